@@ -1,0 +1,97 @@
+# Deltafin - plain Makefile.
+#   make            optimized library, CLI and tools in build/
+#   make debug      the same with AddressSanitizer + UndefinedBehaviorSanitizer in build-debug/
+#   make test       unit + reference tests, optimized and then under the sanitizers
+#   make test-ref   regenerate llama.cpp references live (needs scripts/llama-ref.sh) and compare
+#   make bench      side-by-side speed comparison with llama.cpp
+#   make cross      build for aarch64 (NEON) with gcc-aarch64-linux-gnu
+CC      ?= cc
+MODE    ?= release
+BUILD   ?= build
+ARCH    := $(shell $(CC) -dumpmachine | cut -d- -f1)
+
+WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
+CSTD    := -std=c11 -D_GNU_SOURCE
+INC     := -Iinclude -Isrc
+ifeq ($(MODE),debug)
+OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+LDSAN   := -fsanitize=address,undefined
+else
+OPT     := -O2 -g
+LDSAN   :=
+endif
+CFLAGS  += $(CSTD) $(WARN) $(OPT) $(INC) -pthread
+LDLIBS  := -lpcre2-8 -lutf8proc -lm -pthread $(LDSAN)
+
+# Per-ISA kernel files get their own target flags; the rest of the code stays portable
+# and the right kernels are picked at run time (quant_init).
+ISA_SRC := $(wildcard src/kern_*.c)
+ifeq ($(ARCH),x86_64)
+ISA_KEEP := $(filter src/kern_avx2.c src/kern_avx512.c,$(ISA_SRC))
+else ifeq ($(ARCH),aarch64)
+ISA_KEEP := $(filter src/kern_neon.c,$(ISA_SRC))
+else
+ISA_KEEP :=
+endif
+LIB_SRC := $(filter-out $(ISA_SRC),$(wildcard src/*.c)) $(ISA_KEEP)
+LIB_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
+LIB     := $(BUILD)/libdeltafin.a
+
+TOOL_COMMON := $(filter-out tools/deltafin.c tools/mkmodel.c,$(wildcard tools/*.c))
+TOOL_COMMON_OBJ := $(patsubst tools/%.c,$(BUILD)/obj/tools/%.o,$(TOOL_COMMON))
+TOOLS   := $(BUILD)/deltafin $(BUILD)/mkmodel
+TEST_SRC := $(wildcard tests/test_*.c)
+TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(TEST_SRC))
+
+all: $(LIB) $(TOOLS) $(TESTS)
+
+$(BUILD)/obj/kern_avx2.o: CFLAGS += -mavx2 -mfma -mf16c
+$(BUILD)/obj/kern_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c
+
+$(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h include/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/tools/%.o: tools/%.c $(wildcard src/*.h include/*.h tools/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itools -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/deltafin: $(BUILD)/obj/tools/deltafin.o $(TOOL_COMMON_OBJ) $(LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/mkmodel: $(BUILD)/obj/tools/mkmodel.o $(TOOL_COMMON_OBJ) $(LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/test_%: tests/test_%.c tests/testutil.h $(TOOL_COMMON_OBJ) $(LIB)
+	$(CC) $(CFLAGS) -Itools -Itests -o $@ $< $(TOOL_COMMON_OBJ) $(LIB) $(LDLIBS) -lcmocka
+
+debug:
+	$(MAKE) MODE=debug BUILD=build-debug all
+
+# Tests: the optimized build, then the same suite under ASan+UBSan.
+test: all
+	./tests/run.sh build
+	$(MAKE) MODE=debug BUILD=build-debug all
+	DELTAFIN_SANITIZED=1 ./tests/run.sh build-debug
+
+test-ref: all
+	./scripts/llama-ref.sh build
+	./tests/run-ref.sh build
+
+bench: all
+	./bench/compare.sh
+
+cross:
+	$(MAKE) CC=aarch64-linux-gnu-gcc BUILD=build-aarch64 all
+
+fuzz:
+	./tests/fuzz.sh
+
+clean:
+	rm -rf build build-debug build-aarch64 build-fuzz
+
+.PHONY: all debug test test-ref bench cross fuzz clean

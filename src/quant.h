@@ -1,0 +1,111 @@
+/*
+ * quant.h - tensor element types: GGUF/ggml block layouts, reference
+ * (scalar) kernels and the traits table that picks SIMD kernels at run time.
+ *
+ * DESIGN
+ * Every type is described once by a quant_traits entry: its block size
+ * (elements per block), the bytes per block, how to turn a row into floats,
+ * how to quantize floats into it, and a dot product of one weight row with an
+ * activation row that has been converted into the type's "vec_type" (the
+ * activation format it pairs with, as in llama.cpp: Q8_0 for Q4_0/Q5_0/Q8_0,
+ * Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants, F32 for F32, F16 for F16,
+ * BF16 for BF16). Matrix code looks the entry up once and never switches on
+ * type or instruction set.
+ *
+ * quant_init() fills the table with the best kernels this CPU supports
+ * (AVX-512, AVX2, NEON, else scalar). quant_traits_ref() always returns the
+ * scalar reference, which tests use as the oracle.
+ *
+ * Type ids are ggml's (GGML_TYPE_*), since they are what GGUF files store.
+ */
+#ifndef DF_QUANT_H
+#define DF_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum df_type {
+    DF_TYPE_F32 = 0,
+    DF_TYPE_F16 = 1,
+    DF_TYPE_Q4_0 = 2,
+    DF_TYPE_Q4_1 = 3,
+    DF_TYPE_Q5_0 = 6,
+    DF_TYPE_Q5_1 = 7,
+    DF_TYPE_Q8_0 = 8,
+    DF_TYPE_Q8_1 = 9,
+    DF_TYPE_Q2_K = 10,
+    DF_TYPE_Q3_K = 11,
+    DF_TYPE_Q4_K = 12,
+    DF_TYPE_Q5_K = 13,
+    DF_TYPE_Q6_K = 14,
+    DF_TYPE_Q8_K = 15,
+    DF_TYPE_BF16 = 30,
+    DF_TYPE_COUNT = 43 /* ggml's GGML_TYPE_COUNT: ids >= this are invalid */
+};
+
+/* Dot product of n elements: w is one row in the weight type, x the same
+ * number of elements in the paired vec_type. n is a multiple of blck. */
+typedef void (*quant_vec_dot_fn)(int64_t n, const void *w, const void *x, float *out);
+/* Convert n elements (multiple of blck) of a row to float. */
+typedef void (*quant_to_float_fn)(const void *src, float *dst, int64_t n);
+/* Quantize n floats (multiple of blck) into the type. */
+typedef void (*quant_from_float_fn)(const float *src, void *dst, int64_t n);
+
+typedef struct quant_traits {
+    const char *name;         /* "q4_K" etc., as ggml names it; NULL = unknown id */
+    int blck;                 /* elements per block */
+    size_t type_size;         /* bytes per block */
+    int supported;            /* 1 if Deltafin can compute with this type */
+    int vec_type;             /* activation type paired in vec_dot */
+    quant_to_float_fn to_float;
+    quant_from_float_fn from_float;
+    quant_vec_dot_fn vec_dot;
+} quant_traits;
+
+/* Pick the best kernels for this CPU. Idempotent, thread-safe after the first call returns.
+ * The environment variable DELTAFIN_ISA=scalar|avx2|avx512|neon caps the choice (for tests). */
+void quant_init(void);
+
+/* Traits of a type id, or NULL if the id is outside the table. The returned entry
+ * may have name==NULL (a hole in ggml's numbering) or supported==0 (known to ggml,
+ * not computable here): callers check. */
+const quant_traits *quant_traits_get(int type);
+/* Same, but always the scalar reference kernels. */
+const quant_traits *quant_traits_ref(int type);
+
+/* Name of the ISA selected by quant_init ("avx512", "avx2", "neon", "scalar"). */
+const char *quant_isa_name(void);
+
+/* Bytes needed for a row of n elements; 0 if n is not a multiple of blck or type invalid. */
+size_t quant_row_size(int type, int64_t n);
+
+/* Half-precision conversions (IEEE binary16 and bfloat16). */
+float df_fp16_to_fp32(uint16_t h);
+uint16_t df_fp32_to_fp16(float f);
+float df_bf16_to_fp32(uint16_t h);
+uint16_t df_fp32_to_bf16(float f);
+
+/* Block layouts, byte-exact with ggml (static assertions in quant.c). */
+#define QK4_0 32
+#define QK4_1 32
+#define QK5_0 32
+#define QK5_1 32
+#define QK8_0 32
+#define QK8_1 32
+#define QK_K 256
+#define K_SCALE_SIZE 12
+
+typedef struct { uint16_t d; uint8_t qs[QK4_0 / 2]; } block_q4_0;
+typedef struct { uint16_t d, m; uint8_t qs[QK4_1 / 2]; } block_q4_1;
+typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[QK5_0 / 2]; } block_q5_0;
+typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[QK5_1 / 2]; } block_q5_1;
+typedef struct { uint16_t d; int8_t qs[QK8_0]; } block_q8_0;
+typedef struct { uint16_t d, s; int8_t qs[QK8_1]; } block_q8_1; /* s = d * sum(qs) */
+typedef struct { uint8_t scales[QK_K / 16]; uint8_t qs[QK_K / 4]; uint16_t d, dmin; } block_q2_K;
+typedef struct { uint8_t hmask[QK_K / 8]; uint8_t qs[QK_K / 4]; uint8_t scales[12]; uint16_t d; } block_q3_K;
+typedef struct { uint16_t d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qs[QK_K / 2]; } block_q4_K;
+typedef struct { uint16_t d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qh[QK_K / 8]; uint8_t qs[QK_K / 2]; } block_q5_K;
+typedef struct { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; uint16_t d; } block_q6_K;
+typedef struct { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; } block_q8_K;
+
+#endif

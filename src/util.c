@@ -1,0 +1,58 @@
+/*
+ * util.c - error formatting, checked allocation, timing, peak memory.
+ */
+#define _GNU_SOURCE
+#include "util.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+int df_seterr(char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+void *df_malloc(size_t n, size_t size) {
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total)) return NULL;
+    return malloc(total ? total : 1);
+}
+
+void *df_calloc(size_t n, size_t size) {
+    if (n == 0 || size == 0) return calloc(1, 1);
+    return calloc(n, size);
+}
+
+void *df_aligned_alloc(size_t align, size_t size) {
+    void *p = NULL;
+    if (posix_memalign(&p, align, size ? size : align) != 0) return NULL;
+    return p;
+}
+
+double df_time(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+uint64_t df_peak_rss(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (uint64_t)ru.ru_maxrss * 1024u; /* Linux reports KiB */
+}
+
+char *df_strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    if (p) memcpy(p, s, n);
+    return p;
+}

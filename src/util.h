@@ -1,0 +1,49 @@
+/*
+ * util.h - small shared helpers: error messages, checked allocation,
+ * overflow-checked size arithmetic, timing.
+ *
+ * Library code never prints and never exits. A function that can fail
+ * returns 0 on success and -1 on failure, and writes a one-line reason
+ * into a caller-supplied buffer (char *err, size_t errlen) with df_seterr.
+ */
+#ifndef DF_UTIL_H
+#define DF_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define DF_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define DF_PRINTF(a, b)
+#endif
+
+/* Format a message into err (if err != NULL and errlen > 0). Always returns -1
+ * so that "return df_seterr(...)" reads naturally. */
+int df_seterr(char *err, size_t errlen, const char *fmt, ...) DF_PRINTF(3, 4);
+
+/* Checked allocation: return NULL on failure (callers check). The _z variant
+ * zero-fills; the n*size product is overflow-checked. */
+void *df_calloc(size_t n, size_t size);
+void *df_malloc(size_t n, size_t size);
+/* Aligned allocation (align a power of two >= sizeof(void*)); free with free(). */
+void *df_aligned_alloc(size_t align, size_t size);
+
+/* Overflow-checked arithmetic: return 0 on success, -1 on overflow. */
+static inline int df_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    return __builtin_mul_overflow(a, b, out) ? -1 : 0;
+}
+static inline int df_add_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    return __builtin_add_overflow(a, b, out) ? -1 : 0;
+}
+
+/* Monotonic wall clock in seconds. */
+double df_time(void);
+
+/* Peak resident set size of this process in bytes (0 if unknown). */
+uint64_t df_peak_rss(void);
+
+/* Duplicate a string; NULL on allocation failure. */
+char *df_strdup(const char *s);
+
+#endif
