@@ -1,7 +1,6 @@
 /*
  * util.c - error formatting, checked allocation, timing, peak memory.
  */
-#define _GNU_SOURCE
 #include "util.h"
 
 #include <stdarg.h>

@@ -1,0 +1,126 @@
+/*
+ * deltafin.h - the public C API of Deltafin, an inference engine for GGUF
+ * language models.
+ *
+ * Usage, in short:
+ *
+ *   df_model *m;  df_session *s;  char err[512];
+ *   df_model_params mp = df_model_default_params();
+ *   if (df_model_load("model.gguf", &mp, &m, err, sizeof err)) { puts(err); ... }
+ *   df_session_params sp = df_session_default_params();
+ *   if (df_session_new(m, &sp, &s, err, sizeof err)) { ... }
+ *   int32_t toks[256]; int n;
+ *   df_tokenize(m, "Hello", 5, 1, 0, toks, 256, &n, err, sizeof err);
+ *   df_decode(s, toks, n, logits_last_only_buffer, 0, err, sizeof err);  // appends at the session's position
+ *   ... sample with df_sampler, decode one token at a time ...
+ *   df_session_free(s); df_model_free(m);
+ *
+ * Conventions: functions that can fail return 0 on success and -1 on failure
+ * with a one-line reason in err (which may be NULL). Nothing here prints or
+ * exits. A model is read-only once loaded and may serve several sessions;
+ * a session (KV cache and scratch) is used by one thread at a time.
+ */
+#ifndef DELTAFIN_H
+#define DELTAFIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct df_model df_model;
+typedef struct df_session df_session;
+typedef struct df_sampler df_sampler;
+
+/* ---- models ---- */
+
+typedef struct df_model_params {
+    int n_threads;      /* worker threads for compute (0 = number of online CPUs) */
+    int use_mmap;       /* 1: map the file (default); 0: read weights into memory */
+} df_model_params;
+
+df_model_params df_model_default_params(void);
+
+/* Load a GGUF model (first file of a split model). */
+int df_model_load(const char *path, const df_model_params *p, df_model **out, char *err, size_t errlen);
+void df_model_free(df_model *m);
+
+/* Summary facts about a loaded model. */
+typedef struct df_model_info {
+    const char *arch;        /* general.architecture */
+    const char *name;        /* general.name or "" */
+    int n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
+    uint64_t n_params;       /* total elements of all weight tensors */
+    uint64_t n_bytes;        /* total bytes of all tensor data */
+} df_model_info;
+void df_model_get_info(const df_model *m, df_model_info *out);
+
+/* ---- tokenizer ---- */
+
+/* Tokenize len bytes. add_special: BOS/EOS as the model says. parse_special:
+ * recognise special-token texts. Writes up to max ids, *n_out = total needed. */
+int df_tokenize(const df_model *m, const char *text, size_t len, int add_special, int parse_special, int32_t *out,
+                int max, int *n_out, char *err, size_t errlen);
+/* Bytes of one token (see tok_piece); returns length or -1 for a bad id. */
+int df_token_to_piece(const df_model *m, int32_t id, char *buf, int buflen);
+int32_t df_token_bos(const df_model *m);
+int32_t df_token_eos(const df_model *m);
+int df_token_is_eog(const df_model *m, int32_t id);
+int df_n_vocab(const df_model *m);
+
+/* ---- sessions (KV cache + scratch) ---- */
+
+enum df_kv_type { DF_KV_F32 = 0, DF_KV_F16 = 1 };
+
+typedef struct df_session_params {
+    int n_ctx;         /* context length (0 = the model's training context, capped at 4096) */
+    int n_batch;       /* most tokens processed per forward pass (default 512) */
+    int kv_type;       /* enum df_kv_type (default f16) */
+} df_session_params;
+
+df_session_params df_session_default_params(void);
+
+int df_session_new(df_model *m, const df_session_params *p, df_session **out, char *err, size_t errlen);
+void df_session_free(df_session *s);
+/* Number of tokens in the session's KV cache. */
+int df_session_pos(const df_session *s);
+int df_session_n_ctx(const df_session *s);
+/* Forget everything from position pos onward (pos = 0 clears the session). */
+void df_session_truncate(df_session *s, int pos);
+
+/* Run n tokens at the session's current position. If logits != NULL it
+ * receives n_vocab floats: for every token (all_logits = 1, n x n_vocab,
+ * row-major) or only for the last (all_logits = 0). */
+int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err, size_t errlen);
+
+/* ---- sampling ---- */
+
+typedef struct df_sampler_params {
+    float temp;            /* <= 0: greedy */
+    int top_k;             /* <= 0: off */
+    float top_p;           /* >= 1: off */
+    float min_p;           /* <= 0: off */
+    float repeat_penalty;  /* 1: off */
+    int repeat_last_n;     /* window for the penalty */
+    uint64_t seed;
+} df_sampler_params;
+
+df_sampler_params df_sampler_default_params(void);
+df_sampler *df_sampler_new(const df_sampler_params *p, int n_vocab);
+void df_sampler_free(df_sampler *s);
+/* Pick a token from logits (n_vocab floats; not modified). */
+int32_t df_sampler_sample(df_sampler *s, const float *logits);
+/* Tell the sampler a token was emitted (for the repetition penalty). */
+void df_sampler_accept(df_sampler *s, int32_t id);
+
+/* ---- misc ---- */
+
+const char *df_version(void);
+const char *df_isa(void);   /* SIMD level selected at run time */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

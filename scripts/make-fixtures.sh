@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# make-fixtures.sh - produce llama.cpp reference outputs for every model in
+# tests/data/ref/models.txt.
+#
+#   scripts/make-fixtures.sh BUILD_DIR OUT_DIR
+#
+# For each NAME it writes into OUT_DIR:
+#   NAME.tokens   the prompt token ids (one line, space separated)
+#   NAME.logits   llama.cpp's float32 logits for every position (positions x n_vocab)
+#   NAME.greedy   llama.cpp's 200 (stories260K) or 32 greedy continuation ids, one per line
+#   NAME.sha256   checksum of the model file, so a stale fixture is recognised
+# Models from mkmodel are written to OUT_DIR/models/ (not kept in the repository:
+# mkmodel rebuilds them bit for bit from the same arguments).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${1:?usage: make-fixtures.sh BUILD_DIR OUT_DIR}
+OUT=${2:?usage: make-fixtures.sh BUILD_DIR OUT_DIR}
+SHARED=${DELTAFIN_SHARED:-$ROOT/../shared}
+REF="$ROOT/scripts/llama-ref.sh"
+mkdir -p "$OUT/models"
+
+# deterministic pseudo-random ids in [1, vocab): an LCG, the same in tests/test_model.c's docs
+random_tokens() { # N VOCAB BOS
+    local n=$1 v=$2 x=12345 out="$3"
+    for ((i = 0; i < n; i++)); do
+        x=$(( (x * 1103515245 + 12345) % 2147483648 ))
+        out+=" $(( 1 + (x / 65536) % (v - 3) ))"
+    done
+    echo "$out"
+}
+
+grep -v '^#' "$ROOT/tests/data/ref/models.txt" | while IFS='|' read -r name src prompt; do
+    name=$(echo "$name" | xargs); src=$(echo "$src" | sed 's/^ *//; s/ *$//'); prompt=$(echo "$prompt" | sed 's/^ *//')
+    [ -n "$name" ] || continue
+    case "$src" in
+        shared:*) model="$SHARED/models/${src#shared:}" ;;
+        mkmodel:*) model="$OUT/models/$name.gguf"; "$BUILD/mkmodel" -o "$model" ${src#mkmodel:} 2>/dev/null ;;
+        *) echo "bad source for $name" >&2; exit 1 ;;
+    esac
+    case "$prompt" in
+        text:*) printf '%s' "${prompt#text:}" > "$OUT/$name.txt"
+                toks=$("$REF" -m "$model" --vocab-only tokenize "$OUT/$name.txt" | tr '\n' ' ' | sed 's/ *$//')
+                ngen=200 ;;
+        random:*) vocab=$("$BUILD/deltafin" info -m "$model" | sed -n 's/^tokenizer:.*, \([0-9]*\) tokens,.*/\1/p')
+                  bos=$((vocab - 2))
+                  toks=$(random_tokens "${prompt#random:}" "$vocab" "$bos" | sed 's/^ *//')
+                  ngen=32 ;;
+    esac
+    echo "$toks" > "$OUT/$name.tokens"
+    "$REF" -m "$model" logits --tokens "$toks" --out "$OUT/$name.logits" --top 1 > /dev/null
+    "$REF" -m "$model" generate --tokens "$toks" -n "$ngen" > "$OUT/$name.greedy"
+    sha256sum "$model" | cut -d' ' -f1 > "$OUT/$name.sha256"
+    echo "fixture $name: $(wc -w < "$OUT/$name.tokens") tokens"
+done

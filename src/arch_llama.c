@@ -1,0 +1,179 @@
+/*
+ * arch_llama.c - the llama family: llama (Llama 2/3, Mistral, TinyLlama),
+ * qwen2 (biases on Q/K/V, NeoX RoPE) and qwen3 (per-head Q/K RMSNorm,
+ * NeoX RoPE).
+ *
+ * One pre-norm decoder block per layer:
+ *   h = x + Wo * attn(rope(Wq*norm(x)), rope(Wk*norm(x)), Wv*norm(x))
+ *   x = h + Wdown * (silu(Wgate*norm(h)) * Wup*norm(h))
+ * then a final RMSNorm and the output projection (tied to the embedding
+ * when output.weight is absent). The forward pass works on n tokens at once
+ * (prompt processing) or one (generation) with the same code.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "model.h"
+#include "quant.h"
+#include "util.h"
+
+/* Fetch a small f32 vector (norm weight); it stays pinned while used. */
+static const float *vec_f32(df_session *s, ws_tensor *t) { return ws_fetch(s->m->ws, t, NULL, 0); }
+
+static int need_f32_vec(df_model *m, ws_tensor *t, int64_t n, char *err, size_t errlen) {
+    if (t->type != DF_TYPE_F32)
+        return df_seterr(err, errlen, "%s: tensor '%s' must be f32 (it is %s)", m->path, t->gt->name,
+                         quant_traits_get(t->type)->name);
+    if (t->ne[0] != n || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1)
+        return df_seterr(err, errlen, "%s: tensor '%s' has %lld elements, expected %lld", m->path, t->gt->name,
+                         (long long)t->ne[0], (long long)n);
+    return 0;
+}
+
+static int need_mat(df_model *m, ws_tensor *t, int64_t ne0, int64_t ne1, char *err, size_t errlen) {
+    char inner[256];
+    if (df_check_shape(t, ne0, ne1, inner, sizeof inner) != 0)
+        return df_seterr(err, errlen, "%s: %s", m->path, inner);
+    return 0;
+}
+
+#define REQ(dst, fmt, layer) \
+    if (!((dst) = df_tensor(m, fmt, layer, 1, err, errlen))) return -1
+
+static int bind_common(df_model *m, char *err, size_t errlen) {
+    df_hparams *h = &m->hp;
+    REQ(m->tok_embd, "token_embd.weight", 0);
+    h->n_vocab = (int)m->tok_embd->ne[1];
+    if (m->tok_embd->ne[0] != h->n_embd || m->tok_embd->ne[1] < 1 || m->tok_embd->ne[1] > (1 << 24) ||
+        m->tok_embd->ne[2] != 1)
+        return df_seterr(err, errlen, "%s: token_embd.weight has shape [%lld, %lld], expected [%d, n_vocab]", m->path,
+                         (long long)m->tok_embd->ne[0], (long long)m->tok_embd->ne[1], h->n_embd);
+    REQ(m->output_norm, "output_norm.weight", 0);
+    if (need_f32_vec(m, m->output_norm, h->n_embd, err, errlen)) return -1;
+    m->output = df_tensor(m, "output.weight", 0, 0, err, errlen);
+    if (!m->output && gguf_find_tensor(m->g, "output.weight")) return -1;
+    if (!m->output) m->output = m->tok_embd; /* tied embeddings */
+    if (need_mat(m, m->output, h->n_embd, h->n_vocab, err, errlen)) return -1;
+    m->rope_freqs = df_tensor(m, "rope_freqs.weight", 0, 0, err, errlen);
+    if (!m->rope_freqs && gguf_find_tensor(m->g, "rope_freqs.weight")) return -1;
+    if (m->rope_freqs && need_f32_vec(m, m->rope_freqs, h->n_rot / 2, err, errlen)) return -1;
+
+    const int64_t qdim = (int64_t)h->n_head * h->head_dim;
+    const int64_t kdim = (int64_t)h->n_head_kv * h->head_dim, vdim = (int64_t)h->n_head_kv * h->head_dim_v;
+    const int64_t odim = (int64_t)h->n_head * h->head_dim_v;
+    for (int l = 0; l < h->n_layer; l++) {
+        df_layer *L = &m->layers[l];
+        REQ(L->attn_norm, "blk.%d.attn_norm.weight", l);
+        REQ(L->wq, "blk.%d.attn_q.weight", l);
+        REQ(L->wk, "blk.%d.attn_k.weight", l);
+        REQ(L->wv, "blk.%d.attn_v.weight", l);
+        REQ(L->wo, "blk.%d.attn_output.weight", l);
+        REQ(L->ffn_norm, "blk.%d.ffn_norm.weight", l);
+        REQ(L->ffn_gate, "blk.%d.ffn_gate.weight", l);
+        REQ(L->ffn_up, "blk.%d.ffn_up.weight", l);
+        REQ(L->ffn_down, "blk.%d.ffn_down.weight", l);
+        if (need_f32_vec(m, L->attn_norm, h->n_embd, err, errlen) ||
+            need_f32_vec(m, L->ffn_norm, h->n_embd, err, errlen) || need_mat(m, L->wq, h->n_embd, qdim, err, errlen) ||
+            need_mat(m, L->wk, h->n_embd, kdim, err, errlen) || need_mat(m, L->wv, h->n_embd, vdim, err, errlen) ||
+            need_mat(m, L->wo, odim, h->n_embd, err, errlen) ||
+            need_mat(m, L->ffn_gate, h->n_embd, h->n_ff, err, errlen) ||
+            need_mat(m, L->ffn_up, h->n_embd, h->n_ff, err, errlen) ||
+            need_mat(m, L->ffn_down, h->n_ff, h->n_embd, err, errlen))
+            return -1;
+        /* optional biases (qwen2 has Q/K/V biases; some llamas have all four) */
+        struct { ws_tensor **dst; const char *fmt; int64_t n; } opt[] = {
+            {&L->bq, "blk.%d.attn_q.bias", qdim},
+            {&L->bk, "blk.%d.attn_k.bias", kdim},
+            {&L->bv, "blk.%d.attn_v.bias", vdim},
+            {&L->bo, "blk.%d.attn_output.bias", h->n_embd},
+            {&L->q_norm, "blk.%d.attn_q_norm.weight", h->head_dim},
+            {&L->k_norm, "blk.%d.attn_k_norm.weight", h->head_dim},
+        };
+        for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++) {
+            char name[96];
+            snprintf(name, sizeof name, opt[i].fmt, l);
+            if (!gguf_find_tensor(m->g, name)) continue;
+            if (!(*opt[i].dst = df_tensor(m, opt[i].fmt, l, 1, err, errlen))) return -1;
+            if (need_f32_vec(m, *opt[i].dst, opt[i].n, err, errlen)) return -1;
+        }
+    }
+    return 0;
+}
+#undef REQ
+
+static int bind_qwen3(df_model *m, char *err, size_t errlen) {
+    if (bind_common(m, err, errlen) != 0) return -1;
+    for (int l = 0; l < m->hp.n_layer; l++)
+        if (!m->layers[l].q_norm || !m->layers[l].k_norm)
+            return df_seterr(err, errlen, "%s: qwen3 layer %d lacks attn_q_norm/attn_k_norm", m->path, l);
+    return 0;
+}
+
+/* Per-head RMSNorm of n_heads vectors of hd floats (qwen3 Q/K norm). */
+static void head_norm(float *x, int n_tok, int n_heads, int hd, const float *w, float eps) {
+    for (int64_t i = 0; i < (int64_t)n_tok * n_heads; i++) op_rmsnorm(x + i * hd, x + i * hd, w, hd, eps);
+}
+
+static int forward(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
+                   size_t errlen) {
+    df_model *m = s->m;
+    const df_hparams *h = &m->hp;
+    const int64_t E = h->n_embd;
+    const int64_t qdim = (int64_t)h->n_head * h->head_dim;
+    if (df_embed(s, tokens, n, s->x, err, errlen) != 0) return -1;
+    for (int t = 0; t < n; t++) rope_cache(&s->rope, s->pos + t, s->rope_cache + (int64_t)t * h->n_rot);
+
+    for (int l = 0; l < h->n_layer; l++) {
+        df_layer *L = &m->layers[l];
+        /* attention */
+        const float *an = vec_f32(s, L->attn_norm);
+        for (int t = 0; t < n; t++) op_rmsnorm(s->xb + t * E, s->x + t * E, an, (int)E, h->norm_eps);
+        ws_release(m->ws, L->attn_norm);
+        if (df_matmul(s, L->wq, s->xb, n, s->q, qdim, err, errlen) ||
+            df_matmul(s, L->wk, s->xb, n, s->k, s->kv_dim_k, err, errlen) ||
+            df_matmul(s, L->wv, s->xb, n, s->v, s->kv_dim_v, err, errlen))
+            return -1;
+        df_add_bias(s, L->bq, s->q, n, qdim);
+        df_add_bias(s, L->bk, s->k, n, s->kv_dim_k);
+        df_add_bias(s, L->bv, s->v, n, s->kv_dim_v);
+        if (L->q_norm) {
+            head_norm(s->q, n, h->n_head, h->head_dim, vec_f32(s, L->q_norm), h->norm_eps);
+            head_norm(s->k, n, h->n_head_kv, h->head_dim, vec_f32(s, L->k_norm), h->norm_eps);
+            ws_release(m->ws, L->q_norm);
+            ws_release(m->ws, L->k_norm);
+        }
+        for (int t = 0; t < n; t++) {
+            const float *rc = s->rope_cache + (int64_t)t * h->n_rot;
+            rope_apply(&s->rope, rc, s->q + t * qdim, h->n_head, h->head_dim);
+            rope_apply(&s->rope, rc, s->k + t * s->kv_dim_k, h->n_head_kv, h->head_dim);
+        }
+        df_kv_store(s, l, n, s->k, s->v);
+        df_attention(s, l, n, s->q, s->xb);
+        if (df_matmul(s, L->wo, s->xb, n, s->xb2, E, err, errlen)) return -1;
+        df_add_bias(s, L->bo, s->xb2, n, E);
+        for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
+
+        /* feed-forward (SwiGLU) */
+        const float *fn = vec_f32(s, L->ffn_norm);
+        for (int t = 0; t < n; t++) op_rmsnorm(s->xb + t * E, s->x + t * E, fn, (int)E, h->norm_eps);
+        ws_release(m->ws, L->ffn_norm);
+        if (df_matmul(s, L->ffn_gate, s->xb, n, s->hb, h->n_ff, err, errlen) ||
+            df_matmul(s, L->ffn_up, s->xb, n, s->hb2, h->n_ff, err, errlen))
+            return -1;
+        op_swiglu(s->hb, s->hb2, n * h->n_ff);
+        if (df_matmul(s, L->ffn_down, s->hb, n, s->xb2, E, err, errlen)) return -1;
+        for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
+    }
+    s->pos += n;
+    if (!logits) return 0;
+    /* final norm and output projection, for the last token or all of them */
+    const int first = all_logits ? 0 : n - 1, cnt = all_logits ? n : 1;
+    const float *on = vec_f32(s, m->output_norm);
+    for (int t = first; t < n; t++) op_rmsnorm(s->xb + t * E, s->x + t * E, on, (int)E, h->norm_eps);
+    ws_release(m->ws, m->output_norm);
+    return df_matmul(s, m->output, s->xb + (int64_t)first * E, cnt, logits, h->n_vocab, err, errlen);
+}
+
+const df_arch df_arch_llama = {"llama", 0, bind_common, forward};
+const df_arch df_arch_qwen2 = {"qwen2", 1, bind_common, forward};
+const df_arch df_arch_qwen3 = {"qwen3", 1, bind_qwen3, forward};

@@ -1,0 +1,511 @@
+/*
+ * model.c - loading a model (GGUF -> hyperparameters, weight handles,
+ * tokenizer), sessions (KV cache and scratch), and the helpers every
+ * architecture's forward pass shares: embedding lookup, matrix products
+ * through the weight store, KV cache writes and attention.
+ *
+ * Every hyperparameter is range-checked before it sizes anything, and every
+ * tensor's shape is checked against them, so a hostile file gives an error
+ * here rather than an out-of-bounds access in the forward pass.
+ */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "quant.h"
+#include "util.h"
+
+#define DF_VERSION "0.1.0"
+#define MAX_DIM (1 << 20)
+#define MAX_LAYERS 4096
+#define DEFAULT_CTX_CAP 4096
+
+static const df_arch *const ARCHES[] = {&df_arch_llama, &df_arch_qwen2, &df_arch_qwen3};
+
+const df_arch *df_arch_find(const char *name) {
+    for (size_t i = 0; i < sizeof ARCHES / sizeof ARCHES[0]; i++)
+        if (strcmp(ARCHES[i]->name, name) == 0) return ARCHES[i];
+    return NULL;
+}
+
+const char *df_version(void) { return DF_VERSION; }
+const char *df_isa(void) {
+    quant_init();
+    return quant_isa_name();
+}
+
+df_model_params df_model_default_params(void) {
+    df_model_params p = {0, 1};
+    return p;
+}
+
+/* ---- hyperparameters ---- */
+
+/* Read "<arch>.<suffix>" as an integer in [lo, hi]; optional keys keep *out. */
+static int hp_int(df_model *m, const char *suffix, int *out, int lo, int hi, int required, char *err, size_t errlen) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", m->arch_name, suffix);
+    const gguf_kv *kv = gguf_find(m->g, key);
+    if (!kv) return required ? df_seterr(err, errlen, "%s: missing metadata key '%s'", m->path, key) : 0;
+    if (kv->type == GGUF_T_ARRAY)
+        return df_seterr(err, errlen, "%s: '%s' is a per-layer array, which is not supported", m->path, key);
+    int64_t v;
+    if (gguf_get_i64(m->g, key, &v, err, errlen) != 0) return -1;
+    if (v < lo || v > hi)
+        return df_seterr(err, errlen, "%s: metadata '%s' = %lld is out of range [%d, %d]", m->path, key, (long long)v,
+                         lo, hi);
+    *out = (int)v;
+    return 0;
+}
+
+static int hp_float(df_model *m, const char *suffix, float *out, float lo, float hi, char *err, size_t errlen) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", m->arch_name, suffix);
+    if (!gguf_find(m->g, key)) return 0;
+    float v;
+    if (gguf_get_f32(m->g, key, &v, err, errlen) != 0) return -1;
+    if (!(v >= lo && v <= hi))
+        return df_seterr(err, errlen, "%s: metadata '%s' = %g is out of range [%g, %g]", m->path, key, v, lo, hi);
+    *out = v;
+    return 0;
+}
+
+static int read_hparams(df_model *m, char *err, size_t errlen) {
+    df_hparams *h = &m->hp;
+    h->n_ctx_train = 2048;
+    if (hp_int(m, "context_length", &h->n_ctx_train, 1, 1 << 24, 0, err, errlen) ||
+        hp_int(m, "embedding_length", &h->n_embd, 1, MAX_DIM, 1, err, errlen) ||
+        hp_int(m, "block_count", &h->n_layer, 1, MAX_LAYERS, 1, err, errlen) ||
+        hp_int(m, "feed_forward_length", &h->n_ff, 1, MAX_DIM, 1, err, errlen) ||
+        hp_int(m, "attention.head_count", &h->n_head, 1, 65536, 1, err, errlen))
+        return -1;
+    h->n_head_kv = h->n_head;
+    if (hp_int(m, "attention.head_count_kv", &h->n_head_kv, 1, h->n_head, 0, err, errlen)) return -1;
+    if (h->n_head % h->n_head_kv != 0)
+        return df_seterr(err, errlen, "%s: head_count %d is not a multiple of head_count_kv %d", m->path, h->n_head,
+                         h->n_head_kv);
+    h->head_dim = h->n_embd / h->n_head;
+    if (hp_int(m, "attention.key_length", &h->head_dim, 1, 65536, 0, err, errlen)) return -1;
+    h->head_dim_v = h->head_dim;
+    if (hp_int(m, "attention.value_length", &h->head_dim_v, 1, 65536, 0, err, errlen)) return -1;
+    if (h->head_dim < 2 || h->head_dim % 2)
+        return df_seterr(err, errlen, "%s: head size %d must be even and at least 2", m->path, h->head_dim);
+    if ((int64_t)h->head_dim * h->n_head > MAX_DIM)
+        return df_seterr(err, errlen, "%s: attention width %lld is too large", m->path,
+                         (long long)h->head_dim * h->n_head);
+    h->n_rot = h->head_dim;
+    if (hp_int(m, "rope.dimension_count", &h->n_rot, 2, h->head_dim, 0, err, errlen)) return -1;
+    if (h->n_rot % 2) return df_seterr(err, errlen, "%s: rope.dimension_count %d must be even", m->path, h->n_rot);
+    h->norm_eps = 1e-5f;
+    if (hp_float(m, "attention.layer_norm_rms_epsilon", &h->norm_eps, 0.0f, 1.0f, err, errlen)) return -1;
+    h->rope_base = 10000.0f;
+    if (hp_float(m, "rope.freq_base", &h->rope_base, 1.0f, 1e12f, err, errlen)) return -1;
+
+    /* RoPE scaling, as llama.cpp interprets the keys. */
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", m->arch_name);
+    const char *stype = gguf_get_str(m->g, key);
+    float factor = 0.0f;
+    if (hp_float(m, "rope.scaling.factor", &factor, 0.0f, 1e6f, err, errlen)) return -1;
+    if (factor == 0.0f && hp_float(m, "rope.scale_linear", &factor, 0.0f, 1e6f, err, errlen)) return -1;
+    h->rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
+    int yarn = 0;
+    if (stype) {
+        if (strcmp(stype, "none") == 0) h->rope_freq_scale = 1.0f;
+        else if (strcmp(stype, "yarn") == 0) yarn = 1;
+        else if (strcmp(stype, "linear") != 0)
+            return df_seterr(err, errlen, "%s: unsupported rope.scaling.type '%s' (none, linear, yarn)", m->path, stype);
+    }
+    h->n_ctx_orig = h->n_ctx_train;
+    if (hp_int(m, "rope.scaling.original_context_length", &h->n_ctx_orig, 1, 1 << 24, 0, err, errlen)) return -1;
+    h->yarn_beta_fast = 32.0f;
+    h->yarn_beta_slow = 1.0f;
+    h->yarn_ext_factor = yarn ? 1.0f : 0.0f;
+    float attn_factor = 1.0f, log_mul = 0.0f;
+    if (hp_float(m, "rope.scaling.yarn_beta_fast", &h->yarn_beta_fast, 0.0f, 1e6f, err, errlen) ||
+        hp_float(m, "rope.scaling.yarn_beta_slow", &h->yarn_beta_slow, 0.0f, 1e6f, err, errlen) ||
+        hp_float(m, "rope.scaling.yarn_ext_factor", &h->yarn_ext_factor, 0.0f, 1e3f, err, errlen) ||
+        hp_float(m, "rope.scaling.attn_factor", &attn_factor, 0.0f, 1e3f, err, errlen) ||
+        hp_float(m, "rope.scaling.yarn_log_multiplier", &log_mul, 0.0f, 1e3f, err, errlen))
+        return -1;
+    h->yarn_attn_factor = 1.0f;
+    if (h->yarn_ext_factor != 0.0f) {
+        const float f = 1.0f / h->rope_freq_scale;
+        float ms = f <= 1.0f ? 1.0f : 0.1f * logf(f) + 1.0f;
+        if (log_mul != 0.0f) {
+            float ms_all = f <= 1.0f ? 1.0f : 0.1f * log_mul * logf(f) + 1.0f;
+            h->yarn_attn_factor = ms / ms_all; /* mscale taken as 1, as llama.cpp does */
+        } else {
+            h->yarn_attn_factor = ms;
+        }
+        h->yarn_attn_factor *= 1.0f / (1.0f + 0.1f * logf(f));
+    }
+    h->yarn_attn_factor *= attn_factor;
+    return 0;
+}
+
+/* ---- tensors ---- */
+
+ws_tensor *df_tensor(df_model *m, const char *fmt, int layer, int required, char *err, size_t errlen) {
+    char name[96];
+    snprintf(name, sizeof name, fmt, layer);
+    if (!required && !gguf_find_tensor(m->g, name)) return NULL;
+    ws_tensor *t = ws_get(m->ws, name, err, errlen);
+    if (!t && required) {
+        char inner[256];
+        snprintf(inner, sizeof inner, "%s", err ? err : "");
+        df_seterr(err, errlen, "%s: %s", m->path, inner);
+    }
+    return t;
+}
+
+int df_check_shape(const ws_tensor *t, int64_t ne0, int64_t ne1, char *err, size_t errlen) {
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
+        return df_seterr(err, errlen, "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
+                         t->gt->name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                         (long long)t->ne[3], (long long)ne0, (long long)ne1);
+    return 0;
+}
+
+/* ---- loading ---- */
+
+void df_model_free(df_model *m) {
+    if (!m) return;
+    tp_free(m->pool);
+    tok_free(m->vocab);
+    ws_close(m->ws);
+    gguf_close(m->g);
+    free(m->layers);
+    free(m->path);
+    free(m);
+}
+
+int df_model_load(const char *path, const df_model_params *p, df_model **out, char *err, size_t errlen) {
+    df_model_params defp = df_model_default_params();
+    if (!p) p = &defp;
+    *out = NULL;
+    quant_init();
+    df_model *m = calloc(1, sizeof *m);
+    if (!m) return df_seterr(err, errlen, "out of memory");
+    m->path = df_strdup(path);
+    if (!m->path) goto oom;
+    if (gguf_open(path, &m->g, err, errlen) != 0) goto fail;
+    m->arch_name = gguf_get_str(m->g, "general.architecture");
+    if (!m->arch_name) {
+        df_seterr(err, errlen, "%s: missing general.architecture", path);
+        goto fail;
+    }
+    m->arch = df_arch_find(m->arch_name);
+    if (!m->arch) {
+        df_seterr(err, errlen, "%s: unsupported architecture '%s' (supported: llama, qwen2, qwen3)", path,
+                  m->arch_name);
+        goto fail;
+    }
+    if (read_hparams(m, err, errlen) != 0) goto fail;
+    m->hp.rope_neox = m->arch->rope_neox;
+    if (tok_load(m->g, &m->vocab, err, errlen) != 0) {
+        char inner[400];
+        snprintf(inner, sizeof inner, "%s", err);
+        df_seterr(err, errlen, "%s: tokenizer: %s", path, inner);
+        goto fail;
+    }
+    if (ws_open(m->g, p->use_mmap ? WS_MMAP : WS_RESIDENT, &m->ws, err, errlen) != 0) goto fail;
+    m->layers = calloc((size_t)m->hp.n_layer, sizeof(df_layer));
+    if (!m->layers) goto oom;
+    if (m->arch->bind(m, err, errlen) != 0) goto fail;
+    if (tok_n_vocab(m->vocab) != m->hp.n_vocab) {
+        df_seterr(err, errlen, "%s: tokenizer has %d tokens but the embedding has %d rows", path,
+                  tok_n_vocab(m->vocab), m->hp.n_vocab);
+        goto fail;
+    }
+    m->n_threads = p->n_threads > 0 ? p->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (m->n_threads < 1) m->n_threads = 1;
+    if (m->n_threads > 512) m->n_threads = 512;
+    m->pool = tp_create(m->n_threads);
+    if (!m->pool) goto oom;
+    *out = m;
+    return 0;
+oom:
+    df_seterr(err, errlen, "%s: out of memory", path);
+fail:
+    df_model_free(m);
+    return -1;
+}
+
+void df_model_get_info(const df_model *m, df_model_info *o) {
+    memset(o, 0, sizeof *o);
+    o->arch = m->arch_name;
+    o->name = gguf_get_str(m->g, "general.name");
+    if (!o->name) o->name = "";
+    o->n_vocab = m->hp.n_vocab;
+    o->n_ctx_train = m->hp.n_ctx_train;
+    o->n_embd = m->hp.n_embd;
+    o->n_layer = m->hp.n_layer;
+    o->n_head = m->hp.n_head;
+    o->n_head_kv = m->hp.n_head_kv;
+    o->head_dim = m->hp.head_dim;
+    o->n_ff = m->hp.n_ff;
+    for (uint64_t i = 0; i < m->g->n_tensors; i++) {
+        o->n_params += m->g->tensors[i].n_elements;
+        o->n_bytes += m->g->tensors[i].nbytes;
+    }
+}
+
+/* ---- tokenizer wrappers ---- */
+
+int df_tokenize(const df_model *m, const char *text, size_t len, int add_special, int parse_special, int32_t *out,
+                int max, int *n_out, char *err, size_t errlen) {
+    return tok_encode(m->vocab, text, len, add_special, parse_special, out, max, n_out, err, errlen);
+}
+int df_token_to_piece(const df_model *m, int32_t id, char *buf, int buflen) {
+    return tok_piece(m->vocab, id, 0, buf, buflen);
+}
+int32_t df_token_bos(const df_model *m) { return tok_bos(m->vocab); }
+int32_t df_token_eos(const df_model *m) { return tok_eos(m->vocab); }
+int df_token_is_eog(const df_model *m, int32_t id) { return tok_is_eog(m->vocab, id); }
+int df_n_vocab(const df_model *m) { return m->hp.n_vocab; }
+
+/* ---- sessions ---- */
+
+df_session_params df_session_default_params(void) {
+    df_session_params p = {0, 512, DF_KV_F16};
+    return p;
+}
+
+void df_session_free(df_session *s) {
+    if (!s) return;
+    free(s->k_cache);
+    free(s->v_cache);
+    free(s->x);
+    free(s->xb);
+    free(s->xb2);
+    free(s->q);
+    free(s->k);
+    free(s->v);
+    free(s->hb);
+    free(s->hb2);
+    free(s->att);
+    free(s->rope_cache);
+    free(s->logits);
+    free(s->mm.buf);
+    free(s);
+}
+
+static float *falloc(int64_t rows, int64_t cols) {
+    uint64_t n;
+    if (rows <= 0 || cols <= 0 || df_mul_u64((uint64_t)rows, (uint64_t)cols, &n) != 0 || n > (SIZE_MAX / 4))
+        return NULL;
+    return df_aligned_alloc(64, (size_t)n * sizeof(float));
+}
+
+int df_session_new(df_model *m, const df_session_params *p, df_session **out, char *err, size_t errlen) {
+    df_session_params defp = df_session_default_params();
+    if (!p) p = &defp;
+    *out = NULL;
+    const df_hparams *h = &m->hp;
+    df_session *s = calloc(1, sizeof *s);
+    if (!s) return df_seterr(err, errlen, "out of memory");
+    s->m = m;
+    s->n_ctx = p->n_ctx > 0 ? p->n_ctx : (h->n_ctx_train < DEFAULT_CTX_CAP ? h->n_ctx_train : DEFAULT_CTX_CAP);
+    if (s->n_ctx > (1 << 24)) {
+        free(s);
+        return df_seterr(err, errlen, "context length %d is too large", p->n_ctx);
+    }
+    s->n_batch = p->n_batch > 0 ? p->n_batch : 512;
+    if (s->n_batch > s->n_ctx) s->n_batch = s->n_ctx;
+    s->kv_type = p->kv_type == DF_KV_F32 ? DF_KV_F32 : DF_KV_F16;
+    s->kv_elt = s->kv_type == DF_KV_F32 ? 4 : 2;
+    s->kv_dim_k = (int64_t)h->n_head_kv * h->head_dim;
+    s->kv_dim_v = (int64_t)h->n_head_kv * h->head_dim_v;
+    uint64_t kbytes, vbytes;
+    if (df_mul_u64((uint64_t)h->n_layer * (uint64_t)s->n_ctx, (uint64_t)s->kv_dim_k * s->kv_elt, &kbytes) ||
+        df_mul_u64((uint64_t)h->n_layer * (uint64_t)s->n_ctx, (uint64_t)s->kv_dim_v * s->kv_elt, &vbytes) ||
+        kbytes > SIZE_MAX / 2 || vbytes > SIZE_MAX / 2) {
+        free(s);
+        return df_seterr(err, errlen, "KV cache size overflows");
+    }
+    s->k_cache = df_aligned_alloc(64, (size_t)kbytes);
+    s->v_cache = df_aligned_alloc(64, (size_t)vbytes);
+    const int64_t qdim = (int64_t)h->n_head * h->head_dim, vdim = (int64_t)h->n_head * h->head_dim_v;
+    int64_t wide = h->n_embd;
+    if (qdim > wide) wide = qdim;
+    if (vdim > wide) wide = vdim;
+    s->x = falloc(s->n_batch, h->n_embd);
+    s->xb = falloc(s->n_batch, wide);
+    s->xb2 = falloc(s->n_batch, h->n_embd);
+    s->q = falloc(s->n_batch, qdim);
+    s->k = falloc(s->n_batch, s->kv_dim_k);
+    s->v = falloc(s->n_batch, s->kv_dim_v);
+    s->hb = falloc(s->n_batch, h->n_ff);
+    s->hb2 = falloc(s->n_batch, h->n_ff);
+    s->att = falloc(m->n_threads, s->n_ctx);
+    s->rope_cache = falloc(s->n_batch, h->n_rot);
+    s->logits = falloc(s->n_batch, h->n_vocab);
+    int64_t widest_in = wide > h->n_ff ? wide : h->n_ff;
+    s->mm.size = mm_scratch_bytes(widest_in, s->n_batch);
+    s->mm.buf = df_aligned_alloc(64, s->mm.size);
+    if (!s->k_cache || !s->v_cache || !s->x || !s->xb || !s->xb2 || !s->q || !s->k || !s->v || !s->hb || !s->hb2 ||
+        !s->att || !s->rope_cache || !s->logits || !s->mm.buf) {
+        df_session_free(s);
+        return df_seterr(err, errlen, "out of memory for a session of %d tokens (KV cache %.1f MiB)", s->n_ctx,
+                         (double)(kbytes + vbytes) / (1 << 20));
+    }
+    s->rope.n_dims = h->n_rot;
+    s->rope.neox = h->rope_neox;
+    s->rope.freq_base = h->rope_base;
+    s->rope.freq_scale = h->rope_freq_scale;
+    s->rope.ext_factor = h->yarn_ext_factor;
+    s->rope.attn_factor = h->yarn_attn_factor;
+    rope_corr_dims(h->n_rot, h->n_ctx_orig, h->rope_base, h->yarn_beta_fast, h->yarn_beta_slow, s->rope.corr_dims);
+    s->rope.freq_factors = NULL;
+    if (m->rope_freqs) {
+        s->rope.freq_factors = ws_fetch(m->ws, m->rope_freqs, err, errlen); /* pinned for the session's life */
+        if (!s->rope.freq_factors) {
+            df_session_free(s);
+            return -1;
+        }
+    }
+    *out = s;
+    return 0;
+}
+
+int df_session_pos(const df_session *s) { return s->pos; }
+int df_session_n_ctx(const df_session *s) { return s->n_ctx; }
+void df_session_truncate(df_session *s, int pos) {
+    if (pos >= 0 && pos < s->pos) s->pos = pos;
+}
+
+int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err, size_t errlen) {
+    const int nv = s->m->hp.n_vocab;
+    if (n <= 0) return df_seterr(err, errlen, "no tokens to decode");
+    if (n > s->n_ctx - s->pos)
+        return df_seterr(err, errlen, "context full: %d tokens at position %d exceed the context of %d", n, s->pos,
+                         s->n_ctx);
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= nv)
+            return df_seterr(err, errlen, "token id %d is outside the vocabulary (0..%d)", tokens[i], nv - 1);
+    for (int done = 0; done < n;) {
+        int chunk = n - done < s->n_batch ? n - done : s->n_batch;
+        int last = done + chunk == n;
+        float *dst = NULL;
+        if (logits && all_logits) dst = logits + (int64_t)done * nv;
+        else if (logits && last) dst = logits;
+        if (s->m->arch->forward(s, tokens + done, chunk, dst, all_logits, err, errlen) != 0) return -1;
+        done += chunk;
+    }
+    return 0;
+}
+
+/* ---- shared forward-pass helpers ---- */
+
+int df_matmul(df_session *s, ws_tensor *w, const float *x, int n_tok, float *y, int64_t ldy, char *err,
+              size_t errlen) {
+    const void *data = ws_fetch(s->m->ws, w, err, errlen);
+    if (!data) return -1;
+    int rc = mm_mul(s->m->pool, w->type, data, w->ne[0], w->ne[1], x, n_tok, y, ldy, &s->mm);
+    ws_release(s->m->ws, w);
+    if (rc != 0) return df_seterr(err, errlen, "internal: matmul scratch too small for '%s'", w->gt->name);
+    return 0;
+}
+
+int df_embed(df_session *s, const int32_t *tokens, int n, float *out, char *err, size_t errlen) {
+    ws_tensor *t = s->m->tok_embd;
+    const uint8_t *data = ws_fetch(s->m->ws, t, err, errlen);
+    if (!data) return -1;
+    const quant_traits *q = quant_traits_get(t->type);
+    for (int i = 0; i < n; i++) q->to_float(data + (size_t)tokens[i] * t->row_bytes, out + (int64_t)i * t->ne[0], t->ne[0]);
+    ws_release(s->m->ws, t);
+    return 0;
+}
+
+void df_add_bias(df_session *s, ws_tensor *b, float *y, int n_tok, int64_t ld) {
+    if (!b) return;
+    const float *bv = ws_fetch(s->m->ws, b, NULL, 0);
+    if (!bv) return;
+    for (int t = 0; t < n_tok; t++)
+        for (int64_t i = 0; i < b->ne[0]; i++) y[(int64_t)t * ld + i] += bv[i];
+    ws_release(s->m->ws, b);
+}
+
+static inline float kv_get(const df_session *s, const uint8_t *p, int64_t i) {
+    if (s->kv_elt == 4) return ((const float *)p)[i];
+    return df_fp16_to_fp32(((const uint16_t *)p)[i]);
+}
+
+void df_kv_store(df_session *s, int layer, int n_tok, const float *k, const float *v) {
+    const int64_t ctx = s->n_ctx;
+    for (int t = 0; t < n_tok; t++) {
+        int64_t pos = s->pos + t;
+        uint8_t *kd = s->k_cache + (((int64_t)layer * ctx + pos) * s->kv_dim_k) * (int64_t)s->kv_elt;
+        uint8_t *vd = s->v_cache + (((int64_t)layer * ctx + pos) * s->kv_dim_v) * (int64_t)s->kv_elt;
+        const float *ks = k + (int64_t)t * s->kv_dim_k, *vs = v + (int64_t)t * s->kv_dim_v;
+        if (s->kv_elt == 4) {
+            memcpy(kd, ks, (size_t)s->kv_dim_k * 4);
+            memcpy(vd, vs, (size_t)s->kv_dim_v * 4);
+        } else {
+            for (int64_t i = 0; i < s->kv_dim_k; i++) ((uint16_t *)kd)[i] = df_fp32_to_fp16(ks[i]);
+            for (int64_t i = 0; i < s->kv_dim_v; i++) ((uint16_t *)vd)[i] = df_fp32_to_fp16(vs[i]);
+        }
+    }
+}
+
+typedef struct {
+    df_session *s;
+    int layer, n_tok;
+    const float *q;
+    float *out;
+} attn_job;
+
+/* One (token, head) pair per unit of work: scores over the cache up to the
+ * token's own position (causal), softmax, weighted sum of values. */
+static void attn_worker(void *arg, int ith, int nth) {
+    attn_job *j = arg;
+    df_session *s = j->s;
+    const df_hparams *h = &s->m->hp;
+    const int hd = h->head_dim, hdv = h->head_dim_v, group = h->n_head / h->n_head_kv;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *sc = s->att + (int64_t)ith * s->n_ctx;
+    const int64_t ctx = s->n_ctx;
+    const uint8_t *kl = s->k_cache + (int64_t)j->layer * ctx * s->kv_dim_k * (int64_t)s->kv_elt;
+    const uint8_t *vl = s->v_cache + (int64_t)j->layer * ctx * s->kv_dim_v * (int64_t)s->kv_elt;
+    long lo, hi;
+    tp_range((long)j->n_tok * h->n_head, ith, nth, &lo, &hi);
+    for (long u = lo; u < hi; u++) {
+        const int t = (int)(u / h->n_head), hh = (int)(u % h->n_head), kvh = hh / group;
+        const int n_keys = s->pos + t + 1;
+        const float *qv = j->q + (int64_t)t * h->n_head * hd + (int64_t)hh * hd;
+        for (int p = 0; p < n_keys; p++) {
+            const uint8_t *kp = kl + ((int64_t)p * s->kv_dim_k + (int64_t)kvh * hd) * (int64_t)s->kv_elt;
+            float d = 0.0f;
+            if (s->kv_elt == 4) {
+                const float *kf = (const float *)kp;
+                for (int i = 0; i < hd; i++) d += qv[i] * kf[i];
+            } else {
+                for (int i = 0; i < hd; i++) d += qv[i] * kv_get(s, kp, i);
+            }
+            sc[p] = d * scale;
+        }
+        op_softmax(sc, n_keys);
+        float *o = j->out + (int64_t)t * h->n_head * hdv + (int64_t)hh * hdv;
+        memset(o, 0, (size_t)hdv * sizeof(float));
+        for (int p = 0; p < n_keys; p++) {
+            const uint8_t *vp = vl + ((int64_t)p * s->kv_dim_v + (int64_t)kvh * hdv) * (int64_t)s->kv_elt;
+            const float w = sc[p];
+            if (s->kv_elt == 4) {
+                const float *vf = (const float *)vp;
+                for (int i = 0; i < hdv; i++) o[i] += w * vf[i];
+            } else {
+                for (int i = 0; i < hdv; i++) o[i] += w * kv_get(s, vp, i);
+            }
+        }
+    }
+}
+
+void df_attention(df_session *s, int layer, int n_tok, const float *q, float *out) {
+    attn_job j = {s, layer, n_tok, q, out};
+    tp_run(s->m->pool, attn_worker, &j);
+}

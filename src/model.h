@@ -1,0 +1,120 @@
+/*
+ * model.h - internal model and session structures, and the architecture table.
+ *
+ * DESIGN
+ * State is split three ways, as in llama2.c:
+ *   df_hparams  - hyperparameters read from metadata (immutable);
+ *   df_model    - weight handles (ws_tensor, reached only through the weight
+ *                 store), tokenizer, thread pool;
+ *   df_session  - the run state: KV cache and scratch buffers, allocated once
+ *                 when the session is created; nothing is allocated per token.
+ * Each supported general.architecture is one df_arch entry: a function that
+ * reads its extra hyperparameters and binds its tensors, and a forward
+ * function. One file per family (arch_llama.c: llama, qwen2, qwen3).
+ */
+#ifndef DF_MODEL_H
+#define DF_MODEL_H
+
+#include "deltafin.h"
+#include "gguf.h"
+#include "matmul.h"
+#include "ops.h"
+#include "threads.h"
+#include "tokenizer.h"
+#include "wstore.h"
+
+typedef struct df_hparams {
+    int n_vocab;
+    int n_ctx_train;
+    int n_embd;
+    int n_layer;
+    int n_head;
+    int n_head_kv;
+    int head_dim;        /* key/query head size (attention.key_length) */
+    int head_dim_v;      /* value head size (attention.value_length) */
+    int n_ff;
+    int n_rot;           /* rope.dimension_count */
+    float norm_eps;
+    /* RoPE */
+    int rope_neox;
+    float rope_base;
+    float rope_freq_scale;
+    float yarn_ext_factor;
+    float yarn_attn_factor;
+    float yarn_beta_fast;
+    float yarn_beta_slow;
+    int n_ctx_orig;
+} df_hparams;
+
+typedef struct df_layer {
+    ws_tensor *attn_norm;
+    ws_tensor *wq, *wk, *wv, *wo;
+    ws_tensor *bq, *bk, *bv, *bo;     /* optional biases */
+    ws_tensor *q_norm, *k_norm;       /* qwen3: per-head RMSNorm weights */
+    ws_tensor *ffn_norm;
+    ws_tensor *ffn_gate, *ffn_up, *ffn_down;
+} df_layer;
+
+struct df_session;
+
+typedef struct df_arch {
+    const char *name;
+    int rope_neox;                                      /* default RoPE layout */
+    int (*bind)(df_model *m, char *err, size_t errlen); /* extra hparams + tensors */
+    int (*forward)(struct df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
+                   size_t errlen);
+} df_arch;
+
+struct df_model {
+    char *path;
+    gguf_ctx *g;
+    wstore *ws;
+    tok_vocab *vocab;
+    const df_arch *arch;
+    const char *arch_name;
+    df_hparams hp;
+    ws_tensor *tok_embd, *output_norm, *output, *rope_freqs;
+    df_layer *layers;
+    tp_pool *pool;
+    int n_threads;
+};
+
+struct df_session {
+    df_model *m;
+    int n_ctx, n_batch, kv_type, pos;
+    size_t kv_elt;          /* bytes per cached element (4 or 2) */
+    int64_t kv_dim_k, kv_dim_v; /* n_head_kv * head_dim(_v) */
+    uint8_t *k_cache;       /* (n_layer, n_ctx, kv_dim_k) */
+    uint8_t *v_cache;       /* (n_layer, n_ctx, kv_dim_v) */
+    rope_params rope;
+    /* scratch, n_batch rows each */
+    float *x;               /* (n_batch, n_embd) residual stream */
+    float *xb;              /* (n_batch, max(n_embd, q_dim)) normed input / attention output */
+    float *xb2;             /* (n_batch, n_embd) */
+    float *q;               /* (n_batch, n_head * head_dim) */
+    float *k;               /* (n_batch, kv_dim_k) */
+    float *v;               /* (n_batch, kv_dim_v) */
+    float *hb, *hb2;        /* (n_batch, n_ff) */
+    float *att;             /* (n_threads, n_ctx) attention scores */
+    float *rope_cache;      /* (n_batch, n_rot) */
+    float *logits;          /* (n_batch, n_vocab) */
+    mm_scratch mm;
+};
+
+/* Architecture lookup by general.architecture; NULL if unsupported. */
+const df_arch *df_arch_find(const char *name);
+
+/* Shared helpers for architecture files. */
+ws_tensor *df_tensor(df_model *m, const char *fmt, int layer, int required, char *err, size_t errlen);
+int df_check_shape(const ws_tensor *t, int64_t ne0, int64_t ne1, char *err, size_t errlen);
+int df_matmul(df_session *s, ws_tensor *w, const float *x, int n_tok, float *y, int64_t ldy, char *err,
+              size_t errlen);
+int df_embed(df_session *s, const int32_t *tokens, int n, float *out, char *err, size_t errlen);
+void df_add_bias(df_session *s, ws_tensor *b, float *y, int n_tok, int64_t ld);
+void df_attention(df_session *s, int layer, int n_tok, const float *q, float *out);
+void df_kv_store(df_session *s, int layer, int n_tok, const float *k, const float *v);
+
+/* Defined per architecture file. */
+extern const df_arch df_arch_llama, df_arch_qwen2, df_arch_qwen3;
+
+#endif

@@ -1,0 +1,40 @@
+/*
+ * ops.h - the small float kernels of a transformer layer: RMSNorm, RoPE,
+ * SiLU gating, softmax. Plain C on float arrays; vectorised by the compiler.
+ * The heavy work (matrix products, attention) lives in matmul.c and attn.c.
+ */
+#ifndef DF_OPS_H
+#define DF_OPS_H
+
+#include <stdint.h>
+
+/* out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]  (w may be NULL: no weight). */
+void op_rmsnorm(float *out, const float *x, const float *w, int n, float eps);
+
+/* RoPE parameters (ggml's rope_ext semantics, including YaRN). */
+typedef struct rope_params {
+    int n_dims;             /* rotated dimensions (<= head_dim), even */
+    int neox;               /* 1: pairs (i, i + n_dims/2); 0: pairs (2i, 2i+1) */
+    float freq_base;
+    float freq_scale;       /* 1 / linear scaling factor */
+    float ext_factor;       /* YaRN extrapolation mix (0 = off) */
+    float attn_factor;      /* magnitude scale */
+    float corr_dims[2];     /* YaRN correction range, from rope_corr_dims() */
+    const float *freq_factors; /* n_dims/2 divisors (llama3 rope_freqs) or NULL */
+} rope_params;
+
+void rope_corr_dims(int n_dims, int n_ctx_orig, float freq_base, float beta_fast, float beta_slow, float dims[2]);
+
+/* Fill cache (n_dims floats: cos, sin interleaved) for a position. */
+void rope_cache(const rope_params *rp, int64_t pos, float *cache);
+
+/* Rotate n_heads heads of head_dim floats each (stride head_dim) in place. */
+void rope_apply(const rope_params *rp, const float *cache, float *x, int n_heads, int head_dim);
+
+/* a[i] = silu(a[i]) * b[i] */
+void op_swiglu(float *a, const float *b, int n);
+
+/* In-place softmax of n floats. */
+void op_softmax(float *x, int n);
+
+#endif

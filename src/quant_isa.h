@@ -1,0 +1,78 @@
+/*
+ * quant_isa.h - internal interface between quant.c (the traits table and the
+ * scalar reference kernels) and the per-instruction-set kernel files
+ * (kern_avx2.c, kern_avx512.c, kern_neon.c).
+ *
+ * DESIGN
+ * quant.c owns one table per instruction set. Each table starts as a copy of
+ * the scalar reference table; the ISA's fill function then overwrites the
+ * entries (vec_dot, to_float, from_float) it has a faster version of. A kernel
+ * file therefore only implements what pays off and silently inherits the
+ * scalar code for the rest. The AVX-512 table is built on top of the AVX2 one
+ * (every AVX-512 CPU has AVX2), so it inherits AVX2 kernels it does not
+ * override.
+ *
+ * Every SIMD kernel must compute the same per-block integer sums as the
+ * scalar reference and apply the scales the same way; only the order of the
+ * float accumulation may differ. SIMD activation quantizers (q8_0, q8_1,
+ * q8_K, f16) must be bit-identical to the scalar ones, which is why those use
+ * round-to-nearest-even on x * (127 / amax) exactly as the SIMD code does.
+ *
+ * Tests reach a given ISA's table through quant_traits_isa(), since the
+ * DELTAFIN_ISA cap is read once at quant_init().
+ */
+#ifndef DF_QUANT_ISA_H
+#define DF_QUANT_ISA_H
+
+#include "quant.h"
+
+enum quant_isa {
+    QUANT_ISA_SCALAR = 0,
+    QUANT_ISA_AVX2 = 1,
+    QUANT_ISA_AVX512 = 2,
+    QUANT_ISA_NEON = 3,
+    QUANT_ISA_COUNT = 4
+};
+
+/* 1 if this build contains kernels for isa and the running CPU can execute them. */
+int quant_isa_available(int isa);
+
+/* Name of an ISA id ("scalar", "avx2", "avx512", "neon"); "?" for a bad id. */
+const char *quant_isa_str(int isa);
+
+/* Traits of a type for a specific ISA, or NULL when the type id is outside the
+ * table or the ISA is not available here. Independent of DELTAFIN_ISA. */
+const quant_traits *quant_traits_isa(int type, int isa);
+
+/* Fill functions: overwrite the entries of tab (DF_TYPE_COUNT entries, already
+ * holding the scalar or lower-ISA kernels) with this ISA's kernels. Only called
+ * when the CPU supports the ISA. */
+#if defined(__x86_64__)
+void kern_avx2_fill(quant_traits *tab);
+void kern_avx512_fill(quant_traits *tab);
+#endif
+#if defined(__aarch64__)
+void kern_neon_fill(quant_traits *tab);
+#endif
+
+/* Decode the 6-bit scale and min of sub-block j (0..7) of a q4_K/q5_K block. */
+static inline void quant_k4_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = (uint8_t)(s[j] & 63);
+        *m = (uint8_t)(s[j + 4] & 63);
+    } else {
+        *sc = (uint8_t)((s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4));
+        *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+    }
+}
+
+/* Decode the 16 signed 6-bit scales of a q3_K block (already minus 32). */
+static inline void quant_k3_scales(const uint8_t *s, int8_t out[16]) {
+    for (int j = 0; j < 16; j++) {
+        int lo = j < 8 ? (s[j] & 0xF) : (s[j - 8] >> 4);
+        int hi = (s[8 + (j & 3)] >> (2 * (j >> 2))) & 3;
+        out[j] = (int8_t)((lo | (hi << 4)) - 32);
+    }
+}
+
+#endif

@@ -1,0 +1,194 @@
+/*
+ * sampler.c - choosing the next token from logits.
+ *
+ * Pipeline, in llama.cpp's usual order: repetition penalty over the last
+ * repeat_last_n emitted tokens, then (unless greedy) top-k, temperature,
+ * softmax, top-p and min-p filtering, and a draw from the seeded generator.
+ * Greedy (temp <= 0) takes the argmax after the penalty, ties to the lowest id.
+ *
+ * The generator is xoshiro256** seeded through splitmix64, so the same seed
+ * and the same logits give the same tokens on every machine. All buffers are
+ * allocated once in df_sampler_new: sampling allocates nothing.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "deltafin.h"
+
+typedef struct { float v; int32_t id; } cand;
+
+struct df_sampler {
+    df_sampler_params p;
+    int n_vocab;
+    uint64_t rng[4];
+    float *work;     /* (n_vocab) penalised logits */
+    cand *cand;      /* (n_vocab) candidates, best first */
+    float *prob;     /* (n_vocab) candidate probabilities */
+    int32_t *recent; /* ring of the last repeat_last_n tokens */
+    int n_recent, recent_head;
+};
+
+df_sampler_params df_sampler_default_params(void) {
+    df_sampler_params p;
+    p.temp = 0.8f;
+    p.top_k = 40;
+    p.top_p = 0.95f;
+    p.min_p = 0.05f;
+    p.repeat_penalty = 1.0f;
+    p.repeat_last_n = 64;
+    p.seed = 0x5EED;
+    return p;
+}
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t rng_next(uint64_t *s) {
+    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return r;
+}
+
+/* Uniform double in [0, 1). */
+static double rng_uniform(uint64_t *s) { return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0); }
+
+df_sampler *df_sampler_new(const df_sampler_params *p, int n_vocab) {
+    if (n_vocab < 1) return NULL;
+    df_sampler *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->p = p ? *p : df_sampler_default_params();
+    if (s->p.repeat_last_n < 0) s->p.repeat_last_n = 0;
+    s->n_vocab = n_vocab;
+    uint64_t x = s->p.seed;
+    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
+    s->work = malloc((size_t)n_vocab * sizeof(float));
+    s->cand = malloc((size_t)n_vocab * sizeof(cand));
+    s->prob = malloc((size_t)n_vocab * sizeof(float));
+    s->recent = malloc((size_t)(s->p.repeat_last_n ? s->p.repeat_last_n : 1) * sizeof(int32_t));
+    if (!s->work || !s->cand || !s->prob || !s->recent) {
+        df_sampler_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void df_sampler_free(df_sampler *s) {
+    if (!s) return;
+    free(s->work);
+    free(s->cand);
+    free(s->prob);
+    free(s->recent);
+    free(s);
+}
+
+void df_sampler_accept(df_sampler *s, int32_t id) {
+    if (s->p.repeat_last_n <= 0) return;
+    s->recent[s->recent_head] = id;
+    s->recent_head = (s->recent_head + 1) % s->p.repeat_last_n;
+    if (s->n_recent < s->p.repeat_last_n) s->n_recent++;
+}
+
+/* Order: descending value, ties to the lower id. */
+static int cand_before(const cand *a, const cand *b) { return a->v > b->v || (a->v == b->v && a->id < b->id); }
+static int cmp_cand(const void *a, const void *b) {
+    return cand_before(a, b) ? -1 : (cand_before(b, a) ? 1 : 0);
+}
+
+/* Put the k best of w[0..n) into c[0..k), sorted best first. A min-heap of
+ * size k keeps this O(n log k) for the usual top-k of 40 over 150k tokens. */
+static int select_top(const float *w, int n, int k, cand *c) {
+    if (k <= 0 || k > n) k = n;
+    int size = 0;
+    for (int i = 0; i < n; i++) {
+        cand x = {w[i], i};
+        if (size < k) { /* sift up: heap root is the worst kept */
+            int j = size++;
+            while (j > 0 && cand_before(&c[(j - 1) / 2], &x)) { c[j] = c[(j - 1) / 2]; j = (j - 1) / 2; }
+            c[j] = x;
+        } else if (cand_before(&x, &c[0])) { /* replace root, sift down */
+            int j = 0;
+            for (;;) {
+                int l = 2 * j + 1, r = l + 1, m = j;
+                const cand *cur = (m == j) ? &x : &c[m];
+                if (l < size && cand_before(cur, &c[l])) { m = l; cur = &c[l]; }
+                if (r < size && cand_before(cur, &c[r])) m = r;
+                if (m == j) break;
+                c[j] = c[m];
+                j = m;
+            }
+            c[j] = x;
+        }
+    }
+    qsort(c, (size_t)size, sizeof(cand), cmp_cand);
+    return size;
+}
+
+int32_t df_sampler_sample(df_sampler *s, const float *logits) {
+    const int n = s->n_vocab;
+    float *w = s->work;
+    memcpy(w, logits, (size_t)n * sizeof(float));
+    if (s->p.repeat_penalty != 1.0f && s->p.repeat_penalty > 0.0f) {
+        for (int i = 0; i < s->n_recent; i++) {
+            int32_t id = s->recent[i];
+            if (id < 0 || id >= n) continue;
+            /* apply once per distinct token */
+            int seen = 0;
+            for (int j = 0; j < i; j++) seen |= s->recent[j] == id;
+            if (seen) continue;
+            w[id] = w[id] > 0 ? w[id] / s->p.repeat_penalty : w[id] * s->p.repeat_penalty;
+        }
+    }
+    if (s->p.temp <= 0.0f) {
+        int best = 0;
+        for (int i = 1; i < n; i++)
+            if (w[i] > w[best]) best = i;
+        return best;
+    }
+    int m = select_top(w, n, s->p.top_k, s->cand);
+    /* temperature + softmax over the m candidates */
+    const float mx = s->cand[0].v;
+    double sum = 0.0;
+    for (int i = 0; i < m; i++) {
+        s->prob[i] = expf((s->cand[i].v - mx) / s->p.temp);
+        sum += s->prob[i];
+    }
+    for (int i = 0; i < m; i++) s->prob[i] = (float)(s->prob[i] / sum);
+    /* top-p: the smallest prefix whose mass reaches top_p */
+    if (s->p.top_p < 1.0f) {
+        double cum = 0.0;
+        for (int i = 0; i < m; i++) {
+            cum += s->prob[i];
+            if (cum >= s->p.top_p) {
+                m = i + 1;
+                break;
+            }
+        }
+    }
+    /* min-p: drop candidates below min_p times the best probability */
+    if (s->p.min_p > 0.0f) {
+        const float floor_p = s->p.min_p * s->prob[0];
+        int keep = 1;
+        while (keep < m && s->prob[keep] >= floor_p) keep++;
+        m = keep;
+    }
+    double total = 0.0;
+    for (int i = 0; i < m; i++) total += s->prob[i];
+    double r = rng_uniform(s->rng) * total, acc = 0.0;
+    for (int i = 0; i < m; i++) {
+        acc += s->prob[i];
+        if (r < acc) return s->cand[i].id;
+    }
+    return s->cand[m - 1].id;
+}

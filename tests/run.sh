@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# run.sh - run every test program of a build directory and summarise.
+#
+#   tests/run.sh BUILD_DIR
+#
+# Each build/test_* is a cmocka program; tests/cli/*.sh are shell tests of the
+# command-line tools (they get the build directory as $1). The last line is
+# "N passed, N failed"; the exit status is non-zero if anything failed.
+set -u
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${1:-build}
+cd "$ROOT"
+export DELTAFIN_BUILD="$BUILD"
+export DELTAFIN_SHARED=${DELTAFIN_SHARED:-$ROOT/../shared}
+pass=0; failn=0; failed=()
+run() { # NAME CMD...
+    local name=$1; shift
+    local t0=$(date +%s.%N)
+    if "$@" > "$BUILD/$name.log" 2>&1; then
+        pass=$((pass + 1)); status=ok
+    else
+        failn=$((failn + 1)); failed+=("$name"); status=FAILED
+    fi
+    printf '%-28s %-6s %6.1fs\n' "$name" "$status" "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')"
+    [ "$status" = ok ] || sed 's/^/    /' "$BUILD/$name.log" | tail -40
+}
+for t in "$BUILD"/test_*; do
+    [ -x "$t" ] || continue
+    run "$(basename "$t")" "$t"
+done
+for t in tests/cli/*.sh; do
+    [ -f "$t" ] || continue
+    run "cli/$(basename "$t" .sh)" bash "$t" "$BUILD"
+done
+echo
+[ ${#failed[@]} -eq 0 ] || echo "failed: ${failed[*]}"
+echo "$pass passed, $failn failed"
+[ "$failn" -eq 0 ]

@@ -1,0 +1,366 @@
+/*
+ * deltafin - the command-line interface.
+ *
+ *   deltafin run      -m MODEL -p PROMPT [-n N] [-t T] [-c CTX] [--temp T] [--top-k K] [--top-p P]
+ *                     [--min-p P] [--repeat-penalty R] [--seed S] [--kv f16|f32] [--no-mmap] [--ignore-eos]
+ *   deltafin info     -m MODEL
+ *   deltafin tokenize -m MODEL -p TEXT [--pieces] [--no-bos]
+ *   deltafin logits   -m MODEL (-p TEXT | --tokens "1 2 3") [--top K] [--out FILE] [-t T] [--kv f16|f32]
+ *
+ * Flags follow llama.cpp's spelling. Text goes to stdout; statistics and
+ * errors to stderr. Exit status: 0 ok, 1 runtime error, 2 usage error.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "deltafin.h"
+#include "gguf.h"
+#include "quant.h"
+#include "util.h"
+
+typedef struct {
+    const char *model, *prompt, *tokens, *out;
+    int n_predict, threads, ctx, top, pieces, no_bos, no_mmap, ignore_eos, kv_f32, all_logits_stdout;
+    df_sampler_params sp;
+} opts;
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: deltafin COMMAND [options]\n"
+            "  run       -m MODEL -p PROMPT [-n N] [-t THREADS] [-c CTX] [--temp T] [--top-k K] [--top-p P]\n"
+            "            [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--seed S] [--kv f16|f32]\n"
+            "            [--no-mmap] [--ignore-eos]\n"
+            "  info      -m MODEL\n"
+            "  tokenize  -m MODEL -p TEXT [--pieces] [--no-bos]\n"
+            "  logits    -m MODEL (-p TEXT | --tokens \"1 2 3\") [--top K] [--out FILE] [-t THREADS] [--kv f16|f32]\n");
+    exit(2);
+}
+
+static void fail(const char *msg) {
+    fprintf(stderr, "deltafin: %s\n", msg);
+    exit(1);
+}
+
+static long parse_long(const char *flag, const char *v, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || end == v || x < lo || x > hi) {
+        fprintf(stderr, "deltafin: %s expects an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, v);
+        exit(2);
+    }
+    return x;
+}
+
+static float parse_float(const char *flag, const char *v) {
+    char *end;
+    float x = strtof(v, &end);
+    if (*end || end == v || x != x) {
+        fprintf(stderr, "deltafin: %s expects a number, got '%s'\n", flag, v);
+        exit(2);
+    }
+    return x;
+}
+
+static void parse(int argc, char **argv, opts *o) {
+    memset(o, 0, sizeof *o);
+    o->n_predict = 128;
+    o->top = 5;
+    o->sp = df_sampler_default_params();
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--pieces")) { o->pieces = 1; continue; }
+        if (!strcmp(a, "--no-bos")) { o->no_bos = 1; continue; }
+        if (!strcmp(a, "--no-mmap")) { o->no_mmap = 1; continue; }
+        if (!strcmp(a, "--ignore-eos")) { o->ignore_eos = 1; continue; }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) usage();
+        if (i + 1 >= argc) {
+            fprintf(stderr, "deltafin: %s needs a value\n", a);
+            exit(2);
+        }
+        const char *v = argv[++i];
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model = v;
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) o->prompt = v;
+        else if (!strcmp(a, "--tokens")) o->tokens = v;
+        else if (!strcmp(a, "--out")) o->out = v;
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) o->n_predict = (int)parse_long(a, v, 0, 1 << 24);
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) o->threads = (int)parse_long(a, v, 1, 512);
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) o->ctx = (int)parse_long(a, v, 0, 1 << 24);
+        else if (!strcmp(a, "--top")) o->top = (int)parse_long(a, v, 1, 1 << 24);
+        else if (!strcmp(a, "--temp")) o->sp.temp = parse_float(a, v);
+        else if (!strcmp(a, "--top-k")) o->sp.top_k = (int)parse_long(a, v, 0, 1 << 24);
+        else if (!strcmp(a, "--top-p")) o->sp.top_p = parse_float(a, v);
+        else if (!strcmp(a, "--min-p")) o->sp.min_p = parse_float(a, v);
+        else if (!strcmp(a, "--repeat-penalty")) o->sp.repeat_penalty = parse_float(a, v);
+        else if (!strcmp(a, "--repeat-last-n")) o->sp.repeat_last_n = (int)parse_long(a, v, 0, 1 << 20);
+        else if (!strcmp(a, "--seed") || !strcmp(a, "-s")) o->sp.seed = (uint64_t)parse_long(a, v, 0, 0x7fffffffL);
+        else if (!strcmp(a, "--kv")) {
+            if (!strcmp(v, "f32")) o->kv_f32 = 1;
+            else if (strcmp(v, "f16")) { fprintf(stderr, "deltafin: --kv is f16 or f32\n"); exit(2); }
+        } else {
+            fprintf(stderr, "deltafin: unknown option '%s'\n", a);
+            exit(2);
+        }
+    }
+    if (!o->model) {
+        fprintf(stderr, "deltafin: -m MODEL is required\n");
+        exit(2);
+    }
+}
+
+static df_model *load(const opts *o, double *secs) {
+    char err[1024];
+    df_model_params mp = df_model_default_params();
+    mp.n_threads = o->threads;
+    mp.use_mmap = !o->no_mmap;
+    df_model *m;
+    double t0 = df_time();
+    if (df_model_load(o->model, &mp, &m, err, sizeof err) != 0) fail(err);
+    if (secs) *secs = df_time() - t0;
+    return m;
+}
+
+static df_session *session(df_model *m, const opts *o) {
+    char err[1024];
+    df_session_params sp = df_session_default_params();
+    sp.n_ctx = o->ctx;
+    sp.kv_type = o->kv_f32 ? DF_KV_F32 : DF_KV_F16;
+    df_session *s;
+    if (df_session_new(m, &sp, &s, err, sizeof err) != 0) fail(err);
+    return s;
+}
+
+/* Tokenize the prompt (adding BOS as the model says unless --no-bos). Caller frees. */
+static int32_t *tokenize(df_model *m, const opts *o, const char *text, int *n) {
+    char err[512];
+    int need = 0;
+    size_t len = strlen(text);
+    if (df_tokenize(m, text, len, !o->no_bos, 1, NULL, 0, &need, err, sizeof err) != 0 && need == 0) fail(err);
+    int32_t *ids = malloc((size_t)(need + 1) * sizeof(int32_t));
+    if (!ids) fail("out of memory");
+    if (df_tokenize(m, text, len, !o->no_bos, 1, ids, need + 1, n, err, sizeof err) != 0) fail(err);
+    return ids;
+}
+
+static int32_t *parse_tokens(const char *s, int *n) {
+    int cap = 16, k = 0;
+    int32_t *ids = malloc((size_t)cap * sizeof(int32_t));
+    if (!ids) fail("out of memory");
+    while (*s) {
+        while (*s == ' ' || *s == ',' || *s == '\t' || *s == '\n') s++;
+        if (!*s) break;
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (end == s || errno || v < 0 || v > INT32_MAX) fail("--tokens expects non-negative integers");
+        if (k == cap) {
+            cap *= 2;
+            int32_t *nb = realloc(ids, (size_t)cap * sizeof(int32_t));
+            if (!nb) fail("out of memory");
+            ids = nb;
+        }
+        ids[k++] = (int32_t)v;
+        s = end;
+    }
+    *n = k;
+    return ids;
+}
+
+static int cmd_info(const opts *o) {
+    char err[1024];
+    gguf_ctx *g;
+    if (gguf_open(o->model, &g, err, sizeof err) != 0) fail(err);
+    quant_init();
+    const char *arch = gguf_get_str(g, "general.architecture");
+    printf("file:          %s (%d file%s, GGUF v%d)\n", o->model, g->n_files, g->n_files > 1 ? "s" : "", g->version);
+    printf("architecture:  %s\n", arch ? arch : "(missing)");
+    const char *name = gguf_get_str(g, "general.name");
+    if (name) printf("name:          %s\n", name);
+    static const char *keys[] = {"context_length", "embedding_length", "block_count", "feed_forward_length",
+                                 "attention.head_count", "attention.head_count_kv", "attention.key_length",
+                                 "attention.value_length", "rope.dimension_count", "rope.freq_base",
+                                 "attention.layer_norm_rms_epsilon", "rope.scaling.type", "rope.scaling.factor",
+                                 "expert_count", "expert_used_count"};
+    for (size_t i = 0; arch && i < sizeof keys / sizeof keys[0]; i++) {
+        char k[160];
+        snprintf(k, sizeof k, "%s.%s", arch, keys[i]);
+        const gguf_kv *kv = gguf_find(g, k);
+        if (!kv) continue;
+        if (kv->type == GGUF_T_STRING) printf("  %-34s %s\n", keys[i], kv->str);
+        else if (kv->type == GGUF_T_F32 || kv->type == GGUF_T_F64) printf("  %-34s %g\n", keys[i], kv->v.f);
+        else if (kv->type == GGUF_T_ARRAY) printf("  %-34s (array of %" PRIu64 ")\n", keys[i], kv->arr_n);
+        else printf("  %-34s %" PRId64 "\n", keys[i], kv->v.i);
+    }
+    uint64_t params = 0, bytes = 0, by_type_bytes[DF_TYPE_COUNT] = {0}, by_type_n[DF_TYPE_COUNT] = {0};
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const gguf_tensor *t = &g->tensors[i];
+        params += t->n_elements;
+        bytes += t->nbytes;
+        by_type_bytes[t->type] += t->nbytes;
+        by_type_n[t->type]++;
+    }
+    printf("tensors:       %" PRIu64 "\n", g->n_tensors);
+    printf("parameters:    %" PRIu64 " (%.3f B)\n", params, (double)params / 1e9);
+    printf("tensor bytes:  %" PRIu64 " (%.2f GiB, %.2f bits/weight)\n", bytes, (double)bytes / (1 << 30),
+           params ? 8.0 * (double)bytes / (double)params : 0.0);
+    for (int t = 0; t < DF_TYPE_COUNT; t++) {
+        if (!by_type_n[t]) continue;
+        const quant_traits *q = quant_traits_get(t);
+        printf("  %-8s %5" PRIu64 " tensors %14" PRIu64 " bytes%s\n", q->name, by_type_n[t], by_type_bytes[t],
+               q->supported ? "" : "  (unsupported by Deltafin)");
+    }
+    const char *tm = gguf_get_str(g, "tokenizer.ggml.model");
+    const char *pre = gguf_get_str(g, "tokenizer.ggml.pre");
+    const gguf_kv *toks = gguf_get_arr(g, "tokenizer.ggml.tokens", GGUF_T_STRING);
+    const gguf_kv *merges = gguf_get_arr(g, "tokenizer.ggml.merges", GGUF_T_STRING);
+    printf("tokenizer:     %s%s%s, %" PRIu64 " tokens, %" PRIu64 " merges\n", tm ? tm : "(none)", pre ? ", pre=" : "",
+           pre ? pre : "", toks ? toks->arr_n : 0, merges ? merges->arr_n : 0);
+    gguf_close(g);
+    return 0;
+}
+
+static int cmd_tokenize(const opts *o) {
+    if (!o->prompt) usage();
+    df_model *m = load(o, NULL);
+    int n;
+    int32_t *ids = tokenize(m, o, o->prompt, &n);
+    for (int i = 0; i < n; i++) {
+        if (o->pieces) {
+            char buf[256];
+            int len = df_token_to_piece(m, ids[i], buf, sizeof buf);
+            if (len < 0) len = 0;
+            if (len > (int)sizeof buf) len = (int)sizeof buf;
+            printf("%d\t'%.*s'\n", ids[i], len, buf);
+        } else {
+            printf("%d\n", ids[i]);
+        }
+    }
+    free(ids);
+    df_model_free(m);
+    return 0;
+}
+
+typedef struct { float v; int id; } scored;
+static int cmp_scored(const void *a, const void *b) {
+    const scored *x = a, *y = b;
+    if (x->v != y->v) return x->v > y->v ? -1 : 1;
+    return x->id - y->id;
+}
+
+static int cmd_logits(const opts *o) {
+    if (!!o->prompt == !!o->tokens) usage();
+    df_model *m = load(o, NULL);
+    int n;
+    int32_t *ids = o->tokens ? parse_tokens(o->tokens, &n) : tokenize(m, o, o->prompt, &n);
+    if (n == 0) fail("no tokens");
+    opts o2 = *o;
+    if (o2.ctx == 0) o2.ctx = n;
+    df_session *s = session(m, &o2);
+    const int nv = df_n_vocab(m);
+    float *logits = malloc((size_t)n * (size_t)nv * sizeof(float));
+    scored *sc = malloc((size_t)nv * sizeof(scored));
+    if (!logits || !sc) fail("out of memory");
+    char err[512];
+    if (df_decode(s, ids, n, logits, 1, err, sizeof err) != 0) fail(err);
+    for (int p = 0; p < n; p++) {
+        for (int i = 0; i < nv; i++) sc[i] = (scored){logits[(size_t)p * nv + i], i};
+        qsort(sc, (size_t)nv, sizeof(scored), cmp_scored);
+        printf("%d", p);
+        for (int k = 0; k < o->top && k < nv; k++) printf(" %d:%.6f", sc[k].id, sc[k].v);
+        printf("\n");
+    }
+    if (o->out) {
+        FILE *f = fopen(o->out, "wb");
+        if (!f) fail(strerror(errno));
+        size_t cnt = (size_t)n * (size_t)nv;
+        if (fwrite(logits, sizeof(float), cnt, f) != cnt || fclose(f) != 0) fail("writing --out failed");
+    }
+    free(sc);
+    free(logits);
+    free(ids);
+    df_session_free(s);
+    df_model_free(m);
+    return 0;
+}
+
+/* Print a token's bytes. */
+static void emit(df_model *m, int32_t id) {
+    char buf[256];
+    int len = df_token_to_piece(m, id, buf, sizeof buf);
+    if (len > (int)sizeof buf) len = (int)sizeof buf;
+    if (len > 0) fwrite(buf, 1, (size_t)len, stdout);
+    fflush(stdout);
+}
+
+static int cmd_run(const opts *o) {
+    if (!o->prompt) usage();
+    double t_load;
+    df_model *m = load(o, &t_load);
+    df_session *s = session(m, o);
+    int n;
+    int32_t *ids = tokenize(m, o, o->prompt, &n);
+    if (n == 0) fail("the prompt produced no tokens");
+    if (n >= df_session_n_ctx(s)) fail("the prompt does not fit in the context (use -c)");
+    const int nv = df_n_vocab(m);
+    float *logits = malloc((size_t)nv * sizeof(float));
+    df_sampler *smp = df_sampler_new(&o->sp, nv);
+    if (!logits || !smp) fail("out of memory");
+    char err[512];
+    fwrite(o->prompt, 1, strlen(o->prompt), stdout);
+    fflush(stdout);
+    double t0 = df_time();
+    if (df_decode(s, ids, n, logits, 0, err, sizeof err) != 0) fail(err);
+    double t_prompt = df_time() - t0;
+    for (int i = 0; i < n; i++) df_sampler_accept(smp, ids[i]);
+    int generated = 0;
+    t0 = df_time();
+    while (generated < o->n_predict) {
+        int32_t tok = df_sampler_sample(smp, logits);
+        df_sampler_accept(smp, tok);
+        if (!o->ignore_eos && df_token_is_eog(m, tok)) break;
+        emit(m, tok);
+        generated++;
+        if (generated == o->n_predict) break;
+        if (df_session_pos(s) >= df_session_n_ctx(s)) {
+            fprintf(stderr, "\ndeltafin: context full after %d tokens\n", df_session_pos(s));
+            break;
+        }
+        if (df_decode(s, &tok, 1, logits, 0, err, sizeof err) != 0) fail(err);
+    }
+    double t_gen = df_time() - t0;
+    printf("\n");
+    fprintf(stderr, "\nload:       %8.3f s\n", t_load);
+    fprintf(stderr, "prompt:     %8d tokens %8.3f s %10.2f tokens/s\n", n, t_prompt, n / (t_prompt > 0 ? t_prompt : 1e-9));
+    fprintf(stderr, "generation: %8d tokens %8.3f s %10.2f tokens/s\n", generated, t_gen,
+            generated / (t_gen > 0 ? t_gen : 1e-9));
+    fprintf(stderr, "peak memory: %.1f MiB (RSS), threads: %d, isa: %s\n", (double)df_peak_rss() / (1 << 20),
+            o->threads ? o->threads : 0, df_isa());
+    df_sampler_free(smp);
+    free(logits);
+    free(ids);
+    df_session_free(s);
+    df_model_free(m);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) usage();
+    const char *cmd = argv[1];
+    opts o;
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) usage();
+    if (!strcmp(cmd, "--version")) {
+        printf("deltafin %s\n", df_version());
+        return 0;
+    }
+    parse(argc, argv, &o);
+    if (!strcmp(cmd, "run")) return cmd_run(&o);
+    if (!strcmp(cmd, "info")) return cmd_info(&o);
+    if (!strcmp(cmd, "tokenize")) return cmd_tokenize(&o);
+    if (!strcmp(cmd, "logits")) return cmd_logits(&o);
+    fprintf(stderr, "deltafin: unknown command '%s'\n", cmd);
+    usage();
+    return 2;
+}

@@ -1,0 +1,296 @@
+/*
+ * mkmodel - writes a synthetic GGUF model for any supported architecture and
+ * tensor type, with a working byte-level BPE vocabulary.
+ *
+ * The weights are random but deterministic (each tensor's values depend only
+ * on the seed and the tensor's name) and scaled so activations stay sane:
+ * linear weights are uniform with variance gain^2/n_in, norms are near 1,
+ * the output projection gives logits with a standard deviation of about 3,
+ * so the argmax at every position is well separated. Tensors are generated
+ * row by row and streamed to disk, so multi-gigabyte models need little
+ * memory.
+ *
+ *   mkmodel -o tiny.gguf [--arch llama|qwen2|qwen3] [--type q4_K] [--preset tiny|small|medium|1b]
+ *           [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N] [--head-dim N] [--n-ff N]
+ *           [--vocab N] [--ctx N] [--seed S] [--tied] [--rope-base F]
+ *           [--rope-scaling linear:FACTOR | yarn:FACTOR:ORIG_CTX | llama3:FACTOR:ORIG_CTX]
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bpe_vocab.h"
+#include "gguf_write.h"
+#include "quant.h"
+#include "util.h"
+
+enum init_kind { INIT_LINEAR, INIT_EMBED, INIT_NORM, INIT_BIAS, INIT_OUTPUT, INIT_ROPE_FREQS };
+
+typedef struct {
+    const char *arch;
+    int type, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, vocab, ctx, tied;
+    uint64_t seed;
+    float rope_base;
+    char scaling[16];
+    float scale_factor;
+    int scale_orig;
+    const char *out;
+} config;
+
+typedef struct {
+    char name[96];
+    int type, n_dims;
+    int64_t ne[2];
+    int init;
+} tensor_plan;
+
+typedef struct {
+    tensor_plan *t;
+    int n, cap;
+} plan;
+
+static void die(const char *msg) {
+    fprintf(stderr, "mkmodel: %s\n", msg);
+    exit(1);
+}
+
+static void add(plan *p, int type, int init, int64_t ne0, int64_t ne1, const char *fmt, int layer) {
+    if (p->n == p->cap) {
+        p->cap = p->cap ? p->cap * 2 : 64;
+        p->t = realloc(p->t, (size_t)p->cap * sizeof *p->t);
+        if (!p->t) die("out of memory");
+    }
+    tensor_plan *t = &p->t[p->n++];
+    snprintf(t->name, sizeof t->name, fmt, layer);
+    t->type = type;
+    t->init = init;
+    t->ne[0] = ne0;
+    t->ne[1] = ne1;
+    t->n_dims = ne1 > 1 ? 2 : 1;
+}
+
+/* The tensors of the llama family, in llama.cpp's names and shapes. */
+static void plan_llama(const config *c, plan *p) {
+    const int64_t E = c->n_embd, q = (int64_t)c->n_head * c->head_dim, kv = (int64_t)c->n_head_kv * c->head_dim;
+    add(p, c->type, INIT_EMBED, E, c->vocab, "token_embd.weight", 0);
+    add(p, DF_TYPE_F32, INIT_NORM, E, 1, "output_norm.weight", 0);
+    if (!c->tied) add(p, c->type, INIT_OUTPUT, E, c->vocab, "output.weight", 0);
+    if (strcmp(c->scaling, "llama3") == 0) add(p, DF_TYPE_F32, INIT_ROPE_FREQS, c->head_dim / 2, 1, "rope_freqs.weight", 0);
+    for (int l = 0; l < c->n_layer; l++) {
+        add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.attn_norm.weight", l);
+        add(p, c->type, INIT_LINEAR, E, q, "blk.%d.attn_q.weight", l);
+        add(p, c->type, INIT_LINEAR, E, kv, "blk.%d.attn_k.weight", l);
+        add(p, c->type, INIT_LINEAR, E, kv, "blk.%d.attn_v.weight", l);
+        if (strcmp(c->arch, "qwen2") == 0) {
+            add(p, DF_TYPE_F32, INIT_BIAS, q, 1, "blk.%d.attn_q.bias", l);
+            add(p, DF_TYPE_F32, INIT_BIAS, kv, 1, "blk.%d.attn_k.bias", l);
+            add(p, DF_TYPE_F32, INIT_BIAS, kv, 1, "blk.%d.attn_v.bias", l);
+        }
+        if (strcmp(c->arch, "qwen3") == 0) {
+            add(p, DF_TYPE_F32, INIT_NORM, c->head_dim, 1, "blk.%d.attn_q_norm.weight", l);
+            add(p, DF_TYPE_F32, INIT_NORM, c->head_dim, 1, "blk.%d.attn_k_norm.weight", l);
+        }
+        add(p, c->type, INIT_LINEAR, q, E, "blk.%d.attn_output.weight", l);
+        add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.ffn_norm.weight", l);
+        add(p, c->type, INIT_LINEAR, E, c->n_ff, "blk.%d.ffn_gate.weight", l);
+        add(p, c->type, INIT_LINEAR, E, c->n_ff, "blk.%d.ffn_up.weight", l);
+        add(p, c->type, INIT_LINEAR, c->n_ff, E, "blk.%d.ffn_down.weight", l);
+    }
+}
+
+static uint64_t hash_name(uint64_t seed, const char *s) {
+    uint64_t h = 1469598103934665603ull ^ seed;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+static float next_uniform(uint64_t *s) { /* [-1, 1) */
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *s = x;
+    return (float)((double)(x >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+}
+
+/* Fill one row of a tensor with its initial values. */
+static void init_row(const tensor_plan *t, const config *c, uint64_t *rng, float *row) {
+    const int64_t n = t->ne[0];
+    const float lin = sqrtf(3.0f / (float)n);
+    for (int64_t i = 0; i < n; i++) {
+        float u = next_uniform(rng);
+        switch (t->init) {
+        case INIT_LINEAR: row[i] = u * lin; break;
+        case INIT_OUTPUT: row[i] = u * lin * 3.0f; break;
+        case INIT_EMBED: row[i] = u; break;
+        case INIT_NORM: row[i] = 1.0f + 0.1f * u; break;
+        case INIT_BIAS: row[i] = 0.1f * u; break;
+        case INIT_ROPE_FREQS: /* llama3-style: low frequencies divided by up to the factor */
+            row[i] = 1.0f + (c->scale_factor - 1.0f) * (float)i / (float)(n > 1 ? n - 1 : 1);
+            break;
+        }
+    }
+}
+
+static void write_vocab(gw *w, const config *c, const bpe_vocab *v) {
+    const char *pre = strcmp(c->arch, "llama") == 0 ? "llama-bpe" : "qwen2";
+    if (gw_str(w, "tokenizer.ggml.model", "gpt2") || gw_str(w, "tokenizer.ggml.pre", pre) ||
+        gw_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tokens, (size_t)v->n_tokens) ||
+        gw_arr_i32(w, "tokenizer.ggml.token_type", v->types, (size_t)v->n_tokens) ||
+        gw_arr_str(w, "tokenizer.ggml.merges", (const char *const *)v->merges, (size_t)v->n_merges) ||
+        gw_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)v->bos) ||
+        gw_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)v->eos) ||
+        gw_bool(w, "tokenizer.ggml.add_bos_token", strcmp(c->arch, "llama") == 0))
+        die("out of memory");
+}
+
+static void write_hparams(gw *w, const config *c) {
+    char k[128];
+#define KU32(suffix, val) \
+    do { snprintf(k, sizeof k, "%s." suffix, c->arch); if (gw_u32(w, k, (uint32_t)(val))) die("out of memory"); } while (0)
+#define KF32(suffix, val) \
+    do { snprintf(k, sizeof k, "%s." suffix, c->arch); if (gw_f32(w, k, (val))) die("out of memory"); } while (0)
+    if (gw_str(w, "general.architecture", c->arch) || gw_str(w, "general.name", "deltafin-mkmodel") ||
+        gw_u32(w, "general.alignment", 32))
+        die("out of memory");
+    KU32("context_length", c->ctx);
+    KU32("embedding_length", c->n_embd);
+    KU32("block_count", c->n_layer);
+    KU32("feed_forward_length", c->n_ff);
+    KU32("attention.head_count", c->n_head);
+    KU32("attention.head_count_kv", c->n_head_kv);
+    KU32("attention.key_length", c->head_dim);
+    KU32("attention.value_length", c->head_dim);
+    KU32("rope.dimension_count", c->head_dim);
+    KU32("vocab_size", c->vocab);
+    KF32("attention.layer_norm_rms_epsilon", 1e-5f);
+    KF32("rope.freq_base", c->rope_base);
+    if (strcmp(c->scaling, "linear") == 0 || strcmp(c->scaling, "yarn") == 0) {
+        snprintf(k, sizeof k, "%s.rope.scaling.type", c->arch);
+        if (gw_str(w, k, c->scaling)) die("out of memory");
+        KF32("rope.scaling.factor", c->scale_factor);
+        if (c->scale_orig) KU32("rope.scaling.original_context_length", c->scale_orig);
+    }
+#undef KU32
+#undef KF32
+}
+
+static int parse_type(const char *s) {
+    for (int t = 0; t < DF_TYPE_COUNT; t++) {
+        const quant_traits *q = quant_traits_get(t);
+        if (q && q->name && q->supported && strcasecmp(q->name, s) == 0 && t != DF_TYPE_Q8_1 && t != DF_TYPE_Q8_K)
+            return t;
+    }
+    return -1;
+}
+
+static void preset(config *c, const char *name) {
+    if (strcmp(name, "tiny") == 0) { c->n_embd = 256; c->n_layer = 2; c->n_head = 4; c->n_head_kv = 2; c->n_ff = 512; c->vocab = 320; }
+    else if (strcmp(name, "small") == 0) { c->n_embd = 512; c->n_layer = 4; c->n_head = 8; c->n_head_kv = 4; c->n_ff = 1536; c->vocab = 1024; }
+    else if (strcmp(name, "medium") == 0) { c->n_embd = 1024; c->n_layer = 8; c->n_head = 16; c->n_head_kv = 4; c->n_ff = 2816; c->vocab = 2048; }
+    else if (strcmp(name, "1b") == 0) { c->n_embd = 2048; c->n_layer = 16; c->n_head = 32; c->n_head_kv = 8; c->n_ff = 5632; c->vocab = 4096; }
+    else die("unknown preset (tiny, small, medium, 1b)");
+}
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: mkmodel -o OUT.gguf [--arch llama|qwen2|qwen3] [--type f32|f16|bf16|q4_0|q4_1|q5_0|q5_1|q8_0|q2_K|q3_K|q4_K|q5_K|q6_K]\n"
+            "               [--preset tiny|small|medium|1b] [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
+            "               [--head-dim N] [--n-ff N] [--vocab N] [--ctx N] [--seed S] [--tied] [--rope-base F]\n"
+            "               [--rope-scaling linear:F | yarn:F:ORIG | llama3:F:ORIG]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv) {
+    config c;
+    memset(&c, 0, sizeof c);
+    c.arch = "llama";
+    c.type = DF_TYPE_F32;
+    c.seed = 42;
+    c.ctx = 2048;
+    c.rope_base = 10000.0f;
+    quant_init();
+    preset(&c, "tiny");
+    int head_dim_set = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--tied") == 0) { c.tied = 1; continue; }
+        if (!v) usage();
+        i++;
+        if (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0) c.out = v;
+        else if (strcmp(a, "--arch") == 0) c.arch = v;
+        else if (strcmp(a, "--type") == 0) { if ((c.type = parse_type(v)) < 0) die("unknown --type"); }
+        else if (strcmp(a, "--preset") == 0) preset(&c, v);
+        else if (strcmp(a, "--n-embd") == 0) c.n_embd = atoi(v);
+        else if (strcmp(a, "--n-layer") == 0) c.n_layer = atoi(v);
+        else if (strcmp(a, "--n-head") == 0) c.n_head = atoi(v);
+        else if (strcmp(a, "--n-head-kv") == 0) c.n_head_kv = atoi(v);
+        else if (strcmp(a, "--head-dim") == 0) { c.head_dim = atoi(v); head_dim_set = 1; }
+        else if (strcmp(a, "--n-ff") == 0) c.n_ff = atoi(v);
+        else if (strcmp(a, "--vocab") == 0) c.vocab = atoi(v);
+        else if (strcmp(a, "--ctx") == 0) c.ctx = atoi(v);
+        else if (strcmp(a, "--seed") == 0) c.seed = strtoull(v, NULL, 10);
+        else if (strcmp(a, "--rope-base") == 0) c.rope_base = strtof(v, NULL);
+        else if (strcmp(a, "--rope-scaling") == 0) {
+            char kind[16] = {0};
+            if (sscanf(v, "%15[a-z0-9]:%f:%d", kind, &c.scale_factor, &c.scale_orig) < 2) die("bad --rope-scaling");
+            if (strcmp(kind, "linear") && strcmp(kind, "yarn") && strcmp(kind, "llama3")) die("bad --rope-scaling kind");
+            memcpy(c.scaling, kind, sizeof c.scaling);
+        } else usage();
+    }
+    if (!c.out) usage();
+    if (strcmp(c.arch, "llama") && strcmp(c.arch, "qwen2") && strcmp(c.arch, "qwen3")) die("unknown --arch (llama, qwen2, qwen3)");
+    if (!head_dim_set) c.head_dim = c.n_head > 0 ? c.n_embd / c.n_head : 0;
+    if (c.n_embd < 1 || c.n_layer < 1 || c.n_head < 1 || c.n_head_kv < 1 || c.n_head % c.n_head_kv || c.head_dim < 2 ||
+        c.head_dim % 2 || c.n_ff < 1 || c.ctx < 1)
+        die("inconsistent dimensions");
+    const quant_traits *qt = quant_traits_get(c.type);
+    if (c.n_embd % qt->blck || c.n_ff % qt->blck || ((int64_t)c.n_head * c.head_dim) % qt->blck) {
+        fprintf(stderr, "mkmodel: %s needs n_embd, n_ff and n_head*head_dim to be multiples of %d\n", qt->name, qt->blck);
+        return 1;
+    }
+
+    char err[256];
+    bpe_vocab v;
+    if (bpe_vocab_build(&v, c.vocab, err, sizeof err) != 0) die(err);
+    plan p = {0};
+    plan_llama(&c, &p);
+    gw *w = gw_new();
+    if (!w) die("out of memory");
+    write_hparams(w, &c);
+    write_vocab(w, &c, &v);
+    int64_t max_row = 0;
+    for (int i = 0; i < p.n; i++) {
+        if (gw_tensor(w, p.t[i].name, p.t[i].type, p.t[i].n_dims, p.t[i].ne) < 0) die("bad tensor");
+        if (p.t[i].ne[0] > max_row) max_row = p.t[i].ne[0];
+    }
+    if (gw_begin(w, c.out, err, sizeof err) != 0) die(err);
+    float *row = malloc((size_t)max_row * sizeof(float));
+    void *qrow = malloc((size_t)max_row * 4 + 64);
+    if (!row || !qrow) die("out of memory");
+    uint64_t total = 0;
+    for (int i = 0; i < p.n; i++) {
+        const tensor_plan *t = &p.t[i];
+        const quant_traits *q = quant_traits_get(t->type);
+        uint64_t rng = hash_name(c.seed, t->name);
+        size_t rb = quant_row_size(t->type, t->ne[0]);
+        for (int64_t r = 0; r < t->ne[1]; r++) {
+            init_row(t, &c, &rng, row);
+            if (t->type == DF_TYPE_F32) memcpy(qrow, row, rb);
+            else q->from_float(row, qrow, t->ne[0]);
+            if (gw_data(w, qrow, rb, err, sizeof err) != 0) die(err);
+        }
+        total += rb * (uint64_t)t->ne[1];
+    }
+    if (gw_finish(w, err, sizeof err) != 0) die(err);
+    fprintf(stderr, "mkmodel: wrote %s: %s, %s, %d tensors, %.1f MiB of weights\n", c.out, c.arch, qt->name, p.n,
+            (double)total / (1 << 20));
+    gw_free(w);
+    bpe_vocab_free(&v);
+    free(p.t);
+    free(row);
+    free(qrow);
+    return 0;
+}
