@@ -7,6 +7,7 @@
 # npm registry); later calls only check timestamps and exec .cache/llama/llama_ref.
 # Quiet on success: fetch/build output goes to .cache/llama/setup.log and is printed only
 # if something fails. All arguments are passed through; see docs/reference.md.
+# `llama-ref.sh build` only fetches and builds (used by `make test-ref`).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -19,5 +20,8 @@ if ! { "$ROOT/scripts/build-llama-ref.sh" >"$LOG" 2>&1; }; then
     echo "llama-ref.sh: setting up the llama.cpp reference failed; log ($LOG):" >&2
     cat "$LOG" >&2
     exit 1
+fi
+if [[ $# -eq 1 && "$1" == "build" ]]; then
+    exit 0
 fi
 exec "$BIN" "$@"

@@ -9,15 +9,17 @@
 #   NAME.logits   llama.cpp's float32 logits for every position (positions x n_vocab)
 #   NAME.greedy   llama.cpp's 200 (stories260K) or 32 greedy continuation ids, one per line
 #   NAME.sha256   checksum of the model file, so a stale fixture is recognised
-# Models from mkmodel are written to OUT_DIR/models/ (not kept in the repository:
-# mkmodel rebuilds them bit for bit from the same arguments).
+# Models from mkmodel are written to a temporary folder and removed afterwards
+# (mkmodel rebuilds them bit for bit from the same arguments).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${1:?usage: make-fixtures.sh BUILD_DIR OUT_DIR}
 OUT=${2:?usage: make-fixtures.sh BUILD_DIR OUT_DIR}
 SHARED=${DELTAFIN_SHARED:-$ROOT/../shared}
 REF="$ROOT/scripts/llama-ref.sh"
-mkdir -p "$OUT/models"
+MODELS=$(mktemp -d /tmp/deltafin-fixture-models-XXXXXX)
+trap 'rm -rf "$MODELS"' EXIT
+mkdir -p "$OUT"
 
 # deterministic pseudo-random ids in [1, vocab): an LCG, the same in tests/test_model.c's docs
 random_tokens() { # N VOCAB BOS
@@ -34,7 +36,7 @@ grep -v '^#' "$ROOT/tests/data/ref/models.txt" | while IFS='|' read -r name src 
     [ -n "$name" ] || continue
     case "$src" in
         shared:*) model="$SHARED/models/${src#shared:}" ;;
-        mkmodel:*) model="$OUT/models/$name.gguf"; "$BUILD/mkmodel" -o "$model" ${src#mkmodel:} 2>/dev/null ;;
+        mkmodel:*) model="$MODELS/$name.gguf"; "$BUILD/mkmodel" -o "$model" ${src#mkmodel:} 2>/dev/null ;;
         *) echo "bad source for $name" >&2; exit 1 ;;
     esac
     case "$prompt" in

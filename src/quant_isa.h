@@ -26,6 +26,8 @@
 
 #include "quant.h"
 
+#include <string.h>
+
 enum quant_isa {
     QUANT_ISA_SCALAR = 0,
     QUANT_ISA_AVX2 = 1,
@@ -73,6 +75,31 @@ static inline void quant_k3_scales(const uint8_t *s, int8_t out[16]) {
         int hi = (s[8 + (j & 3)] >> (2 * (j >> 2))) & 3;
         out[j] = (int8_t)((lo | (hi << 4)) - 32);
     }
+}
+
+/* Word-parallel versions of the two decoders above, for SIMD kernels.
+ * q4_K/q5_K: out[0..1] = the 8 scales (bytes), out[2..3] = the 8 mins. */
+static inline void quant_k4_unpack(const uint8_t *s, uint32_t out[4]) {
+    uint32_t w0, w1, w2;
+    memcpy(&w0, s, 4);
+    memcpy(&w1, s + 4, 4);
+    memcpy(&w2, s + 8, 4);
+    out[0] = w0 & 0x3f3f3f3fu;
+    out[1] = (w2 & 0x0f0f0f0fu) | (((w0 >> 6) & 0x03030303u) << 4);
+    out[2] = w1 & 0x3f3f3f3fu;
+    out[3] = ((w2 >> 4) & 0x0f0f0f0fu) | (((w1 >> 6) & 0x03030303u) << 4);
+}
+
+/* q3_K: the 16 six-bit scales as bytes 0..63 (subtract 32 for the value). */
+static inline void quant_k3_unpack(const uint8_t *s, uint32_t out[4]) {
+    uint32_t w0, w1, w2;
+    memcpy(&w0, s, 4);
+    memcpy(&w1, s + 4, 4);
+    memcpy(&w2, s + 8, 4);
+    out[0] = (w0 & 0x0f0f0f0fu) | ((w2 & 0x03030303u) << 4);
+    out[1] = (w1 & 0x0f0f0f0fu) | (((w2 >> 2) & 0x03030303u) << 4);
+    out[2] = ((w0 >> 4) & 0x0f0f0f0fu) | (((w2 >> 4) & 0x03030303u) << 4);
+    out[3] = ((w1 >> 4) & 0x0f0f0f0fu) | (((w2 >> 6) & 0x03030303u) << 4);
 }
 
 #endif

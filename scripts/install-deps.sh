@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# install-deps.sh - install Deltafin's build and test dependencies on Debian/Ubuntu (run as root).
+# Used by the README's first command and by .ci/run.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+$SUDO apt-get update
+$SUDO apt-get install -y --no-install-recommends \
+    build-essential make pkg-config ca-certificates git \
+    libpcre2-dev libutf8proc-dev libcmocka-dev \
+    clang llvm libclang-rt-14-dev \
+    gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+# npm fetches llama.cpp's prebuilt library (the test reference); install Node.js only where missing.
+command -v npm >/dev/null || $SUDO apt-get install -y --no-install-recommends nodejs npm
