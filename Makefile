@@ -69,6 +69,14 @@ $(BUILD)/mkmodel: $(BUILD)/obj/tools/mkmodel.o $(TOOL_COMMON_OBJ) $(LIB)
 $(BUILD)/test_%: tests/test_%.c tests/testutil.h $(TOOL_COMMON_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -Itools -Itests -o $@ $< $(TOOL_COMMON_OBJ) $(LIB) $(LDLIBS) -lcmocka
 
+# The README's first command: build, make a small model, inspect it and generate text.
+demo: all
+	$(BUILD)/mkmodel -o $(BUILD)/demo-q4_K.gguf --preset small --type q4_K
+	$(BUILD)/deltafin info -m $(BUILD)/demo-q4_K.gguf
+	$(BUILD)/deltafin run -m $(BUILD)/demo-q4_K.gguf -p "Once upon a time" -n 48 --temp 0.8 --seed 1
+	@if [ -f ../shared/models/stories260K.gguf ]; then \
+	  $(BUILD)/deltafin run -m ../shared/models/stories260K.gguf -p "Once upon a time" -n 120 --temp 0; fi
+
 debug:
 	$(MAKE) MODE=debug BUILD=build-debug all
 
@@ -94,4 +102,4 @@ fuzz:
 clean:
 	rm -rf build build-debug build-aarch64 build-fuzz
 
-.PHONY: all debug test test-ref bench cross fuzz clean
+.PHONY: all demo debug test test-ref bench cross fuzz clean

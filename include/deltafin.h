@@ -54,6 +54,7 @@ typedef struct df_model_info {
     int n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
     uint64_t n_params;       /* total elements of all weight tensors */
     uint64_t n_bytes;        /* total bytes of all tensor data */
+    int n_threads;           /* compute threads in use */
 } df_model_info;
 void df_model_get_info(const df_model *m, df_model_info *out);
 

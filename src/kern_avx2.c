@@ -357,8 +357,10 @@ static void q2_K_dot(int64_t n, const void *w, const void *x, float *out) {
         __m256i pm = _mm256_madd_epi16(LOADU(b[i].bsums), mn16);
         const int8_t *y = b[i].qs;
         __m256i sumi = _mm256_setzero_si256();
+        _Pragma("GCC unroll 4")
         for (int h = 0; h < 2; h++) {
             __m256i q = LOADU(a[i].qs + 32 * h);
+            _Pragma("GCC unroll 4")
             for (int g = 0; g < 4; g++) {
                 __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * g), m3);
                 __m256i p = _mm256_maddubs_epi16(u, LOADU(y + 128 * h + 32 * g));
@@ -379,15 +381,18 @@ static void q3_K_dot(int64_t n, const void *w, const void *x, float *out) {
     for (int64_t i = 0; i < n / QK_K; i++) {
         uint32_t s32[4];
         quant_k3_unpack(a[i].scales, s32);
-        __m128i sb = _mm_sub_epi8(LOADU128(s32), _mm_set1_epi8(32));
+        /* built from registers: a 16-byte load of four just-stored words would stall store forwarding */
+        __m128i sb = _mm_sub_epi8(_mm_set_epi32((int)s32[3], (int)s32[2], (int)s32[1], (int)s32[0]), _mm_set1_epi8(32));
         __m256i sc16 = _mm256_cvtepi8_epi16(sb);
         /* values are u - 4 with u = low2 | hbit << 2 in 0..7: subtract 4 * sum(sc * bsums) */
         __m256i corr = _mm256_madd_epi16(LOADU(b[i].bsums), sc16);
         __m256i hm = LOADU(a[i].hmask);
         const int8_t *y = b[i].qs;
         __m256i sumi = _mm256_setzero_si256();
+        _Pragma("GCC unroll 4")
         for (int h = 0; h < 2; h++) {
             __m256i q = LOADU(a[i].qs + 32 * h);
+            _Pragma("GCC unroll 4")
             for (int g = 0; g < 4; g++) {
                 __m256i lo = _mm256_and_si256(_mm256_srli_epi16(q, 2 * g), m3);
                 __m256i hb = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + g), one), 2);
@@ -406,7 +411,7 @@ static void q3_K_dot(int64_t n, const void *w, const void *x, float *out) {
 static inline void k4_scales(const uint8_t *scales, const int16_t *bsums, __m256i *sc, __m256i *pm) {
     uint32_t u[4];
     quant_k4_unpack(scales, u);
-    __m128i v = LOADU128(u); /* bytes 0-7 scales, 8-15 mins */
+    __m128i v = _mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]); /* bytes 0-7 scales, 8-15 mins */
     *sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(v));
     __m128i mins = _mm_unpackhi_epi8(v, v); /* m0 m0 m1 m1 ... m7 m7 */
     *pm = _mm256_madd_epi16(LOADU(bsums), _mm256_cvtepu8_epi16(mins));
@@ -422,6 +427,7 @@ static void q4_K_dot(int64_t n, const void *w, const void *x, float *out) {
         k4_scales(a[i].scales, b[i].bsums, &sc, &pm);
         const int8_t *y = b[i].qs;
         __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+        _Pragma("GCC unroll 4")
         for (int c = 0; c < 4; c++) {
             __m256i q = LOADU(a[i].qs + 32 * c);
             __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(q, m4), LOADU(y + 64 * c));
@@ -446,6 +452,7 @@ static void q5_K_dot(int64_t n, const void *w, const void *x, float *out) {
         const int8_t *y = b[i].qs;
         __m256i hb = LOADU(a[i].qh);
         __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+        _Pragma("GCC unroll 4")
         for (int c = 0; c < 4; c++) {
             __m256i q = LOADU(a[i].qs + 32 * c);
             __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(_mm256_and_si256(hb, one), 4));
@@ -472,6 +479,7 @@ static void q6_K_dot(int64_t n, const void *w, const void *x, float *out) {
         __m256i corr = _mm256_madd_epi16(LOADU(b[i].bsums), sc16);
         const int8_t *y = b[i].qs;
         __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+        _Pragma("GCC unroll 4")
         for (int h = 0; h < 2; h++) {
             __m256i l0 = LOADU(a[i].ql + 64 * h), l1 = LOADU(a[i].ql + 64 * h + 32);
             __m256i qh = LOADU(a[i].qh + 32 * h);

@@ -249,6 +249,7 @@ void df_model_get_info(const df_model *m, df_model_info *o) {
     o->n_head_kv = m->hp.n_head_kv;
     o->head_dim = m->hp.head_dim;
     o->n_ff = m->hp.n_ff;
+    o->n_threads = m->n_threads;
     for (uint64_t i = 0; i < m->g->n_tensors; i++) {
         o->n_params += m->g->tensors[i].n_elements;
         o->n_bytes += m->g->tensors[i].nbytes;

@@ -23,7 +23,7 @@
 
 typedef struct {
     const char *model, *prompt, *tokens, *out;
-    int n_predict, threads, ctx, top, pieces, no_bos, no_mmap, ignore_eos, kv_f32, all_logits_stdout;
+    int n_predict, threads, ctx, top, pieces, no_bos, no_mmap, ignore_eos, kv_f32, json, n_prompt, reps;
     df_sampler_params sp;
 } opts;
 
@@ -35,7 +35,8 @@ static void usage(void) {
             "            [--no-mmap] [--ignore-eos]\n"
             "  info      -m MODEL\n"
             "  tokenize  -m MODEL -p TEXT [--pieces] [--no-bos]\n"
-            "  logits    -m MODEL (-p TEXT | --tokens \"1 2 3\") [--top K] [--out FILE] [-t THREADS] [--kv f16|f32]\n");
+            "  logits    -m MODEL (-p TEXT | --tokens \"1 2 3\") [--top K] [--out FILE] [-t THREADS] [--kv f16|f32]\n"
+            "  bench     -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json]\n");
     exit(2);
 }
 
@@ -76,6 +77,7 @@ static void parse(int argc, char **argv, opts *o) {
         if (!strcmp(a, "--no-bos")) { o->no_bos = 1; continue; }
         if (!strcmp(a, "--no-mmap")) { o->no_mmap = 1; continue; }
         if (!strcmp(a, "--ignore-eos")) { o->ignore_eos = 1; continue; }
+        if (!strcmp(a, "--json")) { o->json = 1; continue; }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) usage();
         if (i + 1 >= argc) {
             fprintf(stderr, "deltafin: %s needs a value\n", a);
@@ -89,6 +91,7 @@ static void parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) o->n_predict = (int)parse_long(a, v, 0, 1 << 24);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) o->threads = (int)parse_long(a, v, 1, 512);
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) o->ctx = (int)parse_long(a, v, 0, 1 << 24);
+        else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) o->reps = (int)parse_long(a, v, 1, 1000);
         else if (!strcmp(a, "--top")) o->top = (int)parse_long(a, v, 1, 1 << 24);
         else if (!strcmp(a, "--temp")) o->sp.temp = parse_float(a, v);
         else if (!strcmp(a, "--top-k")) o->sp.top_k = (int)parse_long(a, v, 0, 1 << 24);
@@ -336,11 +339,80 @@ static int cmd_run(const opts *o) {
     fprintf(stderr, "prompt:     %8d tokens %8.3f s %10.2f tokens/s\n", n, t_prompt, n / (t_prompt > 0 ? t_prompt : 1e-9));
     fprintf(stderr, "generation: %8d tokens %8.3f s %10.2f tokens/s\n", generated, t_gen,
             generated / (t_gen > 0 ? t_gen : 1e-9));
+    df_model_info info;
+    df_model_get_info(m, &info);
     fprintf(stderr, "peak memory: %.1f MiB (RSS), threads: %d, isa: %s\n", (double)df_peak_rss() / (1 << 20),
-            o->threads ? o->threads : 0, df_isa());
+            info.n_threads, df_isa());
     df_sampler_free(smp);
     free(logits);
     free(ids);
+    df_session_free(s);
+    df_model_free(m);
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : (x > y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* llama-bench's two measurements: prompt processing of p tokens in one batch,
+ * and generation of n tokens one at a time, each from an empty cache; the
+ * median over the repetitions after one warm-up round. */
+static int cmd_bench(opts *o, int n_prompt) {
+    df_model *m = load(o, NULL);
+    const int nv = df_n_vocab(m), reps = o->reps > 0 ? o->reps : 5, ng = o->n_predict;
+    char err[512];
+    df_session_params sp = df_session_default_params();
+    sp.n_ctx = n_prompt + ng + 1;
+    sp.n_batch = n_prompt > 0 ? n_prompt : 1;
+    sp.kv_type = o->kv_f32 ? DF_KV_F32 : DF_KV_F16;
+    df_session *s;
+    if (df_session_new(m, &sp, &s, err, sizeof err) != 0) fail(err);
+    int32_t *toks = malloc((size_t)(n_prompt + 1) * sizeof(int32_t));
+    float *logits = malloc((size_t)nv * sizeof(float));
+    double *pp = calloc((size_t)reps, sizeof(double)), *tg = calloc((size_t)reps, sizeof(double));
+    if (!toks || !logits || !pp || !tg) fail("out of memory");
+    uint64_t x = 42;
+    for (int i = 0; i < n_prompt + 1; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        toks[i] = (int32_t)((x >> 33) % (uint64_t)nv);
+    }
+    for (int r = -1; r < reps; r++) {
+        if (n_prompt > 0) {
+            df_session_truncate(s, 0);
+            double t0 = df_time();
+            if (df_decode(s, toks, n_prompt, logits, 0, err, sizeof err) != 0) fail(err);
+            if (r >= 0) pp[r] = n_prompt / (df_time() - t0);
+        }
+        if (ng > 0) {
+            df_session_truncate(s, 0);
+            double t0 = df_time();
+            for (int i = 0; i < ng; i++)
+                if (df_decode(s, &toks[i % (n_prompt + 1)], 1, logits, 0, err, sizeof err) != 0) fail(err);
+            if (r >= 0) tg[r] = ng / (df_time() - t0);
+        }
+    }
+    df_model_info info;
+    df_model_get_info(m, &info);
+    double pp_m = n_prompt > 0 ? median(pp, reps) : 0, tg_m = ng > 0 ? median(tg, reps) : 0;
+    int threads = info.n_threads;
+    if (o->json)
+        printf("{\"pp_tokens\":%d,\"pp_tps\":%.2f,\"tg_tokens\":%d,\"tg_tps\":%.2f,\"threads\":%d,\"reps\":%d,"
+               "\"model_bytes\":%llu,\"isa\":\"%s\"}\n",
+               n_prompt, pp_m, ng, tg_m, threads, reps, (unsigned long long)info.n_bytes, df_isa());
+    else
+        printf("model %s (%.1f MiB), threads %d, isa %s\n  pp%-5d %10.2f tokens/s\n  tg%-5d %10.2f tokens/s\n",
+               o->model, (double)info.n_bytes / (1 << 20), threads, df_isa(), n_prompt, pp_m, ng, tg_m);
+    free(pp);
+    free(tg);
+    free(toks);
+    free(logits);
     df_session_free(s);
     df_model_free(m);
     return 0;
@@ -354,6 +426,17 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "--version")) {
         printf("deltafin %s\n", df_version());
         return 0;
+    }
+    if (!strcmp(cmd, "bench")) {
+        /* llama-bench spells the prompt length -p: take it before the common parser */
+        int n_prompt = 512, k = 2;
+        for (int i = 2; i < argc; i++) {
+            if (!strcmp(argv[i], "-p") && i + 1 < argc) n_prompt = (int)parse_long("-p", argv[++i], 0, 1 << 20);
+            else argv[k++] = argv[i];
+        }
+        argc = k;
+        parse(argc, argv, &o);
+        return cmd_bench(&o, n_prompt);
     }
     parse(argc, argv, &o);
     if (!strcmp(cmd, "run")) return cmd_run(&o);
