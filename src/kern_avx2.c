@@ -264,50 +264,57 @@ static void q4_0_dot(int64_t n, const void *w, const void *x, float *out) {
     *out = hsum_ps(_mm256_add_ps(acc0, acc1));
 }
 
-static void q4_1_dot(int64_t n, const void *w, const void *x, float *out) {
-    const block_q4_1 *a = w;
-    const block_q8_1 *b = x;
-    const int64_t nb = n / QK4_1;
-    __m256 acc = _mm256_setzero_ps();
-    float summ = 0;
-    for (int64_t i = 0; i < nb; i++) {
-        __m256i p = dot_u8(nibbles32(a[i].qs), LOADU(b[i].qs));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc);
-        summ += h2f(a[i].m) * h2f(b[i].s);
-    }
-    *out = hsum_ps(acc) + summ;
+/* One q4_1 / q5_0 / q5_1 block's integer dot (8 int32 lanes). */
+static inline __m256i q4_1_block(const block_q4_1 *a, const block_q8_1 *b) {
+    return dot_u8(nibbles32(a->qs), LOADU(b->qs));
 }
 
-static void q5_0_dot(int64_t n, const void *w, const void *x, float *out) {
-    const block_q5_0 *a = w;
-    const block_q8_0 *b = x;
-    const int64_t nb = n / QK5_0;
-    const __m256i f0 = _mm256_set1_epi8((char)0xF0);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        /* high bit clear: q - 16 = nibble | 0xF0 as int8; set: q - 16 = nibble */
-        __m256i q = _mm256_or_si256(nibbles32(a[i].qs), _mm256_andnot_si256(bits32(load_u32(a[i].qh)), f0));
-        __m256i p = dot_i8(q, LOADU(b[i].qs));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc);
-    }
-    *out = hsum_ps(acc);
+static inline __m256i q5_0_block(const block_q5_0 *a, const block_q8_0 *b) {
+    /* high bit clear: q - 16 = nibble | 0xF0 as int8; set: q - 16 = nibble */
+    __m256i q = _mm256_or_si256(nibbles32(a->qs), _mm256_andnot_si256(bits32(load_u32(a->qh)), _mm256_set1_epi8((char)0xF0)));
+    return dot_i8(q, LOADU(b->qs));
 }
 
-static void q5_1_dot(int64_t n, const void *w, const void *x, float *out) {
-    const block_q5_1 *a = w;
-    const block_q8_1 *b = x;
-    const int64_t nb = n / QK5_1;
-    const __m256i h10 = _mm256_set1_epi8(0x10);
-    __m256 acc = _mm256_setzero_ps();
-    float summ = 0;
-    for (int64_t i = 0; i < nb; i++) {
-        __m256i q = _mm256_or_si256(nibbles32(a[i].qs), _mm256_and_si256(bits32(load_u32(a[i].qh)), h10));
-        __m256i p = dot_u8(q, LOADU(b[i].qs));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc);
-        summ += h2f(a[i].m) * h2f(b[i].s);
-    }
-    *out = hsum_ps(acc) + summ;
+static inline __m256i q5_1_block(const block_q5_1 *a, const block_q8_1 *b) {
+    __m256i q = _mm256_or_si256(nibbles32(a->qs), _mm256_and_si256(bits32(load_u32(a->qh)), _mm256_set1_epi8(0x10)));
+    return dot_u8(q, LOADU(b->qs));
 }
+
+/* Two blocks per step with separate accumulators (the float adds and the
+ * scalar offset terms would otherwise form one long dependency chain). */
+#define DOT_2BLK(NAME, WT, AT, BLK, HAS_M)                                                               \
+    static void NAME(int64_t n, const void *w, const void *x, float *out) {                              \
+        const WT *a = w;                                                                                  \
+        const AT *b = x;                                                                                  \
+        const int64_t nb = n / 32;                                                                        \
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                                   \
+        float m0 = 0, m1 = 0;                                                                             \
+        int64_t i = 0;                                                                                    \
+        for (; i + 1 < nb; i += 2) {                                                                      \
+            __m256i p0 = BLK(&a[i], &b[i]), p1 = BLK(&a[i + 1], &b[i + 1]);                               \
+            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc0); \
+            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(h2f(a[i + 1].d) * h2f(b[i + 1].d)), acc1); \
+            if (HAS_M) {                                                                                  \
+                m0 += OFFSET_TERM(a[i], b[i]);                                                            \
+                m1 += OFFSET_TERM(a[i + 1], b[i + 1]);                                                    \
+            }                                                                                             \
+        }                                                                                                 \
+        for (; i < nb; i++) {                                                                             \
+            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(BLK(&a[i], &b[i])), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc0); \
+            if (HAS_M) m0 += OFFSET_TERM(a[i], b[i]);                                                     \
+        }                                                                                                 \
+        *out = hsum_ps(_mm256_add_ps(acc0, acc1)) + (m0 + m1);                                            \
+    }
+
+/* weight offset m times the activation block sum s (q4_1/q5_1 only) */
+#define OFFSET_TERM(wb, ab) (h2f((wb).m) * h2f((ab).s))
+DOT_2BLK(q4_1_dot, block_q4_1, block_q8_1, q4_1_block, 1)
+DOT_2BLK(q5_1_dot, block_q5_1, block_q8_1, q5_1_block, 1)
+#undef OFFSET_TERM
+#define OFFSET_TERM(wb, ab) 0.0f
+DOT_2BLK(q5_0_dot, block_q5_0, block_q8_0, q5_0_block, 0)
+#undef OFFSET_TERM
+#undef DOT_2BLK
 
 static void q8_0_dot(int64_t n, const void *w, const void *x, float *out) {
     const block_q8_0 *a = w, *b = x;

@@ -1,6 +1,443 @@
 /*
- * kern_avx512.c - placeholder being replaced by the avx512 kernels (see quant_isa.h).
+ * kern_avx512.c - AVX-512 (F, BW, VL, DQ, VNNI) kernels, x86-64 only; built
+ * with the matching -m flags plus -mavx2 -mfma -mf16c and only called when
+ * the CPU reports all five extensions. The table it fills starts from the
+ * AVX2 one, so anything not overridden here (activation quantizers, bf16,
+ * dequantizers) runs the AVX2 code.
+ *
+ * DESIGN
+ * - 512-bit registers hold 64 weight values: two 32-element blocks of the
+ *   small formats, or a 64-element slice of a K-quant super-block.
+ * - VNNI: vpdpbusd (unsigned x signed bytes, four at a time, into int32, no
+ *   saturation) replaces AVX2's maddubs+madd for the 32-element formats. Their
+ *   fixed offsets are folded in through the activation sums: for q4_0
+ *   sum (u-8)*y = sum u*y - 8*sum y, where sum y comes from a second vpdpbusd
+ *   against a vector of ones. q8_0 uses |w| times y negated where w < 0
+ *   (activations never hold -128, so the negation cannot overflow).
+ * - K-quants: maddubs gives int16 pair sums (max 2*63*127 = 16002, no
+ *   saturation); vpdpwssd multiplies them by the per-sub-block int16 scales
+ *   and accumulates into int32 in one instruction. Scales are spread to the
+ *   lanes with vpermw from a small index table. q6_K/q3_K offsets use bsums as
+ *   in the AVX2 file.
+ * - The integer sums per block are exactly the scalar reference's; only the
+ *   float accumulation order differs.
+ * - This file cannot be executed on the development machine (no AVX-512);
+ *   it is exercised by tests/test_quant.c wherever the CPU has AVX-512.
  */
 #include "quant_isa.h"
 
-void kern_avx512_fill(quant_traits *tab) { (void)tab; }
+#include <immintrin.h>
+#include <string.h>
+
+#define LOADU(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
+#define LOADU128(p) _mm_loadu_si128((const __m128i *)(const void *)(p))
+#define LD512(p) _mm512_loadu_si512((const void *)(p))
+
+static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+static inline uint32_t load_u32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+
+static inline __m512i join256(__m256i lo, __m256i hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* Lanes 0-7 = a, lanes 8-15 = b. */
+static inline __m512 join_ps(float a, float b) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(a)), _mm256_set1_ps(b), 1);
+}
+
+static inline float hsum256_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Per-16-bit-lane shift counts: low 256 bits by a, high 256 bits by b. */
+static inline __m512i shifts2(short a, short b) {
+    return join256(_mm256_set1_epi16(a), _mm256_set1_epi16(b));
+}
+
+/* Two blocks of 16 nibble bytes -> 64 bytes in element order:
+ * [A low nibbles, A high nibbles, B low nibbles, B high nibbles]. */
+static inline __m512i nibbles64(const uint8_t *qa, const uint8_t *qb) {
+    __m256i q = _mm256_set_m128i(LOADU128(qb), LOADU128(qa));
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m512i v = join256(_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+    /* 128-bit lanes are [Alo, Blo, Ahi, Bhi]; reorder to [Alo, Ahi, Blo, Bhi] */
+    return _mm512_shuffle_i64x2(v, v, _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+/* ---------------------------------------------------------------------- */
+/* f32, f16 */
+
+static void f32_dot(int64_t n, const void *w, const void *x, float *out) {
+    const float *a = w, *b = x;
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
+        s2 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 32), _mm512_loadu_ps(b + i + 32), s2);
+        s3 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 48), _mm512_loadu_ps(b + i + 48), s3);
+    }
+    for (; i + 16 <= n; i += 16) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+    float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+    for (; i < n; i++) s += a[i] * b[i];
+    *out = s;
+}
+
+static void f16_dot(int64_t n, const void *w, const void *x, float *out) {
+    const uint16_t *a = w, *b = x;
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+#define H16(p) _mm512_cvtph_ps(LOADU(p))
+    for (; i + 64 <= n; i += 64) {
+        s0 = _mm512_fmadd_ps(H16(a + i), H16(b + i), s0);
+        s1 = _mm512_fmadd_ps(H16(a + i + 16), H16(b + i + 16), s1);
+        s2 = _mm512_fmadd_ps(H16(a + i + 32), H16(b + i + 32), s2);
+        s3 = _mm512_fmadd_ps(H16(a + i + 48), H16(b + i + 48), s3);
+    }
+    for (; i + 16 <= n; i += 16) s0 = _mm512_fmadd_ps(H16(a + i), H16(b + i), s0);
+#undef H16
+    float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+    for (; i < n; i++) s += h2f(a[i]) * h2f(b[i]);
+    *out = s;
+}
+
+static void f16_to_float(const void *src, float *dst, int64_t n) {
+    const uint16_t *s = src;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(LOADU(s + i)));
+    for (; i < n; i++) dst[i] = h2f(s[i]);
+}
+
+/* ---------------------------------------------------------------------- */
+/* 32-element block formats, two blocks per step; an odd last block is done
+ * with the same arithmetic on the low half (upper half zeroed). */
+
+/* Lane sums of w*y for 64 unsigned weight bytes. */
+static inline __m512i dpb(__m512i u, __m512i y) { return _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, y); }
+
+/* One block's 32 bytes in the low half of a 512-bit register, zero above. */
+static inline __m512i low256(__m256i v) { return _mm512_inserti64x4(_mm512_setzero_si512(), v, 0); }
+
+static inline __m512i nibbles_one(const uint8_t *qa) {
+    __m128i q = LOADU128(qa);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    return low256(_mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4)));
+}
+
+static void q4_0_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_q4_0 *a = w;
+    const block_q8_0 *b = x;
+    const int64_t nb = n / QK4_0;
+    const __m512i ones = _mm512_set1_epi8(1);
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        __m512i y = join256(LOADU(b[i].qs), LOADU(b[i + 1].qs));
+        __m512i p = _mm512_sub_epi32(dpb(nibbles64(a[i].qs, a[i + 1].qs), y), _mm512_slli_epi32(dpb(ones, y), 3));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), join_ps(h2f(a[i].d) * h2f(b[i].d), h2f(a[i + 1].d) * h2f(b[i + 1].d)), acc);
+    }
+    if (i < nb) {
+        __m512i y = low256(LOADU(b[i].qs));
+        __m512i p = _mm512_sub_epi32(dpb(nibbles_one(a[i].qs), y), _mm512_slli_epi32(dpb(ones, y), 3));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc);
+    }
+    *out = _mm512_reduce_add_ps(acc);
+}
+
+static void q4_1_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_q4_1 *a = w;
+    const block_q8_1 *b = x;
+    const int64_t nb = n / QK4_1;
+    __m512 acc = _mm512_setzero_ps();
+    float summ = 0;
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        __m512i y = join256(LOADU(b[i].qs), LOADU(b[i + 1].qs));
+        __m512i p = dpb(nibbles64(a[i].qs, a[i + 1].qs), y);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), join_ps(h2f(a[i].d) * h2f(b[i].d), h2f(a[i + 1].d) * h2f(b[i + 1].d)), acc);
+        summ += h2f(a[i].m) * h2f(b[i].s) + h2f(a[i + 1].m) * h2f(b[i + 1].s);
+    }
+    if (i < nb) {
+        __m512i p = dpb(nibbles_one(a[i].qs), low256(LOADU(b[i].qs)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc);
+        summ += h2f(a[i].m) * h2f(b[i].s);
+    }
+    *out = _mm512_reduce_add_ps(acc) + summ;
+}
+
+/* The fifth bits of two q5 blocks as a 64-lane byte mask (bit j = element j). */
+static inline __mmask64 qh_mask(const uint8_t *qa, const uint8_t *qb) {
+    return (__mmask64)((uint64_t)load_u32(qa) | ((uint64_t)(qb ? load_u32(qb) : 0) << 32));
+}
+
+static void q5_0_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_q5_0 *a = w;
+    const block_q8_0 *b = x;
+    const int64_t nb = n / QK5_0;
+    const __m512i ones = _mm512_set1_epi8(1), h16 = _mm512_set1_epi8(16);
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        __m512i y = join256(LOADU(b[i].qs), LOADU(b[i + 1].qs));
+        __m512i u = nibbles64(a[i].qs, a[i + 1].qs);
+        u = _mm512_mask_add_epi8(u, qh_mask(a[i].qh, a[i + 1].qh), u, h16);
+        __m512i p = _mm512_sub_epi32(dpb(u, y), _mm512_slli_epi32(dpb(ones, y), 4));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), join_ps(h2f(a[i].d) * h2f(b[i].d), h2f(a[i + 1].d) * h2f(b[i + 1].d)), acc);
+    }
+    if (i < nb) {
+        __m512i y = low256(LOADU(b[i].qs));
+        __m512i u = nibbles_one(a[i].qs);
+        u = _mm512_mask_add_epi8(u, qh_mask(a[i].qh, NULL), u, h16);
+        __m512i p = _mm512_sub_epi32(dpb(u, y), _mm512_slli_epi32(dpb(ones, y), 4));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc);
+    }
+    *out = _mm512_reduce_add_ps(acc);
+}
+
+static void q5_1_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_q5_1 *a = w;
+    const block_q8_1 *b = x;
+    const int64_t nb = n / QK5_1;
+    const __m512i h16 = _mm512_set1_epi8(16);
+    __m512 acc = _mm512_setzero_ps();
+    float summ = 0;
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        __m512i y = join256(LOADU(b[i].qs), LOADU(b[i + 1].qs));
+        __m512i u = nibbles64(a[i].qs, a[i + 1].qs);
+        u = _mm512_mask_add_epi8(u, qh_mask(a[i].qh, a[i + 1].qh), u, h16);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dpb(u, y)), join_ps(h2f(a[i].d) * h2f(b[i].d), h2f(a[i + 1].d) * h2f(b[i + 1].d)), acc);
+        summ += h2f(a[i].m) * h2f(b[i].s) + h2f(a[i + 1].m) * h2f(b[i + 1].s);
+    }
+    if (i < nb) {
+        __m512i u = nibbles_one(a[i].qs);
+        u = _mm512_mask_add_epi8(u, qh_mask(a[i].qh, NULL), u, h16);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dpb(u, low256(LOADU(b[i].qs)))), _mm512_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc);
+        summ += h2f(a[i].m) * h2f(b[i].s);
+    }
+    *out = _mm512_reduce_add_ps(acc) + summ;
+}
+
+/* |w| times y negated where w < 0: the signed product through vpdpbusd. */
+static inline __m512i dot_i8_512(__m512i w, __m512i y) {
+    __m512i ys = _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(w), _mm512_setzero_si512(), y);
+    return dpb(_mm512_abs_epi8(w), ys);
+}
+
+static void q8_0_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_q8_0 *a = w, *b = x;
+    const int64_t nb = n / QK8_0;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 3 < nb; i += 4) {
+        __m512i p0 = dot_i8_512(join256(LOADU(a[i].qs), LOADU(a[i + 1].qs)), join256(LOADU(b[i].qs), LOADU(b[i + 1].qs)));
+        __m512i p1 = dot_i8_512(join256(LOADU(a[i + 2].qs), LOADU(a[i + 3].qs)), join256(LOADU(b[i + 2].qs), LOADU(b[i + 3].qs)));
+        acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p0), join_ps(h2f(a[i].d) * h2f(b[i].d), h2f(a[i + 1].d) * h2f(b[i + 1].d)), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), join_ps(h2f(a[i + 2].d) * h2f(b[i + 2].d), h2f(a[i + 3].d) * h2f(b[i + 3].d)), acc1);
+    }
+    for (; i < nb; i++) {
+        __m512i p = dot_i8_512(low256(LOADU(a[i].qs)), low256(LOADU(b[i].qs)));
+        acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc0);
+    }
+    *out = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+/* ---------------------------------------------------------------------- */
+/* K-quants */
+
+/* vpermw indices spreading int16 scales over the 32 int16 lanes of a
+ * maddubs result. k4: lanes 0-15 take scale 2c, lanes 16-31 scale 2c+1 (the
+ * 64-element slice c of q4_K/q5_K). k16: lanes take scale base + lane/8 (four
+ * 16-element sub-blocks per 64 elements, q2_K/q3_K/q6_K), base = 4s. */
+static int16_t idx_k4[4][32], idx_k16[4][32];
+
+static void init_idx(void) {
+    for (int c = 0; c < 4; c++)
+        for (int k = 0; k < 32; k++) {
+            idx_k4[c][k] = (int16_t)(2 * c + (k >= 16));
+            idx_k16[c][k] = (int16_t)(4 * c + k / 8);
+        }
+}
+
+static inline __m512i zext256(__m256i v) { return _mm512_inserti64x4(_mm512_setzero_si512(), v, 0); }
+
+/* Scale/min products for q4_K/q5_K: sc512 holds the 8 scales as int16 in lanes
+ * 0-7; pm = m_j * (bsums[2j] + bsums[2j+1]) as 8 int32. */
+static inline void k4_scales(const uint8_t *scales, const int16_t *bsums, __m512i *sc512, __m256i *pm) {
+    uint32_t u[4];
+    quant_k4_unpack(scales, u);
+    __m128i v = _mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]);
+    *sc512 = zext256(_mm256_cvtepu8_epi16(v));
+    *pm = _mm256_madd_epi16(LOADU(bsums), _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(v, v)));
+}
+
+static void q4_K_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_q4_K *a = w;
+    const block_q8_K *b = x;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), sh = shifts2(0, 4);
+    __m512 acc = _mm512_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m512i sc;
+        __m256i pm;
+        k4_scales(a[i].scales, b[i].bsums, &sc, &pm);
+        const int8_t *y = b[i].qs;
+        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+        _Pragma("GCC unroll 4")
+        for (int c = 0; c < 4; c++) {
+            __m512i q = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(LOADU(a[i].qs + 32 * c)), sh), m4);
+            __m512i p = _mm512_maddubs_epi16(q, LD512(y + 64 * c));
+            __m512i scv = _mm512_permutexvar_epi16(LD512(idx_k4[c]), sc);
+            if (c & 1) s1 = _mm512_dpwssd_epi32(s1, p, scv);
+            else s0 = _mm512_dpwssd_epi32(s0, p, scv);
+        }
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_set1_ps(h2f(a[i].d) * b[i].d), acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pm), _mm256_set1_ps(h2f(a[i].dmin) * b[i].d), accm);
+    }
+    *out = _mm512_reduce_add_ps(acc) - hsum256_ps(accm);
+}
+
+static void q5_K_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_q5_K *a = w;
+    const block_q8_K *b = x;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1), sh = shifts2(0, 4);
+    __m512 acc = _mm512_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m512i sc;
+        __m256i pm;
+        k4_scales(a[i].scales, b[i].bsums, &sc, &pm);
+        const int8_t *y = b[i].qs;
+        __m512i hb = _mm512_srlv_epi16(_mm512_broadcast_i64x4(LOADU(a[i].qh)), shifts2(0, 1));
+        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+        _Pragma("GCC unroll 4")
+        for (int c = 0; c < 4; c++) {
+            __m512i q = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(LOADU(a[i].qs + 32 * c)), sh), m4);
+            q = _mm512_or_si512(q, _mm512_slli_epi16(_mm512_and_si512(hb, one), 4));
+            hb = _mm512_srli_epi16(hb, 2);
+            __m512i p = _mm512_maddubs_epi16(q, LD512(y + 64 * c));
+            __m512i scv = _mm512_permutexvar_epi16(LD512(idx_k4[c]), sc);
+            if (c & 1) s1 = _mm512_dpwssd_epi32(s1, p, scv);
+            else s0 = _mm512_dpwssd_epi32(s0, p, scv);
+        }
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_set1_ps(h2f(a[i].d) * b[i].d), acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pm), _mm256_set1_ps(h2f(a[i].dmin) * b[i].d), accm);
+    }
+    *out = _mm512_reduce_add_ps(acc) - hsum256_ps(accm);
+}
+
+static void q6_K_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_q6_K *a = w;
+    const block_q8_K *b = x;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i shl = shifts2(4, 2), shr = shifts2(0, 2);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i sc16 = _mm256_cvtepi8_epi16(LOADU128(a[i].scales));
+        __m512i sc = zext256(sc16);
+        __m256i corr = _mm256_madd_epi16(LOADU(b[i].bsums), sc16);
+        const int8_t *y = b[i].qs;
+        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+        _Pragma("GCC unroll 2")
+        for (int h = 0; h < 2; h++) {
+            __m512i l = LD512(a[i].ql + 64 * h); /* [ql 0-31 | ql 32-63] of this half */
+            __m512i qh = _mm512_broadcast_i64x4(LOADU(a[i].qh + 32 * h));
+            /* [g0 | g1] and [g2 | g3]: high bits 2g..2g+1 moved to bits 4-5 */
+            __m512i u01 = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl), m30));
+            __m512i u23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                          _mm512_and_si512(_mm512_srlv_epi16(qh, shr), m30));
+            __m512i p01 = _mm512_maddubs_epi16(u01, LD512(y + 128 * h));
+            __m512i p23 = _mm512_maddubs_epi16(u23, LD512(y + 128 * h + 64));
+            s0 = _mm512_dpwssd_epi32(s0, p01, _mm512_permutexvar_epi16(LD512(idx_k16[2 * h]), sc));
+            s1 = _mm512_dpwssd_epi32(s1, p23, _mm512_permutexvar_epi16(LD512(idx_k16[2 * h + 1]), sc));
+        }
+        __m512i sumi = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), zext256(_mm256_slli_epi32(corr, 5)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(h2f(a[i].d) * b[i].d), acc);
+    }
+    *out = _mm512_reduce_add_ps(acc);
+}
+
+static void q2_K_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_q2_K *a = w;
+    const block_q8_K *b = x;
+    const __m512i m3 = _mm512_set1_epi8(3), sh01 = shifts2(0, 2), sh23 = shifts2(4, 6);
+    __m512 acc = _mm512_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m128i sb = LOADU128(a[i].scales);
+        __m512i sc = zext256(_mm256_cvtepu8_epi16(_mm_and_si128(sb, _mm_set1_epi8(0x0F))));
+        __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(0x0F)));
+        __m256i pm = _mm256_madd_epi16(LOADU(b[i].bsums), mn16);
+        const int8_t *y = b[i].qs;
+        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+        _Pragma("GCC unroll 2")
+        for (int h = 0; h < 2; h++) {
+            __m512i q = _mm512_broadcast_i64x4(LOADU(a[i].qs + 32 * h));
+            __m512i u01 = _mm512_and_si512(_mm512_srlv_epi16(q, sh01), m3);
+            __m512i u23 = _mm512_and_si512(_mm512_srlv_epi16(q, sh23), m3);
+            __m512i p01 = _mm512_maddubs_epi16(u01, LD512(y + 128 * h));
+            __m512i p23 = _mm512_maddubs_epi16(u23, LD512(y + 128 * h + 64));
+            s0 = _mm512_dpwssd_epi32(s0, p01, _mm512_permutexvar_epi16(LD512(idx_k16[2 * h]), sc));
+            s1 = _mm512_dpwssd_epi32(s1, p23, _mm512_permutexvar_epi16(LD512(idx_k16[2 * h + 1]), sc));
+        }
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_set1_ps(b[i].d * h2f(a[i].d)), acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pm), _mm256_set1_ps(b[i].d * h2f(a[i].dmin)), accm);
+    }
+    *out = _mm512_reduce_add_ps(acc) - hsum256_ps(accm);
+}
+
+static void q3_K_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_q3_K *a = w;
+    const block_q8_K *b = x;
+    const __m512i m3 = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1), sh01 = shifts2(0, 2), sh23 = shifts2(4, 6);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        uint32_t s32[4];
+        quant_k3_unpack(a[i].scales, s32);
+        __m128i sb = _mm_sub_epi8(_mm_set_epi32((int)s32[3], (int)s32[2], (int)s32[1], (int)s32[0]), _mm_set1_epi8(32));
+        __m256i sc16 = _mm256_cvtepi8_epi16(sb);
+        __m512i sc = zext256(sc16);
+        __m256i corr = _mm256_madd_epi16(LOADU(b[i].bsums), sc16);
+        __m512i hm = _mm512_broadcast_i64x4(LOADU(a[i].hmask));
+        const int8_t *y = b[i].qs;
+        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+        _Pragma("GCC unroll 2")
+        for (int h = 0; h < 2; h++) {
+            __m512i q = _mm512_broadcast_i64x4(LOADU(a[i].qs + 32 * h));
+            /* group g takes hmask bit 4h+g as value bit 2 */
+            __m512i h01 = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hm, shifts2((short)(4 * h), (short)(4 * h + 1))), one), 2);
+            __m512i h23 = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hm, shifts2((short)(4 * h + 2), (short)(4 * h + 3))), one), 2);
+            __m512i u01 = _mm512_or_si512(_mm512_and_si512(_mm512_srlv_epi16(q, sh01), m3), h01);
+            __m512i u23 = _mm512_or_si512(_mm512_and_si512(_mm512_srlv_epi16(q, sh23), m3), h23);
+            __m512i p01 = _mm512_maddubs_epi16(u01, LD512(y + 128 * h));
+            __m512i p23 = _mm512_maddubs_epi16(u23, LD512(y + 128 * h + 64));
+            s0 = _mm512_dpwssd_epi32(s0, p01, _mm512_permutexvar_epi16(LD512(idx_k16[2 * h]), sc));
+            s1 = _mm512_dpwssd_epi32(s1, p23, _mm512_permutexvar_epi16(LD512(idx_k16[2 * h + 1]), sc));
+        }
+        __m512i sumi = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), zext256(_mm256_slli_epi32(corr, 2)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(h2f(a[i].d) * b[i].d), acc);
+    }
+    *out = _mm512_reduce_add_ps(acc);
+}
+
+/* ---------------------------------------------------------------------- */
+
+void kern_avx512_fill(quant_traits *t) {
+    init_idx();
+    t[DF_TYPE_F32].vec_dot = f32_dot;
+    t[DF_TYPE_F16].vec_dot = f16_dot;
+    t[DF_TYPE_F16].to_float = f16_to_float;
+    t[DF_TYPE_Q4_0].vec_dot = q4_0_dot;
+    t[DF_TYPE_Q4_1].vec_dot = q4_1_dot;
+    t[DF_TYPE_Q5_0].vec_dot = q5_0_dot;
+    t[DF_TYPE_Q5_1].vec_dot = q5_1_dot;
+    t[DF_TYPE_Q8_0].vec_dot = q8_0_dot;
+    t[DF_TYPE_Q2_K].vec_dot = q2_K_dot;
+    t[DF_TYPE_Q3_K].vec_dot = q3_K_dot;
+    t[DF_TYPE_Q4_K].vec_dot = q4_K_dot;
+    t[DF_TYPE_Q5_K].vec_dot = q5_K_dot;
+    t[DF_TYPE_Q6_K].vec_dot = q6_K_dot;
+}

@@ -1,6 +1,534 @@
 /*
- * kern_neon.c - placeholder being replaced by the NEON kernels (see quant_isa.h).
+ * kern_neon.c - AArch64 NEON kernels (aarch64 builds only; NEON is part of
+ * the base architecture, so these are always used there).
+ *
+ * DESIGN
+ * - NEON multiplies signed bytes by signed bytes, so weight values are
+ *   formed as their true signed value (q4_0: nibble - 8, q6_K: q - 32, ...)
+ *   and dotted directly with the int8 activations; no offset correction is
+ *   needed. The per-block integer sums are exactly the scalar reference's.
+ * - The byte dot product (16 int8 pairs -> 4 int32 partial sums) has two
+ *   implementations: ARMv8.0 (smull/smull2 + sadalp) and the ARMv8.2 dotprod
+ *   extension (sdot). The kernel bodies are written once, in the second half
+ *   of this file, which the first half includes twice (KN_PASS 1 and 2) with
+ *   a different KN_DOT and function-name suffix. kern_neon_fill picks the
+ *   sdot set when getauxval(AT_HWCAP) reports ASIMDDP.
+ * - Only the total over the 16 lanes of a vector matters (each vector lies
+ *   within one scale group), so the two dot implementations' different lane
+ *   groupings give identical results.
+ * - K-quant sub-block sums are scaled in int32 vectors (vmlaq_n_s32) and
+ *   converted to float once per super-block.
+ * - Activation quantizers round with FCVTNS (to nearest, ties to even) and
+ *   f16 conversion uses FCVT, matching the scalar reference bit for bit.
  */
+#ifndef KN_PASS
+
 #include "quant_isa.h"
 
-void kern_neon_fill(quant_traits *tab) { (void)tab; }
+#include <arm_neon.h>
+#include <math.h>
+#include <string.h>
+#include <sys/auxv.h>
+
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+
+static inline float h2f(uint16_t h) {
+    __fp16 t;
+    memcpy(&t, &h, 2);
+    return (float)t;
+}
+
+static inline uint16_t f2h(float f) {
+    __fp16 t = (__fp16)f;
+    uint16_t h;
+    memcpy(&h, &t, 2);
+    return h;
+}
+
+/* Byte masks (0xFF where set) for 16 consecutive bits of qh, starting at bit 16*half. */
+static inline uint8x16_t bits16(uint32_t qh, int half) {
+    static const uint8_t bm[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    uint32_t b = qh >> (16 * half);
+    uint8x16_t v = vcombine_u8(vdup_n_u8((uint8_t)b), vdup_n_u8((uint8_t)(b >> 8)));
+    return vtstq_u8(v, vld1q_u8(bm));
+}
+
+static inline uint32_t load_u32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+
+/* ---------------------------------------------------------------------- */
+/* f32, f16, bf16 */
+
+static void f32_dot(int64_t n, const void *w, const void *x, float *out) {
+    const float *a = w, *b = x;
+    float32x4_t s0 = vdupq_n_f32(0), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = vfmaq_f32(s0, vld1q_f32(a + i), vld1q_f32(b + i));
+        s1 = vfmaq_f32(s1, vld1q_f32(a + i + 4), vld1q_f32(b + i + 4));
+        s2 = vfmaq_f32(s2, vld1q_f32(a + i + 8), vld1q_f32(b + i + 8));
+        s3 = vfmaq_f32(s3, vld1q_f32(a + i + 12), vld1q_f32(b + i + 12));
+    }
+    for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, vld1q_f32(a + i), vld1q_f32(b + i));
+    float s = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
+    for (; i < n; i++) s += a[i] * b[i];
+    *out = s;
+}
+
+static inline float32x4_t h4(const uint16_t *p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+
+static void f16_dot(int64_t n, const void *w, const void *x, float *out) {
+    const uint16_t *a = w, *b = x;
+    float32x4_t s0 = vdupq_n_f32(0), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = vfmaq_f32(s0, h4(a + i), h4(b + i));
+        s1 = vfmaq_f32(s1, h4(a + i + 4), h4(b + i + 4));
+        s2 = vfmaq_f32(s2, h4(a + i + 8), h4(b + i + 8));
+        s3 = vfmaq_f32(s3, h4(a + i + 12), h4(b + i + 12));
+    }
+    for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, h4(a + i), h4(b + i));
+    float s = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
+    for (; i < n; i++) s += h2f(a[i]) * h2f(b[i]);
+    *out = s;
+}
+
+static void f16_to_float(const void *src, float *dst, int64_t n) {
+    const uint16_t *s = src;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(dst + i, h4(s + i));
+    for (; i < n; i++) dst[i] = h2f(s[i]);
+}
+
+static void f16_from_float(const float *src, void *dst, int64_t n) {
+    uint16_t *d = dst;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1_u16(d + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(src + i))));
+    for (; i < n; i++) d[i] = f2h(src[i]);
+}
+
+static inline float32x4_t bf4(const uint16_t *p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
+static inline float bf2f(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
+
+static void bf16_dot(int64_t n, const void *w, const void *x, float *out) {
+    const uint16_t *a = w, *b = x;
+    float32x4_t s0 = vdupq_n_f32(0), s1 = s0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        s0 = vfmaq_f32(s0, bf4(a + i), bf4(b + i));
+        s1 = vfmaq_f32(s1, bf4(a + i + 4), bf4(b + i + 4));
+    }
+    for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, bf4(a + i), bf4(b + i));
+    float s = vaddvq_f32(vaddq_f32(s0, s1));
+    for (; i < n; i++) s += bf2f(a[i]) * bf2f(b[i]);
+    *out = s;
+}
+
+static void bf16_to_float(const void *src, float *dst, int64_t n) {
+    const uint16_t *s = src;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(dst + i, bf4(s + i));
+    for (; i < n; i++) dst[i] = bf2f(s[i]);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Activation quantizers */
+
+/* 16 floats times mul, rounded to nearest-even int8 (|values| <= 127). */
+static inline int8x16_t round16_i8(const float *x, float mul) {
+    int32x4_t a = vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x), mul));
+    int32x4_t b = vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + 4), mul));
+    int32x4_t c = vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + 8), mul));
+    int32x4_t d = vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + 12), mul));
+    int16x8_t ab = vcombine_s16(vmovn_s32(a), vmovn_s32(b)), cd = vcombine_s16(vmovn_s32(c), vmovn_s32(d));
+    return vcombine_s8(vmovn_s16(ab), vmovn_s16(cd));
+}
+
+static inline float amax_n(const float *x, int n) {
+    float32x4_t m = vdupq_n_f32(0);
+    for (int j = 0; j < n; j += 4) m = vmaxq_f32(m, vabsq_f32(vld1q_f32(x + j)));
+    return vmaxvq_f32(m);
+}
+
+static void q8_0_quant(const float *src, void *dst, int64_t n) {
+    block_q8_0 *b = dst;
+    for (int64_t i = 0; i < n / QK8_0; i++, src += QK8_0) {
+        float amax = amax_n(src, QK8_0);
+        float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        b[i].d = f2h(amax / 127.0f);
+        vst1q_s8(b[i].qs, round16_i8(src, id));
+        vst1q_s8(b[i].qs + 16, round16_i8(src + 16, id));
+    }
+}
+
+static void q8_1_quant(const float *src, void *dst, int64_t n) {
+    block_q8_1 *b = dst;
+    for (int64_t i = 0; i < n / QK8_1; i++, src += QK8_1) {
+        float amax = amax_n(src, QK8_1);
+        float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        int8x16_t q0 = round16_i8(src, id), q1 = round16_i8(src + 16, id);
+        vst1q_s8(b[i].qs, q0);
+        vst1q_s8(b[i].qs + 16, q1);
+        int sum = vaddlvq_s8(q0) + vaddlvq_s8(q1);
+        b[i].d = f2h(d);
+        b[i].s = f2h(d * (float)sum);
+    }
+}
+
+static void q8_K_quant(const float *src, void *dst, int64_t n) {
+    block_q8_K *b = dst;
+    for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
+        float amax = amax_n(src, QK_K);
+        if (amax == 0.0f) {
+            memset(&b[i], 0, sizeof b[i]);
+            continue;
+        }
+        float mx = 0;
+        for (int j = 0; j < QK_K; j++) /* first element of largest magnitude */
+            if (fabsf(src[j]) == amax) { mx = src[j]; break; }
+        float iscale = -127.0f / mx;
+        for (int j = 0; j < QK_K; j += 16) {
+            int8x16_t q = round16_i8(src + j, iscale);
+            vst1q_s8(b[i].qs + j, q);
+            b[i].bsums[j / 16] = (int16_t)vaddlvq_s8(q);
+        }
+        b[i].d = 1.0f / iscale;
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* The kernel bodies, twice */
+
+static inline int32x4_t dot_base(int32x4_t acc, int8x16_t a, int8x16_t b) {
+    acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(a), vget_low_s8(b)));
+    return vpadalq_s16(acc, vmull_high_s8(a, b));
+}
+
+#define KN_PASS 1
+#define KN(name) name##_base
+#define KN_TARGET
+#define KN_DOT dot_base
+#include "kern_neon.c"
+#undef KN_PASS
+#undef KN
+#undef KN_TARGET
+#undef KN_DOT
+
+#if defined(__clang__)
+#define KN_TARGET __attribute__((target("dotprod")))
+#else
+#define KN_TARGET __attribute__((target("arch=armv8.2-a+dotprod")))
+#endif
+static inline KN_TARGET int32x4_t dot_sdot(int32x4_t acc, int8x16_t a, int8x16_t b) {
+#if defined(__clang__) && !defined(__ARM_FEATURE_DOTPROD)
+    /* clang's arm_neon.h hides vdotq_s32 unless the whole file targets dotprod */
+    __asm__("sdot %0.4s, %1.16b, %2.16b" : "+w"(acc) : "w"(a), "w"(b));
+    return acc;
+#else
+    return vdotq_s32(acc, a, b);
+#endif
+}
+#define KN_PASS 2
+#define KN(name) name##_sdot
+#define KN_DOT dot_sdot
+#include "kern_neon.c"
+
+void kern_neon_fill(quant_traits *t) {
+    int dp = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+    t[DF_TYPE_F32].vec_dot = f32_dot;
+    t[DF_TYPE_F16].vec_dot = f16_dot;
+    t[DF_TYPE_F16].to_float = f16_to_float;
+    t[DF_TYPE_F16].from_float = f16_from_float;
+    t[DF_TYPE_BF16].vec_dot = bf16_dot;
+    t[DF_TYPE_BF16].to_float = bf16_to_float;
+    t[DF_TYPE_Q8_0].from_float = q8_0_quant;
+    t[DF_TYPE_Q8_1].from_float = q8_1_quant;
+    t[DF_TYPE_Q8_K].from_float = q8_K_quant;
+#define SET(ty, fn) t[ty].vec_dot = dp ? fn##_sdot : fn##_base
+    SET(DF_TYPE_Q4_0, q4_0_dot);
+    SET(DF_TYPE_Q4_1, q4_1_dot);
+    SET(DF_TYPE_Q5_0, q5_0_dot);
+    SET(DF_TYPE_Q5_1, q5_1_dot);
+    SET(DF_TYPE_Q8_0, q8_0_dot);
+    SET(DF_TYPE_Q2_K, q2_K_dot);
+    SET(DF_TYPE_Q3_K, q3_K_dot);
+    SET(DF_TYPE_Q4_K, q4_K_dot);
+    SET(DF_TYPE_Q5_K, q5_K_dot);
+    SET(DF_TYPE_Q6_K, q6_K_dot);
+#undef SET
+}
+
+#else /* KN_PASS: kernel bodies using KN(), KN_TARGET, KN_DOT */
+
+/* Dot of 32 signed values (two vectors) with 32 activations, 4 int32 lanes. */
+static inline KN_TARGET int32x4_t KN(dot32)(int8x16_t a0, int8x16_t a1, const int8_t *y) {
+    return KN_DOT(KN_DOT(vdupq_n_s32(0), a0, vld1q_s8(y)), a1, vld1q_s8(y + 16));
+}
+
+static KN_TARGET void KN(q4_0_dot)(int64_t n, const void *w, const void *x, float *out) {
+    const block_q4_0 *a = w;
+    const block_q8_0 *b = x;
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    const int8x16_t eight = vdupq_n_s8(8);
+    float32x4_t acc0 = vdupq_n_f32(0), acc1 = vdupq_n_f32(0);
+    const int64_t nb = n / QK4_0;
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        uint8x16_t q0 = vld1q_u8(a[i].qs), q1 = vld1q_u8(a[i + 1].qs);
+        int32x4_t p0 = KN(dot32)(vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q0, m4)), eight),
+                                 vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q0, 4)), eight), b[i].qs);
+        int32x4_t p1 = KN(dot32)(vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q1, m4)), eight),
+                                 vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q1, 4)), eight), b[i + 1].qs);
+        acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(p0), h2f(a[i].d) * h2f(b[i].d));
+        acc1 = vfmaq_n_f32(acc1, vcvtq_f32_s32(p1), h2f(a[i + 1].d) * h2f(b[i + 1].d));
+    }
+    for (; i < nb; i++) {
+        uint8x16_t q0 = vld1q_u8(a[i].qs);
+        int32x4_t p0 = KN(dot32)(vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q0, m4)), eight),
+                                 vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q0, 4)), eight), b[i].qs);
+        acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(p0), h2f(a[i].d) * h2f(b[i].d));
+    }
+    *out = vaddvq_f32(vaddq_f32(acc0, acc1));
+}
+
+static KN_TARGET void KN(q4_1_dot)(int64_t n, const void *w, const void *x, float *out) {
+    const block_q4_1 *a = w;
+    const block_q8_1 *b = x;
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    float32x4_t acc = vdupq_n_f32(0);
+    float summ = 0;
+    for (int64_t i = 0; i < n / QK4_1; i++) {
+        uint8x16_t q = vld1q_u8(a[i].qs);
+        int32x4_t p = KN(dot32)(vreinterpretq_s8_u8(vandq_u8(q, m4)), vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), b[i].qs);
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(p), h2f(a[i].d) * h2f(b[i].d));
+        summ += h2f(a[i].m) * h2f(b[i].s);
+    }
+    *out = vaddvq_f32(acc) + summ;
+}
+
+static KN_TARGET void KN(q5_0_dot)(int64_t n, const void *w, const void *x, float *out) {
+    const block_q5_0 *a = w;
+    const block_q8_0 *b = x;
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), h10 = vdupq_n_u8(0x10);
+    const int8x16_t s16 = vdupq_n_s8(16);
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int64_t i = 0; i < n / QK5_0; i++) {
+        uint32_t qh = load_u32(a[i].qh);
+        uint8x16_t q = vld1q_u8(a[i].qs);
+        uint8x16_t lo = vorrq_u8(vandq_u8(q, m4), vandq_u8(bits16(qh, 0), h10));
+        uint8x16_t hi = vorrq_u8(vshrq_n_u8(q, 4), vandq_u8(bits16(qh, 1), h10));
+        int32x4_t p = KN(dot32)(vsubq_s8(vreinterpretq_s8_u8(lo), s16), vsubq_s8(vreinterpretq_s8_u8(hi), s16), b[i].qs);
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(p), h2f(a[i].d) * h2f(b[i].d));
+    }
+    *out = vaddvq_f32(acc);
+}
+
+static KN_TARGET void KN(q5_1_dot)(int64_t n, const void *w, const void *x, float *out) {
+    const block_q5_1 *a = w;
+    const block_q8_1 *b = x;
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), h10 = vdupq_n_u8(0x10);
+    float32x4_t acc = vdupq_n_f32(0);
+    float summ = 0;
+    for (int64_t i = 0; i < n / QK5_1; i++) {
+        uint32_t qh = load_u32(a[i].qh);
+        uint8x16_t q = vld1q_u8(a[i].qs);
+        uint8x16_t lo = vorrq_u8(vandq_u8(q, m4), vandq_u8(bits16(qh, 0), h10));
+        uint8x16_t hi = vorrq_u8(vshrq_n_u8(q, 4), vandq_u8(bits16(qh, 1), h10));
+        int32x4_t p = KN(dot32)(vreinterpretq_s8_u8(lo), vreinterpretq_s8_u8(hi), b[i].qs);
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(p), h2f(a[i].d) * h2f(b[i].d));
+        summ += h2f(a[i].m) * h2f(b[i].s);
+    }
+    *out = vaddvq_f32(acc) + summ;
+}
+
+static KN_TARGET void KN(q8_0_dot)(int64_t n, const void *w, const void *x, float *out) {
+    const block_q8_0 *a = w, *b = x;
+    float32x4_t acc0 = vdupq_n_f32(0), acc1 = vdupq_n_f32(0);
+    const int64_t nb = n / QK8_0;
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        int32x4_t p0 = KN(dot32)(vld1q_s8(a[i].qs), vld1q_s8(a[i].qs + 16), b[i].qs);
+        int32x4_t p1 = KN(dot32)(vld1q_s8(a[i + 1].qs), vld1q_s8(a[i + 1].qs + 16), b[i + 1].qs);
+        acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(p0), h2f(a[i].d) * h2f(b[i].d));
+        acc1 = vfmaq_n_f32(acc1, vcvtq_f32_s32(p1), h2f(a[i + 1].d) * h2f(b[i + 1].d));
+    }
+    for (; i < nb; i++) {
+        int32x4_t p0 = KN(dot32)(vld1q_s8(a[i].qs), vld1q_s8(a[i].qs + 16), b[i].qs);
+        acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(p0), h2f(a[i].d) * h2f(b[i].d));
+    }
+    *out = vaddvq_f32(vaddq_f32(acc0, acc1));
+}
+
+/* sum_j m[j] * bsums[j] for 16 sub-block mins (uint8) */
+static inline int KN(mins16)(const uint8_t *m, const int16_t *bsums) {
+    uint8x16_t mv = vld1q_u8(m);
+    int16x8_t m0 = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mv))), m1 = vreinterpretq_s16_u16(vmovl_high_u8(mv));
+    int16x8_t b0 = vld1q_s16(bsums), b1 = vld1q_s16(bsums + 8);
+    int32x4_t s = vmull_s16(vget_low_s16(m0), vget_low_s16(b0));
+    s = vmlal_high_s16(s, m0, b0);
+    s = vmlal_s16(s, vget_low_s16(m1), vget_low_s16(b1));
+    s = vmlal_high_s16(s, m1, b1);
+    return vaddvq_s32(s);
+}
+
+static KN_TARGET void KN(q2_K_dot)(int64_t n, const void *w, const void *x, float *out) {
+    const block_q2_K *a = w;
+    const block_q8_K *b = x;
+    const uint8x16_t m3 = vdupq_n_u8(3), m4 = vdupq_n_u8(0x0F);
+    float32x4_t acc = vdupq_n_f32(0);
+    float summ = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        uint8_t sc[16], mn[16];
+        uint8x16_t sv = vld1q_u8(a[i].scales);
+        vst1q_u8(sc, vandq_u8(sv, m4));
+        vst1q_u8(mn, vshrq_n_u8(sv, 4));
+        summ += b[i].d * h2f(a[i].dmin) * (float)KN(mins16)(mn, b[i].bsums);
+        const int8_t *y = b[i].qs;
+        int32x4_t isum = vdupq_n_s32(0);
+        for (int h = 0; h < 2; h++) {
+            uint8x16_t q[2] = {vld1q_u8(a[i].qs + 32 * h), vld1q_u8(a[i].qs + 32 * h + 16)};
+            for (int g = 0; g < 4; g++) {
+                const int8x16_t sh = vdupq_n_s8((int8_t)(-2 * g));
+                for (int v = 0; v < 2; v++) {
+                    int8x16_t u = vreinterpretq_s8_u8(vandq_u8(vshlq_u8(q[v], sh), m3));
+                    int32x4_t p = KN_DOT(vdupq_n_s32(0), u, vld1q_s8(y + 128 * h + 32 * g + 16 * v));
+                    isum = vmlaq_n_s32(isum, p, sc[8 * h + 2 * g + v]);
+                }
+            }
+        }
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(isum), b[i].d * h2f(a[i].d));
+    }
+    *out = vaddvq_f32(acc) - summ;
+}
+
+static KN_TARGET void KN(q3_K_dot)(int64_t n, const void *w, const void *x, float *out) {
+    const block_q3_K *a = w;
+    const block_q8_K *b = x;
+    const uint8x16_t m3 = vdupq_n_u8(3), four = vdupq_n_u8(4);
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        uint32_t s32[4];
+        quant_k3_unpack(a[i].scales, s32);
+        int8_t sc[16];
+        vst1q_s8(sc, vsubq_s8(vreinterpretq_s8_u32(vld1q_u32(s32)), vdupq_n_s8(32)));
+        const int8_t *y = b[i].qs;
+        uint8x16_t hm[2] = {vld1q_u8(a[i].hmask), vld1q_u8(a[i].hmask + 16)};
+        int32x4_t isum = vdupq_n_s32(0);
+        for (int h = 0; h < 2; h++) {
+            uint8x16_t q[2] = {vld1q_u8(a[i].qs + 32 * h), vld1q_u8(a[i].qs + 32 * h + 16)};
+            for (int g = 0; g < 4; g++) {
+                const int8x16_t sh = vdupq_n_s8((int8_t)(-2 * g));
+                const uint8x16_t bit = vdupq_n_u8((uint8_t)(1u << (4 * h + g)));
+                for (int v = 0; v < 2; v++) {
+                    /* low two bits | 4 when the hmask bit is set, minus 4 */
+                    uint8x16_t u = vorrq_u8(vandq_u8(vshlq_u8(q[v], sh), m3), vandq_u8(vtstq_u8(hm[v], bit), four));
+                    int8x16_t s = vsubq_s8(vreinterpretq_s8_u8(u), vreinterpretq_s8_u8(four));
+                    int32x4_t p = KN_DOT(vdupq_n_s32(0), s, vld1q_s8(y + 128 * h + 32 * g + 16 * v));
+                    isum = vmlaq_n_s32(isum, p, sc[8 * h + 2 * g + v]);
+                }
+            }
+        }
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(isum), h2f(a[i].d) * b[i].d);
+    }
+    *out = vaddvq_f32(acc);
+}
+
+static KN_TARGET void KN(q4_K_dot)(int64_t n, const void *w, const void *x, float *out) {
+    const block_q4_K *a = w;
+    const block_q8_K *b = x;
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    float32x4_t acc = vdupq_n_f32(0);
+    float summ = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        uint32_t u[4];
+        quant_k4_unpack(a[i].scales, u);
+        uint8_t sc[16];
+        memcpy(sc, u, 16); /* 0-7 scales, 8-15 mins */
+        int16x8_t bs = vpaddq_s16(vld1q_s16(b[i].bsums), vld1q_s16(b[i].bsums + 8));
+        int16x8_t mn = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(sc + 8)));
+        int32x4_t pm = vmlal_high_s16(vmull_s16(vget_low_s16(bs), vget_low_s16(mn)), bs, mn);
+        summ += h2f(a[i].dmin) * b[i].d * (float)vaddvq_s32(pm);
+        const int8_t *y = b[i].qs;
+        int32x4_t isum = vdupq_n_s32(0);
+        for (int c = 0; c < 4; c++) {
+            uint8x16_t q0 = vld1q_u8(a[i].qs + 32 * c), q1 = vld1q_u8(a[i].qs + 32 * c + 16);
+            int32x4_t p0 = KN(dot32)(vreinterpretq_s8_u8(vandq_u8(q0, m4)), vreinterpretq_s8_u8(vandq_u8(q1, m4)), y + 64 * c);
+            int32x4_t p1 = KN(dot32)(vreinterpretq_s8_u8(vshrq_n_u8(q0, 4)), vreinterpretq_s8_u8(vshrq_n_u8(q1, 4)), y + 64 * c + 32);
+            isum = vmlaq_n_s32(isum, p0, sc[2 * c]);
+            isum = vmlaq_n_s32(isum, p1, sc[2 * c + 1]);
+        }
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(isum), h2f(a[i].d) * b[i].d);
+    }
+    *out = vaddvq_f32(acc) - summ;
+}
+
+static KN_TARGET void KN(q5_K_dot)(int64_t n, const void *w, const void *x, float *out) {
+    const block_q5_K *a = w;
+    const block_q8_K *b = x;
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), one = vdupq_n_u8(1);
+    float32x4_t acc = vdupq_n_f32(0);
+    float summ = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        uint32_t u[4];
+        quant_k4_unpack(a[i].scales, u);
+        uint8_t sc[16];
+        memcpy(sc, u, 16);
+        int16x8_t bs = vpaddq_s16(vld1q_s16(b[i].bsums), vld1q_s16(b[i].bsums + 8));
+        int16x8_t mn = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(sc + 8)));
+        int32x4_t pm = vmlal_high_s16(vmull_s16(vget_low_s16(bs), vget_low_s16(mn)), bs, mn);
+        summ += h2f(a[i].dmin) * b[i].d * (float)vaddvq_s32(pm);
+        const int8_t *y = b[i].qs;
+        uint8x16_t h0 = vld1q_u8(a[i].qh), h1 = vld1q_u8(a[i].qh + 16);
+        int32x4_t isum = vdupq_n_s32(0);
+        for (int c = 0; c < 4; c++) {
+            uint8x16_t q0 = vld1q_u8(a[i].qs + 32 * c), q1 = vld1q_u8(a[i].qs + 32 * c + 16);
+            /* bit 2c of qh -> +16 for the low nibbles, bit 2c+1 for the high ones */
+            uint8x16_t l0 = vorrq_u8(vandq_u8(q0, m4), vshlq_n_u8(vandq_u8(h0, one), 4));
+            uint8x16_t l1 = vorrq_u8(vandq_u8(q1, m4), vshlq_n_u8(vandq_u8(h1, one), 4));
+            uint8x16_t u0 = vorrq_u8(vshrq_n_u8(q0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h0, 1), one), 4));
+            uint8x16_t u1 = vorrq_u8(vshrq_n_u8(q1, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h1, 1), one), 4));
+            h0 = vshrq_n_u8(h0, 2);
+            h1 = vshrq_n_u8(h1, 2);
+            int32x4_t p0 = KN(dot32)(vreinterpretq_s8_u8(l0), vreinterpretq_s8_u8(l1), y + 64 * c);
+            int32x4_t p1 = KN(dot32)(vreinterpretq_s8_u8(u0), vreinterpretq_s8_u8(u1), y + 64 * c + 32);
+            isum = vmlaq_n_s32(isum, p0, sc[2 * c]);
+            isum = vmlaq_n_s32(isum, p1, sc[2 * c + 1]);
+        }
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(isum), h2f(a[i].d) * b[i].d);
+    }
+    *out = vaddvq_f32(acc) - summ;
+}
+
+static KN_TARGET void KN(q6_K_dot)(int64_t n, const void *w, const void *x, float *out) {
+    const block_q6_K *a = w;
+    const block_q8_K *b = x;
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(3);
+    const int8x16_t s32 = vdupq_n_s8(32);
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const int8_t *sc = a[i].scales;
+        const int8_t *y = b[i].qs;
+        int32x4_t isum = vdupq_n_s32(0);
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = a[i].ql + 64 * h, *qh = a[i].qh + 32 * h;
+            for (int v = 0; v < 2; v++) {
+                uint8x16_t l0 = vld1q_u8(ql + 16 * v), l1 = vld1q_u8(ql + 32 + 16 * v), hb = vld1q_u8(qh + 16 * v);
+                uint8x16_t g[4];
+                g[0] = vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(hb, m3), 4));
+                g[1] = vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m3), 4));
+                g[2] = vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m3), 4));
+                g[3] = vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4));
+                for (int k = 0; k < 4; k++) {
+                    int8x16_t s = vsubq_s8(vreinterpretq_s8_u8(g[k]), s32);
+                    int32x4_t p = KN_DOT(vdupq_n_s32(0), s, vld1q_s8(y + 128 * h + 32 * k + 16 * v));
+                    isum = vmlaq_n_s32(isum, p, sc[8 * h + 2 * k + v]);
+                }
+            }
+        }
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(isum), h2f(a[i].d) * b[i].d);
+    }
+    *out = vaddvq_f32(acc);
+}
+
+#endif /* KN_PASS */

@@ -36,6 +36,9 @@
 
 #include <math.h>
 #include <pthread.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -1000,13 +1003,23 @@ static const quant_traits *active = ref_table;
 static int active_isa = QUANT_ISA_SCALAR;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
+#if defined(__x86_64__)
+/* F16C through CPUID (leaf 1, ECX bit 29): not every compiler's
+ * __builtin_cpu_supports knows the name. */
+static int cpu_has_f16c(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    return (c >> 29) & 1u;
+}
+#endif
+
 /* Build every table this CPU can run and pick the active one. */
 static void init_tables(void) {
     memcpy(isa_tables[QUANT_ISA_SCALAR], ref_table, sizeof ref_table);
     isa_ok[QUANT_ISA_SCALAR] = 1;
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c()) {
         memcpy(isa_tables[QUANT_ISA_AVX2], ref_table, sizeof ref_table);
         kern_avx2_fill(isa_tables[QUANT_ISA_AVX2]);
         isa_ok[QUANT_ISA_AVX2] = 1;
@@ -1023,17 +1036,15 @@ static void init_tables(void) {
     kern_neon_fill(isa_tables[QUANT_ISA_NEON]);
     isa_ok[QUANT_ISA_NEON] = 1;
 #endif
-    /* cap: scalar < avx2 < avx512; neon stands alone */
-    int cap = QUANT_ISA_COUNT;
+    /* DELTAFIN_ISA caps the choice: on x86 scalar < avx2 < avx512; on
+     * aarch64 only "scalar" changes anything. Other values are ignored. */
     const char *env = getenv("DELTAFIN_ISA");
-    if (env) {
-        if (!strcmp(env, "scalar")) cap = QUANT_ISA_SCALAR;
-        else if (!strcmp(env, "avx2")) cap = QUANT_ISA_AVX2;
-        else if (!strcmp(env, "avx512")) cap = QUANT_ISA_AVX512;
-        else if (!strcmp(env, "neon")) cap = QUANT_ISA_NEON;
-    }
+    int cap = QUANT_ISA_COUNT;
+    if (env && !strcmp(env, "scalar")) cap = QUANT_ISA_SCALAR;
+    else if (env && !strcmp(env, "avx2")) cap = QUANT_ISA_AVX2;
+    else if (env && !strcmp(env, "avx512")) cap = QUANT_ISA_AVX512;
     int pick = QUANT_ISA_SCALAR;
-    if (isa_ok[QUANT_ISA_NEON] && cap >= QUANT_ISA_NEON) pick = QUANT_ISA_NEON;
+    if (isa_ok[QUANT_ISA_NEON]) pick = cap == QUANT_ISA_SCALAR ? QUANT_ISA_SCALAR : QUANT_ISA_NEON;
     else if (isa_ok[QUANT_ISA_AVX512] && cap >= QUANT_ISA_AVX512) pick = QUANT_ISA_AVX512;
     else if (isa_ok[QUANT_ISA_AVX2] && cap >= QUANT_ISA_AVX2) pick = QUANT_ISA_AVX2;
     active_isa = pick;

@@ -16,13 +16,14 @@ pass=0; failn=0; failed=()
 run() { # NAME CMD...
     local name=$1; shift
     local t0=$(date +%s.%N)
-    if "$@" > "$BUILD/$name.log" 2>&1; then
+    local log="$BUILD/log-${name//\//_}.txt"
+    if "$@" > "$log" 2>&1; then
         pass=$((pass + 1)); status=ok
     else
         failn=$((failn + 1)); failed+=("$name"); status=FAILED
     fi
     printf '%-28s %-6s %6.1fs\n' "$name" "$status" "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')"
-    [ "$status" = ok ] || sed 's/^/    /' "$BUILD/$name.log" | tail -40
+    [ "$status" = ok ] || sed 's/^/    /' "$log" | tail -40
 }
 for t in "$BUILD"/test_*; do
     [ -x "$t" ] || continue

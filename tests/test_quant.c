@@ -282,7 +282,9 @@ static void test_type(void **state) {
         se += (double)(x[i] - y[i]) * (x[i] - y[i]);
         sx += (double)x[i] * x[i];
         if (type == DF_TYPE_F16 || type == DF_TYPE_BF16) {
-            double tol = (type == DF_TYPE_F16 ? 1.0 / 2048 : 1.0 / 256) * fabs(x[i]);
+            /* half an ulp: 2^-11 (f16) or 2^-8 (bf16) relative, and 2^-25
+             * absolute in f16's subnormal range (spacing 2^-24) */
+            double tol = type == DF_TYPE_F16 ? fabs(x[i]) / 2048 + 0x1p-25 : fabs(x[i]) / 256;
             if (!(fabs((double)x[i] - y[i]) <= tol)) fail_msg("%s: element %lld %.9g -> %.9g", ref->name, (long long)i, x[i], y[i]);
         }
     }
@@ -583,6 +585,32 @@ static void test_table(void **state) {
     assert_null(quant_traits_isa(DF_TYPE_Q4_0, QUANT_ISA_COUNT));
 }
 
+/* The word-parallel K-quant scale decoders used by SIMD kernels agree with
+ * the per-element ones on random bytes. */
+static void test_scale_unpack(void **state) {
+    (void)state;
+    uint64_t rng = 12345;
+    for (int it = 0; it < 2000; it++) {
+        uint8_t s[12];
+        for (int k = 0; k < 12; k++) s[k] = (uint8_t)tu_rand(&rng);
+        uint32_t u[4];
+        uint8_t b[16];
+        quant_k4_unpack(s, u);
+        memcpy(b, u, 16);
+        for (int j = 0; j < 8; j++) {
+            uint8_t sc, m;
+            quant_k4_scale_min(s, j, &sc, &m);
+            assert_int_equal(b[j], sc);
+            assert_int_equal(b[8 + j], m);
+        }
+        int8_t sc3[16];
+        quant_k3_scales(s, sc3);
+        quant_k3_unpack(s, u);
+        memcpy(b, u, 16);
+        for (int j = 0; j < 16; j++) assert_int_equal((int)b[j] - 32, sc3[j]);
+    }
+}
+
 /* ---------------------------------------------------------------------- */
 
 int main(void) {
@@ -592,11 +620,12 @@ int main(void) {
         if (quant_isa_available(isa)) fprintf(stderr, " %s", quant_isa_str(isa));
     fprintf(stderr, "\n");
 
-    struct CMUnitTest tests[N_TYPES + 3];
+    struct CMUnitTest tests[N_TYPES + 4];
     int nt = 0;
     tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_table);
     tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_fp16);
     tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_golden);
+    tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_scale_unpack);
     for (int i = 0; i < N_TYPES; i++) {
         tests[nt] = (struct CMUnitTest)cmocka_unit_test_prestate(test_type, (void *)&k_types[i]);
         tests[nt].name = quant_traits_ref(k_types[i])->name;

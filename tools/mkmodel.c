@@ -4,7 +4,8 @@
  *
  * The weights are random but deterministic (each tensor's values depend only
  * on the seed and the tensor's name) and scaled so activations stay sane:
- * linear weights are uniform with variance gain^2/n_in, norms are near 1,
+ * linear weights are uniform with variance gain^2/n_in (gain 0.5 for Q and K,
+ * so attention is neither uniform nor one-hot), norms are near 1,
  * the output projection gives logits with a standard deviation of about 3,
  * so the argmax at every position is well separated. Tensors are generated
  * row by row and streamed to disk, so multi-gigabyte models need little
@@ -25,7 +26,7 @@
 #include "quant.h"
 #include "util.h"
 
-enum init_kind { INIT_LINEAR, INIT_EMBED, INIT_NORM, INIT_BIAS, INIT_OUTPUT, INIT_ROPE_FREQS };
+enum init_kind { INIT_LINEAR, INIT_QK, INIT_EMBED, INIT_NORM, INIT_BIAS, INIT_OUTPUT, INIT_ROPE_FREQS };
 
 typedef struct {
     const char *arch;
@@ -79,8 +80,8 @@ static void plan_llama(const config *c, plan *p) {
     if (strcmp(c->scaling, "llama3") == 0) add(p, DF_TYPE_F32, INIT_ROPE_FREQS, c->head_dim / 2, 1, "rope_freqs.weight", 0);
     for (int l = 0; l < c->n_layer; l++) {
         add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.attn_norm.weight", l);
-        add(p, c->type, INIT_LINEAR, E, q, "blk.%d.attn_q.weight", l);
-        add(p, c->type, INIT_LINEAR, E, kv, "blk.%d.attn_k.weight", l);
+        add(p, c->type, INIT_QK, E, q, "blk.%d.attn_q.weight", l);
+        add(p, c->type, INIT_QK, E, kv, "blk.%d.attn_k.weight", l);
         add(p, c->type, INIT_LINEAR, E, kv, "blk.%d.attn_v.weight", l);
         if (strcmp(c->arch, "qwen2") == 0) {
             add(p, DF_TYPE_F32, INIT_BIAS, q, 1, "blk.%d.attn_q.bias", l);
@@ -122,6 +123,7 @@ static void init_row(const tensor_plan *t, const config *c, uint64_t *rng, float
         float u = next_uniform(rng);
         switch (t->init) {
         case INIT_LINEAR: row[i] = u * lin; break;
+        case INIT_QK: row[i] = u * lin * 0.5f; break; /* attention scores with a std of ~sqrt(head_dim)/4 */
         case INIT_OUTPUT: row[i] = u * lin * 3.0f; break;
         case INIT_EMBED: row[i] = u; break;
         case INIT_NORM: row[i] = 1.0f + 0.1f * u; break;

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# fuzz.sh - build the GGUF reader's libFuzzer target and run it for a bounded time.
+#
+#   tests/fuzz.sh                      # 60 s
+#   FUZZ_SECONDS=600 tests/fuzz.sh     # longer
+#
+# WHY: src/gguf.c parses untrusted model files; unit tests (tests/test_gguf.c)
+# cover the defects we thought of, the fuzzer looks for the ones we did not.
+#
+# WHAT: compiles tests/fuzz_gguf.c with clang -fsanitize=fuzzer,address,undefined
+# (UB aborts: -fno-sanitize-recover=all) together with the reader and what it
+# links against (util.c, quant.c and the x86 kernels), into $FUZZ_BUILD
+# (default build-fuzz/). Only gguf.c and util.c carry coverage instrumentation,
+# so the fuzzer spends its effort on the reader. The working corpus
+# ($FUZZ_BUILD/corpus) starts as a copy of the seeds in tests/data/gguf-corpus
+# (*.bin; see gen_seeds.py there) and keeps what the fuzzer finds between runs
+# (FUZZ_FRESH=1 starts over). Exits non-zero on any crash, leak, timeout,
+# out-of-memory or sanitizer report; the input that caused it is left in
+# $FUZZ_BUILD/artifacts/. Crashing inputs worth keeping go, minimised
+# (fuzz_gguf -minimize_crash=1 -runs=10000 FILE), into the seed folder.
+#
+# Environment: FUZZ_SECONDS (60), FUZZ_BUILD (build-fuzz), FUZZ_MAX_LEN (65536: the seeds are < 64 KB),
+# FUZZ_FRESH (unset), CLANG (clang, else clang-14).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+SECONDS_RUN=${FUZZ_SECONDS:-60}
+OUT=${FUZZ_BUILD:-build-fuzz}
+MAX_LEN=${FUZZ_MAX_LEN:-65536}
+SEEDS=tests/data/gguf-corpus
+
+pick_clang() {
+    for c in ${CLANG:-} clang clang-14; do
+        command -v "$c" > /dev/null 2>&1 || continue
+        # must be able to link a fuzzer (needs libclang-rt for its version)
+        if printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n){return 0;}\n' |
+            "$c" -x c -fsanitize=fuzzer,address,undefined -o "$OUT/.probe" - > /dev/null 2>&1; then
+            rm -f "$OUT/.probe"
+            echo "$c"
+            return 0
+        fi
+    done
+    return 1
+}
+
+mkdir -p "$OUT/obj" "$OUT/artifacts" "$OUT/corpus"
+if ! CC=$(pick_clang); then
+    echo "fuzz.sh: no clang that can build -fsanitize=fuzzer (install clang and libclang-rt-dev)" >&2
+    exit 2
+fi
+
+SAN="-fsanitize=address,undefined -fno-sanitize-recover=all"
+BASE="-std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -Iinclude -Isrc -pthread $SAN"
+STRICT="-Wall -Wextra -Werror -Wshadow -Wno-unused-parameter"
+# Rebuild an object when its source or any header is newer.
+build_obj() { # SRC OBJ FLAGS...
+    local src=$1 obj=$2
+    shift 2
+    if [ ! -f "$obj" ] || [ -n "$(find "$src" src/*.h -newer "$obj" 2> /dev/null | head -1)" ]; then
+        "$CC" $BASE "$@" -c "$src" -o "$obj"
+    fi
+}
+build_obj src/gguf.c "$OUT/obj/gguf.o" $STRICT -fsanitize=fuzzer-no-link
+build_obj src/util.c "$OUT/obj/util.o" $STRICT -fsanitize=fuzzer-no-link
+# Not under test: warnings from another compiler must not stop the fuzzer. clang 14
+# rejects __builtin_cpu_supports("f16c"); then quant.c is built with that builtin
+# reading 0, i.e. with its scalar table, whose name/block/type sizes (all the
+# reader uses) are the same as every SIMD table's.
+if ! build_obj src/quant.c "$OUT/obj/quant.o" -w 2> "$OUT/quant.err"; then
+    echo "fuzz.sh: quant.c does not build with $CC as is ($(grep -m1 error: "$OUT/quant.err" || true)); using its scalar table"
+    build_obj src/quant.c "$OUT/obj/quant.o" -w '-D__builtin_cpu_supports(x)=0'
+fi
+OBJS=("$OUT/obj/gguf.o" "$OUT/obj/util.o" "$OUT/obj/quant.o")
+case "$(uname -m)" in
+x86_64)
+    build_obj src/kern_avx2.c "$OUT/obj/kern_avx2.o" -w -mavx2 -mfma -mf16c
+    build_obj src/kern_avx512.c "$OUT/obj/kern_avx512.o" -w -mavx512f -mavx512bw -mavx512vl -mavx512dq \
+        -mavx512vnni -mavx2 -mfma -mf16c
+    OBJS+=("$OUT/obj/kern_avx2.o" "$OUT/obj/kern_avx512.o")
+    ;;
+aarch64)
+    build_obj src/kern_neon.c "$OUT/obj/kern_neon.o" -w
+    OBJS+=("$OUT/obj/kern_neon.o")
+    ;;
+esac
+"$CC" $BASE $STRICT -fsanitize=fuzzer tests/fuzz_gguf.c "${OBJS[@]}" -lm -o "$OUT/fuzz_gguf"
+
+# Dictionary: the magic, value-type ids and the keys the reader gives meaning to.
+cat > "$OUT/gguf.dict" << 'EOF'
+"GGUF"
+"general.alignment"
+"general.architecture"
+"split.no"
+"split.count"
+"split.tensors.count"
+"tokenizer.ggml.tokens"
+"\x03\x00\x00\x00"
+"\x02\x00\x00\x00"
+"\x08\x00\x00\x00"
+"\x09\x00\x00\x00"
+"\x0c\x00\x00\x00"
+"\x00\x00\x00\x00\x00\x00\x00\x80"
+"\xff\xff\xff\xff\xff\xff\xff\xff"
+EOF
+
+if [ -n "${FUZZ_FRESH:-}" ]; then rm -rf "$OUT/corpus" && mkdir -p "$OUT/corpus"; fi
+cp -f "$SEEDS"/*.bin "$OUT/corpus/"
+
+echo "fuzz.sh: $CC, ${SECONDS_RUN}s, corpus $OUT/corpus ($(ls "$OUT/corpus" | wc -l) inputs)"
+set +e
+"$OUT/fuzz_gguf" -max_total_time="$SECONDS_RUN" -max_len="$MAX_LEN" -timeout=10 -rss_limit_mb=2048 \
+    -dict="$OUT/gguf.dict" -artifact_prefix="$OUT/artifacts/" -print_final_stats=1 \
+    "$OUT/corpus" > "$OUT/fuzz.log" 2>&1
+rc=$?
+set -e
+grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb|^Done [0-9]+ runs' "$OUT/fuzz.log" || true
+if [ $rc -ne 0 ]; then
+    tail -60 "$OUT/fuzz.log"
+    echo "fuzz.sh: FAILED (exit $rc); log $OUT/fuzz.log, input in $OUT/artifacts/" >&2
+    exit 1
+fi
+echo "fuzz.sh: no crash in ${SECONDS_RUN}s"
