@@ -80,11 +80,18 @@ demo: all
 debug:
 	$(MAKE) MODE=debug BUILD=build-debug all
 
-# Tests: the optimized build, then the same suite under ASan+UBSan.
+# Tests: the optimized build, then the same suite under ASan+UBSan, then the
+# aarch64 (NEON) build under qemu-user.
 test: all
 	./tests/run.sh build
 	$(MAKE) MODE=debug BUILD=build-debug all
 	DELTAFIN_SANITIZED=1 ./tests/run.sh build-debug
+	$(MAKE) test-cross
+
+# The aarch64 build's test programs under qemu-user (-L /: the multiarch arm64
+# libraries that scripts/install-deps.sh installs). Models come from the native mkmodel.
+test-cross: cross
+	DELTAFIN_SANITIZED=1 DELTAFIN_EXEC="qemu-aarch64 -L /" DELTAFIN_MKMODEL_BUILD=build ./tests/run.sh build-aarch64
 
 test-ref: all
 	./scripts/llama-ref.sh build
@@ -102,4 +109,4 @@ fuzz:
 clean:
 	rm -rf build build-debug build-aarch64 build-fuzz
 
-.PHONY: all demo debug test test-ref bench cross fuzz clean
+.PHONY: all demo debug test test-cross test-ref bench cross fuzz clean

@@ -5,11 +5,15 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
+# arm64 multiarch: the aarch64 (NEON) build links against Debian's arm64 libraries
+# and its tests run under qemu-user.
+$SUDO dpkg --add-architecture arm64
 $SUDO apt-get update
 $SUDO apt-get install -y --no-install-recommends \
     build-essential make pkg-config ca-certificates git \
     libpcre2-dev libutf8proc-dev libcmocka-dev \
     clang llvm libclang-rt-14-dev \
-    gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+    gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
+    libc6:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 libcmocka-dev:arm64
 # npm fetches llama.cpp's prebuilt library (the test reference); install Node.js only where missing.
 command -v npm >/dev/null || $SUDO apt-get install -y --no-install-recommends nodejs npm

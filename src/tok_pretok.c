@@ -21,6 +21,10 @@
  *    mode; otherwise the pattern is matched in UTF mode against the code points with
  *    non-ASCII white space replaced by \v. \s, \d and \w are ASCII-only (no PCRE2_UCP),
  *    as in std::regex, and $ only matches at the very end (PCRE2_DOLLAR_ENDONLY).
+ *    std::wregex also sees surrogates (from malformed input), which UTF-8 cannot carry, so
+ *    code points from U+D800 up are moved up by 0x800 in both subject and pattern: order
+ *    and range membership stay the same and everything is valid UTF-8 (only the last
+ *    2048 code points of plane 16 merge, and above-Unicode values join them).
  *  - Each word is re-encoded as UTF-8 and, for byte-level BPE, every byte is replaced by
  *    its GPT-2 byte-to-unicode stand-in.
  *
@@ -38,7 +42,13 @@
 #include "util.h"
 
 /* ------------------------------------------------------------------------------------ */
-/* expressions, by pre-tokenizer (the text of the Hugging Face / llama.cpp definitions)  */
+/* expressions, by pre-tokenizer                                                         */
+
+/* The split expressions of each pre-tokenizer family, applied in order. They are data: the
+ * patterns of the models' Hugging Face tokenizer.json files in the form llama.cpp v0.4.0
+ * uses them (e.g. "(?i:'s|...)" spelled "'[sS]|..."), which must stay byte-identical to
+ * llama.cpp's because several are recognised by their exact text (custom_kind). Strings
+ * written "\r" / "\n" in one place and as raw CR/LF in another are equivalent to PCRE2. */
 
 static const char *const RX_LLAMA3[] = {
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
@@ -798,6 +808,26 @@ static char *collapse_pattern(const char *expr) {
     return out;
 }
 
+/* Move code points from U+D800 up by 0x800 (see the top of the file). */
+static uint32_t utf_shift(uint32_t c) {
+    if (c < 0xD800) return c;
+    c += 0x800;
+    return c > 0x10FFFF ? 0x10FFFF : c;
+}
+
+/* The pattern with its literal non-ASCII characters shifted like the subject. */
+static char *shift_pattern(const char *expr) {
+    size_t n = strlen(expr), pos = 0, o = 0;
+    char *out = malloc(n * 2 + 1);
+    if (!out) return NULL;
+    while (pos < n) {
+        uint32_t c = pretok_decode_cpt((const unsigned char *)expr, n, &pos);
+        o += (size_t)pretok_encode_cpt(utf_shift(c), out + o);
+    }
+    out[o] = 0;
+    return out;
+}
+
 static int compile_step(pstep *st, const char *expr, char *err, size_t errlen) {
     int errcode;
     PCRE2_SIZE erroff;
@@ -814,8 +844,10 @@ static int compile_step(pstep *st, const char *expr, char *err, size_t errlen) {
         if (!pat) return df_seterr(err, errlen, "out of memory compiling a pre-tokenizer expression");
     } else {
         opts |= PCRE2_UTF;
+        pat = shift_pattern(expr);
+        if (!pat) return df_seterr(err, errlen, "out of memory compiling a pre-tokenizer expression");
     }
-    st->re = pcre2_compile((PCRE2_SPTR)(pat ? pat : expr), PCRE2_ZERO_TERMINATED, opts, &errcode, &erroff, NULL);
+    st->re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, opts, &errcode, &erroff, NULL);
     free(pat);
     if (!st->re) {
         PCRE2_UCHAR msg[256];
@@ -935,7 +967,7 @@ static int build_subject(const tok_pretok *p, const unsigned char *text, size_t 
             uint32_t c = s->cp[i];
             s->boff[i] = o;
             if (c >= 0x80 && (s->fl[i] & CF_WS)) c = 0x0B;
-            else if ((c >= 0xD800 && c <= 0xDFFF) || c > 0x10FFFF) c = 0xFFFD;
+            else c = utf_shift(c);
             o += (size_t)pretok_encode_cpt(c, s->utf + o);
         }
         s->boff[n] = o;

@@ -37,6 +37,9 @@
 #include "tok_pretok.h"
 #include "util.h"
 
+/* Longest text tok_encode accepts. */
+#define TOK_MAX_TEXT (256 << 20)
+
 /* token attributes (as llama.cpp's llama_token_attr) */
 enum {
     A_UNKNOWN = 1 << 0,
@@ -1061,6 +1064,10 @@ int tok_encode(const tok_vocab *v, const char *text, size_t len, int add_special
     if (n_out) *n_out = 0;
     if (!v || (!text && len > 0)) return df_seterr(err, errlen, "tok_encode: no vocabulary or no text");
     if (max < 0 || (max > 0 && !out)) return df_seterr(err, errlen, "tok_encode: bad output buffer");
+    /* symbol offsets are 32-bit and a word can grow 6-fold when byte-encoded */
+    if (len > TOK_MAX_TEXT)
+        return df_seterr(err, errlen, "tok_encode: text of %zu bytes is longer than the limit of %d MiB", len,
+                         TOK_MAX_TEXT >> 20);
     memset(&s, 0, sizeof s);
     s.v = v;
     s.out = out;

@@ -49,19 +49,19 @@ if ! CC=$(pick_clang); then
     exit 2
 fi
 
-SAN="-fsanitize=address,undefined -fno-sanitize-recover=all"
-BASE="-std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -Iinclude -Isrc -pthread $SAN"
-STRICT="-Wall -Wextra -Werror -Wshadow -Wno-unused-parameter"
+BASE=(-std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -Iinclude -Isrc -pthread
+    "-fsanitize=address,undefined" -fno-sanitize-recover=all)
+STRICT=(-Wall -Wextra -Werror -Wshadow -Wno-unused-parameter)
 # Rebuild an object when its source or any header is newer.
 build_obj() { # SRC OBJ FLAGS...
     local src=$1 obj=$2
     shift 2
     if [ ! -f "$obj" ] || [ -n "$(find "$src" src/*.h -newer "$obj" 2> /dev/null | head -1)" ]; then
-        "$CC" $BASE "$@" -c "$src" -o "$obj"
+        "$CC" "${BASE[@]}" "$@" -c "$src" -o "$obj"
     fi
 }
-build_obj src/gguf.c "$OUT/obj/gguf.o" $STRICT -fsanitize=fuzzer-no-link
-build_obj src/util.c "$OUT/obj/util.o" $STRICT -fsanitize=fuzzer-no-link
+build_obj src/gguf.c "$OUT/obj/gguf.o" "${STRICT[@]}" -fsanitize=fuzzer-no-link
+build_obj src/util.c "$OUT/obj/util.o" "${STRICT[@]}" -fsanitize=fuzzer-no-link
 # Not under test: warnings from another compiler must not stop the fuzzer. clang 14
 # rejects __builtin_cpu_supports("f16c"); then quant.c is built with that builtin
 # reading 0, i.e. with its scalar table, whose name/block/type sizes (all the
@@ -83,7 +83,7 @@ aarch64)
     OBJS+=("$OUT/obj/kern_neon.o")
     ;;
 esac
-"$CC" $BASE $STRICT -fsanitize=fuzzer tests/fuzz_gguf.c "${OBJS[@]}" -lm -o "$OUT/fuzz_gguf"
+"$CC" "${BASE[@]}" "${STRICT[@]}" -fsanitize=fuzzer tests/fuzz_gguf.c "${OBJS[@]}" -lm -o "$OUT/fuzz_gguf"
 
 # Dictionary: the magic, value-type ids and the keys the reader gives meaning to.
 cat > "$OUT/gguf.dict" << 'EOF'
@@ -106,7 +106,7 @@ EOF
 if [ -n "${FUZZ_FRESH:-}" ]; then rm -rf "$OUT/corpus" && mkdir -p "$OUT/corpus"; fi
 cp -f "$SEEDS"/*.bin "$OUT/corpus/"
 
-echo "fuzz.sh: $CC, ${SECONDS_RUN}s, corpus $OUT/corpus ($(ls "$OUT/corpus" | wc -l) inputs)"
+echo "fuzz.sh: $CC, ${SECONDS_RUN}s, corpus $OUT/corpus ($(find "$OUT/corpus" -type f | wc -l) inputs)"
 set +e
 "$OUT/fuzz_gguf" -max_total_time="$SECONDS_RUN" -max_len="$MAX_LEN" -timeout=10 -rss_limit_mb=2048 \
     -dict="$OUT/gguf.dict" -artifact_prefix="$OUT/artifacts/" -print_final_stats=1 \

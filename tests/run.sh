@@ -10,7 +10,10 @@ set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${1:-build}
 cd "$ROOT"
-export DELTAFIN_BUILD="$BUILD"
+# DELTAFIN_EXEC runs the test programs through an emulator (make test-cross);
+# DELTAFIN_MKMODEL_BUILD names a native build whose mkmodel makes the test models.
+export DELTAFIN_BUILD="${DELTAFIN_MKMODEL_BUILD:-$BUILD}"
+EXEC=${DELTAFIN_EXEC:-}
 export DELTAFIN_SHARED=${DELTAFIN_SHARED:-$ROOT/../shared}
 pass=0; failn=0; failed=()
 run() { # NAME CMD...
@@ -27,8 +30,9 @@ run() { # NAME CMD...
 }
 for t in "$BUILD"/test_*; do
     [ -x "$t" ] || continue
-    run "$(basename "$t")" "$t"
+    run "$(basename "$t")" $EXEC "$t"
 done
+[ -z "$EXEC" ] || { echo; echo "$pass passed, $failn failed"; [ "$failn" -eq 0 ]; exit; } # CLI tests: native only
 for t in tests/cli/*.sh; do
     [ -f "$t" ] || continue
     run "cli/$(basename "$t" .sh)" bash "$t" "$BUILD"

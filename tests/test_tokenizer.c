@@ -25,6 +25,7 @@
 #include "testutil.h"
 
 #include "gguf.h"
+#include "tok_pretok.h"
 #include "tokenizer.h"
 #include "util.h"
 
@@ -418,6 +419,49 @@ static void test_random_bytes(void **state) {
     }
 }
 
+/* Words of the pre-tokenizer pre for text, as hex, space-separated. */
+static void words_of(const char *pre, const char *text, size_t len, char *out, size_t cap) {
+    tok_pretok *p;
+    pretok_words w = {0};
+    char err[256];
+    size_t o = 0, a = 0;
+    if (pretok_create(pre, &p, err, sizeof err) != 0) fail_msg("%s", err);
+    if (pretok_split(p, text, len, &w, err, sizeof err) != 0) fail_msg("%s", err);
+    out[0] = 0;
+    for (size_t i = 0; i < w.n; i++) {
+        if (i && o + 1 < cap) out[o++] = ' ';
+        for (size_t j = a; j < w.ends[i] && o + 3 < cap; j++)
+            o += (size_t)snprintf(out + o, cap - o, "%02x", (unsigned char)w.buf[j]);
+        a = w.ends[i];
+    }
+    out[o] = 0;
+    pretok_words_free(&w);
+    pretok_free(p);
+}
+
+/* Pre-tokenizer details checked against llama.cpp (qwen2 vocabulary with the pre name
+ * rewritten, tokenized by llama.cpp). */
+static void test_pretok_details(void **state) {
+    char got[512];
+    (void)state;
+    /* afmoe's range U+8C48-U+FAFF spans the surrogates: a surrogate from malformed input
+     * (ED A0 80) is split off as a CJK run, so both blanks stay together */
+    words_of("afmoe", "  \xed\xa0\x80", 5, got, sizeof got);
+    assert_string_equal(got, "c4a0c4a0 c3adc582c4a2");
+    words_of("afmoe", "  \xee\x80\x80", 5, got, sizeof got);
+    assert_string_equal(got, "c4a0c4a0 c3aec4a2c4a2");
+    /* ...while deepseek-v3's ranges do not: the blanks split as \s+(?!\S) */
+    words_of("deepseek-v3", "  \xed\xa0\x80", 5, got, sizeof got);
+    assert_string_equal(got, "c4a0 c4a0 c3adc582c4a2");
+    /* overlong '/' is decoded to '/', a lone continuation byte to U+FFFD */
+    words_of("gpt-2", "a\xc0\xaf" "b\x80", 5, got, sizeof got);
+    assert_string_equal(got, "61 2f 62 c3afc2bfc2bd");
+    /* llama3: contractions are case-insensitive (ASCII), digits in threes */
+    words_of("llama-bpe", "IT'S 12345", 10, got, sizeof got);
+    assert_string_equal(got, "4954 2753 c4a0 313233 3435");
+    assert_int_equal(pretok_create("no-such", &(tok_pretok *){NULL}, got, sizeof got), -1);
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* API details                                                                           */
 
@@ -441,6 +485,9 @@ static void test_api_edges(void **state) {
     assert_int_equal(tok_encode(v, NULL, 0, 1, 0, ids, 4, &n, err, sizeof err), 0);
     assert_int_equal(n, 1);
     assert_int_equal(ids[0], 128000);
+    /* absurd lengths are refused before the text is read */
+    assert_int_equal(tok_encode(v, "x", (size_t)1 << 40, 0, 0, ids, 4, &n, err, sizeof err), -1);
+    assert_non_null(strstr(err, "limit"));
     /* pieces: full length returned, nothing written past buflen */
     memset(buf, '#', sizeof buf);
     assert_int_equal(tok_piece(v, 128000, 1, buf, 3), 17); /* "<|begin_of_text|>" */
@@ -816,6 +863,7 @@ int main(void) {
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_spm_bytes_roundtrip),
         cmocka_unit_test(test_random_bytes),
+        cmocka_unit_test(test_pretok_details),
         cmocka_unit_test(test_api_edges),
         cmocka_unit_test(test_special_facts),
         cmocka_unit_test(test_threads),
