@@ -1,7 +1,9 @@
 /*
- * arch_llama.c - the llama family: llama (Llama 2/3, Mistral, TinyLlama),
- * qwen2 (biases on Q/K/V, NeoX RoPE) and qwen3 (per-head Q/K RMSNorm,
- * NeoX RoPE).
+ * arch_llama.c - the llama family: llama (Llama 2/3, Mistral, TinyLlama,
+ * and Mixtral when it has experts), qwen2 (biases on Q/K/V, NeoX RoPE),
+ * qwen3 (per-head Q/K RMSNorm, NeoX RoPE), and their Mixture-of-Experts
+ * versions qwen2moe (with a gated shared expert) and qwen3moe. The FFN of a
+ * layer is dense or a mixture of experts (moe.c); attention is the same.
  *
  * One pre-norm decoder block per layer:
  *   h = x + Wo * attn(rope(Wq*norm(x)), rope(Wk*norm(x)), Wv*norm(x))
@@ -69,17 +71,22 @@ static int bind_common(df_model *m, char *err, size_t errlen) {
         REQ(L->wv, "blk.%d.attn_v.weight", l);
         REQ(L->wo, "blk.%d.attn_output.weight", l);
         REQ(L->ffn_norm, "blk.%d.ffn_norm.weight", l);
-        REQ(L->ffn_gate, "blk.%d.ffn_gate.weight", l);
-        REQ(L->ffn_up, "blk.%d.ffn_up.weight", l);
-        REQ(L->ffn_down, "blk.%d.ffn_down.weight", l);
         if (need_f32_vec(m, L->attn_norm, h->n_embd, err, errlen) ||
             need_f32_vec(m, L->ffn_norm, h->n_embd, err, errlen) || need_mat(m, L->wq, h->n_embd, qdim, err, errlen) ||
             need_mat(m, L->wk, h->n_embd, kdim, err, errlen) || need_mat(m, L->wv, h->n_embd, vdim, err, errlen) ||
-            need_mat(m, L->wo, odim, h->n_embd, err, errlen) ||
-            need_mat(m, L->ffn_gate, h->n_embd, h->n_ff, err, errlen) ||
-            need_mat(m, L->ffn_up, h->n_embd, h->n_ff, err, errlen) ||
-            need_mat(m, L->ffn_down, h->n_ff, h->n_embd, err, errlen))
+            need_mat(m, L->wo, odim, h->n_embd, err, errlen))
             return -1;
+        if (h->n_expert > 0) {
+            if (df_moe_bind_layer(m, l, h->n_ff_exp, err, errlen) != 0) return -1;
+        } else {
+            REQ(L->ffn_gate, "blk.%d.ffn_gate.weight", l);
+            REQ(L->ffn_up, "blk.%d.ffn_up.weight", l);
+            REQ(L->ffn_down, "blk.%d.ffn_down.weight", l);
+            if (need_mat(m, L->ffn_gate, h->n_embd, h->n_ff, err, errlen) ||
+                need_mat(m, L->ffn_up, h->n_embd, h->n_ff, err, errlen) ||
+                need_mat(m, L->ffn_down, h->n_ff, h->n_embd, err, errlen))
+                return -1;
+        }
         /* optional biases (qwen2 has Q/K/V biases; some llamas have all four) */
         struct { ws_tensor **dst; const char *fmt; int64_t n; } opt[] = {
             {&L->bq, "blk.%d.attn_q.bias", qdim},
@@ -100,6 +107,43 @@ static int bind_common(df_model *m, char *err, size_t errlen) {
     return 0;
 }
 #undef REQ
+
+/* Mixtral-style llama: experts of feed_forward_length, weights normalised. */
+static int bind_llama(df_model *m, char *err, size_t errlen) {
+    if (m->hp.n_expert > 0) {
+        m->hp.n_ff_exp = m->hp.n_ff;
+        m->hp.expert_weights_norm = 1;
+    }
+    return bind_common(m, err, errlen);
+}
+
+static int need_experts(df_model *m, char *err, size_t errlen) {
+    if (m->hp.n_expert == 0 || m->hp.n_ff_exp == 0)
+        return df_seterr(err, errlen, "%s: %s needs expert_count, expert_used_count and expert_feed_forward_length",
+                         m->path, m->arch_name);
+    return 0;
+}
+
+/* Qwen2-MoE: routed experts with softmax weights (not normalised) plus a
+ * sigmoid-gated shared expert of expert_shared_feed_forward_length. */
+static int bind_qwen2moe(df_model *m, char *err, size_t errlen) {
+    if (need_experts(m, err, errlen)) return -1;
+    m->hp.expert_weights_norm = 0;
+    m->hp.gating = DF_GATING_SOFTMAX;
+    if (m->hp.n_ff_shexp == 0) m->hp.n_ff_shexp = m->hp.n_ff;
+    m->hp.n_expert_shared = 1;
+    return bind_common(m, err, errlen);
+}
+
+static int bind_qwen3(df_model *m, char *err, size_t errlen);
+
+/* Qwen3-MoE: Qwen3 attention, softmax router with normalised top-k weights. */
+static int bind_qwen3moe(df_model *m, char *err, size_t errlen) {
+    if (need_experts(m, err, errlen)) return -1;
+    m->hp.expert_weights_norm = 1;
+    m->hp.gating = DF_GATING_SOFTMAX;
+    return bind_qwen3(m, err, errlen);
+}
 
 static int bind_qwen3(df_model *m, char *err, size_t errlen) {
     if (bind_common(m, err, errlen) != 0) return -1;
@@ -153,15 +197,13 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
         df_add_bias(s, L->bo, s->xb2, n, E);
         for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
 
-        /* feed-forward (SwiGLU) */
+        /* feed-forward: SwiGLU, dense or mixture of experts */
         const float *fn = vec_f32(s, L->ffn_norm);
         for (int t = 0; t < n; t++) op_rmsnorm(s->xb + t * E, s->x + t * E, fn, (int)E, h->norm_eps);
         ws_release(m->ws, L->ffn_norm);
-        if (df_matmul(s, L->ffn_gate, s->xb, n, s->hb, h->n_ff, err, errlen) ||
-            df_matmul(s, L->ffn_up, s->xb, n, s->hb2, h->n_ff, err, errlen))
+        if (L->ffn_gate_inp ? df_ffn_moe(s, l, s->xb, n, s->xb2, err, errlen)
+                            : df_ffn_dense(s, L->ffn_gate, L->ffn_up, L->ffn_down, s->xb, n, s->xb2, err, errlen))
             return -1;
-        op_swiglu(s->hb, s->hb2, n * h->n_ff);
-        if (df_matmul(s, L->ffn_down, s->hb, n, s->xb2, E, err, errlen)) return -1;
         for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
     }
     s->pos += n;
@@ -174,6 +216,8 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
     return df_matmul(s, m->output, s->xb + (int64_t)first * E, cnt, logits, h->n_vocab, err, errlen);
 }
 
-const df_arch df_arch_llama = {"llama", 0, bind_common, forward};
+const df_arch df_arch_llama = {"llama", 0, bind_llama, forward};
 const df_arch df_arch_qwen2 = {"qwen2", 1, bind_common, forward};
 const df_arch df_arch_qwen3 = {"qwen3", 1, bind_qwen3, forward};
+const df_arch df_arch_qwen2moe = {"qwen2moe", 1, bind_qwen2moe, forward};
+const df_arch df_arch_qwen3moe = {"qwen3moe", 1, bind_qwen3moe, forward};

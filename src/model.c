@@ -24,7 +24,8 @@
 #define MAX_LAYERS 4096
 #define DEFAULT_CTX_CAP 4096
 
-static const df_arch *const ARCHES[] = {&df_arch_llama, &df_arch_qwen2, &df_arch_qwen3};
+static const df_arch *const ARCHES[] = {&df_arch_llama,    &df_arch_qwen2,    &df_arch_qwen3,
+                                        &df_arch_qwen2moe, &df_arch_qwen3moe, &df_arch_deepseek2};
 
 const df_arch *df_arch_find(const char *name) {
     for (size_t i = 0; i < sizeof ARCHES / sizeof ARCHES[0]; i++)
@@ -145,7 +146,8 @@ static int read_hparams(df_model *m, char *err, size_t errlen) {
         h->yarn_attn_factor *= 1.0f / (1.0f + 0.1f * logf(f));
     }
     h->yarn_attn_factor *= attn_factor;
-    return 0;
+    h->kq_scale = 1.0f / sqrtf((float)h->head_dim);
+    return df_moe_read_hparams(m, err, errlen);
 }
 
 /* ---- tensors ---- */
@@ -201,7 +203,7 @@ int df_model_load(const char *path, const df_model_params *p, df_model **out, ch
     }
     m->arch = df_arch_find(m->arch_name);
     if (!m->arch) {
-        df_seterr(err, errlen, "%s: unsupported architecture '%s' (supported: llama, qwen2, qwen3)", path,
+        df_seterr(err, errlen, "%s: unsupported architecture '%s' (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2)", path,
                   m->arch_name);
         goto fail;
     }
@@ -293,6 +295,20 @@ void df_session_free(df_session *s) {
     free(s->rope_cache);
     free(s->logits);
     free(s->mm.buf);
+    free(s->router);
+    free(s->sel);
+    free(s->topk_id);
+    free(s->topk_w);
+    free(s->tok_of);
+    free(s->slot_of);
+    free(s->ex_x);
+    free(s->ex_h);
+    free(s->ex_h2);
+    free(s->ex_y);
+    free(s->q_abs);
+    free(s->lat);
+    free(s->o_lat);
+    free(s->mla_tmp);
     free(s);
 }
 
@@ -320,8 +336,14 @@ int df_session_new(df_model *m, const df_session_params *p, df_session **out, ch
     if (s->n_batch > s->n_ctx) s->n_batch = s->n_ctx;
     s->kv_type = p->kv_type == DF_KV_F32 ? DF_KV_F32 : DF_KV_F16;
     s->kv_elt = s->kv_type == DF_KV_F32 ? 4 : 2;
-    s->kv_dim_k = (int64_t)h->n_head_kv * h->head_dim;
-    s->kv_dim_v = (int64_t)h->n_head_kv * h->head_dim_v;
+    if (h->kv_lora_rank > 0) {
+        /* MLA: the cache holds one latent per token (compressed kv + RoPE key), no values */
+        s->kv_dim_k = (int64_t)h->kv_lora_rank + h->n_rot;
+        s->kv_dim_v = 0;
+    } else {
+        s->kv_dim_k = (int64_t)h->n_head_kv * h->head_dim;
+        s->kv_dim_v = (int64_t)h->n_head_kv * h->head_dim_v;
+    }
     uint64_t kbytes, vbytes;
     if (df_mul_u64((uint64_t)h->n_layer * (uint64_t)s->n_ctx, (uint64_t)s->kv_dim_k * s->kv_elt, &kbytes) ||
         df_mul_u64((uint64_t)h->n_layer * (uint64_t)s->n_ctx, (uint64_t)s->kv_dim_v * s->kv_elt, &vbytes) ||
@@ -330,27 +352,59 @@ int df_session_new(df_model *m, const df_session_params *p, df_session **out, ch
         return df_seterr(err, errlen, "KV cache size overflows");
     }
     s->k_cache = df_aligned_alloc(64, (size_t)kbytes);
-    s->v_cache = df_aligned_alloc(64, (size_t)vbytes);
+    s->v_cache = df_aligned_alloc(64, (size_t)(vbytes ? vbytes : 64));
     const int64_t qdim = (int64_t)h->n_head * h->head_dim, vdim = (int64_t)h->n_head * h->head_dim_v;
     int64_t wide = h->n_embd;
     if (qdim > wide) wide = qdim;
     if (vdim > wide) wide = vdim;
+    int64_t ff = h->n_ff;
+    if (h->n_ff_exp > ff) ff = h->n_ff_exp;
+    if (h->n_ff_shexp > ff) ff = h->n_ff_shexp;
     s->x = falloc(s->n_batch, h->n_embd);
     s->xb = falloc(s->n_batch, wide);
     s->xb2 = falloc(s->n_batch, h->n_embd);
     s->q = falloc(s->n_batch, qdim);
     s->k = falloc(s->n_batch, s->kv_dim_k);
-    s->v = falloc(s->n_batch, s->kv_dim_v);
-    s->hb = falloc(s->n_batch, h->n_ff);
-    s->hb2 = falloc(s->n_batch, h->n_ff);
-    s->att = falloc(m->n_threads, s->n_ctx);
+    s->v = falloc(s->n_batch, s->kv_dim_v > 0 ? s->kv_dim_v : 1);
+    s->hb = falloc(s->n_batch, ff);
+    s->hb2 = falloc(s->n_batch, ff);
+    s->att_stride = s->n_ctx > h->kv_lora_rank ? s->n_ctx : h->kv_lora_rank;
+    s->att = falloc(m->n_threads, s->att_stride);
     s->rope_cache = falloc(s->n_batch, h->n_rot);
     s->logits = falloc(s->n_batch, h->n_vocab);
-    int64_t widest_in = wide > h->n_ff ? wide : h->n_ff;
+    int64_t widest_in = wide > ff ? wide : ff;
+    if (h->q_lora_rank > widest_in) widest_in = h->q_lora_rank;
+    if (s->kv_dim_k > widest_in) widest_in = s->kv_dim_k;
     s->mm.size = mm_scratch_bytes(widest_in, s->n_batch);
     s->mm.buf = df_aligned_alloc(64, s->mm.size);
+    int moe_ok = 1, mla_ok = 1;
+    if (h->n_expert > 0) {
+        const int64_t nk = (int64_t)s->n_batch * h->n_expert_used;
+        s->router = falloc(s->n_batch, h->n_expert);
+        s->sel = falloc(s->n_batch, h->n_expert);
+        s->topk_id = df_malloc((size_t)nk, sizeof(int32_t));
+        s->topk_w = falloc(nk, 1);
+        s->tok_of = df_malloc((size_t)nk, sizeof(int32_t));
+        s->slot_of = df_malloc((size_t)nk, sizeof(int32_t));
+        s->ex_x = falloc(s->n_batch, h->n_embd);
+        s->ex_y = falloc(s->n_batch, h->n_embd);
+        s->ex_h = falloc(s->n_batch, ff);
+        s->ex_h2 = falloc(s->n_batch, ff);
+        moe_ok = s->router && s->sel && s->topk_id && s->topk_w && s->tok_of && s->slot_of && s->ex_x && s->ex_y &&
+                 s->ex_h && s->ex_h2;
+    }
+    if (h->kv_lora_rank > 0) {
+        s->q_abs = falloc((int64_t)s->n_batch * h->n_head, s->kv_dim_k);
+        s->lat = falloc(s->n_batch, s->kv_dim_k);
+        s->o_lat = falloc((int64_t)s->n_batch * h->n_head, h->kv_lora_rank);
+        int64_t tw = h->kv_lora_rank;
+        if (h->qk_nope > tw) tw = h->qk_nope;
+        if (h->q_lora_rank > tw) tw = h->q_lora_rank;
+        s->mla_tmp = falloc(s->n_batch, tw);
+        mla_ok = s->q_abs && s->lat && s->o_lat && s->mla_tmp;
+    }
     if (!s->k_cache || !s->v_cache || !s->x || !s->xb || !s->xb2 || !s->q || !s->k || !s->v || !s->hb || !s->hb2 ||
-        !s->att || !s->rope_cache || !s->logits || !s->mm.buf) {
+        !s->att || !s->rope_cache || !s->logits || !s->mm.buf || !moe_ok || !mla_ok) {
         df_session_free(s);
         return df_seterr(err, errlen, "out of memory for a session of %d tokens (KV cache %.1f MiB)", s->n_ctx,
                          (double)(kbytes + vbytes) / (1 << 20));
@@ -413,6 +467,14 @@ int df_matmul(df_session *s, ws_tensor *w, const float *x, int n_tok, float *y, 
     return 0;
 }
 
+int df_ffn_dense(df_session *s, ws_tensor *gate, ws_tensor *up, ws_tensor *down, const float *x, int n, float *out,
+                 char *err, size_t errlen) {
+    const int64_t F = gate->ne[1];
+    if (df_matmul(s, gate, x, n, s->hb, F, err, errlen) || df_matmul(s, up, x, n, s->hb2, F, err, errlen)) return -1;
+    op_swiglu(s->hb, s->hb2, (int)(n * F));
+    return df_matmul(s, down, s->hb, n, out, down->ne[1], err, errlen);
+}
+
 int df_embed(df_session *s, const int32_t *tokens, int n, float *out, char *err, size_t errlen) {
     ws_tensor *t = s->m->tok_embd;
     const uint8_t *data = ws_fetch(s->m->ws, t, err, errlen);
@@ -443,13 +505,14 @@ void df_kv_store(df_session *s, int layer, int n_tok, const float *k, const floa
         int64_t pos = s->pos + t;
         uint8_t *kd = s->k_cache + (((int64_t)layer * ctx + pos) * s->kv_dim_k) * (int64_t)s->kv_elt;
         uint8_t *vd = s->v_cache + (((int64_t)layer * ctx + pos) * s->kv_dim_v) * (int64_t)s->kv_elt;
-        const float *ks = k + (int64_t)t * s->kv_dim_k, *vs = v + (int64_t)t * s->kv_dim_v;
+        const float *ks = k + (int64_t)t * s->kv_dim_k;
+        const float *vs = v ? v + (int64_t)t * s->kv_dim_v : NULL; /* MLA caches no values */
         if (s->kv_elt == 4) {
             memcpy(kd, ks, (size_t)s->kv_dim_k * 4);
-            memcpy(vd, vs, (size_t)s->kv_dim_v * 4);
+            if (vs) memcpy(vd, vs, (size_t)s->kv_dim_v * 4);
         } else {
             for (int64_t i = 0; i < s->kv_dim_k; i++) ((uint16_t *)kd)[i] = df_fp32_to_fp16(ks[i]);
-            for (int64_t i = 0; i < s->kv_dim_v; i++) ((uint16_t *)vd)[i] = df_fp32_to_fp16(vs[i]);
+            for (int64_t i = 0; vs && i < s->kv_dim_v; i++) ((uint16_t *)vd)[i] = df_fp32_to_fp16(vs[i]);
         }
     }
 }
@@ -468,8 +531,8 @@ static void attn_worker(void *arg, int ith, int nth) {
     df_session *s = j->s;
     const df_hparams *h = &s->m->hp;
     const int hd = h->head_dim, hdv = h->head_dim_v, group = h->n_head / h->n_head_kv;
-    const float scale = 1.0f / sqrtf((float)hd);
-    float *sc = s->att + (int64_t)ith * s->n_ctx;
+    const float scale = h->kq_scale;
+    float *sc = s->att + (int64_t)ith * s->att_stride;
     const int64_t ctx = s->n_ctx;
     const uint8_t *kl = s->k_cache + (int64_t)j->layer * ctx * s->kv_dim_k * (int64_t)s->kv_elt;
     const uint8_t *vl = s->v_cache + (int64_t)j->layer * ctx * s->kv_dim_v * (int64_t)s->kv_elt;

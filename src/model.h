@@ -15,6 +15,8 @@
 #ifndef DF_MODEL_H
 #define DF_MODEL_H
 
+#include <stdio.h>
+
 #include "deltafin.h"
 #include "gguf.h"
 #include "matmul.h"
@@ -44,7 +46,27 @@ typedef struct df_hparams {
     float yarn_beta_fast;
     float yarn_beta_slow;
     int n_ctx_orig;
+    float kq_scale;      /* attention score scale (1/sqrt(head_dim) unless the arch says otherwise) */
+    /* Mixture of experts (n_expert == 0: dense) */
+    int n_expert;
+    int n_expert_used;
+    int n_expert_shared;   /* deepseek2: shared experts folded into one FFN of n_ff_exp * count */
+    int n_ff_exp;          /* hidden size of one routed expert */
+    int n_ff_shexp;        /* hidden size of the shared expert FFN */
+    int n_layer_dense_lead;/* leading layers with a dense FFN */
+    int gating;            /* DF_GATING_SOFTMAX or DF_GATING_SIGMOID */
+    int expert_weights_norm;
+    float expert_weights_scale;
+    int n_expert_groups;   /* group-limited routing (0 or 1: off) */
+    int n_group_used;
+    /* Multi-head latent attention (deepseek2) */
+    int q_lora_rank;       /* 0: plain wq */
+    int kv_lora_rank;
+    int qk_nope;           /* non-RoPE part of a query/key head */
+    int mla_split;         /* 1: attn_k_b/attn_v_b tensors; 0: combined attn_kv_b */
 } df_hparams;
+
+enum { DF_GATING_SOFTMAX = 1, DF_GATING_SIGMOID = 2 };
 
 typedef struct df_layer {
     ws_tensor *attn_norm;
@@ -53,6 +75,16 @@ typedef struct df_layer {
     ws_tensor *q_norm, *k_norm;       /* qwen3: per-head RMSNorm weights */
     ws_tensor *ffn_norm;
     ws_tensor *ffn_gate, *ffn_up, *ffn_down;
+    /* mixture of experts */
+    ws_tensor *ffn_gate_inp;                       /* router (n_embd -> n_expert) */
+    ws_tensor *exp_probs_b;                        /* selection bias (deepseek v3) */
+    ws_tensor *ffn_gate_exps, *ffn_up_exps, *ffn_down_exps; /* (n_in, n_out, n_expert) */
+    ws_tensor *ffn_gate_shexp, *ffn_up_shexp, *ffn_down_shexp;
+    ws_tensor *ffn_gate_inp_shexp;                 /* qwen2moe: sigmoid gate of the shared expert */
+    /* multi-head latent attention */
+    ws_tensor *wq_a, *q_a_norm, *wq_b;
+    ws_tensor *wkv_a_mqa, *kv_a_norm;
+    ws_tensor *wk_b, *wv_b, *wkv_b;
 } df_layer;
 
 struct df_session;
@@ -95,7 +127,22 @@ struct df_session {
     float *k;               /* (n_batch, kv_dim_k) */
     float *v;               /* (n_batch, kv_dim_v) */
     float *hb, *hb2;        /* (n_batch, n_ff) */
-    float *att;             /* (n_threads, n_ctx) attention scores */
+    float *att;             /* (n_threads, att_stride) attention scores / per-thread rows */
+    int64_t att_stride;     /* max(n_ctx, kv_lora_rank) */
+    /* mixture of experts scratch */
+    float *router;          /* (n_batch, n_expert) router probabilities */
+    float *sel;             /* (n_batch, n_expert) selection scores */
+    int32_t *topk_id;       /* (n_batch, n_expert_used) */
+    float *topk_w;          /* (n_batch, n_expert_used) */
+    int32_t *tok_of;        /* (n_batch * n_expert_used) tokens grouped by expert */
+    int32_t *slot_of;       /* same, the slot within the token's top-k */
+    float *ex_x, *ex_h, *ex_h2, *ex_y; /* gathered rows for one expert */
+    FILE *trace;            /* --trace-experts: routing records, or NULL */
+    /* MLA scratch */
+    float *q_abs;           /* (n_batch, n_head, kv_lora_rank + n_rot) absorbed queries */
+    float *lat;             /* (n_batch, kv_lora_rank + n_rot) new latents */
+    float *o_lat;           /* (n_batch, n_head, kv_lora_rank) attention output in latent space */
+    float *mla_tmp;         /* (n_batch, max(kv_lora_rank, qk_nope, q_lora_rank)) */
     float *rope_cache;      /* (n_batch, n_rot) */
     float *logits;          /* (n_batch, n_vocab) */
     mm_scratch mm;
@@ -113,8 +160,21 @@ int df_embed(df_session *s, const int32_t *tokens, int n, float *out, char *err,
 void df_add_bias(df_session *s, ws_tensor *b, float *y, int n_tok, int64_t ld);
 void df_attention(df_session *s, int layer, int n_tok, const float *q, float *out);
 void df_kv_store(df_session *s, int layer, int n_tok, const float *k, const float *v);
+/* Dense SwiGLU FFN: out = down(silu(gate x) * up x), using s->hb/s->hb2. */
+int df_ffn_dense(df_session *s, ws_tensor *gate, ws_tensor *up, ws_tensor *down, const float *x, int n, float *out,
+                 char *err, size_t errlen);
+/* Mixture-of-experts FFN of layer l (router, top-k, experts grouped by expert,
+ * shared experts); out (n, n_embd) is overwritten. moe.c */
+int df_ffn_moe(df_session *s, int l, const float *x, int n, float *out, char *err, size_t errlen);
+/* Read and check the MoE hyperparameters and tensors of layer l (bind time). moe.c */
+int df_moe_read_hparams(df_model *m, char *err, size_t errlen);
+int df_moe_bind_layer(df_model *m, int l, int n_ff_exp, char *err, size_t errlen);
+/* Router reference pieces, exposed for tests: top-k selection on one token's
+ * probabilities (with optional bias and groups), returns the chosen ids and weights. */
+void df_moe_select(const df_hparams *h, const float *probs, const float *bias, int32_t *ids, float *w);
 
 /* Defined per architecture file. */
-extern const df_arch df_arch_llama, df_arch_qwen2, df_arch_qwen3;
+extern const df_arch df_arch_llama, df_arch_qwen2, df_arch_qwen3, df_arch_qwen2moe, df_arch_qwen3moe,
+    df_arch_deepseek2;
 
 #endif

@@ -127,4 +127,19 @@ void ws_release(wstore *ws, ws_tensor *t) {
     if (t->pins > 0) t->pins--;
 }
 
+const void *ws_fetch_expert(wstore *ws, ws_tensor *t, int e, char *err, size_t errlen) {
+    (void)ws;
+    if (e < 0 || e >= t->ne[2]) {
+        df_seterr(err, errlen, "expert %d out of range for '%s'", e, t->gt->name);
+        return NULL;
+    }
+    t->pins++;
+    return (const uint8_t *)t->data + (size_t)e * (size_t)t->ne[1] * t->row_bytes;
+}
+
+void ws_release_expert(wstore *ws, ws_tensor *t, int e) {
+    (void)e;
+    ws_release(ws, t);
+}
+
 uint64_t ws_resident_bytes(const wstore *ws) { return ws->resident; }

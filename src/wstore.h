@@ -47,6 +47,13 @@ ws_tensor *ws_get(wstore *ws, const char *name, char *err, size_t errlen);
 const void *ws_fetch(wstore *ws, ws_tensor *t, char *err, size_t errlen);
 void ws_release(wstore *ws, ws_tensor *t);
 
+/* Pin expert e's slice of an expert tensor (ne[2] = number of experts): ne[1]
+ * rows of ne[0] elements, contiguous in the file. This is the unit a streaming
+ * backend reads, so MoE code fetches experts one by one and only those the
+ * router chose. */
+const void *ws_fetch_expert(wstore *ws, ws_tensor *t, int e, char *err, size_t errlen);
+void ws_release_expert(wstore *ws, ws_tensor *t, int e);
+
 /* Bytes held in memory by the store (resident copies; mapped files count 0). */
 uint64_t ws_resident_bytes(const wstore *ws);
 

@@ -11,10 +11,21 @@
  * row by row and streamed to disk, so multi-gigabyte models need little
  * memory.
  *
- *   mkmodel -o tiny.gguf [--arch llama|qwen2|qwen3] [--type q4_K] [--preset tiny|small|medium|1b]
- *           [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N] [--head-dim N] [--n-ff N]
- *           [--vocab N] [--ctx N] [--seed S] [--tied] [--rope-base F]
- *           [--rope-scaling linear:FACTOR | yarn:FACTOR:ORIG_CTX | llama3:FACTOR:ORIG_CTX]
+ *   mkmodel -o tiny.gguf [--arch ARCH] [--type q4_K] [--preset NAME] [dimension flags...]
+ *
+ * Architectures: llama (dense, or Mixtral-style with --experts), qwen2, qwen3,
+ * qwen2moe, qwen3moe, deepseek2. Presets keep each family's real structure
+ * at a small size: tiny/small/medium/1b (dense llama), mixtral-tiny,
+ * qwen2moe-tiny, qwen3moe-tiny, deepseek-v3-tiny (MLA with q LoRA and split
+ * attn_k_b/attn_v_b, sigmoid routing with groups and a selection bias, one
+ * shared expert, one leading dense layer, YaRN), deepseek-v2-tiny (combined
+ * attn_kv_b, softmax routing without groups or bias, two shared experts)
+ * and deepseek-v2-lite-tiny (the same without q LoRA; 26 layers, which is
+ * how llama.cpp recognises a "lite" model). Big
+ * variants (e.g. --preset deepseek-v3-tiny --n-embd 2048 --experts 64) are
+ * just flags away. A tensor whose rows do not fit the chosen block type
+ * falls back to q8_0, then f16, as llama-quantize does. Run without
+ * arguments for the flag list.
  */
 #include <math.h>
 #include <stdio.h>
@@ -26,11 +37,17 @@
 #include "quant.h"
 #include "util.h"
 
-enum init_kind { INIT_LINEAR, INIT_QK, INIT_EMBED, INIT_NORM, INIT_BIAS, INIT_OUTPUT, INIT_ROPE_FREQS };
+enum init_kind { INIT_LINEAR, INIT_QK, INIT_EMBED, INIT_NORM, INIT_BIAS, INIT_OUTPUT, INIT_ROPE_FREQS, INIT_ROUTER };
 
 typedef struct {
     const char *arch;
     int type, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, vocab, ctx, tied;
+    /* mixture of experts */
+    int n_expert, n_used, n_ff_exp, n_ff_shexp, n_shared, dense_lead, gating, groups, group_used, norm_w, probs_bias;
+    float w_scale;
+    /* multi-head latent attention (deepseek2) */
+    int q_lora, kv_lora, qk_nope, qk_rope, v_head, mla_split;
+    float yarn_log_mul;
     uint64_t seed;
     float rope_base;
     char scaling[16];
@@ -42,7 +59,7 @@ typedef struct {
 typedef struct {
     char name[96];
     int type, n_dims;
-    int64_t ne[2];
+    int64_t ne[3];
     int init;
 } tensor_plan;
 
@@ -56,7 +73,15 @@ static void die(const char *msg) {
     exit(1);
 }
 
-static void add(plan *p, int type, int init, int64_t ne0, int64_t ne1, const char *fmt, int layer) {
+/* The type a tensor gets: the requested one if its rows fit the block size,
+ * else q8_0, else f16, else f32 (llama-quantize's fallback order). */
+static int fit_type(int type, int64_t ne0) {
+    if (ne0 % quant_traits_get(type)->blck == 0) return type;
+    if (ne0 % QK8_0 == 0) return DF_TYPE_Q8_0;
+    return ne0 % 2 == 0 ? DF_TYPE_F16 : DF_TYPE_F32;
+}
+
+static void add3(plan *p, int type, int init, int64_t ne0, int64_t ne1, int64_t ne2, const char *fmt, int layer) {
     if (p->n == p->cap) {
         p->cap = p->cap ? p->cap * 2 : 64;
         p->t = realloc(p->t, (size_t)p->cap * sizeof *p->t);
@@ -64,12 +89,19 @@ static void add(plan *p, int type, int init, int64_t ne0, int64_t ne1, const cha
     }
     tensor_plan *t = &p->t[p->n++];
     snprintf(t->name, sizeof t->name, fmt, layer);
-    t->type = type;
+    t->type = fit_type(type, ne0);
     t->init = init;
     t->ne[0] = ne0;
     t->ne[1] = ne1;
-    t->n_dims = ne1 > 1 ? 2 : 1;
+    t->ne[2] = ne2;
+    t->n_dims = ne2 > 1 ? 3 : ne1 > 1 ? 2 : 1;
 }
+
+static void add(plan *p, int type, int init, int64_t ne0, int64_t ne1, const char *fmt, int layer) {
+    add3(p, type, init, ne0, ne1, 1, fmt, layer);
+}
+
+static void plan_ffn(const config *c, plan *p, int l);
 
 /* The tensors of the llama family, in llama.cpp's names and shapes. */
 static void plan_llama(const config *c, plan *p) {
@@ -83,20 +115,69 @@ static void plan_llama(const config *c, plan *p) {
         add(p, c->type, INIT_QK, E, q, "blk.%d.attn_q.weight", l);
         add(p, c->type, INIT_QK, E, kv, "blk.%d.attn_k.weight", l);
         add(p, c->type, INIT_LINEAR, E, kv, "blk.%d.attn_v.weight", l);
-        if (strcmp(c->arch, "qwen2") == 0) {
+        if (strncmp(c->arch, "qwen2", 5) == 0) {
             add(p, DF_TYPE_F32, INIT_BIAS, q, 1, "blk.%d.attn_q.bias", l);
             add(p, DF_TYPE_F32, INIT_BIAS, kv, 1, "blk.%d.attn_k.bias", l);
             add(p, DF_TYPE_F32, INIT_BIAS, kv, 1, "blk.%d.attn_v.bias", l);
         }
-        if (strcmp(c->arch, "qwen3") == 0) {
+        if (strncmp(c->arch, "qwen3", 5) == 0) {
             add(p, DF_TYPE_F32, INIT_NORM, c->head_dim, 1, "blk.%d.attn_q_norm.weight", l);
             add(p, DF_TYPE_F32, INIT_NORM, c->head_dim, 1, "blk.%d.attn_k_norm.weight", l);
         }
         add(p, c->type, INIT_LINEAR, q, E, "blk.%d.attn_output.weight", l);
         add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.ffn_norm.weight", l);
+        plan_ffn(c, p, l);
+    }
+}
+
+/* Layer l's FFN: dense, or router + experts (+ shared experts). */
+static void plan_ffn(const config *c, plan *p, int l) {
+    const int64_t E = c->n_embd;
+    if (c->n_expert == 0 || l < c->dense_lead) {
         add(p, c->type, INIT_LINEAR, E, c->n_ff, "blk.%d.ffn_gate.weight", l);
         add(p, c->type, INIT_LINEAR, E, c->n_ff, "blk.%d.ffn_up.weight", l);
         add(p, c->type, INIT_LINEAR, c->n_ff, E, "blk.%d.ffn_down.weight", l);
+        return;
+    }
+    add(p, DF_TYPE_F32, INIT_ROUTER, E, c->n_expert, "blk.%d.ffn_gate_inp.weight", l);
+    if (c->probs_bias) add(p, DF_TYPE_F32, INIT_BIAS, c->n_expert, 1, "blk.%d.exp_probs_b.bias", l);
+    add3(p, c->type, INIT_LINEAR, E, c->n_ff_exp, c->n_expert, "blk.%d.ffn_gate_exps.weight", l);
+    add3(p, c->type, INIT_LINEAR, E, c->n_ff_exp, c->n_expert, "blk.%d.ffn_up_exps.weight", l);
+    add3(p, c->type, INIT_LINEAR, c->n_ff_exp, E, c->n_expert, "blk.%d.ffn_down_exps.weight", l);
+    if (c->n_ff_shexp > 0) {
+        if (strcmp(c->arch, "qwen2moe") == 0) add(p, DF_TYPE_F32, INIT_ROUTER, E, 1, "blk.%d.ffn_gate_inp_shexp.weight", l);
+        add(p, c->type, INIT_LINEAR, E, c->n_ff_shexp, "blk.%d.ffn_gate_shexp.weight", l);
+        add(p, c->type, INIT_LINEAR, E, c->n_ff_shexp, "blk.%d.ffn_up_shexp.weight", l);
+        add(p, c->type, INIT_LINEAR, c->n_ff_shexp, E, "blk.%d.ffn_down_shexp.weight", l);
+    }
+}
+
+/* DeepSeek V2/V3: multi-head latent attention, then plan_ffn. */
+static void plan_deepseek2(const config *c, plan *p) {
+    const int64_t E = c->n_embd, H = c->n_head, hd = c->qk_nope + c->qk_rope, R = c->kv_lora;
+    add(p, c->type, INIT_EMBED, E, c->vocab, "token_embd.weight", 0);
+    add(p, DF_TYPE_F32, INIT_NORM, E, 1, "output_norm.weight", 0);
+    if (!c->tied) add(p, c->type, INIT_OUTPUT, E, c->vocab, "output.weight", 0);
+    for (int l = 0; l < c->n_layer; l++) {
+        add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.attn_norm.weight", l);
+        if (c->q_lora > 0) {
+            add(p, c->type, INIT_LINEAR, E, c->q_lora, "blk.%d.attn_q_a.weight", l);
+            add(p, DF_TYPE_F32, INIT_NORM, c->q_lora, 1, "blk.%d.attn_q_a_norm.weight", l);
+            add(p, c->type, INIT_QK, c->q_lora, H * hd, "blk.%d.attn_q_b.weight", l);
+        } else {
+            add(p, c->type, INIT_QK, E, H * hd, "blk.%d.attn_q.weight", l);
+        }
+        add(p, c->type, INIT_QK, E, R + c->qk_rope, "blk.%d.attn_kv_a_mqa.weight", l);
+        add(p, DF_TYPE_F32, INIT_NORM, R, 1, "blk.%d.attn_kv_a_norm.weight", l);
+        if (c->mla_split) {
+            add3(p, c->type, INIT_QK, c->qk_nope, R, H, "blk.%d.attn_k_b.weight", l);
+            add3(p, c->type, INIT_LINEAR, R, c->v_head, H, "blk.%d.attn_v_b.weight", l);
+        } else {
+            add(p, c->type, INIT_QK, R, H * (c->qk_nope + c->v_head), "blk.%d.attn_kv_b.weight", l);
+        }
+        add(p, c->type, INIT_LINEAR, H * c->v_head, E, "blk.%d.attn_output.weight", l);
+        add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.ffn_norm.weight", l);
+        plan_ffn(c, p, l);
     }
 }
 
@@ -124,6 +205,7 @@ static void init_row(const tensor_plan *t, const config *c, uint64_t *rng, float
         switch (t->init) {
         case INIT_LINEAR: row[i] = u * lin; break;
         case INIT_QK: row[i] = u * lin * 0.5f; break; /* attention scores with a std of ~sqrt(head_dim)/4 */
+        case INIT_ROUTER: row[i] = u * lin * 2.0f; break; /* router logits with a std of ~2: distinct choices */
         case INIT_OUTPUT: row[i] = u * lin * 3.0f; break;
         case INIT_EMBED: row[i] = u; break;
         case INIT_NORM: row[i] = 1.0f + 0.1f * u; break;
@@ -136,14 +218,14 @@ static void init_row(const tensor_plan *t, const config *c, uint64_t *rng, float
 }
 
 static void write_vocab(gw *w, const config *c, const bpe_vocab *v) {
-    const char *pre = strcmp(c->arch, "llama") == 0 ? "llama-bpe" : "qwen2";
+    const char *pre = strcmp(c->arch, "llama") == 0 ? "llama-bpe" : strcmp(c->arch, "deepseek2") == 0 ? "deepseek-v3" : "qwen2";
     if (gw_str(w, "tokenizer.ggml.model", "gpt2") || gw_str(w, "tokenizer.ggml.pre", pre) ||
         gw_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tokens, (size_t)v->n_tokens) ||
         gw_arr_i32(w, "tokenizer.ggml.token_type", v->types, (size_t)v->n_tokens) ||
         gw_arr_str(w, "tokenizer.ggml.merges", (const char *const *)v->merges, (size_t)v->n_merges) ||
         gw_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)v->bos) ||
         gw_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)v->eos) ||
-        gw_bool(w, "tokenizer.ggml.add_bos_token", strcmp(c->arch, "llama") == 0))
+        gw_bool(w, "tokenizer.ggml.add_bos_token", strcmp(c->arch, "llama") == 0 || strcmp(c->arch, "deepseek2") == 0))
         die("out of memory");
 }
 
@@ -162,9 +244,41 @@ static void write_hparams(gw *w, const config *c) {
     KU32("feed_forward_length", c->n_ff);
     KU32("attention.head_count", c->n_head);
     KU32("attention.head_count_kv", c->n_head_kv);
-    KU32("attention.key_length", c->head_dim);
-    KU32("attention.value_length", c->head_dim);
-    KU32("rope.dimension_count", c->head_dim);
+    if (strcmp(c->arch, "deepseek2") == 0) {
+        const int hd = c->qk_nope + c->qk_rope;
+        KU32("attention.kv_lora_rank", c->kv_lora);
+        if (c->q_lora) KU32("attention.q_lora_rank", c->q_lora);
+        if (c->mla_split) { /* the MQA view llama.cpp's converter writes, plus the real head sizes */
+            KU32("attention.key_length", c->kv_lora + c->qk_rope);
+            KU32("attention.value_length", c->kv_lora);
+            KU32("attention.key_length_mla", hd);
+            KU32("attention.value_length_mla", c->v_head);
+        } else {
+            KU32("attention.key_length", hd);
+            KU32("attention.value_length", c->v_head);
+        }
+        KU32("rope.dimension_count", c->qk_rope);
+        KU32("leading_dense_block_count", c->dense_lead);
+        KU32("expert_shared_count", c->n_shared);
+        KF32("expert_weights_scale", c->w_scale);
+        KU32("expert_gating_func", c->gating);
+        snprintf(k, sizeof k, "%s.expert_weights_norm", c->arch);
+        if (gw_bool(w, k, c->norm_w)) die("out of memory");
+        if (c->groups > 1) {
+            KU32("expert_group_count", c->groups);
+            KU32("expert_group_used_count", c->group_used);
+        }
+    } else {
+        KU32("attention.key_length", c->head_dim);
+        KU32("attention.value_length", c->head_dim);
+        KU32("rope.dimension_count", c->head_dim);
+    }
+    if (c->n_expert > 0) {
+        KU32("expert_count", c->n_expert);
+        KU32("expert_used_count", c->n_used);
+        if (strcmp(c->arch, "llama") != 0) KU32("expert_feed_forward_length", c->n_ff_exp);
+        if (strcmp(c->arch, "qwen2moe") == 0) KU32("expert_shared_feed_forward_length", c->n_ff_shexp);
+    }
     KU32("vocab_size", c->vocab);
     KF32("attention.layer_norm_rms_epsilon", 1e-5f);
     KF32("rope.freq_base", c->rope_base);
@@ -173,6 +287,7 @@ static void write_hparams(gw *w, const config *c) {
         if (gw_str(w, k, c->scaling)) die("out of memory");
         KF32("rope.scaling.factor", c->scale_factor);
         if (c->scale_orig) KU32("rope.scaling.original_context_length", c->scale_orig);
+        if (c->yarn_log_mul != 0.0f) KF32("rope.scaling.yarn_log_multiplier", c->yarn_log_mul);
     }
 #undef KU32
 #undef KF32
@@ -192,7 +307,37 @@ static void preset(config *c, const char *name) {
     else if (strcmp(name, "small") == 0) { c->n_embd = 512; c->n_layer = 4; c->n_head = 8; c->n_head_kv = 4; c->n_ff = 1536; c->vocab = 1024; }
     else if (strcmp(name, "medium") == 0) { c->n_embd = 1024; c->n_layer = 8; c->n_head = 16; c->n_head_kv = 4; c->n_ff = 2816; c->vocab = 2048; }
     else if (strcmp(name, "1b") == 0) { c->n_embd = 2048; c->n_layer = 16; c->n_head = 32; c->n_head_kv = 8; c->n_ff = 5632; c->vocab = 4096; }
-    else die("unknown preset (tiny, small, medium, 1b)");
+    else if (strcmp(name, "mixtral-tiny") == 0) {
+        preset(c, "tiny");
+        c->arch = "llama"; c->n_ff = 256; c->n_expert = 8; c->n_used = 2; c->n_ff_exp = 256;
+    } else if (strcmp(name, "qwen2moe-tiny") == 0) {
+        preset(c, "tiny");
+        c->arch = "qwen2moe"; c->n_expert = 16; c->n_used = 4; c->n_ff_exp = 256; c->n_ff_shexp = 512;
+    } else if (strcmp(name, "qwen3moe-tiny") == 0) {
+        preset(c, "tiny");
+        c->arch = "qwen3moe"; c->n_expert = 16; c->n_used = 4; c->n_ff_exp = 256;
+    } else if (strcmp(name, "deepseek-v3-tiny") == 0) {
+        preset(c, "tiny");
+        c->arch = "deepseek2"; c->n_layer = 3; c->dense_lead = 1; c->n_head = 4; c->n_head_kv = 1;
+        c->q_lora = 128; c->kv_lora = 128; c->qk_nope = 64; c->qk_rope = 32; c->v_head = 64; c->mla_split = 1;
+        c->n_expert = 16; c->n_used = 4; c->n_ff_exp = 256; c->n_shared = 1; c->n_ff_shexp = 256;
+        c->groups = 4; c->group_used = 2; c->gating = 2; c->probs_bias = 1; c->norm_w = 1; c->w_scale = 2.5f;
+        memcpy(c->scaling, "yarn", 5); c->scale_factor = 4.0f; c->scale_orig = 64; c->yarn_log_mul = 0.1f;
+    } else if (strcmp(name, "deepseek-v2-tiny") == 0) {
+        preset(c, "tiny");
+        c->arch = "deepseek2"; c->n_layer = 3; c->dense_lead = 1; c->n_head = 4; c->n_head_kv = 4;
+        c->q_lora = 128; c->kv_lora = 128; c->qk_nope = 64; c->qk_rope = 32; c->v_head = 64; c->mla_split = 0;
+        c->n_expert = 16; c->n_used = 4; c->n_ff_exp = 256; c->n_shared = 2; c->n_ff_shexp = 512;
+        c->gating = 1; c->norm_w = 0; c->w_scale = 1.0f;
+    } else if (strcmp(name, "deepseek-v2-lite-tiny") == 0) {
+        /* llama.cpp recognises a model without q LoRA ("lite") by its 26 or 27 layers */
+        preset(c, "tiny");
+        c->arch = "deepseek2"; c->n_embd = 128; c->n_layer = 26; c->dense_lead = 1; c->n_head = 2; c->n_head_kv = 2;
+        c->q_lora = 0; c->kv_lora = 64; c->qk_nope = 32; c->qk_rope = 16; c->v_head = 32; c->mla_split = 0;
+        c->n_ff = 256; c->n_expert = 8; c->n_used = 2; c->n_ff_exp = 64; c->n_shared = 2; c->n_ff_shexp = 128;
+        c->gating = 1; c->norm_w = 0; c->w_scale = 1.0f;
+    } else die("unknown preset (tiny, small, medium, 1b, mixtral-tiny, qwen2moe-tiny, qwen3moe-tiny, "
+               "deepseek-v3-tiny, deepseek-v2-tiny, deepseek-v2-lite-tiny)");
 }
 
 static void usage(void) {
@@ -200,7 +345,13 @@ static void usage(void) {
             "usage: mkmodel -o OUT.gguf [--arch llama|qwen2|qwen3] [--type f32|f16|bf16|q4_0|q4_1|q5_0|q5_1|q8_0|q2_K|q3_K|q4_K|q5_K|q6_K]\n"
             "               [--preset tiny|small|medium|1b] [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
             "               [--head-dim N] [--n-ff N] [--vocab N] [--ctx N] [--seed S] [--tied] [--rope-base F]\n"
-            "               [--rope-scaling linear:F | yarn:F:ORIG | llama3:F:ORIG]\n");
+            "               [--rope-scaling linear:F | yarn:F:ORIG | llama3:F:ORIG]\n"
+            "  experts:     [--experts N] [--experts-used K] [--n-ff-exp N] [--n-ff-shexp N] [--shared N]\n"
+            "               [--dense-lead N] [--gating softmax|sigmoid] [--groups G:USED] [--norm-w 0|1]\n"
+            "               [--w-scale F] [--probs-bias 0|1]\n"
+            "  MLA:         [--q-lora N] [--kv-lora N] [--qk-nope N] [--qk-rope N] [--v-head N] [--mla-split 0|1]\n"
+            "  presets:     tiny small medium 1b mixtral-tiny qwen2moe-tiny qwen3moe-tiny deepseek-v3-tiny deepseek-v2-tiny\n"
+            "               deepseek-v2-lite-tiny\n");
     exit(2);
 }
 
@@ -235,6 +386,23 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--ctx") == 0) c.ctx = atoi(v);
         else if (strcmp(a, "--seed") == 0) c.seed = strtoull(v, NULL, 10);
         else if (strcmp(a, "--rope-base") == 0) c.rope_base = strtof(v, NULL);
+        else if (strcmp(a, "--experts") == 0) c.n_expert = atoi(v);
+        else if (strcmp(a, "--experts-used") == 0) c.n_used = atoi(v);
+        else if (strcmp(a, "--n-ff-exp") == 0) c.n_ff_exp = atoi(v);
+        else if (strcmp(a, "--n-ff-shexp") == 0) c.n_ff_shexp = atoi(v);
+        else if (strcmp(a, "--shared") == 0) c.n_shared = atoi(v);
+        else if (strcmp(a, "--dense-lead") == 0) c.dense_lead = atoi(v);
+        else if (strcmp(a, "--gating") == 0) c.gating = strcmp(v, "sigmoid") == 0 ? 2 : 1;
+        else if (strcmp(a, "--groups") == 0) { if (sscanf(v, "%d:%d", &c.groups, &c.group_used) != 2) die("bad --groups"); }
+        else if (strcmp(a, "--norm-w") == 0) c.norm_w = atoi(v);
+        else if (strcmp(a, "--w-scale") == 0) c.w_scale = strtof(v, NULL);
+        else if (strcmp(a, "--probs-bias") == 0) c.probs_bias = atoi(v);
+        else if (strcmp(a, "--q-lora") == 0) c.q_lora = atoi(v);
+        else if (strcmp(a, "--kv-lora") == 0) c.kv_lora = atoi(v);
+        else if (strcmp(a, "--qk-nope") == 0) c.qk_nope = atoi(v);
+        else if (strcmp(a, "--qk-rope") == 0) c.qk_rope = atoi(v);
+        else if (strcmp(a, "--v-head") == 0) c.v_head = atoi(v);
+        else if (strcmp(a, "--mla-split") == 0) c.mla_split = atoi(v);
         else if (strcmp(a, "--rope-scaling") == 0) {
             char kind[16] = {0};
             if (sscanf(v, "%15[a-z0-9]:%f:%d", kind, &c.scale_factor, &c.scale_orig) < 2) die("bad --rope-scaling");
@@ -243,14 +411,27 @@ int main(int argc, char **argv) {
         } else usage();
     }
     if (!c.out) usage();
-    if (strcmp(c.arch, "llama") && strcmp(c.arch, "qwen2") && strcmp(c.arch, "qwen3")) die("unknown --arch (llama, qwen2, qwen3)");
+    static const char *arches[] = {"llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "deepseek2"};
+    int known = 0;
+    for (size_t i = 0; i < sizeof arches / sizeof arches[0]; i++) known |= strcmp(c.arch, arches[i]) == 0;
+    if (!known) die("unknown --arch (llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2)");
+    const int moe_arch = strcmp(c.arch, "qwen2moe") == 0 || strcmp(c.arch, "qwen3moe") == 0 || strcmp(c.arch, "deepseek2") == 0;
+    if (moe_arch && c.n_expert == 0) die("this architecture needs --experts (or a preset)");
+    if (c.n_expert > 0 && (c.n_used < 1 || c.n_used > c.n_expert || c.n_ff_exp < 1)) die("inconsistent expert settings");
+    if (strcmp(c.arch, "llama") == 0 && c.n_expert > 0) c.n_ff_exp = c.n_ff;
+    if (strcmp(c.arch, "deepseek2") == 0) {
+        if (c.kv_lora < 1 || c.qk_nope < 1 || c.qk_rope < 2 || c.qk_rope % 2 || c.v_head < 1) die("inconsistent MLA settings");
+        c.n_ff_shexp = c.n_ff_exp * c.n_shared;
+        c.head_dim = c.qk_nope + c.qk_rope;
+        head_dim_set = 1;
+    }
     if (!head_dim_set) c.head_dim = c.n_head > 0 ? c.n_embd / c.n_head : 0;
     if (c.n_embd < 1 || c.n_layer < 1 || c.n_head < 1 || c.n_head_kv < 1 || c.n_head % c.n_head_kv || c.head_dim < 2 ||
         c.head_dim % 2 || c.n_ff < 1 || c.ctx < 1)
         die("inconsistent dimensions");
     const quant_traits *qt = quant_traits_get(c.type);
-    if (c.n_embd % qt->blck || c.n_ff % qt->blck || ((int64_t)c.n_head * c.head_dim) % qt->blck) {
-        fprintf(stderr, "mkmodel: %s needs n_embd, n_ff and n_head*head_dim to be multiples of %d\n", qt->name, qt->blck);
+    if (c.n_embd % qt->blck) {
+        fprintf(stderr, "mkmodel: %s needs n_embd to be a multiple of %d\n", qt->name, qt->blck);
         return 1;
     }
 
@@ -258,7 +439,8 @@ int main(int argc, char **argv) {
     bpe_vocab v;
     if (bpe_vocab_build(&v, c.vocab, err, sizeof err) != 0) die(err);
     plan p = {0};
-    plan_llama(&c, &p);
+    if (strcmp(c.arch, "deepseek2") == 0) plan_deepseek2(&c, &p);
+    else plan_llama(&c, &p);
     gw *w = gw_new();
     if (!w) die("out of memory");
     write_hparams(w, &c);
@@ -278,13 +460,13 @@ int main(int argc, char **argv) {
         const quant_traits *q = quant_traits_get(t->type);
         uint64_t rng = hash_name(c.seed, t->name);
         size_t rb = quant_row_size(t->type, t->ne[0]);
-        for (int64_t r = 0; r < t->ne[1]; r++) {
+        for (int64_t r = 0; r < t->ne[1] * t->ne[2]; r++) {
             init_row(t, &c, &rng, row);
             if (t->type == DF_TYPE_F32) memcpy(qrow, row, rb);
             else q->from_float(row, qrow, t->ne[0]);
             if (gw_data(w, qrow, rb, err, sizeof err) != 0) die(err);
         }
-        total += rb * (uint64_t)t->ne[1];
+        total += rb * (uint64_t)t->ne[1] * (uint64_t)t->ne[2];
     }
     if (gw_finish(w, err, sizeof err) != 0) die(err);
     fprintf(stderr, "mkmodel: wrote %s: %s, %s, %d tensors, %.1f MiB of weights\n", c.out, c.arch, qt->name, p.n,

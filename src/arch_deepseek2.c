@@ -1,0 +1,350 @@
+/*
+ * arch_deepseek2.c - DeepSeek V2, V2-Lite, V3, R1 and Kimi K2: multi-head
+ * latent attention (MLA) and a Mixture-of-Experts FFN with shared experts.
+ *
+ * MLA, as Deltafin computes it ("absorbed", like llama.cpp's MLA path):
+ *   q        = Wq_b * rmsnorm(Wq_a * x)       (or Wq * x without a q LoRA)
+ *              per head: [q_nope (qk_nope) | q_pe (n_rot)], RoPE on q_pe
+ *   latent   = [rmsnorm(c) | rope(k_pe)] where [c | k_pe] = Wkv_a * x
+ *              c has kv_lora_rank values; one latent per token, shared by
+ *              all heads: this is all the KV cache holds.
+ *   q_abs    = [Wk_b[h] * q_nope | q_pe]      (Wk_b[h]: kv_lora x qk_nope)
+ *   score    = q_abs . latent[p] * kq_scale
+ *   o_lat    = sum_p softmax(score)_p * c[p]
+ *   out[h]   = Wv_b[h] * o_lat                (Wv_b[h]: v_head x kv_lora)
+ * Older GGUFs carry one combined attn_kv_b (rows per head: qk_nope rows of
+ * K, then v_head rows of V). Its V rows are used like Wv_b; its K rows are
+ * applied transposed (q_abs[r] = sum_i q_nope[i] * K[i][r]), which is the
+ * same product, so both layouts share the latent cache.
+ *
+ * The leading_dense_block_count first layers have a dense FFN, the others
+ * route to experts (softmax or sigmoid gating, exp_probs_b bias, groups)
+ * and add the shared experts; see moe.c.
+ *
+ * YaRN follows llama.cpp's DeepSeek handling: yarn_log_multiplier is stored
+ * divided by 10 by the converter, and the magnitude correction is moved from
+ * RoPE into the attention scale (kq_scale = mscale^2 / sqrt(head_dim)).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "model.h"
+#include "quant.h"
+#include "util.h"
+
+static int need(df_model *m, ws_tensor **dst, const char *fmt, int l, int required, int64_t ne0, int64_t ne1,
+                int64_t ne2, char *err, size_t errlen) {
+    char name[96];
+    snprintf(name, sizeof name, fmt, l);
+    *dst = NULL;
+    if (!required && !gguf_find_tensor(m->g, name)) return 0;
+    ws_tensor *t = df_tensor(m, fmt, l, 1, err, errlen);
+    if (!t) return -1;
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != ne2 || t->ne[3] != 1)
+        return df_seterr(err, errlen, "%s: tensor '%s' has shape [%lld, %lld, %lld], expected [%lld, %lld, %lld]",
+                         m->path, name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)ne0,
+                         (long long)ne1, (long long)ne2);
+    if (ne1 == 1 && ne2 == 1 && t->type != DF_TYPE_F32)
+        return df_seterr(err, errlen, "%s: tensor '%s' must be f32", m->path, name);
+    *dst = t;
+    return 0;
+}
+
+static int get_opt_int(df_model *m, const char *suffix, int *out, int lo, int hi, int required, char *err,
+                       size_t errlen) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", m->arch_name, suffix);
+    if (!gguf_find(m->g, key)) return required ? df_seterr(err, errlen, "%s: missing '%s'", m->path, key) : 0;
+    int64_t v;
+    if (gguf_get_i64(m->g, key, &v, err, errlen) != 0) return -1;
+    if (v < lo || v > hi)
+        return df_seterr(err, errlen, "%s: '%s' = %lld is out of range [%d, %d]", m->path, key, (long long)v, lo, hi);
+    *out = (int)v;
+    return 0;
+}
+
+static float get_opt_float(df_model *m, const char *suffix, float dflt) {
+    char key[128];
+    float v;
+    snprintf(key, sizeof key, "%s.%s", m->arch_name, suffix);
+    return gguf_get_f32(m->g, key, &v, NULL, 0) == 0 && isfinite(v) ? v : dflt;
+}
+
+/* DeepSeek's YaRN: recompute the RoPE magnitude and the attention scale. */
+static void deepseek_yarn(df_model *m) {
+    df_hparams *h = &m->hp;
+    const float log_mul = get_opt_float(m, "rope.scaling.yarn_log_multiplier", 0.0f) / 0.1f;
+    const float f = 1.0f / h->rope_freq_scale;
+    float attn = 1.0f;
+    if (h->yarn_ext_factor != 0.0f) {
+#define MSCALE(scale, ms) ((scale) <= 1.0f ? 1.0f : 0.1f * (ms) * logf(scale) + 1.0f)
+        if (log_mul != 0.0f) {
+            const float ms = log_mul != 1.0f ? log_mul : 1.0f;
+            attn = MSCALE(f, ms) / MSCALE(f, log_mul);
+        } else {
+            attn = MSCALE(f, 1.0f);
+        }
+#undef MSCALE
+        attn *= 1.0f / (1.0f + 0.1f * logf(f));
+    }
+    attn *= get_opt_float(m, "rope.scaling.attn_factor", 1.0f);
+    h->yarn_attn_factor = attn;
+    const float attn_org = attn * (1.0f + 0.1f * logf(1.0f / h->rope_freq_scale));
+    const float mscale = attn_org * (1.0f + 0.1f * log_mul * logf(1.0f / h->rope_freq_scale));
+    h->kq_scale = mscale * mscale / sqrtf((float)h->head_dim);
+}
+
+static int bind(df_model *m, char *err, size_t errlen) {
+    df_hparams *h = &m->hp;
+    if (get_opt_int(m, "attention.kv_lora_rank", &h->kv_lora_rank, 1, 1 << 16, 1, err, errlen) ||
+        get_opt_int(m, "attention.q_lora_rank", &h->q_lora_rank, 0, 1 << 16, 0, err, errlen))
+        return -1;
+    int kmla = 0, vmla = 0;
+    if (get_opt_int(m, "attention.key_length_mla", &kmla, 0, 65536, 0, err, errlen) ||
+        get_opt_int(m, "attention.value_length_mla", &vmla, 0, 65536, 0, err, errlen))
+        return -1;
+    if (!!kmla != !!vmla)
+        return df_seterr(err, errlen, "%s: key_length_mla and value_length_mla must both be set", m->path);
+    h->mla_split = kmla > 0;
+    if (h->mla_split) {
+        h->head_dim = kmla;
+        h->head_dim_v = vmla;
+    }
+    h->qk_nope = h->head_dim - h->n_rot;
+    if (h->qk_nope < 1)
+        return df_seterr(err, errlen, "%s: head size %d leaves no non-RoPE part (rope dims %d)", m->path, h->head_dim,
+                         h->n_rot);
+    if (h->n_expert == 0 || h->n_ff_exp == 0)
+        return df_seterr(err, errlen, "%s: deepseek2 needs expert_count, expert_used_count and "
+                         "expert_feed_forward_length", m->path);
+    h->n_ff_shexp = h->n_ff_exp * h->n_expert_shared;
+    h->n_head_kv = 1; /* one latent per token */
+    deepseek_yarn(m);
+
+    const int64_t E = h->n_embd, H = h->n_head, hd = h->head_dim, hv = h->head_dim_v, R = h->kv_lora_rank;
+    ws_tensor *t;
+    const gguf_tensor *te = gguf_find_tensor(m->g, "token_embd.weight");
+    if (!te) return df_seterr(err, errlen, "%s: missing tensor 'token_embd.weight'", m->path);
+    if (te->ne[1] < 1 || te->ne[1] > (1 << 24))
+        return df_seterr(err, errlen, "%s: token_embd.weight has %lld rows", m->path, (long long)te->ne[1]);
+    if (need(m, &m->tok_embd, "token_embd.weight", 0, 1, E, te->ne[1], 1, err, errlen)) return -1;
+    h->n_vocab = (int)m->tok_embd->ne[1];
+    if (need(m, &m->output_norm, "output_norm.weight", 0, 1, E, 1, 1, err, errlen) ||
+        need(m, &t, "output.weight", 0, 0, E, h->n_vocab, 1, err, errlen))
+        return -1;
+    m->output = t ? t : m->tok_embd;
+    for (int l = 0; l < h->n_layer; l++) {
+        df_layer *L = &m->layers[l];
+        if (need(m, &L->attn_norm, "blk.%d.attn_norm.weight", l, 1, E, 1, 1, err, errlen) ||
+            need(m, &L->kv_a_norm, "blk.%d.attn_kv_a_norm.weight", l, 1, R, 1, 1, err, errlen) ||
+            need(m, &L->wkv_a_mqa, "blk.%d.attn_kv_a_mqa.weight", l, 1, E, R + h->n_rot, 1, err, errlen) ||
+            need(m, &L->wo, "blk.%d.attn_output.weight", l, 1, H * hv, E, 1, err, errlen) ||
+            need(m, &L->ffn_norm, "blk.%d.ffn_norm.weight", l, 1, E, 1, 1, err, errlen))
+            return -1;
+        if (h->q_lora_rank > 0) {
+            if (need(m, &L->wq_a, "blk.%d.attn_q_a.weight", l, 1, E, h->q_lora_rank, 1, err, errlen) ||
+                need(m, &L->q_a_norm, "blk.%d.attn_q_a_norm.weight", l, 1, h->q_lora_rank, 1, 1, err, errlen) ||
+                need(m, &L->wq_b, "blk.%d.attn_q_b.weight", l, 1, h->q_lora_rank, H * hd, 1, err, errlen))
+                return -1;
+        } else if (need(m, &L->wq, "blk.%d.attn_q.weight", l, 1, E, H * hd, 1, err, errlen)) {
+            return -1;
+        }
+        if (h->mla_split) {
+            if (need(m, &L->wk_b, "blk.%d.attn_k_b.weight", l, 1, h->qk_nope, R, H, err, errlen) ||
+                need(m, &L->wv_b, "blk.%d.attn_v_b.weight", l, 1, R, hv, H, err, errlen))
+                return -1;
+        } else if (need(m, &L->wkv_b, "blk.%d.attn_kv_b.weight", l, 1, R, H * (h->qk_nope + hv), 1, err, errlen)) {
+            return -1;
+        }
+        if (l < h->n_layer_dense_lead) {
+            if (need(m, &L->ffn_gate, "blk.%d.ffn_gate.weight", l, 1, E, h->n_ff, 1, err, errlen) ||
+                need(m, &L->ffn_up, "blk.%d.ffn_up.weight", l, 1, E, h->n_ff, 1, err, errlen) ||
+                need(m, &L->ffn_down, "blk.%d.ffn_down.weight", l, 1, h->n_ff, E, 1, err, errlen))
+                return -1;
+        } else if (df_moe_bind_layer(m, l, h->n_ff_exp, err, errlen) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Work shared by the per-head helpers below. */
+typedef struct {
+    df_session *s;
+    df_layer *L;
+    int layer, n;
+} mla_job;
+
+/* Combined attn_kv_b: q_abs[t][h][r] = sum_i q_nope[t][h][i] * K_h[i][r],
+ * dequantizing each K row once for all tokens. Threads split the heads. */
+static void absorb_combined(void *arg, int ith, int nth) {
+    mla_job *j = arg;
+    df_session *s = j->s;
+    const df_hparams *h = &s->m->hp;
+    const ws_tensor *w = j->L->wkv_b;
+    const quant_traits *q = quant_traits_get(w->type);
+    const int R = h->kv_lora_rank, nope = h->qk_nope, stride = nope + h->head_dim_v;
+    float *row = s->att + (int64_t)ith * s->att_stride; /* att_stride >= kv_lora_rank */
+    long lo, hi;
+    tp_range(h->n_head, ith, nth, &lo, &hi);
+    for (long hh = lo; hh < hi; hh++) {
+        for (int t = 0; t < j->n; t++) memset(s->q_abs + ((int64_t)t * h->n_head + hh) * s->kv_dim_k, 0, sizeof(float) * (size_t)R);
+        for (int i = 0; i < nope; i++) {
+            q->to_float((const uint8_t *)w->data + (size_t)(hh * stride + i) * w->row_bytes, row, R);
+            for (int t = 0; t < j->n; t++) {
+                const float qv = s->q[(int64_t)t * h->n_head * h->head_dim + hh * h->head_dim + i];
+                float *dst = s->q_abs + ((int64_t)t * h->n_head + hh) * s->kv_dim_k;
+                for (int r = 0; r < R; r++) dst[r] += qv * row[r];
+            }
+        }
+    }
+}
+
+/* Attention in latent space, one (token, head) pair per unit of work. */
+static void mla_attn(void *arg, int ith, int nth) {
+    mla_job *j = arg;
+    df_session *s = j->s;
+    const df_hparams *h = &s->m->hp;
+    const int64_t D = s->kv_dim_k, R = h->kv_lora_rank;
+    const uint8_t *cache = s->k_cache + (int64_t)j->layer * s->n_ctx * D * (int64_t)s->kv_elt;
+    float *sc = s->att + (int64_t)ith * s->att_stride;
+    long lo, hi;
+    tp_range((long)j->n * h->n_head, ith, nth, &lo, &hi);
+    for (long u = lo; u < hi; u++) {
+        const int t = (int)(u / h->n_head);
+        const int n_keys = s->pos + t + 1;
+        const float *qa = s->q_abs + u * D;
+        for (int p = 0; p < n_keys; p++) {
+            float d = 0.0f;
+            if (s->kv_elt == 4) {
+                const float *c = (const float *)cache + (int64_t)p * D;
+                for (int64_t i = 0; i < D; i++) d += qa[i] * c[i];
+            } else {
+                const uint16_t *c = (const uint16_t *)cache + (int64_t)p * D;
+                for (int64_t i = 0; i < D; i++) d += qa[i] * df_fp16_to_fp32(c[i]);
+            }
+            sc[p] = d * h->kq_scale;
+        }
+        op_softmax(sc, n_keys);
+        float *o = s->o_lat + u * R;
+        memset(o, 0, sizeof(float) * (size_t)R);
+        for (int p = 0; p < n_keys; p++) {
+            const float w = sc[p];
+            if (s->kv_elt == 4) {
+                const float *c = (const float *)cache + (int64_t)p * D;
+                for (int64_t i = 0; i < R; i++) o[i] += w * c[i];
+            } else {
+                const uint16_t *c = (const uint16_t *)cache + (int64_t)p * D;
+                for (int64_t i = 0; i < R; i++) o[i] += w * df_fp16_to_fp32(c[i]);
+            }
+        }
+    }
+}
+
+/* y[t][h*n_out ...] = W_h * x[t][h] for every head: W_h is n_out rows of n_in
+ * at w + h*head_stride bytes; x rows for head h are gathered into a dense block. */
+static int per_head_matmul(df_session *s, const ws_tensor *w, const uint8_t *base, size_t head_stride, int64_t n_in,
+                           int64_t n_out, const float *x, int64_t x_head_stride, int64_t x_tok_stride, int n, float *y,
+                           int64_t y_head_stride, int64_t ldy) {
+    const df_hparams *h = &s->m->hp;
+    for (int hh = 0; hh < h->n_head; hh++) {
+        for (int t = 0; t < n; t++)
+            memcpy(s->mla_tmp + (int64_t)t * n_in, x + t * x_tok_stride + hh * x_head_stride, sizeof(float) * (size_t)n_in);
+        if (mm_mul(s->m->pool, w->type, base + hh * head_stride, n_in, n_out, s->mla_tmp, n, y + hh * y_head_stride, ldy,
+                   &s->mm) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int forward(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
+                   size_t errlen) {
+    df_model *m = s->m;
+    const df_hparams *h = &m->hp;
+    const int64_t E = h->n_embd, H = h->n_head, hd = h->head_dim, hv = h->head_dim_v, R = h->kv_lora_rank;
+    const int64_t D = s->kv_dim_k, nope = h->qk_nope;
+    if (df_embed(s, tokens, n, s->x, err, errlen) != 0) return -1;
+    for (int t = 0; t < n; t++) rope_cache(&s->rope, s->pos + t, s->rope_cache + (int64_t)t * h->n_rot);
+
+    for (int l = 0; l < h->n_layer; l++) {
+        df_layer *L = &m->layers[l];
+        const float *an = ws_fetch(m->ws, L->attn_norm, err, errlen);
+        for (int t = 0; t < n; t++) op_rmsnorm(s->xb + t * E, s->x + t * E, an, (int)E, h->norm_eps);
+        ws_release(m->ws, L->attn_norm);
+        /* queries */
+        if (L->wq_a) {
+            const int64_t QL = h->q_lora_rank;
+            if (df_matmul(s, L->wq_a, s->xb, n, s->mla_tmp, QL, err, errlen)) return -1;
+            const float *qn = ws_fetch(m->ws, L->q_a_norm, err, errlen);
+            for (int t = 0; t < n; t++) op_rmsnorm(s->mla_tmp + t * QL, s->mla_tmp + t * QL, qn, (int)QL, h->norm_eps);
+            ws_release(m->ws, L->q_a_norm);
+            if (df_matmul(s, L->wq_b, s->mla_tmp, n, s->q, H * hd, err, errlen)) return -1;
+        } else if (df_matmul(s, L->wq, s->xb, n, s->q, H * hd, err, errlen)) {
+            return -1;
+        }
+        /* latents: [rmsnorm(c) | rope(k_pe)] */
+        if (df_matmul(s, L->wkv_a_mqa, s->xb, n, s->lat, D, err, errlen)) return -1;
+        const float *kn = ws_fetch(m->ws, L->kv_a_norm, err, errlen);
+        for (int t = 0; t < n; t++) {
+            float *lt = s->lat + t * D;
+            op_rmsnorm(lt, lt, kn, (int)R, h->norm_eps);
+            const float *rc = s->rope_cache + (int64_t)t * h->n_rot;
+            rope_apply(&s->rope, rc, lt + R, 1, h->n_rot);
+            for (int64_t hh = 0; hh < H; hh++) rope_apply(&s->rope, rc, s->q + t * H * hd + hh * hd + nope, 1, h->n_rot);
+        }
+        ws_release(m->ws, L->kv_a_norm);
+        df_kv_store(s, l, n, s->lat, NULL);
+        /* absorbed queries: [Wk_b[h] * q_nope | q_pe] */
+        mla_job job = {s, L, l, n};
+        if (L->wk_b) {
+            const uint8_t *wk = ws_fetch(m->ws, L->wk_b, err, errlen);
+            int rc = per_head_matmul(s, L->wk_b, wk, R * L->wk_b->row_bytes, nope, R, s->q, hd, H * hd, n, s->q_abs, D,
+                                     H * D);
+            ws_release(m->ws, L->wk_b);
+            if (rc) return df_seterr(err, errlen, "internal: MLA scratch too small");
+        } else {
+            if (!ws_fetch(m->ws, L->wkv_b, err, errlen)) return -1;
+            tp_run(m->pool, absorb_combined, &job);
+            ws_release(m->ws, L->wkv_b);
+        }
+        for (int t = 0; t < n; t++)
+            for (int64_t hh = 0; hh < H; hh++)
+                memcpy(s->q_abs + (t * H + hh) * D + R, s->q + t * H * hd + hh * hd + nope, sizeof(float) * (size_t)h->n_rot);
+        tp_run(m->pool, mla_attn, &job);
+        /* back from latent space: out[h] = Wv[h] * o_lat[h] */
+        ws_tensor *wv = L->wv_b ? L->wv_b : L->wkv_b;
+        const uint8_t *vb = ws_fetch(m->ws, wv, err, errlen);
+        if (!vb) return -1;
+        size_t stride;
+        if (L->wv_b) {
+            stride = (size_t)hv * wv->row_bytes;
+        } else {
+            stride = (size_t)(nope + hv) * wv->row_bytes;
+            vb += (size_t)nope * wv->row_bytes; /* V rows follow the head's K rows */
+        }
+        int rc = per_head_matmul(s, wv, vb, stride, R, hv, s->o_lat, R, H * R, n, s->xb, hv, H * hv);
+        ws_release(m->ws, wv);
+        if (rc) return df_seterr(err, errlen, "internal: MLA scratch too small");
+        if (df_matmul(s, L->wo, s->xb, n, s->xb2, E, err, errlen)) return -1;
+        for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
+
+        /* feed-forward */
+        const float *fn = ws_fetch(m->ws, L->ffn_norm, err, errlen);
+        for (int t = 0; t < n; t++) op_rmsnorm(s->xb + t * E, s->x + t * E, fn, (int)E, h->norm_eps);
+        ws_release(m->ws, L->ffn_norm);
+        if (L->ffn_gate_inp ? df_ffn_moe(s, l, s->xb, n, s->xb2, err, errlen)
+                            : df_ffn_dense(s, L->ffn_gate, L->ffn_up, L->ffn_down, s->xb, n, s->xb2, err, errlen))
+            return -1;
+        for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
+    }
+    s->pos += n;
+    if (!logits) return 0;
+    const int first = all_logits ? 0 : n - 1, cnt = all_logits ? n : 1;
+    const float *on = ws_fetch(m->ws, m->output_norm, err, errlen);
+    for (int t = first; t < n; t++) op_rmsnorm(s->xb + t * E, s->x + t * E, on, (int)E, h->norm_eps);
+    ws_release(m->ws, m->output_norm);
+    return df_matmul(s, m->output, s->xb + (int64_t)first * E, cnt, logits, h->n_vocab, err, errlen);
+}
+
+const df_arch df_arch_deepseek2 = {"deepseek2", 0, bind, forward};

@@ -1,0 +1,302 @@
+/*
+ * moe.c - Mixture-of-Experts feed-forward layers: the router, expert
+ * selection, and expert computation organised by expert.
+ *
+ * DESIGN
+ * For a batch of n tokens the router gives every token n_expert scores
+ * (softmax or sigmoid of ffn_gate_inp * x). Selection follows llama.cpp's
+ * build_moe_ffn exactly: an optional per-expert bias (DeepSeek V3's
+ * exp_probs_b) shifts the scores used for choosing but not the weights;
+ * group-limited routing keeps the n_group_used groups whose two best scores
+ * sum highest; the top n_expert_used experts win (ties to the lower id);
+ * their unbiased probabilities are the weights, optionally normalised to sum
+ * to one and scaled.
+ *
+ * Then the tokens are grouped by expert: each selected expert's weights are
+ * fetched once from the weight store (ws_fetch_expert: one expert slice, the
+ * unit a streaming store reads) and applied to all of its tokens in one
+ * matrix product. Experts nobody selected are never touched. This is what
+ * makes prompt processing and batched generation cheap, and it tells the
+ * weight store, before any expert runs, exactly which experts a step needs.
+ *
+ * Shared experts (DeepSeek, Qwen2-MoE) are a dense FFN added to the result,
+ * gated by a sigmoid for Qwen2-MoE.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "model.h"
+#include "quant.h"
+#include "util.h"
+
+#define MAX_EXPERTS 1024
+
+static int hp_key_int(df_model *m, const char *suffix, int *out, int lo, int hi, char *err, size_t errlen) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", m->arch_name, suffix);
+    if (!gguf_find(m->g, key)) return 0;
+    int64_t v;
+    if (gguf_get_i64(m->g, key, &v, err, errlen) != 0) return -1;
+    if (v < lo || v > hi)
+        return df_seterr(err, errlen, "%s: metadata '%s' = %lld is out of range [%d, %d]", m->path, key, (long long)v,
+                         lo, hi);
+    *out = (int)v;
+    return 0;
+}
+
+int df_moe_read_hparams(df_model *m, char *err, size_t errlen) {
+    df_hparams *h = &m->hp;
+    char key[128];
+    if (hp_key_int(m, "expert_count", &h->n_expert, 0, MAX_EXPERTS, err, errlen) ||
+        hp_key_int(m, "expert_used_count", &h->n_expert_used, 0, MAX_EXPERTS, err, errlen) ||
+        hp_key_int(m, "expert_shared_count", &h->n_expert_shared, 0, 64, err, errlen) ||
+        hp_key_int(m, "expert_feed_forward_length", &h->n_ff_exp, 1, 1 << 20, err, errlen) ||
+        hp_key_int(m, "expert_shared_feed_forward_length", &h->n_ff_shexp, 1, 1 << 20, err, errlen) ||
+        hp_key_int(m, "leading_dense_block_count", &h->n_layer_dense_lead, 0, h->n_layer, err, errlen) ||
+        hp_key_int(m, "expert_gating_func", &h->gating, 0, 3, err, errlen) ||
+        hp_key_int(m, "expert_group_count", &h->n_expert_groups, 0, MAX_EXPERTS, err, errlen) ||
+        hp_key_int(m, "expert_group_used_count", &h->n_group_used, 0, MAX_EXPERTS, err, errlen))
+        return -1;
+    snprintf(key, sizeof key, "%s.expert_weights_norm", m->arch_name);
+    if (gguf_find(m->g, key) && gguf_get_bool(m->g, key, &h->expert_weights_norm, err, errlen) != 0) return -1;
+    snprintf(key, sizeof key, "%s.expert_weights_scale", m->arch_name);
+    if (gguf_find(m->g, key)) {
+        if (gguf_get_f32(m->g, key, &h->expert_weights_scale, err, errlen) != 0) return -1;
+        if (!(h->expert_weights_scale >= 0.0f && h->expert_weights_scale <= 1e4f))
+            return df_seterr(err, errlen, "%s: '%s' = %g is out of range", m->path, key, h->expert_weights_scale);
+    }
+    if (h->gating == 0) h->gating = DF_GATING_SOFTMAX;
+    if (h->gating == 3)
+        return df_seterr(err, errlen, "%s: expert_gating_func 3 (softmax of the selected weights) is not supported",
+                         m->path);
+    if (h->n_expert == 0) {
+        if (h->n_expert_used != 0)
+            return df_seterr(err, errlen, "%s: expert_used_count %d without expert_count", m->path, h->n_expert_used);
+        return 0;
+    }
+    if (h->n_expert_used < 1 || h->n_expert_used > h->n_expert)
+        return df_seterr(err, errlen, "%s: expert_used_count %d must be between 1 and expert_count %d", m->path,
+                         h->n_expert_used, h->n_expert);
+    if (h->n_expert_groups > 1) {
+        if (h->n_expert % h->n_expert_groups || h->n_expert_groups >= h->n_expert ||
+            h->n_expert / h->n_expert_groups < 2)
+            return df_seterr(err, errlen, "%s: expert_group_count %d does not divide expert_count %d into groups of 2+",
+                             m->path, h->n_expert_groups, h->n_expert);
+        if (h->n_group_used < 1 || h->n_group_used >= h->n_expert_groups ||
+            h->n_group_used * (h->n_expert / h->n_expert_groups) < h->n_expert_used)
+            return df_seterr(err, errlen, "%s: expert_group_used_count %d is out of range for %d groups and %d used experts",
+                             m->path, h->n_group_used, h->n_expert_groups, h->n_expert_used);
+    }
+    return 0;
+}
+
+/* Bind one tensor and check its shape (ne2 = 1 for plain matrices). An
+ * optional tensor that is absent leaves *dst NULL and succeeds. */
+static int bind(df_model *m, ws_tensor **dst, const char *fmt, int l, int required, int64_t ne0, int64_t ne1,
+                int64_t ne2, char *err, size_t errlen) {
+    char name[96];
+    snprintf(name, sizeof name, fmt, l);
+    *dst = NULL;
+    if (!required && !gguf_find_tensor(m->g, name)) return 0;
+    ws_tensor *t = df_tensor(m, fmt, l, 1, err, errlen);
+    if (!t) return -1;
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != ne2 || t->ne[3] != 1)
+        return df_seterr(err, errlen, "%s: tensor '%s' has shape [%lld, %lld, %lld], expected [%lld, %lld, %lld]",
+                         m->path, name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)ne0,
+                         (long long)ne1, (long long)ne2);
+    *dst = t;
+    return 0;
+}
+
+int df_moe_bind_layer(df_model *m, int l, int n_ff_exp, char *err, size_t errlen) {
+    const df_hparams *h = &m->hp;
+    df_layer *L = &m->layers[l];
+    const int64_t E = h->n_embd, X = h->n_expert, sh = h->n_ff_shexp;
+    if (bind(m, &L->ffn_gate_inp, "blk.%d.ffn_gate_inp.weight", l, 1, E, X, 1, err, errlen) ||
+        bind(m, &L->ffn_gate_exps, "blk.%d.ffn_gate_exps.weight", l, 1, E, n_ff_exp, X, err, errlen) ||
+        bind(m, &L->ffn_up_exps, "blk.%d.ffn_up_exps.weight", l, 1, E, n_ff_exp, X, err, errlen) ||
+        bind(m, &L->ffn_down_exps, "blk.%d.ffn_down_exps.weight", l, 1, n_ff_exp, E, X, err, errlen) ||
+        bind(m, &L->exp_probs_b, "blk.%d.exp_probs_b.bias", l, 0, X, 1, 1, err, errlen))
+        return -1;
+    if (L->exp_probs_b && L->exp_probs_b->type != DF_TYPE_F32)
+        return df_seterr(err, errlen, "%s: blk.%d.exp_probs_b.bias must be f32", m->path, l);
+    if (sh > 0) {
+        const int req = h->n_expert_shared > 0;
+        if (bind(m, &L->ffn_gate_shexp, "blk.%d.ffn_gate_shexp.weight", l, req, E, sh, 1, err, errlen) ||
+            bind(m, &L->ffn_up_shexp, "blk.%d.ffn_up_shexp.weight", l, req, E, sh, 1, err, errlen) ||
+            bind(m, &L->ffn_down_shexp, "blk.%d.ffn_down_shexp.weight", l, req, sh, E, 1, err, errlen) ||
+            bind(m, &L->ffn_gate_inp_shexp, "blk.%d.ffn_gate_inp_shexp.weight", l, 0, E, 1, 1, err, errlen))
+            return -1;
+        const int parts = !!L->ffn_gate_shexp + !!L->ffn_up_shexp + !!L->ffn_down_shexp;
+        if (parts != 0 && parts != 3)
+            return df_seterr(err, errlen, "%s: layer %d has an incomplete shared expert", m->path, l);
+    }
+    return 0;
+}
+
+/* ---- routing ---- */
+
+static int better(const float *v, int a, int b) { return v[a] > v[b] || (v[a] == v[b] && a < b); }
+
+/* Indices of the k largest of v[0..n) (ties: lower index), best first. */
+static void top_k(const float *v, int n, int k, int32_t *out) {
+    for (int j = 0; j < k; j++) out[j] = -1;
+    for (int i = 0; i < n; i++) {
+        if (out[k - 1] >= 0 && !better(v, i, out[k - 1])) continue;
+        int j = k - 1;
+        while (j > 0 && (out[j - 1] < 0 || better(v, i, out[j - 1]))) {
+            out[j] = out[j - 1];
+            j--;
+        }
+        out[j] = i;
+    }
+}
+
+void df_moe_select(const df_hparams *h, const float *probs, const float *bias, int32_t *ids, float *w) {
+    const int X = h->n_expert, K = h->n_expert_used;
+    float sel[MAX_EXPERTS];
+    for (int e = 0; e < X; e++) sel[e] = bias ? probs[e] + bias[e] : probs[e];
+    if (h->n_expert_groups > 1) {
+        const int G = h->n_expert_groups, per = X / G;
+        float gscore[MAX_EXPERTS];
+        int32_t best2[2], keep[MAX_EXPERTS];
+        for (int g = 0; g < G; g++) {
+            top_k(sel + g * per, per, 2, best2);
+            gscore[g] = sel[g * per + best2[0]] + sel[g * per + best2[1]];
+        }
+        top_k(gscore, G, h->n_group_used, keep);
+        for (int g = 0; g < G; g++) {
+            int kept = 0;
+            for (int j = 0; j < h->n_group_used; j++) kept |= keep[j] == g;
+            if (!kept)
+                for (int e = 0; e < per; e++) sel[g * per + e] = -INFINITY;
+        }
+    }
+    top_k(sel, X, K, ids);
+    float sum = 0.0f;
+    for (int j = 0; j < K; j++) {
+        w[j] = probs[ids[j]];
+        sum += w[j];
+    }
+    if (h->expert_weights_norm) {
+        if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
+        for (int j = 0; j < K; j++) w[j] /= sum;
+    }
+    if (h->expert_weights_scale != 0.0f && h->expert_weights_scale != 1.0f)
+        for (int j = 0; j < K; j++) w[j] *= h->expert_weights_scale;
+}
+
+/* Router probabilities for n tokens into s->router. */
+static int route(df_session *s, df_layer *L, const float *x, int n, char *err, size_t errlen) {
+    const df_hparams *h = &s->m->hp;
+    const int X = h->n_expert;
+    if (df_matmul(s, L->ffn_gate_inp, x, n, s->router, X, err, errlen) != 0) return -1;
+    for (int t = 0; t < n; t++) {
+        float *p = s->router + (int64_t)t * X;
+        if (h->gating == DF_GATING_SIGMOID) {
+            for (int e = 0; e < X; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));
+        } else {
+            op_softmax(p, X);
+        }
+    }
+    const float *bias = L->exp_probs_b ? ws_fetch(s->m->ws, L->exp_probs_b, err, errlen) : NULL;
+    for (int t = 0; t < n; t++)
+        df_moe_select(h, s->router + (int64_t)t * X, bias, s->topk_id + (int64_t)t * h->n_expert_used,
+                      s->topk_w + (int64_t)t * h->n_expert_used);
+    if (bias) ws_release(s->m->ws, L->exp_probs_b);
+    return 0;
+}
+
+/* Append this step's routing to the trace file (format in docs/trace.md). */
+static void trace(df_session *s, int l, int n) {
+    const int K = s->m->hp.n_expert_used;
+    for (int t = 0; t < n; t++) {
+        int32_t pos = s->pos + t;
+        int16_t hdr[2] = {(int16_t)l, (int16_t)K};
+        fwrite(&pos, 4, 1, s->trace);
+        fwrite(hdr, 2, 2, s->trace);
+        for (int j = 0; j < K; j++) {
+            fwrite(&s->topk_id[t * K + j], 4, 1, s->trace);
+            fwrite(&s->topk_w[t * K + j], 4, 1, s->trace);
+        }
+    }
+}
+
+/* Run one expert's SwiGLU FFN on its cnt gathered rows in s->ex_x into s->ex_y. */
+static int run_expert(df_session *s, df_layer *L, int e, int cnt, char *err, size_t errlen) {
+    df_model *m = s->m;
+    const df_hparams *h = &m->hp;
+    const int F = (int)L->ffn_gate_exps->ne[1];
+    const void *g = ws_fetch_expert(m->ws, L->ffn_gate_exps, e, err, errlen);
+    const void *u = g ? ws_fetch_expert(m->ws, L->ffn_up_exps, e, err, errlen) : NULL;
+    const void *d = u ? ws_fetch_expert(m->ws, L->ffn_down_exps, e, err, errlen) : NULL;
+    int rc = -1;
+    if (d && mm_mul(m->pool, L->ffn_gate_exps->type, g, h->n_embd, F, s->ex_x, cnt, s->ex_h, F, &s->mm) == 0 &&
+        mm_mul(m->pool, L->ffn_up_exps->type, u, h->n_embd, F, s->ex_x, cnt, s->ex_h2, F, &s->mm) == 0) {
+        op_swiglu(s->ex_h, s->ex_h2, cnt * F);
+        rc = mm_mul(m->pool, L->ffn_down_exps->type, d, F, h->n_embd, s->ex_h, cnt, s->ex_y, h->n_embd, &s->mm);
+        if (rc != 0) df_seterr(err, errlen, "internal: expert scratch too small");
+    } else if (d) {
+        df_seterr(err, errlen, "internal: expert scratch too small");
+    }
+    if (d) ws_release_expert(m->ws, L->ffn_down_exps, e);
+    if (u) ws_release_expert(m->ws, L->ffn_up_exps, e);
+    if (g) ws_release_expert(m->ws, L->ffn_gate_exps, e);
+    return rc;
+}
+
+int df_ffn_moe(df_session *s, int l, const float *x, int n, float *out, char *err, size_t errlen) {
+    df_model *m = s->m;
+    const df_hparams *h = &m->hp;
+    df_layer *L = &m->layers[l];
+    const int X = h->n_expert, K = h->n_expert_used;
+    const int64_t E = h->n_embd;
+    if (route(s, L, x, n, err, errlen) != 0) return -1;
+    if (s->trace) trace(s, l, n);
+
+    /* group (token, slot) pairs by expert: counting sort */
+    int count[MAX_EXPERTS + 1];
+    memset(count, 0, sizeof(int) * (size_t)(X + 1));
+    for (int i = 0; i < n * K; i++) count[s->topk_id[i] + 1]++;
+    for (int e = 0; e < X; e++) count[e + 1] += count[e];
+    int fill[MAX_EXPERTS];
+    memcpy(fill, count, sizeof(int) * (size_t)X);
+    for (int t = 0; t < n; t++)
+        for (int j = 0; j < K; j++) {
+            int e = s->topk_id[t * K + j], at = fill[e]++;
+            s->tok_of[at] = t;
+            s->slot_of[at] = j;
+        }
+
+    memset(out, 0, sizeof(float) * (size_t)(n * E));
+    for (int e = 0; e < X; e++) {
+        const int lo = count[e], cnt = count[e + 1] - lo;
+        if (cnt == 0) continue; /* never selected: never fetched */
+        for (int i = 0; i < cnt; i++) memcpy(s->ex_x + i * E, x + s->tok_of[lo + i] * E, sizeof(float) * (size_t)E);
+        if (run_expert(s, L, e, cnt, err, errlen) != 0) return -1;
+        for (int i = 0; i < cnt; i++) {
+            const int t = s->tok_of[lo + i];
+            const float w = s->topk_w[t * K + s->slot_of[lo + i]];
+            float *o = out + t * E;
+            const float *y = s->ex_y + i * E;
+            for (int64_t k = 0; k < E; k++) o[k] += w * y[k];
+        }
+    }
+
+    if (L->ffn_gate_shexp) {
+        /* shared experts: a dense FFN on every token, sigmoid-gated for qwen2moe */
+        if (df_ffn_dense(s, L->ffn_gate_shexp, L->ffn_up_shexp, L->ffn_down_shexp, x, n, s->ex_y, err, errlen) != 0)
+            return -1;
+        float gate[1];
+        for (int t = 0; t < n; t++) {
+            float gv = 1.0f;
+            if (L->ffn_gate_inp_shexp) {
+                if (df_matmul(s, L->ffn_gate_inp_shexp, x + t * E, 1, gate, 1, err, errlen) != 0) return -1;
+                gv = 1.0f / (1.0f + expf(-gate[0]));
+            }
+            for (int64_t k = 0; k < E; k++) out[t * E + k] += gv * s->ex_y[t * E + k];
+        }
+    }
+    return 0;
+}
