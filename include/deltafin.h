@@ -54,6 +54,9 @@ typedef struct df_model_info {
     int n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
     uint64_t n_params;       /* total elements of all weight tensors */
     uint64_t n_bytes;        /* total bytes of all tensor data */
+    int n_expert, n_expert_used, n_expert_shared; /* 0 for dense models */
+    uint64_t n_params_active; /* parameters used per token (all but the unselected routed experts) */
+    uint64_t expert_bytes;   /* bytes of one routed expert in one layer (gate+up+down) */
     int n_threads;           /* compute threads in use */
 } df_model_info;
 void df_model_get_info(const df_model *m, df_model_info *out);
@@ -90,6 +93,11 @@ int df_session_pos(const df_session *s);
 int df_session_n_ctx(const df_session *s);
 /* Forget everything from position pos onward (pos = 0 clears the session). */
 void df_session_truncate(df_session *s, int pos);
+
+/* Record, for every token and MoE layer, the experts the router chose and
+ * their weights, appending to the file at path (format: docs/trace.md).
+ * path NULL stops tracing. Returns 0 or -1 with err. */
+int df_session_trace_experts(df_session *s, const char *path, char *err, size_t errlen);
 
 /* Run n tokens at the session's current position. If logits != NULL it
  * receives n_vocab floats: for every token (all_logits = 1, n x n_vocab,

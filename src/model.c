@@ -10,6 +10,7 @@
  */
 #include "model.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,9 +253,26 @@ void df_model_get_info(const df_model *m, df_model_info *o) {
     o->head_dim = m->hp.head_dim;
     o->n_ff = m->hp.n_ff;
     o->n_threads = m->n_threads;
+    o->n_expert = m->hp.n_expert;
+    o->n_expert_used = m->hp.n_expert_used;
+    o->n_expert_shared = m->hp.n_expert_shared;
+    uint64_t expert_params = 0;
     for (uint64_t i = 0; i < m->g->n_tensors; i++) {
-        o->n_params += m->g->tensors[i].n_elements;
-        o->n_bytes += m->g->tensors[i].nbytes;
+        const gguf_tensor *t = &m->g->tensors[i];
+        o->n_params += t->n_elements;
+        o->n_bytes += t->nbytes;
+        if (m->hp.n_expert > 0 && strstr(t->name, "_exps.") && t->ne[2] == m->hp.n_expert) expert_params += t->n_elements;
+    }
+    o->n_params_active = o->n_params;
+    if (m->hp.n_expert > 0) {
+        o->n_params_active -= expert_params - expert_params / (uint64_t)m->hp.n_expert * (uint64_t)m->hp.n_expert_used;
+        for (int l = 0; l < m->hp.n_layer; l++) {
+            const df_layer *L = &m->layers[l];
+            if (!L->ffn_gate_exps) continue;
+            o->expert_bytes = (L->ffn_gate_exps->nbytes + L->ffn_up_exps->nbytes + L->ffn_down_exps->nbytes) /
+                              (uint64_t)m->hp.n_expert;
+            break;
+        }
     }
 }
 
@@ -279,8 +297,27 @@ df_session_params df_session_default_params(void) {
     return p;
 }
 
+int df_session_trace_experts(df_session *s, const char *path, char *err, size_t errlen) {
+    if (s->trace) fclose(s->trace);
+    s->trace = NULL;
+    if (!path) return 0;
+    const df_hparams *h = &s->m->hp;
+    if (h->n_expert == 0) return df_seterr(err, errlen, "the model has no experts to trace");
+    s->trace = fopen(path, "wb");
+    if (!s->trace) return df_seterr(err, errlen, "%s: %s", path, strerror(errno));
+    const uint32_t hdr[5] = {0x52544644u /* "DFTR" */, 1, (uint32_t)h->n_layer, (uint32_t)h->n_expert,
+                             (uint32_t)h->n_expert_used};
+    if (fwrite(hdr, sizeof hdr, 1, s->trace) != 1) {
+        fclose(s->trace);
+        s->trace = NULL;
+        return df_seterr(err, errlen, "%s: write failed", path);
+    }
+    return 0;
+}
+
 void df_session_free(df_session *s) {
     if (!s) return;
+    if (s->trace) fclose(s->trace);
     free(s->k_cache);
     free(s->v_cache);
     free(s->x);

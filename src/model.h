@@ -169,8 +169,10 @@ int df_ffn_moe(df_session *s, int l, const float *x, int n, float *out, char *er
 /* Read and check the MoE hyperparameters and tensors of layer l (bind time). moe.c */
 int df_moe_read_hparams(df_model *m, char *err, size_t errlen);
 int df_moe_bind_layer(df_model *m, int l, int n_ff_exp, char *err, size_t errlen);
-/* Router reference pieces, exposed for tests: top-k selection on one token's
- * probabilities (with optional bias and groups), returns the chosen ids and weights. */
+/* The router's pieces, exposed for tests: router logits -> probabilities
+ * (softmax or sigmoid, in place), then top-k selection on one token's
+ * probabilities (with optional bias and groups) giving ids and weights. */
+void df_moe_probs(const df_hparams *h, float *p);
 void df_moe_select(const df_hparams *h, const float *probs, const float *bias, int32_t *ids, float *w);
 
 /* Defined per architecture file. */

@@ -187,19 +187,20 @@ void df_moe_select(const df_hparams *h, const float *probs, const float *bias, i
         for (int j = 0; j < K; j++) w[j] *= h->expert_weights_scale;
 }
 
+void df_moe_probs(const df_hparams *h, float *p) {
+    if (h->gating == DF_GATING_SIGMOID) {
+        for (int e = 0; e < h->n_expert; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));
+    } else {
+        op_softmax(p, h->n_expert);
+    }
+}
+
 /* Router probabilities for n tokens into s->router. */
 static int route(df_session *s, df_layer *L, const float *x, int n, char *err, size_t errlen) {
     const df_hparams *h = &s->m->hp;
     const int X = h->n_expert;
     if (df_matmul(s, L->ffn_gate_inp, x, n, s->router, X, err, errlen) != 0) return -1;
-    for (int t = 0; t < n; t++) {
-        float *p = s->router + (int64_t)t * X;
-        if (h->gating == DF_GATING_SIGMOID) {
-            for (int e = 0; e < X; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));
-        } else {
-            op_softmax(p, X);
-        }
-    }
+    for (int t = 0; t < n; t++) df_moe_probs(h, s->router + (int64_t)t * X);
     const float *bias = L->exp_probs_b ? ws_fetch(s->m->ws, L->exp_probs_b, err, errlen) : NULL;
     for (int t = 0; t < n; t++)
         df_moe_select(h, s->router + (int64_t)t * X, bias, s->topk_id + (int64_t)t * h->n_expert_used,

@@ -20,7 +20,10 @@ struct wstore {
     uint64_t *map_size;
     ws_tensor *handles;   /* one per gguf tensor, same index */
     uint64_t resident;
+    ws_stats stats;
 };
+
+void ws_get_stats(const wstore *ws, ws_stats *out) { *out = ws->stats; }
 
 int ws_open(gguf_ctx *g, int mode, wstore **out, char *err, size_t errlen) {
     *out = NULL;
@@ -128,12 +131,13 @@ void ws_release(wstore *ws, ws_tensor *t) {
 }
 
 const void *ws_fetch_expert(wstore *ws, ws_tensor *t, int e, char *err, size_t errlen) {
-    (void)ws;
     if (e < 0 || e >= t->ne[2]) {
         df_seterr(err, errlen, "expert %d out of range for '%s'", e, t->gt->name);
         return NULL;
     }
     t->pins++;
+    ws->stats.expert_fetches++;
+    ws->stats.expert_bytes += (uint64_t)t->ne[1] * t->row_bytes;
     return (const uint8_t *)t->data + (size_t)e * (size_t)t->ne[1] * t->row_bytes;
 }
 

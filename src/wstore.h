@@ -54,6 +54,13 @@ void ws_release(wstore *ws, ws_tensor *t);
 const void *ws_fetch_expert(wstore *ws, ws_tensor *t, int e, char *err, size_t errlen);
 void ws_release_expert(wstore *ws, ws_tensor *t, int e);
 
+/* Counters since open: expert slices fetched and their bytes. */
+typedef struct ws_stats {
+    uint64_t expert_fetches;
+    uint64_t expert_bytes;
+} ws_stats;
+void ws_get_stats(const wstore *ws, ws_stats *out);
+
 /* Bytes held in memory by the store (resident copies; mapped files count 0). */
 uint64_t ws_resident_bytes(const wstore *ws);
 

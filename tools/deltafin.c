@@ -22,7 +22,7 @@
 #include "util.h"
 
 typedef struct {
-    const char *model, *prompt, *tokens, *out;
+    const char *model, *prompt, *tokens, *out, *trace;
     int n_predict, threads, ctx, top, pieces, no_bos, no_mmap, ignore_eos, kv_f32, json, n_prompt, reps;
     df_sampler_params sp;
 } opts;
@@ -32,7 +32,7 @@ static void usage(void) {
             "usage: deltafin COMMAND [options]\n"
             "  run       -m MODEL -p PROMPT [-n N] [-t THREADS] [-c CTX] [--temp T] [--top-k K] [--top-p P]\n"
             "            [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--seed S] [--kv f16|f32]\n"
-            "            [--no-mmap] [--ignore-eos]\n"
+            "            [--no-mmap] [--ignore-eos] [--trace-experts FILE]\n"
             "  info      -m MODEL\n"
             "  tokenize  -m MODEL -p TEXT [--pieces] [--no-bos]\n"
             "  logits    -m MODEL (-p TEXT | --tokens \"1 2 3\") [--top K] [--out FILE] [-t THREADS] [--kv f16|f32]\n"
@@ -88,6 +88,7 @@ static void parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) o->prompt = v;
         else if (!strcmp(a, "--tokens")) o->tokens = v;
         else if (!strcmp(a, "--out")) o->out = v;
+        else if (!strcmp(a, "--trace-experts")) o->trace = v;
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) o->n_predict = (int)parse_long(a, v, 0, 1 << 24);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) o->threads = (int)parse_long(a, v, 1, 512);
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) o->ctx = (int)parse_long(a, v, 0, 1 << 24);
@@ -133,6 +134,7 @@ static df_session *session(df_model *m, const opts *o) {
     sp.kv_type = o->kv_f32 ? DF_KV_F32 : DF_KV_F16;
     df_session *s;
     if (df_session_new(m, &sp, &s, err, sizeof err) != 0) fail(err);
+    if (o->trace && df_session_trace_experts(s, o->trace, err, sizeof err) != 0) fail(err);
     return s;
 }
 
@@ -214,6 +216,39 @@ static int cmd_info(const opts *o) {
         const quant_traits *q = quant_traits_get(t);
         printf("  %-8s %5" PRIu64 " tensors %14" PRIu64 " bytes%s\n", q->name, by_type_n[t], by_type_bytes[t],
                q->supported ? "" : "  (unsupported by Deltafin)");
+    }
+    /* experts: bytes per expert by tensor type, active parameters */
+    uint64_t n_exp = 0, exp_params = 0, per_expert_bytes[DF_TYPE_COUNT] = {0};
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const gguf_tensor *t = &g->tensors[i];
+        if (!strstr(t->name, "_exps.") || t->ne[2] < 1) continue;
+        n_exp = (uint64_t)t->ne[2];
+        exp_params += t->n_elements;
+        per_expert_bytes[t->type] += t->nbytes / (uint64_t)t->ne[2];
+    }
+    if (n_exp > 0 && arch) {
+        char k[160];
+        snprintf(k, sizeof k, "%s.expert_used_count", arch);
+        uint64_t used = 0, n_moe_layers = 0;
+        const gguf_kv *kv = gguf_find(g, k);
+        if (kv && kv->type != GGUF_T_ARRAY && kv->type != GGUF_T_STRING) used = kv->v.u;
+        for (uint64_t i = 0; i < g->n_tensors; i++)
+            if (strstr(g->tensors[i].name, "ffn_down_exps.")) n_moe_layers++;
+        uint64_t active = params - exp_params + (used <= n_exp ? exp_params / n_exp * used : 0);
+        printf("experts:       %" PRIu64 " per layer in %" PRIu64 " layers, %" PRIu64 " used per token\n", n_exp,
+               n_moe_layers, used);
+        printf("active params: %" PRIu64 " per token (%.3f B, %.1f%% of all)\n", active, (double)active / 1e9,
+               params ? 100.0 * (double)active / (double)params : 0.0);
+        printf("one expert:    ");
+        uint64_t tot = 0;
+        for (int t = 0; t < DF_TYPE_COUNT; t++)
+            if (per_expert_bytes[t]) {
+                printf("%s%" PRIu64 " bytes %s", tot ? ", " : "", per_expert_bytes[t] / (n_moe_layers ? n_moe_layers : 1),
+                       quant_traits_get(t)->name);
+                tot += per_expert_bytes[t];
+            }
+        printf(" (%.2f MiB per layer; %.2f MiB read per token if nothing is cached)\n",
+               (double)tot / (double)(n_moe_layers ? n_moe_layers : 1) / (1 << 20), (double)tot * (double)used / (1 << 20));
     }
     const char *tm = gguf_get_str(g, "tokenizer.ggml.model");
     const char *pre = gguf_get_str(g, "tokenizer.ggml.pre");
