@@ -39,6 +39,16 @@ typedef struct df_sampler df_sampler;
 typedef struct df_model_params {
     int n_threads;      /* worker threads for compute (0 = number of online CPUs) */
     int use_mmap;       /* 1: map the file (default); 0: read weights into memory */
+    /* Memory budget (0 = none). With a budget, Deltafin plans everything it
+     * holds (weights kept in memory, the expert cache, one session of n_ctx
+     * tokens) within mem_budget bytes, streams the rest from disk, and fails
+     * to load, naming the minimum, if the model cannot run within it. */
+    uint64_t mem_budget;
+    int n_ctx;          /* context the session will use (planning; 0 = default) */
+    int n_batch;        /* its batch (0 = 512) */
+    int kv_type;        /* its KV cache type (enum df_kv_type) */
+    int io_threads;     /* disk reader threads (0 = 4) */
+    const char *hot_file; /* learned hot experts: NULL = "<model>.hot", "" = none */
 } df_model_params;
 
 df_model_params df_model_default_params(void);

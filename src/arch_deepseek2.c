@@ -95,7 +95,8 @@ static void deepseek_yarn(df_model *m) {
     h->kq_scale = mscale * mscale / sqrtf((float)h->head_dim);
 }
 
-static int bind(df_model *m, char *err, size_t errlen) {
+/* MLA sizes, experts and YaRN (before the weight store is planned). */
+static int hparams(df_model *m, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
     if (get_opt_int(m, "attention.kv_lora_rank", &h->kv_lora_rank, 1, 1 << 16, 1, err, errlen) ||
         get_opt_int(m, "attention.q_lora_rank", &h->q_lora_rank, 0, 1 << 16, 0, err, errlen))
@@ -121,6 +122,11 @@ static int bind(df_model *m, char *err, size_t errlen) {
     h->n_ff_shexp = h->n_ff_exp * h->n_expert_shared;
     h->n_head_kv = 1; /* one latent per token */
     deepseek_yarn(m);
+    return 0;
+}
+
+static int bind(df_model *m, char *err, size_t errlen) {
+    df_hparams *h = &m->hp;
 
     const int64_t E = h->n_embd, H = h->n_head, hd = h->head_dim, hv = h->head_dim_v, R = h->kv_lora_rank;
     ws_tensor *t;
@@ -269,6 +275,7 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
 
     for (int l = 0; l < h->n_layer; l++) {
         df_layer *L = &m->layers[l];
+        if (n == 1 && L->ffn_gate_inp) df_moe_lookahead(s, l, s->x); /* read likely experts ahead */
         const float *an = ws_fetch(m->ws, L->attn_norm, err, errlen);
         for (int t = 0; t < n; t++) op_rmsnorm(s->xb + t * E, s->x + t * E, an, (int)E, h->norm_eps);
         ws_release(m->ws, L->attn_norm);
@@ -347,4 +354,4 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
     return df_matmul(s, m->output, s->xb + (int64_t)first * E, cnt, logits, h->n_vocab, err, errlen);
 }
 
-const df_arch df_arch_deepseek2 = {"deepseek2", 0, bind, forward};
+const df_arch df_arch_deepseek2 = {"deepseek2", 0, hparams, bind, forward};

@@ -108,13 +108,17 @@ static int bind_common(df_model *m, char *err, size_t errlen) {
 }
 #undef REQ
 
+/* Hyperparameters each variant fixes (run before the weight store is planned). */
+
 /* Mixtral-style llama: experts of feed_forward_length, weights normalised. */
-static int bind_llama(df_model *m, char *err, size_t errlen) {
+static int hp_llama(df_model *m, char *err, size_t errlen) {
+    (void)err;
+    (void)errlen;
     if (m->hp.n_expert > 0) {
         m->hp.n_ff_exp = m->hp.n_ff;
         m->hp.expert_weights_norm = 1;
     }
-    return bind_common(m, err, errlen);
+    return 0;
 }
 
 static int need_experts(df_model *m, char *err, size_t errlen) {
@@ -126,23 +130,21 @@ static int need_experts(df_model *m, char *err, size_t errlen) {
 
 /* Qwen2-MoE: routed experts with softmax weights (not normalised) plus a
  * sigmoid-gated shared expert of expert_shared_feed_forward_length. */
-static int bind_qwen2moe(df_model *m, char *err, size_t errlen) {
+static int hp_qwen2moe(df_model *m, char *err, size_t errlen) {
     if (need_experts(m, err, errlen)) return -1;
     m->hp.expert_weights_norm = 0;
     m->hp.gating = DF_GATING_SOFTMAX;
     if (m->hp.n_ff_shexp == 0) m->hp.n_ff_shexp = m->hp.n_ff;
     m->hp.n_expert_shared = 1;
-    return bind_common(m, err, errlen);
+    return 0;
 }
 
-static int bind_qwen3(df_model *m, char *err, size_t errlen);
-
 /* Qwen3-MoE: Qwen3 attention, softmax router with normalised top-k weights. */
-static int bind_qwen3moe(df_model *m, char *err, size_t errlen) {
+static int hp_qwen3moe(df_model *m, char *err, size_t errlen) {
     if (need_experts(m, err, errlen)) return -1;
     m->hp.expert_weights_norm = 1;
     m->hp.gating = DF_GATING_SOFTMAX;
-    return bind_qwen3(m, err, errlen);
+    return 0;
 }
 
 static int bind_qwen3(df_model *m, char *err, size_t errlen) {
@@ -169,6 +171,7 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
 
     for (int l = 0; l < h->n_layer; l++) {
         df_layer *L = &m->layers[l];
+        if (n == 1 && L->ffn_gate_inp) df_moe_lookahead(s, l, s->x); /* read likely experts ahead */
         /* attention */
         const float *an = vec_f32(s, L->attn_norm);
         for (int t = 0; t < n; t++) op_rmsnorm(s->xb + t * E, s->x + t * E, an, (int)E, h->norm_eps);
@@ -216,8 +219,8 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
     return df_matmul(s, m->output, s->xb + (int64_t)first * E, cnt, logits, h->n_vocab, err, errlen);
 }
 
-const df_arch df_arch_llama = {"llama", 0, bind_llama, forward};
-const df_arch df_arch_qwen2 = {"qwen2", 1, bind_common, forward};
-const df_arch df_arch_qwen3 = {"qwen3", 1, bind_qwen3, forward};
-const df_arch df_arch_qwen2moe = {"qwen2moe", 1, bind_qwen2moe, forward};
-const df_arch df_arch_qwen3moe = {"qwen3moe", 1, bind_qwen3moe, forward};
+const df_arch df_arch_llama = {"llama", 0, hp_llama, bind_common, forward};
+const df_arch df_arch_qwen2 = {"qwen2", 1, NULL, bind_common, forward};
+const df_arch df_arch_qwen3 = {"qwen3", 1, NULL, bind_qwen3, forward};
+const df_arch df_arch_qwen2moe = {"qwen2moe", 1, hp_qwen2moe, bind_common, forward};
+const df_arch df_arch_qwen3moe = {"qwen3moe", 1, hp_qwen3moe, bind_qwen3, forward};

@@ -41,7 +41,10 @@ const char *df_isa(void) {
 }
 
 df_model_params df_model_default_params(void) {
-    df_model_params p = {0, 1};
+    df_model_params p;
+    memset(&p, 0, sizeof p);
+    p.use_mmap = 1;
+    p.kv_type = DF_KV_F16;
     return p;
 }
 
@@ -178,6 +181,7 @@ int df_check_shape(const ws_tensor *t, int64_t ne0, int64_t ne1, char *err, size
 
 void df_model_free(df_model *m) {
     if (!m) return;
+    if (m->ws && ws_streaming(m->ws)) ws_save_hot(m->ws, NULL, 0); /* best effort: a read-only folder is fine */
     tp_free(m->pool);
     tok_free(m->vocab);
     ws_close(m->ws);
@@ -185,6 +189,48 @@ void df_model_free(df_model *m) {
     free(m->layers);
     free(m->path);
     free(m);
+}
+
+/* Bookkeeping outside the planned buffers: metadata, tokenizer, stacks,
+ * allocator slack. Part of the budget; the cgroup slack covers the binary. */
+static uint64_t overhead_bytes(const df_model *m) {
+    uint64_t meta = 0;
+    for (int i = 0; i < m->g->n_files; i++) meta += m->g->files[i].data_offset;
+    return 3 * meta + (uint64_t)m->n_threads * (8u << 20) + (48u << 20);
+}
+
+/* The weight store: mapped, resident, or planned under p->mem_budget. */
+static int open_store(df_model *m, const df_model_params *p, char *err, size_t errlen) {
+    ws_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.mode = p->mem_budget ? WS_STREAM : p->use_mmap ? WS_MMAP : WS_RESIDENT;
+    cfg.n_layer = m->hp.n_layer;
+    cfg.n_expert = m->hp.n_expert;
+    cfg.n_expert_used = m->hp.n_expert_used;
+    cfg.io_threads = p->io_threads;
+    if (p->mem_budget) {
+        df_session_params sp = df_session_default_params();
+        sp.n_ctx = p->n_ctx;
+        sp.n_batch = p->n_batch;
+        sp.kv_type = p->kv_type;
+        m->session_reserve = df_session_bytes(m, &sp);
+        cfg.budget = p->mem_budget;
+        cfg.reserve = m->session_reserve + overhead_bytes(m);
+        if (p->hot_file && !*p->hot_file) {
+            cfg.hot_path = NULL;
+        } else if (p->hot_file) {
+            cfg.hot_path = p->hot_file;
+        } else {
+            snprintf(m->hot_path, sizeof m->hot_path, "%s.hot", m->path);
+            cfg.hot_path = m->hot_path;
+        }
+    }
+    if (ws_open(m->g, &cfg, &m->ws, err, errlen) != 0) {
+        char inner[512];
+        snprintf(inner, sizeof inner, "%s", err ? err : "");
+        return df_seterr(err, errlen, "%s: %s", m->path, inner);
+    }
+    return 0;
 }
 
 int df_model_load(const char *path, const df_model_params *p, df_model **out, char *err, size_t errlen) {
@@ -210,13 +256,18 @@ int df_model_load(const char *path, const df_model_params *p, df_model **out, ch
     }
     if (read_hparams(m, err, errlen) != 0) goto fail;
     m->hp.rope_neox = m->arch->rope_neox;
+    if (m->arch->hparams && m->arch->hparams(m, err, errlen) != 0) goto fail;
     if (tok_load(m->g, &m->vocab, err, errlen) != 0) {
         char inner[400];
         snprintf(inner, sizeof inner, "%s", err);
         df_seterr(err, errlen, "%s: tokenizer: %s", path, inner);
         goto fail;
     }
-    if (ws_open(m->g, p->use_mmap ? WS_MMAP : WS_RESIDENT, &m->ws, err, errlen) != 0) goto fail;
+    m->hp.n_vocab = tok_n_vocab(m->vocab); /* checked against the embedding by bind */
+    m->n_threads = p->n_threads > 0 ? p->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (m->n_threads < 1) m->n_threads = 1;
+    if (m->n_threads > 512) m->n_threads = 512;
+    if (open_store(m, p, err, errlen) != 0) goto fail;
     m->layers = calloc((size_t)m->hp.n_layer, sizeof(df_layer));
     if (!m->layers) goto oom;
     if (m->arch->bind(m, err, errlen) != 0) goto fail;
@@ -225,9 +276,6 @@ int df_model_load(const char *path, const df_model_params *p, df_model **out, ch
                   tok_n_vocab(m->vocab), m->hp.n_vocab);
         goto fail;
     }
-    m->n_threads = p->n_threads > 0 ? p->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (m->n_threads < 1) m->n_threads = 1;
-    if (m->n_threads > 512) m->n_threads = 512;
     m->pool = tp_create(m->n_threads);
     if (!m->pool) goto oom;
     *out = m;
@@ -346,29 +394,25 @@ void df_session_free(df_session *s) {
     free(s->lat);
     free(s->o_lat);
     free(s->mla_tmp);
+    free(s->ex_out);
     free(s);
 }
 
-static float *falloc(int64_t rows, int64_t cols) {
-    uint64_t n;
-    if (rows <= 0 || cols <= 0 || df_mul_u64((uint64_t)rows, (uint64_t)cols, &n) != 0 || n > (SIZE_MAX / 4))
-        return NULL;
-    return df_aligned_alloc(64, (size_t)n * sizeof(float));
-}
+/* The session's buffers, sized from the model and the session parameters:
+ * one table serves both allocation and the memory planner's estimate. */
+typedef struct {
+    void **dst;
+    uint64_t bytes;
+} alloc_item;
 
-int df_session_new(df_model *m, const df_session_params *p, df_session **out, char *err, size_t errlen) {
-    df_session_params defp = df_session_default_params();
-    if (!p) p = &defp;
-    *out = NULL;
+#define MAX_ITEMS 40
+
+/* Fill s's sizes (n_ctx, n_batch, KV dims) and the list of its buffers. */
+static int session_layout(const df_model *m, const df_session_params *p, df_session *s, alloc_item *it, int *n_items,
+                          char *err, size_t errlen) {
     const df_hparams *h = &m->hp;
-    df_session *s = calloc(1, sizeof *s);
-    if (!s) return df_seterr(err, errlen, "out of memory");
-    s->m = m;
     s->n_ctx = p->n_ctx > 0 ? p->n_ctx : (h->n_ctx_train < DEFAULT_CTX_CAP ? h->n_ctx_train : DEFAULT_CTX_CAP);
-    if (s->n_ctx > (1 << 24)) {
-        free(s);
-        return df_seterr(err, errlen, "context length %d is too large", p->n_ctx);
-    }
+    if (s->n_ctx > (1 << 24)) return df_seterr(err, errlen, "context length %d is too large", p->n_ctx);
     s->n_batch = p->n_batch > 0 ? p->n_batch : 512;
     if (s->n_batch > s->n_ctx) s->n_batch = s->n_ctx;
     s->kv_type = p->kv_type == DF_KV_F32 ? DF_KV_F32 : DF_KV_F16;
@@ -381,15 +425,6 @@ int df_session_new(df_model *m, const df_session_params *p, df_session **out, ch
         s->kv_dim_k = (int64_t)h->n_head_kv * h->head_dim;
         s->kv_dim_v = (int64_t)h->n_head_kv * h->head_dim_v;
     }
-    uint64_t kbytes, vbytes;
-    if (df_mul_u64((uint64_t)h->n_layer * (uint64_t)s->n_ctx, (uint64_t)s->kv_dim_k * s->kv_elt, &kbytes) ||
-        df_mul_u64((uint64_t)h->n_layer * (uint64_t)s->n_ctx, (uint64_t)s->kv_dim_v * s->kv_elt, &vbytes) ||
-        kbytes > SIZE_MAX / 2 || vbytes > SIZE_MAX / 2) {
-        free(s);
-        return df_seterr(err, errlen, "KV cache size overflows");
-    }
-    s->k_cache = df_aligned_alloc(64, (size_t)kbytes);
-    s->v_cache = df_aligned_alloc(64, (size_t)(vbytes ? vbytes : 64));
     const int64_t qdim = (int64_t)h->n_head * h->head_dim, vdim = (int64_t)h->n_head * h->head_dim_v;
     int64_t wide = h->n_embd;
     if (qdim > wide) wide = qdim;
@@ -397,55 +432,104 @@ int df_session_new(df_model *m, const df_session_params *p, df_session **out, ch
     int64_t ff = h->n_ff;
     if (h->n_ff_exp > ff) ff = h->n_ff_exp;
     if (h->n_ff_shexp > ff) ff = h->n_ff_shexp;
-    s->x = falloc(s->n_batch, h->n_embd);
-    s->xb = falloc(s->n_batch, wide);
-    s->xb2 = falloc(s->n_batch, h->n_embd);
-    s->q = falloc(s->n_batch, qdim);
-    s->k = falloc(s->n_batch, s->kv_dim_k);
-    s->v = falloc(s->n_batch, s->kv_dim_v > 0 ? s->kv_dim_v : 1);
-    s->hb = falloc(s->n_batch, ff);
-    s->hb2 = falloc(s->n_batch, ff);
-    s->att_stride = s->n_ctx > h->kv_lora_rank ? s->n_ctx : h->kv_lora_rank;
-    s->att = falloc(m->n_threads, s->att_stride);
-    s->rope_cache = falloc(s->n_batch, h->n_rot);
-    s->logits = falloc(s->n_batch, h->n_vocab);
     int64_t widest_in = wide > ff ? wide : ff;
     if (h->q_lora_rank > widest_in) widest_in = h->q_lora_rank;
     if (s->kv_dim_k > widest_in) widest_in = s->kv_dim_k;
-    s->mm.size = mm_scratch_bytes(widest_in, s->n_batch);
-    s->mm.buf = df_aligned_alloc(64, s->mm.size);
-    int moe_ok = 1, mla_ok = 1;
+    s->att_stride = s->n_ctx > h->kv_lora_rank ? s->n_ctx : h->kv_lora_rank;
+    const int64_t B = s->n_batch, L = h->n_layer, C = s->n_ctx;
+    int ni = 0;
+#define ITEM(field, nbytes) (it[ni].dst = (void **)&s->field, it[ni].bytes = (uint64_t)(nbytes), ni++)
+#define FLOATS(field, rows, cols) ITEM(field, (uint64_t)(rows) * (uint64_t)(cols) * sizeof(float))
+    ITEM(k_cache, (uint64_t)L * C * (uint64_t)s->kv_dim_k * s->kv_elt);
+    ITEM(v_cache, s->kv_dim_v ? (uint64_t)L * C * (uint64_t)s->kv_dim_v * s->kv_elt : 64);
+    FLOATS(x, B, h->n_embd);
+    FLOATS(xb, B, wide);
+    FLOATS(xb2, B, h->n_embd);
+    FLOATS(q, B, qdim);
+    FLOATS(k, B, s->kv_dim_k);
+    FLOATS(v, B, s->kv_dim_v > 0 ? s->kv_dim_v : 1);
+    FLOATS(hb, B, ff);
+    FLOATS(hb2, B, ff);
+    FLOATS(att, m->n_threads, s->att_stride);
+    FLOATS(rope_cache, B, h->n_rot);
+    FLOATS(logits, B, h->n_vocab);
+    ITEM(mm.buf, mm_scratch_bytes(widest_in, s->n_batch));
     if (h->n_expert > 0) {
-        const int64_t nk = (int64_t)s->n_batch * h->n_expert_used;
-        s->router = falloc(s->n_batch, h->n_expert);
-        s->sel = falloc(s->n_batch, h->n_expert);
-        s->topk_id = df_malloc((size_t)nk, sizeof(int32_t));
-        s->topk_w = falloc(nk, 1);
-        s->tok_of = df_malloc((size_t)nk, sizeof(int32_t));
-        s->slot_of = df_malloc((size_t)nk, sizeof(int32_t));
-        s->ex_x = falloc(s->n_batch, h->n_embd);
-        s->ex_y = falloc(s->n_batch, h->n_embd);
-        s->ex_h = falloc(s->n_batch, ff);
-        s->ex_h2 = falloc(s->n_batch, ff);
-        moe_ok = s->router && s->sel && s->topk_id && s->topk_w && s->tok_of && s->slot_of && s->ex_x && s->ex_y &&
-                 s->ex_h && s->ex_h2;
+        const int64_t nk = B * h->n_expert_used;
+        FLOATS(router, B, h->n_expert);
+        FLOATS(sel, B, h->n_expert);
+        ITEM(topk_id, (uint64_t)nk * sizeof(int32_t));
+        FLOATS(topk_w, nk, 1);
+        ITEM(tok_of, (uint64_t)nk * sizeof(int32_t));
+        ITEM(slot_of, (uint64_t)nk * sizeof(int32_t));
+        FLOATS(ex_x, B, h->n_embd);
+        FLOATS(ex_y, B, h->n_embd);
+        FLOATS(ex_h, B, ff);
+        FLOATS(ex_h2, B, ff);
+        FLOATS(ex_out, nk, h->n_embd);
     }
     if (h->kv_lora_rank > 0) {
-        s->q_abs = falloc((int64_t)s->n_batch * h->n_head, s->kv_dim_k);
-        s->lat = falloc(s->n_batch, s->kv_dim_k);
-        s->o_lat = falloc((int64_t)s->n_batch * h->n_head, h->kv_lora_rank);
         int64_t tw = h->kv_lora_rank;
         if (h->qk_nope > tw) tw = h->qk_nope;
         if (h->q_lora_rank > tw) tw = h->q_lora_rank;
-        s->mla_tmp = falloc(s->n_batch, tw);
-        mla_ok = s->q_abs && s->lat && s->o_lat && s->mla_tmp;
+        FLOATS(q_abs, B * h->n_head, s->kv_dim_k);
+        FLOATS(lat, B, s->kv_dim_k);
+        FLOATS(o_lat, B * h->n_head, h->kv_lora_rank);
+        FLOATS(mla_tmp, B, tw);
     }
-    if (!s->k_cache || !s->v_cache || !s->x || !s->xb || !s->xb2 || !s->q || !s->k || !s->v || !s->hb || !s->hb2 ||
-        !s->att || !s->rope_cache || !s->logits || !s->mm.buf || !moe_ok || !mla_ok) {
-        df_session_free(s);
-        return df_seterr(err, errlen, "out of memory for a session of %d tokens (KV cache %.1f MiB)", s->n_ctx,
-                         (double)(kbytes + vbytes) / (1 << 20));
+#undef FLOATS
+#undef ITEM
+    *n_items = ni;
+    for (int i = 0; i < ni; i++)
+        if (it[i].bytes > ((uint64_t)1 << 46)) return df_seterr(err, errlen, "session buffers too large");
+    return 0;
+}
+
+uint64_t df_session_bytes(const df_model *m, const df_session_params *p) {
+    df_session tmp;
+    alloc_item it[MAX_ITEMS];
+    int n;
+    memset(&tmp, 0, sizeof tmp);
+    if (session_layout(m, p, &tmp, it, &n, NULL, 0) != 0) return UINT64_MAX;
+    uint64_t total = sizeof(df_session);
+    for (int i = 0; i < n; i++) total += it[i].bytes + 64;
+    return total;
+}
+
+int df_session_new(df_model *m, const df_session_params *p, df_session **out, char *err, size_t errlen) {
+    df_session_params defp = df_session_default_params();
+    if (!p) p = &defp;
+    *out = NULL;
+    const df_hparams *h = &m->hp;
+    df_session *s = calloc(1, sizeof *s);
+    if (!s) return df_seterr(err, errlen, "out of memory");
+    s->m = m;
+    alloc_item it[MAX_ITEMS];
+    int n;
+    if (session_layout(m, p, s, it, &n, err, errlen) != 0) {
+        free(s);
+        return -1;
     }
+    uint64_t total = df_session_bytes(m, p);
+    if (m->session_reserve && total > m->session_reserve) {
+        const int n_ctx = s->n_ctx;
+        free(s);
+        return df_seterr(err, errlen,
+                         "a session of %d tokens needs %.1f MiB but the memory plan reserved %.1f MiB (load the model "
+                         "with this context length)", n_ctx, (double)total / (1 << 20),
+                         (double)m->session_reserve / (1 << 20));
+    }
+    for (int i = 0; i < n; i++) {
+        void *buf = df_aligned_alloc(64, (size_t)it[i].bytes);
+        memcpy(it[i].dst, &buf, sizeof buf); /* the field is a float* or void*: same representation */
+        if (!buf) {
+            df_session_free(s);
+            return df_seterr(err, errlen, "out of memory for a session of %d tokens (%.1f MiB)", s->n_ctx,
+                             (double)total / (1 << 20));
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (it[i].dst == (void **)&s->mm.buf) s->mm.size = (size_t)it[i].bytes;
     s->rope.n_dims = h->n_rot;
     s->rope.neox = h->rope_neox;
     s->rope.freq_base = h->rope_base;
@@ -487,6 +571,7 @@ int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int al
         if (logits && all_logits) dst = logits + (int64_t)done * nv;
         else if (logits && last) dst = logits;
         if (s->m->arch->forward(s, tokens + done, chunk, dst, all_logits, err, errlen) != 0) return -1;
+        ws_tick(s->m->ws);
         done += chunk;
     }
     return 0;

@@ -92,7 +92,8 @@ struct df_session;
 typedef struct df_arch {
     const char *name;
     int rope_neox;                                      /* default RoPE layout */
-    int (*bind)(df_model *m, char *err, size_t errlen); /* extra hparams + tensors */
+    int (*hparams)(df_model *m, char *err, size_t errlen); /* arch-specific hyperparameters, or NULL */
+    int (*bind)(df_model *m, char *err, size_t errlen);    /* tensors */
     int (*forward)(struct df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
                    size_t errlen);
 } df_arch;
@@ -109,7 +110,12 @@ struct df_model {
     df_layer *layers;
     tp_pool *pool;
     int n_threads;
+    uint64_t session_reserve; /* memory budget: bytes reserved for one session (0: no budget) */
+    char hot_path[4096];      /* learned hot-expert file beside the model */
 };
+
+/* Bytes a session with these parameters allocates (for the memory planner). */
+uint64_t df_session_bytes(const df_model *m, const df_session_params *p);
 
 struct df_session {
     df_model *m;
@@ -137,6 +143,7 @@ struct df_session {
     int32_t *tok_of;        /* (n_batch * n_expert_used) tokens grouped by expert */
     int32_t *slot_of;       /* same, the slot within the token's top-k */
     float *ex_x, *ex_h, *ex_h2, *ex_y; /* gathered rows for one expert */
+    float *ex_out;          /* (n_batch * n_expert_used, n_embd) each (token, slot)'s expert output */
     FILE *trace;            /* --trace-experts: routing records, or NULL */
     /* MLA scratch */
     float *q_abs;           /* (n_batch, n_head, kv_lora_rank + n_rot) absorbed queries */
@@ -166,6 +173,9 @@ int df_ffn_dense(df_session *s, ws_tensor *gate, ws_tensor *up, ws_tensor *down,
 /* Mixture-of-experts FFN of layer l (router, top-k, experts grouped by expert,
  * shared experts); out (n, n_embd) is overwritten. moe.c */
 int df_ffn_moe(df_session *s, int l, const float *x, int n, float *out, char *err, size_t errlen);
+/* Streaming only: guess layer l's experts from the hidden state x (one token,
+ * before layer l's attention) and ask the store to read them ahead. moe.c */
+void df_moe_lookahead(df_session *s, int l, const float *x);
 /* Read and check the MoE hyperparameters and tensors of layer l (bind time). moe.c */
 int df_moe_read_hparams(df_model *m, char *err, size_t errlen);
 int df_moe_bind_layer(df_model *m, int l, int n_ff_exp, char *err, size_t errlen);

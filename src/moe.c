@@ -247,6 +247,26 @@ static int run_expert(df_session *s, df_layer *L, int e, int cnt, char *err, siz
     return rc;
 }
 
+void df_moe_lookahead(df_session *s, int l, const float *x) {
+    df_model *m = s->m;
+    df_layer *L = &m->layers[l];
+    const df_hparams *h = &m->hp;
+    if (!ws_streaming(m->ws) || !L->ffn_gate_inp || !L->ffn_norm) return;
+    const float *fn = ws_fetch(m->ws, L->ffn_norm, NULL, 0);
+    if (!fn) return;
+    op_rmsnorm(s->ex_x, x, fn, h->n_embd, h->norm_eps);
+    ws_release(m->ws, L->ffn_norm);
+    float *p = s->router + (int64_t)(s->n_batch - 1) * h->n_expert; /* a spare row during decoding */
+    if (df_matmul(s, L->ffn_gate_inp, s->ex_x, 1, p, h->n_expert, NULL, 0) != 0) return;
+    df_moe_probs(h, p);
+    const float *bias = L->exp_probs_b ? ws_fetch(m->ws, L->exp_probs_b, NULL, 0) : NULL;
+    int32_t ids[MAX_EXPERTS];
+    float w[MAX_EXPERTS];
+    df_moe_select(h, p, bias, ids, w);
+    if (bias) ws_release(m->ws, L->exp_probs_b);
+    ws_request_experts(m->ws, l, ids, h->n_expert_used, 0);
+}
+
 int df_ffn_moe(df_session *s, int l, const float *x, int n, float *out, char *err, size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
@@ -270,17 +290,35 @@ int df_ffn_moe(df_session *s, int l, const float *x, int n, float *out, char *er
             s->slot_of[at] = j;
         }
 
-    memset(out, 0, sizeof(float) * (size_t)(n * E));
-    for (int e = 0; e < X; e++) {
-        const int lo = count[e], cnt = count[e + 1] - lo;
-        if (cnt == 0) continue; /* never selected: never fetched */
-        for (int i = 0; i < cnt; i++) memcpy(s->ex_x + i * E, x + s->tok_of[lo + i] * E, sizeof(float) * (size_t)E);
-        if (run_expert(s, L, e, cnt, err, errlen) != 0) return -1;
-        for (int i = 0; i < cnt; i++) {
-            const int t = s->tok_of[lo + i];
-            const float w = s->topk_w[t * K + s->slot_of[lo + i]];
-            float *o = out + t * E;
-            const float *y = s->ex_y + i * E;
+    /* ask the store for every selected expert at once (misses load in
+     * parallel), then run those already in memory while the rest arrive */
+    int32_t uniq[MAX_EXPERTS];
+    int nu = 0;
+    for (int e = 0; e < X; e++)
+        if (count[e + 1] > count[e]) uniq[nu++] = e;
+    ws_request_experts(m->ws, l, uniq, nu, 1);
+    for (int pass = 0; pass < 2; pass++) {
+        for (int u = 0; u < nu; u++) {
+            const int e = uniq[u];
+            if (e < 0) continue;
+            if (pass == 0 && !ws_expert_ready(m->ws, l, e)) continue;
+            uniq[u] = -1;
+            const int lo = count[e], cnt = count[e + 1] - lo;
+            for (int i = 0; i < cnt; i++) memcpy(s->ex_x + i * E, x + s->tok_of[lo + i] * E, sizeof(float) * (size_t)E);
+            if (run_expert(s, L, e, cnt, err, errlen) != 0) return -1;
+            for (int i = 0; i < cnt; i++)
+                memcpy(s->ex_out + ((int64_t)s->tok_of[lo + i] * K + s->slot_of[lo + i]) * E, s->ex_y + i * E,
+                       sizeof(float) * (size_t)E);
+        }
+    }
+    /* weighted sum in slot order, so the result does not depend on which
+     * expert happened to be in memory first */
+    for (int t = 0; t < n; t++) {
+        float *o = out + t * E;
+        memset(o, 0, sizeof(float) * (size_t)E);
+        for (int j = 0; j < K; j++) {
+            const float w = s->topk_w[t * K + j];
+            const float *y = s->ex_out + ((int64_t)t * K + j) * E;
             for (int64_t k = 0; k < E; k++) o[k] += w * y[k];
         }
     }

@@ -1,36 +1,713 @@
 /*
- * wstore.c - weight store backends: mapped files and resident copies.
- * See wstore.h for the contract.
+ * wstore.c - weight store backends: mapped files, resident copies, and
+ * streaming under a hard memory budget. See wstore.h for the contract.
+ *
+ * DESIGN (WS_STREAM)
+ * Planning. Tensors are classified by name: routed-expert tensors
+ * (blk.N.ffn_{gate,up,down}_exps), the dense tensors of layer N (everything
+ * else under blk.N.), and globals (embeddings, output, norms). Globals and as
+ * many layers' dense tensors as fit stay resident; if not all fit, the rest
+ * stream through two layer buffers (double buffering: layer L+1 loads while
+ * L computes). What remains of the budget becomes the expert cache: a fixed
+ * pool of slots, each holding one (layer, expert): its gate, up and down
+ * slices, which are contiguous in the GGUF file, so one expert is three reads.
+ * The plan never allocates more than the budget minus the caller's reserve
+ * (sessions and bookkeeping); everything is allocated at open.
+ *
+ * Reading. Reader threads take slot loads from two queues, demand first, and
+ * pread with O_DIRECT into 4 KiB-aligned buffers (the span read is the
+ * aligned superset of the wanted bytes), so nothing piles up in the page
+ * cache. Where O_DIRECT is refused (tmpfs), plain reads are followed by
+ * POSIX_FADV_DONTNEED.
+ *
+ * Caching. A slot's score is a use count with exponential decay per step
+ * (ws_tick); the victim is the unpinned, not-loading slot with the lowest
+ * decayed score, never one touched for the current layer in this step, and a
+ * guess (prefetch) may only evict slots not touched in this step. Counts are
+ * kept in a small "hot" file beside the model: loaded at open (initial
+ * scores, and the hottest experts are read ahead), saved at close.
+ *
+ * Invariants
+ *  1. A slot with pins > 0 or state LOADING is never chosen as a victim.
+ *  2. where[key] == i  <=>  slots[i].key == key (both under the lock).
+ *  3. Only reader threads write a slot's buffer, and only while LOADING.
  */
 #include "wstore.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "quant.h"
 #include "util.h"
 
+#define ALIGN 4096u
+#define DECAY 0.97 /* per step */
+
+enum { SLOT_EMPTY = 0, SLOT_LOADING, SLOT_READY, SLOT_ERROR };
+
+typedef struct slot {
+    int layer, expert;   /* key; expert = -1 for a dense layer slot; layer = -1 when empty */
+    int state;
+    int pins;
+    int demand;          /* queued as demand */
+    double score;
+    uint64_t last;       /* tick of the last score update */
+    uint64_t touched;    /* tick of the last use */
+    uint8_t *buf;
+} slot;
+
+typedef struct {
+    int *q;
+    int head, n, cap;
+} ring;
+
 struct wstore {
     gguf_ctx *g;
-    int mode;
-    void **maps;          /* per file (WS_MMAP) */
+    ws_config cfg;
+    ws_plan plan;
+    void **maps;              /* per file (WS_MMAP) */
     uint64_t *map_size;
-    ws_tensor *handles;   /* one per gguf tensor, same index */
+    int *dfd;                 /* per file: O_DIRECT descriptor (WS_STREAM) */
+    int *direct;              /* 1 if dfd really is O_DIRECT */
+    ws_tensor *handles;       /* one per gguf tensor, same index */
     uint64_t resident;
+    /* layer layout */
+    int n_layer, n_expert;
+    const gguf_tensor *(*exps)[3]; /* (n_layer) expert tensors, NULL if the layer has none */
+    uint64_t (*part_off)[3];       /* slot offset of each part, per layer */
+    int *dense_streamed;           /* (n_layer) */
+    uint64_t *slot_off_of;         /* per gguf tensor: offset in its dense slot */
+    /* caches */
+    slot *es;                 /* expert slots */
+    int n_es;
+    int32_t *where;           /* (n_layer * n_expert) -> expert slot or -1 */
+    slot ds[2];               /* dense layer slots */
+    int where_dense_init;
+    int *where_dense;         /* (n_layer) -> 0/1 or -1 */
+    double *hot;              /* (n_layer * n_expert) use counts: learned + this run */
+    uint64_t tick;
+    uint64_t dclock;          /* orders the two dense slots by last use */
+    /* readers */
+    pthread_mutex_t mu;
+    pthread_cond_t job_cv, done_cv;
+    ring dq, pq;              /* demand and prefetch queues (slot ids; dense slots as -1, -2) */
+    pthread_t *readers;
+    int n_readers, stop;
     ws_stats stats;
 };
 
-void ws_get_stats(const wstore *ws, ws_stats *out) { *out = ws->stats; }
+static uint64_t align_up(uint64_t x) { return (x + ALIGN - 1) & ~(uint64_t)(ALIGN - 1); }
+static uint64_t span_bytes(uint64_t len) { return align_up(len) + ALIGN; }
 
-int ws_open(gguf_ctx *g, int mode, wstore **out, char *err, size_t errlen) {
+uint64_t ws_parse_size(const char *s) {
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || !(v > 0)) return 0;
+    while (*end == ' ') end++;
+    double mul = 1;
+    switch (*end) {
+    case 'k': case 'K': mul = 1024.0; end++; break;
+    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
+    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: break;
+    }
+    if (*end == 'i') end++;
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end) return 0;
+    v *= mul;
+    return v >= 1.8e19 ? 0 : (uint64_t)v;
+}
+
+/* ---- tensor classification ---- */
+
+/* Layer index of "blk.N.*", else -1. */
+static int layer_of(const char *name) {
+    if (strncmp(name, "blk.", 4) != 0) return -1;
+    char *end;
+    long l = strtol(name + 4, &end, 10);
+    return (end != name + 4 && *end == '.' && l >= 0 && l < 100000) ? (int)l : -1;
+}
+
+/* 0/1/2 for gate/up/down expert tensors, else -1. */
+static int expert_part(const gguf_tensor *t) {
+    if (t->n_dims != 3 || layer_of(t->name) < 0) return -1;
+    if (strstr(t->name, ".ffn_gate_exps.")) return 0;
+    if (strstr(t->name, ".ffn_up_exps.")) return 1;
+    if (strstr(t->name, ".ffn_down_exps.")) return 2;
+    return -1;
+}
+
+/* ---- planning ---- */
+
+int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err, size_t errlen) {
+    memset(p, 0, sizeof *p);
+    p->budget = cfg->budget;
+    p->reserve = cfg->reserve;
+    const int L = cfg->n_layer;
+    uint64_t *dense = calloc((size_t)L + 1, sizeof(uint64_t)), *dspan = calloc((size_t)L + 1, sizeof(uint64_t));
+    uint64_t (*eslot)[3] = calloc((size_t)L + 1, sizeof *eslot);
+    if (!dense || !dspan || !eslot) {
+        free(dense); free(dspan); free(eslot);
+        return df_seterr(err, errlen, "out of memory");
+    }
+    uint64_t globals = 0;
+    int moe_layers = 0;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const gguf_tensor *t = &g->tensors[i];
+        const int l = layer_of(t->name), part = expert_part(t);
+        if (part >= 0 && l < L && t->ne[2] > 0) {
+            eslot[l][part] = span_bytes(t->nbytes / (uint64_t)t->ne[2]);
+            p->expert_total += t->nbytes;
+        } else if (l >= 0 && l < L) {
+            dense[l] += span_bytes(t->nbytes);
+            dspan[l] += span_bytes(t->nbytes);
+            p->dense_total += t->nbytes;
+        } else {
+            globals += span_bytes(t->nbytes);
+            p->dense_total += t->nbytes;
+        }
+    }
+    uint64_t es = 0, dmax = 0, dall = 0;
+    for (int l = 0; l < L; l++) {
+        uint64_t s = eslot[l][0] + eslot[l][1] + eslot[l][2];
+        if (s) moe_layers++;
+        if (s > es) es = s;
+        if (dspan[l] > dmax) dmax = dspan[l];
+        dall += dense[l];
+    }
+    p->expert_slot = es;
+    p->n_experts_total = moe_layers * cfg->n_expert;
+    const uint64_t min_slots = moe_layers ? (uint64_t)(2 * cfg->n_expert_used) : 0;
+    const uint64_t minimum = cfg->reserve + globals + (L > 0 ? 2 * dmax : 0) + min_slots * es;
+    p->minimum = minimum < globals + dall + min_slots * es + cfg->reserve ? minimum
+                                                                         : globals + dall + min_slots * es + cfg->reserve;
+    int rc = 0;
+    if (cfg->budget < p->minimum) {
+        rc = df_seterr(err, errlen, "a budget of %.2f GiB cannot run this model: the minimum is %.2f GiB (%.0f MiB)",
+                       (double)cfg->budget / (1 << 30), (double)p->minimum / (1 << 30), (double)p->minimum / (1 << 20));
+        goto done;
+    }
+    const uint64_t avail = cfg->budget - cfg->reserve;
+    uint64_t used;
+    if (globals + dall + min_slots * es <= avail) {
+        used = globals + dall;
+        p->n_dense_streamed = 0;
+    } else {
+        used = globals + 2 * dmax;
+        p->dense_slot = dmax;
+        int keep = 0;
+        while (keep < L && used + dense[keep] + min_slots * es <= avail) used += dense[keep++];
+        p->n_dense_streamed = L - keep;
+    }
+    p->resident = used - (p->n_dense_streamed ? 2 * dmax : 0);
+    uint64_t left = avail - used;
+    uint64_t slots = es ? left / es : 0;
+    if (slots > (uint64_t)p->n_experts_total) slots = (uint64_t)p->n_experts_total;
+    p->n_expert_slots = (int)slots;
+done:
+    free(dense);
+    free(dspan);
+    free(eslot);
+    return rc;
+}
+
+const ws_plan *ws_get_plan(const wstore *ws) { return &ws->plan; }
+int ws_streaming(const wstore *ws) { return ws->cfg.mode == WS_STREAM; }
+
+/* ---- I/O ---- */
+
+static double now(void) { return df_time(); }
+
+/* Read len bytes at off of file f into an aligned buffer dst (span_bytes(len)
+ * long); returns a pointer to the wanted bytes or NULL with err. */
+static const uint8_t *read_span(wstore *ws, int f, uint64_t off, uint64_t len, uint8_t *dst, char *err, size_t errlen) {
+    const uint64_t a_off = off & ~(uint64_t)(ALIGN - 1), want = off - a_off + len;
+    const uint64_t a_len = align_up(want);
+    uint64_t done = 0;
+    while (done < want) {
+        ssize_t r = pread(ws->dfd[f], dst + done, (size_t)(a_len - done), (off_t)(a_off + done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            df_seterr(err, errlen, "%s: read at %llu: %s", ws->g->files[f].path, (unsigned long long)(a_off + done),
+                      r < 0 ? strerror(errno) : "unexpected end of file");
+            return NULL;
+        }
+        done += (uint64_t)r;
+        if (done < want && (done & (ALIGN - 1))) {
+            /* a short read that ends mid-block can only be the end of the file */
+            df_seterr(err, errlen, "%s: short read", ws->g->files[f].path);
+            return NULL;
+        }
+    }
+    if (!ws->direct[f]) posix_fadvise(ws->dfd[f], (off_t)a_off, (off_t)a_len, POSIX_FADV_DONTNEED);
+    return dst + (off - a_off);
+}
+
+/* Fill slot s with its key's bytes (reader thread, without the lock). */
+static int load_slot(wstore *ws, slot *s, char *err, size_t errlen) {
+    uint64_t bytes = 0;
+    if (s->expert >= 0) {
+        for (int p = 0; p < 3; p++) {
+            const gguf_tensor *t = ws->exps[s->layer][p];
+            const uint64_t slice = t->nbytes / (uint64_t)t->ne[2];
+            if (!read_span(ws, t->file, t->offset + slice * (uint64_t)s->expert, slice, s->buf + ws->part_off[s->layer][p],
+                           err, errlen))
+                return -1;
+            bytes += slice;
+        }
+    } else {
+        for (uint64_t i = 0; i < ws->g->n_tensors; i++) {
+            const gguf_tensor *t = &ws->g->tensors[i];
+            if (layer_of(t->name) != s->layer || expert_part(t) >= 0) continue;
+            if (!read_span(ws, t->file, t->offset, t->nbytes, s->buf + ws->slot_off_of[i], err, errlen)) return -1;
+            bytes += t->nbytes;
+        }
+    }
+    pthread_mutex_lock(&ws->mu);
+    ws->stats.bytes_read += bytes;
+    pthread_mutex_unlock(&ws->mu);
+    return 0;
+}
+
+static slot *slot_by_id(wstore *ws, int id) { return id >= 0 ? &ws->es[id] : &ws->ds[-id - 1]; }
+
+static void ring_push(ring *r, int v) {
+    if (r->n == r->cap) return; /* cannot happen: capacity = number of slots */
+    r->q[(r->head + r->n++) % r->cap] = v;
+}
+static int ring_pop(ring *r) {
+    int v = r->q[r->head];
+    r->head = (r->head + 1) % r->cap;
+    r->n--;
+    return v;
+}
+
+static void *reader_main(void *arg) {
+    wstore *ws = arg;
+    char err[256];
+    pthread_mutex_lock(&ws->mu);
+    for (;;) {
+        while (!ws->stop && ws->dq.n == 0 && ws->pq.n == 0) pthread_cond_wait(&ws->job_cv, &ws->mu);
+        if (ws->stop) break;
+        int id = ws->dq.n ? ring_pop(&ws->dq) : ring_pop(&ws->pq);
+        slot *s = slot_by_id(ws, id);
+        if (s->state != SLOT_LOADING) continue; /* already served */
+        pthread_mutex_unlock(&ws->mu);
+        double t0 = now();
+        int rc = load_slot(ws, s, err, sizeof err);
+        double dt = now() - t0;
+        pthread_mutex_lock(&ws->mu);
+        ws->stats.read_seconds += dt;
+        s->state = rc == 0 ? SLOT_READY : SLOT_ERROR;
+        pthread_cond_broadcast(&ws->done_cv);
+    }
+    pthread_mutex_unlock(&ws->mu);
+    return NULL;
+}
+
+/* ---- cache policy (under the lock) ---- */
+
+static double decayed(const wstore *ws, const slot *s) { return s->score * pow(DECAY, (double)(ws->tick - s->last)); }
+
+static void touch(wstore *ws, slot *s) {
+    s->score = decayed(ws, s) + 1.0;
+    s->last = ws->tick;
+    s->touched = ws->tick;
+}
+
+/* Pick a victim expert slot for layer `layer`; guess = only slots untouched this step. */
+static int pick_victim(wstore *ws, int layer, int guess) {
+    int best = -1;
+    double bs = 0;
+    for (int i = 0; i < ws->n_es; i++) {
+        slot *s = &ws->es[i];
+        if (s->state == SLOT_EMPTY) return i;
+        if (s->pins > 0 || s->state == SLOT_LOADING) continue;
+        if (s->touched == ws->tick && (guess || s->layer == layer)) continue;
+        double sc = decayed(ws, s) + (s->touched == ws->tick ? 1e9 : 0);
+        if (best < 0 || sc < bs) {
+            best = i;
+            bs = sc;
+        }
+    }
+    return best;
+}
+
+/* Start loading (layer, e) into a victim slot; returns the slot or -1. */
+static int start_load(wstore *ws, int layer, int e, int demand) {
+    int v = pick_victim(ws, layer, !demand);
+    if (v < 0) return -1;
+    slot *s = &ws->es[v];
+    if (s->layer >= 0 && s->expert >= 0) ws->where[s->layer * ws->n_expert + s->expert] = -1;
+    s->layer = layer;
+    s->expert = e;
+    s->state = SLOT_LOADING;
+    s->demand = demand;
+    s->score = ws->hot ? ws->hot[layer * ws->n_expert + e] * 0.01 : 0;
+    s->last = ws->tick;
+    s->touched = demand ? ws->tick : 0;
+    ws->where[layer * ws->n_expert + e] = v;
+    ring_push(demand ? &ws->dq : &ws->pq, v);
+    pthread_cond_signal(&ws->job_cv);
+    return v;
+}
+
+void ws_request_experts(wstore *ws, int layer, const int32_t *ids, int n, int demand) {
+    if (ws->cfg.mode != WS_STREAM || !ws->es || layer < 0 || layer >= ws->n_layer || !ws->exps[layer][0]) return;
+    pthread_mutex_lock(&ws->mu);
+    if (demand) {
+        /* account hits and misses, then protect everything named before choosing victims */
+        for (int i = 0; i < n; i++) {
+            if (ids[i] < 0 || ids[i] >= ws->n_expert) continue;
+            const int w = ws->where[layer * ws->n_expert + ids[i]];
+            if (ws->hot) ws->hot[layer * ws->n_expert + ids[i]] += 1.0;
+            if (w >= 0 && ws->es[w].state == SLOT_READY) {
+                ws->stats.hits++;
+                ws->stats.layer_hits[layer]++;
+                if (!ws->es[w].demand) { /* a guess that paid off (counted once) */
+                    ws->stats.prefetch_used++;
+                    ws->es[w].demand = 1;
+                }
+            } else {
+                ws->stats.misses++;
+                ws->stats.layer_misses[layer]++;
+            }
+            if (w >= 0) ws->es[w].touched = ws->tick;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        const int e = ids[i];
+        if (e < 0 || e >= ws->n_expert) continue;
+        const int w = ws->where[layer * ws->n_expert + e];
+        if (demand) {
+            if (w < 0) {
+                start_load(ws, layer, e, 1);
+            } else if (ws->es[w].state == SLOT_LOADING && !ws->es[w].demand) {
+                ws->es[w].demand = 1; /* a guess still queued: move it up */
+                ring_push(&ws->dq, w);
+                pthread_cond_signal(&ws->job_cv);
+            }
+        } else if (w < 0 && ws->pq.n < ws->n_es / 4 + 1) {
+            if (start_load(ws, layer, e, 0) >= 0) ws->stats.prefetch_issued++;
+        }
+    }
+    pthread_mutex_unlock(&ws->mu);
+}
+
+int ws_expert_ready(wstore *ws, int layer, int e) {
+    if (ws->cfg.mode != WS_STREAM || !ws->es) return 1;
+    pthread_mutex_lock(&ws->mu);
+    int w = ws->where[layer * ws->n_expert + e];
+    int r = w >= 0 && ws->es[w].state == SLOT_READY;
+    pthread_mutex_unlock(&ws->mu);
+    return r;
+}
+
+void ws_tick(wstore *ws) {
+    pthread_mutex_lock(&ws->mu);
+    ws->tick++;
+    pthread_mutex_unlock(&ws->mu);
+}
+
+/* Wait (lock held) until slot s is no longer loading; accounts the wait. */
+static int wait_ready(wstore *ws, slot *s, char *err, size_t errlen) {
+    if (s->state == SLOT_LOADING) {
+        double t0 = now();
+        while (s->state == SLOT_LOADING) pthread_cond_wait(&ws->done_cv, &ws->mu);
+        ws->stats.wait_seconds += now() - t0;
+    }
+    if (s->state != SLOT_READY) return df_seterr(err, errlen, "reading weights from disk failed");
+    return 0;
+}
+
+/* Pin the expert slot of (layer, e), loading it on demand. */
+static slot *acquire_expert(wstore *ws, int layer, int e, char *err, size_t errlen) {
+    pthread_mutex_lock(&ws->mu);
+    for (;;) {
+        int w = ws->where[layer * ws->n_expert + e];
+        if (w < 0) {
+            w = start_load(ws, layer, e, 1);
+            if (w < 0) { /* everything pinned or loading: wait for a load to finish */
+                pthread_cond_wait(&ws->done_cv, &ws->mu);
+                continue;
+            }
+        }
+        slot *s = &ws->es[w];
+        if (wait_ready(ws, s, err, errlen) != 0) {
+            pthread_mutex_unlock(&ws->mu);
+            return NULL;
+        }
+        if (s->layer != layer || s->expert != e) continue; /* evicted meanwhile: retry */
+        s->pins++;
+        touch(ws, s);
+        pthread_mutex_unlock(&ws->mu);
+        return s;
+    }
+}
+
+/* Next streamed dense layer after l (wrapping to the first), or -1. */
+static int next_streamed(const wstore *ws, int l) {
+    for (int k = 1; k <= ws->n_layer; k++) {
+        int c = (l + k) % ws->n_layer;
+        if (ws->dense_streamed[c]) return c;
+    }
+    return -1;
+}
+
+/* Put layer l into dense slot i (lock held) and queue it. */
+static void start_dense(wstore *ws, int i, int l, int demand) {
+    slot *s = &ws->ds[i];
+    if (s->layer >= 0) ws->where_dense[s->layer] = -1;
+    s->layer = l;
+    s->expert = -1;
+    s->state = SLOT_LOADING;
+    s->demand = demand;
+    ws->where_dense[l] = i;
+    ring_push(demand ? &ws->dq : &ws->pq, -i - 1);
+    pthread_cond_signal(&ws->job_cv);
+}
+
+/* Pin the dense slot holding layer l, and read the next streamed layer ahead. */
+static slot *acquire_dense(wstore *ws, int l, char *err, size_t errlen) {
+    pthread_mutex_lock(&ws->mu);
+    for (;;) {
+        int w = ws->where_dense[l];
+        if (w < 0) {
+            int v = -1;
+            for (int i = 0; i < 2; i++)
+                if (ws->ds[i].pins == 0 && ws->ds[i].state != SLOT_LOADING && (v < 0 || ws->ds[i].touched < ws->ds[v].touched))
+                    v = i;
+            if (v < 0) {
+                pthread_cond_wait(&ws->done_cv, &ws->mu);
+                continue;
+            }
+            start_dense(ws, v, l, 1);
+            w = v;
+        }
+        slot *s = &ws->ds[w];
+        if (s->state == SLOT_LOADING && !s->demand) { /* read ahead but not started: needed now */
+            s->demand = 1;
+            ring_push(&ws->dq, -w - 1);
+            pthread_cond_signal(&ws->job_cv);
+        }
+        if (wait_ready(ws, s, err, errlen) != 0) {
+            pthread_mutex_unlock(&ws->mu);
+            return NULL;
+        }
+        if (s->layer != l) continue;
+        s->pins++;
+        s->touched = ++ws->dclock;
+        /* double buffering: the other slot starts on the next streamed layer */
+        const int nx = next_streamed(ws, l);
+        slot *o = &ws->ds[1 - w];
+        if (nx >= 0 && nx != l && ws->where_dense[nx] < 0 && o->pins == 0 && o->state != SLOT_LOADING)
+            start_dense(ws, 1 - w, nx, 0);
+        pthread_mutex_unlock(&ws->mu);
+        return s;
+    }
+}
+
+static void unpin(wstore *ws, slot *s) {
+    pthread_mutex_lock(&ws->mu);
+    if (s->pins > 0) s->pins--;
+    pthread_cond_broadcast(&ws->done_cv);
+    pthread_mutex_unlock(&ws->mu);
+}
+
+/* ---- hot-expert file ---- */
+
+static void load_hot(wstore *ws) {
+    FILE *f = ws->cfg.hot_path ? fopen(ws->cfg.hot_path, "r") : NULL;
+    if (!f) return;
+    char line[128];
+    int l, e;
+    double c;
+    if (fgets(line, sizeof line, f) && strncmp(line, "deltafin-hot 1", 14) == 0)
+        while (fscanf(f, "%d %d %lf", &l, &e, &c) == 3)
+            if (l >= 0 && l < ws->n_layer && e >= 0 && e < ws->n_expert && c >= 0 && c < 1e12)
+                ws->hot[l * ws->n_expert + e] = c;
+    fclose(f);
+}
+
+int ws_save_hot(wstore *ws, char *err, size_t errlen) {
+    if (!ws->hot || !ws->cfg.hot_path) return 0;
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", ws->cfg.hot_path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return df_seterr(err, errlen, "%s: %s", tmp, strerror(errno));
+    fprintf(f, "deltafin-hot 1\n");
+    for (int l = 0; l < ws->n_layer; l++)
+        for (int e = 0; e < ws->n_expert; e++)
+            if (ws->hot[l * ws->n_expert + e] > 0.01)
+                fprintf(f, "%d %d %.2f\n", l, e, ws->hot[l * ws->n_expert + e] * 0.5); /* halve: older runs fade */
+    int rc = fflush(f) == 0 && fsync(fileno(f)) == 0 ? 0 : -1;
+    if (fclose(f) != 0) rc = -1;
+    if (rc == 0 && rename(tmp, ws->cfg.hot_path) != 0) rc = -1;
+    if (rc != 0) {
+        unlink(tmp);
+        return df_seterr(err, errlen, "%s: cannot save: %s", ws->cfg.hot_path, strerror(errno));
+    }
+    return 0;
+}
+
+/* Read the hottest experts ahead, as guesses, into the empty slots. */
+static void preload_hot(wstore *ws) {
+    const int total = ws->n_layer * ws->n_expert;
+    int *order = malloc(sizeof(int) * (size_t)total);
+    if (!order) return;
+    int n = 0;
+    for (int i = 0; i < total; i++)
+        if (ws->hot[i] > 0 && ws->exps[i / ws->n_expert][0]) order[n++] = i;
+    /* selection of the top n_es by count (n is small: a simple partial sort) */
+    int take = n < ws->n_es ? n : ws->n_es;
+    for (int a = 0; a < take; a++) {
+        int b = a;
+        for (int j = a + 1; j < n; j++)
+            if (ws->hot[order[j]] > ws->hot[order[b]]) b = j;
+        int t = order[a];
+        order[a] = order[b];
+        order[b] = t;
+    }
+    pthread_mutex_lock(&ws->mu);
+    for (int a = 0; a < take; a++) {
+        const int l = order[a] / ws->n_expert, e = order[a] % ws->n_expert;
+        if (ws->where[order[a]] >= 0) continue;
+        int v = -1;
+        for (int i = 0; i < ws->n_es && v < 0; i++)
+            if (ws->es[i].state == SLOT_EMPTY) v = i;
+        if (v < 0) break;
+        slot *s = &ws->es[v];
+        s->layer = l;
+        s->expert = e;
+        s->state = SLOT_LOADING;
+        s->score = ws->hot[order[a]] * 0.01;
+        ws->where[order[a]] = v;
+        ring_push(&ws->pq, v);
+    }
+    pthread_cond_broadcast(&ws->job_cv);
+    pthread_mutex_unlock(&ws->mu);
+    free(order);
+}
+
+/* ---- open / close ---- */
+
+static int open_stream(wstore *ws, char *err, size_t errlen) {
+    gguf_ctx *g = ws->g;
+    if (ws_make_plan(g, &ws->cfg, &ws->plan, err, errlen) != 0) return -1;
+    const int L = ws->n_layer, X = ws->n_expert;
+    ws->dfd = malloc(sizeof(int) * (size_t)g->n_files);
+    ws->direct = calloc((size_t)g->n_files, sizeof(int));
+    ws->exps = calloc((size_t)(L > 0 ? L : 1), sizeof *ws->exps);
+    ws->part_off = calloc((size_t)(L > 0 ? L : 1), sizeof *ws->part_off);
+    ws->dense_streamed = calloc((size_t)(L > 0 ? L : 1), sizeof(int));
+    ws->where_dense = malloc(sizeof(int) * (size_t)(L > 0 ? L : 1));
+    ws->slot_off_of = calloc(g->n_tensors ? g->n_tensors : 1, sizeof(uint64_t));
+    ws->stats.layer_hits = calloc((size_t)(L > 0 ? L : 1), sizeof(uint64_t));
+    ws->stats.layer_misses = calloc((size_t)(L > 0 ? L : 1), sizeof(uint64_t));
+    if (!ws->dfd || !ws->direct || !ws->exps || !ws->part_off || !ws->dense_streamed || !ws->where_dense ||
+        !ws->slot_off_of || !ws->stats.layer_hits || !ws->stats.layer_misses)
+        return df_seterr(err, errlen, "out of memory");
+    for (int f = 0; f < g->n_files; f++) ws->dfd[f] = -1;
+    for (int f = 0; f < g->n_files; f++) {
+        ws->dfd[f] = open(g->files[f].path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+        ws->direct[f] = ws->dfd[f] >= 0;
+        if (ws->dfd[f] < 0) ws->dfd[f] = open(g->files[f].path, O_RDONLY | O_CLOEXEC);
+        if (ws->dfd[f] < 0) return df_seterr(err, errlen, "%s: %s", g->files[f].path, strerror(errno));
+    }
+    for (int l = 0; l < L; l++) ws->where_dense[l] = -1;
+    /* layer layouts */
+    uint64_t *fill = calloc((size_t)(L > 0 ? L : 1), sizeof(uint64_t));
+    if (!fill) return df_seterr(err, errlen, "out of memory");
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const gguf_tensor *t = &g->tensors[i];
+        const int l = layer_of(t->name), p = expert_part(t);
+        if (l < 0 || l >= L) continue;
+        if (p >= 0) {
+            if (t->ne[2] != X) {
+                free(fill);
+                return df_seterr(err, errlen, "tensor '%s' has %lld experts, expected %d", t->name, (long long)t->ne[2], X);
+            }
+            ws->exps[l][p] = t;
+        } else {
+            ws->slot_off_of[i] = fill[l];
+            fill[l] += span_bytes(t->nbytes);
+        }
+    }
+    free(fill);
+    for (int l = 0; l < L; l++) {
+        uint64_t off = 0;
+        for (int p = 0; p < 3; p++) {
+            ws->part_off[l][p] = off;
+            if (ws->exps[l][p]) off += span_bytes(ws->exps[l][p]->nbytes / (uint64_t)X);
+        }
+        if ((!!ws->exps[l][0] + !!ws->exps[l][1] + !!ws->exps[l][2]) % 3 != 0)
+            return df_seterr(err, errlen, "layer %d lacks one of ffn_gate_exps/ffn_up_exps/ffn_down_exps", l);
+        ws->dense_streamed[l] = l >= L - ws->plan.n_dense_streamed;
+    }
+    /* slots, allocated once */
+    if (X > 0 && ws->plan.n_expert_slots > 0) {
+        ws->n_es = ws->plan.n_expert_slots;
+        ws->es = calloc((size_t)ws->n_es, sizeof(slot));
+        ws->where = malloc(sizeof(int32_t) * (size_t)L * (size_t)X);
+        ws->hot = calloc((size_t)L * (size_t)X, sizeof(double));
+        if (!ws->es || !ws->where || !ws->hot) return df_seterr(err, errlen, "out of memory");
+        for (int i = 0; i < L * X; i++) ws->where[i] = -1;
+        for (int i = 0; i < ws->n_es; i++) {
+            ws->es[i].layer = ws->es[i].expert = -1;
+            ws->es[i].buf = df_aligned_alloc(ALIGN, (size_t)ws->plan.expert_slot);
+            if (!ws->es[i].buf) return df_seterr(err, errlen, "out of memory for the expert cache");
+            ws->resident += ws->plan.expert_slot;
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        ws->ds[i].layer = ws->ds[i].expert = -1;
+        if (!ws->plan.n_dense_streamed) continue;
+        ws->ds[i].buf = df_aligned_alloc(ALIGN, (size_t)ws->plan.dense_slot);
+        if (!ws->ds[i].buf) return df_seterr(err, errlen, "out of memory for the layer buffers");
+        ws->resident += ws->plan.dense_slot;
+    }
+    /* each load is queued once, plus at most once more when a guess is promoted;
+     * stale entries are skipped when popped: 4x the slots is ample */
+    int cap = 4 * (ws->n_es + 2) + 16;
+    ws->dq.q = malloc(sizeof(int) * (size_t)cap);
+    ws->pq.q = malloc(sizeof(int) * (size_t)cap);
+    if (!ws->dq.q || !ws->pq.q) return df_seterr(err, errlen, "out of memory");
+    ws->dq.cap = ws->pq.cap = cap;
+    pthread_mutex_init(&ws->mu, NULL);
+    pthread_cond_init(&ws->job_cv, NULL);
+    pthread_cond_init(&ws->done_cv, NULL);
+    ws->n_readers = ws->cfg.io_threads > 0 ? ws->cfg.io_threads : 4;
+    ws->readers = calloc((size_t)ws->n_readers, sizeof(pthread_t));
+    if (!ws->readers) return df_seterr(err, errlen, "out of memory");
+    for (int i = 0; i < ws->n_readers; i++)
+        if (pthread_create(&ws->readers[i], NULL, reader_main, ws) != 0) {
+            ws->n_readers = i;
+            return df_seterr(err, errlen, "cannot start reader threads");
+        }
+    if (ws->hot) {
+        load_hot(ws);
+        preload_hot(ws);
+    }
+    return 0;
+}
+
+int ws_open(gguf_ctx *g, const ws_config *cfg, wstore **out, char *err, size_t errlen) {
     *out = NULL;
     wstore *ws = calloc(1, sizeof *ws);
     if (!ws) return df_seterr(err, errlen, "out of memory");
     ws->g = g;
-    ws->mode = mode;
+    ws->cfg = *cfg;
+    ws->n_layer = cfg->n_layer;
+    ws->n_expert = cfg->n_expert;
     ws->maps = calloc((size_t)g->n_files, sizeof(void *));
     ws->map_size = calloc((size_t)g->n_files, sizeof(uint64_t));
     ws->handles = calloc(g->n_tensors ? g->n_tensors : 1, sizeof(ws_tensor));
@@ -38,7 +715,7 @@ int ws_open(gguf_ctx *g, int mode, wstore **out, char *err, size_t errlen) {
         ws_close(ws);
         return df_seterr(err, errlen, "out of memory");
     }
-    if (mode == WS_MMAP) {
+    if (cfg->mode == WS_MMAP) {
         for (int i = 0; i < g->n_files; i++) {
             if (g->files[i].fd < 0) continue;
             void *m = mmap(NULL, (size_t)g->files[i].size, PROT_READ, MAP_SHARED, g->files[i].fd, 0);
@@ -50,6 +727,9 @@ int ws_open(gguf_ctx *g, int mode, wstore **out, char *err, size_t errlen) {
             ws->maps[i] = m;
             ws->map_size[i] = g->files[i].size;
         }
+    } else if (cfg->mode == WS_STREAM && open_stream(ws, err, errlen) != 0) {
+        ws_close(ws);
+        return -1;
     }
     *out = ws;
     return 0;
@@ -57,29 +737,77 @@ int ws_open(gguf_ctx *g, int mode, wstore **out, char *err, size_t errlen) {
 
 void ws_close(wstore *ws) {
     if (!ws) return;
+    if (ws->readers) {
+        pthread_mutex_lock(&ws->mu);
+        ws->stop = 1;
+        pthread_cond_broadcast(&ws->job_cv);
+        pthread_mutex_unlock(&ws->mu);
+        for (int i = 0; i < ws->n_readers; i++) pthread_join(ws->readers[i], NULL);
+        pthread_mutex_destroy(&ws->mu);
+        pthread_cond_destroy(&ws->job_cv);
+        pthread_cond_destroy(&ws->done_cv);
+    }
     for (int i = 0; ws->maps && i < ws->g->n_files; i++)
         if (ws->maps[i]) munmap(ws->maps[i], (size_t)ws->map_size[i]);
-    if (ws->mode == WS_RESIDENT && ws->handles)
-        for (uint64_t i = 0; i < ws->g->n_tensors; i++) free(ws->handles[i].data);
+    if (ws->cfg.mode != WS_MMAP && ws->handles)
+        for (uint64_t i = 0; i < ws->g->n_tensors; i++)
+            if (!ws->handles[i].streamed) free(ws->handles[i].data);
+    for (int f = 0; ws->dfd && f < ws->g->n_files; f++)
+        if (ws->dfd[f] >= 0) close(ws->dfd[f]);
+    for (int i = 0; ws->es && i < ws->n_es; i++) free(ws->es[i].buf);
+    free(ws->ds[0].buf);
+    free(ws->ds[1].buf);
+    free(ws->es);
+    free(ws->where);
+    free(ws->hot);
+    free(ws->dq.q);
+    free(ws->pq.q);
+    free(ws->readers);
+    free(ws->dfd);
+    free(ws->direct);
+    free(ws->exps);
+    free(ws->part_off);
+    free(ws->dense_streamed);
+    free(ws->where_dense);
+    free(ws->slot_off_of);
+    free(ws->stats.layer_hits);
+    free(ws->stats.layer_misses);
     free(ws->maps);
     free(ws->map_size);
     free(ws->handles);
     free(ws);
 }
 
-/* Read a tensor's bytes into an aligned buffer (WS_RESIDENT). */
+/* Read a tensor's bytes into an aligned buffer (WS_RESIDENT and resident
+ * tensors of WS_STREAM, which read with O_DIRECT). */
 static int read_resident(wstore *ws, ws_tensor *t, char *err, size_t errlen) {
-    const gguf_file *f = &ws->g->files[t->gt->file];
+    const gguf_tensor *gt = t->gt;
+    if (ws->cfg.mode == WS_STREAM) {
+        uint8_t *buf = df_aligned_alloc(ALIGN, (size_t)span_bytes(gt->nbytes));
+        if (!buf) return df_seterr(err, errlen, "out of memory for tensor '%s'", gt->name);
+        const uint8_t *p = read_span(ws, gt->file, gt->offset, gt->nbytes, buf, err, errlen);
+        if (!p) {
+            free(buf);
+            return -1;
+        }
+        /* keep the tensor at the start of its allocation so free() gets the same pointer */
+        memmove(buf, p, (size_t)gt->nbytes);
+        t->data = buf;
+        ws->resident += span_bytes(gt->nbytes);
+        ws->stats.bytes_read += gt->nbytes;
+        return 0;
+    }
+    const gguf_file *f = &ws->g->files[gt->file];
     size_t n = (size_t)t->nbytes;
     uint8_t *buf = df_aligned_alloc(64, n);
-    if (!buf) return df_seterr(err, errlen, "out of memory for tensor '%s' (%zu bytes)", t->gt->name, n);
+    if (!buf) return df_seterr(err, errlen, "out of memory for tensor '%s' (%zu bytes)", gt->name, n);
     size_t done = 0;
     while (done < n) {
-        ssize_t r = pread(f->fd, buf + done, n - done, (off_t)(t->gt->offset + done));
+        ssize_t r = pread(f->fd, buf + done, n - done, (off_t)(gt->offset + done));
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
             free(buf);
-            return df_seterr(err, errlen, "%s: reading tensor '%s': %s", f->path, t->gt->name,
+            return df_seterr(err, errlen, "%s: reading tensor '%s': %s", f->path, gt->name,
                              r < 0 ? strerror(errno) : "unexpected end of file");
         }
         done += (size_t)r;
@@ -95,7 +823,8 @@ ws_tensor *ws_get(wstore *ws, const char *name, char *err, size_t errlen) {
         df_seterr(err, errlen, "missing tensor '%s'", name);
         return NULL;
     }
-    ws_tensor *t = &ws->handles[gt - ws->g->tensors];
+    const uint64_t idx = (uint64_t)(gt - ws->g->tensors);
+    ws_tensor *t = &ws->handles[idx];
     if (t->gt) return t; /* already registered */
     const quant_traits *q = quant_traits_get(gt->type);
     if (!q || !q->supported) {
@@ -103,13 +832,19 @@ ws_tensor *ws_get(wstore *ws, const char *name, char *err, size_t errlen) {
                   q && q->name ? q->name : "unknown");
         return NULL;
     }
-    t->gt = gt;
     t->type = gt->type;
     memcpy(t->ne, gt->ne, sizeof t->ne);
     t->nbytes = gt->nbytes;
     t->row_bytes = quant_row_size(gt->type, gt->ne[0]);
-    if (ws->mode == WS_MMAP) {
+    t->layer = layer_of(gt->name);
+    t->part = expert_part(gt);
+    t->gt = gt;
+    if (ws->cfg.mode == WS_MMAP) {
         t->data = (uint8_t *)ws->maps[gt->file] + gt->offset;
+    } else if (ws->cfg.mode == WS_STREAM && t->layer >= 0 && t->layer < ws->n_layer &&
+               ((t->part >= 0 && ws->es) || (t->part < 0 && ws->dense_streamed[t->layer]))) {
+        t->streamed = 1;
+        t->slot_off = ws->slot_off_of[idx];
     } else if (read_resident(ws, t, err, errlen) != 0) {
         t->gt = NULL;
         return NULL;
@@ -118,16 +853,22 @@ ws_tensor *ws_get(wstore *ws, const char *name, char *err, size_t errlen) {
 }
 
 const void *ws_fetch(wstore *ws, ws_tensor *t, char *err, size_t errlen) {
-    (void)ws;
-    (void)err;
-    (void)errlen;
+    if (!t->streamed) {
+        t->pins++;
+        return t->data;
+    }
+    slot *s = acquire_dense(ws, t->layer, err, errlen);
+    if (!s) return NULL;
     t->pins++;
-    return t->data;
+    return s->buf + t->slot_off + (t->gt->offset & (ALIGN - 1));
 }
 
 void ws_release(wstore *ws, ws_tensor *t) {
-    (void)ws;
     if (t->pins > 0) t->pins--;
+    if (t->streamed && t->part < 0) {
+        int w = ws->where_dense[t->layer];
+        if (w >= 0) unpin(ws, &ws->ds[w]);
+    }
 }
 
 const void *ws_fetch_expert(wstore *ws, ws_tensor *t, int e, char *err, size_t errlen) {
@@ -135,15 +876,34 @@ const void *ws_fetch_expert(wstore *ws, ws_tensor *t, int e, char *err, size_t e
         df_seterr(err, errlen, "expert %d out of range for '%s'", e, t->gt->name);
         return NULL;
     }
+    const uint64_t slice = (uint64_t)t->ne[1] * t->row_bytes;
+    const uint8_t *p;
+    if (t->streamed) {
+        slot *s = acquire_expert(ws, t->layer, e, err, errlen);
+        if (!s) return NULL;
+        p = s->buf + ws->part_off[t->layer][t->part] + ((t->gt->offset + slice * (uint64_t)e) & (ALIGN - 1));
+    } else {
+        p = (const uint8_t *)t->data + slice * (uint64_t)e;
+    }
+    if (ws->readers) pthread_mutex_lock(&ws->mu);
     t->pins++;
     ws->stats.expert_fetches++;
-    ws->stats.expert_bytes += (uint64_t)t->ne[1] * t->row_bytes;
-    return (const uint8_t *)t->data + (size_t)e * (size_t)t->ne[1] * t->row_bytes;
+    ws->stats.expert_bytes += slice;
+    if (ws->readers) pthread_mutex_unlock(&ws->mu);
+    return p;
 }
 
 void ws_release_expert(wstore *ws, ws_tensor *t, int e) {
-    (void)e;
-    ws_release(ws, t);
+    if (ws->readers) pthread_mutex_lock(&ws->mu);
+    if (t->pins > 0) t->pins--;
+    if (t->streamed) {
+        int w = ws->where[t->layer * ws->n_expert + e];
+        if (w >= 0 && ws->es[w].pins > 0) ws->es[w].pins--;
+        pthread_cond_broadcast(&ws->done_cv);
+    }
+    if (ws->readers) pthread_mutex_unlock(&ws->mu);
 }
+
+void ws_get_stats(const wstore *ws, ws_stats *out) { *out = ws->stats; }
 
 uint64_t ws_resident_bytes(const wstore *ws) { return ws->resident; }

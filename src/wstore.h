@@ -3,17 +3,20 @@
  *
  * DESIGN
  * A model's tensors are registered once (ws_tensor, a handle with shape and
- * type). Compute code asks for a tensor's bytes with ws_fetch, which pins
- * them until the matching ws_release; it never learns where the bytes live.
- * Backends:
+ * type). Compute code asks for a tensor's bytes with ws_fetch (or, for one
+ * expert of an expert tensor, ws_fetch_expert), which pins them until the
+ * matching release; it never learns where the bytes live. Backends:
  *   WS_MMAP      - the GGUF files are mapped read-only; fetch is a pointer.
  *   WS_RESIDENT  - every tensor is read into aligned memory at open.
- * A streaming backend (bounded memory, reads from disk on demand) plugs in
- * behind the same calls; fetch/release pairs are already in the forward pass
- * so that one can evict what is not pinned.
+ *   WS_STREAM    - a hard memory budget: the planner (ws_plan) keeps what is
+ *                  hot resident, caches routed experts in a fixed pool of
+ *                  slots, streams dense layers that do not fit through two
+ *                  layer buffers, and reads everything else from disk on
+ *                  demand with O_DIRECT (no page cache) on reader threads.
  *
- * Invariants: a pointer from ws_fetch stays valid until its ws_release;
- * fetch/release calls nest (reference counts per tensor).
+ * Invariants: a pointer from a fetch stays valid until its release; a pinned
+ * slot is never evicted or overwritten; the bytes a fetch returns are the
+ * file's bytes, whatever the backend, so results do not depend on it.
  */
 #ifndef DF_WSTORE_H
 #define DF_WSTORE_H
@@ -23,7 +26,7 @@
 
 #include "gguf.h"
 
-enum ws_mode { WS_MMAP = 0, WS_RESIDENT = 1 };
+enum ws_mode { WS_MMAP = 0, WS_RESIDENT = 1, WS_STREAM = 2 };
 
 typedef struct ws_tensor {
     const gguf_tensor *gt;  /* directory entry (name, file, offset) */
@@ -32,13 +35,47 @@ typedef struct ws_tensor {
     uint64_t nbytes;
     size_t row_bytes;       /* bytes per row of ne[0] elements */
     int pins;               /* reference count of fetches */
-    void *data;             /* backend-owned storage (resident) or mapped address */
+    void *data;             /* resident storage or mapped address; NULL when streamed */
+    int layer;              /* blk.N -> N, else -1 */
+    int part;               /* expert tensors: 0 gate, 1 up, 2 down; else -1 */
+    int streamed;           /* WS_STREAM: bytes live in a slot, not in data */
+    size_t slot_off;        /* dense-streamed: offset of its segment in the layer slot */
 } ws_tensor;
 
 typedef struct wstore wstore;
 
-int ws_open(gguf_ctx *g, int mode, wstore **out, char *err, size_t errlen);
+typedef struct ws_config {
+    int mode;               /* enum ws_mode */
+    uint64_t budget;        /* WS_STREAM: bytes for everything the process holds */
+    uint64_t reserve;       /* bytes of the budget taken by sessions and bookkeeping */
+    int n_layer, n_expert, n_expert_used;
+    int io_threads;         /* reader threads (0: 4) */
+    const char *hot_path;   /* learned hot-expert file (NULL: none) */
+} ws_config;
+
+/* What the planner decided (ws_get_plan), in bytes. */
+typedef struct ws_plan {
+    uint64_t budget, reserve;
+    uint64_t resident;          /* tensors kept in memory */
+    uint64_t dense_total;       /* all non-expert tensors */
+    uint64_t expert_total;      /* all routed-expert bytes */
+    int n_dense_streamed;       /* layers whose dense weights stream */
+    uint64_t dense_slot;        /* bytes of one layer buffer (two when streaming) */
+    int n_expert_slots;         /* expert cache capacity, in (layer, expert) slots */
+    int n_experts_total;        /* routed experts over all layers */
+    uint64_t expert_slot;       /* bytes of one slot (gate + up + down, aligned) */
+    uint64_t minimum;           /* smallest budget that can run the model */
+} ws_plan;
+
+/* Open the store. In WS_STREAM mode this plans the budget and fails (naming
+ * the minimum) if the model cannot run within it. */
+int ws_open(gguf_ctx *g, const ws_config *cfg, wstore **out, char *err, size_t errlen);
 void ws_close(wstore *ws);
+
+/* Plan without opening (used by ws_open and `deltafin plan`). */
+int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *plan, char *err, size_t errlen);
+const ws_plan *ws_get_plan(const wstore *ws);
+int ws_streaming(const wstore *ws);
 
 /* Register a tensor by name; returns NULL (and err) if it is missing. */
 ws_tensor *ws_get(wstore *ws, const char *name, char *err, size_t errlen);
@@ -48,20 +85,40 @@ const void *ws_fetch(wstore *ws, ws_tensor *t, char *err, size_t errlen);
 void ws_release(wstore *ws, ws_tensor *t);
 
 /* Pin expert e's slice of an expert tensor (ne[2] = number of experts): ne[1]
- * rows of ne[0] elements, contiguous in the file. This is the unit a streaming
- * backend reads, so MoE code fetches experts one by one and only those the
- * router chose. */
+ * rows of ne[0] elements, contiguous in the file. In WS_STREAM mode one
+ * expert's gate, up and down slices travel together in one cache slot. */
 const void *ws_fetch_expert(wstore *ws, ws_tensor *t, int e, char *err, size_t errlen);
 void ws_release_expert(wstore *ws, ws_tensor *t, int e);
 
-/* Counters since open: expert slices fetched and their bytes. */
+/* Ask for experts of a layer ahead of use. demand = 1: they are needed now
+ * (all misses are read at once, in parallel); 0: a guess, read only when the
+ * readers are idle and never at the cost of an expert touched this step. */
+void ws_request_experts(wstore *ws, int layer, const int32_t *ids, int n, int demand);
+/* 1 if the expert is in memory now (fetch would not wait). */
+int ws_expert_ready(wstore *ws, int layer, int e);
+/* Advance the store's clock (once per decode step): scores decay per step. */
+void ws_tick(wstore *ws);
+
+/* Counters since open. */
 typedef struct ws_stats {
-    uint64_t expert_fetches;
-    uint64_t expert_bytes;
+    uint64_t expert_fetches;    /* expert slices handed out */
+    uint64_t expert_bytes;      /* their bytes */
+    uint64_t hits, misses;      /* expert lookups found in memory / not */
+    uint64_t prefetch_issued, prefetch_used;
+    uint64_t bytes_read;        /* from disk */
+    double read_seconds;        /* summed over reader threads */
+    double wait_seconds;        /* compute thread blocked on I/O */
+    uint64_t *layer_hits, *layer_misses; /* (n_layer), owned by the store */
 } ws_stats;
 void ws_get_stats(const wstore *ws, ws_stats *out);
 
-/* Bytes held in memory by the store (resident copies; mapped files count 0). */
+/* Bytes held in memory by the store (resident copies and slots). */
 uint64_t ws_resident_bytes(const wstore *ws);
+
+/* Persist the learned hot-expert counts (WS_STREAM with a hot_path). */
+int ws_save_hot(wstore *ws, char *err, size_t errlen);
+
+/* Parse "6G", "512M", "1.5GiB", "123456" into bytes; 0 on error. */
+uint64_t ws_parse_size(const char *s);
 
 #endif
