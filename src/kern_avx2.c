@@ -508,6 +508,414 @@ static void q6_K_dot(int64_t n, const void *w, const void *x, float *out) {
 }
 
 /* ---------------------------------------------------------------------- */
+/* Matrix products (gemm): tiles of GR weight rows x C activation rows.
+ *
+ * Layout: for every (row, token) pair the kernel forms the same per-block
+ * integer (or float) partial sums as a dot product would, then reduces them
+ * ACROSS ROWS with horizontal adds, so that one vector holds one partial per
+ * row: lanes 0-3 the sums over elements in the low 128-bit half of each
+ * block step, lanes 4-7 over the high half. The block scale product
+ * (weight scale x activation scale, as a float product) multiplies that
+ * vector and it is fused into a per-token accumulator. A row's result is
+ * acc[i] + acc[i + 4] at the end. Every lane sees the same operations in the
+ * same order whichever slot of the tile its row occupies and however many
+ * tokens share the tile, so outputs are independent of tiling (quant.h's
+ * gemm contract): padding rows repeat the last real row and are discarded.
+ *
+ * The weight block is decoded once per tile and used for C tokens; C is a
+ * compile-time constant of each tile function (always_inline + unrolled
+ * loops, so arrays indexed by c live in registers). */
+
+#define GR 4 /* weight rows per tile */
+#define INL static inline __attribute__((always_inline))
+
+/* [a b c d | a b c d] of the four 32-bit lanes' sums: lane i (i < 4) = sum of
+ * v_i's lanes 0-3, lane i + 4 = sum of its lanes 4-7. */
+INL __m256i hsum4_epi32(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
+    return _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+}
+INL __m256 hsum4_ps(__m256 v0, __m256 v1, __m256 v2, __m256 v3) {
+    return _mm256_hadd_ps(_mm256_hadd_ps(v0, v1), _mm256_hadd_ps(v2, v3));
+}
+
+/* Four f16 values as floats, in both 128-bit halves. */
+INL __m256 dup4_h(uint16_t a, uint16_t b, uint16_t c, uint16_t d) {
+    uint64_t u = (uint64_t)a | (uint64_t)b << 16 | (uint64_t)c << 32 | (uint64_t)d << 48;
+    __m128 f = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)u));
+    return _mm256_set_m128(f, f);
+}
+
+/* Row r's result: lanes r and r + 4, for the four rows at once. */
+INL void store_rows(__m256 acc, float *out) {
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));
+}
+
+/* Tile signature: GR weight rows w[], C activation rows from x (xs bytes
+ * apart), results out[c * GR + r]. */
+typedef void (*gemm_tile_fn)(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *out);
+
+/* Walk nr x nc in tiles of GR rows x up to CMAX tokens (tiles[k] handles k + 1
+ * tokens). Rows are the outer loop: a tile's weight rows stay in L1 while
+ * every token passes over them. */
+static void gemm_walk(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y,
+                      size_t ldy, int cmax, const gemm_tile_fn *tiles) {
+    const uint8_t *W = w, *X = x;
+    for (int r0 = 0; r0 < nr; r0 += GR) {
+        const int rn = nr - r0 < GR ? nr - r0 : GR;
+        const uint8_t *wr[GR];
+        for (int i = 0; i < GR; i++) wr[i] = W + (size_t)(r0 + (i < rn ? i : rn - 1)) * ws;
+        for (int c0 = 0; c0 < nc; c0 += cmax) {
+            const int cn = nc - c0 < cmax ? nc - c0 : cmax;
+            float out[GR * 8];
+            tiles[cn - 1](n, wr, X + (size_t)c0 * xs, xs, out);
+            for (int c = 0; c < cn; c++)
+                for (int i = 0; i < rn; i++) y[(size_t)(c0 + c) * ldy + (size_t)(r0 + i)] = out[c * GR + i];
+        }
+    }
+}
+
+/* Define NAME_1 .. NAME_4 from an always_inline tile body NAME(n, w, x, xs, out, C),
+ * and the gemm entry NAME_gemm walking with up to 4 tokens per tile. */
+#define GEMM_TILES4(NAME)                                                                                          \
+    static void NAME##_1(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o) { NAME(n, w, x, xs, o, 1); } \
+    static void NAME##_2(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o) { NAME(n, w, x, xs, o, 2); } \
+    static void NAME##_3(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o) { NAME(n, w, x, xs, o, 3); } \
+    static void NAME##_4(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o) { NAME(n, w, x, xs, o, 4); } \
+    static void NAME##_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y, \
+                            size_t ldy) {                                                                          \
+        static const gemm_tile_fn tiles[4] = {NAME##_1, NAME##_2, NAME##_3, NAME##_4};                            \
+        gemm_walk(n, w, ws, nr, x, xs, nc, y, ldy, 4, tiles);                                                      \
+    }
+#define GEMM_TILES3(NAME)                                                                                          \
+    static void NAME##_1(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o) { NAME(n, w, x, xs, o, 1); } \
+    static void NAME##_2(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o) { NAME(n, w, x, xs, o, 2); } \
+    static void NAME##_3(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o) { NAME(n, w, x, xs, o, 3); } \
+    static void NAME##_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y, \
+                            size_t ldy) {                                                                          \
+        static const gemm_tile_fn tiles[3] = {NAME##_1, NAME##_2, NAME##_3};                                       \
+        gemm_walk(n, w, ws, nr, x, xs, nc, y, ldy, 3, tiles);                                                      \
+    }
+
+/* q8_0 / q4_0 weights x q8_0 activations: one 32-element block per step.
+ * DECODE(blk) yields the block's signed weight bytes. */
+#define Q8_0_DECODE(blk) LOADU((blk)->qs)
+#define Q4_0_DECODE(blk) _mm256_sub_epi8(nibbles32((blk)->qs), _mm256_set1_epi8(8))
+#define GEMM_BLOCK32(NAME, WT, DECODE)                                                                             \
+    INL void NAME(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out, const int C) {      \
+        const WT *w0 = (const WT *)(const void *)wp[0], *w1 = (const WT *)(const void *)wp[1];                     \
+        const WT *w2 = (const WT *)(const void *)wp[2], *w3 = (const WT *)(const void *)wp[3];                     \
+        const block_q8_0 *x[4];                                                                                    \
+        __m256 acc[4];                                                                                             \
+        const __m256i ones = _mm256_set1_epi16(1);                                                                 \
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {                                                      \
+            x[c] = (const block_q8_0 *)(const void *)(xp + (size_t)c * xs);                                        \
+            acc[c] = _mm256_setzero_ps();                                                                          \
+        }                                                                                                          \
+        for (int64_t b = 0; b < n / 32; b++) {                                                                     \
+            const __m256 dw = dup4_h(w0[b].d, w1[b].d, w2[b].d, w3[b].d);                                          \
+            const __m256i q0 = DECODE(&w0[b]), q1 = DECODE(&w1[b]), q2 = DECODE(&w2[b]), q3 = DECODE(&w3[b]);      \
+            const __m256i a0 = _mm256_sign_epi8(q0, q0), a1 = _mm256_sign_epi8(q1, q1);                            \
+            const __m256i a2 = _mm256_sign_epi8(q2, q2), a3 = _mm256_sign_epi8(q3, q3);                            \
+            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {                                                  \
+                const __m256i y = LOADU(x[c][b].qs);                                                               \
+                const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(a0, _mm256_sign_epi8(y, q0)), ones);     \
+                const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(a1, _mm256_sign_epi8(y, q1)), ones);     \
+                const __m256i p2 = _mm256_madd_epi16(_mm256_maddubs_epi16(a2, _mm256_sign_epi8(y, q2)), ones);     \
+                const __m256i p3 = _mm256_madd_epi16(_mm256_maddubs_epi16(a3, _mm256_sign_epi8(y, q3)), ones);     \
+                const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(h2f(x[c][b].d)));                                \
+                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum4_epi32(p0, p1, p2, p3)), d, acc[c]);             \
+            }                                                                                                      \
+        }                                                                                                          \
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) store_rows(acc[c], out + c * GR);                      \
+    }
+GEMM_BLOCK32(q8_0_tile, block_q8_0, Q8_0_DECODE)
+GEMM_BLOCK32(q4_0_tile, block_q4_0, Q4_0_DECODE)
+GEMM_TILES4(q8_0_tile)
+GEMM_TILES4(q4_0_tile)
+
+/* q4_K x q8_K. Per row and token the kernel forms q4_K_dot's two integer
+ * vectors (scaled nibble products s, min products m) and folds them with one
+ * hadd to [s s m m | s s m m]; a second hadd pairs two rows:
+ * [s_a m_a s_b m_b | s_a m_a s_b m_b], scaled by [d_a -dmin_a d_b -dmin_b] * d_y.
+ * A row's result is the sum of its four lanes (the pair layout of store_pairs). */
+INL void store_pairs(__m256 acc01, __m256 acc23, float *out) {
+    __m256 h = _mm256_hadd_ps(acc01, acc23); /* [r0 r1 r2 r3 | r0 r1 r2 r3] partials */
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+}
+
+/* [d, -dmin] of two q4_K rows, as floats in both halves. */
+INL __m256 q4_K_dpair(const block_q4_K *a, const block_q4_K *b) {
+    __m256 v = dup4_h(a->d, a->dmin, b->d, b->dmin);
+    return _mm256_mul_ps(v, _mm256_setr_ps(1, -1, 1, -1, 1, -1, 1, -1));
+}
+
+INL void q4_K_tile(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out, const int C) {
+    const block_q4_K *w[GR];
+    const block_q8_K *x[4];
+    __m256 acc[4][2];
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    _Pragma("GCC unroll 4") for (int r = 0; r < GR; r++) w[r] = (const block_q4_K *)(const void *)wp[r];
+    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+        x[c] = (const block_q8_K *)(const void *)(xp + (size_t)c * xs);
+        acc[c][0] = acc[c][1] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i t[GR][4]; /* per row and token: hadd(s, m) */
+        _Pragma("GCC unroll 4") for (int r = 0; r < GR; r++) {
+            const block_q4_K *a = &w[r][i];
+            uint32_t u[4];
+            quant_k4_unpack(a->scales, u);
+            const __m128i v = _mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]);
+            const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(v));
+            const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(v, v));
+            __m256i s[4];
+            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) s[c] = _mm256_setzero_si256();
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+                const __m256i q = LOADU(a->qs + 32 * k);
+                const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                const __m256i sl = scale_bcast(sc, 2 * k), sh = scale_bcast(sc, 2 * k + 1);
+                _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+                    const int8_t *y = x[c][i].qs + 64 * k;
+                    const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, LOADU(y)), sl);
+                    const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, LOADU(y + 32)), sh);
+                    s[c] = _mm256_add_epi32(s[c], _mm256_add_epi32(p0, p1));
+                }
+            }
+            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++)
+                t[r][c] = _mm256_hadd_epi32(s[c], _mm256_madd_epi16(LOADU(x[c][i].bsums), mins));
+        }
+        const __m256 d01 = q4_K_dpair(&w[0][i], &w[1][i]), d23 = q4_K_dpair(&w[2][i], &w[3][i]);
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+            const __m256 dy = _mm256_set1_ps(x[c][i].d);
+            acc[c][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_hadd_epi32(t[0][c], t[1][c])), _mm256_mul_ps(d01, dy), acc[c][0]);
+            acc[c][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_hadd_epi32(t[2][c], t[3][c])), _mm256_mul_ps(d23, dy), acc[c][1]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) store_pairs(acc[c][0], acc[c][1], out + c * GR);
+}
+GEMM_TILES4(q4_K_tile)
+
+/* q6_K x q8_K: q6_K_dot's integer vector per row and token (scaled products
+ * minus 32 * scaled bsums), reduced across four rows like the 32-element formats. */
+INL void q6_K_tile(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out, const int C) {
+    const block_q6_K *w[GR];
+    const block_q8_K *x[4];
+    __m256 acc[4];
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    _Pragma("GCC unroll 4") for (int r = 0; r < GR; r++) w[r] = (const block_q6_K *)(const void *)wp[r];
+    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+        x[c] = (const block_q8_K *)(const void *)(xp + (size_t)c * xs);
+        acc[c] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i t[GR][4];
+        _Pragma("GCC unroll 4") for (int r = 0; r < GR; r++) {
+            const block_q6_K *a = &w[r][i];
+            const __m256i sc16 = _mm256_cvtepi8_epi16(LOADU128(a->scales));
+            __m256i s[4];
+            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) s[c] = _mm256_setzero_si256();
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                const __m256i l0 = LOADU(a->ql + 64 * h), l1 = LOADU(a->ql + 64 * h + 32);
+                const __m256i qh = LOADU(a->qh + 32 * h);
+                const __m256i u0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+                const __m256i u1 = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+                const __m256i u2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
+                const __m256i u3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                                   _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+                const __m256i c0 = scale_pair(sc16, h, 0), c1 = scale_pair(sc16, h, 1);
+                const __m256i c2 = scale_pair(sc16, h, 2), c3 = scale_pair(sc16, h, 3);
+                _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+                    const int8_t *y = x[c][i].qs + 128 * h;
+                    const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(u0, LOADU(y)), c0);
+                    const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(u1, LOADU(y + 32)), c1);
+                    const __m256i p2 = _mm256_madd_epi16(_mm256_maddubs_epi16(u2, LOADU(y + 64)), c2);
+                    const __m256i p3 = _mm256_madd_epi16(_mm256_maddubs_epi16(u3, LOADU(y + 96)), c3);
+                    s[c] = _mm256_add_epi32(s[c], _mm256_add_epi32(_mm256_add_epi32(p0, p1), _mm256_add_epi32(p2, p3)));
+                }
+            }
+            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++)
+                t[r][c] = _mm256_sub_epi32(s[c], _mm256_slli_epi32(_mm256_madd_epi16(LOADU(x[c][i].bsums), sc16), 5));
+        }
+        const __m256 dw = dup4_h(w[0][i].d, w[1][i].d, w[2][i].d, w[3][i].d);
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+            const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(x[c][i].d));
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum4_epi32(t[0][c], t[1][c], t[2][c], t[3][c])), d, acc[c]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) store_rows(acc[c], out + c * GR);
+}
+GEMM_TILES4(q6_K_tile)
+
+/* f32 / f16 weights: one 8-float accumulator per (row, token) over the
+ * whole row (n % 8 tail through a zero-padded load), reduced across four
+ * rows at the end. LOAD8(p, i) loads 8 elements at index i as floats;
+ * TAIL8(p, i, k) the k < 8 remaining ones, zero-padded. */
+INL __m256 f32_load8(const void *p, int64_t i) { return _mm256_loadu_ps((const float *)p + i); }
+INL __m256 f16_load8(const void *p, int64_t i) { return _mm256_cvtph_ps(LOADU128((const uint16_t *)p + i)); }
+static __m256 f32_tail8(const void *p, int64_t i, int k) {
+    float t[8] = {0};
+    memcpy(t, (const float *)p + i, (size_t)k * sizeof(float));
+    return _mm256_loadu_ps(t);
+}
+static __m256 f16_tail8(const void *p, int64_t i, int k) {
+    uint16_t t[8] = {0};
+    memcpy(t, (const uint16_t *)p + i, (size_t)k * sizeof(uint16_t));
+    return _mm256_cvtph_ps(LOADU128(t));
+}
+#define GEMM_FLOAT(NAME, LOAD8, TAIL8)                                                                             \
+    INL void NAME(int64_t n, const uint8_t *const *w, const uint8_t *xp, size_t xs, float *out, const int C) {      \
+        const uint8_t *x[3];                                                                                       \
+        __m256 acc[3][GR];                                                                                         \
+        _Pragma("GCC unroll 3") for (int c = 0; c < C; c++) {                                                      \
+            x[c] = xp + (size_t)c * xs;                                                                            \
+            _Pragma("GCC unroll 4") for (int r = 0; r < GR; r++) acc[c][r] = _mm256_setzero_ps();                  \
+        }                                                                                                          \
+        int64_t i = 0;                                                                                             \
+        for (; i + 8 <= n; i += 8) {                                                                               \
+            const __m256 a0 = LOAD8(w[0], i), a1 = LOAD8(w[1], i), a2 = LOAD8(w[2], i), a3 = LOAD8(w[3], i);       \
+            _Pragma("GCC unroll 3") for (int c = 0; c < C; c++) {                                                  \
+                const __m256 y = LOAD8(x[c], i);                                                                   \
+                acc[c][0] = _mm256_fmadd_ps(a0, y, acc[c][0]);                                                     \
+                acc[c][1] = _mm256_fmadd_ps(a1, y, acc[c][1]);                                                     \
+                acc[c][2] = _mm256_fmadd_ps(a2, y, acc[c][2]);                                                     \
+                acc[c][3] = _mm256_fmadd_ps(a3, y, acc[c][3]);                                                     \
+            }                                                                                                      \
+        }                                                                                                          \
+        if (i < n) {                                                                                               \
+            const int k = (int)(n - i);                                                                            \
+            const __m256 a0 = TAIL8(w[0], i, k), a1 = TAIL8(w[1], i, k), a2 = TAIL8(w[2], i, k), a3 = TAIL8(w[3], i, k); \
+            _Pragma("GCC unroll 3") for (int c = 0; c < C; c++) {                                                  \
+                const __m256 y = TAIL8(x[c], i, k);                                                                \
+                acc[c][0] = _mm256_fmadd_ps(a0, y, acc[c][0]);                                                     \
+                acc[c][1] = _mm256_fmadd_ps(a1, y, acc[c][1]);                                                     \
+                acc[c][2] = _mm256_fmadd_ps(a2, y, acc[c][2]);                                                     \
+                acc[c][3] = _mm256_fmadd_ps(a3, y, acc[c][3]);                                                     \
+            }                                                                                                      \
+        }                                                                                                          \
+        _Pragma("GCC unroll 3") for (int c = 0; c < C; c++)                                                        \
+            store_rows(hsum4_ps(acc[c][0], acc[c][1], acc[c][2], acc[c][3]), out + c * GR);                        \
+    }
+GEMM_FLOAT(f32_tile, f32_load8, f32_tail8)
+GEMM_FLOAT(f16_tile, f16_load8, f16_tail8)
+GEMM_TILES3(f32_tile)
+GEMM_TILES3(f16_tile)
+
+/* ---------------------------------------------------------------------- */
+/* Attention helpers (quant.h): q . row for runs of cached f32/f16 rows, and
+ * y += sum_j a_j row_j. dot_rows takes eight rows at a time (eight FMA
+ * chains in flight) and reduces them with hadds; a row's dot is the same
+ * sequence of operations in any slot, and the tail of fewer than eight rows
+ * pads with the last row. */
+#define DOT_ROWS(NAME, LOAD8, TAIL8)                                                                               \
+    static void NAME(int64_t n, const float *q, const void *rows, size_t stride, int nr, float *out) {            \
+        const uint8_t *R = rows;                                                                                   \
+        for (int j0 = 0; j0 < nr; j0 += 8) {                                                                       \
+            const int jn = nr - j0 < 8 ? nr - j0 : 8;                                                              \
+            const uint8_t *r[8];                                                                                   \
+            __m256 acc[8];                                                                                         \
+            _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {                                                  \
+                r[j] = R + (size_t)(j0 + (j < jn ? j : jn - 1)) * stride;                                          \
+                acc[j] = _mm256_setzero_ps();                                                                      \
+            }                                                                                                      \
+            int64_t i = 0;                                                                                         \
+            for (; i + 8 <= n; i += 8) {                                                                           \
+                const __m256 qv = _mm256_loadu_ps(q + i);                                                          \
+                _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) acc[j] = _mm256_fmadd_ps(qv, LOAD8(r[j], i), acc[j]); \
+            }                                                                                                      \
+            if (i < n) {                                                                                           \
+                const __m256 qv = f32_tail8(q, i, (int)(n - i));                                                   \
+                _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)                                                \
+                    acc[j] = _mm256_fmadd_ps(qv, TAIL8(r[j], i, (int)(n - i)), acc[j]);                            \
+            }                                                                                                      \
+            const __m256 h0 = hsum4_ps(acc[0], acc[1], acc[2], acc[3]), h1 = hsum4_ps(acc[4], acc[5], acc[6], acc[7]); \
+            /* [r0..r3 lo | r0..r3 hi] and the same for r4..r7 -> eight sums */                                   \
+            const __m256 s = _mm256_add_ps(_mm256_permute2f128_ps(h0, h1, 0x20), _mm256_permute2f128_ps(h0, h1, 0x31)); \
+            float tmp[8];                                                                                          \
+            _mm256_storeu_ps(tmp, s);                                                                              \
+            memcpy(out + j0, tmp, (size_t)jn * sizeof(float));                                                     \
+        }                                                                                                          \
+    }
+DOT_ROWS(f32_dot_rows, f32_load8, f32_tail8)
+DOT_ROWS(f16_dot_rows, f16_load8, f16_tail8)
+
+/* y[i] += sum_j a[j] * row_j[i]: 64 outputs (eight accumulators) at a time
+ * over all rows, then 8 at a time, then a zero-padded tail; each y[i] sees
+ * one FMA per row, in row order. */
+#define AXPY_ROWS(NAME, LOAD8, TAIL8)                                                                              \
+    static void NAME(int64_t n, const float *a, const void *rows, size_t stride, int nr, float *y) {              \
+        const uint8_t *R = rows;                                                                                   \
+        int64_t i = 0;                                                                                             \
+        for (; i + 64 <= n; i += 64) {                                                                             \
+            __m256 acc[8];                                                                                         \
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) acc[k] = _mm256_loadu_ps(y + i + 8 * k);           \
+            for (int j = 0; j < nr; j++) {                                                                         \
+                const __m256 aj = _mm256_broadcast_ss(a + j);                                                      \
+                const uint8_t *r = R + (size_t)j * stride;                                                         \
+                _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) acc[k] = _mm256_fmadd_ps(aj, LOAD8(r, i + 8 * k), acc[k]); \
+            }                                                                                                      \
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) _mm256_storeu_ps(y + i + 8 * k, acc[k]);           \
+        }                                                                                                          \
+        for (; i + 8 <= n; i += 8) {                                                                               \
+            __m256 acc = _mm256_loadu_ps(y + i);                                                                   \
+            for (int j = 0; j < nr; j++) acc = _mm256_fmadd_ps(_mm256_broadcast_ss(a + j), LOAD8(R + (size_t)j * stride, i), acc); \
+            _mm256_storeu_ps(y + i, acc);                                                                          \
+        }                                                                                                          \
+        if (i < n) {                                                                                               \
+            const int k = (int)(n - i);                                                                            \
+            __m256 acc = f32_tail8(y, i, k);                                                                       \
+            for (int j = 0; j < nr; j++) acc = _mm256_fmadd_ps(_mm256_broadcast_ss(a + j), TAIL8(R + (size_t)j * stride, i, k), acc); \
+            float tmp[8];                                                                                          \
+            _mm256_storeu_ps(tmp, acc);                                                                            \
+            memcpy(y + i, tmp, (size_t)k * sizeof(float));                                                         \
+        }                                                                                                          \
+    }
+AXPY_ROWS(f32_axpy_rows, f32_load8, f32_tail8)
+AXPY_ROWS(f16_axpy_rows, f16_load8, f16_tail8)
+
+/* expf(x - sub) for 8 lanes: x = n ln2 + r with |r| <= ln2/2 (Cody-Waite),
+ * Cephes' degree-6 polynomial for e^r, 2^n through the exponent bits.
+ * About 1 ulp; inputs below -87.3 give ~1e-38 instead of a denormal or 0
+ * (harmless in a softmax, whose sum is at least 1). */
+INL __m256 exp8(__m256 x) {
+    x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.0f)), _mm256_set1_ps(-87.3365478515625f));
+    const __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    /* 2^n: n in [-126, 127] after the clamps */
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+static float f32_exp_sum(float *x, int64_t n, float sub) {
+    const __m256 vs = _mm256_set1_ps(sub);
+    __m256 sum = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vs));
+        _mm256_storeu_ps(x + i, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    float s = hsum_ps(sum);
+    if (i < n) {
+        float t[8] = {0};
+        const int k = (int)(n - i);
+        memcpy(t, x + i, (size_t)k * sizeof(float));
+        _mm256_storeu_ps(t, exp8(_mm256_sub_ps(_mm256_loadu_ps(t), vs)));
+        for (int j = 0; j < k; j++) s += t[j];
+        memcpy(x + i, t, (size_t)k * sizeof(float));
+    }
+    return s;
+}
+
+/* ---------------------------------------------------------------------- */
 
 void kern_avx2_fill(quant_traits *t) {
     t[DF_TYPE_F32].vec_dot = f32_dot;
@@ -529,4 +937,15 @@ void kern_avx2_fill(quant_traits *t) {
     t[DF_TYPE_Q4_K].vec_dot = q4_K_dot;
     t[DF_TYPE_Q5_K].vec_dot = q5_K_dot;
     t[DF_TYPE_Q6_K].vec_dot = q6_K_dot;
+    t[DF_TYPE_F32].gemm = f32_tile_gemm;
+    t[DF_TYPE_F16].gemm = f16_tile_gemm;
+    t[DF_TYPE_Q4_0].gemm = q4_0_tile_gemm;
+    t[DF_TYPE_Q8_0].gemm = q8_0_tile_gemm;
+    t[DF_TYPE_Q4_K].gemm = q4_K_tile_gemm;
+    t[DF_TYPE_Q6_K].gemm = q6_K_tile_gemm;
+    t[DF_TYPE_F32].dot_rows = f32_dot_rows;
+    t[DF_TYPE_F16].dot_rows = f16_dot_rows;
+    t[DF_TYPE_F32].axpy_rows = f32_axpy_rows;
+    t[DF_TYPE_F16].axpy_rows = f16_axpy_rows;
+    t[DF_TYPE_F32].exp_sum = f32_exp_sum;
 }

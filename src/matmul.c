@@ -1,14 +1,37 @@
 /*
  * matmul.c - see matmul.h.
  *
- * Rows of W are split between threads in contiguous chunks, so each thread
- * streams its own part of the weight matrix from memory once per call.
+ * DESIGN
+ * A pass computes every product of one activation type (usually all of
+ * mm_mul_n's): x is converted into that type (on the calling thread for a
+ * few rows, else by the pool), then the output space of all the products is
+ * cut into chunks of RB weight rows x CB tokens and the threads claim
+ * chunks from an atomic counter (tp_run_dyn), so a thread that the other
+ * processes on the machine delay costs only its current chunk.
+ *
+ * Blocking, for the two regimes:
+ *  - generation (a few tokens): the weights stream from memory once; a chunk
+ *    is ~32 KiB of weight rows, small enough for balance (>= 8 chunks per
+ *    thread when the matrix allows) and large enough that the counter is
+ *    not contended and the hardware prefetcher sees long runs.
+ *  - prompt (many tokens): CB tokens of converted activations (~128 KiB)
+ *    stay in L2 while the chunk's rows pass over them; inside a chunk the
+ *    gemm kernel keeps a tile of weight rows in registers/L1 for up to four
+ *    tokens at a time. Chunks are ordered token block first, so a thread's
+ *    consecutive chunks share the activation block.
+ * Types without a gemm kernel fall back to vec_dot per (row, token).
  */
 #include "matmul.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include "quant.h"
+
+#define GEN_CHUNK_BYTES (32 << 10)   /* weight bytes per chunk when generating */
+#define PP_CHUNK_BYTES (16 << 10)    /* weight bytes per chunk for prompts */
+#define X_BLOCK_BYTES (128 << 10)    /* converted activations per token block */
+#define CALLER_QUANT_ELEMS 8192      /* convert x on the caller below this many elements */
 
 size_t mm_scratch_bytes(int64_t n_in, int n_tok) {
     /* The widest activation format is f32 (4 bytes/element); q8_K adds block
@@ -18,64 +41,154 @@ size_t mm_scratch_bytes(int64_t n_in, int n_tok) {
 
 typedef struct {
     const quant_traits *qt;
-    const quant_traits *vt;
     const uint8_t *w;
     size_t w_row;
-    int64_t n_in, n_out;
-    const float *x;
-    const uint8_t *xq;
-    size_t xq_row;
-    int n_tok;
+    int64_t n_out;
     float *y;
     int64_t ldy;
+    long rb, n_rb;          /* rows per chunk, chunks per token block */
+} mm_part;
+
+typedef struct {
+    mm_part part[MM_MAX_OPS];
+    int n_part;
+    long per_cb;            /* chunks per token block (sum of n_rb) */
+    int64_t n_in;
+    int n_tok, cb;          /* tokens, tokens per block */
+    long n_chunks;
+    const uint8_t *xq;      /* converted activations */
+    size_t xq_row;
+    atomic_long next;       /* next unclaimed chunk (or row, when converting) */
+    /* conversion */
+    const quant_traits *vt;
+    const float *x;
     uint8_t *xq_out;
 } mm_job;
 
 static void quantize_rows(void *arg, int ith, int nth) {
     mm_job *j = arg;
-    long lo, hi;
-    tp_range(j->n_tok, ith, nth, &lo, &hi);
-    for (long t = lo; t < hi; t++) j->vt->from_float(j->x + t * j->n_in, j->xq_out + t * j->xq_row, j->n_in);
+    (void)ith;
+    (void)nth;
+    for (long t; (t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->n_tok;)
+        j->vt->from_float(j->x + t * j->n_in, j->xq_out + (size_t)t * j->xq_row, j->n_in);
 }
 
-static void dot_rows(void *arg, int ith, int nth) {
+/* Chunk i: token block i / per_cb, then the part and row block within it. */
+static void run_chunk(const mm_job *j, long i) {
+    const long cbi = i / j->per_cb;
+    long k = i % j->per_cb;
+    const mm_part *p = j->part;
+    while (k >= p->n_rb) k -= p++->n_rb;
+    const long r0 = k * p->rb;
+    const int nr = (int)(p->n_out - r0 < p->rb ? p->n_out - r0 : p->rb);
+    const int c0 = (int)cbi * j->cb;
+    const int nc = j->n_tok - c0 < j->cb ? j->n_tok - c0 : j->cb;
+    const uint8_t *w = p->w + (size_t)r0 * p->w_row;
+    const uint8_t *x = j->xq + (size_t)c0 * j->xq_row;
+    float *y = p->y + (int64_t)c0 * p->ldy + r0;
+    if (p->qt->gemm) {
+        p->qt->gemm(j->n_in, w, p->w_row, nr, x, j->xq_row, nc, y, (size_t)p->ldy);
+        return;
+    }
+    for (int r = 0; r < nr; r++)
+        for (int c = 0; c < nc; c++) p->qt->vec_dot(j->n_in, w + (size_t)r * p->w_row, x + (size_t)c * j->xq_row, &y[(int64_t)c * p->ldy + r]);
+}
+
+static void dot_chunks(void *arg, int ith, int nth) {
     mm_job *j = arg;
-    long lo, hi;
-    tp_range((long)j->n_out, ith, nth, &lo, &hi);
-    for (long o = lo; o < hi; o++) {
-        const uint8_t *wr = j->w + (size_t)o * j->w_row;
-        for (int t = 0; t < j->n_tok; t++) {
-            float v;
-            j->qt->vec_dot(j->n_in, wr, j->xq + (size_t)t * j->xq_row, &v);
-            j->y[(int64_t)t * j->ldy + o] = v;
+    (void)ith;
+    (void)nth;
+    for (long i; (i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->n_chunks;) run_chunk(j, i);
+}
+
+/* Rows per chunk for a weight of n_out rows of w_row bytes: about `bytes`
+ * of weights, a multiple of 4 (the gemm tile), and small enough for
+ * `min_chunks` chunks when the matrix allows. */
+static long rows_per_chunk(int64_t n_out, size_t w_row, size_t bytes, long min_chunks) {
+    long rb = (long)(bytes / (w_row ? w_row : 1));
+    long cap = (long)((n_out + min_chunks - 1) / min_chunks);
+    if (rb > cap) rb = cap;
+    rb = (rb + 3) & ~3L;
+    return rb < 4 ? 4 : rb;
+}
+
+/* One pass: the ops (all of activation type vt) on x. */
+static int mm_pass(tp_pool *pool, const mm_op *ops, int n_ops, int vtype, int64_t n_in, const float *x, int n_tok,
+                   mm_scratch *sc) {
+    mm_job j;
+    memset(&j, 0, sizeof j);
+    const int nth = tp_size(pool);
+    j.vt = quant_traits_get(vtype);
+    j.n_in = n_in;
+    j.n_tok = n_tok;
+    j.x = x;
+    if (vtype == DF_TYPE_F32) {
+        j.xq = (const uint8_t *)x;
+        j.xq_row = (size_t)n_in * sizeof(float);
+    } else {
+        j.xq_row = (quant_row_size(vtype, n_in) + 63) & ~(size_t)63;
+        if (j.xq_row * (size_t)n_tok > sc->size) return -1;
+        j.xq_out = sc->buf;
+        j.xq = sc->buf;
+        if ((int64_t)n_tok * n_in <= CALLER_QUANT_ELEMS || nth == 1) {
+            for (int t = 0; t < n_tok; t++) j.vt->from_float(x + t * n_in, j.xq_out + (size_t)t * j.xq_row, n_in);
+        } else {
+            atomic_init(&j.next, 0);
+            tp_run_dyn(pool, quantize_rows, &j);
         }
     }
+    /* token blocks: all tokens when generating, else ~X_BLOCK_BYTES of activations */
+    int cb = (int)(X_BLOCK_BYTES / j.xq_row);
+    cb = cb < 4 ? 4 : (cb > 64 ? 64 : cb & ~3);
+    if (n_tok <= 4 || cb > n_tok) cb = n_tok;
+    j.cb = cb;
+    const long n_cb = (n_tok + cb - 1) / cb;
+    int64_t rows = 0;
+    for (int k = 0; k < n_ops; k++) rows += ops[k].n_out;
+    j.n_part = n_ops;
+    for (int k = 0; k < n_ops; k++) {
+        mm_part *p = &j.part[k];
+        p->qt = quant_traits_get(ops[k].wtype);
+        p->w = ops[k].w;
+        p->w_row = quant_row_size(ops[k].wtype, n_in);
+        p->n_out = ops[k].n_out;
+        p->y = ops[k].y;
+        p->ldy = ops[k].ldy;
+        /* at least 8 chunks per thread over the whole pass, shared by the parts by size */
+        long want = (long)((8 * nth * (n_cb > 1 ? 1 : 1) * ops[k].n_out + rows - 1) / rows);
+        p->rb = rows_per_chunk(ops[k].n_out, p->w_row, n_cb > 1 ? PP_CHUNK_BYTES : GEN_CHUNK_BYTES,
+                               n_cb > 1 ? 1 : want);
+        p->n_rb = (long)((ops[k].n_out + p->rb - 1) / p->rb);
+        j.per_cb += p->n_rb;
+    }
+    j.n_chunks = j.per_cb * n_cb;
+    atomic_init(&j.next, 0);
+    if (j.n_chunks == 1 || nth == 1) dot_chunks(&j, 0, 1);
+    else tp_run_dyn(pool, dot_chunks, &j);
+    return 0;
+}
+
+int mm_mul_n(tp_pool *pool, const mm_op *ops, int n_ops, int64_t n_in, const float *x, int n_tok, mm_scratch *sc) {
+    if (n_ops < 1 || n_ops > MM_MAX_OPS || n_tok < 1) return -1;
+    /* one pass per distinct activation type, in order of first appearance */
+    int done[MM_MAX_OPS] = {0};
+    for (int k = 0; k < n_ops; k++) {
+        if (done[k]) continue;
+        const int vt = quant_traits_get(ops[k].wtype)->vec_type;
+        mm_op grp[MM_MAX_OPS];
+        int ng = 0;
+        for (int i = k; i < n_ops; i++)
+            if (!done[i] && quant_traits_get(ops[i].wtype)->vec_type == vt) {
+                grp[ng++] = ops[i];
+                done[i] = 1;
+            }
+        if (mm_pass(pool, grp, ng, vt, n_in, x, n_tok, sc) != 0) return -1;
+    }
+    return 0;
 }
 
 int mm_mul(tp_pool *pool, int wtype, const void *w, int64_t n_in, int64_t n_out, const float *x, int n_tok,
            float *y, int64_t ldy, mm_scratch *sc) {
-    mm_job j;
-    memset(&j, 0, sizeof j);
-    j.qt = quant_traits_get(wtype);
-    j.vt = quant_traits_get(j.qt->vec_type);
-    j.w = w;
-    j.w_row = quant_row_size(wtype, n_in);
-    j.n_in = n_in;
-    j.n_out = n_out;
-    j.x = x;
-    j.n_tok = n_tok;
-    j.y = y;
-    j.ldy = ldy;
-    if (j.qt->vec_type == DF_TYPE_F32) {
-        j.xq = (const uint8_t *)x;
-        j.xq_row = (size_t)n_in * sizeof(float);
-    } else {
-        j.xq_row = (quant_row_size(j.qt->vec_type, n_in) + 63) & ~(size_t)63;
-        if (j.xq_row * (size_t)n_tok > sc->size) return -1;
-        j.xq_out = sc->buf;
-        j.xq = sc->buf;
-        tp_run(pool, quantize_rows, &j);
-    }
-    tp_run(pool, dot_rows, &j);
-    return 0;
+    const mm_op op = {wtype, w, n_out, y, ldy};
+    return mm_mul_n(pool, &op, 1, n_in, x, n_tok, sc);
 }

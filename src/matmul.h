@@ -3,10 +3,16 @@
  *
  * y[t, o] = sum_i W[o, i] * x[t, i] for t < n_tok, o < n_out, where W is a
  * weight tensor of n_out rows of n_in elements in any supported type. The
- * activations are converted once per call into the weight type's paired
- * activation format (quant_traits.vec_type), then every thread takes a
- * share of the output rows and, for each row, runs the dot product against
- * all n_tok activation rows while the weight row is still in cache.
+ * activations are converted once per call (and once per distinct activation
+ * format when several weights share the input: mm_mul_n) into the weight
+ * type's paired format (quant_traits.vec_type). The output is cut into
+ * chunks of (rows x tokens) that threads claim from a shared counter; each
+ * chunk runs the type's gemm kernel, which reuses every weight block it
+ * decodes for several tokens. See matmul.c for the blocking.
+ *
+ * Results do not depend on n_tok, on the thread count or on which thread
+ * computed what (the gemm contract in quant.h): a token's outputs are the
+ * same bits in a batch and alone.
  */
 #ifndef DF_MATMUL_H
 #define DF_MATMUL_H
@@ -21,6 +27,18 @@ typedef struct mm_scratch {
     size_t size;
 } mm_scratch;
 
+/* One product of a shared input: n_out rows of W (type wtype) into y
+ * (n_tok rows, stride ldy). */
+typedef struct mm_op {
+    int wtype;
+    const void *w;
+    int64_t n_out;
+    float *y;
+    int64_t ldy;
+} mm_op;
+
+#define MM_MAX_OPS 8
+
 /* Bytes of scratch needed for n_tok rows of n_in activations of any type. */
 size_t mm_scratch_bytes(int64_t n_in, int n_tok);
 
@@ -29,5 +47,11 @@ size_t mm_scratch_bytes(int64_t n_in, int n_tok);
  * (stride ldy). Returns 0, or -1 if the scratch is too small. */
 int mm_mul(tp_pool *pool, int wtype, const void *w, int64_t n_in, int64_t n_out, const float *x, int n_tok,
            float *y, int64_t ldy, mm_scratch *sc);
+
+/* n_ops (<= MM_MAX_OPS) products of the same x (n_tok rows of n_in floats):
+ * x is converted once per distinct activation type, and all products of a
+ * type run in one pass of the pool. Same results as separate mm_mul calls.
+ * Returns 0, or -1 if the scratch is too small or n_ops is out of range. */
+int mm_mul_n(tp_pool *pool, const mm_op *ops, int n_ops, int64_t n_in, const float *x, int n_tok, mm_scratch *sc);
 
 #endif

@@ -2,7 +2,7 @@
  * model.c - loading a model (GGUF -> hyperparameters, weight handles,
  * tokenizer), sessions (KV cache and scratch), and the helpers every
  * architecture's forward pass shares: embedding lookup, matrix products
- * through the weight store, KV cache writes and attention.
+ * through the weight store (KV cache writes and attention are in attn.c).
  *
  * Every hyperparameter is range-checked before it sizes anything, and every
  * tensor's shape is checked against them, so a hostile file gives an error
@@ -435,7 +435,7 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     int64_t widest_in = wide > ff ? wide : ff;
     if (h->q_lora_rank > widest_in) widest_in = h->q_lora_rank;
     if (s->kv_dim_k > widest_in) widest_in = s->kv_dim_k;
-    s->att_stride = s->n_ctx > h->kv_lora_rank ? s->n_ctx : h->kv_lora_rank;
+    s->att_stride = df_attn_scratch(h, s->n_ctx);
     const int64_t B = s->n_batch, L = h->n_layer, C = s->n_ctx;
     int ni = 0;
 #define ITEM(field, nbytes) (it[ni].dst = (void **)&s->field, it[ni].bytes = (uint64_t)(nbytes), ni++)
@@ -614,84 +614,4 @@ void df_add_bias(df_session *s, ws_tensor *b, float *y, int n_tok, int64_t ld) {
     for (int t = 0; t < n_tok; t++)
         for (int64_t i = 0; i < b->ne[0]; i++) y[(int64_t)t * ld + i] += bv[i];
     ws_release(s->m->ws, b);
-}
-
-static inline float kv_get(const df_session *s, const uint8_t *p, int64_t i) {
-    if (s->kv_elt == 4) return ((const float *)p)[i];
-    return df_fp16_to_fp32(((const uint16_t *)p)[i]);
-}
-
-void df_kv_store(df_session *s, int layer, int n_tok, const float *k, const float *v) {
-    const int64_t ctx = s->n_ctx;
-    for (int t = 0; t < n_tok; t++) {
-        int64_t pos = s->pos + t;
-        uint8_t *kd = s->k_cache + (((int64_t)layer * ctx + pos) * s->kv_dim_k) * (int64_t)s->kv_elt;
-        uint8_t *vd = s->v_cache + (((int64_t)layer * ctx + pos) * s->kv_dim_v) * (int64_t)s->kv_elt;
-        const float *ks = k + (int64_t)t * s->kv_dim_k;
-        const float *vs = v ? v + (int64_t)t * s->kv_dim_v : NULL; /* MLA caches no values */
-        if (s->kv_elt == 4) {
-            memcpy(kd, ks, (size_t)s->kv_dim_k * 4);
-            if (vs) memcpy(vd, vs, (size_t)s->kv_dim_v * 4);
-        } else {
-            for (int64_t i = 0; i < s->kv_dim_k; i++) ((uint16_t *)kd)[i] = df_fp32_to_fp16(ks[i]);
-            for (int64_t i = 0; vs && i < s->kv_dim_v; i++) ((uint16_t *)vd)[i] = df_fp32_to_fp16(vs[i]);
-        }
-    }
-}
-
-typedef struct {
-    df_session *s;
-    int layer, n_tok;
-    const float *q;
-    float *out;
-} attn_job;
-
-/* One (token, head) pair per unit of work: scores over the cache up to the
- * token's own position (causal), softmax, weighted sum of values. */
-static void attn_worker(void *arg, int ith, int nth) {
-    attn_job *j = arg;
-    df_session *s = j->s;
-    const df_hparams *h = &s->m->hp;
-    const int hd = h->head_dim, hdv = h->head_dim_v, group = h->n_head / h->n_head_kv;
-    const float scale = h->kq_scale;
-    float *sc = s->att + (int64_t)ith * s->att_stride;
-    const int64_t ctx = s->n_ctx;
-    const uint8_t *kl = s->k_cache + (int64_t)j->layer * ctx * s->kv_dim_k * (int64_t)s->kv_elt;
-    const uint8_t *vl = s->v_cache + (int64_t)j->layer * ctx * s->kv_dim_v * (int64_t)s->kv_elt;
-    long lo, hi;
-    tp_range((long)j->n_tok * h->n_head, ith, nth, &lo, &hi);
-    for (long u = lo; u < hi; u++) {
-        const int t = (int)(u / h->n_head), hh = (int)(u % h->n_head), kvh = hh / group;
-        const int n_keys = s->pos + t + 1;
-        const float *qv = j->q + (int64_t)t * h->n_head * hd + (int64_t)hh * hd;
-        for (int p = 0; p < n_keys; p++) {
-            const uint8_t *kp = kl + ((int64_t)p * s->kv_dim_k + (int64_t)kvh * hd) * (int64_t)s->kv_elt;
-            float d = 0.0f;
-            if (s->kv_elt == 4) {
-                const float *kf = (const float *)kp;
-                for (int i = 0; i < hd; i++) d += qv[i] * kf[i];
-            } else {
-                for (int i = 0; i < hd; i++) d += qv[i] * kv_get(s, kp, i);
-            }
-            sc[p] = d * scale;
-        }
-        op_softmax(sc, n_keys);
-        float *o = j->out + (int64_t)t * h->n_head * hdv + (int64_t)hh * hdv;
-        memset(o, 0, (size_t)hdv * sizeof(float));
-        for (int p = 0; p < n_keys; p++) {
-            const uint8_t *vp = vl + ((int64_t)p * s->kv_dim_v + (int64_t)kvh * hdv) * (int64_t)s->kv_elt;
-            const float w = sc[p];
-            if (s->kv_elt == 4) {
-                const float *vf = (const float *)vp;
-                for (int i = 0; i < hdv; i++) o[i] += w * vf[i];
-            } else {
-                for (int i = 0; i < hdv; i++) o[i] += w * kv_get(s, vp, i);
-            }
-        }
-    }
-}
-
-void df_attention(df_session *s, int layer, int n_tok, const float *q, float *out) {
-    attn_job j = {s, layer, n_tok, q, out};
-    tp_run(s->m->pool, attn_worker, &j);
 }

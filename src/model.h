@@ -134,7 +134,7 @@ struct df_session {
     float *v;               /* (n_batch, kv_dim_v) */
     float *hb, *hb2;        /* (n_batch, n_ff) */
     float *att;             /* (n_threads, att_stride) attention scores / per-thread rows */
-    int64_t att_stride;     /* max(n_ctx, kv_lora_rank) */
+    int64_t att_stride;     /* floats per thread: df_attn_scratch() */
     /* mixture of experts scratch */
     float *router;          /* (n_batch, n_expert) router probabilities */
     float *sel;             /* (n_batch, n_expert) selection scores */
@@ -165,8 +165,14 @@ int df_matmul(df_session *s, ws_tensor *w, const float *x, int n_tok, float *y, 
               size_t errlen);
 int df_embed(df_session *s, const int32_t *tokens, int n, float *out, char *err, size_t errlen);
 void df_add_bias(df_session *s, ws_tensor *b, float *y, int n_tok, int64_t ld);
+/* attn.c: causal attention of n_tok queries (n_head * head_dim each) at
+ * positions s->pos.. against layer's cache (already holding their own keys
+ * and values) into out (n_tok rows of n_head * head_dim_v); writing n_tok
+ * rows of keys and values (v NULL: keys only, MLA) at s->pos..; and the
+ * per-thread floats of s->att attention needs. */
 void df_attention(df_session *s, int layer, int n_tok, const float *q, float *out);
 void df_kv_store(df_session *s, int layer, int n_tok, const float *k, const float *v);
+int64_t df_attn_scratch(const df_hparams *h, int n_ctx);
 /* Dense SwiGLU FFN: out = down(silu(gate x) * up x), using s->hb/s->hb2. */
 int df_ffn_dense(df_session *s, ws_tensor *gate, ws_tensor *up, ws_tensor *down, const float *x, int n, float *out,
                  char *err, size_t errlen);

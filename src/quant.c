@@ -147,6 +147,45 @@ static void f16_vec_dot(int64_t n, const void *w, const void *x, float *out) {
     *out = (float)s;
 }
 
+/* Attention helpers on cached f32/f16 rows (see quant.h): plain loops, the
+ * reference the SIMD versions are tested against. */
+static void f32_dot_rows(int64_t n, const float *q, const void *rows, size_t stride, int nr, float *out) {
+    for (int j = 0; j < nr; j++) {
+        const float *r = (const float *)(const void *)((const uint8_t *)rows + (size_t)j * stride);
+        float s = 0.0f;
+        for (int64_t i = 0; i < n; i++) s += q[i] * r[i];
+        out[j] = s;
+    }
+}
+static void f16_dot_rows(int64_t n, const float *q, const void *rows, size_t stride, int nr, float *out) {
+    for (int j = 0; j < nr; j++) {
+        const uint16_t *r = (const uint16_t *)(const void *)((const uint8_t *)rows + (size_t)j * stride);
+        float s = 0.0f;
+        for (int64_t i = 0; i < n; i++) s += q[i] * H2F(r[i]);
+        out[j] = s;
+    }
+}
+static void f32_axpy_rows(int64_t n, const float *a, const void *rows, size_t stride, int nr, float *y) {
+    for (int j = 0; j < nr; j++) {
+        const float *r = (const float *)(const void *)((const uint8_t *)rows + (size_t)j * stride);
+        for (int64_t i = 0; i < n; i++) y[i] += a[j] * r[i];
+    }
+}
+static void f16_axpy_rows(int64_t n, const float *a, const void *rows, size_t stride, int nr, float *y) {
+    for (int j = 0; j < nr; j++) {
+        const uint16_t *r = (const uint16_t *)(const void *)((const uint8_t *)rows + (size_t)j * stride);
+        for (int64_t i = 0; i < n; i++) y[i] += a[j] * H2F(r[i]);
+    }
+}
+static float f32_exp_sum(float *x, int64_t n, float sub) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - sub);
+        sum += x[i];
+    }
+    return (float)sum;
+}
+
 static void bf16_to_float(const void *src, float *dst, int64_t n) {
     const uint16_t *s = src;
     for (int64_t i = 0; i < n; i++) dst[i] = df_bf16_to_fp32(s[i]);
@@ -954,12 +993,14 @@ static void q6_K_vec_dot(int64_t n, const void *w, const void *x, float *out) {
  * ====================================================================== */
 
 #define SUP(nm, bl, sz, vt, pfx) \
-    { nm, bl, sz, 1, vt, pfx##_to_float, pfx##_from_float, pfx##_vec_dot }
-#define UNSUP(nm, bl, sz) { nm, bl, sz, 0, -1, NULL, NULL, NULL }
+    { nm, bl, sz, 1, vt, pfx##_to_float, pfx##_from_float, pfx##_vec_dot, NULL, NULL, NULL, NULL }
+#define UNSUP(nm, bl, sz) { nm, bl, sz, 0, -1, NULL, NULL, NULL, NULL, NULL, NULL, NULL }
 
 static const quant_traits ref_table[DF_TYPE_COUNT] = {
-    [DF_TYPE_F32] = SUP("f32", 1, 4, DF_TYPE_F32, f32),
-    [DF_TYPE_F16] = SUP("f16", 1, 2, DF_TYPE_F16, f16),
+    [DF_TYPE_F32] = {"f32", 1, 4, 1, DF_TYPE_F32, f32_to_float, f32_from_float, f32_vec_dot, NULL, f32_dot_rows,
+                     f32_axpy_rows, f32_exp_sum},
+    [DF_TYPE_F16] = {"f16", 1, 2, 1, DF_TYPE_F16, f16_to_float, f16_from_float, f16_vec_dot, NULL, f16_dot_rows,
+                     f16_axpy_rows, NULL},
     [DF_TYPE_Q4_0] = SUP("q4_0", QK4_0, sizeof(block_q4_0), DF_TYPE_Q8_0, q4_0),
     [DF_TYPE_Q4_1] = SUP("q4_1", QK4_1, sizeof(block_q4_1), DF_TYPE_Q8_1, q4_1),
     [DF_TYPE_Q5_0] = SUP("q5_0", QK5_0, sizeof(block_q5_0), DF_TYPE_Q8_0, q5_0),

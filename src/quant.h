@@ -50,6 +50,23 @@ typedef void (*quant_vec_dot_fn)(int64_t n, const void *w, const void *x, float 
 typedef void (*quant_to_float_fn)(const void *src, float *dst, int64_t n);
 /* Quantize n floats (multiple of blck) into the type. */
 typedef void (*quant_from_float_fn)(const float *src, void *dst, int64_t n);
+/* Matrix product of nr weight rows (n elements each, w_stride bytes apart)
+ * with nc activation rows in vec_type (x_stride bytes apart):
+ * y[c * ldy + r] = dot(w row r, x row c). Contract: the value written for
+ * (r, c) depends only on those two rows, never on nr, nc or where the pair
+ * sits in a tile, so a token's result is bit-identical whether it is
+ * processed alone (generation) or in a batch (prompt). */
+typedef void (*quant_gemm_fn)(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride,
+                              int nc, float *y, size_t ldy);
+/* Attention over cached rows of this type (F32 and F16 only, else NULL):
+ * dot_rows:  out[j] = sum_i q[i] * row_j[i] for j < nr;
+ * axpy_rows: y[i] += sum_j a[j] * row_j[i] for i < n, accumulated in row order.
+ * Rows are n elements, stride bytes apart. Each output depends only on its
+ * own inputs (same contract as gemm). */
+typedef void (*quant_dot_rows_fn)(int64_t n, const float *q, const void *rows, size_t stride, int nr, float *out);
+typedef void (*quant_axpy_rows_fn)(int64_t n, const float *a, const void *rows, size_t stride, int nr, float *y);
+/* Softmax helper (F32 entry only): x[i] = expf(x[i] - sub) for i < n; returns the sum. */
+typedef float (*quant_exp_sum_fn)(float *x, int64_t n, float sub);
 
 typedef struct quant_traits {
     const char *name;         /* "q4_K" etc., as ggml names it; NULL = unknown id */
@@ -60,6 +77,10 @@ typedef struct quant_traits {
     quant_to_float_fn to_float;
     quant_from_float_fn from_float;
     quant_vec_dot_fn vec_dot;
+    quant_gemm_fn gemm;       /* NULL: matmul calls vec_dot per (row, token) pair */
+    quant_dot_rows_fn dot_rows;
+    quant_axpy_rows_fn axpy_rows;
+    quant_exp_sum_fn exp_sum;
 } quant_traits;
 
 /* Pick the best kernels for this CPU. Idempotent, thread-safe after the first call returns.

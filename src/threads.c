@@ -2,21 +2,36 @@
  * threads.c - persistent worker pool with a generation counter.
  *
  * DESIGN
- * The caller publishes a job (fn, arg) and bumps an atomic generation
+ * The caller publishes a job (fn, arg, kind) and bumps an atomic generation
  * number. Workers wait for the generation to change: they spin for a short
  * while (a forward pass issues many small jobs back to back, and a futex
- * wake-up costs microseconds) and then sleep on a condition variable. Each
- * worker runs fn(arg, ith, nth) and decrements a pending counter; the caller
- * runs its own share as thread 0 and then waits for the counter to reach 0.
+ * wake-up costs microseconds), then spin with sched_yield (cheap when the
+ * core is ours, polite when another process wants it), then sleep on a
+ * condition variable.
  *
- * Invariants: only one tp_run is in flight per pool (the caller's thread
- * owns the pool); job fields are written before the generation is released
- * and read after it is acquired.
+ * A worker JOINS the job it saw by incrementing the member count in `state`
+ * (generation in the high 32 bits, a CLOSED bit, the count below) with a
+ * compare-and-swap that fails if the generation moved on or the job is
+ * closed; only a joined worker reads fn/arg. It leaves by decrementing.
+ *  - tp_run (static jobs): the caller waits until all n-1 workers have run
+ *    the job (`done` counter); it never closes, so every worker joins.
+ *  - tp_run_dyn: after its own call the caller sets CLOSED and waits only
+ *    for members; latecomers see CLOSED and skip. The job's work is claimed
+ *    from a counter, so nothing is lost.
+ * While waiting, the caller spins, then yields: on a machine shared with
+ * other processes a descheduled worker gets the core back sooner.
+ *
+ * Invariants: only one job is in flight per pool (the caller's thread owns
+ * the pool); job fields are written before the generation is released and
+ * read only after a successful join; the caller never publishes a new job
+ * while a member of the previous one is inside fn.
  */
 #include "threads.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -28,7 +43,11 @@
 #define CPU_RELAX() ((void)0)
 #endif
 
-#define SPIN_ITERS 20000
+#define SPIN_ITERS 4000    /* pause loops before yielding (a few microseconds) */
+#define YIELD_ITERS 2000   /* sched_yield loops before sleeping */
+#define WAIT_SPINS 2000    /* caller: pause loops before yielding */
+#define CLOSED ((uint64_t)1 << 31)
+#define COUNT_MASK (CLOSED - 1)
 
 typedef struct worker {
     tp_pool *pool;
@@ -41,16 +60,29 @@ struct tp_pool {
     worker *w;
     tp_fn fn;
     void *arg;
-    atomic_uint gen;     /* bumped once per job */
-    atomic_int pending;  /* workers still running the current job */
+    int dyn;                 /* current job is a tp_run_dyn job */
+    unsigned gen_local;      /* caller's copy of gen */
+    atomic_uint gen;         /* bumped once per job */
+    _Atomic uint64_t state;  /* gen << 32 | CLOSED | members */
+    atomic_int done;         /* workers that finished the current static job */
     atomic_int stop;
     atomic_int sleepers;
     pthread_mutex_t mu;
     pthread_cond_t cv;
 };
 
-static void *worker_main(void *p) {
-    worker *w = p;
+/* Join job g: 1 if joined, 0 if it moved on or closed. */
+static int join(tp_pool *p, unsigned g) {
+    uint64_t s = atomic_load_explicit(&p->state, memory_order_acquire);
+    for (;;) {
+        if ((unsigned)(s >> 32) != g || (s & CLOSED)) return 0;
+        if (atomic_compare_exchange_weak_explicit(&p->state, &s, s + 1, memory_order_acq_rel, memory_order_acquire))
+            return 1;
+    }
+}
+
+static void *worker_main(void *arg) {
+    worker *w = arg;
     tp_pool *pool = w->pool;
     unsigned seen = 0;
     for (;;) {
@@ -58,21 +90,28 @@ static void *worker_main(void *p) {
         int spins = 0;
         while ((g = atomic_load_explicit(&pool->gen, memory_order_acquire)) == seen &&
                !atomic_load_explicit(&pool->stop, memory_order_acquire)) {
-            if (++spins < SPIN_ITERS) {
+            ++spins;
+            if (spins < SPIN_ITERS) {
                 CPU_RELAX();
-                continue;
+            } else if (spins < SPIN_ITERS + YIELD_ITERS) {
+                sched_yield();
+            } else {
+                pthread_mutex_lock(&pool->mu);
+                atomic_fetch_add(&pool->sleepers, 1);
+                while (atomic_load(&pool->gen) == seen && !atomic_load(&pool->stop))
+                    pthread_cond_wait(&pool->cv, &pool->mu);
+                atomic_fetch_sub(&pool->sleepers, 1);
+                pthread_mutex_unlock(&pool->mu);
+                spins = 0;
             }
-            pthread_mutex_lock(&pool->mu);
-            atomic_fetch_add(&pool->sleepers, 1);
-            while (atomic_load(&pool->gen) == seen && !atomic_load(&pool->stop)) pthread_cond_wait(&pool->cv, &pool->mu);
-            atomic_fetch_sub(&pool->sleepers, 1);
-            pthread_mutex_unlock(&pool->mu);
-            spins = 0;
         }
         if (atomic_load_explicit(&pool->stop, memory_order_acquire)) return NULL;
         seen = g;
+        if (!join(pool, g)) continue; /* a dynamic job that finished without us */
+        const int dyn = pool->dyn;
         pool->fn(pool->arg, w->ith, pool->n);
-        atomic_fetch_sub_explicit(&pool->pending, 1, memory_order_acq_rel);
+        if (!dyn) atomic_fetch_add_explicit(&pool->done, 1, memory_order_acq_rel);
+        atomic_fetch_sub_explicit(&pool->state, 1, memory_order_acq_rel);
     }
 }
 
@@ -112,23 +151,45 @@ void tp_free(tp_pool *p) {
 
 int tp_size(const tp_pool *p) { return p ? p->n : 1; }
 
-void tp_run(tp_pool *p, tp_fn fn, void *arg) {
+/* Spin, then yield, until cond() holds. */
+#define WAIT_UNTIL(cond)                        \
+    do {                                        \
+        for (int spins_ = 0; !(cond);) {        \
+            if (++spins_ < WAIT_SPINS) CPU_RELAX(); \
+            else sched_yield();                 \
+        }                                       \
+    } while (0)
+
+static void run(tp_pool *p, tp_fn fn, void *arg, int dyn) {
     if (!p || p->n == 1) {
         fn(arg, 0, 1);
         return;
     }
+    const unsigned g = ++p->gen_local;
     p->fn = fn;
     p->arg = arg;
-    atomic_store_explicit(&p->pending, p->n - 1, memory_order_relaxed);
-    atomic_fetch_add(&p->gen, 1); /* seq_cst: pairs with the sleepers check below */
+    p->dyn = dyn;
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->state, (uint64_t)g << 32, memory_order_relaxed);
+    atomic_store(&p->gen, g); /* seq_cst: publishes the job, pairs with the sleepers check below */
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
     }
     fn(arg, 0, p->n);
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) CPU_RELAX();
+    if (dyn) {
+        atomic_fetch_or_explicit(&p->state, CLOSED, memory_order_acq_rel);
+        WAIT_UNTIL((atomic_load_explicit(&p->state, memory_order_acquire) & COUNT_MASK) == 0);
+    } else {
+        WAIT_UNTIL(atomic_load_explicit(&p->done, memory_order_acquire) == p->n - 1);
+        /* members decrement state after done: wait so no worker is still inside */
+        WAIT_UNTIL((atomic_load_explicit(&p->state, memory_order_acquire) & COUNT_MASK) == 0);
+    }
 }
+
+void tp_run(tp_pool *p, tp_fn fn, void *arg) { run(p, fn, arg, 0); }
+void tp_run_dyn(tp_pool *p, tp_fn fn, void *arg) { run(p, fn, arg, 1); }
 
 void tp_range(long n, int ith, int nth, long *lo, long *hi) {
     long base = n / nth, rem = n % nth;
