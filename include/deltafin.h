@@ -134,6 +134,42 @@ int32_t df_sampler_sample(df_sampler *s, const float *logits);
 /* Tell the sampler a token was emitted (for the repetition penalty). */
 void df_sampler_accept(df_sampler *s, int32_t id);
 
+/* ---- memory planning ---- */
+
+/* What a memory budget buys, without loading or running the model. */
+typedef struct df_plan {
+    uint64_t budget, minimum;        /* bytes; minimum = smallest budget that can run it */
+    uint64_t session_bytes;          /* KV cache and scratch for one session */
+    uint64_t overhead_bytes;         /* metadata, tokenizer, thread stacks */
+    uint64_t resident_bytes;         /* weights kept in memory */
+    uint64_t dense_bytes, expert_bytes; /* all non-expert / routed-expert weights */
+    int n_dense_streamed, n_layer;   /* layers whose dense weights stream from disk */
+    uint64_t dense_slot_bytes;       /* one layer buffer (two when streaming) */
+    int n_expert_slots, n_experts_total; /* expert cache capacity / routed experts in all layers */
+    uint64_t expert_slot_bytes;      /* one (layer, expert) */
+    int n_expert_used, n_moe_layers;
+    uint64_t dense_layer_bytes;      /* average dense weights of one layer */
+} df_plan;
+
+/* Plan p->mem_budget for the model at path (p->n_ctx etc. size the session).
+ * Returns 0 and fills out even when the budget is too small (out->minimum
+ * tells); -1 with err only when the model cannot be read. */
+int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char *err, size_t errlen);
+
+/* Machine probes: disk read throughput (bytes/s) of large concurrent
+ * O_DIRECT reads at random offsets of path for about `seconds`, and memory
+ * read bandwidth (bytes/s). -1 on failure. */
+double df_probe_disk(const char *path, double seconds, int threads, char *err, size_t errlen);
+double df_probe_memory(double seconds);
+
+/* Weight-store counters of a loaded model (disk streaming and expert cache). */
+typedef struct df_io_stats {
+    uint64_t bytes_read, hits, misses, prefetch_issued, prefetch_used, expert_fetches;
+    double read_seconds, wait_seconds;
+    int streaming, io_threads;
+} df_io_stats;
+void df_model_io_stats(const df_model *m, df_io_stats *out);
+
 /* ---- misc ---- */
 
 const char *df_version(void);

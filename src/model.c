@@ -196,7 +196,7 @@ void df_model_free(df_model *m) {
 static uint64_t overhead_bytes(const df_model *m) {
     uint64_t meta = 0;
     for (int i = 0; i < m->g->n_files; i++) meta += m->g->files[i].data_offset;
-    return 3 * meta + (uint64_t)m->n_threads * (8u << 20) + (48u << 20);
+    return 3 * meta + (uint64_t)m->n_threads * (256u << 10) + (16u << 20);
 }
 
 /* The weight store: mapped, resident, or planned under p->mem_budget. */
@@ -233,6 +233,33 @@ static int open_store(df_model *m, const df_model_params *p, char *err, size_t e
     return 0;
 }
 
+/* Everything before the weights: metadata, hyperparameters, tokenizer. */
+static int load_header(df_model *m, const char *path, const df_model_params *p, char *err, size_t errlen) {
+    m->path = df_strdup(path);
+    if (!m->path) return df_seterr(err, errlen, "%s: out of memory", path);
+    if (gguf_open(path, &m->g, err, errlen) != 0) return -1;
+    m->arch_name = gguf_get_str(m->g, "general.architecture");
+    if (!m->arch_name) return df_seterr(err, errlen, "%s: missing general.architecture", path);
+    m->arch = df_arch_find(m->arch_name);
+    if (!m->arch)
+        return df_seterr(err, errlen,
+                         "%s: unsupported architecture '%s' (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2)",
+                         path, m->arch_name);
+    if (read_hparams(m, err, errlen) != 0) return -1;
+    m->hp.rope_neox = m->arch->rope_neox;
+    if (m->arch->hparams && m->arch->hparams(m, err, errlen) != 0) return -1;
+    if (tok_load(m->g, &m->vocab, err, errlen) != 0) {
+        char inner[400];
+        snprintf(inner, sizeof inner, "%s", err ? err : "");
+        return df_seterr(err, errlen, "%s: tokenizer: %s", path, inner);
+    }
+    m->hp.n_vocab = tok_n_vocab(m->vocab); /* checked against the embedding by bind */
+    m->n_threads = p->n_threads > 0 ? p->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (m->n_threads < 1) m->n_threads = 1;
+    if (m->n_threads > 512) m->n_threads = 512;
+    return 0;
+}
+
 int df_model_load(const char *path, const df_model_params *p, df_model **out, char *err, size_t errlen) {
     df_model_params defp = df_model_default_params();
     if (!p) p = &defp;
@@ -240,33 +267,7 @@ int df_model_load(const char *path, const df_model_params *p, df_model **out, ch
     quant_init();
     df_model *m = calloc(1, sizeof *m);
     if (!m) return df_seterr(err, errlen, "out of memory");
-    m->path = df_strdup(path);
-    if (!m->path) goto oom;
-    if (gguf_open(path, &m->g, err, errlen) != 0) goto fail;
-    m->arch_name = gguf_get_str(m->g, "general.architecture");
-    if (!m->arch_name) {
-        df_seterr(err, errlen, "%s: missing general.architecture", path);
-        goto fail;
-    }
-    m->arch = df_arch_find(m->arch_name);
-    if (!m->arch) {
-        df_seterr(err, errlen, "%s: unsupported architecture '%s' (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2)", path,
-                  m->arch_name);
-        goto fail;
-    }
-    if (read_hparams(m, err, errlen) != 0) goto fail;
-    m->hp.rope_neox = m->arch->rope_neox;
-    if (m->arch->hparams && m->arch->hparams(m, err, errlen) != 0) goto fail;
-    if (tok_load(m->g, &m->vocab, err, errlen) != 0) {
-        char inner[400];
-        snprintf(inner, sizeof inner, "%s", err);
-        df_seterr(err, errlen, "%s: tokenizer: %s", path, inner);
-        goto fail;
-    }
-    m->hp.n_vocab = tok_n_vocab(m->vocab); /* checked against the embedding by bind */
-    m->n_threads = p->n_threads > 0 ? p->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (m->n_threads < 1) m->n_threads = 1;
-    if (m->n_threads > 512) m->n_threads = 512;
+    if (load_header(m, path, p, err, errlen) != 0) goto fail;
     if (open_store(m, p, err, errlen) != 0) goto fail;
     m->layers = calloc((size_t)m->hp.n_layer, sizeof(df_layer));
     if (!m->layers) goto oom;
@@ -285,6 +286,63 @@ oom:
 fail:
     df_model_free(m);
     return -1;
+}
+
+int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    quant_init();
+    df_model *m = calloc(1, sizeof *m);
+    if (!m) return df_seterr(err, errlen, "out of memory");
+    int rc = load_header(m, path, p, err, errlen);
+    if (rc == 0) {
+        df_session_params sp = df_session_default_params();
+        sp.n_ctx = p->n_ctx;
+        sp.n_batch = p->n_batch;
+        sp.kv_type = p->kv_type;
+        ws_config cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.mode = WS_STREAM;
+        cfg.n_layer = m->hp.n_layer;
+        cfg.n_expert = m->hp.n_expert;
+        cfg.n_expert_used = m->hp.n_expert_used;
+        cfg.budget = p->mem_budget;
+        out->session_bytes = df_session_bytes(m, &sp);
+        out->overhead_bytes = overhead_bytes(m);
+        cfg.reserve = out->session_bytes + out->overhead_bytes;
+        ws_plan wp;
+        ws_make_plan(m->g, &cfg, &wp, NULL, 0); /* a budget below the minimum still reports the minimum */
+        out->budget = p->mem_budget;
+        out->minimum = wp.minimum;
+        out->resident_bytes = wp.resident;
+        out->dense_bytes = wp.dense_total;
+        out->expert_bytes = wp.expert_total;
+        out->n_dense_streamed = wp.n_dense_streamed;
+        out->n_layer = m->hp.n_layer;
+        out->dense_slot_bytes = wp.dense_slot;
+        out->n_expert_slots = wp.n_expert_slots;
+        out->n_experts_total = wp.n_experts_total;
+        out->expert_slot_bytes = wp.expert_slot;
+        out->n_expert_used = m->hp.n_expert_used;
+        out->n_moe_layers = m->hp.n_expert ? wp.n_experts_total / m->hp.n_expert : 0;
+        out->dense_layer_bytes = m->hp.n_layer ? wp.dense_total / (uint64_t)m->hp.n_layer : 0;
+    }
+    df_model_free(m);
+    return rc;
+}
+
+void df_model_io_stats(const df_model *m, df_io_stats *o) {
+    ws_stats st;
+    ws_get_stats(m->ws, &st);
+    memset(o, 0, sizeof *o);
+    o->bytes_read = st.bytes_read;
+    o->hits = st.hits;
+    o->misses = st.misses;
+    o->prefetch_issued = st.prefetch_issued;
+    o->prefetch_used = st.prefetch_used;
+    o->expert_fetches = st.expert_fetches;
+    o->read_seconds = st.read_seconds;
+    o->wait_seconds = st.wait_seconds;
+    o->streaming = ws_streaming(m->ws);
 }
 
 void df_model_get_info(const df_model *m, df_model_info *o) {

@@ -30,7 +30,9 @@
  * Invariants
  *  1. A slot with pins > 0 or state LOADING is never chosen as a victim.
  *  2. where[key] == i  <=>  slots[i].key == key (both under the lock).
- *  3. Only reader threads write a slot's buffer, and only while LOADING.
+ *  3. Only reader threads write a slot's buffer, only while LOADING, and only
+ *     one reader at a time (busy); queue entries carry the slot's generation,
+ *     so an entry left over from an earlier assignment is skipped.
  */
 #include "wstore.h"
 
@@ -58,6 +60,8 @@ typedef struct slot {
     int state;
     int pins;
     int demand;          /* queued as demand */
+    int busy;            /* a reader is filling it */
+    uint32_t gen;        /* bumped at every (re)assignment: queue entries carry it */
     double score;
     uint64_t last;       /* tick of the last score update */
     uint64_t touched;    /* tick of the last use */
@@ -65,7 +69,12 @@ typedef struct slot {
 } slot;
 
 typedef struct {
-    int *q;
+    int id;              /* expert slot, or -1 - i for dense slot i */
+    uint32_t gen;        /* the slot's gen when queued: a stale entry is skipped */
+} job;
+
+typedef struct {
+    job *q;
     int head, n, cap;
 } ring;
 
@@ -192,8 +201,8 @@ int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err,
                                                                          : globals + dall + min_slots * es + cfg->reserve;
     int rc = 0;
     if (cfg->budget < p->minimum) {
-        rc = df_seterr(err, errlen, "a budget of %.2f GiB cannot run this model: the minimum is %.2f GiB (%.0f MiB)",
-                       (double)cfg->budget / (1 << 30), (double)p->minimum / (1 << 30), (double)p->minimum / (1 << 20));
+        rc = df_seterr(err, errlen, "a budget of %.0f MiB cannot run this model: the minimum is %.0f MiB (%.2f GiB)",
+                       (double)cfg->budget / (1 << 20), ceil((double)p->minimum / (1 << 20)), (double)p->minimum / (1 << 30));
         goto done;
     }
     const uint64_t avail = cfg->budget - cfg->reserve;
@@ -280,12 +289,12 @@ static int load_slot(wstore *ws, slot *s, char *err, size_t errlen) {
 
 static slot *slot_by_id(wstore *ws, int id) { return id >= 0 ? &ws->es[id] : &ws->ds[-id - 1]; }
 
-static void ring_push(ring *r, int v) {
-    if (r->n == r->cap) return; /* cannot happen: capacity = number of slots */
-    r->q[(r->head + r->n++) % r->cap] = v;
+static void ring_push(ring *r, int id, uint32_t gen) {
+    if (r->n == r->cap) return; /* cannot happen: see the capacity in open_stream */
+    r->q[(r->head + r->n++) % r->cap] = (job){id, gen};
 }
-static int ring_pop(ring *r) {
-    int v = r->q[r->head];
+static job ring_pop(ring *r) {
+    job v = r->q[r->head];
     r->head = (r->head + 1) % r->cap;
     r->n--;
     return v;
@@ -298,9 +307,11 @@ static void *reader_main(void *arg) {
     for (;;) {
         while (!ws->stop && ws->dq.n == 0 && ws->pq.n == 0) pthread_cond_wait(&ws->job_cv, &ws->mu);
         if (ws->stop) break;
-        int id = ws->dq.n ? ring_pop(&ws->dq) : ring_pop(&ws->pq);
-        slot *s = slot_by_id(ws, id);
-        if (s->state != SLOT_LOADING) continue; /* already served */
+        job j = ws->dq.n ? ring_pop(&ws->dq) : ring_pop(&ws->pq);
+        slot *s = slot_by_id(ws, j.id);
+        /* stale (reassigned since), already served, or being read by another reader */
+        if (s->state != SLOT_LOADING || s->gen != j.gen || s->busy) continue;
+        s->busy = 1; /* a LOADING slot keeps its key until READY (invariant 1) */
         pthread_mutex_unlock(&ws->mu);
         double t0 = now();
         int rc = load_slot(ws, s, err, sizeof err);
@@ -308,6 +319,7 @@ static void *reader_main(void *arg) {
         pthread_mutex_lock(&ws->mu);
         ws->stats.read_seconds += dt;
         s->state = rc == 0 ? SLOT_READY : SLOT_ERROR;
+        s->busy = 0;
         pthread_cond_broadcast(&ws->done_cv);
     }
     pthread_mutex_unlock(&ws->mu);
@@ -324,16 +336,23 @@ static void touch(wstore *ws, slot *s) {
     s->touched = ws->tick;
 }
 
-/* Pick a victim expert slot for layer `layer`; guess = only slots untouched this step. */
-static int pick_victim(wstore *ws, int layer, int guess) {
+enum { PICK_GUESS, PICK_PLAN, PICK_NOW };
+
+/* Pick a victim expert slot, or -1. Never a pinned or loading slot (invariant
+ * 1). PICK_GUESS: only slots not touched this step; PICK_PLAN (a layer's
+ * demand list): also not the layer's own slots touched this step; PICK_NOW
+ * (an expert needed this instant): anything else, preferring slots not
+ * touched this step. Among candidates, the lowest decayed score goes. */
+static int pick_victim(wstore *ws, int layer, int mode) {
     int best = -1;
     double bs = 0;
     for (int i = 0; i < ws->n_es; i++) {
         slot *s = &ws->es[i];
         if (s->state == SLOT_EMPTY) return i;
         if (s->pins > 0 || s->state == SLOT_LOADING) continue;
-        if (s->touched == ws->tick && (guess || s->layer == layer)) continue;
-        double sc = decayed(ws, s) + (s->touched == ws->tick ? 1e9 : 0);
+        const int now_used = s->touched == ws->tick;
+        if (now_used && (mode == PICK_GUESS || (mode == PICK_PLAN && s->layer == layer))) continue;
+        double sc = decayed(ws, s) + (now_used ? 1e9 : 0);
         if (best < 0 || sc < bs) {
             best = i;
             bs = sc;
@@ -343,20 +362,21 @@ static int pick_victim(wstore *ws, int layer, int guess) {
 }
 
 /* Start loading (layer, e) into a victim slot; returns the slot or -1. */
-static int start_load(wstore *ws, int layer, int e, int demand) {
-    int v = pick_victim(ws, layer, !demand);
+static int start_load(wstore *ws, int layer, int e, int demand, int mode) {
+    int v = pick_victim(ws, layer, mode);
     if (v < 0) return -1;
     slot *s = &ws->es[v];
     if (s->layer >= 0 && s->expert >= 0) ws->where[s->layer * ws->n_expert + s->expert] = -1;
     s->layer = layer;
     s->expert = e;
     s->state = SLOT_LOADING;
+    s->gen++;
     s->demand = demand;
     s->score = ws->hot ? ws->hot[layer * ws->n_expert + e] * 0.01 : 0;
     s->last = ws->tick;
     s->touched = demand ? ws->tick : 0;
     ws->where[layer * ws->n_expert + e] = v;
-    ring_push(demand ? &ws->dq : &ws->pq, v);
+    ring_push(demand ? &ws->dq : &ws->pq, v, s->gen);
     pthread_cond_signal(&ws->job_cv);
     return v;
 }
@@ -390,14 +410,14 @@ void ws_request_experts(wstore *ws, int layer, const int32_t *ids, int n, int de
         const int w = ws->where[layer * ws->n_expert + e];
         if (demand) {
             if (w < 0) {
-                start_load(ws, layer, e, 1);
+                start_load(ws, layer, e, 1, PICK_PLAN);
             } else if (ws->es[w].state == SLOT_LOADING && !ws->es[w].demand) {
                 ws->es[w].demand = 1; /* a guess still queued: move it up */
-                ring_push(&ws->dq, w);
+                ring_push(&ws->dq, w, ws->es[w].gen);
                 pthread_cond_signal(&ws->job_cv);
             }
         } else if (w < 0 && ws->pq.n < ws->n_es / 4 + 1) {
-            if (start_load(ws, layer, e, 0) >= 0) ws->stats.prefetch_issued++;
+            if (start_load(ws, layer, e, 0, PICK_GUESS) >= 0) ws->stats.prefetch_issued++;
         }
     }
     pthread_mutex_unlock(&ws->mu);
@@ -435,7 +455,7 @@ static slot *acquire_expert(wstore *ws, int layer, int e, char *err, size_t errl
     for (;;) {
         int w = ws->where[layer * ws->n_expert + e];
         if (w < 0) {
-            w = start_load(ws, layer, e, 1);
+            w = start_load(ws, layer, e, 1, PICK_NOW);
             if (w < 0) { /* everything pinned or loading: wait for a load to finish */
                 pthread_cond_wait(&ws->done_cv, &ws->mu);
                 continue;
@@ -470,9 +490,10 @@ static void start_dense(wstore *ws, int i, int l, int demand) {
     s->layer = l;
     s->expert = -1;
     s->state = SLOT_LOADING;
+    s->gen++;
     s->demand = demand;
     ws->where_dense[l] = i;
-    ring_push(demand ? &ws->dq : &ws->pq, -i - 1);
+    ring_push(demand ? &ws->dq : &ws->pq, -i - 1, s->gen);
     pthread_cond_signal(&ws->job_cv);
 }
 
@@ -496,7 +517,7 @@ static slot *acquire_dense(wstore *ws, int l, char *err, size_t errlen) {
         slot *s = &ws->ds[w];
         if (s->state == SLOT_LOADING && !s->demand) { /* read ahead but not started: needed now */
             s->demand = 1;
-            ring_push(&ws->dq, -w - 1);
+            ring_push(&ws->dq, -w - 1, s->gen);
             pthread_cond_signal(&ws->job_cv);
         }
         if (wait_ready(ws, s, err, errlen) != 0) {
@@ -589,9 +610,10 @@ static void preload_hot(wstore *ws) {
         s->layer = l;
         s->expert = e;
         s->state = SLOT_LOADING;
+        s->gen++;
         s->score = ws->hot[order[a]] * 0.01;
         ws->where[order[a]] = v;
-        ring_push(&ws->pq, v);
+        ring_push(&ws->pq, v, s->gen);
     }
     pthread_cond_broadcast(&ws->job_cv);
     pthread_mutex_unlock(&ws->mu);
@@ -678,8 +700,8 @@ static int open_stream(wstore *ws, char *err, size_t errlen) {
     /* each load is queued once, plus at most once more when a guess is promoted;
      * stale entries are skipped when popped: 4x the slots is ample */
     int cap = 4 * (ws->n_es + 2) + 16;
-    ws->dq.q = malloc(sizeof(int) * (size_t)cap);
-    ws->pq.q = malloc(sizeof(int) * (size_t)cap);
+    ws->dq.q = malloc(sizeof(job) * (size_t)cap);
+    ws->pq.q = malloc(sizeof(job) * (size_t)cap);
     if (!ws->dq.q || !ws->pq.q) return df_seterr(err, errlen, "out of memory");
     ws->dq.cap = ws->pq.cap = cap;
     pthread_mutex_init(&ws->mu, NULL);

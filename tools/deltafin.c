@@ -20,9 +20,12 @@
 #include "gguf.h"
 #include "quant.h"
 #include "util.h"
+#include "wstore.h"
 
 typedef struct {
-    const char *model, *prompt, *tokens, *out, *trace;
+    const char *model, *prompt, *tokens, *out, *trace, *hot;
+    uint64_t mem;
+    int io_threads, progress;
     int n_predict, threads, ctx, top, pieces, no_bos, no_mmap, ignore_eos, kv_f32, json, n_prompt, reps;
     df_sampler_params sp;
 } opts;
@@ -32,7 +35,9 @@ static void usage(void) {
             "usage: deltafin COMMAND [options]\n"
             "  run       -m MODEL -p PROMPT [-n N] [-t THREADS] [-c CTX] [--temp T] [--top-k K] [--top-p P]\n"
             "            [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--seed S] [--kv f16|f32]\n"
-            "            [--no-mmap] [--ignore-eos] [--trace-experts FILE]\n"
+            "            [--no-mmap] [--ignore-eos] [--trace-experts FILE] [--mem SIZE] [--io-threads N]\n"
+            "            [--hot FILE|none] [--progress]\n"
+            "  plan      -m MODEL --mem SIZE [-c CTX] [--json]   will it fit, what streams, how fast\n"
             "  info      -m MODEL\n"
             "  tokenize  -m MODEL -p TEXT [--pieces] [--no-bos]\n"
             "  logits    -m MODEL (-p TEXT | --tokens \"1 2 3\") [--top K] [--out FILE] [-t THREADS] [--kv f16|f32]\n"
@@ -78,6 +83,7 @@ static void parse(int argc, char **argv, opts *o) {
         if (!strcmp(a, "--no-mmap")) { o->no_mmap = 1; continue; }
         if (!strcmp(a, "--ignore-eos")) { o->ignore_eos = 1; continue; }
         if (!strcmp(a, "--json")) { o->json = 1; continue; }
+        if (!strcmp(a, "--progress")) { o->progress = 1; continue; }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) usage();
         if (i + 1 >= argc) {
             fprintf(stderr, "deltafin: %s needs a value\n", a);
@@ -89,6 +95,15 @@ static void parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--tokens")) o->tokens = v;
         else if (!strcmp(a, "--out")) o->out = v;
         else if (!strcmp(a, "--trace-experts")) o->trace = v;
+        else if (!strcmp(a, "--hot")) o->hot = v;
+        else if (!strcmp(a, "--io-threads")) o->io_threads = (int)parse_long(a, v, 1, 256);
+        else if (!strcmp(a, "--mem")) {
+            o->mem = ws_parse_size(v);
+            if (!o->mem) {
+                fprintf(stderr, "deltafin: --mem expects a size like 6G, 512M or 1.5GiB, got '%s'\n", v);
+                exit(2);
+            }
+        }
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) o->n_predict = (int)parse_long(a, v, 0, 1 << 24);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) o->threads = (int)parse_long(a, v, 1, 512);
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) o->ctx = (int)parse_long(a, v, 0, 1 << 24);
@@ -115,16 +130,110 @@ static void parse(int argc, char **argv, opts *o) {
     }
 }
 
-static df_model *load(const opts *o, double *secs) {
-    char err[1024];
+static df_model_params model_params(const opts *o) {
     df_model_params mp = df_model_default_params();
     mp.n_threads = o->threads;
     mp.use_mmap = !o->no_mmap;
+    mp.mem_budget = o->mem;
+    mp.n_ctx = o->ctx;
+    mp.kv_type = o->kv_f32 ? DF_KV_F32 : DF_KV_F16;
+    mp.io_threads = o->io_threads;
+    mp.hot_file = o->hot && !strcmp(o->hot, "none") ? "" : o->hot;
+    return mp;
+}
+
+static void print_plan(const df_plan *p, FILE *f) {
+    const double G = 1 << 30, M = 1 << 20;
+    fprintf(f, "plan: budget %.2f GiB: weights in memory %.2f GiB, KV cache and scratch %.2f GiB, overhead %.2f GiB\n",
+            p->budget / G, p->resident_bytes / G, p->session_bytes / G, p->overhead_bytes / G);
+    if (p->n_experts_total)
+        fprintf(f, "plan: expert cache %d slots of %.2f MiB = %.2f GiB (%.1f%% of %d routed experts)\n",
+                p->n_expert_slots, p->expert_slot_bytes / M, p->n_expert_slots * (double)p->expert_slot_bytes / G,
+                100.0 * p->n_expert_slots / p->n_experts_total, p->n_experts_total);
+    if (p->n_dense_streamed)
+        fprintf(f, "plan: %d of %d layers stream their dense weights through two %.1f MiB buffers\n",
+                p->n_dense_streamed, p->n_layer, p->dense_slot_bytes / M);
+    else
+        fprintf(f, "plan: all dense weights (embeddings, attention, norms, routers, shared experts) stay in memory\n");
+    fprintf(f, "plan: minimum budget for this model and context: %.2f GiB\n", p->minimum / G);
+}
+
+static df_model *load(const opts *o, double *secs) {
+    char err[1024];
+    df_model_params mp = model_params(o);
     df_model *m;
     double t0 = df_time();
+    if (o->mem) {
+        df_plan plan;
+        if (df_model_plan(o->model, &mp, &plan, err, sizeof err) != 0) fail(err);
+        print_plan(&plan, stderr);
+    }
     if (df_model_load(o->model, &mp, &m, err, sizeof err) != 0) fail(err);
     if (secs) *secs = df_time() - t0;
     return m;
+}
+
+/* After a run with a budget: what the disk and the cache did. */
+static void print_io_report(df_model *m, int tokens, double seconds) {
+    df_io_stats st;
+    df_model_io_stats(m, &st);
+    if (!st.streaming) return;
+    const double M = 1 << 20;
+    const uint64_t looks = st.hits + st.misses;
+    fprintf(stderr, "io: %.1f MiB read from disk, %.2f MiB per token, %.1f MiB/s over the run\n", st.bytes_read / M,
+            tokens ? st.bytes_read / M / tokens : 0.0, seconds > 0 ? st.bytes_read / M / seconds : 0.0);
+    fprintf(stderr, "io: expert cache hit rate %.1f%% (%llu of %llu), prefetched %llu, of which used %llu\n",
+            looks ? 100.0 * st.hits / looks : 0.0, (unsigned long long)st.hits, (unsigned long long)looks,
+            (unsigned long long)st.prefetch_issued, (unsigned long long)st.prefetch_used);
+    fprintf(stderr, "io: waiting for the disk %.2f s of %.2f s (%.0f%%), compute %.2f s\n", st.wait_seconds, seconds,
+            seconds > 0 ? 100.0 * st.wait_seconds / seconds : 0.0, seconds - st.wait_seconds);
+}
+
+static int cmd_plan(const opts *o) {
+    if (!o->mem) {
+        fprintf(stderr, "deltafin: plan needs --mem SIZE\n");
+        exit(2);
+    }
+    char err[1024];
+    df_model_params mp = model_params(o);
+    df_plan p;
+    if (df_model_plan(o->model, &mp, &p, err, sizeof err) != 0) fail(err);
+    const int fits = p.budget >= p.minimum;
+    const double disk = df_probe_disk(o->model, 3.0, 8, err, sizeof err);
+    const double mem = df_probe_memory(1.0);
+    /* per token: routed experts missing from the cache come from disk (uniform
+     * routing: the hit rate is the cached fraction), streamed dense layers are
+     * read every token, and every active weight is read from memory once */
+    const double hit = p.n_experts_total ? (double)p.n_expert_slots / p.n_experts_total : 1.0;
+    const double expert_one = (double)p.expert_slot_bytes;
+    const double experts_tok = (double)p.n_moe_layers * p.n_expert_used * expert_one;
+    const double disk_tok = experts_tok * (1.0 - hit) + (double)p.n_dense_streamed * p.dense_layer_bytes;
+    const double mem_tok = (double)p.dense_bytes + experts_tok;
+    const double t_tok = (disk > 0 ? disk_tok / disk : 0) + (mem > 0 ? mem_tok / mem : 0);
+    const double tps = fits && t_tok > 0 ? 1.0 / t_tok : 0.0;
+    if (o->json) {
+        printf("{\"fits\":%s,\"budget\":%llu,\"minimum\":%llu,\"resident_bytes\":%llu,\"session_bytes\":%llu,"
+               "\"expert_slots\":%d,\"experts_total\":%d,\"dense_layers_streamed\":%d,\"disk_bytes_per_s\":%.0f,"
+               "\"memory_bytes_per_s\":%.0f,\"expected_hit_rate\":%.4f,\"disk_bytes_per_token\":%.0f,"
+               "\"memory_bytes_per_token\":%.0f,\"predicted_tokens_per_s\":%.4f}\n",
+               fits ? "true" : "false", (unsigned long long)p.budget, (unsigned long long)p.minimum,
+               (unsigned long long)p.resident_bytes, (unsigned long long)p.session_bytes, p.n_expert_slots,
+               p.n_experts_total, p.n_dense_streamed, disk, mem, hit, disk_tok, mem_tok, tps);
+        return fits ? 0 : 1;
+    }
+    print_plan(&p, stdout);
+    if (!fits) {
+        printf("plan: does NOT fit: %.2f GiB is below the minimum of %.2f GiB\n", p.budget / (double)(1 << 30),
+               p.minimum / (double)(1 << 30));
+        return 1;
+    }
+    printf("machine: disk %.0f MiB/s (concurrent 4 MiB O_DIRECT reads of this file), memory %.1f GiB/s\n",
+           disk / (1 << 20), mem / (1 << 30));
+    printf("per token: %.2f MiB from disk (expected cache hit rate %.1f%%), %.2f MiB from memory\n", disk_tok / (1 << 20),
+           100.0 * hit, mem_tok / (1 << 20));
+    printf("predicted: %.2f tokens/s (disk %.0f%% of the time)\n", tps,
+           t_tok > 0 && disk > 0 ? 100.0 * (disk_tok / disk) / t_tok : 0.0);
+    return 0;
 }
 
 static df_session *session(df_model *m, const opts *o) {
@@ -361,6 +470,11 @@ static int cmd_run(const opts *o) {
         if (!o->ignore_eos && df_token_is_eog(m, tok)) break;
         emit(m, tok);
         generated++;
+        if (o->progress && generated % 16 == 0) {
+            const double el = df_time() - t0, tps = generated / (el > 0 ? el : 1e-9);
+            fprintf(stderr, "\r[%d/%d tokens, %.2f tokens/s, ETA %.0f s]  ", generated, o->n_predict, tps,
+                    (o->n_predict - generated) / (tps > 0 ? tps : 1e-9));
+        }
         if (generated == o->n_predict) break;
         if (df_session_pos(s) >= df_session_n_ctx(s)) {
             fprintf(stderr, "\ndeltafin: context full after %d tokens\n", df_session_pos(s));
@@ -378,6 +492,7 @@ static int cmd_run(const opts *o) {
     df_model_get_info(m, &info);
     fprintf(stderr, "peak memory: %.1f MiB (RSS), threads: %d, isa: %s\n", (double)df_peak_rss() / (1 << 20),
             info.n_threads, df_isa());
+    print_io_report(m, n + generated, t_prompt + t_gen);
     df_sampler_free(smp);
     free(logits);
     free(ids);
@@ -400,6 +515,7 @@ static double median(double *v, int n) {
  * and generation of n tokens one at a time, each from an empty cache; the
  * median over the repetitions after one warm-up round. */
 static int cmd_bench(opts *o, int n_prompt) {
+    o->ctx = n_prompt + o->n_predict + 1;
     df_model *m = load(o, NULL);
     const int nv = df_n_vocab(m), reps = o->reps > 0 ? o->reps : 5, ng = o->n_predict;
     char err[512];
@@ -478,6 +594,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "info")) return cmd_info(&o);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(&o);
     if (!strcmp(cmd, "logits")) return cmd_logits(&o);
+    if (!strcmp(cmd, "plan")) return cmd_plan(&o);
     fprintf(stderr, "deltafin: unknown command '%s'\n", cmd);
     usage();
     return 2;
