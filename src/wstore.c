@@ -30,9 +30,10 @@
  * Invariants
  *  1. A slot with pins > 0 or state LOADING is never chosen as a victim.
  *  2. where[key] == i  <=>  slots[i].key == key (both under the lock).
- *  3. Only reader threads write a slot's buffer, only while LOADING, and only
- *     one reader at a time (busy); queue entries carry the slot's generation,
- *     so an entry left over from an earlier assignment is skipped.
+ *  3. Only reader threads write a slot's buffer, only while LOADING, and each
+ *     part by one reader at a time (busy bits); queue entries carry the
+ *     slot's generation, so an entry left over from an earlier assignment is
+ *     skipped; a slot is READY when all its parts are done.
  */
 #include "wstore.h"
 
@@ -60,7 +61,7 @@ typedef struct slot {
     int state;
     int pins;
     int demand;          /* queued as demand */
-    int busy;            /* a reader is filling it */
+    int busy, done;      /* parts being read / read (bit p: expert part p; bit 0: a dense layer) */
     uint32_t gen;        /* bumped at every (re)assignment: queue entries carry it */
     double score;
     uint64_t last;       /* tick of the last score update */
@@ -71,6 +72,8 @@ typedef struct slot {
 typedef struct {
     int id;              /* expert slot, or -1 - i for dense slot i */
     uint32_t gen;        /* the slot's gen when queued: a stale entry is skipped */
+    int part;            /* expert part (gate/up/down) read by this job; 0 for a dense layer */
+    int guess;           /* taken from the guess queue */
 } job;
 
 typedef struct {
@@ -110,6 +113,7 @@ struct wstore {
     ring dq, pq;              /* demand and prefetch queues (slot ids; dense slots as -1, -2) */
     pthread_t *readers;
     int n_readers, stop;
+    int guess_busy;           /* readers busy with guesses */
     ws_stats stats;
 };
 
@@ -234,6 +238,8 @@ int ws_streaming(const wstore *ws) { return ws->cfg.mode == WS_STREAM; }
 
 /* ---- I/O ---- */
 
+static slot *slot_by_id(wstore *ws, int id) { return id >= 0 ? &ws->es[id] : &ws->ds[-id - 1]; }
+
 static double now(void) { return df_time(); }
 
 /* Read len bytes at off of file f into an aligned buffer dst (span_bytes(len)
@@ -261,18 +267,17 @@ static const uint8_t *read_span(wstore *ws, int f, uint64_t off, uint64_t len, u
     return dst + (off - a_off);
 }
 
-/* Fill slot s with its key's bytes (reader thread, without the lock). */
-static int load_slot(wstore *ws, slot *s, char *err, size_t errlen) {
+/* Fill part p of slot s with its key's bytes (reader thread, without the
+ * lock). An expert's three parts are separate jobs, read concurrently. */
+static int load_slot(wstore *ws, slot *s, int p, char *err, size_t errlen) {
     uint64_t bytes = 0;
     if (s->expert >= 0) {
-        for (int p = 0; p < 3; p++) {
-            const gguf_tensor *t = ws->exps[s->layer][p];
-            const uint64_t slice = t->nbytes / (uint64_t)t->ne[2];
-            if (!read_span(ws, t->file, t->offset + slice * (uint64_t)s->expert, slice, s->buf + ws->part_off[s->layer][p],
-                           err, errlen))
-                return -1;
-            bytes += slice;
-        }
+        const gguf_tensor *t = ws->exps[s->layer][p];
+        const uint64_t slice = t->nbytes / (uint64_t)t->ne[2];
+        if (!read_span(ws, t->file, t->offset + slice * (uint64_t)s->expert, slice, s->buf + ws->part_off[s->layer][p],
+                       err, errlen))
+            return -1;
+        bytes += slice;
     } else {
         for (uint64_t i = 0; i < ws->g->n_tensors; i++) {
             const gguf_tensor *t = &ws->g->tensors[i];
@@ -287,11 +292,17 @@ static int load_slot(wstore *ws, slot *s, char *err, size_t errlen) {
     return 0;
 }
 
-static slot *slot_by_id(wstore *ws, int id) { return id >= 0 ? &ws->es[id] : &ws->ds[-id - 1]; }
-
-static void ring_push(ring *r, int id, uint32_t gen) {
+static void ring_push(ring *r, int id, uint32_t gen, int part) {
     if (r->n == r->cap) return; /* cannot happen: see the capacity in open_stream */
-    r->q[(r->head + r->n++) % r->cap] = (job){id, gen};
+    r->q[(r->head + r->n++) % r->cap] = (job){id, gen, part, 0};
+}
+
+/* Queue every part of a slot's load (lock held). */
+static void queue_slot(wstore *ws, int id, int demand) {
+    slot *s = slot_by_id(ws, id);
+    const int parts = s->expert >= 0 ? 3 : 1;
+    for (int p = 0; p < parts; p++) ring_push(demand ? &ws->dq : &ws->pq, id, s->gen, p);
+    pthread_cond_broadcast(&ws->job_cv);
 }
 static job ring_pop(ring *r) {
     job v = r->q[r->head];
@@ -304,23 +315,33 @@ static void *reader_main(void *arg) {
     wstore *ws = arg;
     char err[256];
     pthread_mutex_lock(&ws->mu);
+    /* guesses may occupy at most half the readers, so a demand never waits long */
+    const int guess_cap = ws->n_readers > 1 ? ws->n_readers / 2 : 1;
     for (;;) {
-        while (!ws->stop && ws->dq.n == 0 && ws->pq.n == 0) pthread_cond_wait(&ws->job_cv, &ws->mu);
+        while (!ws->stop && ws->dq.n == 0 && (ws->pq.n == 0 || ws->guess_busy >= guess_cap))
+            pthread_cond_wait(&ws->job_cv, &ws->mu);
         if (ws->stop) break;
         job j = ws->dq.n ? ring_pop(&ws->dq) : ring_pop(&ws->pq);
         slot *s = slot_by_id(ws, j.id);
-        /* stale (reassigned since), already served, or being read by another reader */
-        if (s->state != SLOT_LOADING || s->gen != j.gen || s->busy) continue;
-        s->busy = 1; /* a LOADING slot keeps its key until READY (invariant 1) */
+        const int bit = 1 << j.part;
+        /* stale (reassigned since), already read, or being read by another reader */
+        if (s->state != SLOT_LOADING || s->gen != j.gen || ((s->busy | s->done) & bit)) continue;
+        s->busy |= bit; /* a LOADING slot keeps its key until READY (invariant 1) */
+        j.guess = !s->demand;
+        ws->guess_busy += j.guess;
         pthread_mutex_unlock(&ws->mu);
         double t0 = now();
-        int rc = load_slot(ws, s, err, sizeof err);
+        int rc = load_slot(ws, s, j.part, err, sizeof err);
         double dt = now() - t0;
         pthread_mutex_lock(&ws->mu);
+        ws->guess_busy -= j.guess;
         ws->stats.read_seconds += dt;
-        s->state = rc == 0 ? SLOT_READY : SLOT_ERROR;
-        s->busy = 0;
+        s->busy &= ~bit;
+        s->done |= bit;
+        if (rc != 0) s->state = SLOT_ERROR;
+        else if (s->done == (s->expert >= 0 ? 7 : 1)) s->state = SLOT_READY;
         pthread_cond_broadcast(&ws->done_cv);
+        pthread_cond_broadcast(&ws->job_cv);
     }
     pthread_mutex_unlock(&ws->mu);
     return NULL;
@@ -371,13 +392,13 @@ static int start_load(wstore *ws, int layer, int e, int demand, int mode) {
     s->expert = e;
     s->state = SLOT_LOADING;
     s->gen++;
+    s->done = 0;
     s->demand = demand;
     s->score = ws->hot ? ws->hot[layer * ws->n_expert + e] * 0.01 : 0;
     s->last = ws->tick;
     s->touched = demand ? ws->tick : 0;
     ws->where[layer * ws->n_expert + e] = v;
-    ring_push(demand ? &ws->dq : &ws->pq, v, s->gen);
-    pthread_cond_signal(&ws->job_cv);
+    queue_slot(ws, v, demand);
     return v;
 }
 
@@ -413,8 +434,7 @@ void ws_request_experts(wstore *ws, int layer, const int32_t *ids, int n, int de
                 start_load(ws, layer, e, 1, PICK_PLAN);
             } else if (ws->es[w].state == SLOT_LOADING && !ws->es[w].demand) {
                 ws->es[w].demand = 1; /* a guess still queued: move it up */
-                ring_push(&ws->dq, w, ws->es[w].gen);
-                pthread_cond_signal(&ws->job_cv);
+                queue_slot(ws, w, 1);
             }
         } else if (w < 0 && ws->pq.n < ws->n_es / 4 + 1) {
             if (start_load(ws, layer, e, 0, PICK_GUESS) >= 0) ws->stats.prefetch_issued++;
@@ -491,10 +511,10 @@ static void start_dense(wstore *ws, int i, int l, int demand) {
     s->expert = -1;
     s->state = SLOT_LOADING;
     s->gen++;
+    s->done = 0;
     s->demand = demand;
     ws->where_dense[l] = i;
-    ring_push(demand ? &ws->dq : &ws->pq, -i - 1, s->gen);
-    pthread_cond_signal(&ws->job_cv);
+    queue_slot(ws, -i - 1, demand);
 }
 
 /* Pin the dense slot holding layer l, and read the next streamed layer ahead. */
@@ -517,8 +537,7 @@ static slot *acquire_dense(wstore *ws, int l, char *err, size_t errlen) {
         slot *s = &ws->ds[w];
         if (s->state == SLOT_LOADING && !s->demand) { /* read ahead but not started: needed now */
             s->demand = 1;
-            ring_push(&ws->dq, -w - 1, s->gen);
-            pthread_cond_signal(&ws->job_cv);
+            queue_slot(ws, -w - 1, 1);
         }
         if (wait_ready(ws, s, err, errlen) != 0) {
             pthread_mutex_unlock(&ws->mu);
@@ -611,9 +630,10 @@ static void preload_hot(wstore *ws) {
         s->expert = e;
         s->state = SLOT_LOADING;
         s->gen++;
+        s->done = 0;
         s->score = ws->hot[order[a]] * 0.01;
         ws->where[order[a]] = v;
-        ring_push(&ws->pq, v, s->gen);
+        queue_slot(ws, v, 0);
     }
     pthread_cond_broadcast(&ws->job_cv);
     pthread_mutex_unlock(&ws->mu);
@@ -697,9 +717,9 @@ static int open_stream(wstore *ws, char *err, size_t errlen) {
         if (!ws->ds[i].buf) return df_seterr(err, errlen, "out of memory for the layer buffers");
         ws->resident += ws->plan.dense_slot;
     }
-    /* each load is queued once, plus at most once more when a guess is promoted;
-     * stale entries are skipped when popped: 4x the slots is ample */
-    int cap = 4 * (ws->n_es + 2) + 16;
+    /* each load queues its parts (3) once, plus once more when a guess is
+     * promoted; stale entries are skipped when popped: 12x the slots is ample */
+    int cap = 12 * (ws->n_es + 2) + 16;
     ws->dq.q = malloc(sizeof(job) * (size_t)cap);
     ws->pq.q = malloc(sizeof(job) * (size_t)cap);
     if (!ws->dq.q || !ws->pq.q) return df_seterr(err, errlen, "out of memory");
@@ -707,7 +727,7 @@ static int open_stream(wstore *ws, char *err, size_t errlen) {
     pthread_mutex_init(&ws->mu, NULL);
     pthread_cond_init(&ws->job_cv, NULL);
     pthread_cond_init(&ws->done_cv, NULL);
-    ws->n_readers = ws->cfg.io_threads > 0 ? ws->cfg.io_threads : 4;
+    ws->n_readers = ws->cfg.io_threads > 0 ? ws->cfg.io_threads : 8;
     ws->readers = calloc((size_t)ws->n_readers, sizeof(pthread_t));
     if (!ws->readers) return df_seterr(err, errlen, "out of memory");
     for (int i = 0; i < ws->n_readers; i++)
