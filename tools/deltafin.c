@@ -534,6 +534,10 @@ static int cmd_bench(opts *o, int n_prompt) {
         x = x * 6364136223846793005ull + 1442695040888963407ull;
         toks[i] = (int32_t)((x >> 33) % (uint64_t)nv);
     }
+    df_io_stats io0, io1;
+    double tg_secs = 0;
+    memset(&io0, 0, sizeof io0);
+    memset(&io1, 0, sizeof io1);
     for (int r = -1; r < reps; r++) {
         if (n_prompt > 0) {
             df_session_truncate(s, 0);
@@ -543,20 +547,29 @@ static int cmd_bench(opts *o, int n_prompt) {
         }
         if (ng > 0) {
             df_session_truncate(s, 0);
+            df_model_io_stats(m, &io0);
             double t0 = df_time();
             for (int i = 0; i < ng; i++)
                 if (df_decode(s, &toks[i % (n_prompt + 1)], 1, logits, 0, err, sizeof err) != 0) fail(err);
-            if (r >= 0) tg[r] = ng / (df_time() - t0);
+            tg_secs = df_time() - t0;
+            if (r >= 0) tg[r] = ng / tg_secs;
+            df_model_io_stats(m, &io1);
         }
     }
     df_model_info info;
     df_model_get_info(m, &info);
     double pp_m = n_prompt > 0 ? median(pp, reps) : 0, tg_m = ng > 0 ? median(tg, reps) : 0;
     int threads = info.n_threads;
+    /* the last generation round's disk traffic (streaming only) */
+    const double rd = (double)(io1.bytes_read - io0.bytes_read), looks = (double)(io1.hits + io1.misses - io0.hits - io0.misses);
     if (o->json)
         printf("{\"pp_tokens\":%d,\"pp_tps\":%.2f,\"tg_tokens\":%d,\"tg_tps\":%.2f,\"threads\":%d,\"reps\":%d,"
-               "\"model_bytes\":%llu,\"isa\":\"%s\"}\n",
-               n_prompt, pp_m, ng, tg_m, threads, reps, (unsigned long long)info.n_bytes, df_isa());
+               "\"model_bytes\":%llu,\"isa\":\"%s\",\"streaming\":%d,\"tg_disk_bytes_per_token\":%.0f,"
+               "\"tg_disk_bytes_per_s\":%.0f,\"tg_hit_rate\":%.4f,\"tg_io_wait_fraction\":%.4f}\n",
+               n_prompt, pp_m, ng, tg_m, threads, reps, (unsigned long long)info.n_bytes, df_isa(), io1.streaming,
+               ng ? rd / ng : 0.0, tg_secs > 0 ? rd / tg_secs : 0.0,
+               looks > 0 ? (double)(io1.hits - io0.hits) / looks : 0.0,
+               tg_secs > 0 ? (io1.wait_seconds - io0.wait_seconds) / tg_secs : 0.0);
     else
         printf("model %s (%.1f MiB), threads %d, isa %s\n  pp%-5d %10.2f tokens/s\n  tg%-5d %10.2f tokens/s\n",
                o->model, (double)info.n_bytes / (1 << 20), threads, df_isa(), n_prompt, pp_m, ng, tg_m);

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# stream.sh - a model ten times larger than its memory budget: Deltafin
+# streaming experts vs llama.cpp's mmap, both inside the same cgroup.
+#
+#   bench/stream.sh [-g GB] [-n TOKENS] [-t THREADS]
+#
+# 1. Makes a DeepSeek-shaped MoE model of about GB gigabytes (default 12) in
+#    q8_0 with tools/mkmodel (MLA, sigmoid routing with groups and bias, a
+#    shared expert, a dense first layer; 64 experts, 8 used), cached in
+#    bench/results/models/.
+# 2. `deltafin plan --json` with --mem = a tenth of the file: the prediction,
+#    and this machine's disk throughput measured now.
+# 3. Deltafin (`deltafin bench --mem`) and llama.cpp (the reference program,
+#    mmap) each generate TOKENS tokens inside a cgroup v1 memory limit of the
+#    budget + 256 MiB, page cache included. The page cache is dropped before
+#    each run so neither starts warm.
+# 4. Prints tokens/s of both and the ratio, Deltafin's bytes read per token,
+#    its fraction of the disk bound (disk throughput / bytes read per token),
+#    and plan's prediction beside the measurement; appends to bench/RESULTS.md.
+# Needs root (cgroups, drop_caches).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+GB=12; N=16; T=2
+while getopts "g:n:t:" o; do
+    case $o in g) GB=$OPTARG ;; n) N=$OPTARG ;; t) T=$OPTARG ;; *) exit 2 ;; esac
+done
+BUILD=${BUILD:-build}
+make -s BUILD="$BUILD" "$BUILD/deltafin" "$BUILD/mkmodel" >/dev/null
+./scripts/llama-ref.sh build >/dev/null
+mkdir -p bench/results/models
+# 64 experts of 3 x 2048 x 1024 q8_0 weights (6.7 MiB) per layer: layers for GB
+LAYERS=$(awk -v g="$GB" 'BEGIN { l = int(g * 1024 / (64 * 6.7)) + 2; print l }')
+M=bench/results/models/deepseek-${GB}g-q8_0.gguf
+[ -f "$M" ] || ./"$BUILD"/mkmodel -o "$M" --preset deepseek-v3-tiny --type q8_0 --n-embd 2048 --n-head 16 \
+    --q-lora 512 --kv-lora 256 --experts 64 --experts-used 8 --n-ff-exp 1024 --groups 8:4 --n-layer "$LAYERS" \
+    --vocab 4096
+SIZE=$(stat -c %s "$M")
+BUDGET=$((SIZE / 10))
+LIMIT=$((BUDGET + 256 * 1024 * 1024))
+CTX=$((16 + N + 1))
+CG=/sys/fs/cgroup/memory/deltafin-bench-$$
+mkdir "$CG"
+trap 'rmdir "$CG" 2>/dev/null || true' EXIT
+echo "$LIMIT" > "$CG/memory.limit_in_bytes"
+in_cgroup() { ( echo "$BASHPID" > "$CG/cgroup.procs"; exec "$@" ); }
+drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+
+plan=$(./"$BUILD"/deltafin plan -m "$M" --mem "$BUDGET" -c "$CTX" -t "$T" --json)
+j() { sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p" <<< "$1"; }
+drop
+t0=$(date +%s.%N)
+df=$(in_cgroup ./"$BUILD"/deltafin bench -m "$M" --mem "$BUDGET" -t "$T" -p 16 -n "$N" -r 1 --json --hot none)
+df_peak=$(cat "$CG/memory.max_usage_in_bytes"); df_fail=$(cat "$CG/memory.failcnt")
+echo 0 > "$CG/memory.max_usage_in_bytes"
+drop
+llama=$(in_cgroup timeout 1800 ./scripts/llama-ref.sh -m "$M" bench -t "$T" -p 16 -n "$N" -r 1 || echo '{"tg_tps":0}')
+ll_peak=$(cat "$CG/memory.max_usage_in_bytes")
+
+df_tps=$(j "$df" tg_tps); ll_tps=$(j "$llama" tg_tps)
+bpt=$(j "$df" tg_disk_bytes_per_token); disk=$(j "$plan" disk_bytes_per_s); pred=$(j "$plan" predicted_tokens_per_s)
+report=$(awk -v d="$df_tps" -v l="$ll_tps" -v b="$bpt" -v k="$disk" -v p="$pred" -v s="$SIZE" -v bu="$BUDGET" \
+    -v dp="$df_peak" -v lp="$ll_peak" -v lim="$LIMIT" -v f="$df_fail" 'BEGIN {
+    bound = (b > 0) ? k / b : 0
+    printf "model %.1f GiB, budget %.2f GiB, cgroup limit %.2f GiB\n", s / 2^30, bu / 2^30, lim / 2^30
+    printf "deltafin: %.3f tokens/s, %.1f MiB read per token, cgroup peak %.0f MiB, failcnt %d\n", d, b / 2^20, dp / 2^20, f
+    printf "llama.cpp (mmap): %.3f tokens/s, cgroup peak %.0f MiB\n", l, lp / 2^20
+    printf "ratio deltafin / llama.cpp: %s\n", (l > 0) ? sprintf("%.2f", d / l) : "n/a (llama.cpp produced nothing)"
+    printf "disk %.0f MiB/s -> disk bound %.3f tokens/s; deltafin at %.0f%% of it\n", k / 2^20, bound, (bound > 0) ? 100 * d / bound : 0
+    printf "plan predicted %.3f tokens/s; measured/predicted %.2f\n", p, (p > 0) ? d / p : 0 }')
+echo "$report"
+{
+    echo
+    echo "## $(date -u +%F) — streaming under a memory budget (bench/stream.sh -g $GB -n $N -t $T)"
+    echo
+    echo "Commit $(git rev-parse --short HEAD), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $T threads."
+    echo
+    echo '```'
+    echo "$report"
+    echo '```'
+} >> bench/RESULTS.md
