@@ -69,11 +69,16 @@ $(BUILD)/mkmodel: $(BUILD)/obj/tools/mkmodel.o $(TOOL_COMMON_OBJ) $(LIB)
 $(BUILD)/test_%: tests/test_%.c tests/testutil.h $(TOOL_COMMON_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -Itools -Itests -o $@ $< $(TOOL_COMMON_OBJ) $(LIB) $(LDLIBS) -lcmocka
 
-# The README's first command: build, make a small model, inspect it and generate text.
+# The README's first command: build, make a DeepSeek-shaped MoE model about
+# seven times larger than a 64 MiB budget, ask `plan` whether and how fast it
+# runs, then run it under that budget (and the real tiny stories model).
 demo: all
-	$(BUILD)/mkmodel -o $(BUILD)/demo-q4_K.gguf --preset small --type q4_K
-	$(BUILD)/deltafin info -m $(BUILD)/demo-q4_K.gguf
-	$(BUILD)/deltafin run -m $(BUILD)/demo-q4_K.gguf -p "Once upon a time" -n 48 --temp 0.8 --seed 1
+	$(BUILD)/mkmodel -o $(BUILD)/demo-moe.gguf --preset deepseek-v3-tiny --type q8_0 --n-embd 512 \
+	  --experts 64 --n-ff-exp 512 --n-layer 10
+	$(BUILD)/deltafin info -m $(BUILD)/demo-moe.gguf
+	$(BUILD)/deltafin plan -m $(BUILD)/demo-moe.gguf --mem 64M -c 512
+	$(BUILD)/deltafin run -m $(BUILD)/demo-moe.gguf --mem 64M -c 512 -p "Once upon a time" -n 64 \
+	  --temp 0.8 --seed 1 --ignore-eos
 	@if [ -f ../shared/models/stories260K.gguf ]; then \
 	  $(BUILD)/deltafin run -m ../shared/models/stories260K.gguf -p "Once upon a time" -n 120 --temp 0; fi
 
