@@ -33,37 +33,6 @@
 #include "quant.h"
 #include "util.h"
 
-static int need(df_model *m, ws_tensor **dst, const char *fmt, int l, int required, int64_t ne0, int64_t ne1,
-                int64_t ne2, char *err, size_t errlen) {
-    char name[96];
-    snprintf(name, sizeof name, fmt, l);
-    *dst = NULL;
-    if (!required && !gguf_find_tensor(m->g, name)) return 0;
-    ws_tensor *t = df_tensor(m, fmt, l, 1, err, errlen);
-    if (!t) return -1;
-    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != ne2 || t->ne[3] != 1)
-        return df_seterr(err, errlen, "%s: tensor '%s' has shape [%lld, %lld, %lld], expected [%lld, %lld, %lld]",
-                         m->path, name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)ne0,
-                         (long long)ne1, (long long)ne2);
-    if (ne1 == 1 && ne2 == 1 && t->type != DF_TYPE_F32)
-        return df_seterr(err, errlen, "%s: tensor '%s' must be f32", m->path, name);
-    *dst = t;
-    return 0;
-}
-
-static int get_opt_int(df_model *m, const char *suffix, int *out, int lo, int hi, int required, char *err,
-                       size_t errlen) {
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", m->arch_name, suffix);
-    if (!gguf_find(m->g, key)) return required ? df_seterr(err, errlen, "%s: missing '%s'", m->path, key) : 0;
-    int64_t v;
-    if (gguf_get_i64(m->g, key, &v, err, errlen) != 0) return -1;
-    if (v < lo || v > hi)
-        return df_seterr(err, errlen, "%s: '%s' = %lld is out of range [%d, %d]", m->path, key, (long long)v, lo, hi);
-    *out = (int)v;
-    return 0;
-}
-
 static float get_opt_float(df_model *m, const char *suffix, float dflt) {
     char key[128];
     float v;
@@ -98,12 +67,12 @@ static void deepseek_yarn(df_model *m) {
 /* MLA sizes, experts and YaRN (before the weight store is planned). */
 static int hparams(df_model *m, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
-    if (get_opt_int(m, "attention.kv_lora_rank", &h->kv_lora_rank, 1, 1 << 16, 1, err, errlen) ||
-        get_opt_int(m, "attention.q_lora_rank", &h->q_lora_rank, 0, 1 << 16, 0, err, errlen))
+    if (df_hp_int(m, "attention.kv_lora_rank", &h->kv_lora_rank, 1, 1 << 16, 1, err, errlen) ||
+        df_hp_int(m, "attention.q_lora_rank", &h->q_lora_rank, 0, 1 << 16, 0, err, errlen))
         return -1;
     int kmla = 0, vmla = 0;
-    if (get_opt_int(m, "attention.key_length_mla", &kmla, 0, 65536, 0, err, errlen) ||
-        get_opt_int(m, "attention.value_length_mla", &vmla, 0, 65536, 0, err, errlen))
+    if (df_hp_int(m, "attention.key_length_mla", &kmla, 0, 65536, 0, err, errlen) ||
+        df_hp_int(m, "attention.value_length_mla", &vmla, 0, 65536, 0, err, errlen))
         return -1;
     if (!!kmla != !!vmla)
         return df_seterr(err, errlen, "%s: key_length_mla and value_length_mla must both be set", m->path);
@@ -134,39 +103,39 @@ static int bind(df_model *m, char *err, size_t errlen) {
     if (!te) return df_seterr(err, errlen, "%s: missing tensor 'token_embd.weight'", m->path);
     if (te->ne[1] < 1 || te->ne[1] > (1 << 24))
         return df_seterr(err, errlen, "%s: token_embd.weight has %lld rows", m->path, (long long)te->ne[1]);
-    if (need(m, &m->tok_embd, "token_embd.weight", 0, 1, E, te->ne[1], 1, err, errlen)) return -1;
+    if (df_bind(m, &m->tok_embd, "token_embd.weight", 0, 1, E, te->ne[1], 1, err, errlen)) return -1;
     h->n_vocab = (int)m->tok_embd->ne[1];
-    if (need(m, &m->output_norm, "output_norm.weight", 0, 1, E, 1, 1, err, errlen) ||
-        need(m, &t, "output.weight", 0, 0, E, h->n_vocab, 1, err, errlen))
+    if (df_bind(m, &m->output_norm, "output_norm.weight", 0, 1, E, 1, 1, err, errlen) ||
+        df_bind(m, &t, "output.weight", 0, 0, E, h->n_vocab, 1, err, errlen))
         return -1;
     m->output = t ? t : m->tok_embd;
     for (int l = 0; l < h->n_layer; l++) {
         df_layer *L = &m->layers[l];
-        if (need(m, &L->attn_norm, "blk.%d.attn_norm.weight", l, 1, E, 1, 1, err, errlen) ||
-            need(m, &L->kv_a_norm, "blk.%d.attn_kv_a_norm.weight", l, 1, R, 1, 1, err, errlen) ||
-            need(m, &L->wkv_a_mqa, "blk.%d.attn_kv_a_mqa.weight", l, 1, E, R + h->n_rot, 1, err, errlen) ||
-            need(m, &L->wo, "blk.%d.attn_output.weight", l, 1, H * hv, E, 1, err, errlen) ||
-            need(m, &L->ffn_norm, "blk.%d.ffn_norm.weight", l, 1, E, 1, 1, err, errlen))
+        if (df_bind(m, &L->attn_norm, "blk.%d.attn_norm.weight", l, 1, E, 1, 1, err, errlen) ||
+            df_bind(m, &L->kv_a_norm, "blk.%d.attn_kv_a_norm.weight", l, 1, R, 1, 1, err, errlen) ||
+            df_bind(m, &L->wkv_a_mqa, "blk.%d.attn_kv_a_mqa.weight", l, 1, E, R + h->n_rot, 1, err, errlen) ||
+            df_bind(m, &L->wo, "blk.%d.attn_output.weight", l, 1, H * hv, E, 1, err, errlen) ||
+            df_bind(m, &L->ffn_norm, "blk.%d.ffn_norm.weight", l, 1, E, 1, 1, err, errlen))
             return -1;
         if (h->q_lora_rank > 0) {
-            if (need(m, &L->wq_a, "blk.%d.attn_q_a.weight", l, 1, E, h->q_lora_rank, 1, err, errlen) ||
-                need(m, &L->q_a_norm, "blk.%d.attn_q_a_norm.weight", l, 1, h->q_lora_rank, 1, 1, err, errlen) ||
-                need(m, &L->wq_b, "blk.%d.attn_q_b.weight", l, 1, h->q_lora_rank, H * hd, 1, err, errlen))
+            if (df_bind(m, &L->wq_a, "blk.%d.attn_q_a.weight", l, 1, E, h->q_lora_rank, 1, err, errlen) ||
+                df_bind(m, &L->q_a_norm, "blk.%d.attn_q_a_norm.weight", l, 1, h->q_lora_rank, 1, 1, err, errlen) ||
+                df_bind(m, &L->wq_b, "blk.%d.attn_q_b.weight", l, 1, h->q_lora_rank, H * hd, 1, err, errlen))
                 return -1;
-        } else if (need(m, &L->wq, "blk.%d.attn_q.weight", l, 1, E, H * hd, 1, err, errlen)) {
+        } else if (df_bind(m, &L->wq, "blk.%d.attn_q.weight", l, 1, E, H * hd, 1, err, errlen)) {
             return -1;
         }
         if (h->mla_split) {
-            if (need(m, &L->wk_b, "blk.%d.attn_k_b.weight", l, 1, h->qk_nope, R, H, err, errlen) ||
-                need(m, &L->wv_b, "blk.%d.attn_v_b.weight", l, 1, R, hv, H, err, errlen))
+            if (df_bind(m, &L->wk_b, "blk.%d.attn_k_b.weight", l, 1, h->qk_nope, R, H, err, errlen) ||
+                df_bind(m, &L->wv_b, "blk.%d.attn_v_b.weight", l, 1, R, hv, H, err, errlen))
                 return -1;
-        } else if (need(m, &L->wkv_b, "blk.%d.attn_kv_b.weight", l, 1, R, H * (h->qk_nope + hv), 1, err, errlen)) {
+        } else if (df_bind(m, &L->wkv_b, "blk.%d.attn_kv_b.weight", l, 1, R, H * (h->qk_nope + hv), 1, err, errlen)) {
             return -1;
         }
         if (l < h->n_layer_dense_lead) {
-            if (need(m, &L->ffn_gate, "blk.%d.ffn_gate.weight", l, 1, E, h->n_ff, 1, err, errlen) ||
-                need(m, &L->ffn_up, "blk.%d.ffn_up.weight", l, 1, E, h->n_ff, 1, err, errlen) ||
-                need(m, &L->ffn_down, "blk.%d.ffn_down.weight", l, 1, h->n_ff, E, 1, err, errlen))
+            if (df_bind(m, &L->ffn_gate, "blk.%d.ffn_gate.weight", l, 1, E, h->n_ff, 1, err, errlen) ||
+                df_bind(m, &L->ffn_up, "blk.%d.ffn_up.weight", l, 1, E, h->n_ff, 1, err, errlen) ||
+                df_bind(m, &L->ffn_down, "blk.%d.ffn_down.weight", l, 1, h->n_ff, E, 1, err, errlen))
                 return -1;
         } else if (df_moe_bind_layer(m, l, h->n_ff_exp, err, errlen) != 0) {
             return -1;
@@ -336,22 +305,10 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
         if (df_matmul(s, L->wo, s->xb, n, s->xb2, E, err, errlen)) return -1;
         for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
 
-        /* feed-forward */
-        const float *fn = ws_fetch(m->ws, L->ffn_norm, err, errlen);
-        for (int t = 0; t < n; t++) op_rmsnorm(s->xb + t * E, s->x + t * E, fn, (int)E, h->norm_eps);
-        ws_release(m->ws, L->ffn_norm);
-        if (L->ffn_gate_inp ? df_ffn_moe(s, l, s->xb, n, s->xb2, err, errlen)
-                            : df_ffn_dense(s, L->ffn_gate, L->ffn_up, L->ffn_down, s->xb, n, s->xb2, err, errlen))
-            return -1;
-        for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
+        if (df_ffn_block(s, l, n, err, errlen)) return -1;
     }
     s->pos += n;
-    if (!logits) return 0;
-    const int first = all_logits ? 0 : n - 1, cnt = all_logits ? n : 1;
-    const float *on = ws_fetch(m->ws, m->output_norm, err, errlen);
-    for (int t = first; t < n; t++) op_rmsnorm(s->xb + t * E, s->x + t * E, on, (int)E, h->norm_eps);
-    ws_release(m->ws, m->output_norm);
-    return df_matmul(s, m->output, s->xb + (int64_t)first * E, cnt, logits, h->n_vocab, err, errlen);
+    return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }
 
 const df_arch df_arch_deepseek2 = {"deepseek2", 0, hparams, bind, forward};

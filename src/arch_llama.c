@@ -200,23 +200,10 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
         df_add_bias(s, L->bo, s->xb2, n, E);
         for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
 
-        /* feed-forward: SwiGLU, dense or mixture of experts */
-        const float *fn = vec_f32(s, L->ffn_norm);
-        for (int t = 0; t < n; t++) op_rmsnorm(s->xb + t * E, s->x + t * E, fn, (int)E, h->norm_eps);
-        ws_release(m->ws, L->ffn_norm);
-        if (L->ffn_gate_inp ? df_ffn_moe(s, l, s->xb, n, s->xb2, err, errlen)
-                            : df_ffn_dense(s, L->ffn_gate, L->ffn_up, L->ffn_down, s->xb, n, s->xb2, err, errlen))
-            return -1;
-        for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
+        if (df_ffn_block(s, l, n, err, errlen)) return -1; /* SwiGLU, dense or mixture of experts */
     }
     s->pos += n;
-    if (!logits) return 0;
-    /* final norm and output projection, for the last token or all of them */
-    const int first = all_logits ? 0 : n - 1, cnt = all_logits ? n : 1;
-    const float *on = vec_f32(s, m->output_norm);
-    for (int t = first; t < n; t++) op_rmsnorm(s->xb + t * E, s->x + t * E, on, (int)E, h->norm_eps);
-    ws_release(m->ws, m->output_norm);
-    return df_matmul(s, m->output, s->xb + (int64_t)first * E, cnt, logits, h->n_vocab, err, errlen);
+    return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }
 
 const df_arch df_arch_llama = {"llama", 0, hp_llama, bind_common, forward};

@@ -51,7 +51,7 @@ df_model_params df_model_default_params(void) {
 /* ---- hyperparameters ---- */
 
 /* Read "<arch>.<suffix>" as an integer in [lo, hi]; optional keys keep *out. */
-static int hp_int(df_model *m, const char *suffix, int *out, int lo, int hi, int required, char *err, size_t errlen) {
+int df_hp_int(df_model *m, const char *suffix, int *out, int lo, int hi, int required, char *err, size_t errlen) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", m->arch_name, suffix);
     const gguf_kv *kv = gguf_find(m->g, key);
@@ -82,28 +82,28 @@ static int hp_float(df_model *m, const char *suffix, float *out, float lo, float
 static int read_hparams(df_model *m, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
     h->n_ctx_train = 2048;
-    if (hp_int(m, "context_length", &h->n_ctx_train, 1, 1 << 24, 0, err, errlen) ||
-        hp_int(m, "embedding_length", &h->n_embd, 1, MAX_DIM, 1, err, errlen) ||
-        hp_int(m, "block_count", &h->n_layer, 1, MAX_LAYERS, 1, err, errlen) ||
-        hp_int(m, "feed_forward_length", &h->n_ff, 1, MAX_DIM, 1, err, errlen) ||
-        hp_int(m, "attention.head_count", &h->n_head, 1, 65536, 1, err, errlen))
+    if (df_hp_int(m, "context_length", &h->n_ctx_train, 1, 1 << 24, 0, err, errlen) ||
+        df_hp_int(m, "embedding_length", &h->n_embd, 1, MAX_DIM, 1, err, errlen) ||
+        df_hp_int(m, "block_count", &h->n_layer, 1, MAX_LAYERS, 1, err, errlen) ||
+        df_hp_int(m, "feed_forward_length", &h->n_ff, 1, MAX_DIM, 1, err, errlen) ||
+        df_hp_int(m, "attention.head_count", &h->n_head, 1, 65536, 1, err, errlen))
         return -1;
     h->n_head_kv = h->n_head;
-    if (hp_int(m, "attention.head_count_kv", &h->n_head_kv, 1, h->n_head, 0, err, errlen)) return -1;
+    if (df_hp_int(m, "attention.head_count_kv", &h->n_head_kv, 1, h->n_head, 0, err, errlen)) return -1;
     if (h->n_head % h->n_head_kv != 0)
         return df_seterr(err, errlen, "%s: head_count %d is not a multiple of head_count_kv %d", m->path, h->n_head,
                          h->n_head_kv);
     h->head_dim = h->n_embd / h->n_head;
-    if (hp_int(m, "attention.key_length", &h->head_dim, 1, 65536, 0, err, errlen)) return -1;
+    if (df_hp_int(m, "attention.key_length", &h->head_dim, 1, 65536, 0, err, errlen)) return -1;
     h->head_dim_v = h->head_dim;
-    if (hp_int(m, "attention.value_length", &h->head_dim_v, 1, 65536, 0, err, errlen)) return -1;
+    if (df_hp_int(m, "attention.value_length", &h->head_dim_v, 1, 65536, 0, err, errlen)) return -1;
     if (h->head_dim < 2 || h->head_dim % 2)
         return df_seterr(err, errlen, "%s: head size %d must be even and at least 2", m->path, h->head_dim);
     if ((int64_t)h->head_dim * h->n_head > MAX_DIM)
         return df_seterr(err, errlen, "%s: attention width %lld is too large", m->path,
                          (long long)h->head_dim * h->n_head);
     h->n_rot = h->head_dim;
-    if (hp_int(m, "rope.dimension_count", &h->n_rot, 2, h->head_dim, 0, err, errlen)) return -1;
+    if (df_hp_int(m, "rope.dimension_count", &h->n_rot, 2, h->head_dim, 0, err, errlen)) return -1;
     if (h->n_rot % 2) return df_seterr(err, errlen, "%s: rope.dimension_count %d must be even", m->path, h->n_rot);
     h->norm_eps = 1e-5f;
     if (hp_float(m, "attention.layer_norm_rms_epsilon", &h->norm_eps, 0.0f, 1.0f, err, errlen)) return -1;
@@ -126,7 +126,7 @@ static int read_hparams(df_model *m, char *err, size_t errlen) {
             return df_seterr(err, errlen, "%s: unsupported rope.scaling.type '%s' (none, linear, yarn)", m->path, stype);
     }
     h->n_ctx_orig = h->n_ctx_train;
-    if (hp_int(m, "rope.scaling.original_context_length", &h->n_ctx_orig, 1, 1 << 24, 0, err, errlen)) return -1;
+    if (df_hp_int(m, "rope.scaling.original_context_length", &h->n_ctx_orig, 1, 1 << 24, 0, err, errlen)) return -1;
     h->yarn_beta_fast = 32.0f;
     h->yarn_beta_slow = 1.0f;
     h->yarn_ext_factor = yarn ? 1.0f : 0.0f;
@@ -167,6 +167,24 @@ ws_tensor *df_tensor(df_model *m, const char *fmt, int layer, int required, char
         df_seterr(err, errlen, "%s: %s", m->path, inner);
     }
     return t;
+}
+
+int df_bind(df_model *m, ws_tensor **dst, const char *fmt, int l, int required, int64_t ne0, int64_t ne1,
+            int64_t ne2, char *err, size_t errlen) {
+    char name[96];
+    snprintf(name, sizeof name, fmt, l);
+    *dst = NULL;
+    if (!required && !gguf_find_tensor(m->g, name)) return 0;
+    ws_tensor *t = df_tensor(m, fmt, l, 1, err, errlen);
+    if (!t) return -1;
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != ne2 || t->ne[3] != 1)
+        return df_seterr(err, errlen, "%s: tensor '%s' has shape [%lld, %lld, %lld], expected [%lld, %lld, %lld]",
+                         m->path, name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)ne0,
+                         (long long)ne1, (long long)ne2);
+    if (ne1 == 1 && ne2 == 1 && t->type != DF_TYPE_F32)
+        return df_seterr(err, errlen, "%s: tensor '%s' must be f32", m->path, name);
+    *dst = t;
+    return 0;
 }
 
 int df_check_shape(const ws_tensor *t, int64_t ne0, int64_t ne1, char *err, size_t errlen) {
@@ -653,6 +671,34 @@ int df_ffn_dense(df_session *s, ws_tensor *gate, ws_tensor *up, ws_tensor *down,
     if (df_matmul(s, gate, x, n, s->hb, F, err, errlen) || df_matmul(s, up, x, n, s->hb2, F, err, errlen)) return -1;
     op_swiglu(s->hb, s->hb2, (int)(n * F));
     return df_matmul(s, down, s->hb, n, out, down->ne[1], err, errlen);
+}
+
+int df_ffn_block(df_session *s, int l, int n, char *err, size_t errlen) {
+    df_model *m = s->m;
+    const df_hparams *h = &m->hp;
+    df_layer *L = &m->layers[l];
+    const int64_t E = h->n_embd;
+    const float *fn = ws_fetch(m->ws, L->ffn_norm, err, errlen);
+    if (!fn) return -1;
+    for (int t = 0; t < n; t++) op_rmsnorm(s->xb + t * E, s->x + t * E, fn, (int)E, h->norm_eps);
+    ws_release(m->ws, L->ffn_norm);
+    if (L->ffn_gate_inp ? df_ffn_moe(s, l, s->xb, n, s->xb2, err, errlen)
+                        : df_ffn_dense(s, L->ffn_gate, L->ffn_up, L->ffn_down, s->xb, n, s->xb2, err, errlen))
+        return -1;
+    for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
+    return 0;
+}
+
+int df_output(df_session *s, int n, float *logits, int all_logits, char *err, size_t errlen) {
+    df_model *m = s->m;
+    const df_hparams *h = &m->hp;
+    const int64_t E = h->n_embd;
+    const int first = all_logits ? 0 : n - 1, cnt = all_logits ? n : 1;
+    const float *on = ws_fetch(m->ws, m->output_norm, err, errlen);
+    if (!on) return -1;
+    for (int t = first; t < n; t++) op_rmsnorm(s->xb + t * E, s->x + t * E, on, (int)E, h->norm_eps);
+    ws_release(m->ws, m->output_norm);
+    return df_matmul(s, m->output, s->xb + (int64_t)first * E, cnt, logits, h->n_vocab, err, errlen);
 }
 
 int df_embed(df_session *s, const int32_t *tokens, int n, float *out, char *err, size_t errlen) {

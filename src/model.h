@@ -160,6 +160,17 @@ const df_arch *df_arch_find(const char *name);
 
 /* Shared helpers for architecture files. */
 ws_tensor *df_tensor(df_model *m, const char *fmt, int layer, int required, char *err, size_t errlen);
+/* Bind tensor fmt (with %d = layer l) and check its shape [ne0, ne1, ne2];
+ * vectors (ne1 = ne2 = 1) must be f32. An optional tensor that is absent
+ * leaves *dst NULL and succeeds. */
+int df_bind(df_model *m, ws_tensor **dst, const char *fmt, int l, int required, int64_t ne0, int64_t ne1,
+            int64_t ne2, char *err, size_t errlen);
+/* "<arch>.<suffix>" as an integer in [lo, hi]; absent optional keys keep *out. */
+int df_hp_int(df_model *m, const char *suffix, int *out, int lo, int hi, int required, char *err, size_t errlen);
+/* Layer l's feed-forward block on s->x: RMSNorm, dense or MoE FFN, residual. */
+int df_ffn_block(df_session *s, int l, int n, char *err, size_t errlen);
+/* Final RMSNorm and output projection of the last token (or all n). */
+int df_output(df_session *s, int n, float *logits, int all_logits, char *err, size_t errlen);
 int df_check_shape(const ws_tensor *t, int64_t ne0, int64_t ne1, char *err, size_t errlen);
 int df_matmul(df_session *s, ws_tensor *w, const float *x, int n_tok, float *y, int64_t ldy, char *err,
               size_t errlen);

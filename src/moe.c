@@ -32,31 +32,18 @@
 
 #define MAX_EXPERTS 1024
 
-static int hp_key_int(df_model *m, const char *suffix, int *out, int lo, int hi, char *err, size_t errlen) {
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", m->arch_name, suffix);
-    if (!gguf_find(m->g, key)) return 0;
-    int64_t v;
-    if (gguf_get_i64(m->g, key, &v, err, errlen) != 0) return -1;
-    if (v < lo || v > hi)
-        return df_seterr(err, errlen, "%s: metadata '%s' = %lld is out of range [%d, %d]", m->path, key, (long long)v,
-                         lo, hi);
-    *out = (int)v;
-    return 0;
-}
-
 int df_moe_read_hparams(df_model *m, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
     char key[128];
-    if (hp_key_int(m, "expert_count", &h->n_expert, 0, MAX_EXPERTS, err, errlen) ||
-        hp_key_int(m, "expert_used_count", &h->n_expert_used, 0, MAX_EXPERTS, err, errlen) ||
-        hp_key_int(m, "expert_shared_count", &h->n_expert_shared, 0, 64, err, errlen) ||
-        hp_key_int(m, "expert_feed_forward_length", &h->n_ff_exp, 1, 1 << 20, err, errlen) ||
-        hp_key_int(m, "expert_shared_feed_forward_length", &h->n_ff_shexp, 1, 1 << 20, err, errlen) ||
-        hp_key_int(m, "leading_dense_block_count", &h->n_layer_dense_lead, 0, h->n_layer, err, errlen) ||
-        hp_key_int(m, "expert_gating_func", &h->gating, 0, 3, err, errlen) ||
-        hp_key_int(m, "expert_group_count", &h->n_expert_groups, 0, MAX_EXPERTS, err, errlen) ||
-        hp_key_int(m, "expert_group_used_count", &h->n_group_used, 0, MAX_EXPERTS, err, errlen))
+    if (df_hp_int(m, "expert_count", &h->n_expert, 0, MAX_EXPERTS, 0, err, errlen) ||
+        df_hp_int(m, "expert_used_count", &h->n_expert_used, 0, MAX_EXPERTS, 0, err, errlen) ||
+        df_hp_int(m, "expert_shared_count", &h->n_expert_shared, 0, 64, 0, err, errlen) ||
+        df_hp_int(m, "expert_feed_forward_length", &h->n_ff_exp, 1, 1 << 20, 0, err, errlen) ||
+        df_hp_int(m, "expert_shared_feed_forward_length", &h->n_ff_shexp, 1, 1 << 20, 0, err, errlen) ||
+        df_hp_int(m, "leading_dense_block_count", &h->n_layer_dense_lead, 0, h->n_layer, 0, err, errlen) ||
+        df_hp_int(m, "expert_gating_func", &h->gating, 0, 3, 0, err, errlen) ||
+        df_hp_int(m, "expert_group_count", &h->n_expert_groups, 0, MAX_EXPERTS, 0, err, errlen) ||
+        df_hp_int(m, "expert_group_used_count", &h->n_group_used, 0, MAX_EXPERTS, 0, err, errlen))
         return -1;
     snprintf(key, sizeof key, "%s.expert_weights_norm", m->arch_name);
     if (gguf_find(m->g, key) && gguf_get_bool(m->g, key, &h->expert_weights_norm, err, errlen) != 0) return -1;
@@ -91,42 +78,24 @@ int df_moe_read_hparams(df_model *m, char *err, size_t errlen) {
     return 0;
 }
 
-/* Bind one tensor and check its shape (ne2 = 1 for plain matrices). An
- * optional tensor that is absent leaves *dst NULL and succeeds. */
-static int bind(df_model *m, ws_tensor **dst, const char *fmt, int l, int required, int64_t ne0, int64_t ne1,
-                int64_t ne2, char *err, size_t errlen) {
-    char name[96];
-    snprintf(name, sizeof name, fmt, l);
-    *dst = NULL;
-    if (!required && !gguf_find_tensor(m->g, name)) return 0;
-    ws_tensor *t = df_tensor(m, fmt, l, 1, err, errlen);
-    if (!t) return -1;
-    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != ne2 || t->ne[3] != 1)
-        return df_seterr(err, errlen, "%s: tensor '%s' has shape [%lld, %lld, %lld], expected [%lld, %lld, %lld]",
-                         m->path, name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)ne0,
-                         (long long)ne1, (long long)ne2);
-    *dst = t;
-    return 0;
-}
-
 int df_moe_bind_layer(df_model *m, int l, int n_ff_exp, char *err, size_t errlen) {
     const df_hparams *h = &m->hp;
     df_layer *L = &m->layers[l];
     const int64_t E = h->n_embd, X = h->n_expert, sh = h->n_ff_shexp;
-    if (bind(m, &L->ffn_gate_inp, "blk.%d.ffn_gate_inp.weight", l, 1, E, X, 1, err, errlen) ||
-        bind(m, &L->ffn_gate_exps, "blk.%d.ffn_gate_exps.weight", l, 1, E, n_ff_exp, X, err, errlen) ||
-        bind(m, &L->ffn_up_exps, "blk.%d.ffn_up_exps.weight", l, 1, E, n_ff_exp, X, err, errlen) ||
-        bind(m, &L->ffn_down_exps, "blk.%d.ffn_down_exps.weight", l, 1, n_ff_exp, E, X, err, errlen) ||
-        bind(m, &L->exp_probs_b, "blk.%d.exp_probs_b.bias", l, 0, X, 1, 1, err, errlen))
+    if (df_bind(m, &L->ffn_gate_inp, "blk.%d.ffn_gate_inp.weight", l, 1, E, X, 1, err, errlen) ||
+        df_bind(m, &L->ffn_gate_exps, "blk.%d.ffn_gate_exps.weight", l, 1, E, n_ff_exp, X, err, errlen) ||
+        df_bind(m, &L->ffn_up_exps, "blk.%d.ffn_up_exps.weight", l, 1, E, n_ff_exp, X, err, errlen) ||
+        df_bind(m, &L->ffn_down_exps, "blk.%d.ffn_down_exps.weight", l, 1, n_ff_exp, E, X, err, errlen) ||
+        df_bind(m, &L->exp_probs_b, "blk.%d.exp_probs_b.bias", l, 0, X, 1, 1, err, errlen))
         return -1;
     if (L->exp_probs_b && L->exp_probs_b->type != DF_TYPE_F32)
         return df_seterr(err, errlen, "%s: blk.%d.exp_probs_b.bias must be f32", m->path, l);
     if (sh > 0) {
         const int req = h->n_expert_shared > 0;
-        if (bind(m, &L->ffn_gate_shexp, "blk.%d.ffn_gate_shexp.weight", l, req, E, sh, 1, err, errlen) ||
-            bind(m, &L->ffn_up_shexp, "blk.%d.ffn_up_shexp.weight", l, req, E, sh, 1, err, errlen) ||
-            bind(m, &L->ffn_down_shexp, "blk.%d.ffn_down_shexp.weight", l, req, sh, E, 1, err, errlen) ||
-            bind(m, &L->ffn_gate_inp_shexp, "blk.%d.ffn_gate_inp_shexp.weight", l, 0, E, 1, 1, err, errlen))
+        if (df_bind(m, &L->ffn_gate_shexp, "blk.%d.ffn_gate_shexp.weight", l, req, E, sh, 1, err, errlen) ||
+            df_bind(m, &L->ffn_up_shexp, "blk.%d.ffn_up_shexp.weight", l, req, E, sh, 1, err, errlen) ||
+            df_bind(m, &L->ffn_down_shexp, "blk.%d.ffn_down_shexp.weight", l, req, sh, E, 1, err, errlen) ||
+            df_bind(m, &L->ffn_gate_inp_shexp, "blk.%d.ffn_gate_inp_shexp.weight", l, 0, E, 1, 1, err, errlen))
             return -1;
         const int parts = !!L->ffn_gate_shexp + !!L->ffn_up_shexp + !!L->ffn_down_shexp;
         if (parts != 0 && parts != 3)

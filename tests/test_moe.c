@@ -177,10 +177,7 @@ static void test_router_matches_float64(void **state) {
 static void make_model(const char *args, char *path, size_t n) {
     static int k;
     snprintf(path, n, "%s/m%d.gguf", tmpdir, k++);
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s/mkmodel -o %s %s 2>/dev/null", getenv("DELTAFIN_BUILD") ? getenv("DELTAFIN_BUILD") : "build",
-             path, args);
-    assert_int_equal(system(cmd), 0);
+    tu_mkmodel(path, args);
 }
 
 static void test_only_selected_experts_are_fetched(void **state) {
@@ -359,15 +356,12 @@ static void test_inconsistent_experts_rejected(void **state) {
 
 static int setup(void **state) {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/deltafin-test-moe-XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return tu_mkdtemp(tmpdir, sizeof tmpdir, "moe");
 }
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tu_rmtree(tmpdir);
 }
 
 int main(void) {

@@ -24,10 +24,7 @@ static char tmpdir[128];
 
 static void make_model(const char *args, const char *name, char *path, size_t n) {
     snprintf(path, n, "%s/%s.gguf", tmpdir, name);
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s/mkmodel -o %s %s 2>/dev/null",
-             getenv("DELTAFIN_BUILD") ? getenv("DELTAFIN_BUILD") : "build", path, args);
-    assert_int_equal(system(cmd), 0);
+    tu_mkmodel(path, args);
 }
 
 /* Logits of a 40-token prompt (all positions) and 12 greedy steps. */
@@ -191,15 +188,12 @@ static void test_hot_file(void **state) {
 
 static int setup(void **state) {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/deltafin-test-stream-XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return tu_mkdtemp(tmpdir, sizeof tmpdir, "stream");
 }
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tu_rmtree(tmpdir);
 }
 
 int main(void) {
