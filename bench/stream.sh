@@ -54,7 +54,7 @@ df=$(in_cgroup ./"$BUILD"/deltafin bench -m "$M" --mem "$BUDGET" -t "$T" -p 16 -
 df_peak=$(cat "$CG/memory.max_usage_in_bytes"); df_fail=$(cat "$CG/memory.failcnt")
 echo 0 > "$CG/memory.max_usage_in_bytes"
 drop
-llama=$(in_cgroup timeout 1800 ./scripts/llama-ref.sh -m "$M" bench -t "$T" -p 16 -n "$N" -r 1 || echo '{"tg_tps":0}')
+llama=$(in_cgroup timeout 600 ./scripts/llama-ref.sh -m "$M" bench -t "$T" -p 16 -n "$N" -r 1 || echo '{"tg_tps":0}')
 ll_peak=$(cat "$CG/memory.max_usage_in_bytes")
 
 df_tps=$(j "$df" tg_tps); ll_tps=$(j "$llama" tg_tps)
