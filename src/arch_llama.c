@@ -176,10 +176,10 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
         const float *an = vec_f32(s, L->attn_norm);
         for (int t = 0; t < n; t++) op_rmsnorm(s->xb + t * E, s->x + t * E, an, (int)E, h->norm_eps);
         ws_release(m->ws, L->attn_norm);
-        if (df_matmul(s, L->wq, s->xb, n, s->q, qdim, err, errlen) ||
-            df_matmul(s, L->wk, s->xb, n, s->k, s->kv_dim_k, err, errlen) ||
-            df_matmul(s, L->wv, s->xb, n, s->v, s->kv_dim_v, err, errlen))
-            return -1;
+        ws_tensor *const wqkv[3] = {L->wq, L->wk, L->wv};
+        float *const yqkv[3] = {s->q, s->k, s->v};
+        const int64_t ldqkv[3] = {qdim, s->kv_dim_k, s->kv_dim_v};
+        if (df_matmul_n(s, 3, wqkv, s->xb, n, yqkv, ldqkv, err, errlen)) return -1;
         df_add_bias(s, L->bq, s->q, n, qdim);
         df_add_bias(s, L->bk, s->k, n, s->kv_dim_k);
         df_add_bias(s, L->bv, s->v, n, s->kv_dim_v);

@@ -155,7 +155,7 @@ static int mm_pass(tp_pool *pool, const mm_op *ops, int n_ops, int vtype, int64_
         p->y = ops[k].y;
         p->ldy = ops[k].ldy;
         /* at least 8 chunks per thread over the whole pass, shared by the parts by size */
-        long want = (long)((8 * nth * (n_cb > 1 ? 1 : 1) * ops[k].n_out + rows - 1) / rows);
+        const long want = (long)((8 * nth * ops[k].n_out + rows - 1) / rows);
         p->rb = rows_per_chunk(ops[k].n_out, p->w_row, n_cb > 1 ? PP_CHUNK_BYTES : GEN_CHUNK_BYTES,
                                n_cb > 1 ? 1 : want);
         p->n_rb = (long)((ops[k].n_out + p->rb - 1) / p->rb);

@@ -665,10 +665,33 @@ int df_matmul(df_session *s, ws_tensor *w, const float *x, int n_tok, float *y, 
     return 0;
 }
 
+int df_matmul_n(df_session *s, int n_w, ws_tensor *const *w, const float *x, int n_tok, float *const *y,
+                const int64_t *ldy, char *err, size_t errlen) {
+    mm_op ops[MM_MAX_OPS] = {{0, NULL, 0, NULL, 0}};
+    int got = 0, rc = 0;
+    if (n_w < 1 || n_w > MM_MAX_OPS) return df_seterr(err, errlen, "internal: %d products in one df_matmul_n", n_w);
+    for (; got < n_w; got++) {
+        const void *data = w[got]->ne[0] == w[0]->ne[0] ? ws_fetch(s->m->ws, w[got], err, errlen) : NULL;
+        if (!data) {
+            rc = w[got]->ne[0] == w[0]->ne[0] ? -1 : df_seterr(err, errlen, "internal: '%s' and '%s' have different inputs",
+                                                             w[0]->gt->name, w[got]->gt->name);
+            break;
+        }
+        ops[got] = (mm_op){w[got]->type, data, w[got]->ne[1], y[got], ldy[got]};
+    }
+    if (rc == 0 && mm_mul_n(s->m->pool, ops, n_w, w[0]->ne[0], x, n_tok, &s->mm) != 0)
+        rc = df_seterr(err, errlen, "internal: matmul scratch too small for '%s'", w[0]->gt->name);
+    while (got > 0) ws_release(s->m->ws, w[--got]);
+    return rc;
+}
+
 int df_ffn_dense(df_session *s, ws_tensor *gate, ws_tensor *up, ws_tensor *down, const float *x, int n, float *out,
                  char *err, size_t errlen) {
     const int64_t F = gate->ne[1];
-    if (df_matmul(s, gate, x, n, s->hb, F, err, errlen) || df_matmul(s, up, x, n, s->hb2, F, err, errlen)) return -1;
+    ws_tensor *const w[2] = {gate, up};
+    float *const y[2] = {s->hb, s->hb2};
+    const int64_t ld[2] = {F, F};
+    if (df_matmul_n(s, 2, w, x, n, y, ld, err, errlen)) return -1;
     op_swiglu(s->hb, s->hb2, (int)(n * F));
     return df_matmul(s, down, s->hb, n, out, down->ne[1], err, errlen);
 }

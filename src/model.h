@@ -174,6 +174,11 @@ int df_output(df_session *s, int n, float *logits, int all_logits, char *err, si
 int df_check_shape(const ws_tensor *t, int64_t ne0, int64_t ne1, char *err, size_t errlen);
 int df_matmul(df_session *s, ws_tensor *w, const float *x, int n_tok, float *y, int64_t ldy, char *err,
               size_t errlen);
+/* n_w (<= MM_MAX_OPS) products of the same input x, e.g. Q, K and V: y[i]
+ * (stride ldy[i]) = w[i] x. x is converted once and all run in one pass of
+ * the pool; the results are those of separate df_matmul calls. */
+int df_matmul_n(df_session *s, int n_w, ws_tensor *const *w, const float *x, int n_tok, float *const *y,
+                const int64_t *ldy, char *err, size_t errlen);
 int df_embed(df_session *s, const int32_t *tokens, int n, float *out, char *err, size_t errlen);
 void df_add_bias(df_session *s, ws_tensor *b, float *y, int n_tok, int64_t ld);
 /* attn.c: causal attention of n_tok queries (n_head * head_dim each) at

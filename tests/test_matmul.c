@@ -1,0 +1,361 @@
+/*
+ * test_matmul.c - the matrix-product and attention kernels behind prompt
+ * processing and generation, and the thread pool's dynamic jobs.
+ *
+ * What is checked, for every weight type and every instruction set this
+ * CPU has:
+ *  (1) gemm (or matmul's vec_dot fallback) against the scalar reference
+ *      vec_dot, to 1e-5 * sum|w_i x_i| (test_quant's SIMD-vs-scalar bound:
+ *      the integer sums are exact, only float summation order differs);
+ *  (2) the gemm CONTRACT (quant.h): every output is bit-identical however
+ *      the rows and tokens are tiled - alone, in a full tile, at an odd
+ *      offset, or as a padded edge tile. This is what makes a token's logits
+ *      the same in a prompt batch and in one-token generation;
+ *  (3) mm_mul with 1..3 threads and 1..130 tokens (token blocks, row
+ *      chunks, dynamic scheduling) equals gemm on the whole matrix bit for
+ *      bit, and mm_mul_n equals separate mm_mul calls, including products of
+ *      different activation types in one call; too small a scratch fails;
+ *  (4) the attention helpers dot_rows / axpy_rows / exp_sum against the
+ *      scalar ones (1e-5 relative), and dot_rows' independence of how many
+ *      rows one call covers;
+ *  (5) tp_run_dyn runs every claimed item exactly once with more threads
+ *      than cores, interleaved with static tp_run jobs.
+ */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "matmul.h"
+#include "quant.h"
+#include "quant_isa.h"
+#include "threads.h"
+#include "util.h"
+
+static const int k_types[] = {DF_TYPE_F32,  DF_TYPE_F16,  DF_TYPE_BF16, DF_TYPE_Q4_0, DF_TYPE_Q4_1,
+                              DF_TYPE_Q5_0, DF_TYPE_Q5_1, DF_TYPE_Q8_0, DF_TYPE_Q2_K, DF_TYPE_Q3_K,
+                              DF_TYPE_Q4_K, DF_TYPE_Q5_K, DF_TYPE_Q6_K};
+#define N_TYPES ((int)(sizeof k_types / sizeof k_types[0]))
+
+static void *xalloc(size_t n) {
+    void *p = df_aligned_alloc(64, n ? n : 1);
+    assert_non_null(p);
+    memset(p, 0, n ? n : 1);
+    return p;
+}
+
+/* A weight matrix and activations of one type, quantized, with the
+ * dequantized copies for magnitudes. */
+typedef struct {
+    int type, vtype;
+    int64_t n;          /* row length */
+    int nr, nc;
+    size_t wrow, xrow;  /* bytes per row */
+    uint8_t *w, *x;
+    float *wd, *xd;     /* dequantized */
+    float *xf;          /* original activations (floats) */
+} mats;
+
+/* Random weights (rows of varied magnitude and offset) and activations of
+ * type's activation format. */
+static mats make(int type, int64_t n, int nr, int nc, uint64_t seed) {
+    mats m;
+    memset(&m, 0, sizeof m);
+    const quant_traits *r = quant_traits_ref(type), *v = quant_traits_ref(r->vec_type);
+    m.type = type;
+    m.vtype = r->vec_type;
+    m.n = n;
+    m.nr = nr;
+    m.nc = nc;
+    m.wrow = quant_row_size(type, n);
+    m.xrow = quant_row_size(m.vtype, n);
+    m.w = xalloc(m.wrow * (size_t)nr);
+    m.x = xalloc(m.xrow * (size_t)nc);
+    m.wd = xalloc(sizeof(float) * (size_t)(n * nr));
+    m.xd = xalloc(sizeof(float) * (size_t)(n * nc));
+    m.xf = xalloc(sizeof(float) * (size_t)(n * nc));
+    float *f = xalloc(sizeof(float) * (size_t)n);
+    uint64_t rng = seed | 1;
+    for (int i = 0; i < nr; i++) {
+        const float mag = (i % 3 == 0) ? 4.0f : (i % 3 == 1 ? 0.05f : 1.0f);
+        for (int64_t k = 0; k < n; k++) f[k] = tu_randf(&rng) * mag + (i % 5 == 4 ? 0.3f : 0.0f);
+        r->from_float(f, m.w + (size_t)i * m.wrow, n);
+        r->to_float(m.w + (size_t)i * m.wrow, m.wd + (int64_t)i * n, n);
+    }
+    for (int c = 0; c < nc; c++) {
+        for (int64_t k = 0; k < n; k++) m.xf[(int64_t)c * n + k] = tu_randf(&rng) * (c % 2 ? 3.0f : 0.7f);
+        v->from_float(m.xf + (int64_t)c * n, m.x + (size_t)c * m.xrow, n);
+        v->to_float(m.x + (size_t)c * m.xrow, m.xd + (int64_t)c * n, n);
+    }
+    free(f);
+    return m;
+}
+
+static void mats_free(mats *m) {
+    free(m->w);
+    free(m->x);
+    free(m->wd);
+    free(m->xd);
+    free(m->xf);
+}
+
+/* sum |w_i x_i| of row r and token c (dequantized) */
+static double mag(const mats *m, int r, int c) {
+    double s = 0;
+    for (int64_t k = 0; k < m->n; k++) s += fabs((double)m->wd[(int64_t)r * m->n + k] * m->xd[(int64_t)c * m->n + k]);
+    return s;
+}
+
+/* The table's gemm, or matmul's fallback (vec_dot per pair) when it has none. */
+static void gemm(const quant_traits *t, const mats *m, int r0, int nr, int c0, int nc, float *y, size_t ldy) {
+    const uint8_t *w = m->w + (size_t)r0 * m->wrow, *x = m->x + (size_t)c0 * m->xrow;
+    if (t->gemm) {
+        t->gemm(m->n, w, m->wrow, nr, x, m->xrow, nc, y, ldy);
+        return;
+    }
+    for (int r = 0; r < nr; r++)
+        for (int c = 0; c < nc; c++) t->vec_dot(m->n, w + (size_t)r * m->wrow, x + (size_t)c * m->xrow, &y[(size_t)c * ldy + r]);
+}
+
+static int bits_equal(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+/* (1) and (2) for one type, ISA and shape. */
+static void check_gemm(int type, int isa, int64_t n, int nr, int nc) {
+    const quant_traits *t = quant_traits_isa(type, isa), *ref = quant_traits_ref(type);
+    mats m = make(type, n, nr, nc, 0x1234u + (uint64_t)type * 77 + (uint64_t)n);
+    float *y = xalloc(sizeof(float) * (size_t)(nr * nc)), *y1 = xalloc(sizeof(float) * (size_t)(nr * nc));
+    gemm(t, &m, 0, nr, 0, nc, y, (size_t)nr);
+    for (int c = 0; c < nc; c++)
+        for (int r = 0; r < nr; r++) {
+            float want;
+            ref->vec_dot(n, m.w + (size_t)r * m.wrow, m.x + (size_t)c * m.xrow, &want);
+            const float got = y[(size_t)c * nr + r];
+            if (!(fabs((double)got - want) <= 1e-5 * mag(&m, r, c) + 1e-30))
+                fail_msg("%s/%s n=%lld %dx%d: y[%d,%d] = %.9g, reference %.9g", ref->name, quant_isa_str(isa),
+                         (long long)n, nr, nc, r, c, got, want);
+        }
+    /* alone: every pair as a 1x1 product */
+    for (int c = 0; c < nc; c++)
+        for (int r = 0; r < nr; r++) {
+            float one;
+            gemm(t, &m, r, 1, c, 1, &one, 1);
+            if (!bits_equal(one, y[(size_t)c * nr + r]))
+                fail_msg("%s/%s n=%lld: (%d,%d) alone %.9g, in the %dx%d product %.9g", ref->name, quant_isa_str(isa),
+                         (long long)n, r, c, one, nr, nc, y[(size_t)c * nr + r]);
+        }
+    /* sub-rectangles at odd offsets and sizes */
+    for (int r0 = 0; r0 < nr; r0 += 3)
+        for (int c0 = 0; c0 < nc; c0 += 2) {
+            const int rn = (nr - r0) < 5 ? nr - r0 : 5, cn = (nc - c0) < 3 ? nc - c0 : 3;
+            gemm(t, &m, r0, rn, c0, cn, y1, (size_t)rn);
+            for (int c = 0; c < cn; c++)
+                for (int r = 0; r < rn; r++)
+                    if (!bits_equal(y1[(size_t)c * rn + r], y[(size_t)(c0 + c) * nr + r0 + r]))
+                        fail_msg("%s/%s n=%lld: (%d,%d) differs in a %dx%d tile at (%d,%d)", ref->name,
+                                 quant_isa_str(isa), (long long)n, r0 + r, c0 + c, rn, cn, r0, c0);
+        }
+    free(y);
+    free(y1);
+    mats_free(&m);
+}
+
+static void test_gemm(void **state) {
+    (void)state;
+    for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
+        if (!quant_isa_available(isa)) continue;
+        for (int i = 0; i < N_TYPES; i++) {
+            const int type = k_types[i];
+            const int blck = quant_traits_ref(type)->blck;
+            check_gemm(type, isa, blck == 1 ? 256 : 2 * QK_K, 9, 7);
+            check_gemm(type, isa, blck == 1 ? 100 : 4 * QK_K, 4, 4);
+            check_gemm(type, isa, blck == 1 ? 257 : QK_K, 1, 5);
+            if (blck == 32) check_gemm(type, isa, 96, 6, 9);
+        }
+    }
+}
+
+/* (3) matmul through the pool: all thread counts and token counts give the
+ * gemm's bits; mm_mul_n equals separate calls. */
+static void test_mm_mul(void **state) {
+    (void)state;
+    const int types[] = {DF_TYPE_Q4_K, DF_TYPE_Q8_0, DF_TYPE_F32, DF_TYPE_Q5_K, DF_TYPE_F16};
+    const int toks[] = {1, 3, 37, 130};
+    const int64_t n = 512;
+    const int nr = 203;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const int type = types[ti];
+        mats m = make(type, n, nr, 130, 99 + (uint64_t)type);
+        const quant_traits *t = quant_traits_get(type);
+        float *want = xalloc(sizeof(float) * (size_t)(nr * 130));
+        gemm(t, &m, 0, nr, 0, 130, want, (size_t)nr);
+        mm_scratch sc = {NULL, mm_scratch_bytes(n, 130)};
+        sc.buf = xalloc(sc.size);
+        float *y = xalloc(sizeof(float) * (size_t)(nr + 5) * 130);
+        for (int nth = 1; nth <= 3; nth++) {
+            tp_pool *pool = tp_create(nth);
+            assert_non_null(pool);
+            for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
+                const int nt = toks[k];
+                memset(y, 0xff, sizeof(float) * (size_t)(nr + 5) * 130);
+                assert_int_equal(mm_mul(pool, type, m.w, n, nr, m.xf, nt, y, nr + 5, &sc), 0);
+                for (int c = 0; c < nt; c++) {
+                    for (int r = 0; r < nr; r++)
+                        if (!bits_equal(y[(size_t)c * (nr + 5) + r], want[(size_t)c * nr + r]))
+                            fail_msg("%s: mm_mul %d threads %d tokens: y[%d,%d] = %.9g, gemm %.9g", t->name, nth, nt,
+                                     r, c, y[(size_t)c * (nr + 5) + r], want[(size_t)c * nr + r]);
+                    for (int r = nr; r < nr + 5; r++) /* ldy padding untouched */
+                        assert_true(isnan(y[(size_t)c * (nr + 5) + r]));
+                }
+            }
+            tp_free(pool);
+        }
+        free(want);
+        free(y);
+        free(sc.buf);
+        mats_free(&m);
+    }
+    /* mm_mul_n: three weights of two activation types on one input */
+    tp_pool *pool = tp_create(2);
+    mats a = make(DF_TYPE_Q4_K, n, 64, 9, 5), b = make(DF_TYPE_Q6_K, n, 40, 9, 6), c = make(DF_TYPE_Q8_0, n, 24, 9, 7);
+    mm_scratch sc = {NULL, mm_scratch_bytes(n, 9)};
+    sc.buf = xalloc(sc.size);
+    float *ya = xalloc(sizeof(float) * 64 * 9), *yb = xalloc(sizeof(float) * 40 * 9), *yc = xalloc(sizeof(float) * 24 * 9);
+    float *za = xalloc(sizeof(float) * 64 * 9), *zb = xalloc(sizeof(float) * 40 * 9), *zc = xalloc(sizeof(float) * 24 * 9);
+    const mm_op ops[3] = {{DF_TYPE_Q4_K, a.w, 64, ya, 64}, {DF_TYPE_Q8_0, c.w, 24, yc, 24}, {DF_TYPE_Q6_K, b.w, 40, yb, 40}};
+    assert_int_equal(mm_mul_n(pool, ops, 3, n, a.xf, 9, &sc), 0);
+    assert_int_equal(mm_mul(pool, DF_TYPE_Q4_K, a.w, n, 64, a.xf, 9, za, 64, &sc), 0);
+    assert_int_equal(mm_mul(pool, DF_TYPE_Q6_K, b.w, n, 40, a.xf, 9, zb, 40, &sc), 0);
+    assert_int_equal(mm_mul(pool, DF_TYPE_Q8_0, c.w, n, 24, a.xf, 9, zc, 24, &sc), 0);
+    assert_memory_equal(ya, za, sizeof(float) * 64 * 9);
+    assert_memory_equal(yb, zb, sizeof(float) * 40 * 9);
+    assert_memory_equal(yc, zc, sizeof(float) * 24 * 9);
+    /* too small a scratch, too many or no products */
+    mm_scratch small = {sc.buf, 100};
+    assert_int_equal(mm_mul(pool, DF_TYPE_Q4_K, a.w, n, 64, a.xf, 9, za, 64, &small), -1);
+    assert_int_equal(mm_mul_n(pool, ops, 0, n, a.xf, 9, &sc), -1);
+    assert_int_equal(mm_mul_n(pool, ops, MM_MAX_OPS + 1, n, a.xf, 9, &sc), -1);
+    free(ya); free(yb); free(yc); free(za); free(zb); free(zc);
+    free(sc.buf);
+    mats_free(&a);
+    mats_free(&b);
+    mats_free(&c);
+    tp_free(pool);
+}
+
+/* (4) attention helpers */
+static void test_attention_kernels(void **state) {
+    (void)state;
+    uint64_t rng = 77;
+    const int64_t dims[] = {64, 128, 72, 5};
+    const int nrows = 37;
+    for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
+        if (!quant_isa_available(isa)) continue;
+        for (int ft = 0; ft < 2; ft++) {
+            const int type = ft ? DF_TYPE_F16 : DF_TYPE_F32;
+            const quant_traits *t = quant_traits_isa(type, isa), *r = quant_traits_ref(type);
+            assert_non_null(t->dot_rows);
+            assert_non_null(t->axpy_rows);
+            for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
+                const int64_t n = dims[di];
+                const size_t stride = quant_row_size(type, n) + 6 * quant_row_size(type, 1); /* rows with a gap */
+                uint8_t *rows = xalloc(stride * nrows);
+                float *f = xalloc(sizeof(float) * (size_t)n), *q = xalloc(sizeof(float) * (size_t)n);
+                float *a = xalloc(sizeof(float) * nrows);
+                for (int j = 0; j < nrows; j++) {
+                    for (int64_t i = 0; i < n; i++) f[i] = tu_randf(&rng);
+                    r->from_float(f, rows + (size_t)j * stride, n);
+                    a[j] = tu_randf(&rng);
+                }
+                for (int64_t i = 0; i < n; i++) q[i] = tu_randf(&rng) * 2;
+                float out[64], ref[64], one[64];
+                t->dot_rows(n, q, rows, stride, nrows, out);
+                r->dot_rows(n, q, rows, stride, nrows, ref);
+                for (int j = 0; j < nrows; j++) {
+                    if (!(fabs((double)out[j] - ref[j]) <= 1e-5 * (double)n * 2))
+                        fail_msg("%s/%s dot_rows n=%lld row %d: %.9g vs %.9g", r->name, quant_isa_str(isa),
+                                 (long long)n, j, out[j], ref[j]);
+                    t->dot_rows(n, q, rows + (size_t)j * stride, stride, 1, one);
+                    assert_true(bits_equal(one[0], out[j]));
+                }
+                float *y = xalloc(sizeof(float) * (size_t)n), *yr = xalloc(sizeof(float) * (size_t)n);
+                for (int64_t i = 0; i < n; i++) y[i] = yr[i] = tu_randf(&rng);
+                t->axpy_rows(n, a, rows, stride, nrows, y);
+                r->axpy_rows(n, a, rows, stride, nrows, yr);
+                for (int64_t i = 0; i < n; i++)
+                    if (!(fabs((double)y[i] - yr[i]) <= 1e-5 * nrows))
+                        fail_msg("%s/%s axpy_rows n=%lld [%lld]: %.9g vs %.9g", r->name, quant_isa_str(isa),
+                                 (long long)n, (long long)i, y[i], yr[i]);
+                free(rows); free(f); free(q); free(a); free(y); free(yr);
+            }
+        }
+        /* exp_sum over a softmax-like range, odd lengths */
+        const quant_traits *t = quant_traits_isa(DF_TYPE_F32, isa), *r = quant_traits_ref(DF_TYPE_F32);
+        assert_non_null(t->exp_sum);
+        for (int n = 1; n < 300; n += 37) {
+            float x1[300], x2[300];
+            for (int i = 0; i < n; i++) x1[i] = x2[i] = -30.0f * (tu_randf(&rng) + 1.0f);
+            x1[n / 2] = x2[n / 2] = 0.5f;
+            const float s1 = t->exp_sum(x1, n, 0.5f), s2 = r->exp_sum(x2, n, 0.5f);
+            assert_true(fabsf(s1 - s2) <= 2e-6f * s2);
+            for (int i = 0; i < n; i++) assert_true(fabsf(x1[i] - x2[i]) <= 3e-7f * (x2[i] + 1e-30f) + 1e-38f);
+        }
+    }
+}
+
+/* (5) dynamic jobs: every item once, with more threads than cores */
+typedef struct {
+    atomic_long next;
+    long n;
+    atomic_int *hits;
+    atomic_int static_calls;
+} dyn_job;
+
+static void dyn_fn(void *arg, int ith, int nth) {
+    dyn_job *j = arg;
+    (void)ith;
+    (void)nth;
+    for (long i; (i = atomic_fetch_add(&j->next, 1)) < j->n;) atomic_fetch_add(&j->hits[i], 1);
+}
+
+static void static_fn(void *arg, int ith, int nth) {
+    dyn_job *j = arg;
+    assert_true(ith >= 0 && ith < nth);
+    atomic_fetch_add(&j->static_calls, 1);
+}
+
+static void test_dynamic_jobs(void **state) {
+    (void)state;
+    for (int nth = 1; nth <= 5; nth += 2) {
+        tp_pool *pool = tp_create(nth);
+        assert_non_null(pool);
+        dyn_job j;
+        j.n = 257;
+        j.hits = calloc((size_t)j.n, sizeof(atomic_int));
+        assert_non_null(j.hits);
+        for (int rep = 0; rep < 300; rep++) {
+            atomic_store(&j.next, 0);
+            for (long i = 0; i < j.n; i++) atomic_store(&j.hits[i], 0);
+            tp_run_dyn(pool, dyn_fn, &j);
+            for (long i = 0; i < j.n; i++) assert_int_equal(atomic_load(&j.hits[i]), 1);
+            if (rep % 3 == 0) {
+                atomic_store(&j.static_calls, 0);
+                tp_run(pool, static_fn, &j);
+                assert_int_equal(atomic_load(&j.static_calls), nth);
+            }
+        }
+        free(j.hits);
+        tp_free(pool);
+    }
+}
+
+int main(void) {
+    quant_init();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_mm_mul),
+        cmocka_unit_test(test_attention_kernels),
+        cmocka_unit_test(test_dynamic_jobs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
