@@ -1,47 +1,166 @@
 #!/usr/bin/env bash
-# compare.sh - Deltafin and llama.cpp side by side on the same GGUF files.
+# compare.sh - Deltafin and llama.cpp side by side on the same GGUF files,
+# with the memory-bandwidth bound for generation.
 #
-#   bench/compare.sh [-t THREADS] [-p PROMPT] [-n GEN] [-r REPS] [MODEL.gguf ...]
+#   bench/compare.sh [-t THREADS] [-p PROMPT] [-n GEN] [-r REPS] [-s] [MODEL.gguf ...]
 #
-# Without model arguments it uses ../shared/models/stories260K.gguf and makes
-# two llama-shaped models with tools/mkmodel (preset "medium", ~150M
-# parameters, at q8_0 and q4_K) into bench/results/models/. For each model it
-# runs `deltafin bench` and the llama.cpp reference program's `bench`
-# (same threads, same prompt/generation lengths, median of REPS runs each,
-# alternating the two engines), then prints tokens/s of both and the ratio
-# Deltafin / llama.cpp. The table is also written to bench/results/compare.txt.
+# Without model arguments it benchmarks the default set, made once with
+# tools/mkmodel into bench/results/models/ (gitignored; a few minutes each
+# the first time):
+#   stories260K        ../shared/models/stories260K.gguf (tiny: per-token overheads)
+#   dense-1.8b-q4_K    llama-shaped, preset 1b with 40 layers and a 32000 vocabulary (~1.1 GB)
+#   dense-1.8b-q8_0    the same in q8_0 (~2 GB)
+#   qwen3moe-4.8b-q4_K 64 experts (8 used) of 768, 16 layers, 2048 wide (~2.8 GB, 0.8 B active)
+#   deepseek-5b-q4_K   DeepSeek-V3-shaped: MLA, 64 sigmoid-routed experts with groups, a shared
+#                      expert and a dense first layer (~2.9 GB)
+# -s (small) uses the old medium-size models instead (quick checks).
+#
+# Method: the machine's read bandwidth is measured first (bench/membw.c,
+# THREADS threads, median of 7 passes over 1 GiB). Then for each model the
+# two engines run alternately REPS times (`deltafin bench -r 1` and the
+# llama.cpp reference program's `bench -r 1`, each with one warm-up round,
+# same THREADS, prompt of PROMPT tokens in one batch, GEN tokens generated
+# one at a time, f16 KV cache in both, llama.cpp's flash attention off as
+# in every comparison here), and the medians of the REPS runs are reported.
+# The bandwidth bound of generation is bandwidth / bytes read per token:
+# the weight bytes (for MoE only the experts a token uses: all tensor bytes
+# minus the unused experts' bytes), less the token-embedding table, which a
+# token reads one row of (estimated as n_vocab x n_embd at the file's
+# average bits per weight; the table is not read at all when tied).
+#
+# Output: a table on stdout, bench/results/compare.txt (the same table),
+# bench/results/compare.csv, bench/results/compare.png (gnuplot, if
+# installed), and a dated entry appended to bench/RESULTS.md.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-T=2; P=512; N=128; R=3
-while getopts "t:p:n:r:" o; do
-    case $o in t) T=$OPTARG ;; p) P=$OPTARG ;; n) N=$OPTARG ;; r) R=$OPTARG ;; *) exit 2 ;; esac
+T=2; P=512; N=128; R=3; SMALL=0
+while getopts "t:p:n:r:s" o; do
+    case $o in t) T=$OPTARG ;; p) P=$OPTARG ;; n) N=$OPTARG ;; r) R=$OPTARG ;; s) SMALL=1 ;; *) exit 2 ;; esac
 done
 shift $((OPTIND - 1))
 BUILD=${BUILD:-build}
+SHARED=${DELTAFIN_SHARED:-../shared}
 make -s BUILD="$BUILD" "$BUILD/deltafin" "$BUILD/mkmodel" >/dev/null
+cc -O2 -std=c11 -Wall -Wextra -pthread -o "$BUILD/membw" bench/membw.c
 ./scripts/llama-ref.sh build >/dev/null
+OUT=bench/results
+mkdir -p "$OUT/models"
+
+# name | mkmodel arguments
+DEFAULT_SET=(
+    "dense-1.8b-q4_K|--preset 1b --n-layer 40 --vocab 32000 --type q4_K"
+    "dense-1.8b-q8_0|--preset 1b --n-layer 40 --vocab 32000 --type q8_0"
+    "qwen3moe-4.8b-q4_K|--preset qwen3moe-tiny --n-embd 2048 --n-layer 16 --n-head 16 --n-head-kv 4 --experts 64 --experts-used 8 --n-ff-exp 768 --vocab 32000 --type q4_K"
+    "deepseek-5b-q4_K|--preset deepseek-v3-tiny --n-embd 2048 --n-layer 16 --n-head 16 --q-lora 768 --kv-lora 512 --qk-nope 128 --qk-rope 64 --v-head 128 --experts 64 --experts-used 8 --n-ff-exp 768 --n-ff-shexp 768 --n-ff 5632 --vocab 32000 --type q4_K"
+)
+SMALL_SET=(
+    "medium-q8_0|--preset medium --type q8_0"
+    "medium-q4_K|--preset medium --type q4_K"
+)
 models=("$@")
 if [ ${#models[@]} -eq 0 ]; then
-    mkdir -p bench/results/models
-    for t in q8_0 q4_K; do
-        f=bench/results/models/medium-$t.gguf
-        [ -f "$f" ] || "$BUILD/mkmodel" -o "$f" --preset medium --type "$t"
+    [ -f "$SHARED/models/stories260K.gguf" ] && models+=("$SHARED/models/stories260K.gguf")
+    if [ "$SMALL" = 1 ]; then set_=("${SMALL_SET[@]}"); else set_=("${DEFAULT_SET[@]}"); fi
+    for e in "${set_[@]}"; do
+        f="$OUT/models/${e%%|*}.gguf"
+        if [ ! -f "$f" ]; then
+            echo "making $f (once)..." >&2
+            # shellcheck disable=SC2086
+            "$BUILD/mkmodel" -o "$f.tmp" ${e#*|} >&2 && mv "$f.tmp" "$f"
+        fi
         models+=("$f")
     done
-    models=("${DELTAFIN_SHARED:-../shared}/models/stories260K.gguf" "${models[@]}")
 fi
+
 json() { sed -n "s/.*\"$2\":\([0-9.]*\).*/\1/p" <<< "$1"; }
-out=bench/results/compare.txt
+median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+div() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "nan" }'; }
+
+# Bytes of weights one generated token reads (see the header).
+token_bytes() {
+    "$BUILD/deltafin" info -m "$1" | awk '
+        /^tensor bytes:/ { total = $3; bpw = $(NF - 1) }
+        /embedding_length/ { E = $2 }
+        /^tokenizer:/ { for (i = 1; i <= NF; i++) if ($(i) ~ /^tokens,?$/) V = $(i - 1) }
+        /^experts:/ { X = $2; L = $6; K = $8 }
+        /^one expert:/ { eb = $3 }
+        END {
+            active = total - (X > K ? (X - K) * eb * L : 0)
+            printf "%.0f %.0f\n", active, V * E * bpw / 8
+        }'
+}
+has_output() { # 1 if the file has its own output.weight (embedding not tied)
+    { head -c 64M "$1" || true; } | grep -aq "output.weight" && echo 1 || echo 0
+}
+
+BW_JSON=$("$BUILD/membw" -t "$T")
+BW=$(json "$BW_JSON" median_gbs)
+COMMIT=$(git rev-parse --short HEAD)$(git diff --quiet -- src include tools 2>/dev/null || echo "+dirty")
+CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)
+DATE=$(date -u +%F)
+CSV="$OUT/compare.csv"
+TXT="$OUT/compare.txt"
+echo "model,bytes_per_token,df_pp,llama_pp,pp_ratio,df_tg,llama_tg,tg_ratio,bound_tg,df_frac_bound,llama_frac_bound" > "$CSV"
 {
-printf "# %s, commit %s, %s, %d threads, pp%d / tg%d, median of %d\n" "$(date -u +%F)" \
-    "$(git rev-parse --short HEAD)" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" "$T" "$P" "$N" "$R"
-printf "%-28s %10s %10s %7s %10s %10s %7s\n" model df_pp llama_pp ratio df_tg llama_tg ratio
+printf "# %s, commit %s, %s (%d CPUs), %d threads, pp%d / tg%d, median of %d alternating runs, read bandwidth %s GB/s\n" \
+    "$DATE" "$COMMIT" "$CPU" "$(nproc)" "$T" "$P" "$N" "$R" "$BW"
+printf "%-22s %9s %9s %6s %9s %9s %6s %9s %7s %7s\n" model df_pp llama_pp ratio df_tg llama_tg ratio bound_tg df/bnd ll/bnd
 for m in "${models[@]}"; do
-    d=$("$BUILD/deltafin" bench -m "$m" -t "$T" -p "$P" -n "$N" -r "$R" --json)
-    l=$(./scripts/llama-ref.sh -m "$m" bench -t "$T" -p "$P" -n "$N" -r "$R")
-    dpp=$(json "$d" pp_tps); lpp=$(json "$l" pp_tps); dtg=$(json "$d" tg_tps); ltg=$(json "$l" tg_tps)
-    printf "%-28s %10.1f %10.1f %7.2f %10.1f %10.1f %7.2f\n" "$(basename "$m")" "$dpp" "$lpp" \
-        "$(awk -v a="$dpp" -v b="$lpp" 'BEGIN{print a/b}')" "$dtg" "$ltg" "$(awk -v a="$dtg" -v b="$ltg" 'BEGIN{print a/b}')"
+    name=$(basename "$m" .gguf)
+    read -r active emb < <(token_bytes "$m")
+    [ "$(has_output "$m")" = 1 ] || emb=0
+    bytes=$(awk -v a="$active" -v e="$emb" 'BEGIN { printf "%.0f", a - e }')
+    dpp=(); lpp=(); dtg=(); ltg=()
+    for ((i = 0; i < R; i++)); do
+        d=$("$BUILD/deltafin" bench -m "$m" -t "$T" -p "$P" -n "$N" -r 1 --json)
+        l=$(./scripts/llama-ref.sh -m "$m" bench -t "$T" -p "$P" -n "$N" -r 1 --kv-f16)
+        dpp+=("$(json "$d" pp_tps)"); dtg+=("$(json "$d" tg_tps)")
+        lpp+=("$(json "$l" pp_tps)"); ltg+=("$(json "$l" tg_tps)")
+    done
+    Dpp=$(printf '%s\n' "${dpp[@]}" | median); Lpp=$(printf '%s\n' "${lpp[@]}" | median)
+    Dtg=$(printf '%s\n' "${dtg[@]}" | median); Ltg=$(printf '%s\n' "${ltg[@]}" | median)
+    bound=$(awk -v bw="$BW" -v b="$bytes" 'BEGIN { printf "%.1f", bw * 1e9 / b }')
+    printf "%-22s %9.1f %9.1f %6.2f %9.1f %9.1f %6.2f %9.1f %7.2f %7.2f\n" "$name" "$Dpp" "$Lpp" "$(div "$Dpp" "$Lpp")" \
+        "$Dtg" "$Ltg" "$(div "$Dtg" "$Ltg")" "$bound" "$(div "$Dtg" "$bound")" "$(div "$Ltg" "$bound")"
+    echo "$name,$bytes,$Dpp,$Lpp,$(div "$Dpp" "$Lpp"),$Dtg,$Ltg,$(div "$Dtg" "$Ltg"),$bound,$(div "$Dtg" "$bound"),$(div "$Ltg" "$bound")" >> "$CSV"
 done
-} | tee "$out"
+} | tee "$TXT"
+
+if command -v gnuplot >/dev/null; then
+    gnuplot <<EOF
+set terminal pngcairo size 1200,520 font ",10" noenhanced
+set output "$OUT/compare.png"
+set datafile separator ","
+set multiplot layout 1,2 title "Deltafin vs llama.cpp, $T threads ($CPU), commit $COMMIT, $DATE"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set boxwidth 0.9
+set xrange [-0.6:*]
+set xtics rotate by -25 scale 0
+set grid ytics
+set key top right
+set title "prompt processing (pp$P)"
+set ylabel "tokens/s (log)"
+set logscale y
+plot "$CSV" every ::1 using 3:xtic(1) title "Deltafin" lc rgb "#1f77b4", "" every ::1 using 4 title "llama.cpp" lc rgb "#ff7f0e"
+set title "generation (tg$N) and the bandwidth bound ($BW GB/s)"
+plot "$CSV" every ::1 using 6:xtic(1) title "Deltafin" lc rgb "#1f77b4", "" every ::1 using 7 title "llama.cpp" lc rgb "#ff7f0e", \
+     "" every ::1 using 9 title "bandwidth bound" lc rgb "#999999"
+unset multiplot
+EOF
+fi
+
+{
+    echo
+    echo "## $DATE — bench/compare.sh (commit $COMMIT)"
+    echo
+    echo "\`bench/compare.sh -t $T -p $P -n $N -r $R $*\` at commit $COMMIT, $CPU ($(nproc) CPUs), $T threads,"
+    echo "read bandwidth $BW GB/s (bench/membw.c, median). Medians of $R alternating runs; bound = bandwidth / bytes per token."
+    echo
+    echo "| model | MB/token | Deltafin pp t/s | llama.cpp pp t/s | ratio | Deltafin tg t/s | llama.cpp tg t/s | ratio | tg bound | Deltafin / bound | llama.cpp / bound |"
+    echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    tail -n +2 "$CSV" | awk -F, '{ printf "| %s | %.0f | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f | %.1f | %.2f | %.2f |\n", $1, $2 / 1e6, $3, $4, $5, $6, $7, $8, $9, $10, $11 }'
+} >> bench/RESULTS.md
+echo "wrote $TXT, $CSV$(command -v gnuplot >/dev/null && echo ", $OUT/compare.png"), appended to bench/RESULTS.md" >&2

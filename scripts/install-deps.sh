@@ -14,6 +14,7 @@ $SUDO apt-get install -y --no-install-recommends \
     libpcre2-dev libutf8proc-dev libcmocka-dev \
     clang llvm libclang-rt-14-dev \
     gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
-    libc6:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 libcmocka-dev:arm64
+    libc6:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 libcmocka-dev:arm64 \
+    gnuplot-nox
 # npm fetches llama.cpp's prebuilt library (the test reference); install Node.js only where missing.
 command -v npm >/dev/null || $SUDO apt-get install -y --no-install-recommends nodejs npm
