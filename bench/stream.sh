@@ -46,6 +46,7 @@ echo "$LIMIT" > "$CG/memory.limit_in_bytes"
 in_cgroup() { ( echo "$BASHPID" > "$CG/cgroup.procs"; exec "$@" ); }
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 
+drop # writing the model leaves dirty pages: let them settle before measuring the disk
 plan=$(./"$BUILD"/deltafin plan -m "$M" --mem "$BUDGET" -c "$CTX" -t "$T" --json)
 j() { sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p" <<< "$1"; }
 drop

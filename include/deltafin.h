@@ -156,10 +156,10 @@ typedef struct df_plan {
  * tells); -1 with err only when the model cannot be read. */
 int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char *err, size_t errlen);
 
-/* Machine probes: disk read throughput (bytes/s) of large concurrent
- * O_DIRECT reads at random offsets of path for about `seconds`, and memory
- * read bandwidth (bytes/s). -1 on failure. */
-double df_probe_disk(const char *path, double seconds, int threads, char *err, size_t errlen);
+/* Machine probes: disk read throughput (bytes/s) of `threads` concurrent
+ * O_DIRECT reads of `chunk` bytes (0: 4 MiB) at random offsets of path for
+ * about `seconds`, and memory read bandwidth (bytes/s). -1 on failure. */
+double df_probe_disk(const char *path, double seconds, int threads, uint64_t chunk, char *err, size_t errlen);
 double df_probe_memory(double seconds);
 
 /* Weight-store counters of a loaded model (disk streaming and expert cache). */

@@ -1,7 +1,7 @@
 /*
  * sysprobe.c - measure this machine: disk read throughput on a given file
- * (large concurrent O_DIRECT reads at random offsets, the access pattern of
- * expert streaming) and memory read bandwidth. Used by `deltafin plan` to
+ * (concurrent O_DIRECT reads of a given size at random offsets: the access
+ * pattern of expert streaming) and memory read bandwidth. Used by `deltafin plan` to
  * predict tokens/s before a long run.
  */
 #include <errno.h>
@@ -48,7 +48,7 @@ static void *disk_worker(void *arg) {
     return NULL;
 }
 
-double df_probe_disk(const char *path, double seconds, int threads, char *err, size_t errlen) {
+double df_probe_disk(const char *path, double seconds, int threads, uint64_t chunk, char *err, size_t errlen) {
     if (threads < 1) threads = 1;
     if (threads > 64) threads = 64;
     int fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
@@ -67,7 +67,8 @@ double df_probe_disk(const char *path, double seconds, int threads, char *err, s
         memset(&jobs[i], 0, sizeof jobs[i]);
         jobs[i].fd = fd;
         jobs[i].size = (uint64_t)st.st_size;
-        jobs[i].chunk = (uint64_t)st.st_size >= CHUNK ? CHUNK : 4096;
+        uint64_t c = chunk ? (chunk + 4095) & ~(uint64_t)4095 : CHUNK;
+        jobs[i].chunk = (uint64_t)st.st_size >= c ? c : 4096;
         jobs[i].until = t0 + seconds;
         jobs[i].seed = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);
         if (pthread_create(&tid[i], NULL, disk_worker, &jobs[i]) != 0) threads = i;

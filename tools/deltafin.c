@@ -199,7 +199,10 @@ static int cmd_plan(const opts *o) {
     df_plan p;
     if (df_model_plan(o->model, &mp, &p, err, sizeof err) != 0) fail(err);
     const int fits = p.budget >= p.minimum;
-    const double disk = df_probe_disk(o->model, 3.0, 8, err, sizeof err);
+    /* read the way the expert cache will: expert parts, on as many threads as readers */
+    const int readers = o->io_threads > 0 ? o->io_threads : 8;
+    const uint64_t part = p.expert_slot_bytes ? p.expert_slot_bytes / 3 : 0;
+    const double disk = df_probe_disk(o->model, 3.0, readers, part, err, sizeof err);
     const double mem = df_probe_memory(1.0);
     /* per token: routed experts missing from the cache come from disk (uniform
      * routing: the hit rate is the cached fraction), streamed dense layers are
@@ -227,8 +230,8 @@ static int cmd_plan(const opts *o) {
                p.minimum / (double)(1 << 30));
         return 1;
     }
-    printf("machine: disk %.0f MiB/s (concurrent 4 MiB O_DIRECT reads of this file), memory %.1f GiB/s\n",
-           disk / (1 << 20), mem / (1 << 30));
+    printf("machine: disk %.0f MiB/s (%d concurrent %.1f MiB O_DIRECT reads of this file), memory %.1f GiB/s\n",
+           disk / (1 << 20), readers, (part ? part : 4 << 20) / (double)(1 << 20), mem / (1 << 30));
     printf("per token: %.2f MiB from disk (expected cache hit rate %.1f%%), %.2f MiB from memory\n", disk_tok / (1 << 20),
            100.0 * hit, mem_tok / (1 << 20));
     printf("predicted: %.2f tokens/s (disk %.0f%% of the time)\n", tps,
