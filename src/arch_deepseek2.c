@@ -176,47 +176,6 @@ static void absorb_combined(void *arg, int ith, int nth) {
     }
 }
 
-/* Attention in latent space, one (token, head) pair per unit of work. */
-static void mla_attn(void *arg, int ith, int nth) {
-    mla_job *j = arg;
-    df_session *s = j->s;
-    const df_hparams *h = &s->m->hp;
-    const int64_t D = s->kv_dim_k, R = h->kv_lora_rank;
-    const uint8_t *cache = s->k_cache + (int64_t)j->layer * s->n_ctx * D * (int64_t)s->kv_elt;
-    float *sc = s->att + (int64_t)ith * s->att_stride;
-    long lo, hi;
-    tp_range((long)j->n * h->n_head, ith, nth, &lo, &hi);
-    for (long u = lo; u < hi; u++) {
-        const int t = (int)(u / h->n_head);
-        const int n_keys = s->pos + t + 1;
-        const float *qa = s->q_abs + u * D;
-        for (int p = 0; p < n_keys; p++) {
-            float d = 0.0f;
-            if (s->kv_elt == 4) {
-                const float *c = (const float *)cache + (int64_t)p * D;
-                for (int64_t i = 0; i < D; i++) d += qa[i] * c[i];
-            } else {
-                const uint16_t *c = (const uint16_t *)cache + (int64_t)p * D;
-                for (int64_t i = 0; i < D; i++) d += qa[i] * df_fp16_to_fp32(c[i]);
-            }
-            sc[p] = d * h->kq_scale;
-        }
-        op_softmax(sc, n_keys);
-        float *o = s->o_lat + u * R;
-        memset(o, 0, sizeof(float) * (size_t)R);
-        for (int p = 0; p < n_keys; p++) {
-            const float w = sc[p];
-            if (s->kv_elt == 4) {
-                const float *c = (const float *)cache + (int64_t)p * D;
-                for (int64_t i = 0; i < R; i++) o[i] += w * c[i];
-            } else {
-                const uint16_t *c = (const uint16_t *)cache + (int64_t)p * D;
-                for (int64_t i = 0; i < R; i++) o[i] += w * df_fp16_to_fp32(c[i]);
-            }
-        }
-    }
-}
-
 /* y[t][h*n_out ...] = W_h * x[t][h] for every head: W_h is n_out rows of n_in
  * at w + h*head_stride bytes; x rows for head h are gathered into a dense block. */
 static int per_head_matmul(df_session *s, const ws_tensor *w, const uint8_t *base, size_t head_stride, int64_t n_in,
@@ -287,7 +246,12 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
         for (int t = 0; t < n; t++)
             for (int64_t hh = 0; hh < H; hh++)
                 memcpy(s->q_abs + (t * H + hh) * D + R, s->q + t * H * hd + hh * hd + nope, sizeof(float) * (size_t)h->n_rot);
-        tp_run(m->pool, mla_attn, &job);
+        /* attention in latent space: every head reads the same latent rows (attn.c) */
+        const uint8_t *lat = s->k_cache + (int64_t)l * s->n_ctx * D * (int64_t)s->kv_elt;
+        const df_attn_desc ad = {lat, lat, (size_t)(D * (int64_t)s->kv_elt), (size_t)(D * (int64_t)s->kv_elt), 0, 0,
+                                 s->kv_elt == 4 ? DF_TYPE_F32 : DF_TYPE_F16, (int)H, 1, (int)D, (int)R,
+                                 s->q_abs, H * D, D, s->o_lat, H * R, R, h->kq_scale, s->pos, n};
+        df_attention_run(s, &ad);
         /* back from latent space: out[h] = Wv[h] * o_lat[h] */
         ws_tensor *wv = L->wv_b ? L->wv_b : L->wkv_b;
         const uint8_t *vb = ws_fetch(m->ws, wv, err, errlen);

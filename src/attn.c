@@ -34,9 +34,8 @@
 #define KEY_BLOCK 64   /* cache rows per block: 64 x 128 f32 = 32 KiB */
 
 int64_t df_attn_scratch(const df_hparams *h, int n_ctx) {
-    if (h->kv_lora_rank > 0) /* MLA (arch_deepseek2.c): one score row, or one latent-sized row */
-        return n_ctx > h->kv_lora_rank ? n_ctx : h->kv_lora_rank;
-    return (int64_t)ATT_MAX_Q * n_ctx;
+    const int64_t need = (int64_t)ATT_MAX_Q * n_ctx;
+    return need > h->kv_lora_rank ? need : h->kv_lora_rank; /* MLA's absorb also borrows a latent-sized row */
 }
 
 void df_kv_store(df_session *s, int layer, int n_tok, const float *k, const float *v) {
@@ -54,59 +53,54 @@ void df_kv_store(df_session *s, int layer, int n_tok, const float *k, const floa
 }
 
 typedef struct {
+    const df_attn_desc *d;
     df_session *s;
-    int layer, n_tok;
-    const float *q;
-    float *out;
     int hs, tq;              /* query heads and tokens per unit */
     int n_hs, n_tb;          /* head runs per KV head, token blocks */
     long n_units;
     atomic_long next;
 } attn_job;
 
-/* One unit: KV head g, query heads [h0, h1) of it, tokens [t0, t1). */
+/* One unit: KV head g, query heads [h0, h1) of its group, tokens [t0, t1). */
 static void attn_unit(const attn_job *j, float *scratch, int g, int h0, int h1, int t0, int t1) {
-    const df_session *s = j->s;
-    const df_hparams *h = &s->m->hp;
-    const int hd = h->head_dim, hdv = h->head_dim_v, group = h->n_head / h->n_head_kv;
-    const int64_t ctx = s->n_ctx, elt = (int64_t)s->kv_elt;
-    const quant_traits *kt = quant_traits_get(s->kv_elt == 4 ? DF_TYPE_F32 : DF_TYPE_F16);
+    const df_attn_desc *d = j->d;
+    const int64_t ctx = j->s->n_ctx;
+    const int group = d->n_head / d->n_head_kv;
+    const quant_traits *kt = quant_traits_get(d->kv_type);
     const quant_traits *ft = quant_traits_get(DF_TYPE_F32);
-    const size_t kstride = (size_t)(s->kv_dim_k * elt), vstride = (size_t)(s->kv_dim_v * elt);
-    const uint8_t *kbase = s->k_cache + ((int64_t)j->layer * ctx * s->kv_dim_k + (int64_t)g * hd) * elt;
-    const uint8_t *vbase = s->v_cache + ((int64_t)j->layer * ctx * s->kv_dim_v + (int64_t)g * hdv) * elt;
+    const uint8_t *kbase = d->k + (size_t)g * d->k_head, *vbase = d->v + (size_t)g * d->v_head;
     const int nh = h1 - h0, nq = nh * (t1 - t0);
-    const int max_keys = s->pos + t1;
-#define QUERY(i) (j->q + (int64_t)(t0 + (i) / nh) * h->n_head * hd + (int64_t)(g * group + h0 + (i) % nh) * hd)
-#define OUT(i) (j->out + (int64_t)(t0 + (i) / nh) * h->n_head * hdv + (int64_t)(g * group + h0 + (i) % nh) * hdv)
-#define NKEYS(i) (s->pos + t0 + (i) / nh + 1)
+    const int max_keys = d->pos + t1;
+#define QUERY(i) (d->q + (int64_t)(t0 + (i) / nh) * d->q_tok + (int64_t)(g * group + h0 + (i) % nh) * d->q_head)
+#define OUT(i) (d->out + (int64_t)(t0 + (i) / nh) * d->o_tok + (int64_t)(g * group + h0 + (i) % nh) * d->o_head)
+#define NKEYS(i) (d->pos + t0 + (i) / nh + 1)
     /* scores, a block of keys at a time for all queries */
     for (int p0 = 0; p0 < max_keys; p0 += KEY_BLOCK)
         for (int i = 0; i < nq; i++) {
             const int nk = NKEYS(i) - p0;
             if (nk <= 0) continue;
-            kt->dot_rows(hd, QUERY(i), kbase + (size_t)p0 * kstride, kstride, nk < KEY_BLOCK ? nk : KEY_BLOCK,
+            kt->dot_rows(d->hd, QUERY(i), kbase + (size_t)p0 * d->k_stride, d->k_stride, nk < KEY_BLOCK ? nk : KEY_BLOCK,
                          scratch + (int64_t)i * ctx + p0);
         }
     /* softmax of scale * scores */
     for (int i = 0; i < nq; i++) {
         float *sc = scratch + (int64_t)i * ctx;
         const int nk = NKEYS(i);
-        float mx = sc[0] * h->kq_scale;
+        float mx = sc[0] * d->scale;
         for (int p = 0; p < nk; p++) {
-            sc[p] *= h->kq_scale;
+            sc[p] *= d->scale;
             mx = sc[p] > mx ? sc[p] : mx;
         }
         const float inv = 1.0f / ft->exp_sum(sc, nk, mx);
         for (int p = 0; p < nk; p++) sc[p] *= inv;
-        memset(OUT(i), 0, sizeof(float) * (size_t)hdv);
+        memset(OUT(i), 0, sizeof(float) * (size_t)d->hdv);
     }
     /* weighted sum of values, in key order */
     for (int p0 = 0; p0 < max_keys; p0 += KEY_BLOCK)
         for (int i = 0; i < nq; i++) {
             const int nk = NKEYS(i) - p0;
             if (nk <= 0) continue;
-            kt->axpy_rows(hdv, scratch + (int64_t)i * ctx + p0, vbase + (size_t)p0 * vstride, vstride,
+            kt->axpy_rows(d->hdv, scratch + (int64_t)i * ctx + p0, vbase + (size_t)p0 * d->v_stride, d->v_stride,
                           nk < KEY_BLOCK ? nk : KEY_BLOCK, OUT(i));
         }
 #undef QUERY
@@ -117,39 +111,62 @@ static void attn_unit(const attn_job *j, float *scratch, int g, int h0, int h1, 
 static void attn_worker(void *arg, int ith, int nth) {
     attn_job *j = arg;
     (void)nth;
-    const df_hparams *h = &j->s->m->hp;
-    const int group = h->n_head / h->n_head_kv;
+    const df_attn_desc *d = j->d;
+    const int group = d->n_head / d->n_head_kv;
     float *scratch = j->s->att + (int64_t)ith * j->s->att_stride;
+    const long per_tb = (long)d->n_head_kv * j->n_hs;
     for (long u; (u = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->n_units;) {
-        const long per_tb = (long)h->n_head_kv * j->n_hs;
         const int tb = j->n_tb - 1 - (int)(u / per_tb); /* latest tokens first */
         const int g = (int)(u % per_tb) / j->n_hs, hsi = (int)(u % per_tb) % j->n_hs;
         const int h0 = hsi * j->hs, h1 = h0 + j->hs < group ? h0 + j->hs : group;
-        const int t0 = tb * j->tq, t1 = t0 + j->tq < j->n_tok ? t0 + j->tq : j->n_tok;
+        const int t0 = tb * j->tq, t1 = t0 + j->tq < d->n_tok ? t0 + j->tq : d->n_tok;
         attn_unit(j, scratch, g, h0, h1, t0, t1);
     }
 }
 
-void df_attention(df_session *s, int layer, int n_tok, const float *q, float *out) {
-    const df_hparams *h = &s->m->hp;
-    const int group = h->n_head / h->n_head_kv, nth = tp_size(s->m->pool);
+void df_attention_run(df_session *s, const df_attn_desc *d) {
+    const int group = d->n_head / d->n_head_kv, nth = tp_size(s->m->pool);
     attn_job j;
     memset(&j, 0, sizeof j);
+    j.d = d;
     j.s = s;
-    j.layer = layer;
-    j.n_tok = n_tok;
-    j.q = q;
-    j.out = out;
     j.hs = group < ATT_MAX_Q ? group : ATT_MAX_Q;
     for (;;) {
         j.n_hs = (group + j.hs - 1) / j.hs;
-        j.tq = ATT_MAX_Q / j.hs < n_tok ? ATT_MAX_Q / j.hs : n_tok;
-        j.n_tb = (n_tok + j.tq - 1) / j.tq;
-        j.n_units = (long)h->n_head_kv * j.n_hs * j.n_tb;
+        j.tq = ATT_MAX_Q / j.hs < d->n_tok ? ATT_MAX_Q / j.hs : d->n_tok;
+        j.n_tb = (d->n_tok + j.tq - 1) / j.tq;
+        j.n_units = (long)d->n_head_kv * j.n_hs * j.n_tb;
         if (j.n_units >= 2L * nth || j.hs == 1) break;
         j.hs = (j.hs + 1) / 2; /* too few units (generation, few KV heads): split the group */
     }
     atomic_init(&j.next, 0);
     if (j.n_units == 1) attn_worker(&j, 0, 1);
     else tp_run_dyn(s->m->pool, attn_worker, &j);
+}
+
+void df_attention(df_session *s, int layer, int n_tok, const float *q, float *out) {
+    const df_hparams *h = &s->m->hp;
+    const int64_t ctx = s->n_ctx, elt = (int64_t)s->kv_elt;
+    df_attn_desc d;
+    d.k = s->k_cache + (int64_t)layer * ctx * s->kv_dim_k * elt;
+    d.v = s->v_cache + (int64_t)layer * ctx * s->kv_dim_v * elt;
+    d.k_stride = (size_t)(s->kv_dim_k * elt);
+    d.v_stride = (size_t)(s->kv_dim_v * elt);
+    d.k_head = (size_t)((int64_t)h->head_dim * elt);
+    d.v_head = (size_t)((int64_t)h->head_dim_v * elt);
+    d.kv_type = s->kv_elt == 4 ? DF_TYPE_F32 : DF_TYPE_F16;
+    d.n_head = h->n_head;
+    d.n_head_kv = h->n_head_kv;
+    d.hd = h->head_dim;
+    d.hdv = h->head_dim_v;
+    d.q = q;
+    d.q_tok = (int64_t)h->n_head * h->head_dim;
+    d.q_head = h->head_dim;
+    d.out = out;
+    d.o_tok = (int64_t)h->n_head * h->head_dim_v;
+    d.o_head = h->head_dim_v;
+    d.scale = h->kq_scale;
+    d.pos = s->pos;
+    d.n_tok = n_tok;
+    df_attention_run(s, &d);
 }

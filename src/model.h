@@ -189,6 +189,24 @@ void df_add_bias(df_session *s, ws_tensor *b, float *y, int n_tok, int64_t ld);
 void df_attention(df_session *s, int layer, int n_tok, const float *q, float *out);
 void df_kv_store(df_session *s, int layer, int n_tok, const float *k, const float *v);
 int64_t df_attn_scratch(const df_hparams *h, int n_ctx);
+/* The general form, for caches laid out otherwise (MLA: one latent row per
+ * position serves as key, and its first hdv elements as value). Query token
+ * t of head hh is q[t * q_tok + hh * q_head] (hd floats) at position pos + t;
+ * its output goes to out[t * o_tok + hh * o_head] (hdv floats). */
+typedef struct df_attn_desc {
+    const uint8_t *k, *v;       /* position 0, KV head 0 of the layer */
+    size_t k_stride, v_stride;  /* bytes between positions */
+    size_t k_head, v_head;      /* bytes between KV heads */
+    int kv_type;                /* DF_TYPE_F32 or DF_TYPE_F16 */
+    int n_head, n_head_kv, hd, hdv;
+    const float *q;
+    int64_t q_tok, q_head;
+    float *out;
+    int64_t o_tok, o_head;
+    float scale;                /* applied to q.k before the softmax */
+    int pos, n_tok;
+} df_attn_desc;
+void df_attention_run(df_session *s, const df_attn_desc *d);
 /* Dense SwiGLU FFN: out = down(silu(gate x) * up x), using s->hb/s->hb2. */
 int df_ffn_dense(df_session *s, ws_tensor *gate, ws_tensor *up, ws_tensor *down, const float *x, int n, float *out,
                  char *err, size_t errlen);
