@@ -915,6 +915,25 @@ static float f32_exp_sum(float *x, int64_t n, float sub) {
     return s;
 }
 
+/* a = a / (1 + e^-a) * b */
+static void f32_swiglu(float *a, const float *b, int64_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f), sgn = _mm256_set1_ps(-0.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 g = _mm256_loadu_ps(a + i);
+        const __m256 e = exp8(_mm256_xor_ps(g, sgn));
+        _mm256_storeu_ps(a + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(b + i)));
+    }
+    if (i < n) {
+        float t[8] = {0}, u[8] = {0};
+        const int k = (int)(n - i);
+        memcpy(t, a + i, (size_t)k * sizeof(float));
+        memcpy(u, b + i, (size_t)k * sizeof(float));
+        f32_swiglu(t, u, 8);
+        memcpy(a + i, t, (size_t)k * sizeof(float));
+    }
+}
+
 /* ---------------------------------------------------------------------- */
 
 void kern_avx2_fill(quant_traits *t) {
@@ -948,4 +967,5 @@ void kern_avx2_fill(quant_traits *t) {
     t[DF_TYPE_F32].axpy_rows = f32_axpy_rows;
     t[DF_TYPE_F16].axpy_rows = f16_axpy_rows;
     t[DF_TYPE_F32].exp_sum = f32_exp_sum;
+    t[DF_TYPE_F32].swiglu = f32_swiglu;
 }

@@ -7,6 +7,8 @@
 
 #include <math.h>
 
+#include "quant.h"
+
 void op_rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
     double ss = 0.0;
     for (int i = 0; i < n; i++) ss += (double)x[i] * (double)x[i];
@@ -70,12 +72,7 @@ void rope_apply(const rope_params *rp, const float *cache, float *x, int n_heads
     }
 }
 
-void op_swiglu(float *a, const float *b, int n) {
-    for (int i = 0; i < n; i++) {
-        const float g = a[i];
-        a[i] = g / (1.0f + expf(-g)) * b[i];
-    }
-}
+void op_swiglu(float *a, const float *b, int n) { quant_traits_get(DF_TYPE_F32)->swiglu(a, b, n); }
 
 void op_softmax(float *x, int n) {
     float mx = -INFINITY;

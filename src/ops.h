@@ -31,7 +31,7 @@ void rope_cache(const rope_params *rp, int64_t pos, float *cache);
 /* Rotate n_heads heads of head_dim floats each (stride head_dim) in place. */
 void rope_apply(const rope_params *rp, const float *cache, float *x, int n_heads, int head_dim);
 
-/* a[i] = silu(a[i]) * b[i] */
+/* a[i] = silu(a[i]) * b[i] (the F32 traits' swiglu kernel: vectorised exp) */
 void op_swiglu(float *a, const float *b, int n);
 
 /* In-place softmax of n floats. */

@@ -65,8 +65,10 @@ typedef void (*quant_gemm_fn)(int64_t n, const void *w, size_t w_stride, int nr,
  * own inputs (same contract as gemm). */
 typedef void (*quant_dot_rows_fn)(int64_t n, const float *q, const void *rows, size_t stride, int nr, float *out);
 typedef void (*quant_axpy_rows_fn)(int64_t n, const float *a, const void *rows, size_t stride, int nr, float *y);
-/* Softmax helper (F32 entry only): x[i] = expf(x[i] - sub) for i < n; returns the sum. */
+/* Float kernels of the F32 entry only: the softmax helper x[i] = expf(x[i] - sub)
+ * for i < n, returning the sum; and SwiGLU's a[i] = silu(a[i]) * b[i]. */
 typedef float (*quant_exp_sum_fn)(float *x, int64_t n, float sub);
+typedef void (*quant_swiglu_fn)(float *a, const float *b, int64_t n);
 
 typedef struct quant_traits {
     const char *name;         /* "q4_K" etc., as ggml names it; NULL = unknown id */
@@ -81,6 +83,7 @@ typedef struct quant_traits {
     quant_dot_rows_fn dot_rows;
     quant_axpy_rows_fn axpy_rows;
     quant_exp_sum_fn exp_sum;
+    quant_swiglu_fn swiglu;
 } quant_traits;
 
 /* Pick the best kernels for this CPU. Idempotent, thread-safe after the first call returns.

@@ -15,9 +15,9 @@
  *      chunks, dynamic scheduling) equals gemm on the whole matrix bit for
  *      bit, and mm_mul_n equals separate mm_mul calls, including products of
  *      different activation types in one call; too small a scratch fails;
- *  (4) the attention helpers dot_rows / axpy_rows / exp_sum against the
- *      scalar ones (1e-5 relative), and dot_rows' independence of how many
- *      rows one call covers;
+ *  (4) the attention helpers dot_rows / axpy_rows / exp_sum and the
+ *      swiglu kernel against the scalar ones (1e-5 relative, a few ulp for
+ *      exp), and dot_rows' independence of how many rows one call covers;
  *  (5) tp_run_dyn runs every claimed item exactly once with more threads
  *      than cores, interleaved with static tp_run jobs.
  */
@@ -299,6 +299,18 @@ static void test_attention_kernels(void **state) {
             const float s1 = t->exp_sum(x1, n, 0.5f), s2 = r->exp_sum(x2, n, 0.5f);
             assert_true(fabsf(s1 - s2) <= 2e-6f * s2);
             for (int i = 0; i < n; i++) assert_true(fabsf(x1[i] - x2[i]) <= 3e-7f * (x2[i] + 1e-30f) + 1e-38f);
+        }
+        /* swiglu over the range activations take, odd lengths */
+        assert_non_null(t->swiglu);
+        for (int n = 1; n < 300; n += 37) {
+            float a1[300], a2[300], b[300];
+            for (int i = 0; i < n; i++) {
+                a1[i] = a2[i] = 12.0f * tu_randf(&rng) + (i == 3 ? 95.0f : 0.0f) - (i == 5 ? 95.0f : 0.0f);
+                b[i] = tu_randf(&rng);
+            }
+            t->swiglu(a1, b, n);
+            r->swiglu(a2, b, n);
+            for (int i = 0; i < n; i++) assert_true(fabsf(a1[i] - a2[i]) <= 4e-7f * fabsf(a2[i]) + 1e-30f);
         }
     }
 }
