@@ -8,7 +8,7 @@
 # tools/mkmodel into bench/results/models/ (gitignored; a few minutes each
 # the first time):
 #   stories260K        ../shared/models/stories260K.gguf (tiny: per-token overheads)
-#   dense-1.8b-q4_K    llama-shaped, preset 1b with 40 layers and a 32000 vocabulary (~1.1 GB)
+#   dense-1.8b-q4_K    llama-shaped, preset 1b with 40 layers (4096-token vocabulary, mkmodel's largest; ~1.0 GB)
 #   dense-1.8b-q8_0    the same in q8_0 (~2 GB)
 #   qwen3moe-4.8b-q4_K 64 experts (8 used) of 768, 16 layers, 2048 wide (~2.8 GB, 0.8 B active)
 #   deepseek-5b-q4_K   DeepSeek-V3-shaped: MLA, 64 sigmoid-routed experts with groups, a shared
@@ -49,10 +49,10 @@ mkdir -p "$OUT/models"
 
 # name | mkmodel arguments
 DEFAULT_SET=(
-    "dense-1.8b-q4_K|--preset 1b --n-layer 40 --vocab 32000 --type q4_K"
-    "dense-1.8b-q8_0|--preset 1b --n-layer 40 --vocab 32000 --type q8_0"
-    "qwen3moe-4.8b-q4_K|--preset qwen3moe-tiny --n-embd 2048 --n-layer 16 --n-head 16 --n-head-kv 4 --experts 64 --experts-used 8 --n-ff-exp 768 --vocab 32000 --type q4_K"
-    "deepseek-5b-q4_K|--preset deepseek-v3-tiny --n-embd 2048 --n-layer 16 --n-head 16 --q-lora 768 --kv-lora 512 --qk-nope 128 --qk-rope 64 --v-head 128 --experts 64 --experts-used 8 --n-ff-exp 768 --n-ff-shexp 768 --n-ff 5632 --vocab 32000 --type q4_K"
+    "dense-1.8b-q4_K|--preset 1b --n-layer 40 --vocab 4096 --type q4_K"
+    "dense-1.8b-q8_0|--preset 1b --n-layer 40 --vocab 4096 --type q8_0"
+    "qwen3moe-4.8b-q4_K|--preset qwen3moe-tiny --n-embd 2048 --n-layer 16 --n-head 16 --n-head-kv 4 --experts 64 --experts-used 8 --n-ff-exp 768 --vocab 4096 --type q4_K"
+    "deepseek-5b-q4_K|--preset deepseek-v3-tiny --n-embd 2048 --n-layer 16 --n-head 16 --q-lora 768 --kv-lora 512 --qk-nope 128 --qk-rope 64 --v-head 128 --experts 64 --experts-used 8 --n-ff-exp 768 --n-ff-shexp 768 --n-ff 5632 --vocab 4096 --type q4_K"
 )
 SMALL_SET=(
     "medium-q8_0|--preset medium --type q8_0"
