@@ -202,8 +202,8 @@ static int run_expert(df_session *s, df_layer *L, int e, int cnt, char *err, siz
     const void *u = g ? ws_fetch_expert(m->ws, L->ffn_up_exps, e, err, errlen) : NULL;
     const void *d = u ? ws_fetch_expert(m->ws, L->ffn_down_exps, e, err, errlen) : NULL;
     int rc = -1;
-    if (d && mm_mul(m->pool, L->ffn_gate_exps->type, g, h->n_embd, F, s->ex_x, cnt, s->ex_h, F, &s->mm) == 0 &&
-        mm_mul(m->pool, L->ffn_up_exps->type, u, h->n_embd, F, s->ex_x, cnt, s->ex_h2, F, &s->mm) == 0) {
+    const mm_op gate_up[2] = {{L->ffn_gate_exps->type, g, F, s->ex_h, F}, {L->ffn_up_exps->type, u, F, s->ex_h2, F}};
+    if (d && mm_mul_n(m->pool, gate_up, 2, h->n_embd, s->ex_x, cnt, &s->mm) == 0) { /* one conversion, one pass */
         op_swiglu(s->ex_h, s->ex_h2, cnt * F);
         rc = mm_mul(m->pool, L->ffn_down_exps->type, d, F, h->n_embd, s->ex_h, cnt, s->ex_y, h->n_embd, &s->mm);
         if (rc != 0) df_seterr(err, errlen, "internal: expert scratch too small");
