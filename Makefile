@@ -88,6 +88,7 @@ debug:
 # Tests: the optimized build, then the same suite under ASan+UBSan, then the
 # aarch64 (NEON) build under qemu-user.
 test: all
+	./scripts/llama-ref.sh build   # llama.cpp's vocabularies and test vectors (npm), used by the tokenizer tests
 	./tests/run.sh build
 	$(MAKE) MODE=debug BUILD=build-debug all
 	DELTAFIN_SANITIZED=1 ./tests/run.sh build-debug
