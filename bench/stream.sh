@@ -46,13 +46,15 @@ echo "$LIMIT" > "$CG/memory.limit_in_bytes"
 in_cgroup() { ( echo "$BASHPID" > "$CG/cgroup.procs"; exec "$@" ); }
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 
-drop # writing the model leaves dirty pages: let them settle before measuring the disk
-plan=$(./"$BUILD"/deltafin plan -m "$M" --mem "$BUDGET" -c "$CTX" -t "$T" --json)
 j() { sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p" <<< "$1"; }
 drop
 t0=$(date +%s.%N)
 df=$(in_cgroup ./"$BUILD"/deltafin bench -m "$M" --mem "$BUDGET" -t "$T" -p 16 -n "$N" -r 1 --json --hot none)
 df_peak=$(cat "$CG/memory.max_usage_in_bytes"); df_fail=$(cat "$CG/memory.failcnt")
+# the prediction and this machine's disk throughput, measured right after Deltafin's run
+# (shared virtual disks drift over minutes; measuring close in time keeps the comparison fair)
+drop
+plan=$(./"$BUILD"/deltafin plan -m "$M" --mem "$BUDGET" -c "$CTX" -t "$T" --json)
 echo 0 > "$CG/memory.max_usage_in_bytes"
 drop
 llama=$(in_cgroup timeout 600 ./scripts/llama-ref.sh -m "$M" bench -t "$T" -p 16 -n "$N" -r 1 || echo '{"tg_tps":0}')
