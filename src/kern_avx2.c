@@ -551,15 +551,29 @@ INL void store_rows(__m256 acc, float *out) {
 }
 
 /* Tile signature: GR weight rows w[], C activation rows from x (xs bytes
- * apart), results out[c * GR + r]. */
-typedef void (*gemm_tile_fn)(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *out);
+ * apart), results out[c * GR + r]. pf (or NULL) is the next tile's weights,
+ * to prefetch pf_step bytes of per block step (see prefetch_step). */
+typedef void (*gemm_tile_fn)(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *out,
+                             const uint8_t *pf, size_t pf_step);
+
+/* Generation streams the weights from memory once, with little arithmetic
+ * per byte: while a tile computes, fetch the next tile's rows into L1, a
+ * slice per block step, so that the loads of the next tile find them there
+ * (the hardware prefetcher sees four interleaved row streams that restart
+ * at every tile, and keeps too few misses in flight). */
+INL void prefetch_step(const uint8_t *pf, size_t step, int64_t i) {
+    if (!pf) return;
+    const uint8_t *p = pf + (size_t)i * step;
+    for (size_t k = 0; k < step; k += 64) _mm_prefetch((const char *)(p + k), _MM_HINT_T0);
+}
 
 /* Walk nr x nc in tiles of GR rows x up to CMAX tokens (tiles[k] handles k + 1
  * tokens). Rows are the outer loop: a tile's weight rows stay in L1 while
  * every token passes over them. */
 static void gemm_walk(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y,
-                      size_t ldy, int cmax, const gemm_tile_fn *tiles) {
+                      size_t ldy, int cmax, const gemm_tile_fn *tiles, int64_t steps) {
     const uint8_t *W = w, *X = x;
+    const size_t pf_step = (GR * ws + (size_t)steps - 1) / (size_t)steps;
     for (int r0 = 0; r0 < nr; r0 += GR) {
         const int rn = nr - r0 < GR ? nr - r0 : GR;
         const uint8_t *wr[GR];
@@ -567,7 +581,9 @@ static void gemm_walk(int64_t n, const void *w, size_t ws, int nr, const void *x
         for (int c0 = 0; c0 < nc; c0 += cmax) {
             const int cn = nc - c0 < cmax ? nc - c0 : cmax;
             float out[GR * 8];
-            tiles[cn - 1](n, wr, X + (size_t)c0 * xs, xs, out);
+            /* prefetch on the first pass over these rows only, and not past the product */
+            const uint8_t *pf = c0 == 0 && r0 + 2 * GR <= nr ? W + (size_t)(r0 + GR) * ws : NULL;
+            tiles[cn - 1](n, wr, X + (size_t)c0 * xs, xs, out, pf, pf_step);
             for (int c = 0; c < cn; c++)
                 for (int i = 0; i < rn; i++) y[(size_t)(c0 + c) * ldy + (size_t)(r0 + i)] = out[c * GR + i];
         }
@@ -576,24 +592,31 @@ static void gemm_walk(int64_t n, const void *w, size_t ws, int nr, const void *x
 
 /* Define NAME_1 .. NAME_4 from an always_inline tile body NAME(n, w, x, xs, out, C),
  * and the gemm entry NAME_gemm walking with up to 4 tokens per tile. */
-#define GEMM_TILES4(NAME)                                                                                          \
-    static void NAME##_1(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o) { NAME(n, w, x, xs, o, 1); } \
-    static void NAME##_2(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o) { NAME(n, w, x, xs, o, 2); } \
-    static void NAME##_3(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o) { NAME(n, w, x, xs, o, 3); } \
-    static void NAME##_4(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o) { NAME(n, w, x, xs, o, 4); } \
+#define GEMM_TILES4(NAME, BLK)                                                                                     \
+    static void NAME##_1(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o,            \
+                          const uint8_t *pf, size_t ps) { NAME(n, w, x, xs, o, pf, ps, 1); }                   \
+    static void NAME##_2(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o,            \
+                          const uint8_t *pf, size_t ps) { NAME(n, w, x, xs, o, pf, ps, 2); }                   \
+    static void NAME##_3(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o,            \
+                          const uint8_t *pf, size_t ps) { NAME(n, w, x, xs, o, pf, ps, 3); }                   \
+    static void NAME##_4(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o,            \
+                          const uint8_t *pf, size_t ps) { NAME(n, w, x, xs, o, pf, ps, 4); }                   \
     static void NAME##_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y, \
                             size_t ldy) {                                                                          \
         static const gemm_tile_fn tiles[4] = {NAME##_1, NAME##_2, NAME##_3, NAME##_4};                            \
-        gemm_walk(n, w, ws, nr, x, xs, nc, y, ldy, 4, tiles);                                                      \
+        gemm_walk(n, w, ws, nr, x, xs, nc, y, ldy, 4, tiles, (n + BLK - 1) / BLK);                                 \
     }
-#define GEMM_TILES3(NAME)                                                                                          \
-    static void NAME##_1(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o) { NAME(n, w, x, xs, o, 1); } \
-    static void NAME##_2(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o) { NAME(n, w, x, xs, o, 2); } \
-    static void NAME##_3(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o) { NAME(n, w, x, xs, o, 3); } \
+#define GEMM_TILES3(NAME, BLK)                                                                                     \
+    static void NAME##_1(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o,            \
+                          const uint8_t *pf, size_t ps) { NAME(n, w, x, xs, o, pf, ps, 1); }                   \
+    static void NAME##_2(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o,            \
+                          const uint8_t *pf, size_t ps) { NAME(n, w, x, xs, o, pf, ps, 2); }                   \
+    static void NAME##_3(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o,            \
+                          const uint8_t *pf, size_t ps) { NAME(n, w, x, xs, o, pf, ps, 3); }                   \
     static void NAME##_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y, \
                             size_t ldy) {                                                                          \
         static const gemm_tile_fn tiles[3] = {NAME##_1, NAME##_2, NAME##_3};                                       \
-        gemm_walk(n, w, ws, nr, x, xs, nc, y, ldy, 3, tiles);                                                      \
+        gemm_walk(n, w, ws, nr, x, xs, nc, y, ldy, 3, tiles, (n + BLK - 1) / BLK);                                 \
     }
 
 /* q8_0 / q4_0 weights x q8_0 activations: one 32-element block per step.
@@ -601,7 +624,8 @@ static void gemm_walk(int64_t n, const void *w, size_t ws, int nr, const void *x
 #define Q8_0_DECODE(blk) LOADU((blk)->qs)
 #define Q4_0_DECODE(blk) _mm256_sub_epi8(nibbles32((blk)->qs), _mm256_set1_epi8(8))
 #define GEMM_BLOCK32(NAME, WT, DECODE)                                                                             \
-    INL void NAME(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out, const int C) {      \
+    INL void NAME(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out, const uint8_t *pf, \
+                  size_t pf_step, const int C) {                                                                  \
         const WT *w0 = (const WT *)(const void *)wp[0], *w1 = (const WT *)(const void *)wp[1];                     \
         const WT *w2 = (const WT *)(const void *)wp[2], *w3 = (const WT *)(const void *)wp[3];                     \
         const block_q8_0 *x[4];                                                                                    \
@@ -612,6 +636,7 @@ static void gemm_walk(int64_t n, const void *w, size_t ws, int nr, const void *x
             acc[c] = _mm256_setzero_ps();                                                                          \
         }                                                                                                          \
         for (int64_t b = 0; b < n / 32; b++) {                                                                     \
+            prefetch_step(pf, pf_step, b);                                                                         \
             const __m256 dw = dup4_h(w0[b].d, w1[b].d, w2[b].d, w3[b].d);                                          \
             const __m256i q0 = DECODE(&w0[b]), q1 = DECODE(&w1[b]), q2 = DECODE(&w2[b]), q3 = DECODE(&w3[b]);      \
             const __m256i a0 = _mm256_sign_epi8(q0, q0), a1 = _mm256_sign_epi8(q1, q1);                            \
@@ -630,8 +655,8 @@ static void gemm_walk(int64_t n, const void *w, size_t ws, int nr, const void *x
     }
 GEMM_BLOCK32(q8_0_tile, block_q8_0, Q8_0_DECODE)
 GEMM_BLOCK32(q4_0_tile, block_q4_0, Q4_0_DECODE)
-GEMM_TILES4(q8_0_tile)
-GEMM_TILES4(q4_0_tile)
+GEMM_TILES4(q8_0_tile, 32)
+GEMM_TILES4(q4_0_tile, 32)
 
 /* q4_K x q8_K. Per row and token the kernel forms q4_K_dot's two integer
  * vectors (scaled nibble products s, min products m) and folds them with one
@@ -649,7 +674,8 @@ INL __m256 q4_K_dpair(const block_q4_K *a, const block_q4_K *b) {
     return _mm256_mul_ps(v, _mm256_setr_ps(1, -1, 1, -1, 1, -1, 1, -1));
 }
 
-INL void q4_K_tile(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out, const int C) {
+INL void q4_K_tile(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out, const uint8_t *pf,
+                   size_t pf_step, const int C) {
     const block_q4_K *w[GR];
     const block_q8_K *x[4];
     __m256 acc[4][2];
@@ -660,6 +686,7 @@ INL void q4_K_tile(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_
         acc[c][0] = acc[c][1] = _mm256_setzero_ps();
     }
     for (int64_t i = 0; i < n / QK_K; i++) {
+        prefetch_step(pf, pf_step, i);
         __m256i t[GR][4]; /* per row and token: hadd(s, m) */
         _Pragma("GCC unroll 4") for (int r = 0; r < GR; r++) {
             const block_q4_K *a = &w[r][i];
@@ -693,11 +720,12 @@ INL void q4_K_tile(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_
     }
     _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) store_pairs(acc[c][0], acc[c][1], out + c * GR);
 }
-GEMM_TILES4(q4_K_tile)
+GEMM_TILES4(q4_K_tile, QK_K)
 
 /* q6_K x q8_K: q6_K_dot's integer vector per row and token (scaled products
  * minus 32 * scaled bsums), reduced across four rows like the 32-element formats. */
-INL void q6_K_tile(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out, const int C) {
+INL void q6_K_tile(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out, const uint8_t *pf,
+                   size_t pf_step, const int C) {
     const block_q6_K *w[GR];
     const block_q8_K *x[4];
     __m256 acc[4];
@@ -708,6 +736,7 @@ INL void q6_K_tile(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_
         acc[c] = _mm256_setzero_ps();
     }
     for (int64_t i = 0; i < n / QK_K; i++) {
+        prefetch_step(pf, pf_step, i);
         __m256i t[GR][4];
         _Pragma("GCC unroll 4") for (int r = 0; r < GR; r++) {
             const block_q6_K *a = &w[r][i];
@@ -744,7 +773,7 @@ INL void q6_K_tile(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_
     }
     _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) store_rows(acc[c], out + c * GR);
 }
-GEMM_TILES4(q6_K_tile)
+GEMM_TILES4(q6_K_tile, QK_K)
 
 /* f32 / f16 weights: one 8-float accumulator per (row, token) over the
  * whole row (n % 8 tail through a zero-padded load), reduced across four
@@ -763,7 +792,8 @@ static __m256 f16_tail8(const void *p, int64_t i, int k) {
     return _mm256_cvtph_ps(LOADU128(t));
 }
 #define GEMM_FLOAT(NAME, LOAD8, TAIL8)                                                                             \
-    INL void NAME(int64_t n, const uint8_t *const *w, const uint8_t *xp, size_t xs, float *out, const int C) {      \
+    INL void NAME(int64_t n, const uint8_t *const *w, const uint8_t *xp, size_t xs, float *out, const uint8_t *pf,  \
+                  size_t pf_step, const int C) {                                                                  \
         const uint8_t *x[3];                                                                                       \
         __m256 acc[3][GR];                                                                                         \
         _Pragma("GCC unroll 3") for (int c = 0; c < C; c++) {                                                      \
@@ -772,6 +802,7 @@ static __m256 f16_tail8(const void *p, int64_t i, int k) {
         }                                                                                                          \
         int64_t i = 0;                                                                                             \
         for (; i + 8 <= n; i += 8) {                                                                               \
+            if ((i & 31) == 0) prefetch_step(pf, 4 * pf_step, i / 32);                                             \
             const __m256 a0 = LOAD8(w[0], i), a1 = LOAD8(w[1], i), a2 = LOAD8(w[2], i), a3 = LOAD8(w[3], i);       \
             _Pragma("GCC unroll 3") for (int c = 0; c < C; c++) {                                                  \
                 const __m256 y = LOAD8(x[c], i);                                                                   \
@@ -797,8 +828,8 @@ static __m256 f16_tail8(const void *p, int64_t i, int k) {
     }
 GEMM_FLOAT(f32_tile, f32_load8, f32_tail8)
 GEMM_FLOAT(f16_tile, f16_load8, f16_tail8)
-GEMM_TILES3(f32_tile)
-GEMM_TILES3(f16_tile)
+GEMM_TILES3(f32_tile, 8)
+GEMM_TILES3(f16_tile, 8)
 
 /* ---------------------------------------------------------------------- */
 /* Attention helpers (quant.h): q . row for runs of cached f32/f16 rows, and

@@ -5,9 +5,12 @@
  * A pass computes every product of one activation type (usually all of
  * mm_mul_n's): x is converted into that type (on the calling thread for a
  * few rows, else by the pool), then the output space of all the products is
- * cut into chunks of RB weight rows x CB tokens and the threads claim
- * chunks from an atomic counter (tp_run_dyn), so a thread that the other
- * processes on the machine delay costs only its current chunk.
+ * cut into chunks of RB weight rows x CB tokens. Each thread owns a
+ * contiguous run of chunks and claims them front to back from the run's
+ * atomic counter; a thread that runs out steals from the other runs
+ * (tp_run_dyn), so a thread that the other processes on the machine delay
+ * costs only its current chunk, while in the common case every thread
+ * streams one contiguous part of the weights.
  *
  * Blocking, for the two regimes:
  *  - generation (a few tokens): the weights stream from memory once; a chunk
@@ -49,7 +52,17 @@ typedef struct {
     long rb, n_rb;          /* rows per chunk, chunks per token block */
 } mm_part;
 
+/* A thread's home run of chunks, claimed front to back (own cache line). */
+#define MM_HOMES 16
 typedef struct {
+    atomic_long next;
+    long end;
+    char pad[64 - sizeof(atomic_long) - sizeof(long)];
+} mm_home;
+
+typedef struct {
+    mm_home home[MM_HOMES];
+    int n_home;
     mm_part part[MM_MAX_OPS];
     int n_part;
     long per_cb;            /* chunks per token block (sum of n_rb) */
@@ -58,7 +71,7 @@ typedef struct {
     long n_chunks;
     const uint8_t *xq;      /* converted activations */
     size_t xq_row;
-    atomic_long next;       /* next unclaimed chunk (or row, when converting) */
+    atomic_long next;       /* next row to convert */
     /* conversion */
     const quant_traits *vt;
     const float *x;
@@ -94,11 +107,33 @@ static void run_chunk(const mm_job *j, long i) {
         for (int c = 0; c < nc; c++) p->qt->vec_dot(j->n_in, w + (size_t)r * p->w_row, x + (size_t)c * j->xq_row, &y[(int64_t)c * p->ldy + r]);
 }
 
+/* Next chunk for thread ith: from its home run, else from the others' (the
+ * runs of threads that are late or slow), or -1 when all are claimed. */
+static long claim(mm_job *j, int ith) {
+    for (int k = 0; k < j->n_home; k++) {
+        mm_home *h = &j->home[(ith + k) % j->n_home];
+        if (atomic_load_explicit(&h->next, memory_order_relaxed) >= h->end) continue;
+        const long i = atomic_fetch_add_explicit(&h->next, 1, memory_order_relaxed);
+        if (i < h->end) return i;
+    }
+    return -1;
+}
+
 static void dot_chunks(void *arg, int ith, int nth) {
     mm_job *j = arg;
-    (void)ith;
     (void)nth;
-    for (long i; (i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->n_chunks;) run_chunk(j, i);
+    for (long i; (i = claim(j, ith)) >= 0;) run_chunk(j, i);
+}
+
+/* Cut the chunks into one contiguous home run per thread: each thread
+ * streams its own part of the weights front to back (what the hardware
+ * prefetcher likes), and steals from the others' runs only at the end. */
+static void set_homes(mm_job *j, int nth) {
+    j->n_home = nth < MM_HOMES ? nth : MM_HOMES;
+    for (int k = 0; k < j->n_home; k++) {
+        atomic_init(&j->home[k].next, j->n_chunks * k / j->n_home);
+        j->home[k].end = j->n_chunks * (k + 1) / j->n_home;
+    }
 }
 
 /* Rows per chunk for a weight of n_out rows of w_row bytes: about `bytes`
@@ -162,9 +197,13 @@ static int mm_pass(tp_pool *pool, const mm_op *ops, int n_ops, int vtype, int64_
         j.per_cb += p->n_rb;
     }
     j.n_chunks = j.per_cb * n_cb;
-    atomic_init(&j.next, 0);
-    if (j.n_chunks == 1 || nth == 1) dot_chunks(&j, 0, 1);
-    else tp_run_dyn(pool, dot_chunks, &j);
+    if (j.n_chunks == 1 || nth == 1) {
+        set_homes(&j, 1);
+        dot_chunks(&j, 0, 1);
+    } else {
+        set_homes(&j, nth);
+        tp_run_dyn(pool, dot_chunks, &j);
+    }
     return 0;
 }
 
