@@ -457,7 +457,6 @@ void df_session_free(df_session *s) {
     free(s->logits);
     free(s->mm.buf);
     free(s->router);
-    free(s->sel);
     free(s->topk_id);
     free(s->topk_w);
     free(s->tok_of);
@@ -533,7 +532,6 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     if (h->n_expert > 0) {
         const int64_t nk = B * h->n_expert_used;
         FLOATS(router, B, h->n_expert);
-        FLOATS(sel, B, h->n_expert);
         ITEM(topk_id, (uint64_t)nk * sizeof(int32_t));
         FLOATS(topk_w, nk, 1);
         ITEM(tok_of, (uint64_t)nk * sizeof(int32_t));

@@ -137,7 +137,6 @@ struct df_session {
     int64_t att_stride;     /* floats per thread: df_attn_scratch() */
     /* mixture of experts scratch */
     float *router;          /* (n_batch, n_expert) router probabilities */
-    float *sel;             /* (n_batch, n_expert) selection scores */
     int32_t *topk_id;       /* (n_batch, n_expert_used) */
     float *topk_w;          /* (n_batch, n_expert_used) */
     int32_t *tok_of;        /* (n_batch * n_expert_used) tokens grouped by expert */
