@@ -2,9 +2,10 @@
  * matmul.c - see matmul.h.
  *
  * DESIGN
- * A pass computes every product of one activation type (usually all of
- * mm_mul_n's): x is converted into that type (on the calling thread for a
- * few rows, else by the pool), then the output space of all the products is
+ * A pass computes every product whose converted input fits in the scratch
+ * (usually all of mm_mul_n's): each distinct (input, activation type) is
+ * converted once (on the calling thread for a few rows, else by the pool),
+ * then the output space of all the products is
  * cut into chunks of RB weight rows x CB tokens. Each thread owns a
  * contiguous run of chunks and claims them front to back from the run's
  * atomic counter; a thread that runs out steals from the other runs
@@ -49,8 +50,18 @@ typedef struct {
     int64_t n_out;
     float *y;
     int64_t ldy;
+    const uint8_t *xq;      /* its converted input */
+    size_t xq_row;
     long rb, n_rb;          /* rows per chunk, chunks per token block */
 } mm_part;
+
+/* One input converted to one activation type. */
+typedef struct {
+    const quant_traits *vt;
+    const float *x;
+    uint8_t *xq;
+    size_t xq_row;
+} mm_conv;
 
 /* A thread's home run of chunks, claimed front to back (own cache line). */
 #define MM_HOMES 16
@@ -69,21 +80,20 @@ typedef struct {
     int64_t n_in;
     int n_tok, cb;          /* tokens, tokens per block */
     long n_chunks;
-    const uint8_t *xq;      /* converted activations */
-    size_t xq_row;
-    atomic_long next;       /* next row to convert */
-    /* conversion */
-    const quant_traits *vt;
-    const float *x;
-    uint8_t *xq_out;
+    mm_conv conv[MM_MAX_OPS];
+    int n_conv;
+    atomic_long next;       /* next (input, row) to convert */
 } mm_job;
 
 static void quantize_rows(void *arg, int ith, int nth) {
     mm_job *j = arg;
     (void)ith;
     (void)nth;
-    for (long t; (t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->n_tok;)
-        j->vt->from_float(j->x + t * j->n_in, j->xq_out + (size_t)t * j->xq_row, j->n_in);
+    for (long i; (i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < (long)j->n_conv * j->n_tok;) {
+        const mm_conv *c = &j->conv[i / j->n_tok];
+        const long t = i % j->n_tok;
+        c->vt->from_float(c->x + t * j->n_in, c->xq + (size_t)t * c->xq_row, j->n_in);
+    }
 }
 
 /* Chunk i: token block i / per_cb, then the part and row block within it. */
@@ -97,14 +107,15 @@ static void run_chunk(const mm_job *j, long i) {
     const int c0 = (int)cbi * j->cb;
     const int nc = j->n_tok - c0 < j->cb ? j->n_tok - c0 : j->cb;
     const uint8_t *w = p->w + (size_t)r0 * p->w_row;
-    const uint8_t *x = j->xq + (size_t)c0 * j->xq_row;
+    const uint8_t *x = p->xq + (size_t)c0 * p->xq_row;
     float *y = p->y + (int64_t)c0 * p->ldy + r0;
     if (p->qt->gemm) {
-        p->qt->gemm(j->n_in, w, p->w_row, nr, x, j->xq_row, nc, y, (size_t)p->ldy);
+        p->qt->gemm(j->n_in, w, p->w_row, nr, x, p->xq_row, nc, y, (size_t)p->ldy);
         return;
     }
     for (int r = 0; r < nr; r++)
-        for (int c = 0; c < nc; c++) p->qt->vec_dot(j->n_in, w + (size_t)r * p->w_row, x + (size_t)c * j->xq_row, &y[(int64_t)c * p->ldy + r]);
+        for (int c = 0; c < nc; c++)
+            p->qt->vec_dot(j->n_in, w + (size_t)r * p->w_row, x + (size_t)c * p->xq_row, &y[(int64_t)c * p->ldy + r]);
 }
 
 /* Next chunk for thread ith: from its home run, else from the others' (the
@@ -147,87 +158,103 @@ static long rows_per_chunk(int64_t n_out, size_t w_row, size_t bytes, long min_c
     return rb < 4 ? 4 : rb;
 }
 
-/* One pass: the ops (all of activation type vt) on x. */
-static int mm_pass(tp_pool *pool, const mm_op *ops, int n_ops, int vtype, int64_t n_in, const float *x, int n_tok,
-                   mm_scratch *sc) {
-    mm_job j;
-    memset(&j, 0, sizeof j);
+/* Bytes of one converted row of n_in elements (64-byte aligned rows). */
+static size_t xq_row_bytes(int vtype, int64_t n_in) {
+    return vtype == DF_TYPE_F32 ? (size_t)n_in * sizeof(float) : (quant_row_size(vtype, n_in) + 63) & ~(size_t)63;
+}
+
+/* One pass over the ops whose inputs j->conv holds (parts already set up
+ * except for blocking): convert the inputs, cut the chunks, run them. */
+static void mm_pass(tp_pool *pool, mm_job *j) {
     const int nth = tp_size(pool);
-    j.vt = quant_traits_get(vtype);
-    j.n_in = n_in;
-    j.n_tok = n_tok;
-    j.x = x;
-    if (vtype == DF_TYPE_F32) {
-        j.xq = (const uint8_t *)x;
-        j.xq_row = (size_t)n_in * sizeof(float);
-    } else {
-        j.xq_row = (quant_row_size(vtype, n_in) + 63) & ~(size_t)63;
-        if (j.xq_row * (size_t)n_tok > sc->size) return -1;
-        j.xq_out = sc->buf;
-        j.xq = sc->buf;
-        if ((int64_t)n_tok * n_in <= CALLER_QUANT_ELEMS || nth == 1) {
-            for (int t = 0; t < n_tok; t++) j.vt->from_float(x + t * n_in, j.xq_out + (size_t)t * j.xq_row, n_in);
+    if (j->n_conv > 0) {
+        if ((int64_t)j->n_tok * j->n_in * j->n_conv <= CALLER_QUANT_ELEMS || nth == 1) {
+            for (int k = 0; k < j->n_conv; k++)
+                for (int t = 0; t < j->n_tok; t++)
+                    j->conv[k].vt->from_float(j->conv[k].x + t * j->n_in, j->conv[k].xq + (size_t)t * j->conv[k].xq_row,
+                                              j->n_in);
         } else {
-            atomic_init(&j.next, 0);
-            tp_run_dyn(pool, quantize_rows, &j);
+            atomic_init(&j->next, 0);
+            tp_run_dyn(pool, quantize_rows, j);
         }
     }
     /* token blocks: all tokens when generating, else ~X_BLOCK_BYTES of activations */
-    int cb = (int)(X_BLOCK_BYTES / j.xq_row);
-    cb = cb < 4 ? 4 : (cb > 64 ? 64 : cb & ~3);
-    if (n_tok <= 4 || cb > n_tok) cb = n_tok;
-    j.cb = cb;
-    const long n_cb = (n_tok + cb - 1) / cb;
+    size_t widest = 0;
     int64_t rows = 0;
-    for (int k = 0; k < n_ops; k++) rows += ops[k].n_out;
-    j.n_part = n_ops;
-    for (int k = 0; k < n_ops; k++) {
-        mm_part *p = &j.part[k];
-        p->qt = quant_traits_get(ops[k].wtype);
-        p->w = ops[k].w;
-        p->w_row = quant_row_size(ops[k].wtype, n_in);
-        p->n_out = ops[k].n_out;
-        p->y = ops[k].y;
-        p->ldy = ops[k].ldy;
+    for (int k = 0; k < j->n_part; k++) {
+        if (j->part[k].xq_row > widest) widest = j->part[k].xq_row;
+        rows += j->part[k].n_out;
+    }
+    int cb = (int)(X_BLOCK_BYTES / widest);
+    cb = cb < 4 ? 4 : (cb > 64 ? 64 : cb & ~3);
+    if (j->n_tok <= 4 || cb > j->n_tok) cb = j->n_tok;
+    j->cb = cb;
+    const long n_cb = (j->n_tok + cb - 1) / cb;
+    j->per_cb = 0;
+    for (int k = 0; k < j->n_part; k++) {
+        mm_part *p = &j->part[k];
         /* at least 8 chunks per thread over the whole pass, shared by the parts by size */
-        const long want = (long)((8 * nth * ops[k].n_out + rows - 1) / rows);
-        p->rb = rows_per_chunk(ops[k].n_out, p->w_row, n_cb > 1 ? PP_CHUNK_BYTES : GEN_CHUNK_BYTES,
-                               n_cb > 1 ? 1 : want);
-        p->n_rb = (long)((ops[k].n_out + p->rb - 1) / p->rb);
-        j.per_cb += p->n_rb;
+        const long want = (long)((8 * nth * p->n_out + rows - 1) / rows);
+        p->rb = rows_per_chunk(p->n_out, p->w_row, n_cb > 1 ? PP_CHUNK_BYTES : GEN_CHUNK_BYTES, n_cb > 1 ? 1 : want);
+        p->n_rb = (long)((p->n_out + p->rb - 1) / p->rb);
+        j->per_cb += p->n_rb;
     }
-    j.n_chunks = j.per_cb * n_cb;
-    if (j.n_chunks == 1 || nth == 1) {
-        set_homes(&j, 1);
-        dot_chunks(&j, 0, 1);
+    j->n_chunks = j->per_cb * n_cb;
+    if (j->n_chunks == 1 || nth == 1) {
+        set_homes(j, 1);
+        dot_chunks(j, 0, 1);
     } else {
-        set_homes(&j, nth);
-        tp_run_dyn(pool, dot_chunks, &j);
+        set_homes(j, nth);
+        tp_run_dyn(pool, dot_chunks, j);
     }
-    return 0;
 }
 
 int mm_mul_n(tp_pool *pool, const mm_op *ops, int n_ops, int64_t n_in, const float *x, int n_tok, mm_scratch *sc) {
     if (n_ops < 1 || n_ops > MM_MAX_OPS || n_tok < 1) return -1;
-    /* one pass per distinct activation type, in order of first appearance */
-    int done[MM_MAX_OPS] = {0};
-    for (int k = 0; k < n_ops; k++) {
-        if (done[k]) continue;
-        const int vt = quant_traits_get(ops[k].wtype)->vec_type;
-        mm_op grp[MM_MAX_OPS];
-        int ng = 0;
-        for (int i = k; i < n_ops; i++)
-            if (!done[i] && quant_traits_get(ops[i].wtype)->vec_type == vt) {
-                grp[ng++] = ops[i];
-                done[i] = 1;
+    int done[MM_MAX_OPS] = {0}, left = n_ops;
+    mm_job j;
+    while (left > 0) {
+        /* a pass: every remaining op whose converted input is already in it
+         * or still fits in the scratch, in order */
+        memset(&j, 0, sizeof j);
+        j.n_in = n_in;
+        j.n_tok = n_tok;
+        size_t used = 0;
+        for (int k = 0; k < n_ops; k++) {
+            if (done[k]) continue;
+            const quant_traits *qt = quant_traits_get(ops[k].wtype);
+            const int vtype = qt->vec_type;
+            const float *in = ops[k].x ? ops[k].x : x;
+            const uint8_t *xq = NULL;
+            const size_t xr = xq_row_bytes(vtype, n_in);
+            if (vtype == DF_TYPE_F32) {
+                xq = (const uint8_t *)in;
+            } else {
+                for (int c = 0; c < j.n_conv && !xq; c++)
+                    if (j.conv[c].x == in && j.conv[c].vt == quant_traits_get(vtype)) xq = j.conv[c].xq;
+                if (!xq) {
+                    if (used + xr * (size_t)n_tok > sc->size) {
+                        if (j.n_part == 0) return -1; /* not even one input fits */
+                        continue;                     /* next pass */
+                    }
+                    mm_conv *c = &j.conv[j.n_conv++];
+                    *c = (mm_conv){quant_traits_get(vtype), in, (uint8_t *)sc->buf + used, xr};
+                    used += xr * (size_t)n_tok;
+                    xq = c->xq;
+                }
             }
-        if (mm_pass(pool, grp, ng, vt, n_in, x, n_tok, sc) != 0) return -1;
+            j.part[j.n_part++] = (mm_part){qt, ops[k].w, quant_row_size(ops[k].wtype, n_in), ops[k].n_out, ops[k].y,
+                                           ops[k].ldy, xq, xr, 0, 0};
+            done[k] = 1;
+            left--;
+        }
+        mm_pass(pool, &j);
     }
     return 0;
 }
 
 int mm_mul(tp_pool *pool, int wtype, const void *w, int64_t n_in, int64_t n_out, const float *x, int n_tok,
            float *y, int64_t ldy, mm_scratch *sc) {
-    const mm_op op = {wtype, w, n_out, y, ldy};
+    const mm_op op = {wtype, w, n_out, y, ldy, NULL};
     return mm_mul_n(pool, &op, 1, n_in, x, n_tok, sc);
 }

@@ -27,17 +27,18 @@ typedef struct mm_scratch {
     size_t size;
 } mm_scratch;
 
-/* One product of a shared input: n_out rows of W (type wtype) into y
- * (n_tok rows, stride ldy). */
+/* One product of mm_mul_n: n_out rows of W (type wtype) times the input
+ * (x, or mm_mul_n's shared x when NULL) into y (n_tok rows, stride ldy). */
 typedef struct mm_op {
     int wtype;
     const void *w;
     int64_t n_out;
     float *y;
     int64_t ldy;
+    const float *x;
 } mm_op;
 
-#define MM_MAX_OPS 8
+#define MM_MAX_OPS 32
 
 /* Bytes of scratch needed for n_tok rows of n_in activations of any type. */
 size_t mm_scratch_bytes(int64_t n_in, int n_tok);
@@ -48,10 +49,12 @@ size_t mm_scratch_bytes(int64_t n_in, int n_tok);
 int mm_mul(tp_pool *pool, int wtype, const void *w, int64_t n_in, int64_t n_out, const float *x, int n_tok,
            float *y, int64_t ldy, mm_scratch *sc);
 
-/* n_ops (<= MM_MAX_OPS) products of the same x (n_tok rows of n_in floats):
- * x is converted once per distinct activation type, and all products of a
- * type run in one pass of the pool. Same results as separate mm_mul calls.
- * Returns 0, or -1 if the scratch is too small or n_ops is out of range. */
+/* n_ops (<= MM_MAX_OPS) products with inputs of n_tok rows of n_in floats,
+ * each its own ops[k].x or the shared x: every distinct input is converted
+ * once per activation type, and all products run in one pass of the pool
+ * (several when their converted inputs do not fit in the scratch together).
+ * Same results as separate mm_mul calls. Returns 0, or -1 if the scratch
+ * cannot hold one converted input or n_ops is out of range. */
 int mm_mul_n(tp_pool *pool, const mm_op *ops, int n_ops, int64_t n_in, const float *x, int n_tok, mm_scratch *sc);
 
 #endif

@@ -665,7 +665,7 @@ int df_matmul(df_session *s, ws_tensor *w, const float *x, int n_tok, float *y, 
 
 int df_matmul_n(df_session *s, int n_w, ws_tensor *const *w, const float *x, int n_tok, float *const *y,
                 const int64_t *ldy, char *err, size_t errlen) {
-    mm_op ops[MM_MAX_OPS] = {{0, NULL, 0, NULL, 0}};
+    mm_op ops[MM_MAX_OPS] = {{0, NULL, 0, NULL, 0, NULL}};
     int got = 0, rc = 0;
     if (n_w < 1 || n_w > MM_MAX_OPS) return df_seterr(err, errlen, "internal: %d products in one df_matmul_n", n_w);
     for (; got < n_w; got++) {
@@ -675,7 +675,7 @@ int df_matmul_n(df_session *s, int n_w, ws_tensor *const *w, const float *x, int
                                                              w[0]->gt->name, w[got]->gt->name);
             break;
         }
-        ops[got] = (mm_op){w[got]->type, data, w[got]->ne[1], y[got], ldy[got]};
+        ops[got] = (mm_op){w[got]->type, data, w[got]->ne[1], y[got], ldy[got], NULL};
     }
     if (rc == 0 && mm_mul_n(s->m->pool, ops, n_w, w[0]->ne[0], x, n_tok, &s->mm) != 0)
         rc = df_seterr(err, errlen, "internal: matmul scratch too small for '%s'", w[0]->gt->name);

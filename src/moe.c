@@ -202,7 +202,8 @@ static int run_expert(df_session *s, df_layer *L, int e, int cnt, char *err, siz
     const void *u = g ? ws_fetch_expert(m->ws, L->ffn_up_exps, e, err, errlen) : NULL;
     const void *d = u ? ws_fetch_expert(m->ws, L->ffn_down_exps, e, err, errlen) : NULL;
     int rc = -1;
-    const mm_op gate_up[2] = {{L->ffn_gate_exps->type, g, F, s->ex_h, F}, {L->ffn_up_exps->type, u, F, s->ex_h2, F}};
+    const mm_op gate_up[2] = {{L->ffn_gate_exps->type, g, F, s->ex_h, F, NULL},
+                              {L->ffn_up_exps->type, u, F, s->ex_h2, F, NULL}};
     if (d && mm_mul_n(m->pool, gate_up, 2, h->n_embd, s->ex_x, cnt, &s->mm) == 0) { /* one conversion, one pass */
         op_swiglu(s->ex_h, s->ex_h2, cnt * F);
         rc = mm_mul(m->pool, L->ffn_down_exps->type, d, F, h->n_embd, s->ex_h, cnt, s->ex_y, h->n_embd, &s->mm);
@@ -213,6 +214,46 @@ static int run_expert(df_session *s, df_layer *L, int e, int cnt, char *err, siz
     if (d) ws_release_expert(m->ws, L->ffn_down_exps, e);
     if (u) ws_release_expert(m->ws, L->ffn_up_exps, e);
     if (g) ws_release_expert(m->ws, L->ffn_gate_exps, e);
+    return rc;
+}
+
+/* Generation (one token x, slots ids[0..nu) of distinct experts, all in
+ * memory): every expert's gate and up products in one pass of the pool and
+ * all down products in a second, straight into s->ex_out's slot rows; two
+ * passes per layer instead of two per expert. Returns 1 if it ran, 0 if
+ * this case does not apply (caller runs experts one by one), -1 on error. */
+static int run_experts_one_token(df_session *s, df_layer *L, int l, const int32_t *ids, int nu, const float *x,
+                                 char *err, size_t errlen) {
+    df_model *m = s->m;
+    const int64_t E = m->hp.n_embd, F = L->ffn_gate_exps->ne[1];
+    if (2 * nu > MM_MAX_OPS || nu > s->n_batch) return 0; /* ex_h/ex_h2 hold n_batch rows of F */
+    for (int u = 0; u < nu; u++)
+        if (!ws_expert_ready(m->ws, l, ids[u])) return 0;
+    ws_tensor *const t3[3] = {L->ffn_gate_exps, L->ffn_up_exps, L->ffn_down_exps};
+    const void *w[3][MM_MAX_OPS];
+    int got = 0, rc = -1;
+    for (; got < 3 * nu; got++) {
+        w[got / nu][got % nu] = ws_fetch_expert(m->ws, t3[got / nu], ids[got % nu], err, errlen);
+        if (!w[got / nu][got % nu]) break;
+    }
+    if (got == 3 * nu) {
+        mm_op ops[MM_MAX_OPS];
+        for (int u = 0; u < nu; u++) {
+            ops[2 * u] = (mm_op){L->ffn_gate_exps->type, w[0][u], F, s->ex_h + u * F, F, NULL};
+            ops[2 * u + 1] = (mm_op){L->ffn_up_exps->type, w[1][u], F, s->ex_h2 + u * F, F, NULL};
+        }
+        if (mm_mul_n(m->pool, ops, 2 * nu, E, x, 1, &s->mm) == 0) {
+            op_swiglu(s->ex_h, s->ex_h2, (int)(nu * F));
+            for (int u = 0; u < nu; u++) /* slot u's output row (one token: slot = position in ids) */
+                ops[u] = (mm_op){L->ffn_down_exps->type, w[2][u], E, s->ex_out + u * E, E, s->ex_h + u * F};
+            rc = mm_mul_n(m->pool, ops, nu, F, NULL, 1, &s->mm) == 0 ? 1 : -1;
+        }
+        if (rc < 0) df_seterr(err, errlen, "internal: expert scratch too small");
+    }
+    while (got > 0) {
+        got--;
+        ws_release_expert(m->ws, t3[got / nu], ids[got % nu]);
+    }
     return rc;
 }
 
@@ -266,6 +307,11 @@ int df_ffn_moe(df_session *s, int l, const float *x, int n, float *out, char *er
     for (int e = 0; e < X; e++)
         if (count[e + 1] > count[e]) uniq[nu++] = e;
     ws_request_experts(m->ws, l, uniq, nu, 1);
+    if (n == 1) {
+        const int rc = run_experts_one_token(s, L, l, s->topk_id, K, x, err, errlen);
+        if (rc < 0) return -1;
+        if (rc > 0) nu = 0; /* done: outputs are in ex_out by slot */
+    }
     for (int pass = 0; pass < 2; pass++) {
         for (int u = 0; u < nu; u++) {
             const int e = uniq[u];

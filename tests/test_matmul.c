@@ -14,7 +14,8 @@
  *  (3) mm_mul with 1..3 threads and 1..130 tokens (token blocks, row
  *      chunks, dynamic scheduling) equals gemm on the whole matrix bit for
  *      bit, and mm_mul_n equals separate mm_mul calls, including products of
- *      different activation types in one call; too small a scratch fails;
+ *      different activation types and with inputs of their own in one call,
+ *      and when the scratch forces several passes; too small a scratch fails;
  *  (4) the attention helpers dot_rows / axpy_rows / exp_sum and the
  *      swiglu kernel against the scalar ones (1e-5 relative, a few ulp for
  *      exp), and dot_rows' independence of how many rows one call covers;
@@ -220,9 +221,9 @@ static void test_mm_mul(void **state) {
     mats a = make(DF_TYPE_Q4_K, n, 64, 9, 5), b = make(DF_TYPE_Q6_K, n, 40, 9, 6), c = make(DF_TYPE_Q8_0, n, 24, 9, 7);
     mm_scratch sc = {NULL, mm_scratch_bytes(n, 9)};
     sc.buf = xalloc(sc.size);
-    float *ya = xalloc(sizeof(float) * 64 * 9), *yb = xalloc(sizeof(float) * 40 * 9), *yc = xalloc(sizeof(float) * 24 * 9);
+    float *ya = xalloc(sizeof(float) * 64 * 9), *yb = xalloc(sizeof(float) * 64 * 9), *yc = xalloc(sizeof(float) * 24 * 9);
     float *za = xalloc(sizeof(float) * 64 * 9), *zb = xalloc(sizeof(float) * 40 * 9), *zc = xalloc(sizeof(float) * 24 * 9);
-    const mm_op ops[3] = {{DF_TYPE_Q4_K, a.w, 64, ya, 64}, {DF_TYPE_Q8_0, c.w, 24, yc, 24}, {DF_TYPE_Q6_K, b.w, 40, yb, 40}};
+    const mm_op ops[3] = {{DF_TYPE_Q4_K, a.w, 64, ya, 64, NULL}, {DF_TYPE_Q8_0, c.w, 24, yc, 24, NULL}, {DF_TYPE_Q6_K, b.w, 40, yb, 40, NULL}};
     assert_int_equal(mm_mul_n(pool, ops, 3, n, a.xf, 9, &sc), 0);
     assert_int_equal(mm_mul(pool, DF_TYPE_Q4_K, a.w, n, 64, a.xf, 9, za, 64, &sc), 0);
     assert_int_equal(mm_mul(pool, DF_TYPE_Q6_K, b.w, n, 40, a.xf, 9, zb, 40, &sc), 0);
@@ -230,6 +231,23 @@ static void test_mm_mul(void **state) {
     assert_memory_equal(ya, za, sizeof(float) * 64 * 9);
     assert_memory_equal(yb, zb, sizeof(float) * 40 * 9);
     assert_memory_equal(yc, zc, sizeof(float) * 24 * 9);
+    /* products with their own inputs (a, b and c's activations), in one call and
+     * with a scratch that holds one converted input at a time (three passes) */
+    const mm_op own[3] = {{DF_TYPE_Q4_K, a.w, 64, ya, 64, b.xf}, {DF_TYPE_Q8_0, c.w, 24, yc, 24, c.xf},
+                          {DF_TYPE_Q4_K, a.w, 64, yb, 64, NULL}};
+    for (int pass = 0; pass < 2; pass++) {
+        mm_scratch one = {sc.buf, pass ? (quant_row_size(DF_TYPE_Q8_K, n) + 64) * 9 : sc.size};
+        memset(ya, 0, sizeof(float) * 64 * 9);
+        memset(yb, 0, sizeof(float) * 40 * 9);
+        memset(yc, 0, sizeof(float) * 24 * 9);
+        assert_int_equal(mm_mul_n(pool, own, 3, n, a.xf, 9, &one), 0);
+        assert_int_equal(mm_mul(pool, DF_TYPE_Q4_K, a.w, n, 64, b.xf, 9, za, 64, &sc), 0);
+        assert_int_equal(mm_mul(pool, DF_TYPE_Q8_0, c.w, n, 24, c.xf, 9, zc, 24, &sc), 0);
+        assert_memory_equal(ya, za, sizeof(float) * 64 * 9);
+        assert_memory_equal(yc, zc, sizeof(float) * 24 * 9);
+        assert_int_equal(mm_mul(pool, DF_TYPE_Q4_K, a.w, n, 64, a.xf, 9, za, 64, &sc), 0);
+        assert_memory_equal(yb, za, sizeof(float) * 64 * 9);
+    }
     /* too small a scratch, too many or no products */
     mm_scratch small = {sc.buf, 100};
     assert_int_equal(mm_mul(pool, DF_TYPE_Q4_K, a.w, n, 64, a.xf, 9, za, 64, &small), -1);
