@@ -16,7 +16,7 @@
 # -s (small) uses the old medium-size models instead (quick checks).
 #
 # Method: the machine's read bandwidth is measured first (bench/membw.c,
-# THREADS threads, median of 7 passes over 1 GiB). Then for each model the
+# THREADS threads, AVX2 loads, median of 7 passes over 1 GiB). Then for each model the
 # two engines run alternately REPS times (`deltafin bench -r 1` and the
 # llama.cpp reference program's `bench -r 1`, each with one warm-up round,
 # same THREADS, prompt of PROMPT tokens in one batch, GEN tokens generated
@@ -42,7 +42,7 @@ shift $((OPTIND - 1))
 BUILD=${BUILD:-build}
 SHARED=${DELTAFIN_SHARED:-../shared}
 make -s BUILD="$BUILD" "$BUILD/deltafin" "$BUILD/mkmodel" >/dev/null
-cc -O2 -std=c11 -Wall -Wextra -pthread -o "$BUILD/membw" bench/membw.c
+cc -O2 -march=native -std=c11 -Wall -Wextra -pthread -o "$BUILD/membw" bench/membw.c
 ./scripts/llama-ref.sh build >/dev/null
 OUT=bench/results
 mkdir -p "$OUT/models"
