@@ -66,9 +66,8 @@ typedef struct {
 /* A thread's home run of chunks, claimed front to back (own cache line). */
 #define MM_HOMES 16
 typedef struct {
-    atomic_long next;
+    _Alignas(64) atomic_long next;
     long end;
-    char pad[64 - sizeof(atomic_long) - sizeof(long)];
 } mm_home;
 
 typedef struct {
