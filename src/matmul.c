@@ -5,8 +5,8 @@
  * A pass computes every product whose converted input fits in the scratch
  * (usually all of mm_mul_n's): each distinct (input, activation type) is
  * converted once (on the calling thread for a few rows, else by the pool),
- * then the output space of all the products is
- * cut into chunks of RB weight rows x CB tokens. Each thread owns a
+ * then the output space of all the products is cut into chunks of RB
+ * weight rows x CB tokens. Each thread owns a
  * contiguous run of chunks and claims them front to back from the run's
  * atomic counter; a thread that runs out steals from the other runs
  * (tp_run_dyn), so a thread that the other processes on the machine delay
@@ -23,6 +23,9 @@
  *    gemm kernel keeps a tile of weight rows in registers/L1 for up to four
  *    tokens at a time. Chunks are ordered token block first, so a thread's
  *    consecutive chunks share the activation block.
+ * The gemm kernels prefetch the next tile's weights themselves (kern_*.c);
+ * that, more than any chunking, is what brings generation near the memory
+ * bandwidth (bench/RESULTS.md).
  * Types without a gemm kernel fall back to vec_dot per (row, token).
  */
 #include "matmul.h"
