@@ -15,8 +15,9 @@
 #                      expert and a dense first layer (~2.9 GB)
 # -s (small) uses the old medium-size models instead (quick checks).
 #
-# Method: the machine's read bandwidth is measured first (bench/membw.c,
-# THREADS threads, AVX2 loads, median of 7 passes over 1 GiB). Then for each model the
+# Method: the machine's read bandwidth is measured before and after the
+# runs (bench/membw.c, THREADS threads, AVX2 loads, median of 15 passes over
+# 1 GiB) and the higher of the two is used (the stricter bound). Then for each model the
 # two engines run alternately REPS times (`deltafin bench -r 1` and the
 # llama.cpp reference program's `bench -r 1`, each with one warm-up round,
 # same THREADS, prompt of PROMPT tokens in one batch, GEN tokens generated
@@ -34,6 +35,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
+ARGS="$*"
 T=2; P=512; N=128; R=3; SMALL=0
 while getopts "t:p:n:r:s" o; do
     case $o in t) T=$OPTARG ;; p) P=$OPTARG ;; n) N=$OPTARG ;; r) R=$OPTARG ;; s) SMALL=1 ;; *) exit 2 ;; esac
@@ -94,18 +96,17 @@ has_output() { # 1 if the file has its own output.weight (embedding not tied)
     { head -c 64M "$1" || true; } | grep -aq "output.weight" && echo 1 || echo 0
 }
 
-BW_JSON=$("$BUILD/membw" -t "$T")
-BW=$(json "$BW_JSON" median_gbs)
+# Bandwidth before and after the runs (it drifts on a shared machine): the
+# higher median, so the bound is the stricter one.
+BW1=$(json "$("$BUILD/membw" -t "$T" -r 15)" median_gbs)
 COMMIT=$(git rev-parse --short HEAD)$(git diff --quiet -- src include tools 2>/dev/null || echo "+dirty")
 CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)
 DATE=$(date -u +%F)
 CSV="$OUT/compare.csv"
 TXT="$OUT/compare.txt"
 echo "model,bytes_per_token,df_pp,llama_pp,pp_ratio,df_tg,llama_tg,tg_ratio,bound_tg,df_frac_bound,llama_frac_bound" > "$CSV"
-{
-printf "# %s, commit %s, %s (%d CPUs), %d threads, pp%d / tg%d, median of %d alternating runs, read bandwidth %s GB/s\n" \
-    "$DATE" "$COMMIT" "$CPU" "$(nproc)" "$T" "$P" "$N" "$R" "$BW"
-printf "%-22s %9s %9s %6s %9s %9s %6s %9s %7s %7s\n" model df_pp llama_pp ratio df_tg llama_tg ratio bound_tg df/bnd ll/bnd
+ROWS=$(mktemp)
+trap 'rm -f "$ROWS"' EXIT
 for m in "${models[@]}"; do
     name=$(basename "$m" .gguf)
     read -r active emb < <(token_bytes "$m")
@@ -120,11 +121,21 @@ for m in "${models[@]}"; do
     done
     Dpp=$(printf '%s\n' "${dpp[@]}" | median); Lpp=$(printf '%s\n' "${lpp[@]}" | median)
     Dtg=$(printf '%s\n' "${dtg[@]}" | median); Ltg=$(printf '%s\n' "${ltg[@]}" | median)
+    echo "$name $bytes $Dpp $Lpp $Dtg $Ltg" >> "$ROWS"
+    echo "  $name: pp $Dpp / $Lpp, tg $Dtg / $Ltg" >&2
+done
+BW2=$(json "$("$BUILD/membw" -t "$T" -r 15)" median_gbs)
+BW=$(awk -v a="$BW1" -v b="$BW2" 'BEGIN { print (a > b ? a : b) }')
+{
+printf "# %s, commit %s, %s (%d CPUs), %d threads, pp%d / tg%d, median of %d alternating runs, read bandwidth %s GB/s (%s before, %s after)\n" \
+    "$DATE" "$COMMIT" "$CPU" "$(nproc)" "$T" "$P" "$N" "$R" "$BW" "$BW1" "$BW2"
+printf "%-22s %9s %9s %6s %9s %9s %6s %9s %7s %7s\n" model df_pp llama_pp ratio df_tg llama_tg ratio bound_tg df/bnd ll/bnd
+while read -r name bytes Dpp Lpp Dtg Ltg; do
     bound=$(awk -v bw="$BW" -v b="$bytes" 'BEGIN { printf "%.1f", bw * 1e9 / b }')
     printf "%-22s %9.1f %9.1f %6.2f %9.1f %9.1f %6.2f %9.1f %7.2f %7.2f\n" "$name" "$Dpp" "$Lpp" "$(div "$Dpp" "$Lpp")" \
         "$Dtg" "$Ltg" "$(div "$Dtg" "$Ltg")" "$bound" "$(div "$Dtg" "$bound")" "$(div "$Ltg" "$bound")"
     echo "$name,$bytes,$Dpp,$Lpp,$(div "$Dpp" "$Lpp"),$Dtg,$Ltg,$(div "$Dtg" "$Ltg"),$bound,$(div "$Dtg" "$bound"),$(div "$Ltg" "$bound")" >> "$CSV"
-done
+done < "$ROWS"
 } | tee "$TXT"
 
 if command -v gnuplot >/dev/null; then
@@ -156,8 +167,8 @@ fi
     echo
     echo "## $DATE — bench/compare.sh (commit $COMMIT)"
     echo
-    echo "\`bench/compare.sh -t $T -p $P -n $N -r $R $*\` at commit $COMMIT, $CPU ($(nproc) CPUs), $T threads,"
-    echo "read bandwidth $BW GB/s (bench/membw.c, median). Medians of $R alternating runs; bound = bandwidth / bytes per token."
+    echo "\`bench/compare.sh $ARGS\` (-t $T -p $P -n $N -r $R) at commit $COMMIT, $CPU ($(nproc) CPUs), $T threads,"
+    echo "read bandwidth $BW GB/s (bench/membw.c, higher of the medians before/after: $BW1, $BW2). Medians of $R alternating runs; bound = bandwidth / bytes per token."
     echo
     echo "| model | MB/token | Deltafin pp t/s | llama.cpp pp t/s | ratio | Deltafin tg t/s | llama.cpp tg t/s | ratio | tg bound | Deltafin / bound | llama.cpp / bound |"
     echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
