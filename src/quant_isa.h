@@ -6,11 +6,14 @@
  * DESIGN
  * quant.c owns one table per instruction set. Each table starts as a copy of
  * the scalar reference table; the ISA's fill function then overwrites the
- * entries (vec_dot, to_float, from_float) it has a faster version of. A kernel
+ * entries (vec_dot, to_float, from_float, gemm, and the float kernels
+ * dot_rows, axpy_rows, exp_sum, swiglu) it has a faster version of. A kernel
  * file therefore only implements what pays off and silently inherits the
- * scalar code for the rest. The AVX-512 table is built on top of the AVX2 one
- * (every AVX-512 CPU has AVX2), so it inherits AVX2 kernels it does not
- * override.
+ * scalar code for the rest (gemm: NULL, matmul then calls vec_dot per pair).
+ * The AVX-512 table is built on top of the AVX2 one (every AVX-512 CPU has
+ * AVX2), so it inherits AVX2 kernels it does not override, gemm included.
+ * A gemm must keep quant.h's contract: each output bit-identical however
+ * the product is tiled (tests/test_matmul.c checks it for every table).
  *
  * Every SIMD kernel must compute the same per-block integer sums as the
  * scalar reference and apply the scales the same way; only the order of the
