@@ -187,6 +187,7 @@ static void mm_pass(tp_pool *pool, mm_job *j) {
         if (j->part[k].xq_row > widest) widest = j->part[k].xq_row;
         rows += j->part[k].n_out;
     }
+    if (rows == 0) return;
     int cb = (int)(X_BLOCK_BYTES / widest);
     cb = cb < 4 ? 4 : (cb > 64 ? 64 : cb & ~3);
     if (j->n_tok <= 4 || cb > j->n_tok) cb = j->n_tok;
