@@ -47,9 +47,15 @@ typedef struct df_model_params {
     int n_ctx;          /* context the session will use (planning; 0 = default) */
     int n_batch;        /* its batch (0 = 512) */
     int kv_type;        /* its KV cache type (enum df_kv_type) */
-    int io_threads;     /* disk reader threads (0 = 4) */
+    int io_threads;     /* concurrent disk reads: reader threads or io_uring depth (0 = 8) */
+    int io_engine;      /* enum df_io_engine */
     const char *hot_file; /* learned hot experts: NULL = "<model>.hot", "" = none */
 } df_model_params;
+
+/* How streamed weights are read: DF_IO_AUTO picks the engine measured
+ * fastest (bench/io.sh); io_uring falls back to pread where the kernel or a
+ * sandbox refuses it (df_io_stats.io_note says so). */
+enum df_io_engine { DF_IO_AUTO = 0, DF_IO_PREAD = 1, DF_IO_URING = 2 };
 
 df_model_params df_model_default_params(void);
 
@@ -167,6 +173,8 @@ typedef struct df_io_stats {
     uint64_t bytes_read, hits, misses, prefetch_issued, prefetch_used, expert_fetches;
     double read_seconds, wait_seconds;
     int streaming, io_threads;
+    const char *io_engine;      /* "pread" or "io_uring" (NULL when not streaming) */
+    const char *io_note;        /* why it is not the engine asked for, or "" */
 } df_io_stats;
 void df_model_io_stats(const df_model *m, df_io_stats *out);
 

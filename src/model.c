@@ -19,6 +19,7 @@
 
 #include "quant.h"
 #include "util.h"
+#include "wsio.h"
 
 #define DF_VERSION "0.1.0"
 #define MAX_DIM (1 << 20)
@@ -226,6 +227,8 @@ static int open_store(df_model *m, const df_model_params *p, char *err, size_t e
     cfg.n_expert = m->hp.n_expert;
     cfg.n_expert_used = m->hp.n_expert_used;
     cfg.io_threads = p->io_threads;
+    m->io_threads = p->io_threads > 0 ? p->io_threads : 8;
+    cfg.io_engine = p->io_engine == DF_IO_PREAD ? WSIO_PREAD : p->io_engine == DF_IO_URING ? WSIO_URING : WSIO_AUTO;
     if (p->mem_budget) {
         df_session_params sp = df_session_default_params();
         sp.n_ctx = p->n_ctx;
@@ -361,6 +364,8 @@ void df_model_io_stats(const df_model *m, df_io_stats *o) {
     o->read_seconds = st.read_seconds;
     o->wait_seconds = st.wait_seconds;
     o->streaming = ws_streaming(m->ws);
+    o->io_engine = ws_io_engine(m->ws, &o->io_note);
+    o->io_threads = m->io_threads;
 }
 
 void df_model_get_info(const df_model *m, df_model_info *o) {

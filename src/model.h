@@ -110,6 +110,7 @@ struct df_model {
     df_layer *layers;
     tp_pool *pool;
     int n_threads;
+    int io_threads;         /* concurrent disk reads when streaming */
     uint64_t session_reserve; /* memory budget: bytes reserved for one session (0: no budget) */
     char hot_path[4096];      /* learned hot-expert file beside the model */
 };

@@ -50,8 +50,9 @@
 
 #include "quant.h"
 #include "util.h"
+#include "wsio.h"
 
-#define ALIGN 4096u
+#define ALIGN WSIO_ALIGN
 #define DECAY 0.97 /* per step */
 
 enum { SLOT_EMPTY = 0, SLOT_LOADING, SLOT_READY, SLOT_ERROR };
@@ -70,14 +71,7 @@ typedef struct slot {
 } slot;
 
 typedef struct {
-    int id;              /* expert slot, or -1 - i for dense slot i */
-    uint32_t gen;        /* the slot's gen when queued: a stale entry is skipped */
-    int part;            /* expert part (gate/up/down) read by this job; 0 for a dense layer */
-    int guess;           /* taken from the guess queue */
-} job;
-
-typedef struct {
-    job *q;
+    ws_job *q;
     int head, n, cap;
 } ring;
 
@@ -111,9 +105,11 @@ struct wstore {
     pthread_mutex_t mu;
     pthread_cond_t job_cv, done_cv;
     ring dq, pq;              /* demand and prefetch queues (slot ids; dense slots as -1, -2) */
-    pthread_t *readers;
-    int n_readers, stop;
-    int guess_busy;           /* readers busy with guesses */
+    wsio *io;                 /* the reading engine (wsio.c) */
+    int locked, stop, max_reads; /* locked: mu and the condition variables exist */
+    int guess_busy;           /* jobs being read as guesses */
+    char io_note[160];        /* why the engine asked for is not the one running */
+    char io_err[256];         /* the first read error */
     ws_stats stats;
 };
 
@@ -242,59 +238,51 @@ static slot *slot_by_id(wstore *ws, int id) { return id >= 0 ? &ws->es[id] : &ws
 
 static double now(void) { return df_time(); }
 
-/* Read len bytes at off of file f into an aligned buffer dst (span_bytes(len)
- * long); returns a pointer to the wanted bytes or NULL with err. */
-static const uint8_t *read_span(wstore *ws, int f, uint64_t off, uint64_t len, uint8_t *dst, char *err, size_t errlen) {
+/* The aligned read that brings len bytes at off of file f into dst
+ * (span_bytes(len) long); the wanted bytes land at dst + (off % ALIGN). */
+static ws_read span_read(const wstore *ws, int f, uint64_t off, uint64_t len, uint8_t *dst) {
     const uint64_t a_off = off & ~(uint64_t)(ALIGN - 1), want = off - a_off + len;
-    const uint64_t a_len = align_up(want);
-    uint64_t done = 0;
-    while (done < want) {
-        ssize_t r = pread(ws->dfd[f], dst + done, (size_t)(a_len - done), (off_t)(a_off + done));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            df_seterr(err, errlen, "%s: read at %llu: %s", ws->g->files[f].path, (unsigned long long)(a_off + done),
-                      r < 0 ? strerror(errno) : "unexpected end of file");
-            return NULL;
-        }
-        done += (uint64_t)r;
-        if (done < want && (done & (ALIGN - 1))) {
-            /* a short read that ends mid-block can only be the end of the file */
-            df_seterr(err, errlen, "%s: short read", ws->g->files[f].path);
-            return NULL;
-        }
-    }
-    if (!ws->direct[f]) posix_fadvise(ws->dfd[f], (off_t)a_off, (off_t)a_len, POSIX_FADV_DONTNEED);
-    return dst + (off - a_off);
+    return (ws_read){ws->dfd[f], ws->direct[f], a_off, align_up(want), want, dst, ws->g->files[f].path};
 }
 
-/* Fill part p of slot s with its key's bytes (reader thread, without the
- * lock). An expert's three parts are separate jobs, read concurrently. */
-static int load_slot(wstore *ws, slot *s, int p, char *err, size_t errlen) {
-    uint64_t bytes = 0;
+int ws_io_max_reads(const wstore *ws) { return ws->max_reads; }
+
+/* A job's reads: one expert part is one read; a dense layer is one read per
+ * tensor (called by an engine, without the lock: the slot is LOADING and its
+ * key cannot change, invariant 3). */
+int ws_io_reads(wstore *ws, const ws_job *j, ws_read *r, int max, char *err, size_t errlen) {
+    const slot *s = slot_by_id(ws, j->id);
+    int n = 0;
     if (s->expert >= 0) {
-        const gguf_tensor *t = ws->exps[s->layer][p];
+        const gguf_tensor *t = ws->exps[s->layer][j->part];
         const uint64_t slice = t->nbytes / (uint64_t)t->ne[2];
-        if (!read_span(ws, t->file, t->offset + slice * (uint64_t)s->expert, slice, s->buf + ws->part_off[s->layer][p],
-                       err, errlen))
-            return -1;
-        bytes += slice;
-    } else {
-        for (uint64_t i = 0; i < ws->g->n_tensors; i++) {
-            const gguf_tensor *t = &ws->g->tensors[i];
-            if (layer_of(t->name) != s->layer || expert_part(t) >= 0) continue;
-            if (!read_span(ws, t->file, t->offset, t->nbytes, s->buf + ws->slot_off_of[i], err, errlen)) return -1;
-            bytes += t->nbytes;
-        }
+        if (max < 1) return df_seterr(err, errlen, "internal: no room for reads");
+        r[n++] = span_read(ws, t->file, t->offset + slice * (uint64_t)s->expert, slice, s->buf + ws->part_off[s->layer][j->part]);
+        return n;
     }
-    pthread_mutex_lock(&ws->mu);
-    ws->stats.bytes_read += bytes;
-    pthread_mutex_unlock(&ws->mu);
-    return 0;
+    for (uint64_t i = 0; i < ws->g->n_tensors; i++) {
+        const gguf_tensor *t = &ws->g->tensors[i];
+        if (layer_of(t->name) != s->layer || expert_part(t) >= 0) continue;
+        if (n == max) return df_seterr(err, errlen, "internal: too many reads for layer %d", s->layer);
+        r[n++] = span_read(ws, t->file, t->offset, t->nbytes, s->buf + ws->slot_off_of[i]);
+    }
+    return n;
+}
+
+/* Bytes a job brings in (for the counters). */
+static uint64_t job_bytes(const wstore *ws, const slot *s, int part) {
+    if (s->expert >= 0) return ws->exps[s->layer][part]->nbytes / (uint64_t)ws->n_expert;
+    uint64_t b = 0;
+    for (uint64_t i = 0; i < ws->g->n_tensors; i++) {
+        const gguf_tensor *t = &ws->g->tensors[i];
+        if (layer_of(t->name) == s->layer && expert_part(t) < 0) b += t->nbytes;
+    }
+    return b;
 }
 
 static void ring_push(ring *r, int id, uint32_t gen, int part) {
     if (r->n == r->cap) return; /* cannot happen: see the capacity in open_stream */
-    r->q[(r->head + r->n++) % r->cap] = (job){id, gen, part, 0};
+    r->q[(r->head + r->n++) % r->cap] = (ws_job){id, gen, part, 0};
 }
 
 /* Queue every part of a slot's load (lock held). */
@@ -303,25 +291,25 @@ static void queue_slot(wstore *ws, int id, int demand) {
     const int parts = s->expert >= 0 ? 3 : 1;
     for (int p = 0; p < parts; p++) ring_push(demand ? &ws->dq : &ws->pq, id, s->gen, p);
     pthread_cond_broadcast(&ws->job_cv);
+    wsio_kick(ws->io);
 }
-static job ring_pop(ring *r) {
-    job v = r->q[r->head];
+static ws_job ring_pop(ring *r) {
+    ws_job v = r->q[r->head];
     r->head = (r->head + 1) % r->cap;
     r->n--;
     return v;
 }
 
-static void *reader_main(void *arg) {
-    wstore *ws = arg;
-    char err[256];
+int ws_io_take(wstore *ws, ws_job *out, int block, int guess_cap) {
     pthread_mutex_lock(&ws->mu);
-    /* guesses may occupy at most half the readers, so a demand never waits long */
-    const int guess_cap = ws->n_readers > 1 ? ws->n_readers / 2 : 1;
-    for (;;) {
-        while (!ws->stop && ws->dq.n == 0 && (ws->pq.n == 0 || ws->guess_busy >= guess_cap))
+    int got = 0;
+    while (!ws->stop && !got) {
+        if (ws->dq.n == 0 && (ws->pq.n == 0 || ws->guess_busy >= guess_cap)) {
+            if (!block) break;
             pthread_cond_wait(&ws->job_cv, &ws->mu);
-        if (ws->stop) break;
-        job j = ws->dq.n ? ring_pop(&ws->dq) : ring_pop(&ws->pq);
+            continue;
+        }
+        ws_job j = ws->dq.n ? ring_pop(&ws->dq) : ring_pop(&ws->pq);
         slot *s = slot_by_id(ws, j.id);
         const int bit = 1 << j.part;
         /* stale (reassigned since), already read, or being read by another reader */
@@ -329,22 +317,29 @@ static void *reader_main(void *arg) {
         s->busy |= bit; /* a LOADING slot keeps its key until READY (invariant 1) */
         j.guess = !s->demand;
         ws->guess_busy += j.guess;
-        pthread_mutex_unlock(&ws->mu);
-        double t0 = now();
-        int rc = load_slot(ws, s, j.part, err, sizeof err);
-        double dt = now() - t0;
-        pthread_mutex_lock(&ws->mu);
-        ws->guess_busy -= j.guess;
-        ws->stats.read_seconds += dt;
-        s->busy &= ~bit;
-        s->done |= bit;
-        if (rc != 0) s->state = SLOT_ERROR;
-        else if (s->done == (s->expert >= 0 ? 7 : 1)) s->state = SLOT_READY;
-        pthread_cond_broadcast(&ws->done_cv);
-        pthread_cond_broadcast(&ws->job_cv);
+        *out = j;
+        got = 1;
     }
+    if (ws->stop) got = -1;
     pthread_mutex_unlock(&ws->mu);
-    return NULL;
+    return got;
+}
+
+void ws_io_finish(wstore *ws, const ws_job *j, int rc, const char *err, double seconds) {
+    pthread_mutex_lock(&ws->mu);
+    slot *s = slot_by_id(ws, j->id);
+    const int bit = 1 << j->part;
+    ws->guess_busy -= j->guess;
+    ws->stats.read_seconds += seconds;
+    if (rc == 0) ws->stats.bytes_read += job_bytes(ws, s, j->part);
+    else if (!ws->io_err[0]) snprintf(ws->io_err, sizeof ws->io_err, "%s", err ? err : "read failed");
+    s->busy &= ~bit;
+    s->done |= bit;
+    if (rc != 0) s->state = SLOT_ERROR;
+    else if (s->done == (s->expert >= 0 ? 7 : 1)) s->state = SLOT_READY;
+    pthread_cond_broadcast(&ws->done_cv);
+    pthread_cond_broadcast(&ws->job_cv);
+    pthread_mutex_unlock(&ws->mu);
 }
 
 /* ---- cache policy (under the lock) ---- */
@@ -465,7 +460,8 @@ static int wait_ready(wstore *ws, slot *s, char *err, size_t errlen) {
         while (s->state == SLOT_LOADING) pthread_cond_wait(&ws->done_cv, &ws->mu);
         ws->stats.wait_seconds += now() - t0;
     }
-    if (s->state != SLOT_READY) return df_seterr(err, errlen, "reading weights from disk failed");
+    if (s->state != SLOT_READY)
+        return df_seterr(err, errlen, "reading weights from disk failed: %s", ws->io_err[0] ? ws->io_err : "unknown error");
     return 0;
 }
 
@@ -720,21 +716,23 @@ static int open_stream(wstore *ws, char *err, size_t errlen) {
     /* each load queues its parts (3) once, plus once more when a guess is
      * promoted; stale entries are skipped when popped: 12x the slots is ample */
     int cap = 12 * (ws->n_es + 2) + 16;
-    ws->dq.q = malloc(sizeof(job) * (size_t)cap);
-    ws->pq.q = malloc(sizeof(job) * (size_t)cap);
+    ws->dq.q = malloc(sizeof(ws_job) * (size_t)cap);
+    ws->pq.q = malloc(sizeof(ws_job) * (size_t)cap);
     if (!ws->dq.q || !ws->pq.q) return df_seterr(err, errlen, "out of memory");
     ws->dq.cap = ws->pq.cap = cap;
     pthread_mutex_init(&ws->mu, NULL);
     pthread_cond_init(&ws->job_cv, NULL);
     pthread_cond_init(&ws->done_cv, NULL);
-    ws->n_readers = ws->cfg.io_threads > 0 ? ws->cfg.io_threads : 8;
-    ws->readers = calloc((size_t)ws->n_readers, sizeof(pthread_t));
-    if (!ws->readers) return df_seterr(err, errlen, "out of memory");
-    for (int i = 0; i < ws->n_readers; i++)
-        if (pthread_create(&ws->readers[i], NULL, reader_main, ws) != 0) {
-            ws->n_readers = i;
-            return df_seterr(err, errlen, "cannot start reader threads");
-        }
+    ws->locked = 1;
+    for (int l = 0; l < L; l++) { /* a dense layer is one read per tensor */
+        int n = 1;
+        for (uint64_t i = 0; i < g->n_tensors; i++) n += layer_of(g->tensors[i].name) == l;
+        if (n > ws->max_reads) ws->max_reads = n;
+    }
+    if (ws->max_reads < 1) ws->max_reads = 1;
+    if (wsio_start(ws, ws->cfg.io_engine, ws->cfg.io_threads > 0 ? ws->cfg.io_threads : 8, &ws->io, ws->io_note,
+                   sizeof ws->io_note, err, errlen) != 0)
+        return -1;
     if (ws->hot) {
         load_hot(ws);
         preload_hot(ws);
@@ -779,12 +777,12 @@ int ws_open(gguf_ctx *g, const ws_config *cfg, wstore **out, char *err, size_t e
 
 void ws_close(wstore *ws) {
     if (!ws) return;
-    if (ws->readers) {
+    if (ws->locked) {
         pthread_mutex_lock(&ws->mu);
         ws->stop = 1;
         pthread_cond_broadcast(&ws->job_cv);
         pthread_mutex_unlock(&ws->mu);
-        for (int i = 0; i < ws->n_readers; i++) pthread_join(ws->readers[i], NULL);
+        wsio_stop(ws->io);
         pthread_mutex_destroy(&ws->mu);
         pthread_cond_destroy(&ws->job_cv);
         pthread_cond_destroy(&ws->done_cv);
@@ -804,7 +802,6 @@ void ws_close(wstore *ws) {
     free(ws->hot);
     free(ws->dq.q);
     free(ws->pq.q);
-    free(ws->readers);
     free(ws->dfd);
     free(ws->direct);
     free(ws->exps);
@@ -827,11 +824,12 @@ static int read_resident(wstore *ws, ws_tensor *t, char *err, size_t errlen) {
     if (ws->cfg.mode == WS_STREAM) {
         uint8_t *buf = df_aligned_alloc(ALIGN, (size_t)span_bytes(gt->nbytes));
         if (!buf) return df_seterr(err, errlen, "out of memory for tensor '%s'", gt->name);
-        const uint8_t *p = read_span(ws, gt->file, gt->offset, gt->nbytes, buf, err, errlen);
-        if (!p) {
+        const ws_read r = span_read(ws, gt->file, gt->offset, gt->nbytes, buf);
+        if (wsio_pread_span(&r, err, errlen) != 0) {
             free(buf);
             return -1;
         }
+        const uint8_t *p = buf + (gt->offset & (ALIGN - 1));
         /* keep the tensor at the start of its allocation so free() gets the same pointer */
         memmove(buf, p, (size_t)gt->nbytes);
         t->data = buf;
@@ -927,25 +925,30 @@ const void *ws_fetch_expert(wstore *ws, ws_tensor *t, int e, char *err, size_t e
     } else {
         p = (const uint8_t *)t->data + slice * (uint64_t)e;
     }
-    if (ws->readers) pthread_mutex_lock(&ws->mu);
+    if (ws->locked) pthread_mutex_lock(&ws->mu);
     t->pins++;
     ws->stats.expert_fetches++;
     ws->stats.expert_bytes += slice;
-    if (ws->readers) pthread_mutex_unlock(&ws->mu);
+    if (ws->locked) pthread_mutex_unlock(&ws->mu);
     return p;
 }
 
 void ws_release_expert(wstore *ws, ws_tensor *t, int e) {
-    if (ws->readers) pthread_mutex_lock(&ws->mu);
+    if (ws->locked) pthread_mutex_lock(&ws->mu);
     if (t->pins > 0) t->pins--;
     if (t->streamed) {
         int w = ws->where[t->layer * ws->n_expert + e];
         if (w >= 0 && ws->es[w].pins > 0) ws->es[w].pins--;
         pthread_cond_broadcast(&ws->done_cv);
     }
-    if (ws->readers) pthread_mutex_unlock(&ws->mu);
+    if (ws->locked) pthread_mutex_unlock(&ws->mu);
 }
 
 void ws_get_stats(const wstore *ws, ws_stats *out) { *out = ws->stats; }
 
 uint64_t ws_resident_bytes(const wstore *ws) { return ws->resident; }
+
+const char *ws_io_engine(const wstore *ws, const char **note) {
+    if (note) *note = ws->io_note;
+    return ws->io ? wsio_name(ws->io) : NULL;
+}

@@ -49,7 +49,8 @@ typedef struct ws_config {
     uint64_t budget;        /* WS_STREAM: bytes for everything the process holds */
     uint64_t reserve;       /* bytes of the budget taken by sessions and bookkeeping */
     int n_layer, n_expert, n_expert_used;
-    int io_threads;         /* reader threads (0: 4) */
+    int io_threads;         /* concurrent reads: pread threads or io_uring depth (0: 8) */
+    int io_engine;          /* WSIO_AUTO, WSIO_PREAD or WSIO_URING (wsio.h) */
     const char *hot_path;   /* learned hot-expert file (NULL: none) */
 } ws_config;
 
@@ -111,6 +112,10 @@ typedef struct ws_stats {
     uint64_t *layer_hits, *layer_misses; /* (n_layer), owned by the store */
 } ws_stats;
 void ws_get_stats(const wstore *ws, ws_stats *out);
+
+/* The reading engine in use ("pread", "io_uring"; NULL when not streaming)
+ * and, if it is not the one asked for, why (else ""). */
+const char *ws_io_engine(const wstore *ws, const char **note);
 
 /* Bytes held in memory by the store (resident copies and slots). */
 uint64_t ws_resident_bytes(const wstore *ws);

@@ -25,7 +25,7 @@
 typedef struct {
     const char *model, *prompt, *tokens, *out, *trace, *hot;
     uint64_t mem;
-    int io_threads, progress;
+    int io_threads, io_engine, progress;
     int n_predict, threads, ctx, top, pieces, no_bos, no_mmap, ignore_eos, kv_f32, json, n_prompt, reps;
     df_sampler_params sp;
 } opts;
@@ -36,7 +36,7 @@ static void usage(void) {
             "  run       -m MODEL -p PROMPT [-n N] [-t THREADS] [-c CTX] [--temp T] [--top-k K] [--top-p P]\n"
             "            [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--seed S] [--kv f16|f32]\n"
             "            [--no-mmap] [--ignore-eos] [--trace-experts FILE] [--mem SIZE] [--io-threads N]\n"
-            "            [--hot FILE|none] [--progress]\n"
+            "            [--io pread|uring|auto] [--hot FILE|none] [--progress]\n"
             "  plan      -m MODEL --mem SIZE [-c CTX] [--json]   will it fit, what streams, how fast\n"
             "  info      -m MODEL\n"
             "  tokenize  -m MODEL -p TEXT [--pieces] [--no-bos]\n"
@@ -97,6 +97,15 @@ static void parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--trace-experts")) o->trace = v;
         else if (!strcmp(a, "--hot")) o->hot = v;
         else if (!strcmp(a, "--io-threads")) o->io_threads = (int)parse_long(a, v, 1, 256);
+        else if (!strcmp(a, "--io")) {
+            if (!strcmp(v, "pread")) o->io_engine = DF_IO_PREAD;
+            else if (!strcmp(v, "uring") || !strcmp(v, "io_uring")) o->io_engine = DF_IO_URING;
+            else if (!strcmp(v, "auto")) o->io_engine = DF_IO_AUTO;
+            else {
+                fprintf(stderr, "deltafin: --io takes pread, uring or auto, not '%s'\n", v);
+                exit(2);
+            }
+        }
         else if (!strcmp(a, "--mem")) {
             o->mem = ws_parse_size(v);
             if (!o->mem) {
@@ -138,6 +147,7 @@ static df_model_params model_params(const opts *o) {
     mp.n_ctx = o->ctx;
     mp.kv_type = o->kv_f32 ? DF_KV_F32 : DF_KV_F16;
     mp.io_threads = o->io_threads;
+    mp.io_engine = o->io_engine;
     mp.hot_file = o->hot && !strcmp(o->hot, "none") ? "" : o->hot;
     return mp;
 }
@@ -180,6 +190,8 @@ static void print_io_report(df_model *m, int tokens, double seconds) {
     if (!st.streaming) return;
     const double M = 1 << 20;
     const uint64_t looks = st.hits + st.misses;
+    if (st.io_note && *st.io_note) fprintf(stderr, "io: %s; reading with %s\n", st.io_note, st.io_engine);
+    fprintf(stderr, "io: engine %s, %d concurrent reads\n", st.io_engine ? st.io_engine : "none", st.io_threads);
     fprintf(stderr, "io: %.1f MiB read from disk, %.2f MiB per token, %.1f MiB/s over the run\n", st.bytes_read / M,
             tokens ? st.bytes_read / M / tokens : 0.0, seconds > 0 ? st.bytes_read / M / seconds : 0.0);
     fprintf(stderr, "io: expert cache hit rate %.1f%% (%llu of %llu), prefetched %llu, of which used %llu\n",
@@ -568,11 +580,12 @@ static int cmd_bench(opts *o, int n_prompt) {
     if (o->json)
         printf("{\"pp_tokens\":%d,\"pp_tps\":%.2f,\"tg_tokens\":%d,\"tg_tps\":%.2f,\"threads\":%d,\"reps\":%d,"
                "\"model_bytes\":%llu,\"isa\":\"%s\",\"streaming\":%d,\"tg_disk_bytes_per_token\":%.0f,"
-               "\"tg_disk_bytes_per_s\":%.0f,\"tg_hit_rate\":%.4f,\"tg_io_wait_fraction\":%.4f}\n",
+               "\"tg_disk_bytes_per_s\":%.0f,\"tg_hit_rate\":%.4f,\"tg_io_wait_fraction\":%.4f,\"io_engine\":\"%s\"}\n",
                n_prompt, pp_m, ng, tg_m, threads, reps, (unsigned long long)info.n_bytes, df_isa(), io1.streaming,
                ng ? rd / ng : 0.0, tg_secs > 0 ? rd / tg_secs : 0.0,
                looks > 0 ? (double)(io1.hits - io0.hits) / looks : 0.0,
-               tg_secs > 0 ? (io1.wait_seconds - io0.wait_seconds) / tg_secs : 0.0);
+               tg_secs > 0 ? (io1.wait_seconds - io0.wait_seconds) / tg_secs : 0.0,
+               io1.io_engine ? io1.io_engine : "none");
     else
         printf("model %s (%.1f MiB), threads %d, isa %s\n  pp%-5d %10.2f tokens/s\n  tg%-5d %10.2f tokens/s\n",
                o->model, (double)info.n_bytes / (1 << 20), threads, df_isa(), n_prompt, pp_m, ng, tg_m);
