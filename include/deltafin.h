@@ -167,6 +167,12 @@ int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char
  * about `seconds`, and memory read bandwidth (bytes/s). -1 on failure. */
 double df_probe_disk(const char *path, double seconds, int threads, uint64_t chunk, char *err, size_t errlen);
 double df_probe_memory(double seconds);
+/* Disk read throughput (bytes/s) as streaming decode will see it: opens the
+ * model under p's budget and I/O settings and, for about `seconds`, reads
+ * the routed experts of random tokens layer by layer (and the streamed dense
+ * layers) through the weight store's own cache, queues and reading engine.
+ * 0 when nothing would stream under this budget; -1 with err on failure. */
+double df_model_probe_disk(const char *path, const df_model_params *p, double seconds, char *err, size_t errlen);
 
 /* Weight-store counters of a loaded model (disk streaming and expert cache). */
 typedef struct df_io_stats {

@@ -203,7 +203,6 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
 
     for (int l = 0; l < h->n_layer; l++) {
         df_layer *L = &m->layers[l];
-        if (n == 1 && L->ffn_gate_inp) df_moe_lookahead(s, l, s->x); /* read likely experts ahead */
         const float *an = ws_fetch(m->ws, L->attn_norm, err, errlen);
         for (int t = 0; t < n; t++) op_rmsnorm(s->xb + t * E, s->x + t * E, an, (int)E, h->norm_eps);
         ws_release(m->ws, L->attn_norm);

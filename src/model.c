@@ -218,34 +218,38 @@ static uint64_t overhead_bytes(const df_model *m) {
     return 3 * meta + (uint64_t)m->n_threads * (256u << 10) + (16u << 20);
 }
 
+/* The weight store's configuration for params p: mapped, resident, or
+ * planned under p->mem_budget (sets m->session_reserve). */
+static void store_config(df_model *m, const df_model_params *p, ws_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->mode = p->mem_budget ? WS_STREAM : p->use_mmap ? WS_MMAP : WS_RESIDENT;
+    cfg->n_layer = m->hp.n_layer;
+    cfg->n_expert = m->hp.n_expert;
+    cfg->n_expert_used = m->hp.n_expert_used;
+    cfg->io_threads = p->io_threads;
+    m->io_threads = p->io_threads > 0 ? p->io_threads : 8;
+    cfg->io_engine = p->io_engine == DF_IO_PREAD ? WSIO_PREAD : p->io_engine == DF_IO_URING ? WSIO_URING : WSIO_AUTO;
+    df_session_params sp = df_session_default_params();
+    sp.n_ctx = p->n_ctx;
+    sp.n_batch = p->n_batch;
+    sp.kv_type = p->kv_type;
+    m->session_reserve = df_session_bytes(m, &sp);
+    cfg->budget = p->mem_budget;
+    cfg->reserve = m->session_reserve + overhead_bytes(m);
+    if (!p->mem_budget || (p->hot_file && !*p->hot_file)) {
+        cfg->hot_path = NULL;
+    } else if (p->hot_file) {
+        cfg->hot_path = p->hot_file;
+    } else {
+        snprintf(m->hot_path, sizeof m->hot_path, "%s.hot", m->path);
+        cfg->hot_path = m->hot_path;
+    }
+}
+
 /* The weight store: mapped, resident, or planned under p->mem_budget. */
 static int open_store(df_model *m, const df_model_params *p, char *err, size_t errlen) {
     ws_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.mode = p->mem_budget ? WS_STREAM : p->use_mmap ? WS_MMAP : WS_RESIDENT;
-    cfg.n_layer = m->hp.n_layer;
-    cfg.n_expert = m->hp.n_expert;
-    cfg.n_expert_used = m->hp.n_expert_used;
-    cfg.io_threads = p->io_threads;
-    m->io_threads = p->io_threads > 0 ? p->io_threads : 8;
-    cfg.io_engine = p->io_engine == DF_IO_PREAD ? WSIO_PREAD : p->io_engine == DF_IO_URING ? WSIO_URING : WSIO_AUTO;
-    if (p->mem_budget) {
-        df_session_params sp = df_session_default_params();
-        sp.n_ctx = p->n_ctx;
-        sp.n_batch = p->n_batch;
-        sp.kv_type = p->kv_type;
-        m->session_reserve = df_session_bytes(m, &sp);
-        cfg.budget = p->mem_budget;
-        cfg.reserve = m->session_reserve + overhead_bytes(m);
-        if (p->hot_file && !*p->hot_file) {
-            cfg.hot_path = NULL;
-        } else if (p->hot_file) {
-            cfg.hot_path = p->hot_file;
-        } else {
-            snprintf(m->hot_path, sizeof m->hot_path, "%s.hot", m->path);
-            cfg.hot_path = m->hot_path;
-        }
-    }
+    store_config(m, p, &cfg);
     if (ws_open(m->g, &cfg, &m->ws, err, errlen) != 0) {
         char inner[512];
         snprintf(inner, sizeof inner, "%s", err ? err : "");
@@ -316,20 +320,11 @@ int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char
     if (!m) return df_seterr(err, errlen, "out of memory");
     int rc = load_header(m, path, p, err, errlen);
     if (rc == 0) {
-        df_session_params sp = df_session_default_params();
-        sp.n_ctx = p->n_ctx;
-        sp.n_batch = p->n_batch;
-        sp.kv_type = p->kv_type;
         ws_config cfg;
-        memset(&cfg, 0, sizeof cfg);
+        store_config(m, p, &cfg);
         cfg.mode = WS_STREAM;
-        cfg.n_layer = m->hp.n_layer;
-        cfg.n_expert = m->hp.n_expert;
-        cfg.n_expert_used = m->hp.n_expert_used;
-        cfg.budget = p->mem_budget;
-        out->session_bytes = df_session_bytes(m, &sp);
+        out->session_bytes = m->session_reserve;
         out->overhead_bytes = overhead_bytes(m);
-        cfg.reserve = out->session_bytes + out->overhead_bytes;
         ws_plan wp;
         ws_make_plan(m->g, &cfg, &wp, NULL, 0); /* a budget below the minimum still reports the minimum */
         out->budget = p->mem_budget;
@@ -349,6 +344,27 @@ int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char
     }
     df_model_free(m);
     return rc;
+}
+
+double df_model_probe_disk(const char *path, const df_model_params *p, double seconds, char *err, size_t errlen) {
+    quant_init();
+    df_model *m = calloc(1, sizeof *m);
+    if (!m) return df_seterr(err, errlen, "out of memory"), -1.0;
+    double rate = -1.0;
+    if (load_header(m, path, p, err, errlen) == 0) {
+        ws_config cfg;
+        store_config(m, p, &cfg);
+        cfg.mode = WS_STREAM;
+        cfg.hot_path = NULL; /* measure the disk, not a warm start */
+        wstore *ws = NULL;
+        uint64_t bytes = 0;
+        double secs = 0;
+        if (ws_open(m->g, &cfg, &ws, err, errlen) == 0 && ws_probe(ws, seconds, 0x5DEECE66Dull, &bytes, &secs, err, errlen) == 0)
+            rate = bytes > 0 && secs > 0 ? (double)bytes / secs : 0.0;
+        ws_close(ws);
+    }
+    df_model_free(m);
+    return rate;
 }
 
 void df_model_io_stats(const df_model *m, df_io_stats *o) {

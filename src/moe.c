@@ -307,6 +307,9 @@ int df_ffn_moe(df_session *s, int l, const float *x, int n, float *out, char *er
     for (int e = 0; e < X; e++)
         if (count[e + 1] > count[e]) uniq[nu++] = e;
     ws_request_experts(m->ws, l, uniq, nu, 1);
+    /* lookahead: the next layer's router on this layer's residual (s->x)
+     * names likely experts; they queue behind this layer's demand reads */
+    if (n == 1 && l + 1 < h->n_layer && m->layers[l + 1].ffn_gate_inp) df_moe_lookahead(s, l + 1, s->x);
     if (n == 1) {
         const int rc = run_experts_one_token(s, L, l, s->topk_id, K, x, err, errlen);
         if (rc < 0) return -1;

@@ -406,13 +406,11 @@ void ws_request_experts(wstore *ws, int layer, const int32_t *ids, int n, int de
             if (ids[i] < 0 || ids[i] >= ws->n_expert) continue;
             const int w = ws->where[layer * ws->n_expert + ids[i]];
             if (ws->hot) ws->hot[layer * ws->n_expert + ids[i]] += 1.0;
+            if (w >= 0 && !ws->es[w].demand) ws->stats.prefetch_used++; /* a right guess, read or still reading */
             if (w >= 0 && ws->es[w].state == SLOT_READY) {
                 ws->stats.hits++;
                 ws->stats.layer_hits[layer]++;
-                if (!ws->es[w].demand) { /* a guess that paid off (counted once) */
-                    ws->stats.prefetch_used++;
-                    ws->es[w].demand = 1;
-                }
+                ws->es[w].demand = 1;
             } else {
                 ws->stats.misses++;
                 ws->stats.layer_misses[layer]++;
@@ -557,6 +555,71 @@ static void unpin(wstore *ws, slot *s) {
     if (s->pins > 0) s->pins--;
     pthread_cond_broadcast(&ws->done_cv);
     pthread_mutex_unlock(&ws->mu);
+}
+
+/* ---- measuring the disk the way decoding reads it ---- */
+
+/* n distinct random experts (n <= n_expert). */
+static void pick_random(const wstore *ws, uint64_t *seed, int32_t *ids, int n) {
+    int k = 0;
+    while (k < n) {
+        *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
+        const int e = (int)((*seed >> 33) % (uint64_t)ws->n_expert);
+        int dup = 0;
+        for (int i = 0; i < k; i++) dup |= ids[i] == e;
+        if (!dup) ids[k++] = e;
+    }
+}
+
+int ws_probe(wstore *ws, double seconds, uint64_t seed, uint64_t *bytes, double *elapsed, char *err, size_t errlen) {
+    *bytes = 0;
+    *elapsed = 0;
+    if (ws->cfg.mode != WS_STREAM || !ws->locked) return 0;
+    int K = ws->cfg.n_expert_used > 0 ? ws->cfg.n_expert_used : 1;
+    if (K > 64) K = 64;
+    if (K > ws->n_expert) K = ws->n_expert;
+    int32_t ids[2][64];
+    int cur = 0;
+    const uint64_t b0 = ws->stats.bytes_read;
+    const double t0 = now();
+    int any = 1, pending = 0; /* ids[cur] holds the next MoE layer's experts (pending) */
+    while (any && now() - t0 < seconds) {
+        any = 0;
+        for (int l = 0; l < ws->n_layer; l++) {
+            if (ws->es && ws->exps[l][0]) {
+                if (!pending) pick_random(ws, &seed, ids[cur], K);
+                ws_request_experts(ws, l, ids[cur], K, 1);
+                /* as decoding's lookahead does: the next MoE layer's experts as guesses */
+                int nl = l + 1;
+                while (nl < ws->n_layer && !ws->exps[nl][0]) nl++;
+                pending = nl < ws->n_layer;
+                if (pending) {
+                    pick_random(ws, &seed, ids[1 - cur], K);
+                    ws_request_experts(ws, nl, ids[1 - cur], K, 0);
+                }
+                for (int i = 0; i < K; i++) {
+                    slot *s = acquire_expert(ws, l, ids[cur][i], err, errlen);
+                    if (!s) return -1;
+                    unpin(ws, s);
+                }
+                cur = 1 - cur;
+                any = 1;
+            }
+            if (ws->dense_streamed[l]) {
+                slot *s = acquire_dense(ws, l, err, errlen);
+                if (!s) return -1;
+                unpin(ws, s);
+                any = 1;
+            }
+        }
+        pending = 0;
+        ws_tick(ws);
+    }
+    pthread_mutex_lock(&ws->mu);
+    *bytes = ws->stats.bytes_read - b0;
+    pthread_mutex_unlock(&ws->mu);
+    *elapsed = now() - t0;
+    return 0;
 }
 
 /* ---- hot-expert file ---- */

@@ -100,6 +100,14 @@ int ws_expert_ready(wstore *ws, int layer, int e);
 /* Advance the store's clock (once per decode step): scores decay per step. */
 void ws_tick(wstore *ws);
 
+/* Measure the disk the way decoding reads it: for about `seconds`, step
+ * after step, every MoE layer asks for n_expert_used random experts at once
+ * and waits for them, and every streamed dense layer is read, all through
+ * this store's own cache, queues and reading engine. Fills the bytes read
+ * and the time taken (0 bytes if nothing streams); -1 with err on a read
+ * error. */
+int ws_probe(wstore *ws, double seconds, uint64_t seed, uint64_t *bytes, double *elapsed, char *err, size_t errlen);
+
 /* Counters since open. */
 typedef struct ws_stats {
     uint64_t expert_fetches;    /* expert slices handed out */

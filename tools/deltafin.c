@@ -26,6 +26,7 @@ typedef struct {
     const char *model, *prompt, *tokens, *out, *trace, *hot;
     uint64_t mem;
     int io_threads, io_engine, progress;
+    double probe_secs;
     int n_predict, threads, ctx, top, pieces, no_bos, no_mmap, ignore_eos, kv_f32, json, n_prompt, reps;
     df_sampler_params sp;
 } opts;
@@ -37,7 +38,8 @@ static void usage(void) {
             "            [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--seed S] [--kv f16|f32]\n"
             "            [--no-mmap] [--ignore-eos] [--trace-experts FILE] [--mem SIZE] [--io-threads N]\n"
             "            [--io pread|uring|auto] [--hot FILE|none] [--progress]\n"
-            "  plan      -m MODEL --mem SIZE [-c CTX] [--json]   will it fit, what streams, how fast\n"
+            "  plan      -m MODEL --mem SIZE [-c CTX] [--json] [--probe-seconds S] [--io-threads N] [--io ENGINE]\n"
+            "            will it fit, what streams, how fast (measures the disk for S seconds, default 5)\n"
             "  info      -m MODEL\n"
             "  tokenize  -m MODEL -p TEXT [--pieces] [--no-bos]\n"
             "  logits    -m MODEL (-p TEXT | --tokens \"1 2 3\") [--top K] [--out FILE] [-t THREADS] [--kv f16|f32]\n"
@@ -74,6 +76,7 @@ static float parse_float(const char *flag, const char *v) {
 static void parse(int argc, char **argv, opts *o) {
     memset(o, 0, sizeof *o);
     o->n_predict = 128;
+    o->probe_secs = 5.0;
     o->top = 5;
     o->sp = df_sampler_default_params();
     for (int i = 2; i < argc; i++) {
@@ -119,6 +122,13 @@ static void parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) o->reps = (int)parse_long(a, v, 1, 1000);
         else if (!strcmp(a, "--top")) o->top = (int)parse_long(a, v, 1, 1 << 24);
         else if (!strcmp(a, "--temp")) o->sp.temp = parse_float(a, v);
+        else if (!strcmp(a, "--probe-seconds")) {
+            o->probe_secs = parse_float(a, v);
+            if (!(o->probe_secs >= 0.1 && o->probe_secs <= 600)) {
+                fprintf(stderr, "deltafin: --probe-seconds expects 0.1 to 600\n");
+                exit(2);
+            }
+        }
         else if (!strcmp(a, "--top-k")) o->sp.top_k = (int)parse_long(a, v, 0, 1 << 24);
         else if (!strcmp(a, "--top-p")) o->sp.top_p = parse_float(a, v);
         else if (!strcmp(a, "--min-p")) o->sp.min_p = parse_float(a, v);
@@ -211,10 +221,13 @@ static int cmd_plan(const opts *o) {
     df_plan p;
     if (df_model_plan(o->model, &mp, &p, err, sizeof err) != 0) fail(err);
     const int fits = p.budget >= p.minimum;
-    /* read the way the expert cache will: expert parts, on as many threads as readers */
+    /* read the way decoding will: random tokens' experts, layer by layer, through
+     * the weight store itself; a plain read test when nothing would stream */
     const int readers = o->io_threads > 0 ? o->io_threads : 8;
-    const uint64_t part = p.expert_slot_bytes ? p.expert_slot_bytes / 3 : 0;
-    const double disk = df_probe_disk(o->model, 3.0, readers, part, err, sizeof err);
+    double disk = fits ? df_model_probe_disk(o->model, &mp, o->probe_secs, err, sizeof err) : 0.0;
+    const int shaped = disk > 0;
+    if (disk == 0) disk = df_probe_disk(o->model, o->probe_secs, readers, 0, err, sizeof err);
+    if (disk < 0) fail(err);
     const double mem = df_probe_memory(1.0);
     /* per token: routed experts missing from the cache come from disk (uniform
      * routing: the hit rate is the cached fraction), streamed dense layers are
@@ -224,7 +237,10 @@ static int cmd_plan(const opts *o) {
     const double experts_tok = (double)p.n_moe_layers * p.n_expert_used * expert_one;
     const double disk_tok = experts_tok * (1.0 - hit) + (double)p.n_dense_streamed * p.dense_layer_bytes;
     const double mem_tok = (double)p.dense_bytes + experts_tok;
-    const double t_tok = (disk > 0 ? disk_tok / disk : 0) + (mem > 0 ? mem_tok / mem : 0);
+    /* reads overlap compute (the lookahead queues the next layer's likely
+     * experts while this one computes), so the slower of the two sets the pace */
+    const double t_disk = disk > 0 ? disk_tok / disk : 0, t_mem = mem > 0 ? mem_tok / mem : 0;
+    const double t_tok = t_disk > t_mem ? t_disk : t_mem;
     const double tps = fits && t_tok > 0 ? 1.0 / t_tok : 0.0;
     if (o->json) {
         printf("{\"fits\":%s,\"budget\":%llu,\"minimum\":%llu,\"resident_bytes\":%llu,\"session_bytes\":%llu,"
@@ -242,12 +258,16 @@ static int cmd_plan(const opts *o) {
                p.minimum / (double)(1 << 30));
         return 1;
     }
-    printf("machine: disk %.0f MiB/s (%d concurrent %.1f MiB O_DIRECT reads of this file), memory %.1f GiB/s\n",
-           disk / (1 << 20), readers, (part ? part : 4 << 20) / (double)(1 << 20), mem / (1 << 30));
+    if (shaped)
+        printf("machine: disk %.0f MiB/s (%.0f s of decode-shaped reads of this model, %d concurrent), memory %.1f GiB/s\n",
+               disk / (1 << 20), o->probe_secs, readers, mem / (1 << 30));
+    else
+        printf("machine: disk %.0f MiB/s (%d concurrent 4 MiB reads of this file), memory %.1f GiB/s\n", disk / (1 << 20),
+               readers, mem / (1 << 30));
     printf("per token: %.2f MiB from disk (expected cache hit rate %.1f%%), %.2f MiB from memory\n", disk_tok / (1 << 20),
            100.0 * hit, mem_tok / (1 << 20));
-    printf("predicted: %.2f tokens/s (disk %.0f%% of the time)\n", tps,
-           t_tok > 0 && disk > 0 ? 100.0 * (disk_tok / disk) / t_tok : 0.0);
+    printf("predicted: %.2f tokens/s (%s-bound: disk %.3f s, memory %.3f s per token)\n", tps,
+           t_disk >= t_mem ? "disk" : "memory", t_disk, t_mem);
     return 0;
 }
 
