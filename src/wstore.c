@@ -575,6 +575,7 @@ int ws_probe(wstore *ws, double seconds, uint64_t seed, uint64_t *bytes, double 
     *bytes = 0;
     *elapsed = 0;
     if (ws->cfg.mode != WS_STREAM || !ws->locked) return 0;
+    if (ws->plan.n_expert_slots >= ws->plan.n_experts_total && !ws->plan.n_dense_streamed) return 0; /* all fits */
     int K = ws->cfg.n_expert_used > 0 ? ws->cfg.n_expert_used : 1;
     if (K > 64) K = 64;
     if (K > ws->n_expert) K = ws->n_expert;

@@ -12,6 +12,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,8 +28,9 @@ static void make_model(const char *args, const char *name, char *path, size_t n)
     tu_mkmodel(path, args);
 }
 
-/* Logits of a 40-token prompt (all positions) and 12 greedy steps. */
-static float *run(const char *path, uint64_t budget, int *count, df_io_stats *io) {
+/* Logits of a 40-token prompt (all positions) and 12 greedy steps, reading
+ * with the given engine (enum df_io_engine). */
+static float *run(const char *path, uint64_t budget, int engine, int *count, df_io_stats *io) {
     char err[512];
     df_model_params mp = df_model_default_params();
     mp.n_threads = 2;
@@ -36,6 +38,7 @@ static float *run(const char *path, uint64_t budget, int *count, df_io_stats *io
     mp.n_ctx = 64;
     mp.n_batch = 16;
     mp.hot_file = "";
+    mp.io_engine = engine;
     df_model *m;
     if (df_model_load(path, &mp, &m, err, sizeof err) != 0) fail_msg("%s", err);
     df_session_params sp = df_session_default_params();
@@ -81,19 +84,23 @@ static void check_identical(const char *args, const char *name, uint64_t extra) 
     make_model(args, name, path, sizeof path);
     const uint64_t budget = minimum_for(path) + extra;
     int n1, n2;
-    df_io_stats io;
-    float *a = run(path, 0, &n1, NULL);
-    float *b = run(path, budget, &n2, &io);
-    assert_int_equal(n1, n2);
-    printf("  %-20s budget %.1f MiB: %.1f MiB read from disk, hit rate %.0f%%: logits %s\n", name,
-           budget / 1048576.0, io.bytes_read / 1048576.0,
-           io.hits + io.misses ? 100.0 * io.hits / (io.hits + io.misses) : 0.0,
-           memcmp(a, b, sizeof(float) * (size_t)n1) == 0 ? "identical" : "DIFFERENT");
-    assert_true(io.streaming);
-    assert_true(io.bytes_read > 0);
-    assert_memory_equal(a, b, sizeof(float) * (size_t)n1);
+    float *a = run(path, 0, DF_IO_AUTO, &n1, NULL);
+    for (int engine = DF_IO_PREAD; engine <= DF_IO_URING; engine++) {
+        df_io_stats io;
+        float *b = run(path, budget, engine, &n2, &io);
+        assert_int_equal(n1, n2);
+        printf("  %-12s %-8s budget %.1f MiB: %.1f MiB read from disk, hit rate %.0f%%: logits %s\n", name,
+               io.io_engine, budget / 1048576.0, io.bytes_read / 1048576.0,
+               io.hits + io.misses ? 100.0 * io.hits / (io.hits + io.misses) : 0.0,
+               memcmp(a, b, sizeof(float) * (size_t)n1) == 0 ? "identical" : "DIFFERENT");
+        if (io.io_note && *io.io_note) printf("    (%s: the pread engine ran instead)\n", io.io_note);
+        else assert_string_equal(io.io_engine, engine == DF_IO_URING ? "io_uring" : "pread");
+        assert_true(io.streaming);
+        assert_true(io.bytes_read > 0);
+        assert_memory_equal(a, b, sizeof(float) * (size_t)n1);
+        free(b);
+    }
     free(a);
-    free(b);
 }
 
 static void test_moe_streaming_identical(void **state) {
@@ -186,6 +193,64 @@ static void test_hot_file(void **state) {
     fclose(f);
 }
 
+/* A model file that shrinks under a running model: every engine reports the
+ * missing bytes as an error (no crash, no hang, no garbage logits). */
+static void test_truncated_while_streaming(void **state) {
+    (void)state;
+    char path[256], copy[300], err[512];
+    make_model("--preset qwen3moe-tiny --type q8_0", "trunc", path, sizeof path);
+    snprintf(copy, sizeof copy, "%s/trunc-copy.gguf", tmpdir);
+    for (int engine = DF_IO_PREAD; engine <= DF_IO_URING; engine++) {
+        char cmd[700];
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s'", path, copy);
+        assert_int_equal(system(cmd), 0);
+        df_model_params mp = df_model_default_params();
+        mp.mem_budget = minimum_for(path) + (2 << 20);
+        mp.n_ctx = 64;
+        mp.n_batch = 16;
+        mp.hot_file = "";
+        mp.io_engine = engine;
+        df_model *m;
+        assert_int_equal(df_model_load(copy, &mp, &m, err, sizeof err), 0);
+        df_session_params sp = df_session_default_params();
+        sp.n_ctx = 64;
+        sp.n_batch = 16;
+        df_session *s;
+        assert_int_equal(df_session_new(m, &sp, &s, err, sizeof err), 0);
+        struct stat st;
+        assert_int_equal(stat(copy, &st), 0);
+        assert_int_equal(truncate(copy, st.st_size / 3), 0);
+        int32_t toks[20];
+        for (int i = 0; i < 20; i++) toks[i] = 3 + i;
+        err[0] = 0;
+        assert_int_equal(df_decode(s, toks, 20, NULL, 0, err, sizeof err), -1);
+        df_io_stats io;
+        df_model_io_stats(m, &io);
+        printf("  %s, truncated file: %s\n", io.io_engine, err);
+        assert_non_null(strstr(err, "unexpected end of file"));
+        df_session_free(s);
+        df_model_free(m);
+    }
+}
+
+/* The decode-shaped disk probe reads through the store when experts stream,
+ * and reports 0 when nothing would stream. */
+static void test_disk_probe(void **state) {
+    (void)state;
+    char path[256], err[512];
+    make_model("--preset qwen3moe-tiny --type q8_0", "probe", path, sizeof path);
+    df_model_params mp = df_model_default_params();
+    mp.n_ctx = 64;
+    mp.n_batch = 16;
+    mp.mem_budget = minimum_for(path) + (2 << 20);
+    const double rate = df_model_probe_disk(path, &mp, 0.3, err, sizeof err);
+    printf("  probe under a tight budget: %.0f MiB/s\n", rate / 1048576.0);
+    assert_true(rate > 0);
+    mp.mem_budget = (uint64_t)1 << 30; /* everything fits: nothing to measure */
+    assert_true(df_model_probe_disk(path, &mp, 0.3, err, sizeof err) == 0.0);
+    assert_true(df_model_probe_disk("/nonexistent.gguf", &mp, 0.3, err, sizeof err) < 0);
+}
+
 static int setup(void **state) {
     (void)state;
     return tu_mkdtemp(tmpdir, sizeof tmpdir, "stream");
@@ -202,6 +267,8 @@ int main(void) {
         cmocka_unit_test(test_dense_streaming_identical),
         cmocka_unit_test(test_budget_below_minimum),
         cmocka_unit_test(test_hot_file),
+        cmocka_unit_test(test_truncated_while_streaming),
+        cmocka_unit_test(test_disk_probe),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
