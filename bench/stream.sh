@@ -5,18 +5,20 @@
 #   bench/stream.sh [-g GB] [-n TOKENS] [-t THREADS]
 #
 # 1. Makes a DeepSeek-shaped MoE model of about GB gigabytes (default 12) in
-#    q8_0 with tools/mkmodel (MLA, sigmoid routing with groups and bias, a
-#    shared expert, a dense first layer; 64 experts, 8 used), cached in
+#    q8_0 (bench/stream-model.sh: MLA, sigmoid routing with groups and bias,
+#    a shared expert, a dense first layer; 64 experts, 8 used), cached in
 #    bench/results/models/.
-# 2. `deltafin plan --json` with --mem = a tenth of the file: the prediction,
-#    and this machine's disk throughput measured now.
+# 2. `deltafin plan --json` with --mem = a tenth of the file, right before
+#    Deltafin's run: the prediction a user sees, and the disk throughput
+#    measured now (decode-shaped reads through the weight store, 5 s).
 # 3. Deltafin (`deltafin bench --mem`) and llama.cpp (the reference program,
 #    mmap) each generate TOKENS tokens inside a cgroup v1 memory limit of the
 #    budget + 256 MiB, page cache included. The page cache is dropped before
-#    each run so neither starts warm.
-# 4. Prints tokens/s of both and the ratio, Deltafin's bytes read per token,
-#    its fraction of the disk bound (disk throughput / bytes read per token),
-#    and plan's prediction beside the measurement; appends to bench/RESULTS.md.
+#    each run so neither starts warm. plan runs again right after Deltafin.
+# 4. Prints tokens/s of both and the ratio, Deltafin's bytes read per token
+#    and the disk throughput it achieved, its fraction of the disk bound
+#    (mean of the two probes / bytes read per token), and plan's prediction
+#    beside the measurement; appends to bench/RESULTS.md.
 # Needs root (cgroups, drop_caches).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -26,15 +28,9 @@ while getopts "g:n:t:" o; do
     case $o in g) GB=$OPTARG ;; n) N=$OPTARG ;; t) T=$OPTARG ;; *) exit 2 ;; esac
 done
 BUILD=${BUILD:-build}
-make -s BUILD="$BUILD" "$BUILD/deltafin" "$BUILD/mkmodel" >/dev/null
+make -s BUILD="$BUILD" "$BUILD/deltafin" >/dev/null
 ./scripts/llama-ref.sh build >/dev/null
-mkdir -p bench/results/models
-# 64 experts of 3 x 2048 x 1024 q8_0 weights (6.7 MiB) per layer: layers for GB
-LAYERS=$(awk -v g="$GB" 'BEGIN { l = int(g * 1024 / (64 * 6.7)) + 2; print l }')
-M=bench/results/models/deepseek-${GB}g-q8_0.gguf
-[ -f "$M" ] || ./"$BUILD"/mkmodel -o "$M" --preset deepseek-v3-tiny --type q8_0 --n-embd 2048 --n-head 16 \
-    --q-lora 512 --kv-lora 256 --experts 64 --experts-used 8 --n-ff-exp 1024 --groups 8:4 --n-layer "$LAYERS" \
-    --vocab 4096
+M=$(BUILD="$BUILD" ./bench/stream-model.sh "$GB")
 SIZE=$(stat -c %s "$M")
 BUDGET=$((SIZE / 10))
 LIMIT=$((BUDGET + 256 * 1024 * 1024))
@@ -47,30 +43,34 @@ in_cgroup() { ( echo "$BASHPID" > "$CG/cgroup.procs"; exec "$@" ); }
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 
 j() { sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p" <<< "$1"; }
-drop
-t0=$(date +%s.%N)
-df=$(in_cgroup ./"$BUILD"/deltafin bench -m "$M" --mem "$BUDGET" -t "$T" -p 16 -n "$N" -r 1 --json --hot none)
-df_peak=$(cat "$CG/memory.max_usage_in_bytes"); df_fail=$(cat "$CG/memory.failcnt")
-# the prediction and this machine's disk throughput, measured right after Deltafin's run
-# (shared virtual disks drift over minutes; measuring close in time keeps the comparison fair)
+# the prediction and the disk measured right before and right after Deltafin's
+# run (the shared virtual disk drifts over minutes: measuring close in time)
 drop
 plan=$(./"$BUILD"/deltafin plan -m "$M" --mem "$BUDGET" -c "$CTX" -t "$T" --json)
+drop
+df=$(in_cgroup ./"$BUILD"/deltafin bench -m "$M" --mem "$BUDGET" -t "$T" -p 16 -n "$N" -r 1 --json --hot none)
+df_peak=$(cat "$CG/memory.max_usage_in_bytes"); df_fail=$(cat "$CG/memory.failcnt")
+drop
+plan2=$(./"$BUILD"/deltafin plan -m "$M" --mem "$BUDGET" -c "$CTX" -t "$T" --json)
 echo 0 > "$CG/memory.max_usage_in_bytes"
 drop
 llama=$(in_cgroup timeout 600 ./scripts/llama-ref.sh -m "$M" bench -t "$T" -p 16 -n "$N" -r 1 || echo '{"tg_tps":0}')
 ll_peak=$(cat "$CG/memory.max_usage_in_bytes")
 
 df_tps=$(j "$df" tg_tps); ll_tps=$(j "$llama" tg_tps)
-bpt=$(j "$df" tg_disk_bytes_per_token); disk=$(j "$plan" disk_bytes_per_s); pred=$(j "$plan" predicted_tokens_per_s)
-report=$(awk -v d="$df_tps" -v l="$ll_tps" -v b="$bpt" -v k="$disk" -v p="$pred" -v s="$SIZE" -v bu="$BUDGET" \
-    -v dp="$df_peak" -v lp="$ll_peak" -v lim="$LIMIT" -v f="$df_fail" 'BEGIN {
+bpt=$(j "$df" tg_disk_bytes_per_token); got=$(j "$df" tg_disk_bytes_per_s); eng=$(sed -n 's/.*"io_engine":"\([a-z_]*\)".*/\1/p' <<< "$df")
+disk1=$(j "$plan" disk_bytes_per_s); disk2=$(j "$plan2" disk_bytes_per_s)
+pred=$(j "$plan" predicted_tokens_per_s); pred2=$(j "$plan2" predicted_tokens_per_s)
+report=$(awk -v d="$df_tps" -v l="$ll_tps" -v b="$bpt" -v g="$got" -v k1="$disk1" -v k2="$disk2" -v p="$pred" -v p2="$pred2" \
+    -v s="$SIZE" -v bu="$BUDGET" -v dp="$df_peak" -v lp="$ll_peak" -v lim="$LIMIT" -v f="$df_fail" -v e="$eng" 'BEGIN {
+    k = (k1 + k2) / 2
     bound = (b > 0) ? k / b : 0
     printf "model %.1f GiB, budget %.2f GiB, cgroup limit %.2f GiB\n", s / 2^30, bu / 2^30, lim / 2^30
-    printf "deltafin: %.3f tokens/s, %.1f MiB read per token, cgroup peak %.0f MiB, failcnt %d\n", d, b / 2^20, dp / 2^20, f
+    printf "deltafin (%s): %.3f tokens/s, %.1f MiB read per token at %.0f MiB/s, cgroup peak %.0f MiB, failcnt %d\n", e, d, b / 2^20, g / 2^20, dp / 2^20, f
     printf "llama.cpp (mmap): %.3f tokens/s, cgroup peak %.0f MiB\n", l, lp / 2^20
     printf "ratio deltafin / llama.cpp: %s\n", (l > 0) ? sprintf("%.2f", d / l) : "n/a (llama.cpp produced nothing)"
-    printf "disk %.0f MiB/s -> disk bound %.3f tokens/s; deltafin at %.0f%% of it\n", k / 2^20, bound, (bound > 0) ? 100 * d / bound : 0
-    printf "plan predicted %.3f tokens/s; measured/predicted %.2f\n", p, (p > 0) ? d / p : 0 }')
+    printf "disk (plan probe) %.0f MiB/s before, %.0f after -> disk bound %.3f tokens/s; deltafin at %.0f%% of it\n", k1 / 2^20, k2 / 2^20, bound, (bound > 0) ? 100 * d / bound : 0
+    printf "plan predicted %.3f tokens/s before the run (%.3f after); measured/predicted %.2f (%.2f)\n", p, p2, (p > 0) ? d / p : 0, (p2 > 0) ? d / p2 : 0 }')
 echo "$report"
 {
     echo

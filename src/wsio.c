@@ -122,7 +122,9 @@ static void queue_read(wsio *io, int f, int k) {
         snprintf(io->fl[f].err, sizeof io->fl[f].err, "io_uring: no submission entry");
         return;
     }
-    io_uring_prep_read(sqe, r->fd, r->dst, (unsigned)r->len, r->off);
+    /* at most 1 GiB per submission (the length is 32-bit); the rest follows as a short read would */
+    const unsigned len = r->len > (1u << 30) ? 1u << 30 : (unsigned)r->len;
+    io_uring_prep_read(sqe, r->fd, r->dst, len, r->off);
     io_uring_sqe_set_data64(sqe, ((uint64_t)f << 32) | (uint64_t)k);
 }
 
