@@ -179,8 +179,8 @@ typedef struct df_io_stats {
     uint64_t bytes_read, hits, misses, prefetch_issued, prefetch_used, expert_fetches;
     double read_seconds, wait_seconds;
     int streaming, io_threads;
-    const char *io_engine;      /* "pread" or "io_uring" (NULL when not streaming) */
-    const char *io_note;        /* why it is not the engine asked for, or "" */
+    char io_engine[16];         /* "pread" or "io_uring" ("" when not streaming) */
+    char io_note[160];          /* why it is not the engine asked for, or "" */
 } df_io_stats;
 void df_model_io_stats(const df_model *m, df_io_stats *out);
 

@@ -380,7 +380,9 @@ void df_model_io_stats(const df_model *m, df_io_stats *o) {
     o->read_seconds = st.read_seconds;
     o->wait_seconds = st.wait_seconds;
     o->streaming = ws_streaming(m->ws);
-    o->io_engine = ws_io_engine(m->ws, &o->io_note);
+    const char *note = NULL, *engine = ws_io_engine(m->ws, &note);
+    snprintf(o->io_engine, sizeof o->io_engine, "%s", engine ? engine : "");
+    snprintf(o->io_note, sizeof o->io_note, "%s", note ? note : "");
     o->io_threads = m->io_threads;
 }
 

@@ -93,7 +93,7 @@ static void check_identical(const char *args, const char *name, uint64_t extra) 
                io.io_engine, budget / 1048576.0, io.bytes_read / 1048576.0,
                io.hits + io.misses ? 100.0 * io.hits / (io.hits + io.misses) : 0.0,
                memcmp(a, b, sizeof(float) * (size_t)n1) == 0 ? "identical" : "DIFFERENT");
-        if (io.io_note && *io.io_note) printf("    (%s: the pread engine ran instead)\n", io.io_note);
+        if (*io.io_note) printf("    (%s: the pread engine ran instead)\n", io.io_note);
         else assert_string_equal(io.io_engine, engine == DF_IO_URING ? "io_uring" : "pread");
         assert_true(io.streaming);
         assert_true(io.bytes_read > 0);

@@ -200,8 +200,8 @@ static void print_io_report(df_model *m, int tokens, double seconds) {
     if (!st.streaming) return;
     const double M = 1 << 20;
     const uint64_t looks = st.hits + st.misses;
-    if (st.io_note && *st.io_note) fprintf(stderr, "io: %s; reading with %s\n", st.io_note, st.io_engine);
-    fprintf(stderr, "io: engine %s, %d concurrent reads\n", st.io_engine ? st.io_engine : "none", st.io_threads);
+    if (*st.io_note) fprintf(stderr, "io: %s; reading with %s\n", st.io_note, st.io_engine);
+    fprintf(stderr, "io: engine %s, %d concurrent reads\n", st.io_engine, st.io_threads);
     fprintf(stderr, "io: %.1f MiB read from disk, %.2f MiB per token, %.1f MiB/s over the run\n", st.bytes_read / M,
             tokens ? st.bytes_read / M / tokens : 0.0, seconds > 0 ? st.bytes_read / M / seconds : 0.0);
     fprintf(stderr, "io: expert cache hit rate %.1f%% (%llu of %llu), prefetched %llu, of which used %llu\n",
@@ -605,7 +605,7 @@ static int cmd_bench(opts *o, int n_prompt) {
                ng ? rd / ng : 0.0, tg_secs > 0 ? rd / tg_secs : 0.0,
                looks > 0 ? (double)(io1.hits - io0.hits) / looks : 0.0,
                tg_secs > 0 ? (io1.wait_seconds - io0.wait_seconds) / tg_secs : 0.0,
-               io1.io_engine ? io1.io_engine : "none");
+               *io1.io_engine ? io1.io_engine : "none");
     else
         printf("model %s (%.1f MiB), threads %d, isa %s\n  pp%-5d %10.2f tokens/s\n  tg%-5d %10.2f tokens/s\n",
                o->model, (double)info.n_bytes / (1 << 20), threads, df_isa(), n_prompt, pp_m, ng, tg_m);
