@@ -262,6 +262,7 @@ void df_moe_lookahead(df_session *s, int l, const float *x) {
     df_layer *L = &m->layers[l];
     const df_hparams *h = &m->hp;
     if (!ws_streaming(m->ws) || !L->ffn_gate_inp || !L->ffn_norm) return;
+    if (L->ffn_norm->streamed || L->ffn_gate_inp->streamed) return; /* would wait for that layer's dense weights */
     const float *fn = ws_fetch(m->ws, L->ffn_norm, NULL, 0);
     if (!fn) return;
     op_rmsnorm(s->ex_x, x, fn, h->n_embd, h->norm_eps);

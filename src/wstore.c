@@ -14,11 +14,13 @@
  * The plan never allocates more than the budget minus the caller's reserve
  * (sessions and bookkeeping); everything is allocated at open.
  *
- * Reading. Reader threads take slot loads from two queues, demand first, and
- * pread with O_DIRECT into 4 KiB-aligned buffers (the span read is the
- * aligned superset of the wanted bytes), so nothing piles up in the page
- * cache. Where O_DIRECT is refused (tmpfs), plain reads are followed by
- * POSIX_FADV_DONTNEED.
+ * Reading. Slot loads wait in two queues, demand first; a reading engine
+ * (wsio.c: pread threads or io_uring) takes them (ws_io_take), reads the
+ * jobs' spans with O_DIRECT into 4 KiB-aligned buffers (a span is the aligned
+ * superset of the wanted bytes), so nothing piles up in the page cache, and
+ * hands them back (ws_io_finish). Where O_DIRECT is refused (tmpfs), plain
+ * reads are followed by POSIX_FADV_DONTNEED. ws_probe reads the way decoding
+ * does, through all of this, to measure the disk for `deltafin plan`.
  *
  * Caching. A slot's score is a use count with exponential decay per step
  * (ws_tick); the victim is the unpinned, not-loading slot with the lowest
