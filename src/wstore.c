@@ -92,6 +92,8 @@ struct wstore {
     const gguf_tensor *(*exps)[3]; /* (n_layer) expert tensors, NULL if the layer has none */
     uint64_t (*part_off)[3];       /* slot offset of each part, per layer */
     int *dense_streamed;           /* (n_layer) */
+    uint64_t *dense_bytes;         /* (n_layer) bytes of the layer's dense tensors: what reading it brings in */
+    int *dense_first, *dense_idx;  /* layer l's dense tensors: dense_idx[dense_first[l] .. dense_first[l + 1]) */
     uint64_t *slot_off_of;         /* per gguf tensor: offset in its dense slot */
     /* caches */
     slot *es;                 /* expert slots */
@@ -262,9 +264,9 @@ int ws_io_reads(wstore *ws, const ws_job *j, ws_read *r, int max, char *err, siz
         r[n++] = span_read(ws, t->file, t->offset + slice * (uint64_t)s->expert, slice, s->buf + ws->part_off[s->layer][j->part]);
         return n;
     }
-    for (uint64_t i = 0; i < ws->g->n_tensors; i++) {
+    for (int k = ws->dense_first[s->layer]; k < ws->dense_first[s->layer + 1]; k++) {
+        const int i = ws->dense_idx[k];
         const gguf_tensor *t = &ws->g->tensors[i];
-        if (layer_of(t->name) != s->layer || expert_part(t) >= 0) continue;
         if (n == max) return df_seterr(err, errlen, "internal: too many reads for layer %d", s->layer);
         r[n++] = span_read(ws, t->file, t->offset, t->nbytes, s->buf + ws->slot_off_of[i]);
     }
@@ -273,13 +275,7 @@ int ws_io_reads(wstore *ws, const ws_job *j, ws_read *r, int max, char *err, siz
 
 /* Bytes a job brings in (for the counters). */
 static uint64_t job_bytes(const wstore *ws, const slot *s, int part) {
-    if (s->expert >= 0) return ws->exps[s->layer][part]->nbytes / (uint64_t)ws->n_expert;
-    uint64_t b = 0;
-    for (uint64_t i = 0; i < ws->g->n_tensors; i++) {
-        const gguf_tensor *t = &ws->g->tensors[i];
-        if (layer_of(t->name) == s->layer && expert_part(t) < 0) b += t->nbytes;
-    }
-    return b;
+    return s->expert >= 0 ? ws->exps[s->layer][part]->nbytes / (uint64_t)ws->n_expert : ws->dense_bytes[s->layer];
 }
 
 static void ring_push(ring *r, int id, uint32_t gen, int part) {
@@ -713,11 +709,14 @@ static int open_stream(wstore *ws, char *err, size_t errlen) {
     ws->exps = calloc((size_t)(L > 0 ? L : 1), sizeof *ws->exps);
     ws->part_off = calloc((size_t)(L > 0 ? L : 1), sizeof *ws->part_off);
     ws->dense_streamed = calloc((size_t)(L > 0 ? L : 1), sizeof(int));
+    ws->dense_bytes = calloc((size_t)(L > 0 ? L : 1), sizeof(uint64_t));
+    ws->dense_first = calloc((size_t)L + 1, sizeof(int));
+    ws->dense_idx = calloc(g->n_tensors ? g->n_tensors : 1, sizeof(int));
     ws->where_dense = malloc(sizeof(int) * (size_t)(L > 0 ? L : 1));
     ws->slot_off_of = calloc(g->n_tensors ? g->n_tensors : 1, sizeof(uint64_t));
     ws->stats.layer_hits = calloc((size_t)(L > 0 ? L : 1), sizeof(uint64_t));
     ws->stats.layer_misses = calloc((size_t)(L > 0 ? L : 1), sizeof(uint64_t));
-    if (!ws->dfd || !ws->direct || !ws->exps || !ws->part_off || !ws->dense_streamed || !ws->where_dense ||
+    if (!ws->dfd || !ws->direct || !ws->exps || !ws->part_off || !ws->dense_streamed || !ws->dense_bytes || !ws->dense_first || !ws->dense_idx || !ws->where_dense ||
         !ws->slot_off_of || !ws->stats.layer_hits || !ws->stats.layer_misses)
         return df_seterr(err, errlen, "out of memory");
     for (int f = 0; f < g->n_files; f++) ws->dfd[f] = -1;
@@ -728,9 +727,30 @@ static int open_stream(wstore *ws, char *err, size_t errlen) {
         if (ws->dfd[f] < 0) return df_seterr(err, errlen, "%s: %s", g->files[f].path, strerror(errno));
     }
     for (int l = 0; l < L; l++) ws->where_dense[l] = -1;
-    /* layer layouts */
+    /* layer layouts: where each dense tensor sits in its layer's slot, the
+     * layer's bytes, and its tensor count (a dense layer is one read per tensor) */
     uint64_t *fill = calloc((size_t)(L > 0 ? L : 1), sizeof(uint64_t));
-    if (!fill) return df_seterr(err, errlen, "out of memory");
+    int *at = malloc(sizeof(int) * (size_t)(L > 0 ? L : 1)); /* next free place in dense_idx, per layer */
+    if (!fill || !at) {
+        free(fill);
+        free(at);
+        return df_seterr(err, errlen, "out of memory");
+    }
+    if (g->n_tensors > (uint64_t)INT32_MAX) {
+        free(fill);
+        free(at);
+        return df_seterr(err, errlen, "too many tensors (%llu)", (unsigned long long)g->n_tensors);
+    }
+    for (uint64_t i = 0; i < g->n_tensors; i++) { /* count first: dense_first[l + 1] */
+        const int l = layer_of(g->tensors[i].name);
+        if (l >= 0 && l < L && expert_part(&g->tensors[i]) < 0) ws->dense_first[l + 1]++;
+    }
+    ws->max_reads = 1;
+    for (int l = 0; l < L; l++) {
+        if (ws->dense_first[l + 1] > ws->max_reads) ws->max_reads = ws->dense_first[l + 1];
+        ws->dense_first[l + 1] += ws->dense_first[l];
+        at[l] = ws->dense_first[l];
+    }
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const gguf_tensor *t = &g->tensors[i];
         const int l = layer_of(t->name), p = expert_part(t);
@@ -738,15 +758,19 @@ static int open_stream(wstore *ws, char *err, size_t errlen) {
         if (p >= 0) {
             if (t->ne[2] != X) {
                 free(fill);
+                free(at);
                 return df_seterr(err, errlen, "tensor '%s' has %lld experts, expected %d", t->name, (long long)t->ne[2], X);
             }
             ws->exps[l][p] = t;
         } else {
             ws->slot_off_of[i] = fill[l];
             fill[l] += span_bytes(t->nbytes);
+            ws->dense_bytes[l] += t->nbytes;
+            ws->dense_idx[at[l]++] = (int)i;
         }
     }
     free(fill);
+    free(at);
     for (int l = 0; l < L; l++) {
         uint64_t off = 0;
         for (int p = 0; p < 3; p++) {
@@ -790,12 +814,6 @@ static int open_stream(wstore *ws, char *err, size_t errlen) {
     pthread_cond_init(&ws->job_cv, NULL);
     pthread_cond_init(&ws->done_cv, NULL);
     ws->locked = 1;
-    for (int l = 0; l < L; l++) { /* a dense layer is one read per tensor */
-        int n = 1;
-        for (uint64_t i = 0; i < g->n_tensors; i++) n += layer_of(g->tensors[i].name) == l;
-        if (n > ws->max_reads) ws->max_reads = n;
-    }
-    if (ws->max_reads < 1) ws->max_reads = 1;
     if (wsio_start(ws, ws->cfg.io_engine, ws->cfg.io_threads > 0 ? ws->cfg.io_threads : 8, &ws->io, ws->io_note,
                    sizeof ws->io_note, err, errlen) != 0)
         return -1;
@@ -873,6 +891,9 @@ void ws_close(wstore *ws) {
     free(ws->exps);
     free(ws->part_off);
     free(ws->dense_streamed);
+    free(ws->dense_bytes);
+    free(ws->dense_first);
+    free(ws->dense_idx);
     free(ws->where_dense);
     free(ws->slot_off_of);
     free(ws->stats.layer_hits);
