@@ -879,24 +879,34 @@ static void emit_bytes(session *s, const char *p, size_t n) {
     }
 }
 
-/* Merge adjacent symbols by score; t is the escaped text (U+2581 for spaces). */
-static int spm_tokenize(session *s, const char *t, size_t len) {
-    size_t n;
-    if (len == 0) return 0;
-    if (len > UINT32_MAX / 2 || len > (size_t)INT32_MAX - 1) return -1;
-    if (make_symbols(s, t, len, &n) != 0) return -1;
+static void bpe_try(session *s, const char *w, int32_t l, int32_t r) {
+    int32_t rank;
+    const sym_t *L, *R;
+    if (l < 0 || r < 0) return;
+    L = &s->sym[l];
+    R = &s->sym[r];
+    rank = merge_rank(s->v, w + L->off, L->n, w + R->off, R->n);
+    if (rank < 0) return;
+    heap_push(s, 0, (bigram_t){0.0f, rank, l, r, L->n + R->n});
+}
+
+/* Merge the n symbols of t, best pair first (SPM: highest score of the
+ * merged piece; BPE: lowest merge rank), until nothing merges; then emit
+ * each piece, or its bytes when the vocabulary lacks it. */
+static int merge_and_emit(session *s, int spm, const char *t, size_t n) {
+    void (*try_pair)(session *, const char *, int32_t, int32_t) = spm ? spm_try : bpe_try;
     s->heap_n = 0;
-    for (size_t i = 1; i < n; i++) spm_try(s, t, (int32_t)i - 1, (int32_t)i);
+    for (size_t i = 1; i < n; i++) try_pair(s, t, (int32_t)i - 1, (int32_t)i);
     while (s->heap_n > 0 && !s->oom) {
-        bigram_t bg = heap_pop(s, 1);
+        bigram_t bg = heap_pop(s, spm);
         sym_t *L = &s->sym[bg.left], *R = &s->sym[bg.right];
         if (L->n == 0 || R->n == 0 || L->n + R->n != bg.size) continue; /* stale */
         L->n += R->n;
         R->n = 0;
         L->next = R->next;
         if (R->next >= 0) s->sym[R->next].prev = bg.left;
-        spm_try(s, t, L->prev, bg.left);
-        spm_try(s, t, bg.left, L->next);
+        try_pair(s, t, L->prev, bg.left);
+        try_pair(s, t, bg.left, L->next);
     }
     if (s->oom) return -1;
     for (int32_t i = 0; i != -1; i = s->sym[i].next) {
@@ -908,15 +918,13 @@ static int spm_tokenize(session *s, const char *t, size_t len) {
     return 0;
 }
 
-static void bpe_try(session *s, const char *w, int32_t l, int32_t r) {
-    int32_t rank;
-    const sym_t *L, *R;
-    if (l < 0 || r < 0) return;
-    L = &s->sym[l];
-    R = &s->sym[r];
-    rank = merge_rank(s->v, w + L->off, L->n, w + R->off, R->n);
-    if (rank < 0) return;
-    heap_push(s, 0, (bigram_t){0.0f, rank, l, r, L->n + R->n});
+/* Merge adjacent symbols by score; t is the escaped text (U+2581 for spaces). */
+static int spm_tokenize(session *s, const char *t, size_t len) {
+    size_t n;
+    if (len == 0) return 0;
+    if (len > UINT32_MAX / 2 || len > (size_t)INT32_MAX - 1) return -1;
+    if (make_symbols(s, t, len, &n) != 0) return -1;
+    return merge_and_emit(s, 1, t, n);
 }
 
 /* Byte-pair merge one pre-tokenized word. */
@@ -939,27 +947,7 @@ static int bpe_word(session *s, const char *w, size_t len) {
         return 0;
     }
     if (make_symbols(s, w, len, &n) != 0) return -1;
-    s->heap_n = 0;
-    for (size_t i = 1; i < n; i++) bpe_try(s, w, (int32_t)i - 1, (int32_t)i);
-    while (s->heap_n > 0 && !s->oom) {
-        bigram_t bg = heap_pop(s, 0);
-        sym_t *L = &s->sym[bg.left], *R = &s->sym[bg.right];
-        if (L->n == 0 || R->n == 0 || L->n + R->n != bg.size) continue; /* stale */
-        L->n += R->n;
-        R->n = 0;
-        L->next = R->next;
-        if (R->next >= 0) s->sym[R->next].prev = bg.left;
-        bpe_try(s, w, L->prev, bg.left);
-        bpe_try(s, w, bg.left, L->next);
-    }
-    if (s->oom) return -1;
-    for (int32_t i = 0; i != -1; i = s->sym[i].next) {
-        const sym_t *y = &s->sym[i];
-        int32_t id = lookup(v, w + y->off, y->n);
-        if (id >= 0) emit(s, id);
-        else emit_bytes(s, w + y->off, y->n);
-    }
-    return 0;
+    return merge_and_emit(s, 0, w, n);
 }
 
 /* Append text with ' ' replaced by U+2581 to b. */
