@@ -43,13 +43,15 @@ for r in $(seq 1 "$R"); do
         done
     done
 done
-report=$(awk -v N="$N" '
+report=$(awk -v N="$N" -v D="$D" '
     function median(a, n,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
         return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-    { k = $1 " " $2; n[k]++; tps[k, n[k]] = $3; bw[k, n[k]] = $4; cpu[k, n[k]] = $5; keys[k] = 1; depth[$2] = 1 }
+    { k = $1 " " $2; n[k]++; tps[k, n[k]] = $3; bw[k, n[k]] = $4; cpu[k, n[k]] = $5; keys[k] = 1 }
     END {
+        nd = split(D, depth, " ")
         printf "%-8s %5s %10s %10s %14s\n", "engine", "depth", "tokens/s", "MiB/s", "cpu s/token"
-        for (d in depth) for (e = 0; e < 2; e++) {
+        for (di = 1; di <= nd; di++) for (e = 0; e < 2; e++) {
+            d = depth[di]
             k = (e ? "uring" : "pread") " " d
             if (!(k in keys)) continue
             for (i = 1; i <= n[k]; i++) { a[i] = tps[k, i]; b[i] = bw[k, i]; c[i] = cpu[k, i] }
@@ -58,7 +60,7 @@ report=$(awk -v N="$N" '
             printf "%-8s %5d %10.2f %10.0f %14.3f\n", (e ? "io_uring" : "pread"), d, mt, mb / 2^20, mc / (2 * (16 + N))
             m[e, d] = mt
         }
-        for (d in depth) if (m[0, d] > 0) printf "depth %d: io_uring / pread tokens/s = %.2f\n", d, m[1, d] / m[0, d]
+        for (di = 1; di <= nd; di++) if (m[0, d = depth[di]] > 0) printf "depth %d: io_uring / pread tokens/s = %.2f\n", d, m[1, d] / m[0, d]
     }' "$OUT/runs")
 echo "$report"
 {
