@@ -76,6 +76,7 @@ if [ ${#models[@]} -eq 0 ]; then
 fi
 
 json() { sed -n "s/.*\"$2\":\([0-9.]*\).*/\1/p" <<< "$1"; }
+jstr() { sed -n "s/.*\"$2\":\"\([^\"]*\)\".*/\1/p" <<< "$1"; }
 median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 div() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "nan" }'; }
 
@@ -105,6 +106,7 @@ DATE=$(date -u +%F)
 CSV="$OUT/compare.csv"
 TXT="$OUT/compare.txt"
 echo "model,bytes_per_token,df_pp,llama_pp,pp_ratio,df_tg,llama_tg,tg_ratio,bound_tg,df_frac_bound,llama_frac_bound" > "$CSV"
+VARIANTS=()   # the llama.cpp CPU variant each run loaded (the user's default: ggml's best)
 ROWS=$(mktemp)
 trap 'rm -f "$ROWS"' EXIT
 for m in "${models[@]}"; do
@@ -118,6 +120,7 @@ for m in "${models[@]}"; do
         l=$(./scripts/llama-ref.sh -m "$m" bench -t "$T" -p "$P" -n "$N" -r 1 --kv-f16)
         dpp+=("$(json "$d" pp_tps)"); dtg+=("$(json "$d" tg_tps)")
         lpp+=("$(json "$l" pp_tps)"); ltg+=("$(json "$l" tg_tps)")
+        VARIANTS+=("$(jstr "$l" cpu_variant)")
     done
     Dpp=$(printf '%s\n' "${dpp[@]}" | median); Lpp=$(printf '%s\n' "${lpp[@]}" | median)
     Dtg=$(printf '%s\n' "${dtg[@]}" | median); Ltg=$(printf '%s\n' "${ltg[@]}" | median)
@@ -126,9 +129,10 @@ for m in "${models[@]}"; do
 done
 BW2=$(json "$("$BUILD/membw" -t "$T" -r 15)" median_gbs)
 BW=$(awk -v a="$BW1" -v b="$BW2" 'BEGIN { print (a > b ? a : b) }')
+VARIANT=$(printf '%s\n' "${VARIANTS[@]}" | sort -u | paste -sd/)
 {
-printf "# %s, commit %s, %s (%d CPUs), %d threads, pp%d / tg%d, median of %d alternating runs, read bandwidth %s GB/s (%s before, %s after)\n" \
-    "$DATE" "$COMMIT" "$CPU" "$(nproc)" "$T" "$P" "$N" "$R" "$BW" "$BW1" "$BW2"
+printf "# %s, commit %s, %s (%d CPUs), %d threads, pp%d / tg%d, median of %d alternating runs, read bandwidth %s GB/s (%s before, %s after), llama.cpp CPU variant %s\n" \
+    "$DATE" "$COMMIT" "$CPU" "$(nproc)" "$T" "$P" "$N" "$R" "$BW" "$BW1" "$BW2" "$VARIANT"
 printf "%-22s %9s %9s %6s %9s %9s %6s %9s %7s %7s\n" model df_pp llama_pp ratio df_tg llama_tg ratio bound_tg df/bnd ll/bnd
 while read -r name bytes Dpp Lpp Dtg Ltg; do
     bound=$(awk -v bw="$BW" -v b="$bytes" 'BEGIN { printf "%.1f", bw * 1e9 / b }')
@@ -169,6 +173,7 @@ fi
     echo
     echo "\`bench/compare.sh $ARGS\` (-t $T -p $P -n $N -r $R) at commit $COMMIT, $CPU ($(nproc) CPUs), $T threads,"
     echo "read bandwidth $BW GB/s (bench/membw.c, higher of the medians before/after: $BW1, $BW2). Medians of $R alternating runs; bound = bandwidth / bytes per token."
+    echo "llama.cpp ran its default CPU variant for this machine, \`$VARIANT\` (what a user gets; the reference program's \`bench\` loads ggml's best)."
     echo
     echo "| model | MB/token | Deltafin pp t/s | llama.cpp pp t/s | ratio | Deltafin tg t/s | llama.cpp tg t/s | ratio | tg bound | Deltafin / bound | llama.cpp / bound |"
     echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"

@@ -58,16 +58,17 @@ llama=$(in_cgroup timeout 600 ./scripts/llama-ref.sh -m "$M" bench -t "$T" -p 16
 ll_peak=$(cat "$CG/memory.max_usage_in_bytes")
 
 df_tps=$(j "$df" tg_tps); ll_tps=$(j "$llama" tg_tps)
+ll_variant=$(sed -n 's/.*"cpu_variant":"\([^"]*\)".*/\1/p' <<< "$llama")   # the user's default variant
 bpt=$(j "$df" tg_disk_bytes_per_token); got=$(j "$df" tg_disk_bytes_per_s); eng=$(sed -n 's/.*"io_engine":"\([a-z_]*\)".*/\1/p' <<< "$df")
 disk1=$(j "$plan" disk_bytes_per_s); disk2=$(j "$plan2" disk_bytes_per_s)
 pred=$(j "$plan" predicted_tokens_per_s); pred2=$(j "$plan2" predicted_tokens_per_s)
 report=$(awk -v d="$df_tps" -v l="$ll_tps" -v b="$bpt" -v g="$got" -v k1="$disk1" -v k2="$disk2" -v p="$pred" -v p2="$pred2" \
-    -v s="$SIZE" -v bu="$BUDGET" -v dp="$df_peak" -v lp="$ll_peak" -v lim="$LIMIT" -v f="$df_fail" -v e="$eng" 'BEGIN {
+    -v s="$SIZE" -v bu="$BUDGET" -v dp="$df_peak" -v lp="$ll_peak" -v lim="$LIMIT" -v f="$df_fail" -v e="$eng" -v lv="${ll_variant:-unknown}" 'BEGIN {
     k = (k1 + k2) / 2
     bound = (b > 0) ? k / b : 0
     printf "model %.1f GiB, budget %.2f GiB, cgroup limit %.2f GiB\n", s / 2^30, bu / 2^30, lim / 2^30
     printf "deltafin (%s): %.3f tokens/s, %.1f MiB read per token at %.0f MiB/s, cgroup peak %.0f MiB, failcnt %d\n", e, d, b / 2^20, g / 2^20, dp / 2^20, f
-    printf "llama.cpp (mmap): %.3f tokens/s, cgroup peak %.0f MiB\n", l, lp / 2^20
+    printf "llama.cpp (mmap, CPU variant %s): %.3f tokens/s, cgroup peak %.0f MiB\n", lv, l, lp / 2^20
     printf "ratio deltafin / llama.cpp: %s\n", (l > 0) ? sprintf("%.2f", d / l) : "n/a (llama.cpp produced nothing)"
     printf "disk (plan probe) %.0f MiB/s before, %.0f after -> disk bound %.3f tokens/s; deltafin at %.0f%% of it\n", k1 / 2^20, k2 / 2^20, bound, (bound > 0) ? 100 * d / bound : 0
     printf "plan predicted %.3f tokens/s before the run (%.3f after); measured/predicted %.2f (%.2f)\n", p, p2, (p > 0) ? d / p : 0, (p2 > 0) ? d / p2 : 0 }')

@@ -23,8 +23,8 @@
  *       model / vocabulary / backend facts, for humans
  * Common options: -t THREADS (2), -c CTX (just enough), --ubatch N (512), --vocab-only,
  *   --fa on|off|auto (default off), --kv-f16 (default f32 KV cache), --no-repack,
- *   --no-threadpool, --cpu-variant NAME (load only libggml-cpu-NAME.so instead of the best
- *   one), -v.
+ *   --no-threadpool, --cpu-variant NAME|best (which libggml-cpu-NAME.so to load; see
+ *   requested_variant: pinned for fidelity, ggml's best for bench), -v.
  *
  * Settings chosen for tight comparisons: CPU backend only (no devices offloaded), flash
  * attention disabled (llama.cpp's default is "auto", which enables it on CPU), K and V cache
@@ -45,13 +45,24 @@
 
 #include "llama.h"
 
+/* The CPU variant for fidelity work: see requested_variant(). */
+#if defined(__x86_64__)
+#define REF_FIDELITY_VARIANT "haswell"
+#elif defined(__aarch64__)
+#define REF_FIDELITY_VARIANT "armv8.0_1"
+#else
+#define REF_FIDELITY_VARIANT "best"
+#endif
+
 /* ------------------------------------------------------------------------------------ */
 /* errors and logging                                                                     */
 
 static bool g_verbose;
 static char g_llama_errors[4096]; /* recent error text from llama.cpp, shown on failure */
 static int g_last_level;          /* level of the previous message, for GGML_LOG_LEVEL_CONT */
-static char g_cpu_backend[1024];  /* path of the CPU backend library ggml loaded */
+static char g_cpu_path[4096];     /* the CPU backend library actually loaded (found by dladdr) */
+static char g_cpu_variant[256];   /* its variant: "haswell" for libggml-cpu-haswell.so */
+static char g_cpu_features[512];  /* the ISA features that library was compiled for */
 
 static void append_err(const char *text) {
     size_t have = strlen(g_llama_errors), add = strlen(text);
@@ -70,12 +81,6 @@ static void append_err(const char *text) {
 static void log_cb(enum ggml_log_level level, const char *text, void *ud) {
     (void)ud;
     if (level != GGML_LOG_LEVEL_CONT) g_last_level = level;
-    const char *tag = "loaded CPU backend from ";
-    const char *p = strstr(text, tag);
-    if (p) {
-        snprintf(g_cpu_backend, sizeof g_cpu_backend, "%s", p + strlen(tag));
-        g_cpu_backend[strcspn(g_cpu_backend, "\n")] = 0;
-    }
     if (g_last_level == GGML_LOG_LEVEL_ERROR) append_err(text);
     if (g_verbose) fputs(text, stderr);
 }
@@ -116,7 +121,9 @@ static void usage(FILE *f) {
           "  bench    [-p 512] [-n 128] [-r 5]\n"
           "  info\n"
           "options: -t THREADS (2)  -c CTX  --ubatch N (512)  --vocab-only  --fa on|off|auto (off)\n"
-          "         --kv-f16  --no-repack  --no-threadpool  --cpu-variant NAME  -v\n",
+          "         --kv-f16  --no-repack  --no-threadpool  --cpu-variant NAME|best  -v\n"
+          "         (default variant: " REF_FIDELITY_VARIANT " for tokenize/logits/generate/info, best for bench;\n"
+          "          $LLAMA_REF_CPU_VARIANT overrides the default)\n",
           f);
 }
 
@@ -228,19 +235,73 @@ static void backend_dir(char *buf, size_t size) {
     else snprintf(buf, size, ".");
 }
 
+/* The CPU variant, chosen in this one place.
+ *
+ * llama.cpp ships one CPU backend library per instruction-set level (x64, sse42, haswell,
+ * skylakex, zen4, sapphirerapids, ... on x86-64; armv8.0_1 ... armv9.2_2 on aarch64) and, by
+ * default, loads the best one the processor runs. The best is not the most faithful: on
+ * Intel machines with AMX, the sapphirerapids variant aborts on some MoE K-quant models
+ * (GGML_ASSERT in the backend scheduler) and computes logits far from its own AVX2 path on
+ * others. So fidelity work (tokenize, logits, generate, info) pins the AVX2 "haswell" variant,
+ * which every x86-64 machine we get runs (the baseline armv8.0_1 on aarch64); speed work
+ * (bench) loads the variant a user would get ("best"). Either default is overridden by
+ * $LLAMA_REF_CPU_VARIANT, and that by --cpu-variant; "best" asks for ggml's own choice.
+ * Whatever was asked, the variant actually loaded is found from the library that holds the
+ * CPU backend's code (dladdr), compared with the request (a mismatch is an error, never a
+ * silent substitute) and printed with the results. */
+
+static const char *requested_variant(const opts_t *o) {
+    if (o->cpu_variant) return o->cpu_variant;
+    const char *env = getenv("LLAMA_REF_CPU_VARIANT");
+    if (env && *env) return env;
+    return strcmp(o->cmd, "bench") ? REF_FIDELITY_VARIANT : "best";
+}
+
+/* Which libggml-cpu-*.so holds the registered CPU backend, and what it was compiled for. */
+static void identify_cpu_backend(void) {
+    ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU));
+    void *fn = ggml_backend_reg_get_proc_address(reg, "ggml_backend_get_features");
+    Dl_info info;
+    if (!fn || !dladdr(fn, &info) || !info.dli_fname) die("cannot tell which CPU backend library was loaded");
+    snprintf(g_cpu_path, sizeof g_cpu_path, "%s", info.dli_fname);
+    const char *base = strrchr(g_cpu_path, '/');
+    base = base ? base + 1 : g_cpu_path;
+    const char *pre = "libggml-cpu-";
+    size_t len = strlen(base);
+    if (strncmp(base, pre, strlen(pre)) || len < strlen(pre) + 4 || strcmp(base + len - 3, ".so"))
+        die("the CPU backend was loaded from an unexpected library %s", g_cpu_path);
+    snprintf(g_cpu_variant, sizeof g_cpu_variant, "%.*s", (int)(len - strlen(pre) - 3), base + strlen(pre));
+    typedef struct ggml_backend_feature *(*features_fn)(ggml_backend_reg_t);
+    struct ggml_backend_feature *f = ((features_fn)fn)(reg);
+    size_t used = 0;
+    g_cpu_features[0] = 0;
+    for (; f && f->name; f++) {
+        if (strcmp(f->value, "1")) continue; /* numeric facts (vector lengths) are not features */
+        int w = snprintf(g_cpu_features + used, sizeof g_cpu_features - used, "%s%s", used ? " " : "", f->name);
+        if (w < 0 || (size_t)w >= sizeof g_cpu_features - used) break;
+        used += (size_t)w;
+    }
+}
+
 static void load_backends(const opts_t *o) {
     char dir[4096];
     backend_dir(dir, sizeof dir);
-    if (o->cpu_variant) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/libggml-cpu-%s.so", dir, o->cpu_variant);
+    const char *want = requested_variant(o);
+    if (strcmp(want, "best")) {
+        char path[4400];
+        snprintf(path, sizeof path, "%s/libggml-cpu-%s.so", dir, want);
         if (!ggml_backend_load(path))
-            die("could not load CPU backend %s (missing, or not supported by this CPU)", path);
+            die("could not load CPU variant '%s' from %s (missing, or not supported by this CPU)", want, path);
     } else {
         ggml_backend_load_all_from_path(dir);
     }
     if (!ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU))
         die("no CPU backend could be loaded from %s (expected libggml-cpu-*.so there)", dir);
+    identify_cpu_backend();
+    if (strcmp(want, "best") && strcmp(want, g_cpu_variant))
+        die("asked for CPU variant '%s' but ggml loaded '%s' (%s)", want, g_cpu_variant, g_cpu_path);
+    if (strcmp(o->cmd, "info") && strcmp(o->cmd, "bench")) /* info and bench print it on stdout */
+        fprintf(stderr, "llama_ref: cpu variant %s (%s)\n", g_cpu_variant, g_cpu_features);
 }
 
 static struct llama_model *load_model(const opts_t *o, bool vocab_only) {
@@ -553,9 +614,9 @@ static int cmd_bench(const opts_t *o) {
         }
     }
     printf("{\"pp_tokens\":%d,\"pp_tps\":%.2f,\"tg_tokens\":%d,\"tg_tps\":%.2f,\"threads\":%d,"
-           "\"reps\":%d,\"n_ubatch\":%u}\n",
+           "\"reps\":%d,\"n_ubatch\":%u,\"cpu_variant\":\"%s\"}\n",
            p, p > 0 ? median(pp, o->reps) : 0.0, ng, ng > 0 ? median(tg, o->reps) : 0.0, o->threads,
-           o->reps, llama_n_ubatch(ctx));
+           o->reps, llama_n_ubatch(ctx), g_cpu_variant);
     free(pp);
     free(tg);
     free(prompt);
@@ -577,7 +638,9 @@ static int cmd_info(const opts_t *o) {
     printf("vocab:       %s, %d tokens, bos %d (add %d), eos %d (add %d)\n",
            t >= 0 && t < 7 ? vt[t] : "?", llama_vocab_n_tokens(v), llama_vocab_bos(v),
            llama_vocab_get_add_bos(v), llama_vocab_eos(v), llama_vocab_get_add_eos(v));
-    printf("cpu backend: %s\n", g_cpu_backend[0] ? g_cpu_backend : "(unknown)");
+    printf("cpu variant: %s\n", g_cpu_variant);
+    printf("cpu library: %s\n", g_cpu_path);
+    printf("cpu features: %s\n", g_cpu_features);
     printf("system:      %s\n", llama_print_system_info());
     llama_model_free(m);
     return 0;

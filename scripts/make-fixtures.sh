@@ -9,6 +9,8 @@
 #   NAME.logits   llama.cpp's float32 logits for every position (positions x n_vocab)
 #   NAME.greedy   llama.cpp's 200 (stories260K) or 32 greedy continuation ids, one per line
 #   NAME.sha256   checksum of the model file, so a stale fixture is recognised
+#   NAME.variant  the llama.cpp CPU variant that computed them (ref/llama_ref.c pins the AVX2
+#                 "haswell" variant for fidelity; $LLAMA_REF_CPU_VARIANT overrides it)
 # Models from mkmodel are written to a temporary folder and removed afterwards
 # (mkmodel rebuilds them bit for bit from the same arguments).
 set -euo pipefail
@@ -41,7 +43,7 @@ grep -v '^#' "$ROOT/tests/data/ref/models.txt" | while IFS='|' read -r name src 
     esac
     case "$prompt" in
         text:*) printf '%s' "${prompt#text:}" > "$OUT/$name.txt"
-                toks=$("$REF" -m "$model" --vocab-only tokenize "$OUT/$name.txt" | tr '\n' ' ' | sed 's/ *$//')
+                toks=$("$REF" -m "$model" --vocab-only tokenize "$OUT/$name.txt" 2> >(grep -v '^llama_ref: cpu variant ' >&2 || true) | tr '\n' ' ' | sed 's/ *$//')
                 ngen=200 ;;
         random:*) vocab=$("$BUILD/deltafin" info -m "$model" | sed -n 's/^tokenizer:.*, \([0-9]*\) tokens,.*/\1/p')
                   bos=$((vocab - 2))
@@ -49,8 +51,14 @@ grep -v '^#' "$ROOT/tests/data/ref/models.txt" | while IFS='|' read -r name src 
                   ngen=32 ;;
     esac
     echo "$toks" > "$OUT/$name.tokens"
-    "$REF" -m "$model" logits --tokens "$toks" --out "$OUT/$name.logits" --top 1 > /dev/null
-    "$REF" -m "$model" generate --tokens "$toks" -n "$ngen" > "$OUT/$name.greedy"
+    "$REF" -m "$model" logits --tokens "$toks" --out "$OUT/$name.logits" --top 1 2> "$MODELS/stderr" > /dev/null \
+        || { cat "$MODELS/stderr" >&2; exit 1; }
+    grep '^llama_ref: cpu variant ' "$MODELS/stderr" | sed 's/^llama_ref: //' > "$OUT/$name.variant"
+    [ -s "$OUT/$name.variant" ] || { echo "the reference did not say which CPU variant it ran" >&2; exit 1; }
+    "$REF" -m "$model" generate --tokens "$toks" -n "$ngen" 2> "$MODELS/stderr" > "$OUT/$name.greedy" \
+        || { cat "$MODELS/stderr" >&2; exit 1; }
+    grep -qxF "llama_ref: $(cat "$OUT/$name.variant")" "$MODELS/stderr" \
+        || { echo "logits and greedy of $name came from different CPU variants" >&2; exit 1; }
     sha256sum "$model" | cut -d' ' -f1 > "$OUT/$name.sha256"
-    echo "fixture $name: $(wc -w < "$OUT/$name.tokens") tokens"
+    echo "fixture $name: $(wc -w < "$OUT/$name.tokens") tokens, $(cat "$OUT/$name.variant")"
 done

@@ -1,23 +1,37 @@
 #!/usr/bin/env bash
-# run-ref.sh - regenerate every llama.cpp reference live (scripts/make-fixtures.sh)
-# into a temporary folder and run the logits tests against it, so the committed
-# fixtures can never drift from what llama.cpp actually computes.
+# run-ref.sh - check the llama.cpp reference itself (tests/ref-variant.sh: it runs the CPU
+# variant it is asked for), then regenerate every llama.cpp reference live
+# (scripts/make-fixtures.sh) into a temporary folder and run the logits tests against it,
+# so the committed fixtures can never drift from what llama.cpp actually computes.
 #
 #   tests/run-ref.sh BUILD_DIR
-set -euo pipefail
+set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${1:-build}
 cd "$ROOT"
 TMP=$(mktemp -d /tmp/deltafin-ref-XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
-./scripts/make-fixtures.sh "$BUILD" "$TMP" > "$TMP/make.log"
-# the committed fixtures must match the live ones bit for bit (same llama.cpp, same inputs)
-stale=0
-for f in tests/data/ref/*.tokens tests/data/ref/*.greedy tests/data/ref/*.sha256; do
-    cmp -s "$f" "$TMP/$(basename "$f")" || { echo "stale fixture: $f"; stale=1; }
-done
-DELTAFIN_BUILD="$BUILD" DELTAFIN_REF_DIR="$TMP" "$BUILD/test_model"
-rc=$?
-if [ "$stale" -ne 0 ]; then echo "run scripts/make-fixtures.sh $BUILD tests/data/ref to refresh"; exit 1; fi
-echo "1 passed, 0 failed"
-exit $rc
+pass=0; failn=0
+result() { if [ "$1" -eq 0 ]; then pass=$((pass + 1)); else failn=$((failn + 1)); echo "FAILED: $2"; fi; }
+
+./tests/ref-variant.sh
+result $? "tests/ref-variant.sh (the reference's CPU variant)"
+
+if ./scripts/make-fixtures.sh "$BUILD" "$TMP" > "$TMP/make.log"; then
+    echo "fixtures: $(sed -n 's/^fixture [^:]*: [0-9]* tokens, //p' "$TMP/make.log" | sort | uniq -c | sed 's/^ *//')"
+    # the committed fixtures must match the live ones bit for bit (same llama.cpp, same
+    # inputs, same CPU variant)
+    stale=0
+    for f in tests/data/ref/*.tokens tests/data/ref/*.greedy tests/data/ref/*.sha256 tests/data/ref/*.variant; do
+        cmp -s "$f" "$TMP/$(basename "$f")" || { echo "stale fixture: $f"; stale=1; }
+    done
+    [ "$stale" -eq 0 ] || echo "run scripts/make-fixtures.sh $BUILD tests/data/ref to refresh"
+    result $stale "committed fixtures match the live ones"
+    DELTAFIN_BUILD="$BUILD" DELTAFIN_REF_DIR="$TMP" "$BUILD/test_model"
+    result $? "test_model against the live references"
+else
+    cat "$TMP/make.log"
+    result 1 "scripts/make-fixtures.sh"
+fi
+echo "$pass passed, $failn failed"
+[ "$failn" -eq 0 ]
