@@ -37,9 +37,9 @@ LIB_SRC := $(filter-out $(ISA_SRC),$(wildcard src/*.c)) $(ISA_KEEP)
 LIB_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 LIB     := $(BUILD)/libdeltafin.a
 
-TOOL_COMMON := $(filter-out tools/deltafin.c tools/mkmodel.c,$(wildcard tools/*.c))
+TOOL_COMMON := $(filter-out tools/deltafin.c tools/mkmodel.c tools/cachesim.c,$(wildcard tools/*.c))
 TOOL_COMMON_OBJ := $(patsubst tools/%.c,$(BUILD)/obj/tools/%.o,$(TOOL_COMMON))
-TOOLS   := $(BUILD)/deltafin $(BUILD)/mkmodel
+TOOLS   := $(BUILD)/deltafin $(BUILD)/mkmodel $(BUILD)/cachesim
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(TEST_SRC))
 
@@ -65,6 +65,9 @@ $(BUILD)/deltafin: $(BUILD)/obj/tools/deltafin.o $(TOOL_COMMON_OBJ) $(LIB)
 
 $(BUILD)/mkmodel: $(BUILD)/obj/tools/mkmodel.o $(TOOL_COMMON_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/cachesim: $(BUILD)/obj/tools/cachesim.o
+	$(CC) $(CFLAGS) -o $@ $^ -lm $(LDSAN)
 
 $(BUILD)/test_%: tests/test_%.c tests/testutil.h $(TOOL_COMMON_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -Itools -Itests -o $@ $< $(TOOL_COMMON_OBJ) $(LIB) $(LDLIBS) -lcmocka

@@ -134,4 +134,9 @@ int ws_save_hot(wstore *ws, char *err, size_t errlen);
 /* Parse "6G", "512M", "1.5GiB", "123456" into bytes; 0 on error. */
 uint64_t ws_parse_size(const char *s);
 
+/* Expert-cache policy (wstore.c): every (layer, expert)'s use count, resident
+ * or not, decays by this factor per step; tools/cachesim.c replays traces
+ * with the same rule. */
+#define WS_FREQ_DECAY 0.95
+
 #endif

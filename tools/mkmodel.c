@@ -45,6 +45,7 @@ typedef struct {
     /* mixture of experts */
     int n_expert, n_used, n_ff_exp, n_ff_shexp, n_shared, dense_lead, gating, groups, group_used, norm_w, probs_bias;
     float w_scale;
+    float router_skew, router_corr; /* routing that looks trained: see router_rows() */
     /* multi-head latent attention (deepseek2) */
     int q_lora, kv_lora, qk_nope, qk_rope, v_head, mla_split;
     float yarn_log_mul;
@@ -217,6 +218,46 @@ static void init_row(const tensor_plan *t, const config *c, uint64_t *rng, float
     }
 }
 
+/* Routing that looks like a trained router's (issue: expert cache policy).
+ * Random router rows route nearly uniformly, where no cache can help; trained
+ * routers are skewed (a minority of experts takes most of the traffic, and
+ * how strongly differs by layer) and adjacent layers route alike (the hidden
+ * state changes little from one layer to the next). Two knobs imitate that:
+ *  --router-skew S   expert e's row of layer l is scaled by exp(S_l z), z a
+ *                    standard normal drawn per (layer, expert) and S_l = S x
+ *                    (0.5 .. 1.5, per layer): a log-normal spread of logit
+ *                    scales, so high-scale experts win the top-k more often;
+ *  --router-corr A   row e of layer l is A x (row e of layer l - 1, before its
+ *                    scale) + sqrt(1 - A^2) x fresh values, so a token's
+ *                    choices in adjacent layers are correlated.
+ * Not imitated: drift of the popular set along a text and correlation between
+ * consecutive tokens, which come from the text itself; a real trace
+ * (--trace-experts) is the way to study those.
+ * prev holds the previous router's unscaled rows (n_expert x n_embd). */
+static float std_normal(uint64_t *rng) {
+    float u1 = 0.5f * (next_uniform(rng) + 1.0f), u2 = next_uniform(rng);
+    if (u1 < 1e-7f) u1 = 1e-7f;
+    return sqrtf(-2.0f * logf(u1)) * cosf(3.14159265f * u2);
+}
+
+static void router_row(const config *c, const tensor_plan *t, int64_t e, float *row, float *prev, int have_prev) {
+    const int64_t n = t->ne[0];
+    if (c->router_corr > 0 && have_prev) {
+        const float a = c->router_corr, b = sqrtf(1.0f - a * a);
+        for (int64_t i = 0; i < n; i++) row[i] = a * prev[e * n + i] + b * row[i];
+    }
+    memcpy(prev + e * n, row, (size_t)n * sizeof *row);
+    if (c->router_skew > 0) {
+        int layer = 0;
+        sscanf(t->name, "blk.%d.", &layer);
+        uint64_t lr = hash_name(c->seed ^ 0x5ca1eull, t->name);
+        const float s_l = c->router_skew * (1.0f + next_uniform(&lr) * 0.5f);
+        uint64_t er = hash_name(c->seed + (uint64_t)e * 0x9e3779b97f4a7c15ull, t->name);
+        const float scale = expf(s_l * std_normal(&er));
+        for (int64_t i = 0; i < n; i++) row[i] *= scale;
+    }
+}
+
 static void write_vocab(gw *w, const config *c, const bpe_vocab *v) {
     const char *pre = strcmp(c->arch, "llama") == 0 ? "llama-bpe" : strcmp(c->arch, "deepseek2") == 0 ? "deepseek-v3" : "qwen2";
     if (gw_str(w, "tokenizer.ggml.model", "gpt2") || gw_str(w, "tokenizer.ggml.pre", pre) ||
@@ -348,7 +389,7 @@ static void usage(void) {
             "               [--rope-scaling linear:F | yarn:F:ORIG | llama3:F:ORIG]\n"
             "  experts:     [--experts N] [--experts-used K] [--n-ff-exp N] [--n-ff-shexp N] [--shared N]\n"
             "               [--dense-lead N] [--gating softmax|sigmoid] [--groups G:USED] [--norm-w 0|1]\n"
-            "               [--w-scale F] [--probs-bias 0|1]\n"
+            "               [--w-scale F] [--probs-bias 0|1] [--router-skew S] [--router-corr A]\n"
             "  MLA:         [--q-lora N] [--kv-lora N] [--qk-nope N] [--qk-rope N] [--v-head N] [--mla-split 0|1]\n"
             "  presets:     tiny small medium 1b mixtral-tiny qwen2moe-tiny qwen3moe-tiny deepseek-v3-tiny deepseek-v2-tiny\n"
             "               deepseek-v2-lite-tiny\n");
@@ -397,6 +438,8 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--norm-w") == 0) c.norm_w = atoi(v);
         else if (strcmp(a, "--w-scale") == 0) c.w_scale = strtof(v, NULL);
         else if (strcmp(a, "--probs-bias") == 0) c.probs_bias = atoi(v);
+        else if (strcmp(a, "--router-skew") == 0) { c.router_skew = strtof(v, NULL); if (!(c.router_skew >= 0 && c.router_skew <= 4)) die("--router-skew must be in [0, 4]"); }
+        else if (strcmp(a, "--router-corr") == 0) { c.router_corr = strtof(v, NULL); if (!(c.router_corr >= 0 && c.router_corr < 1)) die("--router-corr must be in [0, 1)"); }
         else if (strcmp(a, "--q-lora") == 0) c.q_lora = atoi(v);
         else if (strcmp(a, "--kv-lora") == 0) c.kv_lora = atoi(v);
         else if (strcmp(a, "--qk-nope") == 0) c.qk_nope = atoi(v);
@@ -453,20 +496,25 @@ int main(int argc, char **argv) {
     if (gw_begin(w, c.out, err, sizeof err) != 0) die(err);
     float *row = malloc((size_t)max_row * sizeof(float));
     void *qrow = malloc((size_t)max_row * 4 + 64);
-    if (!row || !qrow) die("out of memory");
+    float *prev_router = calloc((size_t)(c.n_expert > 0 ? c.n_expert : 1) * (size_t)max_row, sizeof(float));
+    int have_prev_router = 0;
+    if (!row || !qrow || !prev_router) die("out of memory");
     uint64_t total = 0;
     for (int i = 0; i < p.n; i++) {
         const tensor_plan *t = &p.t[i];
         const quant_traits *q = quant_traits_get(t->type);
         uint64_t rng = hash_name(c.seed, t->name);
         size_t rb = quant_row_size(t->type, t->ne[0]);
+        const int is_router = t->init == INIT_ROUTER && t->ne[1] == c.n_expert && c.n_expert > 0;
         for (int64_t r = 0; r < t->ne[1] * t->ne[2]; r++) {
             init_row(t, &c, &rng, row);
+            if (is_router) router_row(&c, t, r, row, prev_router, have_prev_router);
             if (t->type == DF_TYPE_F32) memcpy(qrow, row, rb);
             else q->from_float(row, qrow, t->ne[0]);
             if (gw_data(w, qrow, rb, err, sizeof err) != 0) die(err);
         }
         total += rb * (uint64_t)t->ne[1] * (uint64_t)t->ne[2];
+        have_prev_router |= is_router;
     }
     if (gw_finish(w, err, sizeof err) != 0) die(err);
     fprintf(stderr, "mkmodel: wrote %s: %s, %s, %d tensors, %.1f MiB of weights\n", c.out, c.arch, qt->name, p.n,
@@ -476,5 +524,6 @@ int main(int argc, char **argv) {
     free(p.t);
     free(row);
     free(qrow);
+    free(prev_router);
     return 0;
 }

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# cachesim.sh - the cache simulator (tools/cachesim.c) against answers worked
+# out by hand, on a real trace, and on bad input.
+#   tests/cli/cachesim.sh BUILD_DIR
+set -euo pipefail
+B=${1:-build}
+T=$(mktemp -d /tmp/deltafin-cachesim-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0
+check() { # DESCRIPTION COND...
+    local what=$1; shift
+    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fails=$((fails + 1)); fi
+}
+byte() { printf "\\$(printf '%03o' "$1")"; }
+le16() { byte $(($1 & 255)); byte $((($1 >> 8) & 255)); }
+le32() { le16 $(($1 & 65535)); le16 $((($1 >> 16) & 65535)); }
+record() { # POS LAYER EXPERT (K = 1, weight 1.0f)
+    le32 "$1"; le16 "$2"; le16 1; le32 "$3"; printf '\x00\x00\x80\x3f'
+}
+field() { sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p" <<< "$2"; }
+
+# Two layers of 4 experts, one used per token, 6 generated tokens: layer 0
+# asks for A B C A B C (experts 0 1 2 0 1 2), layer 1 always for X (3).
+# With 3 slots, by hand:
+#   LRU:    X hits 5 times; every A/B/C misses (each is evicted just
+#           before it comes back)                                  5/12
+#   Belady: X 5 hits, plus A at token 3 and C at token 5 (it evicts the
+#           expert needed furthest ahead)                          7/12
+#   static: X, and two of A/B/C, all the time                     10/12
+#   freq:   counts decay, so the A/B/C expert seen longest ago is
+#           always the one evicted: like LRU here                  5/12
+{
+    printf 'DFTR'; le32 1; le32 2; le32 4; le32 1
+    seq=(0 1 2 0 1 2)
+    for p in 0 1 2 3 4 5; do record "$p" 0 "${seq[$p]}"; record "$p" 1 3; done
+} > "$T/abc.bin"
+out=$("$B/cachesim" "$T/abc.bin" --slots 3 --json)
+echo "    $out"
+check "12 requests in 6 steps" test "$(field requests "$out")/$(field steps "$out")" = "12/6"
+check "LRU 5/12" test "$(field lru "$out")" = 0.4167
+check "Belady 7/12" test "$(field belady "$out")" = 0.5833
+check "best static 10/12" test "$(field static "$out")" = 0.8333
+check "freq 5/12" test "$(field freq "$out")" = 0.4167
+
+# A prompt batch: tokens 0..2 of one forward pass name experts 0, 0, 1 in
+# layer 0 (then layer 1): one request, expert 0 counted once.
+{
+    printf 'DFTR'; le32 1; le32 2; le32 4; le32 1
+    record 0 0 0; record 1 0 0; record 2 0 1; record 0 1 3; record 1 1 3; record 2 1 3
+    record 3 0 0; record 3 1 3
+} > "$T/batch.bin"
+out=$("$B/cachesim" "$T/batch.bin" --slots 4 --json)
+check "a batch is one request per layer" test "$(field requests "$out")/$(field steps "$out")" = "4/2"
+check "a batch's repeated expert counts once (2 hits of 5)" test "$(field lru "$out")" = 0.4000
+
+# A real trace: Belady is an upper bound of every demand policy
+"$B/mkmodel" -o "$T/m.gguf" --preset qwen3moe-tiny --n-layer 4 --experts 32 --experts-used 4 --router-skew 0.6 \
+    --router-corr 0.5 2>/dev/null
+"$B/deltafin" run -m "$T/m.gguf" -p "Once upon a time" -n 40 --temp 0.8 --seed 1 --ignore-eos \
+    --trace-experts "$T/real.bin" > /dev/null 2>&1
+out=$("$B/cachesim" "$T/real.bin" --slots 24 --json)
+echo "    $out"
+le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b + 1e-9) }'; }
+check "LRU <= Belady" le "$(field lru "$out")" "$(field belady "$out")"
+check "freq <= Belady" le "$(field freq "$out")" "$(field belady "$out")"
+check "old LFU <= Belady" le "$(field lfu "$out")" "$(field belady "$out")"
+check "hit rates are rates" le "$(field static "$out")" 1
+
+# bad input: clear errors, exit 1
+printf 'this is not a routing trace at all' > "$T/bad.bin"
+if "$B/cachesim" "$T/bad.bin" --slots 3 2> "$T/err"; then r=0; else r=$?; fi
+check "garbage is refused with exit 1" test "$r" = 1
+check "... and says why" grep -q "not a version-1 routing trace" "$T/err"
+head -c 30 "$T/abc.bin" > "$T/cut.bin"
+if "$B/cachesim" "$T/cut.bin" --slots 3 2> "$T/err"; then r=0; else r=$?; fi
+check "a truncated trace is refused" test "$r" = 1
+if "$B/cachesim" "$T/abc.bin" 2> "$T/err"; then r=0; else r=$?; fi
+check "missing --slots is a usage error" test "$r" = 1
+[ "$fails" -eq 0 ]
