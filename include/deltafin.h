@@ -177,6 +177,7 @@ double df_model_probe_disk(const char *path, const df_model_params *p, double se
 /* Weight-store counters of a loaded model (disk streaming and expert cache). */
 typedef struct df_io_stats {
     uint64_t bytes_read, hits, misses, prefetch_issued, prefetch_used, expert_fetches;
+    uint64_t unguessed;         /* demanded experts absent from memory that no guess had asked for */
     double read_seconds, wait_seconds;
     int streaming, io_threads;
     char io_engine[16];         /* "pread" or "io_uring" ("" when not streaming) */

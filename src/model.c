@@ -376,6 +376,7 @@ void df_model_io_stats(const df_model *m, df_io_stats *o) {
     o->misses = st.misses;
     o->prefetch_issued = st.prefetch_issued;
     o->prefetch_used = st.prefetch_used;
+    o->unguessed = st.unguessed;
     o->expert_fetches = st.expert_fetches;
     o->read_seconds = st.read_seconds;
     o->wait_seconds = st.wait_seconds;

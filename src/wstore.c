@@ -439,6 +439,7 @@ void ws_request_experts(wstore *ws, int layer, const int32_t *ids, int n, int de
             if (ws->seen[key] == ws->request_no) continue;
             ws->seen[key] = ws->request_no;
             if (w >= 0 && !ws->es[w].demand) ws->stats.prefetch_used++; /* a right guess, read or still reading */
+            if (w < 0) ws->stats.unguessed++;
             if (w >= 0 && ws->es[w].state == SLOT_READY) {
                 ws->stats.hits++;
                 ws->stats.layer_hits[layer]++;

@@ -114,6 +114,7 @@ typedef struct ws_stats {
     uint64_t expert_bytes;      /* their bytes */
     uint64_t hits, misses;      /* expert lookups found in memory / not */
     uint64_t prefetch_issued, prefetch_used;
+    uint64_t unguessed;      /* demanded experts not in memory that no guess had asked for */
     uint64_t bytes_read;        /* from disk */
     double read_seconds;        /* summed over reader threads */
     double wait_seconds;        /* compute thread blocked on I/O */

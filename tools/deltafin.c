@@ -207,6 +207,10 @@ static void print_io_report(df_model *m, int tokens, double seconds) {
     fprintf(stderr, "io: expert cache hit rate %.1f%% (%llu of %llu), prefetched %llu, of which used %llu\n",
             looks ? 100.0 * st.hits / looks : 0.0, (unsigned long long)st.hits, (unsigned long long)looks,
             (unsigned long long)st.prefetch_issued, (unsigned long long)st.prefetch_used);
+    const uint64_t wanted = st.prefetch_used + st.unguessed; /* experts that had to come from disk */
+    fprintf(stderr, "io: lookahead precision %.0f%% (guesses used), recall %.0f%% (of the experts needed from disk, "
+            "guessed ahead)\n", st.prefetch_issued ? 100.0 * st.prefetch_used / st.prefetch_issued : 0.0,
+            wanted ? 100.0 * st.prefetch_used / wanted : 0.0);
     fprintf(stderr, "io: waiting for the disk %.2f s of %.2f s (%.0f%%), compute %.2f s\n", st.wait_seconds, seconds,
             seconds > 0 ? 100.0 * st.wait_seconds / seconds : 0.0, seconds - st.wait_seconds);
 }
