@@ -2,7 +2,7 @@
 # compare.sh - Deltafin and llama.cpp side by side on the same GGUF files,
 # with the memory-bandwidth bound for generation.
 #
-#   bench/compare.sh [-t THREADS] [-p PROMPT] [-n GEN] [-r REPS] [-s] [MODEL.gguf ...]
+#   bench/compare.sh [-t THREADS] [-p PROMPT] [-n GEN] [-r REPS] [-s] [-V VARIANT]... [MODEL.gguf ...]
 #
 # Without model arguments it benchmarks the default set, made once with
 # tools/mkmodel into bench/results/models/ (gitignored; a few minutes each
@@ -29,6 +29,12 @@
 # token reads one row of (estimated as n_vocab x n_embd at the file's
 # average bits per weight; the table is not read at all when tied).
 #
+# llama.cpp runs the CPU variant a user gets by default (ggml's best for this
+# processor; its name is recorded with the results); each -V VARIANT (e.g. -V
+# haswell -V skylakex) also runs it with that variant, in extra columns. A run
+# of either engine that crashes or fails is recorded as such ("crashed" in the
+# table, 0 in the CSV) and the benchmark goes on with the next run and model.
+#
 # Output: a table on stdout, bench/results/compare.txt (the same table),
 # bench/results/compare.csv, bench/results/compare.png (gnuplot, if
 # installed), and a dated entry appended to bench/RESULTS.md.
@@ -36,9 +42,10 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 ARGS="$*"
-T=2; P=512; N=128; R=3; SMALL=0
-while getopts "t:p:n:r:s" o; do
-    case $o in t) T=$OPTARG ;; p) P=$OPTARG ;; n) N=$OPTARG ;; r) R=$OPTARG ;; s) SMALL=1 ;; *) exit 2 ;; esac
+T=2; P=512; N=128; R=3; SMALL=0; EXTRA_VARIANTS=()
+while getopts "t:p:n:r:sV:" o; do
+    case $o in t) T=$OPTARG ;; p) P=$OPTARG ;; n) N=$OPTARG ;; r) R=$OPTARG ;; s) SMALL=1 ;;
+               V) EXTRA_VARIANTS+=("$OPTARG") ;; *) exit 2 ;; esac
 done
 shift $((OPTIND - 1))
 BUILD=${BUILD:-build}
@@ -109,36 +116,66 @@ echo "model,bytes_per_token,df_pp,llama_pp,pp_ratio,df_tg,llama_tg,tg_ratio,boun
 VARIANTS=()   # the llama.cpp CPU variant each run loaded (the user's default: ggml's best)
 ROWS=$(mktemp)
 trap 'rm -f "$ROWS"' EXIT
+# One benchmark run; prints its JSON, or {"crashed":1} (and the reason on
+# stderr) when the engine fails, so one crash does not end the comparison.
+bench_run() { # WHO CMD...
+    local who=$1 out rc=0; shift
+    out=$("$@" 2> "$ROWS.err") || rc=$?
+    if [ "$rc" -ne 0 ] || [ -z "$(json "$out" tg_tps)" ]; then
+        echo "  $who failed (exit $rc): $(tail -2 "$ROWS.err" | tr '\n' ' ')" >&2
+        echo '{"crashed":1}'
+    else
+        echo "$out"
+    fi
+}
+val() { if grep -q crashed <<< "$1"; then echo crashed; else json "$1" "$2"; fi; } # JSON KEY
+# medians of a list of numbers; "crashed" when any run crashed
+med_or_crash() { if printf '%s\n' "$@" | grep -qx crashed; then echo crashed; else printf '%s\n' "$@" | median; fi; }
+num() { [ "$1" = crashed ] && echo 0 || echo "$1"; }
 for m in "${models[@]}"; do
     name=$(basename "$m" .gguf)
     read -r active emb < <(token_bytes "$m")
     [ "$(has_output "$m")" = 1 ] || emb=0
     bytes=$(awk -v a="$active" -v e="$emb" 'BEGIN { printf "%.0f", a - e }')
-    dpp=(); lpp=(); dtg=(); ltg=()
+    dpp=(); lpp=(); dtg=(); ltg=(); declare -A xpp=() xtg=()
     for ((i = 0; i < R; i++)); do
-        d=$("$BUILD/deltafin" bench -m "$m" -t "$T" -p "$P" -n "$N" -r 1 --json)
-        l=$(./scripts/llama-ref.sh -m "$m" bench -t "$T" -p "$P" -n "$N" -r 1 --kv-f16)
-        dpp+=("$(json "$d" pp_tps)"); dtg+=("$(json "$d" tg_tps)")
-        lpp+=("$(json "$l" pp_tps)"); ltg+=("$(json "$l" tg_tps)")
-        VARIANTS+=("$(jstr "$l" cpu_variant)")
+        d=$(bench_run deltafin "$BUILD/deltafin" bench -m "$m" -t "$T" -p "$P" -n "$N" -r 1 --json)
+        l=$(bench_run "llama.cpp (default variant)" ./scripts/llama-ref.sh -m "$m" bench -t "$T" -p "$P" -n "$N" -r 1 --kv-f16)
+        for v in "${EXTRA_VARIANTS[@]}"; do
+            x=$(bench_run "llama.cpp ($v)" ./scripts/llama-ref.sh -m "$m" bench -t "$T" -p "$P" -n "$N" -r 1 --kv-f16 --cpu-variant "$v")
+            xpp[$v]+=" $(val "$x" pp_tps)"; xtg[$v]+=" $(val "$x" tg_tps)"
+        done
+        dpp+=("$(val "$d" pp_tps)"); dtg+=("$(val "$d" tg_tps)")
+        lpp+=("$(val "$l" pp_tps)"); ltg+=("$(val "$l" tg_tps)")
+        v=$(jstr "$l" cpu_variant); [ -n "$v" ] && VARIANTS+=("$v")
     done
-    Dpp=$(printf '%s\n' "${dpp[@]}" | median); Lpp=$(printf '%s\n' "${lpp[@]}" | median)
-    Dtg=$(printf '%s\n' "${dtg[@]}" | median); Ltg=$(printf '%s\n' "${ltg[@]}" | median)
-    echo "$name $bytes $Dpp $Lpp $Dtg $Ltg" >> "$ROWS"
-    echo "  $name: pp $Dpp / $Lpp, tg $Dtg / $Ltg" >&2
+    Dpp=$(med_or_crash "${dpp[@]}"); Lpp=$(med_or_crash "${lpp[@]}")
+    Dtg=$(med_or_crash "${dtg[@]}"); Ltg=$(med_or_crash "${ltg[@]}")
+    extra=""
+    for v in "${EXTRA_VARIANTS[@]}"; do
+        # shellcheck disable=SC2086
+        extra+=" $(med_or_crash ${xpp[$v]}) $(med_or_crash ${xtg[$v]})"
+    done
+    echo "$name $bytes $Dpp $Lpp $Dtg $Ltg$extra" >> "$ROWS"
+    echo "  $name: pp $Dpp / $Lpp, tg $Dtg / $Ltg$([ -n "$extra" ] && echo ", other variants (pp tg):$extra")" >&2
 done
 BW2=$(json "$("$BUILD/membw" -t "$T" -r 15)" median_gbs)
 BW=$(awk -v a="$BW1" -v b="$BW2" 'BEGIN { print (a > b ? a : b) }')
-VARIANT=$(printf '%s\n' "${VARIANTS[@]}" | sort -u | paste -sd/)
+VARIANT=$( (printf '%s\n' "${VARIANTS[@]}" | sort -u | paste -sd/) || true); VARIANT=${VARIANT:-unknown}
 {
 printf "# %s, commit %s, %s (%d CPUs), %d threads, pp%d / tg%d, median of %d alternating runs, read bandwidth %s GB/s (%s before, %s after), llama.cpp CPU variant %s\n" \
     "$DATE" "$COMMIT" "$CPU" "$(nproc)" "$T" "$P" "$N" "$R" "$BW" "$BW1" "$BW2" "$VARIANT"
-printf "%-22s %9s %9s %6s %9s %9s %6s %9s %7s %7s\n" model df_pp llama_pp ratio df_tg llama_tg ratio bound_tg df/bnd ll/bnd
-while read -r name bytes Dpp Lpp Dtg Ltg; do
+printf "%-22s %9s %9s %6s %9s %9s %6s %9s %7s %7s" model df_pp llama_pp ratio df_tg llama_tg ratio bound_tg df/bnd ll/bnd
+for v in "${EXTRA_VARIANTS[@]}"; do printf " %14s %14s" "pp[$v]" "tg[$v]"; done
+echo
+while read -r name bytes Dpp Lpp Dtg Ltg extra; do
     bound=$(awk -v bw="$BW" -v b="$bytes" 'BEGIN { printf "%.1f", bw * 1e9 / b }')
-    printf "%-22s %9.1f %9.1f %6.2f %9.1f %9.1f %6.2f %9.1f %7.2f %7.2f\n" "$name" "$Dpp" "$Lpp" "$(div "$Dpp" "$Lpp")" \
-        "$Dtg" "$Ltg" "$(div "$Dtg" "$Ltg")" "$bound" "$(div "$Dtg" "$bound")" "$(div "$Ltg" "$bound")"
-    echo "$name,$bytes,$Dpp,$Lpp,$(div "$Dpp" "$Lpp"),$Dtg,$Ltg,$(div "$Dtg" "$Ltg"),$bound,$(div "$Dtg" "$bound"),$(div "$Ltg" "$bound")" >> "$CSV"
+    printf "%-22s %9s %9s %6s %9s %9s %6s %9.1f %7s %7s" "$name" "$Dpp" "$Lpp" "$(div "$(num "$Dpp")" "$(num "$Lpp")")" \
+        "$Dtg" "$Ltg" "$(div "$(num "$Dtg")" "$(num "$Ltg")")" "$bound" "$(div "$(num "$Dtg")" "$bound")" "$(div "$(num "$Ltg")" "$bound")"
+    # shellcheck disable=SC2086
+    for x in $extra; do printf " %14s" "$x"; done
+    echo
+    echo "$name,$bytes,$(num "$Dpp"),$(num "$Lpp"),$(div "$(num "$Dpp")" "$(num "$Lpp")"),$(num "$Dtg"),$(num "$Ltg"),$(div "$(num "$Dtg")" "$(num "$Ltg")"),$bound,$(div "$(num "$Dtg")" "$bound"),$(div "$(num "$Ltg")" "$bound")" >> "$CSV"
 done < "$ROWS"
 } | tee "$TXT"
 
@@ -178,5 +215,11 @@ fi
     echo "| model | MB/token | Deltafin pp t/s | llama.cpp pp t/s | ratio | Deltafin tg t/s | llama.cpp tg t/s | ratio | tg bound | Deltafin / bound | llama.cpp / bound |"
     echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     tail -n +2 "$CSV" | awk -F, '{ printf "| %s | %.0f | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f | %.1f | %.2f | %.2f |\n", $1, $2 / 1e6, $3, $4, $5, $6, $7, $8, $9, $10, $11 }'
+    echo
+    echo "(0 in a speed column: that engine crashed or failed on the model; see the run's log.)"
+    if [ ${#EXTRA_VARIANTS[@]} -gt 0 ]; then
+        echo
+        echo "llama.cpp with other CPU variants (pp t/s, tg t/s): $(while read -r name _ _ _ _ _ extra; do printf '%s: %s; ' "$name" "$extra"; done < "$ROWS")"
+    fi
 } >> bench/RESULTS.md
 echo "wrote $TXT, $CSV$(command -v gnuplot >/dev/null && echo ", $OUT/compare.png"), appended to bench/RESULTS.md" >&2
