@@ -37,9 +37,12 @@ LIB_SRC := $(filter-out $(ISA_SRC),$(wildcard src/*.c)) $(ISA_KEEP)
 LIB_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 LIB     := $(BUILD)/libdeltafin.a
 
-TOOL_COMMON := $(filter-out tools/deltafin.c tools/mkmodel.c tools/cachesim.c,$(wildcard tools/*.c))
+# Programs (one main each): those linked with the library, and small standalone ones.
+LIB_TOOLS  := deltafin mkmodel dequant
+SOLO_TOOLS := cachesim logitcmp
+TOOL_COMMON := $(filter-out $(patsubst %,tools/%.c,$(LIB_TOOLS) $(SOLO_TOOLS)),$(wildcard tools/*.c))
 TOOL_COMMON_OBJ := $(patsubst tools/%.c,$(BUILD)/obj/tools/%.o,$(TOOL_COMMON))
-TOOLS   := $(BUILD)/deltafin $(BUILD)/mkmodel $(BUILD)/cachesim
+TOOLS   := $(patsubst %,$(BUILD)/%,$(LIB_TOOLS) $(SOLO_TOOLS))
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(TEST_SRC))
 
@@ -60,13 +63,10 @@ $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/deltafin: $(BUILD)/obj/tools/deltafin.o $(TOOL_COMMON_OBJ) $(LIB)
+$(patsubst %,$(BUILD)/%,$(LIB_TOOLS)): $(BUILD)/%: $(BUILD)/obj/tools/%.o $(TOOL_COMMON_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/mkmodel: $(BUILD)/obj/tools/mkmodel.o $(TOOL_COMMON_OBJ) $(LIB)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
-
-$(BUILD)/cachesim: $(BUILD)/obj/tools/cachesim.o
+$(patsubst %,$(BUILD)/%,$(SOLO_TOOLS)): $(BUILD)/%: $(BUILD)/obj/tools/%.o
 	$(CC) $(CFLAGS) -o $@ $^ -lm $(LDSAN)
 
 $(BUILD)/test_%: tests/test_%.c tests/testutil.h $(TOOL_COMMON_OBJ) $(LIB)

@@ -2,7 +2,8 @@
 # run-ref.sh - check the llama.cpp reference itself (tests/ref-variant.sh: it runs the CPU
 # variant it is asked for), then regenerate every llama.cpp reference live
 # (scripts/make-fixtures.sh) into a temporary folder and run the logits tests against it,
-# so the committed fixtures can never drift from what llama.cpp actually computes.
+# so the committed fixtures can never drift from what llama.cpp actually computes; last,
+# quantized models against their float truth (tests/truth.sh).
 #
 #   tests/run-ref.sh BUILD_DIR
 set -uo pipefail
@@ -33,5 +34,8 @@ else
     cat "$TMP/make.log"
     result 1 "scripts/make-fixtures.sh"
 fi
+
+./tests/truth.sh "$BUILD"
+result $? "tests/truth.sh (quantized models against their float truth)"
 echo "$pass passed, $failn failed"
 [ "$failn" -eq 0 ]

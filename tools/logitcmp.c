@@ -1,0 +1,98 @@
+/*
+ * logitcmp.c - how close are an engine's logits to the truth: mean KL
+ * divergence and top-1 agreement over positions.
+ *
+ *   logitcmp --vocab N TRUTH.f32 ENGINE.f32 [ENGINE2.f32 ...]
+ *
+ * Each file holds raw little-endian float32 logits, positions x N, row-major
+ * (what `deltafin logits --out` and the reference program's `logits --out`
+ * write). For every position, with p = softmax(truth) and q = softmax(engine):
+ * KL(p || q) = sum p (log p - log q), in nats, computed from log-softmax in
+ * double precision; top-1 agrees when both argmaxes are the same id. Prints
+ * one JSON line: {"positions":P,"vocab":N,"files":[{"file":...,"mean_kl":...,
+ * "max_kl":...,"top1":...},...]}. Used by tests/truth.sh to check that
+ * Deltafin is at least as close to the float truth as llama.cpp.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static void die(const char *a, const char *b) {
+    fprintf(stderr, "logitcmp: %s%s\n", a, b ? b : "");
+    exit(1);
+}
+
+static float *load(const char *path, long vocab, long *positions) {
+    struct stat st;
+    if (stat(path, &st) != 0) die("cannot open ", path);
+    const long long bytes = (long long)st.st_size, row = 4LL * vocab;
+    if (bytes == 0 || bytes % row) die("size is not a whole number of vocabulary rows: ", path);
+    float *v = malloc((size_t)bytes);
+    FILE *f = fopen(path, "rb");
+    if (!v || !f) die("cannot read ", path);
+    if (fread(v, 1, (size_t)bytes, f) != (size_t)bytes) die("short read: ", path);
+    fclose(f);
+    *positions = (long)(bytes / row);
+    for (long long i = 0; i < bytes / 4; i++)
+        if (!isfinite(v[i])) die("a logit is not finite in ", path);
+    return v;
+}
+
+/* log-softmax of x (n) into out, in double */
+static void log_softmax(const float *x, long n, double *out) {
+    double mx = x[0], sum = 0;
+    for (long i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    for (long i = 0; i < n; i++) sum += exp((double)x[i] - mx);
+    const double lse = mx + log(sum);
+    for (long i = 0; i < n; i++) out[i] = (double)x[i] - lse;
+}
+
+static long argmax(const float *x, long n) {
+    long b = 0;
+    for (long i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+int main(int argc, char **argv) {
+    long vocab = 0;
+    int first = 1;
+    if (argc > 2 && !strcmp(argv[1], "--vocab")) {
+        vocab = strtol(argv[2], NULL, 10);
+        first = 3;
+    }
+    if (vocab <= 0 || argc - first < 2) die("usage: logitcmp --vocab N TRUTH.f32 ENGINE.f32 [ENGINE2.f32 ...]", NULL);
+    long pt;
+    float *truth = load(argv[first], vocab, &pt);
+    double *lp = malloc(sizeof(double) * (size_t)vocab), *lq = malloc(sizeof(double) * (size_t)vocab);
+    if (!lp || !lq) die("out of memory", NULL);
+    printf("{\"positions\":%ld,\"vocab\":%ld,\"files\":[", pt, vocab);
+    for (int a = first + 1; a < argc; a++) {
+        long pe;
+        float *eng = load(argv[a], vocab, &pe);
+        if (pe != pt) die("position count differs from the truth's: ", argv[a]);
+        double kl_sum = 0, kl_max = 0;
+        long agree = 0;
+        for (long p = 0; p < pt; p++) {
+            const float *t = truth + p * vocab, *e = eng + p * vocab;
+            log_softmax(t, vocab, lp);
+            log_softmax(e, vocab, lq);
+            double kl = 0;
+            for (long i = 0; i < vocab; i++) kl += exp(lp[i]) * (lp[i] - lq[i]);
+            kl = kl > 0 ? kl : 0; /* rounding can leave -1e-17 */
+            kl_sum += kl;
+            kl_max = kl > kl_max ? kl : kl_max;
+            agree += argmax(t, vocab) == argmax(e, vocab);
+        }
+        printf("%s{\"file\":\"%s\",\"mean_kl\":%.9g,\"max_kl\":%.9g,\"top1\":%.6f}", a > first + 1 ? "," : "", argv[a],
+               kl_sum / (double)pt, kl_max, (double)agree / (double)pt);
+        free(eng);
+    }
+    printf("]}\n");
+    free(truth);
+    free(lp);
+    free(lq);
+    return 0;
+}
