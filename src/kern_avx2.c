@@ -11,7 +11,9 @@
  *   the activation block sums: for q6_K sum (q-32)*y = sum q*y - 32*sum y, and
  *   q8_K carries sum y per 16 elements (bsums). For q4_0/q5_0/q8_0 the signed
  *   product uses the sign trick |w| * (y * sign(w)), valid because activations
- *   never hold -128 (our quantizers emit [-127, 127]).
+ *   never hold -128 (our quantizers emit [-127, 127]). mxfp4 values come from
+ *   ggml's table through pshufb, q1_0's +-1 from the sign bits, q2_0's
+ *   code - 1 from kern_x86.h's unpacking, all through the same sign trick.
  * - No int16 saturation is possible: the largest maddubs pair is
  *   2 * 63 * 127 = 16002 (q6_K), and scaled sums stay far inside int32.
  * - Every kernel forms exactly the same per-block integer sums as the scalar
@@ -20,6 +22,7 @@
  * - Activation quantizers (q8_0, q8_1, q8_K, f16) are bit-identical to the
  *   scalar ones: same amax, same 127/amax, same round-to-nearest-even.
  */
+#include "kern_x86.h"
 #include "quant_isa.h"
 
 #include <immintrin.h>
@@ -330,6 +333,74 @@ static void q8_0_dot(int64_t n, const void *w, const void *x, float *out) {
     for (; i < nb; i++) {
         __m256i p0 = dot_i8(LOADU(a[i].qs), LOADU(b[i].qs));
         acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc0);
+    }
+    *out = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* ---------------------------------------------------------------------- */
+/* mxfp4, q1_0, q2_0 (activations in q8_0) */
+
+/* mxfp4: codes looked up in ggml's table (pshufb) give signed values
+ * |v| <= 12; scale = activation d times the E8M0 half scale. */
+static void mxfp4_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_mxfp4 *a = w;
+    const block_q8_0 *b = x;
+    const int64_t nb = n / QK_MXFP4;
+    const __m256i tbl = _mm256_broadcastsi128_si256(kx_mxfp4_table());
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        __m256i p0 = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(a[i].qs)), LOADU(b[i].qs));
+        __m256i p1 = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(a[i + 1].qs)), LOADU(b[i + 1].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(h2f(b[i].d) * quant_e8m0_half(a[i].e)), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(h2f(b[i + 1].d) * quant_e8m0_half(a[i + 1].e)), acc1);
+    }
+    for (; i < nb; i++) {
+        __m256i p0 = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(a[i].qs)), LOADU(b[i].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(h2f(b[i].d) * quant_e8m0_half(a[i].e)), acc0);
+    }
+    *out = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* q1_0: 32 sign bits -> bytes +1 (bit set) or -1 (clear). */
+static inline __m256i q1_0_signs(const uint8_t *bits) {
+    return _mm256_or_si256(_mm256_andnot_si256(bits32(load_u32(bits)), _mm256_set1_epi8(-1)), _mm256_set1_epi8(1));
+}
+
+/* One q1_0 block spans four q8_0 blocks; each gets its own scale product. */
+static void q1_0_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_q1_0 *a = w;
+    const block_q8_0 *b = x;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK1_0; i++) {
+        const float dw = h2f(a[i].d);
+        const block_q8_0 *y = b + 4 * i;
+        __m256i p0 = dot_i8(q1_0_signs(a[i].qs), LOADU(y[0].qs));
+        __m256i p1 = dot_i8(q1_0_signs(a[i].qs + 4), LOADU(y[1].qs));
+        __m256i p2 = dot_i8(q1_0_signs(a[i].qs + 8), LOADU(y[2].qs));
+        __m256i p3 = dot_i8(q1_0_signs(a[i].qs + 12), LOADU(y[3].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(dw * h2f(y[0].d)), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(dw * h2f(y[1].d)), acc1);
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p2), _mm256_set1_ps(dw * h2f(y[2].d)), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p3), _mm256_set1_ps(dw * h2f(y[3].d)), acc1);
+    }
+    *out = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* q2_0: codes 0..3 minus 1, two q8_0 blocks per weight block. */
+static void q2_0_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_q2_0 *a = w;
+    const block_q8_0 *b = x;
+    const __m256i one = _mm256_set1_epi8(1);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK2_0; i++) {
+        const float dw = h2f(a[i].d);
+        __m256i lo, hi;
+        kx_q2_0_codes(a[i].qs, &lo, &hi);
+        __m256i p0 = dot_i8(_mm256_sub_epi8(lo, one), LOADU(b[2 * i].qs));
+        __m256i p1 = dot_i8(_mm256_sub_epi8(hi, one), LOADU(b[2 * i + 1].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(dw * h2f(b[2 * i].d)), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(dw * h2f(b[2 * i + 1].d)), acc1);
     }
     *out = hsum_ps(_mm256_add_ps(acc0, acc1));
 }
@@ -987,6 +1058,9 @@ void kern_avx2_fill(quant_traits *t) {
     t[DF_TYPE_Q4_K].vec_dot = q4_K_dot;
     t[DF_TYPE_Q5_K].vec_dot = q5_K_dot;
     t[DF_TYPE_Q6_K].vec_dot = q6_K_dot;
+    t[DF_TYPE_MXFP4].vec_dot = mxfp4_dot;
+    t[DF_TYPE_Q1_0].vec_dot = q1_0_dot;
+    t[DF_TYPE_Q2_0].vec_dot = q2_0_dot;
     t[DF_TYPE_F32].gemm = f32_tile_gemm;
     t[DF_TYPE_F16].gemm = f16_tile_gemm;
     t[DF_TYPE_Q4_0].gemm = q4_0_tile_gemm;

@@ -1008,16 +1008,12 @@ static void q6_K_vec_dot(int64_t n, const void *w, const void *x, float *out) {
 
 const int8_t df_kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
-float df_e8m0_to_fp32_half(uint8_t e) {
-    /* 2^(e-128): e >= 2 is a normal float with biased exponent e-1; e = 0, 1
-     * are the subnormals 2^-128 and 2^-127 (mantissa bit 21 or 22) */
-    return u2f(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
-}
+float df_e8m0_to_fp32_half(uint8_t e) { return quant_e8m0_half(e); }
 
 static void mxfp4_to_float(const void *src, float *dst, int64_t n) {
     const block_mxfp4 *b = src;
     for (int64_t i = 0; i < n / QK_MXFP4; i++, dst += QK_MXFP4) {
-        float d = df_e8m0_to_fp32_half(b[i].e);
+        float d = quant_e8m0_half(b[i].e);
         for (int j = 0; j < 16; j++) {
             dst[j] = (float)df_kvalues_mxfp4[b[i].qs[j] & 0xF] * d;
             dst[j + 16] = (float)df_kvalues_mxfp4[b[i].qs[j] >> 4] * d;
@@ -1054,7 +1050,7 @@ static void mxfp4_from_float(const float *src, void *dst, int64_t n) {
         for (int j = 0; j < QK_MXFP4; j++)
             if (amax < fabsf(src[j])) amax = fabsf(src[j]);
         b[i].e = mxfp4_exponent(amax);
-        float d = df_e8m0_to_fp32_half(b[i].e);
+        float d = quant_e8m0_half(b[i].e);
         for (int j = 0; j < 16; j++)
             b[i].qs[j] = (uint8_t)(mxfp4_best_index(src[j], d) | (mxfp4_best_index(src[j + 16], d) << 4));
     }
@@ -1070,7 +1066,7 @@ static void mxfp4_vec_dot(int64_t n, const void *w, const void *x, float *out) {
             s += df_kvalues_mxfp4[a[i].qs[j] & 0xF] * b[i].qs[j];
             s += df_kvalues_mxfp4[a[i].qs[j] >> 4] * b[i].qs[j + 16];
         }
-        sum += (H2F(b[i].d) * df_e8m0_to_fp32_half(a[i].e)) * (float)s;
+        sum += (H2F(b[i].d) * quant_e8m0_half(a[i].e)) * (float)s;
     }
     *out = sum;
 }
