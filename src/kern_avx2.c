@@ -690,11 +690,21 @@ static void gemm_walk(int64_t n, const void *w, size_t ws, int nr, const void *x
         gemm_walk(n, w, ws, nr, x, xs, nc, y, ldy, 3, tiles, (n + BLK - 1) / BLK);                                 \
     }
 
-/* q8_0 / q4_0 weights x q8_0 activations: one 32-element block per step.
- * DECODE(blk) yields the block's signed weight bytes. */
+/* The E8M0 half scales of four mxfp4 blocks, in both halves (as dup4_h). */
+INL __m256 dup4_e8m0(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
+    const __m128 f = _mm_setr_ps(quant_e8m0_half(a), quant_e8m0_half(b), quant_e8m0_half(c), quant_e8m0_half(d));
+    return _mm256_set_m128(f, f);
+}
+
+/* q8_0 / q4_0 / mxfp4 weights x q8_0 activations: one 32-element block per
+ * step. DECODE(blk) yields the block's signed weight bytes, SCALE4(b) the
+ * four rows' block-b weight scales (dup4_h layout). */
 #define Q8_0_DECODE(blk) LOADU((blk)->qs)
 #define Q4_0_DECODE(blk) _mm256_sub_epi8(nibbles32((blk)->qs), _mm256_set1_epi8(8))
-#define GEMM_BLOCK32(NAME, WT, DECODE)                                                                             \
+#define MXFP4_DECODE(blk) _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(kx_mxfp4_table()), nibbles32((blk)->qs))
+#define F16_SCALE4(b) dup4_h(w0[b].d, w1[b].d, w2[b].d, w3[b].d)
+#define E8M0_SCALE4(b) dup4_e8m0(w0[b].e, w1[b].e, w2[b].e, w3[b].e)
+#define GEMM_BLOCK32(NAME, WT, DECODE, SCALE4)                                                                     \
     INL void NAME(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out, const uint8_t *pf, \
                   size_t pf_step, const int C) {                                                                  \
         const WT *w0 = (const WT *)(const void *)wp[0], *w1 = (const WT *)(const void *)wp[1];                     \
@@ -708,7 +718,7 @@ static void gemm_walk(int64_t n, const void *w, size_t ws, int nr, const void *x
         }                                                                                                          \
         for (int64_t b = 0; b < n / 32; b++) {                                                                     \
             prefetch_step(pf, pf_step, b);                                                                         \
-            const __m256 dw = dup4_h(w0[b].d, w1[b].d, w2[b].d, w3[b].d);                                          \
+            const __m256 dw = SCALE4(b);                                                                           \
             const __m256i q0 = DECODE(&w0[b]), q1 = DECODE(&w1[b]), q2 = DECODE(&w2[b]), q3 = DECODE(&w3[b]);      \
             const __m256i a0 = _mm256_sign_epi8(q0, q0), a1 = _mm256_sign_epi8(q1, q1);                            \
             const __m256i a2 = _mm256_sign_epi8(q2, q2), a3 = _mm256_sign_epi8(q3, q3);                            \
@@ -724,10 +734,12 @@ static void gemm_walk(int64_t n, const void *w, size_t ws, int nr, const void *x
         }                                                                                                          \
         _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) store_rows(acc[c], out + c * GR);                      \
     }
-GEMM_BLOCK32(q8_0_tile, block_q8_0, Q8_0_DECODE)
-GEMM_BLOCK32(q4_0_tile, block_q4_0, Q4_0_DECODE)
+GEMM_BLOCK32(q8_0_tile, block_q8_0, Q8_0_DECODE, F16_SCALE4)
+GEMM_BLOCK32(q4_0_tile, block_q4_0, Q4_0_DECODE, F16_SCALE4)
+GEMM_BLOCK32(mxfp4_tile, block_mxfp4, MXFP4_DECODE, E8M0_SCALE4)
 GEMM_TILES4(q8_0_tile, 32)
 GEMM_TILES4(q4_0_tile, 32)
+GEMM_TILES4(mxfp4_tile, 32)
 
 /* q4_K x q8_K. Per row and token the kernel forms q4_K_dot's two integer
  * vectors (scaled nibble products s, min products m) and folds them with one
@@ -1065,6 +1077,7 @@ void kern_avx2_fill(quant_traits *t) {
     t[DF_TYPE_F16].gemm = f16_tile_gemm;
     t[DF_TYPE_Q4_0].gemm = q4_0_tile_gemm;
     t[DF_TYPE_Q8_0].gemm = q8_0_tile_gemm;
+    t[DF_TYPE_MXFP4].gemm = mxfp4_tile_gemm;
     t[DF_TYPE_Q4_K].gemm = q4_K_tile_gemm;
     t[DF_TYPE_Q6_K].gemm = q6_K_tile_gemm;
     t[DF_TYPE_F32].dot_rows = f32_dot_rows;
