@@ -1099,21 +1099,33 @@ static void q1_0_from_float(const float *src, void *dst, int64_t n) {
     }
 }
 
-static void q1_0_vec_dot(int64_t n, const void *w, const void *x, float *out) {
-    const block_q1_0 *a = w;
-    const block_q8_0 *b = x;
+/* Dot of weight blocks that span several q8_0 blocks (q1_0, q2_0), scaled
+ * as ggml does: each activation block's integer sum times its d, those
+ * summed, times the weight block's d. Each weight block is bs bytes: the f16
+ * d, then the codes; val(codes, j) is element j's integer value. */
+typedef int (*lowbit_val_fn)(const uint8_t *qs, int j);
+static inline float dot_spanning_q8_0(int64_t n, const void *w, size_t bs, int blck, lowbit_val_fn val,
+                                      const block_q8_0 *b) {
     float sum = 0;
-    for (int64_t i = 0; i < n / QK1_0; i++) {
+    for (int64_t i = 0; i < n / blck; i++, b += blck / QK8_0) {
+        const uint8_t *blk = (const uint8_t *)w + (size_t)i * bs;
+        uint16_t d;
+        memcpy(&d, blk, 2);
         float sb = 0;
-        for (int k = 0; k < 4; k++) {
-            const block_q8_0 *y = &b[4 * i + k];
+        for (int k = 0; k < blck / QK8_0; k++) {
             int s = 0;
-            for (int l = 0; l < 32; l++) s += (a[i].qs[4 * k + (l >> 3)] >> (l & 7)) & 1 ? y->qs[l] : -y->qs[l];
-            sb += H2F(y->d) * (float)s;
+            for (int l = 0; l < QK8_0; l++) s += val(blk + 2, QK8_0 * k + l) * b[k].qs[l];
+            sb += H2F(b[k].d) * (float)s;
         }
-        sum += H2F(a[i].d) * sb;
+        sum += H2F(d) * sb;
     }
-    *out = sum;
+    return sum;
+}
+
+static int q1_0_val(const uint8_t *qs, int j) { return (qs[j >> 3] >> (j & 7)) & 1 ? 1 : -1; }
+
+static void q1_0_vec_dot(int64_t n, const void *w, const void *x, float *out) {
+    *out = dot_spanning_q8_0(n, w, sizeof(block_q1_0), QK1_0, q1_0_val, x);
 }
 
 /* ======================================================================
@@ -1154,21 +1166,10 @@ static void q2_0_from_float(const float *src, void *dst, int64_t n) {
     }
 }
 
+static int q2_0_val(const uint8_t *qs, int j) { return q2_0_code(qs, j) - 1; }
+
 static void q2_0_vec_dot(int64_t n, const void *w, const void *x, float *out) {
-    const block_q2_0 *a = w;
-    const block_q8_0 *b = x;
-    float sum = 0;
-    for (int64_t i = 0; i < n / QK2_0; i++) {
-        float sb = 0;
-        for (int k = 0; k < 2; k++) {
-            const block_q8_0 *y = &b[2 * i + k];
-            int s = 0;
-            for (int l = 0; l < 32; l++) s += (q2_0_code(a[i].qs, 32 * k + l) - 1) * y->qs[l];
-            sb += H2F(y->d) * (float)s;
-        }
-        sum += H2F(a[i].d) * sb;
-    }
-    *out = sum;
+    *out = dot_spanning_q8_0(n, w, sizeof(block_q2_0), QK2_0, q2_0_val, x);
 }
 
 /* ======================================================================
