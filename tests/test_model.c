@@ -33,9 +33,10 @@
  *    llama-mxfp4 8.3e-3, llama-q1_0 2.9e-3, llama-q2_0 7.1e-3,
  *    deepseek-v3-mxfp4-exps 1.2e-2, qwen3moe-mxfp4-exps 3.7e-3 (AVX-512
  *    table; AVX2 the same but q1_0 1.3e-7; scalar 9.4e-3, 2.7e-4, 7.8e-3,
- *    7.3e-3, 1.1e-7; NEON under qemu as scalar, except that 3 of 81
- *    positions of deepseek-v3-mxfp4-exps flip a routing near-tie, 3.5e-1,
- *    within the MoE allowance below). llama.cpp
+ *    7.3e-3, 1.1e-7; NEON under qemu 8.3e-3, 2.7e-4, 7.8e-3, 3.7e-3 on
+ *    the dense and qwen3moe models, while 3 of 81 positions of
+ *    deepseek-v3-mxfp4-exps flip a routing near-tie, 3.5e-1, within the
+ *    MoE allowance below). llama.cpp
  *    against itself (haswell vs its portable x64 variant): 9.4e-3, 8.8e-8,
  *    7.8e-3, 7.3e-3; haswell with and without repacking differ by 6.1e-3 on
  *    llama-mxfp4. A wrong activation-block scale in the q1_0 dot moved
