@@ -11,7 +11,9 @@
  *   the activation block sums: for q6_K sum (q-32)*y = sum q*y - 32*sum y, and
  *   q8_K carries sum y per 16 elements (bsums). For q4_0/q5_0/q8_0 the signed
  *   product uses the sign trick |w| * (y * sign(w)), valid because activations
- *   never hold -128 (our quantizers emit [-127, 127]).
+ *   never hold -128 (our quantizers emit [-127, 127]). mxfp4 values come from
+ *   ggml's table through pshufb, q1_0's +-1 from the sign bits, q2_0's
+ *   code - 1 from kern_x86.h's unpacking, all through the same sign trick.
  * - No int16 saturation is possible: the largest maddubs pair is
  *   2 * 63 * 127 = 16002 (q6_K), and scaled sums stay far inside int32.
  * - Every kernel forms exactly the same per-block integer sums as the scalar
@@ -20,6 +22,7 @@
  * - Activation quantizers (q8_0, q8_1, q8_K, f16) are bit-identical to the
  *   scalar ones: same amax, same 127/amax, same round-to-nearest-even.
  */
+#include "kern_x86.h"
 #include "quant_isa.h"
 
 #include <immintrin.h>
@@ -335,6 +338,74 @@ static void q8_0_dot(int64_t n, const void *w, const void *x, float *out) {
 }
 
 /* ---------------------------------------------------------------------- */
+/* mxfp4, q1_0, q2_0 (activations in q8_0) */
+
+/* mxfp4: codes looked up in ggml's table (pshufb) give signed values
+ * |v| <= 12; scale = activation d times the E8M0 half scale. */
+static void mxfp4_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_mxfp4 *a = w;
+    const block_q8_0 *b = x;
+    const int64_t nb = n / QK_MXFP4;
+    const __m256i tbl = _mm256_broadcastsi128_si256(kx_mxfp4_table());
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        __m256i p0 = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(a[i].qs)), LOADU(b[i].qs));
+        __m256i p1 = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(a[i + 1].qs)), LOADU(b[i + 1].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(h2f(b[i].d) * quant_e8m0_half(a[i].e)), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(h2f(b[i + 1].d) * quant_e8m0_half(a[i + 1].e)), acc1);
+    }
+    for (; i < nb; i++) {
+        __m256i p0 = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(a[i].qs)), LOADU(b[i].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(h2f(b[i].d) * quant_e8m0_half(a[i].e)), acc0);
+    }
+    *out = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* q1_0: 32 sign bits -> bytes +1 (bit set) or -1 (clear). */
+static inline __m256i q1_0_signs(const uint8_t *bits) {
+    return _mm256_or_si256(_mm256_andnot_si256(bits32(load_u32(bits)), _mm256_set1_epi8(-1)), _mm256_set1_epi8(1));
+}
+
+/* One q1_0 block spans four q8_0 blocks; each gets its own scale product. */
+static void q1_0_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_q1_0 *a = w;
+    const block_q8_0 *b = x;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK1_0; i++) {
+        const float dw = h2f(a[i].d);
+        const block_q8_0 *y = b + 4 * i;
+        __m256i p0 = dot_i8(q1_0_signs(a[i].qs), LOADU(y[0].qs));
+        __m256i p1 = dot_i8(q1_0_signs(a[i].qs + 4), LOADU(y[1].qs));
+        __m256i p2 = dot_i8(q1_0_signs(a[i].qs + 8), LOADU(y[2].qs));
+        __m256i p3 = dot_i8(q1_0_signs(a[i].qs + 12), LOADU(y[3].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(dw * h2f(y[0].d)), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(dw * h2f(y[1].d)), acc1);
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p2), _mm256_set1_ps(dw * h2f(y[2].d)), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p3), _mm256_set1_ps(dw * h2f(y[3].d)), acc1);
+    }
+    *out = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* q2_0: codes 0..3 minus 1, two q8_0 blocks per weight block. */
+static void q2_0_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_q2_0 *a = w;
+    const block_q8_0 *b = x;
+    const __m256i one = _mm256_set1_epi8(1);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK2_0; i++) {
+        const float dw = h2f(a[i].d);
+        __m256i lo, hi;
+        kx_q2_0_codes(a[i].qs, &lo, &hi);
+        __m256i p0 = dot_i8(_mm256_sub_epi8(lo, one), LOADU(b[2 * i].qs));
+        __m256i p1 = dot_i8(_mm256_sub_epi8(hi, one), LOADU(b[2 * i + 1].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(dw * h2f(b[2 * i].d)), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(dw * h2f(b[2 * i + 1].d)), acc1);
+    }
+    *out = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* ---------------------------------------------------------------------- */
 /* K-quants (256-element super-blocks, activations in q8_K) */
 
 /* From 16 int16 scales (sub-blocks 0-7 in the low lane, 8-15 in the high
@@ -619,11 +690,21 @@ static void gemm_walk(int64_t n, const void *w, size_t ws, int nr, const void *x
         gemm_walk(n, w, ws, nr, x, xs, nc, y, ldy, 3, tiles, (n + BLK - 1) / BLK);                                 \
     }
 
-/* q8_0 / q4_0 weights x q8_0 activations: one 32-element block per step.
- * DECODE(blk) yields the block's signed weight bytes. */
+/* The E8M0 half scales of four mxfp4 blocks, in both halves (as dup4_h). */
+INL __m256 dup4_e8m0(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
+    const __m128 f = _mm_setr_ps(quant_e8m0_half(a), quant_e8m0_half(b), quant_e8m0_half(c), quant_e8m0_half(d));
+    return _mm256_set_m128(f, f);
+}
+
+/* q8_0 / q4_0 / mxfp4 weights x q8_0 activations: one 32-element block per
+ * step. DECODE(blk) yields the block's signed weight bytes, SCALE4(b) the
+ * four rows' block-b weight scales (dup4_h layout). */
 #define Q8_0_DECODE(blk) LOADU((blk)->qs)
 #define Q4_0_DECODE(blk) _mm256_sub_epi8(nibbles32((blk)->qs), _mm256_set1_epi8(8))
-#define GEMM_BLOCK32(NAME, WT, DECODE)                                                                             \
+#define MXFP4_DECODE(blk) _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(kx_mxfp4_table()), nibbles32((blk)->qs))
+#define F16_SCALE4(b) dup4_h(w0[b].d, w1[b].d, w2[b].d, w3[b].d)
+#define E8M0_SCALE4(b) dup4_e8m0(w0[b].e, w1[b].e, w2[b].e, w3[b].e)
+#define GEMM_BLOCK32(NAME, WT, DECODE, SCALE4)                                                                     \
     INL void NAME(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out, const uint8_t *pf, \
                   size_t pf_step, const int C) {                                                                  \
         const WT *w0 = (const WT *)(const void *)wp[0], *w1 = (const WT *)(const void *)wp[1];                     \
@@ -637,7 +718,7 @@ static void gemm_walk(int64_t n, const void *w, size_t ws, int nr, const void *x
         }                                                                                                          \
         for (int64_t b = 0; b < n / 32; b++) {                                                                     \
             prefetch_step(pf, pf_step, b);                                                                         \
-            const __m256 dw = dup4_h(w0[b].d, w1[b].d, w2[b].d, w3[b].d);                                          \
+            const __m256 dw = SCALE4(b);                                                                           \
             const __m256i q0 = DECODE(&w0[b]), q1 = DECODE(&w1[b]), q2 = DECODE(&w2[b]), q3 = DECODE(&w3[b]);      \
             const __m256i a0 = _mm256_sign_epi8(q0, q0), a1 = _mm256_sign_epi8(q1, q1);                            \
             const __m256i a2 = _mm256_sign_epi8(q2, q2), a3 = _mm256_sign_epi8(q3, q3);                            \
@@ -653,10 +734,12 @@ static void gemm_walk(int64_t n, const void *w, size_t ws, int nr, const void *x
         }                                                                                                          \
         _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) store_rows(acc[c], out + c * GR);                      \
     }
-GEMM_BLOCK32(q8_0_tile, block_q8_0, Q8_0_DECODE)
-GEMM_BLOCK32(q4_0_tile, block_q4_0, Q4_0_DECODE)
+GEMM_BLOCK32(q8_0_tile, block_q8_0, Q8_0_DECODE, F16_SCALE4)
+GEMM_BLOCK32(q4_0_tile, block_q4_0, Q4_0_DECODE, F16_SCALE4)
+GEMM_BLOCK32(mxfp4_tile, block_mxfp4, MXFP4_DECODE, E8M0_SCALE4)
 GEMM_TILES4(q8_0_tile, 32)
 GEMM_TILES4(q4_0_tile, 32)
+GEMM_TILES4(mxfp4_tile, 32)
 
 /* q4_K x q8_K. Per row and token the kernel forms q4_K_dot's two integer
  * vectors (scaled nibble products s, min products m) and folds them with one
@@ -987,10 +1070,14 @@ void kern_avx2_fill(quant_traits *t) {
     t[DF_TYPE_Q4_K].vec_dot = q4_K_dot;
     t[DF_TYPE_Q5_K].vec_dot = q5_K_dot;
     t[DF_TYPE_Q6_K].vec_dot = q6_K_dot;
+    t[DF_TYPE_MXFP4].vec_dot = mxfp4_dot;
+    t[DF_TYPE_Q1_0].vec_dot = q1_0_dot;
+    t[DF_TYPE_Q2_0].vec_dot = q2_0_dot;
     t[DF_TYPE_F32].gemm = f32_tile_gemm;
     t[DF_TYPE_F16].gemm = f16_tile_gemm;
     t[DF_TYPE_Q4_0].gemm = q4_0_tile_gemm;
     t[DF_TYPE_Q8_0].gemm = q8_0_tile_gemm;
+    t[DF_TYPE_MXFP4].gemm = mxfp4_tile_gemm;
     t[DF_TYPE_Q4_K].gemm = q4_K_tile_gemm;
     t[DF_TYPE_Q6_K].gemm = q6_K_tile_gemm;
     t[DF_TYPE_F32].dot_rows = f32_dot_rows;

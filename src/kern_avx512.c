@@ -19,11 +19,16 @@
  *   and accumulates into int32 in one instruction. Scales are spread to the
  *   lanes with vpermw from a small index table. q6_K/q3_K offsets use bsums as
  *   in the AVX2 file.
+ * - mxfp4 looks its codes up in ggml's table (pshufb per 128-bit lane) and
+ *   multiplies like q8_0; q1_0's sign bits are a 64-lane mask that negates
+ *   activations before a vpdpbusd against ones; q2_0's unsigned codes fold
+ *   their -1 offset in through the activation sum, like q4_0.
  * - The integer sums per block are exactly the scalar reference's; only the
  *   float accumulation order differs.
- * - This file cannot be executed on the development machine (no AVX-512);
- *   it is exercised by tests/test_quant.c wherever the CPU has AVX-512.
+ * - This file is exercised by tests/test_quant.c wherever the CPU has
+ *   AVX-512 (the development machine may not).
  */
+#include "kern_x86.h"
 #include "quant_isa.h"
 
 #include <immintrin.h>
@@ -246,6 +251,71 @@ static void q8_0_dot(int64_t n, const void *w, const void *x, float *out) {
 }
 
 /* ---------------------------------------------------------------------- */
+/* mxfp4, q1_0, q2_0 (activations in q8_0) */
+
+/* mxfp4: two blocks per step; codes -> ggml's values by pshufb on every
+ * 128-bit lane, then the signed product as for q8_0. */
+static void mxfp4_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_mxfp4 *a = w;
+    const block_q8_0 *b = x;
+    const int64_t nb = n / QK_MXFP4;
+    const __m512i tbl = _mm512_broadcast_i32x4(kx_mxfp4_table());
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        __m512i v = _mm512_shuffle_epi8(tbl, nibbles64(a[i].qs, a[i + 1].qs));
+        __m512i p = dot_i8_512(v, join256(LOADU(b[i].qs), LOADU(b[i + 1].qs)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p),
+                              join_ps(h2f(b[i].d) * quant_e8m0_half(a[i].e), h2f(b[i + 1].d) * quant_e8m0_half(a[i + 1].e)), acc);
+    }
+    if (i < nb) { /* the upper half's codes are 0, value 0, against zero activations */
+        __m512i p = dot_i8_512(_mm512_shuffle_epi8(tbl, nibbles_one(a[i].qs)), low256(LOADU(b[i].qs)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_set1_ps(h2f(b[i].d) * quant_e8m0_half(a[i].e)), acc);
+    }
+    *out = _mm512_reduce_add_ps(acc);
+}
+
+/* q1_0: 64 sign bits are a byte mask directly; y is negated where the bit
+ * is clear and summed by vpdpbusd against ones. Two q8_0 blocks per step. */
+static void q1_0_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_q1_0 *a = w;
+    const block_q8_0 *b = x;
+    const __m512i ones = _mm512_set1_epi8(1);
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK1_0; i++) {
+        const float dw = h2f(a[i].d);
+        const block_q8_0 *y = b + 4 * i;
+        uint64_t m0, m1;
+        memcpy(&m0, a[i].qs, 8);
+        memcpy(&m1, a[i].qs + 8, 8);
+        __m512i y0 = join256(LOADU(y[0].qs), LOADU(y[1].qs)), y1 = join256(LOADU(y[2].qs), LOADU(y[3].qs));
+        y0 = _mm512_mask_sub_epi8(y0, (__mmask64)~m0, _mm512_setzero_si512(), y0);
+        y1 = _mm512_mask_sub_epi8(y1, (__mmask64)~m1, _mm512_setzero_si512(), y1);
+        acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dpb(ones, y0)), join_ps(dw * h2f(y[0].d), dw * h2f(y[1].d)), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dpb(ones, y1)), join_ps(dw * h2f(y[2].d), dw * h2f(y[3].d)), acc1);
+    }
+    *out = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+/* q2_0: unsigned codes (kern_x86.h) through vpdpbusd; the -1 offset folded
+ * in as minus the activation sum. One weight block = two q8_0 blocks. */
+static void q2_0_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_q2_0 *a = w;
+    const block_q8_0 *b = x;
+    const __m512i ones = _mm512_set1_epi8(1);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK2_0; i++) {
+        const float dw = h2f(a[i].d);
+        __m256i lo, hi;
+        kx_q2_0_codes(a[i].qs, &lo, &hi);
+        __m512i y = join256(LOADU(b[2 * i].qs), LOADU(b[2 * i + 1].qs));
+        __m512i p = _mm512_sub_epi32(dpb(join256(lo, hi), y), dpb(ones, y));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), join_ps(dw * h2f(b[2 * i].d), dw * h2f(b[2 * i + 1].d)), acc);
+    }
+    *out = _mm512_reduce_add_ps(acc);
+}
+
+/* ---------------------------------------------------------------------- */
 /* K-quants */
 
 /* vpermw indices spreading int16 scales over the 32 int16 lanes of a
@@ -440,4 +510,7 @@ void kern_avx512_fill(quant_traits *t) {
     t[DF_TYPE_Q4_K].vec_dot = q4_K_dot;
     t[DF_TYPE_Q5_K].vec_dot = q5_K_dot;
     t[DF_TYPE_Q6_K].vec_dot = q6_K_dot;
+    t[DF_TYPE_MXFP4].vec_dot = mxfp4_dot;
+    t[DF_TYPE_Q1_0].vec_dot = q1_0_dot;
+    t[DF_TYPE_Q2_0].vec_dot = q2_0_dot;
 }

@@ -6,7 +6,8 @@
  * - NEON multiplies signed bytes by signed bytes, so weight values are
  *   formed as their true signed value (q4_0: nibble - 8, q6_K: q - 32, ...)
  *   and dotted directly with the int8 activations; no offset correction is
- *   needed. The per-block integer sums are exactly the scalar reference's.
+ *   needed. mxfp4 values come from ggml's table by vqtbl1q, q1_0's +-1 from
+ *   its sign bits, q2_0's code - 1 from zipped bit pairs. The per-block integer sums are exactly the scalar reference's.
  * - The byte dot product (16 int8 pairs -> 4 int32 partial sums) has two
  *   implementations: ARMv8.0 (smull/smull2 + sadalp) and the ARMv8.2 dotprod
  *   extension (sdot). The kernel bodies are written once, in the second half
@@ -56,6 +57,26 @@ static inline uint8x16_t bits16(uint32_t qh, int half) {
 }
 
 static inline uint32_t load_u32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+
+/* q1_0: 16 sign bits (bits 16*half.. of bits) -> bytes +1 (set) or -1 (clear). */
+static inline int8x16_t q1_0_signs(uint32_t bits, int half) {
+    return vreinterpretq_s8_u8(vorrq_u8(vmvnq_u8(bits16(bits, half)), vdupq_n_u8(1)));
+}
+
+/* q2_0: the 64 values code - 1 of a block in element order (element 4b+t is
+ * bits 2t..2t+1 of qs[b]): split the four bit pairs, zip them back. */
+static inline void q2_0_values(const uint8_t *qs, int8x16_t v[4]) {
+    const uint8x16_t m3 = vdupq_n_u8(3);
+    const int8x16_t one = vdupq_n_s8(1);
+    const uint8x16_t q = vld1q_u8(qs);
+    const uint8x16x2_t z01 = vzipq_u8(vandq_u8(q, m3), vandq_u8(vshrq_n_u8(q, 2), m3));
+    const uint8x16x2_t z23 = vzipq_u8(vandq_u8(vshrq_n_u8(q, 4), m3), vshrq_n_u8(q, 6));
+    for (int h = 0; h < 2; h++) {
+        uint16x8x2_t z = vzipq_u16(vreinterpretq_u16_u8(z01.val[h]), vreinterpretq_u16_u8(z23.val[h]));
+        v[2 * h] = vsubq_s8(vreinterpretq_s8_u16(z.val[0]), one);
+        v[2 * h + 1] = vsubq_s8(vreinterpretq_s8_u16(z.val[1]), one);
+    }
+}
 
 /* ---------------------------------------------------------------------- */
 /* f32, f16, bf16 */
@@ -256,6 +277,9 @@ void kern_neon_fill(quant_traits *t) {
     SET(DF_TYPE_Q4_K, q4_K_dot);
     SET(DF_TYPE_Q5_K, q5_K_dot);
     SET(DF_TYPE_Q6_K, q6_K_dot);
+    SET(DF_TYPE_MXFP4, mxfp4_dot);
+    SET(DF_TYPE_Q1_0, q1_0_dot);
+    SET(DF_TYPE_Q2_0, q2_0_dot);
 #undef SET
 }
 
@@ -356,6 +380,54 @@ static KN_TARGET void KN(q8_0_dot)(int64_t n, const void *w, const void *x, floa
     for (; i < nb; i++) {
         int32x4_t p0 = KN(dot32)(vld1q_s8(a[i].qs), vld1q_s8(a[i].qs + 16), b[i].qs);
         acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(p0), h2f(a[i].d) * h2f(b[i].d));
+    }
+    *out = vaddvq_f32(vaddq_f32(acc0, acc1));
+}
+
+/* mxfp4: codes -> ggml's values by table lookup (tbl), then as q8_0. */
+static KN_TARGET void KN(mxfp4_dot)(int64_t n, const void *w, const void *x, float *out) {
+    const block_mxfp4 *a = w;
+    const block_q8_0 *b = x;
+    const int8x16_t tbl = vld1q_s8(df_kvalues_mxfp4);
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int64_t i = 0; i < n / QK_MXFP4; i++) {
+        uint8x16_t q = vld1q_u8(a[i].qs);
+        int32x4_t p = KN(dot32)(vqtbl1q_s8(tbl, vandq_u8(q, m4)), vqtbl1q_s8(tbl, vshrq_n_u8(q, 4)), b[i].qs);
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(p), h2f(b[i].d) * quant_e8m0_half(a[i].e));
+    }
+    *out = vaddvq_f32(acc);
+}
+
+/* q1_0: +-1 per sign bit; one weight block spans four q8_0 blocks. */
+static KN_TARGET void KN(q1_0_dot)(int64_t n, const void *w, const void *x, float *out) {
+    const block_q1_0 *a = w;
+    const block_q8_0 *b = x;
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int64_t i = 0; i < n / QK1_0; i++) {
+        const float dw = h2f(a[i].d);
+        const block_q8_0 *y = b + 4 * i;
+        for (int k = 0; k < 4; k++) {
+            uint32_t bits = load_u32(a[i].qs + 4 * k);
+            int32x4_t p = KN(dot32)(q1_0_signs(bits, 0), q1_0_signs(bits, 1), y[k].qs);
+            acc = vfmaq_n_f32(acc, vcvtq_f32_s32(p), dw * h2f(y[k].d));
+        }
+    }
+    *out = vaddvq_f32(acc);
+}
+
+/* q2_0: code - 1 per element; one weight block spans two q8_0 blocks. */
+static KN_TARGET void KN(q2_0_dot)(int64_t n, const void *w, const void *x, float *out) {
+    const block_q2_0 *a = w;
+    const block_q8_0 *b = x;
+    float32x4_t acc0 = vdupq_n_f32(0), acc1 = vdupq_n_f32(0);
+    for (int64_t i = 0; i < n / QK2_0; i++) {
+        const float dw = h2f(a[i].d);
+        int8x16_t v[4];
+        q2_0_values(a[i].qs, v);
+        int32x4_t p0 = KN(dot32)(v[0], v[1], b[2 * i].qs), p1 = KN(dot32)(v[2], v[3], b[2 * i + 1].qs);
+        acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(p0), dw * h2f(b[2 * i].d));
+        acc1 = vfmaq_n_f32(acc1, vcvtq_f32_s32(p1), dw * h2f(b[2 * i + 1].d));
     }
     *out = vaddvq_f32(vaddq_f32(acc0, acc1));
 }

@@ -8,12 +8,12 @@
  *   ggml's dequantize_row_* exactly; the comment above each to_float spells
  *   out where element i lives.
  * - The table is indexed by ggml type id. Types ggml knows but we do not
- *   compute (IQ*, TQ*, MXFP4, NVFP4, Q1_0, Q2_0, I8..F64) carry their name,
+ *   compute (IQ*, TQ*, NVFP4, I8..F64) carry their name,
  *   block size and block bytes with supported = 0, so a GGUF reader can size
  *   tensors and report "unsupported type <name>". Ids ggml has retired are
  *   holes (name NULL).
  * - vec_dot pairs a weight row with an activation row in the type's vec_type,
- *   as llama.cpp's CPU backend does (q4_0/q5_0/q8_0 -> q8_0, q4_1/q5_1 ->
+ *   as llama.cpp's CPU backend does (q4_0/q5_0/q8_0, mxfp4, q1_0/q2_0 -> q8_0, q4_1/q5_1 ->
  *   q8_1, K-quants -> q8_K, f16 -> f16, bf16 -> bf16, f32 -> f32). The scalar
  *   kernels do the same integer arithmetic per block as llama.cpp (products of
  *   small integers summed exactly, then one float multiply by the block
@@ -23,7 +23,9 @@
  * - Activation quantizers (q8_0, q8_1, q8_K) round x * (127 / amax) to
  *   nearest-even, the operation SIMD code does natively, so the SIMD versions
  *   are bit-identical to these and the per-ISA tests can demand equality.
- * - Weight quantizers (used by tools/mkmodel to make test models) are simpler
+ * - MXFP4, Q1_0 and Q2_0 quantize exactly as ggml's reference quantizers
+ *   (quantize_row_*_ref), so files mkmodel writes hold what llama.cpp would.
+ * - The other weight quantizers (used by tools/mkmodel to make test models) are simpler
  *   than llama.cpp's: per sub-block a small search over candidate scales with
  *   a least-squares refit, then the super-block scales are quantized and the
  *   values re-quantized against the scales the decoder will actually see.
@@ -55,6 +57,9 @@ _Static_assert(sizeof(block_q4_K) == 4 + K_SCALE_SIZE + QK_K / 2, "block_q4_K si
 _Static_assert(sizeof(block_q5_K) == 4 + K_SCALE_SIZE + QK_K / 2 + QK_K / 8, "block_q5_K size");
 _Static_assert(sizeof(block_q6_K) == 2 + QK_K / 16 + 3 * QK_K / 4, "block_q6_K size");
 _Static_assert(sizeof(block_q8_K) == 4 + QK_K + QK_K / 16 * 2, "block_q8_K size");
+_Static_assert(sizeof(block_mxfp4) == 1 + QK_MXFP4 / 2, "block_mxfp4 size");
+_Static_assert(sizeof(block_q1_0) == 2 + QK1_0 / 8, "block_q1_0 size");
+_Static_assert(sizeof(block_q2_0) == 2 + QK2_0 / 4, "block_q2_0 size");
 _Static_assert(sizeof(float) == 4 && sizeof(uint32_t) == 4, "32-bit float");
 
 /* ---- bit helpers ---- */
@@ -995,6 +1000,179 @@ static void q6_K_vec_dot(int64_t n, const void *w, const void *x, float *out) {
 }
 
 /* ======================================================================
+ * MXFP4: 32 elements, one E8M0 exponent byte e and 16 bytes of 4-bit E2M1
+ * codes. Element j (j < 16) is the low nibble of qs[j], element j+16 the
+ * high one. value = kvalues[code] * 2^(e-128) (ggml's doubled e2m1 table
+ * times half the E8M0 scale). Pairs with q8_0 activations.
+ * ====================================================================== */
+
+const int8_t df_kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+float df_e8m0_to_fp32_half(uint8_t e) { return quant_e8m0_half(e); }
+
+static void mxfp4_to_float(const void *src, float *dst, int64_t n) {
+    const block_mxfp4 *b = src;
+    for (int64_t i = 0; i < n / QK_MXFP4; i++, dst += QK_MXFP4) {
+        float d = quant_e8m0_half(b[i].e);
+        for (int j = 0; j < 16; j++) {
+            dst[j] = (float)df_kvalues_mxfp4[b[i].qs[j] & 0xF] * d;
+            dst[j + 16] = (float)df_kvalues_mxfp4[b[i].qs[j] >> 4] * d;
+        }
+    }
+}
+
+/* ggml's shared exponent: floor(log2(amax)) - 2 + 127, so the largest
+ * element lands in [8, 16) units of the half scale; 0 for an all-zero block.
+ * (ggml converts the float to uint8 unchecked; below 2^-125 that is out of
+ * range, and we clamp to 0.) */
+static uint8_t mxfp4_exponent(float amax) {
+    if (!(amax > 0.0f)) return 0;
+    float e = floorf(log2f(amax)) - 2.0f + 127.0f;
+    return e < 0.0f ? 0 : (e > 254.0f ? 254 : (uint8_t)e);
+}
+
+/* Index of the table value nearest x/d, the first one on ties (ggml's
+ * best_index_mxfp4: index 0 beats 8, the smaller magnitude wins a tie). */
+static int mxfp4_best_index(float x, float d) {
+    int best = 0;
+    float best_err = fabsf((float)df_kvalues_mxfp4[0] * d - x);
+    for (int i = 1; i < 16; i++) {
+        float err = fabsf((float)df_kvalues_mxfp4[i] * d - x);
+        if (err < best_err) { best = i; best_err = err; }
+    }
+    return best;
+}
+
+static void mxfp4_from_float(const float *src, void *dst, int64_t n) {
+    block_mxfp4 *b = dst;
+    for (int64_t i = 0; i < n / QK_MXFP4; i++, src += QK_MXFP4) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK_MXFP4; j++)
+            if (amax < fabsf(src[j])) amax = fabsf(src[j]);
+        b[i].e = mxfp4_exponent(amax);
+        float d = quant_e8m0_half(b[i].e);
+        for (int j = 0; j < 16; j++)
+            b[i].qs[j] = (uint8_t)(mxfp4_best_index(src[j], d) | (mxfp4_best_index(src[j + 16], d) << 4));
+    }
+}
+
+static void mxfp4_vec_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_mxfp4 *a = w;
+    const block_q8_0 *b = x;
+    float sum = 0;
+    for (int64_t i = 0; i < n / QK_MXFP4; i++) {
+        int s = 0;
+        for (int j = 0; j < 16; j++) {
+            s += df_kvalues_mxfp4[a[i].qs[j] & 0xF] * b[i].qs[j];
+            s += df_kvalues_mxfp4[a[i].qs[j] >> 4] * b[i].qs[j + 16];
+        }
+        sum += (H2F(b[i].d) * quant_e8m0_half(a[i].e)) * (float)s;
+    }
+    *out = sum;
+}
+
+/* ======================================================================
+ * Q1_0: 128 elements, d (f16) and one bit per element: bit j%8 of qs[j/8]
+ * set means +d, clear means -d. Pairs with q8_0: one weight block spans four
+ * activation blocks, and (as in ggml) each activation block's integer sum is
+ * scaled by its own d in float, the four summed, then times the weight d.
+ * Quantizer (ggml's reference): d = mean |x|, bit = (x >= 0).
+ * ====================================================================== */
+
+static void q1_0_to_float(const void *src, float *dst, int64_t n) {
+    const block_q1_0 *b = src;
+    for (int64_t i = 0; i < n / QK1_0; i++, dst += QK1_0) {
+        float d = H2F(b[i].d);
+        for (int j = 0; j < QK1_0; j++) dst[j] = (b[i].qs[j >> 3] >> (j & 7)) & 1 ? d : -d;
+    }
+}
+
+static void q1_0_from_float(const float *src, void *dst, int64_t n) {
+    block_q1_0 *b = dst;
+    for (int64_t i = 0; i < n / QK1_0; i++, src += QK1_0) {
+        float sum_abs = 0.0f;
+        for (int j = 0; j < QK1_0; j++) sum_abs += fabsf(src[j]);
+        b[i].d = F2H(sum_abs / QK1_0);
+        memset(b[i].qs, 0, sizeof b[i].qs);
+        for (int j = 0; j < QK1_0; j++)
+            if (src[j] >= 0.0f) b[i].qs[j >> 3] |= (uint8_t)(1u << (j & 7));
+    }
+}
+
+/* Dot of weight blocks that span several q8_0 blocks (q1_0, q2_0), scaled
+ * as ggml does: each activation block's integer sum times its d, those
+ * summed, times the weight block's d. Each weight block is bs bytes: the f16
+ * d, then the codes; val(codes, j) is element j's integer value. */
+typedef int (*lowbit_val_fn)(const uint8_t *qs, int j);
+static inline float dot_spanning_q8_0(int64_t n, const void *w, size_t bs, int blck, lowbit_val_fn val,
+                                      const block_q8_0 *b) {
+    float sum = 0;
+    for (int64_t i = 0; i < n / blck; i++, b += blck / QK8_0) {
+        const uint8_t *blk = (const uint8_t *)w + (size_t)i * bs;
+        uint16_t d;
+        memcpy(&d, blk, 2);
+        float sb = 0;
+        for (int k = 0; k < blck / QK8_0; k++) {
+            int s = 0;
+            for (int l = 0; l < QK8_0; l++) s += val(blk + 2, QK8_0 * k + l) * b[k].qs[l];
+            sb += H2F(b[k].d) * (float)s;
+        }
+        sum += H2F(d) * sb;
+    }
+    return sum;
+}
+
+static int q1_0_val(const uint8_t *qs, int j) { return (qs[j >> 3] >> (j & 7)) & 1 ? 1 : -1; }
+
+static void q1_0_vec_dot(int64_t n, const void *w, const void *x, float *out) {
+    *out = dot_spanning_q8_0(n, w, sizeof(block_q1_0), QK1_0, q1_0_val, x);
+}
+
+/* ======================================================================
+ * Q2_0: 64 elements, d (f16) and 2-bit codes c: element j is bits
+ * 2(j%4)..2(j%4)+1 of qs[j/4]; value = d * (c - 1), c - 1 in {-1, 0, 1, 2}.
+ * Pairs with q8_0 (two activation blocks per weight block, scaled as for
+ * Q1_0). Quantizer (ggml's reference): d = amax, c = round(x/d) + 1 (half
+ * away from zero) clamped to [0, 3], so c = 3 only arises in foreign files.
+ * ====================================================================== */
+
+static inline int q2_0_code(const uint8_t *qs, int j) { return (qs[j >> 2] >> (2 * (j & 3))) & 3; }
+
+static void q2_0_to_float(const void *src, float *dst, int64_t n) {
+    const block_q2_0 *b = src;
+    for (int64_t i = 0; i < n / QK2_0; i++, dst += QK2_0) {
+        float d = H2F(b[i].d);
+        for (int j = 0; j < QK2_0; j++) dst[j] = (float)(q2_0_code(b[i].qs, j) - 1) * d;
+    }
+}
+
+/* round(v) + 1 clamped to [0, 3], half away from zero; NaN -> 0 */
+static inline int q2_0_quant1(float v) {
+    float r = roundf(v);
+    if (!(r >= -1.0f)) return 0;
+    return r >= 2.0f ? 3 : (int)r + 1;
+}
+
+static void q2_0_from_float(const float *src, void *dst, int64_t n) {
+    block_q2_0 *b = dst;
+    for (int64_t i = 0; i < n / QK2_0; i++, src += QK2_0) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK2_0; j++)
+            if (fabsf(src[j]) > amax) amax = fabsf(src[j]);
+        float id = amax > 0.0f ? 1.0f / amax : 0.0f;
+        b[i].d = F2H(amax);
+        memset(b[i].qs, 0, sizeof b[i].qs);
+        for (int j = 0; j < QK2_0; j++) b[i].qs[j >> 2] |= (uint8_t)(q2_0_quant1(src[j] * id) << (2 * (j & 3)));
+    }
+}
+
+static int q2_0_val(const uint8_t *qs, int j) { return q2_0_code(qs, j) - 1; }
+
+static void q2_0_vec_dot(int64_t n, const void *w, const void *x, float *out) {
+    *out = dot_spanning_q8_0(n, w, sizeof(block_q2_0), QK2_0, q2_0_val, x);
+}
+
+/* ======================================================================
  * The table
  * ====================================================================== */
 
@@ -1020,6 +1198,9 @@ static const quant_traits ref_table[DF_TYPE_COUNT] = {
     [DF_TYPE_Q6_K] = SUP("q6_K", QK_K, sizeof(block_q6_K), DF_TYPE_Q8_K, q6_K),
     [DF_TYPE_Q8_K] = SUP("q8_K", QK_K, sizeof(block_q8_K), DF_TYPE_Q8_K, q8_K),
     [DF_TYPE_BF16] = SUP("bf16", 1, 2, DF_TYPE_BF16, bf16),
+    [DF_TYPE_MXFP4] = SUP("mxfp4", QK_MXFP4, sizeof(block_mxfp4), DF_TYPE_Q8_0, mxfp4),
+    [DF_TYPE_Q1_0] = SUP("q1_0", QK1_0, sizeof(block_q1_0), DF_TYPE_Q8_0, q1_0),
+    [DF_TYPE_Q2_0] = SUP("q2_0", QK2_0, sizeof(block_q2_0), DF_TYPE_Q8_0, q2_0),
     /* known to ggml, not computed here (sizes from ggml-common.h) */
     [16] = UNSUP("iq2_xxs", QK_K, 66),
     [17] = UNSUP("iq2_xs", QK_K, 74),
@@ -1037,10 +1218,7 @@ static const quant_traits ref_table[DF_TYPE_COUNT] = {
     [29] = UNSUP("iq1_m", QK_K, 56),
     [34] = UNSUP("tq1_0", QK_K, 54),
     [35] = UNSUP("tq2_0", QK_K, 66),
-    [39] = UNSUP("mxfp4", 32, 17),
     [40] = UNSUP("nvfp4", 64, 36),
-    [41] = UNSUP("q1_0", 128, 18),
-    [42] = UNSUP("q2_0", 64, 18),
     /* 4, 5, 31..33, 36..38: retired by ggml, left as holes (name NULL) */
 };
 

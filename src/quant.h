@@ -8,8 +8,8 @@
  * how to quantize floats into it, and a dot product of one weight row with an
  * activation row that has been converted into the type's "vec_type" (the
  * activation format it pairs with, as in llama.cpp: Q8_0 for Q4_0/Q5_0/Q8_0,
- * Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants, F32 for F32, F16 for F16,
- * BF16 for BF16). Matrix code looks the entry up once and never switches on
+ * Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants, Q8_0 also for MXFP4, Q1_0
+ * and Q2_0, F32 for F32, F16 for F16, BF16 for BF16). Matrix code looks the entry up once and never switches on
  * type or instruction set.
  *
  * quant_init() fills the table with the best kernels this CPU supports
@@ -40,6 +40,9 @@ enum df_type {
     DF_TYPE_Q6_K = 14,
     DF_TYPE_Q8_K = 15,
     DF_TYPE_BF16 = 30,
+    DF_TYPE_MXFP4 = 39,
+    DF_TYPE_Q1_0 = 41,
+    DF_TYPE_Q2_0 = 42,
     DF_TYPE_COUNT = 43 /* ggml's GGML_TYPE_COUNT: ids >= this are invalid */
 };
 
@@ -118,6 +121,9 @@ uint16_t df_fp32_to_bf16(float f);
 #define QK8_1 32
 #define QK_K 256
 #define K_SCALE_SIZE 12
+#define QK_MXFP4 32
+#define QK1_0 128
+#define QK2_0 64
 
 typedef struct { uint16_t d; uint8_t qs[QK4_0 / 2]; } block_q4_0;
 typedef struct { uint16_t d, m; uint8_t qs[QK4_1 / 2]; } block_q4_1;
@@ -131,5 +137,18 @@ typedef struct { uint16_t d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qs[QK_K
 typedef struct { uint16_t d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qh[QK_K / 8]; uint8_t qs[QK_K / 2]; } block_q5_K;
 typedef struct { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; uint16_t d; } block_q6_K;
 typedef struct { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; } block_q8_K;
+/* MXFP4: e = E8M0 shared exponent; 32 E2M1 codes, element j (j < 16) in the
+ * low nibble of qs[j], element j+16 in the high one. */
+typedef struct { uint8_t e; uint8_t qs[QK_MXFP4 / 2]; } block_mxfp4;
+/* Q1_0: one sign bit per element (bit j%8 of qs[j/8]); value = +-d. */
+typedef struct { uint16_t d; uint8_t qs[QK1_0 / 8]; } block_q1_0;
+/* Q2_0: 2-bit codes (bits 2(j%4).. of qs[j/4]); value = d * (code - 1). */
+typedef struct { uint16_t d; uint8_t qs[QK2_0 / 4]; } block_q2_0;
+
+/* ggml's e2m1 values doubled (kvalues_mxfp4), and the E8M0 exponent as a
+ * float halved (ggml_e8m0_to_fp32_half: 2^(e-128), exact, subnormal for
+ * e < 2), so that kvalue * half(e) is the MXFP4 element's value. */
+extern const int8_t df_kvalues_mxfp4[16];
+float df_e8m0_to_fp32_half(uint8_t e);
 
 #endif

@@ -60,6 +60,16 @@ void kern_avx512_fill(quant_traits *tab);
 void kern_neon_fill(quant_traits *tab);
 #endif
 
+/* ggml_e8m0_to_fp32_half: the MXFP4 block scale 2^(e-128), exact (e >= 2 a
+ * normal float with biased exponent e-1; e = 0, 1 the subnormals 2^-128 and
+ * 2^-127). Inline for the kernels; df_e8m0_to_fp32_half wraps it. */
+static inline float quant_e8m0_half(uint8_t e) {
+    uint32_t u = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
 /* Decode the 6-bit scale and min of sub-block j (0..7) of a q4_K/q5_K block. */
 static inline void quant_k4_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m) {
     if (j < 4) {

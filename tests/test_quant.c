@@ -17,7 +17,9 @@
  *      from the format's step size (derivation at the rt_bound table).
  * Golden tests pin the byte layout to ggml's: fixed bit patterns are decoded
  * and dotted and compared with checksums produced by ggml's own
- * dequantize_row_* and ggml_vec_dot_*_generic (generated once, offline).
+ * dequantize_row_* and ggml_vec_dot_*_generic (printed by tests/ggml_golden.c);
+ * for mxfp4/q1_0/q2_0, whose quantizers follow ggml's reference ones, the
+ * quantized bytes of a fixed input are compared with ggml's by hash.
  * Half-precision conversion is tested exhaustively over all 65536 halves and
  * on the edge cases (ties, overflow, subnormals, inf, nan).
  *
@@ -33,6 +35,7 @@
 
 #include "quant.h"
 #include "quant_isa.h"
+#include "golden_pattern.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -43,7 +46,7 @@
 static const int k_types[] = {
     DF_TYPE_F32, DF_TYPE_F16, DF_TYPE_BF16, DF_TYPE_Q4_0, DF_TYPE_Q4_1, DF_TYPE_Q5_0,
     DF_TYPE_Q5_1, DF_TYPE_Q8_0, DF_TYPE_Q8_1, DF_TYPE_Q2_K, DF_TYPE_Q3_K, DF_TYPE_Q4_K,
-    DF_TYPE_Q5_K, DF_TYPE_Q6_K, DF_TYPE_Q8_K,
+    DF_TYPE_Q5_K, DF_TYPE_Q6_K, DF_TYPE_Q8_K, DF_TYPE_MXFP4, DF_TYPE_Q1_0, DF_TYPE_Q2_0,
 };
 #define N_TYPES ((int)(sizeof k_types / sizeof k_types[0]))
 
@@ -63,6 +66,17 @@ static const int k_types[] = {
  *  q5_K: D = range/31                                 -> 0.0303
  *  q6_K: sub-blocks of 16, D = amax/32                -> 0.0147
  *  f16 / bf16: per-element relative rounding error <= 2^-11 / 2^-8.
+ *  mxfp4 (ggml's quantizer): half scale d = 2^(floor(log2 amax) - 3), grid
+ *    d * {0,1,2,3,4,6,8,12}; for amax ~ 1 (E[amax of 32] = 32/33) d = 1/16,
+ *    so |x| in [0,16d). Mean square error in units of d^2 over the four
+ *    quarters of that range: step 1 (1/12), step 2 (4/12), step 4 (16/12),
+ *    and [12,16) clipped to 12 (16/3): 85/48; signal 256/3. Relative RMS
+ *    sqrt((85/48)/(256/3)) = 0.1441 (smaller when amax sits lower in its
+ *    octave: less clipping). No f16 scale (E8M0 is exact).
+ *  q1_0: value sign(x) * mean|x|; for uniform x the error is |x| - 1/2,
+ *    variance 1/12 against mean square 1/3 -> 0.5, plus the f16 scale.
+ *  q2_0: d = amax, levels {-d, 0, d} (ggml never emits 2d): step D = amax,
+ *    E[amax of 64] = 64/65 -> 0.4923.
  * Each bound is the nominal value times 1.15 (clamped top level, 6-bit or
  * 4-bit quantization of the sub-block scales and mins, sampling spread of the
  * range over 4096 elements) plus 2^-11 for the f16 block scales. A quantizer
@@ -85,6 +99,9 @@ static double rt_bound(int type) {
     case DF_TYPE_Q4_K: return m * 0.0626 + h;
     case DF_TYPE_Q5_K: return m * 0.0303 + h;
     case DF_TYPE_Q6_K: return m * 0.0147 + h;
+    case DF_TYPE_MXFP4: return m * 0.1441;
+    case DF_TYPE_Q1_0: return m * 0.5 + h;
+    case DF_TYPE_Q2_0: return m * 0.4923 + h;
     default: return -1;
     }
 }
@@ -260,11 +277,13 @@ static void test_type(void **state) {
     int64_t sizes_f[] = {1, 7, 33, 768, 4096, 4101};
     int64_t sizes_32[] = {32, 96, 768, 4096};
     int64_t sizes_256[] = {256, 768, 4096};
+    int64_t sizes_b[] = {ref->blck, 3 * ref->blck, 768, 4096}; /* q2_0 (64), q1_0 (128) */
     const int64_t *sizes;
     int ns;
     if (ref->blck == 1) { sizes = sizes_f; ns = 6; }
     else if (ref->blck == 32) { sizes = sizes_32; ns = 4; }
-    else { sizes = sizes_256; ns = 3; }
+    else if (ref->blck == 256) { sizes = sizes_256; ns = 3; }
+    else { sizes = sizes_b; ns = 4; }
     for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
         if (!quant_isa_available(isa)) continue;
         for (int k = 0; k < ns; k++) check_type_isa_n(type, isa, sizes[k], &rng);
@@ -322,64 +341,15 @@ static void test_type(void **state) {
 
 static uint16_t f2h(float f) { return df_fp32_to_fp16(f); }
 
-/* Fill nblk blocks of type with a fixed byte pattern, then set the scale
- * fields to small exact values (so the decoded values are finite and exact). */
-static void golden_fill(int type, uint8_t *buf, int nblk) {
-    const quant_traits *t = quant_traits_ref(type);
-    size_t bs = t->type_size;
-    for (size_t k = 0; k < bs * (size_t)nblk; k++) buf[k] = (uint8_t)(k * 167u + 13u);
-    for (int b = 0; b < nblk; b++) {
-        uint8_t *p = buf + (size_t)b * bs;
-        uint16_t d = f2h(0.0625f * (1.0f + 0.0625f * (float)b)), m = f2h(-0.015625f * (float)(b + 1));
-        uint16_t dmin = f2h(0.015625f * (float)(b + 1));
-        switch (type) {
-        case DF_TYPE_Q4_0: case DF_TYPE_Q5_0: case DF_TYPE_Q8_0: memcpy(p, &d, 2); break;
-        case DF_TYPE_Q4_1: case DF_TYPE_Q5_1: case DF_TYPE_Q8_1: memcpy(p, &d, 2); memcpy(p + 2, &m, 2); break;
-        case DF_TYPE_Q2_K: memcpy(p + offsetof(block_q2_K, d), &d, 2); memcpy(p + offsetof(block_q2_K, dmin), &dmin, 2); break;
-        case DF_TYPE_Q3_K: memcpy(p + offsetof(block_q3_K, d), &d, 2); break;
-        case DF_TYPE_Q4_K: case DF_TYPE_Q5_K: memcpy(p, &d, 2); memcpy(p + 2, &dmin, 2); break;
-        case DF_TYPE_Q6_K: memcpy(p + offsetof(block_q6_K, d), &d, 2); break;
-        case DF_TYPE_Q8_K: {
-            float fd = 0.03125f + 0.001f * (float)b;
-            memcpy(p, &fd, 4);
-            break;
-        }
-        default: break;
-        }
-    }
-}
-
-/* Activation pattern in the vec type: values kept in [-127, 127] as our
- * quantizers produce; q8_K bsums made consistent with qs. */
-static void golden_fill_act(int vt, uint8_t *buf, int nblk) {
-    golden_fill(vt, buf, nblk);
-    size_t bs = quant_traits_ref(vt)->type_size;
-    for (int b = 0; b < nblk; b++) {
-        uint8_t *p = buf + (size_t)b * bs;
-        if (vt == DF_TYPE_Q8_K) {
-            block_q8_K *k = (block_q8_K *)(void *)p;
-            for (int i = 0; i < QK_K; i++)
-                if (k->qs[i] == -128) k->qs[i] = -127;
-            for (int j = 0; j < 16; j++) {
-                int s = 0;
-                for (int l = 0; l < 16; l++) s += k->qs[16 * j + l];
-                k->bsums[j] = (int16_t)s;
-            }
-        } else {
-            size_t off = vt == DF_TYPE_Q8_0 ? 2 : 4;
-            for (size_t i = 0; i < 32; i++)
-                if (p[off + i] == 0x80) p[off + i] = 0x81;
-        }
-    }
-}
-
 typedef struct {
     int type;
     double checksum; /* sum over 2 blocks of (i+1) * value_i, from ggml dequantize_row_* */
     double dot;      /* ggml_vec_dot_*_generic of the pattern with the activation pattern */
 } golden;
 
-/* Generated with ggml (llama.cpp ggml/src/ggml-quants.c + ggml-cpu/quants.c). */
+/* Generated with ggml (llama.cpp ggml/src/ggml-quants.c + ggml-cpu/quants.c):
+ * tests/ggml_golden.c prints this table (see its header for the command);
+ * q8_1 has no ggml dequantizer, q8_K none in ggml-base's traits. */
 static const golden k_golden[] = {
     {DF_TYPE_Q4_0, -63.12890625, 6.32527161},
     {DF_TYPE_Q4_1, 1023.36328125, 14.5806732},
@@ -393,7 +363,42 @@ static const golden k_golden[] = {
     {DF_TYPE_Q5_K, 4268793.46875, 585.971924},
     {DF_TYPE_Q6_K, 59483.90625, -1721.92529},
     {DF_TYPE_Q8_K, -1444.9279065951705, 0},
+    {DF_TYPE_MXFP4, -42.4375, -8.22070312},
+    {DF_TYPE_Q1_0, 17.703125, 3.87045288},
+    {DF_TYPE_Q2_0, 277.1328125, 7.10704041},
 };
+
+/* Hash of the bytes ggml's reference quantizer (quantize_row_*_ref, through
+ * ggml_quantize_chunk) makes of golden_quant_input, for the types whose
+ * quantizer we follow exactly; printed by tests/ggml_golden.c. */
+static const struct { int type; uint64_t hash; } k_golden_quant[] = {
+    {DF_TYPE_MXFP4, 0xcec4980474ebee7cull},
+    {DF_TYPE_Q1_0, 0x25a87ba8564e8354ull},
+    {DF_TYPE_Q2_0, 0xf40254e41eaadd65ull},
+};
+
+static void test_golden_quant(void **state) {
+    (void)state;
+    float x[GOLDEN_QN];
+    uint8_t q[GOLDEN_QN * 4];
+    golden_quant_input(x);
+    for (size_t g = 0; g < sizeof k_golden_quant / sizeof k_golden_quant[0]; g++) {
+        for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
+            if (!quant_isa_available(isa)) continue;
+            const quant_traits *t = quant_traits_isa(k_golden_quant[g].type, isa);
+            memset(q, 0, sizeof q);
+            t->from_float(x, q, GOLDEN_QN);
+            uint64_t h = golden_hash(q, quant_row_size(k_golden_quant[g].type, GOLDEN_QN));
+            if (h != k_golden_quant[g].hash)
+                fail_msg("%s/%s: quantized bytes hash %016llx, ggml %016llx", t->name, quant_isa_str(isa),
+                         (unsigned long long)h, (unsigned long long)k_golden_quant[g].hash);
+        }
+    }
+    /* ggml_e8m0_to_fp32_half: 2^(e-128), subnormal for e = 0, 1 */
+    for (int e = 0; e < 256; e++)
+        if (df_e8m0_to_fp32_half((uint8_t)e) != ldexpf(1.0f, e - 128))
+            fail_msg("e8m0 half(%d) = %.9g", e, df_e8m0_to_fp32_half((uint8_t)e));
+}
 
 static void test_golden(void **state) {
     (void)state;
@@ -404,14 +409,15 @@ static void test_golden(void **state) {
         const quant_traits *r = quant_traits_ref(G->type);
         int nblk = 2;
         int64_t n = (int64_t)r->blck * nblk;
-        golden_fill(G->type, w, nblk);
+        golden_fill(G->type, r->type_size, w, nblk, f2h);
         r->to_float(w, v, n);
         double cs = 0;
         for (int64_t i = 0; i < n; i++) cs += (double)(i + 1) * v[i];
         if (!(fabs(cs - G->checksum) <= 1e-9 * fabs(G->checksum) + 1e-9))
             fail_msg("%s: layout checksum %.17g, ggml %.17g", r->name, cs, G->checksum);
         if (G->type == DF_TYPE_Q8_K || G->type == DF_TYPE_Q8_1) continue; /* no ggml vec_dot */
-        golden_fill_act(r->vec_type, a, nblk);
+        const quant_traits *vr = quant_traits_ref(r->vec_type);
+        golden_fill_act(r->vec_type, vr->type_size, a, (int)(n / vr->blck), f2h);
         quant_traits_ref(r->vec_type)->to_float(a, va, n);
         double mag = 0;
         for (int64_t i = 0; i < n; i++) mag += fabs((double)v[i] * va[i]);
@@ -539,7 +545,7 @@ static void test_table(void **state) {
         {6, "q5_0", 32, 22, 8}, {7, "q5_1", 32, 24, 9}, {8, "q8_0", 32, 34, 8}, {9, "q8_1", 32, 36, 9},
         {10, "q2_K", 256, 84, 15}, {11, "q3_K", 256, 110, 15}, {12, "q4_K", 256, 144, 15},
         {13, "q5_K", 256, 176, 15}, {14, "q6_K", 256, 210, 15}, {15, "q8_K", 256, 292, 15},
-        {30, "bf16", 1, 2, 30},
+        {30, "bf16", 1, 2, 30}, {39, "mxfp4", 32, 17, 8}, {41, "q1_0", 128, 18, 8}, {42, "q2_0", 64, 18, 8},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const quant_traits *t = quant_traits_get(want[i].id);
@@ -554,8 +560,7 @@ static void test_table(void **state) {
         {16, "iq2_xxs", 256, 66}, {17, "iq2_xs", 256, 74}, {18, "iq3_xxs", 256, 98}, {19, "iq1_s", 256, 50},
         {20, "iq4_nl", 32, 18}, {21, "iq3_s", 256, 110}, {22, "iq2_s", 256, 82}, {23, "iq4_xs", 256, 136},
         {24, "i8", 1, 1}, {25, "i16", 1, 2}, {26, "i32", 1, 4}, {27, "i64", 1, 8}, {28, "f64", 1, 8},
-        {29, "iq1_m", 256, 56}, {34, "tq1_0", 256, 54}, {35, "tq2_0", 256, 66}, {39, "mxfp4", 32, 17},
-        {40, "nvfp4", 64, 36}, {41, "q1_0", 128, 18}, {42, "q2_0", 64, 18},
+        {29, "iq1_m", 256, 56}, {34, "tq1_0", 256, 54}, {35, "tq2_0", 256, 66}, {40, "nvfp4", 64, 36},
     };
     for (size_t i = 0; i < sizeof unsup / sizeof unsup[0]; i++) {
         const quant_traits *t = quant_traits_get(unsup[i].id);
@@ -620,11 +625,12 @@ int main(void) {
         if (quant_isa_available(isa)) fprintf(stderr, " %s", quant_isa_str(isa));
     fprintf(stderr, "\n");
 
-    struct CMUnitTest tests[N_TYPES + 4];
+    struct CMUnitTest tests[N_TYPES + 5];
     int nt = 0;
     tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_table);
     tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_fp16);
     tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_golden);
+    tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_golden_quant);
     tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_scale_unpack);
     for (int i = 0; i < N_TYPES; i++) {
         tests[nt] = (struct CMUnitTest)cmocka_unit_test_prestate(test_type, (void *)&k_types[i]);

@@ -11,7 +11,7 @@
  * row by row and streamed to disk, so multi-gigabyte models need little
  * memory.
  *
- *   mkmodel -o tiny.gguf [--arch ARCH] [--type q4_K] [--preset NAME] [dimension flags...]
+ *   mkmodel -o tiny.gguf [--arch ARCH] [--type q4_K] [--expert-type mxfp4] [--preset NAME] [dimension flags...]
  *
  * Architectures: llama (dense, or Mixtral-style with --experts), qwen2, qwen3,
  * qwen2moe, qwen3moe, deepseek2. Presets keep each family's real structure
@@ -24,7 +24,11 @@
  * how llama.cpp recognises a "lite" model). Big
  * variants (e.g. --preset deepseek-v3-tiny --n-embd 2048 --experts 64) are
  * just flags away. A tensor whose rows do not fit the chosen block type
- * falls back to q8_0, then f16, as llama-quantize does. Run without
+ * falls back to q8_0, then f16, as llama-quantize does. --expert-type gives
+ * the routed expert tensors (ffn_*_exps) their own type, as real files do
+ * (e.g. MXFP4 experts with Q8_0 elsewhere); by default they get --type.
+ * MXFP4, Q1_0 and Q2_0 are written by ggml's own reference quantizers, so
+ * llama.cpp would make the same bytes from the same floats. Run without
  * arguments for the flag list.
  */
 #include <math.h>
@@ -41,7 +45,7 @@ enum init_kind { INIT_LINEAR, INIT_QK, INIT_EMBED, INIT_NORM, INIT_BIAS, INIT_OU
 
 typedef struct {
     const char *arch;
-    int type, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, vocab, ctx, tied;
+    int type, expert_type, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, vocab, ctx, tied;
     /* mixture of experts */
     int n_expert, n_used, n_ff_exp, n_ff_shexp, n_shared, dense_lead, gating, groups, group_used, norm_w, probs_bias;
     float w_scale;
@@ -142,9 +146,9 @@ static void plan_ffn(const config *c, plan *p, int l) {
     }
     add(p, DF_TYPE_F32, INIT_ROUTER, E, c->n_expert, "blk.%d.ffn_gate_inp.weight", l);
     if (c->probs_bias) add(p, DF_TYPE_F32, INIT_BIAS, c->n_expert, 1, "blk.%d.exp_probs_b.bias", l);
-    add3(p, c->type, INIT_LINEAR, E, c->n_ff_exp, c->n_expert, "blk.%d.ffn_gate_exps.weight", l);
-    add3(p, c->type, INIT_LINEAR, E, c->n_ff_exp, c->n_expert, "blk.%d.ffn_up_exps.weight", l);
-    add3(p, c->type, INIT_LINEAR, c->n_ff_exp, E, c->n_expert, "blk.%d.ffn_down_exps.weight", l);
+    add3(p, c->expert_type, INIT_LINEAR, E, c->n_ff_exp, c->n_expert, "blk.%d.ffn_gate_exps.weight", l);
+    add3(p, c->expert_type, INIT_LINEAR, E, c->n_ff_exp, c->n_expert, "blk.%d.ffn_up_exps.weight", l);
+    add3(p, c->expert_type, INIT_LINEAR, c->n_ff_exp, E, c->n_expert, "blk.%d.ffn_down_exps.weight", l);
     if (c->n_ff_shexp > 0) {
         if (strcmp(c->arch, "qwen2moe") == 0) add(p, DF_TYPE_F32, INIT_ROUTER, E, 1, "blk.%d.ffn_gate_inp_shexp.weight", l);
         add(p, c->type, INIT_LINEAR, E, c->n_ff_shexp, "blk.%d.ffn_gate_shexp.weight", l);
@@ -383,7 +387,8 @@ static void preset(config *c, const char *name) {
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: mkmodel -o OUT.gguf [--arch llama|qwen2|qwen3] [--type f32|f16|bf16|q4_0|q4_1|q5_0|q5_1|q8_0|q2_K|q3_K|q4_K|q5_K|q6_K]\n"
+            "usage: mkmodel -o OUT.gguf [--arch llama|qwen2|qwen3] [--type TYPE] [--expert-type TYPE]\n"
+            "               TYPE: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K mxfp4 q1_0 q2_0\n"
             "               [--preset tiny|small|medium|1b] [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
             "               [--head-dim N] [--n-ff N] [--vocab N] [--ctx N] [--seed S] [--tied] [--rope-base F]\n"
             "               [--rope-scaling linear:F | yarn:F:ORIG | llama3:F:ORIG]\n"
@@ -401,6 +406,7 @@ int main(int argc, char **argv) {
     memset(&c, 0, sizeof c);
     c.arch = "llama";
     c.type = DF_TYPE_F32;
+    c.expert_type = -1; /* same as --type */
     c.seed = 42;
     c.ctx = 2048;
     c.rope_base = 10000.0f;
@@ -416,6 +422,7 @@ int main(int argc, char **argv) {
         if (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0) c.out = v;
         else if (strcmp(a, "--arch") == 0) c.arch = v;
         else if (strcmp(a, "--type") == 0) { if ((c.type = parse_type(v)) < 0) die("unknown --type"); }
+        else if (strcmp(a, "--expert-type") == 0) { if ((c.expert_type = parse_type(v)) < 0) die("unknown --expert-type"); }
         else if (strcmp(a, "--preset") == 0) preset(&c, v);
         else if (strcmp(a, "--n-embd") == 0) c.n_embd = atoi(v);
         else if (strcmp(a, "--n-layer") == 0) c.n_layer = atoi(v);
@@ -472,9 +479,11 @@ int main(int argc, char **argv) {
     if (c.n_embd < 1 || c.n_layer < 1 || c.n_head < 1 || c.n_head_kv < 1 || c.n_head % c.n_head_kv || c.head_dim < 2 ||
         c.head_dim % 2 || c.n_ff < 1 || c.ctx < 1)
         die("inconsistent dimensions");
-    const quant_traits *qt = quant_traits_get(c.type);
-    if (c.n_embd % qt->blck) {
-        fprintf(stderr, "mkmodel: %s needs n_embd to be a multiple of %d\n", qt->name, qt->blck);
+    if (c.expert_type < 0) c.expert_type = c.type;
+    const quant_traits *qt = quant_traits_get(c.type), *qe = quant_traits_get(c.expert_type);
+    if (c.n_embd % qt->blck || c.n_embd % qe->blck) {
+        const quant_traits *bad = c.n_embd % qt->blck ? qt : qe;
+        fprintf(stderr, "mkmodel: %s needs n_embd to be a multiple of %d\n", bad->name, bad->blck);
         return 1;
     }
 
@@ -517,8 +526,8 @@ int main(int argc, char **argv) {
         have_prev_router |= is_router;
     }
     if (gw_finish(w, err, sizeof err) != 0) die(err);
-    fprintf(stderr, "mkmodel: wrote %s: %s, %s, %d tensors, %.1f MiB of weights\n", c.out, c.arch, qt->name, p.n,
-            (double)total / (1 << 20));
+    fprintf(stderr, "mkmodel: wrote %s: %s, %s (experts %s), %d tensors, %.1f MiB of weights\n", c.out, c.arch, qt->name,
+            c.n_expert > 0 ? qe->name : "-", p.n, (double)total / (1 << 20));
     gw_free(w);
     bpe_vocab_free(&v);
     free(p.t);

@@ -47,6 +47,10 @@ check "logits --out size" test "$(stat -c %s "$T/l.bin")" -eq $((3 * 512 * 4))
 "$B/mkmodel" -o "$T/m.gguf" --arch qwen3 --type q4_K 2>/dev/null
 check "mkmodel model runs" bash -c "'$D' run -m '$T/m.gguf' -p 'hello world' -n 8 --temp 0 >/dev/null 2>&1"
 check "mkmodel is deterministic" bash -c "'$B/mkmodel' -o '$T/m2.gguf' --arch qwen3 --type q4_K 2>/dev/null && cmp -s '$T/m.gguf' '$T/m2.gguf'"
+# --expert-type: routed experts in their own type, the rest in --type
+"$B/mkmodel" -o "$T/e.gguf" --preset qwen3moe-tiny --type q8_0 --expert-type mxfp4 2>/dev/null
+info=$("$D" info -m "$T/e.gguf")
+check "mkmodel --expert-type" bash -c "grep -q 'one expert:.* mxfp4' <<< \"\$1\" && grep -q 'q8_0 ' <<< \"\$1\"" _ "$info"
 
 # bad input: clear errors, exit 1 or 2, never a crash
 err() { "$D" "$@" 2>&1 >/dev/null; echo "rc=$?"; }
