@@ -358,7 +358,8 @@ static uint16_t cpt_class(uint32_t c) {
     return f;
 }
 
-/* CJK ideographs (the \p{Han} of the Kimi-K2 expression). */
+/* CJK ideographs (the \p{Han} of the Kimi-K2 expression): llama.cpp's unicode_cpt_is_han,
+ * ranges fixed in code rather than the Unicode Script property (ext. C-F are contiguous). */
 static int is_han(uint32_t c) {
     return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
            (c >= 0x2A700 && c <= 0x2EBEF) || (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
@@ -615,9 +616,10 @@ static int kimi_letter(const span *s, size_t pos) {
     return (sp_fl(s, pos) & CF_LET) && !is_han(sp_cp(s, pos));
 }
 
-/* Kimi K2: [\p{Han}]+ | letter words without Han, with an optional leading non-letter and
- * an optional trailing contraction | \p{N}{1,3} | ?[^\s\p{L}\p{N}]+[\r\n]* | \s*[\r\n]+ |
- * \s+(?!\S) | \s+ */
+/* Kimi K2 (llama.cpp's unicode_regex_split_custom_kimi_k2, run for the expression \p{Han}+):
+ * [\p{Han}]+ | letter words without Han (marks do not join), with an optional leading
+ * non-letter and an optional trailing contraction (ASCII case-insensitive) | \p{N}{1,3} |
+ * ?[^\s\p{L}\p{N}]+[\r\n]* | \s*[\r\n]+ | \s+(?!\S) | \s+ */
 static void split_kimi(span *s) {
     size_t pos = s->lo;
     while (pos < s->hi) {

@@ -9,7 +9,9 @@
  *    scripts/fetch-llama.sh unpacks into .cache/llama; if it is missing the tests fail,
  *    unless DELTAFIN_SKIP_LLAMA=1, which reports them as skipped.
  *  - tests/data/tokenizer-ref.txt: ids from the llama.cpp reference tool for malformed
- *    UTF-8, CJK, emoji and special-token inputs (see the file's header).
+ *    UTF-8, CJK, emoji and special-token inputs (see the file's header), also on
+ *    vocabularies mkmodel writes for pre-tokenizers llama.cpp ships no vocabulary of
+ *    ("mkmodel-kimi-k2").
  *  - the real tiny model ../shared/models/stories260K.gguf ("Once upon a time").
  * Further tests: encode -> pieces -> concatenation gives the input back for valid text,
  * random bytes never crash, API edge cases (small buffers, invalid ids), end-of-generation
@@ -68,9 +70,23 @@ static char *slurp(const char *path, size_t *len) {
     return buf;
 }
 
+/* Vocabulary "mkmodel-PRE": the multilingual vocabulary mkmodel writes with pre-tokenizer
+ * PRE (the same command as in scripts/tokenizer-ref.sh), made once per run in g_tmpdir. */
+#define MKVOCAB_ARGS "--preset deepseek-v3-tiny --multilingual --vocab 1024 --pre"
+static char g_tmpdir[256];
+
 static void model_path(char *out, size_t n, const char *name) {
-    if (strcmp(name, "stories260K") == 0) snprintf(out, n, "%s/models/stories260K.gguf", tu_shared_dir());
-    else snprintf(out, n, "%s/llama.cpp/models/ggml-vocab-%s.gguf", tu_llama_dir(), name);
+    if (strcmp(name, "stories260K") == 0) {
+        snprintf(out, n, "%s/models/stories260K.gguf", tu_shared_dir());
+    } else if (strncmp(name, "mkmodel-", 8) == 0) {
+        char args[256];
+        if (!g_tmpdir[0]) assert_int_equal(tu_mkdtemp(g_tmpdir, sizeof g_tmpdir, "tok"), 0);
+        snprintf(out, n, "%s/%s.gguf", g_tmpdir, name);
+        snprintf(args, sizeof args, "%s %s", MKVOCAB_ARGS, name + 8);
+        tu_mkmodel(out, args);
+    } else {
+        snprintf(out, n, "%s/llama.cpp/models/ggml-vocab-%s.gguf", tu_llama_dir(), name);
+    }
 }
 
 /* A loaded vocabulary, cached for the whole run (loading the large ones takes a moment). */
@@ -116,6 +132,8 @@ static int teardown_all(void **state) {
         gguf_close(g_vocabs[i].g);
     }
     g_n_vocabs = 0;
+    if (g_tmpdir[0]) tu_rmtree(g_tmpdir);
+    g_tmpdir[0] = 0;
     return 0;
 }
 
@@ -258,7 +276,7 @@ static int unhex(const char *h, size_t hl, char *out) {
 static void test_llama_reference_cases(void **state) {
     size_t len;
     char *data = slurp("tests/data/tokenizer-ref.txt", &len), *line, *save = NULL;
-    int cases = 0, bad = 0;
+    int cases = 0, bad = 0, generated = 0;
     (void)state;
     if (!data) fail_msg("cannot read tests/data/tokenizer-ref.txt (run the tests from the repository root)");
     for (line = strtok_r(data, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -282,6 +300,7 @@ static void test_llama_reference_cases(void **state) {
         ids = encode(v, text, (size_t)tl, atoi(f[1]), atoi(f[2]), &n);
         ids_to_str(ids, n, got, sizeof got);
         cases++;
+        generated += strncmp(f[0], "mkmodel-", 8) == 0;
         if (strcmp(got, f[4]) != 0) {
             bad++;
             print_error("%s add_special=%s parse_special=%s input %s\n  expected %s\n  got      %s\n", f[0], f[1], f[2],
@@ -290,7 +309,8 @@ static void test_llama_reference_cases(void **state) {
         free(ids);
     }
     free(data);
-    print_message("%d reference cases (malformed UTF-8, CJK, emoji, specials), %d wrong\n", cases, bad);
+    print_message("%d reference cases (malformed UTF-8, CJK, emoji, specials; %d on mkmodel vocabularies), %d wrong\n",
+                  cases, generated, bad);
     assert_true(cases > 400);
     assert_int_equal(bad, 0);
 }
@@ -838,6 +858,51 @@ static void test_bpe_synthetic(void **state) {
     tok_free(v);
 }
 
+/* Kimi K2 / K3 ("kimi-k2"): llama.cpp's unicode_regex_split_custom_kimi_k2 cuts Han runs
+ * apart from other letters (kana, Hangul and U+3005 are letters but not Han), keeps a
+ * case-insensitive contraction on its word and groups digits in threes; the ids of all this
+ * are checked against llama.cpp in tokenizer-ref.txt (mkmodel-kimi-k2). Here: the words
+ * themselves, the special tokens found by their text, and loading without merges. */
+static void test_kimi_k2(void **state) {
+    static const char *const toks[] = {"a", "b", "ab"};
+    tok_vocab *v = vocab("mkmodel-kimi-k2"), *nm;
+    char got[512], err[256];
+    gw w = {0};
+    int n;
+    int32_t *ids;
+    (void)state;
+    words_of("kimi-k2", "\xe6\xbc\xa2\xe5\xad\x97\xe3\x81\xa7\xe3\x81\x99", 12, got, sizeof got); /* 漢字 | です */
+    assert_string_equal(got, "c3a6c2bcc2a2c3a5c583c4b9 c3a3c4a3c2a7c3a3c4a3c4bb");
+    /* " 中文abc IT'S x'll中 12345": the blank does not lead Han; 'S and 'll stay on their word */
+    words_of("kimi-k2", " \xe4\xb8\xad\xe6\x96\x87" "abc IT'S x'll\xe4\xb8\xad 12345", 29, got, sizeof got);
+    assert_string_equal(got, "c4a0 c3a4c2b8c583c3a6c4b8c4a9 616263 c4a049542753 c4a078276c6c c3a4c2b8c583 c4a0 313233 3435");
+    words_of("kimi-k2", "\xe3\x80\x85\xe3\x80\x87", 6, got, sizeof got); /* 々 (a letter) | 〇 (a number) */
+    assert_string_equal(got, "c3a3c4a2c4a7 c3a3c4a2c4a9");
+
+    /* bpe_vocab_build_multilingual's specials: [BOS] [EOS] <|im_end|> [EOT] [PAD] */
+    assert_int_equal(tok_n_vocab(v), 1024);
+    assert_int_equal(tok_bos(v), 1019);
+    assert_int_equal(tok_eos(v), 1020);
+    assert_false(tok_is_eog(v, 1019));
+    for (int32_t id = 1020; id <= 1023; id++) assert_true(tok_is_eog(v, id)); /* [PAD] as the FIM pad */
+    ids = encode(v, "a[EOT]b", 7, 0, 1, &n); /* [EOT] is typed normal: control by its text */
+    assert_int_equal(n, 3);
+    assert_int_equal(ids[1], 1022);
+    free(ids);
+
+    /* llama.cpp loads a kimi-k2 vocabulary without merges (other BPE ones need them) */
+    kv_str(&w, "tokenizer.ggml.model", "gpt2");
+    kv_str(&w, "tokenizer.ggml.pre", "kimi-k2");
+    kv_strs(&w, "tokenizer.ggml.tokens", toks, 3);
+    if (load_image(&w, &nm, err, sizeof err) != 0) fail_msg("%s", err);
+    ids = encode(nm, "ab", 2, 0, 0, &n);
+    assert_int_equal(n, 2);
+    assert_int_equal(ids[0], 0);
+    assert_int_equal(ids[1], 1);
+    free(ids);
+    tok_free(nm);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_load_errors),
@@ -864,6 +929,7 @@ int main(void) {
         cmocka_unit_test(test_spm_bytes_roundtrip),
         cmocka_unit_test(test_random_bytes),
         cmocka_unit_test(test_pretok_details),
+        cmocka_unit_test(test_kimi_k2),
         cmocka_unit_test(test_api_edges),
         cmocka_unit_test(test_special_facts),
         cmocka_unit_test(test_threads),

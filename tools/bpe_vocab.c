@@ -25,6 +25,23 @@ static const char CORPUS[] =
     "over the lazy dog. She said that the weather would be nice and warm tomorrow, and they would play in "
     "the garden with their friends until the sun went down. He was happy and he smiled at the sky.";
 
+/* For bpe_vocab_build_multilingual: text in many scripts, cut into training words at spaces
+ * only, so that merges also join what pre-tokenizers keep apart (Han and kana, letters and
+ * digits or punctuation, digit groups, contractions, runs of blanks and newlines). Each
+ * piece appears at least twice: BPE training only merges pairs that repeat. The escapes are
+ * the compatibility ideographs U+F900 and U+2F800 (which NFC would turn into U+8C48, U+4E3D). */
+static const char CORPUS_MULTI[] =
+    "你好世界 你好世界 中文分词测试 中文分词测试 我们今天去公园散步。 我们今天去公园散步。 "
+    "漢字とひらがなとカタカナ 漢字とひらがなとカタカナ 日本語のテキスト 日本語のテキスト 東京は日本の首都です "
+    "東京は日本の首都です 中文English混合text123文字 中文English混合text123文字 한국어 텍스트 한국어 텍스트 "
+    "안녕하세요 세계 안녕하세요 세계 2024年12月31日 2024年12月31日 1234567890 1234567890 12345 12345 "
+    "3.14159 3.14159 $100,000.00 $100,000.00 it's it's DON'T DON'T we'll we'll I'M I'M you've you've they're "
+    "they're he'd he'd IT'S IT'S 中's 中's x'中 x'中 a𪜀b a𪜀b x𠀀y x𠀀y z\xef\xa4\x80z z\xef\xa4\x80z q㐀q q㐀q \xf0\xaf\xa0\x80𮯠w \xf0\xaf\xa0\x80𮯠w 人々 人々 "
+    "Ελληνικά Ελληνικά русский русский العربية العربية हिन्दी हिन्दी ภาษาไทย ภาษาไทย naïve naïve café café "
+    "👍🏽👍🏽 👍🏽👍🏽 👨‍👩‍👧‍👦 👨‍👩‍👧‍👦 🦙.cpp 🦙.cpp ✅✅ ✅✅ 你好，世界！ 你好，世界！ 「引用」 「引用」 "
+    "\n\n\n\n \n\n\n\n \t\t\t\t \t\t\t\t \r\n\r\n \r\n\r\n 　中文　 　中文　 \xc2\xa0\xc2\xa0 \xc2\xa0\xc2\xa0 "
+    "Hello, world! Hello, world! (x+y)*2==z (x+y)*2==z #include<stdio.h> #include<stdio.h>";
+
 /* GPT-2 byte-to-unicode: printable bytes map to themselves, the rest to U+0100.. */
 static int byte_cp(int b) {
     if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255)) return b;
@@ -73,15 +90,20 @@ static int cmp_u64(const void *a, const void *b) {
 /* Words of the corpus as token-id sequences ("Ġ" marks a leading space). */
 typedef struct { int *ids; int n; } word;
 
-int bpe_vocab_build(bpe_vocab *v, int n_vocab, char *err, size_t errlen) {
+/* Special tokens after the learned ones: text and llama.cpp token type (3 control). */
+typedef struct { const char *text; int type; } special;
+
+/* BPE training on corpus; a word starts at each byte of seps and at the start. The first
+ * special is the BOS, the second the EOS. */
+static int build(bpe_vocab *v, int n_vocab, const char *corpus, const char *seps, const special *specials,
+                 int n_special, char *err, size_t errlen) {
     memset(v, 0, sizeof *v);
-    const int n_special = 2;
     if (n_vocab < 256 + n_special || n_vocab > 4096)
         return df_seterr(err, errlen, "vocabulary size %d out of range [%d, 4096]", n_vocab, 256 + n_special);
     v->tokens = calloc((size_t)n_vocab, sizeof(char *));
     v->types = calloc((size_t)n_vocab, sizeof(int32_t));
     v->merges = calloc((size_t)n_vocab, sizeof(char *));
-    size_t clen = strlen(CORPUS);
+    size_t clen = strlen(corpus);
     word *words = calloc(clen, sizeof(word));
     int *ids = malloc(clen * sizeof(int));
     if (!v->tokens || !v->types || !v->merges || !words || !ids) goto oom;
@@ -96,8 +118,7 @@ int bpe_vocab_build(bpe_vocab *v, int n_vocab, char *err, size_t errlen) {
         word *w = &words[nw++];
         w->ids = ids + i;
         size_t j = i;
-        do { ids[j] = (uint8_t)CORPUS[j]; j++; } while (j < clen && CORPUS[j] != ' ' && CORPUS[j] != '.' &&
-                                                         CORPUS[j] != ',');
+        do { ids[j] = (uint8_t)corpus[j]; j++; } while (j < clen && !strchr(seps, corpus[j]));
         w->n = (int)(j - i);
         i = j;
     }
@@ -152,9 +173,10 @@ int bpe_vocab_build(bpe_vocab *v, int n_vocab, char *err, size_t errlen) {
         snprintf(s, sizeof s, "<unused%d>", v->n_tokens);
         if (add_token(v, s, 5) < 0) goto oom;
     }
-    v->bos = add_token(v, "<|begin_of_text|>", 3);
-    v->eos = add_token(v, "<|end_of_text|>", 3);
-    if (v->bos < 0 || v->eos < 0) goto oom;
+    for (int i = 0; i < n_special; i++)
+        if (add_token(v, specials[i].text, specials[i].type) < 0) goto oom;
+    v->bos = target;
+    v->eos = target + 1;
     free(words);
     free(ids);
     return 0;
@@ -163,4 +185,16 @@ oom:
     free(ids);
     bpe_vocab_free(v);
     return df_seterr(err, errlen, "out of memory building the vocabulary");
+}
+
+int bpe_vocab_build(bpe_vocab *v, int n_vocab, char *err, size_t errlen) {
+    static const special sp[] = {{"<|begin_of_text|>", 3}, {"<|end_of_text|>", 3}};
+    return build(v, n_vocab, CORPUS, " .,", sp, 2, err, errlen);
+}
+
+int bpe_vocab_build_multilingual(bpe_vocab *v, int n_vocab, char *err, size_t errlen) {
+    /* Kimi K2's texts; "[EOT]" and "[PAD]" are typed normal: llama.cpp makes them control
+     * tokens by their text */
+    static const special sp[] = {{"[BOS]", 3}, {"[EOS]", 3}, {"<|im_end|>", 3}, {"[EOT]", 1}, {"[PAD]", 1}};
+    return build(v, n_vocab, CORPUS_MULTI, " ", sp, 5, err, errlen);
 }

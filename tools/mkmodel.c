@@ -59,6 +59,8 @@ typedef struct {
     float scale_factor;
     int scale_orig;
     const char *out;
+    const char *pre; /* --pre: tokenizer.ggml.pre (default: the architecture's) */
+    int multilingual; /* --multilingual: bpe_vocab_build_multilingual */
 } config;
 
 typedef struct {
@@ -263,7 +265,7 @@ static void router_row(const config *c, const tensor_plan *t, int64_t e, float *
 }
 
 static void write_vocab(gw *w, const config *c, const bpe_vocab *v) {
-    const char *pre = strcmp(c->arch, "llama") == 0 ? "llama-bpe" : strcmp(c->arch, "deepseek2") == 0 ? "deepseek-v3" : "qwen2";
+    const char *pre = c->pre ? c->pre : strcmp(c->arch, "llama") == 0 ? "llama-bpe" : strcmp(c->arch, "deepseek2") == 0 ? "deepseek-v3" : "qwen2";
     if (gw_str(w, "tokenizer.ggml.model", "gpt2") || gw_str(w, "tokenizer.ggml.pre", pre) ||
         gw_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tokens, (size_t)v->n_tokens) ||
         gw_arr_i32(w, "tokenizer.ggml.token_type", v->types, (size_t)v->n_tokens) ||
@@ -392,6 +394,7 @@ static void usage(void) {
             "               [--preset tiny|small|medium|1b] [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
             "               [--head-dim N] [--n-ff N] [--vocab N] [--ctx N] [--seed S] [--tied] [--rope-base F]\n"
             "               [--rope-scaling linear:F | yarn:F:ORIG | llama3:F:ORIG]\n"
+            "  vocabulary:  [--pre NAME] (tokenizer.ggml.pre) [--multilingual] (merges from CJK/emoji/... text)\n"
             "  experts:     [--experts N] [--experts-used K] [--n-ff-exp N] [--n-ff-shexp N] [--shared N]\n"
             "               [--dense-lead N] [--gating softmax|sigmoid] [--groups G:USED] [--norm-w 0|1]\n"
             "               [--w-scale F] [--probs-bias 0|1] [--router-skew S] [--router-corr A]\n"
@@ -417,6 +420,7 @@ int main(int argc, char **argv) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--tied") == 0) { c.tied = 1; continue; }
+        if (strcmp(a, "--multilingual") == 0) { c.multilingual = 1; continue; }
         if (!v) usage();
         i++;
         if (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0) c.out = v;
@@ -432,6 +436,7 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--n-ff") == 0) c.n_ff = atoi(v);
         else if (strcmp(a, "--vocab") == 0) c.vocab = atoi(v);
         else if (strcmp(a, "--ctx") == 0) c.ctx = atoi(v);
+        else if (strcmp(a, "--pre") == 0) c.pre = v;
         else if (strcmp(a, "--seed") == 0) c.seed = strtoull(v, NULL, 10);
         else if (strcmp(a, "--rope-base") == 0) c.rope_base = strtof(v, NULL);
         else if (strcmp(a, "--experts") == 0) c.n_expert = atoi(v);
@@ -489,7 +494,7 @@ int main(int argc, char **argv) {
 
     char err[256];
     bpe_vocab v;
-    if (bpe_vocab_build(&v, c.vocab, err, sizeof err) != 0) die(err);
+    if ((c.multilingual ? bpe_vocab_build_multilingual : bpe_vocab_build)(&v, c.vocab, err, sizeof err) != 0) die(err);
     plan p = {0};
     if (strcmp(c.arch, "deepseek2") == 0) plan_deepseek2(&c, &p);
     else plan_llama(&c, &p);
