@@ -8,7 +8,7 @@
 # model; build/dequant writes the same weights dequantized to F32; llama.cpp
 # (pinned CPU variant) computes the truth on that file, and both engines
 # compute logits on the quantized file for the same POSITIONS deterministic
-# token ids; build/logitcmp gives each engine's mean KL divergence from the
+# token ids (K/V cache in f32 in both, as the reference program runs); build/logitcmp gives each engine's mean KL divergence from the
 # truth and its top-1 agreement.
 #
 # The rule, and why it is what it is: on dense models both engines quantize
@@ -43,7 +43,7 @@ while IFS='|' read -r name args npos; do
     toks=$(awk -v n="$npos" -v v="$V" 'BEGIN { x = 12345; for (i = 0; i < n; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%d ", 1 + int(x / 65536) % (v - 3) } }')
     if ! { $REF -m "$T/t.gguf" logits --tokens "$toks" --out "$T/truth.f32" --top 0 2>/dev/null \
            && $REF -m "$T/q.gguf" logits --tokens "$toks" --out "$T/ll.f32" --top 0 2>/dev/null \
-           && "$B/deltafin" logits -m "$T/q.gguf" --tokens "$toks" --out "$T/df.f32" --top 1 > /dev/null; }; then
+           && "$B/deltafin" logits -m "$T/q.gguf" --tokens "$toks" --kv f32 --out "$T/df.f32" --top 1 > /dev/null; }; then
         echo "FAIL $name: an engine failed"; fails=$((fails + 1)); continue
     fi
     j=$("$B/logitcmp" --vocab "$V" "$T/truth.f32" "$T/ll.f32" "$T/df.f32") || { echo "FAIL $name: logitcmp"; fails=$((fails + 1)); continue; }
