@@ -3,7 +3,9 @@
 # variant it is asked for), then regenerate every llama.cpp reference live
 # (scripts/make-fixtures.sh) into a temporary folder and run the logits tests against it,
 # so the committed fixtures can never drift from what llama.cpp actually computes; last,
-# quantized models against their float truth (tests/truth.sh).
+# the tokenizer cases of tests/data/tokenizer-ref.txt recomputed by llama.cpp
+# (scripts/tokenizer-ref.sh --check) and quantized models against their float truth
+# (tests/truth.sh).
 #
 #   tests/run-ref.sh BUILD_DIR
 set -uo pipefail
@@ -34,6 +36,9 @@ else
     cat "$TMP/make.log"
     result 1 "scripts/make-fixtures.sh"
 fi
+
+./scripts/tokenizer-ref.sh --check "$BUILD"
+result $? "scripts/tokenizer-ref.sh --check (tokenizer cases against llama.cpp, live)"
 
 ./tests/truth.sh "$BUILD"
 result $? "tests/truth.sh (quantized models against their float truth)"
