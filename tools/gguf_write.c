@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gguf.h"
 #include "quant.h"
@@ -182,6 +183,19 @@ int gw_data(gw *w, const void *data, size_t n, char *err, size_t errlen) {
         }
     }
     return 0;
+}
+
+int gw_finish_sparse(gw *w, char *err, size_t errlen) {
+    if (w->cur != 0 || w->cur_written != 0) return df_seterr(err, errlen, "tensor data was already written");
+    uint64_t end = w->pos; /* the data section starts here, aligned */
+    for (int i = 0; i < w->n_t; i++) end += (w->t[i].nbytes + GW_ALIGN - 1) / GW_ALIGN * GW_ALIGN;
+    int rc = fflush(w->f) == 0 ? 0 : df_seterr(err, errlen, "flush failed: %s", strerror(errno));
+    if (rc == 0 && (end > (uint64_t)INT64_MAX || ftruncate(fileno(w->f), (off_t)end) != 0))
+        rc = df_seterr(err, errlen, "cannot extend the file to %llu bytes: %s", (unsigned long long)end, strerror(errno));
+    if (fclose(w->f) != 0 && rc == 0) rc = df_seterr(err, errlen, "close failed: %s", strerror(errno));
+    w->f = NULL;
+    w->cur = w->n_t;
+    return rc;
 }
 
 int gw_finish(gw *w, char *err, size_t errlen) {

@@ -40,5 +40,10 @@ int gw_begin(gw *w, const char *path, char *err, size_t errlen);
 int gw_data(gw *w, const void *data, size_t n, char *err, size_t errlen);
 /* Check every tensor got exactly its bytes, pad, close. */
 int gw_finish(gw *w, char *err, size_t errlen);
+/* Instead of any gw_data: extend the file to its full size without writing
+ * tensor data (a sparse file whose data are holes, reading as zeros), close.
+ * A "shape-only" model: real header, metadata and tensor directory, for
+ * planning models far larger than the disk. */
+int gw_finish_sparse(gw *w, char *err, size_t errlen);
 
 #endif

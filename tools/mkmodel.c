@@ -49,6 +49,7 @@ typedef struct {
     /* mixture of experts */
     int n_expert, n_used, n_ff_exp, n_ff_shexp, n_shared, dense_lead, gating, groups, group_used, norm_w, probs_bias;
     float w_scale;
+    int shape_only; /* --shape-only: header, metadata and directory; the data are holes (gw_finish_sparse) */
     float router_skew, router_corr; /* routing that looks trained: see router_rows() */
     /* multi-head latent attention (deepseek2) */
     int q_lora, kv_lora, qk_nope, qk_rope, v_head, mla_split;
@@ -400,6 +401,7 @@ static void usage(void) {
             "               [--w-scale F] [--probs-bias 0|1] [--router-skew S] [--router-corr A]\n"
             "  MLA:         [--q-lora N] [--kv-lora N] [--qk-nope N] [--qk-rope N] [--v-head N] [--mla-split 0|1]\n"
             "  presets:     tiny small medium 1b mixtral-tiny qwen2moe-tiny qwen3moe-tiny deepseek-v3-tiny deepseek-v2-tiny\n"
+            "  --shape-only: real header, metadata and tensor directory; the data are holes (a sparse file)\n"
             "               deepseek-v2-lite-tiny\n");
     exit(2);
 }
@@ -421,6 +423,7 @@ int main(int argc, char **argv) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--tied") == 0) { c.tied = 1; continue; }
         if (strcmp(a, "--multilingual") == 0) { c.multilingual = 1; continue; }
+        if (strcmp(a, "--shape-only") == 0) { c.shape_only = 1; continue; }
         if (!v) usage();
         i++;
         if (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0) c.out = v;
@@ -514,7 +517,9 @@ int main(int argc, char **argv) {
     int have_prev_router = 0;
     if (!row || !qrow || !prev_router) die("out of memory");
     uint64_t total = 0;
-    for (int i = 0; i < p.n; i++) {
+    for (int i = 0; c.shape_only && i < p.n; i++)
+        total += quant_row_size(p.t[i].type, p.t[i].ne[0]) * (uint64_t)p.t[i].ne[1] * (uint64_t)p.t[i].ne[2];
+    for (int i = 0; !c.shape_only && i < p.n; i++) {
         const tensor_plan *t = &p.t[i];
         const quant_traits *q = quant_traits_get(t->type);
         uint64_t rng = hash_name(c.seed, t->name);
@@ -530,9 +535,10 @@ int main(int argc, char **argv) {
         total += rb * (uint64_t)t->ne[1] * (uint64_t)t->ne[2];
         have_prev_router |= is_router;
     }
-    if (gw_finish(w, err, sizeof err) != 0) die(err);
-    fprintf(stderr, "mkmodel: wrote %s: %s, %s (experts %s), %d tensors, %.1f MiB of weights\n", c.out, c.arch, qt->name,
-            c.n_expert > 0 ? qe->name : "-", p.n, (double)total / (1 << 20));
+    if ((c.shape_only ? gw_finish_sparse(w, err, sizeof err) : gw_finish(w, err, sizeof err)) != 0) die(err);
+    fprintf(stderr, "mkmodel: wrote %s: %s, %s (experts %s), %d tensors, %.1f MiB of weights%s\n", c.out, c.arch, qt->name,
+            c.n_expert > 0 ? qe->name : "-", p.n, (double)total / (1 << 20),
+            c.shape_only ? " (shape only: the data are holes in a sparse file)" : "");
     gw_free(w);
     bpe_vocab_free(&v);
     free(p.t);
