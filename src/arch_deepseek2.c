@@ -246,7 +246,7 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
             for (int64_t hh = 0; hh < H; hh++)
                 memcpy(s->q_abs + (t * H + hh) * D + R, s->q + t * H * hd + hh * hd + nope, sizeof(float) * (size_t)h->n_rot);
         /* attention in latent space: every head reads the same latent rows (attn.c) */
-        const uint8_t *lat = s->k_cache + (int64_t)l * s->n_ctx * D * (int64_t)s->kv_elt;
+        const uint8_t *lat = s->mem[l].k;
         const df_attn_desc ad = {lat, lat, (size_t)(D * (int64_t)s->kv_elt), (size_t)(D * (int64_t)s->kv_elt), 0, 0,
                                  s->kv_elt == 4 ? DF_TYPE_F32 : DF_TYPE_F16, (int)H, 1, (int)D, (int)R,
                                  s->q_abs, H * D, D, s->o_lat, H * R, R, h->kq_scale, s->pos, n};

@@ -80,17 +80,98 @@ static int hp_float(df_model *m, const char *suffix, float *out, float lo, float
     return 0;
 }
 
+int df_hp_layers(df_model *m, const char *suffix, int32_t **out, int lo, int hi, char *err, size_t errlen) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", m->arch_name, suffix);
+    *out = NULL;
+    const gguf_kv *kv = gguf_find(m->g, key);
+    if (!kv || kv->type != GGUF_T_ARRAY) return 0;
+    const int n = m->hp.n_layer;
+    if (kv->arr_n != (uint64_t)n)
+        return df_seterr(err, errlen, "%s: '%s' has %llu entries for %d layers", m->path, key,
+                         (unsigned long long)kv->arr_n, n);
+    int32_t *v = malloc(sizeof(int32_t) * (size_t)n);
+    if (!v) return df_seterr(err, errlen, "%s: out of memory", m->path);
+    for (int l = 0; l < n; l++) {
+        int64_t x;
+        switch (kv->arr_type) {
+        case GGUF_T_U8: x = ((const uint8_t *)kv->arr)[l]; break;
+        case GGUF_T_I8: x = ((const int8_t *)kv->arr)[l]; break;
+        case GGUF_T_U16: x = ((const uint16_t *)kv->arr)[l]; break;
+        case GGUF_T_I16: x = ((const int16_t *)kv->arr)[l]; break;
+        case GGUF_T_U32: x = ((const uint32_t *)kv->arr)[l]; break;
+        case GGUF_T_I32: x = ((const int32_t *)kv->arr)[l]; break;
+        case GGUF_T_U64: x = ((const uint64_t *)kv->arr)[l] > (uint64_t)INT64_MAX ? -1 : (int64_t)((const uint64_t *)kv->arr)[l]; break;
+        case GGUF_T_I64: x = ((const int64_t *)kv->arr)[l]; break;
+        default:
+            free(v);
+            return df_seterr(err, errlen, "%s: '%s' is an array of type %d, not of integers", m->path, key, kv->arr_type);
+        }
+        if (x < lo || x > hi) {
+            free(v);
+            return df_seterr(err, errlen, "%s: '%s'[%d] = %lld is out of range [%d, %d]", m->path, key, l, (long long)x,
+                             lo, hi);
+        }
+        v[l] = (int32_t)x;
+    }
+    *out = v;
+    return 0;
+}
+
+/* head_count_kv and feed_forward_length may be per-layer arrays: a zero
+ * head_count_kv marks a recurrent (linear attention) layer. Attention layers
+ * must agree on one value (the KV cache has one row width). */
+static int read_layer_arrays(df_model *m, char *err, size_t errlen) {
+    df_hparams *h = &m->hp;
+    int32_t *kv = NULL;
+    if (df_hp_layers(m, "attention.head_count_kv", &kv, 0, h->n_head, err, errlen)) return -1;
+    if (kv) {
+        int first = 0;
+        for (int l = 0; l < h->n_layer; l++) {
+            if (kv[l] == 0) continue;
+            if (first && kv[l] != first) {
+                free(kv);
+                return df_seterr(err, errlen, "%s: attention layers have different head_count_kv (%d and %d)", m->path,
+                                 first, kv[l]);
+            }
+            first = kv[l];
+        }
+        h->n_head_kv = first ? first : h->n_head;
+        for (int l = 0; l < h->n_layer; l++) h->n_layer_recurrent += kv[l] == 0;
+        if (h->n_layer_recurrent) {
+            h->recurrent = malloc((size_t)h->n_layer);
+            if (!h->recurrent) {
+                free(kv);
+                return df_seterr(err, errlen, "%s: out of memory", m->path);
+            }
+            for (int l = 0; l < h->n_layer; l++) h->recurrent[l] = kv[l] == 0;
+        }
+        free(kv);
+    } else if (df_hp_int(m, "attention.head_count_kv", &h->n_head_kv, 1, h->n_head, 0, err, errlen)) {
+        return -1;
+    }
+    if (df_hp_layers(m, "feed_forward_length", &h->n_ff_l, 0, MAX_DIM, err, errlen)) return -1;
+    if (h->n_ff_l) {
+        h->n_ff = 0;
+        for (int l = 0; l < h->n_layer; l++)
+            if (h->n_ff_l[l] > h->n_ff) h->n_ff = h->n_ff_l[l];
+        if (h->n_ff < 1) return df_seterr(err, errlen, "%s: feed_forward_length is zero in every layer", m->path);
+    } else if (df_hp_int(m, "feed_forward_length", &h->n_ff, 1, MAX_DIM, 1, err, errlen)) {
+        return -1;
+    }
+    return 0;
+}
+
 static int read_hparams(df_model *m, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
     h->n_ctx_train = 2048;
     if (df_hp_int(m, "context_length", &h->n_ctx_train, 1, 1 << 24, 0, err, errlen) ||
         df_hp_int(m, "embedding_length", &h->n_embd, 1, MAX_DIM, 1, err, errlen) ||
         df_hp_int(m, "block_count", &h->n_layer, 1, MAX_LAYERS, 1, err, errlen) ||
-        df_hp_int(m, "feed_forward_length", &h->n_ff, 1, MAX_DIM, 1, err, errlen) ||
         df_hp_int(m, "attention.head_count", &h->n_head, 1, 65536, 1, err, errlen))
         return -1;
     h->n_head_kv = h->n_head;
-    if (df_hp_int(m, "attention.head_count_kv", &h->n_head_kv, 1, h->n_head, 0, err, errlen)) return -1;
+    if (read_layer_arrays(m, err, errlen)) return -1;
     if (h->n_head % h->n_head_kv != 0)
         return df_seterr(err, errlen, "%s: head_count %d is not a multiple of head_count_kv %d", m->path, h->n_head,
                          h->n_head_kv);
@@ -206,6 +287,8 @@ void df_model_free(df_model *m) {
     ws_close(m->ws);
     gguf_close(m->g);
     free(m->layers);
+    free(m->hp.recurrent);
+    free(m->hp.n_ff_l);
     free(m->path);
     free(m);
 }
@@ -273,6 +356,9 @@ static int load_header(df_model *m, const char *path, const df_model_params *p, 
     if (read_hparams(m, err, errlen) != 0) return -1;
     m->hp.rope_neox = m->arch->rope_neox;
     if (m->arch->hparams && m->arch->hparams(m, err, errlen) != 0) return -1;
+    if (m->hp.n_layer_recurrent > 0 && m->hp.kda_head_dim == 0)
+        return df_seterr(err, errlen, "%s: head_count_kv is 0 (a recurrent layer) in %d layers, which %s does not have",
+                         path, m->hp.n_layer_recurrent, m->arch_name);
     if (tok_load(m->g, &m->vocab, err, errlen) != 0) {
         char inner[400];
         snprintf(inner, sizeof inner, "%s", err ? err : "");
@@ -465,8 +551,11 @@ int df_session_trace_experts(df_session *s, const char *path, char *err, size_t 
 void df_session_free(df_session *s) {
     if (!s) return;
     if (s->trace) fclose(s->trace);
+    free(s->mem);
     free(s->k_cache);
     free(s->v_cache);
+    free(s->rec_conv);
+    free(s->rec_state);
     free(s->x);
     free(s->xb);
     free(s->xb2);
@@ -515,6 +604,9 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     if (s->n_batch > s->n_ctx) s->n_batch = s->n_ctx;
     s->kv_type = p->kv_type == DF_KV_F32 ? DF_KV_F32 : DF_KV_F16;
     s->kv_elt = s->kv_type == DF_KV_F32 ? 4 : 2;
+    /* per-layer memory: attention layers cache n_ctx positions (keys and
+     * values, or one MLA latent), recurrent layers a fixed-size state */
+    const int64_t n_rec = h->n_layer_recurrent, n_att = h->n_layer - n_rec;
     if (h->kv_lora_rank > 0) {
         /* MLA: the cache holds one latent per token (compressed kv + RoPE key), no values */
         s->kv_dim_k = (int64_t)h->kv_lora_rank + h->n_rot;
@@ -534,12 +626,15 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     if (h->q_lora_rank > widest_in) widest_in = h->q_lora_rank;
     if (s->kv_dim_k > widest_in) widest_in = s->kv_dim_k;
     s->att_stride = df_attn_scratch(h, s->n_ctx);
-    const int64_t B = s->n_batch, L = h->n_layer, C = s->n_ctx;
+    const int64_t B = s->n_batch, C = s->n_ctx;
     int ni = 0;
 #define ITEM(field, nbytes) (it[ni].dst = (void **)&s->field, it[ni].bytes = (uint64_t)(nbytes), ni++)
 #define FLOATS(field, rows, cols) ITEM(field, (uint64_t)(rows) * (uint64_t)(cols) * sizeof(float))
-    ITEM(k_cache, (uint64_t)L * C * (uint64_t)s->kv_dim_k * s->kv_elt);
-    ITEM(v_cache, s->kv_dim_v ? (uint64_t)L * C * (uint64_t)s->kv_dim_v * s->kv_elt : 64);
+    ITEM(mem, (uint64_t)h->n_layer * sizeof(df_layer_mem));
+    ITEM(k_cache, n_att ? (uint64_t)n_att * C * (uint64_t)s->kv_dim_k * s->kv_elt : 64);
+    ITEM(v_cache, s->kv_dim_v && n_att ? (uint64_t)n_att * C * (uint64_t)s->kv_dim_v * s->kv_elt : 64);
+    FLOATS(rec_conv, n_rec ? n_rec : 1, n_rec ? df_rec_conv_floats(h) : 16);
+    FLOATS(rec_state, n_rec ? n_rec : 1, n_rec ? df_rec_state_floats(h) : 16);
     FLOATS(x, B, h->n_embd);
     FLOATS(xb, B, wide);
     FLOATS(xb2, B, h->n_embd);
@@ -580,6 +675,41 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     for (int i = 0; i < ni; i++)
         if (it[i].bytes > ((uint64_t)1 << 46)) return df_seterr(err, errlen, "session buffers too large");
     return 0;
+}
+
+int64_t df_rec_conv_floats(const df_hparams *h) {
+    return 3 * (int64_t)(h->ssm_d_conv - 1) * h->kda_n_head * h->kda_head_dim;
+}
+
+int64_t df_rec_state_floats(const df_hparams *h) { return (int64_t)h->kda_n_head * h->kda_head_dim * h->kda_head_dim; }
+
+/* Point every layer's memory descriptor into the session's buffers. */
+static void session_bind_memory(df_session *s) {
+    const df_hparams *h = &s->m->hp;
+    int64_t ia = 0, ir = 0;
+    for (int l = 0; l < h->n_layer; l++) {
+        df_layer_mem *lm = &s->mem[l];
+        memset(lm, 0, sizeof *lm);
+        if (h->recurrent && h->recurrent[l]) {
+            lm->kind = DF_MEM_RECURRENT;
+            lm->conv = s->rec_conv + ir * df_rec_conv_floats(h);
+            lm->state = s->rec_state + ir * df_rec_state_floats(h);
+            ir++;
+            continue;
+        }
+        lm->kind = h->kv_lora_rank > 0 ? DF_MEM_LATENT : DF_MEM_KV;
+        lm->k = s->k_cache + ia * s->n_ctx * s->kv_dim_k * (int64_t)s->kv_elt;
+        if (lm->kind == DF_MEM_KV) lm->v = s->v_cache + ia * s->n_ctx * s->kv_dim_v * (int64_t)s->kv_elt;
+        ia++;
+    }
+}
+
+/* Recurrent states start at zero (a new session, or a reset to position 0). */
+static void session_clear_recurrent(df_session *s) {
+    const df_hparams *h = &s->m->hp;
+    if (!h->n_layer_recurrent) return;
+    memset(s->rec_conv, 0, sizeof(float) * (size_t)(h->n_layer_recurrent * df_rec_conv_floats(h)));
+    memset(s->rec_state, 0, sizeof(float) * (size_t)(h->n_layer_recurrent * df_rec_state_floats(h)));
 }
 
 uint64_t df_session_bytes(const df_model *m, const df_session_params *p) {
@@ -627,6 +757,8 @@ int df_session_new(df_model *m, const df_session_params *p, df_session **out, ch
     }
     for (int i = 0; i < n; i++)
         if (it[i].dst == (void **)&s->mm.buf) s->mm.size = (size_t)it[i].bytes;
+    session_bind_memory(s);
+    session_clear_recurrent(s);
     s->rope.n_dims = h->n_rot;
     s->rope.neox = h->rope_neox;
     s->rope.freq_base = h->rope_base;
@@ -648,8 +780,17 @@ int df_session_new(df_model *m, const df_session_params *p, df_session **out, ch
 
 int df_session_pos(const df_session *s) { return s->pos; }
 int df_session_n_ctx(const df_session *s) { return s->n_ctx; }
-void df_session_truncate(df_session *s, int pos) {
-    if (pos >= 0 && pos < s->pos) s->pos = pos;
+int df_session_truncate(df_session *s, int pos, char *err, size_t errlen) {
+    if (pos < 0 || pos > s->pos)
+        return df_seterr(err, errlen, "cannot truncate a session at position %d to position %d", s->pos, pos);
+    if (pos == s->pos) return 0;
+    if (s->m->hp.n_layer_recurrent > 0 && pos > 0)
+        return df_seterr(err, errlen,
+                         "cannot rewind a session with recurrent layers from position %d to %d: their state keeps no "
+                         "history (only a reset to 0 is possible)", s->pos, pos);
+    s->pos = pos;
+    if (pos == 0) session_clear_recurrent(s);
+    return 0;
 }
 
 int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err, size_t errlen) {

@@ -64,7 +64,26 @@ typedef struct df_hparams {
     int kv_lora_rank;
     int qk_nope;           /* non-RoPE part of a query/key head */
     int mla_split;         /* 1: attn_k_b/attn_v_b tensors; 0: combined attn_kv_b */
+    /* Per-layer arrays (NULL: the scalar applies to every layer). Owned by
+     * the model, freed with it. */
+    uint8_t *recurrent;    /* 1: a recurrent (linear attention) layer: head_count_kv[l] == 0 */
+    int32_t *n_ff_l;       /* feed_forward_length per layer */
+    int n_layer_recurrent; /* layers with recurrent[l] */
+    /* Recurrent (KDA) layers: the memory they keep per sequence */
+    int ssm_d_conv;        /* short convolution kernel (ssm.conv_kernel) */
+    int kda_head_dim;      /* delta-rule head size (kda.head_dim); 0: no recurrent layers */
+    int kda_n_head;        /* delta-rule heads (attention.head_count) */
 } df_hparams;
+
+/* What one layer of a session remembers (df_session.mem[l]). */
+enum { DF_MEM_KV = 1, DF_MEM_LATENT = 2, DF_MEM_RECURRENT = 3 };
+
+typedef struct df_layer_mem {
+    int kind;
+    uint8_t *k, *v;        /* KV: n_ctx rows of kv_dim_k / kv_dim_v; LATENT: k only (one latent per position) */
+    float *conv;           /* RECURRENT: short-conv states, (3 [q, k, v], d_inner, d_conv - 1) */
+    float *state;          /* RECURRENT: delta-rule state, (n_head, head_dim [value], head_dim [key]) */
+} df_layer_mem;
 
 enum { DF_GATING_SOFTMAX = 1, DF_GATING_SIGMOID = 2 };
 
@@ -115,6 +134,10 @@ struct df_model {
     char hot_path[4096];      /* learned hot-expert file beside the model */
 };
 
+/* Floats of one recurrent layer's short-conv and delta-rule states. */
+int64_t df_rec_conv_floats(const df_hparams *h);
+int64_t df_rec_state_floats(const df_hparams *h);
+
 /* Bytes a session with these parameters allocates (for the memory planner). */
 uint64_t df_session_bytes(const df_model *m, const df_session_params *p);
 
@@ -123,8 +146,11 @@ struct df_session {
     int n_ctx, n_batch, kv_type, pos;
     size_t kv_elt;          /* bytes per cached element (4 or 2) */
     int64_t kv_dim_k, kv_dim_v; /* n_head_kv * head_dim(_v) */
-    uint8_t *k_cache;       /* (n_layer, n_ctx, kv_dim_k) */
-    uint8_t *v_cache;       /* (n_layer, n_ctx, kv_dim_v) */
+    df_layer_mem *mem;      /* (n_layer) per-layer memory, pointing into the buffers below */
+    uint8_t *k_cache;       /* (attention layers, n_ctx, kv_dim_k) */
+    uint8_t *v_cache;       /* (KV layers, n_ctx, kv_dim_v) */
+    float *rec_conv;        /* (recurrent layers, df_rec_conv_floats) */
+    float *rec_state;       /* (recurrent layers, df_rec_state_floats) */
     rope_params rope;
     /* scratch, n_batch rows each */
     float *x;               /* (n_batch, n_embd) residual stream */
@@ -167,6 +193,9 @@ int df_bind(df_model *m, ws_tensor **dst, const char *fmt, int l, int required, 
             int64_t ne2, char *err, size_t errlen);
 /* "<arch>.<suffix>" as an integer in [lo, hi]; absent optional keys keep *out. */
 int df_hp_int(df_model *m, const char *suffix, int *out, int lo, int hi, int required, char *err, size_t errlen);
+/* "<arch>.<suffix>" if it is a per-layer array: n_layer integers, each in
+ * [lo, hi], into a new array *out (NULL if the key is absent or a scalar). */
+int df_hp_layers(df_model *m, const char *suffix, int32_t **out, int lo, int hi, char *err, size_t errlen);
 /* Layer l's feed-forward block on s->x: RMSNorm, dense or MoE FFN, residual. */
 int df_ffn_block(df_session *s, int l, int n, char *err, size_t errlen);
 /* Final RMSNorm and output projection of the last token (or all n). */
