@@ -26,8 +26,9 @@
 #define MAX_LAYERS 4096
 #define DEFAULT_CTX_CAP 4096
 
-static const df_arch *const ARCHES[] = {&df_arch_llama,    &df_arch_qwen2,    &df_arch_qwen3,
-                                        &df_arch_qwen2moe, &df_arch_qwen3moe, &df_arch_deepseek2};
+static const df_arch *const ARCHES[] = {&df_arch_llama,     &df_arch_qwen2,       &df_arch_qwen3,
+                                        &df_arch_qwen2moe,  &df_arch_qwen3moe,    &df_arch_deepseek2,
+                                        &df_arch_kimi_linear, &df_arch_kimi_k3};
 
 const df_arch *df_arch_find(const char *name) {
     for (size_t i = 0; i < sizeof ARCHES / sizeof ARCHES[0]; i++)
@@ -351,7 +352,8 @@ static int load_header(df_model *m, const char *path, const df_model_params *p, 
     m->arch = df_arch_find(m->arch_name);
     if (!m->arch)
         return df_seterr(err, errlen,
-                         "%s: unsupported architecture '%s' (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2)",
+                         "%s: unsupported architecture '%s' (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2, "
+                         "kimi-linear, kimi-k3)",
                          path, m->arch_name);
     if (read_hparams(m, err, errlen) != 0) return -1;
     m->hp.rope_neox = m->arch->rope_neox;
@@ -582,6 +584,19 @@ void df_session_free(df_session *s) {
     free(s->o_lat);
     free(s->mla_tmp);
     free(s->ex_out);
+    free(s->kda_q);
+    free(s->kda_k);
+    free(s->kda_v);
+    free(s->kda_g);
+    free(s->kda_o);
+    free(s->kda_beta);
+    free(s->kda_lo);
+    free(s->res_stack);
+    free(s->res_mix);
+    free(s->res_scores);
+    free(s->mla_gate);
+    free(s->lat_in);
+    free(s->lat_out);
     free(s);
 }
 
@@ -592,7 +607,7 @@ typedef struct {
     uint64_t bytes;
 } alloc_item;
 
-#define MAX_ITEMS 40
+#define MAX_ITEMS 64
 
 /* Fill s's sizes (n_ctx, n_batch, KV dims) and the list of its buffers. */
 static int session_layout(const df_model *m, const df_session_params *p, df_session *s, alloc_item *it, int *n_items,
@@ -623,6 +638,8 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     if (h->n_ff_exp > ff) ff = h->n_ff_exp;
     if (h->n_ff_shexp > ff) ff = h->n_ff_shexp;
     int64_t widest_in = wide > ff ? wide : ff;
+    const int64_t d_inner = (int64_t)h->kda_n_head * h->kda_head_dim; /* KDA layers (0 without) */
+    if (d_inner > widest_in) widest_in = d_inner;
     if (h->q_lora_rank > widest_in) widest_in = h->q_lora_rank;
     if (s->kv_dim_k > widest_in) widest_in = s->kv_dim_k;
     s->att_stride = df_attn_scratch(h, s->n_ctx);
@@ -668,6 +685,26 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
         FLOATS(lat, B, s->kv_dim_k);
         FLOATS(o_lat, B * h->n_head, h->kv_lora_rank);
         FLOATS(mla_tmp, B, tw);
+    }
+    if (n_rec > 0) {
+        FLOATS(kda_q, B, d_inner);
+        FLOATS(kda_k, B, d_inner);
+        FLOATS(kda_v, B, d_inner);
+        FLOATS(kda_g, B, d_inner);
+        FLOATS(kda_o, B, d_inner);
+        FLOATS(kda_beta, B, h->kda_n_head);
+        FLOATS(kda_lo, B, h->kda_head_dim);
+    }
+    if (h->attn_res_block > 0) {
+        const int64_t n_ckpt = (h->n_layer + h->attn_res_block - 1) / h->attn_res_block;
+        FLOATS(res_stack, n_ckpt * B, h->n_embd);
+        FLOATS(res_mix, B, h->n_embd);
+        FLOATS(res_scores, n_ckpt + 1, 1);
+    }
+    if (h->mla_gate) FLOATS(mla_gate, B, vdim);
+    if (h->n_expert_latent > 0) {
+        FLOATS(lat_in, B, h->n_embd);
+        FLOATS(lat_out, B, h->n_embd);
     }
 #undef FLOATS
 #undef ITEM
@@ -854,8 +891,25 @@ int df_ffn_dense(df_session *s, ws_tensor *gate, ws_tensor *up, ws_tensor *down,
     float *const y[2] = {s->hb, s->hb2};
     const int64_t ld[2] = {F, F};
     if (df_matmul_n(s, 2, w, x, n, y, ld, err, errlen)) return -1;
-    op_swiglu(s->hb, s->hb2, (int)(n * F));
+    df_glu(&s->m->hp, s->hb, s->hb2, (int)(n * F));
     return df_matmul(s, down, s->hb, n, out, down->ne[1], err, errlen);
+}
+
+/* SiTU as llama.cpp computes it: beta*tanh(g/beta) * sigmoid(g) * lb*tanh(u/lb)
+ * (the up branch unchanged when lb <= 0), in ggml's order of operations. */
+void df_glu(const df_hparams *h, float *a, const float *b, int n) {
+    if (h->act != DF_ACT_SITU) {
+        op_swiglu(a, b, n);
+        return;
+    }
+    const float beta = h->situ_beta, lb = h->situ_linear_beta, ib = 1.0f / beta, ilb = lb > 0.0f ? 1.0f / lb : 0.0f;
+    for (int i = 0; i < n; i++) {
+        const float g = a[i];
+        float act = tanhf(g * ib) * beta;
+        act = act * (1.0f / (1.0f + expf(-g)));
+        const float u = lb > 0.0f ? tanhf(b[i] * ilb) * lb : b[i];
+        a[i] = act * u;
+    }
 }
 
 int df_ffn_block(df_session *s, int l, int n, char *err, size_t errlen) {

@@ -73,7 +73,16 @@ typedef struct df_hparams {
     int ssm_d_conv;        /* short convolution kernel (ssm.conv_kernel) */
     int kda_head_dim;      /* delta-rule head size (kda.head_dim); 0: no recurrent layers */
     int kda_n_head;        /* delta-rule heads (attention.head_count) */
+    float kda_gate_lb;     /* kda.gate_lower_bound ("safe" gate), or -INFINITY: kimi-linear's softplus gate */
+    /* kimi-k3 */
+    int attn_res_block;    /* attn_res.block_size: bank a checkpoint every this many layers (0: off) */
+    int n_expert_latent;   /* expert_latent_length: routed experts' width (0: n_embd) */
+    int act;               /* DF_ACT_SWIGLU or DF_ACT_SITU */
+    int mla_gate;          /* MLA layers may have a sigmoid output gate (attn_gate) */
+    float situ_beta, situ_linear_beta;
 } df_hparams;
+
+enum { DF_ACT_SWIGLU = 0, DF_ACT_SITU = 1 };
 
 /* What one layer of a session remembers (df_session.mem[l]). */
 enum { DF_MEM_KV = 1, DF_MEM_LATENT = 2, DF_MEM_RECURRENT = 3 };
@@ -104,6 +113,15 @@ typedef struct df_layer {
     ws_tensor *wq_a, *q_a_norm, *wq_b;
     ws_tensor *wkv_a_mqa, *kv_a_norm;
     ws_tensor *wk_b, *wv_b, *wkv_b;
+    ws_tensor *attn_gate;                          /* kimi-k3: sigmoid output gate of MLA */
+    /* KDA (kimi's linear attention) */
+    ws_tensor *ssm_conv[3];                        /* short convolutions of q, k, v: (d_conv, 1, d_inner) */
+    ws_tensor *ssm_f_a, *ssm_f_b, *ssm_beta, *ssm_a, *ssm_dt_b;
+    ws_tensor *ssm_g_a, *ssm_g_b, *ssm_g;          /* output gate: low rank (kimi-linear) or full (kimi-k3) */
+    ws_tensor *ssm_o_norm;
+    /* kimi-k3 */
+    ws_tensor *attn_res_score, *ffn_res_score;     /* cross-layer residual attention */
+    ws_tensor *ffn_routed_down, *ffn_routed_up, *ffn_routed_norm; /* latent MoE */
 } df_layer;
 
 struct df_session;
@@ -126,6 +144,7 @@ struct df_model {
     const char *arch_name;
     df_hparams hp;
     ws_tensor *tok_embd, *output_norm, *output, *rope_freqs;
+    ws_tensor *output_res_score;  /* kimi-k3: the final residual mix */
     df_layer *layers;
     tp_pool *pool;
     int n_threads;
@@ -178,6 +197,16 @@ struct df_session {
     float *mla_tmp;         /* (n_batch, max(kv_lora_rank, qk_nope, q_lora_rank)) */
     float *rope_cache;      /* (n_batch, n_rot) */
     float *logits;          /* (n_batch, n_vocab) */
+    /* KDA scratch (models with recurrent layers), d_inner = kda_n_head * kda_head_dim */
+    float *kda_q, *kda_k, *kda_v, *kda_g, *kda_o; /* (n_batch, d_inner) each */
+    float *kda_beta;        /* (n_batch, kda_n_head) */
+    float *kda_lo;          /* (n_batch, kda_head_dim) low-rank intermediate */
+    /* kimi-k3 scratch */
+    float *res_stack;       /* (checkpoints, n_batch, n_embd) cross-layer residual checkpoints */
+    float *res_mix;         /* (n_batch, n_embd) the mixed residual a block reads */
+    float *res_scores;      /* (checkpoints + 1) one token's mixing scores */
+    float *mla_gate;        /* (n_batch, n_head * head_dim_v) MLA output gate */
+    float *lat_in, *lat_out;/* (n_batch, n_embd) latent MoE input and output */
     mm_scratch mm;
 };
 
@@ -242,6 +271,15 @@ int df_ffn_dense(df_session *s, ws_tensor *gate, ws_tensor *up, ws_tensor *down,
 /* Mixture-of-experts FFN of layer l (router, top-k, experts grouped by expert,
  * shared experts); out (n, n_embd) is overwritten. moe.c */
 int df_ffn_moe(df_session *s, int l, const float *x, int n, float *out, char *err, size_t errlen);
+/* Its two halves. Routed experts: the router reads xr (n_embd wide), the
+ * experts read x and write out at their own width (n_embd, or kimi-k3's
+ * expert_latent_length). Shared experts: added to out (n_embd wide). */
+int df_ffn_moe_routed(df_session *s, int l, const float *xr, const float *x, int n, float *out, char *err,
+                      size_t errlen);
+int df_ffn_moe_shared(df_session *s, int l, const float *x, int n, float *out, char *err, size_t errlen);
+/* The FFN's gated activation in place: a = act(a, b) over n floats, SwiGLU
+ * (silu(a) * b) or kimi-k3's SiTU (h->act). */
+void df_glu(const df_hparams *h, float *a, const float *b, int n);
 /* Streaming only: guess layer l's experts from the hidden state x (one token,
  * before layer l's attention) and ask the store to read them ahead. moe.c */
 void df_moe_lookahead(df_session *s, int l, const float *x);
@@ -256,6 +294,14 @@ void df_moe_select(const df_hparams *h, const float *probs, const float *bias, i
 
 /* Defined per architecture file. */
 extern const df_arch df_arch_llama, df_arch_qwen2, df_arch_qwen3, df_arch_qwen2moe, df_arch_qwen3moe,
-    df_arch_deepseek2;
+    df_arch_deepseek2, df_arch_kimi_linear, df_arch_kimi_k3;
+
+/* arch_deepseek2.c: layer l's multi-head latent attention on the normed
+ * input s->xb (n tokens), storing the latents in the layer's cache; the
+ * output (n, n_head * head_dim_v), before attn_output, goes to s->xb.
+ * rope = 0: no RoPE (kimi's NoPE MLA). */
+int df_mla_attention(df_session *s, int l, int n, int rope, char *err, size_t errlen);
+int df_mla_hparams(df_model *m, char *err, size_t errlen);
+int df_mla_bind_layer(df_model *m, int l, char *err, size_t errlen);
 
 #endif
