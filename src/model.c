@@ -131,9 +131,10 @@ static int read_layer_arrays(df_model *m, char *err, size_t errlen) {
         for (int l = 0; l < h->n_layer; l++) {
             if (kv[l] == 0) continue;
             if (first && kv[l] != first) {
+                const int other = kv[l];
                 free(kv);
                 return df_seterr(err, errlen, "%s: attention layers have different head_count_kv (%d and %d)", m->path,
-                                 first, kv[l]);
+                                 first, other);
             }
             first = kv[l];
         }
