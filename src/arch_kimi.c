@@ -357,6 +357,7 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
         else
             for (int64_t i = 0; i < n * E; i++) s->x[i] += s->xb2[i];
         in = bs ? res_mix(s, L->ffn_res_score, nck, n, err, errlen) : s->x;
+        s->moe_hint = in; /* what the next layer's FFN will read is closer to this mix than to the running sum */
         if (!in || norm_into_xb(s, L->ffn_norm, in, n, err, errlen) || ffn_layer(s, l, n, err, errlen)) return -1;
         for (int64_t i = 0; i < n * E; i++) s->x[i] += s->xb2[i];
     }

@@ -313,7 +313,8 @@ int df_ffn_moe_routed(df_session *s, int l, const float *xr, const float *x, int
     ws_request_experts(m->ws, l, uniq, nu, 1);
     /* lookahead: the next layer's router on this layer's residual (s->x)
      * names likely experts; they queue behind this layer's demand reads */
-    if (n == 1 && l + 1 < h->n_layer && m->layers[l + 1].ffn_gate_inp) df_moe_lookahead(s, l + 1, s->x);
+    if (n == 1 && l + 1 < h->n_layer && m->layers[l + 1].ffn_gate_inp)
+        df_moe_lookahead(s, l + 1, s->moe_hint ? s->moe_hint : s->x);
     if (n == 1) {
         const int rc = run_experts_one_token(s, L, l, s->topk_id, K, x, err, errlen);
         if (rc < 0) return -1;
