@@ -45,6 +45,13 @@
  *    second position on (measured on deepseek-v2-q8_0), so 5e-2 here; the
  *    split attn_k_b/attn_v_b layout of current GGUFs is computed the same way
  *    as llama.cpp and keeps 2e-2.
+ *  - quantized kimi-k3: a q8 flip (above) perturbs a KDA layer's recurrent
+ *    state, which carries it to every later position, and the residual
+ *    mixing and SiTU gates of the tiny model amplify it: Deltafin matches
+ *    llama.cpp's batched logits to 1e-7 up to position 30 of kimi-k3-q8_0 and
+ *    by up to 3.7e-2 after (one routing flip: 8e-1), while llama.cpp's own
+ *    batched and token-by-token logits differ by 2.5e-2. 5e-2 here, with the
+ *    MoE allowance for routing flips. kimi-linear's q8_0 keeps 2e-2 (5e-3).
  * Argmax must agree wherever llama.cpp's top two logits differ by more than
  * twice the tolerance (at positions within the tolerance).
  *
@@ -162,7 +169,7 @@ static void check_sha(const entry *e, const char *model) {
 static double tolerance_for(const char *name) {
     if (strstr(name, "q2_K") || strstr(name, "q3_K")) return 3e-2;
     if (strstr(name, "bf16")) return 5e-3;
-    if (strstr(name, "deepseek-v2-q")) return 5e-2;
+    if (strstr(name, "deepseek-v2-q") || strstr(name, "kimi-k3-q")) return 5e-2;
     if (strstr(name, "-q")) return 2e-2;
     return 1e-3;
 }
@@ -246,7 +253,8 @@ static void check_entry(const entry *e) {
     if (df_decode(s, toks, nt, lg, 1, err, sizeof err) != 0) fail_msg("%s: %s", e->name, err);
     const double max_ref = max_abs(ref, (size_t)nt * nv);
     const double tol = tolerance_for(e->name), rel = rel_err(ref, lg, (size_t)nt * nv);
-    const int moe_quant = tol > 1e-3 && (strstr(e->name, "mixtral") || strstr(e->name, "moe") || strstr(e->name, "deepseek"));
+    const int moe_quant = tol > 1e-3 && (strstr(e->name, "mixtral") || strstr(e->name, "moe") || strstr(e->name, "deepseek") ||
+                                          strstr(e->name, "kimi"));
     int argmax_bad = 0, outliers = 0;
     double worst_inlier = 0;
     for (int p = 0; p < nt; p++) {
