@@ -132,17 +132,7 @@ static int bind(df_model *m, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
 
     const int64_t E = h->n_embd;
-    ws_tensor *t;
-    const gguf_tensor *te = gguf_find_tensor(m->g, "token_embd.weight");
-    if (!te) return df_seterr(err, errlen, "%s: missing tensor 'token_embd.weight'", m->path);
-    if (te->ne[1] < 1 || te->ne[1] > (1 << 24))
-        return df_seterr(err, errlen, "%s: token_embd.weight has %lld rows", m->path, (long long)te->ne[1]);
-    if (df_bind(m, &m->tok_embd, "token_embd.weight", 0, 1, E, te->ne[1], 1, err, errlen)) return -1;
-    h->n_vocab = (int)m->tok_embd->ne[1];
-    if (df_bind(m, &m->output_norm, "output_norm.weight", 0, 1, E, 1, 1, err, errlen) ||
-        df_bind(m, &t, "output.weight", 0, 0, E, h->n_vocab, 1, err, errlen))
-        return -1;
-    m->output = t ? t : m->tok_embd;
+    if (df_bind_embed_output(m, err, errlen)) return -1;
     for (int l = 0; l < h->n_layer; l++) {
         df_layer *L = &m->layers[l];
         if (df_bind(m, &L->attn_norm, "blk.%d.attn_norm.weight", l, 1, E, 1, 1, err, errlen) ||

@@ -161,17 +161,7 @@ static int bind_ffn(df_model *m, int l, char *err, size_t errlen) {
 static int bind_common(df_model *m, int k3, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
     const int64_t E = h->n_embd;
-    ws_tensor *t;
-    const gguf_tensor *te = gguf_find_tensor(m->g, "token_embd.weight");
-    if (!te) return df_seterr(err, errlen, "%s: missing tensor 'token_embd.weight'", m->path);
-    if (te->ne[1] < 1 || te->ne[1] > (1 << 24))
-        return df_seterr(err, errlen, "%s: token_embd.weight has %lld rows", m->path, (long long)te->ne[1]);
-    if (df_bind(m, &m->tok_embd, "token_embd.weight", 0, 1, E, te->ne[1], 1, err, errlen)) return -1;
-    h->n_vocab = (int)m->tok_embd->ne[1];
-    if (df_bind(m, &m->output_norm, "output_norm.weight", 0, 1, E, 1, 1, err, errlen) ||
-        df_bind(m, &t, "output.weight", 0, 0, E, h->n_vocab, 1, err, errlen))
-        return -1;
-    m->output = t ? t : m->tok_embd;
+    if (df_bind_embed_output(m, err, errlen)) return -1;
     const int res = h->attn_res_block > 0;
     if (res && df_bind(m, &m->output_res_score, "output_res_score.weight", 0, 1, E, 1, 1, err, errlen)) return -1;
     for (int l = 0; l < h->n_layer; l++) {

@@ -271,6 +271,23 @@ int df_bind(df_model *m, ws_tensor **dst, const char *fmt, int l, int required, 
     return 0;
 }
 
+int df_bind_embed_output(df_model *m, char *err, size_t errlen) {
+    df_hparams *h = &m->hp;
+    const int64_t E = h->n_embd;
+    ws_tensor *t;
+    const gguf_tensor *te = gguf_find_tensor(m->g, "token_embd.weight");
+    if (!te) return df_seterr(err, errlen, "%s: missing tensor 'token_embd.weight'", m->path);
+    if (te->ne[1] < 1 || te->ne[1] > (1 << 24))
+        return df_seterr(err, errlen, "%s: token_embd.weight has %lld rows", m->path, (long long)te->ne[1]);
+    if (df_bind(m, &m->tok_embd, "token_embd.weight", 0, 1, E, te->ne[1], 1, err, errlen)) return -1;
+    h->n_vocab = (int)m->tok_embd->ne[1];
+    if (df_bind(m, &m->output_norm, "output_norm.weight", 0, 1, E, 1, 1, err, errlen) ||
+        df_bind(m, &t, "output.weight", 0, 0, E, h->n_vocab, 1, err, errlen))
+        return -1;
+    m->output = t ? t : m->tok_embd;
+    return 0;
+}
+
 int df_check_shape(const ws_tensor *t, int64_t ne0, int64_t ne1, char *err, size_t errlen) {
     if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
         return df_seterr(err, errlen, "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",

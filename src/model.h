@@ -6,11 +6,14 @@
  *   df_hparams  - hyperparameters read from metadata (immutable);
  *   df_model    - weight handles (ws_tensor, reached only through the weight
  *                 store), tokenizer, thread pool;
- *   df_session  - the run state: KV cache and scratch buffers, allocated once
- *                 when the session is created; nothing is allocated per token.
+ *   df_session  - the run state: per-layer memory (df_layer_mem: KV cache,
+ *                 MLA latent cache or recurrent state) and scratch buffers,
+ *                 allocated once when the session is created; nothing is
+ *                 allocated per token.
  * Each supported general.architecture is one df_arch entry: a function that
  * reads its extra hyperparameters and binds its tensors, and a forward
- * function. One file per family (arch_llama.c: llama, qwen2, qwen3).
+ * function. One file per family (arch_llama.c: llama, qwen2, qwen3;
+ * arch_deepseek2.c; arch_kimi.c: kimi-linear, kimi-k3).
  */
 #ifndef DF_MODEL_H
 #define DF_MODEL_H
@@ -221,6 +224,8 @@ ws_tensor *df_tensor(df_model *m, const char *fmt, int layer, int required, char
  * leaves *dst NULL and succeeds. */
 int df_bind(df_model *m, ws_tensor **dst, const char *fmt, int l, int required, int64_t ne0, int64_t ne1,
             int64_t ne2, char *err, size_t errlen);
+/* token_embd (its rows set n_vocab), output_norm, and output (token_embd when absent: tied). */
+int df_bind_embed_output(df_model *m, char *err, size_t errlen);
 /* "<arch>.<suffix>" as an integer in [lo, hi]; absent optional keys keep *out. */
 int df_hp_int(df_model *m, const char *suffix, int *out, int lo, int hi, int required, char *err, size_t errlen);
 /* "<arch>.<suffix>" if it is a per-layer array: n_layer integers, each in

@@ -21,7 +21,9 @@
  * shared expert, one leading dense layer, YaRN), deepseek-v2-tiny (combined
  * attn_kv_b, softmax routing without groups or bias, two shared experts)
  * and deepseek-v2-lite-tiny (the same without q LoRA; 26 layers, which is
- * how llama.cpp recognises a "lite" model). Big
+ * how llama.cpp recognises a "lite" model), kimi-linear-tiny (KDA and NoPE
+ * MLA layers per --schedule, e.g. KKKM) and kimi-k3-tiny (plus residual
+ * attention, latent MoE, SiTU, the KDA gate bound and the MLA gate). Big
  * variants (e.g. --preset deepseek-v3-tiny --n-embd 2048 --experts 64) are
  * just flags away. A tensor whose rows do not fit the chosen block type
  * falls back to q8_0, then f16, as llama-quantize does. Run without
@@ -157,29 +159,35 @@ static void plan_ffn(const config *c, plan *p, int l) {
     }
 }
 
+/* Layer l's multi-head latent attention (deepseek2, kimi), without attn_output. */
+static void plan_mla(const config *c, plan *p, int l) {
+    const int64_t E = c->n_embd, H = c->n_head, hd = c->qk_nope + c->qk_rope, R = c->kv_lora;
+    if (c->q_lora > 0) {
+        add(p, c->type, INIT_LINEAR, E, c->q_lora, "blk.%d.attn_q_a.weight", l);
+        add(p, DF_TYPE_F32, INIT_NORM, c->q_lora, 1, "blk.%d.attn_q_a_norm.weight", l);
+        add(p, c->type, INIT_QK, c->q_lora, H * hd, "blk.%d.attn_q_b.weight", l);
+    } else {
+        add(p, c->type, INIT_QK, E, H * hd, "blk.%d.attn_q.weight", l);
+    }
+    add(p, c->type, INIT_QK, E, R + c->qk_rope, "blk.%d.attn_kv_a_mqa.weight", l);
+    add(p, DF_TYPE_F32, INIT_NORM, R, 1, "blk.%d.attn_kv_a_norm.weight", l);
+    if (c->mla_split) {
+        add3(p, c->type, INIT_QK, c->qk_nope, R, H, "blk.%d.attn_k_b.weight", l);
+        add3(p, c->type, INIT_LINEAR, R, c->v_head, H, "blk.%d.attn_v_b.weight", l);
+    } else {
+        add(p, c->type, INIT_QK, R, H * (c->qk_nope + c->v_head), "blk.%d.attn_kv_b.weight", l);
+    }
+}
+
 /* DeepSeek V2/V3: multi-head latent attention, then plan_ffn. */
 static void plan_deepseek2(const config *c, plan *p) {
-    const int64_t E = c->n_embd, H = c->n_head, hd = c->qk_nope + c->qk_rope, R = c->kv_lora;
+    const int64_t E = c->n_embd, H = c->n_head;
     add(p, c->type, INIT_EMBED, E, c->vocab, "token_embd.weight", 0);
     add(p, DF_TYPE_F32, INIT_NORM, E, 1, "output_norm.weight", 0);
     if (!c->tied) add(p, c->type, INIT_OUTPUT, E, c->vocab, "output.weight", 0);
     for (int l = 0; l < c->n_layer; l++) {
         add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.attn_norm.weight", l);
-        if (c->q_lora > 0) {
-            add(p, c->type, INIT_LINEAR, E, c->q_lora, "blk.%d.attn_q_a.weight", l);
-            add(p, DF_TYPE_F32, INIT_NORM, c->q_lora, 1, "blk.%d.attn_q_a_norm.weight", l);
-            add(p, c->type, INIT_QK, c->q_lora, H * hd, "blk.%d.attn_q_b.weight", l);
-        } else {
-            add(p, c->type, INIT_QK, E, H * hd, "blk.%d.attn_q.weight", l);
-        }
-        add(p, c->type, INIT_QK, E, R + c->qk_rope, "blk.%d.attn_kv_a_mqa.weight", l);
-        add(p, DF_TYPE_F32, INIT_NORM, R, 1, "blk.%d.attn_kv_a_norm.weight", l);
-        if (c->mla_split) {
-            add3(p, c->type, INIT_QK, c->qk_nope, R, H, "blk.%d.attn_k_b.weight", l);
-            add3(p, c->type, INIT_LINEAR, R, c->v_head, H, "blk.%d.attn_v_b.weight", l);
-        } else {
-            add(p, c->type, INIT_QK, R, H * (c->qk_nope + c->v_head), "blk.%d.attn_kv_b.weight", l);
-        }
+        plan_mla(c, p, l);
         add(p, c->type, INIT_LINEAR, H * c->v_head, E, "blk.%d.attn_output.weight", l);
         add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.ffn_norm.weight", l);
         plan_ffn(c, p, l);
@@ -238,7 +246,7 @@ static void plan_kimi_moe(const config *c, plan *p, int l) {
 
 /* kimi-linear / kimi-k3: KDA or NoPE MLA per schedule, dense lead or MoE. */
 static void plan_kimi(const config *c, plan *p) {
-    const int64_t E = c->n_embd, H = c->n_head, hd = c->qk_nope + c->qk_rope, R = c->kv_lora;
+    const int64_t E = c->n_embd, H = c->n_head;
     add(p, c->type, INIT_EMBED, E, c->vocab, "token_embd.weight", 0);
     add(p, DF_TYPE_F32, INIT_NORM, E, 1, "output_norm.weight", 0);
     add(p, c->type, INIT_OUTPUT, E, c->vocab, "output.weight", 0);
@@ -253,17 +261,7 @@ static void plan_kimi(const config *c, plan *p) {
         if (c->schedule[l] == 'K') {
             plan_kda(c, p, l);
         } else {
-            if (c->q_lora > 0) {
-                add(p, c->type, INIT_LINEAR, E, c->q_lora, "blk.%d.attn_q_a.weight", l);
-                add(p, DF_TYPE_F32, INIT_NORM, c->q_lora, 1, "blk.%d.attn_q_a_norm.weight", l);
-                add(p, c->type, INIT_QK, c->q_lora, H * hd, "blk.%d.attn_q_b.weight", l);
-            } else {
-                add(p, c->type, INIT_QK, E, H * hd, "blk.%d.attn_q.weight", l);
-            }
-            add(p, c->type, INIT_QK, E, R + c->qk_rope, "blk.%d.attn_kv_a_mqa.weight", l);
-            add(p, DF_TYPE_F32, INIT_NORM, R, 1, "blk.%d.attn_kv_a_norm.weight", l);
-            add3(p, c->type, INIT_QK, c->qk_nope, R, H, "blk.%d.attn_k_b.weight", l);
-            add3(p, c->type, INIT_LINEAR, R, c->v_head, H, "blk.%d.attn_v_b.weight", l);
+            plan_mla(c, p, l);
             if (c->mla_gate) add(p, c->type, INIT_LINEAR, E, H * c->v_head, "blk.%d.attn_gate.weight", l);
             add(p, c->type, INIT_LINEAR, H * c->v_head, E, "blk.%d.attn_output.weight", l);
         }
