@@ -762,6 +762,7 @@ static void session_bind_memory(df_session *s) {
 /* Recurrent states start at zero (a new session, or a reset to position 0). */
 static void session_clear_recurrent(df_session *s) {
     const df_hparams *h = &s->m->hp;
+    s->rec_broken = 0;
     if (!h->n_layer_recurrent) return;
     memset(s->rec_conv, 0, sizeof(float) * (size_t)(h->n_layer_recurrent * df_rec_conv_floats(h)));
     memset(s->rec_state, 0, sizeof(float) * (size_t)(h->n_layer_recurrent * df_rec_state_floats(h)));
@@ -838,19 +839,26 @@ int df_session_n_ctx(const df_session *s) { return s->n_ctx; }
 int df_session_truncate(df_session *s, int pos, char *err, size_t errlen) {
     if (pos < 0 || pos > s->pos)
         return df_seterr(err, errlen, "cannot truncate a session at position %d to position %d", s->pos, pos);
+    if (pos == 0) {
+        s->pos = 0;
+        session_clear_recurrent(s);
+        return 0;
+    }
     if (pos == s->pos) return 0;
-    if (s->m->hp.n_layer_recurrent > 0 && pos > 0)
+    if (s->m->hp.n_layer_recurrent > 0)
         return df_seterr(err, errlen,
                          "cannot rewind a session with recurrent layers from position %d to %d: their state keeps no "
                          "history (only a reset to 0 is possible)", s->pos, pos);
     s->pos = pos;
-    if (pos == 0) session_clear_recurrent(s);
     return 0;
 }
 
 int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err, size_t errlen) {
     const int nv = s->m->hp.n_vocab;
     if (n <= 0) return df_seterr(err, errlen, "no tokens to decode");
+    if (s->rec_broken)
+        return df_seterr(err, errlen, "an earlier decode failed part way through the recurrent layers; reset the session "
+                         "(df_session_truncate to 0) first");
     if (n > s->n_ctx - s->pos)
         return df_seterr(err, errlen, "context full: %d tokens at position %d exceed the context of %d", n, s->pos,
                          s->n_ctx);
@@ -863,7 +871,10 @@ int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int al
         float *dst = NULL;
         if (logits && all_logits) dst = logits + (int64_t)done * nv;
         else if (logits && last) dst = logits;
-        if (s->m->arch->forward(s, tokens + done, chunk, dst, all_logits, err, errlen) != 0) return -1;
+        if (s->m->arch->forward(s, tokens + done, chunk, dst, all_logits, err, errlen) != 0) {
+            s->rec_broken = s->m->hp.n_layer_recurrent > 0; /* a KV cache only gained rows past pos; a state changed */
+            return -1;
+        }
         ws_tick(s->m->ws);
         done += chunk;
     }

@@ -166,6 +166,7 @@ uint64_t df_session_bytes(const df_model *m, const df_session_params *p);
 struct df_session {
     df_model *m;
     int n_ctx, n_batch, kv_type, pos;
+    int rec_broken;         /* a decode failed midway through recurrent layers: their state is unusable until a reset */
     size_t kv_elt;          /* bytes per cached element (4 or 2) */
     int64_t kv_dim_k, kv_dim_v; /* n_head_kv * head_dim(_v) */
     df_layer_mem *mem;      /* (n_layer) per-layer memory, pointing into the buffers below */
