@@ -107,8 +107,13 @@ void df_session_free(df_session *s);
 /* Number of tokens in the session's KV cache. */
 int df_session_pos(const df_session *s);
 int df_session_n_ctx(const df_session *s);
-/* Forget everything from position pos onward (pos = 0 clears the session). */
-void df_session_truncate(df_session *s, int pos);
+/* Forget everything from position pos onward (pos = 0 clears the session).
+ * A model with recurrent layers (kimi-linear, kimi-k3) keeps a running state
+ * that cannot be rewound: there only pos = 0 and pos = the current position
+ * are accepted (and after a df_decode of such a model failed part way, only
+ * a reset to 0 makes the session usable again). Returns 0, or -1 with err
+ * (pos out of range, or a rewind of recurrent state). */
+int df_session_truncate(df_session *s, int pos, char *err, size_t errlen);
 
 /* Record, for every token and MoE layer, the experts the router chose and
  * their weights, appending to the file at path (format: docs/trace.md).

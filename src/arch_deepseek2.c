@@ -64,8 +64,8 @@ static void deepseek_yarn(df_model *m) {
     h->kq_scale = mscale * mscale / sqrtf((float)h->head_dim);
 }
 
-/* MLA sizes, experts and YaRN (before the weight store is planned). */
-static int hparams(df_model *m, char *err, size_t errlen) {
+/* MLA sizes (shared with kimi's MLA layers). */
+int df_mla_hparams(df_model *m, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
     if (df_hp_int(m, "attention.kv_lora_rank", &h->kv_lora_rank, 1, 1 << 16, 1, err, errlen) ||
         df_hp_int(m, "attention.q_lora_rank", &h->q_lora_rank, 0, 1 << 16, 0, err, errlen))
@@ -85,53 +85,60 @@ static int hparams(df_model *m, char *err, size_t errlen) {
     if (h->qk_nope < 1)
         return df_seterr(err, errlen, "%s: head size %d leaves no non-RoPE part (rope dims %d)", m->path, h->head_dim,
                          h->n_rot);
+    h->n_head_kv = 1; /* one latent per token */
+    return 0;
+}
+
+/* MLA sizes, experts and YaRN (before the weight store is planned). */
+static int hparams(df_model *m, char *err, size_t errlen) {
+    df_hparams *h = &m->hp;
+    if (df_mla_hparams(m, err, errlen)) return -1;
     if (h->n_expert == 0 || h->n_ff_exp == 0)
         return df_seterr(err, errlen, "%s: deepseek2 needs expert_count, expert_used_count and "
                          "expert_feed_forward_length", m->path);
     h->n_ff_shexp = h->n_ff_exp * h->n_expert_shared;
-    h->n_head_kv = 1; /* one latent per token */
     deepseek_yarn(m);
+    return 0;
+}
+
+/* Layer l's MLA tensors (q, with or without LoRA; kv_a; k_b/v_b or kv_b; output). */
+int df_mla_bind_layer(df_model *m, int l, char *err, size_t errlen) {
+    const df_hparams *h = &m->hp;
+    df_layer *L = &m->layers[l];
+    const int64_t E = h->n_embd, H = h->n_head, hd = h->head_dim, hv = h->head_dim_v, R = h->kv_lora_rank;
+    if (df_bind(m, &L->kv_a_norm, "blk.%d.attn_kv_a_norm.weight", l, 1, R, 1, 1, err, errlen) ||
+        df_bind(m, &L->wkv_a_mqa, "blk.%d.attn_kv_a_mqa.weight", l, 1, E, R + h->n_rot, 1, err, errlen) ||
+        df_bind(m, &L->wo, "blk.%d.attn_output.weight", l, 1, H * hv, E, 1, err, errlen))
+        return -1;
+    if (h->q_lora_rank > 0) {
+        if (df_bind(m, &L->wq_a, "blk.%d.attn_q_a.weight", l, 1, E, h->q_lora_rank, 1, err, errlen) ||
+            df_bind(m, &L->q_a_norm, "blk.%d.attn_q_a_norm.weight", l, 1, h->q_lora_rank, 1, 1, err, errlen) ||
+            df_bind(m, &L->wq_b, "blk.%d.attn_q_b.weight", l, 1, h->q_lora_rank, H * hd, 1, err, errlen))
+            return -1;
+    } else if (df_bind(m, &L->wq, "blk.%d.attn_q.weight", l, 1, E, H * hd, 1, err, errlen)) {
+        return -1;
+    }
+    if (h->mla_split) {
+        if (df_bind(m, &L->wk_b, "blk.%d.attn_k_b.weight", l, 1, h->qk_nope, R, H, err, errlen) ||
+            df_bind(m, &L->wv_b, "blk.%d.attn_v_b.weight", l, 1, R, hv, H, err, errlen))
+            return -1;
+    } else if (df_bind(m, &L->wkv_b, "blk.%d.attn_kv_b.weight", l, 1, R, H * (h->qk_nope + hv), 1, err, errlen)) {
+        return -1;
+    }
     return 0;
 }
 
 static int bind(df_model *m, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
 
-    const int64_t E = h->n_embd, H = h->n_head, hd = h->head_dim, hv = h->head_dim_v, R = h->kv_lora_rank;
-    ws_tensor *t;
-    const gguf_tensor *te = gguf_find_tensor(m->g, "token_embd.weight");
-    if (!te) return df_seterr(err, errlen, "%s: missing tensor 'token_embd.weight'", m->path);
-    if (te->ne[1] < 1 || te->ne[1] > (1 << 24))
-        return df_seterr(err, errlen, "%s: token_embd.weight has %lld rows", m->path, (long long)te->ne[1]);
-    if (df_bind(m, &m->tok_embd, "token_embd.weight", 0, 1, E, te->ne[1], 1, err, errlen)) return -1;
-    h->n_vocab = (int)m->tok_embd->ne[1];
-    if (df_bind(m, &m->output_norm, "output_norm.weight", 0, 1, E, 1, 1, err, errlen) ||
-        df_bind(m, &t, "output.weight", 0, 0, E, h->n_vocab, 1, err, errlen))
-        return -1;
-    m->output = t ? t : m->tok_embd;
+    const int64_t E = h->n_embd;
+    if (df_bind_embed_output(m, err, errlen)) return -1;
     for (int l = 0; l < h->n_layer; l++) {
         df_layer *L = &m->layers[l];
         if (df_bind(m, &L->attn_norm, "blk.%d.attn_norm.weight", l, 1, E, 1, 1, err, errlen) ||
-            df_bind(m, &L->kv_a_norm, "blk.%d.attn_kv_a_norm.weight", l, 1, R, 1, 1, err, errlen) ||
-            df_bind(m, &L->wkv_a_mqa, "blk.%d.attn_kv_a_mqa.weight", l, 1, E, R + h->n_rot, 1, err, errlen) ||
-            df_bind(m, &L->wo, "blk.%d.attn_output.weight", l, 1, H * hv, E, 1, err, errlen) ||
-            df_bind(m, &L->ffn_norm, "blk.%d.ffn_norm.weight", l, 1, E, 1, 1, err, errlen))
+            df_bind(m, &L->ffn_norm, "blk.%d.ffn_norm.weight", l, 1, E, 1, 1, err, errlen) ||
+            df_mla_bind_layer(m, l, err, errlen))
             return -1;
-        if (h->q_lora_rank > 0) {
-            if (df_bind(m, &L->wq_a, "blk.%d.attn_q_a.weight", l, 1, E, h->q_lora_rank, 1, err, errlen) ||
-                df_bind(m, &L->q_a_norm, "blk.%d.attn_q_a_norm.weight", l, 1, h->q_lora_rank, 1, 1, err, errlen) ||
-                df_bind(m, &L->wq_b, "blk.%d.attn_q_b.weight", l, 1, h->q_lora_rank, H * hd, 1, err, errlen))
-                return -1;
-        } else if (df_bind(m, &L->wq, "blk.%d.attn_q.weight", l, 1, E, H * hd, 1, err, errlen)) {
-            return -1;
-        }
-        if (h->mla_split) {
-            if (df_bind(m, &L->wk_b, "blk.%d.attn_k_b.weight", l, 1, h->qk_nope, R, H, err, errlen) ||
-                df_bind(m, &L->wv_b, "blk.%d.attn_v_b.weight", l, 1, R, hv, H, err, errlen))
-                return -1;
-        } else if (df_bind(m, &L->wkv_b, "blk.%d.attn_kv_b.weight", l, 1, R, H * (h->qk_nope + hv), 1, err, errlen)) {
-            return -1;
-        }
         if (l < h->n_layer_dense_lead) {
             if (df_bind(m, &L->ffn_gate, "blk.%d.ffn_gate.weight", l, 1, E, h->n_ff, 1, err, errlen) ||
                 df_bind(m, &L->ffn_up, "blk.%d.ffn_up.weight", l, 1, E, h->n_ff, 1, err, errlen) ||
@@ -192,12 +199,80 @@ static int per_head_matmul(df_session *s, const ws_tensor *w, const uint8_t *bas
     return 0;
 }
 
+int df_mla_attention(df_session *s, int l, int n, int rope, char *err, size_t errlen) {
+    df_model *m = s->m;
+    const df_hparams *h = &m->hp;
+    df_layer *L = &m->layers[l];
+    const int64_t H = h->n_head, hd = h->head_dim, hv = h->head_dim_v, R = h->kv_lora_rank;
+    const int64_t D = s->kv_dim_k, nope = h->qk_nope;
+    /* queries */
+    if (L->wq_a) {
+        const int64_t QL = h->q_lora_rank;
+        if (df_matmul(s, L->wq_a, s->xb, n, s->mla_tmp, QL, err, errlen)) return -1;
+        const float *qn = ws_fetch(m->ws, L->q_a_norm, err, errlen);
+        for (int t = 0; t < n; t++) op_rmsnorm(s->mla_tmp + t * QL, s->mla_tmp + t * QL, qn, (int)QL, h->norm_eps);
+        ws_release(m->ws, L->q_a_norm);
+        if (df_matmul(s, L->wq_b, s->mla_tmp, n, s->q, H * hd, err, errlen)) return -1;
+    } else if (df_matmul(s, L->wq, s->xb, n, s->q, H * hd, err, errlen)) {
+        return -1;
+    }
+    /* latents: [rmsnorm(c) | rope(k_pe)] */
+    if (df_matmul(s, L->wkv_a_mqa, s->xb, n, s->lat, D, err, errlen)) return -1;
+    const float *kn = ws_fetch(m->ws, L->kv_a_norm, err, errlen);
+    for (int t = 0; t < n; t++) {
+        float *lt = s->lat + t * D;
+        op_rmsnorm(lt, lt, kn, (int)R, h->norm_eps);
+        if (!rope) continue; /* NoPE: k_pe and q_pe are used as they are */
+        const float *rc = s->rope_cache + (int64_t)t * h->n_rot;
+        rope_apply(&s->rope, rc, lt + R, 1, h->n_rot);
+        for (int64_t hh = 0; hh < H; hh++) rope_apply(&s->rope, rc, s->q + t * H * hd + hh * hd + nope, 1, h->n_rot);
+    }
+    ws_release(m->ws, L->kv_a_norm);
+    df_kv_store(s, l, n, s->lat, NULL);
+    /* absorbed queries: [Wk_b[h] * q_nope | q_pe] */
+    mla_job job = {s, L, l, n};
+    if (L->wk_b) {
+        const uint8_t *wk = ws_fetch(m->ws, L->wk_b, err, errlen);
+        int rc = per_head_matmul(s, L->wk_b, wk, R * L->wk_b->row_bytes, nope, R, s->q, hd, H * hd, n, s->q_abs, D,
+                                 H * D);
+        ws_release(m->ws, L->wk_b);
+        if (rc) return df_seterr(err, errlen, "internal: MLA scratch too small");
+    } else {
+        if (!ws_fetch(m->ws, L->wkv_b, err, errlen)) return -1;
+        tp_run(m->pool, absorb_combined, &job);
+        ws_release(m->ws, L->wkv_b);
+    }
+    for (int t = 0; t < n; t++)
+        for (int64_t hh = 0; hh < H; hh++)
+            memcpy(s->q_abs + (t * H + hh) * D + R, s->q + t * H * hd + hh * hd + nope, sizeof(float) * (size_t)h->n_rot);
+    /* attention in latent space: every head reads the same latent rows (attn.c) */
+    const uint8_t *lat = s->mem[l].k;
+    const df_attn_desc ad = {lat, lat, (size_t)(D * (int64_t)s->kv_elt), (size_t)(D * (int64_t)s->kv_elt), 0, 0,
+                             s->kv_elt == 4 ? DF_TYPE_F32 : DF_TYPE_F16, (int)H, 1, (int)D, (int)R,
+                             s->q_abs, H * D, D, s->o_lat, H * R, R, h->kq_scale, s->pos, n};
+    df_attention_run(s, &ad);
+    /* back from latent space: out[h] = Wv[h] * o_lat[h] */
+    ws_tensor *wv = L->wv_b ? L->wv_b : L->wkv_b;
+    const uint8_t *vb = ws_fetch(m->ws, wv, err, errlen);
+    if (!vb) return -1;
+    size_t stride;
+    if (L->wv_b) {
+        stride = (size_t)hv * wv->row_bytes;
+    } else {
+        stride = (size_t)(nope + hv) * wv->row_bytes;
+        vb += (size_t)nope * wv->row_bytes; /* V rows follow the head's K rows */
+    }
+    int rc = per_head_matmul(s, wv, vb, stride, R, hv, s->o_lat, R, H * R, n, s->xb, hv, H * hv);
+    ws_release(m->ws, wv);
+    if (rc) return df_seterr(err, errlen, "internal: MLA scratch too small");
+    return 0;
+}
+
 static int forward(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
                    size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
-    const int64_t E = h->n_embd, H = h->n_head, hd = h->head_dim, hv = h->head_dim_v, R = h->kv_lora_rank;
-    const int64_t D = s->kv_dim_k, nope = h->qk_nope;
+    const int64_t E = h->n_embd;
     if (df_embed(s, tokens, n, s->x, err, errlen) != 0) return -1;
     for (int t = 0; t < n; t++) rope_cache(&s->rope, s->pos + t, s->rope_cache + (int64_t)t * h->n_rot);
 
@@ -206,65 +281,7 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
         const float *an = ws_fetch(m->ws, L->attn_norm, err, errlen);
         for (int t = 0; t < n; t++) op_rmsnorm(s->xb + t * E, s->x + t * E, an, (int)E, h->norm_eps);
         ws_release(m->ws, L->attn_norm);
-        /* queries */
-        if (L->wq_a) {
-            const int64_t QL = h->q_lora_rank;
-            if (df_matmul(s, L->wq_a, s->xb, n, s->mla_tmp, QL, err, errlen)) return -1;
-            const float *qn = ws_fetch(m->ws, L->q_a_norm, err, errlen);
-            for (int t = 0; t < n; t++) op_rmsnorm(s->mla_tmp + t * QL, s->mla_tmp + t * QL, qn, (int)QL, h->norm_eps);
-            ws_release(m->ws, L->q_a_norm);
-            if (df_matmul(s, L->wq_b, s->mla_tmp, n, s->q, H * hd, err, errlen)) return -1;
-        } else if (df_matmul(s, L->wq, s->xb, n, s->q, H * hd, err, errlen)) {
-            return -1;
-        }
-        /* latents: [rmsnorm(c) | rope(k_pe)] */
-        if (df_matmul(s, L->wkv_a_mqa, s->xb, n, s->lat, D, err, errlen)) return -1;
-        const float *kn = ws_fetch(m->ws, L->kv_a_norm, err, errlen);
-        for (int t = 0; t < n; t++) {
-            float *lt = s->lat + t * D;
-            op_rmsnorm(lt, lt, kn, (int)R, h->norm_eps);
-            const float *rc = s->rope_cache + (int64_t)t * h->n_rot;
-            rope_apply(&s->rope, rc, lt + R, 1, h->n_rot);
-            for (int64_t hh = 0; hh < H; hh++) rope_apply(&s->rope, rc, s->q + t * H * hd + hh * hd + nope, 1, h->n_rot);
-        }
-        ws_release(m->ws, L->kv_a_norm);
-        df_kv_store(s, l, n, s->lat, NULL);
-        /* absorbed queries: [Wk_b[h] * q_nope | q_pe] */
-        mla_job job = {s, L, l, n};
-        if (L->wk_b) {
-            const uint8_t *wk = ws_fetch(m->ws, L->wk_b, err, errlen);
-            int rc = per_head_matmul(s, L->wk_b, wk, R * L->wk_b->row_bytes, nope, R, s->q, hd, H * hd, n, s->q_abs, D,
-                                     H * D);
-            ws_release(m->ws, L->wk_b);
-            if (rc) return df_seterr(err, errlen, "internal: MLA scratch too small");
-        } else {
-            if (!ws_fetch(m->ws, L->wkv_b, err, errlen)) return -1;
-            tp_run(m->pool, absorb_combined, &job);
-            ws_release(m->ws, L->wkv_b);
-        }
-        for (int t = 0; t < n; t++)
-            for (int64_t hh = 0; hh < H; hh++)
-                memcpy(s->q_abs + (t * H + hh) * D + R, s->q + t * H * hd + hh * hd + nope, sizeof(float) * (size_t)h->n_rot);
-        /* attention in latent space: every head reads the same latent rows (attn.c) */
-        const uint8_t *lat = s->k_cache + (int64_t)l * s->n_ctx * D * (int64_t)s->kv_elt;
-        const df_attn_desc ad = {lat, lat, (size_t)(D * (int64_t)s->kv_elt), (size_t)(D * (int64_t)s->kv_elt), 0, 0,
-                                 s->kv_elt == 4 ? DF_TYPE_F32 : DF_TYPE_F16, (int)H, 1, (int)D, (int)R,
-                                 s->q_abs, H * D, D, s->o_lat, H * R, R, h->kq_scale, s->pos, n};
-        df_attention_run(s, &ad);
-        /* back from latent space: out[h] = Wv[h] * o_lat[h] */
-        ws_tensor *wv = L->wv_b ? L->wv_b : L->wkv_b;
-        const uint8_t *vb = ws_fetch(m->ws, wv, err, errlen);
-        if (!vb) return -1;
-        size_t stride;
-        if (L->wv_b) {
-            stride = (size_t)hv * wv->row_bytes;
-        } else {
-            stride = (size_t)(nope + hv) * wv->row_bytes;
-            vb += (size_t)nope * wv->row_bytes; /* V rows follow the head's K rows */
-        }
-        int rc = per_head_matmul(s, wv, vb, stride, R, hv, s->o_lat, R, H * R, n, s->xb, hv, H * hv);
-        ws_release(m->ws, wv);
-        if (rc) return df_seterr(err, errlen, "internal: MLA scratch too small");
+        if (df_mla_attention(s, l, n, 1, err, errlen)) return -1;
         if (df_matmul(s, L->wo, s->xb, n, s->xb2, E, err, errlen)) return -1;
         for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
 

@@ -39,14 +39,13 @@ int64_t df_attn_scratch(const df_hparams *h, int n_ctx) {
 }
 
 void df_kv_store(df_session *s, int layer, int n_tok, const float *k, const float *v) {
-    const int64_t ctx = s->n_ctx;
     const quant_traits *kv = quant_traits_get(s->kv_elt == 4 ? DF_TYPE_F32 : DF_TYPE_F16);
     for (int t = 0; t < n_tok; t++) {
         const int64_t pos = s->pos + t;
-        uint8_t *kd = s->k_cache + ((layer * ctx + pos) * s->kv_dim_k) * (int64_t)s->kv_elt;
+        uint8_t *kd = s->mem[layer].k + (pos * s->kv_dim_k) * (int64_t)s->kv_elt;
         kv->from_float(k + (int64_t)t * s->kv_dim_k, kd, s->kv_dim_k);
         if (v) { /* MLA caches no values */
-            uint8_t *vd = s->v_cache + ((layer * ctx + pos) * s->kv_dim_v) * (int64_t)s->kv_elt;
+            uint8_t *vd = s->mem[layer].v + (pos * s->kv_dim_v) * (int64_t)s->kv_elt;
             kv->from_float(v + (int64_t)t * s->kv_dim_v, vd, s->kv_dim_v);
         }
     }
@@ -146,10 +145,10 @@ void df_attention_run(df_session *s, const df_attn_desc *d) {
 
 void df_attention(df_session *s, int layer, int n_tok, const float *q, float *out) {
     const df_hparams *h = &s->m->hp;
-    const int64_t ctx = s->n_ctx, elt = (int64_t)s->kv_elt;
+    const int64_t elt = (int64_t)s->kv_elt;
     df_attn_desc d;
-    d.k = s->k_cache + (int64_t)layer * ctx * s->kv_dim_k * elt;
-    d.v = s->v_cache + (int64_t)layer * ctx * s->kv_dim_v * elt;
+    d.k = s->mem[layer].k;
+    d.v = s->mem[layer].v;
     d.k_stride = (size_t)(s->kv_dim_k * elt);
     d.v_stride = (size_t)(s->kv_dim_v * elt);
     d.k_head = (size_t)((int64_t)h->head_dim * elt);

@@ -26,8 +26,9 @@
 #define MAX_LAYERS 4096
 #define DEFAULT_CTX_CAP 4096
 
-static const df_arch *const ARCHES[] = {&df_arch_llama,    &df_arch_qwen2,    &df_arch_qwen3,
-                                        &df_arch_qwen2moe, &df_arch_qwen3moe, &df_arch_deepseek2};
+static const df_arch *const ARCHES[] = {&df_arch_llama,     &df_arch_qwen2,       &df_arch_qwen3,
+                                        &df_arch_qwen2moe,  &df_arch_qwen3moe,    &df_arch_deepseek2,
+                                        &df_arch_kimi_linear, &df_arch_kimi_k3};
 
 const df_arch *df_arch_find(const char *name) {
     for (size_t i = 0; i < sizeof ARCHES / sizeof ARCHES[0]; i++)
@@ -80,17 +81,99 @@ static int hp_float(df_model *m, const char *suffix, float *out, float lo, float
     return 0;
 }
 
+int df_hp_layers(df_model *m, const char *suffix, int32_t **out, int lo, int hi, char *err, size_t errlen) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", m->arch_name, suffix);
+    *out = NULL;
+    const gguf_kv *kv = gguf_find(m->g, key);
+    if (!kv || kv->type != GGUF_T_ARRAY) return 0;
+    const int n = m->hp.n_layer;
+    if (kv->arr_n != (uint64_t)n)
+        return df_seterr(err, errlen, "%s: '%s' has %llu entries for %d layers", m->path, key,
+                         (unsigned long long)kv->arr_n, n);
+    int32_t *v = malloc(sizeof(int32_t) * (size_t)n);
+    if (!v) return df_seterr(err, errlen, "%s: out of memory", m->path);
+    for (int l = 0; l < n; l++) {
+        int64_t x;
+        switch (kv->arr_type) {
+        case GGUF_T_U8: x = ((const uint8_t *)kv->arr)[l]; break;
+        case GGUF_T_I8: x = ((const int8_t *)kv->arr)[l]; break;
+        case GGUF_T_U16: x = ((const uint16_t *)kv->arr)[l]; break;
+        case GGUF_T_I16: x = ((const int16_t *)kv->arr)[l]; break;
+        case GGUF_T_U32: x = ((const uint32_t *)kv->arr)[l]; break;
+        case GGUF_T_I32: x = ((const int32_t *)kv->arr)[l]; break;
+        case GGUF_T_U64: x = ((const uint64_t *)kv->arr)[l] > (uint64_t)INT64_MAX ? -1 : (int64_t)((const uint64_t *)kv->arr)[l]; break;
+        case GGUF_T_I64: x = ((const int64_t *)kv->arr)[l]; break;
+        default:
+            free(v);
+            return df_seterr(err, errlen, "%s: '%s' is an array of type %d, not of integers", m->path, key, kv->arr_type);
+        }
+        if (x < lo || x > hi) {
+            free(v);
+            return df_seterr(err, errlen, "%s: '%s'[%d] = %lld is out of range [%d, %d]", m->path, key, l, (long long)x,
+                             lo, hi);
+        }
+        v[l] = (int32_t)x;
+    }
+    *out = v;
+    return 0;
+}
+
+/* head_count_kv and feed_forward_length may be per-layer arrays: a zero
+ * head_count_kv marks a recurrent (linear attention) layer. Attention layers
+ * must agree on one value (the KV cache has one row width). */
+static int read_layer_arrays(df_model *m, char *err, size_t errlen) {
+    df_hparams *h = &m->hp;
+    int32_t *kv = NULL;
+    if (df_hp_layers(m, "attention.head_count_kv", &kv, 0, h->n_head, err, errlen)) return -1;
+    if (kv) {
+        int first = 0;
+        for (int l = 0; l < h->n_layer; l++) {
+            if (kv[l] == 0) continue;
+            if (first && kv[l] != first) {
+                const int other = kv[l];
+                free(kv);
+                return df_seterr(err, errlen, "%s: attention layers have different head_count_kv (%d and %d)", m->path,
+                                 first, other);
+            }
+            first = kv[l];
+        }
+        h->n_head_kv = first ? first : h->n_head;
+        for (int l = 0; l < h->n_layer; l++) h->n_layer_recurrent += kv[l] == 0;
+        if (h->n_layer_recurrent) {
+            h->recurrent = malloc((size_t)h->n_layer);
+            if (!h->recurrent) {
+                free(kv);
+                return df_seterr(err, errlen, "%s: out of memory", m->path);
+            }
+            for (int l = 0; l < h->n_layer; l++) h->recurrent[l] = kv[l] == 0;
+        }
+        free(kv);
+    } else if (df_hp_int(m, "attention.head_count_kv", &h->n_head_kv, 1, h->n_head, 0, err, errlen)) {
+        return -1;
+    }
+    if (df_hp_layers(m, "feed_forward_length", &h->n_ff_l, 0, MAX_DIM, err, errlen)) return -1;
+    if (h->n_ff_l) {
+        h->n_ff = 0;
+        for (int l = 0; l < h->n_layer; l++)
+            if (h->n_ff_l[l] > h->n_ff) h->n_ff = h->n_ff_l[l];
+        if (h->n_ff < 1) return df_seterr(err, errlen, "%s: feed_forward_length is zero in every layer", m->path);
+    } else if (df_hp_int(m, "feed_forward_length", &h->n_ff, 1, MAX_DIM, 1, err, errlen)) {
+        return -1;
+    }
+    return 0;
+}
+
 static int read_hparams(df_model *m, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
     h->n_ctx_train = 2048;
     if (df_hp_int(m, "context_length", &h->n_ctx_train, 1, 1 << 24, 0, err, errlen) ||
         df_hp_int(m, "embedding_length", &h->n_embd, 1, MAX_DIM, 1, err, errlen) ||
         df_hp_int(m, "block_count", &h->n_layer, 1, MAX_LAYERS, 1, err, errlen) ||
-        df_hp_int(m, "feed_forward_length", &h->n_ff, 1, MAX_DIM, 1, err, errlen) ||
         df_hp_int(m, "attention.head_count", &h->n_head, 1, 65536, 1, err, errlen))
         return -1;
     h->n_head_kv = h->n_head;
-    if (df_hp_int(m, "attention.head_count_kv", &h->n_head_kv, 1, h->n_head, 0, err, errlen)) return -1;
+    if (read_layer_arrays(m, err, errlen)) return -1;
     if (h->n_head % h->n_head_kv != 0)
         return df_seterr(err, errlen, "%s: head_count %d is not a multiple of head_count_kv %d", m->path, h->n_head,
                          h->n_head_kv);
@@ -188,6 +271,23 @@ int df_bind(df_model *m, ws_tensor **dst, const char *fmt, int l, int required, 
     return 0;
 }
 
+int df_bind_embed_output(df_model *m, char *err, size_t errlen) {
+    df_hparams *h = &m->hp;
+    const int64_t E = h->n_embd;
+    ws_tensor *t;
+    const gguf_tensor *te = gguf_find_tensor(m->g, "token_embd.weight");
+    if (!te) return df_seterr(err, errlen, "%s: missing tensor 'token_embd.weight'", m->path);
+    if (te->ne[1] < 1 || te->ne[1] > (1 << 24))
+        return df_seterr(err, errlen, "%s: token_embd.weight has %lld rows", m->path, (long long)te->ne[1]);
+    if (df_bind(m, &m->tok_embd, "token_embd.weight", 0, 1, E, te->ne[1], 1, err, errlen)) return -1;
+    h->n_vocab = (int)m->tok_embd->ne[1];
+    if (df_bind(m, &m->output_norm, "output_norm.weight", 0, 1, E, 1, 1, err, errlen) ||
+        df_bind(m, &t, "output.weight", 0, 0, E, h->n_vocab, 1, err, errlen))
+        return -1;
+    m->output = t ? t : m->tok_embd;
+    return 0;
+}
+
 int df_check_shape(const ws_tensor *t, int64_t ne0, int64_t ne1, char *err, size_t errlen) {
     if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
         return df_seterr(err, errlen, "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
@@ -206,6 +306,8 @@ void df_model_free(df_model *m) {
     ws_close(m->ws);
     gguf_close(m->g);
     free(m->layers);
+    free(m->hp.recurrent);
+    free(m->hp.n_ff_l);
     free(m->path);
     free(m);
 }
@@ -268,11 +370,15 @@ static int load_header(df_model *m, const char *path, const df_model_params *p, 
     m->arch = df_arch_find(m->arch_name);
     if (!m->arch)
         return df_seterr(err, errlen,
-                         "%s: unsupported architecture '%s' (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2)",
+                         "%s: unsupported architecture '%s' (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2, "
+                         "kimi-linear, kimi-k3)",
                          path, m->arch_name);
     if (read_hparams(m, err, errlen) != 0) return -1;
     m->hp.rope_neox = m->arch->rope_neox;
     if (m->arch->hparams && m->arch->hparams(m, err, errlen) != 0) return -1;
+    if (m->hp.n_layer_recurrent > 0 && m->hp.kda_head_dim == 0)
+        return df_seterr(err, errlen, "%s: head_count_kv is 0 (a recurrent layer) in %d layers, which %s does not have",
+                         path, m->hp.n_layer_recurrent, m->arch_name);
     if (tok_load(m->g, &m->vocab, err, errlen) != 0) {
         char inner[400];
         snprintf(inner, sizeof inner, "%s", err ? err : "");
@@ -466,8 +572,11 @@ int df_session_trace_experts(df_session *s, const char *path, char *err, size_t 
 void df_session_free(df_session *s) {
     if (!s) return;
     if (s->trace) fclose(s->trace);
+    free(s->mem);
     free(s->k_cache);
     free(s->v_cache);
+    free(s->rec_conv);
+    free(s->rec_state);
     free(s->x);
     free(s->xb);
     free(s->xb2);
@@ -494,6 +603,19 @@ void df_session_free(df_session *s) {
     free(s->o_lat);
     free(s->mla_tmp);
     free(s->ex_out);
+    free(s->kda_q);
+    free(s->kda_k);
+    free(s->kda_v);
+    free(s->kda_g);
+    free(s->kda_o);
+    free(s->kda_beta);
+    free(s->kda_lo);
+    free(s->res_stack);
+    free(s->res_mix);
+    free(s->res_scores);
+    free(s->mla_gate);
+    free(s->lat_in);
+    free(s->lat_out);
     free(s);
 }
 
@@ -504,7 +626,7 @@ typedef struct {
     uint64_t bytes;
 } alloc_item;
 
-#define MAX_ITEMS 40
+#define MAX_ITEMS 64
 
 /* Fill s's sizes (n_ctx, n_batch, KV dims) and the list of its buffers. */
 static int session_layout(const df_model *m, const df_session_params *p, df_session *s, alloc_item *it, int *n_items,
@@ -516,6 +638,9 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     if (s->n_batch > s->n_ctx) s->n_batch = s->n_ctx;
     s->kv_type = p->kv_type == DF_KV_F32 ? DF_KV_F32 : DF_KV_F16;
     s->kv_elt = s->kv_type == DF_KV_F32 ? 4 : 2;
+    /* per-layer memory: attention layers cache n_ctx positions (keys and
+     * values, or one MLA latent), recurrent layers a fixed-size state */
+    const int64_t n_rec = h->n_layer_recurrent, n_att = h->n_layer - n_rec;
     if (h->kv_lora_rank > 0) {
         /* MLA: the cache holds one latent per token (compressed kv + RoPE key), no values */
         s->kv_dim_k = (int64_t)h->kv_lora_rank + h->n_rot;
@@ -532,15 +657,20 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     if (h->n_ff_exp > ff) ff = h->n_ff_exp;
     if (h->n_ff_shexp > ff) ff = h->n_ff_shexp;
     int64_t widest_in = wide > ff ? wide : ff;
+    const int64_t d_inner = (int64_t)h->kda_n_head * h->kda_head_dim; /* KDA layers (0 without) */
+    if (d_inner > widest_in) widest_in = d_inner;
     if (h->q_lora_rank > widest_in) widest_in = h->q_lora_rank;
     if (s->kv_dim_k > widest_in) widest_in = s->kv_dim_k;
     s->att_stride = df_attn_scratch(h, s->n_ctx);
-    const int64_t B = s->n_batch, L = h->n_layer, C = s->n_ctx;
+    const int64_t B = s->n_batch, C = s->n_ctx;
     int ni = 0;
 #define ITEM(field, nbytes) (it[ni].dst = (void **)&s->field, it[ni].bytes = (uint64_t)(nbytes), ni++)
 #define FLOATS(field, rows, cols) ITEM(field, (uint64_t)(rows) * (uint64_t)(cols) * sizeof(float))
-    ITEM(k_cache, (uint64_t)L * C * (uint64_t)s->kv_dim_k * s->kv_elt);
-    ITEM(v_cache, s->kv_dim_v ? (uint64_t)L * C * (uint64_t)s->kv_dim_v * s->kv_elt : 64);
+    ITEM(mem, (uint64_t)h->n_layer * sizeof(df_layer_mem));
+    ITEM(k_cache, n_att ? (uint64_t)n_att * C * (uint64_t)s->kv_dim_k * s->kv_elt : 64);
+    ITEM(v_cache, s->kv_dim_v && n_att ? (uint64_t)n_att * C * (uint64_t)s->kv_dim_v * s->kv_elt : 64);
+    FLOATS(rec_conv, n_rec ? n_rec : 1, n_rec ? df_rec_conv_floats(h) : 16);
+    FLOATS(rec_state, n_rec ? n_rec : 1, n_rec ? df_rec_state_floats(h) : 16);
     FLOATS(x, B, h->n_embd);
     FLOATS(xb, B, wide);
     FLOATS(xb2, B, h->n_embd);
@@ -575,12 +705,68 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
         FLOATS(o_lat, B * h->n_head, h->kv_lora_rank);
         FLOATS(mla_tmp, B, tw);
     }
+    if (n_rec > 0) {
+        FLOATS(kda_q, B, d_inner);
+        FLOATS(kda_k, B, d_inner);
+        FLOATS(kda_v, B, d_inner);
+        FLOATS(kda_g, B, d_inner);
+        FLOATS(kda_o, B, d_inner);
+        FLOATS(kda_beta, B, h->kda_n_head);
+        FLOATS(kda_lo, B, h->kda_head_dim);
+    }
+    if (h->attn_res_block > 0) {
+        const int64_t n_ckpt = (h->n_layer + h->attn_res_block - 1) / h->attn_res_block;
+        FLOATS(res_stack, n_ckpt * B, h->n_embd);
+        FLOATS(res_mix, B, h->n_embd);
+        FLOATS(res_scores, n_ckpt + 1, 1);
+    }
+    if (h->mla_gate) FLOATS(mla_gate, B, vdim);
+    if (h->n_expert_latent > 0) {
+        FLOATS(lat_in, B, h->n_embd);
+        FLOATS(lat_out, B, h->n_embd);
+    }
 #undef FLOATS
 #undef ITEM
     *n_items = ni;
     for (int i = 0; i < ni; i++)
         if (it[i].bytes > ((uint64_t)1 << 46)) return df_seterr(err, errlen, "session buffers too large");
     return 0;
+}
+
+int64_t df_rec_conv_floats(const df_hparams *h) {
+    return 3 * (int64_t)(h->ssm_d_conv - 1) * h->kda_n_head * h->kda_head_dim;
+}
+
+int64_t df_rec_state_floats(const df_hparams *h) { return (int64_t)h->kda_n_head * h->kda_head_dim * h->kda_head_dim; }
+
+/* Point every layer's memory descriptor into the session's buffers. */
+static void session_bind_memory(df_session *s) {
+    const df_hparams *h = &s->m->hp;
+    int64_t ia = 0, ir = 0;
+    for (int l = 0; l < h->n_layer; l++) {
+        df_layer_mem *lm = &s->mem[l];
+        memset(lm, 0, sizeof *lm);
+        if (h->recurrent && h->recurrent[l]) {
+            lm->kind = DF_MEM_RECURRENT;
+            lm->conv = s->rec_conv + ir * df_rec_conv_floats(h);
+            lm->state = s->rec_state + ir * df_rec_state_floats(h);
+            ir++;
+            continue;
+        }
+        lm->kind = h->kv_lora_rank > 0 ? DF_MEM_LATENT : DF_MEM_KV;
+        lm->k = s->k_cache + ia * s->n_ctx * s->kv_dim_k * (int64_t)s->kv_elt;
+        if (lm->kind == DF_MEM_KV) lm->v = s->v_cache + ia * s->n_ctx * s->kv_dim_v * (int64_t)s->kv_elt;
+        ia++;
+    }
+}
+
+/* Recurrent states start at zero (a new session, or a reset to position 0). */
+static void session_clear_recurrent(df_session *s) {
+    const df_hparams *h = &s->m->hp;
+    s->rec_broken = 0;
+    if (!h->n_layer_recurrent) return;
+    memset(s->rec_conv, 0, sizeof(float) * (size_t)(h->n_layer_recurrent * df_rec_conv_floats(h)));
+    memset(s->rec_state, 0, sizeof(float) * (size_t)(h->n_layer_recurrent * df_rec_state_floats(h)));
 }
 
 uint64_t df_session_bytes(const df_model *m, const df_session_params *p) {
@@ -628,6 +814,8 @@ int df_session_new(df_model *m, const df_session_params *p, df_session **out, ch
     }
     for (int i = 0; i < n; i++)
         if (it[i].dst == (void **)&s->mm.buf) s->mm.size = (size_t)it[i].bytes;
+    session_bind_memory(s);
+    session_clear_recurrent(s);
     s->rope.n_dims = h->n_rot;
     s->rope.neox = h->rope_neox;
     s->rope.freq_base = h->rope_base;
@@ -649,13 +837,29 @@ int df_session_new(df_model *m, const df_session_params *p, df_session **out, ch
 
 int df_session_pos(const df_session *s) { return s->pos; }
 int df_session_n_ctx(const df_session *s) { return s->n_ctx; }
-void df_session_truncate(df_session *s, int pos) {
-    if (pos >= 0 && pos < s->pos) s->pos = pos;
+int df_session_truncate(df_session *s, int pos, char *err, size_t errlen) {
+    if (pos < 0 || pos > s->pos)
+        return df_seterr(err, errlen, "cannot truncate a session at position %d to position %d", s->pos, pos);
+    if (pos == 0) {
+        s->pos = 0;
+        session_clear_recurrent(s);
+        return 0;
+    }
+    if (pos == s->pos) return 0;
+    if (s->m->hp.n_layer_recurrent > 0)
+        return df_seterr(err, errlen,
+                         "cannot rewind a session with recurrent layers from position %d to %d: their state keeps no "
+                         "history (only a reset to 0 is possible)", s->pos, pos);
+    s->pos = pos;
+    return 0;
 }
 
 int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err, size_t errlen) {
     const int nv = s->m->hp.n_vocab;
     if (n <= 0) return df_seterr(err, errlen, "no tokens to decode");
+    if (s->rec_broken)
+        return df_seterr(err, errlen, "an earlier decode failed part way through the recurrent layers; reset the session "
+                         "(df_session_truncate to 0) first");
     if (n > s->n_ctx - s->pos)
         return df_seterr(err, errlen, "context full: %d tokens at position %d exceed the context of %d", n, s->pos,
                          s->n_ctx);
@@ -668,7 +872,10 @@ int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int al
         float *dst = NULL;
         if (logits && all_logits) dst = logits + (int64_t)done * nv;
         else if (logits && last) dst = logits;
-        if (s->m->arch->forward(s, tokens + done, chunk, dst, all_logits, err, errlen) != 0) return -1;
+        if (s->m->arch->forward(s, tokens + done, chunk, dst, all_logits, err, errlen) != 0) {
+            s->rec_broken = s->m->hp.n_layer_recurrent > 0; /* a KV cache only gained rows past pos; a state changed */
+            return -1;
+        }
         ws_tick(s->m->ws);
         done += chunk;
     }
@@ -714,8 +921,25 @@ int df_ffn_dense(df_session *s, ws_tensor *gate, ws_tensor *up, ws_tensor *down,
     float *const y[2] = {s->hb, s->hb2};
     const int64_t ld[2] = {F, F};
     if (df_matmul_n(s, 2, w, x, n, y, ld, err, errlen)) return -1;
-    op_swiglu(s->hb, s->hb2, (int)(n * F));
+    df_glu(&s->m->hp, s->hb, s->hb2, (int)(n * F));
     return df_matmul(s, down, s->hb, n, out, down->ne[1], err, errlen);
+}
+
+/* SiTU as llama.cpp computes it: beta*tanh(g/beta) * sigmoid(g) * lb*tanh(u/lb)
+ * (the up branch unchanged when lb <= 0), in ggml's order of operations. */
+void df_glu(const df_hparams *h, float *a, const float *b, int n) {
+    if (h->act != DF_ACT_SITU) {
+        op_swiglu(a, b, n);
+        return;
+    }
+    const float beta = h->situ_beta, lb = h->situ_linear_beta, ib = 1.0f / beta, ilb = lb > 0.0f ? 1.0f / lb : 0.0f;
+    for (int i = 0; i < n; i++) {
+        const float g = a[i];
+        float act = tanhf(g * ib) * beta;
+        act = act * (1.0f / (1.0f + expf(-g)));
+        const float u = lb > 0.0f ? tanhf(b[i] * ilb) * lb : b[i];
+        a[i] = act * u;
+    }
 }
 
 int df_ffn_block(df_session *s, int l, int n, char *err, size_t errlen) {

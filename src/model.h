@@ -6,11 +6,14 @@
  *   df_hparams  - hyperparameters read from metadata (immutable);
  *   df_model    - weight handles (ws_tensor, reached only through the weight
  *                 store), tokenizer, thread pool;
- *   df_session  - the run state: KV cache and scratch buffers, allocated once
- *                 when the session is created; nothing is allocated per token.
+ *   df_session  - the run state: per-layer memory (df_layer_mem: KV cache,
+ *                 MLA latent cache or recurrent state) and scratch buffers,
+ *                 allocated once when the session is created; nothing is
+ *                 allocated per token.
  * Each supported general.architecture is one df_arch entry: a function that
  * reads its extra hyperparameters and binds its tensors, and a forward
- * function. One file per family (arch_llama.c: llama, qwen2, qwen3).
+ * function. One file per family (arch_llama.c: llama, qwen2, qwen3;
+ * arch_deepseek2.c; arch_kimi.c: kimi-linear, kimi-k3).
  */
 #ifndef DF_MODEL_H
 #define DF_MODEL_H
@@ -64,7 +67,35 @@ typedef struct df_hparams {
     int kv_lora_rank;
     int qk_nope;           /* non-RoPE part of a query/key head */
     int mla_split;         /* 1: attn_k_b/attn_v_b tensors; 0: combined attn_kv_b */
+    /* Per-layer arrays (NULL: the scalar applies to every layer). Owned by
+     * the model, freed with it. */
+    uint8_t *recurrent;    /* 1: a recurrent (linear attention) layer: head_count_kv[l] == 0 */
+    int32_t *n_ff_l;       /* feed_forward_length per layer */
+    int n_layer_recurrent; /* layers with recurrent[l] */
+    /* Recurrent (KDA) layers: the memory they keep per sequence */
+    int ssm_d_conv;        /* short convolution kernel (ssm.conv_kernel) */
+    int kda_head_dim;      /* delta-rule head size (kda.head_dim); 0: no recurrent layers */
+    int kda_n_head;        /* delta-rule heads (attention.head_count) */
+    float kda_gate_lb;     /* kda.gate_lower_bound ("safe" gate), or -INFINITY: kimi-linear's softplus gate */
+    /* kimi-k3 */
+    int attn_res_block;    /* attn_res.block_size: bank a checkpoint every this many layers (0: off) */
+    int n_expert_latent;   /* expert_latent_length: routed experts' width (0: n_embd) */
+    int act;               /* DF_ACT_SWIGLU or DF_ACT_SITU */
+    int mla_gate;          /* MLA layers may have a sigmoid output gate (attn_gate) */
+    float situ_beta, situ_linear_beta;
 } df_hparams;
+
+enum { DF_ACT_SWIGLU = 0, DF_ACT_SITU = 1 };
+
+/* What one layer of a session remembers (df_session.mem[l]). */
+enum { DF_MEM_KV = 1, DF_MEM_LATENT = 2, DF_MEM_RECURRENT = 3 };
+
+typedef struct df_layer_mem {
+    int kind;
+    uint8_t *k, *v;        /* KV: n_ctx rows of kv_dim_k / kv_dim_v; LATENT: k only (one latent per position) */
+    float *conv;           /* RECURRENT: short-conv states, (3 [q, k, v], d_inner, d_conv - 1) */
+    float *state;          /* RECURRENT: delta-rule state, (n_head, head_dim [value], head_dim [key]) */
+} df_layer_mem;
 
 enum { DF_GATING_SOFTMAX = 1, DF_GATING_SIGMOID = 2 };
 
@@ -85,6 +116,15 @@ typedef struct df_layer {
     ws_tensor *wq_a, *q_a_norm, *wq_b;
     ws_tensor *wkv_a_mqa, *kv_a_norm;
     ws_tensor *wk_b, *wv_b, *wkv_b;
+    ws_tensor *attn_gate;                          /* kimi-k3: sigmoid output gate of MLA */
+    /* KDA (kimi's linear attention) */
+    ws_tensor *ssm_conv[3];                        /* short convolutions of q, k, v: (d_conv, 1, d_inner) */
+    ws_tensor *ssm_f_a, *ssm_f_b, *ssm_beta, *ssm_a, *ssm_dt_b;
+    ws_tensor *ssm_g_a, *ssm_g_b, *ssm_g;          /* output gate: low rank (kimi-linear) or full (kimi-k3) */
+    ws_tensor *ssm_o_norm;
+    /* kimi-k3 */
+    ws_tensor *attn_res_score, *ffn_res_score;     /* cross-layer residual attention */
+    ws_tensor *ffn_routed_down, *ffn_routed_up, *ffn_routed_norm; /* latent MoE */
 } df_layer;
 
 struct df_session;
@@ -107,6 +147,7 @@ struct df_model {
     const char *arch_name;
     df_hparams hp;
     ws_tensor *tok_embd, *output_norm, *output, *rope_freqs;
+    ws_tensor *output_res_score;  /* kimi-k3: the final residual mix */
     df_layer *layers;
     tp_pool *pool;
     int n_threads;
@@ -115,16 +156,24 @@ struct df_model {
     char hot_path[4096];      /* learned hot-expert file beside the model */
 };
 
+/* Floats of one recurrent layer's short-conv and delta-rule states. */
+int64_t df_rec_conv_floats(const df_hparams *h);
+int64_t df_rec_state_floats(const df_hparams *h);
+
 /* Bytes a session with these parameters allocates (for the memory planner). */
 uint64_t df_session_bytes(const df_model *m, const df_session_params *p);
 
 struct df_session {
     df_model *m;
     int n_ctx, n_batch, kv_type, pos;
+    int rec_broken;         /* a decode failed midway through recurrent layers: their state is unusable until a reset */
     size_t kv_elt;          /* bytes per cached element (4 or 2) */
     int64_t kv_dim_k, kv_dim_v; /* n_head_kv * head_dim(_v) */
-    uint8_t *k_cache;       /* (n_layer, n_ctx, kv_dim_k) */
-    uint8_t *v_cache;       /* (n_layer, n_ctx, kv_dim_v) */
+    df_layer_mem *mem;      /* (n_layer) per-layer memory, pointing into the buffers below */
+    uint8_t *k_cache;       /* (attention layers, n_ctx, kv_dim_k) */
+    uint8_t *v_cache;       /* (KV layers, n_ctx, kv_dim_v) */
+    float *rec_conv;        /* (recurrent layers, df_rec_conv_floats) */
+    float *rec_state;       /* (recurrent layers, df_rec_state_floats) */
     rope_params rope;
     /* scratch, n_batch rows each */
     float *x;               /* (n_batch, n_embd) residual stream */
@@ -145,6 +194,7 @@ struct df_session {
     float *ex_x, *ex_h, *ex_h2, *ex_y; /* gathered rows for one expert */
     float *ex_out;          /* (n_batch * n_expert_used, n_embd) each (token, slot)'s expert output */
     FILE *trace;            /* --trace-experts: routing records, or NULL */
+    const float *moe_hint;  /* the residual the MoE lookahead reads (NULL: s->x); kimi-k3: the FFN's residual mix */
     /* MLA scratch */
     float *q_abs;           /* (n_batch, n_head, kv_lora_rank + n_rot) absorbed queries */
     float *lat;             /* (n_batch, kv_lora_rank + n_rot) new latents */
@@ -152,6 +202,16 @@ struct df_session {
     float *mla_tmp;         /* (n_batch, max(kv_lora_rank, qk_nope, q_lora_rank)) */
     float *rope_cache;      /* (n_batch, n_rot) */
     float *logits;          /* (n_batch, n_vocab) */
+    /* KDA scratch (models with recurrent layers), d_inner = kda_n_head * kda_head_dim */
+    float *kda_q, *kda_k, *kda_v, *kda_g, *kda_o; /* (n_batch, d_inner) each */
+    float *kda_beta;        /* (n_batch, kda_n_head) */
+    float *kda_lo;          /* (n_batch, kda_head_dim) low-rank intermediate */
+    /* kimi-k3 scratch */
+    float *res_stack;       /* (checkpoints, n_batch, n_embd) cross-layer residual checkpoints */
+    float *res_mix;         /* (n_batch, n_embd) the mixed residual a block reads */
+    float *res_scores;      /* (checkpoints + 1) one token's mixing scores */
+    float *mla_gate;        /* (n_batch, n_head * head_dim_v) MLA output gate */
+    float *lat_in, *lat_out;/* (n_batch, n_embd) latent MoE input and output */
     mm_scratch mm;
 };
 
@@ -165,8 +225,13 @@ ws_tensor *df_tensor(df_model *m, const char *fmt, int layer, int required, char
  * leaves *dst NULL and succeeds. */
 int df_bind(df_model *m, ws_tensor **dst, const char *fmt, int l, int required, int64_t ne0, int64_t ne1,
             int64_t ne2, char *err, size_t errlen);
+/* token_embd (its rows set n_vocab), output_norm, and output (token_embd when absent: tied). */
+int df_bind_embed_output(df_model *m, char *err, size_t errlen);
 /* "<arch>.<suffix>" as an integer in [lo, hi]; absent optional keys keep *out. */
 int df_hp_int(df_model *m, const char *suffix, int *out, int lo, int hi, int required, char *err, size_t errlen);
+/* "<arch>.<suffix>" if it is a per-layer array: n_layer integers, each in
+ * [lo, hi], into a new array *out (NULL if the key is absent or a scalar). */
+int df_hp_layers(df_model *m, const char *suffix, int32_t **out, int lo, int hi, char *err, size_t errlen);
 /* Layer l's feed-forward block on s->x: RMSNorm, dense or MoE FFN, residual. */
 int df_ffn_block(df_session *s, int l, int n, char *err, size_t errlen);
 /* Final RMSNorm and output projection of the last token (or all n). */
@@ -213,6 +278,15 @@ int df_ffn_dense(df_session *s, ws_tensor *gate, ws_tensor *up, ws_tensor *down,
 /* Mixture-of-experts FFN of layer l (router, top-k, experts grouped by expert,
  * shared experts); out (n, n_embd) is overwritten. moe.c */
 int df_ffn_moe(df_session *s, int l, const float *x, int n, float *out, char *err, size_t errlen);
+/* Its two halves. Routed experts: the router reads xr (n_embd wide), the
+ * experts read x and write out at their own width (n_embd, or kimi-k3's
+ * expert_latent_length). Shared experts: added to out (n_embd wide). */
+int df_ffn_moe_routed(df_session *s, int l, const float *xr, const float *x, int n, float *out, char *err,
+                      size_t errlen);
+int df_ffn_moe_shared(df_session *s, int l, const float *x, int n, float *out, char *err, size_t errlen);
+/* The FFN's gated activation in place: a = act(a, b) over n floats, SwiGLU
+ * (silu(a) * b) or kimi-k3's SiTU (h->act). */
+void df_glu(const df_hparams *h, float *a, const float *b, int n);
 /* Streaming only: guess layer l's experts from the hidden state x (one token,
  * before layer l's attention) and ask the store to read them ahead. moe.c */
 void df_moe_lookahead(df_session *s, int l, const float *x);
@@ -227,6 +301,14 @@ void df_moe_select(const df_hparams *h, const float *probs, const float *bias, i
 
 /* Defined per architecture file. */
 extern const df_arch df_arch_llama, df_arch_qwen2, df_arch_qwen3, df_arch_qwen2moe, df_arch_qwen3moe,
-    df_arch_deepseek2;
+    df_arch_deepseek2, df_arch_kimi_linear, df_arch_kimi_k3;
+
+/* arch_deepseek2.c: layer l's multi-head latent attention on the normed
+ * input s->xb (n tokens), storing the latents in the layer's cache; the
+ * output (n, n_head * head_dim_v), before attn_output, goes to s->xb.
+ * rope = 0: no RoPE (kimi's NoPE MLA). */
+int df_mla_attention(df_session *s, int l, int n, int rope, char *err, size_t errlen);
+int df_mla_hparams(df_model *m, char *err, size_t errlen);
+int df_mla_bind_layer(df_model *m, int l, char *err, size_t errlen);
 
 #endif

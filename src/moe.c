@@ -82,10 +82,11 @@ int df_moe_bind_layer(df_model *m, int l, int n_ff_exp, char *err, size_t errlen
     const df_hparams *h = &m->hp;
     df_layer *L = &m->layers[l];
     const int64_t E = h->n_embd, X = h->n_expert, sh = h->n_ff_shexp;
+    const int64_t W = h->n_expert_latent > 0 ? h->n_expert_latent : E; /* the routed experts' width */
     if (df_bind(m, &L->ffn_gate_inp, "blk.%d.ffn_gate_inp.weight", l, 1, E, X, 1, err, errlen) ||
-        df_bind(m, &L->ffn_gate_exps, "blk.%d.ffn_gate_exps.weight", l, 1, E, n_ff_exp, X, err, errlen) ||
-        df_bind(m, &L->ffn_up_exps, "blk.%d.ffn_up_exps.weight", l, 1, E, n_ff_exp, X, err, errlen) ||
-        df_bind(m, &L->ffn_down_exps, "blk.%d.ffn_down_exps.weight", l, 1, n_ff_exp, E, X, err, errlen) ||
+        df_bind(m, &L->ffn_gate_exps, "blk.%d.ffn_gate_exps.weight", l, 1, W, n_ff_exp, X, err, errlen) ||
+        df_bind(m, &L->ffn_up_exps, "blk.%d.ffn_up_exps.weight", l, 1, W, n_ff_exp, X, err, errlen) ||
+        df_bind(m, &L->ffn_down_exps, "blk.%d.ffn_down_exps.weight", l, 1, n_ff_exp, W, X, err, errlen) ||
         df_bind(m, &L->exp_probs_b, "blk.%d.exp_probs_b.bias", l, 0, X, 1, 1, err, errlen))
         return -1;
     if (L->exp_probs_b && L->exp_probs_b->type != DF_TYPE_F32)
@@ -204,9 +205,10 @@ static int run_expert(df_session *s, df_layer *L, int e, int cnt, char *err, siz
     int rc = -1;
     const mm_op gate_up[2] = {{L->ffn_gate_exps->type, g, F, s->ex_h, F, NULL},
                               {L->ffn_up_exps->type, u, F, s->ex_h2, F, NULL}};
-    if (d && mm_mul_n(m->pool, gate_up, 2, h->n_embd, s->ex_x, cnt, &s->mm) == 0) { /* one conversion, one pass */
-        op_swiglu(s->ex_h, s->ex_h2, cnt * F);
-        rc = mm_mul(m->pool, L->ffn_down_exps->type, d, F, h->n_embd, s->ex_h, cnt, s->ex_y, h->n_embd, &s->mm);
+    const int64_t W = L->ffn_gate_exps->ne[0]; /* n_embd, or the latent width */
+    if (d && mm_mul_n(m->pool, gate_up, 2, W, s->ex_x, cnt, &s->mm) == 0) { /* one conversion, one pass */
+        df_glu(h, s->ex_h, s->ex_h2, cnt * F);
+        rc = mm_mul(m->pool, L->ffn_down_exps->type, d, F, W, s->ex_h, cnt, s->ex_y, W, &s->mm);
         if (rc != 0) df_seterr(err, errlen, "internal: expert scratch too small");
     } else if (d) {
         df_seterr(err, errlen, "internal: expert scratch too small");
@@ -225,7 +227,7 @@ static int run_expert(df_session *s, df_layer *L, int e, int cnt, char *err, siz
 static int run_experts_one_token(df_session *s, df_layer *L, int l, const int32_t *ids, int nu, const float *x,
                                  char *err, size_t errlen) {
     df_model *m = s->m;
-    const int64_t E = m->hp.n_embd, F = L->ffn_gate_exps->ne[1];
+    const int64_t E = L->ffn_gate_exps->ne[0], F = L->ffn_gate_exps->ne[1];
     if (2 * nu > MM_MAX_OPS || nu > s->n_batch) return 0; /* ex_h/ex_h2 hold n_batch rows of F */
     for (int u = 0; u < nu; u++)
         if (!ws_expert_ready(m->ws, l, ids[u])) return 0;
@@ -243,7 +245,7 @@ static int run_experts_one_token(df_session *s, df_layer *L, int l, const int32_
             ops[2 * u + 1] = (mm_op){L->ffn_up_exps->type, w[1][u], F, s->ex_h2 + u * F, F, NULL};
         }
         if (mm_mul_n(m->pool, ops, 2 * nu, E, x, 1, &s->mm) == 0) {
-            op_swiglu(s->ex_h, s->ex_h2, (int)(nu * F));
+            df_glu(&m->hp, s->ex_h, s->ex_h2, (int)(nu * F));
             for (int u = 0; u < nu; u++) /* slot u's output row (one token: slot = position in ids) */
                 ops[u] = (mm_op){L->ffn_down_exps->type, w[2][u], E, s->ex_out + u * E, E, s->ex_h + u * F};
             rc = mm_mul_n(m->pool, ops, nu, F, NULL, 1, &s->mm) == 0 ? 1 : -1;
@@ -278,13 +280,14 @@ void df_moe_lookahead(df_session *s, int l, const float *x) {
     ws_request_experts(m->ws, l, ids, h->n_expert_used, 0);
 }
 
-int df_ffn_moe(df_session *s, int l, const float *x, int n, float *out, char *err, size_t errlen) {
+int df_ffn_moe_routed(df_session *s, int l, const float *xr, const float *x, int n, float *out, char *err,
+                      size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     df_layer *L = &m->layers[l];
     const int X = h->n_expert, K = h->n_expert_used;
-    const int64_t E = h->n_embd;
-    if (route(s, L, x, n, err, errlen) != 0) return -1;
+    const int64_t E = L->ffn_gate_exps->ne[0]; /* the experts' width: n_embd, or the latent width */
+    if (route(s, L, xr, n, err, errlen) != 0) return -1;
     if (s->trace) trace(s, l, n);
 
     /* group (token, slot) pairs by expert: counting sort */
@@ -310,7 +313,8 @@ int df_ffn_moe(df_session *s, int l, const float *x, int n, float *out, char *er
     ws_request_experts(m->ws, l, uniq, nu, 1);
     /* lookahead: the next layer's router on this layer's residual (s->x)
      * names likely experts; they queue behind this layer's demand reads */
-    if (n == 1 && l + 1 < h->n_layer && m->layers[l + 1].ffn_gate_inp) df_moe_lookahead(s, l + 1, s->x);
+    if (n == 1 && l + 1 < h->n_layer && m->layers[l + 1].ffn_gate_inp)
+        df_moe_lookahead(s, l + 1, s->moe_hint ? s->moe_hint : s->x);
     if (n == 1) {
         const int rc = run_experts_one_token(s, L, l, s->topk_id, K, x, err, errlen);
         if (rc < 0) return -1;
@@ -341,7 +345,12 @@ int df_ffn_moe(df_session *s, int l, const float *x, int n, float *out, char *er
             for (int64_t k = 0; k < E; k++) o[k] += w * y[k];
         }
     }
+    return 0;
+}
 
+int df_ffn_moe_shared(df_session *s, int l, const float *x, int n, float *out, char *err, size_t errlen) {
+    df_layer *L = &s->m->layers[l];
+    const int64_t E = s->m->hp.n_embd;
     if (L->ffn_gate_shexp) {
         /* shared experts: a dense FFN on every token, sigmoid-gated for qwen2moe */
         if (df_ffn_dense(s, L->ffn_gate_shexp, L->ffn_up_shexp, L->ffn_down_shexp, x, n, s->ex_y, err, errlen) != 0)
@@ -357,4 +366,9 @@ int df_ffn_moe(df_session *s, int l, const float *x, int n, float *out, char *er
         }
     }
     return 0;
+}
+
+int df_ffn_moe(df_session *s, int l, const float *x, int n, float *out, char *err, size_t errlen) {
+    if (df_ffn_moe_routed(s, l, x, x, n, out, err, errlen) != 0) return -1;
+    return df_ffn_moe_shared(s, l, x, n, out, err, errlen);
 }

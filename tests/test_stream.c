@@ -119,6 +119,9 @@ static void test_moe_streaming_identical(void **state) {
     check_identical("--preset qwen3moe-tiny --type q6_K", "qwen3moe", 2 << 20);
     check_identical("--preset qwen2moe-tiny --type q8_0", "qwen2moe", 2 << 20);
     check_identical("--preset mixtral-tiny --type q4_0", "mixtral", 2 << 20);
+    /* recurrent KDA states and MLA latents in the session reserve; the lookahead reads kimi-k3's full-width router */
+    check_identical("--preset kimi-linear-tiny --type q8_0", "kimi-linear", 2 << 20);
+    check_identical("--preset kimi-k3-tiny --type q8_0", "kimi-k3", 2 << 20);
 }
 
 static void test_dense_streaming_identical(void **state) {

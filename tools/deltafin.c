@@ -579,13 +579,13 @@ static int cmd_bench(opts *o, int n_prompt) {
     memset(&io1, 0, sizeof io1);
     for (int r = -1; r < reps; r++) {
         if (n_prompt > 0) {
-            df_session_truncate(s, 0);
+            if (df_session_truncate(s, 0, err, sizeof err) != 0) fail(err);
             double t0 = df_time();
             if (df_decode(s, toks, n_prompt, logits, 0, err, sizeof err) != 0) fail(err);
             if (r >= 0) pp[r] = n_prompt / (df_time() - t0);
         }
         if (ng > 0) {
-            df_session_truncate(s, 0);
+            if (df_session_truncate(s, 0, err, sizeof err) != 0) fail(err);
             df_model_io_stats(m, &io0);
             double t0 = df_time();
             for (int i = 0; i < ng; i++)

@@ -21,7 +21,9 @@
  * shared expert, one leading dense layer, YaRN), deepseek-v2-tiny (combined
  * attn_kv_b, softmax routing without groups or bias, two shared experts)
  * and deepseek-v2-lite-tiny (the same without q LoRA; 26 layers, which is
- * how llama.cpp recognises a "lite" model). Big
+ * how llama.cpp recognises a "lite" model), kimi-linear-tiny (KDA and NoPE
+ * MLA layers per --schedule, e.g. KKKM) and kimi-k3-tiny (plus residual
+ * attention, latent MoE, SiTU, the KDA gate bound and the MLA gate). Big
  * variants (e.g. --preset deepseek-v3-tiny --n-embd 2048 --experts 64) are
  * just flags away. A tensor whose rows do not fit the chosen block type
  * falls back to q8_0, then f16, as llama-quantize does. --expert-type gives
@@ -41,7 +43,8 @@
 #include "quant.h"
 #include "util.h"
 
-enum init_kind { INIT_LINEAR, INIT_QK, INIT_EMBED, INIT_NORM, INIT_BIAS, INIT_OUTPUT, INIT_ROPE_FREQS, INIT_ROUTER };
+enum init_kind { INIT_LINEAR, INIT_QK, INIT_EMBED, INIT_NORM, INIT_BIAS, INIT_OUTPUT, INIT_ROPE_FREQS, INIT_ROUTER,
+                 INIT_NEG, INIT_SCORE };
 
 typedef struct {
     const char *arch;
@@ -54,6 +57,10 @@ typedef struct {
     /* multi-head latent attention (deepseek2) */
     int q_lora, kv_lora, qk_nope, qk_rope, v_head, mla_split;
     float yarn_log_mul;
+    /* kimi-linear / kimi-k3: schedule[l] is 'K' (KDA, linear attention) or 'M' (MLA) */
+    char schedule[128];
+    int kda_hd, d_conv, attn_res, latent, routed_norm, mla_gate;
+    float gate_lb, situ_beta, situ_lb; /* gate_lb 0: no lower bound (kimi-linear's gate) */
     uint64_t seed;
     float rope_base;
     char scaling[16];
@@ -160,33 +167,141 @@ static void plan_ffn(const config *c, plan *p, int l) {
     }
 }
 
+/* Layer l's multi-head latent attention (deepseek2, kimi), without attn_output. */
+static void plan_mla(const config *c, plan *p, int l) {
+    const int64_t E = c->n_embd, H = c->n_head, hd = c->qk_nope + c->qk_rope, R = c->kv_lora;
+    if (c->q_lora > 0) {
+        add(p, c->type, INIT_LINEAR, E, c->q_lora, "blk.%d.attn_q_a.weight", l);
+        add(p, DF_TYPE_F32, INIT_NORM, c->q_lora, 1, "blk.%d.attn_q_a_norm.weight", l);
+        add(p, c->type, INIT_QK, c->q_lora, H * hd, "blk.%d.attn_q_b.weight", l);
+    } else {
+        add(p, c->type, INIT_QK, E, H * hd, "blk.%d.attn_q.weight", l);
+    }
+    add(p, c->type, INIT_QK, E, R + c->qk_rope, "blk.%d.attn_kv_a_mqa.weight", l);
+    add(p, DF_TYPE_F32, INIT_NORM, R, 1, "blk.%d.attn_kv_a_norm.weight", l);
+    if (c->mla_split) {
+        add3(p, c->type, INIT_QK, c->qk_nope, R, H, "blk.%d.attn_k_b.weight", l);
+        add3(p, c->type, INIT_LINEAR, R, c->v_head, H, "blk.%d.attn_v_b.weight", l);
+    } else {
+        add(p, c->type, INIT_QK, R, H * (c->qk_nope + c->v_head), "blk.%d.attn_kv_b.weight", l);
+    }
+}
+
 /* DeepSeek V2/V3: multi-head latent attention, then plan_ffn. */
 static void plan_deepseek2(const config *c, plan *p) {
-    const int64_t E = c->n_embd, H = c->n_head, hd = c->qk_nope + c->qk_rope, R = c->kv_lora;
+    const int64_t E = c->n_embd, H = c->n_head;
     add(p, c->type, INIT_EMBED, E, c->vocab, "token_embd.weight", 0);
     add(p, DF_TYPE_F32, INIT_NORM, E, 1, "output_norm.weight", 0);
     if (!c->tied) add(p, c->type, INIT_OUTPUT, E, c->vocab, "output.weight", 0);
     for (int l = 0; l < c->n_layer; l++) {
         add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.attn_norm.weight", l);
-        if (c->q_lora > 0) {
-            add(p, c->type, INIT_LINEAR, E, c->q_lora, "blk.%d.attn_q_a.weight", l);
-            add(p, DF_TYPE_F32, INIT_NORM, c->q_lora, 1, "blk.%d.attn_q_a_norm.weight", l);
-            add(p, c->type, INIT_QK, c->q_lora, H * hd, "blk.%d.attn_q_b.weight", l);
-        } else {
-            add(p, c->type, INIT_QK, E, H * hd, "blk.%d.attn_q.weight", l);
-        }
-        add(p, c->type, INIT_QK, E, R + c->qk_rope, "blk.%d.attn_kv_a_mqa.weight", l);
-        add(p, DF_TYPE_F32, INIT_NORM, R, 1, "blk.%d.attn_kv_a_norm.weight", l);
-        if (c->mla_split) {
-            add3(p, c->type, INIT_QK, c->qk_nope, R, H, "blk.%d.attn_k_b.weight", l);
-            add3(p, c->type, INIT_LINEAR, R, c->v_head, H, "blk.%d.attn_v_b.weight", l);
-        } else {
-            add(p, c->type, INIT_QK, R, H * (c->qk_nope + c->v_head), "blk.%d.attn_kv_b.weight", l);
-        }
+        plan_mla(c, p, l);
         add(p, c->type, INIT_LINEAR, H * c->v_head, E, "blk.%d.attn_output.weight", l);
         add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.ffn_norm.weight", l);
         plan_ffn(c, p, l);
     }
+}
+
+static int is_kimi(const config *c) { return strncmp(c->arch, "kimi", 4) == 0; }
+static int is_k3(const config *c) { return strcmp(c->arch, "kimi-k3") == 0; }
+
+/* Kimi's KDA layer: q/k/v with short convolutions, decay gate, beta, gated
+ * output norm (kimi-linear: low-rank g_a/g_b gate; kimi-k3: full-rank g). */
+static void plan_kda(const config *c, plan *p, int l) {
+    const int64_t E = c->n_embd, H = c->n_head, hd = c->kda_hd, D = H * hd;
+    static const char *const conv[3] = {"blk.%d.ssm_conv1d_q.weight", "blk.%d.ssm_conv1d_k.weight",
+                                        "blk.%d.ssm_conv1d_v.weight"};
+    for (int i = 0; i < 3; i++) add3(p, DF_TYPE_F32, INIT_LINEAR, c->d_conv, 1, D, conv[i], l);
+    add(p, c->type, INIT_QK, E, D, "blk.%d.attn_q.weight", l);
+    add(p, c->type, INIT_QK, E, D, "blk.%d.attn_k.weight", l);
+    add(p, c->type, INIT_LINEAR, E, D, "blk.%d.attn_v.weight", l);
+    add(p, c->type, INIT_LINEAR, E, hd, "blk.%d.ssm_f_a.weight", l);
+    add(p, c->type, INIT_LINEAR, hd, D, "blk.%d.ssm_f_b.weight", l);
+    add(p, c->type, INIT_LINEAR, E, H, "blk.%d.ssm_beta.weight", l);
+    if (is_k3(c)) add(p, DF_TYPE_F32, INIT_NEG, H, 1, "blk.%d.ssm_a", l);
+    else add(p, DF_TYPE_F32, INIT_NEG, 1, H, "blk.%d.ssm_a", l);
+    add(p, DF_TYPE_F32, INIT_BIAS, D, 1, "blk.%d.ssm_dt.bias", l);
+    if (is_k3(c)) {
+        add(p, c->type, INIT_LINEAR, E, D, "blk.%d.ssm_g.weight", l);
+    } else {
+        add(p, c->type, INIT_LINEAR, E, hd, "blk.%d.ssm_g_a.weight", l);
+        add(p, c->type, INIT_LINEAR, hd, D, "blk.%d.ssm_g_b.weight", l);
+    }
+    add(p, DF_TYPE_F32, INIT_NORM, hd, 1, "blk.%d.ssm_norm.weight", l);
+    add(p, c->type, INIT_LINEAR, D, E, "blk.%d.attn_output.weight", l);
+}
+
+/* Kimi's MoE: router and selection bias at full width; kimi-k3's routed
+ * experts at the latent width between ffn_routed_down and ffn_routed_up. */
+static void plan_kimi_moe(const config *c, plan *p, int l) {
+    const int64_t E = c->n_embd, X = c->n_expert, W = c->latent > 0 ? c->latent : E, sh = (int64_t)c->n_ff_exp * c->n_shared;
+    add(p, DF_TYPE_F32, INIT_ROUTER, E, X, "blk.%d.ffn_gate_inp.weight", l);
+    add(p, DF_TYPE_F32, INIT_BIAS, X, 1, "blk.%d.exp_probs_b.bias", l);
+    add3(p, c->expert_type, INIT_LINEAR, W, c->n_ff_exp, X, "blk.%d.ffn_gate_exps.weight", l);
+    add3(p, c->expert_type, INIT_LINEAR, W, c->n_ff_exp, X, "blk.%d.ffn_up_exps.weight", l);
+    add3(p, c->expert_type, INIT_LINEAR, c->n_ff_exp, W, X, "blk.%d.ffn_down_exps.weight", l);
+    if (c->latent > 0) {
+        add(p, c->type, INIT_LINEAR, E, W, "blk.%d.ffn_routed_down.weight", l);
+        add(p, c->type, INIT_LINEAR, W, E, "blk.%d.ffn_routed_up.weight", l);
+        if (c->routed_norm) add(p, DF_TYPE_F32, INIT_NORM, W, 1, "blk.%d.ffn_routed_norm.weight", l);
+    }
+    if (sh > 0) {
+        add(p, c->type, INIT_LINEAR, E, sh, "blk.%d.ffn_gate_shexp.weight", l);
+        add(p, c->type, INIT_LINEAR, E, sh, "blk.%d.ffn_up_shexp.weight", l);
+        add(p, c->type, INIT_LINEAR, sh, E, "blk.%d.ffn_down_shexp.weight", l);
+    }
+}
+
+/* kimi-linear / kimi-k3: KDA or NoPE MLA per schedule, dense lead or MoE. */
+static void plan_kimi(const config *c, plan *p) {
+    const int64_t E = c->n_embd, H = c->n_head;
+    add(p, c->type, INIT_EMBED, E, c->vocab, "token_embd.weight", 0);
+    add(p, DF_TYPE_F32, INIT_NORM, E, 1, "output_norm.weight", 0);
+    add(p, c->type, INIT_OUTPUT, E, c->vocab, "output.weight", 0);
+    if (c->attn_res > 0) add(p, DF_TYPE_F32, INIT_SCORE, E, 1, "output_res_score.weight", 0);
+    for (int l = 0; l < c->n_layer; l++) {
+        add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.attn_norm.weight", l);
+        add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.ffn_norm.weight", l);
+        if (c->attn_res > 0) {
+            add(p, DF_TYPE_F32, INIT_SCORE, E, 1, "blk.%d.attn_res_score.weight", l);
+            add(p, DF_TYPE_F32, INIT_SCORE, E, 1, "blk.%d.ffn_res_score.weight", l);
+        }
+        if (c->schedule[l] == 'K') {
+            plan_kda(c, p, l);
+        } else {
+            plan_mla(c, p, l);
+            if (c->mla_gate) add(p, c->type, INIT_LINEAR, E, H * c->v_head, "blk.%d.attn_gate.weight", l);
+            add(p, c->type, INIT_LINEAR, H * c->v_head, E, "blk.%d.attn_output.weight", l);
+        }
+        if (l < c->dense_lead) {
+            add(p, c->type, INIT_LINEAR, E, c->n_ff, "blk.%d.ffn_gate.weight", l);
+            add(p, c->type, INIT_LINEAR, E, c->n_ff, "blk.%d.ffn_up.weight", l);
+            add(p, c->type, INIT_LINEAR, c->n_ff, E, "blk.%d.ffn_down.weight", l);
+        } else {
+            plan_kimi_moe(c, p, l);
+        }
+    }
+}
+
+/* Kimi's own keys: the layer schedule as head_count_kv (0: KDA), KDA sizes,
+ * and kimi-k3's gate bound, attn_res block, latent MoE and SiTU. */
+static void write_hparams_kimi(gw *w, const config *c) {
+    char k[128];
+    int32_t kv[128];
+    for (int l = 0; l < c->n_layer; l++) kv[l] = c->schedule[l] == 'K' ? 0 : 1; /* MLA: one latent per token */
+#define KEY(suffix) (snprintf(k, sizeof k, "%s." suffix, c->arch), k)
+    if (gw_arr_i32(w, KEY("attention.head_count_kv"), kv, (size_t)c->n_layer) ||
+        gw_u32(w, KEY("ssm.conv_kernel"), (uint32_t)c->d_conv) || gw_u32(w, KEY("kda.head_dim"), (uint32_t)c->kda_hd))
+        die("out of memory");
+    if (is_k3(c)) {
+        if (gw_u32(w, KEY("attn_res.block_size"), (uint32_t)c->attn_res) ||
+            gw_f32(w, KEY("activation.situ_beta"), c->situ_beta) ||
+            gw_f32(w, KEY("activation.situ_linear_beta"), c->situ_lb) ||
+            (c->latent > 0 && gw_u32(w, KEY("expert_latent_length"), (uint32_t)c->latent)) ||
+            (c->gate_lb != 0.0f && gw_f32(w, KEY("kda.gate_lower_bound"), c->gate_lb)))
+            die("out of memory");
+    }
+#undef KEY
 }
 
 static uint64_t hash_name(uint64_t seed, const char *s) {
@@ -218,6 +333,8 @@ static void init_row(const tensor_plan *t, const config *c, uint64_t *rng, float
         case INIT_EMBED: row[i] = u; break;
         case INIT_NORM: row[i] = 1.0f + 0.1f * u; break;
         case INIT_BIAS: row[i] = 0.1f * u; break;
+        case INIT_NEG: row[i] = -(1.0f + 0.5f * u); break; /* kimi's ssm_a = -exp(A_log) */
+        case INIT_SCORE: row[i] = 0.15f * u; break;        /* attn_res scores with a std of ~1 */
         case INIT_ROPE_FREQS: /* llama3-style: low frequencies divided by up to the factor */
             row[i] = 1.0f + (c->scale_factor - 1.0f) * (float)i / (float)(n > 1 ? n - 1 : 1);
             break;
@@ -291,8 +408,9 @@ static void write_hparams(gw *w, const config *c) {
     KU32("block_count", c->n_layer);
     KU32("feed_forward_length", c->n_ff);
     KU32("attention.head_count", c->n_head);
-    KU32("attention.head_count_kv", c->n_head_kv);
-    if (strcmp(c->arch, "deepseek2") == 0) {
+    if (is_kimi(c)) write_hparams_kimi(w, c);
+    else KU32("attention.head_count_kv", c->n_head_kv);
+    if (strcmp(c->arch, "deepseek2") == 0 || is_kimi(c)) {
         const int hd = c->qk_nope + c->qk_rope;
         KU32("attention.kv_lora_rank", c->kv_lora);
         if (c->q_lora) KU32("attention.q_lora_rank", c->q_lora);
@@ -384,8 +502,20 @@ static void preset(config *c, const char *name) {
         c->q_lora = 0; c->kv_lora = 64; c->qk_nope = 32; c->qk_rope = 16; c->v_head = 32; c->mla_split = 0;
         c->n_ff = 256; c->n_expert = 8; c->n_used = 2; c->n_ff_exp = 64; c->n_shared = 2; c->n_ff_shexp = 128;
         c->gating = 1; c->norm_w = 0; c->w_scale = 1.0f;
+    } else if (strcmp(name, "kimi-linear-tiny") == 0 || strcmp(name, "kimi-k3-tiny") == 0) {
+        /* three KDA layers to one NoPE MLA layer, as Kimi-Linear; one dense lead layer */
+        preset(c, "tiny");
+        c->arch = name[5] == 'k' ? "kimi-k3" : "kimi-linear"; c->n_layer = 4; memcpy(c->schedule, "KKKM", 5);
+        c->n_head = 4; c->n_head_kv = 4; c->kda_hd = 64; c->d_conv = 4;
+        c->q_lora = 0; c->kv_lora = 128; c->qk_nope = 64; c->qk_rope = 32; c->v_head = 64; c->mla_split = 1;
+        c->n_expert = 16; c->n_used = 4; c->n_ff_exp = 128; c->n_shared = 1; c->dense_lead = 1;
+        c->gating = 2; c->probs_bias = 1; c->norm_w = 1; c->w_scale = 2.5f;
+        if (c->arch[5] == 'k') { /* kimi-k3 */
+            c->n_layer = 5; memcpy(c->schedule, "KKMKM", 6); c->q_lora = 96; c->attn_res = 2; c->latent = 128;
+            c->routed_norm = 1; c->mla_gate = 1; c->gate_lb = -5.0f; c->situ_beta = 3.0f; c->situ_lb = 8.0f;
+        }
     } else die("unknown preset (tiny, small, medium, 1b, mixtral-tiny, qwen2moe-tiny, qwen3moe-tiny, "
-               "deepseek-v3-tiny, deepseek-v2-tiny, deepseek-v2-lite-tiny)");
+               "deepseek-v3-tiny, deepseek-v2-tiny, deepseek-v2-lite-tiny, kimi-linear-tiny, kimi-k3-tiny)");
 }
 
 static void usage(void) {
@@ -401,8 +531,11 @@ static void usage(void) {
             "               [--w-scale F] [--probs-bias 0|1] [--router-skew S] [--router-corr A]\n"
             "  MLA:         [--q-lora N] [--kv-lora N] [--qk-nope N] [--qk-rope N] [--v-head N] [--mla-split 0|1]\n"
             "  presets:     tiny small medium 1b mixtral-tiny qwen2moe-tiny qwen3moe-tiny deepseek-v3-tiny deepseek-v2-tiny\n"
-            "  --shape-only: real header, metadata and tensor directory; the data are holes (a sparse file)\n"
-            "               deepseek-v2-lite-tiny\n");
+            "               deepseek-v2-lite-tiny kimi-linear-tiny kimi-k3-tiny\n"
+            "  kimi:        [--schedule KKKM (K: KDA layer, M: MLA layer; sets the layer count)] [--kda-head-dim N]\n"
+            "               [--conv N] [--attn-res BLOCK] [--latent N] [--gate-bound F (0: none)] [--situ BETA:LINEAR]\n"
+            "               [--routed-norm 0|1] [--mla-gate 0|1]\n"
+            "  --shape-only: real header, metadata and tensor directory; the data are holes (a sparse file)\n");
     exit(2);
 }
 
@@ -461,6 +594,19 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--qk-rope") == 0) c.qk_rope = atoi(v);
         else if (strcmp(a, "--v-head") == 0) c.v_head = atoi(v);
         else if (strcmp(a, "--mla-split") == 0) c.mla_split = atoi(v);
+        else if (strcmp(a, "--schedule") == 0) {
+            if (strlen(v) >= sizeof c.schedule || strspn(v, "KM") != strlen(v)) die("bad --schedule (K and M, at most 127)");
+            memcpy(c.schedule, v, strlen(v) + 1);
+            c.n_layer = (int)strlen(v);
+        }
+        else if (strcmp(a, "--kda-head-dim") == 0) c.kda_hd = atoi(v);
+        else if (strcmp(a, "--conv") == 0) c.d_conv = atoi(v);
+        else if (strcmp(a, "--attn-res") == 0) c.attn_res = atoi(v);
+        else if (strcmp(a, "--latent") == 0) c.latent = atoi(v);
+        else if (strcmp(a, "--gate-bound") == 0) c.gate_lb = strtof(v, NULL);
+        else if (strcmp(a, "--situ") == 0) { if (sscanf(v, "%f:%f", &c.situ_beta, &c.situ_lb) != 2) die("bad --situ"); }
+        else if (strcmp(a, "--routed-norm") == 0) c.routed_norm = atoi(v);
+        else if (strcmp(a, "--mla-gate") == 0) c.mla_gate = atoi(v);
         else if (strcmp(a, "--rope-scaling") == 0) {
             char kind[16] = {0};
             if (sscanf(v, "%15[a-z0-9]:%f:%d", kind, &c.scale_factor, &c.scale_orig) < 2) die("bad --rope-scaling");
@@ -469,16 +615,30 @@ int main(int argc, char **argv) {
         } else usage();
     }
     if (!c.out) usage();
-    static const char *arches[] = {"llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "deepseek2"};
+    static const char *arches[] = {"llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "deepseek2", "kimi-linear", "kimi-k3"};
     int known = 0;
     for (size_t i = 0; i < sizeof arches / sizeof arches[0]; i++) known |= strcmp(c.arch, arches[i]) == 0;
     if (!known) die("unknown --arch (llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2)");
-    const int moe_arch = strcmp(c.arch, "qwen2moe") == 0 || strcmp(c.arch, "qwen3moe") == 0 || strcmp(c.arch, "deepseek2") == 0;
+    const int moe_arch = strcmp(c.arch, "qwen2moe") == 0 || strcmp(c.arch, "qwen3moe") == 0 || strcmp(c.arch, "deepseek2") == 0 ||
+                         is_kimi(&c);
     if (moe_arch && c.n_expert == 0) die("this architecture needs --experts (or a preset)");
     if (c.n_expert > 0 && (c.n_used < 1 || c.n_used > c.n_expert || c.n_ff_exp < 1)) die("inconsistent expert settings");
     if (strcmp(c.arch, "llama") == 0 && c.n_expert > 0) c.n_ff_exp = c.n_ff;
     if (strcmp(c.arch, "deepseek2") == 0) {
         if (c.kv_lora < 1 || c.qk_nope < 1 || c.qk_rope < 2 || c.qk_rope % 2 || c.v_head < 1) die("inconsistent MLA settings");
+        c.n_ff_shexp = c.n_ff_exp * c.n_shared;
+        c.head_dim = c.qk_nope + c.qk_rope;
+        head_dim_set = 1;
+    }
+    if (is_kimi(&c)) {
+        if (c.kv_lora < 1 || c.qk_nope < 1 || c.qk_rope < 2 || c.qk_rope % 2 || c.v_head < 1 || !c.mla_split)
+            die("inconsistent MLA settings (kimi needs --mla-split 1)");
+        if ((int)strlen(c.schedule) != c.n_layer || c.kda_hd < 1 || c.d_conv < 2 || c.attn_res < 0 || c.latent < 0 ||
+            c.latent > c.n_embd || (is_k3(&c) && c.situ_beta <= 0.0f) || c.n_layer > 127)
+            die("inconsistent kimi settings (--schedule must name every layer)");
+        if (!is_k3(&c) && (c.attn_res || c.latent || c.mla_gate || c.gate_lb != 0.0f || c.q_lora))
+            die("kimi-linear has no attn_res, latent MoE, MLA gate, gate bound or q LoRA (kimi-k3 does)");
+        c.n_head_kv = c.n_head;
         c.n_ff_shexp = c.n_ff_exp * c.n_shared;
         c.head_dim = c.qk_nope + c.qk_rope;
         head_dim_set = 1;
@@ -500,6 +660,7 @@ int main(int argc, char **argv) {
     if ((c.multilingual ? bpe_vocab_build_multilingual : bpe_vocab_build)(&v, c.vocab, err, sizeof err) != 0) die(err);
     plan p = {0};
     if (strcmp(c.arch, "deepseek2") == 0) plan_deepseek2(&c, &p);
+    else if (is_kimi(&c)) plan_kimi(&c, &p);
     else plan_llama(&c, &p);
     gw *w = gw_new();
     if (!w) die("out of memory");

@@ -1,0 +1,365 @@
+/*
+ * arch_kimi.c - Kimi-Linear and Kimi-K3: hybrid models whose layers are
+ * either KDA (Kimi Delta Attention, a gated delta-rule linear attention
+ * with a fixed-size recurrent state) or MLA without RoPE, followed by a
+ * DeepSeek-style MoE (sigmoid router with a selection bias, shared experts,
+ * leading dense layers).
+ *
+ * DESIGN
+ * The layer schedule comes from attention.head_count_kv as a per-layer
+ * array: 0 marks a KDA layer (model.c reads it into hp.recurrent, and the
+ * session gives that layer a recurrent state instead of a cache).
+ *
+ * KDA layer, on the normed input x (token by token; deltanet.c):
+ *   q, k, v  = silu(short_conv(W x)) per channel, kernel ssm.conv_kernel,
+ *              the last d_conv - 1 inputs kept in the layer's state
+ *   q, k     = l2-normalised per head
+ *   g        = f_b(f_a x) + dt_bias, per channel, then
+ *              kimi-linear:         softplus(g) * A          (A = -exp(A_log))
+ *              kimi-k3 ("safe"):    lb * sigmoid(-A * g)      lb = kda.gate_lower_bound
+ *   beta     = sigmoid(W_beta x), per head
+ *   o        = gated delta rule (q, k, v, g, beta) on the per-head state
+ *   out      = W_o (rmsnorm_head(o) * sigmoid(gate x)), the gate low rank
+ *              (g_b g_a, kimi-linear) or full rank (g, kimi-k3)
+ * MLA layers are deepseek2's absorbed MLA (arch_deepseek2.c) with the RoPE
+ * part used unrotated; kimi-k3 multiplies their output by sigmoid(W_gate x)
+ * before attn_output.
+ *
+ * Kimi-K3 also has:
+ *  - cross-layer residual attention (attn_res.block_size B > 0): every B
+ *    layers the raw residual stream is banked as a checkpoint and the
+ *    running sum restarts from that layer's attention output. Before the
+ *    attention, before the FFN and before the output norm, the block reads
+ *    a mix of the checkpoints and the running sum: softmax over the scores
+ *    sum(rmsnorm(c) * w) (checkpoints first, the running sum last).
+ *  - the latent MoE: the router reads the full-width input, the routed
+ *    experts run at expert_latent_length between ffn_routed_down and
+ *    ffn_routed_up (with an optional RMSNorm before the up projection);
+ *    shared experts stay at full width.
+ *  - SiTU instead of SwiGLU in every FFN (model.c df_glu).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "deltanet.h"
+#include "model.h"
+#include "quant.h"
+#include "util.h"
+
+#define MAX_KDA_HEAD 1024 /* deltanet.c's per-thread row */
+
+static int hparams_common(df_model *m, int k3, char *err, size_t errlen) {
+    df_hparams *h = &m->hp;
+    if (df_mla_hparams(m, err, errlen)) return -1;
+    h->kq_scale = 1.0f / sqrtf((float)h->head_dim); /* the MLA head, not key_length's latent view */
+    if (df_hp_int(m, "ssm.conv_kernel", &h->ssm_d_conv, 2, 64, 1, err, errlen) ||
+        df_hp_int(m, "kda.head_dim", &h->kda_head_dim, 1, MAX_KDA_HEAD, 1, err, errlen))
+        return -1;
+    h->kda_n_head = h->n_head;
+    if ((int64_t)h->kda_n_head * h->kda_head_dim > (1 << 20))
+        return df_seterr(err, errlen, "%s: KDA width %lld is too large", m->path,
+                         (long long)h->kda_n_head * h->kda_head_dim);
+    h->kda_gate_lb = -INFINITY;
+    if (h->n_expert == 0 || h->n_ff_exp == 0)
+        return df_seterr(err, errlen, "%s: %s needs expert_count, expert_used_count and expert_feed_forward_length",
+                         m->path, m->arch_name);
+    h->n_ff_shexp = h->n_ff_exp * (h->n_expert_shared > 0 ? h->n_expert_shared : 1);
+    if (!k3) {
+        h->expert_weights_norm = 1; /* llama.cpp normalises kimi-linear's expert weights whatever the file says */
+        return 0;
+    }
+    char key[128];
+    snprintf(key, sizeof key, "%s.kda.gate_lower_bound", m->arch_name);
+    if (gguf_find(m->g, key)) {
+        if (gguf_get_f32(m->g, key, &h->kda_gate_lb, err, errlen)) return -1;
+        if (!(h->kda_gate_lb >= -1e4f && h->kda_gate_lb < 0.0f))
+            return df_seterr(err, errlen, "%s: '%s' = %g must be negative", m->path, key, h->kda_gate_lb);
+    }
+    const char *betas[2] = {"activation.situ_beta", "activation.situ_linear_beta"};
+    float *dst[2] = {&h->situ_beta, &h->situ_linear_beta};
+    for (int i = 0; i < 2; i++) {
+        snprintf(key, sizeof key, "%s.%s", m->arch_name, betas[i]);
+        if (!gguf_find(m->g, key)) return df_seterr(err, errlen, "%s: missing metadata key '%s'", m->path, key);
+        if (gguf_get_f32(m->g, key, dst[i], err, errlen)) return -1;
+        if (!(*dst[i] <= 1e4f && *dst[i] >= (i ? -1e4f : 1e-4f)))
+            return df_seterr(err, errlen, "%s: '%s' = %g is out of range", m->path, key, *dst[i]);
+    }
+    h->act = DF_ACT_SITU;
+    h->mla_gate = 1;
+    if (df_hp_int(m, "attn_res.block_size", &h->attn_res_block, 0, h->n_layer, 1, err, errlen) ||
+        df_hp_int(m, "expert_latent_length", &h->n_expert_latent, 0, h->n_embd, 0, err, errlen))
+        return -1;
+    return 0;
+}
+
+static int hparams_linear(df_model *m, char *err, size_t errlen) { return hparams_common(m, 0, err, errlen); }
+static int hparams_k3(df_model *m, char *err, size_t errlen) { return hparams_common(m, 1, err, errlen); }
+
+/* Bind an f32 tensor of exactly these dimensions (any trailing ones). */
+static int bind_f32(df_model *m, ws_tensor **dst, const char *fmt, int l, int64_t ne0, int64_t ne1, int64_t ne2,
+                    char *err, size_t errlen) {
+    if (df_bind(m, dst, fmt, l, 1, ne0, ne1, ne2, err, errlen)) return -1;
+    if ((*dst)->type != DF_TYPE_F32) return df_seterr(err, errlen, "%s: tensor '%s' must be f32", m->path, (*dst)->gt->name);
+    return 0;
+}
+
+/* Layer l's KDA tensors. */
+static int bind_kda(df_model *m, int l, int k3, char *err, size_t errlen) {
+    const df_hparams *h = &m->hp;
+    df_layer *L = &m->layers[l];
+    const int64_t E = h->n_embd, H = h->kda_n_head, hd = h->kda_head_dim, D = H * hd;
+    static const char *const conv[3] = {"blk.%d.ssm_conv1d_q.weight", "blk.%d.ssm_conv1d_k.weight",
+                                        "blk.%d.ssm_conv1d_v.weight"};
+    for (int i = 0; i < 3; i++)
+        if (bind_f32(m, &L->ssm_conv[i], conv[i], l, h->ssm_d_conv, 1, D, err, errlen)) return -1;
+    char name[64];
+    snprintf(name, sizeof name, "blk.%d.ssm_a", l);
+    const gguf_tensor *ta = gguf_find_tensor(m->g, name);
+    const int a_row = ta && ta->ne[0] == 1 && H > 1; /* kimi-linear: [1, n_head]; kimi-k3: [n_head] */
+    if (df_bind(m, &L->wq, "blk.%d.attn_q.weight", l, 1, E, D, 1, err, errlen) ||
+        df_bind(m, &L->wk, "blk.%d.attn_k.weight", l, 1, E, D, 1, err, errlen) ||
+        df_bind(m, &L->wv, "blk.%d.attn_v.weight", l, 1, E, D, 1, err, errlen) ||
+        df_bind(m, &L->ssm_f_a, "blk.%d.ssm_f_a.weight", l, 1, E, hd, 1, err, errlen) ||
+        df_bind(m, &L->ssm_f_b, "blk.%d.ssm_f_b.weight", l, 1, hd, D, 1, err, errlen) ||
+        df_bind(m, &L->ssm_beta, "blk.%d.ssm_beta.weight", l, 1, E, H, 1, err, errlen) ||
+        bind_f32(m, &L->ssm_a, "blk.%d.ssm_a", l, a_row ? 1 : H, a_row ? H : 1, 1, err, errlen) ||
+        df_bind(m, &L->ssm_dt_b, "blk.%d.ssm_dt.bias", l, 1, D, 1, 1, err, errlen) ||
+        df_bind(m, &L->ssm_o_norm, "blk.%d.ssm_norm.weight", l, 1, hd, 1, 1, err, errlen) ||
+        df_bind(m, &L->wo, "blk.%d.attn_output.weight", l, 1, D, E, 1, err, errlen))
+        return -1;
+    if (k3) return df_bind(m, &L->ssm_g, "blk.%d.ssm_g.weight", l, 1, E, D, 1, err, errlen);
+    return df_bind(m, &L->ssm_g_a, "blk.%d.ssm_g_a.weight", l, 1, E, hd, 1, err, errlen) ||
+                   df_bind(m, &L->ssm_g_b, "blk.%d.ssm_g_b.weight", l, 1, hd, D, 1, err, errlen)
+               ? -1
+               : 0;
+}
+
+/* Layer l's FFN: dense (leading layers) or MoE, with kimi-k3's latent projections. */
+static int bind_ffn(df_model *m, int l, char *err, size_t errlen) {
+    const df_hparams *h = &m->hp;
+    df_layer *L = &m->layers[l];
+    const int64_t E = h->n_embd, W = h->n_expert_latent;
+    if (l < h->n_layer_dense_lead) {
+        const int64_t F = h->n_ff_l ? h->n_ff_l[l] : h->n_ff;
+        if (F < 1) return df_seterr(err, errlen, "%s: dense layer %d has feed_forward_length 0", m->path, l);
+        return df_bind(m, &L->ffn_gate, "blk.%d.ffn_gate.weight", l, 1, E, F, 1, err, errlen) ||
+                       df_bind(m, &L->ffn_up, "blk.%d.ffn_up.weight", l, 1, E, F, 1, err, errlen) ||
+                       df_bind(m, &L->ffn_down, "blk.%d.ffn_down.weight", l, 1, F, E, 1, err, errlen)
+                   ? -1
+                   : 0;
+    }
+    if (df_moe_bind_layer(m, l, h->n_ff_exp, err, errlen)) return -1;
+    if (!L->exp_probs_b) return df_seterr(err, errlen, "%s: missing tensor 'blk.%d.exp_probs_b.bias'", m->path, l);
+    if (W > 0 && (df_bind(m, &L->ffn_routed_down, "blk.%d.ffn_routed_down.weight", l, 1, E, W, 1, err, errlen) ||
+                  df_bind(m, &L->ffn_routed_up, "blk.%d.ffn_routed_up.weight", l, 1, W, E, 1, err, errlen) ||
+                  df_bind(m, &L->ffn_routed_norm, "blk.%d.ffn_routed_norm.weight", l, 0, W, 1, 1, err, errlen)))
+        return -1;
+    return 0;
+}
+
+static int bind_common(df_model *m, int k3, char *err, size_t errlen) {
+    df_hparams *h = &m->hp;
+    const int64_t E = h->n_embd;
+    if (df_bind_embed_output(m, err, errlen)) return -1;
+    const int res = h->attn_res_block > 0;
+    if (res && df_bind(m, &m->output_res_score, "output_res_score.weight", 0, 1, E, 1, 1, err, errlen)) return -1;
+    for (int l = 0; l < h->n_layer; l++) {
+        df_layer *L = &m->layers[l];
+        if (df_bind(m, &L->attn_norm, "blk.%d.attn_norm.weight", l, 1, E, 1, 1, err, errlen) ||
+            df_bind(m, &L->ffn_norm, "blk.%d.ffn_norm.weight", l, 1, E, 1, 1, err, errlen))
+            return -1;
+        if (res && (df_bind(m, &L->attn_res_score, "blk.%d.attn_res_score.weight", l, 1, E, 1, 1, err, errlen) ||
+                    df_bind(m, &L->ffn_res_score, "blk.%d.ffn_res_score.weight", l, 1, E, 1, 1, err, errlen)))
+            return -1;
+        if (h->recurrent && h->recurrent[l]) {
+            if (bind_kda(m, l, k3, err, errlen)) return -1;
+        } else if (df_mla_bind_layer(m, l, err, errlen) ||
+                   (k3 && df_bind(m, &L->attn_gate, "blk.%d.attn_gate.weight", l, 0, E,
+                                  (int64_t)h->n_head * h->head_dim_v, 1, err, errlen))) {
+            return -1;
+        }
+        if (bind_ffn(m, l, err, errlen)) return -1;
+    }
+    return 0;
+}
+
+static int bind_linear(df_model *m, char *err, size_t errlen) { return bind_common(m, 0, err, errlen); }
+static int bind_k3(df_model *m, char *err, size_t errlen) { return bind_common(m, 1, err, errlen); }
+
+static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* KDA layer l on the normed input s->xb (n tokens); output (n, n_embd) in s->xb2. */
+static int kda_layer(df_session *s, int l, int n, char *err, size_t errlen) {
+    df_model *m = s->m;
+    const df_hparams *h = &m->hp;
+    df_layer *L = &m->layers[l];
+    df_layer_mem *lm = &s->mem[l];
+    const int H = h->kda_n_head, hd = h->kda_head_dim, dc = h->ssm_d_conv;
+    const int64_t D = (int64_t)H * hd, E = h->n_embd;
+    ws_tensor *const wqkv[3] = {L->wq, L->wk, L->wv};
+    float *const qkv[3] = {s->kda_q, s->kda_k, s->kda_v};
+    const int64_t ld[3] = {D, D, D};
+    if (df_matmul_n(s, 3, wqkv, s->xb, n, qkv, ld, err, errlen)) return -1;
+    for (int i = 0; i < 3; i++) {
+        const float *w = ws_fetch(m->ws, L->ssm_conv[i], err, errlen);
+        if (!w) return -1;
+        dn_short_conv(qkv[i], n, D, dc, lm->conv + i * D * (dc - 1), w);
+        ws_release(m->ws, L->ssm_conv[i]);
+    }
+    dn_l2norm(s->kda_q, (int64_t)n * H, hd, h->norm_eps);
+    dn_l2norm(s->kda_k, (int64_t)n * H, hd, h->norm_eps);
+    /* decay gate and beta */
+    if (df_matmul(s, L->ssm_f_a, s->xb, n, s->kda_lo, hd, err, errlen) ||
+        df_matmul(s, L->ssm_f_b, s->kda_lo, n, s->kda_g, D, err, errlen) ||
+        df_matmul(s, L->ssm_beta, s->xb, n, s->kda_beta, H, err, errlen))
+        return -1;
+    const float *dt = ws_fetch(m->ws, L->ssm_dt_b, err, errlen);
+    const float *A = dt ? ws_fetch(m->ws, L->ssm_a, err, errlen) : NULL;
+    if (!A) {
+        if (dt) ws_release(m->ws, L->ssm_dt_b);
+        return -1;
+    }
+    const float lb = h->kda_gate_lb;
+    for (int t = 0; t < n; t++)
+        for (int64_t c = 0; c < D; c++) {
+            float *g = s->kda_g + t * D + c;
+            const float a = A[c / hd], x = *g + dt[c];
+            if (lb > -INFINITY) *g = sigmoidf((x * a) * -1.0f) * lb;
+            else *g = (x > 20.0f ? x : logf(1.0f + expf(x))) * a;
+        }
+    ws_release(m->ws, L->ssm_a);
+    ws_release(m->ws, L->ssm_dt_b);
+    for (int64_t i = 0; i < (int64_t)n * H; i++) s->kda_beta[i] = sigmoidf(s->kda_beta[i]);
+    dn_gated_delta(m->pool, lm->state, s->kda_q, s->kda_k, s->kda_v, s->kda_g, s->kda_beta, n, H, hd, s->kda_o);
+    /* output gate (into kda_g, free again) and gated RMSNorm */
+    if (L->ssm_g ? df_matmul(s, L->ssm_g, s->xb, n, s->kda_g, D, err, errlen)
+                 : df_matmul(s, L->ssm_g_a, s->xb, n, s->kda_lo, hd, err, errlen) ||
+                       df_matmul(s, L->ssm_g_b, s->kda_lo, n, s->kda_g, D, err, errlen))
+        return -1;
+    const float *on = ws_fetch(m->ws, L->ssm_o_norm, err, errlen);
+    if (!on) return -1;
+    for (int64_t r = 0; r < (int64_t)n * H; r++) {
+        float *o = s->kda_o + r * hd;
+        const float *g = s->kda_g + r * hd;
+        op_rmsnorm(o, o, on, hd, h->norm_eps);
+        for (int i = 0; i < hd; i++) o[i] *= sigmoidf(g[i]);
+    }
+    ws_release(m->ws, L->ssm_o_norm);
+    return df_matmul(s, L->wo, s->kda_o, n, s->xb2, E, err, errlen);
+}
+
+/* MLA layer l (NoPE, optional output gate) on s->xb; output in s->xb2. */
+static int mla_layer(df_session *s, int l, int n, char *err, size_t errlen) {
+    df_model *m = s->m;
+    const df_hparams *h = &m->hp;
+    df_layer *L = &m->layers[l];
+    const int64_t V = (int64_t)h->n_head * h->head_dim_v;
+    if (L->attn_gate && df_matmul(s, L->attn_gate, s->xb, n, s->mla_gate, V, err, errlen)) return -1;
+    if (df_mla_attention(s, l, n, 0, err, errlen)) return -1;
+    if (L->attn_gate)
+        for (int64_t i = 0; i < (int64_t)n * V; i++) s->xb[i] *= sigmoidf(s->mla_gate[i]);
+    return df_matmul(s, L->wo, s->xb, n, s->xb2, h->n_embd, err, errlen);
+}
+
+/* One residual's score: sum(rmsnorm(x) * w), summed in double as ggml's sum_rows. */
+static float res_score(const float *x, const float *w, int E, float eps, float *tmp) {
+    op_rmsnorm(tmp, x, NULL, E, eps);
+    double sum = 0.0;
+    for (int i = 0; i < E; i++) sum += (double)(tmp[i] * w[i]);
+    return (float)sum;
+}
+
+/* Cross-layer residual attention: the mix of the nck banked checkpoints and
+ * the running sum s->x that a block reads (s->x itself when none is banked). */
+static const float *res_mix(df_session *s, ws_tensor *wt, int nck, int n, char *err, size_t errlen) {
+    const df_hparams *h = &s->m->hp;
+    const int64_t E = h->n_embd, B = s->n_batch;
+    if (nck == 0) return s->x;
+    const float *w = ws_fetch(s->m->ws, wt, err, errlen);
+    if (!w) return NULL;
+    float *p = s->res_scores;
+    for (int t = 0; t < n; t++) {
+        float *out = s->res_mix + t * E;
+        const float *cur = s->x + t * E;
+        for (int c = 0; c < nck; c++) p[c] = res_score(s->res_stack + (c * B + t) * E, w, (int)E, h->norm_eps, out);
+        p[nck] = res_score(cur, w, (int)E, h->norm_eps, out);
+        op_softmax(p, nck + 1);
+        for (int64_t e = 0; e < E; e++) {
+            float sum = 0.0f;
+            for (int c = 0; c < nck; c++) sum += s->res_stack[(c * B + t) * E + e] * p[c];
+            out[e] = sum + cur[e] * p[nck];
+        }
+    }
+    ws_release(s->m->ws, wt);
+    return s->res_mix;
+}
+
+/* Layer l's FFN on the normed input s->xb; output in s->xb2. */
+static int ffn_layer(df_session *s, int l, int n, char *err, size_t errlen) {
+    df_model *m = s->m;
+    df_layer *L = &m->layers[l];
+    if (!L->ffn_gate_inp) return df_ffn_dense(s, L->ffn_gate, L->ffn_up, L->ffn_down, s->xb, n, s->xb2, err, errlen);
+    if (!L->ffn_routed_down) return df_ffn_moe(s, l, s->xb, n, s->xb2, err, errlen);
+    const int64_t W = L->ffn_routed_down->ne[1];
+    if (df_matmul(s, L->ffn_routed_down, s->xb, n, s->lat_in, W, err, errlen) ||
+        df_ffn_moe_routed(s, l, s->xb, s->lat_in, n, s->lat_out, err, errlen))
+        return -1;
+    if (L->ffn_routed_norm) {
+        const float *rn = ws_fetch(m->ws, L->ffn_routed_norm, err, errlen);
+        if (!rn) return -1;
+        for (int t = 0; t < n; t++) op_rmsnorm(s->lat_out + t * W, s->lat_out + t * W, rn, (int)W, m->hp.norm_eps);
+        ws_release(m->ws, L->ffn_routed_norm);
+    }
+    if (df_matmul(s, L->ffn_routed_up, s->lat_out, n, s->xb2, m->hp.n_embd, err, errlen)) return -1;
+    return df_ffn_moe_shared(s, l, s->xb, n, s->xb2, err, errlen);
+}
+
+/* RMSNorm of n rows of x with tensor w into s->xb. */
+static int norm_into_xb(df_session *s, ws_tensor *w, const float *x, int n, char *err, size_t errlen) {
+    const df_hparams *h = &s->m->hp;
+    const int64_t E = h->n_embd;
+    const float *wn = ws_fetch(s->m->ws, w, err, errlen);
+    if (!wn) return -1;
+    for (int t = 0; t < n; t++) op_rmsnorm(s->xb + t * E, x + t * E, wn, (int)E, h->norm_eps);
+    ws_release(s->m->ws, w);
+    return 0;
+}
+
+static int forward(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
+                   size_t errlen) {
+    df_model *m = s->m;
+    const df_hparams *h = &m->hp;
+    const int64_t E = h->n_embd, B = s->n_batch;
+    const int bs = h->attn_res_block;
+    int nck = 0;
+    if (df_embed(s, tokens, n, s->x, err, errlen) != 0) return -1;
+    for (int l = 0; l < h->n_layer; l++) {
+        df_layer *L = &m->layers[l];
+        const float *in = bs ? res_mix(s, L->attn_res_score, nck, n, err, errlen) : s->x;
+        if (!in) return -1;
+        const int banked = bs && l % bs == 0;
+        if (banked) memcpy(s->res_stack + nck++ * B * E, s->x, sizeof(float) * (size_t)(n * E)); /* the raw input */
+        if (norm_into_xb(s, L->attn_norm, in, n, err, errlen)) return -1;
+        if (s->mem[l].kind == DF_MEM_RECURRENT ? kda_layer(s, l, n, err, errlen) : mla_layer(s, l, n, err, errlen))
+            return -1;
+        if (banked) memcpy(s->x, s->xb2, sizeof(float) * (size_t)(n * E)); /* the running sum restarts */
+        else
+            for (int64_t i = 0; i < n * E; i++) s->x[i] += s->xb2[i];
+        in = bs ? res_mix(s, L->ffn_res_score, nck, n, err, errlen) : s->x;
+        s->moe_hint = in; /* what the next layer's FFN will read is closer to this mix than to the running sum */
+        if (!in || norm_into_xb(s, L->ffn_norm, in, n, err, errlen) || ffn_layer(s, l, n, err, errlen)) return -1;
+        for (int64_t i = 0; i < n * E; i++) s->x[i] += s->xb2[i];
+    }
+    s->pos += n;
+    if (!logits) return 0;
+    if (bs) {
+        const float *out = res_mix(s, m->output_res_score, nck, n, err, errlen);
+        if (!out) return -1;
+        if (out != s->x) memcpy(s->x, out, sizeof(float) * (size_t)(n * E));
+    }
+    return df_output(s, n, logits, all_logits, err, errlen);
+}
+
+const df_arch df_arch_kimi_linear = {"kimi-linear", 0, hparams_linear, bind_linear, forward};
+const df_arch df_arch_kimi_k3 = {"kimi-k3", 0, hparams_k3, bind_k3, forward};
