@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# stream-model.sh - make (once) and print the path of the DeepSeek-shaped
-# q8_0 MoE model of about GB gigabytes used by bench/stream.sh and bench/io.sh:
-# MLA, sigmoid routing with 8 groups (4 used) and bias, a shared expert, a
-# dense first layer; 64 experts of 3 x 2048 x 1024 weights (6.4 MiB), 8 used.
+# stream-model.sh - make (once) and print the path of the MoE model of about
+# GB gigabytes used by bench/stream.sh and bench/io.sh. Two shapes:
+#   deepseek (default): DeepSeek-shaped q8_0: MLA, sigmoid routing with 8
+#     groups (4 used) and bias, a shared expert, a dense first layer; 64
+#     experts of 3 x 2048 x 1024 weights (6.4 MiB), 8 used.
+#   kimi-k3: Kimi-K3-shaped, scaled down: three KDA layers to one NoPE MLA
+#     layer, cross-layer residual attention, a latent MoE (experts at 1024 of
+#     the 2048 width), SiTU, a shared expert, a dense first layer; 128 MXFP4
+#     experts of 3 x 1024 x 1024 (1.6 MiB), 8 used; q8_0 elsewhere (K3's
+#     published files: MXFP4 experts, 8-bit dense weights).
 # Cached in bench/results/models/ (gitignored).
 #
-#   bench/stream-model.sh GB     (BUILD=build by default)
+#   bench/stream-model.sh GB [deepseek|kimi-k3]     (BUILD=build by default)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -13,10 +19,23 @@ GB=${1:?usage: stream-model.sh GB}
 BUILD=${BUILD:-build}
 make -s BUILD="$BUILD" "$BUILD/mkmodel" >/dev/null
 mkdir -p bench/results/models
-# 64 experts of 6.7 MB per layer: layers for GB
-LAYERS=$(awk -v g="$GB" 'BEGIN { l = int(g * 1024 / (64 * 6.7)) + 2; print l }')
-M=bench/results/models/deepseek-${GB}g-q8_0.gguf
-[ -f "$M" ] || ./"$BUILD"/mkmodel -o "$M" --preset deepseek-v3-tiny --type q8_0 --n-embd 2048 --n-head 16 \
-    --q-lora 512 --kv-lora 256 --experts 64 --experts-used 8 --n-ff-exp 1024 --groups 8:4 --n-layer "$LAYERS" \
-    --vocab 4096 >&2
+SHAPE=${2:-deepseek}
+case "$SHAPE" in
+deepseek)
+    # 64 experts of 6.7 MB per layer: layers for GB
+    LAYERS=$(awk -v g="$GB" 'BEGIN { l = int(g * 1024 / (64 * 6.7)) + 2; print l }')
+    M=bench/results/models/deepseek-${GB}g-q8_0.gguf
+    [ -f "$M" ] || ./"$BUILD"/mkmodel -o "$M" --preset deepseek-v3-tiny --type q8_0 --n-embd 2048 --n-head 16 \
+        --q-lora 512 --kv-lora 256 --experts 64 --experts-used 8 --n-ff-exp 1024 --groups 8:4 --n-layer "$LAYERS" \
+        --vocab 4096 >&2 ;;
+kimi-k3)
+    # 128 experts of 1.7 MB per layer: layers for GB, scheduled KKKM...
+    LAYERS=$(awk -v g="$GB" 'BEGIN { l = int(g * 1024 / (128 * 1.67)) + 2; print (l > 127 ? 127 : l) }')
+    SCHED=$(awk -v n="$LAYERS" 'BEGIN { for (i = 0; i < n; i++) printf "%s", (i % 4 == 3) ? "M" : "K" }')
+    M=bench/results/models/kimi-k3-${GB}g-mxfp4.gguf
+    [ -f "$M" ] || ./"$BUILD"/mkmodel -o "$M" --preset kimi-k3-tiny --type q8_0 --expert-type mxfp4 --n-embd 2048 \
+        --n-head 16 --n-head-kv 16 --kda-head-dim 128 --q-lora 512 --kv-lora 256 --qk-nope 128 --qk-rope 64 --v-head 128 \
+        --experts 128 --experts-used 8 --n-ff-exp 1024 --latent 1024 --n-ff 4096 --schedule "$SCHED" --vocab 4096 >&2 ;;
+*) echo "stream-model.sh: unknown shape '$SHAPE' (deepseek, kimi-k3)" >&2; exit 2 ;;
+esac
 echo "$M"

@@ -382,6 +382,24 @@ static void router_row(const config *c, const tensor_plan *t, int64_t e, float *
     }
 }
 
+/* Extend v to n tokens with unused ones ("<|unused_N|>", llama.cpp type 5). */
+static int pad_vocab(bpe_vocab *v, int n) {
+    char **t = realloc(v->tokens, sizeof *t * (size_t)n);
+    if (!t) return -1;
+    v->tokens = t;
+    int32_t *ty = realloc(v->types, sizeof *ty * (size_t)n);
+    if (!ty) return -1;
+    v->types = ty;
+    for (int i = v->n_tokens; i < n; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "<|unused_%d|>", i);
+        if (!(v->tokens[i] = df_strdup(name))) return -1;
+        v->types[i] = 5;
+        v->n_tokens = i + 1;
+    }
+    return 0;
+}
+
 static void write_vocab(gw *w, const config *c, const bpe_vocab *v) {
     const char *pre = c->pre ? c->pre : strcmp(c->arch, "llama") == 0 ? "llama-bpe" : strcmp(c->arch, "deepseek2") == 0 ? "deepseek-v3" : "qwen2";
     if (gw_str(w, "tokenizer.ggml.model", "gpt2") || gw_str(w, "tokenizer.ggml.pre", pre) ||
@@ -657,7 +675,11 @@ int main(int argc, char **argv) {
 
     char err[256];
     bpe_vocab v;
-    if ((c.multilingual ? bpe_vocab_build_multilingual : bpe_vocab_build)(&v, c.vocab, err, sizeof err) != 0) die(err);
+    /* Vocabularies learn at most 4096 tokens; a larger --vocab (real models' 150k+) is
+     * padded with unused tokens, so embeddings and outputs get their real size. */
+    const int learned = c.vocab > 4096 ? 4096 : c.vocab;
+    if ((c.multilingual ? bpe_vocab_build_multilingual : bpe_vocab_build)(&v, learned, err, sizeof err) != 0) die(err);
+    if (c.vocab > learned && pad_vocab(&v, c.vocab) != 0) die("out of memory");
     plan p = {0};
     if (strcmp(c.arch, "deepseek2") == 0) plan_deepseek2(&c, &p);
     else if (is_kimi(&c)) plan_kimi(&c, &p);
