@@ -65,6 +65,9 @@ df_model_params df_model_default_params(void);
 /* Load a GGUF model (first file of a split model). */
 int df_model_load(const char *path, const df_model_params *p, df_model **out, char *err, size_t errlen);
 void df_model_free(df_model *m);
+/* 1 if path names one of the model's files (the same file: st_dev and
+ * st_ino, through any link). Never write output there. */
+int df_model_is_file(const df_model *m, const char *path);
 /* Save the learned hot experts now (with a budget; df_model_free does it
  * otherwise, silently). 0 when saved or there is nothing to save. */
 int df_model_save_hot(df_model *m, char *err, size_t errlen);

@@ -198,6 +198,8 @@ int df_check_shape(const ws_tensor *t, int64_t ne0, int64_t ne1, char *err, size
 
 /* ---- loading ---- */
 
+int df_model_is_file(const df_model *m, const char *path) { return m->ws && ws_is_model_file(m->ws, path); }
+
 int df_model_save_hot(df_model *m, char *err, size_t errlen) {
     if (!m->ws || !ws_streaming(m->ws)) return 0;
     return ws_save_hot(m->ws, err, errlen);
@@ -523,6 +525,8 @@ int df_session_trace_experts(df_session *s, const char *path, char *err, size_t 
     if (!path) return 0;
     const df_hparams *h = &s->m->hp;
     if (h->n_expert == 0) return df_seterr(err, errlen, "the model has no experts to trace");
+    if (df_model_is_file(s->m, path))
+        return df_seterr(err, errlen, "%s: is the model file itself: not writing the trace there", path);
     s->trace = fopen(path, "wb");
     if (!s->trace) return df_seterr(err, errlen, "%s: %s", path, strerror(errno));
     const uint32_t hdr[5] = {0x52544644u /* "DFTR" */, 1, (uint32_t)h->n_layer, (uint32_t)h->n_expert,

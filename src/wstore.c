@@ -743,6 +743,11 @@ static void load_hot(wstore *ws) {
 
 const char *ws_hot_note(const wstore *ws) { return ws->hot_note; }
 
+int ws_is_model_file(const wstore *ws, const char *path) {
+    struct stat st;
+    return path && stat(path, &st) == 0 && is_model_file(ws, &st);
+}
+
 int ws_save_hot(wstore *ws, char *err, size_t errlen) {
     if (!ws->hot || !ws->cfg.hot_path || !ws->hot_save) return 0;
     const char *path = ws->cfg.hot_path;

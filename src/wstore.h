@@ -138,6 +138,8 @@ int ws_save_hot(wstore *ws, char *err, size_t errlen);
 int ws_hot_saved(const wstore *ws);
 /* Why the hot file is not read or will not be saved ("" if nothing to say). */
 const char *ws_hot_note(const wstore *ws);
+/* 1 if path (following links) is one of the model's files (same st_dev/st_ino). */
+int ws_is_model_file(const wstore *ws, const char *path);
 /* -1 with err if a model file changed (size or mtime) since the store opened. */
 int ws_check_files(const wstore *ws, char *err, size_t errlen);
 

@@ -95,7 +95,7 @@ static float parse_float(const char *flag, const char *v, double lo, double hi, 
 }
 
 /* The whole of a file (or stdin for "-"), which may hold any byte. */
-static char *read_all(const char *path, size_t *len) {
+static char *read_all(const char *path, size_t max, size_t *len) {
     FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
     if (!f) {
         fprintf(stderr, "deltafin: %s: %s\n", path, strerror(errno));
@@ -106,7 +106,11 @@ static char *read_all(const char *path, size_t *len) {
     if (!buf) fail("out of memory");
     for (;;) {
         if (n == cap) {
-            if (cap >= ((size_t)1 << 30)) fail("the prompt file is larger than 1 GiB");
+            if (cap >= max) {
+                fprintf(stderr, "deltafin: the prompt file is larger than %zu MiB%s\n", max >> 20,
+                        max < ((size_t)1 << 30) ? " (a quarter of --mem)" : "");
+                exit(1);
+            }
             char *nb = realloc(buf, cap *= 2);
             if (!nb) fail("out of memory");
             buf = nb;
@@ -212,7 +216,10 @@ static void parse(int argc, char **argv, opts *o) {
         exit(2);
     }
     if (o->prompt && o->prompt_file) usage_error("give the prompt once: -p TEXT or -f FILE%s%s", "", "");
-    if (o->prompt_file) o->prompt = o->prompt_buf = read_all(o->prompt_file, &o->prompt_len);
+    /* the prompt's text is memory too: under a budget, at most a quarter of it */
+    size_t max = (size_t)1 << 30;
+    if (o->mem && o->mem / 4 < max) max = (size_t)(o->mem / 4) < ((size_t)1 << 16) ? (size_t)1 << 16 : (size_t)(o->mem / 4);
+    if (o->prompt_file) o->prompt = o->prompt_buf = read_all(o->prompt_file, max, &o->prompt_len);
     else if (o->prompt) o->prompt_len = strlen(o->prompt);
 }
 
@@ -238,17 +245,19 @@ static void on_sigbus(int sig) {
     _exit(1);
 }
 
-static void install_signals(void) {
+/* SIGBUS for every command; SIGINT and SIGTERM only where a run stops
+ * cleanly on them (run), elsewhere they end the process as usual. */
+static void install_signals(int stop_cleanly) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_sigbus;
+    sigaction(SIGBUS, &sa, NULL);
+    if (!stop_cleanly) return;
     sa.sa_handler = on_stop;
     sa.sa_flags = SA_RESTART | SA_RESETHAND; /* a second signal acts at once */
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    sa.sa_handler = on_sigbus;
-    sa.sa_flags = 0;
-    sigaction(SIGBUS, &sa, NULL);
 }
 
 /* Text that could not be written is an error, not a silent loss. */
@@ -372,7 +381,10 @@ static int cmd_plan(const opts *o) {
     const int readers = o->io_threads > 0 ? o->io_threads : 8;
     double disk = fits ? df_model_probe_disk(o->model, &mp, o->probe_secs, err, sizeof err) : 0.0;
     const int shaped = disk > 0;
-    if (disk == 0) disk = df_probe_disk(o->model, o->probe_secs, readers, 0, err, sizeof err);
+    /* the plain read test's buffers (readers x chunk) stay within half the budget too */
+    uint64_t chunk = 4u << 20;
+    while (chunk > 4096 && (uint64_t)readers * chunk > o->mem / 2) chunk /= 2;
+    if (disk == 0) disk = df_probe_disk(o->model, o->probe_secs, readers, chunk, err, sizeof err);
     if (disk < 0) fail(err);
     const double mem = df_probe_memory(1.0, o->mem / 2);
     /* per token: routed experts missing from the cache come from disk (uniform
@@ -409,8 +421,8 @@ static int cmd_plan(const opts *o) {
         printf("machine: disk %.0f MiB/s (%.0f s of decode-shaped reads of this model, %d concurrent), memory %.1f GiB/s\n",
                disk / (1 << 20), o->probe_secs, readers, mem / (1 << 30));
     else
-        printf("machine: disk %.0f MiB/s (%d concurrent 4 MiB reads of this file), memory %.1f GiB/s\n", disk / (1 << 20),
-               readers, mem / (1 << 30));
+        printf("machine: disk %.0f MiB/s (%d concurrent %s reads of this file), memory %.1f GiB/s\n", disk / (1 << 20),
+               readers, df_fmt_bytes(chunk, (char[32]){0}, 32), mem / (1 << 30));
     printf("per token: %.2f MiB from disk (expected cache hit rate %.1f%%), %.2f MiB from memory\n", disk_tok / (1 << 20),
            100.0 * hit, mem_tok / (1 << 20));
     printf("predicted: %.2f tokens/s (%s-bound: disk %.3f s, memory %.3f s per token)\n", tps,
@@ -608,6 +620,10 @@ static int cmd_logits(const opts *o) {
     scored *sc = malloc((size_t)nv * sizeof(scored));
     if (!sc) fail("out of memory");
     FILE *f = NULL;
+    if (o->out && df_model_is_file(m, o->out)) {
+        fprintf(stderr, "deltafin: --out %s is the model file itself: refusing to write there\n", o->out);
+        exit(1);
+    }
     if (o->out && !(f = fopen(o->out, "wb"))) {
         fprintf(stderr, "deltafin: %s: %s\n", o->out, strerror(errno));
         exit(1);
@@ -845,7 +861,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     check_isa_env();
-    install_signals();
+    install_signals(!strcmp(cmd, "run"));
     opts o;
     const int rc = dispatch(cmd, argc, argv, &o);
     check_stdout();

@@ -48,5 +48,7 @@ in_cgroup logits "$D" logits -m "$T/dense.gguf" --tokens "$toks" -c 6000 --top 1
 in_cgroup bench "$D" bench -m "$T/moe.gguf" -p 64 -n 8 -r 1 --mem 64M
 in_cgroup plan "$D" plan -m "$T/moe.gguf" -c 256 --probe-seconds 0.5 --mem 64M
 grep -q "predicted:" "$T/plan.out" || { echo "FAIL plan printed no prediction"; fails=$((fails + 1)); }
+# the plain disk test's buffers (readers x chunk) are within the budget too
+in_cgroup plan64 "$D" plan -m "$T/moe.gguf" -c 256 --probe-seconds 0.5 --io-threads 64 --mem 64M
 echo "$((fails == 0 ? 1 : 0)) passed, $((fails > 0 ? 1 : 0)) failed"
 [ "$fails" -eq 0 ]

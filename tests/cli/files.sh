@@ -38,6 +38,14 @@ check "MODEL.hot -> MODEL: a warning" contains "$e" "is the model file itself"
 check "MODEL.hot -> MODEL: the model is intact" same_model
 rm -f "$T/m.gguf.hot"
 
+# (siblings) user-named outputs are never the model either
+e=$("$D" logits -m "$T/m.gguf" --tokens "1 2 3" --out "$T/m.gguf" 2>&1 >/dev/null); rc=$?
+check "logits --out MODEL: refused" test "$rc" -eq 1
+e=$("$D" run -m "$T/m.gguf" -p hi -n 4 --trace-experts "$T/hard.hot" 2>&1 >/dev/null); rc=$?
+check "--trace-experts LINK-TO-MODEL: refused" test "$rc" -eq 1
+check "--trace-experts LINK-TO-MODEL: says why" contains "$e" "is the model file itself"
+check "outputs named as the model: the model is intact" same_model
+
 # 1. a model path of 4095 bytes: MODEL.hot (4099) is not cut back to the model's name
 p=$T
 while :; do rem=$((4095 - ${#p} - 8)); [ "$rem" -le 250 ] && break; p="$p/$(head -c 200 /dev/zero | tr '\0' d)"; done
