@@ -30,6 +30,9 @@
 #include "util.h"
 #include "wstore.h"
 
+/* Room for a message that names a path of PATH_MAX bytes and still says why. */
+#define ERRLEN 8192
+
 typedef struct {
     const char *model, *prompt, *prompt_file, *tokens, *out, *trace, *hot;
     size_t prompt_len;      /* the prompt's bytes (a file's prompt may hold NUL bytes) */
@@ -309,7 +312,7 @@ static void warn_ctx(int ctx, int n_ctx_train) {
 }
 
 static df_model *load(const opts *o, double *secs) {
-    char err[1024];
+    char err[ERRLEN];
     df_model_params mp = model_params(o);
     df_model *m;
     double t0 = df_time();
@@ -331,7 +334,7 @@ static df_model *load(const opts *o, double *secs) {
 
 /* The tokenizer alone (no weights): tokenize, and counting a prompt's tokens. */
 static df_model *load_vocab(const opts *o) {
-    char err[1024];
+    char err[ERRLEN];
     df_model_params mp = df_model_default_params();
     mp.vocab_only = 1;
     df_model *m;
@@ -341,7 +344,7 @@ static df_model *load_vocab(const opts *o) {
 
 /* Save the learned hot set; 1 if that failed (said on stderr). */
 static int save_hot(df_model *m) {
-    char err[1024];
+    char err[ERRLEN];
     if (df_model_save_hot(m, err, sizeof err) == 0) return 0;
     fprintf(stderr, "deltafin: %s\n", err);
     return 1;
@@ -370,7 +373,7 @@ static int cmd_plan(const opts *o) {
         fprintf(stderr, "deltafin: plan needs --mem SIZE\n");
         exit(2);
     }
-    char err[1024];
+    char err[ERRLEN];
     df_model_params mp = model_params(o);
     df_plan p;
     if (df_model_plan(o->model, &mp, &p, err, sizeof err) != 0) fail(err);
@@ -431,7 +434,7 @@ static int cmd_plan(const opts *o) {
 }
 
 static df_session *session(df_model *m, const opts *o) {
-    char err[1024];
+    char err[ERRLEN];
     df_session_params sp = df_session_default_params();
     sp.n_ctx = o->ctx;
     sp.kv_type = o->kv_f32 ? DF_KV_F32 : DF_KV_F16;
@@ -443,7 +446,7 @@ static df_session *session(df_model *m, const opts *o) {
 
 /* Tokenize the prompt (adding BOS as the model says unless --no-bos). Caller frees. */
 static int32_t *tokenize(df_model *m, const opts *o, const char *text, int *n) {
-    char err[512];
+    char err[ERRLEN];
     int need = 0;
     size_t len = o->prompt_len;
     if (df_tokenize(m, text, len, !o->no_bos, 1, NULL, 0, &need, err, sizeof err) != 0 && need == 0) fail(err);
@@ -478,7 +481,7 @@ static int32_t *parse_tokens(const char *s, int *n) {
 }
 
 static int cmd_info(const opts *o) {
-    char err[1024];
+    char err[ERRLEN];
     gguf_ctx *g;
     if (gguf_open(o->model, &g, err, sizeof err) != 0) fail(err);
     quant_init();
@@ -628,7 +631,7 @@ static int cmd_logits(const opts *o) {
         fprintf(stderr, "deltafin: %s: %s\n", o->out, strerror(errno));
         exit(1);
     }
-    char err[512];
+    char err[ERRLEN];
     for (int done = 0; done < n; done += nb) {
         const int c = n - done < nb ? n - done : nb;
         if (df_decode(s, ids + done, c, logits, 1, err, sizeof err) != 0) fail(err);
@@ -673,7 +676,7 @@ static int cmd_run(const opts *o) {
     float *logits = malloc((size_t)nv * sizeof(float));
     df_sampler *smp = df_sampler_new(&o->sp, nv);
     if (!logits || !smp) fail("out of memory");
-    char err[512];
+    char err[ERRLEN];
     fwrite(o->prompt, 1, o->prompt_len, stdout);
     check_stdout();
     double t0 = df_time();
@@ -749,7 +752,7 @@ static int cmd_bench(opts *o, int n_prompt) {
     o->batch = n_prompt > 0 ? n_prompt : 1; /* the session below: planned as it will be opened */
     df_model *m = load(o, NULL);
     const int nv = df_n_vocab(m), reps = o->reps > 0 ? o->reps : 5, ng = o->n_predict;
-    char err[512];
+    char err[ERRLEN];
     df_session_params sp = df_session_default_params();
     sp.n_ctx = n_prompt + ng + 1;
     sp.n_batch = n_prompt > 0 ? n_prompt : 1;

@@ -56,6 +56,9 @@ e=$("$D" run -m "$p/m.gguf" "${args[@]}" 2>&1 >/dev/null); rc=$?
 check "4095-byte model path: the run completes" test "$rc" -eq 0
 check "4095-byte model path: the model is intact" cmp -s "$p/m.gguf" "$T/orig.gguf"
 check "4095-byte model path: says the hot file is not used" contains "$e" "File name too long"
+e=$("$D" run -m "$p/m.gguf" "${args[@]}" --hot "$p/m.gguf" 2>&1 >/dev/null); rc=$?
+check "4095-byte model path as --hot: refused, and the message still says why" contains "$e" "is the model file itself"
+check "4095-byte model path as --hot: the model is intact" cmp -s "$p/m.gguf" "$T/orig.gguf"
 
 # 2. a symlink planted at the old temporary name (MODEL.hot.tmp) or at the hot name is never written through
 echo "victim" > "$T/victim"
