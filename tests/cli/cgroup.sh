@@ -10,9 +10,8 @@
 # shadow memory is not part of Deltafin's budget).
 set -u
 B=${1:-build}
-CGROOT=/sys/fs/cgroup/memory
-if [ -n "${DELTAFIN_SANITIZED:-}" ]; then echo "SKIPPED: sanitizer build"; exit 0; fi
-if [ ! -w "$CGROOT" ]; then echo "SKIPPED: $CGROOT is not writable (cgroup v1 memory controller needed)"; exit 0; fi
+. "$(dirname "${BASH_SOURCE[0]}")/../cli_common.sh"
+need_cgroup_v1
 T=$(mktemp -d /tmp/deltafin-cgroup-XXXXXX)
 CG="$CGROOT/deltafin-test-$$"
 cleanup() { [ -d "$CG" ] && rmdir "$CG" 2>/dev/null; rm -rf "$T"; }

@@ -11,9 +11,8 @@
 # controller is not writable or under the sanitizers.
 set -u
 B=${1:-build}
-CGROOT=/sys/fs/cgroup/memory
-if [ -n "${DELTAFIN_SANITIZED:-}" ]; then echo "SKIPPED: sanitizer build"; exit 0; fi
-if [ ! -w "$CGROOT" ]; then echo "SKIPPED: $CGROOT is not writable (cgroup v1 memory controller needed)"; exit 0; fi
+. "$(dirname "${BASH_SOURCE[0]}")/../cli_common.sh"
+need_cgroup_v1
 T=$(mktemp -d /tmp/deltafin-cgcmd-XXXXXX)
 CG="$CGROOT/deltafin-cmds-$$"
 cleanup() { [ -d "$CG" ] && rmdir "$CG" 2>/dev/null; rm -rf "$T"; }
@@ -24,7 +23,6 @@ limit=$((budget + 256 * MiB))
 "$B/mkmodel" -o "$T/moe.gguf" --preset qwen3moe-tiny --type q8_0 2>/dev/null || { echo "mkmodel failed"; exit 1; }
 "$B/mkmodel" -o "$T/dense.gguf" --arch llama --type q8_0 --vocab 4096 --n-embd 64 --n-layer 1 --ctx 8192 2>/dev/null ||
     { echo "mkmodel failed"; exit 1; }
-fails=0
 # in_cgroup NAME CMD...: run CMD in a fresh cgroup; sets rc, peak, failcnt
 in_cgroup() {
     local name=$1; shift
@@ -36,19 +34,18 @@ in_cgroup() {
     failcnt=$(cat "$CG/memory.failcnt")
     rmdir "$CG"
     echo "$name: exit $rc, cgroup peak $((peak / MiB)) MiB (budget $((budget / MiB)) MiB, limit $((limit / MiB)) MiB), failcnt $failcnt"
-    [ "$rc" -eq 0 ] || { echo "FAIL $name did not complete"; tail -3 "$T/$name.err"; fails=$((fails + 1)); }
-    [ "$failcnt" -eq 0 ] || { echo "FAIL $name hit the cgroup's limit"; fails=$((fails + 1)); }
-    [ "$peak" -le $((budget + 32 * MiB)) ] || { echo "FAIL $name used more than its budget + 32 MiB"; fails=$((fails + 1)); }
+    check "$name completes" test "$rc" -eq 0 || tail -3 "$T/$name.err"
+    check "$name never hits the cgroup's limit" test "$failcnt" -eq 0
+    check "$name stays within its budget + 32 MiB" test "$peak" -le $((budget + 32 * MiB))
 }
 D="$B/deltafin"
 toks=$(seq 1 6000 | awk '{ printf "%d ", ($1 * 7919) % 4096 }')
 in_cgroup run "$D" run -m "$T/moe.gguf" -p "Once upon a time" -n 32 --ignore-eos -c 256 --hot none --mem 64M
 in_cgroup logits "$D" logits -m "$T/dense.gguf" --tokens "$toks" -c 6000 --top 1 --mem 64M
-[ "$(wc -l < "$T/logits.out")" -eq 6000 ] || { echo "FAIL logits printed $(wc -l < "$T/logits.out") lines, not 6000"; fails=$((fails + 1)); }
+check "logits prints a line per token" test "$(wc -l < "$T/logits.out")" -eq 6000
 in_cgroup bench "$D" bench -m "$T/moe.gguf" -p 64 -n 8 -r 1 --mem 64M
 in_cgroup plan "$D" plan -m "$T/moe.gguf" -c 256 --probe-seconds 0.5 --mem 64M
-grep -q "predicted:" "$T/plan.out" || { echo "FAIL plan printed no prediction"; fails=$((fails + 1)); }
+check "plan predicts a speed" grep -q "predicted:" "$T/plan.out"
 # the plain disk test's buffers (readers x chunk) are within the budget too
 in_cgroup plan64 "$D" plan -m "$T/moe.gguf" -c 256 --probe-seconds 0.5 --io-threads 64 --mem 64M
-echo "$((fails == 0 ? 1 : 0)) passed, $((fails > 0 ? 1 : 0)) failed"
-[ "$fails" -eq 0 ]
+finish

@@ -11,12 +11,7 @@ D="$B/deltafin"
 case "$D" in /*) ;; *) D="$PWD/$D" ;; esac
 T=$(mktemp -d /tmp/deltafin-files-XXXXXX)
 trap 'rm -rf "$T"' EXIT
-fails=0
-check() { # DESCRIPTION COND...
-    local what=$1; shift
-    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fails=$((fails + 1)); fi
-}
-contains() { grep -qF -- "$2" <<< "$1"; }
+. "$(dirname "${BASH_SOURCE[0]}")/../cli_common.sh"
 "$B/mkmodel" -o "$T/m.gguf" --preset qwen3moe-tiny --type q8_0 2>/dev/null || { echo "mkmodel failed"; exit 1; }
 cp "$T/m.gguf" "$T/orig.gguf"
 args=(-p hi -n 4 --temp 0 --mem 64M)
@@ -116,5 +111,4 @@ check "two concurrent runs both complete" test "$ra" -eq 0 -a "$rb" -eq 0
 check "no temporary hot files are left" test -z "$(find "$T" -maxdepth 1 -name '*.tmp*' ! -name m.gguf.hot.tmp)"
 check "the hot file is well formed" grep -q "^deltafin-hot 1" "$T/m.gguf.hot"
 check "the model is intact at the end" same_model
-echo "$((fails == 0 ? 1 : 0)) passed, $((fails > 0 ? 1 : 0)) failed"
-[ "$fails" -eq 0 ]
+finish

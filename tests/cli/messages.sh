@@ -12,13 +12,7 @@ S=${DELTAFIN_SHARED:-../shared}/models/stories260K.gguf
 V=${DELTAFIN_LLAMA_DIR:-.cache/llama}/llama.cpp/models
 T=$(mktemp -d /tmp/deltafin-msg-XXXXXX)
 trap 'rm -rf "$T"' EXIT
-fails=0
-check() { # DESCRIPTION COND...
-    local what=$1; shift
-    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fails=$((fails + 1)); fi
-}
-contains() { grep -qF -- "$2" <<< "$1"; }
-lacks() { ! grep -qF -- "$2" <<< "$1"; }
+. "$(dirname "${BASH_SOURCE[0]}")/../cli_common.sh"
 err() { "$D" "$@" 2>&1 >/dev/null; echo "rc=$?"; }   # stderr and the exit status
 "$B/mkmodel" -o "$T/moe.gguf" --preset qwen3moe-tiny --type q8_0 2>/dev/null || { echo "mkmodel failed"; exit 1; }
 "$B/mkmodel" -o "$T/bpe.gguf" --arch qwen3 --type q8_0 2>/dev/null || { echo "mkmodel failed"; exit 1; }
@@ -127,5 +121,4 @@ if [ -f "$V/ggml-vocab-llama-bpe.gguf" ]; then
 else
     echo "skip vocabulary-only files: $V not fetched (scripts/llama-ref.sh)"
 fi
-echo "$((fails == 0 ? 1 : 0)) passed, $((fails > 0 ? 1 : 0)) failed"
-[ "$fails" -eq 0 ]
+finish

@@ -12,12 +12,7 @@ T=$(mktemp -d /tmp/deltafin-sig-XXXXXX)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"; }
 trap cleanup EXIT
-fails=0
-check() { # DESCRIPTION COND...
-    local what=$1; shift
-    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fails=$((fails + 1)); fi
-}
-contains() { grep -qF -- "$2" <<< "$1"; }
+. "$(dirname "${BASH_SOURCE[0]}")/../cli_common.sh"
 # the exit status of PID, killing it if it runs on for more than 30 s
 wait_exit() {
     timeout 30 tail --pid="$1" -f /dev/null || kill -9 "$1" 2>/dev/null
@@ -64,5 +59,4 @@ dd if=/dev/zero of="$T/d2.gguf" bs=4096 seek=1 count=$(( (size - 4096) / 4096 ))
 wait_exit "$pid"; rc=$?
 check "model overwritten under a run: exit 1" test "$rc" -eq 1
 check "model overwritten under a run: says so" grep -qE "modified|non-finite" "$T/err"
-echo "$((fails == 0 ? 1 : 0)) passed, $((fails > 0 ? 1 : 0)) failed"
-[ "$fails" -eq 0 ]
+finish
