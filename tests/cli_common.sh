@@ -2,7 +2,8 @@
 #   check DESCRIPTION COND...   run COND, print "ok"/"FAIL" and count failures
 #   contains TEXT NEEDLE, lacks TEXT NEEDLE
 #   finish                      the summary line tests/run.sh reads; the exit status
-#   need_cgroup_v1              skip (exit 0, saying why) unless a cgroup v1 memory limit can be set
+#   cgroup_setup TAG            skip (exit 0, saying why) unless a cgroup v1 memory limit can be set;
+#                               then T (a temporary folder) and CG (a cgroup path, not yet made), removed on exit
 fails=0
 check() {
     local what=$1; shift
@@ -15,7 +16,10 @@ finish() {
     [ "$fails" -eq 0 ]
 }
 CGROOT=/sys/fs/cgroup/memory
-need_cgroup_v1() { # ASan's shadow memory is not part of Deltafin's budget
+cgroup_setup() { # ASan's shadow memory is not part of Deltafin's budget
     if [ -n "${DELTAFIN_SANITIZED:-}" ]; then echo "SKIPPED: sanitizer build"; exit 0; fi
     if [ ! -w "$CGROOT" ]; then echo "SKIPPED: $CGROOT is not writable (cgroup v1 memory controller needed)"; exit 0; fi
+    T=$(mktemp -d "/tmp/deltafin-$1-XXXXXX")
+    CG="$CGROOT/deltafin-$1-$$"
+    trap '[ -d "$CG" ] && rmdir "$CG" 2>/dev/null; rm -rf "$T"' EXIT
 }

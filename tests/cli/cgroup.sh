@@ -11,11 +11,7 @@
 set -u
 B=${1:-build}
 . "$(dirname "${BASH_SOURCE[0]}")/../cli_common.sh"
-need_cgroup_v1
-T=$(mktemp -d /tmp/deltafin-cgroup-XXXXXX)
-CG="$CGROOT/deltafin-test-$$"
-cleanup() { [ -d "$CG" ] && rmdir "$CG" 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
+cgroup_setup cgroup
 "$B/mkmodel" -o "$T/m.gguf" --preset deepseek-v3-tiny --type q8_0 --n-embd 512 --experts 64 --n-ff-exp 512 \
     --n-layer 10 2>/dev/null || { echo "mkmodel failed"; exit 1; }
 size=$(stat -c %s "$T/m.gguf")

@@ -12,11 +12,7 @@
 set -u
 B=${1:-build}
 . "$(dirname "${BASH_SOURCE[0]}")/../cli_common.sh"
-need_cgroup_v1
-T=$(mktemp -d /tmp/deltafin-cgcmd-XXXXXX)
-CG="$CGROOT/deltafin-cmds-$$"
-cleanup() { [ -d "$CG" ] && rmdir "$CG" 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
+cgroup_setup cgcmd
 MiB=$((1024 * 1024))
 budget=$((64 * MiB))
 limit=$((budget + 256 * MiB))
