@@ -649,9 +649,10 @@ static int cmd_logits(const opts *o) {
     if (f && (fflush(f) != 0 || ferror(f) | (fclose(f) != 0))) fail("writing --out failed");
     free(sc);
     free(ids);
+    const int rc = save_hot(m);
     df_session_free(s);
     df_model_free(m);
-    return 0;
+    return rc;
 }
 
 /* Print a token's bytes. */
@@ -812,9 +813,10 @@ static int cmd_bench(opts *o, int n_prompt) {
     free(tg);
     free(toks);
     free(logits);
+    const int rc = save_hot(m);
     df_session_free(s);
     df_model_free(m);
-    return 0;
+    return rc;
 }
 
 /* DELTAFIN_ISA caps the kernels; a value the library does not know is a mistake to report. */
