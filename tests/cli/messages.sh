@@ -49,6 +49,10 @@ if [ -f "$V/ggml-vocab-llama-spm.gguf" ]; then
     # a malformed file (no tensors at all) under a budget: its defect first, not "budget too small"
     e=$(err run -m "$V/ggml-vocab-llama-spm.gguf" -p hi --mem 1K)
     check "--mem with a model without tensors: the real defect" contains "$e" "missing tensor 'token_embd.weight'"
+    # 10. plan approves only what run can run
+    out=$("$D" plan -m "$V/ggml-vocab-llama-spm.gguf" --mem 64M --probe-seconds 0.1 2>&1; echo "rc=$?")
+    check "plan of a model without tensors: an error (exit 1)" contains "$out" "rc=1"
+    check "plan of a model without tensors: no prediction" lacks "$out" "predicted"
 fi
 
 # 3. the session constructor's error path (out of memory) reports the context it was asked for
