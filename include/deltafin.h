@@ -38,7 +38,9 @@ typedef struct df_sampler df_sampler;
 
 typedef struct df_model_params {
     int n_threads;      /* worker threads for compute (0 = number of online CPUs) */
-    int use_mmap;       /* 1: map the file (default); 0: read weights into memory */
+    int use_mmap;       /* 1: map the file (default); 0: read weights into memory. A mapped file
+                         * truncated under a running model can only raise SIGBUS (the CLI
+                         * reports it); other changes to it fail df_decode (docs/files.md) */
     /* Memory budget (0 = none). With a budget, Deltafin plans everything it
      * holds (weights kept in memory, the expert cache, one session of n_ctx
      * tokens) within mem_budget bytes, streams the rest from disk, and fails
