@@ -38,7 +38,9 @@ typedef struct df_sampler df_sampler;
 
 typedef struct df_model_params {
     int n_threads;      /* worker threads for compute (0 = number of online CPUs) */
-    int use_mmap;       /* 1: map the file (default); 0: read weights into memory */
+    int use_mmap;       /* 1: map the file (default); 0: read weights into memory. A mapped file
+                         * truncated under a running model can only raise SIGBUS (the CLI
+                         * reports it); other changes to it fail df_decode (docs/files.md) */
     /* Memory budget (0 = none). With a budget, Deltafin plans everything it
      * holds (weights kept in memory, the expert cache, one session of n_ctx
      * tokens) within mem_budget bytes, streams the rest from disk, and fails
@@ -49,7 +51,10 @@ typedef struct df_model_params {
     int kv_type;        /* its KV cache type (enum df_kv_type) */
     int io_threads;     /* concurrent disk reads: reader threads or io_uring depth (0 = 8) */
     int io_engine;      /* enum df_io_engine */
-    const char *hot_file; /* learned hot experts: NULL = "<model>.hot", "" = none */
+    const char *hot_file; /* learned hot experts: NULL = "<model>.hot", "" = none. A file named
+                           * here that is the model, not a regular file, or cannot be written fails
+                           * the load; the default one is then skipped and df_io_stats.hot_note says why */
+    int vocab_only;     /* 1: metadata and tokenizer only (no tensors needed, no session possible) */
 } df_model_params;
 
 /* How streamed weights are read: DF_IO_AUTO picks the engine measured
@@ -62,6 +67,12 @@ df_model_params df_model_default_params(void);
 /* Load a GGUF model (first file of a split model). */
 int df_model_load(const char *path, const df_model_params *p, df_model **out, char *err, size_t errlen);
 void df_model_free(df_model *m);
+/* 1 if path names one of the model's files (the same file: st_dev and
+ * st_ino, through any link). Never write output there. */
+int df_model_is_file(const df_model *m, const char *path);
+/* Save the learned hot experts now (with a budget; df_model_free does it
+ * otherwise, silently). 0 when saved or there is nothing to save. */
+int df_model_save_hot(df_model *m, char *err, size_t errlen);
 
 /* Summary facts about a loaded model. */
 typedef struct df_model_info {
@@ -117,13 +128,22 @@ int df_session_truncate(df_session *s, int pos, char *err, size_t errlen);
 
 /* Record, for every token and MoE layer, the experts the router chose and
  * their weights, appending to the file at path (format: docs/trace.md).
- * path NULL stops tracing. Returns 0 or -1 with err. */
+ * path NULL stops tracing; -1 with err if writing the trace failed (a write
+ * error also fails the df_decode that meets it). Returns 0 or -1 with err. */
 int df_session_trace_experts(df_session *s, const char *path, char *err, size_t errlen);
 
 /* Run n tokens at the session's current position. If logits != NULL it
  * receives n_vocab floats: for every token (all_logits = 1, n x n_vocab,
  * row-major) or only for the last (all_logits = 0). */
 int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err, size_t errlen);
+/* Fails (-1 with err) rather than return garbage: when a logit is NaN or Inf
+ * (damaged weights), or a model file changed size or mtime since loading. */
+
+/* The session's own logits buffer: n_batch x n_vocab floats, counted in its
+ * memory (and so in a budget's plan). It may be df_decode's logits for up to
+ * n_batch tokens with all_logits = 1. */
+float *df_session_logits(df_session *s);
+int df_session_n_batch(const df_session *s);
 
 /* ---- sampling ---- */
 
@@ -160,18 +180,21 @@ typedef struct df_plan {
     uint64_t expert_slot_bytes;      /* one (layer, expert) */
     int n_expert_used, n_moe_layers;
     uint64_t dense_layer_bytes;      /* average dense weights of one layer */
+    int n_ctx_train;                 /* the model's trained context */
 } df_plan;
 
 /* Plan p->mem_budget for the model at path (p->n_ctx etc. size the session).
- * Returns 0 and fills out even when the budget is too small (out->minimum
- * tells); -1 with err only when the model cannot be read. */
+ * The model is checked as loading checks it (architecture, hyperparameters,
+ * every tensor's presence, type and shape, tokenizer) without reading
+ * weights. Returns 0 and fills out even when the budget is too small
+ * (out->minimum tells); -1 with err when the model cannot run at all. */
 int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char *err, size_t errlen);
 
 /* Machine probes: disk read throughput (bytes/s) of `threads` concurrent
  * O_DIRECT reads of `chunk` bytes (0: 4 MiB) at random offsets of path for
  * about `seconds`, and memory read bandwidth (bytes/s). -1 on failure. */
 double df_probe_disk(const char *path, double seconds, int threads, uint64_t chunk, char *err, size_t errlen);
-double df_probe_memory(double seconds);
+double df_probe_memory(double seconds, uint64_t max_bytes); /* reads a buffer of at most max_bytes (0: 256 MiB) */
 /* Disk read throughput (bytes/s) as streaming decode will see it: opens the
  * model under p's budget and I/O settings and, for about `seconds`, reads
  * the routed experts of random tokens layer by layer (and the streamed dense
@@ -187,6 +210,7 @@ typedef struct df_io_stats {
     int streaming, io_threads;
     char io_engine[16];         /* "pread" or "io_uring" ("" when not streaming) */
     char io_note[160];          /* why it is not the engine asked for, or "" */
+    char hot_note[512];         /* why the hot-expert file is not read or will not be saved, or "" */
 } df_io_stats;
 void df_model_io_stats(const df_model *m, df_io_stats *out);
 

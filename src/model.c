@@ -298,9 +298,18 @@ int df_check_shape(const ws_tensor *t, int64_t ne0, int64_t ne1, char *err, size
 
 /* ---- loading ---- */
 
+int df_model_is_file(const df_model *m, const char *path) { return m->ws && ws_is_model_file(m->ws, path); }
+
+int df_model_save_hot(df_model *m, char *err, size_t errlen) {
+    if (!m->ws || !ws_streaming(m->ws)) return 0;
+    return ws_save_hot(m->ws, err, errlen);
+}
+
 void df_model_free(df_model *m) {
     if (!m) return;
-    if (m->ws && ws_streaming(m->ws)) ws_save_hot(m->ws, NULL, 0); /* best effort: a read-only folder is fine */
+    /* a caller that did not save (df_model_save_hot) gets a best-effort save */
+    if (m->ws && ws_streaming(m->ws) && !ws_hot_saved(m->ws)) ws_save_hot(m->ws, NULL, 0);
+    free(m->hot_path);
     tp_free(m->pool);
     tok_free(m->vocab);
     ws_close(m->ws);
@@ -322,7 +331,7 @@ static uint64_t overhead_bytes(const df_model *m) {
 
 /* The weight store's configuration for params p: mapped, resident, or
  * planned under p->mem_budget (sets m->session_reserve). */
-static void store_config(df_model *m, const df_model_params *p, ws_config *cfg) {
+static int store_config(df_model *m, const df_model_params *p, ws_config *cfg, char *err, size_t errlen) {
     memset(cfg, 0, sizeof *cfg);
     cfg->mode = p->mem_budget ? WS_STREAM : p->use_mmap ? WS_MMAP : WS_RESIDENT;
     cfg->n_layer = m->hp.n_layer;
@@ -335,23 +344,37 @@ static void store_config(df_model *m, const df_model_params *p, ws_config *cfg) 
     sp.n_ctx = p->n_ctx;
     sp.n_batch = p->n_batch;
     sp.kv_type = p->kv_type;
-    m->session_reserve = df_session_bytes(m, &sp);
+    /* only a budget reserves (and so limits) a session: without one any session may be opened */
+    m->session_reserve = 0;
+    if (p->mem_budget) {
+        const uint64_t sb = df_session_bytes(m, &sp);
+        if (sb == UINT64_MAX)
+            return df_seterr(err, errlen, "%s: a session of this context (%d) and batch would be too large", m->path,
+                             p->n_ctx);
+        m->session_reserve = sb;
+    }
     cfg->budget = p->mem_budget;
     cfg->reserve = m->session_reserve + overhead_bytes(m);
     if (!p->mem_budget || (p->hot_file && !*p->hot_file)) {
         cfg->hot_path = NULL;
     } else if (p->hot_file) {
         cfg->hot_path = p->hot_file;
+        cfg->hot_explicit = 1;
     } else {
-        snprintf(m->hot_path, sizeof m->hot_path, "%s.hot", m->path);
+        const size_t n = strlen(m->path) + 5;
+        free(m->hot_path);
+        m->hot_path = malloc(n);
+        if (!m->hot_path) return df_seterr(err, errlen, "out of memory");
+        snprintf(m->hot_path, n, "%s.hot", m->path);
         cfg->hot_path = m->hot_path;
     }
+    return 0;
 }
 
 /* The weight store: mapped, resident, or planned under p->mem_budget. */
 static int open_store(df_model *m, const df_model_params *p, char *err, size_t errlen) {
     ws_config cfg;
-    store_config(m, p, &cfg);
+    if (store_config(m, p, &cfg, err, errlen) != 0) return -1;
     if (ws_open(m->g, &cfg, &m->ws, err, errlen) != 0) {
         char inner[512];
         snprintf(inner, sizeof inner, "%s", err ? err : "");
@@ -360,12 +383,39 @@ static int open_store(df_model *m, const df_model_params *p, char *err, size_t e
     return 0;
 }
 
-/* Everything before the weights: metadata, hyperparameters, tokenizer. */
-static int load_header(df_model *m, const char *path, const df_model_params *p, char *err, size_t errlen) {
-    m->path = df_strdup(path);
-    if (!m->path) return df_seterr(err, errlen, "%s: out of memory", path);
-    if (gguf_open(path, &m->g, err, errlen) != 0) return -1;
-    m->arch_name = gguf_get_str(m->g, "general.architecture");
+/* Bind the tensors and check them against the tokenizer. */
+static int bind_all(df_model *m, char *err, size_t errlen) {
+    if (!m->layers) m->layers = calloc((size_t)m->hp.n_layer, sizeof(df_layer));
+    if (!m->layers) return df_seterr(err, errlen, "%s: out of memory", m->path);
+    if (m->arch->bind(m, err, errlen) != 0) return -1;
+    if (tok_n_vocab(m->vocab) != m->hp.n_vocab)
+        return df_seterr(err, errlen, "%s: tokenizer has %d tokens but the embedding has %d rows", m->path,
+                         tok_n_vocab(m->vocab), m->hp.n_vocab);
+    return 0;
+}
+
+/* Check every tensor (present, supported type, shape) without reading any:
+ * what a budget plan must do first, so that a malformed file is reported as
+ * what it is and not as "budget too small", and plan approves only what run
+ * can run. */
+static int validate(df_model *m, char *err, size_t errlen) {
+    ws_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.mode = WS_PLAN;
+    cfg.n_layer = m->hp.n_layer;
+    cfg.n_expert = m->hp.n_expert;
+    cfg.n_expert_used = m->hp.n_expert_used;
+    int rc = ws_open(m->g, &cfg, &m->ws, err, errlen);
+    if (rc == 0) rc = bind_all(m, err, errlen);
+    ws_close(m->ws); /* the handles bound here die with it: forget them */
+    m->ws = NULL;
+    if (m->layers) memset(m->layers, 0, (size_t)m->hp.n_layer * sizeof(df_layer));
+    m->tok_embd = m->output_norm = m->output = m->rope_freqs = NULL;
+    return rc;
+}
+
+/* The architecture and its hyperparameters. */
+static int load_arch(df_model *m, const char *path, char *err, size_t errlen) {
     if (!m->arch_name) return df_seterr(err, errlen, "%s: missing general.architecture", path);
     m->arch = df_arch_find(m->arch_name);
     if (!m->arch)
@@ -379,6 +429,20 @@ static int load_header(df_model *m, const char *path, const df_model_params *p, 
     if (m->hp.n_layer_recurrent > 0 && m->hp.kda_head_dim == 0)
         return df_seterr(err, errlen, "%s: head_count_kv is 0 (a recurrent layer) in %d layers, which %s does not have",
                          path, m->hp.n_layer_recurrent, m->arch_name);
+    return 0;
+}
+
+/* Everything before the weights: metadata, hyperparameters, tokenizer
+ * (vocab_only: metadata and tokenizer of any architecture, as in llama.cpp's
+ * ggml-vocab-*.gguf files, which hold no tensors). */
+static int load_header(df_model *m, const char *path, const df_model_params *p, char *err, size_t errlen) {
+    m->path = df_strdup(path);
+    if (!m->path) return df_seterr(err, errlen, "%s: out of memory", path);
+    if (gguf_open(path, &m->g, err, errlen) != 0) return -1;
+    m->arch_name = gguf_get_str(m->g, "general.architecture");
+    m->vocab_only = p->vocab_only;
+    if (p->vocab_only && !m->arch_name) m->arch_name = "";
+    if (!p->vocab_only && load_arch(m, path, err, errlen) != 0) return -1;
     if (tok_load(m->g, &m->vocab, err, errlen) != 0) {
         char inner[400];
         snprintf(inner, sizeof inner, "%s", err ? err : "");
@@ -399,15 +463,13 @@ int df_model_load(const char *path, const df_model_params *p, df_model **out, ch
     df_model *m = calloc(1, sizeof *m);
     if (!m) return df_seterr(err, errlen, "out of memory");
     if (load_header(m, path, p, err, errlen) != 0) goto fail;
-    if (open_store(m, p, err, errlen) != 0) goto fail;
-    m->layers = calloc((size_t)m->hp.n_layer, sizeof(df_layer));
-    if (!m->layers) goto oom;
-    if (m->arch->bind(m, err, errlen) != 0) goto fail;
-    if (tok_n_vocab(m->vocab) != m->hp.n_vocab) {
-        df_seterr(err, errlen, "%s: tokenizer has %d tokens but the embedding has %d rows", path,
-                  tok_n_vocab(m->vocab), m->hp.n_vocab);
-        goto fail;
+    if (m->vocab_only) {
+        *out = m;
+        return 0;
     }
+    if (p->mem_budget && validate(m, err, errlen) != 0) goto fail; /* the file's defects before the budget's */
+    if (open_store(m, p, err, errlen) != 0) goto fail;
+    if (bind_all(m, err, errlen) != 0) goto fail;
     m->pool = tp_create(m->n_threads);
     if (!m->pool) goto oom;
     *out = m;
@@ -424,15 +486,23 @@ int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char
     quant_init();
     df_model *m = calloc(1, sizeof *m);
     if (!m) return df_seterr(err, errlen, "out of memory");
-    int rc = load_header(m, path, p, err, errlen);
+    df_model_params q = *p;
+    q.vocab_only = 0;
+    if (!q.mem_budget) q.mem_budget = 1; /* size the session as a budget would */
+    int rc = load_header(m, path, &q, err, errlen);
+    if (rc == 0) rc = validate(m, err, errlen);
+    ws_config cfg;
+    if (rc == 0) rc = store_config(m, &q, &cfg, err, errlen);
     if (rc == 0) {
-        ws_config cfg;
-        store_config(m, p, &cfg);
         cfg.mode = WS_STREAM;
         out->session_bytes = m->session_reserve;
         out->overhead_bytes = overhead_bytes(m);
         ws_plan wp;
-        ws_make_plan(m->g, &cfg, &wp, NULL, 0); /* a budget below the minimum still reports the minimum */
+        char perr[256] = "";
+        /* a budget below the minimum still reports the minimum; sizes that do not add up are an error */
+        if (ws_make_plan(m->g, &cfg, &wp, perr, sizeof perr) != 0 && wp.minimum == UINT64_MAX)
+            rc = df_seterr(err, errlen, "%s: %s", path, perr);
+        out->n_ctx_train = m->hp.n_ctx_train;
         out->budget = p->mem_budget;
         out->minimum = wp.minimum;
         out->resident_bytes = wp.resident;
@@ -457,9 +527,10 @@ double df_model_probe_disk(const char *path, const df_model_params *p, double se
     df_model *m = calloc(1, sizeof *m);
     if (!m) return df_seterr(err, errlen, "out of memory"), -1.0;
     double rate = -1.0;
-    if (load_header(m, path, p, err, errlen) == 0) {
-        ws_config cfg;
-        store_config(m, p, &cfg);
+    df_model_params q = *p;
+    q.vocab_only = 0;
+    ws_config cfg;
+    if (load_header(m, path, &q, err, errlen) == 0 && store_config(m, p, &cfg, err, errlen) == 0) {
         cfg.mode = WS_STREAM;
         cfg.hot_path = NULL; /* measure the disk, not a warm start */
         wstore *ws = NULL;
@@ -475,8 +546,10 @@ double df_model_probe_disk(const char *path, const df_model_params *p, double se
 
 void df_model_io_stats(const df_model *m, df_io_stats *o) {
     ws_stats st;
-    ws_get_stats(m->ws, &st);
     memset(o, 0, sizeof *o);
+    if (!m->ws) return; /* vocab_only */
+    ws_get_stats(m->ws, &st);
+    snprintf(o->hot_note, sizeof o->hot_note, "%s", ws_hot_note(m->ws));
     o->bytes_read = st.bytes_read;
     o->hits = st.hits;
     o->misses = st.misses;
@@ -552,11 +625,15 @@ df_session_params df_session_default_params(void) {
 }
 
 int df_session_trace_experts(df_session *s, const char *path, char *err, size_t errlen) {
-    if (s->trace) fclose(s->trace);
+    int failed = 0;
+    if (s->trace) failed = (fflush(s->trace) != 0) | (ferror(s->trace) != 0) | (fclose(s->trace) != 0);
     s->trace = NULL;
+    if (failed) return df_seterr(err, errlen, "writing the expert trace failed: %s", strerror(errno));
     if (!path) return 0;
     const df_hparams *h = &s->m->hp;
     if (h->n_expert == 0) return df_seterr(err, errlen, "the model has no experts to trace");
+    if (df_model_is_file(s->m, path))
+        return df_seterr(err, errlen, "%s: is the model file itself: not writing the trace there", path);
     s->trace = fopen(path, "wb");
     if (!s->trace) return df_seterr(err, errlen, "%s: %s", path, strerror(errno));
     const uint32_t hdr[5] = {0x52544644u /* "DFTR" */, 1, (uint32_t)h->n_layer, (uint32_t)h->n_expert,
@@ -785,6 +862,7 @@ int df_session_new(df_model *m, const df_session_params *p, df_session **out, ch
     if (!p) p = &defp;
     *out = NULL;
     const df_hparams *h = &m->hp;
+    if (m->vocab_only) return df_seterr(err, errlen, "%s: loaded for its vocabulary only: no session", m->path);
     df_session *s = calloc(1, sizeof *s);
     if (!s) return df_seterr(err, errlen, "out of memory");
     s->m = m;
@@ -807,8 +885,9 @@ int df_session_new(df_model *m, const df_session_params *p, df_session **out, ch
         void *buf = df_aligned_alloc(64, (size_t)it[i].bytes);
         memcpy(it[i].dst, &buf, sizeof buf); /* the field is a float* or void*: same representation */
         if (!buf) {
+            const int n_ctx = s->n_ctx; /* read before the session is freed */
             df_session_free(s);
-            return df_seterr(err, errlen, "out of memory for a session of %d tokens (%.1f MiB)", s->n_ctx,
+            return df_seterr(err, errlen, "out of memory for a session of %d tokens (%.1f MiB)", n_ctx,
                              (double)total / (1 << 20));
         }
     }
@@ -836,6 +915,8 @@ int df_session_new(df_model *m, const df_session_params *p, df_session **out, ch
 }
 
 int df_session_pos(const df_session *s) { return s->pos; }
+float *df_session_logits(df_session *s) { return s->logits; }
+int df_session_n_batch(const df_session *s) { return s->n_batch; }
 int df_session_n_ctx(const df_session *s) { return s->n_ctx; }
 int df_session_truncate(df_session *s, int pos, char *err, size_t errlen) {
     if (pos < 0 || pos > s->pos)
@@ -877,8 +958,18 @@ int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int al
             return -1;
         }
         ws_tick(s->m->ws);
+        if (s->trace && ferror(s->trace)) return df_seterr(err, errlen, "writing the expert trace failed");
         done += chunk;
     }
+    /* never hand out garbage: a model file changed under us, or weights
+     * that make NaN or Inf, end the run with an error */
+    if (ws_check_files(s->m->ws, err, errlen) != 0) return -1;
+    const int64_t rows = logits ? (all_logits ? n : 1) : 0;
+    for (int64_t i = 0; i < rows * nv; i++)
+        if (!isfinite(logits[i]))
+            return df_seterr(err, errlen, "%s: the model computed a non-finite logit (%s) at position %d: its weights "
+                             "are damaged (NaN or Inf) or the file changed", s->m->path,
+                             isnan(logits[i]) ? "NaN" : "Inf", s->pos - n + (int)(all_logits ? i / nv : n - 1));
     return 0;
 }
 

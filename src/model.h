@@ -153,7 +153,8 @@ struct df_model {
     int n_threads;
     int io_threads;         /* concurrent disk reads when streaming */
     uint64_t session_reserve; /* memory budget: bytes reserved for one session (0: no budget) */
-    char hot_path[4096];      /* learned hot-expert file beside the model */
+    char *hot_path;           /* learned hot-expert file beside the model (allocated: any path length) */
+    int vocab_only;           /* df_model_params.vocab_only: metadata and tokenizer, no weights */
 };
 
 /* Floats of one recurrent layer's short-conv and delta-rule states. */

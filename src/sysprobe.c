@@ -87,8 +87,12 @@ double df_probe_disk(const char *path, double seconds, int threads, uint64_t chu
     return (double)total / dt;
 }
 
-double df_probe_memory(double seconds) {
-    const size_t n = (size_t)256 << 20;
+double df_probe_memory(double seconds, uint64_t max_bytes) {
+    /* 256 MiB is well beyond any cache; under a budget, what the budget allows
+     * (plan must fit where run fits: tests/cli/cgroup_cmds.sh) */
+    size_t n = (size_t)256 << 20;
+    if (max_bytes && max_bytes < n) n = (size_t)(max_bytes & ~(uint64_t)((1 << 20) - 1));
+    if (n < ((size_t)1 << 20)) n = (size_t)1 << 20;
     uint64_t *buf = df_aligned_alloc(64, n);
     if (!buf) return -1.0;
     memset(buf, 1, n);

@@ -367,7 +367,21 @@ static int is_han(uint32_t c) {
 
 static uint32_t ascii_lower(uint32_t c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
 
+/* Overlong forms decode as llama.cpp decodes them (C0 AF is '/'), except the
+ * overlong NUL (C0 80, E0 80 80, F0 80 80 80): that is malformed input like
+ * any other (U+FFFD, one byte consumed), never a NUL in the token stream. */
+static uint32_t decode_cpt(const unsigned char *s, size_t len, size_t *pos);
 uint32_t pretok_decode_cpt(const unsigned char *s, size_t len, size_t *pos) {
+    const size_t i = *pos;
+    const uint32_t c = decode_cpt(s, len, pos);
+    if (c == 0 && *pos > i + 1) {
+        *pos = i + 1;
+        return 0xFFFD;
+    }
+    return c;
+}
+
+static uint32_t decode_cpt(const unsigned char *s, size_t len, size_t *pos) {
     size_t i = *pos;
     unsigned b0 = s[i];
     if (b0 < 0x80) {

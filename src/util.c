@@ -55,3 +55,19 @@ char *df_strdup(const char *s) {
     if (p) memcpy(p, s, n);
     return p;
 }
+
+const char *df_fmt_bytes(uint64_t n, char *buf, size_t len) {
+    static const char *const unit[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (n < 1024) {
+        snprintf(buf, len, "%llu B", (unsigned long long)n);
+        return buf;
+    }
+    double v = (double)n / 1024;
+    int u = 0;
+    while (v >= 1024 && u < 5) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, len, u >= 2 ? "%.2f %s" : "%.1f %s", v, unit[u]);
+    return buf;
+}

@@ -43,6 +43,9 @@ double df_time(void);
 /* Peak resident set size of this process in bytes (0 if unknown). */
 uint64_t df_peak_rss(void);
 
+/* A byte count for people: "512 B", "1.0 KiB", "64.0 MiB", "1.50 GiB". Returns buf. */
+const char *df_fmt_bytes(uint64_t n, char *buf, size_t len);
+
 /* Duplicate a string; NULL on allocation failure. */
 char *df_strdup(const char *s);
 

@@ -56,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -126,6 +127,10 @@ struct wstore {
     int guess_busy;           /* jobs being read as guesses */
     char io_note[160];        /* why the engine asked for is not the one running */
     char io_err[256];         /* the first read error */
+    char hot_note[512];       /* why the hot file is not read or not saved, or "" */
+    int hot_read, hot_save;   /* the hot file may be read / written */
+    int hot_saved;            /* ws_save_hot succeeded */
+    struct stat *fst;         /* per file: identity, size and mtime at open (ws_check_files) */
     ws_stats stats;
 };
 
@@ -173,64 +178,84 @@ static int expert_part(const gguf_tensor *t) {
 
 /* ---- planning ---- */
 
+/* Sums of sizes from a file: overflow makes the whole plan an error (a
+ * crafted file must not wrap a sum into a small minimum that "fits"). */
+#define ADD(acc, x) (ovf |= (uint64_t)__builtin_add_overflow((acc), (x), &(acc)))
+#define MULU(a, b) (ovf |= (uint64_t)__builtin_mul_overflow((uint64_t)(a), (uint64_t)(b), &tmp), tmp)
+
 int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err, size_t errlen) {
     memset(p, 0, sizeof *p);
     p->budget = cfg->budget;
     p->reserve = cfg->reserve;
     const int L = cfg->n_layer;
-    uint64_t *dense = calloc((size_t)L + 1, sizeof(uint64_t)), *dspan = calloc((size_t)L + 1, sizeof(uint64_t));
+    uint64_t *dense = calloc((size_t)L + 1, sizeof(uint64_t));
     uint64_t (*eslot)[3] = calloc((size_t)L + 1, sizeof *eslot);
-    if (!dense || !dspan || !eslot) {
-        free(dense); free(dspan); free(eslot);
+    if (!dense || !eslot) {
+        free(dense); free(eslot);
         return df_seterr(err, errlen, "out of memory");
     }
-    uint64_t globals = 0;
+    uint64_t globals = 0, ovf = 0, tmp = 0;
     int moe_layers = 0;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const gguf_tensor *t = &g->tensors[i];
         const int l = layer_of(t->name), part = expert_part(t);
+        const uint64_t span = t->nbytes > UINT64_MAX / 2 ? (ovf = 1, 0) : span_bytes(t->nbytes);
         if (part >= 0 && l < L && t->ne[2] > 0) {
             eslot[l][part] = span_bytes(t->nbytes / (uint64_t)t->ne[2]);
-            p->expert_total += t->nbytes;
+            ADD(p->expert_total, t->nbytes);
         } else if (l >= 0 && l < L) {
-            dense[l] += span_bytes(t->nbytes);
-            dspan[l] += span_bytes(t->nbytes);
-            p->dense_total += t->nbytes;
+            ADD(dense[l], span);
+            ADD(p->dense_total, t->nbytes);
         } else {
-            globals += span_bytes(t->nbytes);
-            p->dense_total += t->nbytes;
+            ADD(globals, span);
+            ADD(p->dense_total, t->nbytes);
         }
     }
     uint64_t es = 0, dmax = 0, dall = 0;
     for (int l = 0; l < L; l++) {
-        uint64_t s = eslot[l][0] + eslot[l][1] + eslot[l][2];
+        uint64_t s = eslot[l][0];
+        ADD(s, eslot[l][1]);
+        ADD(s, eslot[l][2]);
         if (s) moe_layers++;
         if (s > es) es = s;
-        if (dspan[l] > dmax) dmax = dspan[l];
-        dall += dense[l];
+        if (dense[l] > dmax) dmax = dense[l];
+        ADD(dall, dense[l]);
     }
     p->expert_slot = es;
     p->n_experts_total = moe_layers * cfg->n_expert;
     const uint64_t min_slots = moe_layers ? (uint64_t)(2 * cfg->n_expert_used) : 0;
-    const uint64_t minimum = cfg->reserve + globals + (L > 0 ? 2 * dmax : 0) + min_slots * es;
-    p->minimum = minimum < globals + dall + min_slots * es + cfg->reserve ? minimum
-                                                                         : globals + dall + min_slots * es + cfg->reserve;
+    const uint64_t slots_min = MULU(min_slots, es);
+    const uint64_t two_bufs = L > 0 ? MULU(2, dmax) : 0;
+    uint64_t streamed = cfg->reserve, all_in = cfg->reserve; /* the two ways to run: dense layers streamed or not */
+    ADD(streamed, globals);
+    ADD(streamed, two_bufs);
+    ADD(streamed, slots_min);
+    ADD(all_in, globals);
+    ADD(all_in, dall);
+    ADD(all_in, slots_min);
     int rc = 0;
+    if (ovf) {
+        rc = df_seterr(err, errlen, "the sizes in this file add up to more than 2^64 bytes: it is damaged or crafted");
+        p->minimum = UINT64_MAX;
+        goto done;
+    }
+    p->minimum = streamed < all_in ? streamed : all_in;
     if (cfg->budget < p->minimum) {
-        rc = df_seterr(err, errlen, "a budget of %.0f MiB cannot run this model: the minimum is %.0f MiB (%.2f GiB)",
-                       (double)cfg->budget / (1 << 20), ceil((double)p->minimum / (1 << 20)), (double)p->minimum / (1 << 30));
+        char b[32], mn[32];
+        rc = df_seterr(err, errlen, "a budget of %s cannot run this model: the minimum is %s",
+                       df_fmt_bytes(cfg->budget, b, sizeof b), df_fmt_bytes(p->minimum, mn, sizeof mn));
         goto done;
     }
     const uint64_t avail = cfg->budget - cfg->reserve;
     uint64_t used;
-    if (globals + dall + min_slots * es <= avail) {
+    if (all_in - cfg->reserve <= avail) {
         used = globals + dall;
         p->n_dense_streamed = 0;
     } else {
         used = globals + 2 * dmax;
         p->dense_slot = dmax;
         int keep = 0;
-        while (keep < L && used + dense[keep] + min_slots * es <= avail) used += dense[keep++];
+        while (keep < L && used + dense[keep] + slots_min <= avail) used += dense[keep++];
         p->n_dense_streamed = L - keep;
     }
     p->resident = used - (p->n_dense_streamed ? 2 * dmax : 0);
@@ -240,10 +265,11 @@ int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err,
     p->n_expert_slots = (int)slots;
 done:
     free(dense);
-    free(dspan);
     free(eslot);
     return rc;
 }
+#undef ADD
+#undef MULU
 
 const ws_plan *ws_get_plan(const wstore *ws) { return &ws->plan; }
 int ws_streaming(const wstore *ws) { return ws->cfg.mode == WS_STREAM; }
@@ -656,11 +682,90 @@ int ws_probe(wstore *ws, double seconds, uint64_t seed, uint64_t *bytes, double 
     return 0;
 }
 
-/* ---- hot-expert file ---- */
+/* ---- hot-expert file ----
+ * File safety (docs/files.md): the hot file is read only if it is a regular
+ * file (opened O_NONBLOCK, so a FIFO cannot block), is never the model itself
+ * (same st_dev/st_ino as any of the model's files, e.g. a symlink to it or
+ * --hot naming the model), and is written only through a temporary file this
+ * process creates (mkstemp: O_CREAT|O_EXCL, a unique name in the target's
+ * folder, so a planted symlink is never followed), fsynced and renamed over
+ * the target (which replaces a symlink there rather than writing through it). */
+
+/* 1 if path names one of the model's files (following symlinks). */
+static int is_model_file(const wstore *ws, const struct stat *st) {
+    for (int f = 0; f < ws->g->n_files; f++)
+        if (ws->fst && ws->fst[f].st_dev == st->st_dev && ws->fst[f].st_ino == st->st_ino) return 1;
+    return 0;
+}
+
+/* A new temporary file beside path ("PATH.tmp.XXXXXX"); its name in *tmp (caller frees). */
+static int make_tmp(const char *path, char **tmp) {
+    const size_t n = strlen(path) + 12;
+    *tmp = malloc(n);
+    if (!*tmp) {
+        errno = ENOMEM;
+        return -1;
+    }
+    snprintf(*tmp, n, "%s.tmp.XXXXXX", path);
+    int fd = mkostemp(*tmp, O_CLOEXEC);
+    if (fd < 0) {
+        const int e = errno;
+        free(*tmp);
+        *tmp = NULL;
+        errno = e;
+    }
+    return fd;
+}
+
+/* Decide whether the hot file may be read and written. A problem with a path
+ * the caller named (cfg.hot_explicit) is an error; with the default path
+ * beside the model it is a note (ws_hot_note) and the file is left alone. */
+static int hot_setup(wstore *ws, char *err, size_t errlen) {
+    const char *p = ws->cfg.hot_path;
+    char why[400] = "";
+    struct stat st;
+    ws->hot_read = ws->hot_save = 1;
+    if (stat(p, &st) == 0) {
+        if (is_model_file(ws, &st)) {
+            snprintf(why, sizeof why, "the hot file is the model file itself: not used: %s", p);
+            ws->hot_read = ws->hot_save = 0;
+        } else if (!S_ISREG(st.st_mode)) {
+            snprintf(why, sizeof why, "the hot file is not a regular file: not used: %s", p);
+            ws->hot_read = ws->hot_save = 0;
+        }
+    } else if (errno != ENOENT) {
+        snprintf(why, sizeof why, "the hot file cannot be used (%s): %s", strerror(errno), p);
+        ws->hot_read = ws->hot_save = 0;
+    }
+    if (ws->hot_save) { /* can we write beside it? create (and remove) the temporary file */
+        char *tmp = NULL;
+        int fd = make_tmp(p, &tmp);
+        if (fd < 0) {
+            snprintf(why, sizeof why, "cannot write the hot file (%s): the learned hot set will not be saved: %s",
+                     strerror(errno), p);
+            ws->hot_save = 0;
+        } else {
+            close(fd);
+            unlink(tmp);
+            free(tmp);
+        }
+    }
+    if (!*why) return 0;
+    if (ws->cfg.hot_explicit) return df_seterr(err, errlen, "%s", why);
+    snprintf(ws->hot_note, sizeof ws->hot_note, "%s", why);
+    return 0;
+}
 
 static void load_hot(wstore *ws) {
-    FILE *f = ws->cfg.hot_path ? fopen(ws->cfg.hot_path, "r") : NULL;
-    if (!f) return;
+    if (!ws->hot_read) return;
+    int fd = open(ws->cfg.hot_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return;
+    struct stat st;
+    FILE *f = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && !is_model_file(ws, &st) ? fdopen(fd, "r") : NULL;
+    if (!f) {
+        close(fd);
+        return;
+    }
     char line[128];
     int l, e;
     double c;
@@ -671,23 +776,71 @@ static void load_hot(wstore *ws) {
     fclose(f);
 }
 
+const char *ws_hot_note(const wstore *ws) { return ws->hot_note; }
+
+int ws_is_model_file(const wstore *ws, const char *path) {
+    struct stat st;
+    return path && stat(path, &st) == 0 && is_model_file(ws, &st);
+}
+
 int ws_save_hot(wstore *ws, char *err, size_t errlen) {
-    if (!ws->hot || !ws->cfg.hot_path) return 0;
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", ws->cfg.hot_path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return df_seterr(err, errlen, "%s: %s", tmp, strerror(errno));
-    fprintf(f, "deltafin-hot 1\n");
-    for (int l = 0; l < ws->n_layer; l++)
-        for (int e = 0; e < ws->n_expert; e++)
-            if (ws->hot[l * ws->n_expert + e] > 0.01)
-                fprintf(f, "%d %d %.2f\n", l, e, ws->hot[l * ws->n_expert + e] * 0.5); /* halve: older runs fade */
-    int rc = fflush(f) == 0 && fsync(fileno(f)) == 0 ? 0 : -1;
-    if (fclose(f) != 0) rc = -1;
-    if (rc == 0 && rename(tmp, ws->cfg.hot_path) != 0) rc = -1;
+    if (!ws->hot || !ws->cfg.hot_path || !ws->hot_save) return 0;
+    const char *path = ws->cfg.hot_path;
+    struct stat st;
+    if (stat(path, &st) == 0 && (is_model_file(ws, &st) || !S_ISREG(st.st_mode)))
+        return df_seterr(err, errlen, "%s: not saving the hot file: it is the model or not a regular file", path);
+    char *tmp = NULL;
+    int fd = make_tmp(path, &tmp);
+    if (fd < 0) return df_seterr(err, errlen, "%s: cannot save the hot file: %s", path, strerror(errno));
+    FILE *f = fdopen(fd, "w");
+    int rc = f ? 0 : -1, e = f ? 0 : errno;
+    if (!f) close(fd);
+    if (f) {
+        fprintf(f, "deltafin-hot 1\n");
+        for (int l = 0; l < ws->n_layer; l++)
+            for (int x = 0; x < ws->n_expert; x++)
+                if (ws->hot[l * ws->n_expert + x] > 0.01)
+                    fprintf(f, "%d %d %.2f\n", l, x, ws->hot[l * ws->n_expert + x] * 0.5); /* halve: older runs fade */
+        if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0) rc = -1, e = errno;
+        if (fclose(f) != 0 && rc == 0) rc = -1, e = errno;
+    }
+    if (rc == 0 && rename(tmp, path) != 0) rc = -1, e = errno;
     if (rc != 0) {
         unlink(tmp);
-        return df_seterr(err, errlen, "%s: cannot save: %s", ws->cfg.hot_path, strerror(errno));
+        free(tmp);
+        return df_seterr(err, errlen, "%s: cannot save the hot file: %s", path, strerror(e ? e : EIO));
+    }
+    free(tmp);
+    /* make the rename itself durable: fsync the folder (best effort: some file systems refuse) */
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, (size_t)(slash - path) + 1) : strdup(".");
+    if (dir) {
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            (void)fsync(dfd);
+            close(dfd);
+        }
+        free(dir);
+    }
+    ws->hot_saved = 1;
+    return 0;
+}
+
+int ws_hot_saved(const wstore *ws) { return ws->hot_saved; }
+
+/* The model's files must not change under a running model: a file truncated
+ * or rewritten in place would feed the forward pass other bytes than the ones
+ * checked at load. Compares each file's size and mtime with those at open. */
+int ws_check_files(const wstore *ws, char *err, size_t errlen) {
+    for (int f = 0; ws->fst && f < ws->g->n_files; f++) {
+        struct stat st;
+        if (ws->g->files[f].fd < 0) continue;
+        if (fstat(ws->g->files[f].fd, &st) != 0)
+            return df_seterr(err, errlen, "%s: cannot stat: %s", ws->g->files[f].path, strerror(errno));
+        if (st.st_size != ws->fst[f].st_size || st.st_mtim.tv_sec != ws->fst[f].st_mtim.tv_sec ||
+            st.st_mtim.tv_nsec != ws->fst[f].st_mtim.tv_nsec)
+            return df_seterr(err, errlen, "%s: the model file was %s while the model was running", ws->g->files[f].path,
+                             st.st_size < ws->fst[f].st_size ? "truncated" : "modified");
     }
     return 0;
 }
@@ -869,7 +1022,8 @@ static int open_stream(wstore *ws, char *err, size_t errlen) {
     if (wsio_start(ws, ws->cfg.io_engine, ws->cfg.io_threads > 0 ? ws->cfg.io_threads : 8, &ws->io, ws->io_note,
                    sizeof ws->io_note, err, errlen) != 0)
         return -1;
-    if (ws->hot) {
+    if (ws->hot && ws->cfg.hot_path) {
+        if (hot_setup(ws, err, errlen) != 0) return -1;
         load_hot(ws);
         seed_counts(ws);
         preload_hot(ws);
@@ -888,10 +1042,17 @@ int ws_open(gguf_ctx *g, const ws_config *cfg, wstore **out, char *err, size_t e
     ws->maps = calloc((size_t)g->n_files, sizeof(void *));
     ws->map_size = calloc((size_t)g->n_files, sizeof(uint64_t));
     ws->handles = calloc(g->n_tensors ? g->n_tensors : 1, sizeof(ws_tensor));
-    if (!ws->maps || !ws->map_size || !ws->handles) {
+    ws->fst = calloc((size_t)g->n_files, sizeof(struct stat));
+    if (!ws->maps || !ws->map_size || !ws->handles || !ws->fst) {
         ws_close(ws);
         return df_seterr(err, errlen, "out of memory");
     }
+    for (int i = 0; i < g->n_files; i++)
+        if (g->files[i].fd >= 0 && fstat(g->files[i].fd, &ws->fst[i]) != 0) {
+            df_seterr(err, errlen, "%s: cannot stat: %s", g->files[i].path, strerror(errno));
+            ws_close(ws);
+            return -1;
+        }
     if (cfg->mode == WS_MMAP) {
         for (int i = 0; i < g->n_files; i++) {
             if (g->files[i].fd < 0) continue;
@@ -957,6 +1118,7 @@ void ws_close(wstore *ws) {
     free(ws->maps);
     free(ws->map_size);
     free(ws->handles);
+    free(ws->fst);
     free(ws);
 }
 
@@ -1022,7 +1184,9 @@ ws_tensor *ws_get(wstore *ws, const char *name, char *err, size_t errlen) {
     t->layer = layer_of(gt->name);
     t->part = expert_part(gt);
     t->gt = gt;
-    if (ws->cfg.mode == WS_MMAP) {
+    if (ws->cfg.mode == WS_PLAN) {
+        t->data = NULL; /* checked, never read */
+    } else if (ws->cfg.mode == WS_MMAP) {
         t->data = (uint8_t *)ws->maps[gt->file] + gt->offset;
     } else if (ws->cfg.mode == WS_STREAM && t->layer >= 0 && t->layer < ws->n_layer &&
                ((t->part >= 0 && ws->es) || (t->part < 0 && ws->dense_streamed[t->layer]))) {

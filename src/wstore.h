@@ -26,7 +26,9 @@
 
 #include "gguf.h"
 
-enum ws_mode { WS_MMAP = 0, WS_RESIDENT = 1, WS_STREAM = 2 };
+/* WS_PLAN: tensors are registered and checked (name, type, shape) but no
+ * byte is mapped or read: how a model is validated before it is planned. */
+enum ws_mode { WS_MMAP = 0, WS_RESIDENT = 1, WS_STREAM = 2, WS_PLAN = 3 };
 
 typedef struct ws_tensor {
     const gguf_tensor *gt;  /* directory entry (name, file, offset) */
@@ -52,6 +54,7 @@ typedef struct ws_config {
     int io_threads;         /* concurrent reads: pread threads or io_uring depth (0: 8) */
     int io_engine;          /* WSIO_AUTO, WSIO_PREAD or WSIO_URING (wsio.h) */
     const char *hot_path;   /* learned hot-expert file (NULL: none) */
+    int hot_explicit;       /* the caller named hot_path: a problem with it is an error, not a note */
 } ws_config;
 
 /* What the planner decided (ws_get_plan), in bytes. */
@@ -129,8 +132,17 @@ const char *ws_io_engine(const wstore *ws, const char **note);
 /* Bytes held in memory by the store (resident copies and slots). */
 uint64_t ws_resident_bytes(const wstore *ws);
 
-/* Persist the learned hot-expert counts (WS_STREAM with a hot_path). */
+/* Persist the learned hot-expert counts (WS_STREAM with a hot_path) through
+ * a new temporary file, fsync and rename (docs/files.md). 0 when there is
+ * nothing to save or it could not be saved and ws_hot_note says why. */
 int ws_save_hot(wstore *ws, char *err, size_t errlen);
+int ws_hot_saved(const wstore *ws);
+/* Why the hot file is not read or will not be saved ("" if nothing to say). */
+const char *ws_hot_note(const wstore *ws);
+/* 1 if path (following links) is one of the model's files (same st_dev/st_ino). */
+int ws_is_model_file(const wstore *ws, const char *path);
+/* -1 with err if a model file changed (size or mtime) since the store opened. */
+int ws_check_files(const wstore *ws, char *err, size_t errlen);
 
 /* Parse "6G", "512M", "1.5GiB", "123456" into bytes; 0 on error. */
 uint64_t ws_parse_size(const char *s);

@@ -1,20 +1,28 @@
 /*
  * deltafin - the command-line interface.
  *
- *   deltafin run      -m MODEL -p PROMPT [-n N] [-t T] [-c CTX] [--temp T] [--top-k K] [--top-p P]
- *                     [--min-p P] [--repeat-penalty R] [--seed S] [--kv f16|f32] [--no-mmap] [--ignore-eos]
+ *   deltafin run      -m MODEL (-p PROMPT | -f FILE | -f -) [-n N] [-t T] [-c CTX] [--temp T] [--top-k K]
+ *                     [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--kv f16|f32] [--no-mmap]
+ *                     [--ignore-eos] [--mem SIZE] [--hot FILE|none] ...
  *   deltafin info     -m MODEL
- *   deltafin tokenize -m MODEL -p TEXT [--pieces] [--no-bos]
- *   deltafin logits   -m MODEL (-p TEXT | --tokens "1 2 3") [--top K] [--out FILE] [-t T] [--kv f16|f32]
+ *   deltafin tokenize -m MODEL (-p TEXT | -f FILE) [--pieces] [--no-bos]
+ *   deltafin logits   -m MODEL (-p TEXT | -f FILE | --tokens "1 2 3") [--top K] [--out FILE] [-t T] [--kv f16|f32]
+ *   deltafin plan     -m MODEL --mem SIZE ...      deltafin bench -m MODEL [-p 512] [-n 128] ...
  *
- * Flags follow llama.cpp's spelling. Text goes to stdout; statistics and
- * errors to stderr. Exit status: 0 ok, 1 runtime error, 2 usage error.
+ * Flags follow llama.cpp's spelling; long options also take --flag=value.
+ * Text goes to stdout; statistics and errors to stderr. Exit status: 0 ok,
+ * 1 runtime error (including output that could not be written), 2 usage
+ * error, 128 + signal number when SIGINT or SIGTERM ended a run (which still
+ * reports and saves the learned hot set).
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "deltafin.h"
 #include "gguf.h"
@@ -22,34 +30,48 @@
 #include "util.h"
 #include "wstore.h"
 
+/* Room for a message that names a path of PATH_MAX bytes and still says why. */
+#define ERRLEN 8192
+
 typedef struct {
-    const char *model, *prompt, *tokens, *out, *trace, *hot;
+    const char *model, *prompt, *prompt_file, *tokens, *out, *trace, *hot;
+    size_t prompt_len;      /* the prompt's bytes (a file's prompt may hold NUL bytes) */
+    char *prompt_buf;       /* owned: a prompt read with -f */
     uint64_t mem;
     int io_threads, io_engine, progress;
     double probe_secs;
-    int n_predict, threads, ctx, top, pieces, no_bos, no_mmap, ignore_eos, kv_f32, json, n_prompt, reps;
+    int n_predict, threads, ctx, batch, top, pieces, no_bos, no_mmap, ignore_eos, kv_f32, json, n_prompt, reps;
     df_sampler_params sp;
 } opts;
 
-static void usage(void) {
-    fprintf(stderr,
+static void usage(FILE *f, int status) {
+    fprintf(f,
             "usage: deltafin COMMAND [options]\n"
-            "  run       -m MODEL -p PROMPT [-n N] [-t THREADS] [-c CTX] [--temp T] [--top-k K] [--top-p P]\n"
-            "            [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--seed S] [--kv f16|f32]\n"
+            "  run       -m MODEL (-p PROMPT | -f FILE | -f -) [-n N] [-t THREADS] [-c CTX] [--temp T] [--top-k K]\n"
+            "            [--top-p P] [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--seed S] [--kv f16|f32]\n"
             "            [--no-mmap] [--ignore-eos] [--trace-experts FILE] [--mem SIZE] [--io-threads N]\n"
             "            [--io pread|uring|auto] [--hot FILE|none] [--progress]\n"
             "  plan      -m MODEL --mem SIZE [-c CTX] [--json] [--probe-seconds S] [--io-threads N] [--io ENGINE]\n"
             "            will it fit, what streams, how fast (measures the disk for S seconds, default 5)\n"
             "  info      -m MODEL\n"
-            "  tokenize  -m MODEL -p TEXT [--pieces] [--no-bos]\n"
-            "  logits    -m MODEL (-p TEXT | --tokens \"1 2 3\") [--top K] [--out FILE] [-t THREADS] [--kv f16|f32]\n"
-            "  bench     -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json]\n");
-    exit(2);
+            "  tokenize  -m MODEL (-p TEXT | -f FILE) [--pieces] [--no-bos]\n"
+            "  logits    -m MODEL (-p TEXT | -f FILE | --tokens \"1 2 3\") [--top K] [--out FILE] [-t THREADS]\n"
+            "            [--kv f16|f32] [-c CTX] [--mem SIZE]\n"
+            "  bench     -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json] [--mem SIZE]\n"
+            "Long options also take the form --flag=value. -f - reads the prompt from stdin.\n");
+    exit(status);
 }
 
 static void fail(const char *msg) {
     fprintf(stderr, "deltafin: %s\n", msg);
     exit(1);
+}
+
+static void usage_error(const char *fmt, const char *a, const char *b) {
+    fputs("deltafin: ", stderr);
+    fprintf(stderr, fmt, a, b);
+    fputs(" (deltafin --help lists the options)\n", stderr);
+    exit(2);
 }
 
 static long parse_long(const char *flag, const char *v, long lo, long hi) {
@@ -63,15 +85,63 @@ static long parse_long(const char *flag, const char *v, long lo, long hi) {
     return x;
 }
 
-static float parse_float(const char *flag, const char *v) {
+/* A finite number in [lo, hi] (lo_open: lo itself excluded). */
+static float parse_float(const char *flag, const char *v, double lo, double hi, int lo_open) {
     char *end;
-    float x = strtof(v, &end);
-    if (*end || end == v || x != x) {
-        fprintf(stderr, "deltafin: %s expects a number, got '%s'\n", flag, v);
+    errno = 0;
+    double x = strtod(v, &end);
+    if (*end || end == v || errno || !isfinite(x) || x < lo || x > hi || (lo_open && x == lo)) {
+        fprintf(stderr, "deltafin: %s expects a number in %c%g, %g], got '%s'\n", flag, lo_open ? '(' : '[', lo, hi, v);
         exit(2);
     }
-    return x;
+    return (float)x;
 }
+
+/* The whole of a file (or stdin for "-"), which may hold any byte. */
+static char *read_all(const char *path, size_t max, size_t *len) {
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!f) {
+        fprintf(stderr, "deltafin: %s: %s\n", path, strerror(errno));
+        exit(1);
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    if (!buf) fail("out of memory");
+    for (;;) {
+        if (n == cap) {
+            if (cap >= max) {
+                fprintf(stderr, "deltafin: the prompt file is larger than %zu MiB%s\n", max >> 20,
+                        max < ((size_t)1 << 30) ? " (a quarter of --mem)" : "");
+                exit(1);
+            }
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) fail("out of memory");
+            buf = nb;
+        }
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (r == 0) break;
+    }
+    if (ferror(f)) {
+        fprintf(stderr, "deltafin: reading %s failed: %s\n", strcmp(path, "-") ? path : "stdin", strerror(errno));
+        exit(1);
+    }
+    if (f != stdin) fclose(f);
+    *len = n;
+    return buf;
+}
+
+enum { FLAG, VALUE };
+static const struct { const char *name, *alias; int kind; } OPTIONS[] = {
+    {"--pieces", NULL, FLAG}, {"--no-bos", NULL, FLAG}, {"--no-mmap", NULL, FLAG}, {"--ignore-eos", NULL, FLAG},
+    {"--json", NULL, FLAG}, {"--progress", NULL, FLAG}, {"--help", "-h", FLAG},
+    {"--model", "-m", VALUE}, {"--prompt", "-p", VALUE}, {"--file", "-f", VALUE}, {"--tokens", NULL, VALUE},
+    {"--out", NULL, VALUE}, {"--trace-experts", NULL, VALUE}, {"--hot", NULL, VALUE}, {"--io-threads", NULL, VALUE},
+    {"--io", NULL, VALUE}, {"--mem", NULL, VALUE}, {"--n-predict", "-n", VALUE}, {"--threads", "-t", VALUE},
+    {"--ctx-size", "-c", VALUE}, {"--repetitions", "-r", VALUE}, {"--top", NULL, VALUE}, {"--temp", NULL, VALUE},
+    {"--probe-seconds", NULL, VALUE}, {"--top-k", NULL, VALUE}, {"--top-p", NULL, VALUE}, {"--min-p", NULL, VALUE},
+    {"--repeat-penalty", NULL, VALUE}, {"--repeat-last-n", NULL, VALUE}, {"--seed", "-s", VALUE}, {"--kv", NULL, VALUE},
+};
 
 static void parse(int argc, char **argv, opts *o) {
     memset(o, 0, sizeof *o);
@@ -80,72 +150,124 @@ static void parse(int argc, char **argv, opts *o) {
     o->top = 5;
     o->sp = df_sampler_default_params();
     for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--pieces")) { o->pieces = 1; continue; }
-        if (!strcmp(a, "--no-bos")) { o->no_bos = 1; continue; }
-        if (!strcmp(a, "--no-mmap")) { o->no_mmap = 1; continue; }
-        if (!strcmp(a, "--ignore-eos")) { o->ignore_eos = 1; continue; }
-        if (!strcmp(a, "--json")) { o->json = 1; continue; }
-        if (!strcmp(a, "--progress")) { o->progress = 1; continue; }
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) usage();
-        if (i + 1 >= argc) {
-            fprintf(stderr, "deltafin: %s needs a value\n", a);
-            exit(2);
+        const char *arg = argv[i], *v = NULL;
+        if (arg[0] != '-' || !arg[1]) usage_error("unexpected argument '%s'%s", arg, "");
+        /* --flag=value */
+        char name[64];
+        const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+        size_t nl = eq ? (size_t)(eq - arg) : strlen(arg);
+        if (nl >= sizeof name) usage_error("unknown option '%s'%s", arg, "");
+        memcpy(name, arg, nl);
+        name[nl] = 0;
+        int k = -1;
+        for (size_t j = 0; j < sizeof OPTIONS / sizeof OPTIONS[0] && k < 0; j++)
+            if (!strcmp(name, OPTIONS[j].name) || (OPTIONS[j].alias && !strcmp(name, OPTIONS[j].alias))) k = (int)j;
+        if (k < 0) usage_error("unknown option '%s'%s", name, "");
+        const char *a = OPTIONS[k].name;
+        if (OPTIONS[k].kind == FLAG) {
+            if (eq) usage_error("%s takes no value%s", name, "");
+        } else if (eq) {
+            v = eq + 1;
+        } else if (i + 1 < argc) {
+            v = argv[++i];
+        } else {
+            usage_error("%s needs a value%s", name, "");
         }
-        const char *v = argv[++i];
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model = v;
-        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) o->prompt = v;
+        if (!strcmp(a, "--pieces")) o->pieces = 1;
+        else if (!strcmp(a, "--no-bos")) o->no_bos = 1;
+        else if (!strcmp(a, "--no-mmap")) o->no_mmap = 1;
+        else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = 1;
+        else if (!strcmp(a, "--json")) o->json = 1;
+        else if (!strcmp(a, "--progress")) o->progress = 1;
+        else if (!strcmp(a, "--help")) usage(stdout, 0);
+        else if (!strcmp(a, "--model")) o->model = v;
+        else if (!strcmp(a, "--prompt")) o->prompt = v;
+        else if (!strcmp(a, "--file")) o->prompt_file = v;
         else if (!strcmp(a, "--tokens")) o->tokens = v;
         else if (!strcmp(a, "--out")) o->out = v;
         else if (!strcmp(a, "--trace-experts")) o->trace = v;
         else if (!strcmp(a, "--hot")) o->hot = v;
-        else if (!strcmp(a, "--io-threads")) o->io_threads = (int)parse_long(a, v, 1, 256);
+        else if (!strcmp(a, "--io-threads")) o->io_threads = (int)parse_long(name, v, 1, 256);
         else if (!strcmp(a, "--io")) {
             if (!strcmp(v, "pread")) o->io_engine = DF_IO_PREAD;
             else if (!strcmp(v, "uring") || !strcmp(v, "io_uring")) o->io_engine = DF_IO_URING;
             else if (!strcmp(v, "auto")) o->io_engine = DF_IO_AUTO;
-            else {
-                fprintf(stderr, "deltafin: --io takes pread, uring or auto, not '%s'\n", v);
-                exit(2);
-            }
-        }
-        else if (!strcmp(a, "--mem")) {
+            else usage_error("--io takes pread, uring or auto, not '%s'%s", v, "");
+        } else if (!strcmp(a, "--mem")) {
             o->mem = ws_parse_size(v);
-            if (!o->mem) {
-                fprintf(stderr, "deltafin: --mem expects a size like 6G, 512M or 1.5GiB, got '%s'\n", v);
-                exit(2);
-            }
-        }
-        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) o->n_predict = (int)parse_long(a, v, 0, 1 << 24);
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) o->threads = (int)parse_long(a, v, 1, 512);
-        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) o->ctx = (int)parse_long(a, v, 0, 1 << 24);
-        else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) o->reps = (int)parse_long(a, v, 1, 1000);
-        else if (!strcmp(a, "--top")) o->top = (int)parse_long(a, v, 1, 1 << 24);
-        else if (!strcmp(a, "--temp")) o->sp.temp = parse_float(a, v);
-        else if (!strcmp(a, "--probe-seconds")) {
-            o->probe_secs = parse_float(a, v);
-            if (!(o->probe_secs >= 0.1 && o->probe_secs <= 600)) {
-                fprintf(stderr, "deltafin: --probe-seconds expects 0.1 to 600\n");
-                exit(2);
-            }
-        }
-        else if (!strcmp(a, "--top-k")) o->sp.top_k = (int)parse_long(a, v, 0, 1 << 24);
-        else if (!strcmp(a, "--top-p")) o->sp.top_p = parse_float(a, v);
-        else if (!strcmp(a, "--min-p")) o->sp.min_p = parse_float(a, v);
-        else if (!strcmp(a, "--repeat-penalty")) o->sp.repeat_penalty = parse_float(a, v);
-        else if (!strcmp(a, "--repeat-last-n")) o->sp.repeat_last_n = (int)parse_long(a, v, 0, 1 << 20);
-        else if (!strcmp(a, "--seed") || !strcmp(a, "-s")) o->sp.seed = (uint64_t)parse_long(a, v, 0, 0x7fffffffL);
+            if (!o->mem) usage_error("--mem expects a size like 6G, 512M or 1.5GiB, got '%s'%s", v, "");
+        } else if (!strcmp(a, "--n-predict")) o->n_predict = (int)parse_long(name, v, 0, 1 << 24);
+        else if (!strcmp(a, "--threads")) o->threads = (int)parse_long(name, v, 1, 512);
+        else if (!strcmp(a, "--ctx-size")) o->ctx = (int)parse_long(name, v, 0, 1 << 24);
+        else if (!strcmp(a, "--repetitions")) o->reps = (int)parse_long(name, v, 1, 1000);
+        else if (!strcmp(a, "--top")) o->top = (int)parse_long(name, v, 1, 1 << 24);
+        else if (!strcmp(a, "--temp")) o->sp.temp = parse_float(name, v, 0, 1e6, 0);
+        else if (!strcmp(a, "--probe-seconds")) o->probe_secs = parse_float(name, v, 0.1, 600, 0);
+        else if (!strcmp(a, "--top-k")) o->sp.top_k = (int)parse_long(name, v, 0, 1 << 24);
+        else if (!strcmp(a, "--top-p")) o->sp.top_p = parse_float(name, v, 0, 1, 0);
+        else if (!strcmp(a, "--min-p")) o->sp.min_p = parse_float(name, v, 0, 1, 0);
+        else if (!strcmp(a, "--repeat-penalty")) o->sp.repeat_penalty = parse_float(name, v, 0, 1e6, 1);
+        else if (!strcmp(a, "--repeat-last-n")) o->sp.repeat_last_n = (int)parse_long(name, v, 0, 1 << 20);
+        else if (!strcmp(a, "--seed")) o->sp.seed = (uint64_t)parse_long(name, v, 0, 0x7fffffffL);
         else if (!strcmp(a, "--kv")) {
             if (!strcmp(v, "f32")) o->kv_f32 = 1;
-            else if (strcmp(v, "f16")) { fprintf(stderr, "deltafin: --kv is f16 or f32\n"); exit(2); }
-        } else {
-            fprintf(stderr, "deltafin: unknown option '%s'\n", a);
-            exit(2);
+            else if (strcmp(v, "f16")) usage_error("--kv is f16 or f32, not '%s'%s", v, "");
         }
     }
     if (!o->model) {
         fprintf(stderr, "deltafin: -m MODEL is required\n");
         exit(2);
+    }
+    if (o->prompt && o->prompt_file) usage_error("give the prompt once: -p TEXT or -f FILE%s%s", "", "");
+    /* the prompt's text is memory too: under a budget, at most a quarter of it */
+    size_t max = (size_t)1 << 30;
+    if (o->mem && o->mem / 4 < max) max = (size_t)(o->mem / 4) < ((size_t)1 << 16) ? (size_t)1 << 16 : (size_t)(o->mem / 4);
+    if (o->prompt_file) o->prompt = o->prompt_buf = read_all(o->prompt_file, max, &o->prompt_len);
+    else if (o->prompt) o->prompt_len = strlen(o->prompt);
+}
+
+/* A run's prompt is required: say so (not just the usage). */
+static void need_prompt(const opts *o, const char *cmd) {
+    if (!o->prompt) usage_error("%s needs a prompt: -p TEXT, -f FILE or -f - (stdin)%s", cmd, "");
+}
+
+/* ---- signals ---- */
+
+static volatile sig_atomic_t g_signal; /* SIGINT or SIGTERM received: finish the run cleanly */
+
+static void on_stop(int sig) { g_signal = sig; }
+
+/* A mapped model file truncated under a running model: the kernel can only
+ * kill the access with SIGBUS. Say what happened (async-signal-safe) and exit. */
+static void on_sigbus(int sig) {
+    static const char msg[] = "\ndeltafin: the model file was truncated or changed while it was mapped (SIGBUS); "
+                              "stopping\n";
+    (void)sig;
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+    _exit(1);
+}
+
+/* SIGBUS for every command; SIGINT and SIGTERM only where a run stops
+ * cleanly on them (run), elsewhere they end the process as usual. */
+static void install_signals(int stop_cleanly) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_sigbus;
+    sigaction(SIGBUS, &sa, NULL);
+    if (!stop_cleanly) return;
+    sa.sa_handler = on_stop;
+    sa.sa_flags = SA_RESTART | SA_RESETHAND; /* a second signal acts at once */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* Text that could not be written is an error, not a silent loss. */
+static void check_stdout(void) {
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "deltafin: writing the output failed: %s\n", strerror(errno ? errno : EIO));
+        exit(1);
     }
 }
 
@@ -155,6 +277,7 @@ static df_model_params model_params(const opts *o) {
     mp.use_mmap = !o->no_mmap;
     mp.mem_budget = o->mem;
     mp.n_ctx = o->ctx;
+    mp.n_batch = o->batch;
     mp.kv_type = o->kv_f32 ? DF_KV_F32 : DF_KV_F16;
     mp.io_threads = o->io_threads;
     mp.io_engine = o->io_engine;
@@ -163,23 +286,33 @@ static df_model_params model_params(const opts *o) {
 }
 
 static void print_plan(const df_plan *p, FILE *f) {
-    const double G = 1 << 30, M = 1 << 20;
-    fprintf(f, "plan: budget %.2f GiB: weights in memory %.2f GiB, KV cache and scratch %.2f GiB, overhead %.2f GiB\n",
-            p->budget / G, p->resident_bytes / G, p->session_bytes / G, p->overhead_bytes / G);
+    const double M = 1 << 20;
+    char b[4][32];
+    fprintf(f, "plan: budget %s: weights in memory %s, KV cache and scratch %s, overhead %s\n",
+            df_fmt_bytes(p->budget, b[0], 32), df_fmt_bytes(p->resident_bytes, b[1], 32),
+            df_fmt_bytes(p->session_bytes, b[2], 32), df_fmt_bytes(p->overhead_bytes, b[3], 32));
     if (p->n_experts_total)
-        fprintf(f, "plan: expert cache %d slots of %.2f MiB = %.2f GiB (%.1f%% of %d routed experts)\n",
-                p->n_expert_slots, p->expert_slot_bytes / M, p->n_expert_slots * (double)p->expert_slot_bytes / G,
+        fprintf(f, "plan: expert cache %d slots of %.2f MiB = %s (%.1f%% of %d routed experts)\n",
+                p->n_expert_slots, p->expert_slot_bytes / M,
+                df_fmt_bytes((uint64_t)p->n_expert_slots * p->expert_slot_bytes, b[0], 32),
                 100.0 * p->n_expert_slots / p->n_experts_total, p->n_experts_total);
     if (p->n_dense_streamed)
         fprintf(f, "plan: %d of %d layers stream their dense weights through two %.1f MiB buffers\n",
                 p->n_dense_streamed, p->n_layer, p->dense_slot_bytes / M);
     else
         fprintf(f, "plan: all dense weights (embeddings, attention, norms, routers, shared experts) stay in memory\n");
-    fprintf(f, "plan: minimum budget for this model and context: %.2f GiB\n", p->minimum / G);
+    fprintf(f, "plan: minimum budget for this model and context: %s\n", df_fmt_bytes(p->minimum, b[0], 32));
+}
+
+/* A context beyond the trained one works, but the model was never trained there. */
+static void warn_ctx(int ctx, int n_ctx_train) {
+    if (ctx > n_ctx_train && n_ctx_train > 0)
+        fprintf(stderr, "deltafin: warning: -c %d is beyond the model's trained context of %d tokens; "
+                "quality may suffer\n", ctx, n_ctx_train);
 }
 
 static df_model *load(const opts *o, double *secs) {
-    char err[1024];
+    char err[ERRLEN];
     df_model_params mp = model_params(o);
     df_model *m;
     double t0 = df_time();
@@ -190,7 +323,31 @@ static df_model *load(const opts *o, double *secs) {
     }
     if (df_model_load(o->model, &mp, &m, err, sizeof err) != 0) fail(err);
     if (secs) *secs = df_time() - t0;
+    df_model_info info;
+    df_model_get_info(m, &info);
+    warn_ctx(o->ctx, info.n_ctx_train);
+    df_io_stats st;
+    df_model_io_stats(m, &st);
+    if (*st.hot_note) fprintf(stderr, "deltafin: warning: %s\n", st.hot_note);
     return m;
+}
+
+/* The tokenizer alone (no weights): tokenize, and counting a prompt's tokens. */
+static df_model *load_vocab(const opts *o) {
+    char err[ERRLEN];
+    df_model_params mp = df_model_default_params();
+    mp.vocab_only = 1;
+    df_model *m;
+    if (df_model_load(o->model, &mp, &m, err, sizeof err) != 0) fail(err);
+    return m;
+}
+
+/* Save the learned hot set; 1 if that failed (said on stderr). */
+static int save_hot(df_model *m) {
+    char err[ERRLEN];
+    if (df_model_save_hot(m, err, sizeof err) == 0) return 0;
+    fprintf(stderr, "deltafin: %s\n", err);
+    return 1;
 }
 
 /* After a run with a budget: what the disk and the cache did. */
@@ -220,19 +377,23 @@ static int cmd_plan(const opts *o) {
         fprintf(stderr, "deltafin: plan needs --mem SIZE\n");
         exit(2);
     }
-    char err[1024];
+    char err[ERRLEN];
     df_model_params mp = model_params(o);
     df_plan p;
     if (df_model_plan(o->model, &mp, &p, err, sizeof err) != 0) fail(err);
+    warn_ctx(o->ctx, p.n_ctx_train);
     const int fits = p.budget >= p.minimum;
     /* read the way decoding will: random tokens' experts, layer by layer, through
      * the weight store itself; a plain read test when nothing would stream */
     const int readers = o->io_threads > 0 ? o->io_threads : 8;
     double disk = fits ? df_model_probe_disk(o->model, &mp, o->probe_secs, err, sizeof err) : 0.0;
     const int shaped = disk > 0;
-    if (disk == 0) disk = df_probe_disk(o->model, o->probe_secs, readers, 0, err, sizeof err);
+    /* the plain read test's buffers (readers x chunk) stay within half the budget too */
+    uint64_t chunk = 4u << 20;
+    while (chunk > 4096 && (uint64_t)readers * chunk > o->mem / 2) chunk /= 2;
+    if (disk == 0) disk = df_probe_disk(o->model, o->probe_secs, readers, chunk, err, sizeof err);
     if (disk < 0) fail(err);
-    const double mem = df_probe_memory(1.0);
+    const double mem = df_probe_memory(1.0, o->mem / 2);
     /* per token: routed experts missing from the cache come from disk (uniform
      * routing: the hit rate is the cached fraction), streamed dense layers are
      * read every token, and every active weight is read from memory once */
@@ -258,16 +419,17 @@ static int cmd_plan(const opts *o) {
     }
     print_plan(&p, stdout);
     if (!fits) {
-        printf("plan: does NOT fit: %.2f GiB is below the minimum of %.2f GiB\n", p.budget / (double)(1 << 30),
-               p.minimum / (double)(1 << 30));
+        char b0[32], b1[32];
+        printf("plan: does NOT fit: %s is below the minimum of %s\n", df_fmt_bytes(p.budget, b0, sizeof b0),
+               df_fmt_bytes(p.minimum, b1, sizeof b1));
         return 1;
     }
     if (shaped)
         printf("machine: disk %.0f MiB/s (%.0f s of decode-shaped reads of this model, %d concurrent), memory %.1f GiB/s\n",
                disk / (1 << 20), o->probe_secs, readers, mem / (1 << 30));
     else
-        printf("machine: disk %.0f MiB/s (%d concurrent 4 MiB reads of this file), memory %.1f GiB/s\n", disk / (1 << 20),
-               readers, mem / (1 << 30));
+        printf("machine: disk %.0f MiB/s (%d concurrent %s reads of this file), memory %.1f GiB/s\n", disk / (1 << 20),
+               readers, df_fmt_bytes(chunk, (char[32]){0}, 32), mem / (1 << 30));
     printf("per token: %.2f MiB from disk (expected cache hit rate %.1f%%), %.2f MiB from memory\n", disk_tok / (1 << 20),
            100.0 * hit, mem_tok / (1 << 20));
     printf("predicted: %.2f tokens/s (%s-bound: disk %.3f s, memory %.3f s per token)\n", tps,
@@ -276,7 +438,7 @@ static int cmd_plan(const opts *o) {
 }
 
 static df_session *session(df_model *m, const opts *o) {
-    char err[1024];
+    char err[ERRLEN];
     df_session_params sp = df_session_default_params();
     sp.n_ctx = o->ctx;
     sp.kv_type = o->kv_f32 ? DF_KV_F32 : DF_KV_F16;
@@ -288,9 +450,9 @@ static df_session *session(df_model *m, const opts *o) {
 
 /* Tokenize the prompt (adding BOS as the model says unless --no-bos). Caller frees. */
 static int32_t *tokenize(df_model *m, const opts *o, const char *text, int *n) {
-    char err[512];
+    char err[ERRLEN];
     int need = 0;
-    size_t len = strlen(text);
+    size_t len = o->prompt_len;
     if (df_tokenize(m, text, len, !o->no_bos, 1, NULL, 0, &need, err, sizeof err) != 0 && need == 0) fail(err);
     int32_t *ids = malloc((size_t)(need + 1) * sizeof(int32_t));
     if (!ids) fail("out of memory");
@@ -323,7 +485,7 @@ static int32_t *parse_tokens(const char *s, int *n) {
 }
 
 static int cmd_info(const opts *o) {
-    char err[1024];
+    char err[ERRLEN];
     gguf_ctx *g;
     if (gguf_open(o->model, &g, err, sizeof err) != 0) fail(err);
     quant_init();
@@ -409,8 +571,8 @@ static int cmd_info(const opts *o) {
 }
 
 static int cmd_tokenize(const opts *o) {
-    if (!o->prompt) usage();
-    df_model *m = load(o, NULL);
+    need_prompt(o, "tokenize");
+    df_model *m = load_vocab(o); /* the tokenizer is all it needs: vocabulary-only files work */
     int n;
     int32_t *ids = tokenize(m, o, o->prompt, &n);
     for (int i = 0; i < n; i++) {
@@ -436,40 +598,65 @@ static int cmp_scored(const void *a, const void *b) {
     return x->id - y->id;
 }
 
+/* Logits of every position, decoded n_batch tokens at a time into the
+ * session's own buffer (counted in its memory and in a budget): nothing here
+ * grows with the number of tokens times the vocabulary. */
 static int cmd_logits(const opts *o) {
-    if (!!o->prompt == !!o->tokens) usage();
-    df_model *m = load(o, NULL);
+    if (!o->prompt && !o->tokens) usage_error("logits needs -p TEXT, -f FILE or --tokens \"1 2 3\"%s%s", "", "");
+    if (o->prompt && o->tokens) usage_error("logits takes one of -p/-f and --tokens%s%s", "", "");
     int n;
-    int32_t *ids = o->tokens ? parse_tokens(o->tokens, &n) : tokenize(m, o, o->prompt, &n);
-    if (n == 0) fail("no tokens");
+    int32_t *ids;
     opts o2 = *o;
+    if (o->tokens) {
+        ids = parse_tokens(o->tokens, &n);
+    } else { /* count the tokens with the tokenizer alone, so the session (and a budget's plan) fits them */
+        df_model *v = load_vocab(o);
+        ids = tokenize(v, o, o->prompt, &n);
+        df_model_free(v);
+    }
+    if (n == 0) fail("no tokens");
     if (o2.ctx == 0) o2.ctx = n;
+    if (o2.ctx < n) {
+        fprintf(stderr, "deltafin: %d tokens do not fit in a context of %d (-c)\n", n, o2.ctx);
+        exit(1);
+    }
+    df_model *m = load(&o2, NULL);
     df_session *s = session(m, &o2);
-    const int nv = df_n_vocab(m);
-    float *logits = malloc((size_t)n * (size_t)nv * sizeof(float));
+    const int nv = df_n_vocab(m), nb = df_session_n_batch(s);
+    float *logits = df_session_logits(s);
     scored *sc = malloc((size_t)nv * sizeof(scored));
-    if (!logits || !sc) fail("out of memory");
-    char err[512];
-    if (df_decode(s, ids, n, logits, 1, err, sizeof err) != 0) fail(err);
-    for (int p = 0; p < n; p++) {
-        for (int i = 0; i < nv; i++) sc[i] = (scored){logits[(size_t)p * nv + i], i};
-        qsort(sc, (size_t)nv, sizeof(scored), cmp_scored);
-        printf("%d", p);
-        for (int k = 0; k < o->top && k < nv; k++) printf(" %d:%.6f", sc[k].id, sc[k].v);
-        printf("\n");
+    if (!sc) fail("out of memory");
+    FILE *f = NULL;
+    if (o->out && df_model_is_file(m, o->out)) {
+        fprintf(stderr, "deltafin: --out %s is the model file itself: refusing to write there\n", o->out);
+        exit(1);
     }
-    if (o->out) {
-        FILE *f = fopen(o->out, "wb");
-        if (!f) fail(strerror(errno));
-        size_t cnt = (size_t)n * (size_t)nv;
-        if (fwrite(logits, sizeof(float), cnt, f) != cnt || fclose(f) != 0) fail("writing --out failed");
+    if (o->out && !(f = fopen(o->out, "wb"))) {
+        fprintf(stderr, "deltafin: %s: %s\n", o->out, strerror(errno));
+        exit(1);
     }
+    char err[ERRLEN];
+    for (int done = 0; done < n; done += nb) {
+        const int c = n - done < nb ? n - done : nb;
+        if (df_decode(s, ids + done, c, logits, 1, err, sizeof err) != 0) fail(err);
+        for (int p = 0; p < c; p++) {
+            for (int i = 0; i < nv; i++) sc[i] = (scored){logits[(size_t)p * nv + i], i};
+            qsort(sc, (size_t)nv, sizeof(scored), cmp_scored);
+            printf("%d", done + p);
+            for (int k = 0; k < o->top && k < nv; k++) printf(" %d:%.6f", sc[k].id, sc[k].v);
+            printf("\n");
+        }
+        const size_t cnt = (size_t)c * (size_t)nv;
+        if (f && fwrite(logits, sizeof(float), cnt, f) != cnt) fail("writing --out failed");
+        check_stdout();
+    }
+    if (f && (fflush(f) != 0 || ferror(f) | (fclose(f) != 0))) fail("writing --out failed");
     free(sc);
-    free(logits);
     free(ids);
+    const int rc = save_hot(m);
     df_session_free(s);
     df_model_free(m);
-    return 0;
+    return rc;
 }
 
 /* Print a token's bytes. */
@@ -478,11 +665,11 @@ static void emit(df_model *m, int32_t id) {
     int len = df_token_to_piece(m, id, buf, sizeof buf);
     if (len > (int)sizeof buf) len = (int)sizeof buf;
     if (len > 0) fwrite(buf, 1, (size_t)len, stdout);
-    fflush(stdout);
+    check_stdout(); /* a full disk or a closed pipe ends the run with an error */
 }
 
 static int cmd_run(const opts *o) {
-    if (!o->prompt) usage();
+    need_prompt(o, "run");
     double t_load;
     df_model *m = load(o, &t_load);
     df_session *s = session(m, o);
@@ -490,20 +677,25 @@ static int cmd_run(const opts *o) {
     int32_t *ids = tokenize(m, o, o->prompt, &n);
     if (n == 0) fail("the prompt produced no tokens");
     if (n >= df_session_n_ctx(s)) fail("the prompt does not fit in the context (use -c)");
-    const int nv = df_n_vocab(m);
+    const int nv = df_n_vocab(m), nb = df_session_n_batch(s);
     float *logits = malloc((size_t)nv * sizeof(float));
     df_sampler *smp = df_sampler_new(&o->sp, nv);
     if (!logits || !smp) fail("out of memory");
-    char err[512];
-    fwrite(o->prompt, 1, strlen(o->prompt), stdout);
-    fflush(stdout);
+    char err[ERRLEN];
+    fwrite(o->prompt, 1, o->prompt_len, stdout);
+    check_stdout();
     double t0 = df_time();
-    if (df_decode(s, ids, n, logits, 0, err, sizeof err) != 0) fail(err);
+    int fed = 0; /* prompt tokens decoded: a batch at a time, so a signal is seen between batches */
+    while (fed < n && !g_signal) {
+        const int c = n - fed < nb ? n - fed : nb;
+        if (df_decode(s, ids + fed, c, logits, 0, err, sizeof err) != 0) fail(err);
+        fed += c;
+    }
     double t_prompt = df_time() - t0;
     for (int i = 0; i < n; i++) df_sampler_accept(smp, ids[i]);
     int generated = 0;
     t0 = df_time();
-    while (generated < o->n_predict) {
+    while (generated < o->n_predict && !g_signal) {
         int32_t tok = df_sampler_sample(smp, logits);
         df_sampler_accept(smp, tok);
         if (!o->ignore_eos && df_token_is_eog(m, tok)) break;
@@ -514,7 +706,7 @@ static int cmd_run(const opts *o) {
             fprintf(stderr, "\r[%d/%d tokens, %.2f tokens/s, ETA %.0f s]  ", generated, o->n_predict, tps,
                     (o->n_predict - generated) / (tps > 0 ? tps : 1e-9));
         }
-        if (generated == o->n_predict) break;
+        if (generated == o->n_predict || g_signal) break;
         if (df_session_pos(s) >= df_session_n_ctx(s)) {
             fprintf(stderr, "\ndeltafin: context full after %d tokens\n", df_session_pos(s));
             break;
@@ -523,21 +715,28 @@ static int cmd_run(const opts *o) {
     }
     double t_gen = df_time() - t0;
     printf("\n");
+    check_stdout();
+    const int sig = g_signal;
+    if (sig)
+        fprintf(stderr, "\ndeltafin: stopped by %s after %d of %d prompt tokens and %d generated\n",
+                sig == SIGINT ? "SIGINT" : "SIGTERM", fed, n, generated);
     fprintf(stderr, "\nload:       %8.3f s\n", t_load);
-    fprintf(stderr, "prompt:     %8d tokens %8.3f s %10.2f tokens/s\n", n, t_prompt, n / (t_prompt > 0 ? t_prompt : 1e-9));
+    fprintf(stderr, "prompt:     %8d tokens %8.3f s %10.2f tokens/s\n", fed, t_prompt, fed / (t_prompt > 0 ? t_prompt : 1e-9));
     fprintf(stderr, "generation: %8d tokens %8.3f s %10.2f tokens/s\n", generated, t_gen,
             generated / (t_gen > 0 ? t_gen : 1e-9));
     df_model_info info;
     df_model_get_info(m, &info);
     fprintf(stderr, "peak memory: %.1f MiB (RSS), threads: %d, isa: %s\n", (double)df_peak_rss() / (1 << 20),
             info.n_threads, df_isa());
-    print_io_report(m, n + generated, t_prompt + t_gen);
+    print_io_report(m, fed + generated, t_prompt + t_gen);
+    int rc = df_session_trace_experts(s, NULL, err, sizeof err) != 0 ? (fprintf(stderr, "deltafin: %s\n", err), 1) : 0;
+    rc |= save_hot(m); /* the learned hot set survives an interrupted run too */
     df_sampler_free(smp);
     free(logits);
     free(ids);
     df_session_free(s);
     df_model_free(m);
-    return 0;
+    return sig ? 128 + sig : rc;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -555,9 +754,10 @@ static double median(double *v, int n) {
  * median over the repetitions after one warm-up round. */
 static int cmd_bench(opts *o, int n_prompt) {
     o->ctx = n_prompt + o->n_predict + 1;
+    o->batch = n_prompt > 0 ? n_prompt : 1; /* the session below: planned as it will be opened */
     df_model *m = load(o, NULL);
     const int nv = df_n_vocab(m), reps = o->reps > 0 ? o->reps : 5, ng = o->n_predict;
-    char err[512];
+    char err[ERRLEN];
     df_session_params sp = df_session_default_params();
     sp.n_ctx = n_prompt + ng + 1;
     sp.n_batch = n_prompt > 0 ? n_prompt : 1;
@@ -617,20 +817,21 @@ static int cmd_bench(opts *o, int n_prompt) {
     free(tg);
     free(toks);
     free(logits);
+    const int rc = save_hot(m);
     df_session_free(s);
     df_model_free(m);
-    return 0;
+    return rc;
 }
 
-int main(int argc, char **argv) {
-    if (argc < 2) usage();
-    const char *cmd = argv[1];
-    opts o;
-    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) usage();
-    if (!strcmp(cmd, "--version")) {
-        printf("deltafin %s\n", df_version());
-        return 0;
-    }
+/* DELTAFIN_ISA caps the kernels; a value the library does not know is a mistake to report. */
+static void check_isa_env(void) {
+    const char *e = getenv("DELTAFIN_ISA");
+    if (!e || !strcmp(e, "scalar") || !strcmp(e, "avx2") || !strcmp(e, "avx512") || !strcmp(e, "neon")) return;
+    fprintf(stderr, "deltafin: DELTAFIN_ISA='%s' is not one of scalar, avx2, avx512, neon\n", e);
+    exit(2);
+}
+
+static int dispatch(const char *cmd, int argc, char **argv, opts *o) {
     if (!strcmp(cmd, "bench")) {
         /* llama-bench spells the prompt length -p: take it before the common parser */
         int n_prompt = 512, k = 2;
@@ -639,16 +840,40 @@ int main(int argc, char **argv) {
             else argv[k++] = argv[i];
         }
         argc = k;
-        parse(argc, argv, &o);
-        return cmd_bench(&o, n_prompt);
+        parse(argc, argv, o);
+        return cmd_bench(o, n_prompt);
     }
-    parse(argc, argv, &o);
-    if (!strcmp(cmd, "run")) return cmd_run(&o);
-    if (!strcmp(cmd, "info")) return cmd_info(&o);
-    if (!strcmp(cmd, "tokenize")) return cmd_tokenize(&o);
-    if (!strcmp(cmd, "logits")) return cmd_logits(&o);
-    if (!strcmp(cmd, "plan")) return cmd_plan(&o);
-    fprintf(stderr, "deltafin: unknown command '%s'\n", cmd);
-    usage();
-    return 2;
+    static const char *const known[] = {"run", "info", "tokenize", "logits", "plan"};
+    int ok = 0;
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) ok |= !strcmp(cmd, known[i]);
+    if (!ok) {
+        fprintf(stderr, "deltafin: unknown command '%s'\n", cmd);
+        usage(stderr, 2);
+    }
+    parse(argc, argv, o);
+    if (o->mem && (!strcmp(cmd, "info") || !strcmp(cmd, "tokenize")))
+        usage_error("--mem applies to run, logits, bench and plan; %s reads no weights%s", cmd, "");
+    if (!strcmp(cmd, "run")) return cmd_run(o);
+    if (!strcmp(cmd, "info")) return cmd_info(o);
+    if (!strcmp(cmd, "tokenize")) return cmd_tokenize(o);
+    if (!strcmp(cmd, "logits")) return cmd_logits(o);
+    return cmd_plan(o);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) usage(stderr, 2);
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) usage(stdout, 0);
+    if (!strcmp(cmd, "--version")) {
+        printf("deltafin %s\n", df_version());
+        check_stdout();
+        return 0;
+    }
+    check_isa_env();
+    install_signals(!strcmp(cmd, "run"));
+    opts o;
+    const int rc = dispatch(cmd, argc, argv, &o);
+    check_stdout();
+    free(o.prompt_buf);
+    return rc;
 }

@@ -10,13 +10,8 @@
 # shadow memory is not part of Deltafin's budget).
 set -u
 B=${1:-build}
-CGROOT=/sys/fs/cgroup/memory
-if [ -n "${DELTAFIN_SANITIZED:-}" ]; then echo "SKIPPED: sanitizer build"; exit 0; fi
-if [ ! -w "$CGROOT" ]; then echo "SKIPPED: $CGROOT is not writable (cgroup v1 memory controller needed)"; exit 0; fi
-T=$(mktemp -d /tmp/deltafin-cgroup-XXXXXX)
-CG="$CGROOT/deltafin-test-$$"
-cleanup() { [ -d "$CG" ] && rmdir "$CG" 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/../cli_common.sh"
+cgroup_setup cgroup
 "$B/mkmodel" -o "$T/m.gguf" --preset deepseek-v3-tiny --type q8_0 --n-embd 512 --experts 64 --n-ff-exp 512 \
     --n-layer 10 2>/dev/null || { echo "mkmodel failed"; exit 1; }
 size=$(stat -c %s "$T/m.gguf")

@@ -9,12 +9,7 @@ D="$B/deltafin"
 S=${DELTAFIN_SHARED:-../shared}/models/stories260K.gguf
 T=$(mktemp -d /tmp/deltafin-cli-XXXXXX)
 trap 'rm -rf "$T"' EXIT
-fails=0
-check() { # DESCRIPTION COND...
-    local what=$1; shift
-    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fails=$((fails + 1)); fi
-}
-contains() { grep -qF -- "$2" <<< "$1"; }
+. "$(dirname "${BASH_SOURCE[0]}")/../cli_common.sh"
 
 # run: greedy generation of the real model is the known story
 out=$("$D" run -m "$S" -p "Once upon a time" -n 40 --temp 0 -t 2 2>"$T/err")
@@ -65,5 +60,4 @@ e=$(err frobnicate -m "$S");                   check "unknown command" contains 
 e=$(err logits -m "$S" --tokens "1 99999");     check "token out of range" contains "$e" "outside the vocabulary"
 e=$(err run -m "$S" -p "$(head -c 3000 /dev/zero | tr '\0' a)" -c 64); check "prompt too long" contains "$e" "does not fit"
 set -e
-echo "$((fails == 0 ? 1 : 0)) passed, $((fails > 0 ? 1 : 0)) failed"
-[ "$fails" -eq 0 ]
+finish

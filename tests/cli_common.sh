@@ -1,0 +1,25 @@
+# cli_common.sh - helpers sourced by the shell tests in tests/cli/ (not a test itself).
+#   check DESCRIPTION COND...   run COND, print "ok"/"FAIL" and count failures
+#   contains TEXT NEEDLE, lacks TEXT NEEDLE
+#   finish                      the summary line tests/run.sh reads; the exit status
+#   cgroup_setup TAG            skip (exit 0, saying why) unless a cgroup v1 memory limit can be set;
+#                               then T (a temporary folder) and CG (a cgroup path, not yet made), removed on exit
+fails=0
+check() {
+    local what=$1; shift
+    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fails=$((fails + 1)); fi
+}
+contains() { grep -qF -- "$2" <<< "$1"; }
+lacks() { ! grep -qF -- "$2" <<< "$1"; }
+finish() {
+    echo "$((fails == 0 ? 1 : 0)) passed, $((fails > 0 ? 1 : 0)) failed"
+    [ "$fails" -eq 0 ]
+}
+CGROOT=/sys/fs/cgroup/memory
+cgroup_setup() { # ASan's shadow memory is not part of Deltafin's budget
+    if [ -n "${DELTAFIN_SANITIZED:-}" ]; then echo "SKIPPED: sanitizer build"; exit 0; fi
+    if [ ! -w "$CGROOT" ]; then echo "SKIPPED: $CGROOT is not writable (cgroup v1 memory controller needed)"; exit 0; fi
+    T=$(mktemp -d "/tmp/deltafin-$1-XXXXXX")
+    CG="$CGROOT/deltafin-$1-$$"
+    trap '[ -d "$CG" ] && rmdir "$CG" 2>/dev/null; rm -rf "$T"' EXIT
+}
