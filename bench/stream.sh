@@ -2,7 +2,10 @@
 # stream.sh - a model ten times larger than its memory budget: Deltafin
 # streaming experts vs llama.cpp's mmap, both inside the same cgroup.
 #
-#   bench/stream.sh [-g GB] [-n TOKENS] [-t THREADS] [-a deepseek|kimi-k3]
+#   bench/stream.sh [-g GB] [-n TOKENS] [-t THREADS] [-a deepseek|kimi-k3] [-d DIV]
+#
+# The budget is the model's size / DIV (default 10); -d 20 is the ratio of
+# the real Kimi K3 (1.39 TiB) to a 64 GB laptop.
 #
 # 1. Makes a DeepSeek-shaped MoE model of about GB gigabytes (default 12) in
 #    q8_0 (bench/stream-model.sh: MLA, sigmoid routing with groups and bias,
@@ -23,16 +26,16 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-GB=12; N=16; T=2; SHAPE=deepseek
-while getopts "g:n:t:a:" o; do
-    case $o in g) GB=$OPTARG ;; n) N=$OPTARG ;; t) T=$OPTARG ;; a) SHAPE=$OPTARG ;; *) exit 2 ;; esac
+GB=12; N=16; T=2; SHAPE=deepseek; DIV=10
+while getopts "g:n:t:a:d:" o; do
+    case $o in g) GB=$OPTARG ;; n) N=$OPTARG ;; t) T=$OPTARG ;; a) SHAPE=$OPTARG ;; d) DIV=$OPTARG ;; *) exit 2 ;; esac
 done
 BUILD=${BUILD:-build}
 make -s BUILD="$BUILD" "$BUILD/deltafin" >/dev/null
 ./scripts/llama-ref.sh build >/dev/null
 M=$(BUILD="$BUILD" ./bench/stream-model.sh "$GB" "$SHAPE")
 SIZE=$(stat -c %s "$M")
-BUDGET=$((SIZE / 10))
+BUDGET=$((SIZE / DIV))
 LIMIT=$((BUDGET + 256 * 1024 * 1024))
 CTX=$((16 + N + 1))
 CG=/sys/fs/cgroup/memory/deltafin-bench-$$
@@ -75,7 +78,7 @@ report=$(awk -v d="$df_tps" -v l="$ll_tps" -v b="$bpt" -v g="$got" -v k1="$disk1
 echo "$report"
 {
     echo
-    echo "## $(date -u +%F) — streaming under a memory budget (bench/stream.sh -g $GB -n $N -t $T -a $SHAPE)"
+    echo "## $(date -u +%F) — streaming under a memory budget (bench/stream.sh -g $GB -n $N -t $T -a $SHAPE -d $DIV)"
     echo
     echo "Commit $(git rev-parse --short HEAD), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $T threads."
     echo

@@ -195,6 +195,17 @@ int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char
  * about `seconds`, and memory read bandwidth (bytes/s). -1 on failure. */
 double df_probe_disk(const char *path, double seconds, int threads, uint64_t chunk, char *err, size_t errlen);
 double df_probe_memory(double seconds, uint64_t max_bytes); /* reads a buffer of at most max_bytes (0: 256 MiB) */
+/* The fraction of a file's size that is allocated on disk (st_blocks): about
+ * 1 for an ordinary file, near 0 for a sparse "shape-only" model whose data
+ * are holes (mkmodel --shape-only), which no disk probe can measure. -1 if
+ * the file cannot be examined. */
+double df_file_allocated(const char *path);
+/* The disk under `dir` (where a model would live), when the model file itself
+ * cannot be read for a measurement: writes a scratch file of `bytes` there
+ * (a new, uniquely named file: O_EXCL), measures it as df_probe_disk does and
+ * removes it. -1 with err on failure. */
+double df_probe_disk_scratch(const char *dir, uint64_t bytes, double seconds, int threads, uint64_t chunk, char *err,
+                             size_t errlen);
 /* Disk read throughput (bytes/s) as streaming decode will see it: opens the
  * model under p's budget and I/O settings and, for about `seconds`, reads
  * the routed experts of random tokens layer by layer (and the streamed dense

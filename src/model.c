@@ -463,6 +463,13 @@ int df_model_load(const char *path, const df_model_params *p, df_model **out, ch
     df_model *m = calloc(1, sizeof *m);
     if (!m) return df_seterr(err, errlen, "out of memory");
     if (load_header(m, path, p, err, errlen) != 0) goto fail;
+    int shape_only = 0;
+    if (!m->vocab_only && gguf_find(m->g, "deltafin.shape_only") &&
+        gguf_get_bool(m->g, "deltafin.shape_only", &shape_only, err, errlen) == 0 && shape_only) {
+        df_seterr(err, errlen, "%s is a shape-only model (mkmodel --shape-only: its tensor data are holes): it has no "
+                  "weights to run; `deltafin plan` and `info` work on it", path);
+        goto fail;
+    }
     if (m->vocab_only) {
         *out = m;
         return 0;

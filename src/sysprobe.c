@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -85,6 +86,62 @@ double df_probe_disk(const char *path, double seconds, int threads, uint64_t chu
     close(fd);
     if (failed || total == 0) return df_seterr(err, errlen, "%s: reading failed", path), -1.0;
     return (double)total / dt;
+}
+
+double df_file_allocated(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0 || st.st_size <= 0) return -1.0;
+    return (double)st.st_blocks * 512.0 / (double)st.st_size;
+}
+
+/* Fill fd with `bytes` of incompressible-looking data (so no layer below can
+ * skip storing it) in pieces of `piece` bytes. 0 or -1. */
+static int fill_scratch(int fd, uint64_t bytes, uint64_t piece) {
+    uint64_t *buf = df_aligned_alloc(4096, (size_t)piece);
+    if (!buf) return -1;
+    uint64_t x = 0x243F6A8885A308D3ull;
+    int rc = 0;
+    for (uint64_t done = 0; rc == 0 && done < bytes; done += piece) {
+        for (size_t i = 0; i < piece / 8; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            buf[i] = x;
+        }
+        for (size_t w = 0; rc == 0 && w < piece;) {
+            ssize_t k = write(fd, (uint8_t *)buf + w, (size_t)piece - w);
+            if (k < 0 && errno == EINTR) continue;
+            if (k <= 0) rc = -1;
+            else w += (size_t)k;
+        }
+    }
+    free(buf);
+    return rc == 0 && fsync(fd) == 0 ? 0 : -1;
+}
+
+double df_probe_disk_scratch(const char *dir, uint64_t bytes, double seconds, int threads, uint64_t chunk, char *err,
+                             size_t errlen) {
+    if (chunk < 4096) chunk = 4096;
+    chunk &= ~(uint64_t)4095;
+    if (bytes < 4 * chunk) bytes = 4 * chunk;
+    size_t n = strlen(dir) + 32;
+    char *path = malloc(n);
+    if (!path) return df_seterr(err, errlen, "out of memory"), -1.0;
+    snprintf(path, n, "%s/.deltafin-probe-XXXXXX", dir);
+    int fd = mkostemp(path, O_CLOEXEC); /* O_EXCL: a new file of our own, never a planted one */
+    if (fd < 0) {
+        df_seterr(err, errlen, "%s: cannot create a scratch file to measure the disk: %s", dir, strerror(errno));
+        free(path);
+        return -1.0;
+    }
+    double rate = -1.0;
+    if (fill_scratch(fd, bytes, chunk) != 0)
+        df_seterr(err, errlen, "%s: cannot write a %llu-byte scratch file to measure the disk: %s", dir,
+                  (unsigned long long)bytes, strerror(errno));
+    else
+        rate = df_probe_disk(path, seconds, threads, chunk, err, errlen);
+    close(fd);
+    unlink(path);
+    free(path);
+    return rate;
 }
 
 double df_probe_memory(double seconds, uint64_t max_bytes) {

@@ -40,6 +40,7 @@ typedef struct {
     uint64_t mem;
     int io_threads, io_engine, progress;
     double probe_secs;
+    double disk_gbps, mem_gbps; /* plan: a machine's speeds instead of measuring this one's (GB/s, 1e9 bytes) */
     int n_predict, threads, ctx, batch, top, pieces, no_bos, no_mmap, ignore_eos, kv_f32, json, n_prompt, reps;
     df_sampler_params sp;
 } opts;
@@ -52,7 +53,9 @@ static void usage(FILE *f, int status) {
             "            [--no-mmap] [--ignore-eos] [--trace-experts FILE] [--mem SIZE] [--io-threads N]\n"
             "            [--io pread|uring|auto] [--hot FILE|none] [--progress]\n"
             "  plan      -m MODEL --mem SIZE [-c CTX] [--json] [--probe-seconds S] [--io-threads N] [--io ENGINE]\n"
-            "            will it fit, what streams, how fast (measures the disk for S seconds, default 5)\n"
+            "            [--disk-gbps X] [--mem-gbps Y]\n"
+            "            will it fit, what streams, how fast: on this machine (measures the disk for S seconds,\n"
+            "            default 5, and memory for 1 s), or on one whose disk reads X and memory Y GB/s\n"
             "  info      -m MODEL\n"
             "  tokenize  -m MODEL (-p TEXT | -f FILE) [--pieces] [--no-bos]\n"
             "  logits    -m MODEL (-p TEXT | -f FILE | --tokens \"1 2 3\") [--top K] [--out FILE] [-t THREADS]\n"
@@ -139,7 +142,7 @@ static const struct { const char *name, *alias; int kind; } OPTIONS[] = {
     {"--out", NULL, VALUE}, {"--trace-experts", NULL, VALUE}, {"--hot", NULL, VALUE}, {"--io-threads", NULL, VALUE},
     {"--io", NULL, VALUE}, {"--mem", NULL, VALUE}, {"--n-predict", "-n", VALUE}, {"--threads", "-t", VALUE},
     {"--ctx-size", "-c", VALUE}, {"--repetitions", "-r", VALUE}, {"--top", NULL, VALUE}, {"--temp", NULL, VALUE},
-    {"--probe-seconds", NULL, VALUE}, {"--top-k", NULL, VALUE}, {"--top-p", NULL, VALUE}, {"--min-p", NULL, VALUE},
+    {"--probe-seconds", NULL, VALUE}, {"--disk-gbps", NULL, VALUE}, {"--mem-gbps", NULL, VALUE}, {"--top-k", NULL, VALUE}, {"--top-p", NULL, VALUE}, {"--min-p", NULL, VALUE},
     {"--repeat-penalty", NULL, VALUE}, {"--repeat-last-n", NULL, VALUE}, {"--seed", "-s", VALUE}, {"--kv", NULL, VALUE},
 };
 
@@ -203,6 +206,8 @@ static void parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--top")) o->top = (int)parse_long(name, v, 1, 1 << 24);
         else if (!strcmp(a, "--temp")) o->sp.temp = parse_float(name, v, 0, 1e6, 0);
         else if (!strcmp(a, "--probe-seconds")) o->probe_secs = parse_float(name, v, 0.1, 600, 0);
+        else if (!strcmp(a, "--disk-gbps")) o->disk_gbps = parse_float(name, v, 0, 1e6, 1);
+        else if (!strcmp(a, "--mem-gbps")) o->mem_gbps = parse_float(name, v, 0, 1e6, 1);
         else if (!strcmp(a, "--top-k")) o->sp.top_k = (int)parse_long(name, v, 0, 1 << 24);
         else if (!strcmp(a, "--top-p")) o->sp.top_p = parse_float(name, v, 0, 1, 0);
         else if (!strcmp(a, "--min-p")) o->sp.min_p = parse_float(name, v, 0, 1, 0);
@@ -383,17 +388,43 @@ static int cmd_plan(const opts *o) {
     if (df_model_plan(o->model, &mp, &p, err, sizeof err) != 0) fail(err);
     warn_ctx(o->ctx, p.n_ctx_train);
     const int fits = p.budget >= p.minimum;
-    /* read the way decoding will: random tokens' experts, layer by layer, through
-     * the weight store itself; a plain read test when nothing would stream */
     const int readers = o->io_threads > 0 ? o->io_threads : 8;
-    double disk = fits ? df_model_probe_disk(o->model, &mp, o->probe_secs, err, sizeof err) : 0.0;
-    const int shaped = disk > 0;
     /* the plain read test's buffers (readers x chunk) stay within half the budget too */
     uint64_t chunk = 4u << 20;
     while (chunk > 4096 && (uint64_t)readers * chunk > o->mem / 2) chunk /= 2;
-    if (disk == 0) disk = df_probe_disk(o->model, o->probe_secs, readers, chunk, err, sizeof err);
+    /* A shape-only model (mkmodel --shape-only: a sparse file whose data are
+     * holes) cannot be read for a measurement: reading holes measures nothing. */
+    const double allocated = df_file_allocated(o->model);
+    const int sparse = allocated >= 0 && allocated < 0.5;
+    enum { DISK_GIVEN, DISK_SHAPED, DISK_PLAIN, DISK_SCRATCH } how = DISK_GIVEN;
+    double disk = o->disk_gbps * 1e9;
+    if (disk > 0) {
+        how = DISK_GIVEN;
+    } else if (sparse) {
+        /* measure the disk the model lives on, with a scratch file of our own */
+        char *dir = df_strdup(o->model), *slash = dir ? strrchr(dir, '/') : NULL;
+        if (!dir) fail("out of memory");
+        if (slash) *slash = 0;
+        const char *where = slash ? (*dir ? dir : "/") : ".";
+        uint64_t scratch = (uint64_t)1 << 30;
+        disk = df_probe_disk_scratch(where, scratch, o->probe_secs, readers, chunk, err, sizeof err);
+        free(dir);
+        how = DISK_SCRATCH;
+    } else {
+        /* read the way decoding will: random tokens' experts, layer by layer, through
+         * the weight store itself, under a budget just above the minimum (the probe
+         * measures the disk, so its cache need not be the run's: a budget larger than
+         * this machine's memory is planned, not allocated) */
+        df_model_params pm = mp;
+        const uint64_t cap = p.minimum + ((uint64_t)512 << 20);
+        if (pm.mem_budget > cap) pm.mem_budget = cap;
+        disk = fits ? df_model_probe_disk(o->model, &pm, o->probe_secs, err, sizeof err) : 0.0;
+        how = disk > 0 ? DISK_SHAPED : DISK_PLAIN;
+        if (disk == 0) disk = df_probe_disk(o->model, o->probe_secs, readers, chunk, err, sizeof err);
+    }
     if (disk < 0) fail(err);
-    const double mem = df_probe_memory(1.0, o->mem / 2);
+    const int shaped = how == DISK_SHAPED;
+    const double mem = o->mem_gbps > 0 ? o->mem_gbps * 1e9 : df_probe_memory(1.0, o->mem / 2);
     /* per token: routed experts missing from the cache come from disk (uniform
      * routing: the hit rate is the cached fraction), streamed dense layers are
      * read every token, and every active weight is read from memory once */
@@ -411,10 +442,13 @@ static int cmd_plan(const opts *o) {
         printf("{\"fits\":%s,\"budget\":%llu,\"minimum\":%llu,\"resident_bytes\":%llu,\"session_bytes\":%llu,"
                "\"expert_slots\":%d,\"experts_total\":%d,\"dense_layers_streamed\":%d,\"disk_bytes_per_s\":%.0f,"
                "\"memory_bytes_per_s\":%.0f,\"expected_hit_rate\":%.4f,\"disk_bytes_per_token\":%.0f,"
-               "\"memory_bytes_per_token\":%.0f,\"predicted_tokens_per_s\":%.4f}\n",
+               "\"memory_bytes_per_token\":%.0f,\"predicted_tokens_per_s\":%.4f,\"disk_source\":\"%s\","
+               "\"memory_source\":\"%s\",\"shape_only\":%s}\n",
                fits ? "true" : "false", (unsigned long long)p.budget, (unsigned long long)p.minimum,
                (unsigned long long)p.resident_bytes, (unsigned long long)p.session_bytes, p.n_expert_slots,
-               p.n_experts_total, p.n_dense_streamed, disk, mem, hit, disk_tok, mem_tok, tps);
+               p.n_experts_total, p.n_dense_streamed, disk, mem, hit, disk_tok, mem_tok, tps,
+               how == DISK_GIVEN ? "given" : how == DISK_SHAPED ? "decode-shaped" : how == DISK_SCRATCH ? "scratch" : "plain",
+               o->mem_gbps > 0 ? "given" : "measured", sparse ? "true" : "false");
         return fits ? 0 : 1;
     }
     print_plan(&p, stdout);
@@ -424,7 +458,18 @@ static int cmd_plan(const opts *o) {
                df_fmt_bytes(p.minimum, b1, sizeof b1));
         return 1;
     }
-    if (shaped)
+    if (sparse)
+        printf("plan: %s is a shape-only file (%.2f%% of it is on disk): it reads no tensor data\n", o->model,
+               100.0 * allocated);
+    char mem_what[64];
+    snprintf(mem_what, sizeof mem_what, "%s", o->mem_gbps > 0 ? "given" : "measured");
+    if (how == DISK_GIVEN)
+        printf("machine (given): disk %.2f GB/s, memory %.1f GB/s (%s)\n", disk / 1e9, mem / 1e9, mem_what);
+    else if (how == DISK_SCRATCH)
+        printf("machine: disk %.0f MiB/s (%d concurrent %s reads of a 1 GiB scratch file beside the model), memory %.1f "
+               "GiB/s (%s)\n",
+               disk / (1 << 20), readers, df_fmt_bytes(chunk, (char[32]){0}, 32), mem / (1 << 30), mem_what);
+    else if (shaped)
         printf("machine: disk %.0f MiB/s (%.0f s of decode-shaped reads of this model, %d concurrent), memory %.1f GiB/s\n",
                disk / (1 << 20), o->probe_secs, readers, mem / (1 << 30));
     else

@@ -687,6 +687,7 @@ int main(int argc, char **argv) {
     gw *w = gw_new();
     if (!w) die("out of memory");
     write_hparams(w, &c);
+    if (c.shape_only && gw_bool(w, "deltafin.shape_only", 1)) die("out of memory");
     write_vocab(w, &c, &v);
     int64_t max_row = 0;
     for (int i = 0; i < p.n; i++) {

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# plan.sh - `deltafin plan` on a shape-only model (mkmodel --shape-only: real
+# header and tensor directory, data left as holes), for another machine
+# (--disk-gbps/--mem-gbps) and for this one (a scratch file measures the disk).
+#   tests/cli/plan.sh BUILD_DIR
+set -euo pipefail
+B=${1:-build}
+T=$(mktemp -d /tmp/deltafin-plan-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0
+check() { # DESCRIPTION COND...
+    local what=$1; shift
+    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fails=$((fails + 1)); fi
+}
+field() { sed -n "s/.*\"$1\":\"\{0,1\}\([^,\"}]*\).*/\1/p" <<< "$2"; }
+
+# A Kimi-K3-shaped model of ~10 GB (256 MXFP4 experts of 3 x 1024 x 1024 in 23 MoE layers,
+# KDA and MLA 3:1, latent MoE, a 32000-token vocabulary) that takes almost no disk.
+"$B/mkmodel" -o "$T/k3.gguf" --preset kimi-k3-tiny --shape-only --schedule KKKMKKKMKKKMKKKMKKKMKKKM \
+    --n-embd 2048 --n-head 16 --n-head-kv 16 --kda-head-dim 128 --q-lora 512 --kv-lora 256 --qk-nope 128 \
+    --qk-rope 64 --v-head 128 --experts 256 --experts-used 8 --n-ff-exp 1024 --latent 1024 --n-ff 4096 \
+    --type q8_0 --expert-type mxfp4 --vocab 32000 2> "$T/mk.err"
+size=$(stat -c %s "$T/k3.gguf"); used=$(($(stat -c %b "$T/k3.gguf") * 512))
+check "the shape-only file is large ($((size >> 20)) MiB) ..." test "$size" -gt $((8 << 30))
+check "... and takes almost no disk ($((used >> 10)) KiB)" test "$used" -lt $((16 << 20))
+
+# another machine: the prediction is the formula, from the given speeds
+j=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 2G -c 1024 --disk-gbps 5 --mem-gbps 400 --json)
+echo "    $j"
+check "it fits in 2 GiB" test "$(field fits "$j")" = true
+check "it is recognised as shape-only" test "$(field shape_only "$j")" = true
+check "the given speeds are used" test "$(field disk_source "$j")/$(field memory_source "$j")" = given/given
+want=$(awk -v d="$(field disk_bytes_per_token "$j")" -v m="$(field memory_bytes_per_token "$j")" \
+    'BEGIN { td = d / 5e9; tm = m / 400e9; printf "%.4f", 1 / (td > tm ? td : tm) }')
+check "predicted tokens/s = 1 / max(disk bytes / 5 GB/s, memory bytes / 400 GB/s) ($want)" \
+    test "$(field predicted_tokens_per_s "$j")" = "$want"
+check "experts stream: bytes per token from disk > 0" awk -v d="$(field disk_bytes_per_token "$j")" 'BEGIN { exit !(d > 0) }'
+j64=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 8G -c 1024 --disk-gbps 5 --mem-gbps 400 --json)
+check "a larger budget caches more and reads less per token" awk -v a="$(field disk_bytes_per_token "$j")" \
+    -v b="$(field disk_bytes_per_token "$j64")" 'BEGIN { exit !(b < a) }'
+
+# this machine: the disk is measured on a scratch file beside the model, which is removed
+start=$(date +%s)
+j=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 2G -c 1024 --probe-seconds 1 --json)
+echo "    $j"
+check "this machine: the disk was measured on a scratch file" test "$(field disk_source "$j")" = scratch
+check "... at a plausible speed" awk -v d="$(field disk_bytes_per_s "$j")" 'BEGIN { exit !(d > 1e6) }'
+check "... which is gone afterwards" test -z "$(ls -A "$T" | grep -v '^k3.gguf$\|^mk.err$' || true)"
+check "... in seconds" test $(($(date +%s) - start)) -lt 60
+human=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 2G -c 1024 --disk-gbps 5 --mem-gbps 400)
+check "the report says the file is shape-only" grep -q "shape-only file" <<< "$human"
+check "the report names the given machine" grep -q "machine (given): disk 5.00 GB/s" <<< "$human"
+# a budget below the minimum: it says so, with the minimum
+if out=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 100M -c 1024 --disk-gbps 5 --mem-gbps 400); then r=0; else r=$?; fi
+check "too small a budget: exit 1 ..." test "$r" = 1
+check "... and the minimum is named" grep -q "does NOT fit.*minimum" <<< "$out"
+
+# running it is refused with a clear message (there are no weights)
+if "$B/deltafin" run -m "$T/k3.gguf" -p hi -n 1 > /dev/null 2> "$T/err"; then r=0; else r=$?; fi
+check "run on a shape-only model fails ..." test "$r" -ne 0
+check "... and says why" grep -q "shape-only model" "$T/err"
+[ "$fails" -eq 0 ]
