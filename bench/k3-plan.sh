@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# k3-plan.sh - what `deltafin plan` says about the real Kimi K3 (2.8T) on
+# laptops of 32, 64 and 128 GB and on this machine, from a shape-only file.
+#
+#   bench/k3-plan.sh [-c CTX]
+#
+# mkmodel --shape-only writes a GGUF with Kimi K3's shape: the header, the
+# metadata and the tensor directory are real, the tensor data are holes (1.39
+# TiB of file on a few MiB of disk). The shape, from the issue and llama.cpp's
+# kimi-k3 converter: 93 layers, three KDA (linear attention) layers to one
+# NoPE MLA layer, hidden 7168; 896 routed experts of 3 x 3584 x 3072 weights
+# (MXFP4) behind a latent down/up projection (3072 of the 7168), 16 used per
+# token, one shared expert at full width, one leading dense layer (18432),
+# a 163840-token vocabulary; dense weights in Q8_0. Not published in llama.cpp
+# and so assumed here: 64 heads, KDA head size 128, q LoRA 1536, kv LoRA 512,
+# key/value heads 128 + 64 / 128 (Kimi K2's sizes).
+# Then plan runs for each budget twice: with --disk-gbps 5 --mem-gbps 400 (an
+# M1 Max-class laptop: ~5 GB/s SSD, 400 GB/s memory) and measuring this
+# machine (the disk through a scratch file, the model being holes).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+CTX=4096
+while getopts "c:" o; do case $o in c) CTX=$OPTARG ;; *) exit 2 ;; esac; done
+BUILD=${BUILD:-build}
+make -s BUILD="$BUILD" "$BUILD/deltafin" "$BUILD/mkmodel" >/dev/null
+mkdir -p bench/results/models
+M=bench/results/models/kimi-k3-shape.gguf
+SCHED=$(awk 'BEGIN { for (i = 0; i < 93; i++) printf "%s", (i % 4 == 3) ? "M" : "K" }')
+[ -f "$M" ] || "$BUILD/mkmodel" -o "$M" --preset kimi-k3-tiny --shape-only --pre kimi-k2 --schedule "$SCHED" \
+    --n-embd 7168 --n-head 64 --n-head-kv 64 --kda-head-dim 128 --q-lora 1536 --kv-lora 512 --qk-nope 128 \
+    --qk-rope 64 --v-head 128 --experts 896 --experts-used 16 --n-ff-exp 3584 --latent 3072 --n-ff 18432 \
+    --shared 1 --dense-lead 1 --type q8_0 --expert-type mxfp4 --vocab 163840 --ctx 262144 >&2
+"$BUILD/deltafin" info -m "$M" | grep -E "^(parameters|tensor bytes|experts|active|one expert)"
+echo "file: $(stat -c %s "$M") bytes, $(($(stat -c %b "$M") * 512)) on disk"
+j() { sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p" <<< "$1"; }
+printf "%-8s %-22s %10s %10s %12s %14s %14s %10s\n" budget machine resident_GiB slots hit_rate disk_GiB/token mem_GiB/token tokens/s
+for mem in 32G 64G 128G; do
+    for machine in laptop here; do
+        if [ "$machine" = laptop ]; then extra=(--disk-gbps 5 --mem-gbps 400); else extra=(--probe-seconds 3); fi
+        r=$("$BUILD/deltafin" plan -m "$M" --mem "$mem" -c "$CTX" --json "${extra[@]}" || true)
+        if [ "$(j "$r" fits)" != true ]; then printf "%-8s %-22s does not fit (minimum %s bytes)\n" "$mem" "$machine" "$(j "$r" minimum)"; continue; fi
+        desc=$([ "$machine" = laptop ] && echo "5 GB/s, 400 GB/s" || awk -v d="$(j "$r" disk_bytes_per_s)" -v m="$(j "$r" memory_bytes_per_s)" 'BEGIN { printf "this: %.1f GB/s, %.0f GB/s", d / 1e9, m / 1e9 }')
+        awk -v b="$mem" -v ma="$desc" -v res="$(j "$r" resident_bytes)" -v s="$(j "$r" expert_slots)" -v h="$(j "$r" expected_hit_rate)" \
+            -v d="$(j "$r" disk_bytes_per_token)" -v m="$(j "$r" memory_bytes_per_token)" -v t="$(j "$r" predicted_tokens_per_s)" \
+            'BEGIN { printf "%-8s %-22s %10.1f %10d %11.1f%% %14.1f %14.1f %10.3f\n", b, ma, res / 2^30, s, 100 * h, d / 2^30, m / 2^30, t }'
+    done
+done
+echo "(the founding story: Kimi K3 out of core on a 64 GB laptop at 0.0687 tokens/s)"
