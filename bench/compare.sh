@@ -13,6 +13,8 @@
 #   qwen3moe-4.8b-q4_K 64 experts (8 used) of 768, 16 layers, 2048 wide (~2.8 GB, 0.8 B active)
 #   deepseek-5b-q4_K   DeepSeek-V3-shaped: MLA, 64 sigmoid-routed experts with groups, a shared
 #                      expert and a dense first layer (~2.9 GB)
+#   kimi-k3-2b-mxfp4   Kimi-K3-shaped: KDA and NoPE MLA layers 3:1, residual attention, a latent
+#                      MoE of 64 MXFP4 experts (8 used) at half the width, q8_0 elsewhere (~1.5 GB)
 # -s (small) uses the old medium-size models instead (quick checks).
 #
 # Method: the machine's read bandwidth is measured before and after the
@@ -61,6 +63,7 @@ DEFAULT_SET=(
     "dense-1.8b-q4_K|--preset 1b --n-layer 40 --vocab 4096 --type q4_K"
     "dense-1.8b-q8_0|--preset 1b --n-layer 40 --vocab 4096 --type q8_0"
     "qwen3moe-4.8b-q4_K|--preset qwen3moe-tiny --n-embd 2048 --n-layer 16 --n-head 16 --n-head-kv 4 --experts 64 --experts-used 8 --n-ff-exp 768 --vocab 4096 --type q4_K"
+    "kimi-k3-2b-mxfp4|--preset kimi-k3-tiny --type q8_0 --expert-type mxfp4 --n-embd 2048 --n-head 16 --n-head-kv 16 --kda-head-dim 128 --q-lora 512 --kv-lora 256 --qk-nope 128 --qk-rope 64 --v-head 128 --experts 64 --experts-used 8 --n-ff-exp 1024 --latent 1024 --n-ff 4096 --schedule KKKMKKKMKKKMKKKM --vocab 4096"
     "deepseek-5b-q4_K|--preset deepseek-v3-tiny --n-embd 2048 --n-layer 16 --n-head 16 --q-lora 768 --kv-lora 512 --qk-nope 128 --qk-rope 64 --v-head 128 --experts 64 --experts-used 8 --n-ff-exp 768 --n-ff-shexp 768 --n-ff 5632 --vocab 4096 --type q4_K"
 )
 SMALL_SET=(
