@@ -2,7 +2,8 @@
 # run-ref.sh - check the llama.cpp reference itself (tests/ref-variant.sh: it runs the CPU
 # variant it is asked for), then regenerate every llama.cpp reference live
 # (scripts/make-fixtures.sh) into a temporary folder and run the logits tests against it,
-# so the committed fixtures can never drift from what llama.cpp actually computes.
+# so the committed fixtures can never drift from what llama.cpp actually computes; the same
+# for the chat templates' reference outputs (@huggingface/jinja, tests/jinja/make-fixtures.sh).
 #
 #   tests/run-ref.sh BUILD_DIR
 set -uo pipefail
@@ -32,6 +33,20 @@ if ./scripts/make-fixtures.sh "$BUILD" "$TMP" > "$TMP/make.log"; then
 else
     cat "$TMP/make.log"
     result 1 "scripts/make-fixtures.sh"
+fi
+# Chat templates: Hugging Face's Jinja (npm @huggingface/jinja) renders every template and
+# conversation live; the committed fixtures must be what it renders, and the engine must match it.
+if ./tests/jinja/make-fixtures.sh "$TMP/jinja" > "$TMP/jinja.log" 2>&1; then
+    diff -rq tests/data/jinja/expected "$TMP/jinja" > /dev/null ||
+        echo "stale chat-template fixtures: run tests/jinja/make-fixtures.sh to refresh"
+    diff -rq tests/data/jinja/expected "$TMP/jinja" > /dev/null
+    result $? "committed chat-template fixtures match @huggingface/jinja"
+    DELTAFIN_JINJA_REF_DIR="$TMP/jinja" "$BUILD/test_jinja" > "$TMP/jinja-test.log" 2>&1
+    rc=$?; [ $rc -eq 0 ] || tail -20 "$TMP/jinja-test.log"
+    result $rc "test_jinja against the live @huggingface/jinja outputs"
+else
+    cat "$TMP/jinja.log"
+    result 1 "tests/jinja/make-fixtures.sh"
 fi
 echo "$pass passed, $failn failed"
 [ "$failn" -eq 0 ]
