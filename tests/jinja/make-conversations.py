@@ -106,6 +106,12 @@ C["23-thinking-multiturn"] = {"messages": [
     "add_generation_prompt": True, "enable_thinking": True}
 C["24-tools-no-system-nogen"] = {"messages": [{"role": "user", "content": "Search cats"}],
     "tools": [SEARCH], "add_generation_prompt": False}
+C["25-tool-call-short-ids"] = {"messages": [  # Mistral's templates want 9-character alphanumeric ids
+    {"role": "system", "content": SYS}, {"role": "user", "content": "Weather in Lima and news about it?"},
+    {"role": "assistant", "content": "", "tool_calls": [call("a1b2c3d4e", "get_weather", {"city": "Lima"})]},
+    {"role": "tool", "tool_call_id": "a1b2c3d4e", "name": "get_weather", "content": "19C, cloudy"},
+    {"role": "assistant", "content": "It is 19C and cloudy in Lima."}, {"role": "user", "content": "Thanks"}],
+    "tools": [WEATHER, SEARCH], "add_generation_prompt": True}
 
 os.makedirs(OUT, exist_ok=True)
 for name, v in C.items():
