@@ -2229,28 +2229,29 @@ static jv apply_filter(J *j, jv v, node *f, env *e) {
 
 /* ---- calls */
 
-static int tree_uses(const node *x, const char *name) {
+/* Does the tree use the identifier name? (Left-deep operator chains are not depth-checked
+ * by the parser, hence the limit.) */
+static int tree_uses(J *j, const node *x, const char *name, int depth) {
     if (!x) return 0;
+    if (depth > 5000) jfail(j, "expression nested too deeply");
     if (x->k == N_IDENT && name_is(x, name)) return 1;
-    if (tree_uses(x->a, name) || tree_uses(x->b, name) || tree_uses(x->c, name)) return 1;
+    if (tree_uses(j, x->a, name, depth + 1) || tree_uses(j, x->b, name, depth + 1) || tree_uses(j, x->c, name, depth + 1))
+        return 1;
     for (int i = 0; i < x->n1; i++)
-        if (tree_uses(x->l1[i], name)) return 1;
+        if (tree_uses(j, x->l1[i], name, depth + 1) || (x->k == N_OBJECT && tree_uses(j, x->l2[i], name, depth + 1))) return 1;
     if (x->k != N_OBJECT)
         for (int i = 0; i < x->n2; i++)
-            if (tree_uses(x->l2[i], name)) return 1;
-    if (x->k == N_OBJECT)
-        for (int i = 0; i < x->n1; i++)
-            if (tree_uses(x->l2[i], name)) return 1;
+            if (tree_uses(j, x->l2[i], name, depth + 1)) return 1;
     return 0;
 }
 
-static int macro_uses(const node *m, const char *name) {
+static int macro_uses(J *j, const node *m, const char *name) {
     for (int i = 0; i < m->n2; i++)
         if (name_is(m->l2[i], name)) return 0; /* declared as a parameter */
     for (int i = 0; i < m->n1; i++)
-        if (tree_uses(m->l1[i], name)) return 1;
+        if (tree_uses(j, m->l1[i], name, 0)) return 1;
     for (int i = 0; i < m->n2; i++)
-        if (m->l2[i]->k == N_KWARG && tree_uses(m->l2[i]->a, name)) return 1;
+        if (m->l2[i]->k == N_KWARG && tree_uses(j, m->l2[i]->a, name, 0)) return 1;
     return 0;
 }
 
@@ -2284,14 +2285,14 @@ static jv call_macro(J *j, node *m, const args *a, env *caller) {
         }
         env_set(j, scope, p->s, p->n, val ? *val : UNDEF);
     }
-    if (macro_uses(m, "kwargs")) {
+    if (macro_uses(j, m, "kwargs")) {
         jv d = v_dict(j, JT_DICT);
         *D(d) = kw;
         env_set(j, scope, "kwargs", 6, d);
     } else if (kw.n > 0) {
         jfail(j, "macro '%.*s' takes no keyword argument '%.*s'", (int)m->n, m->s, (int)kw.e[0].kn, kw.e[0].k);
     }
-    if (macro_uses(m, "varargs")) {
+    if (macro_uses(j, m, "varargs")) {
         jv l = v_list(j);
         for (size_t i = (size_t)m->n2; i < a->n; i++) list_push(j, L(l), a->v[i]);
         env_set(j, scope, "varargs", 7, l);

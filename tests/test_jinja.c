@@ -286,6 +286,13 @@ static void test_limits(void **state) {
     assert_non_null(strstr(R(deep, "{}"), "nested too deeply"));
     free(deep);
     assert_non_null(strstr(R("{% macro r() %}{{ r() }}{% endmacro %}{{ r() }}", "{}"), "nested too deeply"));
+    char *chain = malloc(2 * n + 64);
+    assert_non_null(chain);
+    strcpy(chain, "{% macro m() %}{{ 1");
+    for (size_t i = 0; i < n; i++) memcpy(chain + 19 + 2 * i, "+1", 2);
+    strcpy(chain + 19 + 2 * n, " }}{% endmacro %}{{ m() }}");
+    assert_non_null(strstr(R(chain, "{}"), "nested too deeply"));
+    free(chain);
     char *vars = malloc(3 * n);
     assert_non_null(vars);
     strcpy(vars, "{\"x\": ");
