@@ -293,12 +293,13 @@ typedef struct jdict {
 } jdict;
 
 struct node;
-enum { FN_NAMESPACE, FN_RAISE, FN_RANGE, FN_STRFTIME, FN_MACRO, FN_METHOD };
+enum { FN_NAMESPACE, FN_RAISE, FN_RANGE, FN_STRFTIME, FN_MACRO, FN_METHOD, FN_CALLER };
 typedef struct jfn {
     int kind;
-    const char *name; /* method name */
-    jv self;          /* method receiver */
-    struct node *macro;
+    const char *name;   /* method name */
+    jv self;            /* method receiver */
+    struct node *macro; /* macro, or call block (parameters l2, body l1 either way) */
+    struct env *closure; /* a call block's environment */
 } jfn;
 
 static const jv UNDEF = {JT_UNDEF, 0, NULL, 0, NULL, 0};
@@ -1545,6 +1546,28 @@ static node *p_statement(parser *p) {
             p_body_until(p, &alt, "endfor", NULL, NULL);
         }
         p_end(p, "endfor");
+    } else if (tok_is(k, "call")) {
+        p->i++;
+        x = mk(p, N_CALLSTMT);
+        if (is_t(p, T_LPAREN)) {
+            int cnt;
+            node *params = p_args(p, 1, &cnt);
+            x->l2 = params->l1;
+            x->n2 = params->n1;
+        }
+        node *callee = p_primary(p);
+        if (callee->k != N_IDENT) p_fail(p, "expected an identifier after 'call'");
+        node *c = mk(p, N_CALL);
+        int cnt;
+        c->a = callee;
+        c->b = p_args(p, 0, &cnt);
+        x->a = c;
+        expect(p, T_CLOSE_STMT, "expected '%}'");
+        p_body_until(p, &body, "endcall", NULL, NULL);
+        p_end(p, "endcall");
+        x->l1 = body.v;
+        x->n1 = body.n;
+        return x;
     } else if (tok_is(k, "break") || tok_is(k, "continue")) {
         p->i++;
         x = mk(p, tok_is(k, "break") ? N_BREAK : N_CONTINUE);
@@ -1615,6 +1638,7 @@ static jv v_fn(J *j, int kind, const char *name, jv self, node *macro) {
     f->name = name;
     f->self = self;
     f->macro = macro;
+    f->closure = NULL;
     jv v = {JT_FUNC, 0, NULL, 0, f, 0};
     return v;
 }
@@ -2352,6 +2376,7 @@ static jv call(J *j, jv fnv, const args *a, env *e) {
     jfn *f = fnv.p;
     switch (f->kind) {
     case FN_MACRO: return call_macro(j, f->macro, a, e);
+    case FN_CALLER: return call_macro(j, f->macro, a, f->closure);
     case FN_METHOD: return call_method(j, f, a);
     case FN_NAMESPACE: {
         if (a->n > 1) jfail(j, "namespace expected at most 1 argument, got %zu", a->n);
@@ -2731,6 +2756,18 @@ static int exec_stmt(J *j, node *x, env *e, sb *out) {
         return ST_OK;
     }
     case N_MACRO: env_set(j, e, x->s, x->n, v_fn(j, FN_MACRO, NULL, UNDEF, x)); return ST_OK;
+    case N_CALLSTMT: { /* {% call(params) m(args) %}body{% endcall %}: m sees caller() */
+        jv caller = v_fn(j, FN_CALLER, NULL, UNDEF, x);
+        ((jfn *)caller.p)->closure = e;
+        args a = eval_args(j, x->a->b, e);
+        jv fn = ev(j, x->a->a, e);
+        env *inner = env_new(j, e);
+        env_set(j, inner, "caller", 6, caller);
+        j->line = x->line;
+        jv v = call(j, fn, &a, inner);
+        if (v.t != JT_UNDEF && v.t != JT_NULL) sb_value(j, out, v);
+        return ST_OK;
+    }
     case N_FILTERSTMT: {
         sb b = {0};
         int st = exec_block(j, x->l1, x->n1, e, &b);

@@ -152,6 +152,9 @@ static const char *R(const char *tmpl, const char *vars) {
 
 /* Template, variables, and what @huggingface/jinja 0.5.11 renders (checked with it when written). */
 static const char *const cases[][3] = {
+    {"{% macro box(t) %}[{{ t }}:{{ caller() }}]{% endmacro %}{% call box(\"x\") %}inside{% endcall %}", "{}", "[x:inside]"},
+    {"{% macro each(l) %}{% for i in l %}{{ caller(i) }}{% endfor %}{% endmacro %}{% call(v) each([1, 2]) %}<{{ v }}>{% endcall %}|"
+     "{% call(v, w=3) each([5]) %}{{ v }}{{ w }}{% endcall %}", "{}", "<1><2>|53"},
     {"{{ 1 + 2 }}|{{ 7 // 2 }}|{{ 7 / 2 }}|{{ 4 / 2 }}|{{ 2 ** 10 }}|{{ -7 % 3 }}|{{ 1.5 + 1 }}|{{ 0.1 + 0.2 }}|{{ 10 ** 21 }}|{{ 3.0 }}|{{ -0.0 }}",
      "{}",
      "3|3|3.5|2.0|1024|-1|2.5|0.30000000000000004|1e+21|3.0|-0.0"},
@@ -247,7 +250,8 @@ static void test_errors(void **state) {
         {"{{ 'a'|nosuchfilter }}", "nosuchfilter"},
         {"{{ x is nosuchtest }}", "nosuchtest"},
         {"a\nb\n{% call foo() %}x{% endcall %}", "line 3"},
-        {"{% call foo() %}x{% endcall %}", "'call'"},
+        {"{% call foo() %}x{% endcall %}", "not a function"},
+        {"{% with x = 1 %}{% endwith %}", "'with'"},
         {"{{ raise_exception('boom: ' ~ 1) }}", "boom: 1"},
         {"{% if x %}never closed", "end of template"},
         {"{{ x", "expected '}}'"},
