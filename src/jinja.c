@@ -745,18 +745,18 @@ static jv parse_json(J *j, const char *s) {
 typedef struct src {
     char *s;
     int *line;
-    size_t n;
+    size_t n, cap;
 } src;
 
-static void src_push(J *j, src *o, size_t *cap, char c, int line) {
-    if (o->n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 256;
+static void src_push(J *j, src *o, char c, int line) {
+    if (o->n == o->cap) {
+        size_t nc = o->cap ? o->cap * 2 : 256;
         char *s = jalloc(j, nc);
         int *l = jalloc(j, nc * sizeof *l);
         if (o->n) { memcpy(s, o->s, o->n); memcpy(l, o->line, o->n * sizeof *l); }
         o->s = s;
         o->line = l;
-        *cap = nc;
+        o->cap = nc;
     }
     o->s[o->n] = c;
     o->line[o->n++] = line;
@@ -792,58 +792,67 @@ static size_t generation_tag(const src *in, size_t i, int *ls, int *rs) {
     return i + 2;
 }
 
-static src preprocess(J *j, const char *t, size_t n) {
-    src a = {0}, b = {0};
-    size_t cap = 0, i;
-    int line = 1;
-    if (n > 0 && t[n - 1] == '\n') n--;
-    for (i = 0; i < n; i++) { src_push(j, &a, &cap, t[i], line); if (t[i] == '\n') line++; }
-    /* lstrip_blocks: ^[ \t]*({[#%-]) -> $1 */
-    cap = 0;
-    for (i = 0; i < a.n;) {
-        if (line_start(&a, i)) {
+/* lstrip_blocks: ^[ \t]*({[#%-]) -> $1 */
+static src lstrip_blocks(J *j, const src *in) {
+    src o = {0};
+    for (size_t i = 0; i < in->n; i++) {
+        if (line_start(in, i)) {
             size_t k = i;
-            while (k < a.n && (a.s[k] == ' ' || a.s[k] == '\t')) k++;
-            if (is_block_open(&a, k)) i = k;
+            while (k < in->n && (in->s[k] == ' ' || in->s[k] == '\t')) k++;
+            if (is_block_open(in, k)) i = k;
         }
-        src_push(j, &b, &cap, a.s[i], a.line[i]);
-        i++;
+        src_push(j, &o, in->s[i], in->line[i]);
     }
-    /* trim_blocks: ([#%-]})\n -> $1 */
-    a.n = 0;
-    cap = 0;
-    a.s = NULL;
-    a.line = NULL;
-    for (i = 0; i < b.n;) {
-        src_push(j, &a, &cap, b.s[i], b.line[i]);
-        if ((b.s[i] == '#' || b.s[i] == '%' || b.s[i] == '-') && i + 2 < b.n && b.s[i + 1] == '}' && b.s[i + 2] == '\n') {
-            src_push(j, &a, &cap, '}', b.line[i + 1]);
-            i += 3;
-        } else {
-            i++;
+    return o;
+}
+
+/* trim_blocks: ([#%-]})\n -> $1 */
+static src trim_blocks(J *j, const src *in) {
+    src o = {0};
+    for (size_t i = 0; i < in->n; i++) {
+        src_push(j, &o, in->s[i], in->line[i]);
+        char c = in->s[i];
+        if ((c == '#' || c == '%' || c == '-') && i + 2 < in->n && in->s[i + 1] == '}' && in->s[i + 2] == '\n') {
+            src_push(j, &o, '}', in->line[i + 1]);
+            i += 2;
         }
     }
-    /* (\s*){%(-?)\s*(?:end)?generation\s*(-?)%}(\s*) -> before unless {%-, after unless -%} */
-    b.n = 0;
-    cap = 0;
-    b.s = NULL;
-    b.line = NULL;
-    for (i = 0; i < a.n;) {
+    return o;
+}
+
+/* (\s*){%(-?)\s*(?:end)?generation\s*(-?)%}(\s*) -> the blanks before unless {%-, after unless -%} */
+static src drop_generation_tags(J *j, const src *in) {
+    src o = {0};
+    for (size_t i = 0; i < in->n;) {
         size_t k = i, w, e;
         int ls = 0, rs = 0;
-        while ((w = js_space(a.s, a.n, k)) > 0) k += w;
-        if ((e = generation_tag(&a, k, &ls, &rs)) > 0) {
-            if (!ls) for (size_t q = i; q < k; q++) src_push(j, &b, &cap, a.s[q], a.line[q]);
+        while ((w = js_space(in->s, in->n, k)) > 0) k += w;
+        if ((e = generation_tag(in, k, &ls, &rs)) > 0) {
+            if (!ls) for (size_t q = i; q < k; q++) src_push(j, &o, in->s[q], in->line[q]);
             size_t f = e;
-            while ((w = js_space(a.s, a.n, f)) > 0) f += w;
-            if (!rs) for (size_t q = e; q < f; q++) src_push(j, &b, &cap, a.s[q], a.line[q]);
+            while ((w = js_space(in->s, in->n, f)) > 0) f += w;
+            if (!rs) for (size_t q = e; q < f; q++) src_push(j, &o, in->s[q], in->line[q]);
             i = f;
         } else {
             size_t stop = k > i ? k : i + 1;
-            for (; i < stop; i++) src_push(j, &b, &cap, a.s[i], a.line[i]);
+            for (; i < stop; i++) src_push(j, &o, in->s[i], in->line[i]);
         }
     }
-    return b;
+    return o;
+}
+
+/* The reference's preprocessing with its chat options: one trailing newline dropped,
+ * lstrip_blocks, trim_blocks, generation tags removed. */
+static src preprocess(J *j, const char *t, size_t n) {
+    src a = {0};
+    int line = 1;
+    if (n > 0 && t[n - 1] == '\n') n--;
+    for (size_t i = 0; i < n; i++) {
+        src_push(j, &a, t[i], line);
+        if (t[i] == '\n') line++;
+    }
+    src b = lstrip_blocks(j, &a), c = trim_blocks(j, &b);
+    return drop_generation_tags(j, &c);
 }
 
 /* ---------------------------------------------------------------- lexer */
@@ -1386,23 +1395,19 @@ static node *binary(parser *p, const char *op, size_t n, node *a, node *b) {
     return e;
 }
 
-static node *p_power(parser *p) {
-    node *x = p_test(p);
-    while (is_t(p, T_POW)) { tok *k = &p->t[p->i++]; x = binary(p, k->s, k->n, x, p_test(p)); }
-    return x;
-}
-static node *p_mul(parser *p) {
-    node *x = p_power(p);
-    while (is_t(p, T_MUL)) { tok *k = &p->t[p->i++]; x = binary(p, k->s, k->n, x, p_power(p)); }
-    return x;
-}
-static node *p_add(parser *p) {
-    node *x = p_mul(p);
-    while (is_t(p, T_ADD)) { tok *k = &p->t[p->i++]; x = binary(p, k->s, k->n, x, p_mul(p)); }
+/* The left-associative arithmetic levels, tightest first: ** (over tests), then * / // %,
+ * then + - ~. */
+static node *p_arith(parser *p, int level) {
+    static const int ops[] = {T_POW, T_MUL, T_ADD};
+    node *x = level == 0 ? p_test(p) : p_arith(p, level - 1);
+    while (is_t(p, ops[level])) {
+        tok *k = &p->t[p->i++];
+        x = binary(p, k->s, k->n, x, level == 0 ? p_test(p) : p_arith(p, level - 1));
+    }
     return x;
 }
 static node *p_cmp(parser *p) {
-    node *x = p_add(p);
+    node *x = p_arith(p, 2);
     for (;;) {
         const char *op;
         size_t n;
@@ -1410,7 +1415,7 @@ static node *p_cmp(parser *p) {
         else if (is_id(p, "in")) { op = "in"; n = 2; p->i++; }
         else if (is_t(p, T_CMP)) { op = peek(p, 0)->s; n = peek(p, 0)->n; p->i++; }
         else break;
-        x = binary(p, op, n, x, p_add(p));
+        x = binary(p, op, n, x, p_arith(p, 2));
     }
     return x;
 }
