@@ -1999,6 +1999,43 @@ static int run_test(J *j, const char *name, size_t n, jv a, const jv *b) {
     jfail(j, "Unknown test: %.*s", (int)n, name);
 }
 
+/* JavaScript's parseInt(s, 10) and parseFloat(s): a leading number, NaN if none. */
+static size_t digits_at(jv s, size_t i) {
+    size_t k = i;
+    while (k < s.n && is_digit(s.s[k])) k++;
+    return k - i;
+}
+static double js_parse_int(jv s) {
+    size_t i = js_trim_start(s.s, s.n);
+    int neg = i < s.n && s.s[i] == '-';
+    if (i < s.n && (s.s[i] == '-' || s.s[i] == '+')) i++;
+    size_t nd = digits_at(s, i);
+    if (nd == 0) return NAN;
+    double v = 0;
+    for (size_t k = 0; k < nd; k++) v = v * 10 + (s.s[i + k] - '0');
+    return neg ? -v : v;
+}
+static double js_parse_float(jv s) {
+    size_t i = js_trim_start(s.s, s.n), st = i;
+    if (i < s.n && (s.s[i] == '-' || s.s[i] == '+')) i++;
+    if (s.n - i >= 8 && memcmp(s.s + i, "Infinity", 8) == 0) return s.s[st] == '-' ? -INFINITY : INFINITY;
+    size_t ip = digits_at(s, i), fp = 0;
+    i += ip;
+    if (i < s.n && s.s[i] == '.') fp = digits_at(s, i + 1);
+    if (ip == 0 && fp == 0) return NAN;
+    if (i < s.n && s.s[i] == '.') i += 1 + fp;
+    if (i < s.n && (s.s[i] == 'e' || s.s[i] == 'E')) {
+        size_t k = i + 1;
+        if (k < s.n && (s.s[k] == '-' || s.s[k] == '+')) k++;
+        if (digits_at(s, k) > 0) i = k + digits_at(s, k);
+    }
+    char buf[400];
+    if (i - st >= sizeof buf) return NAN;
+    memcpy(buf, s.s + st, i - st);
+    buf[i - st] = 0;
+    return strtod(buf, NULL);
+}
+
 /* ---- filters */
 
 static jv apply_filter(J *j, jv v, node *f, env *e) {
@@ -2056,19 +2093,8 @@ static jv apply_filter(J *j, jv v, node *f, env *e) {
             }
             if (IS("join") || IS("string")) return v;
             if (IS("int") || IS("float")) {
-                char buf[64];
-                size_t st = js_trim_start(v.s, v.n), len = v.n - st < sizeof buf - 1 ? v.n - st : sizeof buf - 1;
-                memcpy(buf, v.s + st, len);
-                buf[len] = 0;
-                if (IS("int")) {
-                    char *end;
-                    long long x = (buf[0] == '+' || buf[0] == '-' || is_digit(buf[0])) ? strtoll(buf, &end, 10) : 0;
-                    return v_int((double)x);
-                }
-                char *end;
-                double x = strtod(buf, &end);
-                if (end == buf || strchr("0123456789+-.", buf[0]) == NULL || (len > 1 && (buf[1] == 'x' || buf[1] == 'X'))) x = 0;
-                return v_float(isnan(x) ? 0 : x);
+                double x = IS("int") ? js_parse_int(v) : js_parse_float(v);
+                return IS("int") ? v_int(isnan(x) ? 0 : x) : v_float(isnan(x) ? 0 : x);
             }
             jfail(j, "Unknown StringValue filter: %.*s", (int)f->n, f->s);
         }
@@ -2148,14 +2174,9 @@ static jv apply_filter(J *j, jv v, node *f, env *e) {
         args a = eval_args(j, f->b, e);
         jv *def = arg(&a, 0, "default");
         if (v.t == JT_STR) {
-            node fake = *cal;
-            fake.k = N_IDENT;
-            jv r = apply_filter(j, v, &fake, e);
-            /* the identifier form maps NaN to 0; this one to the default */
-            size_t st = js_trim_start(v.s, v.n);
-            int nan = st >= v.n || !(is_digit(v.s[st]) || ((v.s[st] == '-' || v.s[st] == '+' || (IS("float") && v.s[st] == '.')) && st + 1 < v.n && (is_digit(v.s[st + 1]) || v.s[st + 1] == '.')));
-            if (nan) return def ? *def : IS("int") ? v_int(0) : v_float(0);
-            return r;
+            double x = IS("int") ? js_parse_int(v) : js_parse_float(v);
+            if (isnan(x)) return def ? *def : IS("int") ? v_int(0) : v_float(0);
+            return IS("int") ? v_int(x) : v_float(x);
         }
         if (is_num(v)) return v;
         if (v.t == JT_BOOL) return IS("int") ? v_int(v.num) : v_float(v.num);
