@@ -112,6 +112,27 @@ C["25-tool-call-short-ids"] = {"messages": [  # Mistral's templates want 9-chara
     {"role": "tool", "tool_call_id": "a1b2c3d4e", "name": "get_weather", "content": "19C, cloudy"},
     {"role": "assistant", "content": "It is 19C and cloudy in Lima."}, {"role": "user", "content": "Thanks"}],
     "tools": [WEATHER, SEARCH], "add_generation_prompt": True}
+C["26-reasoning-effort-developer"] = {"messages": [  # gpt-oss: reasoning_effort, developer role
+    {"role": "developer", "content": "Answer in haiku."}, {"role": "user", "content": "Describe the sea."},
+    {"role": "assistant", "content": "Waves fold into foam", "thinking": "A haiku about the sea."},
+    {"role": "user", "content": "Now the sky."}], "reasoning_effort": "high", "tools": [WEATHER], "add_generation_prompt": True}
+C["27-builtin-tools-date"] = {"messages": [  # Llama 3.1: builtin tools and a date string
+    {"role": "system", "content": "Use tools when useful."}, {"role": "user", "content": "Search the news about LLMs."}],
+    "builtin_tools": ["brave_search", "wolfram_alpha"], "date_string": "26 Jul 2024", "tools": [SEARCH],
+    "add_generation_prompt": True}
+C["28-documents"] = {"messages": [  # RAG templates: documents
+    {"role": "user", "content": "When was the bridge built?"}],
+    "documents": [{"title": "Bridge", "text": "The bridge was built in 1932."},
+                  {"title": "Town", "text": "The town has 3,000 people."}], "add_generation_prompt": True}
+C["29-nested-tool-args"] = {"messages": [
+    {"role": "user", "content": "Book it."},
+    {"role": "assistant", "content": "", "tool_calls": [call("b7c8d9e0f", "book", {
+        "who": {"name": "Zoë", "age": 31, "tags": ["vip", "früh"]}, "nights": 2, "price": 99.5, "ok": True, "note": None})]},
+    {"role": "tool", "tool_call_id": "b7c8d9e0f", "content": "{\"status\": \"confirmed\", \"id\": 42}"},
+    {"role": "assistant", "content": "Booked: confirmation 42."}],
+    "tools": [{"type": "function", "function": {"name": "book", "description": "Book a room.",
+               "parameters": {"type": "object", "properties": {"who": {"type": "object"}, "nights": {"type": "integer"}}}}}],
+    "add_generation_prompt": False}
 
 os.makedirs(OUT, exist_ok=True)
 for name, v in C.items():
