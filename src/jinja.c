@@ -1152,7 +1152,6 @@ static node *p_seq(parser *p, int primary) {
 }
 
 static node *p_args(parser *p, int params, int *count) {
-    (void)0;
     nlist l = {0};
     int saw_kw = 0, saw_spread = 0;
     expect(p, T_LPAREN, "expected '(' for an argument list");
@@ -1999,6 +1998,17 @@ static int run_test(J *j, const char *name, size_t n, jv a, const jv *b) {
     jfail(j, "Unknown test: %.*s", (int)n, name);
 }
 
+static jv v_fn(J *j, int kind, const char *name, jv self, node *macro);
+static jv call_method(J *j, jfn *f, const args *a);
+
+/* A dict's built-in method name (get, items, keys, values, dictsort) bound to it, or undefined. */
+static jv dict_method(J *j, jv d, const char *name, size_t n) {
+    static const char *const m[] = {"get", "items", "keys", "values", "dictsort"};
+    for (int i = 0; i < 5; i++)
+        if (n == strlen(m[i]) && !memcmp(name, m[i], n)) return v_fn(j, FN_METHOD, m[i], d, NULL);
+    return UNDEF;
+}
+
 /* JavaScript's parseInt(s, 10) and parseFloat(s): a leading number, NaN if none. */
 static size_t digits_at(jv s, size_t i) {
     size_t k = i;
@@ -2105,18 +2115,12 @@ static jv apply_filter(J *j, jv v, node *f, env *e) {
             if (IS("string")) { sb b = {0}; sb_value(j, &b, v); return v_sb(&b); }
             jfail(j, "Unknown NumericValue filter: %.*s", (int)f->n, f->s);
         }
-        if (v.t == JT_DICT) {
+        if (v.t == JT_DICT) { /* items, length, else a method called without arguments */
             if (IS("items")) return dict_items(j, v);
             if (IS("length")) return v_int((double)D(v)->n);
-            jent *x = NULL;
-            (void)x;
-            if (IS("dictsort")) { args a = {0}; return dictsort(j, v, &a); }
-            if (IS("keys") || IS("values")) {
-                jv o = v_list(j);
-                for (size_t i = 0; i < D(v)->n; i++) list_push(j, L(o), IS("keys") ? v_str(D(v)->e[i].k, D(v)->e[i].kn) : D(v)->e[i].v);
-                return o;
-            }
-            if (IS("get")) jfail(j, "Object key must be a string: got UndefinedValue");
+            jv m = dict_method(j, v, f->s, f->n);
+            args none = {0};
+            if (m.t == JT_FUNC) return call_method(j, m.p, &none);
             jfail(j, "Unknown ObjectValue filter: %.*s", (int)f->n, f->s);
         }
         if (v.t == JT_BOOL) {
@@ -2264,14 +2268,10 @@ static jv apply_filter(J *j, jv v, node *f, env *e) {
         jfail(j, "Unknown StringValue filter: %.*s", (int)cal->n, cal->s);
     }
     if (v.t == JT_DICT) {
-        if (IS("dictsort")) { args a = eval_args(j, f->b, e); return dictsort(j, v, &a); }
-        if (IS("get")) {
-            args a = eval_args(j, f->b, e);
-            if (a.n < 1 || a.v[0].t != JT_STR) jfail(j, "Object key must be a string");
-            jent *x = dict_find(D(v), a.v[0].s, a.v[0].n);
-            return x ? x->v : a.n > 1 ? a.v[1] : JNULL;
-        }
-        jfail(j, "Unknown ObjectValue filter: %.*s", (int)cal->n, cal->s);
+        jv m = dict_method(j, v, cal->s, cal->n);
+        if (m.t != JT_FUNC) jfail(j, "Unknown ObjectValue filter: %.*s", (int)cal->n, cal->s);
+        args a = eval_args(j, f->b, e);
+        return call_method(j, m.p, &a);
     }
     jfail(j, "Cannot apply filter \"%.*s\" to type: %s", (int)cal->n, cal->s, tname(v));
 #undef IS
@@ -2522,12 +2522,7 @@ static jv member(J *j, node *x, env *e) {
         if (prop.t != JT_STR) jfail(j, "Cannot access property with non-string: got %s", tname(prop));
         jent *f = dict_find(D(obj), prop.s, prop.n);
         if (f) return f->v;
-        if (obj.t == JT_DICT) {
-            static const char *const m[] = {"get", "items", "keys", "values", "dictsort"};
-            for (int i = 0; i < 5; i++)
-                if (prop.n == strlen(m[i]) && !memcmp(prop.s, m[i], prop.n)) return v_fn(j, FN_METHOD, m[i], obj, NULL);
-        }
-        return UNDEF;
+        return obj.t == JT_DICT ? dict_method(j, obj, prop.s, prop.n) : UNDEF;
     }
     if (obj.t == JT_LIST || obj.t == JT_STR) {
         if (prop.t == JT_INT) {
