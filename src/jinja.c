@@ -1842,6 +1842,23 @@ static jv str_replace(J *j, jv s, jv from, jv to, jv count) {
     return v_sb(&b);
 }
 
+/* The indent filter: width spaces before every line but the first (unless first) and
+ * empty ones (unless blank). */
+static jv str_indent(J *j, jv s, int width, int first, int blank) {
+    sb b = {0};
+    for (size_t i = 0, ln = 0;; ln++) {
+        const char *nl = memchr(s.s + i, '\n', s.n - i);
+        size_t len = nl ? (size_t)(nl - (s.s + i)) : s.n - i;
+        if (!((!first && ln == 0) || (!blank && len == 0)))
+            for (int q = 0; q < width; q++) sb_ch(j, &b, ' ');
+        sb_put(j, &b, s.s + i, len);
+        if (!nl) break;
+        sb_ch(j, &b, '\n');
+        i += len + 1;
+    }
+    return v_sb(&b);
+}
+
 /* Code points of a string as a list of strings (JavaScript's Array.from). */
 static jv str_chars(J *j, jv s) {
     jv l = v_list(j);
@@ -2088,19 +2105,7 @@ static jv apply_filter(J *j, jv v, node *f, env *e) {
             if (IS("title")) return str_title(j, v);
             if (IS("capitalize")) return str_capitalize(j, v);
             if (IS("trim")) return str_trim(v, 1, 1);
-            if (IS("indent")) {
-                sb b = {0};
-                for (size_t i = 0, ln = 0; i <= v.n; ln++) {
-                    const char *nl = memchr(v.s + i, '\n', v.n - i);
-                    size_t len = nl ? (size_t)(nl - (v.s + i)) : v.n - i;
-                    if (ln > 0 && len > 0) sb_str(j, &b, "    ");
-                    sb_put(j, &b, v.s + i, len);
-                    if (!nl) break;
-                    sb_ch(j, &b, '\n');
-                    i += len + 1;
-                }
-                return v_sb(&b);
-            }
+            if (IS("indent")) return str_indent(j, v, 4, 0, 0);
             if (IS("join") || IS("string")) return v;
             if (IS("int") || IS("float")) {
                 double x = IS("int") ? js_parse_int(v) : js_parse_float(v);
@@ -2245,19 +2250,8 @@ static jv apply_filter(J *j, jv v, node *f, env *e) {
             if (w && w->t != JT_INT) jfail(j, "width must be a number");
             double width = w ? w->num : 4;
             if (width > 1024) jfail(j, "indent: width too large");
-            int f1 = first && truthy(*first), bl = blank && truthy(*blank);
-            sb b = {0};
-            for (size_t i = 0, ln = 0; i <= v.n; ln++) {
-                const char *nl = memchr(v.s + i, '\n', v.n - i);
-                size_t len = nl ? (size_t)(nl - (v.s + i)) : v.n - i;
-                if (!((!f1 && ln == 0) || (!bl && len == 0)))
-                    for (int q = 0; q < (int)width; q++) sb_ch(j, &b, ' ');
-                sb_put(j, &b, v.s + i, len);
-                if (!nl) break;
-                sb_ch(j, &b, '\n');
-                i += len + 1;
-            }
-            return v_sb(&b);
+            if (width < 0) jfail(j, "Invalid count value: %g", width);
+            return str_indent(j, v, (int)width, first && truthy(*first), blank && truthy(*blank));
         }
         if (IS("replace")) {
             args a = eval_args(j, f->b, e);
