@@ -2149,7 +2149,7 @@ static jv apply_filter(J *j, jv v, node *f, env *e) {
         if (asc && asc->t != JT_BOOL) jfail(j, "If set, ensure_ascii must be a boolean");
         if (sk && sk->t != JT_BOOL) jfail(j, "If set, sort_keys must be a boolean");
         json_opts o = {0, asc && asc->num, sk && sk->num, 1, ", ", ": "};
-        if (ind && ind->t == JT_INT && ind->num != 0) {
+        if (ind && ind->t == JT_INT && ind->num != 0 && !isnan(ind->num)) {
             if (ind->num < 0 || ind->num > 64) jfail(j, "tojson: unsupported indent %g", ind->num);
             o.indent = (int)ind->num;
             o.item_sep = ",";
@@ -2249,6 +2249,7 @@ static jv apply_filter(J *j, jv v, node *f, env *e) {
             jv *w = arg(&a, 0, "width"), *first = arg(&a, 1, "first"), *blank = arg(&a, 2, "blank");
             if (w && w->t != JT_INT) jfail(j, "width must be a number");
             double width = w ? w->num : 4;
+            if (isnan(width)) width = 0; /* " ".repeat(NaN) */
             if (width > 1024) jfail(j, "indent: width too large");
             if (width < 0) jfail(j, "Invalid count value: %g", width);
             return str_indent(j, v, (int)width, first && truthy(*first), blank && truthy(*blank));
@@ -2485,6 +2486,8 @@ static jv member(J *j, node *x, env *e) {
             if ((st.t != JT_INT && st.t != JT_UNDEF) || (sp.t != JT_INT && sp.t != JT_UNDEF) || (stp.t != JT_INT && stp.t != JT_UNDEF))
                 jfail(j, "Slice indices must be integers or undefined");
             jv arr = obj.t == JT_STR ? str_chars(j, obj) : obj;
+            if ((st.t == JT_INT && isnan(st.num)) || (sp.t == JT_INT && isnan(sp.num))) /* the reference's loop never runs */
+                return obj.t == JT_STR ? v_str("", 0) : v_list(j);
             double len = (double)L(arr)->n, step_ = stp.t == JT_INT ? stp.num : 1;
             int dir = step_ > 0 ? 1 : step_ < 0 ? -1 : 0;
             double a0, b0;
@@ -2521,8 +2524,9 @@ static jv member(J *j, node *x, env *e) {
     if (obj.t == JT_LIST || obj.t == JT_STR) {
         if (prop.t == JT_INT) {
             jv arr = obj.t == JT_STR ? str_chars(j, obj) : obj;
-            double i = prop.num < 0 ? (double)L(arr)->n + prop.num : prop.num;
-            if (i < 0 || i >= (double)L(arr)->n) return UNDEF;
+            double k = isnan(prop.num) ? 0 : prop.num; /* Array.prototype.at: NaN is 0 */
+            double i = k < 0 ? (double)L(arr)->n + k : k;
+            if (!(i >= 0 && i < (double)L(arr)->n)) return UNDEF;
             return L(arr)->v[(size_t)i];
         }
         if (prop.t != JT_STR) jfail(j, "Cannot access property with non-string/non-number: got %s", tname(prop));

@@ -171,6 +171,7 @@ static const char *R(const char *tmpl, const char *vars) {
 
 /* Template, variables, and what @huggingface/jinja 0.5.11 renders (checked with it when written). */
 static const char *const cases[][3] = {
+    {"{{ [7, 8][0 // 0] }}|{{ [1, 2][(0 // 0):] }}|{{ 'ab'|indent(0 // 0) }}|{{ [1]|tojson(indent=0 // 0) }}", "{}", "7|[]|ab|[1]"},
     {"{{ \"+.5\"|int(9) }}|{{ \" -12.7e2z\"|float }}|{{ \".5\"|float }}|{{ \"-Infinity\"|float }}|{{ \"inf\"|float(1.5) }}|"
      "{{ \"1e5\"|int }}|{{ \"x\"|float }}|{{ \" 42 \"|int }}|{{ \"-\"|int(3) }}", "{}", "9|-1270.0|0.5|-Infinity|1.5|1|0.0|42|3"},
     {"{% macro box(t) %}[{{ t }}:{{ caller() }}]{% endmacro %}{% call box(\"x\") %}inside{% endcall %}", "{}", "[x:inside]"},
