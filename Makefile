@@ -2,7 +2,7 @@
 #   make            optimized library, CLI and tools in build/
 #   make debug      the same with AddressSanitizer + UndefinedBehaviorSanitizer in build-debug/
 #   make test       unit + reference tests, optimized and then under the sanitizers
-#   make test-ref   regenerate llama.cpp references live (needs scripts/llama-ref.sh) and compare
+#   make test-ref   regenerate llama.cpp and chat-template references live and compare
 #   make bench      side-by-side speed comparison with llama.cpp
 #   make cross      build for aarch64 (NEON) with gcc-aarch64-linux-gnu
 CC      ?= cc

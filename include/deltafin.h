@@ -225,6 +225,29 @@ typedef struct df_io_stats {
 } df_io_stats;
 void df_model_io_stats(const df_model *m, df_io_stats *out);
 
+/* ---- chat templates (docs/chat.md) ---- */
+
+/* One plain message. Messages with tool calls, tool results or other fields
+ * go in extra_vars_json as "messages": [...] (which then replaces msgs). */
+typedef struct df_chat_message {
+    const char *role;    /* "system", "user", "assistant", "tool" */
+    const char *content;
+} df_chat_message;
+
+/* Render a chat into the model's prompt text with its tokenizer.chat_template
+ * (or template_override), byte-identical to Hugging Face's Jinja
+ * (@huggingface/jinja). Variables: messages, add_generation_prompt, bos_token
+ * and eos_token (the model's token texts; m may be NULL with an override),
+ * then extra_vars_json (a JSON object or NULL: tools, enable_thinking,
+ * messages, ...), whose keys override. *out: malloc'd text (free() it). */
+int df_chat_apply_template(const df_model *m, const char *template_override, const df_chat_message *msgs, int n_msgs,
+                           int add_generation_prompt, const char *extra_vars_json, char **out, char *err,
+                           size_t errlen);
+/* The model's tokenizer.chat_template, or NULL if it has none. */
+const char *df_chat_template(const df_model *m);
+/* Render any template with the variables of a JSON object (NULL: none). */
+int df_chat_render(const char *tmpl, const char *vars_json, char **out, char *err, size_t errlen);
+
 /* ---- misc ---- */
 
 const char *df_version(void);

@@ -21,6 +21,10 @@
 #
 # Environment: FUZZ_SECONDS (60), FUZZ_BUILD (build-fuzz), FUZZ_MAX_LEN (65536: the seeds are < 64 KB),
 # FUZZ_FRESH (unset), CLANG (clang, else clang-14).
+#
+# FUZZ_TARGET=jinja fuzzes the chat-template engine instead (tests/fuzz_jinja.c: a
+# template, a NUL, JSON variables), seeded with the real templates of
+# tests/data/jinja/templates, corpus and artifacts in $FUZZ_BUILD/jinja-*.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -47,6 +51,24 @@ mkdir -p "$OUT/obj" "$OUT/artifacts" "$OUT/corpus"
 if ! CC=$(pick_clang); then
     echo "fuzz.sh: no clang that can build -fsanitize=fuzzer (install clang and libclang-rt-dev)" >&2
     exit 2
+fi
+
+if [ "${FUZZ_TARGET:-gguf}" = jinja ]; then
+    J=(-std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -Iinclude -Isrc "-fsanitize=address,undefined"
+        -fno-sanitize-recover=all -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter)
+    mkdir -p "$OUT/jinja-corpus" "$OUT/jinja-artifacts"
+    "$CC" "${J[@]}" -fsanitize=fuzzer tests/fuzz_jinja.c src/jinja.c -lutf8proc -lm -o "$OUT/fuzz_jinja"
+    [ -z "${FUZZ_FRESH:-}" ] || rm -f "$OUT"/jinja-corpus/*
+    cp -f tests/data/jinja/templates/*.jinja "$OUT/jinja-corpus/"
+    set +e
+    "$OUT/fuzz_jinja" -max_total_time="$SECONDS_RUN" -max_len="$MAX_LEN" -timeout=10 -rss_limit_mb=2048 \
+        -artifact_prefix="$OUT/jinja-artifacts/" -print_final_stats=1 "$OUT/jinja-corpus" > "$OUT/fuzz-jinja.log" 2>&1
+    rc=$?
+    set -e
+    grep -E '^stat::number_of_executed_units|^Done [0-9]+ runs' "$OUT/fuzz-jinja.log" || true
+    [ $rc -eq 0 ] || { tail -60 "$OUT/fuzz-jinja.log"; echo "fuzz.sh: jinja FAILED (exit $rc)" >&2; exit 1; }
+    echo "fuzz.sh: jinja, no crash in ${SECONDS_RUN}s"
+    exit 0
 fi
 
 BASE=(-std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -Iinclude -Isrc -pthread

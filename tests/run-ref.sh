@@ -2,8 +2,9 @@
 # run-ref.sh - check the llama.cpp reference itself (tests/ref-variant.sh: it runs the CPU
 # variant it is asked for), then regenerate every llama.cpp reference live
 # (scripts/make-fixtures.sh) into a temporary folder and run the logits tests against it,
-# so the committed fixtures can never drift from what llama.cpp actually computes; last,
-# the tokenizer cases of tests/data/tokenizer-ref.txt recomputed by llama.cpp
+# so the committed fixtures can never drift from what llama.cpp actually computes; the same
+# for the chat templates' reference outputs (@huggingface/jinja, tests/jinja/make-fixtures.sh);
+# last, the tokenizer cases of tests/data/tokenizer-ref.txt recomputed by llama.cpp
 # (scripts/tokenizer-ref.sh --check) and quantized models against their float truth
 # (tests/truth.sh).
 #
@@ -35,6 +36,20 @@ if ./scripts/make-fixtures.sh "$BUILD" "$TMP" > "$TMP/make.log"; then
 else
     cat "$TMP/make.log"
     result 1 "scripts/make-fixtures.sh"
+fi
+# Chat templates: Hugging Face's Jinja (npm @huggingface/jinja) renders every template and
+# conversation live; the committed fixtures must be what it renders, and the engine must match it.
+if ./tests/jinja/make-fixtures.sh "$TMP/jinja" > "$TMP/jinja.log" 2>&1; then
+    diff -rq tests/data/jinja/expected "$TMP/jinja" > /dev/null ||
+        echo "stale chat-template fixtures: run tests/jinja/make-fixtures.sh to refresh"
+    diff -rq tests/data/jinja/expected "$TMP/jinja" > /dev/null
+    result $? "committed chat-template fixtures match @huggingface/jinja"
+    DELTAFIN_JINJA_REF_DIR="$TMP/jinja" "$BUILD/test_jinja" > "$TMP/jinja-test.log" 2>&1
+    rc=$?; [ $rc -eq 0 ] || tail -20 "$TMP/jinja-test.log"
+    result $rc "test_jinja against the live @huggingface/jinja outputs"
+else
+    cat "$TMP/jinja.log"
+    result 1 "tests/jinja/make-fixtures.sh"
 fi
 
 ./scripts/tokenizer-ref.sh --check "$BUILD"
