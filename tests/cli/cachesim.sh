@@ -6,11 +6,7 @@ set -euo pipefail
 B=${1:-build}
 T=$(mktemp -d /tmp/deltafin-cachesim-XXXXXX)
 trap 'rm -rf "$T"' EXIT
-fails=0
-check() { # DESCRIPTION COND...
-    local what=$1; shift
-    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fails=$((fails + 1)); fi
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../cli_common.sh"
 byte() { printf "\\$(printf '%03o' "$1")"; }
 le16() { byte $(($1 & 255)); byte $((($1 >> 8) & 255)); }
 le32() { le16 $(($1 & 65535)); le16 $((($1 >> 16) & 65535)); }
@@ -76,4 +72,4 @@ if "$B/cachesim" "$T/cut.bin" --slots 3 2> "$T/err"; then r=0; else r=$?; fi
 check "a truncated trace is refused" test "$r" = 1
 if "$B/cachesim" "$T/abc.bin" 2> "$T/err"; then r=0; else r=$?; fi
 check "missing --slots is a usage error" test "$r" = 1
-[ "$fails" -eq 0 ]
+finish

@@ -7,11 +7,7 @@ set -euo pipefail
 B=${1:-build}
 T=$(mktemp -d /tmp/deltafin-plan-XXXXXX)
 trap 'rm -rf "$T"' EXIT
-fails=0
-check() { # DESCRIPTION COND...
-    local what=$1; shift
-    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fails=$((fails + 1)); fi
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../cli_common.sh"
 field() { sed -n "s/.*\"$1\":\"\{0,1\}\([^,\"}]*\).*/\1/p" <<< "$2"; }
 
 # A Kimi-K3-shaped model of ~10 GB (256 MXFP4 experts of 3 x 1024 x 1024 in 23 MoE layers,
@@ -59,4 +55,4 @@ check "... and the minimum is named" grep -q "does NOT fit.*minimum" <<< "$out"
 if "$B/deltafin" run -m "$T/k3.gguf" -p hi -n 1 > /dev/null 2> "$T/err"; then r=0; else r=$?; fi
 check "run on a shape-only model fails ..." test "$r" -ne 0
 check "... and says why" grep -q "shape-only model" "$T/err"
-[ "$fails" -eq 0 ]
+finish
