@@ -8,13 +8,13 @@
  *   ggml's dequantize_row_* exactly; the comment above each to_float spells
  *   out where element i lives.
  * - The table is indexed by ggml type id. Types ggml knows but we do not
- *   compute (IQ*, TQ*, NVFP4, I8..F64) carry their name,
+ *   compute (the other IQ* types, NVFP4, I8..F64) carry their name,
  *   block size and block bytes with supported = 0, so a GGUF reader can size
  *   tensors and report "unsupported type <name>". Ids ggml has retired are
  *   holes (name NULL).
  * - vec_dot pairs a weight row with an activation row in the type's vec_type,
- *   as llama.cpp's CPU backend does (q4_0/q5_0/q8_0, mxfp4, q1_0/q2_0 -> q8_0, q4_1/q5_1 ->
- *   q8_1, K-quants -> q8_K, f16 -> f16, bf16 -> bf16, f32 -> f32). The scalar
+ *   as llama.cpp's CPU backend does (q4_0/q5_0/q8_0, mxfp4, q1_0/q2_0, iq4_nl -> q8_0,
+ *   q4_1/q5_1 -> q8_1, K-quants, iq4_xs, tq1_0/tq2_0 -> q8_K, f16 -> f16, bf16 -> bf16, f32 -> f32). The scalar
  *   kernels do the same integer arithmetic per block as llama.cpp (products of
  *   small integers summed exactly, then one float multiply by the block
  *   scales; K-quant mins through the q8_K bsums) so that our logits track
@@ -23,7 +23,7 @@
  * - Activation quantizers (q8_0, q8_1, q8_K) round x * (127 / amax) to
  *   nearest-even, the operation SIMD code does natively, so the SIMD versions
  *   are bit-identical to these and the per-ISA tests can demand equality.
- * - MXFP4, Q1_0 and Q2_0 quantize exactly as ggml's reference quantizers
+ * - MXFP4, Q1_0, Q2_0, TQ1_0 and TQ2_0 quantize exactly as ggml's reference quantizers
  *   (quantize_row_*_ref), so files mkmodel writes hold what llama.cpp would.
  * - The other weight quantizers (used by tools/mkmodel to make test models) are simpler
  *   than llama.cpp's: per sub-block a small search over candidate scales with
@@ -60,6 +60,10 @@ _Static_assert(sizeof(block_q8_K) == 4 + QK_K + QK_K / 16 * 2, "block_q8_K size"
 _Static_assert(sizeof(block_mxfp4) == 1 + QK_MXFP4 / 2, "block_mxfp4 size");
 _Static_assert(sizeof(block_q1_0) == 2 + QK1_0 / 8, "block_q1_0 size");
 _Static_assert(sizeof(block_q2_0) == 2 + QK2_0 / 4, "block_q2_0 size");
+_Static_assert(sizeof(block_iq4_nl) == 2 + QK4_NL / 2, "block_iq4_nl size");
+_Static_assert(sizeof(block_iq4_xs) == 4 + QK_K / 64 + QK_K / 2, "block_iq4_xs size");
+_Static_assert(sizeof(block_tq1_0) == 2 + QK_K / 64 + (QK_K - 4 * QK_K / 64) / 5, "block_tq1_0 size");
+_Static_assert(sizeof(block_tq2_0) == 2 + QK_K / 4, "block_tq2_0 size");
 _Static_assert(sizeof(float) == 4 && sizeof(uint32_t) == 4, "32-bit float");
 
 /* ---- bit helpers ---- */
@@ -1173,6 +1177,274 @@ static void q2_0_vec_dot(int64_t n, const void *w, const void *x, float *out) {
 }
 
 /* ======================================================================
+ * IQ4_NL: 32 elements, d (f16) and 4-bit codes laid out as q4_0's (element
+ * j < 16 the low nibble of qs[j], j+16 the high one); value = d * kv[code]
+ * with ggml's non-linear table kv = kvalues_iq4nl. Pairs with q8_0.
+ * IQ4_XS: 256 elements in 8 sub-blocks of 32, each an iq4_nl block without
+ * its own d; sub-block ib's 6-bit scale ls (low nibble: nibble ib%2 of
+ * scales_l[ib/2]; high bits: bits 2ib..2ib+1 of scales_h), value =
+ * d * (ls - 32) * kv[code]. Pairs with q8_K; the scalar dot sums
+ * (ls - 32) * (integer sub-block sum) exactly, then one float multiply.
+ * Quantizer (ours, simpler than ggml's search with importance weights):
+ * per 32 elements, a few scales that put the largest element on either end
+ * of the table are tried, codes are the nearest table entries, and the
+ * scale is refit by least squares; the best fit is kept. IQ4_XS then
+ * quantizes the 8 sub-block scales to 6 bits against one f16 d and re-picks
+ * the codes against the scales the decoder will see.
+ * ====================================================================== */
+
+const int8_t df_kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* Index of the table entry nearest v (the lower one on ties). */
+static int iq4_nearest(float v) {
+    if (!(v > (float)df_kvalues_iq4nl[0])) return 0;
+    int k = 0;
+    while (k < 15 && (float)df_kvalues_iq4nl[k + 1] < v) k++;
+    if (k == 15) return 15;
+    return v - (float)df_kvalues_iq4nl[k] <= (float)df_kvalues_iq4nl[k + 1] - v ? k : k + 1;
+}
+
+/* Best s with x ~= s * kv[L] over 32 elements (0 for an all-zero input). */
+static float iq4_fit(const float *x, uint8_t *L) {
+    float amax = 0, mx = 0;
+    for (int i = 0; i < 32; i++)
+        if (fabsf(x[i]) > amax) { amax = fabsf(x[i]); mx = x[i]; }
+    memset(L, 8, 32);
+    if (!(amax > 1e-30f)) return 0.0f;
+    float best_s = 0, best_gain = -1;
+    uint8_t tmp[32];
+    for (int end = 0; end < 2; end++)
+        for (int k = -6; k <= 6; k++) {
+            float iscale = ((float)(end ? 113 : -127) + (float)k) / mx;
+            double sxv = 0, svv = 0;
+            for (int i = 0; i < 32; i++) {
+                tmp[i] = (uint8_t)iq4_nearest(iscale * x[i]);
+                double v = df_kvalues_iq4nl[tmp[i]];
+                sxv += (double)x[i] * v;
+                svv += v * v;
+            }
+            if (svv > 0 && sxv * sxv / svv > best_gain) {
+                best_gain = sxv * sxv / svv;
+                best_s = (float)(sxv / svv);
+                memcpy(L, tmp, 32);
+            }
+        }
+    return best_s;
+}
+
+/* 32 codes for x against the decoded scale dl, packed q4_0-style. */
+static void iq4_pack(const float *x, float dl, uint8_t *qs) {
+    float id = dl != 0.0f ? 1.0f / dl : 0.0f;
+    for (int j = 0; j < 16; j++)
+        qs[j] = (uint8_t)(iq4_nearest(x[j] * id) | (iq4_nearest(x[j + 16] * id) << 4));
+}
+
+/* Integer dot of 32 iq4 codes (q4_0 layout) with 32 activations. */
+static inline int iq4_dot32(const uint8_t *qs, const int8_t *y) {
+    int s = 0;
+    for (int j = 0; j < 16; j++)
+        s += df_kvalues_iq4nl[qs[j] & 0xF] * y[j] + df_kvalues_iq4nl[qs[j] >> 4] * y[j + 16];
+    return s;
+}
+
+static void iq4_nl_to_float(const void *src, float *dst, int64_t n) {
+    const block_iq4_nl *b = src;
+    for (int64_t i = 0; i < n / QK4_NL; i++, dst += QK4_NL) {
+        float d = H2F(b[i].d);
+        for (int j = 0; j < 16; j++) {
+            dst[j] = d * (float)df_kvalues_iq4nl[b[i].qs[j] & 0xF];
+            dst[j + 16] = d * (float)df_kvalues_iq4nl[b[i].qs[j] >> 4];
+        }
+    }
+}
+
+static void iq4_nl_from_float(const float *src, void *dst, int64_t n) {
+    block_iq4_nl *b = dst;
+    uint8_t L[32];
+    for (int64_t i = 0; i < n / QK4_NL; i++, src += QK4_NL) {
+        b[i].d = F2H(iq4_fit(src, L));
+        iq4_pack(src, H2F(b[i].d), b[i].qs);
+    }
+}
+
+static void iq4_nl_vec_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_iq4_nl *a = w;
+    const block_q8_0 *b = x;
+    float sum = 0;
+    for (int64_t i = 0; i < n / QK4_NL; i++)
+        sum += (float)iq4_dot32(a[i].qs, b[i].qs) * (H2F(a[i].d) * H2F(b[i].d));
+    *out = sum;
+}
+
+/* IQ4_XS sub-block ib's scale minus 32. */
+static inline int iq4_xs_scale(const block_iq4_xs *b, int ib) {
+    return (((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b->scales_h >> (2 * ib)) & 3) << 4)) - 32;
+}
+
+static void iq4_xs_to_float(const void *src, float *dst, int64_t n) {
+    const block_iq4_xs *b = src;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        float d = H2F(b[i].d);
+        for (int ib = 0; ib < 8; ib++, dst += 32) {
+            float dl = d * (float)iq4_xs_scale(&b[i], ib);
+            const uint8_t *qs = b[i].qs + 16 * ib;
+            for (int j = 0; j < 16; j++) {
+                dst[j] = dl * (float)df_kvalues_iq4nl[qs[j] & 0xF];
+                dst[j + 16] = dl * (float)df_kvalues_iq4nl[qs[j] >> 4];
+            }
+        }
+    }
+}
+
+static void iq4_xs_from_float(const float *src, void *dst, int64_t n) {
+    block_iq4_xs *b = dst;
+    uint8_t L[32];
+    for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
+        float s[8], smax = 0;
+        for (int ib = 0; ib < 8; ib++) {
+            s[ib] = iq4_fit(src + 32 * ib, L);
+            if (fabsf(s[ib]) > fabsf(smax)) smax = s[ib];
+        }
+        b[i].d = F2H(-smax / 32); /* the largest scale lands on -32, the extra level */
+        float d = H2F(b[i].d), id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[i].scales_h = 0;
+        memset(b[i].scales_l, 0, sizeof b[i].scales_l);
+        for (int ib = 0; ib < 8; ib++) {
+            int ls = qclamp(s[ib] * id, -32, 31) + 32;
+            b[i].scales_l[ib / 2] |= (uint8_t)((ls & 0xF) << (4 * (ib % 2)));
+            b[i].scales_h |= (uint16_t)((ls >> 4) << (2 * ib));
+            iq4_pack(src + 32 * ib, d * (float)(ls - 32), b[i].qs + 16 * ib);
+        }
+    }
+}
+
+static void iq4_xs_vec_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_iq4_xs *a = w;
+    const block_q8_K *b = x;
+    float sum = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int isum = 0;
+        for (int ib = 0; ib < 8; ib++) isum += iq4_xs_scale(&a[i], ib) * iq4_dot32(a[i].qs + 16 * ib, b[i].qs + 32 * ib);
+        sum += (H2F(a[i].d) * b[i].d) * (float)isum;
+    }
+    *out = sum;
+}
+
+/* ======================================================================
+ * TQ2_0: 256 ternary elements, 2-bit codes c and d (f16, after the codes);
+ * value = d * (c - 1). Element 128h + 32l + m is bits 2l..2l+1 of
+ * qs[32h + m].
+ * TQ1_0: 256 ternary elements as base-3 digits: byte q holds trits
+ * t_n = ((uint8_t)(q * 3^n) * 3) >> 8 (n = 0 first), value d * (t - 1).
+ * Element 32n + m (< 160) is trit n of qs[m]; 160 + 16n + m (< 240) trit n
+ * of qs[32 + m]; 240 + 4n + j trit n of qh[j].
+ * Both pair with q8_K: one integer sum per super-block, times d * y.d.
+ * Quantizers are ggml's reference ones: d = amax, digit = round(x / amax)
+ * + 1 (half away from zero); tq1_0 packs five digits most significant
+ * first and stores ceil(q * 256 / 243).
+ * ====================================================================== */
+
+static inline int tq2_0_val(const block_tq2_0 *b, int e) {
+    return ((b->qs[32 * (e >> 7) + (e & 31)] >> (2 * ((e >> 5) & 3))) & 3) - 1;
+}
+
+static inline int tq_trit(uint8_t q, int n) {
+    static const uint8_t pow3[5] = {1, 3, 9, 27, 81};
+    return ((unsigned)(uint8_t)(q * pow3[n]) * 3u) >> 8;
+}
+
+static inline int tq1_0_val(const block_tq1_0 *b, int e) {
+    if (e < 160) return tq_trit(b->qs[e & 31], e >> 5) - 1;
+    if (e < 240) return tq_trit(b->qs[32 + ((e - 160) & 15)], (e - 160) >> 4) - 1;
+    return tq_trit(b->qh[(e - 240) & 3], (e - 240) >> 2) - 1;
+}
+
+/* round(v) + 1 clamped to [0, 2], half away from zero (ggml's lroundf + 1
+ * for |v| <= 1); NaN -> 1 */
+static inline int tq_digit(float v) {
+    float r = roundf(v);
+    if (!(r == r)) return 1;
+    return r <= -1.0f ? 0 : (r >= 1.0f ? 2 : 1);
+}
+
+/* amax of a 256-element block; returns 1/amax (0 for an all-zero block) */
+static float tq_scale(const float *x, uint16_t *d) {
+    float amax = 0.0f;
+    for (int j = 0; j < QK_K; j++)
+        if (fabsf(x[j]) > amax) amax = fabsf(x[j]);
+    *d = F2H(amax);
+    return amax > 0.0f ? 1.0f / amax : 0.0f;
+}
+
+static void tq2_0_to_float(const void *src, float *dst, int64_t n) {
+    const block_tq2_0 *b = src;
+    for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
+        float d = H2F(b[i].d);
+        for (int e = 0; e < QK_K; e++) dst[e] = (float)tq2_0_val(&b[i], e) * d;
+    }
+}
+
+static void tq2_0_from_float(const float *src, void *dst, int64_t n) {
+    block_tq2_0 *b = dst;
+    for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
+        float id = tq_scale(src, &b[i].d);
+        memset(b[i].qs, 0, sizeof b[i].qs);
+        for (int e = 0; e < QK_K; e++)
+            b[i].qs[32 * (e >> 7) + (e & 31)] |= (uint8_t)(tq_digit(src[e] * id) << (2 * ((e >> 5) & 3)));
+    }
+}
+
+static void tq2_0_vec_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_tq2_0 *a = w;
+    const block_q8_K *b = x;
+    float sum = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int isum = 0;
+        for (int e = 0; e < QK_K; e++) isum += tq2_0_val(&a[i], e) * b[i].qs[e];
+        sum += (H2F(a[i].d) * b[i].d) * (float)isum;
+    }
+    *out = sum;
+}
+
+static void tq1_0_to_float(const void *src, float *dst, int64_t n) {
+    const block_tq1_0 *b = src;
+    for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
+        float d = H2F(b[i].d);
+        for (int e = 0; e < QK_K; e++) dst[e] = (float)tq1_0_val(&b[i], e) * d;
+    }
+}
+
+/* Pack the digits of x[0], x[stride], ... (cnt of them, most significant
+ * first, padded to five) into one byte, as ggml: ceil(q * 256 / 243). */
+static uint8_t tq1_0_pack(const float *x, int stride, int cnt, float id) {
+    unsigned q = 0;
+    for (int k = 0; k < 5; k++) q = q * 3 + (unsigned)(k < cnt ? tq_digit(x[k * stride] * id) : 0);
+    return (uint8_t)((q * 256 + 242) / 243);
+}
+
+static void tq1_0_from_float(const float *src, void *dst, int64_t n) {
+    block_tq1_0 *b = dst;
+    for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
+        float id = tq_scale(src, &b[i].d);
+        for (int m = 0; m < 32; m++) b[i].qs[m] = tq1_0_pack(src + m, 32, 5, id);
+        for (int m = 0; m < 16; m++) b[i].qs[32 + m] = tq1_0_pack(src + 160 + m, 16, 5, id);
+        for (int j = 0; j < 4; j++) b[i].qh[j] = tq1_0_pack(src + 240 + j, 4, 4, id);
+    }
+}
+
+static void tq1_0_vec_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_tq1_0 *a = w;
+    const block_q8_K *b = x;
+    float sum = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int isum = 0;
+        for (int e = 0; e < QK_K; e++) isum += tq1_0_val(&a[i], e) * b[i].qs[e];
+        sum += (H2F(a[i].d) * b[i].d) * (float)isum;
+    }
+    *out = sum;
+}
+
+/* ======================================================================
  * The table
  * ====================================================================== */
 
@@ -1201,23 +1473,23 @@ static const quant_traits ref_table[DF_TYPE_COUNT] = {
     [DF_TYPE_MXFP4] = SUP("mxfp4", QK_MXFP4, sizeof(block_mxfp4), DF_TYPE_Q8_0, mxfp4),
     [DF_TYPE_Q1_0] = SUP("q1_0", QK1_0, sizeof(block_q1_0), DF_TYPE_Q8_0, q1_0),
     [DF_TYPE_Q2_0] = SUP("q2_0", QK2_0, sizeof(block_q2_0), DF_TYPE_Q8_0, q2_0),
+    [DF_TYPE_IQ4_NL] = SUP("iq4_nl", QK4_NL, sizeof(block_iq4_nl), DF_TYPE_Q8_0, iq4_nl),
+    [DF_TYPE_IQ4_XS] = SUP("iq4_xs", QK_K, sizeof(block_iq4_xs), DF_TYPE_Q8_K, iq4_xs),
+    [DF_TYPE_TQ1_0] = SUP("tq1_0", QK_K, sizeof(block_tq1_0), DF_TYPE_Q8_K, tq1_0),
+    [DF_TYPE_TQ2_0] = SUP("tq2_0", QK_K, sizeof(block_tq2_0), DF_TYPE_Q8_K, tq2_0),
     /* known to ggml, not computed here (sizes from ggml-common.h) */
     [16] = UNSUP("iq2_xxs", QK_K, 66),
     [17] = UNSUP("iq2_xs", QK_K, 74),
     [18] = UNSUP("iq3_xxs", QK_K, 98),
     [19] = UNSUP("iq1_s", QK_K, 50),
-    [20] = UNSUP("iq4_nl", 32, 18),
     [21] = UNSUP("iq3_s", QK_K, 110),
     [22] = UNSUP("iq2_s", QK_K, 82),
-    [23] = UNSUP("iq4_xs", QK_K, 136),
     [24] = UNSUP("i8", 1, 1),
     [25] = UNSUP("i16", 1, 2),
     [26] = UNSUP("i32", 1, 4),
     [27] = UNSUP("i64", 1, 8),
     [28] = UNSUP("f64", 1, 8),
     [29] = UNSUP("iq1_m", QK_K, 56),
-    [34] = UNSUP("tq1_0", QK_K, 54),
-    [35] = UNSUP("tq2_0", QK_K, 66),
     [40] = UNSUP("nvfp4", 64, 36),
     /* 4, 5, 31..33, 36..38: retired by ggml, left as holes (name NULL) */
 };

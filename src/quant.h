@@ -8,8 +8,9 @@
  * how to quantize floats into it, and a dot product of one weight row with an
  * activation row that has been converted into the type's "vec_type" (the
  * activation format it pairs with, as in llama.cpp: Q8_0 for Q4_0/Q5_0/Q8_0,
- * Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants, Q8_0 also for MXFP4, Q1_0
- * and Q2_0, F32 for F32, F16 for F16, BF16 for BF16). Matrix code looks the entry up once and never switches on
+ * Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants, IQ4_XS, TQ1_0 and TQ2_0,
+ * Q8_0 also for MXFP4, Q1_0, Q2_0 and IQ4_NL, F32 for F32, F16 for F16,
+ * BF16 for BF16). Matrix code looks the entry up once and never switches on
  * type or instruction set.
  *
  * quant_init() fills the table with the best kernels this CPU supports
@@ -39,7 +40,11 @@ enum df_type {
     DF_TYPE_Q5_K = 13,
     DF_TYPE_Q6_K = 14,
     DF_TYPE_Q8_K = 15,
+    DF_TYPE_IQ4_NL = 20,
+    DF_TYPE_IQ4_XS = 23,
     DF_TYPE_BF16 = 30,
+    DF_TYPE_TQ1_0 = 34,
+    DF_TYPE_TQ2_0 = 35,
     DF_TYPE_MXFP4 = 39,
     DF_TYPE_Q1_0 = 41,
     DF_TYPE_Q2_0 = 42,
@@ -124,6 +129,7 @@ uint16_t df_fp32_to_bf16(float f);
 #define QK_MXFP4 32
 #define QK1_0 128
 #define QK2_0 64
+#define QK4_NL 32
 
 typedef struct { uint16_t d; uint8_t qs[QK4_0 / 2]; } block_q4_0;
 typedef struct { uint16_t d, m; uint8_t qs[QK4_1 / 2]; } block_q4_1;
@@ -144,6 +150,22 @@ typedef struct { uint8_t e; uint8_t qs[QK_MXFP4 / 2]; } block_mxfp4;
 typedef struct { uint16_t d; uint8_t qs[QK1_0 / 8]; } block_q1_0;
 /* Q2_0: 2-bit codes (bits 2(j%4).. of qs[j/4]); value = d * (code - 1). */
 typedef struct { uint16_t d; uint8_t qs[QK2_0 / 4]; } block_q2_0;
+
+/* IQ4_NL: like q4_0 (element j < 16 the low nibble of qs[j], j+16 the high
+ * one) but the code indexes ggml's non-linear table kvalues_iq4nl. */
+typedef struct { uint16_t d; uint8_t qs[QK4_NL / 2]; } block_iq4_nl;
+/* IQ4_XS: 8 sub-blocks of 32, each laid out as an iq4_nl block without d;
+ * sub-block ib's 6-bit scale ls is nibble ib%2 of scales_l[ib/2] plus bits
+ * 2ib..2ib+1 of scales_h as its high bits; value = d * (ls - 32) * kvalue. */
+typedef struct { uint16_t d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; } block_iq4_xs;
+/* TQ1_0: ternary, 5 trits per qs byte and 4 per qh byte (base-3 digits of
+ * byte * 243 / 256, most significant first), d (f16) last. */
+typedef struct { uint8_t qs[(QK_K - 4 * QK_K / 64) / 5]; uint8_t qh[QK_K / 64]; uint16_t d; } block_tq1_0;
+/* TQ2_0: ternary in 2-bit codes c, value d * (c - 1); d (f16) last. */
+typedef struct { uint8_t qs[QK_K / 4]; uint16_t d; } block_tq2_0;
+
+/* ggml's kvalues_iq4nl. */
+extern const int8_t df_kvalues_iq4nl[16];
 
 /* ggml's e2m1 values doubled (kvalues_mxfp4), and the E8M0 exponent as a
  * float halved (ggml_e8m0_to_fp32_half: 2^(e-128), exact, subnormal for

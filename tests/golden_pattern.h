@@ -21,6 +21,16 @@
 
 typedef uint16_t (*golden_f2h_fn)(float);
 
+/* Blocks in a golden row: 2, or GOLDEN_NBLK_BIG for the types whose codes
+ * index a table, so that every entry (every tq1_0 byte) is decoded. */
+#define GOLDEN_NBLK_BIG 8
+static int golden_nblk(int type) {
+    switch (type) {
+    case DF_TYPE_IQ4_NL: case DF_TYPE_IQ4_XS: case DF_TYPE_TQ1_0: case DF_TYPE_TQ2_0: return GOLDEN_NBLK_BIG;
+    default: return 2;
+    }
+}
+
 /* nblk blocks of type (bs bytes each) into buf. */
 static void golden_fill(int type, size_t bs, uint8_t *buf, int nblk, golden_f2h_fn f2h) {
     for (size_t k = 0; k < bs * (size_t)nblk; k++) buf[k] = (uint8_t)(k * 167u + 13u);
@@ -30,7 +40,15 @@ static void golden_fill(int type, size_t bs, uint8_t *buf, int nblk, golden_f2h_
         uint16_t dmin = f2h(0.015625f * (float)(b + 1));
         switch (type) {
         case DF_TYPE_Q4_0: case DF_TYPE_Q5_0: case DF_TYPE_Q8_0: case DF_TYPE_Q1_0: case DF_TYPE_Q2_0:
+        case DF_TYPE_IQ4_NL: case DF_TYPE_IQ4_XS:
             memcpy(p, &d, 2);
+            break;
+        case DF_TYPE_TQ2_0: memcpy(p + offsetof(block_tq2_0, d), &d, 2); break;
+        case DF_TYPE_TQ1_0:
+            /* qs bytes numbered across blocks, so that GOLDEN_NBLK_BIG blocks hold every byte value */
+            for (size_t k = 0; k < sizeof(((block_tq1_0 *)0)->qs); k++)
+                p[k] = (uint8_t)(((size_t)b * sizeof(((block_tq1_0 *)0)->qs) + k) * 167u + 13u);
+            memcpy(p + offsetof(block_tq1_0, d), &d, 2);
             break;
         case DF_TYPE_Q4_1: case DF_TYPE_Q5_1: case DF_TYPE_Q8_1: memcpy(p, &d, 2); memcpy(p + 2, &m, 2); break;
         case DF_TYPE_Q2_K: memcpy(p + offsetof(block_q2_K, d), &d, 2); memcpy(p + offsetof(block_q2_K, dmin), &dmin, 2); break;
