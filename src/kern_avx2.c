@@ -13,7 +13,10 @@
  *   product uses the sign trick |w| * (y * sign(w)), valid because activations
  *   never hold -128 (our quantizers emit [-127, 127]). mxfp4 values come from
  *   ggml's table through pshufb, q1_0's +-1 from the sign bits, q2_0's
- *   code - 1 from kern_x86.h's unpacking, all through the same sign trick.
+ *   code - 1 from kern_x86.h's unpacking, all through the same sign trick;
+ *   iq4_nl/iq4_xs values from ggml's kvalues_iq4nl through pshufb; tq1_0's
+ *   trits by byte compares after wrapping multiplies by 3, tq2_0's from bit
+ *   pairs (kern_x86.h), through the same sign trick.
  * - No int16 saturation is possible: the largest maddubs pair is
  *   2 * 63 * 127 = 16002 (q6_K), and scaled sums stay far inside int32.
  * - Every kernel forms exactly the same per-block integer sums as the scalar
@@ -403,6 +406,81 @@ static void q2_0_dot(int64_t n, const void *w, const void *x, float *out) {
         acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(dw * h2f(b[2 * i + 1].d)), acc1);
     }
     *out = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* ---------------------------------------------------------------------- */
+/* iq4_nl (activations in q8_0); iq4_xs, tq1_0, tq2_0 (activations in q8_K) */
+
+/* iq4_nl: codes -> ggml's non-linear values by pshufb, then as q8_0. */
+static void iq4_nl_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_iq4_nl *a = w;
+    const block_q8_0 *b = x;
+    const __m256i tbl = _mm256_broadcastsi128_si256(kx_iq4nl_table());
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    const int64_t nb = n / QK4_NL;
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        __m256i p0 = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(a[i].qs)), LOADU(b[i].qs));
+        __m256i p1 = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(a[i + 1].qs)), LOADU(b[i + 1].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(h2f(a[i + 1].d) * h2f(b[i + 1].d)), acc1);
+    }
+    for (; i < nb; i++) {
+        __m256i p0 = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(a[i].qs)), LOADU(b[i].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc0);
+    }
+    *out = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* iq4_xs: each sub-block's integer lane sums times its scale - 32, summed
+ * in int32 over the super-block, then one float scale d * y.d. */
+static void iq4_xs_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_iq4_xs *a = w;
+    const block_q8_K *b = x;
+    const __m256i tbl = _mm256_broadcastsi128_si256(kx_iq4nl_table());
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i s = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ib++) {
+            const int ls = (((a[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((a[i].scales_h >> (2 * ib)) & 3) << 4)) - 32;
+            __m256i p = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(a[i].qs + 16 * ib)), LOADU(b[i].qs + 32 * ib));
+            s = _mm256_add_epi32(s, _mm256_mullo_epi32(p, _mm256_set1_epi32(ls)));
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(h2f(a[i].d) * b[i].d), acc);
+    }
+    *out = hsum_ps(acc);
+}
+
+/* tq1_0 / tq2_0: the block's 256 values (kern_x86.h; tq2_0's code 3 is
+ * the value 2, so the general signed product), one integer sum. */
+static inline float tq_dot(const __m256i v[8], const block_q8_K *y, float d) {
+    __m256i s = _mm256_setzero_si256();
+    for (int k = 0; k < 8; k++) s = _mm256_add_epi32(s, dot_i8(v[k], LOADU(y->qs + 32 * k)));
+    return (float)hsum_epi32(s) * (d * y->d);
+}
+
+static void tq1_0_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_tq1_0 *a = w;
+    const block_q8_K *b = x;
+    float sum = 0;
+    __m256i v[8];
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        kx_tq1_0_values(&a[i], v);
+        sum += tq_dot(v, &b[i], h2f(a[i].d));
+    }
+    *out = sum;
+}
+
+static void tq2_0_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_tq2_0 *a = w;
+    const block_q8_K *b = x;
+    float sum = 0;
+    __m256i v[8];
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        kx_tq2_0_values(&a[i], v);
+        sum += tq_dot(v, &b[i], h2f(a[i].d));
+    }
+    *out = sum;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1073,6 +1151,10 @@ void kern_avx2_fill(quant_traits *t) {
     t[DF_TYPE_MXFP4].vec_dot = mxfp4_dot;
     t[DF_TYPE_Q1_0].vec_dot = q1_0_dot;
     t[DF_TYPE_Q2_0].vec_dot = q2_0_dot;
+    t[DF_TYPE_IQ4_NL].vec_dot = iq4_nl_dot;
+    t[DF_TYPE_IQ4_XS].vec_dot = iq4_xs_dot;
+    t[DF_TYPE_TQ1_0].vec_dot = tq1_0_dot;
+    t[DF_TYPE_TQ2_0].vec_dot = tq2_0_dot;
     t[DF_TYPE_F32].gemm = f32_tile_gemm;
     t[DF_TYPE_F16].gemm = f16_tile_gemm;
     t[DF_TYPE_Q4_0].gemm = q4_0_tile_gemm;

@@ -22,7 +22,10 @@
  * - mxfp4 looks its codes up in ggml's table (pshufb per 128-bit lane) and
  *   multiplies like q8_0; q1_0's sign bits are a 64-lane mask that negates
  *   activations before a vpdpbusd against ones; q2_0's unsigned codes fold
- *   their -1 offset in through the activation sum, like q4_0.
+ *   their -1 offset in through the activation sum, like q4_0. iq4_nl/iq4_xs
+ *   look up ggml's non-linear table like mxfp4 (iq4_xs scales its sub-block
+ *   sums in int32); tq1_0/tq2_0 take kern_x86.h's 256-bit value vectors
+ *   in pairs.
  * - The integer sums per block are exactly the scalar reference's; only the
  *   float accumulation order differs.
  * - This file is exercised by tests/test_quant.c wherever the CPU has
@@ -316,6 +319,84 @@ static void q2_0_dot(int64_t n, const void *w, const void *x, float *out) {
 }
 
 /* ---------------------------------------------------------------------- */
+/* iq4_nl (activations in q8_0); iq4_xs, tq1_0, tq2_0 (activations in q8_K) */
+
+/* iq4_nl: two blocks per step, codes -> ggml's values by pshufb, then the
+ * signed product as for mxfp4. */
+static void iq4_nl_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_iq4_nl *a = w;
+    const block_q8_0 *b = x;
+    const int64_t nb = n / QK4_NL;
+    const __m512i tbl = _mm512_broadcast_i32x4(kx_iq4nl_table());
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        __m512i v = _mm512_shuffle_epi8(tbl, nibbles64(a[i].qs, a[i + 1].qs));
+        __m512i p = dot_i8_512(v, join256(LOADU(b[i].qs), LOADU(b[i + 1].qs)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), join_ps(h2f(a[i].d) * h2f(b[i].d), h2f(a[i + 1].d) * h2f(b[i + 1].d)), acc);
+    }
+    if (i < nb) { /* upper half: code 0 against zero activations */
+        __m512i p = dot_i8_512(_mm512_shuffle_epi8(tbl, nibbles_one(a[i].qs)), low256(LOADU(b[i].qs)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc);
+    }
+    *out = _mm512_reduce_add_ps(acc);
+}
+
+/* iq4_xs: two sub-blocks per step; lane sums times their scale - 32 in
+ * int32, one float scale per super-block. */
+static void iq4_xs_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_iq4_xs *a = w;
+    const block_q8_K *b = x;
+    const __m512i tbl = _mm512_broadcast_i32x4(kx_iq4nl_table());
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m512i s = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) {
+            const int h = a[i].scales_h >> (4 * k);
+            const int l0 = ((a[i].scales_l[k] & 0xF) | ((h & 3) << 4)) - 32;
+            const int l1 = ((a[i].scales_l[k] >> 4) | (((h >> 2) & 3) << 4)) - 32;
+            __m512i v = _mm512_shuffle_epi8(tbl, nibbles64(a[i].qs + 32 * k, a[i].qs + 32 * k + 16));
+            __m512i p = dot_i8_512(v, LD512(b[i].qs + 64 * k));
+            s = _mm512_add_epi32(s, _mm512_mullo_epi32(p, join256(_mm256_set1_epi32(l0), _mm256_set1_epi32(l1))));
+        }
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(h2f(a[i].d) * b[i].d), acc);
+    }
+    *out = _mm512_reduce_add_ps(acc);
+}
+
+/* tq1_0 / tq2_0: the block's 256 values (kern_x86.h) in four 64-byte
+ * vectors, one integer sum per block. */
+static inline float tq_dot(const __m256i v[8], const block_q8_K *y, float d) {
+    __m512i s = _mm512_setzero_si512();
+    for (int k = 0; k < 4; k++) s = _mm512_add_epi32(s, dot_i8_512(join256(v[2 * k], v[2 * k + 1]), LD512(y->qs + 64 * k)));
+    return (float)_mm512_reduce_add_epi32(s) * (d * y->d);
+}
+
+static void tq1_0_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_tq1_0 *a = w;
+    const block_q8_K *b = x;
+    float sum = 0;
+    __m256i v[8];
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        kx_tq1_0_values(&a[i], v);
+        sum += tq_dot(v, &b[i], h2f(a[i].d));
+    }
+    *out = sum;
+}
+
+static void tq2_0_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_tq2_0 *a = w;
+    const block_q8_K *b = x;
+    float sum = 0;
+    __m256i v[8];
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        kx_tq2_0_values(&a[i], v);
+        sum += tq_dot(v, &b[i], h2f(a[i].d));
+    }
+    *out = sum;
+}
+
+/* ---------------------------------------------------------------------- */
 /* K-quants */
 
 /* vpermw indices spreading int16 scales over the 32 int16 lanes of a
@@ -513,4 +594,8 @@ void kern_avx512_fill(quant_traits *t) {
     t[DF_TYPE_MXFP4].vec_dot = mxfp4_dot;
     t[DF_TYPE_Q1_0].vec_dot = q1_0_dot;
     t[DF_TYPE_Q2_0].vec_dot = q2_0_dot;
+    t[DF_TYPE_IQ4_NL].vec_dot = iq4_nl_dot;
+    t[DF_TYPE_IQ4_XS].vec_dot = iq4_xs_dot;
+    t[DF_TYPE_TQ1_0].vec_dot = tq1_0_dot;
+    t[DF_TYPE_TQ2_0].vec_dot = tq2_0_dot;
 }
