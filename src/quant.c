@@ -8,13 +8,13 @@
  *   ggml's dequantize_row_* exactly; the comment above each to_float spells
  *   out where element i lives.
  * - The table is indexed by ggml type id. Types ggml knows but we do not
- *   compute (the other IQ* types, NVFP4, I8..F64) carry their name,
+ *   compute (NVFP4, I8..F64) carry their name,
  *   block size and block bytes with supported = 0, so a GGUF reader can size
  *   tensors and report "unsupported type <name>". Ids ggml has retired are
  *   holes (name NULL).
  * - vec_dot pairs a weight row with an activation row in the type's vec_type,
  *   as llama.cpp's CPU backend does (q4_0/q5_0/q8_0, mxfp4, q1_0/q2_0, iq4_nl -> q8_0,
- *   q4_1/q5_1 -> q8_1, K-quants, iq4_xs, tq1_0/tq2_0 -> q8_K, f16 -> f16, bf16 -> bf16, f32 -> f32). The scalar
+ *   q4_1/q5_1 -> q8_1, K-quants, the other i-quants, tq1_0/tq2_0 -> q8_K, f16 -> f16, bf16 -> bf16, f32 -> f32). The scalar
  *   kernels do the same integer arithmetic per block as llama.cpp (products of
  *   small integers summed exactly, then one float multiply by the block
  *   scales; K-quant mins through the q8_K bsums) so that our logits track
@@ -35,6 +35,7 @@
  */
 #include "quant.h"
 #include "quant_isa.h"
+#include "quant_grids.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -64,6 +65,9 @@ _Static_assert(sizeof(block_iq4_nl) == 2 + QK4_NL / 2, "block_iq4_nl size");
 _Static_assert(sizeof(block_iq4_xs) == 4 + QK_K / 64 + QK_K / 2, "block_iq4_xs size");
 _Static_assert(sizeof(block_tq1_0) == 2 + QK_K / 64 + (QK_K - 4 * QK_K / 64) / 5, "block_tq1_0 size");
 _Static_assert(sizeof(block_tq2_0) == 2 + QK_K / 4, "block_tq2_0 size");
+_Static_assert(sizeof(block_iq2_xxs) == 66 && sizeof(block_iq2_xs) == 74 && sizeof(block_iq2_s) == 82, "iq2 sizes");
+_Static_assert(sizeof(block_iq3_xxs) == 98 && sizeof(block_iq3_s) == 110, "iq3 sizes");
+_Static_assert(sizeof(block_iq1_s) == 50 && sizeof(block_iq1_m) == 56, "iq1 sizes");
 _Static_assert(sizeof(float) == 4 && sizeof(uint32_t) == 4, "32-bit float");
 
 /* ---- bit helpers ---- */
@@ -1445,6 +1449,458 @@ static void tq1_0_vec_dot(int64_t n, const void *w, const void *x, float *out) {
 }
 
 /* ======================================================================
+ * Grid i-quants: IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M.
+ * 256 elements in 8 sub-blocks of 32; groups of 8 (iq3: 4) elements take
+ * their magnitudes from a grid entry (quant_grids.c: byte j of an entry is
+ * element j) and their signs from a sign byte (bit j negates element j),
+ * or, for iq1, signed -1/0/1 from the grid plus a +-1/8 shift. Each decoder
+ * below turns one block into quant_isa.h's quant_iq_block (integer values
+ * q, integer scales ls per 16 elements, d), so element e of sub-block ib,
+ * group l = e % 32 / 8, byte j = e % 8 is:
+ *  iq2_xxs: qs as bytes; grid index = byte l of qs[4ib..4ib+1] (iq2xxs_grid);
+ *    w = the next 32 bits: signs ksigns[bits 7l..7l+6 of w], ls = 2 w>>28 + 1;
+ *    value = d * ls / 8 * grid * sign.
+ *  iq2_xs: qs[4ib+l]: bits 0-8 the index (iq2xs_grid), 9-15 the ksigns
+ *    index; ls = 2 * nibble l/2 of scales[ib] + 1 (per 16); value as iq2_xxs.
+ *  iq2_s: index qs[4ib+l] | bits 2l..2l+1 of qh[ib] << 8 (iq2s_grid); sign
+ *    byte qs[32 + 4ib + l] (all 8 bits); scales as iq2_xs.
+ *  iq3_xxs: elements 8l+j (j < 4) from iq3xxs_grid[qs[8ib+2l]], 8l+4+j
+ *    from iq3xxs_grid[qs[8ib+2l+1]]; w = the 32 bits at qs[64 + 4ib]: signs
+ *    and ls as iq2_xxs; value = d * ls / 4 * grid * sign.
+ *  iq3_s: as iq3_xxs with 9-bit indices (iq3s_grid): qs[8ib+2l] | bit 2l of
+ *    qh[ib] << 8 and qs[8ib+2l+1] | bit 2l+1 << 8; sign byte signs[4ib+l];
+ *    ls = 2 * nibble ib%2 of scales[ib/2] + 1; value = d * ls * grid * sign.
+ *  iq1_s: h = qh[ib]; index qs[4ib+l] | bits 3l..3l+2 of h << 8 (iq1s_grid,
+ *    signed); ls = 2 * bits 12-14 + 1; delta = -1/8 if bit 15 else 1/8;
+ *    value = d * ls * (grid + delta).
+ *  iq1_m: no d field: the f16 d is the top nibbles of the four 16-bit words
+ *    of scales (word k gives bits 4k..4k+3); index qs[4ib+l] | 3 bits of
+ *    qh[2ib + l/2] (bits 0-2 for even l, 4-6 for odd) << 8; delta sign bit 3
+ *    (even l) or 7 (odd l) of that byte; the 3-bit scales of the 16-element
+ *    halves of sub-block ib are bits 6(ib%2).. and 6(ib%2)+3.. of word ib/2;
+ *    value as iq1_s.
+ * ksigns[i] is i with bit 7 set when i has an odd number of bits (so every
+ * sign byte negates an even count). All pair with q8_K; the dot is, as in
+ * ggml, integer sums per scale group times ls, summed exactly, times
+ * d * y.d, times the type's factor (1/8, 1/4 or 1; iq1 carries its delta
+ * as q = 8 * grid +- 1, factor 1/8, which equals ggml's sum plus 1/8 of the
+ * delta times the activation sums).
+ * Quantizers (ours; ggml's need importance matrices and big search tables):
+ * per scale group, the step that maps the largest element onto the largest
+ * grid magnitude; one f16 d for the block with the groups' odd multipliers
+ * ls rounded to fit; then, per group of 8 (or 4), an exhaustive nearest-grid-
+ * point search on the magnitudes (iq1: on the signed values, both deltas
+ * tried) and the signs of the inputs (where the sign byte must have even
+ * parity, the smallest element's sign gives way, as in ggml).
+ * ====================================================================== */
+
+static inline uint8_t iq_ksigns(unsigned i) {
+    i &= 127;
+    return (uint8_t)(i | ((unsigned)__builtin_parity(i) << 7));
+}
+
+static inline uint32_t rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+
+/* 8 (or 4) magnitudes of a grid entry with their signs */
+static inline void iq_put8(int8_t *q, uint64_t g, unsigned signs) {
+    for (int j = 0; j < 8; j++) {
+        int m = (int)((g >> (8 * j)) & 0xFF);
+        q[j] = (int8_t)((signs >> j) & 1 ? -m : m);
+    }
+}
+static inline void iq_put4(int8_t *q, uint32_t g, unsigned signs) {
+    for (int j = 0; j < 4; j++) {
+        int m = (int)((g >> (8 * j)) & 0xFF);
+        q[j] = (int8_t)((signs >> j) & 1 ? -m : m);
+    }
+}
+/* iq1: 8 * grid + delta */
+static inline void iq_put1(int8_t *q, uint64_t g, int delta) {
+    for (int j = 0; j < 8; j++) q[j] = (int8_t)(8 * (int8_t)((g >> (8 * j)) & 0xFF) + delta);
+}
+static inline void iq_ls32(quant_iq_block *o, int ib, int ls) { o->ls[2 * ib] = o->ls[2 * ib + 1] = (int16_t)ls; }
+
+static void iq2_xxs_decode(const void *blk, quant_iq_block *o) {
+    const block_iq2_xxs *b = blk;
+    const uint8_t *qs = (const uint8_t *)b->qs;
+    o->d = H2F(b->d);
+    for (int ib = 0; ib < 8; ib++) {
+        uint32_t w = rd32(qs + 8 * ib + 4);
+        iq_ls32(o, ib, 2 * (int)(w >> 28) + 1);
+        for (int l = 0; l < 4; l++) iq_put8(o->q + 32 * ib + 8 * l, df_iq2xxs_grid[qs[8 * ib + l]], iq_ksigns(w >> (7 * l)));
+    }
+}
+
+static void iq2_xs_decode(const void *blk, quant_iq_block *o) {
+    const block_iq2_xs *b = blk;
+    o->d = H2F(b->d);
+    for (int ib = 0; ib < 8; ib++) {
+        o->ls[2 * ib] = (int16_t)(2 * (b->scales[ib] & 0xF) + 1);
+        o->ls[2 * ib + 1] = (int16_t)(2 * (b->scales[ib] >> 4) + 1);
+        for (int l = 0; l < 4; l++) {
+            unsigned v = b->qs[4 * ib + l];
+            iq_put8(o->q + 32 * ib + 8 * l, df_iq2xs_grid[v & 511], iq_ksigns(v >> 9));
+        }
+    }
+}
+
+static void iq2_s_decode(const void *blk, quant_iq_block *o) {
+    const block_iq2_s *b = blk;
+    o->d = H2F(b->d);
+    for (int ib = 0; ib < 8; ib++) {
+        o->ls[2 * ib] = (int16_t)(2 * (b->scales[ib] & 0xF) + 1);
+        o->ls[2 * ib + 1] = (int16_t)(2 * (b->scales[ib] >> 4) + 1);
+        for (int l = 0; l < 4; l++) {
+            unsigned idx = b->qs[4 * ib + l] | ((b->qh[ib] >> (2 * l)) & 3u) << 8;
+            iq_put8(o->q + 32 * ib + 8 * l, df_iq2s_grid[idx], b->qs[32 + 4 * ib + l]);
+        }
+    }
+}
+
+static void iq3_xxs_decode(const void *blk, quant_iq_block *o) {
+    const block_iq3_xxs *b = blk;
+    o->d = H2F(b->d);
+    for (int ib = 0; ib < 8; ib++) {
+        uint32_t w = rd32(b->qs + 64 + 4 * ib);
+        iq_ls32(o, ib, 2 * (int)(w >> 28) + 1);
+        for (int l = 0; l < 4; l++) {
+            unsigned sg = iq_ksigns(w >> (7 * l));
+            iq_put4(o->q + 32 * ib + 8 * l, df_iq3xxs_grid[b->qs[8 * ib + 2 * l]], sg);
+            iq_put4(o->q + 32 * ib + 8 * l + 4, df_iq3xxs_grid[b->qs[8 * ib + 2 * l + 1]], sg >> 4);
+        }
+    }
+}
+
+static void iq3_s_decode(const void *blk, quant_iq_block *o) {
+    const block_iq3_s *b = blk;
+    o->d = H2F(b->d);
+    for (int ib = 0; ib < 8; ib++) {
+        iq_ls32(o, ib, 2 * ((b->scales[ib / 2] >> (4 * (ib % 2))) & 0xF) + 1);
+        for (int l = 0; l < 4; l++) {
+            unsigned i1 = b->qs[8 * ib + 2 * l] | ((b->qh[ib] >> (2 * l)) & 1u) << 8;
+            unsigned i2 = b->qs[8 * ib + 2 * l + 1] | ((b->qh[ib] >> (2 * l + 1)) & 1u) << 8;
+            iq_put4(o->q + 32 * ib + 8 * l, df_iq3s_grid[i1], b->signs[4 * ib + l]);
+            iq_put4(o->q + 32 * ib + 8 * l + 4, df_iq3s_grid[i2], (unsigned)b->signs[4 * ib + l] >> 4);
+        }
+    }
+}
+
+static void iq1_s_decode(const void *blk, quant_iq_block *o) {
+    const block_iq1_s *b = blk;
+    o->d = H2F(b->d);
+    for (int ib = 0; ib < 8; ib++) {
+        unsigned h = b->qh[ib];
+        iq_ls32(o, ib, 2 * (int)((h >> 12) & 7) + 1);
+        for (int l = 0; l < 4; l++)
+            iq_put1(o->q + 32 * ib + 8 * l, df_iq1s_grid[b->qs[4 * ib + l] | ((h >> (3 * l)) & 7u) << 8], h & 0x8000 ? -1 : 1);
+    }
+}
+
+static void iq1_m_decode(const void *blk, quant_iq_block *o) {
+    const block_iq1_m *b = blk;
+    uint16_t sc[4];
+    memcpy(sc, b->scales, 8);
+    o->d = H2F((uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000)));
+    for (int ib = 0; ib < 8; ib++) {
+        o->ls[2 * ib] = (int16_t)(2 * ((sc[ib / 2] >> (6 * (ib % 2))) & 7) + 1);
+        o->ls[2 * ib + 1] = (int16_t)(2 * ((sc[ib / 2] >> (6 * (ib % 2) + 3)) & 7) + 1);
+        for (int l = 0; l < 4; l++) {
+            unsigned h = (unsigned)b->qh[2 * ib + l / 2] >> (4 * (l % 2));
+            iq_put1(o->q + 32 * ib + 8 * l, df_iq1s_grid[b->qs[4 * ib + l] | (h & 7u) << 8], h & 8 ? -1 : 1);
+        }
+    }
+}
+
+/* ---- quantizer helpers ---- */
+
+/* Per group of gs elements (ng groups), the step amax / qmax; d (returned,
+ * stored as *dh) makes the largest step factor * (2 smax + 1) * d; s[g] the
+ * nearest multiplier index for the others. */
+static float iq_fit_scales(const float *x, int gs, int ng, float qmax, int smax, float factor, int *s, uint16_t *dh) {
+    float unit[16], umax = 0;
+    for (int g = 0; g < ng; g++) {
+        float amax = 0;
+        for (int j = 0; j < gs; j++) amax = fmaxf(amax, fabsf(x[g * gs + j]));
+        unit[g] = amax / qmax;
+        umax = fmaxf(umax, unit[g]);
+    }
+    *dh = F2H(umax / (factor * (float)(2 * smax + 1)));
+    float d = H2F(*dh);
+    for (int g = 0; g < ng; g++) s[g] = d > 0 ? qclamp((unit[g] / (d * factor) - 1.0f) * 0.5f, 0, smax) : 0;
+    return d;
+}
+
+/* 1 / (the decoded step of multiplier index s), 0 for a zero step */
+static inline float iq_inv(float d, float factor, int s) {
+    float u = d * factor * (float)(2 * s + 1);
+    return u > 0 ? 1.0f / u : 0.0f;
+}
+
+/* Grid entry (8 or 4 unsigned bytes) nearest the magnitudes |x_j| * inv. */
+static int iq_nearest8(const uint64_t *grid, int ng, const float *x, float inv) {
+    int best = 0;
+    float be = INFINITY;
+    for (int k = 0; k < ng; k++) {
+        float e = 0;
+        for (int j = 0; j < 8; j++) {
+            float t = fabsf(x[j]) * inv - (float)((grid[k] >> (8 * j)) & 0xFF);
+            e += t * t;
+        }
+        if (e < be) { be = e; best = k; }
+    }
+    return best;
+}
+static int iq_nearest4(const uint32_t *grid, int ng, const float *x, float inv) {
+    int best = 0;
+    float be = INFINITY;
+    for (int k = 0; k < ng; k++) {
+        float e = 0;
+        for (int j = 0; j < 4; j++) {
+            float t = fabsf(x[j]) * inv - (float)((grid[k] >> (8 * j)) & 0xFF);
+            e += t * t;
+        }
+        if (e < be) { be = e; best = k; }
+    }
+    return best;
+}
+
+/* Sign bits of 8 values (bit j: x_j < 0); with even = 1 the count is made
+ * even by flipping the smallest element's bit. */
+static unsigned iq_signs(const float *x, int even) {
+    unsigned s = 0;
+    int jmin = 0;
+    for (int j = 0; j < 8; j++) {
+        if (x[j] < 0) s |= 1u << j;
+        if (fabsf(x[j]) < fabsf(x[jmin])) jmin = j;
+    }
+    if (even && __builtin_parity(s)) s ^= 1u << jmin;
+    return s;
+}
+
+/* iq1: the entry nearest x * inv * 8 as 8 * grid + dl (dl = +-1); writes
+ * the squared error. */
+static int iq1_nearest_dl(const float *x, float inv, int dl, float *err) {
+    int best = 0;
+    float be = INFINITY;
+    for (int k = 0; k < 2048; k++) {
+        float e = 0;
+        for (int j = 0; j < 8; j++) {
+            float t = x[j] * inv * 8.0f - (float)(8 * (int8_t)((df_iq1s_grid[k] >> (8 * j)) & 0xFF) + dl);
+            e += t * t;
+        }
+        if (e < be) { be = e; best = k; }
+    }
+    *err = be;
+    return best;
+}
+
+static void iq2_xxs_from_float(const float *src, void *dst, int64_t n) {
+    block_iq2_xxs *b = dst;
+    for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
+        int s[8];
+        float d = iq_fit_scales(src, 32, 8, 43, 15, 0.125f, s, &b[i].d);
+        uint8_t *qs = (uint8_t *)b[i].qs;
+        for (int ib = 0; ib < 8; ib++) {
+            const float *x = src + 32 * ib, inv = iq_inv(d, 0.125f, s[ib]);
+            uint32_t w = (uint32_t)s[ib] << 28;
+            for (int l = 0; l < 4; l++) {
+                qs[8 * ib + l] = (uint8_t)iq_nearest8(df_iq2xxs_grid, 256, x + 8 * l, inv);
+                w |= (iq_signs(x + 8 * l, 1) & 127u) << (7 * l);
+            }
+            memcpy(qs + 8 * ib + 4, &w, 4);
+        }
+    }
+}
+
+static void iq2_xs_from_float(const float *src, void *dst, int64_t n) {
+    block_iq2_xs *b = dst;
+    for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
+        int s[16];
+        float d = iq_fit_scales(src, 16, 16, 43, 15, 0.125f, s, &b[i].d);
+        for (int ib = 0; ib < 8; ib++) {
+            b[i].scales[ib] = (uint8_t)(s[2 * ib] | s[2 * ib + 1] << 4);
+            for (int l = 0; l < 4; l++) {
+                const float *x = src + 32 * ib + 8 * l;
+                int idx = iq_nearest8(df_iq2xs_grid, 512, x, iq_inv(d, 0.125f, s[2 * ib + l / 2]));
+                b[i].qs[4 * ib + l] = (uint16_t)(idx | (iq_signs(x, 1) & 127u) << 9);
+            }
+        }
+    }
+}
+
+static void iq2_s_from_float(const float *src, void *dst, int64_t n) {
+    block_iq2_s *b = dst;
+    for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
+        int s[16];
+        float d = iq_fit_scales(src, 16, 16, 43, 15, 0.125f, s, &b[i].d);
+        memset(b[i].qh, 0, sizeof b[i].qh);
+        for (int ib = 0; ib < 8; ib++) {
+            b[i].scales[ib] = (uint8_t)(s[2 * ib] | s[2 * ib + 1] << 4);
+            for (int l = 0; l < 4; l++) {
+                const float *x = src + 32 * ib + 8 * l;
+                int idx = iq_nearest8(df_iq2s_grid, 1024, x, iq_inv(d, 0.125f, s[2 * ib + l / 2]));
+                b[i].qs[4 * ib + l] = (uint8_t)idx;
+                b[i].qh[ib] |= (uint8_t)((idx >> 8) << (2 * l));
+                b[i].qs[32 + 4 * ib + l] = (uint8_t)iq_signs(x, 0);
+            }
+        }
+    }
+}
+
+static void iq3_xxs_from_float(const float *src, void *dst, int64_t n) {
+    block_iq3_xxs *b = dst;
+    for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
+        int s[8];
+        float d = iq_fit_scales(src, 32, 8, 62, 15, 0.25f, s, &b[i].d);
+        for (int ib = 0; ib < 8; ib++) {
+            const float *x = src + 32 * ib, inv = iq_inv(d, 0.25f, s[ib]);
+            uint32_t w = (uint32_t)s[ib] << 28;
+            for (int l = 0; l < 4; l++) {
+                b[i].qs[8 * ib + 2 * l] = (uint8_t)iq_nearest4(df_iq3xxs_grid, 256, x + 8 * l, inv);
+                b[i].qs[8 * ib + 2 * l + 1] = (uint8_t)iq_nearest4(df_iq3xxs_grid, 256, x + 8 * l + 4, inv);
+                w |= (iq_signs(x + 8 * l, 1) & 127u) << (7 * l);
+            }
+            memcpy(b[i].qs + 64 + 4 * ib, &w, 4);
+        }
+    }
+}
+
+static void iq3_s_from_float(const float *src, void *dst, int64_t n) {
+    block_iq3_s *b = dst;
+    for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
+        int s[8];
+        float d = iq_fit_scales(src, 32, 8, 15, 15, 1.0f, s, &b[i].d);
+        memset(b[i].qh, 0, sizeof b[i].qh);
+        memset(b[i].scales, 0, sizeof b[i].scales);
+        for (int ib = 0; ib < 8; ib++) {
+            const float *x = src + 32 * ib, inv = iq_inv(d, 1.0f, s[ib]);
+            b[i].scales[ib / 2] |= (uint8_t)(s[ib] << (4 * (ib % 2)));
+            for (int l = 0; l < 4; l++) {
+                int i1 = iq_nearest4(df_iq3s_grid, 512, x + 8 * l, inv), i2 = iq_nearest4(df_iq3s_grid, 512, x + 8 * l + 4, inv);
+                b[i].qs[8 * ib + 2 * l] = (uint8_t)i1;
+                b[i].qs[8 * ib + 2 * l + 1] = (uint8_t)i2;
+                b[i].qh[ib] |= (uint8_t)((i1 >> 8) << (2 * l) | (i2 >> 8) << (2 * l + 1));
+                b[i].signs[4 * ib + l] = (uint8_t)iq_signs(x + 8 * l, 0);
+            }
+        }
+    }
+}
+
+static void iq1_s_from_float(const float *src, void *dst, int64_t n) {
+    block_iq1_s *b = dst;
+    for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
+        int s[8];
+        float d = iq_fit_scales(src, 32, 8, 9, 7, 0.125f, s, &b[i].d);
+        for (int ib = 0; ib < 8; ib++) {
+            const float *x = src + 32 * ib, inv = iq_inv(d, 1.0f, s[ib]); /* grid units: d * ls */
+            /* one delta per sub-block: keep the one with the smaller total error */
+            int best_dl = 1, idx[2][4];
+            float best_e = INFINITY;
+            for (int dl = -1; dl <= 1; dl += 2) {
+                float e = 0, el;
+                for (int l = 0; l < 4; l++) {
+                    idx[dl > 0][l] = iq1_nearest_dl(x + 8 * l, inv, dl, &el);
+                    e += el;
+                }
+                if (e < best_e) { best_e = e; best_dl = dl; }
+            }
+            unsigned h = (unsigned)s[ib] << 12 | (best_dl < 0 ? 0x8000u : 0u);
+            for (int l = 0; l < 4; l++) {
+                int k = idx[best_dl > 0][l];
+                b[i].qs[4 * ib + l] = (uint8_t)k;
+                h |= (unsigned)(k >> 8) << (3 * l);
+            }
+            b[i].qh[ib] = (uint16_t)h;
+        }
+    }
+}
+
+static void iq1_m_from_float(const float *src, void *dst, int64_t n) {
+    block_iq1_m *b = dst;
+    for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
+        int s[16];
+        uint16_t dh, sc[4] = {0, 0, 0, 0};
+        float d = iq_fit_scales(src, 16, 16, 9, 7, 0.125f, s, &dh);
+        memset(b[i].qh, 0, sizeof b[i].qh);
+        for (int ib = 0; ib < 8; ib++) {
+            sc[ib / 2] |= (uint16_t)((s[2 * ib] | s[2 * ib + 1] << 3) << (6 * (ib % 2)));
+            for (int l = 0; l < 4; l++) {
+                const float *x = src + 32 * ib + 8 * l, inv = iq_inv(d, 1.0f, s[2 * ib + l / 2]);
+                float em, ep; /* the delta of each group of 8: the better of the two */
+                int km = iq1_nearest_dl(x, inv, -1, &em), kp = iq1_nearest_dl(x, inv, 1, &ep);
+                int dl = em < ep ? -1 : 1, k = em < ep ? km : kp;
+                b[i].qs[4 * ib + l] = (uint8_t)k;
+                b[i].qh[2 * ib + l / 2] |= (uint8_t)(((k >> 8) | (dl < 0 ? 8 : 0)) << (4 * (l % 2)));
+            }
+        }
+        for (int k = 0; k < 4; k++) sc[k] |= (uint16_t)(((dh >> (4 * k)) & 0xF) << 12);
+        memcpy(b[i].scales, sc, 8);
+    }
+}
+
+/* ---- shared decode-based kernels ---- */
+
+static const quant_iq_info iq_info[DF_TYPE_COUNT] = {
+    [DF_TYPE_IQ2_XXS] = {sizeof(block_iq2_xxs), 0.125f, iq2_xxs_decode},
+    [DF_TYPE_IQ2_XS] = {sizeof(block_iq2_xs), 0.125f, iq2_xs_decode},
+    [DF_TYPE_IQ2_S] = {sizeof(block_iq2_s), 0.125f, iq2_s_decode},
+    [DF_TYPE_IQ3_XXS] = {sizeof(block_iq3_xxs), 0.25f, iq3_xxs_decode},
+    [DF_TYPE_IQ3_S] = {sizeof(block_iq3_s), 1.0f, iq3_s_decode},
+    [DF_TYPE_IQ1_S] = {sizeof(block_iq1_s), 0.125f, iq1_s_decode},
+    [DF_TYPE_IQ1_M] = {sizeof(block_iq1_m), 0.125f, iq1_m_decode},
+};
+
+const quant_iq_info *quant_iq_get(int type) {
+    if (type < 0 || type >= DF_TYPE_COUNT || !iq_info[type].decode) return NULL;
+    return &iq_info[type];
+}
+
+/* d * ls first, then the power-of-two factor, then the value: the same
+ * roundings as ggml's d * (0.5 + s) * 0.25 * grid (scaling by 2^k commutes
+ * with rounding), so the floats are bit-identical. */
+static void iq_grid_to_float(const void *src, float *dst, int64_t n, int type) {
+    const quant_iq_info *t = &iq_info[type];
+    quant_iq_block B;
+    for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
+        t->decode((const uint8_t *)src + (size_t)i * t->bs, &B);
+        for (int g = 0; g < 16; g++) {
+            float dl = B.d * (float)B.ls[g] * t->factor;
+            for (int j = 0; j < 16; j++) dst[16 * g + j] = dl * (float)B.q[16 * g + j];
+        }
+    }
+}
+
+static void iq_grid_vec_dot(int64_t n, const void *w, const void *x, float *out, int type) {
+    const quant_iq_info *t = &iq_info[type];
+    const block_q8_K *b = x;
+    quant_iq_block B;
+    float sum = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        t->decode((const uint8_t *)w + (size_t)i * t->bs, &B);
+        int isum = 0;
+        for (int g = 0; g < 16; g++) {
+            int s = 0;
+            for (int j = 0; j < 16; j++) s += B.q[16 * g + j] * b[i].qs[16 * g + j];
+            isum += B.ls[g] * s;
+        }
+        sum += (B.d * b[i].d) * (float)isum;
+    }
+    *out = t->factor * sum;
+}
+
+#define IQ_GRID_FNS(pfx, id)                                                                                   \
+    static void pfx##_to_float(const void *src, float *dst, int64_t n) { iq_grid_to_float(src, dst, n, id); } \
+    static void pfx##_vec_dot(int64_t n, const void *w, const void *x, float *out) { iq_grid_vec_dot(n, w, x, out, id); }
+IQ_GRID_FNS(iq2_xxs, DF_TYPE_IQ2_XXS)
+IQ_GRID_FNS(iq2_xs, DF_TYPE_IQ2_XS)
+IQ_GRID_FNS(iq2_s, DF_TYPE_IQ2_S)
+IQ_GRID_FNS(iq3_xxs, DF_TYPE_IQ3_XXS)
+IQ_GRID_FNS(iq3_s, DF_TYPE_IQ3_S)
+IQ_GRID_FNS(iq1_s, DF_TYPE_IQ1_S)
+IQ_GRID_FNS(iq1_m, DF_TYPE_IQ1_M)
+#undef IQ_GRID_FNS
+
+/* ======================================================================
  * The table
  * ====================================================================== */
 
@@ -1477,19 +1933,19 @@ static const quant_traits ref_table[DF_TYPE_COUNT] = {
     [DF_TYPE_IQ4_XS] = SUP("iq4_xs", QK_K, sizeof(block_iq4_xs), DF_TYPE_Q8_K, iq4_xs),
     [DF_TYPE_TQ1_0] = SUP("tq1_0", QK_K, sizeof(block_tq1_0), DF_TYPE_Q8_K, tq1_0),
     [DF_TYPE_TQ2_0] = SUP("tq2_0", QK_K, sizeof(block_tq2_0), DF_TYPE_Q8_K, tq2_0),
+    [DF_TYPE_IQ2_XXS] = SUP("iq2_xxs", QK_K, sizeof(block_iq2_xxs), DF_TYPE_Q8_K, iq2_xxs),
+    [DF_TYPE_IQ2_XS] = SUP("iq2_xs", QK_K, sizeof(block_iq2_xs), DF_TYPE_Q8_K, iq2_xs),
+    [DF_TYPE_IQ2_S] = SUP("iq2_s", QK_K, sizeof(block_iq2_s), DF_TYPE_Q8_K, iq2_s),
+    [DF_TYPE_IQ3_XXS] = SUP("iq3_xxs", QK_K, sizeof(block_iq3_xxs), DF_TYPE_Q8_K, iq3_xxs),
+    [DF_TYPE_IQ3_S] = SUP("iq3_s", QK_K, sizeof(block_iq3_s), DF_TYPE_Q8_K, iq3_s),
+    [DF_TYPE_IQ1_S] = SUP("iq1_s", QK_K, sizeof(block_iq1_s), DF_TYPE_Q8_K, iq1_s),
+    [DF_TYPE_IQ1_M] = SUP("iq1_m", QK_K, sizeof(block_iq1_m), DF_TYPE_Q8_K, iq1_m),
     /* known to ggml, not computed here (sizes from ggml-common.h) */
-    [16] = UNSUP("iq2_xxs", QK_K, 66),
-    [17] = UNSUP("iq2_xs", QK_K, 74),
-    [18] = UNSUP("iq3_xxs", QK_K, 98),
-    [19] = UNSUP("iq1_s", QK_K, 50),
-    [21] = UNSUP("iq3_s", QK_K, 110),
-    [22] = UNSUP("iq2_s", QK_K, 82),
     [24] = UNSUP("i8", 1, 1),
     [25] = UNSUP("i16", 1, 2),
     [26] = UNSUP("i32", 1, 4),
     [27] = UNSUP("i64", 1, 8),
     [28] = UNSUP("f64", 1, 8),
-    [29] = UNSUP("iq1_m", QK_K, 56),
     [40] = UNSUP("nvfp4", 64, 36),
     /* 4, 5, 31..33, 36..38: retired by ggml, left as holes (name NULL) */
 };

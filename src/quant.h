@@ -8,7 +8,8 @@
  * how to quantize floats into it, and a dot product of one weight row with an
  * activation row that has been converted into the type's "vec_type" (the
  * activation format it pairs with, as in llama.cpp: Q8_0 for Q4_0/Q5_0/Q8_0,
- * Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants, IQ4_XS, TQ1_0 and TQ2_0,
+ * Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants, the i-quants but IQ4_NL,
+ * TQ1_0 and TQ2_0,
  * Q8_0 also for MXFP4, Q1_0, Q2_0 and IQ4_NL, F32 for F32, F16 for F16,
  * BF16 for BF16). Matrix code looks the entry up once and never switches on
  * type or instruction set.
@@ -40,8 +41,15 @@ enum df_type {
     DF_TYPE_Q5_K = 13,
     DF_TYPE_Q6_K = 14,
     DF_TYPE_Q8_K = 15,
+    DF_TYPE_IQ2_XXS = 16,
+    DF_TYPE_IQ2_XS = 17,
+    DF_TYPE_IQ3_XXS = 18,
+    DF_TYPE_IQ1_S = 19,
     DF_TYPE_IQ4_NL = 20,
+    DF_TYPE_IQ3_S = 21,
+    DF_TYPE_IQ2_S = 22,
     DF_TYPE_IQ4_XS = 23,
+    DF_TYPE_IQ1_M = 29,
     DF_TYPE_BF16 = 30,
     DF_TYPE_TQ1_0 = 34,
     DF_TYPE_TQ2_0 = 35,
@@ -163,6 +171,22 @@ typedef struct { uint16_t d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; uin
 typedef struct { uint8_t qs[(QK_K - 4 * QK_K / 64) / 5]; uint8_t qh[QK_K / 64]; uint16_t d; } block_tq1_0;
 /* TQ2_0: ternary in 2-bit codes c, value d * (c - 1); d (f16) last. */
 typedef struct { uint8_t qs[QK_K / 4]; uint16_t d; } block_tq2_0;
+
+/* The grid i-quants (256 elements in 8 sub-blocks of 32; grids in
+ * quant_grids.c; element order and formulas at their code in quant.c). */
+typedef struct { uint16_t d; uint16_t qs[QK_K / 8]; } block_iq2_xxs;
+typedef struct { uint16_t d; uint16_t qs[QK_K / 8]; uint8_t scales[QK_K / 32]; } block_iq2_xs;
+typedef struct { uint16_t d; uint8_t qs[QK_K / 4]; uint8_t qh[QK_K / 32]; uint8_t scales[QK_K / 32]; } block_iq2_s;
+typedef struct { uint16_t d; uint8_t qs[3 * QK_K / 8]; } block_iq3_xxs;
+typedef struct {
+    uint16_t d;
+    uint8_t qs[QK_K / 4];
+    uint8_t qh[QK_K / 32];
+    uint8_t signs[QK_K / 8];
+    uint8_t scales[QK_K / 64];
+} block_iq3_s;
+typedef struct { uint16_t d; uint8_t qs[QK_K / 8]; uint16_t qh[QK_K / 32]; } block_iq1_s;
+typedef struct { uint8_t qs[QK_K / 8]; uint8_t qh[QK_K / 16]; uint8_t scales[QK_K / 32]; } block_iq1_m;
 
 /* ggml's kvalues_iq4nl. */
 extern const int8_t df_kvalues_iq4nl[16];

@@ -70,6 +70,27 @@ static inline float quant_e8m0_half(uint8_t e) {
     return f;
 }
 
+/* A grid i-quant block (iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s,
+ * iq1_m) decoded to integers: element e is d * factor * ls[e / 16] * q[e],
+ * factor a power of two per type. Its dot with a q8_K block is therefore
+ * factor * d * y.d * sum_g ls[g] * (integer sum of q * y over group g), the
+ * same integer sums as ggml's vec_dot (iq1's +-1/8 delta is folded into q
+ * as 8 * grid +- 1, factor 1/8). SIMD kernels decode with these functions
+ * (the grid lookups are scalar) and do the products in vectors. */
+typedef struct {
+    float d;
+    int16_t ls[16];
+    int8_t q[QK_K];
+} quant_iq_block;
+typedef void (*quant_iq_decode_fn)(const void *blk, quant_iq_block *out);
+typedef struct {
+    size_t bs;     /* bytes per block */
+    float factor;
+    quant_iq_decode_fn decode;
+} quant_iq_info;
+/* The decoder of a grid i-quant type, or NULL for any other type. */
+const quant_iq_info *quant_iq_get(int type);
+
 /* Decode the 6-bit scale and min of sub-block j (0..7) of a q4_K/q5_K block. */
 static inline void quant_k4_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m) {
     if (j < 4) {

@@ -47,7 +47,8 @@ static const int k_types[] = {
     DF_TYPE_F32, DF_TYPE_F16, DF_TYPE_BF16, DF_TYPE_Q4_0, DF_TYPE_Q4_1, DF_TYPE_Q5_0,
     DF_TYPE_Q5_1, DF_TYPE_Q8_0, DF_TYPE_Q8_1, DF_TYPE_Q2_K, DF_TYPE_Q3_K, DF_TYPE_Q4_K,
     DF_TYPE_Q5_K, DF_TYPE_Q6_K, DF_TYPE_Q8_K, DF_TYPE_MXFP4, DF_TYPE_Q1_0, DF_TYPE_Q2_0,
-    DF_TYPE_IQ4_NL, DF_TYPE_IQ4_XS, DF_TYPE_TQ1_0, DF_TYPE_TQ2_0,
+    DF_TYPE_IQ4_NL, DF_TYPE_IQ4_XS, DF_TYPE_TQ1_0, DF_TYPE_TQ2_0, DF_TYPE_IQ2_XXS, DF_TYPE_IQ2_XS,
+    DF_TYPE_IQ2_S, DF_TYPE_IQ3_XXS, DF_TYPE_IQ3_S, DF_TYPE_IQ1_S, DF_TYPE_IQ1_M,
 };
 #define N_TYPES ((int)(sizeof k_types / sizeof k_types[0]))
 
@@ -86,6 +87,14 @@ static const int k_types[] = {
  *    clipped [113, 127]) relative to 127^2/3 gives 0.0721 (0.0751 with the
  *    largest on the +113 end; the least-squares refit only lowers it).
  *  iq4_xs: the same per 32 elements, plus 6-bit sub-block scales (as q4_K).
+ *  grid i-quants: the grids are small subsets of the product of their
+ *    per-element levels, chosen by ggml for Gaussian-like weights, so there
+ *    is no closed form; the nominal values are what our quantizer
+ *    (src/quant.c: amax scales, nearest grid point) measures on this data:
+ *    iq2_xxs 0.335, iq2_xs 0.315, iq2_s 0.242, iq3_xxs 0.205, iq3_s 0.133,
+ *    iq1_s 0.453, iq1_m 0.417. For scale: with the unrestricted levels
+ *    (iq2: 3 magnitudes and sign per element, step ~ amax/2.5) the formula
+ *    above gives ~0.2; iq1's ternary levels give 0.5.
  * Each bound is the nominal value times 1.15 (clamped top level, 6-bit or
  * 4-bit quantization of the sub-block scales and mins, sampling spread of the
  * range over 4096 elements) plus 2^-11 for the f16 block scales. A quantizer
@@ -113,6 +122,13 @@ static double rt_bound(int type) {
     case DF_TYPE_Q2_0: return m * 0.4923 + h;
     case DF_TYPE_TQ1_0: case DF_TYPE_TQ2_0: return m * 0.4981 + h;
     case DF_TYPE_IQ4_NL: case DF_TYPE_IQ4_XS: return m * 0.0721 + h;
+    case DF_TYPE_IQ2_XXS: return m * 0.335 + h;
+    case DF_TYPE_IQ2_XS: return m * 0.315 + h;
+    case DF_TYPE_IQ2_S: return m * 0.242 + h;
+    case DF_TYPE_IQ3_XXS: return m * 0.205 + h;
+    case DF_TYPE_IQ3_S: return m * 0.133 + h;
+    case DF_TYPE_IQ1_S: return m * 0.453 + h;
+    case DF_TYPE_IQ1_M: return m * 0.417 + h;
     default: return -1;
     }
 }
@@ -381,6 +397,13 @@ static const golden k_golden[] = {
     {DF_TYPE_IQ4_XS, -3168120.59375, -3111.26172},
     {DF_TYPE_TQ1_0, -1642.53515625, -6.68878794},
     {DF_TYPE_TQ2_0, 85371.625, -4.4036684},
+    {DF_TYPE_IQ2_XXS, 81955.201171875, 295.843842},
+    {DF_TYPE_IQ2_XS, -919172.70458984375, -595.017456},
+    {DF_TYPE_IQ2_S, 1253010.31640625, -2961.34229},
+    {DF_TYPE_IQ3_XXS, 106087.611328125, 291.928864},
+    {DF_TYPE_IQ3_S, 501377.7265625, -2315.35718},
+    {DF_TYPE_IQ1_S, 27906377.375, -1264.54663},
+    {DF_TYPE_IQ1_M, 25033289.9375, -2413.20801},
 };
 
 /* Hash of the bytes ggml's reference quantizer (quantize_row_*_ref, through
@@ -564,6 +587,8 @@ static void test_table(void **state) {
         {13, "q5_K", 256, 176, 15}, {14, "q6_K", 256, 210, 15}, {15, "q8_K", 256, 292, 15},
         {30, "bf16", 1, 2, 30}, {39, "mxfp4", 32, 17, 8}, {41, "q1_0", 128, 18, 8}, {42, "q2_0", 64, 18, 8},
         {20, "iq4_nl", 32, 18, 8}, {23, "iq4_xs", 256, 136, 15}, {34, "tq1_0", 256, 54, 15}, {35, "tq2_0", 256, 66, 15},
+        {16, "iq2_xxs", 256, 66, 15}, {17, "iq2_xs", 256, 74, 15}, {18, "iq3_xxs", 256, 98, 15}, {19, "iq1_s", 256, 50, 15},
+        {21, "iq3_s", 256, 110, 15}, {22, "iq2_s", 256, 82, 15}, {29, "iq1_m", 256, 56, 15},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const quant_traits *t = quant_traits_get(want[i].id);
@@ -575,10 +600,8 @@ static void test_table(void **state) {
         assert_true(t->supported && t->to_float && t->from_float && t->vec_dot);
     }
     struct { int id; const char *name; int blck; size_t size; } unsup[] = {
-        {16, "iq2_xxs", 256, 66}, {17, "iq2_xs", 256, 74}, {18, "iq3_xxs", 256, 98}, {19, "iq1_s", 256, 50},
-        {21, "iq3_s", 256, 110}, {22, "iq2_s", 256, 82},
         {24, "i8", 1, 1}, {25, "i16", 1, 2}, {26, "i32", 1, 4}, {27, "i64", 1, 8}, {28, "f64", 1, 8},
-        {29, "iq1_m", 256, 56}, {40, "nvfp4", 64, 36},
+        {40, "nvfp4", 64, 36},
     };
     for (size_t i = 0; i < sizeof unsup / sizeof unsup[0]; i++) {
         const quant_traits *t = quant_traits_get(unsup[i].id);
