@@ -16,7 +16,9 @@
  *   code - 1 from kern_x86.h's unpacking, all through the same sign trick;
  *   iq4_nl/iq4_xs values from ggml's kvalues_iq4nl through pshufb; tq1_0's
  *   trits by byte compares after wrapping multiplies by 3, tq2_0's from bit
- *   pairs (kern_x86.h), through the same sign trick.
+ *   pairs (kern_x86.h), through the same sign trick. The grid i-quants
+ *   decode each block with quant.c's decoder (scalar grid lookups) and
+ *   multiply in vectors.
  * - No int16 saturation is possible: the largest maddubs pair is
  *   2 * 63 * 127 = 16002 (q6_K), and scaled sums stay far inside int32.
  * - Every kernel forms exactly the same per-block integer sums as the scalar
@@ -482,6 +484,38 @@ static void tq2_0_dot(int64_t n, const void *w, const void *x, float *out) {
     }
     *out = sum;
 }
+
+/* Grid i-quants (iq2_*, iq3_*, iq1_*): each block decoded to integer values
+ * and scales by quant.c's decoder (the grid lookups are scalar loads), then
+ * the products in vectors: lanes 0-3 of a 32-byte dot belong to one
+ * 16-element scale group, lanes 4-7 to the next. */
+static void iq_grid_dot(int64_t n, const void *w, const void *x, float *out, int type) {
+    const quant_iq_info *t = quant_iq_get(type);
+    const block_q8_K *b = x;
+    quant_iq_block B;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        t->decode((const uint8_t *)w + (size_t)i * t->bs, &B);
+        __m256i s = _mm256_setzero_si256();
+        for (int k = 0; k < 8; k++) {
+            __m256i p = dot_i8(LOADU(B.q + 32 * k), LOADU(b[i].qs + 32 * k));
+            s = _mm256_add_epi32(s, _mm256_mullo_epi32(p, _mm256_set_m128i(_mm_set1_epi32(B.ls[2 * k + 1]), _mm_set1_epi32(B.ls[2 * k]))));
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(B.d * b[i].d), acc);
+    }
+    *out = t->factor * hsum_ps(acc);
+}
+
+#define IQ_GRID_WRAP(pfx, id) \
+    static void pfx##_dot(int64_t n, const void *w, const void *x, float *out) { iq_grid_dot(n, w, x, out, id); }
+IQ_GRID_WRAP(iq2_xxs, DF_TYPE_IQ2_XXS)
+IQ_GRID_WRAP(iq2_xs, DF_TYPE_IQ2_XS)
+IQ_GRID_WRAP(iq2_s, DF_TYPE_IQ2_S)
+IQ_GRID_WRAP(iq3_xxs, DF_TYPE_IQ3_XXS)
+IQ_GRID_WRAP(iq3_s, DF_TYPE_IQ3_S)
+IQ_GRID_WRAP(iq1_s, DF_TYPE_IQ1_S)
+IQ_GRID_WRAP(iq1_m, DF_TYPE_IQ1_M)
+#undef IQ_GRID_WRAP
 
 /* ---------------------------------------------------------------------- */
 /* K-quants (256-element super-blocks, activations in q8_K) */
@@ -1155,6 +1189,13 @@ void kern_avx2_fill(quant_traits *t) {
     t[DF_TYPE_IQ4_XS].vec_dot = iq4_xs_dot;
     t[DF_TYPE_TQ1_0].vec_dot = tq1_0_dot;
     t[DF_TYPE_TQ2_0].vec_dot = tq2_0_dot;
+    t[DF_TYPE_IQ2_XXS].vec_dot = iq2_xxs_dot;
+    t[DF_TYPE_IQ2_XS].vec_dot = iq2_xs_dot;
+    t[DF_TYPE_IQ2_S].vec_dot = iq2_s_dot;
+    t[DF_TYPE_IQ3_XXS].vec_dot = iq3_xxs_dot;
+    t[DF_TYPE_IQ3_S].vec_dot = iq3_s_dot;
+    t[DF_TYPE_IQ1_S].vec_dot = iq1_s_dot;
+    t[DF_TYPE_IQ1_M].vec_dot = iq1_m_dot;
     t[DF_TYPE_F32].gemm = f32_tile_gemm;
     t[DF_TYPE_F16].gemm = f16_tile_gemm;
     t[DF_TYPE_Q4_0].gemm = q4_0_tile_gemm;

@@ -25,7 +25,8 @@
  *   their -1 offset in through the activation sum, like q4_0. iq4_nl/iq4_xs
  *   look up ggml's non-linear table like mxfp4 (iq4_xs scales its sub-block
  *   sums in int32); tq1_0/tq2_0 take kern_x86.h's 256-bit value vectors
- *   in pairs.
+ *   in pairs. The grid i-quants decode each block with quant.c's decoder
+ *   (scalar grid lookups) and multiply 64 values per vector.
  * - The integer sums per block are exactly the scalar reference's; only the
  *   float accumulation order differs.
  * - This file is exercised by tests/test_quant.c wherever the CPU has
@@ -396,6 +397,39 @@ static void tq2_0_dot(int64_t n, const void *w, const void *x, float *out) {
     *out = sum;
 }
 
+/* Grid i-quants: quant.c's decoder (scalar grid lookups), then 64 values
+ * per vector; lane j of a 64-byte dot belongs to scale group 4k + j/4. */
+static void iq_grid_dot(int64_t n, const void *w, const void *x, float *out, int type) {
+    const quant_iq_info *t = quant_iq_get(type);
+    const block_q8_K *b = x;
+    const __m512i grp = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    quant_iq_block B;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        t->decode((const uint8_t *)w + (size_t)i * t->bs, &B);
+        const __m512i ls = _mm512_cvtepi16_epi32(LOADU(B.ls));
+        __m512i s = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) {
+            __m512i p = dot_i8_512(LD512(B.q + 64 * k), LD512(b[i].qs + 64 * k));
+            __m512i sc = _mm512_permutexvar_epi32(_mm512_add_epi32(grp, _mm512_set1_epi32(4 * k)), ls);
+            s = _mm512_add_epi32(s, _mm512_mullo_epi32(p, sc));
+        }
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(B.d * b[i].d), acc);
+    }
+    *out = t->factor * _mm512_reduce_add_ps(acc);
+}
+
+#define IQ_GRID_WRAP(pfx, id) \
+    static void pfx##_dot(int64_t n, const void *w, const void *x, float *out) { iq_grid_dot(n, w, x, out, id); }
+IQ_GRID_WRAP(iq2_xxs, DF_TYPE_IQ2_XXS)
+IQ_GRID_WRAP(iq2_xs, DF_TYPE_IQ2_XS)
+IQ_GRID_WRAP(iq2_s, DF_TYPE_IQ2_S)
+IQ_GRID_WRAP(iq3_xxs, DF_TYPE_IQ3_XXS)
+IQ_GRID_WRAP(iq3_s, DF_TYPE_IQ3_S)
+IQ_GRID_WRAP(iq1_s, DF_TYPE_IQ1_S)
+IQ_GRID_WRAP(iq1_m, DF_TYPE_IQ1_M)
+#undef IQ_GRID_WRAP
+
 /* ---------------------------------------------------------------------- */
 /* K-quants */
 
@@ -598,4 +632,11 @@ void kern_avx512_fill(quant_traits *t) {
     t[DF_TYPE_IQ4_XS].vec_dot = iq4_xs_dot;
     t[DF_TYPE_TQ1_0].vec_dot = tq1_0_dot;
     t[DF_TYPE_TQ2_0].vec_dot = tq2_0_dot;
+    t[DF_TYPE_IQ2_XXS].vec_dot = iq2_xxs_dot;
+    t[DF_TYPE_IQ2_XS].vec_dot = iq2_xs_dot;
+    t[DF_TYPE_IQ2_S].vec_dot = iq2_s_dot;
+    t[DF_TYPE_IQ3_XXS].vec_dot = iq3_xxs_dot;
+    t[DF_TYPE_IQ3_S].vec_dot = iq3_s_dot;
+    t[DF_TYPE_IQ1_S].vec_dot = iq1_s_dot;
+    t[DF_TYPE_IQ1_M].vec_dot = iq1_m_dot;
 }

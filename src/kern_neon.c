@@ -9,7 +9,8 @@
  *   needed. mxfp4 values come from ggml's table by vqtbl1q, q1_0's +-1 from
  *   its sign bits, q2_0's code - 1 from zipped bit pairs, iq4_nl/iq4_xs
  *   values from ggml's kvalues_iq4nl by vqtbl1q, tq1_0's trits by byte
- *   compares after wrapping multiplies by 3, tq2_0's from bit pairs. The
+ *   compares after wrapping multiplies by 3, tq2_0's from bit pairs; the
+ *   grid i-quants through quant.c's decoder (scalar grid lookups). The
  *   per-block integer sums are exactly the scalar reference's.
  * - The byte dot product (16 int8 pairs -> 4 int32 partial sums) has two
  *   implementations: ARMv8.0 (smull/smull2 + sadalp) and the ARMv8.2 dotprod
@@ -305,6 +306,13 @@ void kern_neon_fill(quant_traits *t) {
     SET(DF_TYPE_IQ4_XS, iq4_xs_dot);
     SET(DF_TYPE_TQ1_0, tq1_0_dot);
     SET(DF_TYPE_TQ2_0, tq2_0_dot);
+    SET(DF_TYPE_IQ2_XXS, iq2_xxs_dot);
+    SET(DF_TYPE_IQ2_XS, iq2_xs_dot);
+    SET(DF_TYPE_IQ2_S, iq2_s_dot);
+    SET(DF_TYPE_IQ3_XXS, iq3_xxs_dot);
+    SET(DF_TYPE_IQ3_S, iq3_s_dot);
+    SET(DF_TYPE_IQ1_S, iq1_s_dot);
+    SET(DF_TYPE_IQ1_M, iq1_m_dot);
 #undef SET
 }
 
@@ -707,5 +715,32 @@ static KN_TARGET void KN(tq2_0_dot)(int64_t n, const void *w, const void *x, flo
     }
     *out = sum;
 }
+
+/* Grid i-quants: quant.c's decoder (scalar grid lookups), then one byte
+ * dot per 16-element scale group. */
+static KN_TARGET void KN(iq_grid_dot)(int64_t n, const void *w, const void *x, float *out, int type) {
+    const quant_iq_info *t = quant_iq_get(type);
+    const block_q8_K *b = x;
+    quant_iq_block B;
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        t->decode((const uint8_t *)w + (size_t)i * t->bs, &B);
+        int32x4_t s = vdupq_n_s32(0);
+        for (int g = 0; g < 16; g++)
+            s = vmlaq_n_s32(s, KN_DOT(vdupq_n_s32(0), vld1q_s8(B.q + 16 * g), vld1q_s8(b[i].qs + 16 * g)), B.ls[g]);
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(s), B.d * b[i].d);
+    }
+    *out = t->factor * vaddvq_f32(acc);
+}
+#define IQ_GRID_KN(pfx, id) \
+    static KN_TARGET void KN(pfx##_dot)(int64_t n, const void *w, const void *x, float *out) { KN(iq_grid_dot)(n, w, x, out, id); }
+IQ_GRID_KN(iq2_xxs, DF_TYPE_IQ2_XXS)
+IQ_GRID_KN(iq2_xs, DF_TYPE_IQ2_XS)
+IQ_GRID_KN(iq2_s, DF_TYPE_IQ2_S)
+IQ_GRID_KN(iq3_xxs, DF_TYPE_IQ3_XXS)
+IQ_GRID_KN(iq3_s, DF_TYPE_IQ3_S)
+IQ_GRID_KN(iq1_s, DF_TYPE_IQ1_S)
+IQ_GRID_KN(iq1_m, DF_TYPE_IQ1_M)
+#undef IQ_GRID_KN
 
 #endif /* KN_PASS */
