@@ -1677,18 +1677,47 @@ static unsigned iq_signs(const float *x, int even) {
     return s;
 }
 
+/* iq1s_grid's entries by their ternary pattern (sum (g_j + 1) 3^j), -1
+ * where a pattern is not in the grid. */
+static int16_t iq1_pattern[6561];
+static pthread_once_t iq1_once = PTHREAD_ONCE_INIT;
+static void iq1_pattern_init(void) {
+    for (int c = 0; c < 6561; c++) iq1_pattern[c] = -1;
+    for (int k = 0; k < 2048; k++) {
+        int c = 0;
+        for (int j = 7; j >= 0; j--) c = 3 * c + (int8_t)((df_iq1s_grid[k] >> (8 * j)) & 0xFF) + 1;
+        iq1_pattern[c] = (int16_t)k;
+    }
+}
+
 /* iq1: the entry nearest x * inv * 8 as 8 * grid + dl (dl = +-1); writes
- * the squared error. */
+ * the squared error. The error is a sum over elements, so the element-wise
+ * nearest pattern is the answer when the grid has it; else every entry is
+ * scored from the per-element errors. */
 static int iq1_nearest_dl(const float *x, float inv, int dl, float *err) {
+    float e[8][3];
+    int c = 0, pow3 = 1;
+    float emin = 0;
+    pthread_once(&iq1_once, iq1_pattern_init);
+    for (int j = 0; j < 8; j++, pow3 *= 3) {
+        float t = x[j] * inv * 8.0f - (float)dl;
+        int bg = 0;
+        for (int g = -1; g <= 1; g++) e[j][g + 1] = (t - 8.0f * (float)g) * (t - 8.0f * (float)g);
+        for (int g = -1; g <= 1; g++)
+            if (e[j][g + 1] < e[j][bg + 1]) bg = g;
+        c += (bg + 1) * pow3;
+        emin += e[j][bg + 1];
+    }
+    if (iq1_pattern[c] >= 0) {
+        *err = emin;
+        return iq1_pattern[c];
+    }
     int best = 0;
     float be = INFINITY;
     for (int k = 0; k < 2048; k++) {
-        float e = 0;
-        for (int j = 0; j < 8; j++) {
-            float t = x[j] * inv * 8.0f - (float)(8 * (int8_t)((df_iq1s_grid[k] >> (8 * j)) & 0xFF) + dl);
-            e += t * t;
-        }
-        if (e < be) { be = e; best = k; }
+        float ek = 0;
+        for (int j = 0; j < 8; j++) ek += e[j][(int8_t)((df_iq1s_grid[k] >> (8 * j)) & 0xFF) + 1];
+        if (ek < be) { be = ek; best = k; }
     }
     *err = be;
     return best;
