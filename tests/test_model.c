@@ -50,6 +50,13 @@
  *    9.2e-3 on the scalar table, while on AVX2 and AVX-512 one of 81
  *    positions flips a routing near-tie (4.5e-1, within the MoE allowance
  *    below).
+ *  - the grid i-quants (iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s,
+ *    iq1_m; q8_K activations): same argument, 2e-2. Measured (AVX-512 /
+ *    AVX2 / scalar): llama-iq2_xxs 1.2e-2 / 1.2e-2 / 1.2e-2, llama-iq2_xs
+ *    1.7e-2 / 1.3e-2 / 1.3e-2, llama-iq2_s 2.9e-7 / 7.3e-3 / 7.3e-3,
+ *    llama-iq3_xxs 2.2e-7 / 1.0e-2 / 7.9e-3, llama-iq3_s, llama-iq1_s,
+ *    llama-iq1_m <= 3.5e-7 everywhere, qwen3moe-iq2_xxs-exps 1.6e-7 /
+ *    8.2e-3 / 8.2e-3, deepseek-v3-iq3_s-exps 1.3e-2 / 1.3e-2 / 9.1e-3.
  *  - quantized Mixture-of-Experts models: routing is a top-k choice, which is
  *    discontinuous. After a q8 flip (above) perturbs the residual stream by
  *    ~1e-2, an expert choice that was a near-tie in llama.cpp can go the
