@@ -367,6 +367,26 @@ static void mxfp4_dot(int64_t n, const void *w, const void *x, float *out) {
     *out = hsum_ps(_mm256_add_ps(acc0, acc1));
 }
 
+/* nvfp4: two sub-blocks (one q8_0 block) per step, codes in element order
+ * (kern_x86.h) looked up in ggml's table; lanes 0-3 of the dot are the
+ * first sub-block, 4-7 the second. */
+static void nvfp4_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_nvfp4 *a = w;
+    const block_q8_0 *b = x;
+    const __m256i tbl = _mm256_broadcastsi128_si256(kx_mxfp4_table());
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_NVFP4; i++)
+        for (int k = 0; k < 2; k++) {
+            const block_q8_0 *y = &b[2 * i + k];
+            __m256i p = dot_i8(_mm256_shuffle_epi8(tbl, kx_nvfp4_codes(a[i].qs + 16 * k)), LOADU(y->qs));
+            const float dy = h2f(y->d);
+            const __m256 sc = _mm256_set_m128(_mm_set1_ps(dy * quant_ue4m3_half(a[i].d[2 * k + 1])),
+                                              _mm_set1_ps(dy * quant_ue4m3_half(a[i].d[2 * k])));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc);
+        }
+    *out = hsum_ps(acc);
+}
+
 /* q1_0: 32 sign bits -> bytes +1 (bit set) or -1 (clear). */
 static inline __m256i q1_0_signs(const uint8_t *bits) {
     return _mm256_or_si256(_mm256_andnot_si256(bits32(load_u32(bits)), _mm256_set1_epi8(-1)), _mm256_set1_epi8(1));
@@ -1183,6 +1203,7 @@ void kern_avx2_fill(quant_traits *t) {
     t[DF_TYPE_Q5_K].vec_dot = q5_K_dot;
     t[DF_TYPE_Q6_K].vec_dot = q6_K_dot;
     t[DF_TYPE_MXFP4].vec_dot = mxfp4_dot;
+    t[DF_TYPE_NVFP4].vec_dot = nvfp4_dot;
     t[DF_TYPE_Q1_0].vec_dot = q1_0_dot;
     t[DF_TYPE_Q2_0].vec_dot = q2_0_dot;
     t[DF_TYPE_IQ4_NL].vec_dot = iq4_nl_dot;

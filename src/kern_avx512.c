@@ -279,6 +279,25 @@ static void mxfp4_dot(int64_t n, const void *w, const void *x, float *out) {
     *out = _mm512_reduce_add_ps(acc);
 }
 
+/* nvfp4: one block (four sub-blocks, two q8_0 blocks) per step; lane group
+ * j/4 of the dot is sub-block j/4. */
+static void nvfp4_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_nvfp4 *a = w;
+    const block_q8_0 *b = x;
+    const __m512i tbl = _mm512_broadcast_i32x4(kx_mxfp4_table());
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_NVFP4; i++) {
+        const __m512i v = _mm512_shuffle_epi8(tbl, join256(kx_nvfp4_codes(a[i].qs), kx_nvfp4_codes(a[i].qs + 16)));
+        const __m512i p = dot_i8_512(v, join256(LOADU(b[2 * i].qs), LOADU(b[2 * i + 1].qs)));
+        const float d0 = h2f(b[2 * i].d), d1 = h2f(b[2 * i + 1].d);
+        const __m512 sc = _mm512_insertf32x8(
+            _mm512_castps256_ps512(_mm256_set_m128(_mm_set1_ps(d0 * quant_ue4m3_half(a[i].d[1])), _mm_set1_ps(d0 * quant_ue4m3_half(a[i].d[0])))),
+            _mm256_set_m128(_mm_set1_ps(d1 * quant_ue4m3_half(a[i].d[3])), _mm_set1_ps(d1 * quant_ue4m3_half(a[i].d[2]))), 1);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, acc);
+    }
+    *out = _mm512_reduce_add_ps(acc);
+}
+
 /* q1_0: 64 sign bits are a byte mask directly; y is negated where the bit
  * is clear and summed by vpdpbusd against ones. Two q8_0 blocks per step. */
 static void q1_0_dot(int64_t n, const void *w, const void *x, float *out) {
@@ -626,6 +645,7 @@ void kern_avx512_fill(quant_traits *t) {
     t[DF_TYPE_Q5_K].vec_dot = q5_K_dot;
     t[DF_TYPE_Q6_K].vec_dot = q6_K_dot;
     t[DF_TYPE_MXFP4].vec_dot = mxfp4_dot;
+    t[DF_TYPE_NVFP4].vec_dot = nvfp4_dot;
     t[DF_TYPE_Q1_0].vec_dot = q1_0_dot;
     t[DF_TYPE_Q2_0].vec_dot = q2_0_dot;
     t[DF_TYPE_IQ4_NL].vec_dot = iq4_nl_dot;

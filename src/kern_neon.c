@@ -300,6 +300,7 @@ void kern_neon_fill(quant_traits *t) {
     SET(DF_TYPE_Q5_K, q5_K_dot);
     SET(DF_TYPE_Q6_K, q6_K_dot);
     SET(DF_TYPE_MXFP4, mxfp4_dot);
+    SET(DF_TYPE_NVFP4, nvfp4_dot);
     SET(DF_TYPE_Q1_0, q1_0_dot);
     SET(DF_TYPE_Q2_0, q2_0_dot);
     SET(DF_TYPE_IQ4_NL, iq4_nl_dot);
@@ -742,5 +743,27 @@ IQ_GRID_KN(iq3_s, DF_TYPE_IQ3_S)
 IQ_GRID_KN(iq1_s, DF_TYPE_IQ1_S)
 IQ_GRID_KN(iq1_m, DF_TYPE_IQ1_M)
 #undef IQ_GRID_KN
+
+/* nvfp4: per q8_0 block, the 16 code bytes of two sub-blocks split into
+ * each sub-block's low and high nibbles, looked up in ggml's table. */
+static KN_TARGET void KN(nvfp4_dot)(int64_t n, const void *w, const void *x, float *out) {
+    const block_nvfp4 *a = w;
+    const block_q8_0 *b = x;
+    const int8x16_t tbl = vld1q_s8(df_kvalues_mxfp4);
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int64_t i = 0; i < n / QK_NVFP4; i++)
+        for (int k = 0; k < 2; k++) {
+            const uint8x16_t q = vld1q_u8(a[i].qs + 16 * k);
+            const uint8x16_t lo = vandq_u8(q, m4), hi = vshrq_n_u8(q, 4);
+            const block_q8_0 *y = &b[2 * i + k];
+            const float dy = h2f(y->d);
+            int32x4_t p0 = KN_DOT(vdupq_n_s32(0), vqtbl1q_s8(tbl, vcombine_u8(vget_low_u8(lo), vget_low_u8(hi))), vld1q_s8(y->qs));
+            int32x4_t p1 = KN_DOT(vdupq_n_s32(0), vqtbl1q_s8(tbl, vcombine_u8(vget_high_u8(lo), vget_high_u8(hi))), vld1q_s8(y->qs + 16));
+            acc = vfmaq_n_f32(acc, vcvtq_f32_s32(p0), dy * quant_ue4m3_half(a[i].d[2 * k]));
+            acc = vfmaq_n_f32(acc, vcvtq_f32_s32(p1), dy * quant_ue4m3_half(a[i].d[2 * k + 1]));
+        }
+    *out = vaddvq_f32(acc);
+}
 
 #endif /* KN_PASS */

@@ -34,6 +34,14 @@ static inline void kx_q2_0_codes(const uint8_t *qs, __m256i *lo, __m256i *hi) {
     *hi = _mm256_set_m128i(_mm_unpackhi_epi16(b01, b23), _mm_unpacklo_epi16(b01, b23));
 }
 
+/* The codes of two nvfp4 sub-blocks (16 bytes: 8 per sub-block, element
+ * j the low nibble, j + 8 the high one) as 32 bytes in element order. */
+static inline __m256i kx_nvfp4_codes(const uint8_t *qs) {
+    const __m128i m4 = _mm_set1_epi8(0x0F), q = _mm_loadu_si128((const __m128i *)(const void *)qs);
+    const __m128i lo = _mm_and_si128(q, m4), hi = _mm_and_si128(_mm_srli_epi16(q, 4), m4);
+    return _mm256_set_m128i(_mm_unpackhi_epi64(lo, hi), _mm_unpacklo_epi64(lo, hi));
+}
+
 /* ggml's IQ4_NL table (kvalues_iq4nl) as a pshufb lookup. */
 static inline __m128i kx_iq4nl_table(void) { return _mm_loadu_si128((const __m128i *)(const void *)df_kvalues_iq4nl); }
 

@@ -8,12 +8,12 @@
  *   ggml's dequantize_row_* exactly; the comment above each to_float spells
  *   out where element i lives.
  * - The table is indexed by ggml type id. Types ggml knows but we do not
- *   compute (NVFP4, I8..F64) carry their name,
+ *   compute (I8..F64) carry their name,
  *   block size and block bytes with supported = 0, so a GGUF reader can size
  *   tensors and report "unsupported type <name>". Ids ggml has retired are
  *   holes (name NULL).
  * - vec_dot pairs a weight row with an activation row in the type's vec_type,
- *   as llama.cpp's CPU backend does (q4_0/q5_0/q8_0, mxfp4, q1_0/q2_0, iq4_nl -> q8_0,
+ *   as llama.cpp's CPU backend does (q4_0/q5_0/q8_0, mxfp4/nvfp4, q1_0/q2_0, iq4_nl -> q8_0,
  *   q4_1/q5_1 -> q8_1, K-quants, the other i-quants, tq1_0/tq2_0 -> q8_K, f16 -> f16, bf16 -> bf16, f32 -> f32). The scalar
  *   kernels do the same integer arithmetic per block as llama.cpp (products of
  *   small integers summed exactly, then one float multiply by the block
@@ -23,7 +23,7 @@
  * - Activation quantizers (q8_0, q8_1, q8_K) round x * (127 / amax) to
  *   nearest-even, the operation SIMD code does natively, so the SIMD versions
  *   are bit-identical to these and the per-ISA tests can demand equality.
- * - MXFP4, Q1_0, Q2_0, TQ1_0 and TQ2_0 quantize exactly as ggml's reference quantizers
+ * - MXFP4, NVFP4, Q1_0, Q2_0, TQ1_0 and TQ2_0 quantize exactly as ggml's reference quantizers
  *   (quantize_row_*_ref), so files mkmodel writes hold what llama.cpp would.
  * - The other weight quantizers (used by tools/mkmodel to make test models) are simpler
  *   than llama.cpp's: per sub-block a small search over candidate scales with
@@ -65,6 +65,7 @@ _Static_assert(sizeof(block_iq4_nl) == 2 + QK4_NL / 2, "block_iq4_nl size");
 _Static_assert(sizeof(block_iq4_xs) == 4 + QK_K / 64 + QK_K / 2, "block_iq4_xs size");
 _Static_assert(sizeof(block_tq1_0) == 2 + QK_K / 64 + (QK_K - 4 * QK_K / 64) / 5, "block_tq1_0 size");
 _Static_assert(sizeof(block_tq2_0) == 2 + QK_K / 4, "block_tq2_0 size");
+_Static_assert(sizeof(block_nvfp4) == 36, "block_nvfp4 size");
 _Static_assert(sizeof(block_iq2_xxs) == 66 && sizeof(block_iq2_xs) == 74 && sizeof(block_iq2_s) == 82, "iq2 sizes");
 _Static_assert(sizeof(block_iq3_xxs) == 98 && sizeof(block_iq3_s) == 110, "iq3 sizes");
 _Static_assert(sizeof(block_iq1_s) == 50 && sizeof(block_iq1_m) == 56, "iq1 sizes");
@@ -1080,6 +1081,78 @@ static void mxfp4_vec_dot(int64_t n, const void *w, const void *x, float *out) {
 }
 
 /* ======================================================================
+ * NVFP4: 64 elements in 4 sub-blocks of 16; sub-block s has a UE4M3 scale
+ * byte d[s] and 8 bytes of E2M1 codes (element j < 8 the low nibble of
+ * qs[8s + j], j + 8 the high one); value = kvalues_mxfp4[code] *
+ * ue4m3_half(d[s]). Pairs with q8_0 (two sub-blocks per activation block),
+ * each sub-block's integer sum scaled in float as ggml does. Quantizer
+ * (ggml's reference): the scale is ue4m3(amax / 6) rounded as ggml's
+ * ggml_fp32_to_ue4m3, codes the nearest table value (mxfp4's rule).
+ * ====================================================================== */
+
+static void nvfp4_to_float(const void *src, float *dst, int64_t n) {
+    const block_nvfp4 *b = src;
+    for (int64_t i = 0; i < n / QK_NVFP4; i++)
+        for (int s = 0; s < 4; s++, dst += 16) {
+            float d = quant_ue4m3_half(b[i].d[s]);
+            for (int j = 0; j < 8; j++) {
+                dst[j] = (float)df_kvalues_mxfp4[b[i].qs[8 * s + j] & 0xF] * d;
+                dst[j + 8] = (float)df_kvalues_mxfp4[b[i].qs[8 * s + j] >> 4] * d;
+            }
+        }
+}
+
+/* ggml_fp32_to_ue4m3: round to nearest (ties up) on the mantissa, clamp
+ * to 448 (code 0x7E), subnormals man * 2^-9, 0 for x <= 0 or NaN. */
+static uint8_t fp32_to_ue4m3(float x) {
+    if (!(x > 0.0f)) return 0;
+    if (x > 448.0f) x = 448.0f;
+    const uint32_t bits = f2u(x);
+    int e = (int)((bits >> 23) & 0xFF) - 127 + 7, m = (int)((bits >> 20) & 7);
+    if (e <= 0) {
+        int sm = (int)(x * 512.0f + 0.5f);
+        return sm > 7 ? 7 : (sm < 1 ? 0 : (uint8_t)sm);
+    }
+    if (e >= 15) return 0x7E;
+    m += (int)((bits >> 19) & 1);
+    if (m > 7) {
+        m = 0;
+        if (++e >= 15) return 0x7E;
+    }
+    return (uint8_t)(e << 3 | m);
+}
+
+static void nvfp4_from_float(const float *src, void *dst, int64_t n) {
+    block_nvfp4 *b = dst;
+    for (int64_t i = 0; i < n / QK_NVFP4; i++)
+        for (int s = 0; s < 4; s++, src += 16) {
+            float amax = 0.0f;
+            for (int j = 0; j < 16; j++)
+                if (amax < fabsf(src[j])) amax = fabsf(src[j]);
+            b[i].d[s] = fp32_to_ue4m3(amax / 6.0f);
+            float d = quant_ue4m3_half(b[i].d[s]);
+            for (int j = 0; j < 8; j++)
+                b[i].qs[8 * s + j] = (uint8_t)(mxfp4_best_index(src[j], d) | (mxfp4_best_index(src[j + 8], d) << 4));
+        }
+}
+
+static void nvfp4_vec_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_nvfp4 *a = w;
+    const block_q8_0 *b = x;
+    float sum = 0;
+    for (int64_t i = 0; i < n / QK_NVFP4; i++)
+        for (int s = 0; s < 4; s++) {
+            const block_q8_0 *y = &b[2 * i + s / 2];
+            const int8_t *yq = y->qs + 16 * (s % 2);
+            int si = 0;
+            for (int j = 0; j < 8; j++)
+                si += df_kvalues_mxfp4[a[i].qs[8 * s + j] & 0xF] * yq[j] + df_kvalues_mxfp4[a[i].qs[8 * s + j] >> 4] * yq[j + 8];
+            sum += H2F(y->d) * quant_ue4m3_half(a[i].d[s]) * (float)si;
+        }
+    *out = sum;
+}
+
+/* ======================================================================
  * Q1_0: 128 elements, d (f16) and one bit per element: bit j%8 of qs[j/8]
  * set means +d, clear means -d. Pairs with q8_0: one weight block spans four
  * activation blocks, and (as in ggml) each activation block's integer sum is
@@ -1956,6 +2029,7 @@ static const quant_traits ref_table[DF_TYPE_COUNT] = {
     [DF_TYPE_Q8_K] = SUP("q8_K", QK_K, sizeof(block_q8_K), DF_TYPE_Q8_K, q8_K),
     [DF_TYPE_BF16] = SUP("bf16", 1, 2, DF_TYPE_BF16, bf16),
     [DF_TYPE_MXFP4] = SUP("mxfp4", QK_MXFP4, sizeof(block_mxfp4), DF_TYPE_Q8_0, mxfp4),
+    [DF_TYPE_NVFP4] = SUP("nvfp4", QK_NVFP4, sizeof(block_nvfp4), DF_TYPE_Q8_0, nvfp4),
     [DF_TYPE_Q1_0] = SUP("q1_0", QK1_0, sizeof(block_q1_0), DF_TYPE_Q8_0, q1_0),
     [DF_TYPE_Q2_0] = SUP("q2_0", QK2_0, sizeof(block_q2_0), DF_TYPE_Q8_0, q2_0),
     [DF_TYPE_IQ4_NL] = SUP("iq4_nl", QK4_NL, sizeof(block_iq4_nl), DF_TYPE_Q8_0, iq4_nl),
@@ -1975,7 +2049,6 @@ static const quant_traits ref_table[DF_TYPE_COUNT] = {
     [26] = UNSUP("i32", 1, 4),
     [27] = UNSUP("i64", 1, 8),
     [28] = UNSUP("f64", 1, 8),
-    [40] = UNSUP("nvfp4", 64, 36),
     /* 4, 5, 31..33, 36..38: retired by ggml, left as holes (name NULL) */
 };
 

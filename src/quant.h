@@ -10,7 +10,7 @@
  * activation format it pairs with, as in llama.cpp: Q8_0 for Q4_0/Q5_0/Q8_0,
  * Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants, the i-quants but IQ4_NL,
  * TQ1_0 and TQ2_0,
- * Q8_0 also for MXFP4, Q1_0, Q2_0 and IQ4_NL, F32 for F32, F16 for F16,
+ * Q8_0 also for MXFP4, NVFP4, Q1_0, Q2_0 and IQ4_NL, F32 for F32, F16 for F16,
  * BF16 for BF16). Matrix code looks the entry up once and never switches on
  * type or instruction set.
  *
@@ -54,6 +54,7 @@ enum df_type {
     DF_TYPE_TQ1_0 = 34,
     DF_TYPE_TQ2_0 = 35,
     DF_TYPE_MXFP4 = 39,
+    DF_TYPE_NVFP4 = 40,
     DF_TYPE_Q1_0 = 41,
     DF_TYPE_Q2_0 = 42,
     DF_TYPE_COUNT = 43 /* ggml's GGML_TYPE_COUNT: ids >= this are invalid */
@@ -138,6 +139,7 @@ uint16_t df_fp32_to_bf16(float f);
 #define QK1_0 128
 #define QK2_0 64
 #define QK4_NL 32
+#define QK_NVFP4 64
 
 typedef struct { uint16_t d; uint8_t qs[QK4_0 / 2]; } block_q4_0;
 typedef struct { uint16_t d, m; uint8_t qs[QK4_1 / 2]; } block_q4_1;
@@ -154,6 +156,10 @@ typedef struct { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; } block_q8_
 /* MXFP4: e = E8M0 shared exponent; 32 E2M1 codes, element j (j < 16) in the
  * low nibble of qs[j], element j+16 in the high one. */
 typedef struct { uint8_t e; uint8_t qs[QK_MXFP4 / 2]; } block_mxfp4;
+/* NVFP4: 4 sub-blocks of 16, each with a UE4M3 scale d[s] and 8 bytes of
+ * E2M1 codes: element j < 8 of sub-block s is the low nibble of qs[8s + j],
+ * j + 8 the high one; value = kvalues_mxfp4[code] * ue4m3(d[s]) / 2. */
+typedef struct { uint8_t d[QK_NVFP4 / 16]; uint8_t qs[QK_NVFP4 / 2]; } block_nvfp4;
 /* Q1_0: one sign bit per element (bit j%8 of qs[j/8]); value = +-d. */
 typedef struct { uint16_t d; uint8_t qs[QK1_0 / 8]; } block_q1_0;
 /* Q2_0: 2-bit codes (bits 2(j%4).. of qs[j/4]); value = d * (code - 1). */

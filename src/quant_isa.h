@@ -91,6 +91,19 @@ typedef struct {
 /* The decoder of a grid i-quant type, or NULL for any other type. */
 const quant_iq_info *quant_iq_get(int type);
 
+/* ggml_ue4m3_to_fp32: NVFP4's sub-block scale (unsigned, 4 exponent bits
+ * with bias 7, 3 mantissa bits, bit 7 ignored) halved, as ggml keeps it to
+ * pair with the doubled e2m1 table; 0 and 0x7F decode to 0. Exact. */
+static inline float quant_ue4m3_half(uint8_t x) {
+    if (x == 0 || x == 0x7F) return 0.0f;
+    const unsigned e = (x >> 3) & 0xFu, m = x & 7u;
+    if (e == 0) return (float)m * 0x1p-10f;
+    uint32_t u = (e + 119u) << 23 | m << 20; /* (1 + m/8) * 2^(e - 8) */
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
 /* Decode the 6-bit scale and min of sub-block j (0..7) of a q4_K/q5_K block. */
 static inline void quant_k4_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m) {
     if (j < 4) {

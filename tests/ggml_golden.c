@@ -29,7 +29,7 @@ GENERIC(q4_0_q8_0) GENERIC(q4_1_q8_1) GENERIC(q5_0_q8_0) GENERIC(q5_1_q8_1) GENE
 GENERIC(q2_K_q8_K) GENERIC(q3_K_q8_K) GENERIC(q4_K_q8_K) GENERIC(q5_K_q8_K) GENERIC(q6_K_q8_K)
 GENERIC(mxfp4_q8_0) GENERIC(q1_0_q8_0) GENERIC(iq4_nl_q8_0) GENERIC(iq4_xs_q8_K) GENERIC(tq1_0_q8_K)
 GENERIC(tq2_0_q8_K) GENERIC(iq2_xxs_q8_K) GENERIC(iq2_xs_q8_K) GENERIC(iq2_s_q8_K) GENERIC(iq3_xxs_q8_K)
-GENERIC(iq3_s_q8_K) GENERIC(iq1_s_q8_K) GENERIC(iq1_m_q8_K)
+GENERIC(iq3_s_q8_K) GENERIC(iq1_s_q8_K) GENERIC(iq1_m_q8_K) GENERIC(nvfp4_q8_0)
 #undef GENERIC
 /* x86 builds have no SIMD q2_0 kernel: arch-fallback.h renames the generic
  * one to this name, so it is the portable code */
@@ -64,6 +64,7 @@ static const struct { int type, vt; const char *id; ggml_dot_fn dot; } k_types[]
     {DF_TYPE_IQ3_S, DF_TYPE_Q8_K, "DF_TYPE_IQ3_S", ggml_vec_dot_iq3_s_q8_K_generic},
     {DF_TYPE_IQ1_S, DF_TYPE_Q8_K, "DF_TYPE_IQ1_S", ggml_vec_dot_iq1_s_q8_K_generic},
     {DF_TYPE_IQ1_M, DF_TYPE_Q8_K, "DF_TYPE_IQ1_M", ggml_vec_dot_iq1_m_q8_K_generic},
+    {DF_TYPE_NVFP4, DF_TYPE_Q8_0, "DF_TYPE_NVFP4", ggml_vec_dot_nvfp4_q8_0_generic},
 };
 
 /* Checksum of golden_nblk blocks and their dot with the activation pattern. */
@@ -110,5 +111,6 @@ int main(void) {
     quant_row(DF_TYPE_Q2_0, "DF_TYPE_Q2_0");
     quant_row(DF_TYPE_TQ1_0, "DF_TYPE_TQ1_0");
     quant_row(DF_TYPE_TQ2_0, "DF_TYPE_TQ2_0");
+    quant_row(DF_TYPE_NVFP4, "DF_TYPE_NVFP4");
     return 0;
 }

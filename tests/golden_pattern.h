@@ -22,7 +22,8 @@
 typedef uint16_t (*golden_f2h_fn)(float);
 
 /* Blocks in a golden row: 2, or more for the types whose codes index a
- * table, so that every entry is decoded: every tq1_0 byte, and every grid
+ * table, so that every entry is decoded: every tq1_0 byte, every nvfp4
+ * UE4M3 scale byte (numbered through the row as well), and every grid
  * entry of the i-quants (their indices are numbered through the row by
  * golden_fill: 2048 iq1 entries at 32 per block need 64 blocks). */
 #define GOLDEN_NBLK_BIG 64
@@ -33,7 +34,7 @@ static int golden_nblk(int type) {
     case DF_TYPE_IQ3_XXS: return 4;
     case DF_TYPE_IQ2_XS: return 16;
     case DF_TYPE_IQ2_S: return 32;
-    case DF_TYPE_IQ1_S: case DF_TYPE_IQ1_M: return 64;
+    case DF_TYPE_IQ1_S: case DF_TYPE_IQ1_M: case DF_TYPE_NVFP4: return 64;
     default: return 2;
     }
 }
@@ -94,6 +95,9 @@ static void golden_fill(int type, size_t bs, uint8_t *buf, int nblk, golden_f2h_
         case DF_TYPE_IQ1_S:
             memcpy(p, &d, 2);
             golden_grid_indices(type, p, b);
+            break;
+        case DF_TYPE_NVFP4:
+            for (int k = 0; k < 4; k++) p[k] = (uint8_t)((4 * b + k) * 167 + 13);
             break;
         case DF_TYPE_IQ1_M: /* d lives in the top nibbles of the four scale words */
             golden_grid_indices(type, p, b);

@@ -18,7 +18,7 @@
  * Golden tests pin the byte layout to ggml's: fixed bit patterns are decoded
  * and dotted and compared with checksums produced by ggml's own
  * dequantize_row_* and ggml_vec_dot_*_generic (printed by tests/ggml_golden.c);
- * for mxfp4/q1_0/q2_0/tq1_0/tq2_0, whose quantizers follow ggml's reference ones, the
+ * for mxfp4/nvfp4/q1_0/q2_0/tq1_0/tq2_0, whose quantizers follow ggml's reference ones, the
  * quantized bytes of a fixed input are compared with ggml's by hash.
  * Half-precision conversion is tested exhaustively over all 65536 halves and
  * on the edge cases (ties, overflow, subnormals, inf, nan).
@@ -48,7 +48,7 @@ static const int k_types[] = {
     DF_TYPE_Q5_1, DF_TYPE_Q8_0, DF_TYPE_Q8_1, DF_TYPE_Q2_K, DF_TYPE_Q3_K, DF_TYPE_Q4_K,
     DF_TYPE_Q5_K, DF_TYPE_Q6_K, DF_TYPE_Q8_K, DF_TYPE_MXFP4, DF_TYPE_Q1_0, DF_TYPE_Q2_0,
     DF_TYPE_IQ4_NL, DF_TYPE_IQ4_XS, DF_TYPE_TQ1_0, DF_TYPE_TQ2_0, DF_TYPE_IQ2_XXS, DF_TYPE_IQ2_XS,
-    DF_TYPE_IQ2_S, DF_TYPE_IQ3_XXS, DF_TYPE_IQ3_S, DF_TYPE_IQ1_S, DF_TYPE_IQ1_M,
+    DF_TYPE_IQ2_S, DF_TYPE_IQ3_XXS, DF_TYPE_IQ3_S, DF_TYPE_IQ1_S, DF_TYPE_IQ1_M, DF_TYPE_NVFP4,
 };
 #define N_TYPES ((int)(sizeof k_types / sizeof k_types[0]))
 
@@ -75,6 +75,10 @@ static const int k_types[] = {
  *    and [12,16) clipped to 12 (16/3): 85/48; signal 256/3. Relative RMS
  *    sqrt((85/48)/(256/3)) = 0.1441 (smaller when amax sits lower in its
  *    octave: less clipping). No f16 scale (E8M0 is exact).
+ *  nvfp4 (ggml's quantizer): per 16 elements the scale amax/6 (UE4M3, 3
+ *    mantissa bits), grid (amax/6) * {0, .5, 1, 1.5, 2, 3, 4, 6}; for x
+ *    uniform in [0, 6] units the cells (steps .5 x4, 1 x2, 2) give mean
+ *    square error (4 * .125 + 2 + 8) / 12 / 6 = 0.146 against 12: 0.110.
  *  q1_0: value sign(x) * mean|x|; for uniform x the error is |x| - 1/2,
  *    variance 1/12 against mean square 1/3 -> 0.5, plus the f16 scale.
  *  q2_0: d = amax, levels {-d, 0, d} (ggml never emits 2d): step D = amax,
@@ -129,6 +133,7 @@ static double rt_bound(int type) {
     case DF_TYPE_IQ3_S: return m * 0.133 + h;
     case DF_TYPE_IQ1_S: return m * 0.453 + h;
     case DF_TYPE_IQ1_M: return m * 0.417 + h;
+    case DF_TYPE_NVFP4: return m * 0.110;
     default: return -1;
     }
 }
@@ -339,7 +344,10 @@ static void test_type(void **state) {
 
     /* same with magnitudes varying over 6 decades between 256-chunks; the
      * per-chunk relative errors are averaged (same expectation as above) */
-    for (int64_t i = 0; i < n; i++) x[i] = tu_randf(&rng) * powf(10.0f, (float)((i / 256) % 7) - 3.0f);
+    /* nvfp4's only scale is the per-16 UE4M3 byte (2^-10 .. 448, no tensor
+     * scale in ggml): magnitudes 0.1 .. 100 there, below that it underflows */
+    const int decades = type == DF_TYPE_NVFP4 ? 4 : 7, lowest = type == DF_TYPE_NVFP4 ? -1 : -3;
+    for (int64_t i = 0; i < n; i++) x[i] = tu_randf(&rng) * powf(10.0f, (float)((i / 256) % decades + lowest));
     ref->from_float(x, q, n);
     ref->to_float(q, y, n);
     double acc = 0;
@@ -404,6 +412,7 @@ static const golden k_golden[] = {
     {DF_TYPE_IQ3_S, 501377.7265625, -2315.35718},
     {DF_TYPE_IQ1_S, 27906377.375, -1264.54663},
     {DF_TYPE_IQ1_M, 25033289.9375, -2413.20801},
+    {DF_TYPE_NVFP4, 59610936.453125, -446712.938},
 };
 
 /* Hash of the bytes ggml's reference quantizer (quantize_row_*_ref, through
@@ -415,6 +424,7 @@ static const struct { int type; uint64_t hash; } k_golden_quant[] = {
     {DF_TYPE_Q2_0, 0xf40254e41eaadd65ull},
     {DF_TYPE_TQ1_0, 0xfbe34585005d044eull},
     {DF_TYPE_TQ2_0, 0x5ac366e1f9bdf21dull},
+    {DF_TYPE_NVFP4, 0xf201245b5dcb96d0ull},
 };
 
 static void test_golden_quant(void **state) {
@@ -588,7 +598,7 @@ static void test_table(void **state) {
         {30, "bf16", 1, 2, 30}, {39, "mxfp4", 32, 17, 8}, {41, "q1_0", 128, 18, 8}, {42, "q2_0", 64, 18, 8},
         {20, "iq4_nl", 32, 18, 8}, {23, "iq4_xs", 256, 136, 15}, {34, "tq1_0", 256, 54, 15}, {35, "tq2_0", 256, 66, 15},
         {16, "iq2_xxs", 256, 66, 15}, {17, "iq2_xs", 256, 74, 15}, {18, "iq3_xxs", 256, 98, 15}, {19, "iq1_s", 256, 50, 15},
-        {21, "iq3_s", 256, 110, 15}, {22, "iq2_s", 256, 82, 15}, {29, "iq1_m", 256, 56, 15},
+        {21, "iq3_s", 256, 110, 15}, {22, "iq2_s", 256, 82, 15}, {29, "iq1_m", 256, 56, 15}, {40, "nvfp4", 64, 36, 8},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const quant_traits *t = quant_traits_get(want[i].id);
@@ -601,7 +611,6 @@ static void test_table(void **state) {
     }
     struct { int id; const char *name; int blck; size_t size; } unsup[] = {
         {24, "i8", 1, 1}, {25, "i16", 1, 2}, {26, "i32", 1, 4}, {27, "i64", 1, 8}, {28, "f64", 1, 8},
-        {40, "nvfp4", 64, 36},
     };
     for (size_t i = 0; i < sizeof unsup / sizeof unsup[0]; i++) {
         const quant_traits *t = quant_traits_get(unsup[i].id);
