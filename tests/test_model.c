@@ -57,6 +57,8 @@
  *    llama-iq3_xxs 2.2e-7 / 1.0e-2 / 7.9e-3, llama-iq3_s, llama-iq1_s,
  *    llama-iq1_m <= 3.5e-7 everywhere, qwen3moe-iq2_xxs-exps 1.6e-7 /
  *    8.2e-3 / 8.2e-3, deepseek-v3-iq3_s-exps 1.3e-2 / 1.3e-2 / 9.1e-3.
+ *  - nvfp4 (q8_0 activations, like mxfp4): 2e-2; measured llama-nvfp4
+ *    1.4e-7 / 0 / 1.4e-7.
  *  - quantized Mixture-of-Experts models: routing is a top-k choice, which is
  *    discontinuous. After a q8 flip (above) perturbs the residual stream by
  *    ~1e-2, an expert choice that was a near-tie in llama.cpp can go the
@@ -192,7 +194,7 @@ static double tolerance_for(const char *name) {
     if (strstr(name, "q2_K") || strstr(name, "q3_K")) return 3e-2;
     if (strstr(name, "bf16")) return 5e-3;
     if (strstr(name, "deepseek-v2-q")) return 5e-2;
-    if (strstr(name, "-q") || strstr(name, "mxfp4") || strstr(name, "-iq") || strstr(name, "-tq")) return 2e-2;
+    if (strstr(name, "-q") || strstr(name, "fp4") || strstr(name, "-iq") || strstr(name, "-tq")) return 2e-2;
     return 1e-3;
 }
 
