@@ -31,6 +31,7 @@
 #include "quant_isa.h"
 
 #include <immintrin.h>
+#include <stddef.h>
 #include <string.h>
 
 #define LOADU(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
@@ -345,26 +346,36 @@ static void q8_0_dot(int64_t n, const void *w, const void *x, float *out) {
 /* ---------------------------------------------------------------------- */
 /* mxfp4, q1_0, q2_0 (activations in q8_0) */
 
-/* mxfp4: codes looked up in ggml's table (pshufb) give signed values
- * |v| <= 12; scale = activation d times the E8M0 half scale. */
-static void mxfp4_dot(int64_t n, const void *w, const void *x, float *out) {
-    const block_mxfp4 *a = w;
-    const block_q8_0 *b = x;
-    const int64_t nb = n / QK_MXFP4;
-    const __m256i tbl = _mm256_broadcastsi128_si256(kx_mxfp4_table());
+/* 32-element blocks of 4-bit codes laid out as q4_0's (mxfp4, iq4_nl):
+ * codes looked up in a 16-entry table (pshufb) give signed values; the
+ * block's scale is wd(block) times the activation's d. Blocks are bs bytes
+ * with the codes at qs_off. */
+typedef float (*lut4_scale_fn)(const uint8_t *blk);
+static inline void lut4_dot(int64_t n, const uint8_t *w, size_t bs, size_t qs_off, __m128i table, lut4_scale_fn wd,
+                            const block_q8_0 *b, float *out) {
+    const int64_t nb = n / 32;
+    const __m256i tbl = _mm256_broadcastsi128_si256(table);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 1 < nb; i += 2) {
-        __m256i p0 = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(a[i].qs)), LOADU(b[i].qs));
-        __m256i p1 = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(a[i + 1].qs)), LOADU(b[i + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(h2f(b[i].d) * quant_e8m0_half(a[i].e)), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(h2f(b[i + 1].d) * quant_e8m0_half(a[i + 1].e)), acc1);
+        const uint8_t *w0 = w + (size_t)i * bs, *w1 = w0 + bs;
+        __m256i p0 = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(w0 + qs_off)), LOADU(b[i].qs));
+        __m256i p1 = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(w1 + qs_off)), LOADU(b[i + 1].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(h2f(b[i].d) * wd(w0)), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(h2f(b[i + 1].d) * wd(w1)), acc1);
     }
     for (; i < nb; i++) {
-        __m256i p0 = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(a[i].qs)), LOADU(b[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(h2f(b[i].d) * quant_e8m0_half(a[i].e)), acc0);
+        const uint8_t *w0 = w + (size_t)i * bs;
+        __m256i p0 = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(w0 + qs_off)), LOADU(b[i].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(h2f(b[i].d) * wd(w0)), acc0);
     }
     *out = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* mxfp4: ggml's table, |v| <= 12; scale the E8M0 half scale. */
+static float mxfp4_wd(const uint8_t *blk) { return quant_e8m0_half(blk[0]); }
+static void mxfp4_dot(int64_t n, const void *w, const void *x, float *out) {
+    lut4_dot(n, w, sizeof(block_mxfp4), offsetof(block_mxfp4, qs), kx_mxfp4_table(), mxfp4_wd, x, out);
 }
 
 /* nvfp4: two sub-blocks (one q8_0 block) per step, codes in element order
@@ -433,25 +444,14 @@ static void q2_0_dot(int64_t n, const void *w, const void *x, float *out) {
 /* ---------------------------------------------------------------------- */
 /* iq4_nl (activations in q8_0); iq4_xs, tq1_0, tq2_0 (activations in q8_K) */
 
-/* iq4_nl: codes -> ggml's non-linear values by pshufb, then as q8_0. */
+/* iq4_nl: ggml's non-linear table; scale the block's f16 d. */
+static float iq4_nl_wd(const uint8_t *blk) {
+    uint16_t d;
+    memcpy(&d, blk, 2);
+    return h2f(d);
+}
 static void iq4_nl_dot(int64_t n, const void *w, const void *x, float *out) {
-    const block_iq4_nl *a = w;
-    const block_q8_0 *b = x;
-    const __m256i tbl = _mm256_broadcastsi128_si256(kx_iq4nl_table());
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    const int64_t nb = n / QK4_NL;
-    int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        __m256i p0 = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(a[i].qs)), LOADU(b[i].qs));
-        __m256i p1 = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(a[i + 1].qs)), LOADU(b[i + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(h2f(a[i + 1].d) * h2f(b[i + 1].d)), acc1);
-    }
-    for (; i < nb; i++) {
-        __m256i p0 = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(a[i].qs)), LOADU(b[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc0);
-    }
-    *out = hsum_ps(_mm256_add_ps(acc0, acc1));
+    lut4_dot(n, w, sizeof(block_iq4_nl), offsetof(block_iq4_nl, qs), kx_iq4nl_table(), iq4_nl_wd, x, out);
 }
 
 /* iq4_xs: each sub-block's integer lane sums times its scale - 32, summed
@@ -481,29 +481,9 @@ static inline float tq_dot(const __m256i v[8], const block_q8_K *y, float d) {
     return (float)hsum_epi32(s) * (d * y->d);
 }
 
-static void tq1_0_dot(int64_t n, const void *w, const void *x, float *out) {
-    const block_tq1_0 *a = w;
-    const block_q8_K *b = x;
-    float sum = 0;
-    __m256i v[8];
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        kx_tq1_0_values(&a[i], v);
-        sum += tq_dot(v, &b[i], h2f(a[i].d));
-    }
-    *out = sum;
-}
 
-static void tq2_0_dot(int64_t n, const void *w, const void *x, float *out) {
-    const block_tq2_0 *a = w;
-    const block_q8_K *b = x;
-    float sum = 0;
-    __m256i v[8];
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        kx_tq2_0_values(&a[i], v);
-        sum += tq_dot(v, &b[i], h2f(a[i].d));
-    }
-    *out = sum;
-}
+KX_TQ_ROW_DOT(tq1_0_dot, block_tq1_0, kx_tq1_0_values, tq_dot)
+KX_TQ_ROW_DOT(tq2_0_dot, block_tq2_0, kx_tq2_0_values, tq_dot)
 
 /* Grid i-quants (iq2_*, iq3_*, iq1_*): each block decoded to integer values
  * and scales by quant.c's decoder (the grid lookups are scalar loads), then

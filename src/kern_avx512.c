@@ -36,6 +36,7 @@
 #include "quant_isa.h"
 
 #include <immintrin.h>
+#include <stddef.h>
 #include <string.h>
 
 #define LOADU(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
@@ -257,26 +258,34 @@ static void q8_0_dot(int64_t n, const void *w, const void *x, float *out) {
 /* ---------------------------------------------------------------------- */
 /* mxfp4, q1_0, q2_0 (activations in q8_0) */
 
-/* mxfp4: two blocks per step; codes -> ggml's values by pshufb on every
- * 128-bit lane, then the signed product as for q8_0. */
-static void mxfp4_dot(int64_t n, const void *w, const void *x, float *out) {
-    const block_mxfp4 *a = w;
-    const block_q8_0 *b = x;
-    const int64_t nb = n / QK_MXFP4;
-    const __m512i tbl = _mm512_broadcast_i32x4(kx_mxfp4_table());
+/* 32-element blocks of 4-bit codes laid out as q4_0's (mxfp4, iq4_nl),
+ * two per step: codes -> values by pshufb on every 128-bit lane, then the
+ * signed product as for q8_0; the block's scale is wd(block) times the
+ * activation's d. Blocks are bs bytes with the codes at qs_off. */
+typedef float (*lut4_scale_fn)(const uint8_t *blk);
+static inline void lut4_dot(int64_t n, const uint8_t *w, size_t bs, size_t qs_off, __m128i table, lut4_scale_fn wd,
+                            const block_q8_0 *b, float *out) {
+    const int64_t nb = n / 32;
+    const __m512i tbl = _mm512_broadcast_i32x4(table);
     __m512 acc = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 1 < nb; i += 2) {
-        __m512i v = _mm512_shuffle_epi8(tbl, nibbles64(a[i].qs, a[i + 1].qs));
+        const uint8_t *w0 = w + (size_t)i * bs, *w1 = w0 + bs;
+        __m512i v = _mm512_shuffle_epi8(tbl, nibbles64(w0 + qs_off, w1 + qs_off));
         __m512i p = dot_i8_512(v, join256(LOADU(b[i].qs), LOADU(b[i + 1].qs)));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p),
-                              join_ps(h2f(b[i].d) * quant_e8m0_half(a[i].e), h2f(b[i + 1].d) * quant_e8m0_half(a[i + 1].e)), acc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), join_ps(h2f(b[i].d) * wd(w0), h2f(b[i + 1].d) * wd(w1)), acc);
     }
-    if (i < nb) { /* the upper half's codes are 0, value 0, against zero activations */
-        __m512i p = dot_i8_512(_mm512_shuffle_epi8(tbl, nibbles_one(a[i].qs)), low256(LOADU(b[i].qs)));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_set1_ps(h2f(b[i].d) * quant_e8m0_half(a[i].e)), acc);
+    if (i < nb) { /* the upper half's codes are 0, against zero activations */
+        const uint8_t *w0 = w + (size_t)i * bs;
+        __m512i p = dot_i8_512(_mm512_shuffle_epi8(tbl, nibbles_one(w0 + qs_off)), low256(LOADU(b[i].qs)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_set1_ps(h2f(b[i].d) * wd(w0)), acc);
     }
     *out = _mm512_reduce_add_ps(acc);
+}
+
+static float mxfp4_wd(const uint8_t *blk) { return quant_e8m0_half(blk[0]); }
+static void mxfp4_dot(int64_t n, const void *w, const void *x, float *out) {
+    lut4_dot(n, w, sizeof(block_mxfp4), offsetof(block_mxfp4, qs), kx_mxfp4_table(), mxfp4_wd, x, out);
 }
 
 /* nvfp4: one block (four sub-blocks, two q8_0 blocks) per step; lane group
@@ -341,25 +350,13 @@ static void q2_0_dot(int64_t n, const void *w, const void *x, float *out) {
 /* ---------------------------------------------------------------------- */
 /* iq4_nl (activations in q8_0); iq4_xs, tq1_0, tq2_0 (activations in q8_K) */
 
-/* iq4_nl: two blocks per step, codes -> ggml's values by pshufb, then the
- * signed product as for mxfp4. */
+static float iq4_nl_wd(const uint8_t *blk) {
+    uint16_t d;
+    memcpy(&d, blk, 2);
+    return h2f(d);
+}
 static void iq4_nl_dot(int64_t n, const void *w, const void *x, float *out) {
-    const block_iq4_nl *a = w;
-    const block_q8_0 *b = x;
-    const int64_t nb = n / QK4_NL;
-    const __m512i tbl = _mm512_broadcast_i32x4(kx_iq4nl_table());
-    __m512 acc = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        __m512i v = _mm512_shuffle_epi8(tbl, nibbles64(a[i].qs, a[i + 1].qs));
-        __m512i p = dot_i8_512(v, join256(LOADU(b[i].qs), LOADU(b[i + 1].qs)));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), join_ps(h2f(a[i].d) * h2f(b[i].d), h2f(a[i + 1].d) * h2f(b[i + 1].d)), acc);
-    }
-    if (i < nb) { /* upper half: code 0 against zero activations */
-        __m512i p = dot_i8_512(_mm512_shuffle_epi8(tbl, nibbles_one(a[i].qs)), low256(LOADU(b[i].qs)));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc);
-    }
-    *out = _mm512_reduce_add_ps(acc);
+    lut4_dot(n, w, sizeof(block_iq4_nl), offsetof(block_iq4_nl, qs), kx_iq4nl_table(), iq4_nl_wd, x, out);
 }
 
 /* iq4_xs: two sub-blocks per step; lane sums times their scale - 32 in
@@ -392,29 +389,9 @@ static inline float tq_dot(const __m256i v[8], const block_q8_K *y, float d) {
     return (float)_mm512_reduce_add_epi32(s) * (d * y->d);
 }
 
-static void tq1_0_dot(int64_t n, const void *w, const void *x, float *out) {
-    const block_tq1_0 *a = w;
-    const block_q8_K *b = x;
-    float sum = 0;
-    __m256i v[8];
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        kx_tq1_0_values(&a[i], v);
-        sum += tq_dot(v, &b[i], h2f(a[i].d));
-    }
-    *out = sum;
-}
 
-static void tq2_0_dot(int64_t n, const void *w, const void *x, float *out) {
-    const block_tq2_0 *a = w;
-    const block_q8_K *b = x;
-    float sum = 0;
-    __m256i v[8];
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        kx_tq2_0_values(&a[i], v);
-        sum += tq_dot(v, &b[i], h2f(a[i].d));
-    }
-    *out = sum;
-}
+KX_TQ_ROW_DOT(tq1_0_dot, block_tq1_0, kx_tq1_0_values, tq_dot)
+KX_TQ_ROW_DOT(tq2_0_dot, block_tq2_0, kx_tq2_0_values, tq_dot)
 
 /* Grid i-quants: quant.c's decoder (scalar grid lookups), then 64 values
  * per vector; lane j of a 64-byte dot belongs to scale group 4k + j/4. */

@@ -32,6 +32,7 @@
 
 #include <arm_neon.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/auxv.h>
 
@@ -80,6 +81,14 @@ static inline void q2_0_values(const uint8_t *qs, int8x16_t v[4]) {
         v[2 * h] = vsubq_s8(vreinterpretq_s8_u16(z.val[0]), one);
         v[2 * h + 1] = vsubq_s8(vreinterpretq_s8_u16(z.val[1]), one);
     }
+}
+
+/* Block scales of the 4-bit table formats: mxfp4's E8M0 byte, iq4_nl's f16. */
+static inline float mxfp4_wd(const uint8_t *blk) { return quant_e8m0_half(blk[0]); }
+static inline float iq4_nl_wd(const uint8_t *blk) {
+    uint16_t d;
+    memcpy(&d, blk, 2);
+    return h2f(d);
 }
 
 /* Leading trit of each byte q, minus 1: ((q * 3) >> 8) - 1, i.e. -1 below
@@ -418,19 +427,27 @@ static KN_TARGET void KN(q8_0_dot)(int64_t n, const void *w, const void *x, floa
     *out = vaddvq_f32(vaddq_f32(acc0, acc1));
 }
 
-/* mxfp4: codes -> ggml's values by table lookup (tbl), then as q8_0. */
-static KN_TARGET void KN(mxfp4_dot)(int64_t n, const void *w, const void *x, float *out) {
-    const block_mxfp4 *a = w;
-    const block_q8_0 *b = x;
-    const int8x16_t tbl = vld1q_s8(df_kvalues_mxfp4);
-    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+/* Dot of 32 4-bit codes laid out as q4_0's, looked up in tbl, with 32
+ * activations (mxfp4, iq4_nl, iq4_xs). */
+static inline KN_TARGET int32x4_t KN(lut4_dot32)(const uint8_t *qs, int8x16_t tbl, const int8_t *y) {
+    const uint8x16_t q = vld1q_u8(qs);
+    return KN(dot32)(vqtbl1q_s8(tbl, vandq_u8(q, vdupq_n_u8(0x0F))), vqtbl1q_s8(tbl, vshrq_n_u8(q, 4)), y);
+}
+
+/* A row of 32-element 4-bit blocks (mxfp4, iq4_nl): bs bytes per block,
+ * codes at qs_off, block scale wd(block) times the activation's d. */
+typedef float (*lut4_scale_fn)(const uint8_t *blk);
+static inline KN_TARGET void KN(lut4_dot)(int64_t n, const uint8_t *w, size_t bs, size_t qs_off, const int8_t *table,
+                                          lut4_scale_fn wd, const block_q8_0 *b, float *out) {
+    const int8x16_t tbl = vld1q_s8(table);
     float32x4_t acc = vdupq_n_f32(0);
-    for (int64_t i = 0; i < n / QK_MXFP4; i++) {
-        uint8x16_t q = vld1q_u8(a[i].qs);
-        int32x4_t p = KN(dot32)(vqtbl1q_s8(tbl, vandq_u8(q, m4)), vqtbl1q_s8(tbl, vshrq_n_u8(q, 4)), b[i].qs);
-        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(p), h2f(b[i].d) * quant_e8m0_half(a[i].e));
-    }
+    for (int64_t i = 0; i < n / 32; i++, w += bs)
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(KN(lut4_dot32)(w + qs_off, tbl, b[i].qs)), h2f(b[i].d) * wd(w));
     *out = vaddvq_f32(acc);
+}
+
+static KN_TARGET void KN(mxfp4_dot)(int64_t n, const void *w, const void *x, float *out) {
+    KN(lut4_dot)(n, w, sizeof(block_mxfp4), offsetof(block_mxfp4, qs), df_kvalues_mxfp4, mxfp4_wd, x, out);
 }
 
 /* q1_0: +-1 per sign bit; one weight block spans four q8_0 blocks. */
@@ -637,19 +654,8 @@ static KN_TARGET void KN(q6_K_dot)(int64_t n, const void *w, const void *x, floa
     *out = vaddvq_f32(acc);
 }
 
-/* iq4_nl: codes -> ggml's non-linear values by table lookup, then as q8_0. */
 static KN_TARGET void KN(iq4_nl_dot)(int64_t n, const void *w, const void *x, float *out) {
-    const block_iq4_nl *a = w;
-    const block_q8_0 *b = x;
-    const int8x16_t tbl = vld1q_s8(df_kvalues_iq4nl);
-    const uint8x16_t m4 = vdupq_n_u8(0x0F);
-    float32x4_t acc = vdupq_n_f32(0);
-    for (int64_t i = 0; i < n / QK4_NL; i++) {
-        uint8x16_t q = vld1q_u8(a[i].qs);
-        int32x4_t p = KN(dot32)(vqtbl1q_s8(tbl, vandq_u8(q, m4)), vqtbl1q_s8(tbl, vshrq_n_u8(q, 4)), b[i].qs);
-        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(p), h2f(a[i].d) * h2f(b[i].d));
-    }
-    *out = vaddvq_f32(acc);
+    KN(lut4_dot)(n, w, sizeof(block_iq4_nl), offsetof(block_iq4_nl, qs), df_kvalues_iq4nl, iq4_nl_wd, x, out);
 }
 
 /* iq4_xs: sub-block sums times scale - 32 in int32, one float scale per
@@ -658,15 +664,12 @@ static KN_TARGET void KN(iq4_xs_dot)(int64_t n, const void *w, const void *x, fl
     const block_iq4_xs *a = w;
     const block_q8_K *b = x;
     const int8x16_t tbl = vld1q_s8(df_kvalues_iq4nl);
-    const uint8x16_t m4 = vdupq_n_u8(0x0F);
     float32x4_t acc = vdupq_n_f32(0);
     for (int64_t i = 0; i < n / QK_K; i++) {
         int32x4_t s = vdupq_n_s32(0);
         for (int ib = 0; ib < 8; ib++) {
             const int ls = (((a[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((a[i].scales_h >> (2 * ib)) & 3) << 4)) - 32;
-            uint8x16_t q = vld1q_u8(a[i].qs + 16 * ib);
-            int32x4_t p = KN(dot32)(vqtbl1q_s8(tbl, vandq_u8(q, m4)), vqtbl1q_s8(tbl, vshrq_n_u8(q, 4)), b[i].qs + 32 * ib);
-            s = vmlaq_n_s32(s, p, ls);
+            s = vmlaq_n_s32(s, KN(lut4_dot32)(a[i].qs + 16 * ib, tbl, b[i].qs + 32 * ib), ls);
         }
         acc = vfmaq_n_f32(acc, vcvtq_f32_s32(s), h2f(a[i].d) * b[i].d);
     }

@@ -93,4 +93,20 @@ static inline void kx_tq2_0_values(const block_tq2_0 *b, __m256i v[8]) {
     }
 }
 
+/* A row of tq1_0 / tq2_0 blocks: each block's 256 values (the functions
+ * above), then dotfn(values, q8_K block, weight d) from the including file,
+ * which also provides h2f. */
+#define KX_TQ_ROW_DOT(name, btype, values, dotfn)                          \
+    static void name(int64_t n, const void *w, const void *x, float *out) { \
+        const btype *a = w;                                                 \
+        const block_q8_K *b = x;                                            \
+        float sum = 0;                                                      \
+        __m256i v[8];                                                       \
+        for (int64_t i = 0; i < n / QK_K; i++) {                            \
+            values(&a[i], v);                                               \
+            sum += dotfn(v, &b[i], h2f(a[i].d));                            \
+        }                                                                   \
+        *out = sum;                                                         \
+    }
+
 #endif
