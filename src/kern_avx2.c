@@ -372,11 +372,7 @@ static inline void lut4_dot(int64_t n, const uint8_t *w, size_t bs, size_t qs_of
     *out = hsum_ps(_mm256_add_ps(acc0, acc1));
 }
 
-/* mxfp4: ggml's table, |v| <= 12; scale the E8M0 half scale. */
-static float mxfp4_wd(const uint8_t *blk) { return quant_e8m0_half(blk[0]); }
-static void mxfp4_dot(int64_t n, const void *w, const void *x, float *out) {
-    lut4_dot(n, w, sizeof(block_mxfp4), offsetof(block_mxfp4, qs), kx_mxfp4_table(), mxfp4_wd, x, out);
-}
+KX_TABLE_TYPE_DOTS
 
 /* nvfp4: two sub-blocks (one q8_0 block) per step, codes in element order
  * (kern_x86.h) looked up in ggml's table; lanes 0-3 of the dot are the
@@ -444,16 +440,6 @@ static void q2_0_dot(int64_t n, const void *w, const void *x, float *out) {
 /* ---------------------------------------------------------------------- */
 /* iq4_nl (activations in q8_0); iq4_xs, tq1_0, tq2_0 (activations in q8_K) */
 
-/* iq4_nl: ggml's non-linear table; scale the block's f16 d. */
-static float iq4_nl_wd(const uint8_t *blk) {
-    uint16_t d;
-    memcpy(&d, blk, 2);
-    return h2f(d);
-}
-static void iq4_nl_dot(int64_t n, const void *w, const void *x, float *out) {
-    lut4_dot(n, w, sizeof(block_iq4_nl), offsetof(block_iq4_nl, qs), kx_iq4nl_table(), iq4_nl_wd, x, out);
-}
-
 /* iq4_xs: each sub-block's integer lane sums times its scale - 32, summed
  * in int32 over the super-block, then one float scale d * y.d. */
 static void iq4_xs_dot(int64_t n, const void *w, const void *x, float *out) {
@@ -506,16 +492,7 @@ static void iq_grid_dot(int64_t n, const void *w, const void *x, float *out, int
     *out = t->factor * hsum_ps(acc);
 }
 
-#define IQ_GRID_WRAP(pfx, id) \
-    static void pfx##_dot(int64_t n, const void *w, const void *x, float *out) { iq_grid_dot(n, w, x, out, id); }
-IQ_GRID_WRAP(iq2_xxs, DF_TYPE_IQ2_XXS)
-IQ_GRID_WRAP(iq2_xs, DF_TYPE_IQ2_XS)
-IQ_GRID_WRAP(iq2_s, DF_TYPE_IQ2_S)
-IQ_GRID_WRAP(iq3_xxs, DF_TYPE_IQ3_XXS)
-IQ_GRID_WRAP(iq3_s, DF_TYPE_IQ3_S)
-IQ_GRID_WRAP(iq1_s, DF_TYPE_IQ1_S)
-IQ_GRID_WRAP(iq1_m, DF_TYPE_IQ1_M)
-#undef IQ_GRID_WRAP
+KX_IQ_GRID_DOTS
 
 /* ---------------------------------------------------------------------- */
 /* K-quants (256-element super-blocks, activations in q8_K) */

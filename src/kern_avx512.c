@@ -283,10 +283,7 @@ static inline void lut4_dot(int64_t n, const uint8_t *w, size_t bs, size_t qs_of
     *out = _mm512_reduce_add_ps(acc);
 }
 
-static float mxfp4_wd(const uint8_t *blk) { return quant_e8m0_half(blk[0]); }
-static void mxfp4_dot(int64_t n, const void *w, const void *x, float *out) {
-    lut4_dot(n, w, sizeof(block_mxfp4), offsetof(block_mxfp4, qs), kx_mxfp4_table(), mxfp4_wd, x, out);
-}
+KX_TABLE_TYPE_DOTS
 
 /* nvfp4: one block (four sub-blocks, two q8_0 blocks) per step; lane group
  * j/4 of the dot is sub-block j/4. */
@@ -350,15 +347,6 @@ static void q2_0_dot(int64_t n, const void *w, const void *x, float *out) {
 /* ---------------------------------------------------------------------- */
 /* iq4_nl (activations in q8_0); iq4_xs, tq1_0, tq2_0 (activations in q8_K) */
 
-static float iq4_nl_wd(const uint8_t *blk) {
-    uint16_t d;
-    memcpy(&d, blk, 2);
-    return h2f(d);
-}
-static void iq4_nl_dot(int64_t n, const void *w, const void *x, float *out) {
-    lut4_dot(n, w, sizeof(block_iq4_nl), offsetof(block_iq4_nl, qs), kx_iq4nl_table(), iq4_nl_wd, x, out);
-}
-
 /* iq4_xs: two sub-blocks per step; lane sums times their scale - 32 in
  * int32, one float scale per super-block. */
 static void iq4_xs_dot(int64_t n, const void *w, const void *x, float *out) {
@@ -415,16 +403,7 @@ static void iq_grid_dot(int64_t n, const void *w, const void *x, float *out, int
     *out = t->factor * _mm512_reduce_add_ps(acc);
 }
 
-#define IQ_GRID_WRAP(pfx, id) \
-    static void pfx##_dot(int64_t n, const void *w, const void *x, float *out) { iq_grid_dot(n, w, x, out, id); }
-IQ_GRID_WRAP(iq2_xxs, DF_TYPE_IQ2_XXS)
-IQ_GRID_WRAP(iq2_xs, DF_TYPE_IQ2_XS)
-IQ_GRID_WRAP(iq2_s, DF_TYPE_IQ2_S)
-IQ_GRID_WRAP(iq3_xxs, DF_TYPE_IQ3_XXS)
-IQ_GRID_WRAP(iq3_s, DF_TYPE_IQ3_S)
-IQ_GRID_WRAP(iq1_s, DF_TYPE_IQ1_S)
-IQ_GRID_WRAP(iq1_m, DF_TYPE_IQ1_M)
-#undef IQ_GRID_WRAP
+KX_IQ_GRID_DOTS
 
 /* ---------------------------------------------------------------------- */
 /* K-quants */

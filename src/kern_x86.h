@@ -14,6 +14,7 @@
 #include "quant_isa.h"
 
 #include <immintrin.h>
+#include <stddef.h>
 #include <string.h>
 
 /* ggml's MXFP4 value table (doubled e2m1) as a pshufb lookup. */
@@ -108,5 +109,34 @@ static inline void kx_tq2_0_values(const block_tq2_0 *b, __m256i v[8]) {
         }                                                                   \
         *out = sum;                                                         \
     }
+
+/* Block scale readers of the 4-bit table formats (the files' lut4_dot):
+ * mxfp4's E8M0 byte, iq4_nl's f16 d. */
+static inline float kx_mxfp4_wd(const uint8_t *blk) { return quant_e8m0_half(blk[0]); }
+static inline float kx_iq4_nl_wd(const uint8_t *blk) {
+    uint16_t d;
+    memcpy(&d, blk, 2);
+    return _cvtsh_ss(d);
+}
+
+/* The mxfp4 and iq4_nl row dots and the grid i-quants' per-type vec_dot
+ * functions, on top of the including file's lut4_dot and iq_grid_dot. */
+#define KX_TABLE_TYPE_DOTS                                                                                       \
+    static void mxfp4_dot(int64_t n, const void *w, const void *x, float *out) {                                 \
+        lut4_dot(n, w, sizeof(block_mxfp4), offsetof(block_mxfp4, qs), kx_mxfp4_table(), kx_mxfp4_wd, x, out);    \
+    }                                                                                                            \
+    static void iq4_nl_dot(int64_t n, const void *w, const void *x, float *out) {                                \
+        lut4_dot(n, w, sizeof(block_iq4_nl), offsetof(block_iq4_nl, qs), kx_iq4nl_table(), kx_iq4_nl_wd, x, out); \
+    }
+#define KX_IQ_GRID_DOT(pfx, id) \
+    static void pfx##_dot(int64_t n, const void *w, const void *x, float *out) { iq_grid_dot(n, w, x, out, id); }
+#define KX_IQ_GRID_DOTS                         \
+    KX_IQ_GRID_DOT(iq2_xxs, DF_TYPE_IQ2_XXS)    \
+    KX_IQ_GRID_DOT(iq2_xs, DF_TYPE_IQ2_XS)      \
+    KX_IQ_GRID_DOT(iq2_s, DF_TYPE_IQ2_S)        \
+    KX_IQ_GRID_DOT(iq3_xxs, DF_TYPE_IQ3_XXS)    \
+    KX_IQ_GRID_DOT(iq3_s, DF_TYPE_IQ3_S)        \
+    KX_IQ_GRID_DOT(iq1_s, DF_TYPE_IQ1_S)        \
+    KX_IQ_GRID_DOT(iq1_m, DF_TYPE_IQ1_M)
 
 #endif
