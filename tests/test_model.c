@@ -59,6 +59,13 @@
  *    8.2e-3 / 8.2e-3, deepseek-v3-iq3_s-exps 1.3e-2 / 1.3e-2 / 9.1e-3.
  *  - nvfp4 (q8_0 activations, like mxfp4): 2e-2; measured llama-nvfp4
  *    1.4e-7 / 0 / 1.4e-7.
+ *  NEON under qemu, for all of the above: llama-iq4_nl 5.2e-4, llama-iq4_xs
+ *  1.1e-2, qwen3moe-iq4_xs-exps 5.7e-3, llama-iq2_xxs 1.2e-2, llama-iq2_xs
+ *  1.3e-2, llama-iq2_s 7.3e-3, llama-nvfp4 8.5e-3, qwen3moe-iq2_xxs-exps
+ *  8.2e-3, llama-iq3_xxs, -iq3_s, -iq1_s, -iq1_m, -tq1_0, -tq2_0 <= 3.3e-7;
+ *  deepseek-v3-iq3_s-exps (1 of 81 positions, 1.6e-1) and
+ *  deepseek-v3-tq2_0-exps (6 of 81, 4.5e-1) flip routing near-ties, within
+ *  the MoE allowance below.
  *  - quantized Mixture-of-Experts models: routing is a top-k choice, which is
  *    discontinuous. After a q8 flip (above) perturbs the residual stream by
  *    ~1e-2, an expert choice that was a near-tie in llama.cpp can go the
