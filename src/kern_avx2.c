@@ -785,12 +785,13 @@ INL __m256 dup4_e8m0(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
     return _mm256_set_m128(f, f);
 }
 
-/* q8_0 / q4_0 / mxfp4 weights x q8_0 activations: one 32-element block per
+/* q8_0 / q4_0 / mxfp4 / iq4_nl weights x q8_0 activations: one 32-element block per
  * step. DECODE(blk) yields the block's signed weight bytes, SCALE4(b) the
  * four rows' block-b weight scales (dup4_h layout). */
 #define Q8_0_DECODE(blk) LOADU((blk)->qs)
 #define Q4_0_DECODE(blk) _mm256_sub_epi8(nibbles32((blk)->qs), _mm256_set1_epi8(8))
 #define MXFP4_DECODE(blk) _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(kx_mxfp4_table()), nibbles32((blk)->qs))
+#define IQ4_NL_DECODE(blk) _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(kx_iq4nl_table()), nibbles32((blk)->qs))
 #define F16_SCALE4(b) dup4_h(w0[b].d, w1[b].d, w2[b].d, w3[b].d)
 #define E8M0_SCALE4(b) dup4_e8m0(w0[b].e, w1[b].e, w2[b].e, w3[b].e)
 #define GEMM_BLOCK32(NAME, WT, DECODE, SCALE4)                                                                     \
@@ -826,9 +827,11 @@ INL __m256 dup4_e8m0(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
 GEMM_BLOCK32(q8_0_tile, block_q8_0, Q8_0_DECODE, F16_SCALE4)
 GEMM_BLOCK32(q4_0_tile, block_q4_0, Q4_0_DECODE, F16_SCALE4)
 GEMM_BLOCK32(mxfp4_tile, block_mxfp4, MXFP4_DECODE, E8M0_SCALE4)
+GEMM_BLOCK32(iq4_nl_tile, block_iq4_nl, IQ4_NL_DECODE, F16_SCALE4)
 GEMM_TILES4(q8_0_tile, 32)
 GEMM_TILES4(q4_0_tile, 32)
 GEMM_TILES4(mxfp4_tile, 32)
+GEMM_TILES4(iq4_nl_tile, 32)
 
 /* q4_K x q8_K. Per row and token the kernel forms q4_K_dot's two integer
  * vectors (scaled nibble products s, min products m) and folds them with one
@@ -1179,6 +1182,7 @@ void kern_avx2_fill(quant_traits *t) {
     t[DF_TYPE_Q4_0].gemm = q4_0_tile_gemm;
     t[DF_TYPE_Q8_0].gemm = q8_0_tile_gemm;
     t[DF_TYPE_MXFP4].gemm = mxfp4_tile_gemm;
+    t[DF_TYPE_IQ4_NL].gemm = iq4_nl_tile_gemm;
     t[DF_TYPE_Q4_K].gemm = q4_K_tile_gemm;
     t[DF_TYPE_Q6_K].gemm = q6_K_tile_gemm;
     t[DF_TYPE_F32].dot_rows = f32_dot_rows;

@@ -43,8 +43,9 @@
  *    llama-q1_0 by 7.5e-1 at every position.
  *  - iq4_nl (q8_0 activations), iq4_xs, tq1_0, tq2_0 (q8_K activations):
  *    the same q8-flip argument, 2e-2. Measured against haswell fixtures
- *    (AVX-512 / AVX2 / scalar table): llama-iq4_nl 3.5e-4 / 3.5e-4 /
- *    3.5e-4 (llama.cpp repacks iq4_nl on haswell), llama-iq4_xs 1.1e-2 /
+ *    (AVX-512 / AVX2 / scalar table): llama-iq4_nl 2.2e-3 / 2.2e-3 /
+ *    3.5e-4 (llama.cpp repacks iq4_nl on haswell; our x86 tables use the
+ *    AVX2 gemm tile, a different float order), llama-iq4_xs 1.1e-2 /
  *    1.1e-2 / 7.1e-4, llama-tq1_0 and llama-tq2_0 2.5e-7 everywhere,
  *    qwen3moe-iq4_xs-exps 1.1e-2 / 1.5e-7 / 9.9e-3; deepseek-v3-tq2_0-exps
  *    9.2e-3 on the scalar table, while on AVX2 and AVX-512 one of 81
