@@ -13,7 +13,12 @@
  *   product uses the sign trick |w| * (y * sign(w)), valid because activations
  *   never hold -128 (our quantizers emit [-127, 127]). mxfp4 values come from
  *   ggml's table through pshufb, q1_0's +-1 from the sign bits, q2_0's
- *   code - 1 from kern_x86.h's unpacking, all through the same sign trick.
+ *   code - 1 from kern_x86.h's unpacking, all through the same sign trick;
+ *   iq4_nl/iq4_xs values from ggml's kvalues_iq4nl through pshufb; tq1_0's
+ *   trits by byte compares after wrapping multiplies by 3, tq2_0's from bit
+ *   pairs (kern_x86.h), through the same sign trick. The grid i-quants
+ *   decode each block with quant.c's decoder (scalar grid lookups) and
+ *   multiply in vectors.
  * - No int16 saturation is possible: the largest maddubs pair is
  *   2 * 63 * 127 = 16002 (q6_K), and scaled sums stay far inside int32.
  * - Every kernel forms exactly the same per-block integer sums as the scalar
@@ -26,6 +31,7 @@
 #include "quant_isa.h"
 
 #include <immintrin.h>
+#include <stddef.h>
 #include <string.h>
 
 #define LOADU(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
@@ -340,26 +346,52 @@ static void q8_0_dot(int64_t n, const void *w, const void *x, float *out) {
 /* ---------------------------------------------------------------------- */
 /* mxfp4, q1_0, q2_0 (activations in q8_0) */
 
-/* mxfp4: codes looked up in ggml's table (pshufb) give signed values
- * |v| <= 12; scale = activation d times the E8M0 half scale. */
-static void mxfp4_dot(int64_t n, const void *w, const void *x, float *out) {
-    const block_mxfp4 *a = w;
-    const block_q8_0 *b = x;
-    const int64_t nb = n / QK_MXFP4;
-    const __m256i tbl = _mm256_broadcastsi128_si256(kx_mxfp4_table());
+/* 32-element blocks of 4-bit codes laid out as q4_0's (mxfp4, iq4_nl):
+ * codes looked up in a 16-entry table (pshufb) give signed values; the
+ * block's scale is wd(block) times the activation's d. Blocks are bs bytes
+ * with the codes at qs_off. */
+typedef float (*lut4_scale_fn)(const uint8_t *blk);
+static inline void lut4_dot(int64_t n, const uint8_t *w, size_t bs, size_t qs_off, __m128i table, lut4_scale_fn wd,
+                            const block_q8_0 *b, float *out) {
+    const int64_t nb = n / 32;
+    const __m256i tbl = _mm256_broadcastsi128_si256(table);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 1 < nb; i += 2) {
-        __m256i p0 = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(a[i].qs)), LOADU(b[i].qs));
-        __m256i p1 = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(a[i + 1].qs)), LOADU(b[i + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(h2f(b[i].d) * quant_e8m0_half(a[i].e)), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(h2f(b[i + 1].d) * quant_e8m0_half(a[i + 1].e)), acc1);
+        const uint8_t *w0 = w + (size_t)i * bs, *w1 = w0 + bs;
+        __m256i p0 = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(w0 + qs_off)), LOADU(b[i].qs));
+        __m256i p1 = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(w1 + qs_off)), LOADU(b[i + 1].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(h2f(b[i].d) * wd(w0)), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(h2f(b[i + 1].d) * wd(w1)), acc1);
     }
     for (; i < nb; i++) {
-        __m256i p0 = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(a[i].qs)), LOADU(b[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(h2f(b[i].d) * quant_e8m0_half(a[i].e)), acc0);
+        const uint8_t *w0 = w + (size_t)i * bs;
+        __m256i p0 = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(w0 + qs_off)), LOADU(b[i].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(h2f(b[i].d) * wd(w0)), acc0);
     }
     *out = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+KX_TABLE_TYPE_DOTS
+
+/* nvfp4: two sub-blocks (one q8_0 block) per step, codes in element order
+ * (kern_x86.h) looked up in ggml's table; lanes 0-3 of the dot are the
+ * first sub-block, 4-7 the second. */
+static void nvfp4_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_nvfp4 *a = w;
+    const block_q8_0 *b = x;
+    const __m256i tbl = _mm256_broadcastsi128_si256(kx_mxfp4_table());
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_NVFP4; i++)
+        for (int k = 0; k < 2; k++) {
+            const block_q8_0 *y = &b[2 * i + k];
+            __m256i p = dot_i8(_mm256_shuffle_epi8(tbl, kx_nvfp4_codes(a[i].qs + 16 * k)), LOADU(y->qs));
+            const float dy = h2f(y->d);
+            const __m256 sc = _mm256_set_m128(_mm_set1_ps(dy * quant_ue4m3_half(a[i].d[2 * k + 1])),
+                                              _mm_set1_ps(dy * quant_ue4m3_half(a[i].d[2 * k])));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc);
+        }
+    *out = hsum_ps(acc);
 }
 
 /* q1_0: 32 sign bits -> bytes +1 (bit set) or -1 (clear). */
@@ -404,6 +436,63 @@ static void q2_0_dot(int64_t n, const void *w, const void *x, float *out) {
     }
     *out = hsum_ps(_mm256_add_ps(acc0, acc1));
 }
+
+/* ---------------------------------------------------------------------- */
+/* iq4_nl (activations in q8_0); iq4_xs, tq1_0, tq2_0 (activations in q8_K) */
+
+/* iq4_xs: each sub-block's integer lane sums times its scale - 32, summed
+ * in int32 over the super-block, then one float scale d * y.d. */
+static void iq4_xs_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_iq4_xs *a = w;
+    const block_q8_K *b = x;
+    const __m256i tbl = _mm256_broadcastsi128_si256(kx_iq4nl_table());
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i s = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ib++) {
+            const int ls = (((a[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((a[i].scales_h >> (2 * ib)) & 3) << 4)) - 32;
+            __m256i p = dot_i8(_mm256_shuffle_epi8(tbl, nibbles32(a[i].qs + 16 * ib)), LOADU(b[i].qs + 32 * ib));
+            s = _mm256_add_epi32(s, _mm256_mullo_epi32(p, _mm256_set1_epi32(ls)));
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(h2f(a[i].d) * b[i].d), acc);
+    }
+    *out = hsum_ps(acc);
+}
+
+/* tq1_0 / tq2_0: the block's 256 values (kern_x86.h; tq2_0's code 3 is
+ * the value 2, so the general signed product), one integer sum. */
+static inline float tq_dot(const __m256i v[8], const block_q8_K *y, float d) {
+    __m256i s = _mm256_setzero_si256();
+    for (int k = 0; k < 8; k++) s = _mm256_add_epi32(s, dot_i8(v[k], LOADU(y->qs + 32 * k)));
+    return (float)hsum_epi32(s) * (d * y->d);
+}
+
+
+KX_TQ_ROW_DOT(tq1_0_dot, block_tq1_0, kx_tq1_0_values, tq_dot)
+KX_TQ_ROW_DOT(tq2_0_dot, block_tq2_0, kx_tq2_0_values, tq_dot)
+
+/* Grid i-quants (iq2_*, iq3_*, iq1_*): each block decoded to integer values
+ * and scales by quant.c's decoder (the grid lookups are scalar loads), then
+ * the products in vectors: lanes 0-3 of a 32-byte dot belong to one
+ * 16-element scale group, lanes 4-7 to the next. */
+static void iq_grid_dot(int64_t n, const void *w, const void *x, float *out, int type) {
+    const quant_iq_info *t = quant_iq_get(type);
+    const block_q8_K *b = x;
+    quant_iq_block B;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        t->decode((const uint8_t *)w + (size_t)i * t->bs, &B);
+        __m256i s = _mm256_setzero_si256();
+        for (int k = 0; k < 8; k++) {
+            __m256i p = dot_i8(LOADU(B.q + 32 * k), LOADU(b[i].qs + 32 * k));
+            s = _mm256_add_epi32(s, _mm256_mullo_epi32(p, _mm256_set_m128i(_mm_set1_epi32(B.ls[2 * k + 1]), _mm_set1_epi32(B.ls[2 * k]))));
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(B.d * b[i].d), acc);
+    }
+    *out = t->factor * hsum_ps(acc);
+}
+
+KX_IQ_GRID_DOTS
 
 /* ---------------------------------------------------------------------- */
 /* K-quants (256-element super-blocks, activations in q8_K) */
@@ -696,12 +785,13 @@ INL __m256 dup4_e8m0(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
     return _mm256_set_m128(f, f);
 }
 
-/* q8_0 / q4_0 / mxfp4 weights x q8_0 activations: one 32-element block per
+/* q8_0 / q4_0 / mxfp4 / iq4_nl weights x q8_0 activations: one 32-element block per
  * step. DECODE(blk) yields the block's signed weight bytes, SCALE4(b) the
  * four rows' block-b weight scales (dup4_h layout). */
 #define Q8_0_DECODE(blk) LOADU((blk)->qs)
 #define Q4_0_DECODE(blk) _mm256_sub_epi8(nibbles32((blk)->qs), _mm256_set1_epi8(8))
 #define MXFP4_DECODE(blk) _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(kx_mxfp4_table()), nibbles32((blk)->qs))
+#define IQ4_NL_DECODE(blk) _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(kx_iq4nl_table()), nibbles32((blk)->qs))
 #define F16_SCALE4(b) dup4_h(w0[b].d, w1[b].d, w2[b].d, w3[b].d)
 #define E8M0_SCALE4(b) dup4_e8m0(w0[b].e, w1[b].e, w2[b].e, w3[b].e)
 #define GEMM_BLOCK32(NAME, WT, DECODE, SCALE4)                                                                     \
@@ -737,9 +827,11 @@ INL __m256 dup4_e8m0(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
 GEMM_BLOCK32(q8_0_tile, block_q8_0, Q8_0_DECODE, F16_SCALE4)
 GEMM_BLOCK32(q4_0_tile, block_q4_0, Q4_0_DECODE, F16_SCALE4)
 GEMM_BLOCK32(mxfp4_tile, block_mxfp4, MXFP4_DECODE, E8M0_SCALE4)
+GEMM_BLOCK32(iq4_nl_tile, block_iq4_nl, IQ4_NL_DECODE, F16_SCALE4)
 GEMM_TILES4(q8_0_tile, 32)
 GEMM_TILES4(q4_0_tile, 32)
 GEMM_TILES4(mxfp4_tile, 32)
+GEMM_TILES4(iq4_nl_tile, 32)
 
 /* q4_K x q8_K. Per row and token the kernel forms q4_K_dot's two integer
  * vectors (scaled nibble products s, min products m) and folds them with one
@@ -1071,13 +1163,26 @@ void kern_avx2_fill(quant_traits *t) {
     t[DF_TYPE_Q5_K].vec_dot = q5_K_dot;
     t[DF_TYPE_Q6_K].vec_dot = q6_K_dot;
     t[DF_TYPE_MXFP4].vec_dot = mxfp4_dot;
+    t[DF_TYPE_NVFP4].vec_dot = nvfp4_dot;
     t[DF_TYPE_Q1_0].vec_dot = q1_0_dot;
     t[DF_TYPE_Q2_0].vec_dot = q2_0_dot;
+    t[DF_TYPE_IQ4_NL].vec_dot = iq4_nl_dot;
+    t[DF_TYPE_IQ4_XS].vec_dot = iq4_xs_dot;
+    t[DF_TYPE_TQ1_0].vec_dot = tq1_0_dot;
+    t[DF_TYPE_TQ2_0].vec_dot = tq2_0_dot;
+    t[DF_TYPE_IQ2_XXS].vec_dot = iq2_xxs_dot;
+    t[DF_TYPE_IQ2_XS].vec_dot = iq2_xs_dot;
+    t[DF_TYPE_IQ2_S].vec_dot = iq2_s_dot;
+    t[DF_TYPE_IQ3_XXS].vec_dot = iq3_xxs_dot;
+    t[DF_TYPE_IQ3_S].vec_dot = iq3_s_dot;
+    t[DF_TYPE_IQ1_S].vec_dot = iq1_s_dot;
+    t[DF_TYPE_IQ1_M].vec_dot = iq1_m_dot;
     t[DF_TYPE_F32].gemm = f32_tile_gemm;
     t[DF_TYPE_F16].gemm = f16_tile_gemm;
     t[DF_TYPE_Q4_0].gemm = q4_0_tile_gemm;
     t[DF_TYPE_Q8_0].gemm = q8_0_tile_gemm;
     t[DF_TYPE_MXFP4].gemm = mxfp4_tile_gemm;
+    t[DF_TYPE_IQ4_NL].gemm = iq4_nl_tile_gemm;
     t[DF_TYPE_Q4_K].gemm = q4_K_tile_gemm;
     t[DF_TYPE_Q6_K].gemm = q6_K_tile_gemm;
     t[DF_TYPE_F32].dot_rows = f32_dot_rows;

@@ -22,7 +22,11 @@
  * - mxfp4 looks its codes up in ggml's table (pshufb per 128-bit lane) and
  *   multiplies like q8_0; q1_0's sign bits are a 64-lane mask that negates
  *   activations before a vpdpbusd against ones; q2_0's unsigned codes fold
- *   their -1 offset in through the activation sum, like q4_0.
+ *   their -1 offset in through the activation sum, like q4_0. iq4_nl/iq4_xs
+ *   look up ggml's non-linear table like mxfp4 (iq4_xs scales its sub-block
+ *   sums in int32); tq1_0/tq2_0 take kern_x86.h's 256-bit value vectors
+ *   in pairs. The grid i-quants decode each block with quant.c's decoder
+ *   (scalar grid lookups) and multiply 64 values per vector.
  * - The integer sums per block are exactly the scalar reference's; only the
  *   float accumulation order differs.
  * - This file is exercised by tests/test_quant.c wherever the CPU has
@@ -32,6 +36,7 @@
 #include "quant_isa.h"
 
 #include <immintrin.h>
+#include <stddef.h>
 #include <string.h>
 
 #define LOADU(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
@@ -253,24 +258,48 @@ static void q8_0_dot(int64_t n, const void *w, const void *x, float *out) {
 /* ---------------------------------------------------------------------- */
 /* mxfp4, q1_0, q2_0 (activations in q8_0) */
 
-/* mxfp4: two blocks per step; codes -> ggml's values by pshufb on every
- * 128-bit lane, then the signed product as for q8_0. */
-static void mxfp4_dot(int64_t n, const void *w, const void *x, float *out) {
-    const block_mxfp4 *a = w;
-    const block_q8_0 *b = x;
-    const int64_t nb = n / QK_MXFP4;
-    const __m512i tbl = _mm512_broadcast_i32x4(kx_mxfp4_table());
+/* 32-element blocks of 4-bit codes laid out as q4_0's (mxfp4, iq4_nl),
+ * two per step: codes -> values by pshufb on every 128-bit lane, then the
+ * signed product as for q8_0; the block's scale is wd(block) times the
+ * activation's d. Blocks are bs bytes with the codes at qs_off. */
+typedef float (*lut4_scale_fn)(const uint8_t *blk);
+static inline void lut4_dot(int64_t n, const uint8_t *w, size_t bs, size_t qs_off, __m128i table, lut4_scale_fn wd,
+                            const block_q8_0 *b, float *out) {
+    const int64_t nb = n / 32;
+    const __m512i tbl = _mm512_broadcast_i32x4(table);
     __m512 acc = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 1 < nb; i += 2) {
-        __m512i v = _mm512_shuffle_epi8(tbl, nibbles64(a[i].qs, a[i + 1].qs));
+        const uint8_t *w0 = w + (size_t)i * bs, *w1 = w0 + bs;
+        __m512i v = _mm512_shuffle_epi8(tbl, nibbles64(w0 + qs_off, w1 + qs_off));
         __m512i p = dot_i8_512(v, join256(LOADU(b[i].qs), LOADU(b[i + 1].qs)));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p),
-                              join_ps(h2f(b[i].d) * quant_e8m0_half(a[i].e), h2f(b[i + 1].d) * quant_e8m0_half(a[i + 1].e)), acc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), join_ps(h2f(b[i].d) * wd(w0), h2f(b[i + 1].d) * wd(w1)), acc);
     }
-    if (i < nb) { /* the upper half's codes are 0, value 0, against zero activations */
-        __m512i p = dot_i8_512(_mm512_shuffle_epi8(tbl, nibbles_one(a[i].qs)), low256(LOADU(b[i].qs)));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_set1_ps(h2f(b[i].d) * quant_e8m0_half(a[i].e)), acc);
+    if (i < nb) { /* the upper half's codes are 0, against zero activations */
+        const uint8_t *w0 = w + (size_t)i * bs;
+        __m512i p = dot_i8_512(_mm512_shuffle_epi8(tbl, nibbles_one(w0 + qs_off)), low256(LOADU(b[i].qs)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_set1_ps(h2f(b[i].d) * wd(w0)), acc);
+    }
+    *out = _mm512_reduce_add_ps(acc);
+}
+
+KX_TABLE_TYPE_DOTS
+
+/* nvfp4: one block (four sub-blocks, two q8_0 blocks) per step; lane group
+ * j/4 of the dot is sub-block j/4. */
+static void nvfp4_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_nvfp4 *a = w;
+    const block_q8_0 *b = x;
+    const __m512i tbl = _mm512_broadcast_i32x4(kx_mxfp4_table());
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_NVFP4; i++) {
+        const __m512i v = _mm512_shuffle_epi8(tbl, join256(kx_nvfp4_codes(a[i].qs), kx_nvfp4_codes(a[i].qs + 16)));
+        const __m512i p = dot_i8_512(v, join256(LOADU(b[2 * i].qs), LOADU(b[2 * i + 1].qs)));
+        const float d0 = h2f(b[2 * i].d), d1 = h2f(b[2 * i + 1].d);
+        const __m512 sc = _mm512_insertf32x8(
+            _mm512_castps256_ps512(_mm256_set_m128(_mm_set1_ps(d0 * quant_ue4m3_half(a[i].d[1])), _mm_set1_ps(d0 * quant_ue4m3_half(a[i].d[0])))),
+            _mm256_set_m128(_mm_set1_ps(d1 * quant_ue4m3_half(a[i].d[3])), _mm_set1_ps(d1 * quant_ue4m3_half(a[i].d[2]))), 1);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, acc);
     }
     *out = _mm512_reduce_add_ps(acc);
 }
@@ -314,6 +343,67 @@ static void q2_0_dot(int64_t n, const void *w, const void *x, float *out) {
     }
     *out = _mm512_reduce_add_ps(acc);
 }
+
+/* ---------------------------------------------------------------------- */
+/* iq4_nl (activations in q8_0); iq4_xs, tq1_0, tq2_0 (activations in q8_K) */
+
+/* iq4_xs: two sub-blocks per step; lane sums times their scale - 32 in
+ * int32, one float scale per super-block. */
+static void iq4_xs_dot(int64_t n, const void *w, const void *x, float *out) {
+    const block_iq4_xs *a = w;
+    const block_q8_K *b = x;
+    const __m512i tbl = _mm512_broadcast_i32x4(kx_iq4nl_table());
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m512i s = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) {
+            const int h = a[i].scales_h >> (4 * k);
+            const int l0 = ((a[i].scales_l[k] & 0xF) | ((h & 3) << 4)) - 32;
+            const int l1 = ((a[i].scales_l[k] >> 4) | (((h >> 2) & 3) << 4)) - 32;
+            __m512i v = _mm512_shuffle_epi8(tbl, nibbles64(a[i].qs + 32 * k, a[i].qs + 32 * k + 16));
+            __m512i p = dot_i8_512(v, LD512(b[i].qs + 64 * k));
+            s = _mm512_add_epi32(s, _mm512_mullo_epi32(p, join256(_mm256_set1_epi32(l0), _mm256_set1_epi32(l1))));
+        }
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(h2f(a[i].d) * b[i].d), acc);
+    }
+    *out = _mm512_reduce_add_ps(acc);
+}
+
+/* tq1_0 / tq2_0: the block's 256 values (kern_x86.h) in four 64-byte
+ * vectors, one integer sum per block. */
+static inline float tq_dot(const __m256i v[8], const block_q8_K *y, float d) {
+    __m512i s = _mm512_setzero_si512();
+    for (int k = 0; k < 4; k++) s = _mm512_add_epi32(s, dot_i8_512(join256(v[2 * k], v[2 * k + 1]), LD512(y->qs + 64 * k)));
+    return (float)_mm512_reduce_add_epi32(s) * (d * y->d);
+}
+
+
+KX_TQ_ROW_DOT(tq1_0_dot, block_tq1_0, kx_tq1_0_values, tq_dot)
+KX_TQ_ROW_DOT(tq2_0_dot, block_tq2_0, kx_tq2_0_values, tq_dot)
+
+/* Grid i-quants: quant.c's decoder (scalar grid lookups), then 64 values
+ * per vector; lane j of a 64-byte dot belongs to scale group 4k + j/4. */
+static void iq_grid_dot(int64_t n, const void *w, const void *x, float *out, int type) {
+    const quant_iq_info *t = quant_iq_get(type);
+    const block_q8_K *b = x;
+    const __m512i grp = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    quant_iq_block B;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        t->decode((const uint8_t *)w + (size_t)i * t->bs, &B);
+        const __m512i ls = _mm512_cvtepi16_epi32(LOADU(B.ls));
+        __m512i s = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) {
+            __m512i p = dot_i8_512(LD512(B.q + 64 * k), LD512(b[i].qs + 64 * k));
+            __m512i sc = _mm512_permutexvar_epi32(_mm512_add_epi32(grp, _mm512_set1_epi32(4 * k)), ls);
+            s = _mm512_add_epi32(s, _mm512_mullo_epi32(p, sc));
+        }
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(B.d * b[i].d), acc);
+    }
+    *out = t->factor * _mm512_reduce_add_ps(acc);
+}
+
+KX_IQ_GRID_DOTS
 
 /* ---------------------------------------------------------------------- */
 /* K-quants */
@@ -511,6 +601,18 @@ void kern_avx512_fill(quant_traits *t) {
     t[DF_TYPE_Q5_K].vec_dot = q5_K_dot;
     t[DF_TYPE_Q6_K].vec_dot = q6_K_dot;
     t[DF_TYPE_MXFP4].vec_dot = mxfp4_dot;
+    t[DF_TYPE_NVFP4].vec_dot = nvfp4_dot;
     t[DF_TYPE_Q1_0].vec_dot = q1_0_dot;
     t[DF_TYPE_Q2_0].vec_dot = q2_0_dot;
+    t[DF_TYPE_IQ4_NL].vec_dot = iq4_nl_dot;
+    t[DF_TYPE_IQ4_XS].vec_dot = iq4_xs_dot;
+    t[DF_TYPE_TQ1_0].vec_dot = tq1_0_dot;
+    t[DF_TYPE_TQ2_0].vec_dot = tq2_0_dot;
+    t[DF_TYPE_IQ2_XXS].vec_dot = iq2_xxs_dot;
+    t[DF_TYPE_IQ2_XS].vec_dot = iq2_xs_dot;
+    t[DF_TYPE_IQ2_S].vec_dot = iq2_s_dot;
+    t[DF_TYPE_IQ3_XXS].vec_dot = iq3_xxs_dot;
+    t[DF_TYPE_IQ3_S].vec_dot = iq3_s_dot;
+    t[DF_TYPE_IQ1_S].vec_dot = iq1_s_dot;
+    t[DF_TYPE_IQ1_M].vec_dot = iq1_m_dot;
 }

@@ -7,7 +7,11 @@
  *   formed as their true signed value (q4_0: nibble - 8, q6_K: q - 32, ...)
  *   and dotted directly with the int8 activations; no offset correction is
  *   needed. mxfp4 values come from ggml's table by vqtbl1q, q1_0's +-1 from
- *   its sign bits, q2_0's code - 1 from zipped bit pairs. The per-block integer sums are exactly the scalar reference's.
+ *   its sign bits, q2_0's code - 1 from zipped bit pairs, iq4_nl/iq4_xs
+ *   values from ggml's kvalues_iq4nl by vqtbl1q, tq1_0's trits by byte
+ *   compares after wrapping multiplies by 3, tq2_0's from bit pairs; the
+ *   grid i-quants through quant.c's decoder (scalar grid lookups). The
+ *   per-block integer sums are exactly the scalar reference's.
  * - The byte dot product (16 int8 pairs -> 4 int32 partial sums) has two
  *   implementations: ARMv8.0 (smull/smull2 + sadalp) and the ARMv8.2 dotprod
  *   extension (sdot). The kernel bodies are written once, in the second half
@@ -28,6 +32,7 @@
 
 #include <arm_neon.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/auxv.h>
 
@@ -76,6 +81,32 @@ static inline void q2_0_values(const uint8_t *qs, int8x16_t v[4]) {
         v[2 * h] = vsubq_s8(vreinterpretq_s8_u16(z.val[0]), one);
         v[2 * h + 1] = vsubq_s8(vreinterpretq_s8_u16(z.val[1]), one);
     }
+}
+
+/* Block scales of the 4-bit table formats: mxfp4's E8M0 byte, iq4_nl's f16. */
+static inline float mxfp4_wd(const uint8_t *blk) { return quant_e8m0_half(blk[0]); }
+static inline float iq4_nl_wd(const uint8_t *blk) {
+    uint16_t d;
+    memcpy(&d, blk, 2);
+    return h2f(d);
+}
+
+/* Leading trit of each byte q, minus 1: ((q * 3) >> 8) - 1, i.e. -1 below
+ * 86, 0 below 171, else 1 (tq1_0), from the comparisons' all-ones masks. */
+static inline int8x16_t tq_trit_m1(uint8x16_t q) {
+    const int8x16_t m1 = vreinterpretq_s8_u8(vcgeq_u8(q, vdupq_n_u8(86)));
+    const int8x16_t m2 = vreinterpretq_s8_u8(vcgeq_u8(q, vdupq_n_u8(171)));
+    return vsubq_s8(vsubq_s8(vdupq_n_s8(-1), m1), m2);
+}
+
+/* Bytes q -> (uint8_t)(q * 3): the next base-3 digit moves to the top. */
+static inline uint8x16_t tq_mul3(uint8x16_t q) { return vmulq_u8(q, vdupq_n_u8(3)); }
+
+/* The 16 qh trits of a tq1_0 block (element 240 + 4n + j is trit n of
+ * qh[j]): dword n holds qh * 3^n, bytewise, so every leading trit is one. */
+static inline int8x16_t tq1_0_qh_values(const uint8_t *qh) {
+    static const uint8_t pw[16] = {1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27};
+    return tq_trit_m1(vmulq_u8(vreinterpretq_u8_u32(vdupq_n_u32(load_u32(qh))), vld1q_u8(pw)));
 }
 
 /* ---------------------------------------------------------------------- */
@@ -278,8 +309,20 @@ void kern_neon_fill(quant_traits *t) {
     SET(DF_TYPE_Q5_K, q5_K_dot);
     SET(DF_TYPE_Q6_K, q6_K_dot);
     SET(DF_TYPE_MXFP4, mxfp4_dot);
+    SET(DF_TYPE_NVFP4, nvfp4_dot);
     SET(DF_TYPE_Q1_0, q1_0_dot);
     SET(DF_TYPE_Q2_0, q2_0_dot);
+    SET(DF_TYPE_IQ4_NL, iq4_nl_dot);
+    SET(DF_TYPE_IQ4_XS, iq4_xs_dot);
+    SET(DF_TYPE_TQ1_0, tq1_0_dot);
+    SET(DF_TYPE_TQ2_0, tq2_0_dot);
+    SET(DF_TYPE_IQ2_XXS, iq2_xxs_dot);
+    SET(DF_TYPE_IQ2_XS, iq2_xs_dot);
+    SET(DF_TYPE_IQ2_S, iq2_s_dot);
+    SET(DF_TYPE_IQ3_XXS, iq3_xxs_dot);
+    SET(DF_TYPE_IQ3_S, iq3_s_dot);
+    SET(DF_TYPE_IQ1_S, iq1_s_dot);
+    SET(DF_TYPE_IQ1_M, iq1_m_dot);
 #undef SET
 }
 
@@ -384,19 +427,27 @@ static KN_TARGET void KN(q8_0_dot)(int64_t n, const void *w, const void *x, floa
     *out = vaddvq_f32(vaddq_f32(acc0, acc1));
 }
 
-/* mxfp4: codes -> ggml's values by table lookup (tbl), then as q8_0. */
-static KN_TARGET void KN(mxfp4_dot)(int64_t n, const void *w, const void *x, float *out) {
-    const block_mxfp4 *a = w;
-    const block_q8_0 *b = x;
-    const int8x16_t tbl = vld1q_s8(df_kvalues_mxfp4);
-    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+/* Dot of 32 4-bit codes laid out as q4_0's, looked up in tbl, with 32
+ * activations (mxfp4, iq4_nl, iq4_xs). */
+static inline KN_TARGET int32x4_t KN(lut4_dot32)(const uint8_t *qs, int8x16_t tbl, const int8_t *y) {
+    const uint8x16_t q = vld1q_u8(qs);
+    return KN(dot32)(vqtbl1q_s8(tbl, vandq_u8(q, vdupq_n_u8(0x0F))), vqtbl1q_s8(tbl, vshrq_n_u8(q, 4)), y);
+}
+
+/* A row of 32-element 4-bit blocks (mxfp4, iq4_nl): bs bytes per block,
+ * codes at qs_off, block scale wd(block) times the activation's d. */
+typedef float (*lut4_scale_fn)(const uint8_t *blk);
+static inline KN_TARGET void KN(lut4_dot)(int64_t n, const uint8_t *w, size_t bs, size_t qs_off, const int8_t *table,
+                                          lut4_scale_fn wd, const block_q8_0 *b, float *out) {
+    const int8x16_t tbl = vld1q_s8(table);
     float32x4_t acc = vdupq_n_f32(0);
-    for (int64_t i = 0; i < n / QK_MXFP4; i++) {
-        uint8x16_t q = vld1q_u8(a[i].qs);
-        int32x4_t p = KN(dot32)(vqtbl1q_s8(tbl, vandq_u8(q, m4)), vqtbl1q_s8(tbl, vshrq_n_u8(q, 4)), b[i].qs);
-        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(p), h2f(b[i].d) * quant_e8m0_half(a[i].e));
-    }
+    for (int64_t i = 0; i < n / 32; i++, w += bs)
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(KN(lut4_dot32)(w + qs_off, tbl, b[i].qs)), h2f(b[i].d) * wd(w));
     *out = vaddvq_f32(acc);
+}
+
+static KN_TARGET void KN(mxfp4_dot)(int64_t n, const void *w, const void *x, float *out) {
+    KN(lut4_dot)(n, w, sizeof(block_mxfp4), offsetof(block_mxfp4, qs), df_kvalues_mxfp4, mxfp4_wd, x, out);
 }
 
 /* q1_0: +-1 per sign bit; one weight block spans four q8_0 blocks. */
@@ -600,6 +651,121 @@ static KN_TARGET void KN(q6_K_dot)(int64_t n, const void *w, const void *x, floa
         }
         acc = vfmaq_n_f32(acc, vcvtq_f32_s32(isum), h2f(a[i].d) * b[i].d);
     }
+    *out = vaddvq_f32(acc);
+}
+
+static KN_TARGET void KN(iq4_nl_dot)(int64_t n, const void *w, const void *x, float *out) {
+    KN(lut4_dot)(n, w, sizeof(block_iq4_nl), offsetof(block_iq4_nl, qs), df_kvalues_iq4nl, iq4_nl_wd, x, out);
+}
+
+/* iq4_xs: sub-block sums times scale - 32 in int32, one float scale per
+ * super-block. */
+static KN_TARGET void KN(iq4_xs_dot)(int64_t n, const void *w, const void *x, float *out) {
+    const block_iq4_xs *a = w;
+    const block_q8_K *b = x;
+    const int8x16_t tbl = vld1q_s8(df_kvalues_iq4nl);
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int32x4_t s = vdupq_n_s32(0);
+        for (int ib = 0; ib < 8; ib++) {
+            const int ls = (((a[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((a[i].scales_h >> (2 * ib)) & 3) << 4)) - 32;
+            s = vmlaq_n_s32(s, KN(lut4_dot32)(a[i].qs + 16 * ib, tbl, b[i].qs + 32 * ib), ls);
+        }
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(s), h2f(a[i].d) * b[i].d);
+    }
+    *out = vaddvq_f32(acc);
+}
+
+/* tq1_0: trits of qs[0..31] (elements 0..159), of qs[32..47] (160..239),
+ * of qh (240..255), each after wrapping multiplies by 3; one integer sum. */
+static KN_TARGET void KN(tq1_0_dot)(int64_t n, const void *w, const void *x, float *out) {
+    const block_tq1_0 *a = w;
+    const block_q8_K *b = x;
+    float sum = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const int8_t *y = b[i].qs;
+        uint8x16_t q0 = vld1q_u8(a[i].qs), q1 = vld1q_u8(a[i].qs + 16), q2 = vld1q_u8(a[i].qs + 32);
+        int32x4_t s = vdupq_n_s32(0);
+        for (int k = 0; k < 5; k++) {
+            s = vaddq_s32(s, KN(dot32)(tq_trit_m1(q0), tq_trit_m1(q1), y + 32 * k));
+            s = KN_DOT(s, tq_trit_m1(q2), vld1q_s8(y + 160 + 16 * k));
+            q0 = tq_mul3(q0);
+            q1 = tq_mul3(q1);
+            q2 = tq_mul3(q2);
+        }
+        s = KN_DOT(s, tq1_0_qh_values(a[i].qh), vld1q_s8(y + 240));
+        sum += (float)vaddvq_s32(s) * (h2f(a[i].d) * b[i].d);
+    }
+    *out = sum;
+}
+
+/* tq2_0: code - 1 from bit pairs (element 128h + 32l + m is bits 2l.. of
+ * qs[32h + m]); one integer sum. */
+static KN_TARGET void KN(tq2_0_dot)(int64_t n, const void *w, const void *x, float *out) {
+    const block_tq2_0 *a = w;
+    const block_q8_K *b = x;
+    const uint8x16_t m3 = vdupq_n_u8(3);
+    const int8x16_t one = vdupq_n_s8(1);
+    float sum = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int32x4_t s = vdupq_n_s32(0);
+        for (int h = 0; h < 2; h++) {
+            uint8x16_t q0 = vld1q_u8(a[i].qs + 32 * h), q1 = vld1q_u8(a[i].qs + 32 * h + 16);
+            for (int l = 0; l < 4; l++, q0 = vshrq_n_u8(q0, 2), q1 = vshrq_n_u8(q1, 2))
+                s = vaddq_s32(s, KN(dot32)(vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q0, m3)), one),
+                                           vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q1, m3)), one), b[i].qs + 128 * h + 32 * l));
+        }
+        sum += (float)vaddvq_s32(s) * (h2f(a[i].d) * b[i].d);
+    }
+    *out = sum;
+}
+
+/* Grid i-quants: quant.c's decoder (scalar grid lookups), then one byte
+ * dot per 16-element scale group. */
+static KN_TARGET void KN(iq_grid_dot)(int64_t n, const void *w, const void *x, float *out, int type) {
+    const quant_iq_info *t = quant_iq_get(type);
+    const block_q8_K *b = x;
+    quant_iq_block B;
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        t->decode((const uint8_t *)w + (size_t)i * t->bs, &B);
+        int32x4_t s = vdupq_n_s32(0);
+        for (int g = 0; g < 16; g++)
+            s = vmlaq_n_s32(s, KN_DOT(vdupq_n_s32(0), vld1q_s8(B.q + 16 * g), vld1q_s8(b[i].qs + 16 * g)), B.ls[g]);
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(s), B.d * b[i].d);
+    }
+    *out = t->factor * vaddvq_f32(acc);
+}
+#define IQ_GRID_KN(pfx, id) \
+    static KN_TARGET void KN(pfx##_dot)(int64_t n, const void *w, const void *x, float *out) { KN(iq_grid_dot)(n, w, x, out, id); }
+IQ_GRID_KN(iq2_xxs, DF_TYPE_IQ2_XXS)
+IQ_GRID_KN(iq2_xs, DF_TYPE_IQ2_XS)
+IQ_GRID_KN(iq2_s, DF_TYPE_IQ2_S)
+IQ_GRID_KN(iq3_xxs, DF_TYPE_IQ3_XXS)
+IQ_GRID_KN(iq3_s, DF_TYPE_IQ3_S)
+IQ_GRID_KN(iq1_s, DF_TYPE_IQ1_S)
+IQ_GRID_KN(iq1_m, DF_TYPE_IQ1_M)
+#undef IQ_GRID_KN
+
+/* nvfp4: per q8_0 block, the 16 code bytes of two sub-blocks split into
+ * each sub-block's low and high nibbles, looked up in ggml's table. */
+static KN_TARGET void KN(nvfp4_dot)(int64_t n, const void *w, const void *x, float *out) {
+    const block_nvfp4 *a = w;
+    const block_q8_0 *b = x;
+    const int8x16_t tbl = vld1q_s8(df_kvalues_mxfp4);
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int64_t i = 0; i < n / QK_NVFP4; i++)
+        for (int k = 0; k < 2; k++) {
+            const uint8x16_t q = vld1q_u8(a[i].qs + 16 * k);
+            const uint8x16_t lo = vandq_u8(q, m4), hi = vshrq_n_u8(q, 4);
+            const block_q8_0 *y = &b[2 * i + k];
+            const float dy = h2f(y->d);
+            int32x4_t p0 = KN_DOT(vdupq_n_s32(0), vqtbl1q_s8(tbl, vcombine_u8(vget_low_u8(lo), vget_low_u8(hi))), vld1q_s8(y->qs));
+            int32x4_t p1 = KN_DOT(vdupq_n_s32(0), vqtbl1q_s8(tbl, vcombine_u8(vget_high_u8(lo), vget_high_u8(hi))), vld1q_s8(y->qs + 16));
+            acc = vfmaq_n_f32(acc, vcvtq_f32_s32(p0), dy * quant_ue4m3_half(a[i].d[2 * k]));
+            acc = vfmaq_n_f32(acc, vcvtq_f32_s32(p1), dy * quant_ue4m3_half(a[i].d[2 * k + 1]));
+        }
     *out = vaddvq_f32(acc);
 }
 

@@ -8,8 +8,10 @@
  * how to quantize floats into it, and a dot product of one weight row with an
  * activation row that has been converted into the type's "vec_type" (the
  * activation format it pairs with, as in llama.cpp: Q8_0 for Q4_0/Q5_0/Q8_0,
- * Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants, Q8_0 also for MXFP4, Q1_0
- * and Q2_0, F32 for F32, F16 for F16, BF16 for BF16). Matrix code looks the entry up once and never switches on
+ * Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants, the i-quants but IQ4_NL,
+ * TQ1_0 and TQ2_0,
+ * Q8_0 also for MXFP4, NVFP4, Q1_0, Q2_0 and IQ4_NL, F32 for F32, F16 for F16,
+ * BF16 for BF16). Matrix code looks the entry up once and never switches on
  * type or instruction set.
  *
  * quant_init() fills the table with the best kernels this CPU supports
@@ -39,8 +41,20 @@ enum df_type {
     DF_TYPE_Q5_K = 13,
     DF_TYPE_Q6_K = 14,
     DF_TYPE_Q8_K = 15,
+    DF_TYPE_IQ2_XXS = 16,
+    DF_TYPE_IQ2_XS = 17,
+    DF_TYPE_IQ3_XXS = 18,
+    DF_TYPE_IQ1_S = 19,
+    DF_TYPE_IQ4_NL = 20,
+    DF_TYPE_IQ3_S = 21,
+    DF_TYPE_IQ2_S = 22,
+    DF_TYPE_IQ4_XS = 23,
+    DF_TYPE_IQ1_M = 29,
     DF_TYPE_BF16 = 30,
+    DF_TYPE_TQ1_0 = 34,
+    DF_TYPE_TQ2_0 = 35,
     DF_TYPE_MXFP4 = 39,
+    DF_TYPE_NVFP4 = 40,
     DF_TYPE_Q1_0 = 41,
     DF_TYPE_Q2_0 = 42,
     DF_TYPE_COUNT = 43 /* ggml's GGML_TYPE_COUNT: ids >= this are invalid */
@@ -124,6 +138,8 @@ uint16_t df_fp32_to_bf16(float f);
 #define QK_MXFP4 32
 #define QK1_0 128
 #define QK2_0 64
+#define QK4_NL 32
+#define QK_NVFP4 64
 
 typedef struct { uint16_t d; uint8_t qs[QK4_0 / 2]; } block_q4_0;
 typedef struct { uint16_t d, m; uint8_t qs[QK4_1 / 2]; } block_q4_1;
@@ -140,10 +156,46 @@ typedef struct { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; } block_q8_
 /* MXFP4: e = E8M0 shared exponent; 32 E2M1 codes, element j (j < 16) in the
  * low nibble of qs[j], element j+16 in the high one. */
 typedef struct { uint8_t e; uint8_t qs[QK_MXFP4 / 2]; } block_mxfp4;
+/* NVFP4: 4 sub-blocks of 16, each with a UE4M3 scale d[s] and 8 bytes of
+ * E2M1 codes: element j < 8 of sub-block s is the low nibble of qs[8s + j],
+ * j + 8 the high one; value = kvalues_mxfp4[code] * ue4m3(d[s]) / 2. */
+typedef struct { uint8_t d[QK_NVFP4 / 16]; uint8_t qs[QK_NVFP4 / 2]; } block_nvfp4;
 /* Q1_0: one sign bit per element (bit j%8 of qs[j/8]); value = +-d. */
 typedef struct { uint16_t d; uint8_t qs[QK1_0 / 8]; } block_q1_0;
 /* Q2_0: 2-bit codes (bits 2(j%4).. of qs[j/4]); value = d * (code - 1). */
 typedef struct { uint16_t d; uint8_t qs[QK2_0 / 4]; } block_q2_0;
+
+/* IQ4_NL: like q4_0 (element j < 16 the low nibble of qs[j], j+16 the high
+ * one) but the code indexes ggml's non-linear table kvalues_iq4nl. */
+typedef struct { uint16_t d; uint8_t qs[QK4_NL / 2]; } block_iq4_nl;
+/* IQ4_XS: 8 sub-blocks of 32, each laid out as an iq4_nl block without d;
+ * sub-block ib's 6-bit scale ls is nibble ib%2 of scales_l[ib/2] plus bits
+ * 2ib..2ib+1 of scales_h as its high bits; value = d * (ls - 32) * kvalue. */
+typedef struct { uint16_t d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; } block_iq4_xs;
+/* TQ1_0: ternary, 5 trits per qs byte and 4 per qh byte (base-3 digits of
+ * byte * 243 / 256, most significant first), d (f16) last. */
+typedef struct { uint8_t qs[(QK_K - 4 * QK_K / 64) / 5]; uint8_t qh[QK_K / 64]; uint16_t d; } block_tq1_0;
+/* TQ2_0: ternary in 2-bit codes c, value d * (c - 1); d (f16) last. */
+typedef struct { uint8_t qs[QK_K / 4]; uint16_t d; } block_tq2_0;
+
+/* The grid i-quants (256 elements in 8 sub-blocks of 32; grids in
+ * quant_grids.c; element order and formulas at their code in quant.c). */
+typedef struct { uint16_t d; uint16_t qs[QK_K / 8]; } block_iq2_xxs;
+typedef struct { uint16_t d; uint16_t qs[QK_K / 8]; uint8_t scales[QK_K / 32]; } block_iq2_xs;
+typedef struct { uint16_t d; uint8_t qs[QK_K / 4]; uint8_t qh[QK_K / 32]; uint8_t scales[QK_K / 32]; } block_iq2_s;
+typedef struct { uint16_t d; uint8_t qs[3 * QK_K / 8]; } block_iq3_xxs;
+typedef struct {
+    uint16_t d;
+    uint8_t qs[QK_K / 4];
+    uint8_t qh[QK_K / 32];
+    uint8_t signs[QK_K / 8];
+    uint8_t scales[QK_K / 64];
+} block_iq3_s;
+typedef struct { uint16_t d; uint8_t qs[QK_K / 8]; uint16_t qh[QK_K / 32]; } block_iq1_s;
+typedef struct { uint8_t qs[QK_K / 8]; uint8_t qh[QK_K / 16]; uint8_t scales[QK_K / 32]; } block_iq1_m;
+
+/* ggml's kvalues_iq4nl. */
+extern const int8_t df_kvalues_iq4nl[16];
 
 /* ggml's e2m1 values doubled (kvalues_mxfp4), and the E8M0 exponent as a
  * float halved (ggml_e8m0_to_fp32_half: 2^(e-128), exact, subnormal for

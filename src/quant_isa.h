@@ -70,6 +70,40 @@ static inline float quant_e8m0_half(uint8_t e) {
     return f;
 }
 
+/* A grid i-quant block (iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s,
+ * iq1_m) decoded to integers: element e is d * factor * ls[e / 16] * q[e],
+ * factor a power of two per type. Its dot with a q8_K block is therefore
+ * factor * d * y.d * sum_g ls[g] * (integer sum of q * y over group g), the
+ * same integer sums as ggml's vec_dot (iq1's +-1/8 delta is folded into q
+ * as 8 * grid +- 1, factor 1/8). SIMD kernels decode with these functions
+ * (the grid lookups are scalar) and do the products in vectors. */
+typedef struct {
+    float d;
+    int16_t ls[16];
+    int8_t q[QK_K];
+} quant_iq_block;
+typedef void (*quant_iq_decode_fn)(const void *blk, quant_iq_block *out);
+typedef struct {
+    size_t bs;     /* bytes per block */
+    float factor;
+    quant_iq_decode_fn decode;
+} quant_iq_info;
+/* The decoder of a grid i-quant type, or NULL for any other type. */
+const quant_iq_info *quant_iq_get(int type);
+
+/* ggml_ue4m3_to_fp32: NVFP4's sub-block scale (unsigned, 4 exponent bits
+ * with bias 7, 3 mantissa bits, bit 7 ignored) halved, as ggml keeps it to
+ * pair with the doubled e2m1 table; 0 and 0x7F decode to 0. Exact. */
+static inline float quant_ue4m3_half(uint8_t x) {
+    if (x == 0 || x == 0x7F) return 0.0f;
+    const unsigned e = (x >> 3) & 0xFu, m = x & 7u;
+    if (e == 0) return (float)m * 0x1p-10f;
+    uint32_t u = (e + 119u) << 23 | m << 20; /* (1 + m/8) * 2^(e - 8) */
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
 /* Decode the 6-bit scale and min of sub-block j (0..7) of a q4_K/q5_K block. */
 static inline void quant_k4_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m) {
     if (j < 4) {

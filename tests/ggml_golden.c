@@ -5,7 +5,8 @@
  * DESIGN
  * For each type it fills two blocks with tests/golden_pattern.h's pattern,
  * dequantizes them with ggml's to_float (libggml-base) and prints the
- * checksum sum (i+1) * value_i, then dots them with the activation pattern
+ * checksum sum (i+1) * value_i (two blocks, or GOLDEN_NBLK_BIG for the
+ * table-indexed types), then dots them with the activation pattern
  * through ggml's portable vec_dot (ggml_vec_dot_*_generic, exported by the
  * plain x64 CPU variant), the same functions named in the test. It also
  * prints a hash of the bytes ggml's reference quantizer makes of a fixed
@@ -26,7 +27,9 @@ typedef void (*ggml_dot_fn)(int n, float *s, size_t bs, const void *vx, size_t b
 #define GENERIC(name) void ggml_vec_dot_##name##_generic(int, float *, size_t, const void *, size_t, const void *, size_t, int);
 GENERIC(q4_0_q8_0) GENERIC(q4_1_q8_1) GENERIC(q5_0_q8_0) GENERIC(q5_1_q8_1) GENERIC(q8_0_q8_0)
 GENERIC(q2_K_q8_K) GENERIC(q3_K_q8_K) GENERIC(q4_K_q8_K) GENERIC(q5_K_q8_K) GENERIC(q6_K_q8_K)
-GENERIC(mxfp4_q8_0) GENERIC(q1_0_q8_0)
+GENERIC(mxfp4_q8_0) GENERIC(q1_0_q8_0) GENERIC(iq4_nl_q8_0) GENERIC(iq4_xs_q8_K) GENERIC(tq1_0_q8_K)
+GENERIC(tq2_0_q8_K) GENERIC(iq2_xxs_q8_K) GENERIC(iq2_xs_q8_K) GENERIC(iq2_s_q8_K) GENERIC(iq3_xxs_q8_K)
+GENERIC(iq3_s_q8_K) GENERIC(iq1_s_q8_K) GENERIC(iq1_m_q8_K) GENERIC(nvfp4_q8_0)
 #undef GENERIC
 /* x86 builds have no SIMD q2_0 kernel: arch-fallback.h renames the generic
  * one to this name, so it is the portable code */
@@ -50,15 +53,28 @@ static const struct { int type, vt; const char *id; ggml_dot_fn dot; } k_types[]
     {DF_TYPE_MXFP4, DF_TYPE_Q8_0, "DF_TYPE_MXFP4", ggml_vec_dot_mxfp4_q8_0_generic},
     {DF_TYPE_Q1_0, DF_TYPE_Q8_0, "DF_TYPE_Q1_0", ggml_vec_dot_q1_0_q8_0_generic},
     {DF_TYPE_Q2_0, DF_TYPE_Q8_0, "DF_TYPE_Q2_0", ggml_vec_dot_q2_0_q8_0},
+    {DF_TYPE_IQ4_NL, DF_TYPE_Q8_0, "DF_TYPE_IQ4_NL", ggml_vec_dot_iq4_nl_q8_0_generic},
+    {DF_TYPE_IQ4_XS, DF_TYPE_Q8_K, "DF_TYPE_IQ4_XS", ggml_vec_dot_iq4_xs_q8_K_generic},
+    {DF_TYPE_TQ1_0, DF_TYPE_Q8_K, "DF_TYPE_TQ1_0", ggml_vec_dot_tq1_0_q8_K_generic},
+    {DF_TYPE_TQ2_0, DF_TYPE_Q8_K, "DF_TYPE_TQ2_0", ggml_vec_dot_tq2_0_q8_K_generic},
+    {DF_TYPE_IQ2_XXS, DF_TYPE_Q8_K, "DF_TYPE_IQ2_XXS", ggml_vec_dot_iq2_xxs_q8_K_generic},
+    {DF_TYPE_IQ2_XS, DF_TYPE_Q8_K, "DF_TYPE_IQ2_XS", ggml_vec_dot_iq2_xs_q8_K_generic},
+    {DF_TYPE_IQ2_S, DF_TYPE_Q8_K, "DF_TYPE_IQ2_S", ggml_vec_dot_iq2_s_q8_K_generic},
+    {DF_TYPE_IQ3_XXS, DF_TYPE_Q8_K, "DF_TYPE_IQ3_XXS", ggml_vec_dot_iq3_xxs_q8_K_generic},
+    {DF_TYPE_IQ3_S, DF_TYPE_Q8_K, "DF_TYPE_IQ3_S", ggml_vec_dot_iq3_s_q8_K_generic},
+    {DF_TYPE_IQ1_S, DF_TYPE_Q8_K, "DF_TYPE_IQ1_S", ggml_vec_dot_iq1_s_q8_K_generic},
+    {DF_TYPE_IQ1_M, DF_TYPE_Q8_K, "DF_TYPE_IQ1_M", ggml_vec_dot_iq1_m_q8_K_generic},
+    {DF_TYPE_NVFP4, DF_TYPE_Q8_0, "DF_TYPE_NVFP4", ggml_vec_dot_nvfp4_q8_0_generic},
 };
 
-/* Checksum of two blocks and their dot with the activation pattern. */
+/* Checksum of golden_nblk blocks and their dot with the activation pattern. */
 static void golden_row(int k) {
-    static uint8_t w[2 * 292], a[2 * 292];
-    static float v[2 * QK_K];
+    static uint8_t w[GOLDEN_NBLK_BIG * 292], a[GOLDEN_NBLK_BIG * 292];
+    static float v[GOLDEN_NBLK_BIG * QK_K];
     const enum ggml_type t = (enum ggml_type)k_types[k].type;
-    const int64_t n = 2 * ggml_blck_size(t);
-    golden_fill(t, ggml_type_size(t), w, 2, f2h);
+    const int nblk = golden_nblk(t);
+    const int64_t n = nblk * ggml_blck_size(t);
+    golden_fill(t, ggml_type_size(t), w, nblk, f2h);
     if (!ggml_get_type_traits(t)->to_float) { /* q8_1: ggml has no dequantizer */
         printf("    /* %s: no ggml to_float */\n", k_types[k].id);
         return;
@@ -93,5 +109,8 @@ int main(void) {
     quant_row(DF_TYPE_MXFP4, "DF_TYPE_MXFP4");
     quant_row(DF_TYPE_Q1_0, "DF_TYPE_Q1_0");
     quant_row(DF_TYPE_Q2_0, "DF_TYPE_Q2_0");
+    quant_row(DF_TYPE_TQ1_0, "DF_TYPE_TQ1_0");
+    quant_row(DF_TYPE_TQ2_0, "DF_TYPE_TQ2_0");
+    quant_row(DF_TYPE_NVFP4, "DF_TYPE_NVFP4");
     return 0;
 }

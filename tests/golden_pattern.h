@@ -21,6 +21,63 @@
 
 typedef uint16_t (*golden_f2h_fn)(float);
 
+/* Blocks in a golden row: 2, or more for the types whose codes index a
+ * table, so that every entry is decoded: every tq1_0 byte, every nvfp4
+ * UE4M3 scale byte (numbered through the row as well), and every grid
+ * entry of the i-quants (their indices are numbered through the row by
+ * golden_fill: 2048 iq1 entries at 32 per block need 64 blocks). */
+#define GOLDEN_NBLK_BIG 64
+static int golden_nblk(int type) {
+    switch (type) {
+    case DF_TYPE_IQ4_NL: case DF_TYPE_IQ4_XS: case DF_TYPE_TQ1_0: case DF_TYPE_TQ2_0: case DF_TYPE_IQ2_XXS:
+    case DF_TYPE_IQ3_S: return 8;
+    case DF_TYPE_IQ3_XXS: return 4;
+    case DF_TYPE_IQ2_XS: return 16;
+    case DF_TYPE_IQ2_S: return 32;
+    case DF_TYPE_IQ1_S: case DF_TYPE_IQ1_M: case DF_TYPE_NVFP4: return 64;
+    default: return 2;
+    }
+}
+
+/* Grid index k (numbered through the row) of an i-quant block b into its
+ * bit fields, leaving the sign and scale bits of the pattern alone. */
+static void golden_grid_indices(int type, uint8_t *p, int b) {
+    for (int k = 0; k < 64; k++) {
+        const int ib = k / 8 % 8, l = k % 4;
+        switch (type) {
+        case DF_TYPE_IQ2_XXS: if (k < 32) p[2 + 8 * (k / 4) + k % 4] = (uint8_t)(32 * b + k); break;
+        case DF_TYPE_IQ2_XS: if (k < 32) { /* uint16 qs[k]: low 9 bits */
+                unsigned v = p[2 + 2 * k] | (unsigned)p[3 + 2 * k] << 8, idx = (unsigned)(32 * b + k) & 511u;
+                v = (v & ~511u) | idx;
+                p[2 + 2 * k] = (uint8_t)v; p[3 + 2 * k] = (uint8_t)(v >> 8);
+            } break;
+        case DF_TYPE_IQ2_S: if (k < 32) { /* qs[k] low 8 bits, qh[k/4] bits 2l.. the high 2 */
+                unsigned idx = (unsigned)(32 * b + k) & 1023u;
+                p[2 + k] = (uint8_t)idx;
+                p[2 + 64 + k / 4] = (uint8_t)((p[2 + 64 + k / 4] & ~(3u << (2 * l))) | (idx >> 8) << (2 * l));
+            } break;
+        case DF_TYPE_IQ3_XXS: p[2 + k] = (uint8_t)(64 * b + k); break;
+        case DF_TYPE_IQ3_S: { /* qs[k] low 8 bits, bit k%8 of qh[k/8] the 9th */
+                unsigned idx = (unsigned)(64 * b + k) & 511u;
+                p[2 + k] = (uint8_t)idx;
+                p[2 + 64 + ib] = (uint8_t)((p[2 + 64 + ib] & ~(1u << (k % 8))) | (idx >> 8) << (k % 8));
+            } break;
+        case DF_TYPE_IQ1_S: if (k < 32) { /* qs[k], bits 3l.. of qh[k/4] */
+                unsigned idx = (unsigned)(32 * b + k) & 2047u, o = 2 + 32 + 2 * (k / 4);
+                unsigned h = p[o] | (unsigned)p[o + 1] << 8;
+                h = (h & ~(7u << (3 * l))) | (idx >> 8) << (3 * l);
+                p[2 + k] = (uint8_t)idx; p[o] = (uint8_t)h; p[o + 1] = (uint8_t)(h >> 8);
+            } break;
+        case DF_TYPE_IQ1_M: if (k < 32) { /* qs[k], bits 0-2 / 4-6 of qh[k/2] */
+                unsigned idx = (unsigned)(32 * b + k) & 2047u, sh = 4 * (k % 2);
+                p[k] = (uint8_t)idx;
+                p[32 + k / 2] = (uint8_t)((p[32 + k / 2] & ~(7u << sh)) | (idx >> 8) << sh);
+            } break;
+        default: break;
+        }
+    }
+}
+
 /* nblk blocks of type (bs bytes each) into buf. */
 static void golden_fill(int type, size_t bs, uint8_t *buf, int nblk, golden_f2h_fn f2h) {
     for (size_t k = 0; k < bs * (size_t)nblk; k++) buf[k] = (uint8_t)(k * 167u + 13u);
@@ -30,7 +87,27 @@ static void golden_fill(int type, size_t bs, uint8_t *buf, int nblk, golden_f2h_
         uint16_t dmin = f2h(0.015625f * (float)(b + 1));
         switch (type) {
         case DF_TYPE_Q4_0: case DF_TYPE_Q5_0: case DF_TYPE_Q8_0: case DF_TYPE_Q1_0: case DF_TYPE_Q2_0:
+        case DF_TYPE_IQ4_NL: case DF_TYPE_IQ4_XS:
             memcpy(p, &d, 2);
+            break;
+        case DF_TYPE_TQ2_0: memcpy(p + offsetof(block_tq2_0, d), &d, 2); break;
+        case DF_TYPE_IQ2_XXS: case DF_TYPE_IQ2_XS: case DF_TYPE_IQ2_S: case DF_TYPE_IQ3_XXS: case DF_TYPE_IQ3_S:
+        case DF_TYPE_IQ1_S:
+            memcpy(p, &d, 2);
+            golden_grid_indices(type, p, b);
+            break;
+        case DF_TYPE_NVFP4:
+            for (int k = 0; k < 4; k++) p[k] = (uint8_t)((4 * b + k) * 167 + 13);
+            break;
+        case DF_TYPE_IQ1_M: /* d lives in the top nibbles of the four scale words */
+            golden_grid_indices(type, p, b);
+            for (int k = 0; k < 4; k++) p[48 + 2 * k + 1] = (uint8_t)((p[48 + 2 * k + 1] & 0x0F) | ((d >> (4 * k)) & 0xF) << 4);
+            break;
+        case DF_TYPE_TQ1_0:
+            /* qs bytes numbered across blocks, so that GOLDEN_NBLK_BIG blocks hold every byte value */
+            for (size_t k = 0; k < sizeof(((block_tq1_0 *)0)->qs); k++)
+                p[k] = (uint8_t)(((size_t)b * sizeof(((block_tq1_0 *)0)->qs) + k) * 167u + 13u);
+            memcpy(p + offsetof(block_tq1_0, d), &d, 2);
             break;
         case DF_TYPE_Q4_1: case DF_TYPE_Q5_1: case DF_TYPE_Q8_1: memcpy(p, &d, 2); memcpy(p + 2, &m, 2); break;
         case DF_TYPE_Q2_K: memcpy(p + offsetof(block_q2_K, d), &d, 2); memcpy(p + offsetof(block_q2_K, dmin), &dmin, 2); break;

@@ -37,7 +37,9 @@
 static const int k_types[] = {DF_TYPE_F32,  DF_TYPE_F16,  DF_TYPE_BF16, DF_TYPE_Q4_0, DF_TYPE_Q4_1,
                               DF_TYPE_Q5_0, DF_TYPE_Q5_1, DF_TYPE_Q8_0, DF_TYPE_Q2_K, DF_TYPE_Q3_K,
                               DF_TYPE_Q4_K, DF_TYPE_Q5_K, DF_TYPE_Q6_K, DF_TYPE_MXFP4, DF_TYPE_Q1_0,
-                              DF_TYPE_Q2_0};
+                              DF_TYPE_Q2_0, DF_TYPE_IQ4_NL, DF_TYPE_IQ4_XS, DF_TYPE_TQ1_0, DF_TYPE_TQ2_0,
+                              DF_TYPE_IQ2_XXS, DF_TYPE_IQ2_XS, DF_TYPE_IQ2_S, DF_TYPE_IQ3_XXS, DF_TYPE_IQ3_S,
+                              DF_TYPE_IQ1_S, DF_TYPE_IQ1_M, DF_TYPE_NVFP4};
 #define N_TYPES ((int)(sizeof k_types / sizeof k_types[0]))
 
 static void *xalloc(size_t n) {

@@ -18,7 +18,7 @@
  * Golden tests pin the byte layout to ggml's: fixed bit patterns are decoded
  * and dotted and compared with checksums produced by ggml's own
  * dequantize_row_* and ggml_vec_dot_*_generic (printed by tests/ggml_golden.c);
- * for mxfp4/q1_0/q2_0, whose quantizers follow ggml's reference ones, the
+ * for mxfp4/nvfp4/q1_0/q2_0/tq1_0/tq2_0, whose quantizers follow ggml's reference ones, the
  * quantized bytes of a fixed input are compared with ggml's by hash.
  * Half-precision conversion is tested exhaustively over all 65536 halves and
  * on the edge cases (ties, overflow, subnormals, inf, nan).
@@ -47,6 +47,8 @@ static const int k_types[] = {
     DF_TYPE_F32, DF_TYPE_F16, DF_TYPE_BF16, DF_TYPE_Q4_0, DF_TYPE_Q4_1, DF_TYPE_Q5_0,
     DF_TYPE_Q5_1, DF_TYPE_Q8_0, DF_TYPE_Q8_1, DF_TYPE_Q2_K, DF_TYPE_Q3_K, DF_TYPE_Q4_K,
     DF_TYPE_Q5_K, DF_TYPE_Q6_K, DF_TYPE_Q8_K, DF_TYPE_MXFP4, DF_TYPE_Q1_0, DF_TYPE_Q2_0,
+    DF_TYPE_IQ4_NL, DF_TYPE_IQ4_XS, DF_TYPE_TQ1_0, DF_TYPE_TQ2_0, DF_TYPE_IQ2_XXS, DF_TYPE_IQ2_XS,
+    DF_TYPE_IQ2_S, DF_TYPE_IQ3_XXS, DF_TYPE_IQ3_S, DF_TYPE_IQ1_S, DF_TYPE_IQ1_M, DF_TYPE_NVFP4,
 };
 #define N_TYPES ((int)(sizeof k_types / sizeof k_types[0]))
 
@@ -73,10 +75,30 @@ static const int k_types[] = {
  *    and [12,16) clipped to 12 (16/3): 85/48; signal 256/3. Relative RMS
  *    sqrt((85/48)/(256/3)) = 0.1441 (smaller when amax sits lower in its
  *    octave: less clipping). No f16 scale (E8M0 is exact).
+ *  nvfp4 (ggml's quantizer): per 16 elements the scale amax/6 (UE4M3, 3
+ *    mantissa bits), grid (amax/6) * {0, .5, 1, 1.5, 2, 3, 4, 6}; for x
+ *    uniform in [0, 6] units the cells (steps .5 x4, 1 x2, 2) give mean
+ *    square error (4 * .125 + 2 + 8) / 12 / 6 = 0.146 against 12: 0.110.
  *  q1_0: value sign(x) * mean|x|; for uniform x the error is |x| - 1/2,
  *    variance 1/12 against mean square 1/3 -> 0.5, plus the f16 scale.
  *  q2_0: d = amax, levels {-d, 0, d} (ggml never emits 2d): step D = amax,
  *    E[amax of 64] = 64/65 -> 0.4923.
+ *  tq1_0/tq2_0: the same ternary grid per 256: E[amax of 256] = 256/257
+ *    -> 0.4981.
+ *  iq4_nl: the largest element on the table's -127 end, so x/d is uniform
+ *    in [-127, 127] against ggml's 16 non-linear levels; the mean square
+ *    distance to the nearest level (integrated numerically, including the
+ *    clipped [113, 127]) relative to 127^2/3 gives 0.0721 (0.0751 with the
+ *    largest on the +113 end; the least-squares refit only lowers it).
+ *  iq4_xs: the same per 32 elements, plus 6-bit sub-block scales (as q4_K).
+ *  grid i-quants: the grids are small subsets of the product of their
+ *    per-element levels, chosen by ggml for Gaussian-like weights, so there
+ *    is no closed form; the nominal values are what our quantizer
+ *    (src/quant.c: amax scales, nearest grid point) measures on this data:
+ *    iq2_xxs 0.335, iq2_xs 0.315, iq2_s 0.242, iq3_xxs 0.205, iq3_s 0.133,
+ *    iq1_s 0.453, iq1_m 0.417. For scale: with the unrestricted levels
+ *    (iq2: 3 magnitudes and sign per element, step ~ amax/2.5) the formula
+ *    above gives ~0.2; iq1's ternary levels give 0.5.
  * Each bound is the nominal value times 1.15 (clamped top level, 6-bit or
  * 4-bit quantization of the sub-block scales and mins, sampling spread of the
  * range over 4096 elements) plus 2^-11 for the f16 block scales. A quantizer
@@ -102,6 +124,16 @@ static double rt_bound(int type) {
     case DF_TYPE_MXFP4: return m * 0.1441;
     case DF_TYPE_Q1_0: return m * 0.5 + h;
     case DF_TYPE_Q2_0: return m * 0.4923 + h;
+    case DF_TYPE_TQ1_0: case DF_TYPE_TQ2_0: return m * 0.4981 + h;
+    case DF_TYPE_IQ4_NL: case DF_TYPE_IQ4_XS: return m * 0.0721 + h;
+    case DF_TYPE_IQ2_XXS: return m * 0.335 + h;
+    case DF_TYPE_IQ2_XS: return m * 0.315 + h;
+    case DF_TYPE_IQ2_S: return m * 0.242 + h;
+    case DF_TYPE_IQ3_XXS: return m * 0.205 + h;
+    case DF_TYPE_IQ3_S: return m * 0.133 + h;
+    case DF_TYPE_IQ1_S: return m * 0.453 + h;
+    case DF_TYPE_IQ1_M: return m * 0.417 + h;
+    case DF_TYPE_NVFP4: return m * 0.110;
     default: return -1;
     }
 }
@@ -312,7 +344,10 @@ static void test_type(void **state) {
 
     /* same with magnitudes varying over 6 decades between 256-chunks; the
      * per-chunk relative errors are averaged (same expectation as above) */
-    for (int64_t i = 0; i < n; i++) x[i] = tu_randf(&rng) * powf(10.0f, (float)((i / 256) % 7) - 3.0f);
+    /* nvfp4's only scale is the per-16 UE4M3 byte (2^-10 .. 448, no tensor
+     * scale in ggml): magnitudes 0.1 .. 100 there, below that it underflows */
+    const int decades = type == DF_TYPE_NVFP4 ? 4 : 7, lowest = type == DF_TYPE_NVFP4 ? -1 : -3;
+    for (int64_t i = 0; i < n; i++) x[i] = tu_randf(&rng) * powf(10.0f, (float)((i / 256) % decades + lowest));
     ref->from_float(x, q, n);
     ref->to_float(q, y, n);
     double acc = 0;
@@ -343,7 +378,7 @@ static uint16_t f2h(float f) { return df_fp32_to_fp16(f); }
 
 typedef struct {
     int type;
-    double checksum; /* sum over 2 blocks of (i+1) * value_i, from ggml dequantize_row_* */
+    double checksum; /* sum over golden_nblk blocks of (i+1) * value_i, from ggml dequantize_row_* */
     double dot;      /* ggml_vec_dot_*_generic of the pattern with the activation pattern */
 } golden;
 
@@ -366,6 +401,18 @@ static const golden k_golden[] = {
     {DF_TYPE_MXFP4, -42.4375, -8.22070312},
     {DF_TYPE_Q1_0, 17.703125, 3.87045288},
     {DF_TYPE_Q2_0, 277.1328125, 7.10704041},
+    {DF_TYPE_IQ4_NL, -17846.41796875, -81.5205994},
+    {DF_TYPE_IQ4_XS, -3168120.59375, -3111.26172},
+    {DF_TYPE_TQ1_0, -1642.53515625, -6.68878794},
+    {DF_TYPE_TQ2_0, 85371.625, -4.4036684},
+    {DF_TYPE_IQ2_XXS, 81955.201171875, 295.843842},
+    {DF_TYPE_IQ2_XS, -919172.70458984375, -595.017456},
+    {DF_TYPE_IQ2_S, 1253010.31640625, -2961.34229},
+    {DF_TYPE_IQ3_XXS, 106087.611328125, 291.928864},
+    {DF_TYPE_IQ3_S, 501377.7265625, -2315.35718},
+    {DF_TYPE_IQ1_S, 27906377.375, -1264.54663},
+    {DF_TYPE_IQ1_M, 25033289.9375, -2413.20801},
+    {DF_TYPE_NVFP4, 59610936.453125, -446712.938},
 };
 
 /* Hash of the bytes ggml's reference quantizer (quantize_row_*_ref, through
@@ -375,6 +422,9 @@ static const struct { int type; uint64_t hash; } k_golden_quant[] = {
     {DF_TYPE_MXFP4, 0xcec4980474ebee7cull},
     {DF_TYPE_Q1_0, 0x25a87ba8564e8354ull},
     {DF_TYPE_Q2_0, 0xf40254e41eaadd65ull},
+    {DF_TYPE_TQ1_0, 0xfbe34585005d044eull},
+    {DF_TYPE_TQ2_0, 0x5ac366e1f9bdf21dull},
+    {DF_TYPE_NVFP4, 0xf201245b5dcb96d0ull},
 };
 
 static void test_golden_quant(void **state) {
@@ -402,12 +452,12 @@ static void test_golden_quant(void **state) {
 
 static void test_golden(void **state) {
     (void)state;
-    uint8_t w[2 * 292], a[2 * 292];
-    float v[2 * QK_K], va[2 * QK_K];
+    static uint8_t w[GOLDEN_NBLK_BIG * 292], a[GOLDEN_NBLK_BIG * 292];
+    static float v[GOLDEN_NBLK_BIG * QK_K], va[GOLDEN_NBLK_BIG * QK_K];
     for (size_t g = 0; g < sizeof k_golden / sizeof k_golden[0]; g++) {
         const golden *G = &k_golden[g];
         const quant_traits *r = quant_traits_ref(G->type);
-        int nblk = 2;
+        int nblk = golden_nblk(G->type);
         int64_t n = (int64_t)r->blck * nblk;
         golden_fill(G->type, r->type_size, w, nblk, f2h);
         r->to_float(w, v, n);
@@ -546,6 +596,9 @@ static void test_table(void **state) {
         {10, "q2_K", 256, 84, 15}, {11, "q3_K", 256, 110, 15}, {12, "q4_K", 256, 144, 15},
         {13, "q5_K", 256, 176, 15}, {14, "q6_K", 256, 210, 15}, {15, "q8_K", 256, 292, 15},
         {30, "bf16", 1, 2, 30}, {39, "mxfp4", 32, 17, 8}, {41, "q1_0", 128, 18, 8}, {42, "q2_0", 64, 18, 8},
+        {20, "iq4_nl", 32, 18, 8}, {23, "iq4_xs", 256, 136, 15}, {34, "tq1_0", 256, 54, 15}, {35, "tq2_0", 256, 66, 15},
+        {16, "iq2_xxs", 256, 66, 15}, {17, "iq2_xs", 256, 74, 15}, {18, "iq3_xxs", 256, 98, 15}, {19, "iq1_s", 256, 50, 15},
+        {21, "iq3_s", 256, 110, 15}, {22, "iq2_s", 256, 82, 15}, {29, "iq1_m", 256, 56, 15}, {40, "nvfp4", 64, 36, 8},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const quant_traits *t = quant_traits_get(want[i].id);
@@ -557,10 +610,7 @@ static void test_table(void **state) {
         assert_true(t->supported && t->to_float && t->from_float && t->vec_dot);
     }
     struct { int id; const char *name; int blck; size_t size; } unsup[] = {
-        {16, "iq2_xxs", 256, 66}, {17, "iq2_xs", 256, 74}, {18, "iq3_xxs", 256, 98}, {19, "iq1_s", 256, 50},
-        {20, "iq4_nl", 32, 18}, {21, "iq3_s", 256, 110}, {22, "iq2_s", 256, 82}, {23, "iq4_xs", 256, 136},
         {24, "i8", 1, 1}, {25, "i16", 1, 2}, {26, "i32", 1, 4}, {27, "i64", 1, 8}, {28, "f64", 1, 8},
-        {29, "iq1_m", 256, 56}, {34, "tq1_0", 256, 54}, {35, "tq2_0", 256, 66}, {40, "nvfp4", 64, 36},
     };
     for (size_t i = 0; i < sizeof unsup / sizeof unsup[0]; i++) {
         const quant_traits *t = quant_traits_get(unsup[i].id);

@@ -569,8 +569,8 @@ static int cmd_info(const opts *o) {
     for (int t = 0; t < DF_TYPE_COUNT; t++) {
         if (!by_type_n[t]) continue;
         const quant_traits *q = quant_traits_get(t);
-        printf("  %-8s %5" PRIu64 " tensors %14" PRIu64 " bytes%s\n", q->name, by_type_n[t], by_type_bytes[t],
-               q->supported ? "" : "  (unsupported by Deltafin)");
+        printf("  %-8s %5" PRIu64 " tensors %14" PRIu64 " bytes  %6.4g bits/weight%s\n", q->name, by_type_n[t],
+               by_type_bytes[t], 8.0 * (double)q->type_size / q->blck, q->supported ? "" : "  (unsupported by Deltafin)");
     }
     /* experts: bytes per expert by tensor type, active parameters */
     uint64_t n_exp = 0, exp_params = 0, per_expert_bytes[DF_TYPE_COUNT] = {0};

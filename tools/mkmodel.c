@@ -540,6 +540,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: mkmodel -o OUT.gguf [--arch llama|qwen2|qwen3] [--type TYPE] [--expert-type TYPE]\n"
             "               TYPE: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K mxfp4 q1_0 q2_0\n"
+            "                     iq4_nl iq4_xs tq1_0 tq2_0 iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s iq1_s iq1_m nvfp4\n"
             "               [--preset tiny|small|medium|1b] [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
             "               [--head-dim N] [--n-ff N] [--vocab N] [--ctx N] [--seed S] [--tied] [--rope-base F]\n"
             "               [--rope-scaling linear:F | yarn:F:ORIG | llama3:F:ORIG]\n"
