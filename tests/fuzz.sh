@@ -9,7 +9,7 @@
 #
 # WHAT: compiles tests/fuzz_gguf.c with clang -fsanitize=fuzzer,address,undefined
 # (UB aborts: -fno-sanitize-recover=all) together with the reader and what it
-# links against (util.c, quant.c and the x86 kernels), into $FUZZ_BUILD
+# links against (util.c, quant.c, quant_grids.c and the x86 kernels), into $FUZZ_BUILD
 # (default build-fuzz/). Only gguf.c and util.c carry coverage instrumentation,
 # so the fuzzer spends its effort on the reader. The working corpus
 # ($FUZZ_BUILD/corpus) starts as a copy of the seeds in tests/data/gguf-corpus
@@ -92,7 +92,8 @@ if ! build_obj src/quant.c "$OUT/obj/quant.o" -w 2> "$OUT/quant.err"; then
     echo "fuzz.sh: quant.c does not build with $CC as is ($(grep -m1 error: "$OUT/quant.err" || true)); using its scalar table"
     build_obj src/quant.c "$OUT/obj/quant.o" -w '-D__builtin_cpu_supports(x)=0'
 fi
-OBJS=("$OUT/obj/gguf.o" "$OUT/obj/util.o" "$OUT/obj/quant.o")
+build_obj src/quant_grids.c "$OUT/obj/quant_grids.o" -w   # the i-quants' lookup grids, which quant.c reads
+OBJS=("$OUT/obj/gguf.o" "$OUT/obj/util.o" "$OUT/obj/quant.o" "$OUT/obj/quant_grids.o")
 case "$(uname -m)" in
 x86_64)
     build_obj src/kern_avx2.c "$OUT/obj/kern_avx2.o" -w -mavx2 -mfma -mf16c
