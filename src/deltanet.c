@@ -52,12 +52,68 @@ typedef struct {
     int n, n_head, hd;
 } dn_job;
 
+/* Rows jv of S are independent: a row is decayed, read with k, corrected
+ * and read with q in one pass while it is in L1, and R rows go together so
+ * that their sums (each in the order i = 0..hd-1, as one row alone) are
+ * independent chains. Every element sees the same operations in the same
+ * order as the four-pass form (decay all, read all, correct all, read all). */
+#define DN_R 4
+static void dn_rows(float *S, int hd, int r0, int nr, const float *dec, const float *k, const float *q,
+                    const float *v, float b, float scale, float *o) {
+    if (nr == DN_R) {
+        float *s0 = S + (int64_t)r0 * hd, *s1 = s0 + hd, *s2 = s1 + hd, *s3 = s2 + hd;
+        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+        for (int i = 0; i < hd; i++) {
+            s0[i] *= dec[i];
+            s1[i] *= dec[i];
+            s2[i] *= dec[i];
+            s3[i] *= dec[i];
+            a0 += s0[i] * k[i];
+            a1 += s1[i] * k[i];
+            a2 += s2[i] * k[i];
+            a3 += s3[i] * k[i];
+        }
+        const float d0 = (v[r0] - a0) * b, d1 = (v[r0 + 1] - a1) * b, d2 = (v[r0 + 2] - a2) * b, d3 = (v[r0 + 3] - a3) * b;
+        a0 = a1 = a2 = a3 = 0.0f;
+        for (int i = 0; i < hd; i++) {
+            s0[i] += k[i] * d0;
+            s1[i] += k[i] * d1;
+            s2[i] += k[i] * d2;
+            s3[i] += k[i] * d3;
+            a0 += s0[i] * q[i];
+            a1 += s1[i] * q[i];
+            a2 += s2[i] * q[i];
+            a3 += s3[i] * q[i];
+        }
+        o[r0] = a0 * scale;
+        o[r0 + 1] = a1 * scale;
+        o[r0 + 2] = a2 * scale;
+        o[r0 + 3] = a3 * scale;
+        return;
+    }
+    for (int jv = r0; jv < r0 + nr; jv++) {
+        float *sr = S + (int64_t)jv * hd;
+        float a = 0.0f;
+        for (int i = 0; i < hd; i++) {
+            sr[i] *= dec[i];
+            a += sr[i] * k[i];
+        }
+        const float d = (v[jv] - a) * b;
+        a = 0.0f;
+        for (int i = 0; i < hd; i++) {
+            sr[i] += k[i] * d;
+            a += sr[i] * q[i];
+        }
+        o[jv] = a * scale;
+    }
+}
+
 static void dn_heads(void *arg, int ith, int nth) {
     const dn_job *j = arg;
     const int hd = j->hd, H = j->n_head;
     const int64_t row = (int64_t)H * hd;
     const float scale = 1.0f / sqrtf((float)hd);
-    float d[1024]; /* hd <= 1024 (checked when the model is loaded) */
+    float dec[1024]; /* hd <= 1024 (checked when the model is loaded) */
     long lo, hi;
     tp_range(H, ith, nth, &lo, &hi);
     for (long h = lo; h < hi; h++) {
@@ -66,22 +122,9 @@ static void dn_heads(void *arg, int ith, int nth) {
             const float *q = j->q + t * row + h * hd, *k = j->k + t * row + h * hd, *v = j->v + t * row + h * hd;
             const float *g = j->g + t * row + h * hd;
             const float b = j->beta[(int64_t)t * H + h];
-            for (int i = 0; i < hd; i++) d[i] = expf(g[i]);
-            for (int jv = 0; jv < hd; jv++)
-                for (int i = 0; i < hd; i++) S[jv * hd + i] *= d[i];
-            for (int jv = 0; jv < hd; jv++) {
-                float sum = 0.0f;
-                for (int i = 0; i < hd; i++) sum += S[jv * hd + i] * k[i];
-                d[jv] = (v[jv] - sum) * b;
-            }
-            for (int jv = 0; jv < hd; jv++)
-                for (int i = 0; i < hd; i++) S[jv * hd + i] += k[i] * d[jv];
             float *o = j->o + t * row + h * hd;
-            for (int jv = 0; jv < hd; jv++) {
-                float sum = 0.0f;
-                for (int i = 0; i < hd; i++) sum += S[jv * hd + i] * q[i];
-                o[jv] = sum * scale;
-            }
+            for (int i = 0; i < hd; i++) dec[i] = expf(g[i]);
+            for (int r0 = 0; r0 < hd; r0 += DN_R) dn_rows(S, hd, r0, hd - r0 < DN_R ? hd - r0 : DN_R, dec, k, q, v, b, scale, o);
         }
     }
 }

@@ -288,6 +288,9 @@ int df_ffn_moe_shared(df_session *s, int l, const float *x, int n, float *out, c
 /* The FFN's gated activation in place: a = act(a, b) over n floats, SwiGLU
  * (silu(a) * b) or kimi-k3's SiTU (h->act). */
 void df_glu(const df_hparams *h, float *a, const float *b, int n);
+/* df_glu with SiTU's long rows split over the pool (element by element the
+ * same arithmetic, so the same bits); SwiGLU and short rows on the caller. */
+void df_glu_pool(tp_pool *pool, const df_hparams *h, float *a, const float *b, int n);
 /* Streaming only: guess layer l's experts from the hidden state x (one token,
  * before layer l's attention) and ask the store to read them ahead. moe.c */
 void df_moe_lookahead(df_session *s, int l, const float *x);
