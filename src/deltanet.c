@@ -52,60 +52,60 @@ typedef struct {
     int n, n_head, hd;
 } dn_job;
 
-/* Rows jv of S are independent: a row is decayed, read with k, corrected
- * and read with q in one pass while it is in L1, and R rows go together so
- * that their sums (each in the order i = 0..hd-1, as one row alone) are
- * independent chains. Every element sees the same operations in the same
- * order as the four-pass form (decay all, read all, correct all, read all). */
-#define DN_R 4
-static void dn_rows(float *S, int hd, int r0, int nr, const float *dec, const float *k, const float *q,
-                    const float *v, float b, float scale, float *o) {
-    if (nr == DN_R) {
-        float *s0 = S + (int64_t)r0 * hd, *s1 = s0 + hd, *s2 = s1 + hd, *s3 = s2 + hd;
-        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-        for (int i = 0; i < hd; i++) {
-            s0[i] *= dec[i];
-            s1[i] *= dec[i];
-            s2[i] *= dec[i];
-            s3[i] *= dec[i];
-            a0 += s0[i] * k[i];
-            a1 += s1[i] * k[i];
-            a2 += s2[i] * k[i];
-            a3 += s3[i] * k[i];
-        }
-        const float d0 = (v[r0] - a0) * b, d1 = (v[r0 + 1] - a1) * b, d2 = (v[r0 + 2] - a2) * b, d3 = (v[r0 + 3] - a3) * b;
-        a0 = a1 = a2 = a3 = 0.0f;
-        for (int i = 0; i < hd; i++) {
-            s0[i] += k[i] * d0;
-            s1[i] += k[i] * d1;
-            s2[i] += k[i] * d2;
-            s3[i] += k[i] * d3;
-            a0 += s0[i] * q[i];
-            a1 += s1[i] * q[i];
-            a2 += s2[i] * q[i];
-            a3 += s3[i] * q[i];
-        }
-        o[r0] = a0 * scale;
-        o[r0 + 1] = a1 * scale;
-        o[r0 + 2] = a2 * scale;
-        o[r0 + 3] = a3 * scale;
-        return;
+/* The state is stored key-major, state[h][i][j] (i: key, j: value), so that
+ * for one key index the values j are contiguous: lanes of a vector are 16
+ * values j, and each lane's sums over i still run in the order
+ * i = 0..hd-1, one multiply and one add at a time (no fused multiply-add:
+ * C11 mode keeps -ffp-contract=off), exactly as a scalar loop per j would.
+ * Two passes per block of 16 values: decay and read with k, then the
+ * beta-weighted correction and the read with q. */
+typedef float dn_v16 __attribute__((vector_size(64)));
+
+/* (no functions taking or returning these: their ABI depends on the ISA) */
+#define DN_LOAD(v, p) memcpy(&(v), (p), sizeof(v))
+#define DN_STORE(p, v) memcpy((p), &(v), sizeof(v))
+
+static void dn_cols16(float *S, int hd, int j0, const float *dec, const float *k, const float *q, const float *v,
+                      float b, float scale, float *o) {
+    dn_v16 a = {0}, sv, vv;
+    for (int i = 0; i < hd; i++) {
+        float *p = S + (int64_t)i * hd + j0;
+        DN_LOAD(sv, p);
+        sv = sv * dec[i];
+        DN_STORE(p, sv);
+        a = a + sv * k[i];
     }
-    for (int jv = r0; jv < r0 + nr; jv++) {
-        float *sr = S + (int64_t)jv * hd;
-        float a = 0.0f;
-        for (int i = 0; i < hd; i++) {
-            sr[i] *= dec[i];
-            a += sr[i] * k[i];
-        }
-        const float d = (v[jv] - a) * b;
-        a = 0.0f;
-        for (int i = 0; i < hd; i++) {
-            sr[i] += k[i] * d;
-            a += sr[i] * q[i];
-        }
-        o[jv] = a * scale;
+    DN_LOAD(vv, v + j0);
+    const dn_v16 d = (vv - a) * b;
+    a = (dn_v16){0};
+    for (int i = 0; i < hd; i++) {
+        float *p = S + (int64_t)i * hd + j0;
+        DN_LOAD(sv, p);
+        sv = sv + k[i] * d;
+        DN_STORE(p, sv);
+        a = a + sv * q[i];
     }
+    a = a * scale;
+    DN_STORE(o + j0, a);
+}
+
+/* The same for one value j (the columns past the last block of 16). */
+static void dn_col1(float *S, int hd, int j, const float *dec, const float *k, const float *q, const float *v, float b,
+                    float scale, float *o) {
+    float a = 0.0f;
+    for (int i = 0; i < hd; i++) {
+        float *p = S + (int64_t)i * hd + j;
+        *p *= dec[i];
+        a += *p * k[i];
+    }
+    const float d = (v[j] - a) * b;
+    a = 0.0f;
+    for (int i = 0; i < hd; i++) {
+        float *p = S + (int64_t)i * hd + j;
+        *p += k[i] * d;
+        a += *p * q[i];
+    }
+    o[j] = a * scale;
 }
 
 static void dn_heads(void *arg, int ith, int nth) {
@@ -117,14 +117,16 @@ static void dn_heads(void *arg, int ith, int nth) {
     long lo, hi;
     tp_range(H, ith, nth, &lo, &hi);
     for (long h = lo; h < hi; h++) {
-        float *S = j->state + (int64_t)h * hd * hd; /* S[jv * hd + ik] */
+        float *S = j->state + (int64_t)h * hd * hd; /* S[ik * hd + jv] */
         for (int t = 0; t < j->n; t++) {
             const float *q = j->q + t * row + h * hd, *k = j->k + t * row + h * hd, *v = j->v + t * row + h * hd;
             const float *g = j->g + t * row + h * hd;
             const float b = j->beta[(int64_t)t * H + h];
             float *o = j->o + t * row + h * hd;
             for (int i = 0; i < hd; i++) dec[i] = expf(g[i]);
-            for (int r0 = 0; r0 < hd; r0 += DN_R) dn_rows(S, hd, r0, hd - r0 < DN_R ? hd - r0 : DN_R, dec, k, q, v, b, scale, o);
+            int j0 = 0;
+            for (; j0 + 16 <= hd; j0 += 16) dn_cols16(S, hd, j0, dec, k, q, v, b, scale, o);
+            for (; j0 < hd; j0++) dn_col1(S, hd, j0, dec, k, q, v, b, scale, o);
         }
     }
 }

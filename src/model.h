@@ -94,7 +94,7 @@ typedef struct df_layer_mem {
     int kind;
     uint8_t *k, *v;        /* KV: n_ctx rows of kv_dim_k / kv_dim_v; LATENT: k only (one latent per position) */
     float *conv;           /* RECURRENT: short-conv states, (3 [q, k, v], d_inner, d_conv - 1) */
-    float *state;          /* RECURRENT: delta-rule state, (n_head, head_dim [value], head_dim [key]) */
+    float *state;          /* RECURRENT: delta-rule state, (n_head, head_dim [key], head_dim [value]) */
 } df_layer_mem;
 
 enum { DF_GATING_SOFTMAX = 1, DF_GATING_SIGMOID = 2 };
