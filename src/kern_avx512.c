@@ -23,6 +23,11 @@
  *   multiplies like q8_0; q1_0's sign bits are a 64-lane mask that negates
  *   activations before a vpdpbusd against ones; q2_0's unsigned codes fold
  *   their -1 offset in through the activation sum, like q4_0.
+ * - gemm (matmul's tiles) for q8_0 and mxfp4: 4 rows x up to 4 tokens, two
+ *   blocks per step, one vpdpbusd per row and token (weights as w + 128,
+ *   the accumulator started at -128 * sum(y)); the lane sums are folded and
+ *   accumulated like kern_avx2.c's tile, so the outputs are the AVX2 gemm's
+ *   bits (the other gemms are still inherited from the AVX2 table).
  * - The integer sums per block are exactly the scalar reference's; only the
  *   float accumulation order differs.
  * - This file is exercised by tests/test_quant.c wherever the CPU has
