@@ -38,7 +38,10 @@ typedef struct df_sampler df_sampler;
 
 typedef struct df_model_params {
     int n_threads;      /* worker threads for compute (0 = number of online CPUs) */
-    int use_mmap;       /* 1: map the file (default); 0: read weights into memory. A mapped file
+    int use_mmap;       /* 1: map the file (default); 0: read weights into memory; -1: read them
+                         * in when they take at most a quarter of the RAM, else map (the CLI's
+                         * default: generation reads anonymous memory faster than a mapped
+                         * page cache, bench/RESULTS.md). A mapped file
                          * truncated under a running model can only raise SIGBUS (the CLI
                          * reports it); other changes to it fail df_decode (docs/files.md) */
     /* Memory budget (0 = none). With a budget, Deltafin plans everything it

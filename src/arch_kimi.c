@@ -197,10 +197,12 @@ static int kda_layer(df_session *s, int l, int n, char *err, size_t errlen) {
     df_layer_mem *lm = &s->mem[l];
     const int H = h->kda_n_head, hd = h->kda_head_dim, dc = h->ssm_d_conv;
     const int64_t D = (int64_t)H * hd, E = h->n_embd;
-    ws_tensor *const wqkv[3] = {L->wq, L->wk, L->wv};
-    float *const qkv[3] = {s->kda_q, s->kda_k, s->kda_v};
-    const int64_t ld[3] = {D, D, D};
-    if (df_matmul_n(s, 3, wqkv, s->xb, n, qkv, ld, err, errlen)) return -1;
+    /* q, k, v and the first halves of the decay gate and beta share the
+     * input: one pass over the pool (each output is the same bits) */
+    ws_tensor *const wx[5] = {L->wq, L->wk, L->wv, L->ssm_f_a, L->ssm_beta};
+    float *const qkv[5] = {s->kda_q, s->kda_k, s->kda_v, s->kda_lo, s->kda_beta};
+    const int64_t ld[5] = {D, D, D, hd, H};
+    if (df_matmul_n(s, 5, wx, s->xb, n, qkv, ld, err, errlen)) return -1;
     for (int i = 0; i < 3; i++) {
         const float *w = ws_fetch(m->ws, L->ssm_conv[i], err, errlen);
         if (!w) return -1;
@@ -210,10 +212,7 @@ static int kda_layer(df_session *s, int l, int n, char *err, size_t errlen) {
     dn_l2norm(s->kda_q, (int64_t)n * H, hd, h->norm_eps);
     dn_l2norm(s->kda_k, (int64_t)n * H, hd, h->norm_eps);
     /* decay gate and beta */
-    if (df_matmul(s, L->ssm_f_a, s->xb, n, s->kda_lo, hd, err, errlen) ||
-        df_matmul(s, L->ssm_f_b, s->kda_lo, n, s->kda_g, D, err, errlen) ||
-        df_matmul(s, L->ssm_beta, s->xb, n, s->kda_beta, H, err, errlen))
-        return -1;
+    if (df_matmul(s, L->ssm_f_b, s->kda_lo, n, s->kda_g, D, err, errlen)) return -1;
     const float *dt = ws_fetch(m->ws, L->ssm_dt_b, err, errlen);
     const float *A = dt ? ws_fetch(m->ws, L->ssm_a, err, errlen) : NULL;
     if (!A) {

@@ -52,36 +52,81 @@ typedef struct {
     int n, n_head, hd;
 } dn_job;
 
+/* The state is stored key-major, state[h][i][j] (i: key, j: value), so that
+ * for one key index the values j are contiguous: lanes of a vector are 16
+ * values j, and each lane's sums over i still run in the order
+ * i = 0..hd-1, one multiply and one add at a time (no fused multiply-add:
+ * C11 mode keeps -ffp-contract=off), exactly as a scalar loop per j would.
+ * Two passes per block of 16 values: decay and read with k, then the
+ * beta-weighted correction and the read with q. */
+typedef float dn_v16 __attribute__((vector_size(64)));
+
+/* (no functions taking or returning these: their ABI depends on the ISA) */
+#define DN_LOAD(v, p) memcpy(&(v), (p), sizeof(v))
+#define DN_STORE(p, v) memcpy((p), &(v), sizeof(v))
+
+static void dn_cols16(float *S, int hd, int j0, const float *dec, const float *k, const float *q, const float *v,
+                      float b, float scale, float *o) {
+    dn_v16 a = {0}, sv, vv;
+    for (int i = 0; i < hd; i++) {
+        float *p = S + (int64_t)i * hd + j0;
+        DN_LOAD(sv, p);
+        sv = sv * dec[i];
+        DN_STORE(p, sv);
+        a = a + sv * k[i];
+    }
+    DN_LOAD(vv, v + j0);
+    const dn_v16 d = (vv - a) * b;
+    a = (dn_v16){0};
+    for (int i = 0; i < hd; i++) {
+        float *p = S + (int64_t)i * hd + j0;
+        DN_LOAD(sv, p);
+        sv = sv + k[i] * d;
+        DN_STORE(p, sv);
+        a = a + sv * q[i];
+    }
+    a = a * scale;
+    DN_STORE(o + j0, a);
+}
+
+/* The same for one value j (the columns past the last block of 16). */
+static void dn_col1(float *S, int hd, int j, const float *dec, const float *k, const float *q, const float *v, float b,
+                    float scale, float *o) {
+    float a = 0.0f;
+    for (int i = 0; i < hd; i++) {
+        float *p = S + (int64_t)i * hd + j;
+        *p *= dec[i];
+        a += *p * k[i];
+    }
+    const float d = (v[j] - a) * b;
+    a = 0.0f;
+    for (int i = 0; i < hd; i++) {
+        float *p = S + (int64_t)i * hd + j;
+        *p += k[i] * d;
+        a += *p * q[i];
+    }
+    o[j] = a * scale;
+}
+
 static void dn_heads(void *arg, int ith, int nth) {
     const dn_job *j = arg;
     const int hd = j->hd, H = j->n_head;
     const int64_t row = (int64_t)H * hd;
     const float scale = 1.0f / sqrtf((float)hd);
-    float d[1024]; /* hd <= 1024 (checked when the model is loaded) */
+    float dec[1024]; /* hd <= 1024 (checked when the model is loaded) */
     long lo, hi;
     tp_range(H, ith, nth, &lo, &hi);
     for (long h = lo; h < hi; h++) {
-        float *S = j->state + (int64_t)h * hd * hd; /* S[jv * hd + ik] */
+        float *S = j->state + (int64_t)h * hd * hd; /* S[ik * hd + jv] */
         for (int t = 0; t < j->n; t++) {
             const float *q = j->q + t * row + h * hd, *k = j->k + t * row + h * hd, *v = j->v + t * row + h * hd;
             const float *g = j->g + t * row + h * hd;
             const float b = j->beta[(int64_t)t * H + h];
-            for (int i = 0; i < hd; i++) d[i] = expf(g[i]);
-            for (int jv = 0; jv < hd; jv++)
-                for (int i = 0; i < hd; i++) S[jv * hd + i] *= d[i];
-            for (int jv = 0; jv < hd; jv++) {
-                float sum = 0.0f;
-                for (int i = 0; i < hd; i++) sum += S[jv * hd + i] * k[i];
-                d[jv] = (v[jv] - sum) * b;
-            }
-            for (int jv = 0; jv < hd; jv++)
-                for (int i = 0; i < hd; i++) S[jv * hd + i] += k[i] * d[jv];
             float *o = j->o + t * row + h * hd;
-            for (int jv = 0; jv < hd; jv++) {
-                float sum = 0.0f;
-                for (int i = 0; i < hd; i++) sum += S[jv * hd + i] * q[i];
-                o[jv] = sum * scale;
-            }
+            for (int i = 0; i < hd; i++) dec[i] = expf(g[i]);
+            int j0 = 0;
+            for (; j0 + 16 <= hd; j0 += 16) dn_cols16(S, hd, j0, dec, k, q, v, b, scale, o);
+            for (; j0 < hd; j0++) dn_col1(S, hd, j0, dec, k, q, v, b, scale, o);
         }
     }
 }

@@ -21,7 +21,7 @@ void dn_l2norm(float *x, int64_t count, int hd, float eps);
 
 /* The gated delta rule, token by token, for n_head heads of size hd. Per
  * head, with S (hd x hd, S[i][j]: key index i, value index j) stored as
- * state[h][j][i]:
+ * state[h][i][j]:
  *   S[i][:] *= exp(g[i])                      per-channel decay (KDA)
  *   d[j]     = (v[j] - sum_i S[i][j] k[i]) * beta
  *   S[i][j] += k[i] d[j]

@@ -27,6 +27,11 @@
  *   sums in int32); tq1_0/tq2_0 take kern_x86.h's 256-bit value vectors
  *   in pairs. The grid i-quants decode each block with quant.c's decoder
  *   (scalar grid lookups) and multiply 64 values per vector.
+ * - gemm (matmul's tiles) for q8_0 and mxfp4: 4 rows x up to 4 tokens, two
+ *   blocks per step, one vpdpbusd per row and token (weights as w + 128,
+ *   the accumulator started at -128 * sum(y)); the lane sums are folded and
+ *   accumulated like kern_avx2.c's tile, so the outputs are the AVX2 gemm's
+ *   bits (the other gemms are still inherited from the AVX2 table).
  * - The integer sums per block are exactly the scalar reference's; only the
  *   float accumulation order differs.
  * - This file is exercised by tests/test_quant.c wherever the CPU has
@@ -584,6 +589,189 @@ static void q3_K_dot(int64_t n, const void *w, const void *x, float *out) {
 }
 
 /* ---------------------------------------------------------------------- */
+/* gemm tiles for q8_0 and mxfp4 weights x q8_0 activations: 4 weight rows x
+ * up to 4 tokens, two 32-element blocks per step.
+ *
+ * The weights enter vpdpbusd as unsigned bytes w + 128 (q8_0: w ^ 0x80;
+ * mxfp4: ggml's table shifted by 128), and the accumulator starts at
+ * -128 * (sum of the four activations of the lane), so every int32 lane is
+ * the exact signed sum of its four products: one instruction per row and
+ * token. The per-lane sums are then folded exactly as kern_avx2.c's tile
+ * does (lane r = row r's elements 0..15, lane r + 4 its elements 16..31 of
+ * a block), and block b and b + 1 go into the same float accumulator one
+ * after the other with the same scale products: the results are bit for
+ * bit those of the AVX2 tile (tests/test_matmul.c checks it), only faster. */
+
+#define T5_ROWS 4
+#define T5_INL static inline __attribute__((always_inline))
+
+typedef void (*tile5_fn)(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *out,
+                         const uint8_t *pf, size_t pf_step);
+
+/* The next tile's rows into L1, a slice per block (as kern_avx2.c). */
+T5_INL void t5_prefetch(const uint8_t *pf, size_t step, int64_t i) {
+    if (!pf) return;
+    const uint8_t *p = pf + (size_t)i * step;
+    for (size_t k = 0; k < step; k += 64) _mm_prefetch((const char *)(p + k), _MM_HINT_T0);
+}
+
+/* Walk nr x nc in tiles of 4 rows x up to 4 tokens, rows outermost (the
+ * walk of kern_avx2.c's gemm_walk). */
+static void t5_walk(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y,
+                    size_t ldy, const tile5_fn *tiles, int64_t steps) {
+    const uint8_t *W = w, *X = x;
+    const size_t pf_step = (T5_ROWS * ws + (size_t)steps - 1) / (size_t)steps;
+    for (int r0 = 0; r0 < nr; r0 += T5_ROWS) {
+        const int rn = nr - r0 < T5_ROWS ? nr - r0 : T5_ROWS;
+        const uint8_t *wr[T5_ROWS];
+        for (int i = 0; i < T5_ROWS; i++) wr[i] = W + (size_t)(r0 + (i < rn ? i : rn - 1)) * ws;
+        for (int c0 = 0; c0 < nc; c0 += 4) {
+            const int cn = nc - c0 < 4 ? nc - c0 : 4;
+            float out[T5_ROWS * 4];
+            const uint8_t *pf = c0 == 0 && r0 + 2 * T5_ROWS <= nr ? W + (size_t)(r0 + T5_ROWS) * ws : NULL;
+            tiles[cn - 1](n, wr, X + (size_t)c0 * xs, xs, out, pf, pf_step);
+            for (int c = 0; c < cn; c++)
+                for (int i = 0; i < rn; i++) y[(size_t)(c0 + c) * ldy + (size_t)(r0 + i)] = out[c * T5_ROWS + i];
+        }
+    }
+}
+
+/* For each 128-bit lane k: lane 4k + r = the sum of v_r's lanes 4k..4k+3. */
+T5_INL __m512i t5_sum4(__m512i v0, __m512i v1, __m512i v2, __m512i v3) {
+    const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(v0, v1), _mm512_unpackhi_epi32(v0, v1));
+    const __m512i b = _mm512_add_epi32(_mm512_unpacklo_epi32(v2, v3), _mm512_unpackhi_epi32(v2, v3));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+}
+T5_INL __m256i t5_sum4_256(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
+    const __m256i a = _mm256_add_epi32(_mm256_unpacklo_epi32(v0, v1), _mm256_unpackhi_epi32(v0, v1));
+    const __m256i b = _mm256_add_epi32(_mm256_unpacklo_epi32(v2, v3), _mm256_unpackhi_epi32(v2, v3));
+    return _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
+}
+
+/* [r0 r1 r2 r3 r0 r1 r2 r3] (block b) | the same for block b + 1, from the
+ * 8 scales as floats [b: r0..r3, b+1: r0..r3]. */
+T5_INL __m512 t5_spread8(__m256 f) {
+    const __m512 z = _mm512_castps256_ps512(f);
+    return _mm512_shuffle_f32x4(z, z, _MM_SHUFFLE(1, 1, 0, 0));
+}
+
+/* f16 scales of blocks b, b + 1 of the four rows. */
+#define T5_F16_SCALES2(b)                                                                                          \
+    t5_spread8(_mm256_cvtph_ps(_mm_setr_epi16((short)w0[b].d, (short)w1[b].d, (short)w2[b].d, (short)w3[b].d,      \
+                                              (short)w0[(b) + 1].d, (short)w1[(b) + 1].d, (short)w2[(b) + 1].d,    \
+                                              (short)w3[(b) + 1].d)))
+#define T5_F16_SCALE1(b)                                                                                           \
+    _mm256_castps128_ps256(_mm_cvtph_ps(_mm_setr_epi16((short)w0[b].d, (short)w1[b].d, (short)w2[b].d,            \
+                                                       (short)w3[b].d, 0, 0, 0, 0)))
+
+/* E8M0 half scales (quant_e8m0_half) of 8 exponent bytes, as floats. */
+T5_INL __m256 t5_e8m0(__m256i e) {
+    const __m256i big = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i small = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    return _mm256_castsi256_ps(_mm256_mask_blend_epi32(_mm256_cmpge_epu32_mask(e, _mm256_set1_epi32(2)), small, big));
+}
+#define T5_E8M0_SCALES2(b)                                                                                         \
+    t5_spread8(t5_e8m0(_mm256_setr_epi32(w0[b].e, w1[b].e, w2[b].e, w3[b].e, w0[(b) + 1].e, w1[(b) + 1].e,        \
+                                         w2[(b) + 1].e, w3[(b) + 1].e)))
+#define T5_E8M0_SCALE1(b) t5_e8m0(_mm256_setr_epi32(w0[b].e, w1[b].e, w2[b].e, w3[b].e, 0, 0, 0, 0))
+
+/* Weight bytes + 128 of blocks b, b + 1 (64 bytes) or of block b (32). */
+#define T5_Q8_0_LOAD2(wr, b) _mm512_xor_si512(join256(LOADU((wr)[b].qs), LOADU((wr)[(b) + 1].qs)), k80)
+#define T5_Q8_0_LOAD1(wr, b) _mm256_xor_si256(LOADU((wr)[b].qs), _mm512_castsi512_si256(k80))
+#define T5_MXFP4_LOAD2(wr, b) _mm512_shuffle_epi8(tblu, t5_nibbles64((wr)[b].qs, (wr)[(b) + 1].qs))
+#define T5_MXFP4_LOAD1(wr, b) _mm256_shuffle_epi8(_mm512_castsi512_si256(tblu), t5_nibbles32((wr)[b].qs))
+
+/* Two blocks' nibble bytes -> 64 code bytes in element order, as
+ * nibbles64 but in fewer instructions: broadcast loads [A A B B], then the
+ * high nibbles shifted down in 128-bit lanes 1 and 3. */
+T5_INL __m512i t5_nibbles64(const uint8_t *qa, const uint8_t *qb) {
+    const __m512i v = _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(LOADU128(qa)), 0xFF00, LOADU128(qb));
+    const __m512i sh = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+    return _mm512_and_si512(_mm512_srlv_epi64(v, sh), _mm512_set1_epi8(0x0F));
+}
+
+/* One block's 16 nibble bytes -> 32 code bytes in element order. */
+T5_INL __m256i t5_nibbles32(const uint8_t *qs) {
+    const __m128i q = LOADU128(qs), m4 = _mm_set1_epi8(0x0F);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+}
+
+#define T5_TILE(NAME, WT, LOAD2, LOAD1, SCALES2, SCALE1)                                                          \
+    T5_INL void NAME(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out,               \
+                     const uint8_t *pf, size_t pf_step, const int C) {                                            \
+        const WT *w0 = (const WT *)(const void *)wp[0], *w1 = (const WT *)(const void *)wp[1];                     \
+        const WT *w2 = (const WT *)(const void *)wp[2], *w3 = (const WT *)(const void *)wp[3];                     \
+        const block_q8_0 *x[4];                                                                                    \
+        __m256 acc[4];                                                                                             \
+        const __m512i k80 = _mm512_set1_epi8((char)0x80);                                                          \
+        const __m512i tblu = _mm512_xor_si512(_mm512_broadcast_i32x4(kx_mxfp4_table()), k80);                      \
+        (void)tblu;                                                                                                \
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {                                                      \
+            x[c] = (const block_q8_0 *)(const void *)(xp + (size_t)c * xs);                                        \
+            acc[c] = _mm256_setzero_ps();                                                                          \
+        }                                                                                                          \
+        const int64_t nb = n / 32;                                                                                 \
+        int64_t b = 0;                                                                                             \
+        for (; b + 1 < nb; b += 2) {                                                                               \
+            t5_prefetch(pf, pf_step, b);                                                                           \
+            t5_prefetch(pf, pf_step, b + 1);                                                                       \
+            const __m512 dw = SCALES2(b);                                                                          \
+            const __m512i u0 = LOAD2(w0, b), u1 = LOAD2(w1, b), u2 = LOAD2(w2, b), u3 = LOAD2(w3, b);              \
+            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {                                                  \
+                const __m512i y = join256(LOADU(x[c][b].qs), LOADU(x[c][b + 1].qs));                               \
+                const __m512i corr =                                                                               \
+                    _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), k80, y)); \
+                const __m512i s = t5_sum4(_mm512_dpbusd_epi32(corr, u0, y), _mm512_dpbusd_epi32(corr, u1, y),     \
+                                          _mm512_dpbusd_epi32(corr, u2, y), _mm512_dpbusd_epi32(corr, u3, y));    \
+                const __m512 f = _mm512_cvtepi32_ps(s);                                                            \
+                const __m512 d = _mm512_mul_ps(dw, join_ps(h2f(x[c][b].d), h2f(x[c][b + 1].d)));                   \
+                acc[c] = _mm256_fmadd_ps(_mm512_castps512_ps256(f), _mm512_castps512_ps256(d), acc[c]);            \
+                acc[c] = _mm256_fmadd_ps(_mm512_extractf32x8_ps(f, 1), _mm512_extractf32x8_ps(d, 1), acc[c]);      \
+            }                                                                                                      \
+        }                                                                                                          \
+        if (b < nb) {                                                                                              \
+            t5_prefetch(pf, pf_step, b);                                                                           \
+            const __m256 dw = SCALE1(b);                                                                           \
+            const __m256i u0 = LOAD1(w0, b), u1 = LOAD1(w1, b), u2 = LOAD1(w2, b), u3 = LOAD1(w3, b);              \
+            const __m256i k80h = _mm512_castsi512_si256(k80);                                                      \
+            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {                                                  \
+                const __m256i y = LOADU(x[c][b].qs);                                                               \
+                const __m256i corr =                                                                               \
+                    _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), k80h, y)); \
+                const __m256i s = t5_sum4_256(_mm256_dpbusd_epi32(corr, u0, y), _mm256_dpbusd_epi32(corr, u1, y), \
+                                              _mm256_dpbusd_epi32(corr, u2, y), _mm256_dpbusd_epi32(corr, u3, y));\
+                const __m256 dd = _mm256_permutevar8x32_ps(dw, _mm256_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3));         \
+                const __m256 d = _mm256_mul_ps(dd, _mm256_set1_ps(h2f(x[c][b].d)));                                \
+                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc[c]);                                        \
+            }                                                                                                      \
+        }                                                                                                          \
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {                                                      \
+            const __m128 lo = _mm256_castps256_ps128(acc[c]), hi = _mm256_extractf128_ps(acc[c], 1);              \
+            _mm_storeu_ps(out + c * T5_ROWS, _mm_add_ps(lo, hi));                                                  \
+        }                                                                                                          \
+    }
+
+#define T5_GEMM(NAME)                                                                                              \
+    static void NAME##_1(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o,            \
+                         const uint8_t *pf, size_t ps) { NAME(n, w, x, xs, o, pf, ps, 1); }                    \
+    static void NAME##_2(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o,            \
+                         const uint8_t *pf, size_t ps) { NAME(n, w, x, xs, o, pf, ps, 2); }                    \
+    static void NAME##_3(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o,            \
+                         const uint8_t *pf, size_t ps) { NAME(n, w, x, xs, o, pf, ps, 3); }                    \
+    static void NAME##_4(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o,            \
+                         const uint8_t *pf, size_t ps) { NAME(n, w, x, xs, o, pf, ps, 4); }                    \
+    static void NAME##_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc,      \
+                            float *y, size_t ldy) {                                                             \
+        static const tile5_fn tiles[4] = {NAME##_1, NAME##_2, NAME##_3, NAME##_4};                              \
+        t5_walk(n, w, ws, nr, x, xs, nc, y, ldy, tiles, (n + 31) / 32);                                         \
+    }
+
+T5_TILE(q8_0_t5, block_q8_0, T5_Q8_0_LOAD2, T5_Q8_0_LOAD1, T5_F16_SCALES2, T5_F16_SCALE1)
+T5_TILE(mxfp4_t5, block_mxfp4, T5_MXFP4_LOAD2, T5_MXFP4_LOAD1, T5_E8M0_SCALES2, T5_E8M0_SCALE1)
+T5_GEMM(q8_0_t5)
+T5_GEMM(mxfp4_t5)
+
+/* ---------------------------------------------------------------------- */
 
 void kern_avx512_fill(quant_traits *t) {
     init_idx();
@@ -615,4 +803,6 @@ void kern_avx512_fill(quant_traits *t) {
     t[DF_TYPE_IQ3_S].vec_dot = iq3_s_dot;
     t[DF_TYPE_IQ1_S].vec_dot = iq1_s_dot;
     t[DF_TYPE_IQ1_M].vec_dot = iq1_m_dot;
+    t[DF_TYPE_Q8_0].gemm = q8_0_t5_gemm;
+    t[DF_TYPE_MXFP4].gemm = mxfp4_t5_gemm;
 }

@@ -15,8 +15,9 @@
  *
  * Blocking, for the two regimes:
  *  - generation (a few tokens): the weights stream from memory once; a chunk
- *    is ~32 KiB of weight rows, small enough for balance (>= 8 chunks per
- *    thread when the matrix allows) and large enough that the counter is
+ *    is ~64 KiB of weight rows (kimi-k3-2b generates ~5% faster than with
+ *    32 KiB, ~10% slower with 16 KiB), small enough for balance (>= 8 chunks
+ *    per thread when the matrix allows) and large enough that the counter is
  *    not contended and the hardware prefetcher sees long runs.
  *  - prompt (many tokens): CB tokens of converted activations (~128 KiB)
  *    stay in L2 while the chunk's rows pass over them; inside a chunk the
@@ -35,7 +36,7 @@
 
 #include "quant.h"
 
-#define GEN_CHUNK_BYTES (32 << 10)   /* weight bytes per chunk when generating */
+#define GEN_CHUNK_BYTES (64 << 10)   /* weight bytes per chunk when generating */
 #define PP_CHUNK_BYTES (16 << 10)    /* weight bytes per chunk for prompts */
 #define X_BLOCK_BYTES (128 << 10)    /* converted activations per token block */
 #define CALLER_QUANT_ELEMS 8192      /* convert x on the caller below this many elements */

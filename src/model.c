@@ -333,7 +333,14 @@ static uint64_t overhead_bytes(const df_model *m) {
  * planned under p->mem_budget (sets m->session_reserve). */
 static int store_config(df_model *m, const df_model_params *p, ws_config *cfg, char *err, size_t errlen) {
     memset(cfg, 0, sizeof *cfg);
-    cfg->mode = p->mem_budget ? WS_STREAM : p->use_mmap ? WS_MMAP : WS_RESIDENT;
+    cfg->mode = p->mem_budget ? WS_STREAM : p->use_mmap > 0 ? WS_MMAP : WS_RESIDENT;
+    if (!p->mem_budget && p->use_mmap < 0) { /* auto: resident when the weights fit 4 times over */
+        uint64_t bytes = 0;
+        for (int i = 0; i < m->g->n_files; i++) bytes += m->g->files[i].size;
+        const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+        const uint64_t ram = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+        cfg->mode = bytes <= ram / 4 ? WS_RESIDENT : WS_MMAP;
+    }
     cfg->n_layer = m->hp.n_layer;
     cfg->n_expert = m->hp.n_expert;
     cfg->n_expert_used = m->hp.n_expert_used;
@@ -1019,7 +1026,7 @@ int df_ffn_dense(df_session *s, ws_tensor *gate, ws_tensor *up, ws_tensor *down,
     float *const y[2] = {s->hb, s->hb2};
     const int64_t ld[2] = {F, F};
     if (df_matmul_n(s, 2, w, x, n, y, ld, err, errlen)) return -1;
-    df_glu(&s->m->hp, s->hb, s->hb2, (int)(n * F));
+    df_glu_pool(s->m->pool, &s->m->hp, s->hb, s->hb2, (int)(n * F));
     return df_matmul(s, down, s->hb, n, out, down->ne[1], err, errlen);
 }
 
@@ -1038,6 +1045,30 @@ void df_glu(const df_hparams *h, float *a, const float *b, int n) {
         const float u = lb > 0.0f ? tanhf(b[i] * ilb) * lb : b[i];
         a[i] = act * u;
     }
+}
+
+#define GLU_POOL_MIN 2048 /* SiTU elements worth a pool dispatch (~20 ns each) */
+typedef struct {
+    const df_hparams *h;
+    float *a;
+    const float *b;
+    int n;
+} glu_job;
+
+static void glu_part(void *arg, int ith, int nth) {
+    const glu_job *j = arg;
+    long lo, hi;
+    tp_range(j->n, ith, nth, &lo, &hi);
+    if (hi > lo) df_glu(j->h, j->a + lo, j->b + lo, (int)(hi - lo));
+}
+
+void df_glu_pool(tp_pool *pool, const df_hparams *h, float *a, const float *b, int n) {
+    if (h->act != DF_ACT_SITU || n < GLU_POOL_MIN || tp_size(pool) == 1) {
+        df_glu(h, a, b, n);
+        return;
+    }
+    glu_job j = {h, a, b, n};
+    tp_run(pool, glu_part, &j);
 }
 
 int df_ffn_block(df_session *s, int l, int n, char *err, size_t errlen) {

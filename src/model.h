@@ -94,7 +94,7 @@ typedef struct df_layer_mem {
     int kind;
     uint8_t *k, *v;        /* KV: n_ctx rows of kv_dim_k / kv_dim_v; LATENT: k only (one latent per position) */
     float *conv;           /* RECURRENT: short-conv states, (3 [q, k, v], d_inner, d_conv - 1) */
-    float *state;          /* RECURRENT: delta-rule state, (n_head, head_dim [value], head_dim [key]) */
+    float *state;          /* RECURRENT: delta-rule state, (n_head, head_dim [key], head_dim [value]) */
 } df_layer_mem;
 
 enum { DF_GATING_SOFTMAX = 1, DF_GATING_SIGMOID = 2 };
@@ -288,6 +288,9 @@ int df_ffn_moe_shared(df_session *s, int l, const float *x, int n, float *out, c
 /* The FFN's gated activation in place: a = act(a, b) over n floats, SwiGLU
  * (silu(a) * b) or kimi-k3's SiTU (h->act). */
 void df_glu(const df_hparams *h, float *a, const float *b, int n);
+/* df_glu with SiTU's long rows split over the pool (element by element the
+ * same arithmetic, so the same bits); SwiGLU and short rows on the caller. */
+void df_glu_pool(tp_pool *pool, const df_hparams *h, float *a, const float *b, int n);
 /* Streaming only: guess layer l's experts from the hidden state x (one token,
  * before layer l's attention) and ask the store to read them ahead. moe.c */
 void df_moe_lookahead(df_session *s, int l, const float *x);

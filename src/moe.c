@@ -207,7 +207,7 @@ static int run_expert(df_session *s, df_layer *L, int e, int cnt, char *err, siz
                               {L->ffn_up_exps->type, u, F, s->ex_h2, F, NULL}};
     const int64_t W = L->ffn_gate_exps->ne[0]; /* n_embd, or the latent width */
     if (d && mm_mul_n(m->pool, gate_up, 2, W, s->ex_x, cnt, &s->mm) == 0) { /* one conversion, one pass */
-        df_glu(h, s->ex_h, s->ex_h2, cnt * F);
+        df_glu_pool(m->pool, h, s->ex_h, s->ex_h2, cnt * F);
         rc = mm_mul(m->pool, L->ffn_down_exps->type, d, F, W, s->ex_h, cnt, s->ex_y, W, &s->mm);
         if (rc != 0) df_seterr(err, errlen, "internal: expert scratch too small");
     } else if (d) {
@@ -245,7 +245,7 @@ static int run_experts_one_token(df_session *s, df_layer *L, int l, const int32_
             ops[2 * u + 1] = (mm_op){L->ffn_up_exps->type, w[1][u], F, s->ex_h2 + u * F, F, NULL};
         }
         if (mm_mul_n(m->pool, ops, 2 * nu, E, x, 1, &s->mm) == 0) {
-            df_glu(&m->hp, s->ex_h, s->ex_h2, (int)(nu * F));
+            df_glu_pool(m->pool, &m->hp, s->ex_h, s->ex_h2, (int)(nu * F));
             for (int u = 0; u < nu; u++) /* slot u's output row (one token: slot = position in ids) */
                 ops[u] = (mm_op){L->ffn_down_exps->type, w[2][u], E, s->ex_out + u * E, E, s->ex_h + u * F};
             rc = mm_mul_n(m->pool, ops, nu, F, NULL, 1, &s->mm) == 0 ? 1 : -1;

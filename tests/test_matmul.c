@@ -179,6 +179,41 @@ static void test_gemm(void **state) {
     }
 }
 
+/* The AVX-512 gemm tiles of q8_0 and mxfp4 fold the integer sums and
+ * accumulate the floats exactly as the AVX2 tiles do: their outputs are the
+ * same bits (switching the ISA changes no result). Odd block counts take the
+ * single-block tail; mxfp4 exponents 0..3 and 250..254 cover the E8M0
+ * subnormal scales and the largest. */
+static void test_gemm_avx512_same_as_avx2(void **state) {
+    (void)state;
+    if (!quant_isa_available(QUANT_ISA_AVX512) || !quant_isa_available(QUANT_ISA_AVX2)) skip();
+    static const int types[] = {DF_TYPE_Q8_0, DF_TYPE_MXFP4};
+    static const int64_t ns[] = {32, 64, 96, 512, 2048 + 32};
+    for (int ti = 0; ti < 2; ti++)
+        for (int k = 0; k < 5; k++) {
+            const int type = types[ti], nr = 11, nc = 9;
+            const int64_t n = ns[k];
+            const quant_traits *a = quant_traits_isa(type, QUANT_ISA_AVX2), *b = quant_traits_isa(type, QUANT_ISA_AVX512);
+            mats m = make(type, n, nr, nc, 0x777u + (uint64_t)k);
+            if (type == DF_TYPE_MXFP4 && k == 2) /* extreme exponents */
+                for (int r = 0; r < nr; r++)
+                    for (int64_t i = 0; i < n / 32; i++) {
+                        block_mxfp4 *blk = (block_mxfp4 *)(void *)(m.w + (size_t)r * m.wrow) + i;
+                        blk->e = (uint8_t)((r + i) % 2 ? (r + i) % 4 : 250 + (r + i) % 5);
+                    }
+            float *ya = xalloc(sizeof(float) * (size_t)(nr * nc)), *yb = xalloc(sizeof(float) * (size_t)(nr * nc));
+            gemm(a, &m, 0, nr, 0, nc, ya, (size_t)nr);
+            gemm(b, &m, 0, nr, 0, nc, yb, (size_t)nr);
+            for (int i = 0; i < nr * nc; i++)
+                if (!bits_equal(ya[i], yb[i]))
+                    fail_msg("%s n=%lld: [%d] avx512 %.9g, avx2 %.9g", quant_traits_ref(type)->name, (long long)n, i,
+                             yb[i], ya[i]);
+            free(ya);
+            free(yb);
+            mats_free(&m);
+        }
+}
+
 /* (3) matmul through the pool: all thread counts and token counts give the
  * gemm's bits; mm_mul_n equals separate calls. */
 static void test_mm_mul(void **state) {
@@ -386,6 +421,7 @@ int main(void) {
     quant_init();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_gemm_avx512_same_as_avx2),
         cmocka_unit_test(test_mm_mul),
         cmocka_unit_test(test_attention_kernels),
         cmocka_unit_test(test_dynamic_jobs),

@@ -50,7 +50,7 @@ static void usage(FILE *f, int status) {
             "usage: deltafin COMMAND [options]\n"
             "  run       -m MODEL (-p PROMPT | -f FILE | -f -) [-n N] [-t THREADS] [-c CTX] [--temp T] [--top-k K]\n"
             "            [--top-p P] [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--seed S] [--kv f16|f32]\n"
-            "            [--no-mmap] [--ignore-eos] [--trace-experts FILE] [--mem SIZE] [--io-threads N]\n"
+            "            [--no-mmap|--mmap] [--ignore-eos] [--trace-experts FILE] [--mem SIZE] [--io-threads N]\n"
             "            [--io pread|uring|auto] [--hot FILE|none] [--progress]\n"
             "  plan      -m MODEL --mem SIZE [-c CTX] [--json] [--probe-seconds S] [--io-threads N] [--io ENGINE]\n"
             "            [--disk-gbps X] [--mem-gbps Y]\n"
@@ -136,7 +136,7 @@ static char *read_all(const char *path, size_t max, size_t *len) {
 
 enum { FLAG, VALUE };
 static const struct { const char *name, *alias; int kind; } OPTIONS[] = {
-    {"--pieces", NULL, FLAG}, {"--no-bos", NULL, FLAG}, {"--no-mmap", NULL, FLAG}, {"--ignore-eos", NULL, FLAG},
+    {"--pieces", NULL, FLAG}, {"--no-bos", NULL, FLAG}, {"--no-mmap", NULL, FLAG}, {"--mmap", NULL, FLAG}, {"--ignore-eos", NULL, FLAG},
     {"--json", NULL, FLAG}, {"--progress", NULL, FLAG}, {"--help", "-h", FLAG},
     {"--model", "-m", VALUE}, {"--prompt", "-p", VALUE}, {"--file", "-f", VALUE}, {"--tokens", NULL, VALUE},
     {"--out", NULL, VALUE}, {"--trace-experts", NULL, VALUE}, {"--hot", NULL, VALUE}, {"--io-threads", NULL, VALUE},
@@ -179,6 +179,7 @@ static void parse(int argc, char **argv, opts *o) {
         if (!strcmp(a, "--pieces")) o->pieces = 1;
         else if (!strcmp(a, "--no-bos")) o->no_bos = 1;
         else if (!strcmp(a, "--no-mmap")) o->no_mmap = 1;
+        else if (!strcmp(a, "--mmap")) o->no_mmap = -1;
         else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = 1;
         else if (!strcmp(a, "--json")) o->json = 1;
         else if (!strcmp(a, "--progress")) o->progress = 1;
@@ -279,7 +280,7 @@ static void check_stdout(void) {
 static df_model_params model_params(const opts *o) {
     df_model_params mp = df_model_default_params();
     mp.n_threads = o->threads;
-    mp.use_mmap = !o->no_mmap;
+    mp.use_mmap = o->no_mmap > 0 ? 0 : o->no_mmap < 0 ? 1 : -1; /* default: resident if small, else mapped */
     mp.mem_budget = o->mem;
     mp.n_ctx = o->ctx;
     mp.n_batch = o->batch;

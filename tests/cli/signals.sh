@@ -41,9 +41,10 @@ for sig in INT TERM; do
     check "SIG$sig: the learned hot set is saved" grep -q "^deltafin-hot 1" "$T/moe.gguf.hot"
 done
 
-# a mapped model truncated during the run: a message and exit 1 (not a bare SIGBUS)
+# a mapped model (--mmap: small ones are read in by default) truncated during
+# the run: a message and exit 1 (not a bare SIGBUS)
 cp "$T/dense.gguf" "$T/d1.gguf"
-"$D" run -m "$T/d1.gguf" "${long[@]}" > "$T/out" 2> "$T/err" & pid=$!; pids+=("$pid")
+"$D" run -m "$T/d1.gguf" --mmap "${long[@]}" > "$T/out" 2> "$T/err" & pid=$!; pids+=("$pid")
 wait_output "$T/out" 64
 truncate -s 4096 "$T/d1.gguf"
 wait_exit "$pid"; rc=$?
