@@ -93,7 +93,9 @@ if ! build_obj src/quant.c "$OUT/obj/quant.o" -w 2> "$OUT/quant.err"; then
     build_obj src/quant.c "$OUT/obj/quant.o" -w '-D__builtin_cpu_supports(x)=0'
 fi
 build_obj src/quant_grids.c "$OUT/obj/quant_grids.o" -w   # the i-quants' lookup grids, which quant.c reads
-OBJS=("$OUT/obj/gguf.o" "$OUT/obj/util.o" "$OUT/obj/quant.o" "$OUT/obj/quant_grids.o")
+build_obj src/wstore.c "$OUT/obj/wstore.o" "${STRICT[@]}" -fsanitize=fuzzer-no-link   # the planner (ws_make_plan)
+build_obj src/wsio.c "$OUT/obj/wsio.o" -w
+OBJS=("$OUT/obj/gguf.o" "$OUT/obj/util.o" "$OUT/obj/quant.o" "$OUT/obj/quant_grids.o" "$OUT/obj/wstore.o" "$OUT/obj/wsio.o")
 case "$(uname -m)" in
 x86_64)
     build_obj src/kern_avx2.c "$OUT/obj/kern_avx2.o" -w -mavx2 -mfma -mf16c
@@ -106,7 +108,7 @@ aarch64)
     OBJS+=("$OUT/obj/kern_neon.o")
     ;;
 esac
-"$CC" "${BASE[@]}" "${STRICT[@]}" -fsanitize=fuzzer tests/fuzz_gguf.c "${OBJS[@]}" -lm -o "$OUT/fuzz_gguf"
+"$CC" "${BASE[@]}" "${STRICT[@]}" -fsanitize=fuzzer tests/fuzz_gguf.c "${OBJS[@]}" -luring -lpthread -lm -o "$OUT/fuzz_gguf"
 
 # Dictionary: the magic, value-type ids and the keys the reader gives meaning to.
 cat > "$OUT/gguf.dict" << 'EOF'

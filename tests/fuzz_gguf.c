@@ -13,16 +13,25 @@
  *    dims, a byte size that matches its shape, and data that lies inside
  *    the image at an aligned offset past the directory.
  *
+ * An accepted image is then planned (wstore.c's ws_make_plan, what `deltafin
+ * plan` and every --mem load compute first) under several budgets and
+ * reserves, with the layer and expert counts its metadata claims: the
+ * planner must either refuse with a message or return a plan that, when the
+ * budget is at least its minimum, allocates no more than the budget (sums
+ * checked here in 128 bits, so a wrapped sum in the planner shows).
+ *
  * Built and run by tests/fuzz.sh (not by the Makefile: it needs clang's
  * -fsanitize=fuzzer).
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gguf.h"
 #include "quant.h"
+#include "wstore.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -95,6 +104,45 @@ static void exercise_tensor(const gguf_ctx *ctx, const gguf_tensor *t, size_t si
     CHECK((t->offset - f->data_offset) % ctx->alignment == 0);
 }
 
+/* An integer of "<arch>.<suffix>" in [lo, hi], else dflt. */
+static int meta_int(const gguf_ctx *ctx, const char *suffix, int lo, int hi, int dflt) {
+    const char *arch = gguf_get_str(ctx, "general.architecture");
+    char key[256], err[64];
+    int64_t v;
+    snprintf(key, sizeof key, "%s.%s", arch ? arch : "", suffix);
+    if (gguf_get_i64(ctx, key, &v, err, sizeof err) != 0 || v < lo || v > hi) return dflt;
+    return (int)v;
+}
+
+static void exercise_plan(const gguf_ctx *ctx) {
+    static const uint64_t budgets[] = {1u << 20, 64u << 20, (uint64_t)1 << 34, UINT64_MAX / 4, UINT64_MAX};
+    static const uint64_t reserves[] = {0, 1u << 20, (uint64_t)1 << 33};
+    ws_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.mode = WS_STREAM;
+    cfg.n_layer = meta_int(ctx, "block_count", 1, 4096, 1);
+    cfg.n_expert = meta_int(ctx, "expert_count", 0, 65536, 0);
+    cfg.n_expert_used = meta_int(ctx, "expert_used_count", 0, cfg.n_expert, 0);
+    for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++)
+        for (size_t r = 0; r < sizeof reserves / sizeof reserves[0]; r++) {
+            char err[256];
+            ws_plan p;
+            cfg.budget = budgets[b];
+            cfg.reserve = reserves[r];
+            err[0] = 0;
+            if (ws_make_plan(ctx, &cfg, &p, err, sizeof err) != 0) {
+                CHECK(err[0]);
+                continue;
+            }
+            CHECK(p.n_expert_slots >= 0 && p.n_dense_streamed >= 0 && p.n_dense_streamed <= cfg.n_layer);
+            if (p.budget < p.minimum) continue;
+            const unsigned __int128 used = (unsigned __int128)p.resident +
+                                           (unsigned __int128)p.n_expert_slots * p.expert_slot +
+                                           (p.n_dense_streamed ? 2 * (unsigned __int128)p.dense_slot : 0) + p.reserve;
+            CHECK(used <= (unsigned __int128)p.budget);
+        }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char err[256];
     gguf_ctx *ctx = (gguf_ctx *)err; /* any non-NULL value: a failed parse must reset it */
@@ -110,6 +158,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (uint64_t i = 0; i < ctx->n_kv; i++) exercise_kv(ctx, &ctx->kv[i]);
     for (uint64_t i = 0; i < ctx->n_tensors; i++) exercise_tensor(ctx, &ctx->tensors[i], size);
     CHECK(gguf_find_tensor(ctx, "") == NULL);
+    exercise_plan(ctx);
     gguf_close(ctx);
     return 0;
 }
