@@ -66,6 +66,8 @@
 
 #define ALIGN WSIO_ALIGN
 
+#define DECAY_AGES 1024 /* ages (steps) whose decay factor is tabled; 0.95^1024 is 1e-23 */
+
 enum { SLOT_EMPTY = 0, SLOT_LOADING, SLOT_READY, SLOT_ERROR };
 
 typedef struct slot {
@@ -116,6 +118,7 @@ struct wstore {
     uint32_t *seen;           /* (n_layer * n_expert) request that last named the key (dedup) */
     uint32_t request_no;
     uint64_t use_seq;         /* counts uses, for used_seq */
+    double decay_pow[DECAY_AGES]; /* WS_FREQ_DECAY^age: the same values pow() gives */
     uint64_t tick;
     uint64_t dclock;          /* orders the two dense slots by last use */
     /* readers */
@@ -383,7 +386,8 @@ void ws_io_finish(wstore *ws, const ws_job *j, int rc, const char *err, double s
 /* The decayed use count of key (layer * n_expert + expert) now. */
 static double freq_now(const wstore *ws, int key) {
     const uint64_t age = ws->tick - ws->freq_tick[key];
-    return age == 0 ? ws->freq[key] : ws->freq[key] * pow(WS_FREQ_DECAY, (double)age);
+    /* victim picks scan every slot for every miss: the decay comes from a table, not pow() */
+    return ws->freq[key] * (age < DECAY_AGES ? ws->decay_pow[age] : pow(WS_FREQ_DECAY, (double)age));
 }
 
 static void count_use(wstore *ws, int key) {
@@ -990,6 +994,7 @@ static int open_stream(wstore *ws, char *err, size_t errlen) {
         ws->hot = calloc((size_t)L * (size_t)X, sizeof(double));
         ws->freq = calloc((size_t)L * (size_t)X, sizeof(double));
         ws->freq_tick = calloc((size_t)L * (size_t)X, sizeof(uint64_t));
+        for (int a = 0; a < DECAY_AGES; a++) ws->decay_pow[a] = pow(WS_FREQ_DECAY, (double)a);
         ws->seen = calloc((size_t)L * (size_t)X, sizeof(uint32_t));
         if (!ws->es || !ws->where || !ws->hot || !ws->freq || !ws->freq_tick || !ws->seen)
             return df_seterr(err, errlen, "out of memory");
