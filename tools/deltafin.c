@@ -409,6 +409,12 @@ static int cmd_plan(const opts *o) {
         const char *where = slash ? (*dir ? dir : "/") : ".";
         uint64_t scratch = (uint64_t)1 << 30;
         disk = df_probe_disk_scratch(where, scratch, o->probe_secs, readers, chunk, err, sizeof err);
+        if (disk < 0) { /* the model's folder is not writable: measure the temporary folder's disk instead */
+            const char *tmp = getenv("TMPDIR");
+            fprintf(stderr, "deltafin: %s; measuring %s instead\n", err, tmp && *tmp ? tmp : "/tmp");
+            disk = df_probe_disk_scratch(tmp && *tmp ? tmp : "/tmp", scratch, o->probe_secs, readers, chunk, err,
+                                         sizeof err);
+        }
         free(dir);
         how = DISK_SCRATCH;
     } else {
@@ -467,7 +473,7 @@ static int cmd_plan(const opts *o) {
     if (how == DISK_GIVEN)
         printf("machine (given): disk %.2f GB/s, memory %.1f GB/s (%s)\n", disk / 1e9, mem / 1e9, mem_what);
     else if (how == DISK_SCRATCH)
-        printf("machine: disk %.0f MiB/s (%d concurrent %s reads of a 1 GiB scratch file beside the model), memory %.1f "
+        printf("machine: disk %.0f MiB/s (%d concurrent %s reads of a 1 GiB scratch file: the model is holes), memory %.1f "
                "GiB/s (%s)\n",
                disk / (1 << 20), readers, df_fmt_bytes(chunk, (char[32]){0}, 32), mem / (1 << 30), mem_what);
     else if (shaped)
