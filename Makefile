@@ -12,7 +12,11 @@ ARCH    := $(shell $(CC) -dumpmachine | cut -d- -f1)
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CSTD    := -std=c11 -D_GNU_SOURCE
-INC     := -Iinclude -Isrc
+# src/ is split by layer (docs/design.md); every folder is on the include path, so a
+# file names another's header by its base name.
+SRC_DIRS := $(sort $(patsubst %/,%,$(dir $(wildcard src/*/*.c src/*/*.h))))
+HDRS    := $(wildcard src/*/*.h include/*.h)
+INC     := -Iinclude $(addprefix -I,$(SRC_DIRS))
 ifeq ($(MODE),debug)
 OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 LDSAN   := -fsanitize=address,undefined
@@ -25,15 +29,15 @@ LDLIBS  := -lpcre2-8 -lutf8proc -luring -lm -pthread $(LDSAN)
 
 # Per-ISA kernel files get their own target flags; the rest of the code stays portable
 # and the right kernels are picked at run time (quant_init).
-ISA_SRC := $(wildcard src/kern_*.c)
+ISA_SRC := $(wildcard src/types/kern_*.c)
 ifeq ($(ARCH),x86_64)
-ISA_KEEP := $(filter src/kern_avx2.c src/kern_avx512.c,$(ISA_SRC))
+ISA_KEEP := $(filter src/types/kern_avx2.c src/types/kern_avx512.c,$(ISA_SRC))
 else ifeq ($(ARCH),aarch64)
-ISA_KEEP := $(filter src/kern_neon.c,$(ISA_SRC))
+ISA_KEEP := $(filter src/types/kern_neon.c,$(ISA_SRC))
 else
 ISA_KEEP :=
 endif
-LIB_SRC := $(filter-out $(ISA_SRC),$(wildcard src/*.c)) $(ISA_KEEP)
+LIB_SRC := $(filter-out $(ISA_SRC),$(wildcard src/*/*.c)) $(ISA_KEEP)
 LIB_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 LIB     := $(BUILD)/libdeltafin.a
 
@@ -48,14 +52,14 @@ TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(TEST_SRC))
 
 all: $(LIB) $(TOOLS) $(TESTS)
 
-$(BUILD)/obj/kern_avx2.o: CFLAGS += -mavx2 -mfma -mf16c
-$(BUILD)/obj/kern_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c
+$(BUILD)/obj/types/kern_avx2.o: CFLAGS += -mavx2 -mfma -mf16c
+$(BUILD)/obj/types/kern_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c
 
-$(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h include/*.h)
+$(BUILD)/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/tools/%.o: tools/%.c $(wildcard src/*.h include/*.h tools/*.h)
+$(BUILD)/obj/tools/%.o: tools/%.c $(HDRS) $(wildcard tools/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itools -c $< -o $@
 

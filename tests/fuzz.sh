@@ -4,7 +4,7 @@
 #   tests/fuzz.sh                      # 60 s
 #   FUZZ_SECONDS=600 tests/fuzz.sh     # longer
 #
-# WHY: src/gguf.c parses untrusted model files; unit tests (tests/test_gguf.c)
+# WHY: src/gguf/gguf.c parses untrusted model files; unit tests (tests/test_gguf.c)
 # cover the defects we thought of, the fuzzer looks for the ones we did not.
 #
 # WHAT: compiles tests/fuzz_gguf.c with clang -fsanitize=fuzzer,address,undefined
@@ -53,11 +53,15 @@ if ! CC=$(pick_clang); then
     exit 2
 fi
 
+# Every folder of src/ is on the include path (as in the Makefile).
+SRC_INC=()
+for d in src/*/; do SRC_INC+=("-I${d%/}"); done
+
 if [ "${FUZZ_TARGET:-gguf}" = jinja ]; then
-    J=(-std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -Iinclude -Isrc "-fsanitize=address,undefined"
+    J=(-std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -Iinclude "${SRC_INC[@]}" "-fsanitize=address,undefined"
         -fno-sanitize-recover=all -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter)
     mkdir -p "$OUT/jinja-corpus" "$OUT/jinja-artifacts"
-    "$CC" "${J[@]}" -fsanitize=fuzzer tests/fuzz_jinja.c src/jinja.c -lutf8proc -lm -o "$OUT/fuzz_jinja"
+    "$CC" "${J[@]}" -fsanitize=fuzzer tests/fuzz_jinja.c src/text/jinja.c -lutf8proc -lm -o "$OUT/fuzz_jinja"
     [ -z "${FUZZ_FRESH:-}" ] || rm -f "$OUT"/jinja-corpus/*
     cp -f tests/data/jinja/templates/*.jinja "$OUT/jinja-corpus/"
     set +e
@@ -71,40 +75,40 @@ if [ "${FUZZ_TARGET:-gguf}" = jinja ]; then
     exit 0
 fi
 
-BASE=(-std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -Iinclude -Isrc -pthread
+BASE=(-std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -Iinclude "${SRC_INC[@]}" -pthread
     "-fsanitize=address,undefined" -fno-sanitize-recover=all)
 STRICT=(-Wall -Wextra -Werror -Wshadow -Wno-unused-parameter)
 # Rebuild an object when its source or any header is newer.
 build_obj() { # SRC OBJ FLAGS...
     local src=$1 obj=$2
     shift 2
-    if [ ! -f "$obj" ] || [ -n "$(find "$src" src/*.h -newer "$obj" 2> /dev/null | head -1)" ]; then
+    if [ ! -f "$obj" ] || [ -n "$(find "$src" src/*/*.h -newer "$obj" 2> /dev/null | head -1)" ]; then
         "$CC" "${BASE[@]}" "$@" -c "$src" -o "$obj"
     fi
 }
-build_obj src/gguf.c "$OUT/obj/gguf.o" "${STRICT[@]}" -fsanitize=fuzzer-no-link
-build_obj src/util.c "$OUT/obj/util.o" "${STRICT[@]}" -fsanitize=fuzzer-no-link
+build_obj src/gguf/gguf.c "$OUT/obj/gguf.o" "${STRICT[@]}" -fsanitize=fuzzer-no-link
+build_obj src/base/util.c "$OUT/obj/util.o" "${STRICT[@]}" -fsanitize=fuzzer-no-link
 # Not under test: warnings from another compiler must not stop the fuzzer. clang 14
 # rejects __builtin_cpu_supports("f16c"); then quant.c is built with that builtin
 # reading 0, i.e. with its scalar table, whose name/block/type sizes (all the
 # reader uses) are the same as every SIMD table's.
-if ! build_obj src/quant.c "$OUT/obj/quant.o" -w 2> "$OUT/quant.err"; then
+if ! build_obj src/types/quant.c "$OUT/obj/quant.o" -w 2> "$OUT/quant.err"; then
     echo "fuzz.sh: quant.c does not build with $CC as is ($(grep -m1 error: "$OUT/quant.err" || true)); using its scalar table"
-    build_obj src/quant.c "$OUT/obj/quant.o" -w '-D__builtin_cpu_supports(x)=0'
+    build_obj src/types/quant.c "$OUT/obj/quant.o" -w '-D__builtin_cpu_supports(x)=0'
 fi
-build_obj src/quant_grids.c "$OUT/obj/quant_grids.o" -w   # the i-quants' lookup grids, which quant.c reads
-build_obj src/wstore.c "$OUT/obj/wstore.o" "${STRICT[@]}" -fsanitize=fuzzer-no-link   # the planner (ws_make_plan)
-build_obj src/wsio.c "$OUT/obj/wsio.o" -w
+build_obj src/types/quant_grids.c "$OUT/obj/quant_grids.o" -w   # the i-quants' lookup grids, which quant.c reads
+build_obj src/store/wstore.c "$OUT/obj/wstore.o" "${STRICT[@]}" -fsanitize=fuzzer-no-link   # the planner (ws_make_plan)
+build_obj src/store/wsio.c "$OUT/obj/wsio.o" -w
 OBJS=("$OUT/obj/gguf.o" "$OUT/obj/util.o" "$OUT/obj/quant.o" "$OUT/obj/quant_grids.o" "$OUT/obj/wstore.o" "$OUT/obj/wsio.o")
 case "$(uname -m)" in
 x86_64)
-    build_obj src/kern_avx2.c "$OUT/obj/kern_avx2.o" -w -mavx2 -mfma -mf16c
-    build_obj src/kern_avx512.c "$OUT/obj/kern_avx512.o" -w -mavx512f -mavx512bw -mavx512vl -mavx512dq \
+    build_obj src/types/kern_avx2.c "$OUT/obj/kern_avx2.o" -w -mavx2 -mfma -mf16c
+    build_obj src/types/kern_avx512.c "$OUT/obj/kern_avx512.o" -w -mavx512f -mavx512bw -mavx512vl -mavx512dq \
         -mavx512vnni -mavx2 -mfma -mf16c
     OBJS+=("$OUT/obj/kern_avx2.o" "$OUT/obj/kern_avx512.o")
     ;;
 aarch64)
-    build_obj src/kern_neon.c "$OUT/obj/kern_neon.o" -w
+    build_obj src/types/kern_neon.c "$OUT/obj/kern_neon.o" -w
     OBJS+=("$OUT/obj/kern_neon.o")
     ;;
 esac

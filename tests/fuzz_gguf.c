@@ -1,5 +1,5 @@
 /*
- * fuzz_gguf.c - libFuzzer target for the GGUF reader (src/gguf.c).
+ * fuzz_gguf.c - libFuzzer target for the GGUF reader (src/gguf/gguf.c).
  *
  * WHY: the reader is the engine's attack surface; every byte of a model file
  * is attacker-controlled. The sanitizers (ASan + UBSan, built by

@@ -1,5 +1,5 @@
 /*
- * fuzz_jinja.c - libFuzzer target for the chat-template engine (src/jinja.c).
+ * fuzz_jinja.c - libFuzzer target for the chat-template engine (src/text/jinja.c).
  *
  * The input is a template, optionally followed by a NUL byte and the variables
  * as JSON text. Rendering must succeed or fail with a message; every crash,

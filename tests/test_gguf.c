@@ -1,5 +1,5 @@
 /*
- * test_gguf.c - tests of the GGUF reader (src/gguf.c).
+ * test_gguf.c - tests of the GGUF reader (src/gguf/gguf.c).
  *
  * WHY: gguf.c is the one place where bytes from an untrusted file turn into
  * counts, sizes and offsets that the rest of the engine trusts. These tests

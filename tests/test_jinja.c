@@ -1,5 +1,5 @@
 /*
- * test_jinja.c - the chat-template engine (src/jinja.c, src/chat.c).
+ * test_jinja.c - the chat-template engine (src/text/jinja.c, src/text/chat.c).
  *
  * 1. Every template of tests/data/jinja/templates (real chat templates of
  *    published models, from llama.cpp's models/templates) rendered with every

@@ -1,6 +1,6 @@
 /*
- * test_quant.c - tests of the tensor element types (src/quant.c) and of every
- * SIMD kernel set the running CPU can execute (src/kern_*.c).
+ * test_quant.c - tests of the tensor element types (src/types/quant.c) and of every
+ * SIMD kernel set the running CPU can execute (src/types/kern_*.c).
  *
  * WHAT IS CHECKED, per supported type, per available ISA, at several row
  * sizes (one block, a few blocks, 768, 4096; odd lengths for the float types
@@ -94,7 +94,7 @@ static const int k_types[] = {
  *  grid i-quants: the grids are small subsets of the product of their
  *    per-element levels, chosen by ggml for Gaussian-like weights, so there
  *    is no closed form; the nominal values are what our quantizer
- *    (src/quant.c: amax scales, nearest grid point) measures on this data:
+ *    (src/types/quant.c: amax scales, nearest grid point) measures on this data:
  *    iq2_xxs 0.335, iq2_xs 0.315, iq2_s 0.242, iq3_xxs 0.205, iq3_s 0.133,
  *    iq1_s 0.453, iq1_m 0.417. For scale: with the unrestricted levels
  *    (iq2: 3 magnitudes and sign per element, step ~ amax/2.5) the formula

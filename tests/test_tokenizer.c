@@ -1,5 +1,5 @@
 /*
- * test_tokenizer.c - tests of the tokenizer (src/tokenizer.c, src/tok_pretok.c).
+ * test_tokenizer.c - tests of the tokenizer (src/text/tokenizer.c, src/text/tok_pretok.c).
  *
  * The tokenizer must give exactly llama.cpp's token ids, so most checks compare with ids
  * produced by llama.cpp:

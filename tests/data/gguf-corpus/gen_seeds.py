@@ -5,7 +5,7 @@ The fuzzer (tests/fuzz.sh) starts from the *.bin files in this folder. Valid
 seeds give it every metadata type, several tensor types, both versions, a
 non-default alignment and split keys to mutate; the hostile seeds sit right
 next to a defect the reader must reject (and the regressions of bugs fixed in
-src/gguf.c), so those checks stay covered. llama-q4_0.bin is not made here: it
+src/gguf/gguf.c), so those checks stay covered. llama-q4_0.bin is not made here: it
 is the output of
 
     build/mkmodel -o llama-q4_0.bin --type q4_0 --n-embd 32 --n-layer 1 \
@@ -112,7 +112,7 @@ def main():
                                           [("w", [8], F32T, 32)])
     seeds["bad-nested-array.bin"] = hdr(3, 0, 1) + kv("a", ARR, struct.pack("<IQ", ARR, 1) +
                                                       struct.pack("<IQ", U8, 1) + b"\0") + b"\0" * 16
-    # regressions of bugs fixed in src/gguf.c: a duplicate key after many keys
+    # regressions of bugs fixed in src/gguf/gguf.c: a duplicate key after many keys
     # (the quadratic check), and an f64 too large for gguf_get_f32
     many = [kv("k.%d" % i, U8, b"\0") for i in range(400)]
     seeds["regress-dup-key-late.bin"] = image(3, many + [kv("k.17", U8, b"\1")], [])
