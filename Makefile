@@ -20,6 +20,9 @@ INC     := -Iinclude $(addprefix -I,$(SRC_DIRS))
 ifeq ($(MODE),debug)
 OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 LDSAN   := -fsanitize=address,undefined
+else ifeq ($(MODE),tsan)
+OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
+LDSAN   := -fsanitize=thread
 else
 OPT     := -O2 -g
 LDSAN   :=
@@ -116,10 +119,16 @@ bench: all
 cross:
 	$(MAKE) CC=aarch64-linux-gnu-gcc BUILD=build-aarch64 all
 
+# The threading contract under ThreadSanitizer: several threads drive sessions
+# of one model through the public API (tests/test_threads.c); any data race fails it.
+tsan:
+	$(MAKE) MODE=tsan BUILD=build-tsan build-tsan/mkmodel build-tsan/test_threads
+	DELTAFIN_BUILD=build-tsan TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/test_threads
+
 fuzz:
 	./tests/fuzz.sh
 
 clean:
-	rm -rf build build-debug build-aarch64 build-fuzz
+	rm -rf build build-debug build-aarch64 build-fuzz build-tsan
 
-.PHONY: all demo debug test test-cross test-ref bench cross fuzz clean
+.PHONY: all demo debug test test-cross test-ref bench cross fuzz tsan clean
