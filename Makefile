@@ -1,10 +1,11 @@
 # Deltafin - plain Makefile.
 #   make            optimized library, CLI and tools in build/
 #   make debug      the same with AddressSanitizer + UndefinedBehaviorSanitizer in build-debug/
-#   make test       unit + reference tests, optimized and then under the sanitizers
+#   make test       unit + reference tests, optimized and then under the sanitizers (ASan+UBSan, TSan)
 #   make test-ref   regenerate llama.cpp and chat-template references live and compare
 #   make bench      side-by-side speed comparison with llama.cpp
 #   make cross      build for aarch64 (NEON) with gcc-aarch64-linux-gnu
+#   make tsan       tests/test_threads.c under ThreadSanitizer in build-tsan/ (part of make test)
 CC      ?= cc
 MODE    ?= release
 BUILD   ?= build
@@ -102,6 +103,7 @@ test: all
 	./tests/run.sh build
 	$(MAKE) MODE=debug BUILD=build-debug all
 	DELTAFIN_SANITIZED=1 ./tests/run.sh build-debug
+	$(MAKE) tsan
 	$(MAKE) test-cross
 
 # The aarch64 build's test programs under qemu-user (-L /: the multiarch arm64

@@ -351,7 +351,7 @@ int df_model_load(const char *path, const df_model_params *p, df_model **out, ch
     if (!p) p = &defp;
     *out = NULL;
     quant_init();
-    if (access(path, R_OK) != 0) return df_seterr(err, errlen, "%s: %s", path, strerror(errno)), DF_E_IO;
+    if (access(path, R_OK) != 0) return df_seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno)), DF_E_IO;
     df_model *m = calloc(1, sizeof *m);
     if (!m) return df_seterr(err, errlen, "out of memory"), DF_E_NOMEM;
     if (pthread_mutex_init(&m->decode_mu, NULL) != 0) {
