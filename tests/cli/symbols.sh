@@ -25,7 +25,8 @@ LIB="$B/libdeltafin.a"
 INTLIB="$B/libdeltafin-internal.a"
 LIBS=(-lpcre2-8 -lutf8proc -luring -lm -pthread)
 # a sanitized archive needs the sanitizer runtimes in the program too
-nm -u "$LIB" 2> /dev/null | grep -q __asan_ && LIBS+=(-fsanitize=address,undefined)
+sanitized=$(nm -u "$LIB" 2> /dev/null | grep -c __asan_)
+[ "${sanitized:-0}" -gt 0 ] && LIBS+=(-fsanitize=address,undefined)
 
 check "the public archive exists" test -f "$LIB"
 check "the internal archive exists" test -f "$INTLIB"
@@ -66,7 +67,7 @@ check "the same program with the internal archive: a multiple definition of gguf
 
 # with llama.cpp's ggml itself
 GGML=.cache/llama/lib
-if [ -f "$GGML/libggml-base.so" ] && [ -z "$(nm -u "$LIB" | grep __asan_)" ]; then
+if [ -f "$GGML/libggml-base.so" ] && [ "${sanitized:-0}" -eq 0 ]; then
     cat > "$T/both.c" << 'EOF'
 #include <stddef.h>
 #include <stdio.h>
