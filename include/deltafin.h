@@ -245,6 +245,75 @@ typedef struct df_plan {
  * (out->minimum tells); -1 with err when the model cannot run at all. */
 int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char *err, size_t errlen);
 
+/* What a plan runs at on a machine whose disk reads disk_bytes_per_s and
+ * whose memory reads memory_bytes_per_s (the CLI's `plan` prediction). Per
+ * token, the routed experts missing from the cache come from disk (uniform
+ * routing: the hit rate is the cached fraction), streamed dense layers are
+ * read every token, and every active weight is read from memory once; reads
+ * overlap compute (the lookahead), so the slower of the two sets the pace. */
+typedef struct df_plan_speed {
+    double hit_rate;                 /* expected expert cache hit rate */
+    double disk_bytes_per_token, memory_bytes_per_token;
+    double disk_seconds, memory_seconds; /* per token */
+    double tokens_per_s;             /* 0 when the plan does not fit its budget */
+} df_plan_speed;
+void df_plan_predict(const df_plan *p, double disk_bytes_per_s, double memory_bytes_per_s, df_plan_speed *out);
+
+/* A size such as "6G", "512M", "1.5GiB", "4096" or "64 KB" (K, M, G, T are
+ * powers of 1024): bytes, or 0 when s is not such a size. */
+uint64_t df_parse_size(const char *s);
+
+/* ---- describing a model file (metadata only: no weights read) ---- */
+
+enum df_value_kind { DF_VALUE_INT = 0, DF_VALUE_FLOAT = 1, DF_VALUE_STRING = 2, DF_VALUE_ARRAY = 3 };
+
+/* One of the architecture's main hyperparameters, as the file stores it. */
+typedef struct df_hparam {
+    const char *key;       /* without the "<arch>." prefix: "context_length", "rope.freq_base", ... */
+    int kind;              /* enum df_value_kind */
+    int64_t i;             /* DF_VALUE_INT (booleans are 0 or 1) */
+    double f;              /* DF_VALUE_FLOAT */
+    const char *s;         /* DF_VALUE_STRING */
+    uint64_t n;            /* DF_VALUE_ARRAY: its element count */
+} df_hparam;
+
+/* The tensors of one weight type. */
+typedef struct df_type_summary {
+    const char *name;          /* "q8_0", "mxfp4", ... */
+    int supported;             /* 0: Deltafin cannot compute with this type */
+    uint64_t n_tensors, bytes;
+    double bits_per_weight;    /* of the type's encoding (block bytes / block size) */
+    uint64_t expert_bytes;     /* bytes of this type in one routed expert, summed over the MoE layers */
+} df_type_summary;
+
+typedef struct df_model_desc {
+    int n_files, gguf_version;
+    const char *arch;          /* general.architecture, or NULL when missing */
+    const char *name;          /* general.name, or NULL */
+    int n_hparams;
+    const df_hparam *hparams;  /* those present, in a fixed order (context_length first) */
+    uint64_t n_tensors, n_params, n_bytes;
+    int n_types;
+    const df_type_summary *types; /* the types present, in GGUF type-id order */
+    /* Routed experts (all 0 for a dense model). */
+    uint64_t n_expert;         /* experts per MoE layer */
+    uint64_t n_moe_layers;     /* layers with routed experts (an ffn_down_exps tensor) */
+    uint64_t n_expert_used;    /* experts per token (expert_used_count; 0 when missing) */
+    uint64_t n_params_active;  /* parameters used per token (all but the unselected routed experts) */
+    uint64_t expert_bytes;     /* one expert in every MoE layer, all types (the types' expert_bytes summed) */
+    /* Tokenizer. */
+    const char *tok_model, *tok_pre; /* tokenizer.ggml.model and .pre, or NULL */
+    uint64_t n_tokens, n_merges;
+} df_model_desc;
+
+/* Read the model file's metadata and tensor directory (a split model's
+ * first file: all parts are read) into *out, to be freed with
+ * df_model_desc_free. Unlike df_model_load it accepts any architecture and
+ * tensor type the GGUF reader knows: it describes, it does not check that
+ * Deltafin can run the model. -1 with err when the file is not valid GGUF. */
+int df_model_describe(const char *path, df_model_desc **out, char *err, size_t errlen);
+void df_model_desc_free(df_model_desc *d);
+
 /* Machine probes: disk read throughput (bytes/s) of `threads` concurrent
  * O_DIRECT reads of `chunk` bytes (0: 4 MiB) at random offsets of path for
  * about `seconds`, and memory read bandwidth (bytes/s). -1 on failure. */
@@ -307,6 +376,10 @@ int df_chat_render(const char *tmpl, const char *vars_json, char **out, char *er
 
 const char *df_version(void);
 const char *df_isa(void);   /* SIMD level selected at run time */
+double df_time(void);       /* monotonic wall clock in seconds */
+uint64_t df_peak_rss(void); /* peak resident set size of this process in bytes (0 if unknown) */
+/* A byte count for people: "512 B", "1.0 KiB", "64.0 MiB", "1.50 GiB". Returns buf. */
+const char *df_fmt_bytes(uint64_t n, char *buf, size_t len);
 
 #ifdef __cplusplus
 }
