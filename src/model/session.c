@@ -431,7 +431,7 @@ int df_session_trace_experts(df_session *s, const char *path, char *err, size_t 
     if (!path) return 0;
     const df_hparams *h = &s->m->hp;
     if (h->n_expert == 0) return df_seterr(err, errlen, "the model has no experts to trace");
-    if (df_model_is_file(s->m, path))
+    if (s->m->ws && ws_is_model_file(s->m->ws, path))
         return df_seterr(err, errlen, "%s: is the model file itself: not writing the trace there", path);
     s->trace = fopen(path, "wb");
     if (!s->trace) return df_seterr(err, errlen, "%s: %s", path, strerror(errno));
