@@ -471,26 +471,48 @@ static inline float tq_dot(const __m256i v[8], const block_q8_K *y, float d) {
 KX_TQ_ROW_DOT(tq1_0_dot, block_tq1_0, kx_tq1_0_values, tq_dot)
 KX_TQ_ROW_DOT(tq2_0_dot, block_tq2_0, kx_tq2_0_values, tq_dot)
 
-/* Grid i-quants (iq2_*, iq3_*, iq1_*): each block decoded to integer values
- * and scales by quant.c's decoder (the grid lookups are scalar loads), then
- * the products in vectors: lanes 0-3 of a 32-byte dot belong to one
- * 16-element scale group, lanes 4-7 to the next. */
-static void iq_grid_dot(int64_t n, const void *w, const void *x, float *out, int type) {
-    const quant_iq_info *t = quant_iq_get(type);
-    const block_q8_K *b = x;
-    quant_iq_block B;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        t->decode((const uint8_t *)w + (size_t)i * t->bs, &B);
-        __m256i s = _mm256_setzero_si256();
-        for (int k = 0; k < 8; k++) {
-            __m256i p = dot_i8(LOADU(B.q + 32 * k), LOADU(b[i].qs + 32 * k));
-            s = _mm256_add_epi32(s, _mm256_mullo_epi32(p, _mm256_set_m128i(_mm_set1_epi32(B.ls[2 * k + 1]), _mm_set1_epi32(B.ls[2 * k]))));
-        }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(B.d * b[i].d), acc);
-    }
-    *out = t->factor * hsum_ps(acc);
+/* Grid i-quants (kern_x86.h's decoders): per 32-element sub-block the grid
+ * magnitudes u (unsigned) times the activations with the weights' signs
+ * applied (y ^ m) - m, through maddubs (pairs <= 2 * 62 * 127), then madd
+ * with the two 16-element scales; an exact int32 sum per block. */
+static inline __m256i iq_signed_y(__m256i y, uint32_t sg) {
+    const __m256i spread = _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL, 0x0101010101010101LL, 0);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i m = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)sg), spread), bit), bit);
+    return _mm256_sub_epi8(_mm256_xor_si256(y, m), m);
 }
+
+#define KX_IQ_ROW(name, head, sub, has_signs, off9, factor, btype)                                          \
+    static void name(int64_t n, const void *w, const void *x, float *out) {                                 \
+        const btype *a = w;                                                                                 \
+        const block_q8_K *b = x;                                                                            \
+        __m256 acc = _mm256_setzero_ps();                                                                   \
+        int16_t ls[16];                                                                                     \
+        for (int64_t i = 0; i < n / QK_K; i++) {                                                            \
+            const float d = head(&a[i], ls);                                                                \
+            __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();                               \
+            _Pragma("GCC unroll 4") for (int ib = 0; ib < 8; ib += 2) {                                     \
+                uint32_t g0, g1;                                                                            \
+                const __m256i u0 = sub(&a[i], ib, &g0), u1 = sub(&a[i], ib + 1, &g1);                       \
+                __m256i y0 = LOADU(b[i].qs + 32 * ib), y1 = LOADU(b[i].qs + 32 * ib + 32);                  \
+                if (has_signs) {                                                                            \
+                    y0 = iq_signed_y(y0, g0);                                                               \
+                    y1 = iq_signed_y(y1, g1);                                                               \
+                }                                                                                           \
+                const __m256i l0 = _mm256_set_m128i(_mm_set1_epi16(ls[2 * ib + 1]), _mm_set1_epi16(ls[2 * ib])); \
+                const __m256i l1 = _mm256_set_m128i(_mm_set1_epi16(ls[2 * ib + 3]), _mm_set1_epi16(ls[2 * ib + 2])); \
+                s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(u0, y0), l0));            \
+                s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(u1, y1), l1));            \
+            }                                                                                               \
+            s0 = _mm256_add_epi32(s0, s1);                                                                  \
+            if (off9) {                                                                                     \
+                const __m256i c = _mm256_madd_epi16(LOADU(b[i].bsums), LOADU(ls));                          \
+                s0 = _mm256_sub_epi32(s0, _mm256_add_epi32(_mm256_slli_epi32(c, 3), c));                    \
+            }                                                                                               \
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_set1_ps(d * b[i].d), acc);                 \
+        }                                                                                                   \
+        *out = (factor) * hsum_ps(acc);                                                                     \
+    }
 
 KX_IQ_GRID_DOTS
 

@@ -386,30 +386,6 @@ static inline float tq_dot(const __m256i v[8], const block_q8_K *y, float d) {
 KX_TQ_ROW_DOT(tq1_0_dot, block_tq1_0, kx_tq1_0_values, tq_dot)
 KX_TQ_ROW_DOT(tq2_0_dot, block_tq2_0, kx_tq2_0_values, tq_dot)
 
-/* Grid i-quants: quant.c's decoder (scalar grid lookups), then 64 values
- * per vector; lane j of a 64-byte dot belongs to scale group 4k + j/4. */
-static void iq_grid_dot(int64_t n, const void *w, const void *x, float *out, int type) {
-    const quant_iq_info *t = quant_iq_get(type);
-    const block_q8_K *b = x;
-    const __m512i grp = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-    quant_iq_block B;
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        t->decode((const uint8_t *)w + (size_t)i * t->bs, &B);
-        const __m512i ls = _mm512_cvtepi16_epi32(LOADU(B.ls));
-        __m512i s = _mm512_setzero_si512();
-        for (int k = 0; k < 4; k++) {
-            __m512i p = dot_i8_512(LD512(B.q + 64 * k), LD512(b[i].qs + 64 * k));
-            __m512i sc = _mm512_permutexvar_epi32(_mm512_add_epi32(grp, _mm512_set1_epi32(4 * k)), ls);
-            s = _mm512_add_epi32(s, _mm512_mullo_epi32(p, sc));
-        }
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(B.d * b[i].d), acc);
-    }
-    *out = t->factor * _mm512_reduce_add_ps(acc);
-}
-
-KX_IQ_GRID_DOTS
-
 /* ---------------------------------------------------------------------- */
 /* K-quants */
 
@@ -428,6 +404,43 @@ static void init_idx(void) {
 }
 
 static inline __m512i zext256(__m256i v) { return _mm512_inserti64x4(_mm512_setzero_si512(), v, 0); }
+
+/* Grid i-quants (kern_x86.h's decoders): two 32-element sub-blocks per
+ * step; the 64 sign bits are a byte mask that negates the activations,
+ * maddubs gives int16 pairs (<= 2 * 62 * 127) and vpdpwssd multiplies them
+ * by the 16-element scales (lanes from idx_k16, as q6_K) into int32. */
+#define KX_IQ_ROW(name, head, sub, has_signs, off9, factor, btype)                                          \
+    static void name(int64_t n, const void *w, const void *x, float *out) {                                 \
+        const btype *a = w;                                                                                 \
+        const block_q8_K *b = x;                                                                            \
+        __m512 acc = _mm512_setzero_ps();                                                                   \
+        int16_t ls[16];                                                                                     \
+        for (int64_t i = 0; i < n / QK_K; i++) {                                                            \
+            const float d = head(&a[i], ls);                                                                \
+            const __m512i sc = zext256(LOADU(ls));                                                          \
+            __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();                               \
+            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {                                           \
+                uint32_t g0, g1;                                                                            \
+                const __m256i u0 = sub(&a[i], 2 * c, &g0), u1 = sub(&a[i], 2 * c + 1, &g1);                 \
+                __m512i y = LD512(b[i].qs + 64 * c);                                                        \
+                if (has_signs)                                                                              \
+                    y = _mm512_mask_sub_epi8(y, (__mmask64)((uint64_t)g1 << 32 | g0), _mm512_setzero_si512(), y); \
+                const __m512i p = _mm512_maddubs_epi16(join256(u0, u1), y);                                 \
+                const __m512i l = _mm512_permutexvar_epi16(LD512(idx_k16[c]), sc);                          \
+                if (c & 1) s1 = _mm512_dpwssd_epi32(s1, p, l);                                              \
+                else s0 = _mm512_dpwssd_epi32(s0, p, l);                                                    \
+            }                                                                                               \
+            s0 = _mm512_add_epi32(s0, s1);                                                                  \
+            if (off9) {                                                                                     \
+                const __m256i k = _mm256_madd_epi16(LOADU(b[i].bsums), LOADU(ls));                          \
+                s0 = _mm512_sub_epi32(s0, zext256(_mm256_add_epi32(_mm256_slli_epi32(k, 3), k)));           \
+            }                                                                                               \
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), _mm512_set1_ps(d * b[i].d), acc);                 \
+        }                                                                                                   \
+        *out = (factor) * _mm512_reduce_add_ps(acc);                                                        \
+    }
+
+KX_IQ_GRID_DOTS
 
 /* Scale/min products for q4_K/q5_K: sc512 holds the 8 scales as int16 in lanes
  * 0-7; pm = m_j * (bsums[2j] + bsums[2j+1]) as 8 int32. */
