@@ -17,8 +17,9 @@
  *   iq4_nl/iq4_xs values from ggml's kvalues_iq4nl through pshufb; tq1_0's
  *   trits by byte compares after wrapping multiplies by 3, tq2_0's from bit
  *   pairs (kern_x86.h), through the same sign trick. The grid i-quants
- *   decode each block with quant.c's decoder (scalar grid lookups) and
- *   multiply in vectors.
+ *   decode in vectors (kern_x86.h: grid words looked up 4 or 8 at a time,
+ *   the sign bits applied to the activations) and multiply unsigned grid
+ *   magnitudes by them with maddubs.
  * - No int16 saturation is possible: the largest maddubs pair is
  *   2 * 63 * 127 = 16002 (q6_K), and scaled sums stay far inside int32.
  * - Every kernel forms exactly the same per-block integer sums as the scalar

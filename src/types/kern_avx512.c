@@ -25,8 +25,9 @@
  *   their -1 offset in through the activation sum, like q4_0. iq4_nl/iq4_xs
  *   look up ggml's non-linear table like mxfp4 (iq4_xs scales its sub-block
  *   sums in int32); tq1_0/tq2_0 take kern_x86.h's 256-bit value vectors
- *   in pairs. The grid i-quants decode each block with quant.c's decoder
- *   (scalar grid lookups) and multiply 64 values per vector.
+ *   in pairs. The grid i-quants use kern_x86.h's vector decoders, two
+ *   sub-blocks per step: their 64 sign bits are a byte mask negating the
+ *   activations; maddubs + vpdpwssd with the 16-element scales (as q6_K).
  * - gemm (matmul's tiles) for q8_0 and mxfp4: 4 rows x up to 4 tokens, two
  *   blocks per step, one vpdpbusd per row and token (weights as w + 128,
  *   the accumulator started at -128 * sum(y)); the lane sums are folded and
