@@ -411,35 +411,42 @@ static inline __m512i zext256(__m256i v) { return _mm512_inserti64x4(_mm512_setz
  * maddubs gives int16 pairs (<= 2 * 62 * 127) and vpdpwssd multiplies them
  * by the 16-element scales (lanes from idx_k16, as q6_K) into int32. */
 #define KX_IQ_ROW(name, head, sub, has_signs, off9, factor, btype)                                          \
-    static void name(int64_t n, const void *w, const void *x, float *out) {                                 \
-        const btype *a = w;                                                                                 \
-        const block_q8_K *b = x;                                                                            \
-        __m512 acc = _mm512_setzero_ps();                                                                   \
+    /* one weight row against NC <= 4 activation rows, each block decoded once */                           \
+    static inline __attribute__((always_inline)) void name##_tile(int64_t n, const btype *a, const uint8_t *xp, \
+                                                                  size_t xs, float *out, const int NC) {      \
+        __m512 acc[4];                                                                                      \
         int16_t ls[16];                                                                                     \
+        for (int t = 0; t < NC; t++) acc[t] = _mm512_setzero_ps();                                          \
         for (int64_t i = 0; i < n / QK_K; i++) {                                                            \
             const float d = head(&a[i], ls);                                                                \
             const __m512i sc = zext256(LOADU(ls));                                                          \
-            __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();                               \
+            __m512i s[4];                                                                                   \
+            for (int t = 0; t < NC; t++) s[t] = _mm512_setzero_si512();                                     \
             _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {                                           \
                 uint32_t g0, g1;                                                                            \
                 const __m256i u0 = sub(&a[i], 2 * c, &g0), u1 = sub(&a[i], 2 * c + 1, &g1);                 \
-                __m512i y = LD512(b[i].qs + 64 * c);                                                        \
-                if (has_signs)                                                                              \
-                    y = _mm512_mask_sub_epi8(y, (__mmask64)((uint64_t)g1 << 32 | g0), _mm512_setzero_si512(), y); \
-                const __m512i p = _mm512_maddubs_epi16(join256(u0, u1), y);                                 \
+                const __m512i u = join256(u0, u1);                                                          \
+                const __mmask64 m = (__mmask64)((uint64_t)g1 << 32 | g0);                                   \
                 const __m512i l = _mm512_permutexvar_epi16(LD512(idx_k16[c]), sc);                          \
-                if (c & 1) s1 = _mm512_dpwssd_epi32(s1, p, l);                                              \
-                else s0 = _mm512_dpwssd_epi32(s0, p, l);                                                    \
+                for (int t = 0; t < NC; t++) {                                                              \
+                    const block_q8_K *b = (const block_q8_K *)(const void *)(xp + (size_t)t * xs) + i;      \
+                    __m512i y = LD512(b->qs + 64 * c);                                                      \
+                    if (has_signs) y = _mm512_mask_sub_epi8(y, m, _mm512_setzero_si512(), y);               \
+                    s[t] = _mm512_dpwssd_epi32(s[t], _mm512_maddubs_epi16(u, y), l);                        \
+                }                                                                                           \
             }                                                                                               \
-            s0 = _mm512_add_epi32(s0, s1);                                                                  \
-            if (off9) {                                                                                     \
-                const __m256i k = _mm256_madd_epi16(LOADU(b[i].bsums), LOADU(ls));                          \
-                s0 = _mm512_sub_epi32(s0, zext256(_mm256_add_epi32(_mm256_slli_epi32(k, 3), k)));           \
+            for (int t = 0; t < NC; t++) {                                                                  \
+                const block_q8_K *b = (const block_q8_K *)(const void *)(xp + (size_t)t * xs) + i;          \
+                if (off9) {                                                                                 \
+                    const __m256i k = _mm256_madd_epi16(LOADU(b->bsums), LOADU(ls));                        \
+                    s[t] = _mm512_sub_epi32(s[t], zext256(_mm256_add_epi32(_mm256_slli_epi32(k, 3), k)));   \
+                }                                                                                           \
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_set1_ps(d * b->d), acc[t]);       \
             }                                                                                               \
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), _mm512_set1_ps(d * b[i].d), acc);                 \
         }                                                                                                   \
-        *out = (factor) * _mm512_reduce_add_ps(acc);                                                        \
-    }
+        for (int t = 0; t < NC; t++) out[t] = (factor) * _mm512_reduce_add_ps(acc[t]);                      \
+    }                                                                                                       \
+    KX_IQ_ENTRY_POINTS(name, btype)
 
 KX_IQ_GRID_DOTS
 
@@ -817,6 +824,13 @@ void kern_avx512_fill(quant_traits *t) {
     t[DF_TYPE_IQ3_S].vec_dot = iq3_s_dot;
     t[DF_TYPE_IQ1_S].vec_dot = iq1_s_dot;
     t[DF_TYPE_IQ1_M].vec_dot = iq1_m_dot;
+    t[DF_TYPE_IQ2_XXS].gemm = iq2_xxs_dot_gemm;
+    t[DF_TYPE_IQ2_XS].gemm = iq2_xs_dot_gemm;
+    t[DF_TYPE_IQ2_S].gemm = iq2_s_dot_gemm;
+    t[DF_TYPE_IQ3_XXS].gemm = iq3_xxs_dot_gemm;
+    t[DF_TYPE_IQ3_S].gemm = iq3_s_dot_gemm;
+    t[DF_TYPE_IQ1_S].gemm = iq1_s_dot_gemm;
+    t[DF_TYPE_IQ1_M].gemm = iq1_m_dot_gemm;
     t[DF_TYPE_Q8_0].gemm = q8_0_t5_gemm;
     t[DF_TYPE_MXFP4].gemm = mxfp4_t5_gemm;
 }

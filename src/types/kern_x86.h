@@ -275,8 +275,35 @@ static inline __m256i kx_iq1_m_sub(const void *blk, int ib, uint32_t *sg) {
     return kx_iq1_u(g, _mm256_set_epi64x(h1 & 0x80 ? 0 : two, h1 & 0x08 ? 0 : two, h0 & 0x80 ? 0 : two, h0 & 0x08 ? 0 : two));
 }
 
+/* vec_dot and gemm of a grid i-quant from the including file's
+ * name##_tile(n, row, x, x_stride, out, NC): one weight row against NC <= 4
+ * activation rows, every block decoded once for all of them. vec_dot is
+ * the NC = 1 instance and each output goes through the same arithmetic
+ * whatever NC, so the gemm keeps quant.h's tiling contract. */
+#define KX_IQ_ENTRY_POINTS(name, btype)                                                                       \
+    static void name(int64_t n, const void *w, const void *x, float *out) {                                  \
+        name##_tile(n, (const btype *)w, (const uint8_t *)x, 0, out, 1);                                     \
+    }                                                                                                         \
+    static void name##_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc,   \
+                            float *y, size_t ldy) {                                                           \
+        for (int r = 0; r < nr; r++) {                                                                        \
+            const btype *a = (const btype *)(const void *)((const uint8_t *)w + (size_t)r * ws);              \
+            for (int c0 = 0; c0 < nc; c0 += 4) {                                                              \
+                const uint8_t *xp = (const uint8_t *)x + (size_t)c0 * xs;                                     \
+                float o[4];                                                                                   \
+                const int cn = nc - c0 < 4 ? nc - c0 : 4;                                                     \
+                if (cn == 4) name##_tile(n, a, xp, xs, o, 4);                                                 \
+                else if (cn == 3) name##_tile(n, a, xp, xs, o, 3);                                            \
+                else if (cn == 2) name##_tile(n, a, xp, xs, o, 2);                                            \
+                else name##_tile(n, a, xp, xs, o, 1);                                                         \
+                for (int c = 0; c < cn; c++) y[(size_t)(c0 + c) * ldy + (size_t)r] = o[c];                    \
+            }                                                                                                 \
+        }                                                                                                     \
+    }
+
 /* The per-type row dots, on top of the including file's KX_IQ_ROW(name,
- * head, sub, has_signs, off9, factor, block type) macro. */
+ * head, sub, has_signs, off9, factor, block type) macro, which defines
+ * name##_tile and expands KX_IQ_ENTRY_POINTS: name (vec_dot) and name##_gemm. */
 #define KX_IQ_GRID_DOTS                                                          \
     KX_IQ_ROW(iq2_xxs_dot, kx_iq2_xxs_head, kx_iq2_xxs_sub, 1, 0, 0.125f, block_iq2_xxs)    \
     KX_IQ_ROW(iq2_xs_dot, kx_iq2_xs_head, kx_iq2_xs_sub, 1, 0, 0.125f, block_iq2_xs)       \
