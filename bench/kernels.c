@@ -15,7 +15,7 @@
  * (GMAC/s). With -s the generation pass is a sequence of products of
  * SLICE_MIB each, like a model's layers, so per-call costs show. Each figure is the median of REPS runs. Built against
  * the library's internal headers (src/), like the tests:
- *   cc -O2 -Iinclude $(printf -- '-I%s ' src/[a-z]*) bench/kernels.c build/libdeltafin.a \
+ *   cc -O2 -Iinclude $(printf -- '-I%s ' src/[a-z]*) bench/kernels.c build/libdeltafin-internal.a \
  *      -lpcre2-8 -lutf8proc -luring -lm -pthread -o build/kernels
  */
 #include <stdio.h>
