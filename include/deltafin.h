@@ -184,6 +184,8 @@ typedef struct df_plan {
     int n_expert_used, n_moe_layers;
     uint64_t dense_layer_bytes;      /* average dense weights of one layer */
     int n_ctx_train;                 /* the model's trained context */
+    int n_swa_layers, swa_window;    /* sliding-window attention layers (gpt-oss) and their window */
+    int swa_ring;                    /* positions their KV cache keeps (0: the whole context) */
 } df_plan;
 
 /* Plan p->mem_budget for the model at path (p->n_ctx etc. size the session).

@@ -307,6 +307,10 @@ static void print_plan(const df_plan *p, FILE *f) {
                 p->n_dense_streamed, p->n_layer, p->dense_slot_bytes / M);
     else
         fprintf(f, "plan: all dense weights (embeddings, attention, norms, routers, shared experts) stay in memory\n");
+    if (p->n_swa_layers)
+        fprintf(f, "plan: %d of %d layers attend over a sliding window of %d: their KV cache keeps %s\n",
+                p->n_swa_layers, p->n_layer, p->swa_window,
+                p->swa_ring ? (snprintf(b[0], 32, "a ring of %d positions", p->swa_ring), b[0]) : "the whole context");
     fprintf(f, "plan: minimum budget for this model and context: %s\n", df_fmt_bytes(p->minimum, b[0], 32));
 }
 
@@ -550,7 +554,8 @@ static int cmd_info(const opts *o) {
                                  "attention.head_count", "attention.head_count_kv", "attention.key_length",
                                  "attention.value_length", "rope.dimension_count", "rope.freq_base",
                                  "attention.layer_norm_rms_epsilon", "rope.scaling.type", "rope.scaling.factor",
-                                 "expert_count", "expert_used_count"};
+                                 "expert_count", "expert_used_count", "expert_shared_count",
+                                 "leading_dense_block_count", "nextn_predict_layers"};
     for (size_t i = 0; arch && i < sizeof keys / sizeof keys[0]; i++) {
         char k[160];
         snprintf(k, sizeof k, "%s.%s", arch, keys[i]);
@@ -579,11 +584,36 @@ static int cmd_info(const opts *o) {
         printf("  %-8s %5" PRIu64 " tensors %14" PRIu64 " bytes  %6.4g bits/weight%s\n", q->name, by_type_n[t],
                by_type_bytes[t], 8.0 * (double)q->type_size / q->blck, q->supported ? "" : "  (unsupported by Deltafin)");
     }
+    /* NextN/MTP blocks (the last nextn_predict_layers of block_count): never run */
+    int64_t n_run = INT64_MAX, nextn = 0, blocks = 0;
+    uint64_t mtp_params = 0, mtp_bytes = 0;
+    if (arch) {
+        char k[160];
+        snprintf(k, sizeof k, "%s.nextn_predict_layers", arch);
+        const gguf_kv *kv = gguf_find(g, k);
+        if (kv && kv->type != GGUF_T_ARRAY && kv->type != GGUF_T_STRING && kv->v.i > 0) nextn = kv->v.i;
+        snprintf(k, sizeof k, "%s.block_count", arch);
+        kv = gguf_find(g, k);
+        if (kv && kv->type != GGUF_T_ARRAY && kv->type != GGUF_T_STRING) blocks = kv->v.i;
+        if (nextn > 0 && nextn < blocks) n_run = blocks - nextn;
+    }
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        int l = -1;
+        if (sscanf(g->tensors[i].name, "blk.%d.", &l) == 1 && l >= n_run) {
+            mtp_params += g->tensors[i].n_elements;
+            mtp_bytes += g->tensors[i].nbytes;
+        }
+    }
+    if (n_run != INT64_MAX)
+        printf("nextn/MTP:     %" PRId64 " block%s (blk.%" PRId64 "+), %" PRIu64 " params, %.2f MiB: not run, not read\n",
+               nextn, nextn > 1 ? "s" : "", n_run, mtp_params, (double)mtp_bytes / (1 << 20));
     /* experts: bytes per expert by tensor type, active parameters */
     uint64_t n_exp = 0, exp_params = 0, per_expert_bytes[DF_TYPE_COUNT] = {0};
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const gguf_tensor *t = &g->tensors[i];
-        if (!strstr(t->name, "_exps.") || t->ne[2] < 1) continue;
+        int l = -1;
+        if (!strstr(t->name, "_exps.") || t->n_dims != 3 || t->ne[2] < 1) continue; /* not gpt-oss's expert biases */
+        if (sscanf(t->name, "blk.%d.", &l) == 1 && l >= n_run) continue;
         n_exp = (uint64_t)t->ne[2];
         exp_params += t->n_elements;
         per_expert_bytes[t->type] += t->nbytes / (uint64_t)t->ne[2];
@@ -594,9 +624,13 @@ static int cmd_info(const opts *o) {
         uint64_t used = 0, n_moe_layers = 0;
         const gguf_kv *kv = gguf_find(g, k);
         if (kv && kv->type != GGUF_T_ARRAY && kv->type != GGUF_T_STRING) used = kv->v.u;
-        for (uint64_t i = 0; i < g->n_tensors; i++)
-            if (strstr(g->tensors[i].name, "ffn_down_exps.")) n_moe_layers++;
-        uint64_t active = params - exp_params + (used <= n_exp ? exp_params / n_exp * used : 0);
+        for (uint64_t i = 0; i < g->n_tensors; i++) {
+            int l = -1;
+            if (strstr(g->tensors[i].name, "ffn_down_exps.") && g->tensors[i].n_dims == 3 &&
+                !(sscanf(g->tensors[i].name, "blk.%d.", &l) == 1 && l >= n_run))
+                n_moe_layers++;
+        }
+        uint64_t active = params - mtp_params - exp_params + (used <= n_exp ? exp_params / n_exp * used : 0);
         printf("experts:       %" PRIu64 " per layer in %" PRIu64 " layers, %" PRIu64 " used per token\n", n_exp,
                n_moe_layers, used);
         printf("active params: %" PRIu64 " per token (%.3f B, %.1f%% of all)\n", active, (double)active / 1e9,

@@ -249,7 +249,7 @@ int df_mla_attention(df_session *s, int l, int n, int rope, char *err, size_t er
     const uint8_t *lat = s->mem[l].k;
     const df_attn_desc ad = {lat, lat, (size_t)(D * (int64_t)s->kv_elt), (size_t)(D * (int64_t)s->kv_elt), 0, 0,
                              s->kv_elt == 4 ? DF_TYPE_F32 : DF_TYPE_F16, (int)H, 1, (int)D, (int)R,
-                             s->q_abs, H * D, D, s->o_lat, H * R, R, h->kq_scale, s->pos, n};
+                             s->q_abs, H * D, D, s->o_lat, H * R, R, h->kq_scale, s->pos, n, 0, 0, NULL};
     df_attention_run(s, &ad);
     /* back from latent space: out[h] = Wv[h] * o_lat[h] */
     ws_tensor *wv = L->wv_b ? L->wv_b : L->wkv_b;

@@ -160,8 +160,8 @@ static void head_norm(float *x, int n_tok, int n_heads, int hd, const float *w, 
     for (int64_t i = 0; i < (int64_t)n_tok * n_heads; i++) op_rmsnorm(x + i * hd, x + i * hd, w, hd, eps);
 }
 
-static int forward(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
-                   size_t errlen) {
+int df_llama_forward(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
+                     size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     const int64_t E = h->n_embd;
@@ -182,9 +182,12 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
         df_add_bias(s, L->bq, s->q, n, qdim);
         df_add_bias(s, L->bk, s->k, n, s->kv_dim_k);
         df_add_bias(s, L->bv, s->v, n, s->kv_dim_v);
-        if (L->q_norm) {
-            head_norm(s->q, n, h->n_head, h->head_dim, vec_f32(s, L->q_norm), h->norm_eps);
-            head_norm(s->k, n, h->n_head_kv, h->head_dim, vec_f32(s, L->k_norm), h->norm_eps);
+        if (L->q_norm) { /* per head (qwen3, glm4moe), or over all of Q and of K (minimax-m2) */
+            const int whole = L->q_norm->ne[0] == qdim && h->n_head > 1;
+            head_norm(s->q, n, whole ? 1 : h->n_head, whole ? (int)qdim : h->head_dim, vec_f32(s, L->q_norm),
+                      h->norm_eps);
+            head_norm(s->k, n, whole ? 1 : h->n_head_kv, whole ? (int)s->kv_dim_k : h->head_dim, vec_f32(s, L->k_norm),
+                      h->norm_eps);
             ws_release(m->ws, L->q_norm);
             ws_release(m->ws, L->k_norm);
         }
@@ -205,8 +208,8 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
     return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }
 
-const df_arch df_arch_llama = {"llama", 0, hp_llama, bind_common, forward};
-const df_arch df_arch_qwen2 = {"qwen2", 1, NULL, bind_common, forward};
-const df_arch df_arch_qwen3 = {"qwen3", 1, NULL, bind_qwen3, forward};
-const df_arch df_arch_qwen2moe = {"qwen2moe", 1, hp_qwen2moe, bind_common, forward};
-const df_arch df_arch_qwen3moe = {"qwen3moe", 1, hp_qwen3moe, bind_qwen3, forward};
+const df_arch df_arch_llama = {"llama", 0, hp_llama, bind_common, df_llama_forward};
+const df_arch df_arch_qwen2 = {"qwen2", 1, NULL, bind_common, df_llama_forward};
+const df_arch df_arch_qwen3 = {"qwen3", 1, NULL, bind_qwen3, df_llama_forward};
+const df_arch df_arch_qwen2moe = {"qwen2moe", 1, hp_qwen2moe, bind_common, df_llama_forward};
+const df_arch df_arch_qwen3moe = {"qwen3moe", 1, hp_qwen3moe, bind_qwen3, df_llama_forward};

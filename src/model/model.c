@@ -28,7 +28,8 @@
 
 static const df_arch *const ARCHES[] = {&df_arch_llama,     &df_arch_qwen2,       &df_arch_qwen3,
                                         &df_arch_qwen2moe,  &df_arch_qwen3moe,    &df_arch_deepseek2,
-                                        &df_arch_kimi_linear, &df_arch_kimi_k3};
+                                        &df_arch_kimi_linear, &df_arch_kimi_k3,     &df_arch_glm4moe,
+                                        &df_arch_minimax_m2, &df_arch_gptoss};
 
 const df_arch *df_arch_find(const char *name) {
     for (size_t i = 0; i < sizeof ARCHES / sizeof ARCHES[0]; i++)
@@ -317,6 +318,7 @@ void df_model_free(df_model *m) {
     free(m->layers);
     free(m->hp.recurrent);
     free(m->hp.n_ff_l);
+    free(m->hp.swa);
     free(m->path);
     free(m);
 }
@@ -428,7 +430,7 @@ static int load_arch(df_model *m, const char *path, char *err, size_t errlen) {
     if (!m->arch)
         return df_seterr(err, errlen,
                          "%s: unsupported architecture '%s' (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2, "
-                         "kimi-linear, kimi-k3)",
+                         "kimi-linear, kimi-k3, glm4moe, minimax-m2, gpt-oss)",
                          path, m->arch_name);
     if (read_hparams(m, err, errlen) != 0) return -1;
     m->hp.rope_neox = m->arch->rope_neox;
@@ -495,6 +497,8 @@ fail:
     return -1;
 }
 
+static void plan_swa(const df_model *m, const df_model_params *q, df_plan *out);
+
 int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     quant_init();
@@ -531,6 +535,7 @@ int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char
         out->n_expert_used = m->hp.n_expert_used;
         out->n_moe_layers = m->hp.n_expert ? wp.n_experts_total / m->hp.n_expert : 0;
         out->dense_layer_bytes = m->hp.n_layer ? wp.dense_total / (uint64_t)m->hp.n_layer : 0;
+        plan_swa(m, &q, out);
     }
     df_model_free(m);
     return rc;
@@ -597,14 +602,19 @@ void df_model_get_info(const df_model *m, df_model_info *o) {
     o->n_expert = m->hp.n_expert;
     o->n_expert_used = m->hp.n_expert_used;
     o->n_expert_shared = m->hp.n_expert_shared;
-    uint64_t expert_params = 0;
+    uint64_t expert_params = 0, unused = 0;
     for (uint64_t i = 0; i < m->g->n_tensors; i++) {
         const gguf_tensor *t = &m->g->tensors[i];
         o->n_params += t->n_elements;
         o->n_bytes += t->nbytes;
+        int l = -1;
+        if (sscanf(t->name, "blk.%d.", &l) == 1 && l >= m->hp.n_layer) { /* NextN/MTP blocks: never run */
+            unused += t->n_elements;
+            continue;
+        }
         if (m->hp.n_expert > 0 && strstr(t->name, "_exps.") && t->ne[2] == m->hp.n_expert) expert_params += t->n_elements;
     }
-    o->n_params_active = o->n_params;
+    o->n_params_active = o->n_params - unused;
     if (m->hp.n_expert > 0) {
         o->n_params_active -= expert_params - expert_params / (uint64_t)m->hp.n_expert * (uint64_t)m->hp.n_expert_used;
         for (int l = 0; l < m->hp.n_layer; l++) {
@@ -754,12 +764,18 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     if (s->kv_dim_k > widest_in) widest_in = s->kv_dim_k;
     s->att_stride = df_attn_scratch(h, s->n_ctx);
     const int64_t B = s->n_batch, C = s->n_ctx;
+    /* KV rows of all attention layers: n_ctx each, or a sliding-window
+     * layer's ring (df_kv_ring) */
+    const int64_t ring = df_kv_ring(h, s->n_ctx, s->n_batch);
+    int64_t kv_rows = 0;
+    for (int l = 0; l < h->n_layer; l++)
+        if (!(h->recurrent && h->recurrent[l])) kv_rows += ring && h->swa && h->swa[l] ? ring : C;
     int ni = 0;
 #define ITEM(field, nbytes) (it[ni].dst = (void **)&s->field, it[ni].bytes = (uint64_t)(nbytes), ni++)
 #define FLOATS(field, rows, cols) ITEM(field, (uint64_t)(rows) * (uint64_t)(cols) * sizeof(float))
     ITEM(mem, (uint64_t)h->n_layer * sizeof(df_layer_mem));
-    ITEM(k_cache, n_att ? (uint64_t)n_att * C * (uint64_t)s->kv_dim_k * s->kv_elt : 64);
-    ITEM(v_cache, s->kv_dim_v && n_att ? (uint64_t)n_att * C * (uint64_t)s->kv_dim_v * s->kv_elt : 64);
+    ITEM(k_cache, n_att ? (uint64_t)kv_rows * (uint64_t)s->kv_dim_k * s->kv_elt : 64);
+    ITEM(v_cache, s->kv_dim_v && n_att ? (uint64_t)kv_rows * (uint64_t)s->kv_dim_v * s->kv_elt : 64);
     FLOATS(rec_conv, n_rec ? n_rec : 1, n_rec ? df_rec_conv_floats(h) : 16);
     FLOATS(rec_state, n_rec ? n_rec : 1, n_rec ? df_rec_state_floats(h) : 16);
     FLOATS(x, B, h->n_embd);
@@ -824,6 +840,29 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     return 0;
 }
 
+/* The plan's sliding-window layers, and the ring a session of q's context
+ * and batch would give them. */
+static void plan_swa(const df_model *m, const df_model_params *q, df_plan *out) {
+    out->swa_window = m->hp.swa ? m->hp.n_swa : 0;
+    for (int l = 0; m->hp.swa && l < m->hp.n_layer; l++) out->n_swa_layers += m->hp.swa[l];
+    if (!out->n_swa_layers) return;
+    df_session tmp;
+    alloc_item it[MAX_ITEMS];
+    int ni;
+    df_session_params sp = df_session_default_params();
+    sp.n_ctx = q->n_ctx;
+    sp.n_batch = q->n_batch;
+    sp.kv_type = q->kv_type;
+    memset(&tmp, 0, sizeof tmp);
+    if (session_layout(m, &sp, &tmp, it, &ni, NULL, 0) == 0) out->swa_ring = df_kv_ring(&m->hp, tmp.n_ctx, tmp.n_batch);
+}
+
+int df_kv_ring(const df_hparams *h, int n_ctx, int n_batch) {
+    if (!h->swa || h->n_swa <= 0) return 0;
+    const int64_t need = ((int64_t)h->n_swa + n_batch - 1 + 63) / 64 * 64; /* the window and a batch's new keys */
+    return need < n_ctx ? (int)need : 0;
+}
+
 int64_t df_rec_conv_floats(const df_hparams *h) {
     return 3 * (int64_t)(h->ssm_d_conv - 1) * h->kda_n_head * h->kda_head_dim;
 }
@@ -833,7 +872,8 @@ int64_t df_rec_state_floats(const df_hparams *h) { return (int64_t)h->kda_n_head
 /* Point every layer's memory descriptor into the session's buffers. */
 static void session_bind_memory(df_session *s) {
     const df_hparams *h = &s->m->hp;
-    int64_t ia = 0, ir = 0;
+    const int ring = df_kv_ring(h, s->n_ctx, s->n_batch);
+    int64_t ia = 0, ir = 0; /* KV rows so far, recurrent layers so far */
     for (int l = 0; l < h->n_layer; l++) {
         df_layer_mem *lm = &s->mem[l];
         memset(lm, 0, sizeof *lm);
@@ -845,9 +885,10 @@ static void session_bind_memory(df_session *s) {
             continue;
         }
         lm->kind = h->kv_lora_rank > 0 ? DF_MEM_LATENT : DF_MEM_KV;
-        lm->k = s->k_cache + ia * s->n_ctx * s->kv_dim_k * (int64_t)s->kv_elt;
-        if (lm->kind == DF_MEM_KV) lm->v = s->v_cache + ia * s->n_ctx * s->kv_dim_v * (int64_t)s->kv_elt;
-        ia++;
+        lm->ring = ring && h->swa && h->swa[l] ? ring : 0;
+        lm->k = s->k_cache + ia * s->kv_dim_k * (int64_t)s->kv_elt;
+        if (lm->kind == DF_MEM_KV) lm->v = s->v_cache + ia * s->kv_dim_v * (int64_t)s->kv_elt;
+        ia += lm->ring ? lm->ring : s->n_ctx;
     }
 }
 
@@ -945,6 +986,14 @@ int df_session_truncate(df_session *s, int pos, char *err, size_t errlen) {
         return df_seterr(err, errlen,
                          "cannot rewind a session with recurrent layers from position %d to %d: their state keeps no "
                          "history (only a reset to 0 is possible)", s->pos, pos);
+    const int ring = df_kv_ring(&s->m->hp, s->n_ctx, s->n_batch);
+    if (ring) { /* the window of the next token must still be in the sliding-window layers' rings */
+        const int need = pos - s->m->hp.n_swa + 1 > 0 ? pos - s->m->hp.n_swa + 1 : 0;
+        if (s->pos - 1 >= need + ring)
+            return df_seterr(err, errlen,
+                             "cannot rewind a session from position %d to %d: the sliding-window layers keep only the "
+                             "last %d positions (a reset to 0 is possible)", s->pos, pos, ring);
+    }
     s->pos = pos;
     return 0;
 }
@@ -1033,6 +1082,13 @@ int df_ffn_dense(df_session *s, ws_tensor *gate, ws_tensor *up, ws_tensor *down,
 /* SiTU as llama.cpp computes it: beta*tanh(g/beta) * sigmoid(g) * lb*tanh(u/lb)
  * (the up branch unchanged when lb <= 0), in ggml's order of operations. */
 void df_glu(const df_hparams *h, float *a, const float *b, int n) {
+    if (h->act == DF_ACT_SWIGLU_OAI) { /* gpt-oss: ggml's swiglu_oai, alpha 1.702, limit 7 */
+        for (int i = 0; i < n; i++) {
+            const float x = a[i] < 7.0f ? a[i] : 7.0f, y = b[i] < -7.0f ? -7.0f : b[i] > 7.0f ? 7.0f : b[i];
+            a[i] = x / (1.0f + expf(1.702f * -x)) * (y + 1.0f);
+        }
+        return;
+    }
     if (h->act != DF_ACT_SITU) {
         op_swiglu(a, b, n);
         return;

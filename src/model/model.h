@@ -13,7 +13,8 @@
  * Each supported general.architecture is one df_arch entry: a function that
  * reads its extra hyperparameters and binds its tensors, and a forward
  * function. One file per family (arch_llama.c: llama, qwen2, qwen3;
- * arch_deepseek2.c; arch_kimi.c: kimi-linear, kimi-k3).
+ * arch_deepseek2.c; arch_kimi.c: kimi-linear, kimi-k3; arch_glm4moe.c;
+ * arch_minimax_m2.c; arch_gptoss.c).
  */
 #ifndef DF_MODEL_H
 #define DF_MODEL_H
@@ -32,7 +33,8 @@ typedef struct df_hparams {
     int n_vocab;
     int n_ctx_train;
     int n_embd;
-    int n_layer;
+    int n_layer;         /* layers of the forward pass (block_count less n_layer_nextn) */
+    int n_layer_nextn;   /* NextN/MTP blocks after them (nextn_predict_layers): never run or read */
     int n_head;
     int n_head_kv;
     int head_dim;        /* key/query head size (attention.key_length) */
@@ -57,7 +59,7 @@ typedef struct df_hparams {
     int n_ff_exp;          /* hidden size of one routed expert */
     int n_ff_shexp;        /* hidden size of the shared expert FFN */
     int n_layer_dense_lead;/* leading layers with a dense FFN */
-    int gating;            /* DF_GATING_SOFTMAX or DF_GATING_SIGMOID */
+    int gating;            /* DF_GATING_SOFTMAX, DF_GATING_SIGMOID or DF_GATING_SOFTMAX_WEIGHT */
     int expert_weights_norm;
     float expert_weights_scale;
     int n_expert_groups;   /* group-limited routing (0 or 1: off) */
@@ -83,9 +85,13 @@ typedef struct df_hparams {
     int act;               /* DF_ACT_SWIGLU or DF_ACT_SITU */
     int mla_gate;          /* MLA layers may have a sigmoid output gate (attn_gate) */
     float situ_beta, situ_linear_beta;
+    /* gpt-oss: sliding-window attention layers */
+    int n_swa;             /* attention.sliding_window (0: none) */
+    uint8_t *swa;          /* (n_layer) 1: a sliding-window layer; NULL: none. Owned by the model */
+    float rope_base_swa;   /* rope.freq_base_swa: the window layers' RoPE base */
 } df_hparams;
 
-enum { DF_ACT_SWIGLU = 0, DF_ACT_SITU = 1 };
+enum { DF_ACT_SWIGLU = 0, DF_ACT_SITU = 1, DF_ACT_SWIGLU_OAI = 2 };
 
 /* What one layer of a session remembers (df_session.mem[l]). */
 enum { DF_MEM_KV = 1, DF_MEM_LATENT = 2, DF_MEM_RECURRENT = 3 };
@@ -93,11 +99,13 @@ enum { DF_MEM_KV = 1, DF_MEM_LATENT = 2, DF_MEM_RECURRENT = 3 };
 typedef struct df_layer_mem {
     int kind;
     uint8_t *k, *v;        /* KV: n_ctx rows of kv_dim_k / kv_dim_v; LATENT: k only (one latent per position) */
+    int ring;              /* KV of a sliding-window layer: this many rows, position p in row p % ring (0: n_ctx rows) */
     float *conv;           /* RECURRENT: short-conv states, (3 [q, k, v], d_inner, d_conv - 1) */
     float *state;          /* RECURRENT: delta-rule state, (n_head, head_dim [key], head_dim [value]) */
 } df_layer_mem;
 
-enum { DF_GATING_SOFTMAX = 1, DF_GATING_SIGMOID = 2 };
+/* SOFTMAX_WEIGHT (gpt-oss): top-k of the raw logits, softmax over the chosen */
+enum { DF_GATING_SOFTMAX = 1, DF_GATING_SIGMOID = 2, DF_GATING_SOFTMAX_WEIGHT = 3 };
 
 typedef struct df_layer {
     ws_tensor *attn_norm;
@@ -112,6 +120,9 @@ typedef struct df_layer {
     ws_tensor *ffn_gate_exps, *ffn_up_exps, *ffn_down_exps; /* (n_in, n_out, n_expert) */
     ws_tensor *ffn_gate_shexp, *ffn_up_shexp, *ffn_down_shexp;
     ws_tensor *ffn_gate_inp_shexp;                 /* qwen2moe: sigmoid gate of the shared expert */
+    ws_tensor *ffn_gate_inp_b;                     /* gpt-oss: router bias (n_expert) */
+    ws_tensor *ffn_gate_exps_b, *ffn_up_exps_b, *ffn_down_exps_b; /* gpt-oss: per-expert biases (n_out, n_expert) */
+    ws_tensor *attn_sinks;                         /* gpt-oss: one softmax sink logit per head */
     /* multi-head latent attention */
     ws_tensor *wq_a, *q_a_norm, *wq_b;
     ws_tensor *wkv_a_mqa, *kv_a_norm;
@@ -157,6 +168,10 @@ struct df_model {
     int vocab_only;           /* df_model_params.vocab_only: metadata and tokenizer, no weights */
 };
 
+/* Rows of a sliding-window layer's KV ring for this context and batch (a
+ * multiple of 64, at least the window plus a batch's new keys), or 0 when
+ * the model has no window or n_ctx rows are no more. */
+int df_kv_ring(const df_hparams *h, int n_ctx, int n_batch);
 /* Floats of one recurrent layer's short-conv and delta-rule states. */
 int64_t df_rec_conv_floats(const df_hparams *h);
 int64_t df_rec_state_floats(const df_hparams *h);
@@ -253,6 +268,9 @@ void df_add_bias(df_session *s, ws_tensor *b, float *y, int n_tok, int64_t ld);
  * rows of keys and values (v NULL: keys only, MLA) at s->pos..; and the
  * per-thread floats of s->att attention needs. */
 void df_attention(df_session *s, int layer, int n_tok, const float *q, float *out);
+/* The same with one sink logit per head (sinks may be NULL). Both honour the
+ * layer's sliding window (hparams swa / n_swa) and its ring. */
+void df_attention_sinks(df_session *s, int layer, int n_tok, const float *q, float *out, const float *sinks);
 void df_kv_store(df_session *s, int layer, int n_tok, const float *k, const float *v);
 int64_t df_attn_scratch(const df_hparams *h, int n_ctx);
 /* The general form, for caches laid out otherwise (MLA: one latent row per
@@ -271,6 +289,9 @@ typedef struct df_attn_desc {
     int64_t o_tok, o_head;
     float scale;                /* applied to q.k before the softmax */
     int pos, n_tok;
+    int window;                 /* > 0: a query at p reads keys (p - window, p] only (sliding window) */
+    int ring;                   /* > 0: position p is cache row p % ring (a multiple of 64) */
+    const float *sinks;         /* (n_head) extra softmax logits, or NULL */
 } df_attn_desc;
 void df_attention_run(df_session *s, const df_attn_desc *d);
 /* Dense SwiGLU FFN: out = down(silu(gate x) * up x), using s->hb/s->hb2. */
@@ -305,7 +326,11 @@ void df_moe_select(const df_hparams *h, const float *probs, const float *bias, i
 
 /* Defined per architecture file. */
 extern const df_arch df_arch_llama, df_arch_qwen2, df_arch_qwen3, df_arch_qwen2moe, df_arch_qwen3moe,
-    df_arch_deepseek2, df_arch_kimi_linear, df_arch_kimi_k3;
+    df_arch_deepseek2, df_arch_kimi_linear, df_arch_kimi_k3, df_arch_glm4moe,
+    df_arch_minimax_m2, df_arch_gptoss;
+/* arch_llama.c's forward pass (also glm4moe's: the same block with other tensors bound). */
+int df_llama_forward(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
+                     size_t errlen);
 
 /* arch_deepseek2.c: layer l's multi-head latent attention on the normed
  * input s->xb (n tokens), storing the latents in the layer's cache; the
