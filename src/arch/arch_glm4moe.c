@@ -25,7 +25,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "model.h"
+#include "arch.h"
+#include "bind.h"
+#include "moe.h"
 #include "util.h"
 
 static int hparams(df_model *m, char *err, size_t errlen) {

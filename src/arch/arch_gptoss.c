@@ -25,7 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
+#include "bind.h"
+#include "moe.h"
 #include "quant.h"
 #include "util.h"
 
@@ -107,24 +108,23 @@ static int attention(df_session *s, int l, int n, const rope_params *rp, char *e
     ws_tensor *const wqkv[3] = {L->wq, L->wk, L->wv};
     float *const yqkv[3] = {s->q, s->k, s->v};
     const int64_t ldqkv[3] = {qdim, s->kv_dim_k, s->kv_dim_v};
-    if (df_matmul_n(s, 3, wqkv, s->xb, n, yqkv, ldqkv, err, errlen)) return -1;
-    df_add_bias(s, L->bq, s->q, n, qdim);
-    df_add_bias(s, L->bk, s->k, n, s->kv_dim_k);
-    df_add_bias(s, L->bv, s->v, n, s->kv_dim_v);
+    if (df_matmul_n(s, 3, wqkv, s->xb, n, yqkv, ldqkv, err, errlen) ||
+        df_add_bias(s, L->bq, s->q, n, qdim, err, errlen) || df_add_bias(s, L->bk, s->k, n, s->kv_dim_k, err, errlen) ||
+        df_add_bias(s, L->bv, s->v, n, s->kv_dim_v, err, errlen))
+        return -1;
     for (int t = 0; t < n; t++) {
         float *rc = s->rope_cache + (int64_t)t * h->n_rot;
         rope_cache(rp, s->pos + t, rc);
         rope_apply(rp, rc, s->q + t * qdim, h->n_head, h->head_dim);
         rope_apply(rp, rc, s->k + t * s->kv_dim_k, h->n_head_kv, h->head_dim);
     }
-    df_kv_store(s, l, n, s->k, s->v);
+    df_mem_store(s, l, n, s->k, s->v);
     const float *sinks = ws_fetch(m->ws, L->attn_sinks, err, errlen);
     if (!sinks) return -1;
     df_attention_sinks(s, l, n, s->q, s->xb, sinks);
     ws_release(m->ws, L->attn_sinks);
     if (df_matmul(s, L->wo, s->xb, n, s->xb2, h->n_embd, err, errlen)) return -1;
-    df_add_bias(s, L->bo, s->xb2, n, h->n_embd);
-    return 0;
+    return df_add_bias(s, L->bo, s->xb2, n, h->n_embd, err, errlen);
 }
 
 static int forward(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
@@ -137,11 +137,7 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
     rope_corr_dims(h->n_rot, h->n_ctx_orig, h->rope_base_swa, h->yarn_beta_fast, h->yarn_beta_slow, swa.corr_dims);
     if (df_embed(s, tokens, n, s->x, err, errlen) != 0) return -1;
     for (int l = 0; l < h->n_layer; l++) {
-        df_layer *L = &m->layers[l];
-        const float *an = ws_fetch(m->ws, L->attn_norm, err, errlen);
-        if (!an) return -1;
-        for (int t = 0; t < n; t++) op_rmsnorm(s->xb + t * E, s->x + t * E, an, (int)E, h->norm_eps);
-        ws_release(m->ws, L->attn_norm);
+        if (df_norm_rows(s, m->layers[l].attn_norm, s->x, n, E, E, s->xb, err, errlen)) return -1;
         if (attention(s, l, n, h->swa[l] ? &swa : &s->rope, err, errlen)) return -1;
         for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
         if (df_ffn_block(s, l, n, err, errlen)) return -1; /* post_attention_norm, experts, residual */
