@@ -236,6 +236,8 @@ typedef struct df_plan {
     int n_expert_used, n_moe_layers;
     uint64_t dense_layer_bytes;      /* average dense weights of one layer */
     int n_ctx_train;                 /* the model's trained context */
+    int n_swa_layers, swa_window;    /* sliding-window attention layers (gpt-oss) and their window */
+    int swa_ring;                    /* positions their KV cache keeps (0: the whole context) */
 } df_plan;
 
 /* Plan p->mem_budget for the model at path (p->n_ctx etc. size the session).
@@ -301,6 +303,9 @@ typedef struct df_model_desc {
     uint64_t n_expert_used;    /* experts per token (expert_used_count; 0 when missing) */
     uint64_t n_params_active;  /* parameters used per token (all but the unselected routed experts) */
     uint64_t expert_bytes;     /* one expert in every MoE layer, all types (the types' expert_bytes summed) */
+    /* NextN/MTP blocks (the last nextn_predict_layers of block_count): never run, read or counted as active. */
+    int64_t n_nextn, nextn_first_block;
+    uint64_t nextn_params, nextn_bytes;
     /* Tokenizer. */
     const char *tok_model, *tok_pre; /* tokenizer.ggml.model and .pre, or NULL */
     uint64_t n_tokens, n_merges;

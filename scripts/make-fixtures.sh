@@ -13,6 +13,7 @@
 #                 "haswell" variant for fidelity; $LLAMA_REF_CPU_VARIANT overrides it)
 # Models from mkmodel are written to a temporary folder and removed afterwards
 # (mkmodel rebuilds them bit for bit from the same arguments).
+# FIXTURES_ONLY=REGEX (an extended regex on NAME) remakes only those fixtures.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${1:?usage: make-fixtures.sh BUILD_DIR OUT_DIR}
@@ -36,6 +37,7 @@ random_tokens() { # N VOCAB BOS
 grep -v '^#' "$ROOT/tests/data/ref/models.txt" | while IFS='|' read -r name src prompt; do
     name=$(echo "$name" | xargs); src=$(echo "$src" | sed 's/^ *//; s/ *$//'); prompt=$(echo "$prompt" | sed 's/^ *//')
     [ -n "$name" ] || continue
+    [ -z "${FIXTURES_ONLY:-}" ] || [[ "$name" =~ ^(${FIXTURES_ONLY})$ ]] || continue
     case "$src" in
         shared:*) model="$SHARED/models/${src#shared:}" ;;
         mkmodel:*) model="$MODELS/$name.gguf"; "$BUILD/mkmodel" -o "$model" ${src#mkmodel:} 2>/dev/null ;;

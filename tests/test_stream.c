@@ -122,6 +122,49 @@ static void test_moe_streaming_identical(void **state) {
     /* recurrent KDA states and MLA latents in the session reserve; the lookahead reads kimi-k3's full-width router */
     check_identical("--preset kimi-linear-tiny --type q8_0", "kimi-linear", 2 << 20);
     check_identical("--preset kimi-k3-tiny --type q8_0", "kimi-k3", 2 << 20);
+    /* a NextN block past the layers: neither planned nor read */
+    check_identical("--preset glm4moe-tiny --type q8_0 --expert-type mxfp4", "glm4moe", 2 << 20);
+    check_identical("--preset minimax-m2-tiny --type q8_0", "minimax-m2", 2 << 20);
+    check_identical("--preset gpt-oss-tiny --type q8_0 --expert-type mxfp4", "gpt-oss", 2 << 20);
+}
+
+/* glm4moe's NextN/MTP block (blk.{n_layer}: a whole MoE block plus eh_proj)
+ * is not a layer: the same model without it plans the same weights and
+ * computes bit-identical logits, mapped and under a budget. */
+static void test_nextn_block_skipped(void **state) {
+    (void)state;
+    char with[256], without[256], err[512];
+    make_model("--preset glm4moe-tiny --type q8_0 --nextn 1", "glm-nextn", with, sizeof with);
+    make_model("--preset glm4moe-tiny --type q8_0 --nextn 0", "glm-plain", without, sizeof without);
+    df_model_params mp = df_model_default_params();
+    mp.n_threads = 2;
+    mp.mem_budget = 1;
+    mp.n_ctx = 64;
+    mp.n_batch = 16;
+    df_plan a, b;
+    assert_int_equal(df_model_plan(with, &mp, &a, err, sizeof err), 0);
+    assert_int_equal(df_model_plan(without, &mp, &b, err, sizeof err), 0);
+    printf("  NextN block: plan dense %llu / %llu bytes, experts %d / %d, layers %d / %d (with / without)\n",
+           (unsigned long long)a.dense_bytes, (unsigned long long)b.dense_bytes, a.n_experts_total, b.n_experts_total,
+           a.n_layer, b.n_layer);
+    assert_true(a.dense_bytes == b.dense_bytes && a.expert_bytes == b.expert_bytes);
+    assert_int_equal(a.n_experts_total, b.n_experts_total);
+    assert_int_equal(a.n_moe_layers, b.n_moe_layers);
+    assert_int_equal(a.n_layer, b.n_layer);
+    struct stat sw, so;
+    assert_int_equal(stat(with, &sw), 0);
+    assert_int_equal(stat(without, &so), 0);
+    assert_true(sw.st_size > so.st_size + (1 << 20)); /* the block is really there */
+    int n1, n2, n3;
+    float *x = run(with, 0, DF_IO_AUTO, &n1, NULL), *y = run(without, 0, DF_IO_AUTO, &n2, NULL);
+    float *z = run(with, minimum_for(with) + (2 << 20), DF_IO_PREAD, &n3, NULL);
+    assert_int_equal(n1, n2);
+    assert_int_equal(n1, n3);
+    assert_memory_equal(x, y, sizeof(float) * (size_t)n1);
+    assert_memory_equal(x, z, sizeof(float) * (size_t)n1);
+    free(x);
+    free(y);
+    free(z);
 }
 
 static void test_dense_streaming_identical(void **state) {
@@ -256,6 +299,7 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_moe_streaming_identical),
+        cmocka_unit_test(test_nextn_block_skipped),
         cmocka_unit_test(test_dense_streaming_identical),
         cmocka_unit_test(test_budget_below_minimum),
         cmocka_unit_test(test_hot_file),

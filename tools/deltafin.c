@@ -303,6 +303,10 @@ static void print_plan(const df_plan *p, FILE *f) {
                 p->n_dense_streamed, p->n_layer, p->dense_slot_bytes / M);
     else
         fprintf(f, "plan: all dense weights (embeddings, attention, norms, routers, shared experts) stay in memory\n");
+    if (p->n_swa_layers)
+        fprintf(f, "plan: %d of %d layers attend over a sliding window of %d: their KV cache keeps %s\n",
+                p->n_swa_layers, p->n_layer, p->swa_window,
+                p->swa_ring ? (snprintf(b[0], 32, "a ring of %d positions", p->swa_ring), b[0]) : "the whole context");
     fprintf(f, "plan: minimum budget for this model and context: %s\n", df_fmt_bytes(p->minimum, b[0], 32));
 }
 
@@ -547,6 +551,10 @@ static int cmd_info(const opts *o) {
         printf("  %-8s %5" PRIu64 " tensors %14" PRIu64 " bytes  %6.4g bits/weight%s\n", q->name, q->n_tensors, q->bytes,
                q->bits_per_weight, q->supported ? "" : "  (unsupported by Deltafin)");
     }
+    if (d->n_nextn > 0)
+        printf("nextn/MTP:     %" PRId64 " block%s (blk.%" PRId64 "+), %" PRIu64 " params, %.2f MiB: not run, not read\n",
+               d->n_nextn, d->n_nextn > 1 ? "s" : "", d->nextn_first_block, d->nextn_params,
+               (double)d->nextn_bytes / (1 << 20));
     if (d->n_expert > 0 && d->arch) {
         const uint64_t used = d->n_expert_used, n_moe_layers = d->n_moe_layers, active = d->n_params_active;
         printf("experts:       %" PRIu64 " per layer in %" PRIu64 " layers, %" PRIu64 " used per token\n", d->n_expert,

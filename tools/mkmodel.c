@@ -23,7 +23,12 @@
  * and deepseek-v2-lite-tiny (the same without q LoRA; 26 layers, which is
  * how llama.cpp recognises a "lite" model), kimi-linear-tiny (KDA and NoPE
  * MLA layers per --schedule, e.g. KKKM) and kimi-k3-tiny (plus residual
- * attention, latent MoE, SiTU, the KDA gate bound and the MLA gate). Big
+ * attention, latent MoE, SiTU, the KDA gate bound and the MLA gate),
+ * glm4moe-tiny (GLM-4.5: half-rotated heads, Q/K norms and biases, sigmoid
+ * routing with a shared expert, and a NextN/MTP block past the layers),
+ * minimax-m2-tiny (MiniMax M2: Q/K norms over all heads, half-rotated
+ * heads, sigmoid routing without a shared expert), gpt-oss-tiny (sinks,
+ * sliding windows on alternate layers, biased experts, swiglu_oai). Big
  * variants (e.g. --preset deepseek-v3-tiny --n-embd 2048 --experts 64) are
  * just flags away. A tensor whose rows do not fit the chosen block type
  * falls back to q8_0, then f16, as llama-quantize does. --expert-type gives
@@ -44,7 +49,7 @@
 #include "util.h"
 
 enum init_kind { INIT_LINEAR, INIT_QK, INIT_EMBED, INIT_NORM, INIT_BIAS, INIT_OUTPUT, INIT_ROPE_FREQS, INIT_ROUTER,
-                 INIT_NEG, INIT_SCORE };
+                 INIT_NEG, INIT_SCORE, INIT_SINK };
 
 typedef struct {
     const char *arch;
@@ -61,6 +66,11 @@ typedef struct {
     char schedule[128];
     int kda_hd, d_conv, attn_res, latent, routed_norm, mla_gate;
     float gate_lb, situ_beta, situ_lb; /* gate_lb 0: no lower bound (kimi-linear's gate) */
+    /* glm4moe: NextN/MTP blocks after the n_layer layers, rotated head dims (0: half), Q/K norms */
+    int nextn, n_rot, qk_norm;
+    /* gpt-oss: sliding window, its layer pattern (0: file default, -1: write 0) and RoPE base (0: none) */
+    int swa, swa_pattern;
+    float rope_base_swa;
     uint64_t seed;
     float rope_base;
     char scaling[16];
@@ -202,6 +212,95 @@ static void plan_deepseek2(const config *c, plan *p) {
     }
 }
 
+/* GLM-4.5: Q/K/V biases, optional Q/K norms, post_attention_norm, dense lead
+ * layers then sigmoid-routed experts with a shared expert; the last c->nextn
+ * blocks (past n_layer) are NextN/MTP blocks: a whole block plus eh_proj and
+ * its norms, which inference never runs. */
+static void plan_glm4moe(const config *c, plan *p) {
+    const int64_t E = c->n_embd, q = (int64_t)c->n_head * c->head_dim, kv = (int64_t)c->n_head_kv * c->head_dim;
+    add(p, c->type, INIT_EMBED, E, c->vocab, "token_embd.weight", 0);
+    add(p, DF_TYPE_F32, INIT_NORM, E, 1, "output_norm.weight", 0);
+    if (!c->tied) add(p, c->type, INIT_OUTPUT, E, c->vocab, "output.weight", 0);
+    for (int l = 0; l < c->n_layer + c->nextn; l++) {
+        add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.attn_norm.weight", l);
+        add(p, c->type, INIT_QK, E, q, "blk.%d.attn_q.weight", l);
+        add(p, c->type, INIT_QK, E, kv, "blk.%d.attn_k.weight", l);
+        add(p, c->type, INIT_LINEAR, E, kv, "blk.%d.attn_v.weight", l);
+        add(p, DF_TYPE_F32, INIT_BIAS, q, 1, "blk.%d.attn_q.bias", l);
+        add(p, DF_TYPE_F32, INIT_BIAS, kv, 1, "blk.%d.attn_k.bias", l);
+        add(p, DF_TYPE_F32, INIT_BIAS, kv, 1, "blk.%d.attn_v.bias", l);
+        if (c->qk_norm) {
+            add(p, DF_TYPE_F32, INIT_NORM, c->head_dim, 1, "blk.%d.attn_q_norm.weight", l);
+            add(p, DF_TYPE_F32, INIT_NORM, c->head_dim, 1, "blk.%d.attn_k_norm.weight", l);
+        }
+        add(p, c->type, INIT_LINEAR, q, E, "blk.%d.attn_output.weight", l);
+        add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.post_attention_norm.weight", l);
+        plan_ffn(c, p, l);
+        if (l >= c->n_layer) {
+            add(p, c->type, INIT_LINEAR, 2 * E, E, "blk.%d.nextn.eh_proj.weight", l);
+            add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.nextn.enorm.weight", l);
+            add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.nextn.hnorm.weight", l);
+            add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.nextn.shared_head_norm.weight", l);
+        }
+    }
+}
+
+static int is_glm4moe(const config *c) { return strcmp(c->arch, "glm4moe") == 0; }
+static int is_minimax(const config *c) { return strcmp(c->arch, "minimax-m2") == 0; }
+
+/* MiniMax M2: Q/K RMSNorm over all of Q and of K, every layer MoE (router,
+ * selection bias, experts of feed_forward_length), no shared expert. */
+static void plan_minimax(const config *c, plan *p) {
+    const int64_t E = c->n_embd, q = (int64_t)c->n_head * c->head_dim, kv = (int64_t)c->n_head_kv * c->head_dim;
+    add(p, c->type, INIT_EMBED, E, c->vocab, "token_embd.weight", 0);
+    add(p, DF_TYPE_F32, INIT_NORM, E, 1, "output_norm.weight", 0);
+    add(p, c->type, INIT_OUTPUT, E, c->vocab, "output.weight", 0);
+    for (int l = 0; l < c->n_layer; l++) {
+        add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.attn_norm.weight", l);
+        add(p, c->type, INIT_QK, E, q, "blk.%d.attn_q.weight", l);
+        add(p, c->type, INIT_QK, E, kv, "blk.%d.attn_k.weight", l);
+        add(p, c->type, INIT_LINEAR, E, kv, "blk.%d.attn_v.weight", l);
+        add(p, DF_TYPE_F32, INIT_NORM, q, 1, "blk.%d.attn_q_norm.weight", l);
+        add(p, DF_TYPE_F32, INIT_NORM, kv, 1, "blk.%d.attn_k_norm.weight", l);
+        add(p, c->type, INIT_LINEAR, q, E, "blk.%d.attn_output.weight", l);
+        add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.ffn_norm.weight", l);
+        plan_ffn(c, p, l);
+    }
+}
+
+static int is_gptoss(const config *c) { return strcmp(c->arch, "gpt-oss") == 0; }
+
+/* gpt-oss: biases on Q/K/V/O, one sink per head, post_attention_norm, every
+ * layer MoE with a router bias and per-expert gate/up/down biases. */
+static void plan_gptoss(const config *c, plan *p) {
+    const int64_t E = c->n_embd, q = (int64_t)c->n_head * c->head_dim, kv = (int64_t)c->n_head_kv * c->head_dim;
+    const int64_t X = c->n_expert, F = c->n_ff_exp;
+    add(p, c->type, INIT_EMBED, E, c->vocab, "token_embd.weight", 0);
+    add(p, DF_TYPE_F32, INIT_NORM, E, 1, "output_norm.weight", 0);
+    add(p, c->type, INIT_OUTPUT, E, c->vocab, "output.weight", 0);
+    for (int l = 0; l < c->n_layer; l++) {
+        add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.attn_norm.weight", l);
+        add(p, c->type, INIT_QK, E, q, "blk.%d.attn_q.weight", l);
+        add(p, c->type, INIT_QK, E, kv, "blk.%d.attn_k.weight", l);
+        add(p, c->type, INIT_LINEAR, E, kv, "blk.%d.attn_v.weight", l);
+        add(p, DF_TYPE_F32, INIT_BIAS, q, 1, "blk.%d.attn_q.bias", l);
+        add(p, DF_TYPE_F32, INIT_BIAS, kv, 1, "blk.%d.attn_k.bias", l);
+        add(p, DF_TYPE_F32, INIT_BIAS, kv, 1, "blk.%d.attn_v.bias", l);
+        add(p, c->type, INIT_LINEAR, q, E, "blk.%d.attn_output.weight", l);
+        add(p, DF_TYPE_F32, INIT_BIAS, E, 1, "blk.%d.attn_output.bias", l);
+        add(p, DF_TYPE_F32, INIT_SINK, c->n_head, 1, "blk.%d.attn_sinks.weight", l);
+        add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.post_attention_norm.weight", l);
+        add(p, DF_TYPE_F32, INIT_ROUTER, E, X, "blk.%d.ffn_gate_inp.weight", l);
+        add(p, DF_TYPE_F32, INIT_BIAS, X, 1, "blk.%d.ffn_gate_inp.bias", l);
+        add3(p, c->expert_type, INIT_LINEAR, E, F, X, "blk.%d.ffn_gate_exps.weight", l);
+        add3(p, c->expert_type, INIT_LINEAR, E, F, X, "blk.%d.ffn_up_exps.weight", l);
+        add3(p, c->expert_type, INIT_LINEAR, F, E, X, "blk.%d.ffn_down_exps.weight", l);
+        add(p, DF_TYPE_F32, INIT_BIAS, F, X, "blk.%d.ffn_gate_exps.bias", l);
+        add(p, DF_TYPE_F32, INIT_BIAS, F, X, "blk.%d.ffn_up_exps.bias", l);
+        add(p, DF_TYPE_F32, INIT_BIAS, E, X, "blk.%d.ffn_down_exps.bias", l);
+    }
+}
+
 static int is_kimi(const config *c) { return strncmp(c->arch, "kimi", 4) == 0; }
 static int is_k3(const config *c) { return strcmp(c->arch, "kimi-k3") == 0; }
 
@@ -335,6 +434,7 @@ static void init_row(const tensor_plan *t, const config *c, uint64_t *rng, float
         case INIT_BIAS: row[i] = 0.1f * u; break;
         case INIT_NEG: row[i] = -(1.0f + 0.5f * u); break; /* kimi's ssm_a = -exp(A_log) */
         case INIT_SCORE: row[i] = 0.15f * u; break;        /* attn_res scores with a std of ~1 */
+        case INIT_SINK: row[i] = 1.0f + 2.0f * u; break;   /* gpt-oss sinks: logits that take a real share */
         case INIT_ROPE_FREQS: /* llama3-style: low frequencies divided by up to the factor */
             row[i] = 1.0f + (c->scale_factor - 1.0f) * (float)i / (float)(n > 1 ? n - 1 : 1);
             break;
@@ -401,7 +501,7 @@ static int pad_vocab(bpe_vocab *v, int n) {
 }
 
 static void write_vocab(gw *w, const config *c, const bpe_vocab *v) {
-    const char *pre = c->pre ? c->pre : strcmp(c->arch, "llama") == 0 ? "llama-bpe" : strcmp(c->arch, "deepseek2") == 0 ? "deepseek-v3" : "qwen2";
+    const char *pre = c->pre ? c->pre : strcmp(c->arch, "llama") == 0 ? "llama-bpe" : strcmp(c->arch, "deepseek2") == 0 ? "deepseek-v3" : is_glm4moe(c) ? "glm4" : is_minimax(c) ? "minimax-m2" : is_gptoss(c) ? "gpt-4o" : "qwen2";
     if (gw_str(w, "tokenizer.ggml.model", "gpt2") || gw_str(w, "tokenizer.ggml.pre", pre) ||
         gw_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tokens, (size_t)v->n_tokens) ||
         gw_arr_i32(w, "tokenizer.ggml.token_type", v->types, (size_t)v->n_tokens) ||
@@ -423,7 +523,7 @@ static void write_hparams(gw *w, const config *c) {
         die("out of memory");
     KU32("context_length", c->ctx);
     KU32("embedding_length", c->n_embd);
-    KU32("block_count", c->n_layer);
+    KU32("block_count", c->n_layer + c->nextn);
     KU32("feed_forward_length", c->n_ff);
     KU32("attention.head_count", c->n_head);
     if (is_kimi(c)) write_hparams_kimi(w, c);
@@ -455,7 +555,22 @@ static void write_hparams(gw *w, const config *c) {
     } else {
         KU32("attention.key_length", c->head_dim);
         KU32("attention.value_length", c->head_dim);
-        KU32("rope.dimension_count", c->head_dim);
+        KU32("rope.dimension_count", c->n_rot ? c->n_rot : c->head_dim);
+    }
+    if (is_glm4moe(c)) {
+        KU32("leading_dense_block_count", c->dense_lead);
+        KU32("expert_shared_count", c->n_shared);
+        KF32("expert_weights_scale", c->w_scale);
+        KU32("expert_gating_func", c->gating);
+        snprintf(k, sizeof k, "%s.expert_weights_norm", c->arch);
+        if (gw_bool(w, k, c->norm_w)) die("out of memory");
+        if (c->nextn) KU32("nextn_predict_layers", c->nextn);
+    }
+    if (is_minimax(c)) KU32("expert_gating_func", c->gating);
+    if (is_gptoss(c)) {
+        KU32("attention.sliding_window", c->swa);
+        if (c->swa_pattern) KU32("attention.sliding_window_pattern", c->swa_pattern < 0 ? 0 : c->swa_pattern);
+        if (c->rope_base_swa > 0.0f) KF32("rope.freq_base_swa", c->rope_base_swa);
     }
     if (c->n_expert > 0) {
         KU32("expert_count", c->n_expert);
@@ -532,8 +647,24 @@ static void preset(config *c, const char *name) {
             c->n_layer = 5; memcpy(c->schedule, "KKMKM", 6); c->q_lora = 96; c->attn_res = 2; c->latent = 128;
             c->routed_norm = 1; c->mla_gate = 1; c->gate_lb = -5.0f; c->situ_beta = 3.0f; c->situ_lb = 8.0f;
         }
+    } else if (strcmp(name, "glm4moe-tiny") == 0) {
+        /* GLM-4.5's shape: half-rotated heads, Q/K norms, one dense lead layer, one NextN block */
+        preset(c, "tiny");
+        c->arch = "glm4moe"; c->n_layer = 3; c->dense_lead = 1; c->nextn = 1; c->qk_norm = 1; c->n_rot = 32;
+        c->n_expert = 16; c->n_used = 4; c->n_ff_exp = 128; c->n_shared = 1;
+        c->gating = 2; c->probs_bias = 1; c->norm_w = 1; c->w_scale = 2.5f;
+    } else if (strcmp(name, "minimax-m2-tiny") == 0) {
+        /* MiniMax M2's shape: half-rotated heads, whole-Q/K norms, sigmoid routing, no shared expert */
+        preset(c, "tiny");
+        c->arch = "minimax-m2"; c->n_layer = 3; c->n_rot = 32; c->n_ff = 128;
+        c->n_expert = 16; c->n_used = 4; c->n_ff_exp = 128; c->gating = 2; c->probs_bias = 1; c->norm_w = 1;
+    } else if (strcmp(name, "gpt-oss-tiny") == 0) {
+        /* gpt-oss's shape: sliding windows on alternate layers, sinks, biased MoE with swiglu_oai */
+        preset(c, "tiny");
+        c->arch = "gpt-oss"; c->n_layer = 4; c->swa = 32; c->rope_base = 150000.0f;
+        c->n_expert = 16; c->n_used = 4; c->n_ff_exp = 128;
     } else die("unknown preset (tiny, small, medium, 1b, mixtral-tiny, qwen2moe-tiny, qwen3moe-tiny, "
-               "deepseek-v3-tiny, deepseek-v2-tiny, deepseek-v2-lite-tiny, kimi-linear-tiny, kimi-k3-tiny)");
+               "deepseek-v3-tiny, deepseek-v2-tiny, deepseek-v2-lite-tiny, kimi-linear-tiny, kimi-k3-tiny, glm4moe-tiny, minimax-m2-tiny, gpt-oss-tiny)");
 }
 
 static void usage(void) {
@@ -550,10 +681,14 @@ static void usage(void) {
             "               [--w-scale F] [--probs-bias 0|1] [--router-skew S] [--router-corr A]\n"
             "  MLA:         [--q-lora N] [--kv-lora N] [--qk-nope N] [--qk-rope N] [--v-head N] [--mla-split 0|1]\n"
             "  presets:     tiny small medium 1b mixtral-tiny qwen2moe-tiny qwen3moe-tiny deepseek-v3-tiny deepseek-v2-tiny\n"
-            "               deepseek-v2-lite-tiny kimi-linear-tiny kimi-k3-tiny\n"
+            "               deepseek-v2-lite-tiny kimi-linear-tiny kimi-k3-tiny glm4moe-tiny\n"
+            "               minimax-m2-tiny gpt-oss-tiny\n"
             "  kimi:        [--schedule KKKM (K: KDA layer, M: MLA layer; sets the layer count)] [--kda-head-dim N]\n"
             "               [--conv N] [--attn-res BLOCK] [--latent N] [--gate-bound F (0: none)] [--situ BETA:LINEAR]\n"
             "               [--routed-norm 0|1] [--mla-gate 0|1]\n"
+            "  glm4moe:     [--nextn N (NextN/MTP blocks)] [--rope-dims N (default head_dim / 2)] [--qk-norm 0|1]\n"
+            "  minimax-m2:  [--rope-dims N (default head_dim / 2)]; its experts are --n-ff wide\n"
+            "  gpt-oss:     [--swa N (window)] [--swa-pattern P (0: all layers)] [--rope-base-swa F]\n"
             "  --shape-only: real header, metadata and tensor directory; the data are holes (a sparse file)\n");
     exit(2);
 }
@@ -626,6 +761,12 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--situ") == 0) { if (sscanf(v, "%f:%f", &c.situ_beta, &c.situ_lb) != 2) die("bad --situ"); }
         else if (strcmp(a, "--routed-norm") == 0) c.routed_norm = atoi(v);
         else if (strcmp(a, "--mla-gate") == 0) c.mla_gate = atoi(v);
+        else if (strcmp(a, "--nextn") == 0) c.nextn = atoi(v);
+        else if (strcmp(a, "--rope-dims") == 0) c.n_rot = atoi(v);
+        else if (strcmp(a, "--qk-norm") == 0) c.qk_norm = atoi(v);
+        else if (strcmp(a, "--swa") == 0) c.swa = atoi(v);
+        else if (strcmp(a, "--swa-pattern") == 0) c.swa_pattern = atoi(v) == 0 ? -1 : atoi(v);
+        else if (strcmp(a, "--rope-base-swa") == 0) c.rope_base_swa = strtof(v, NULL);
         else if (strcmp(a, "--rope-scaling") == 0) {
             char kind[16] = {0};
             if (sscanf(v, "%15[a-z0-9]:%f:%d", kind, &c.scale_factor, &c.scale_orig) < 2) die("bad --rope-scaling");
@@ -634,12 +775,12 @@ int main(int argc, char **argv) {
         } else usage();
     }
     if (!c.out) usage();
-    static const char *arches[] = {"llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "deepseek2", "kimi-linear", "kimi-k3"};
+    static const char *arches[] = {"llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "deepseek2", "kimi-linear", "kimi-k3", "glm4moe", "minimax-m2", "gpt-oss"};
     int known = 0;
     for (size_t i = 0; i < sizeof arches / sizeof arches[0]; i++) known |= strcmp(c.arch, arches[i]) == 0;
-    if (!known) die("unknown --arch (llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2)");
+    if (!known) die("unknown --arch (llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2, kimi-linear, kimi-k3, glm4moe, minimax-m2, gpt-oss)");
     const int moe_arch = strcmp(c.arch, "qwen2moe") == 0 || strcmp(c.arch, "qwen3moe") == 0 || strcmp(c.arch, "deepseek2") == 0 ||
-                         is_kimi(&c);
+                         is_kimi(&c) || is_glm4moe(&c) || is_minimax(&c) || is_gptoss(&c);
     if (moe_arch && c.n_expert == 0) die("this architecture needs --experts (or a preset)");
     if (c.n_expert > 0 && (c.n_used < 1 || c.n_used > c.n_expert || c.n_ff_exp < 1)) die("inconsistent expert settings");
     if (strcmp(c.arch, "llama") == 0 && c.n_expert > 0) c.n_ff_exp = c.n_ff;
@@ -663,6 +804,24 @@ int main(int argc, char **argv) {
         head_dim_set = 1;
     }
     if (!head_dim_set) c.head_dim = c.n_head > 0 ? c.n_embd / c.n_head : 0;
+    if (is_glm4moe(&c)) {
+        if (c.n_rot == 0) c.n_rot = c.head_dim / 2;
+        if (c.n_rot < 2 || c.n_rot % 2 || c.n_rot > c.head_dim || c.nextn < 0 || c.dense_lead > c.n_layer || c.n_shared < 1)
+            die("inconsistent glm4moe settings (--rope-dims even, at most the head size; --shared 1 or more)");
+        c.n_ff_shexp = c.n_ff_exp * c.n_shared;
+    } else if (is_minimax(&c)) {
+        if (c.n_rot == 0) c.n_rot = c.head_dim / 2;
+        if (c.n_rot < 2 || c.n_rot % 2 || c.n_rot > c.head_dim || c.nextn || c.qk_norm || c.n_shared || c.dense_lead)
+            die("inconsistent minimax-m2 settings (no NextN, shared experts or dense layers; --rope-dims even)");
+        c.n_ff_exp = c.n_ff; /* the experts are feed_forward_length wide */
+    } else if (is_gptoss(&c)) {
+        if (c.swa < 1 || c.swa_pattern > c.n_layer || c.nextn || c.qk_norm || c.n_rot || c.n_shared || c.dense_lead)
+            die("inconsistent gpt-oss settings (--swa N needed; no NextN, Q/K norms, partial RoPE, shared or dense layers)");
+    } else if (c.swa || c.swa_pattern || c.rope_base_swa > 0.0f) {
+        die("--swa, --swa-pattern and --rope-base-swa are gpt-oss's");
+    } else if (c.nextn || c.n_rot || c.qk_norm) {
+        die("--nextn and --qk-norm are glm4moe's, --rope-dims glm4moe's and minimax-m2's");
+    }
     if (c.n_embd < 1 || c.n_layer < 1 || c.n_head < 1 || c.n_head_kv < 1 || c.n_head % c.n_head_kv || c.head_dim < 2 ||
         c.head_dim % 2 || c.n_ff < 1 || c.ctx < 1)
         die("inconsistent dimensions");
@@ -684,6 +843,9 @@ int main(int argc, char **argv) {
     plan p = {0};
     if (strcmp(c.arch, "deepseek2") == 0) plan_deepseek2(&c, &p);
     else if (is_kimi(&c)) plan_kimi(&c, &p);
+    else if (is_glm4moe(&c)) plan_glm4moe(&c, &p);
+    else if (is_minimax(&c)) plan_minimax(&c, &p);
+    else if (is_gptoss(&c)) plan_gptoss(&c, &p);
     else plan_llama(&c, &p);
     gw *w = gw_new();
     if (!w) die("out of memory");

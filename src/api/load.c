@@ -32,7 +32,8 @@
 
 static const df_arch *const ARCHES[] = {&df_arch_llama,     &df_arch_qwen2,       &df_arch_qwen3,
                                         &df_arch_qwen2moe,  &df_arch_qwen3moe,    &df_arch_deepseek2,
-                                        &df_arch_kimi_linear, &df_arch_kimi_k3};
+                                        &df_arch_kimi_linear, &df_arch_kimi_k3,     &df_arch_glm4moe,
+                                        &df_arch_minimax_m2,  &df_arch_gptoss};
 
 static const df_arch *arch_find(const char *name) {
     for (size_t i = 0; i < sizeof ARCHES / sizeof ARCHES[0]; i++)
@@ -199,6 +200,7 @@ void df_model_free(df_model *m) {
     free(m->layers);
     free(m->hp.recurrent);
     free(m->hp.n_ff_l);
+    free(m->hp.swa);
     free(m->path);
     if (m->decode_mu_init) pthread_mutex_destroy(&m->decode_mu);
     free(m);
@@ -311,7 +313,7 @@ static int load_arch(df_model *m, const char *path, char *err, size_t errlen) {
     if (!m->arch)
         return df_seterr(err, errlen,
                          "%s: unsupported architecture '%s' (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2, "
-                         "kimi-linear, kimi-k3)",
+                         "kimi-linear, kimi-k3, glm4moe, minimax-m2, gpt-oss)",
                          path, m->arch_name), DF_E_UNSUPPORTED;
     if (read_hparams(m, err, errlen) != 0) return -1;
     m->hp.rope_neox = m->arch->rope_neox;
@@ -426,6 +428,13 @@ int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char
         out->n_expert_used = m->hp.n_expert_used;
         out->n_moe_layers = m->hp.n_expert ? wp.n_experts_total / m->hp.n_expert : 0;
         out->dense_layer_bytes = m->hp.n_layer ? wp.dense_total / (uint64_t)m->hp.n_layer : 0;
+        out->swa_window = m->hp.swa ? m->hp.n_swa : 0;
+        for (int l = 0; m->hp.swa && l < m->hp.n_layer; l++) out->n_swa_layers += m->hp.swa[l];
+        df_session_params sp = df_session_default_params();
+        sp.n_ctx = q.n_ctx;
+        sp.n_batch = q.n_batch;
+        sp.kv_type = q.kv_type;
+        out->swa_ring = out->n_swa_layers ? df_session_kv_ring(m, &sp) : 0;
     }
     df_model_free(m);
     return rc ? -1 : 0;
@@ -497,14 +506,19 @@ void df_model_get_info(const df_model *m, df_model_info *o) {
     o->n_expert = m->hp.n_expert;
     o->n_expert_used = m->hp.n_expert_used;
     o->n_expert_shared = m->hp.n_expert_shared;
-    uint64_t expert_params = 0;
+    uint64_t expert_params = 0, unused = 0;
     for (uint64_t i = 0; i < m->g->n_tensors; i++) {
         const gguf_tensor *t = &m->g->tensors[i];
         o->n_params += t->n_elements;
         o->n_bytes += t->nbytes;
+        int l = -1;
+        if (sscanf(t->name, "blk.%d.", &l) == 1 && l >= m->hp.n_layer) { /* NextN/MTP blocks: never run */
+            unused += t->n_elements;
+            continue;
+        }
         if (m->hp.n_expert > 0 && strstr(t->name, "_exps.") && t->ne[2] == m->hp.n_expert) expert_params += t->n_elements;
     }
-    o->n_params_active = o->n_params;
+    o->n_params_active = o->n_params - unused;
     if (m->hp.n_expert > 0) {
         o->n_params_active -= expert_params - expert_params / (uint64_t)m->hp.n_expert * (uint64_t)m->hp.n_expert_used;
         for (int l = 0; l < m->hp.n_layer; l++) {

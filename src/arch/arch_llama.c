@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "arch.h"
 #include "bind.h"
 #include "moe.h"
 #include "quant.h"
@@ -183,8 +184,12 @@ static int forward_rows(df_session *s, df_session *const *own, const int32_t *to
             df_add_bias(s, L->bk, s->k, n, s->kv_dim_k, err, errlen) ||
             df_add_bias(s, L->bv, s->v, n, s->kv_dim_v, err, errlen))
             return -1;
-        if (L->q_norm && (head_norm(s, L->q_norm, s->q, n, h->n_head, h->head_dim, err, errlen) ||
-                          head_norm(s, L->k_norm, s->k, n, h->n_head_kv, h->head_dim, err, errlen)))
+        /* Q/K norms per head (qwen3, glm4moe), or over all of Q and of K (minimax-m2) */
+        const int whole = L->q_norm && L->q_norm->ne[0] == qdim && h->n_head > 1;
+        if (L->q_norm && (head_norm(s, L->q_norm, s->q, n, whole ? 1 : h->n_head, whole ? (int)qdim : h->head_dim, err,
+                                    errlen) ||
+                          head_norm(s, L->k_norm, s->k, n, whole ? 1 : h->n_head_kv,
+                                    whole ? (int)s->kv_dim_k : h->head_dim, err, errlen)))
             return -1;
         for (int t = 0; t < n; t++) {
             const float *rc = s->rope_cache + (int64_t)t * h->n_rot;
@@ -210,12 +215,12 @@ static int forward_rows(df_session *s, df_session *const *own, const int32_t *to
     return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }
 
-static int forward(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
+int df_llama_forward(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
                    size_t errlen) {
     return forward_rows(s, NULL, tokens, n, logits, all_logits, err, errlen);
 }
 
-static int forward_batch(df_session *const *ss, int n, const int32_t *tokens, float *const *logits, char *err,
+int df_llama_forward_batch(df_session *const *ss, int n, const int32_t *tokens, float *const *logits, char *err,
                          size_t errlen) {
     df_session *s = ss[0];
     const int nv = s->m->hp.n_vocab;
@@ -225,8 +230,8 @@ static int forward_batch(df_session *const *ss, int n, const int32_t *tokens, fl
     return 0;
 }
 
-const df_arch df_arch_llama = {"llama", 0, hp_llama, bind_common, forward, forward_batch};
-const df_arch df_arch_qwen2 = {"qwen2", 1, NULL, bind_common, forward, forward_batch};
-const df_arch df_arch_qwen3 = {"qwen3", 1, NULL, bind_qwen3, forward, forward_batch};
-const df_arch df_arch_qwen2moe = {"qwen2moe", 1, hp_qwen2moe, bind_common, forward, forward_batch};
-const df_arch df_arch_qwen3moe = {"qwen3moe", 1, hp_qwen3moe, bind_qwen3, forward, forward_batch};
+const df_arch df_arch_llama = {"llama", 0, hp_llama, bind_common, df_llama_forward, df_llama_forward_batch};
+const df_arch df_arch_qwen2 = {"qwen2", 1, NULL, bind_common, df_llama_forward, df_llama_forward_batch};
+const df_arch df_arch_qwen3 = {"qwen3", 1, NULL, bind_qwen3, df_llama_forward, df_llama_forward_batch};
+const df_arch df_arch_qwen2moe = {"qwen2moe", 1, hp_qwen2moe, bind_common, df_llama_forward, df_llama_forward_batch};
+const df_arch df_arch_qwen3moe = {"qwen3moe", 1, hp_qwen3moe, bind_qwen3, df_llama_forward, df_llama_forward_batch};

@@ -182,6 +182,8 @@ int df_mla_attention(df_session *s, int l, int n, int rope, char *err, size_t er
     ad.o_head = R;
     ad.scale = h->kq_scale;
     ad.n_tok = n;
+    ad.window = 0;
+    ad.sinks = NULL;
     df_attention_run(m->pool, s->att, s->att_stride, &ad);
     /* back from latent space: out[h] = Wv[h] * o_lat[h] */
     ws_tensor *wv = L->wv_b ? L->wv_b : L->wkv_b;

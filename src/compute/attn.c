@@ -21,9 +21,21 @@
  * the same whichever unit the query lands in, so a token's attention output
  * is bit-identical in a batch and alone.
  *
+ * Sliding windows and sinks (gpt-oss). A query at position q with window
+ * W reads keys (q - W, q] only; score rows stay indexed by absolute
+ * position and key blocks stay at multiples of KEY_BLOCK, so a window changes
+ * where each query starts, not the order anything is summed in. A layer's
+ * cache may be a ring of `ring` rows (a multiple of KEY_BLOCK, at least
+ * W + n_batch - 1): position p lives in row p % ring, a key block never
+ * wraps, and the rows a batch overwrites are older than any of its queries
+ * can see. A sink is one more logit per head in the softmax's denominator
+ * (ggml's soft_max with sinks: the max includes it, its exp joins the sum),
+ * with no value.
+ *
  * Scratch: the caller's per-thread rows hold ATT_MAX_Q score rows each
  * (df_attn_scratch_floats sizes them).
  */
+#include <math.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -56,41 +68,52 @@ static void attn_unit(const attn_job *j, float *scratch, int g, int h0, int h1, 
     const uint8_t *kbase = d->k + (size_t)g * d->k_head, *vbase = d->v + (size_t)g * d->v_head;
     const int nh = h1 - h0, nq = nh * (t1 - t0);
     const int max_keys = d->pos + t1;
+    const int first_block = d->window > 0 && d->pos + t0 - d->window + 1 > 0
+                                ? (d->pos + t0 - d->window + 1) / KEY_BLOCK * KEY_BLOCK
+                                : 0;
 #define QUERY(i) (d->q + (int64_t)(t0 + (i) / nh) * d->q_tok + (int64_t)(g * group + h0 + (i) % nh) * d->q_head)
 #define OUT(i) (d->out + (int64_t)(t0 + (i) / nh) * d->o_tok + (int64_t)(g * group + h0 + (i) % nh) * d->o_head)
 #define NKEYS(i) (d->pos + t0 + (i) / nh + 1)
+#define FIRST(i) (d->window > 0 && NKEYS(i) > d->window ? NKEYS(i) - d->window : 0)
+#define ROW(p0) ((size_t)(d->ring ? (p0) % d->ring : (p0))) /* a block's first cache row (blocks never wrap) */
     /* scores, a block of keys at a time for all queries */
-    for (int p0 = 0; p0 < max_keys; p0 += KEY_BLOCK)
+    for (int p0 = first_block; p0 < max_keys; p0 += KEY_BLOCK)
         for (int i = 0; i < nq; i++) {
-            const int nk = NKEYS(i) - p0;
-            if (nk <= 0) continue;
-            kt->dot_rows(d->hd, QUERY(i), kbase + (size_t)p0 * d->k_stride, d->k_stride, nk < KEY_BLOCK ? nk : KEY_BLOCK,
-                         scratch + (int64_t)i * ctx + p0);
+            const int lo = FIRST(i) > p0 ? FIRST(i) : p0, hi = NKEYS(i) < p0 + KEY_BLOCK ? NKEYS(i) : p0 + KEY_BLOCK;
+            if (hi <= lo) continue;
+            kt->dot_rows(d->hd, QUERY(i), kbase + (ROW(p0) + (size_t)(lo - p0)) * d->k_stride, d->k_stride, hi - lo,
+                         scratch + (int64_t)i * ctx + lo);
         }
-    /* softmax of scale * scores */
+    /* softmax of scale * scores (and the head's sink) */
     for (int i = 0; i < nq; i++) {
-        float *sc = scratch + (int64_t)i * ctx;
-        const int nk = NKEYS(i);
+        const int lo = FIRST(i), nk = NKEYS(i) - lo;
+        float *sc = scratch + (int64_t)i * ctx + lo;
+        const float sink = d->sinks ? d->sinks[g * group + h0 + i % nh] : -INFINITY;
         float mx = sc[0] * d->scale;
         for (int p = 0; p < nk; p++) {
             sc[p] *= d->scale;
             mx = sc[p] > mx ? sc[p] : mx;
         }
-        const float inv = 1.0f / ft->exp_sum(sc, nk, mx);
+        if (sink > mx) mx = sink;
+        float sum = ft->exp_sum(sc, nk, mx);
+        if (d->sinks) sum += expf(sink - mx);
+        const float inv = 1.0f / sum;
         for (int p = 0; p < nk; p++) sc[p] *= inv;
         memset(OUT(i), 0, sizeof(float) * (size_t)d->hdv);
     }
     /* weighted sum of values, in key order */
-    for (int p0 = 0; p0 < max_keys; p0 += KEY_BLOCK)
+    for (int p0 = first_block; p0 < max_keys; p0 += KEY_BLOCK)
         for (int i = 0; i < nq; i++) {
-            const int nk = NKEYS(i) - p0;
-            if (nk <= 0) continue;
-            kt->axpy_rows(d->hdv, scratch + (int64_t)i * ctx + p0, vbase + (size_t)p0 * d->v_stride, d->v_stride,
-                          nk < KEY_BLOCK ? nk : KEY_BLOCK, OUT(i));
+            const int lo = FIRST(i) > p0 ? FIRST(i) : p0, hi = NKEYS(i) < p0 + KEY_BLOCK ? NKEYS(i) : p0 + KEY_BLOCK;
+            if (hi <= lo) continue;
+            kt->axpy_rows(d->hdv, scratch + (int64_t)i * ctx + lo, vbase + (ROW(p0) + (size_t)(lo - p0)) * d->v_stride,
+                          d->v_stride, hi - lo, OUT(i));
         }
 #undef QUERY
 #undef OUT
 #undef NKEYS
+#undef FIRST
+#undef ROW
 }
 
 static void attn_worker(void *arg, int ith, int nth) {

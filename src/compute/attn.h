@@ -30,6 +30,9 @@ typedef struct df_attn_desc {
     int64_t o_tok, o_head;
     float scale;                /* applied to q.k before the softmax */
     int pos, n_tok;
+    int window;                 /* > 0: a query at p reads keys (p - window, p] only (sliding window) */
+    int ring;                   /* > 0: position p is cache row p % ring (a multiple of 64) */
+    const float *sinks;         /* (n_head) extra softmax logits, or NULL */
 } df_attn_desc;
 
 /* Floats of per-thread scratch attention needs for a context of n_ctx. */

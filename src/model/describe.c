@@ -8,7 +8,9 @@
  * sums the tensors by weight type, finds the routed experts (tensors named
  * "*_exps.*", whose third dimension counts the experts) and the layers that
  * have them (one ffn_down_exps tensor each), and derives the parameters one
- * token uses: all but the unselected routed experts. It checks nothing about
+ * token uses: all but the unselected routed experts and the NextN/MTP blocks
+ * (the last nextn_predict_layers of block_count, which the forward pass never
+ * runs). It checks nothing about
  * whether Deltafin can run the model (df_model_plan and df_model_load do):
  * an unknown architecture or an unsupported type is described, not refused.
  *
@@ -35,7 +37,7 @@ static const char *const HPARAM_KEYS[] = {
     "context_length", "embedding_length", "block_count", "feed_forward_length", "attention.head_count",
     "attention.head_count_kv", "attention.key_length", "attention.value_length", "rope.dimension_count",
     "rope.freq_base", "attention.layer_norm_rms_epsilon", "rope.scaling.type", "rope.scaling.factor",
-    "expert_count", "expert_used_count"};
+    "expert_count", "expert_used_count", "expert_shared_count", "leading_dense_block_count", "nextn_predict_layers"};
 #define N_HPARAM_KEYS (sizeof HPARAM_KEYS / sizeof HPARAM_KEYS[0])
 
 typedef struct {
@@ -79,12 +81,37 @@ static void describe_hparams(desc_owner *o) {
     o->pub.n_hparams = n;
 }
 
+/* An integer metadata value "<arch>.<key>", or 0 when missing or not an integer. */
+static int64_t arch_int(const desc_owner *o, const char *key) {
+    char k[160];
+    snprintf(k, sizeof k, "%s.%s", o->pub.arch, key);
+    const gguf_kv *kv = gguf_find(o->g, k);
+    return kv && kv->type != GGUF_T_ARRAY && kv->type != GGUF_T_STRING && kv->type != GGUF_T_F32 &&
+                   kv->type != GGUF_T_F64
+               ? kv->v.i
+               : 0;
+}
+
+/* The NextN/MTP blocks: the last nextn_predict_layers of block_count, never
+ * run (d->nextn_first_block is where they start; INT64_MAX: none). */
+static int in_nextn(const df_model_desc *d, const gguf_tensor *t) {
+    int l = -1;
+    return d->n_nextn > 0 && sscanf(t->name, "blk.%d.", &l) == 1 && l >= d->nextn_first_block;
+}
+
 /* Per-type sums, the routed experts and the active parameters. */
 static void describe_tensors(desc_owner *o) {
     df_model_desc *d = &o->pub;
     const gguf_ctx *g = o->g;
     uint64_t by_n[DF_TYPE_COUNT] = {0}, by_bytes[DF_TYPE_COUNT] = {0}, by_expert[DF_TYPE_COUNT] = {0};
     uint64_t exp_params = 0;
+    if (d->arch) {
+        const int64_t nextn = arch_int(o, "nextn_predict_layers"), blocks = arch_int(o, "block_count");
+        if (nextn > 0 && nextn < blocks) {
+            d->n_nextn = nextn;
+            d->nextn_first_block = blocks - nextn;
+        }
+    }
     d->n_tensors = g->n_tensors;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const gguf_tensor *t = &g->tensors[i];
@@ -92,8 +119,13 @@ static void describe_tensors(desc_owner *o) {
         d->n_bytes += t->nbytes;
         by_bytes[t->type] += t->nbytes;
         by_n[t->type]++;
-        if (strstr(t->name, "ffn_down_exps.")) d->n_moe_layers++;
-        if (!strstr(t->name, "_exps.") || t->ne[2] < 1) continue;
+        if (in_nextn(d, t)) { /* not run: neither active nor counted among the experts */
+            d->nextn_params += t->n_elements;
+            d->nextn_bytes += t->nbytes;
+            continue;
+        }
+        if (strstr(t->name, "ffn_down_exps.") && t->n_dims == 3) d->n_moe_layers++;
+        if (!strstr(t->name, "_exps.") || t->n_dims != 3 || t->ne[2] < 1) continue; /* not gpt-oss's expert biases */
         d->n_expert = (uint64_t)t->ne[2];
         exp_params += t->n_elements;
         by_expert[t->type] += t->nbytes / (uint64_t)t->ne[2];
@@ -113,16 +145,13 @@ static void describe_tensors(desc_owner *o) {
     }
     d->types = o->types;
     d->n_types = n;
-    d->n_params_active = d->n_params;
+    d->n_params_active = d->n_params - d->nextn_params;
     if (!d->n_expert || !d->arch) { /* a description of experts needs the architecture's expert_used_count */
         d->n_moe_layers = 0;
         return;
     }
-    char k[160];
-    snprintf(k, sizeof k, "%s.expert_used_count", d->arch);
-    const gguf_kv *kv = gguf_find(g, k);
-    if (kv && kv->type != GGUF_T_ARRAY && kv->type != GGUF_T_STRING) d->n_expert_used = kv->v.u;
-    d->n_params_active = d->n_params - exp_params +
+    d->n_expert_used = (uint64_t)arch_int(o, "expert_used_count");
+    d->n_params_active = d->n_params - d->nextn_params - exp_params +
                          (d->n_expert_used <= d->n_expert ? exp_params / d->n_expert * d->n_expert_used : 0);
 }
 

@@ -61,6 +61,13 @@ int df_ffn_dense(df_session *s, ws_tensor *gate, ws_tensor *up, ws_tensor *down,
 /* SiTU as llama.cpp computes it: beta*tanh(g/beta) * sigmoid(g) * lb*tanh(u/lb)
  * (the up branch unchanged when lb <= 0), in ggml's order of operations. */
 void df_glu(const df_hparams *h, float *a, const float *b, int n) {
+    if (h->act == DF_ACT_SWIGLU_OAI) { /* gpt-oss: ggml's swiglu_oai, alpha 1.702, limit 7 */
+        for (int i = 0; i < n; i++) {
+            const float x = a[i] < 7.0f ? a[i] : 7.0f, y = b[i] < -7.0f ? -7.0f : b[i] > 7.0f ? 7.0f : b[i];
+            a[i] = x / (1.0f + expf(1.702f * -x)) * (y + 1.0f);
+        }
+        return;
+    }
     if (h->act != DF_ACT_SITU) {
         op_swiglu(a, b, n);
         return;
@@ -141,6 +148,10 @@ int df_norm_rows(df_session *s, ws_tensor *w, const float *x, int n, int64_t wid
 }
 
 void df_attention(df_session *s, int l, int n_tok, const float *q, float *out) {
+    df_attention_sinks(s, l, n_tok, q, out, NULL);
+}
+
+void df_attention_sinks(df_session *s, int l, int n_tok, const float *q, float *out, const float *sinks) {
     const df_hparams *h = &s->m->hp;
     df_attn_desc d;
     df_mem_attn_view(s, l, &d);
@@ -156,6 +167,8 @@ void df_attention(df_session *s, int l, int n_tok, const float *q, float *out) {
     d.o_head = h->head_dim_v;
     d.scale = h->kq_scale;
     d.n_tok = n_tok;
+    d.window = h->swa && h->swa[l] ? h->n_swa : 0;
+    d.sinks = sinks;
     df_attention_run(s->m->pool, s->att, s->att_stride, &d);
 }
 

@@ -27,6 +27,9 @@ int df_norm_rows(df_session *s, ws_tensor *w, const float *x, int n, int64_t wid
  * s->pos.. against KV layer l's cache (already holding their own keys and
  * values, df_mem_store) into out (n_tok rows of n_head * head_dim_v). */
 void df_attention(df_session *s, int l, int n_tok, const float *q, float *out);
+/* The same with one sink logit per head (gpt-oss; NULL: none). Both honour
+ * the layer's sliding window (hparams swa / n_swa) and its cache's ring. */
+void df_attention_sinks(df_session *s, int l, int n_tok, const float *q, float *out, const float *sinks);
 /* Dense FFN: out = down(act(gate x) * up x), using s->hb/s->hb2. */
 int df_ffn_dense(df_session *s, ws_tensor *gate, ws_tensor *up, ws_tensor *down, const float *x, int n, float *out,
                  char *err, size_t errlen);

@@ -16,7 +16,8 @@
  * reads its extra hyperparameters and binds its tensors, and a forward
  * function. One file per family (arch_llama.c: llama, qwen2, qwen3;
  * arch_deepseek2.c; arch_kimi.c: kimi-linear, kimi-k3; mla.c: the latent
- * attention the last two share).
+ * attention the last two share; arch_glm4moe.c; arch_minimax_m2.c;
+ * arch_gptoss.c).
  *
  * Who includes whom (arrows point down; docs/design.md):
  *   src/api/load.c          df_model_load and planning; the arch table
@@ -43,7 +44,8 @@ typedef struct df_hparams {
     int n_vocab;
     int n_ctx_train;
     int n_embd;
-    int n_layer;
+    int n_layer;         /* layers of the forward pass (block_count less n_layer_nextn) */
+    int n_layer_nextn;   /* NextN/MTP blocks after them (nextn_predict_layers): never run or read */
     int n_head;
     int n_head_kv;
     int head_dim;        /* key/query head size (attention.key_length) */
@@ -68,7 +70,7 @@ typedef struct df_hparams {
     int n_ff_exp;          /* hidden size of one routed expert */
     int n_ff_shexp;        /* hidden size of the shared expert FFN */
     int n_layer_dense_lead;/* leading layers with a dense FFN */
-    int gating;            /* DF_GATING_SOFTMAX or DF_GATING_SIGMOID */
+    int gating;            /* DF_GATING_SOFTMAX, DF_GATING_SIGMOID or DF_GATING_SOFTMAX_WEIGHT */
     int expert_weights_norm;
     float expert_weights_scale;
     int n_expert_groups;   /* group-limited routing (0 or 1: off) */
@@ -94,11 +96,16 @@ typedef struct df_hparams {
     int act;               /* DF_ACT_SWIGLU or DF_ACT_SITU */
     int mla_gate;          /* MLA layers may have a sigmoid output gate (attn_gate) */
     float situ_beta, situ_linear_beta;
+    /* gpt-oss: sliding-window attention layers */
+    int n_swa;             /* attention.sliding_window (0: none) */
+    uint8_t *swa;          /* (n_layer) 1: a sliding-window layer; NULL: none. Owned by the model */
+    float rope_base_swa;   /* rope.freq_base_swa: the window layers' RoPE base */
 } df_hparams;
 
-enum { DF_ACT_SWIGLU = 0, DF_ACT_SITU = 1 };
+enum { DF_ACT_SWIGLU = 0, DF_ACT_SITU = 1, DF_ACT_SWIGLU_OAI = 2 };
 
-enum { DF_GATING_SOFTMAX = 1, DF_GATING_SIGMOID = 2 };
+/* SOFTMAX_WEIGHT (gpt-oss): top-k of the raw logits, softmax over the chosen */
+enum { DF_GATING_SOFTMAX = 1, DF_GATING_SIGMOID = 2, DF_GATING_SOFTMAX_WEIGHT = 3 };
 
 typedef struct df_layer {
     ws_tensor *attn_norm;
@@ -113,6 +120,9 @@ typedef struct df_layer {
     ws_tensor *ffn_gate_exps, *ffn_up_exps, *ffn_down_exps; /* (n_in, n_out, n_expert) */
     ws_tensor *ffn_gate_shexp, *ffn_up_shexp, *ffn_down_shexp;
     ws_tensor *ffn_gate_inp_shexp;                 /* qwen2moe: sigmoid gate of the shared expert */
+    ws_tensor *ffn_gate_inp_b;                     /* gpt-oss: router bias (n_expert) */
+    ws_tensor *ffn_gate_exps_b, *ffn_up_exps_b, *ffn_down_exps_b; /* gpt-oss: per-expert biases (n_out, n_expert) */
+    ws_tensor *attn_sinks;                         /* gpt-oss: one softmax sink logit per head */
     /* multi-head latent attention */
     ws_tensor *wq_a, *q_a_norm, *wq_b;
     ws_tensor *wkv_a_mqa, *kv_a_norm;

@@ -150,10 +150,9 @@ void df_moe_select(const df_hparams *h, const float *probs, const float *bias, i
     }
     top_k(sel, X, K, ids);
     float sum = 0.0f;
-    for (int j = 0; j < K; j++) {
-        w[j] = probs[ids[j]];
-        sum += w[j];
-    }
+    for (int j = 0; j < K; j++) w[j] = probs[ids[j]];
+    if (h->gating == DF_GATING_SOFTMAX_WEIGHT) op_softmax(w, K); /* the chosen logits' softmax */
+    for (int j = 0; j < K; j++) sum += w[j];
     if (h->expert_weights_norm) {
         if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
         for (int j = 0; j < K; j++) w[j] /= sum;
@@ -163,6 +162,7 @@ void df_moe_select(const df_hparams *h, const float *probs, const float *bias, i
 }
 
 void df_moe_probs(const df_hparams *h, float *p) {
+    if (h->gating == DF_GATING_SOFTMAX_WEIGHT) return; /* experts are chosen by their raw logits */
     if (h->gating == DF_GATING_SIGMOID) {
         for (int e = 0; e < h->n_expert; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));
     } else {
@@ -175,6 +175,7 @@ static int route(df_session *s, df_layer *L, const float *x, int n, char *err, s
     const df_hparams *h = &s->m->hp;
     const int X = h->n_expert;
     if (df_matmul(s, L->ffn_gate_inp, x, n, s->router, X, err, errlen) != 0) return -1;
+    if (df_add_bias(s, L->ffn_gate_inp_b, s->router, n, X, err, errlen)) return -1;
     for (int t = 0; t < n; t++) df_moe_probs(h, s->router + (int64_t)t * X);
     const float *bias = L->exp_probs_b ? ws_fetch(s->m->ws, L->exp_probs_b, err, errlen) : NULL;
     if (L->exp_probs_b && !bias) return -1;
@@ -200,6 +201,19 @@ static void trace(df_session *s, int l, int n) {
     }
 }
 
+/* gpt-oss: add expert e's row of a per-expert bias (ne = (n_out, n_expert))
+ * to cnt rows of y (stride ld). */
+static int expert_bias(df_session *s, ws_tensor *b, int e, float *y, int cnt, int64_t ld, char *err, size_t errlen) {
+    if (!b) return 0;
+    const float *bv = ws_fetch(s->m->ws, b, err, errlen);
+    if (!bv) return -1;
+    const int64_t n = b->ne[0];
+    for (int r = 0; r < cnt; r++)
+        for (int64_t i = 0; i < n; i++) y[r * ld + i] += bv[(int64_t)e * n + i];
+    ws_release(s->m->ws, b);
+    return 0;
+}
+
 /* Run one expert's SwiGLU FFN on its cnt gathered rows in s->ex_x into s->ex_y. */
 static int run_expert(df_session *s, df_layer *L, int e, int cnt, char *err, size_t errlen) {
     df_model *m = s->m;
@@ -213,9 +227,15 @@ static int run_expert(df_session *s, df_layer *L, int e, int cnt, char *err, siz
                               {L->ffn_up_exps->type, u, F, s->ex_h2, F, NULL}};
     const int64_t W = L->ffn_gate_exps->ne[0]; /* n_embd, or the latent width */
     if (d && mm_mul_n(m->pool, gate_up, 2, W, s->ex_x, cnt, &s->mm) == 0) { /* one conversion, one pass */
-        df_glu_pool(m->pool, h, s->ex_h, s->ex_h2, cnt * F);
-        rc = mm_mul(m->pool, L->ffn_down_exps->type, d, F, W, s->ex_h, cnt, s->ex_y, W, &s->mm);
-        if (rc != 0) df_seterr(err, errlen, "internal: expert scratch too small");
+        if (expert_bias(s, L->ffn_gate_exps_b, e, s->ex_h, cnt, F, err, errlen) ||
+            expert_bias(s, L->ffn_up_exps_b, e, s->ex_h2, cnt, F, err, errlen)) {
+            rc = -1;
+        } else {
+            df_glu_pool(m->pool, h, s->ex_h, s->ex_h2, cnt * F);
+            rc = mm_mul(m->pool, L->ffn_down_exps->type, d, F, W, s->ex_h, cnt, s->ex_y, W, &s->mm);
+            if (rc != 0) df_seterr(err, errlen, "internal: expert scratch too small");
+            else rc = expert_bias(s, L->ffn_down_exps_b, e, s->ex_y, cnt, W, err, errlen);
+        }
     } else if (d) {
         df_seterr(err, errlen, "internal: expert scratch too small");
     }
@@ -251,12 +271,22 @@ static int run_experts_one_token(df_session *s, df_layer *L, int l, const int32_
             ops[2 * u + 1] = (mm_op){L->ffn_up_exps->type, w[1][u], F, s->ex_h2 + u * F, F, NULL};
         }
         if (mm_mul_n(m->pool, ops, 2 * nu, E, x, 1, &s->mm) == 0) {
-            df_glu_pool(m->pool, &m->hp, s->ex_h, s->ex_h2, (int)(nu * F));
-            for (int u = 0; u < nu; u++) /* slot u's output row (one token: slot = position in ids) */
-                ops[u] = (mm_op){L->ffn_down_exps->type, w[2][u], E, s->ex_out + u * E, E, s->ex_h + u * F};
-            rc = mm_mul_n(m->pool, ops, nu, F, NULL, 1, &s->mm) == 0 ? 1 : -1;
+            int brc = 0;
+            for (int u = 0; u < nu && !brc; u++)
+                brc = expert_bias(s, L->ffn_gate_exps_b, ids[u], s->ex_h + u * F, 1, F, err, errlen) ||
+                      expert_bias(s, L->ffn_up_exps_b, ids[u], s->ex_h2 + u * F, 1, F, err, errlen);
+            if (!brc) {
+                df_glu_pool(m->pool, &m->hp, s->ex_h, s->ex_h2, (int)(nu * F));
+                for (int u = 0; u < nu; u++) /* slot u's output row (one token: slot = position in ids) */
+                    ops[u] = (mm_op){L->ffn_down_exps->type, w[2][u], E, s->ex_out + u * E, E, s->ex_h + u * F};
+                rc = mm_mul_n(m->pool, ops, nu, F, NULL, 1, &s->mm) == 0 ? 1 : -1;
+                if (rc < 0) df_seterr(err, errlen, "internal: expert scratch too small");
+                for (int u = 0; u < nu && rc > 0; u++)
+                    if (expert_bias(s, L->ffn_down_exps_b, ids[u], s->ex_out + u * E, 1, E, err, errlen)) rc = -1;
+            }
+        } else {
+            df_seterr(err, errlen, "internal: expert scratch too small");
         }
-        if (rc < 0) df_seterr(err, errlen, "internal: expert scratch too small");
     }
     while (got > 0) {
         got--;
@@ -277,6 +307,7 @@ void df_moe_lookahead(df_session *s, int l, const float *x) {
     ws_release(m->ws, L->ffn_norm);
     float *p = s->router + (int64_t)(s->n_batch - 1) * h->n_expert; /* a spare row during decoding */
     if (df_matmul(s, L->ffn_gate_inp, s->ex_x, 1, p, h->n_expert, NULL, 0) != 0) return;
+    if (df_add_bias(s, L->ffn_gate_inp_b, p, 1, h->n_expert, NULL, 0)) return;
     df_moe_probs(h, p);
     const float *bias = L->exp_probs_b ? ws_fetch(m->ws, L->exp_probs_b, NULL, 0) : NULL;
     if (L->exp_probs_b && !bias) return; /* only a guess: the demand read will report the error */

@@ -33,6 +33,7 @@
 typedef struct layer_mem {
     int kind;
     uint8_t *k, *v;        /* KV: n_ctx rows of kv_dim_k / kv_dim_v; LATENT: k only (one latent per position) */
+    int ring;              /* KV of a sliding-window layer: this many rows, position p in row p % ring (0: n_ctx rows) */
     float *conv;           /* RECURRENT: short-conv states, (3 [q, k, v], d_inner, d_conv - 1) */
     float *state;          /* RECURRENT: delta-rule state, (n_head, head_dim [key], head_dim [value]) */
 } layer_mem;
@@ -59,6 +60,18 @@ int64_t df_rec_conv_floats(const df_hparams *h) {
 }
 
 int64_t df_rec_state_floats(const df_hparams *h) { return (int64_t)h->kda_n_head * h->kda_head_dim * h->kda_head_dim; }
+
+int df_kv_ring(const df_hparams *h, int n_ctx, int n_batch) {
+    if (!h->swa || h->n_swa <= 0) return 0;
+    const int64_t need = ((int64_t)h->n_swa + n_batch - 1 + 63) / 64 * 64; /* the window and a batch's new keys */
+    return need < n_ctx ? (int)need : 0;
+}
+
+/* Rows of layer l's cache row for position pos. */
+static int64_t mem_row(const df_session *s, int l, int64_t pos) {
+    const int ring = s->mem->layer[l].ring;
+    return ring ? pos % ring : pos;
+}
 
 /* ---- the size table ---- */
 
@@ -113,12 +126,18 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     if (s->att_stride < h->kv_lora_rank) s->att_stride = h->kv_lora_rank; /* MLA's absorb borrows a latent-sized row */
     const int64_t B = s->n_batch, C = s->n_ctx;
     const uint64_t elt = mem->kv_elt;
+    /* KV rows of all attention layers: n_ctx each, or a sliding-window
+     * layer's ring (df_kv_ring) */
+    const int64_t ring = df_kv_ring(h, s->n_ctx, s->n_batch);
+    int64_t kv_rows = 0;
+    for (int l = 0; l < h->n_layer; l++)
+        if (!(h->recurrent && h->recurrent[l])) kv_rows += ring && h->swa && h->swa[l] ? ring : C;
     int ni = 0;
 #define ITEM(field, nbytes) (it[ni].dst = (void **)&(field), it[ni].bytes = (uint64_t)(nbytes), ni++)
 #define FLOATS(field, rows, cols) ITEM(s->field, (uint64_t)(rows) * (uint64_t)(cols) * sizeof(float))
     ITEM(mem->layer, (uint64_t)h->n_layer * sizeof(layer_mem));
-    ITEM(mem->k_cache, n_att ? (uint64_t)n_att * C * (uint64_t)s->kv_dim_k * elt : 64);
-    ITEM(mem->v_cache, s->kv_dim_v && n_att ? (uint64_t)n_att * C * (uint64_t)s->kv_dim_v * elt : 64);
+    ITEM(mem->k_cache, n_att ? (uint64_t)kv_rows * (uint64_t)s->kv_dim_k * elt : 64);
+    ITEM(mem->v_cache, s->kv_dim_v && n_att ? (uint64_t)kv_rows * (uint64_t)s->kv_dim_v * elt : 64);
     ITEM(mem->rec_conv, (uint64_t)(n_rec ? n_rec : 1) * (uint64_t)(n_rec ? df_rec_conv_floats(h) : 16) * sizeof(float));
     ITEM(mem->rec_state, (uint64_t)(n_rec ? n_rec : 1) * (uint64_t)(n_rec ? df_rec_state_floats(h) : 16) * sizeof(float));
     FLOATS(x, B, h->n_embd);
@@ -183,6 +202,18 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     return 0;
 }
 
+int df_session_kv_ring(const df_model *m, const df_session_params *p) {
+    df_session tmp;
+    df_mem tmem;
+    alloc_item it[MAX_ITEMS];
+    int n;
+    memset(&tmp, 0, sizeof tmp);
+    memset(&tmem, 0, sizeof tmem);
+    tmp.mem = &tmem;
+    if (session_layout(m, p, &tmp, it, &n, NULL, 0) != 0) return 0;
+    return df_kv_ring(&m->hp, tmp.n_ctx, tmp.n_batch);
+}
+
 uint64_t df_session_bytes(const df_model *m, const df_session_params *p) {
     df_session tmp;
     df_mem tmem;
@@ -203,7 +234,8 @@ uint64_t df_session_bytes(const df_model *m, const df_session_params *p) {
 static void mem_bind(df_session *s) {
     const df_hparams *h = &s->m->hp;
     df_mem *mem = s->mem;
-    int64_t ia = 0, ir = 0;
+    const int ring = df_kv_ring(h, s->n_ctx, s->n_batch);
+    int64_t ia = 0, ir = 0; /* KV rows so far, recurrent layers so far */
     for (int l = 0; l < h->n_layer; l++) {
         layer_mem *lm = &mem->layer[l];
         memset(lm, 0, sizeof *lm);
@@ -215,9 +247,10 @@ static void mem_bind(df_session *s) {
             continue;
         }
         lm->kind = h->kv_lora_rank > 0 ? DF_MEM_LATENT : DF_MEM_KV;
-        lm->k = mem->k_cache + ia * s->n_ctx * mem->kv_dim_k * (int64_t)mem->kv_elt;
-        if (lm->kind == DF_MEM_KV) lm->v = mem->v_cache + ia * s->n_ctx * mem->kv_dim_v * (int64_t)mem->kv_elt;
-        ia++;
+        lm->ring = ring && h->swa && h->swa[l] ? ring : 0;
+        lm->k = mem->k_cache + ia * mem->kv_dim_k * (int64_t)mem->kv_elt;
+        if (lm->kind == DF_MEM_KV) lm->v = mem->v_cache + ia * mem->kv_dim_v * (int64_t)mem->kv_elt;
+        ia += lm->ring ? lm->ring : s->n_ctx;
     }
 }
 
@@ -232,25 +265,28 @@ static void mem_clear_recurrent(df_session *s) {
 
 int df_mem_kind(const df_session *s, int l) { return s->mem->layer[l].kind; }
 
-/* Layer l's key (or latent) and value rows of position pos; v: NULL for a latent cache. */
-static uint8_t *k_row(const df_mem *mem, int l, int64_t pos) {
-    return mem->layer[l].k + (pos * mem->kv_dim_k) * (int64_t)mem->kv_elt;
+/* Layer l's key (or latent) and value rows of position pos (a sliding-window
+ * layer's ring wraps); v: NULL for a latent cache. */
+static uint8_t *k_row(const df_session *s, int l, int64_t pos) {
+    const df_mem *mem = s->mem;
+    return mem->layer[l].k + (mem_row(s, l, pos) * mem->kv_dim_k) * (int64_t)mem->kv_elt;
 }
 
-static uint8_t *v_row(const df_mem *mem, int l, int64_t pos) {
-    return mem->layer[l].v ? mem->layer[l].v + (pos * mem->kv_dim_v) * (int64_t)mem->kv_elt : NULL;
+static uint8_t *v_row(const df_session *s, int l, int64_t pos) {
+    const df_mem *mem = s->mem;
+    return mem->layer[l].v ? mem->layer[l].v + (mem_row(s, l, pos) * mem->kv_dim_v) * (int64_t)mem->kv_elt : NULL;
 }
 
-const uint8_t *df_mem_k_row(const df_session *s, int l, int pos) { return k_row(s->mem, l, pos); }
-const uint8_t *df_mem_v_row(const df_session *s, int l, int pos) { return v_row(s->mem, l, pos); }
+const uint8_t *df_mem_k_row(const df_session *s, int l, int pos) { return k_row(s, l, pos); }
+const uint8_t *df_mem_v_row(const df_session *s, int l, int pos) { return v_row(s, l, pos); }
 
 void df_mem_store(df_session *s, int l, int n_tok, const float *k, const float *v) {
     const df_mem *mem = s->mem;
     const quant_traits *kv = quant_traits_get(mem->kv_type);
     for (int t = 0; t < n_tok; t++) {
         const int64_t pos = s->pos + t;
-        kv->from_float(k + (int64_t)t * mem->kv_dim_k, k_row(mem, l, pos), mem->kv_dim_k);
-        uint8_t *vd = v ? v_row(mem, l, pos) : NULL;
+        kv->from_float(k + (int64_t)t * mem->kv_dim_k, k_row(s, l, pos), mem->kv_dim_k);
+        uint8_t *vd = v ? v_row(s, l, pos) : NULL;
         if (vd) kv->from_float(v + (int64_t)t * mem->kv_dim_v, vd, mem->kv_dim_v);
     }
 }
@@ -266,6 +302,7 @@ void df_mem_attn_view(const df_session *s, int l, df_attn_desc *d) {
     d->v_head = mem->v_head;
     d->kv_type = mem->kv_type;
     d->pos = s->pos;
+    d->ring = lm->ring;
 }
 
 float *df_mem_conv(df_session *s, int l) { return s->mem->layer[l].conv; }
@@ -419,6 +456,14 @@ int df_session_truncate(df_session *s, int pos, char *err, size_t errlen) {
         return df_seterr(err, errlen,
                          "cannot rewind a session with recurrent layers from position %d to %d: their state keeps no "
                          "history (only a reset to 0 is possible)", s->pos, pos);
+    const int ring = df_kv_ring(&s->m->hp, s->n_ctx, s->n_batch);
+    if (ring) { /* the window of the next token must still be in the sliding-window layers' rings */
+        const int need = pos - s->m->hp.n_swa + 1 > 0 ? pos - s->m->hp.n_swa + 1 : 0;
+        if (s->pos - 1 >= need + ring)
+            return df_seterr(err, errlen,
+                             "cannot rewind a session from position %d to %d: the sliding-window layers keep only the "
+                             "last %d positions (a reset to 0 is possible)", s->pos, pos, ring);
+    }
     s->pos = pos;
     return 0;
 }

@@ -4,7 +4,8 @@
  *
  * DESIGN
  * session.c is the single owner of per-layer memory. Each layer keeps, per
- * its kind, a KV cache (n_ctx rows of keys and of values), an MLA latent
+ * its kind, a KV cache (n_ctx rows of keys and of values; a sliding-window
+ * layer's is a ring of the window plus a batch, df_kv_ring), an MLA latent
  * cache (n_ctx latent rows) or a recurrent state of fixed size (KDA: the
  * short convolutions' last inputs and the delta-rule state). The layout is
  * private to session.c (struct df_mem is opaque); forward passes reach it
@@ -84,6 +85,12 @@ struct df_session {
  * UINT64_MAX if it would be too large. */
 uint64_t df_session_bytes(const df_model *m, const df_session_params *p);
 
+/* Rows of a sliding-window layer's KV ring for this context and batch (a
+ * multiple of 64, at least the window plus a batch's new keys), or 0 when
+ * the model has no window or n_ctx rows are no more. */
+int df_kv_ring(const df_hparams *h, int n_ctx, int n_batch);
+/* The ring a session with these parameters would give its sliding-window layers. */
+int df_session_kv_ring(const df_model *m, const df_session_params *p);
 /* Floats of one recurrent layer's short-conv and delta-rule states. */
 int64_t df_rec_conv_floats(const df_hparams *h);
 int64_t df_rec_state_floats(const df_hparams *h);
@@ -102,7 +109,8 @@ const uint8_t *df_mem_k_row(const df_session *s, int l, int pos);
 const uint8_t *df_mem_v_row(const df_session *s, int l, int pos);
 /* Describe layer l's cache for df_attention_run: k, v, their strides,
  * the bytes between KV heads (a latent cache: 0, one row serves every head),
- * the element type, and pos = s->pos. The caller adds queries and output. */
+ * the element type, its ring (0: none) and pos = s->pos. The caller adds
+ * queries, output, and a window and sinks if it has them. */
 void df_mem_attn_view(const df_session *s, int l, df_attn_desc *d);
 /* Recurrent layer l's short-conv windows (df_rec_conv_floats) and delta-rule
  * state (df_rec_state_floats). */

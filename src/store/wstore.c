@@ -5,7 +5,9 @@
  * DESIGN (WS_STREAM)
  * Planning. Tensors are classified by name: routed-expert tensors
  * (blk.N.ffn_{gate,up,down}_exps), the dense tensors of layer N (everything
- * else under blk.N.), and globals (embeddings, output, norms). Globals and as
+ * else under blk.N.), and globals (embeddings, output, norms); blocks past the
+ * model's layers (NextN/MTP, blk.N with N >= n_layer) are never bound and left
+ * out of the plan. Globals and as
  * many layers' dense tensors as fit stay resident; if not all fit, the rest
  * stream through two layer buffers (double buffering: layer L+1 loads while
  * L computes). What remains of the budget becomes the expert cache: a fixed
@@ -202,11 +204,12 @@ int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err,
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const gguf_tensor *t = &g->tensors[i];
         const int l = layer_of(t->name), part = expert_part(t);
+        if (l >= L) continue; /* a block past the model's layers (NextN/MTP): never bound, never read */
         const uint64_t span = t->nbytes > UINT64_MAX / 2 ? (ovf = 1, 0) : span_bytes(t->nbytes);
-        if (part >= 0 && l < L && t->ne[2] > 0) {
+        if (part >= 0 && l >= 0 && t->ne[2] > 0) {
             eslot[l][part] = span_bytes(t->nbytes / (uint64_t)t->ne[2]);
             ADD(p->expert_total, t->nbytes);
-        } else if (l >= 0 && l < L) {
+        } else if (l >= 0) {
             ADD(dense[l], span);
             ADD(p->dense_total, t->nbytes);
         } else {

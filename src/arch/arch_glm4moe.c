@@ -1,0 +1,104 @@
+/*
+ * arch_glm4moe.c - GLM-4.5, 4.6 and 4.7 (general.architecture "glm4moe").
+ *
+ * The decoder block is the llama family's (arch_llama.c's forward pass runs
+ * it) with GLM's choices, as llama.cpp's src/models/glm4-moe.cpp has them:
+ *   - Q/K/V projections with optional biases, optional per-head Q/K RMSNorm
+ *     (the 355B model has it, Air does not);
+ *   - NeoX RoPE on the first rope.dimension_count dimensions of a head only
+ *     (GLM rotates half of each head);
+ *   - the FFN's norm is named post_attention_norm;
+ *   - leading_dense_block_count dense layers, then MoE layers: sigmoid
+ *     router (the default when expert_gating_func is absent), exp_probs_b
+ *     selection bias, normalised and scaled weights, and shared experts
+ *     (expert_shared_count >= 1) as one FFN of expert_feed_forward_length *
+ *     expert_shared_count (moe.c).
+ *
+ * NextN / MTP layers. block_count counts nextn_predict_layers extra blocks
+ * at the end (blk.{n_layer}.*: a whole decoder block plus nextn.eh_proj,
+ * enorm, hnorm, ...), used only for speculative decoding. They are not
+ * layers of the forward pass: n_layer is block_count minus them, nothing
+ * binds their tensors (so they are never read, resident or streamed), the
+ * weight store's plan leaves them out (wstore.c: tensors of layers past
+ * n_layer), and `info` does not count them as active.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "arch.h"
+#include "bind.h"
+#include "moe.h"
+#include "util.h"
+
+static int hparams(df_model *m, char *err, size_t errlen) {
+    df_hparams *h = &m->hp;
+    if (df_hp_int(m, "nextn_predict_layers", &h->n_layer_nextn, 0, h->n_layer - 1, 0, err, errlen)) return -1;
+    h->n_layer -= h->n_layer_nextn;
+    if (h->n_layer_dense_lead > h->n_layer)
+        return df_seterr(err, errlen, "%s: leading_dense_block_count %d exceeds the %d layers", m->path,
+                         h->n_layer_dense_lead, h->n_layer);
+    if (h->n_expert == 0) return df_seterr(err, errlen, "%s: glm4moe needs expert_count and expert_used_count", m->path);
+    if (h->n_ff_exp == 0) h->n_ff_exp = h->n_ff / h->n_expert_used; /* llama.cpp's fallback */
+    if (h->n_ff_exp < 1) return df_seterr(err, errlen, "%s: glm4moe needs expert_feed_forward_length", m->path);
+    int gating = 0;
+    if (df_hp_int(m, "expert_gating_func", &gating, 0, 3, 0, err, errlen)) return -1;
+    if (gating == 0) h->gating = DF_GATING_SIGMOID; /* GLM's router when the file does not say */
+    /* llama.cpp runs a file without one as if its shared expert were silu(x):
+     * no GLM model is like that, so such a file is refused */
+    if (h->n_expert_shared < 1) return df_seterr(err, errlen, "%s: glm4moe needs expert_shared_count >= 1", m->path);
+    h->n_ff_shexp = h->n_ff_exp * h->n_expert_shared;
+    if (h->head_dim_v != h->head_dim)
+        return df_seterr(err, errlen, "%s: glm4moe needs key_length == value_length (%d, %d)", m->path, h->head_dim,
+                         h->head_dim_v);
+    return 0;
+}
+
+/* Layer l's attention: Q/K/V (optional biases), output, optional Q/K norms. */
+static int bind_attention(df_model *m, int l, char *err, size_t errlen) {
+    const df_hparams *h = &m->hp;
+    df_layer *L = &m->layers[l];
+    const int64_t E = h->n_embd, hd = h->head_dim, Q = (int64_t)h->n_head * hd, KV = (int64_t)h->n_head_kv * hd;
+    if (df_bind(m, &L->attn_norm, "blk.%d.attn_norm.weight", l, 1, E, 1, 1, err, errlen) ||
+        df_bind(m, &L->wq, "blk.%d.attn_q.weight", l, 1, E, Q, 1, err, errlen) ||
+        df_bind(m, &L->wk, "blk.%d.attn_k.weight", l, 1, E, KV, 1, err, errlen) ||
+        df_bind(m, &L->wv, "blk.%d.attn_v.weight", l, 1, E, KV, 1, err, errlen) ||
+        df_bind(m, &L->wo, "blk.%d.attn_output.weight", l, 1, Q, E, 1, err, errlen) ||
+        df_bind(m, &L->bq, "blk.%d.attn_q.bias", l, 0, Q, 1, 1, err, errlen) ||
+        df_bind(m, &L->bk, "blk.%d.attn_k.bias", l, 0, KV, 1, 1, err, errlen) ||
+        df_bind(m, &L->bv, "blk.%d.attn_v.bias", l, 0, KV, 1, 1, err, errlen) ||
+        df_bind(m, &L->q_norm, "blk.%d.attn_q_norm.weight", l, 0, hd, 1, 1, err, errlen) ||
+        df_bind(m, &L->k_norm, "blk.%d.attn_k_norm.weight", l, 0, hd, 1, 1, err, errlen))
+        return -1;
+    if (!L->q_norm != !L->k_norm)
+        return df_seterr(err, errlen, "%s: layer %d has only one of attn_q_norm and attn_k_norm", m->path, l);
+    return 0;
+}
+
+/* Layer l's FFN: the post-attention norm, then dense (leading layers) or MoE. */
+static int bind_ffn(df_model *m, int l, char *err, size_t errlen) {
+    const df_hparams *h = &m->hp;
+    df_layer *L = &m->layers[l];
+    const int64_t E = h->n_embd;
+    if (df_bind(m, &L->ffn_norm, "blk.%d.post_attention_norm.weight", l, 1, E, 1, 1, err, errlen)) return -1;
+    if (l < h->n_layer_dense_lead) {
+        const int64_t F = h->n_ff_l ? h->n_ff_l[l] : h->n_ff;
+        if (F < 1) return df_seterr(err, errlen, "%s: dense layer %d has feed_forward_length 0", m->path, l);
+        return df_bind(m, &L->ffn_gate, "blk.%d.ffn_gate.weight", l, 1, E, F, 1, err, errlen) ||
+                       df_bind(m, &L->ffn_up, "blk.%d.ffn_up.weight", l, 1, E, F, 1, err, errlen) ||
+                       df_bind(m, &L->ffn_down, "blk.%d.ffn_down.weight", l, 1, F, E, 1, err, errlen)
+                   ? -1
+                   : 0;
+    }
+    if (df_moe_bind_layer(m, l, h->n_ff_exp, err, errlen)) return -1;
+    if (!L->exp_probs_b) return df_seterr(err, errlen, "%s: missing tensor 'blk.%d.exp_probs_b.bias'", m->path, l);
+    return 0;
+}
+
+static int bind(df_model *m, char *err, size_t errlen) {
+    if (df_bind_embed_output(m, err, errlen)) return -1;
+    for (int l = 0; l < m->hp.n_layer; l++) /* the NextN layers (l >= n_layer) are never bound */
+        if (bind_attention(m, l, err, errlen) || bind_ffn(m, l, err, errlen)) return -1;
+    return 0;
+}
+
+const df_arch df_arch_glm4moe = {"glm4moe", 1, hparams, bind, df_llama_forward, df_llama_forward_batch};
