@@ -1,10 +1,11 @@
 # Deltafin - plain Makefile.
 #   make            optimized library, CLI and tools in build/
 #   make debug      the same with AddressSanitizer + UndefinedBehaviorSanitizer in build-debug/
-#   make test       unit + reference tests, optimized and then under the sanitizers
+#   make test       unit + reference tests, optimized and then under the sanitizers (ASan+UBSan, TSan)
 #   make test-ref   regenerate llama.cpp and chat-template references live and compare
 #   make bench      side-by-side speed comparison with llama.cpp
 #   make cross      build for aarch64 (NEON) with gcc-aarch64-linux-gnu
+#   make tsan       tests/test_threads.c under ThreadSanitizer in build-tsan/ (part of make test)
 CC      ?= cc
 MODE    ?= release
 BUILD   ?= build
@@ -20,6 +21,9 @@ INC     := -Iinclude $(addprefix -I,$(SRC_DIRS))
 ifeq ($(MODE),debug)
 OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 LDSAN   := -fsanitize=address,undefined
+else ifeq ($(MODE),tsan)
+OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
+LDSAN   := -fsanitize=thread
 else
 OPT     := -O2 -g
 LDSAN   :=
@@ -131,6 +135,7 @@ test: all
 	./tests/run.sh build
 	$(MAKE) MODE=debug BUILD=build-debug all
 	DELTAFIN_SANITIZED=1 ./tests/run.sh build-debug
+	$(MAKE) tsan
 	$(MAKE) test-cross
 
 # The aarch64 build's test programs under qemu-user (-L /: the multiarch arm64
@@ -148,10 +153,16 @@ bench: all
 cross:
 	$(MAKE) CC=aarch64-linux-gnu-gcc OBJCOPY=aarch64-linux-gnu-objcopy BUILD=build-aarch64 all
 
+# The threading contract under ThreadSanitizer: several threads drive sessions
+# of one model through the public API (tests/test_threads.c); any data race fails it.
+tsan:
+	$(MAKE) MODE=tsan BUILD=build-tsan build-tsan/mkmodel build-tsan/test_threads
+	DELTAFIN_BUILD=build-tsan TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/test_threads
+
 fuzz:
 	./tests/fuzz.sh
 
 clean:
-	rm -rf build build-debug build-aarch64 build-fuzz
+	rm -rf build build-debug build-aarch64 build-fuzz build-tsan
 
-.PHONY: all demo debug test test-cross test-ref bench cross fuzz clean
+.PHONY: all demo debug test test-cross test-ref bench cross fuzz tsan clean

@@ -16,9 +16,19 @@
  *   df_session_free(s); df_model_free(m);
  *
  * Conventions: functions that can fail return 0 on success and -1 on failure
- * with a one-line reason in err (which may be NULL). Nothing here prints or
- * exits. A model is read-only once loaded and may serve several sessions;
- * a session (KV cache and scratch) is used by one thread at a time.
+ * with a one-line reason in err (which may be NULL); df_model_load,
+ * df_session_new, df_decode and df_decode_batch return a negative status
+ * code instead of -1 (enum df_status), so a caller can act on the kind of
+ * failure. Nothing here prints or exits.
+ *
+ * Threads: a model may serve several sessions, and sessions may be created,
+ * used and freed on any thread (one thread at a time per session). A model
+ * runs one decode at a time: df_decode and df_decode_batch hold the model's
+ * lock while they run, so a second caller on another thread waits until the
+ * first returns (blocking; nothing fails with "busy" for that). Serve
+ * several sequences of one model at once with df_decode_batch. Reading
+ * df_model_io_stats or opening sessions while another thread decodes is
+ * safe (they take the same lock briefly). The tokenizer calls are read-only.
  */
 #ifndef DELTAFIN_H
 #define DELTAFIN_H
@@ -33,6 +43,18 @@ extern "C" {
 typedef struct df_model df_model;
 typedef struct df_session df_session;
 typedef struct df_sampler df_sampler;
+
+/* What went wrong, beside err's message. */
+enum df_status {
+    DF_OK = 0,
+    DF_E_INPUT = -1,       /* bad input: an argument, a token id, a malformed or damaged model file */
+    DF_E_NOMEM = -2,       /* out of memory, or more than the memory budget (mem_budget) allows */
+    DF_E_IO = -3,          /* a file could not be opened or read (weights streamed from a file that went away) */
+    DF_E_CTX_FULL = -4,    /* the tokens do not fit in the rest of the session's context */
+    DF_E_CANCELLED = -5,   /* the session's abort_cb asked to stop (df_session_params) */
+    DF_E_UNSUPPORTED = -6, /* well-formed but not runnable here: architecture, scaling type, vocab-only model */
+    DF_E_BUSY = -7         /* a decode started on the thread already decoding with this model (from abort_cb) */
+};
 
 /* ---- models ---- */
 
@@ -67,7 +89,7 @@ enum df_io_engine { DF_IO_AUTO = 0, DF_IO_PREAD = 1, DF_IO_URING = 2 };
 
 df_model_params df_model_default_params(void);
 
-/* Load a GGUF model (first file of a split model). */
+/* Load a GGUF model (first file of a split model). DF_OK or a df_status. */
 int df_model_load(const char *path, const df_model_params *p, df_model **out, char *err, size_t errlen);
 void df_model_free(df_model *m);
 /* 1 if path names one of the model's files (the same file: st_dev and
@@ -112,10 +134,21 @@ typedef struct df_session_params {
     int n_ctx;         /* context length (0 = the model's training context, capped at 4096) */
     int n_batch;       /* most tokens processed per forward pass (default 512) */
     int kv_type;       /* enum df_kv_type (default f16) */
+    /* Cancellation (NULL: none). df_decode calls abort_cb(abort_ctx) before
+     * every batch of n_batch tokens and, for models without recurrent layers,
+     * between layers; a non-zero return stops it with DF_E_CANCELLED. The
+     * session then holds every batch completed before the stop (its position
+     * says how far: a multiple of n_batch past where the call began) and
+     * none of the interrupted one, and can go on decoding from there. It is
+     * called on the decoding thread with the model's lock held: it must not
+     * decode with the same model (that fails with DF_E_BUSY). */
+    int (*abort_cb)(void *abort_ctx);
+    void *abort_ctx;
 } df_session_params;
 
 df_session_params df_session_default_params(void);
 
+/* DF_OK or a df_status (DF_E_NOMEM: beyond the budget's session reserve or out of memory). */
 int df_session_new(df_model *m, const df_session_params *p, df_session **out, char *err, size_t errlen);
 void df_session_free(df_session *s);
 /* Number of tokens in the session's KV cache. */
@@ -137,10 +170,29 @@ int df_session_trace_experts(df_session *s, const char *path, char *err, size_t 
 
 /* Run n tokens at the session's current position. If logits != NULL it
  * receives n_vocab floats: for every token (all_logits = 1, n x n_vocab,
- * row-major) or only for the last (all_logits = 0). */
+ * row-major) or only for the last (all_logits = 0). Returns DF_OK or a
+ * df_status: DF_E_INPUT (bad token, or after a failure inside recurrent
+ * layers until a reset), DF_E_CTX_FULL, DF_E_CANCELLED, DF_E_IO (a weight
+ * could not be read, or a model file changed size or mtime since loading),
+ * DF_E_INPUT also when a logit is NaN or Inf (damaged weights): it fails
+ * rather than return garbage. A batch that fails is not part of the
+ * sequence: the position stays after the last completed batch. */
 int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err, size_t errlen);
-/* Fails (-1 with err) rather than return garbage: when a logit is NaN or Inf
- * (damaged weights), or a model file changed size or mtime since loading. */
+
+/* Decode several sessions of one model in one call (a server's step):
+ * session i consumes n_tokens[i] tokens[i] at its own position, and
+ * logits[i] (logits NULL, or an entry NULL: none) receives its last token's
+ * n_vocab logits. Each session gets exactly what df_decode would give it
+ * alone. The input of every session is checked before any runs; a failure
+ * while running stops there (err names the session; sessions before it have
+ * advanced). When every session brings one token (a generation step) and
+ * the model is of the llama family (llama, qwen2, qwen3, qwen2moe, qwen3moe)
+ * the tokens run as the rows of one forward pass, each weight read once for
+ * all of them (sessions with abort_cb or an expert trace excepted); other
+ * architectures and prompts run the sessions one after another under one
+ * hold of the model's lock. */
+int df_decode_batch(df_session *const *sessions, int n_sessions, const int32_t *const *tokens, const int *n_tokens,
+                    float *const *logits, char *err, size_t errlen);
 
 /* The session's own logits buffer: n_batch x n_vocab floats, counted in its
  * memory (and so in a budget's plan). It may be df_decode's logits for up to
