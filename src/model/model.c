@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "quant.h"
+#include "requant.h"
 #include "util.h"
 #include "wsio.h"
 
@@ -347,6 +348,9 @@ static int store_config(df_model *m, const df_model_params *p, ws_config *cfg, c
     cfg->io_threads = p->io_threads;
     m->io_threads = p->io_threads > 0 ? p->io_threads : 8;
     cfg->io_engine = p->io_engine == DF_IO_PREAD ? WSIO_PREAD : p->io_engine == DF_IO_URING ? WSIO_URING : WSIO_AUTO;
+    cfg->resident_type = rq_parse_type(p->resident_type);
+    if (cfg->resident_type < 0)
+        return df_seterr(err, errlen, "resident type '%s' is not one of q4_K, q8_0", p->resident_type);
     df_session_params sp = df_session_default_params();
     sp.n_ctx = p->n_ctx;
     sp.n_batch = p->n_batch;
@@ -531,6 +535,7 @@ int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char
         out->n_expert_used = m->hp.n_expert_used;
         out->n_moe_layers = m->hp.n_expert ? wp.n_experts_total / m->hp.n_expert : 0;
         out->dense_layer_bytes = m->hp.n_layer ? wp.dense_total / (uint64_t)m->hp.n_layer : 0;
+        out->requant_saved_bytes = wp.requant_saved;
     }
     df_model_free(m);
     return rc;
@@ -1030,21 +1035,12 @@ int df_ffn_dense(df_session *s, ws_tensor *gate, ws_tensor *up, ws_tensor *down,
     return df_matmul(s, down, s->hb, n, out, down->ne[1], err, errlen);
 }
 
-/* SiTU as llama.cpp computes it: beta*tanh(g/beta) * sigmoid(g) * lb*tanh(u/lb)
- * (the up branch unchanged when lb <= 0), in ggml's order of operations. */
+/* SwiGLU, or SiTU: beta*tanh(g/beta) * sigmoid(g) * lb*tanh(u/lb) (the up
+ * branch unchanged when lb <= 0; the scalar kernel in ggml's order of
+ * operations, the SIMD ones within a few ulp of it). */
 void df_glu(const df_hparams *h, float *a, const float *b, int n) {
-    if (h->act != DF_ACT_SITU) {
-        op_swiglu(a, b, n);
-        return;
-    }
-    const float beta = h->situ_beta, lb = h->situ_linear_beta, ib = 1.0f / beta, ilb = lb > 0.0f ? 1.0f / lb : 0.0f;
-    for (int i = 0; i < n; i++) {
-        const float g = a[i];
-        float act = tanhf(g * ib) * beta;
-        act = act * (1.0f / (1.0f + expf(-g)));
-        const float u = lb > 0.0f ? tanhf(b[i] * ilb) * lb : b[i];
-        a[i] = act * u;
-    }
+    if (h->act != DF_ACT_SITU) op_swiglu(a, b, n);
+    else op_situ(a, b, n, h->situ_beta, h->situ_linear_beta);
 }
 
 #define GLU_POOL_MIN 2048 /* SiTU elements worth a pool dispatch (~20 ns each) */
