@@ -204,7 +204,7 @@ int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err,
         free(dense); free(dfile); free(saved); free(eslot);
         return df_seterr(err, errlen, "out of memory");
     }
-    uint64_t globals = 0, globals_saved = 0, ovf = 0, tmp = 0;
+    uint64_t globals = 0, saved_all = 0, ovf = 0, tmp = 0;
     int moe_layers = 0;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const gguf_tensor *t = &g->tensors[i];
@@ -222,7 +222,7 @@ int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err,
             ADD(p->dense_total, t->nbytes);
         } else {
             ADD(globals, rspan);
-            ADD(globals_saved, span - rspan);
+            ADD(saved_all, span - rspan);
             ADD(p->dense_total, t->nbytes);
         }
     }
@@ -235,7 +235,9 @@ int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err,
         if (s > es) es = s;
         if (dfile[l] > dmax) dmax = dfile[l];
         ADD(dall, dense[l]);
+        ADD(saved_all, saved[l]); /* what requantizing saves if every layer stays (refined below) */
     }
+    p->requant_saved = saved_all;
     p->expert_slot = es;
     p->n_experts_total = moe_layers * cfg->n_expert;
     const uint64_t min_slots = moe_layers ? (uint64_t)(2 * cfg->n_expert_used) : 0;
@@ -263,12 +265,11 @@ int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err,
     }
     const uint64_t avail = cfg->budget - cfg->reserve;
     uint64_t used;
-    p->requant_saved = globals_saved;
     if (all_in - cfg->reserve <= avail) {
         used = globals + dall;
         p->n_dense_streamed = 0;
-        for (int l = 0; l < L; l++) p->requant_saved += saved[l];
     } else {
+        for (int l = 0; l < L; l++) p->requant_saved -= saved[l]; /* streamed layers keep the file's types */
         used = globals + 2 * dmax;
         p->dense_slot = dmax;
         int keep = 0;

@@ -76,7 +76,8 @@ typedef struct ws_plan {
     int n_experts_total;        /* routed experts over all layers */
     uint64_t expert_slot;       /* bytes of one slot (gate + up + down, aligned) */
     uint64_t minimum;           /* smallest budget that can run the model */
-    uint64_t requant_saved;     /* resident_type: bytes the resident dense tensors shrink by (0 without) */
+    uint64_t requant_saved;     /* resident_type: bytes the resident dense tensors shrink by (0 without;
+                                 * below the minimum: what it saves with every dense layer resident) */
 } ws_plan;
 
 /* Open the store. In WS_STREAM mode this plans the budget and fails (naming
