@@ -3,7 +3,8 @@
  * session exactly what df_decode gives it alone (greedy generations and
  * logits bit-identical, every mkmodel architecture preset, in memory and
  * streamed under a budget); error codes; the abort callback cancels a long
- * prompt and leaves the session usable.
+ * prompt and leaves the session usable; a decode from inside the callback
+ * is refused (DF_E_BUSY) rather than deadlocking.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,6 +198,45 @@ static void test_abort(void **state) {
     }
 }
 
+/* An abort callback that decodes with the same model (on the thread that
+ * holds the model's lock) gets DF_E_BUSY instead of waiting for itself. */
+typedef struct {
+    df_session *other;
+    int rc, calls;
+} busy_state;
+
+static int decode_inside(void *p) {
+    busy_state *b = p;
+    char err[256];
+    int32_t t = 1;
+    if (b->calls++ == 0) b->rc = df_decode(b->other, &t, 1, NULL, 0, err, sizeof err);
+    return 0;
+}
+
+static void test_busy(void **state) {
+    (void)state;
+    char path[256], err[512];
+    snprintf(path, sizeof path, "%s/busy.gguf", tmpdir);
+    tu_mkmodel(path, "--arch llama --type f32");
+    df_model *m = load(path, 0);
+    busy_state b = {session(m), 1, 0};
+    df_session_params sp = df_session_default_params();
+    sp.n_ctx = 64;
+    sp.abort_cb = decode_inside;
+    sp.abort_ctx = &b;
+    df_session *s;
+    assert_int_equal(df_session_new(m, &sp, &s, err, sizeof err), DF_OK);
+    int32_t toks[3] = {1, 2, 3};
+    assert_int_equal(df_decode(s, toks, 3, NULL, 0, err, sizeof err), DF_OK);
+    assert_int_equal(b.rc, DF_E_BUSY);
+    assert_int_equal(df_session_pos(b.other), 0);
+    assert_int_equal(df_decode(b.other, toks, 3, NULL, 0, err, sizeof err), DF_OK); /* outside: fine */
+    printf("  a decode from inside abort_cb: DF_E_BUSY; outside it runs\n");
+    df_session_free(s);
+    df_session_free(b.other);
+    df_model_free(m);
+}
+
 /* Codes beside the messages. */
 static void test_codes(void **state) {
     (void)state;
@@ -239,6 +279,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_identical),
         cmocka_unit_test(test_abort),
+        cmocka_unit_test(test_busy),
         cmocka_unit_test(test_codes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

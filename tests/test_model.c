@@ -55,9 +55,11 @@
  *    iq1_m; q8_K activations): same argument, 2e-2. Measured (AVX-512 /
  *    AVX2 / scalar): llama-iq2_xxs 1.2e-2 / 1.2e-2 / 1.2e-2, llama-iq2_xs
  *    1.7e-2 / 1.3e-2 / 1.3e-2, llama-iq2_s 2.9e-7 / 7.3e-3 / 7.3e-3,
- *    llama-iq3_xxs 2.2e-7 / 1.0e-2 / 7.9e-3, llama-iq3_s, llama-iq1_s,
- *    llama-iq1_m <= 3.5e-7 everywhere, qwen3moe-iq2_xxs-exps 1.6e-7 /
- *    8.2e-3 / 8.2e-3, deepseek-v3-iq3_s-exps 1.3e-2 / 1.3e-2 / 9.1e-3.
+ *    llama-iq3_xxs 2.2e-7 / 1.0e-2 / 7.9e-3, llama-iq3_s, llama-iq1_m
+ *    <= 3.5e-7 everywhere, llama-iq1_s 9.4e-3 / 9.4e-3 / <= 3.5e-7 (the
+ *    vector decoders of kern_x86.h sum in another float order: one flip),
+ *    qwen3moe-iq2_xxs-exps 1.6e-7 / 8.2e-3 / 8.2e-3, deepseek-v3-iq3_s-exps
+ *    1.3e-2 / 1.3e-2 / 9.1e-3.
  *  - nvfp4 (q8_0 activations, like mxfp4): 2e-2; measured llama-nvfp4
  *    1.4e-7 / 0 / 1.4e-7.
  *  NEON under qemu, for all of the above: llama-iq4_nl 5.2e-4, llama-iq4_xs

@@ -481,6 +481,60 @@ static void test_golden(void **state) {
     }
 }
 
+/* Grid i-quants on random bytes (every grid index, high bit, sign pattern,
+ * scale and iq1 delta, with sane f16 d's) against q8_K activations holding
+ * the extremes +-127: every ISA's vec_dot against the scalar reference. */
+static void test_iq_random(void **state) {
+    (void)state;
+    static const int types[] = {DF_TYPE_IQ2_XXS, DF_TYPE_IQ2_XS, DF_TYPE_IQ2_S, DF_TYPE_IQ3_XXS,
+                                DF_TYPE_IQ3_S,   DF_TYPE_IQ1_S,  DF_TYPE_IQ1_M};
+    enum { NB = 24 };
+    static uint8_t w[NB * 110];
+    static block_q8_K a[NB];
+    static float wd[NB * QK_K], ad[NB * QK_K];
+    uint64_t rng = 0x51ed270b27bd4f3dull;
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const quant_traits *r = quant_traits_ref(types[t]);
+        for (int rep = 0; rep < 8; rep++) {
+            for (size_t k = 0; k < sizeof w; k++) w[k] = (uint8_t)(tu_rand(&rng) >> 24);
+            for (int b = 0; b < NB; b++) {
+                uint8_t *p = w + (size_t)b * r->type_size;
+                uint16_t d = f2h(0.001f * (1.0f + tu_randf(&rng)));
+                if (types[t] == DF_TYPE_IQ1_M)
+                    for (int k = 0; k < 4; k++) p[48 + 2 * k + 1] = (uint8_t)((p[48 + 2 * k + 1] & 0x0F) | ((d >> (4 * k)) & 0xF) << 4);
+                else memcpy(p, &d, 2);
+                a[b].d = 0.01f * (1.0f + tu_randf(&rng));
+                for (int j = 0; j < QK_K; j++) {
+                    const int v = (int)(tu_rand(&rng) % 255) - 127;
+                    a[b].qs[j] = (int8_t)(rep == 0 ? (j & 1 ? 127 : -127) : v);
+                }
+                for (int g = 0; g < QK_K / 16; g++) {
+                    int s = 0;
+                    for (int j = 0; j < 16; j++) s += a[b].qs[16 * g + j];
+                    a[b].bsums[g] = (int16_t)s;
+                }
+            }
+            const int64_t n = (int64_t)NB * QK_K;
+            r->to_float(w, wd, n);
+            quant_traits_ref(DF_TYPE_Q8_K)->to_float(a, ad, n);
+            double mag = 0;
+            const double exact = dot64(wd, ad, n, &mag);
+            float ref = NAN;
+            r->vec_dot(n, w, a, &ref);
+            if (!(fabs((double)ref - exact) <= 1e-5 * mag))
+                fail_msg("%s: random blocks: reference vec_dot %.9g, float64 %.9g", r->name, ref, exact);
+            for (int isa = 1; isa < QUANT_ISA_COUNT; isa++) {
+                if (!quant_isa_available(isa)) continue;
+                float v = NAN;
+                quant_traits_isa(types[t], isa)->vec_dot(n, w, a, &v);
+                if (!(fabs((double)v - ref) <= 1e-5 * mag))
+                    fail_msg("%s/%s: random blocks (rep %d): vec_dot %.9g, reference %.9g (sum|wx| %.6g)", r->name,
+                             quant_isa_str(isa), rep, v, ref, mag);
+            }
+        }
+    }
+}
+
 /* ---------------------------------------------------------------------- */
 
 static uint32_t fbits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
@@ -675,13 +729,14 @@ int main(void) {
         if (quant_isa_available(isa)) fprintf(stderr, " %s", quant_isa_str(isa));
     fprintf(stderr, "\n");
 
-    struct CMUnitTest tests[N_TYPES + 5];
+    struct CMUnitTest tests[N_TYPES + 6];
     int nt = 0;
     tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_table);
     tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_fp16);
     tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_golden);
     tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_golden_quant);
     tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_scale_unpack);
+    tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_iq_random);
     for (int i = 0; i < N_TYPES; i++) {
         tests[nt] = (struct CMUnitTest)cmocka_unit_test_prestate(test_type, (void *)&k_types[i]);
         tests[nt].name = quant_traits_ref(k_types[i])->name;

@@ -1,7 +1,7 @@
 /*
  * arch.h - the architecture table's entries, one per supported
  * general.architecture (defined in the arch_*.c files). Only the loader
- * (load.c), above the architectures, includes this.
+ * (src/api/load.c), above the architectures, includes this.
  */
 #ifndef DF_ARCH_H
 #define DF_ARCH_H

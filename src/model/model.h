@@ -19,8 +19,9 @@
  * attention the last two share).
  *
  * Who includes whom (arrows point down; docs/design.md):
- *   load.c, decode.c        the public model/decode calls; the arch table
+ *   src/api/load.c          df_model_load and planning; the arch table
  *   src/arch/arch_*.c       forward passes (arch.h, mla.h)
+ *   decode.c                df_decode(_batch): calls forward through df_arch
  *   layer.c, moe.c          helpers the forward passes share (layer.h, moe.h)
  *   session.c               session memory and scratch (session.h)
  *   bind.c                  metadata and tensor binding helpers (bind.h)

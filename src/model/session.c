@@ -232,28 +232,26 @@ static void mem_clear_recurrent(df_session *s) {
 
 int df_mem_kind(const df_session *s, int l) { return s->mem->layer[l].kind; }
 
-const uint8_t *df_mem_k_row(const df_session *s, int l, int pos) {
-    const df_mem *mem = s->mem;
-    return mem->layer[l].k + ((int64_t)pos * mem->kv_dim_k) * (int64_t)mem->kv_elt;
+/* Layer l's key (or latent) and value rows of position pos; v: NULL for a latent cache. */
+static uint8_t *k_row(const df_mem *mem, int l, int64_t pos) {
+    return mem->layer[l].k + (pos * mem->kv_dim_k) * (int64_t)mem->kv_elt;
 }
 
-const uint8_t *df_mem_v_row(const df_session *s, int l, int pos) {
-    const df_mem *mem = s->mem;
-    if (!mem->layer[l].v) return NULL;
-    return mem->layer[l].v + ((int64_t)pos * mem->kv_dim_v) * (int64_t)mem->kv_elt;
+static uint8_t *v_row(const df_mem *mem, int l, int64_t pos) {
+    return mem->layer[l].v ? mem->layer[l].v + (pos * mem->kv_dim_v) * (int64_t)mem->kv_elt : NULL;
 }
+
+const uint8_t *df_mem_k_row(const df_session *s, int l, int pos) { return k_row(s->mem, l, pos); }
+const uint8_t *df_mem_v_row(const df_session *s, int l, int pos) { return v_row(s->mem, l, pos); }
 
 void df_mem_store(df_session *s, int l, int n_tok, const float *k, const float *v) {
-    df_mem *mem = s->mem;
-    const layer_mem *lm = &mem->layer[l];
+    const df_mem *mem = s->mem;
     const quant_traits *kv = quant_traits_get(mem->kv_type);
     for (int t = 0; t < n_tok; t++) {
         const int64_t pos = s->pos + t;
-        kv->from_float(k + (int64_t)t * mem->kv_dim_k, lm->k + (pos * mem->kv_dim_k) * (int64_t)mem->kv_elt,
-                       mem->kv_dim_k);
-        if (v && lm->v)
-            kv->from_float(v + (int64_t)t * mem->kv_dim_v, lm->v + (pos * mem->kv_dim_v) * (int64_t)mem->kv_elt,
-                           mem->kv_dim_v);
+        kv->from_float(k + (int64_t)t * mem->kv_dim_k, k_row(mem, l, pos), mem->kv_dim_k);
+        uint8_t *vd = v ? v_row(mem, l, pos) : NULL;
+        if (vd) kv->from_float(v + (int64_t)t * mem->kv_dim_v, vd, mem->kv_dim_v);
     }
 }
 
@@ -433,7 +431,7 @@ int df_session_trace_experts(df_session *s, const char *path, char *err, size_t 
     if (!path) return 0;
     const df_hparams *h = &s->m->hp;
     if (h->n_expert == 0) return df_seterr(err, errlen, "the model has no experts to trace");
-    if (df_model_is_file(s->m, path))
+    if (s->m->ws && ws_is_model_file(s->m->ws, path))
         return df_seterr(err, errlen, "%s: is the model file itself: not writing the trace there", path);
     s->trace = fopen(path, "wb");
     if (!s->trace) return df_seterr(err, errlen, "%s: %s", path, strerror(errno));

@@ -17,8 +17,9 @@
  *   iq4_nl/iq4_xs values from ggml's kvalues_iq4nl through pshufb; tq1_0's
  *   trits by byte compares after wrapping multiplies by 3, tq2_0's from bit
  *   pairs (kern_x86.h), through the same sign trick. The grid i-quants
- *   decode each block with quant.c's decoder (scalar grid lookups) and
- *   multiply in vectors.
+ *   decode in vectors (kern_x86.h: grid words looked up 4 or 8 at a time,
+ *   the sign bits applied to the activations) and multiply unsigned grid
+ *   magnitudes by them with maddubs.
  * - No int16 saturation is possible: the largest maddubs pair is
  *   2 * 63 * 127 = 16002 (q6_K), and scaled sums stay far inside int32.
  * - Every kernel forms exactly the same per-block integer sums as the scalar
@@ -471,26 +472,52 @@ static inline float tq_dot(const __m256i v[8], const block_q8_K *y, float d) {
 KX_TQ_ROW_DOT(tq1_0_dot, block_tq1_0, kx_tq1_0_values, tq_dot)
 KX_TQ_ROW_DOT(tq2_0_dot, block_tq2_0, kx_tq2_0_values, tq_dot)
 
-/* Grid i-quants (iq2_*, iq3_*, iq1_*): each block decoded to integer values
- * and scales by quant.c's decoder (the grid lookups are scalar loads), then
- * the products in vectors: lanes 0-3 of a 32-byte dot belong to one
- * 16-element scale group, lanes 4-7 to the next. */
-static void iq_grid_dot(int64_t n, const void *w, const void *x, float *out, int type) {
-    const quant_iq_info *t = quant_iq_get(type);
-    const block_q8_K *b = x;
-    quant_iq_block B;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        t->decode((const uint8_t *)w + (size_t)i * t->bs, &B);
-        __m256i s = _mm256_setzero_si256();
-        for (int k = 0; k < 8; k++) {
-            __m256i p = dot_i8(LOADU(B.q + 32 * k), LOADU(b[i].qs + 32 * k));
-            s = _mm256_add_epi32(s, _mm256_mullo_epi32(p, _mm256_set_m128i(_mm_set1_epi32(B.ls[2 * k + 1]), _mm_set1_epi32(B.ls[2 * k]))));
-        }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(B.d * b[i].d), acc);
-    }
-    *out = t->factor * hsum_ps(acc);
+/* Grid i-quants (kern_x86.h's decoders): per 32-element sub-block the grid
+ * magnitudes u (unsigned) times the activations with the weights' signs
+ * applied as (y ^ m) - m (m all-ones where negated), through maddubs
+ * (pairs <= 2 * 62 * 127), then madd with the two 16-element scales; an
+ * exact int32 sum per block. */
+static inline __m256i iq_sign_mask(uint32_t sg) {
+    const __m256i spread = _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL, 0x0101010101010101LL, 0);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)sg), spread), bit), bit);
 }
+
+#define KX_IQ_ROW(name, head, sub, has_signs, off9, factor, btype)                                          \
+    /* one weight row against NC <= 4 activation rows, each block decoded once */                           \
+    static inline __attribute__((always_inline)) void name##_tile(int64_t n, const btype *a, const uint8_t *xp, \
+                                                                  size_t xs, float *out, const int NC) {      \
+        __m256 acc[4];                                                                                      \
+        int16_t ls[16];                                                                                     \
+        for (int t = 0; t < NC; t++) acc[t] = _mm256_setzero_ps();                                          \
+        for (int64_t i = 0; i < n / QK_K; i++) {                                                            \
+            const float d = head(&a[i], ls);                                                                \
+            __m256i s[4];                                                                                   \
+            for (int t = 0; t < NC; t++) s[t] = _mm256_setzero_si256();                                     \
+            for (int ib = 0; ib < 8; ib++) {                                                                \
+                uint32_t g;                                                                                 \
+                const __m256i u = sub(&a[i], ib, &g);                                                       \
+                const __m256i l = _mm256_set_m128i(_mm_set1_epi16(ls[2 * ib + 1]), _mm_set1_epi16(ls[2 * ib])); \
+                const __m256i m = has_signs ? iq_sign_mask(g) : _mm256_setzero_si256();                    \
+                for (int t = 0; t < NC; t++) {                                                              \
+                    const block_q8_K *b = (const block_q8_K *)(const void *)(xp + (size_t)t * xs) + i;      \
+                    __m256i y = LOADU(b->qs + 32 * ib);                                                     \
+                    if (has_signs) y = _mm256_sub_epi8(_mm256_xor_si256(y, m), m);                          \
+                    s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(_mm256_maddubs_epi16(u, y), l));        \
+                }                                                                                           \
+            }                                                                                               \
+            for (int t = 0; t < NC; t++) {                                                                  \
+                const block_q8_K *b = (const block_q8_K *)(const void *)(xp + (size_t)t * xs) + i;          \
+                if (off9) {                                                                                 \
+                    const __m256i c = _mm256_madd_epi16(LOADU(b->bsums), LOADU(ls));                        \
+                    s[t] = _mm256_sub_epi32(s[t], _mm256_add_epi32(_mm256_slli_epi32(c, 3), c));            \
+                }                                                                                           \
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_set1_ps(d * b->d), acc[t]);       \
+            }                                                                                               \
+        }                                                                                                   \
+        for (int t = 0; t < NC; t++) out[t] = (factor) * hsum_ps(acc[t]);                                   \
+    }                                                                                                       \
+    KX_IQ_ENTRY_POINTS(name, btype)
 
 KX_IQ_GRID_DOTS
 
@@ -1218,6 +1245,13 @@ void kern_avx2_fill(quant_traits *t) {
     t[DF_TYPE_IQ3_S].vec_dot = iq3_s_dot;
     t[DF_TYPE_IQ1_S].vec_dot = iq1_s_dot;
     t[DF_TYPE_IQ1_M].vec_dot = iq1_m_dot;
+    t[DF_TYPE_IQ2_XXS].gemm = iq2_xxs_dot_gemm;
+    t[DF_TYPE_IQ2_XS].gemm = iq2_xs_dot_gemm;
+    t[DF_TYPE_IQ2_S].gemm = iq2_s_dot_gemm;
+    t[DF_TYPE_IQ3_XXS].gemm = iq3_xxs_dot_gemm;
+    t[DF_TYPE_IQ3_S].gemm = iq3_s_dot_gemm;
+    t[DF_TYPE_IQ1_S].gemm = iq1_s_dot_gemm;
+    t[DF_TYPE_IQ1_M].gemm = iq1_m_dot_gemm;
     t[DF_TYPE_F32].gemm = f32_tile_gemm;
     t[DF_TYPE_F16].gemm = f16_tile_gemm;
     t[DF_TYPE_Q4_0].gemm = q4_0_tile_gemm;

@@ -25,8 +25,9 @@
  *   their -1 offset in through the activation sum, like q4_0. iq4_nl/iq4_xs
  *   look up ggml's non-linear table like mxfp4 (iq4_xs scales its sub-block
  *   sums in int32); tq1_0/tq2_0 take kern_x86.h's 256-bit value vectors
- *   in pairs. The grid i-quants decode each block with quant.c's decoder
- *   (scalar grid lookups) and multiply 64 values per vector.
+ *   in pairs. The grid i-quants use kern_x86.h's vector decoders, two
+ *   sub-blocks per step: their 64 sign bits are a byte mask negating the
+ *   activations; maddubs + vpdpwssd with the 16-element scales (as q6_K).
  * - gemm (matmul's tiles) for q8_0 and mxfp4: 4 rows x up to 4 tokens, two
  *   blocks per step, one vpdpbusd per row and token (weights as w + 128,
  *   the accumulator started at -128 * sum(y)); the lane sums are folded and
@@ -386,30 +387,6 @@ static inline float tq_dot(const __m256i v[8], const block_q8_K *y, float d) {
 KX_TQ_ROW_DOT(tq1_0_dot, block_tq1_0, kx_tq1_0_values, tq_dot)
 KX_TQ_ROW_DOT(tq2_0_dot, block_tq2_0, kx_tq2_0_values, tq_dot)
 
-/* Grid i-quants: quant.c's decoder (scalar grid lookups), then 64 values
- * per vector; lane j of a 64-byte dot belongs to scale group 4k + j/4. */
-static void iq_grid_dot(int64_t n, const void *w, const void *x, float *out, int type) {
-    const quant_iq_info *t = quant_iq_get(type);
-    const block_q8_K *b = x;
-    const __m512i grp = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-    quant_iq_block B;
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        t->decode((const uint8_t *)w + (size_t)i * t->bs, &B);
-        const __m512i ls = _mm512_cvtepi16_epi32(LOADU(B.ls));
-        __m512i s = _mm512_setzero_si512();
-        for (int k = 0; k < 4; k++) {
-            __m512i p = dot_i8_512(LD512(B.q + 64 * k), LD512(b[i].qs + 64 * k));
-            __m512i sc = _mm512_permutexvar_epi32(_mm512_add_epi32(grp, _mm512_set1_epi32(4 * k)), ls);
-            s = _mm512_add_epi32(s, _mm512_mullo_epi32(p, sc));
-        }
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(B.d * b[i].d), acc);
-    }
-    *out = t->factor * _mm512_reduce_add_ps(acc);
-}
-
-KX_IQ_GRID_DOTS
-
 /* ---------------------------------------------------------------------- */
 /* K-quants */
 
@@ -428,6 +405,50 @@ static void init_idx(void) {
 }
 
 static inline __m512i zext256(__m256i v) { return _mm512_inserti64x4(_mm512_setzero_si512(), v, 0); }
+
+/* Grid i-quants (kern_x86.h's decoders): two 32-element sub-blocks per
+ * step; the 64 sign bits are a byte mask that negates the activations,
+ * maddubs gives int16 pairs (<= 2 * 62 * 127) and vpdpwssd multiplies them
+ * by the 16-element scales (lanes from idx_k16, as q6_K) into int32. */
+#define KX_IQ_ROW(name, head, sub, has_signs, off9, factor, btype)                                          \
+    /* one weight row against NC <= 4 activation rows, each block decoded once */                           \
+    static inline __attribute__((always_inline)) void name##_tile(int64_t n, const btype *a, const uint8_t *xp, \
+                                                                  size_t xs, float *out, const int NC) {      \
+        __m512 acc[4];                                                                                      \
+        int16_t ls[16];                                                                                     \
+        for (int t = 0; t < NC; t++) acc[t] = _mm512_setzero_ps();                                          \
+        for (int64_t i = 0; i < n / QK_K; i++) {                                                            \
+            const float d = head(&a[i], ls);                                                                \
+            const __m512i sc = zext256(LOADU(ls));                                                          \
+            __m512i s[4];                                                                                   \
+            for (int t = 0; t < NC; t++) s[t] = _mm512_setzero_si512();                                     \
+            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {                                           \
+                uint32_t g0, g1;                                                                            \
+                const __m256i u0 = sub(&a[i], 2 * c, &g0), u1 = sub(&a[i], 2 * c + 1, &g1);                 \
+                const __m512i u = join256(u0, u1);                                                          \
+                const __mmask64 m = (__mmask64)((uint64_t)g1 << 32 | g0);                                   \
+                const __m512i l = _mm512_permutexvar_epi16(LD512(idx_k16[c]), sc);                          \
+                for (int t = 0; t < NC; t++) {                                                              \
+                    const block_q8_K *b = (const block_q8_K *)(const void *)(xp + (size_t)t * xs) + i;      \
+                    __m512i y = LD512(b->qs + 64 * c);                                                      \
+                    if (has_signs) y = _mm512_mask_sub_epi8(y, m, _mm512_setzero_si512(), y);               \
+                    s[t] = _mm512_dpwssd_epi32(s[t], _mm512_maddubs_epi16(u, y), l);                        \
+                }                                                                                           \
+            }                                                                                               \
+            for (int t = 0; t < NC; t++) {                                                                  \
+                const block_q8_K *b = (const block_q8_K *)(const void *)(xp + (size_t)t * xs) + i;          \
+                if (off9) {                                                                                 \
+                    const __m256i k = _mm256_madd_epi16(LOADU(b->bsums), LOADU(ls));                        \
+                    s[t] = _mm512_sub_epi32(s[t], zext256(_mm256_add_epi32(_mm256_slli_epi32(k, 3), k)));   \
+                }                                                                                           \
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_set1_ps(d * b->d), acc[t]);       \
+            }                                                                                               \
+        }                                                                                                   \
+        for (int t = 0; t < NC; t++) out[t] = (factor) * _mm512_reduce_add_ps(acc[t]);                      \
+    }                                                                                                       \
+    KX_IQ_ENTRY_POINTS(name, btype)
+
+KX_IQ_GRID_DOTS
 
 /* Scale/min products for q4_K/q5_K: sc512 holds the 8 scales as int16 in lanes
  * 0-7; pm = m_j * (bsums[2j] + bsums[2j+1]) as 8 int32. */
@@ -803,6 +824,13 @@ void kern_avx512_fill(quant_traits *t) {
     t[DF_TYPE_IQ3_S].vec_dot = iq3_s_dot;
     t[DF_TYPE_IQ1_S].vec_dot = iq1_s_dot;
     t[DF_TYPE_IQ1_M].vec_dot = iq1_m_dot;
+    t[DF_TYPE_IQ2_XXS].gemm = iq2_xxs_dot_gemm;
+    t[DF_TYPE_IQ2_XS].gemm = iq2_xs_dot_gemm;
+    t[DF_TYPE_IQ2_S].gemm = iq2_s_dot_gemm;
+    t[DF_TYPE_IQ3_XXS].gemm = iq3_xxs_dot_gemm;
+    t[DF_TYPE_IQ3_S].gemm = iq3_s_dot_gemm;
+    t[DF_TYPE_IQ1_S].gemm = iq1_s_dot_gemm;
+    t[DF_TYPE_IQ1_M].gemm = iq1_m_dot_gemm;
     t[DF_TYPE_Q8_0].gemm = q8_0_t5_gemm;
     t[DF_TYPE_MXFP4].gemm = mxfp4_t5_gemm;
 }

@@ -11,6 +11,7 @@
 #ifndef DF_KERN_X86_H
 #define DF_KERN_X86_H
 
+#include "quant_grids.h"
 #include "quant_isa.h"
 
 #include <immintrin.h>
@@ -128,15 +129,188 @@ static inline float kx_iq4_nl_wd(const uint8_t *blk) {
     static void iq4_nl_dot(int64_t n, const void *w, const void *x, float *out) {                                \
         lut4_dot(n, w, sizeof(block_iq4_nl), offsetof(block_iq4_nl, qs), kx_iq4nl_table(), kx_iq4_nl_wd, x, out); \
     }
-#define KX_IQ_GRID_DOT(pfx, id) \
-    static void pfx##_dot(int64_t n, const void *w, const void *x, float *out) { iq_grid_dot(n, w, x, out, id); }
-#define KX_IQ_GRID_DOTS                         \
-    KX_IQ_GRID_DOT(iq2_xxs, DF_TYPE_IQ2_XXS)    \
-    KX_IQ_GRID_DOT(iq2_xs, DF_TYPE_IQ2_XS)      \
-    KX_IQ_GRID_DOT(iq2_s, DF_TYPE_IQ2_S)        \
-    KX_IQ_GRID_DOT(iq3_xxs, DF_TYPE_IQ3_XXS)    \
-    KX_IQ_GRID_DOT(iq3_s, DF_TYPE_IQ3_S)        \
-    KX_IQ_GRID_DOT(iq1_s, DF_TYPE_IQ1_S)        \
-    KX_IQ_GRID_DOT(iq1_m, DF_TYPE_IQ1_M)
+/* ---------------------------------------------------------------------- */
+/* Grid i-quants, decoded in vectors (quant.c documents the layouts).
+ *
+ * A 32-element sub-block ib is decoded into unsigned magnitudes u (the grid
+ * bytes, looked up 8 or 4 at a time as 64/32-bit words) plus a sign word
+ * (bit 8l + j negates element 8l + j): the kernels apply the signs to the
+ * activations instead of the weights, so u * y goes straight into maddubs /
+ * vpdpbusd (unsigned x signed). The scales ls (per 16 elements, int16) and
+ * d come from the block's head. The integer sums are quant.c's:
+ * iq1's q = 8 * grid + delta enters as u = q + 9 = 8 * (grid + 1) + delta + 1
+ * (0..18), and 9 * ls * (the activations' 16-element sums, q8_K's bsums)
+ * is subtracted once per block (KX_IQ_OFF9). */
+
+/* Four ggml ksigns bytes from four 7-bit fields (byte l = field l): bit 7
+ * is the field's parity (per-byte xor folding; bit 7 of x is clear). */
+static inline uint32_t kx_ksigns_bytes(uint32_t x) {
+    uint32_t p = x ^ (x >> 4);
+    p ^= p >> 2;
+    p ^= p >> 1;
+    return x | (p & 0x01010101u) << 7;
+}
+/* The four sign bytes of the 28 low bits of w (fields of 7 bits). */
+static inline uint32_t kx_ksigns4(uint32_t w) {
+    return kx_ksigns_bytes((w & 0x7Fu) | (w << 1 & 0x7F00u) | (w << 2 & 0x7F0000u) | (w << 3 & 0x7F000000u));
+}
+static inline uint32_t kx_rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline float kx_h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+#define KX_G64(g, i0, i1, i2, i3) _mm256_set_epi64x((long long)(g)[i3], (long long)(g)[i2], (long long)(g)[i1], (long long)(g)[i0])
+#define KX_G32(g, q, f)                                                                                          \
+    _mm256_set_epi32((int)(g)[f(q, 7)], (int)(g)[f(q, 6)], (int)(g)[f(q, 5)], (int)(g)[f(q, 4)], (int)(g)[f(q, 3)], \
+                     (int)(g)[f(q, 2)], (int)(g)[f(q, 1)], (int)(g)[f(q, 0)])
+
+/* iq2_xxs: ls = 2 * (w >> 28) + 1 per sub-block, w the 32 bits after its four grid indices. */
+static inline float kx_iq2_xxs_head(const void *blk, int16_t ls[16]) {
+    const block_iq2_xxs *b = blk;
+    for (int ib = 0; ib < 8; ib++) ls[2 * ib] = ls[2 * ib + 1] = (int16_t)(2 * (kx_rd32((const uint8_t *)b->qs + 8 * ib + 4) >> 28) + 1);
+    return kx_h2f(b->d);
+}
+static inline __m256i kx_iq2_xxs_sub(const void *blk, int ib, uint32_t *sg) {
+    const uint8_t *q = (const uint8_t *)((const block_iq2_xxs *)blk)->qs + 8 * ib;
+    *sg = kx_ksigns4(kx_rd32(q + 4));
+    return KX_G64(df_iq2xxs_grid, q[0], q[1], q[2], q[3]);
+}
+
+/* iq2_xs / iq2_s: two 4-bit scale fields per sub-block. */
+static inline void kx_iq_ls_nibbles(const uint8_t *sc, int16_t ls[16]) {
+    for (int ib = 0; ib < 8; ib++) {
+        ls[2 * ib] = (int16_t)(2 * (sc[ib] & 0xF) + 1);
+        ls[2 * ib + 1] = (int16_t)(2 * (sc[ib] >> 4) + 1);
+    }
+}
+static inline float kx_iq2_xs_head(const void *blk, int16_t ls[16]) {
+    const block_iq2_xs *b = blk;
+    kx_iq_ls_nibbles(b->scales, ls);
+    return kx_h2f(b->d);
+}
+static inline __m256i kx_iq2_xs_sub(const void *blk, int ib, uint32_t *sg) {
+    const uint16_t *q = ((const block_iq2_xs *)blk)->qs + 4 * ib;
+    *sg = kx_ksigns_bytes((uint32_t)(q[0] >> 9) | (uint32_t)(q[1] >> 9) << 8 | (uint32_t)(q[2] >> 9) << 16 |
+                          (uint32_t)(q[3] >> 9) << 24);
+    return KX_G64(df_iq2xs_grid, q[0] & 511, q[1] & 511, q[2] & 511, q[3] & 511);
+}
+static inline float kx_iq2_s_head(const void *blk, int16_t ls[16]) {
+    const block_iq2_s *b = blk;
+    kx_iq_ls_nibbles(b->scales, ls);
+    return kx_h2f(b->d);
+}
+static inline __m256i kx_iq2_s_sub(const void *blk, int ib, uint32_t *sg) {
+    const block_iq2_s *b = blk;
+    const uint8_t *q = b->qs + 4 * ib;
+    const unsigned h = b->qh[ib];
+    *sg = kx_rd32(b->qs + 32 + 4 * ib);
+    return KX_G64(df_iq2s_grid, q[0] | (h << 8 & 0x300), q[1] | (h << 6 & 0x300), q[2] | (h << 4 & 0x300),
+                  q[3] | (h << 2 & 0x300));
+}
+
+/* iq3_xxs: eight 4-byte grid entries; signs and ls as iq2_xxs. */
+static inline float kx_iq3_xxs_head(const void *blk, int16_t ls[16]) {
+    const block_iq3_xxs *b = blk;
+    for (int ib = 0; ib < 8; ib++) ls[2 * ib] = ls[2 * ib + 1] = (int16_t)(2 * (kx_rd32(b->qs + 64 + 4 * ib) >> 28) + 1);
+    return kx_h2f(b->d);
+}
+#define KX_IQ3XXS_IDX(q, k) (q)[k]
+static inline __m256i kx_iq3_xxs_sub(const void *blk, int ib, uint32_t *sg) {
+    const block_iq3_xxs *b = blk;
+    const uint8_t *q = b->qs + 8 * ib;
+    *sg = kx_ksigns4(kx_rd32(b->qs + 64 + 4 * ib));
+    return KX_G32(df_iq3xxs_grid, q, KX_IQ3XXS_IDX);
+}
+
+/* iq3_s: 9-bit indices (bit k of qh[ib] on top of qs[8ib + k]), plain sign bytes. */
+static inline float kx_iq3_s_head(const void *blk, int16_t ls[16]) {
+    const block_iq3_s *b = blk;
+    for (int ib = 0; ib < 8; ib++) ls[2 * ib] = ls[2 * ib + 1] = (int16_t)(2 * ((b->scales[ib / 2] >> (4 * (ib % 2))) & 0xF) + 1);
+    return kx_h2f(b->d);
+}
+#define KX_IQ3S_IDX(q, k) ((q)[k] | (h << (8 - (k)) & 0x100u))
+static inline __m256i kx_iq3_s_sub(const void *blk, int ib, uint32_t *sg) {
+    const block_iq3_s *b = blk;
+    const uint8_t *q = b->qs + 8 * ib;
+    const unsigned h = b->qh[ib];
+    *sg = kx_rd32(b->signs + 4 * ib);
+    return KX_G32(df_iq3s_grid, q, KX_IQ3S_IDX);
+}
+
+/* iq1: signed grid bytes g (-1, 0, 1) -> 8 * (g + 1) + dp, dp = delta + 1
+ * (0 or 2 per 8 elements, a byte vector). */
+static inline __m256i kx_iq1_u(__m256i g, __m256i dp) {
+    return _mm256_add_epi8(_mm256_slli_epi16(_mm256_add_epi8(g, _mm256_set1_epi8(1)), 3), dp);
+}
+static inline float kx_iq1_s_head(const void *blk, int16_t ls[16]) {
+    const block_iq1_s *b = blk;
+    for (int ib = 0; ib < 8; ib++) ls[2 * ib] = ls[2 * ib + 1] = (int16_t)(2 * ((b->qh[ib] >> 12) & 7) + 1);
+    return kx_h2f(b->d);
+}
+static inline __m256i kx_iq1_s_sub(const void *blk, int ib, uint32_t *sg) {
+    const block_iq1_s *b = blk;
+    const uint8_t *q = b->qs + 4 * ib;
+    const unsigned h = b->qh[ib];
+    *sg = 0;
+    const __m256i g = KX_G64(df_iq1s_grid, q[0] | (h << 8 & 0x700), q[1] | (h << 5 & 0x700), q[2] | (h << 2 & 0x700),
+                             q[3] | (h >> 1 & 0x700));
+    return kx_iq1_u(g, _mm256_set1_epi8(h & 0x8000 ? 0 : 2));
+}
+static inline float kx_iq1_m_head(const void *blk, int16_t ls[16]) {
+    const block_iq1_m *b = blk;
+    uint16_t sc[4];
+    memcpy(sc, b->scales, 8);
+    for (int ib = 0; ib < 8; ib++) {
+        ls[2 * ib] = (int16_t)(2 * ((sc[ib / 2] >> (6 * (ib % 2))) & 7) + 1);
+        ls[2 * ib + 1] = (int16_t)(2 * ((sc[ib / 2] >> (6 * (ib % 2) + 3)) & 7) + 1);
+    }
+    return kx_h2f((uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000)));
+}
+static inline __m256i kx_iq1_m_sub(const void *blk, int ib, uint32_t *sg) {
+    const block_iq1_m *b = blk;
+    const uint8_t *q = b->qs + 4 * ib;
+    const unsigned h0 = b->qh[2 * ib], h1 = b->qh[2 * ib + 1];
+    *sg = 0;
+    const __m256i g = KX_G64(df_iq1s_grid, q[0] | (h0 << 8 & 0x700), q[1] | (h0 << 4 & 0x700), q[2] | (h1 << 8 & 0x700),
+                             q[3] | (h1 << 4 & 0x700));
+    const long long two = 0x0202020202020202LL;
+    return kx_iq1_u(g, _mm256_set_epi64x(h1 & 0x80 ? 0 : two, h1 & 0x08 ? 0 : two, h0 & 0x80 ? 0 : two, h0 & 0x08 ? 0 : two));
+}
+
+/* vec_dot and gemm of a grid i-quant from the including file's
+ * name##_tile(n, row, x, x_stride, out, NC): one weight row against NC <= 4
+ * activation rows, every block decoded once for all of them. vec_dot is
+ * the NC = 1 instance and each output goes through the same arithmetic
+ * whatever NC, so the gemm keeps quant.h's tiling contract. */
+#define KX_IQ_ENTRY_POINTS(name, btype)                                                                       \
+    static void name(int64_t n, const void *w, const void *x, float *out) {                                  \
+        name##_tile(n, (const btype *)w, (const uint8_t *)x, 0, out, 1);                                     \
+    }                                                                                                         \
+    static void name##_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc,   \
+                            float *y, size_t ldy) {                                                           \
+        for (int r = 0; r < nr; r++) {                                                                        \
+            const btype *a = (const btype *)(const void *)((const uint8_t *)w + (size_t)r * ws);              \
+            for (int c0 = 0; c0 < nc; c0 += 4) {                                                              \
+                const uint8_t *xp = (const uint8_t *)x + (size_t)c0 * xs;                                     \
+                float o[4];                                                                                   \
+                const int cn = nc - c0 < 4 ? nc - c0 : 4;                                                     \
+                if (cn == 4) name##_tile(n, a, xp, xs, o, 4);                                                 \
+                else if (cn == 3) name##_tile(n, a, xp, xs, o, 3);                                            \
+                else if (cn == 2) name##_tile(n, a, xp, xs, o, 2);                                            \
+                else name##_tile(n, a, xp, xs, o, 1);                                                         \
+                for (int c = 0; c < cn; c++) y[(size_t)(c0 + c) * ldy + (size_t)r] = o[c];                    \
+            }                                                                                                 \
+        }                                                                                                     \
+    }
+
+/* The per-type row dots, on top of the including file's KX_IQ_ROW(name,
+ * head, sub, has_signs, off9, factor, block type) macro, which defines
+ * name##_tile and expands KX_IQ_ENTRY_POINTS: name (vec_dot) and name##_gemm. */
+#define KX_IQ_GRID_DOTS                                                          \
+    KX_IQ_ROW(iq2_xxs_dot, kx_iq2_xxs_head, kx_iq2_xxs_sub, 1, 0, 0.125f, block_iq2_xxs)    \
+    KX_IQ_ROW(iq2_xs_dot, kx_iq2_xs_head, kx_iq2_xs_sub, 1, 0, 0.125f, block_iq2_xs)       \
+    KX_IQ_ROW(iq2_s_dot, kx_iq2_s_head, kx_iq2_s_sub, 1, 0, 0.125f, block_iq2_s)          \
+    KX_IQ_ROW(iq3_xxs_dot, kx_iq3_xxs_head, kx_iq3_xxs_sub, 1, 0, 0.25f, block_iq3_xxs)     \
+    KX_IQ_ROW(iq3_s_dot, kx_iq3_s_head, kx_iq3_s_sub, 1, 0, 1.0f, block_iq3_s)           \
+    KX_IQ_ROW(iq1_s_dot, kx_iq1_s_head, kx_iq1_s_sub, 0, 1, 0.125f, block_iq1_s)          \
+    KX_IQ_ROW(iq1_m_dot, kx_iq1_m_head, kx_iq1_m_sub, 0, 1, 0.125f, block_iq1_m)
 
 #endif

@@ -60,7 +60,7 @@ EOF
 cc -std=c11 -Iinclude -o "$T/clash" "$T/clash.c" "$LIB" "${LIBS[@]}" > "$T/link.log" 2>&1
 check "a program defining gguf_find_tensor links with libdeltafin.a$(head -3 "$T/link.log" | tr '\n' ' ')" test -x "$T/clash"
 out=$("$T/clash" 2>&1)
-check "... and runs, its own gguf_find_tensor in use ($out)" contains "$out" " 3 -1"
+check "... and runs, its own gguf_find_tensor in use ($out)" contains "$out" " 3 -3" # -3: DF_E_IO, no such file
 cc -std=c11 -Iinclude -o "$T/clash-int" "$T/clash.c" "$INTLIB" "${LIBS[@]}" > "$T/link-int.log" 2>&1
 check "the same program with the internal archive: a multiple definition of gguf_find_tensor" \
     grep -q "multiple definition of .gguf_find_tensor" "$T/link-int.log"

@@ -2,7 +2,7 @@
  * load.c - loading a model: GGUF metadata -> hyperparameters, the weight
  * store (mapped, resident or planned under a budget), the architecture's
  * tensors, the tokenizer; planning a budget without loading; the model's
- * facts and counters. The top of src/model: it holds the architecture table
+ * facts and counters. The top layer (src/api): it holds the architecture table
  * (arch.h) and calls into the architectures' hparams and bind functions,
  * bind.c's helpers, moe.c's hyperparameters and the session's size.
  *
