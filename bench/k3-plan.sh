@@ -14,8 +14,9 @@
 # a 163840-token vocabulary; dense weights in Q8_0. Not published in llama.cpp
 # and so assumed here: 64 heads, KDA head size 128, q LoRA 1536, kv LoRA 512,
 # key/value heads 128 + 64 / 128 (Kimi K2's sizes).
-# Then plan runs for each budget twice: with --disk-gbps 5 --mem-gbps 400 (an
-# M1 Max-class laptop: ~5 GB/s SSD, 400 GB/s memory) and measuring this
+# Then plan runs for each budget three times: with --disk-gbps 5 --mem-gbps 400 (an
+# M1 Max-class laptop: ~5 GB/s SSD, 400 GB/s memory), the same with the dense
+# weights requantized to q4_K at load (--resident-type q4_K), and measuring this
 # machine (the disk through a scratch file, the model being holes).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -34,16 +35,20 @@ SCHED=$(awk 'BEGIN { for (i = 0; i < 93; i++) printf "%s", (i % 4 == 3) ? "M" : 
 "$BUILD/deltafin" info -m "$M" | grep -E "^(parameters|tensor bytes|experts|active|one expert)"
 echo "file: $(stat -c %s "$M") bytes, $(($(stat -c %b "$M") * 512)) on disk"
 j() { sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p" <<< "$1"; }
-printf "%-8s %-22s %10s %10s %12s %14s %14s %10s\n" budget machine resident_GiB slots hit_rate disk_GiB/token mem_GiB/token tokens/s
+printf "%-8s %-30s %10s %10s %12s %14s %14s %10s\n" budget machine resident_GiB slots hit_rate disk_GiB/token mem_GiB/token tokens/s
 for mem in 32G 64G 128G; do
-    for machine in laptop here; do
-        if [ "$machine" = laptop ]; then extra=(--disk-gbps 5 --mem-gbps 400); else extra=(--probe-seconds 3); fi
+    for machine in laptop laptop-q4K here; do
+        case $machine in
+            laptop) extra=(--disk-gbps 5 --mem-gbps 400) ;;
+            laptop-q4K) extra=(--disk-gbps 5 --mem-gbps 400 --resident-type q4_K) ;;
+            *) extra=(--probe-seconds 3) ;;
+        esac
         r=$("$BUILD/deltafin" plan -m "$M" --mem "$mem" -c "$CTX" --json "${extra[@]}" || true)
-        if [ "$(j "$r" fits)" != true ]; then printf "%-8s %-22s does not fit (minimum %s bytes)\n" "$mem" "$machine" "$(j "$r" minimum)"; continue; fi
-        desc=$([ "$machine" = laptop ] && echo "5 GB/s, 400 GB/s" || awk -v d="$(j "$r" disk_bytes_per_s)" -v m="$(j "$r" memory_bytes_per_s)" 'BEGIN { printf "this: %.1f GB/s, %.0f GB/s", d / 1e9, m / 1e9 }')
+        if [ "$(j "$r" fits)" != true ]; then printf "%-8s %-30s does not fit (minimum %s bytes)\n" "$mem" "$machine" "$(j "$r" minimum)"; continue; fi
+        desc=$([ "$machine" != here ] && echo "5 GB/s, 400 GB/s${extra[4]:+, dense ${extra[5]}}" || awk -v d="$(j "$r" disk_bytes_per_s)" -v m="$(j "$r" memory_bytes_per_s)" 'BEGIN { printf "this: %.1f GB/s, %.0f GB/s", d / 1e9, m / 1e9 }')
         awk -v b="$mem" -v ma="$desc" -v res="$(j "$r" resident_bytes)" -v s="$(j "$r" expert_slots)" -v h="$(j "$r" expected_hit_rate)" \
             -v d="$(j "$r" disk_bytes_per_token)" -v m="$(j "$r" memory_bytes_per_token)" -v t="$(j "$r" predicted_tokens_per_s)" \
-            'BEGIN { printf "%-8s %-22s %10.1f %10d %11.1f%% %14.1f %14.1f %10.3f\n", b, ma, res / 2^30, s, 100 * h, d / 2^30, m / 2^30, t }'
+            'BEGIN { printf "%-8s %-30s %10.1f %10d %11.1f%% %14.1f %14.1f %10.3f\n", b, ma, res / 2^30, s, 100 * h, d / 2^30, m / 2^30, t }'
     done
 done
 echo "(the founding story: Kimi K3 out of core on a 64 GB laptop at 0.0687 tokens/s)"

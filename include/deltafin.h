@@ -80,6 +80,12 @@ typedef struct df_model_params {
                            * here that is the model, not a regular file, or cannot be written fails
                            * the load; the default one is then skipped and df_io_stats.hot_note says why */
     int vocab_only;     /* 1: metadata and tokenizer only (no tensors needed, no session possible) */
+    /* Requantize the resident dense (non-expert) matrices at load time to this
+     * type, "q4_K" or "q8_0" (NULL or "": keep the file's types): for when the
+     * dense part does not fit a budget at its published type. Costs accuracy
+     * (bench/RESULTS.md measures it) and load time; routed experts, f32 tensors
+     * and dense layers that stream under a budget keep their types. */
+    const char *resident_type;
 } df_model_params;
 
 /* How streamed weights are read: DF_IO_AUTO picks the engine measured
@@ -234,7 +240,8 @@ typedef struct df_plan {
     int n_expert_slots, n_experts_total; /* expert cache capacity / routed experts in all layers */
     uint64_t expert_slot_bytes;      /* one (layer, expert) */
     int n_expert_used, n_moe_layers;
-    uint64_t dense_layer_bytes;      /* average dense weights of one layer */
+    uint64_t dense_layer_bytes;      /* average dense weights of one layer (as in the file) */
+    uint64_t requant_saved_bytes;    /* resident_type: how much smaller the resident dense weights are */
     int n_ctx_train;                 /* the model's trained context */
     int n_swa_layers, swa_window;    /* sliding-window attention layers (gpt-oss) and their window */
     int swa_ring;                    /* positions their KV cache keeps (0: the whole context) */

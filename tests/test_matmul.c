@@ -368,6 +368,24 @@ static void test_attention_kernels(void **state) {
             r->swiglu(a2, b, n);
             for (int i = 0; i < n; i++) assert_true(fabsf(a1[i] - a2[i]) <= 4e-7f * fabsf(a2[i]) + 1e-30f);
         }
+        /* SiTU (Kimi K3) with and without the up branch's bound, across tanh's small and large
+         * ranges and saturation, odd lengths: a few ulp of libm's tanhf and expf */
+        assert_non_null(t->situ);
+        for (int n = 1; n < 300; n += 37)
+            for (int bounded = 0; bounded < 2; bounded++) {
+                float a0[300], a1[300], a2[300], b[300];
+                for (int i = 0; i < n; i++) {
+                    const float mag = i % 3 == 0 ? 0.5f : i % 3 == 1 ? 8.0f : 60.0f;
+                    a0[i] = a1[i] = a2[i] = mag * tu_randf(&rng);
+                    b[i] = mag * tu_randf(&rng);
+                }
+                t->situ(a1, b, n, 3.0f, bounded ? 8.0f : 0.0f);
+                r->situ(a2, b, n, 3.0f, bounded ? 8.0f : 0.0f);
+                for (int i = 0; i < n; i++)
+                    if (!(fabsf(a1[i] - a2[i]) <= 2e-6f * fabsf(a2[i]) + 1e-30f))
+                        fail_msg("situ/%s n=%d [%d] (a %.9g, b %.9g): %.9g vs %.9g", quant_isa_str(isa), n, i, a0[i],
+                                 b[i], a1[i], a2[i]);
+            }
     }
 }
 

@@ -30,7 +30,7 @@
 #define ERRLEN 8192
 
 typedef struct {
-    const char *model, *prompt, *prompt_file, *tokens, *out, *trace, *hot;
+    const char *model, *prompt, *prompt_file, *tokens, *out, *trace, *hot, *resident_type;
     size_t prompt_len;      /* the prompt's bytes (a file's prompt may hold NUL bytes) */
     char *prompt_buf;       /* owned: a prompt read with -f */
     uint64_t mem;
@@ -47,16 +47,18 @@ static void usage(FILE *f, int status) {
             "  run       -m MODEL (-p PROMPT | -f FILE | -f -) [-n N] [-t THREADS] [-c CTX] [--temp T] [--top-k K]\n"
             "            [--top-p P] [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--seed S] [--kv f16|f32]\n"
             "            [--no-mmap|--mmap] [--ignore-eos] [--trace-experts FILE] [--mem SIZE] [--io-threads N]\n"
-            "            [--io pread|uring|auto] [--hot FILE|none] [--progress]\n"
+            "            [--io pread|uring|auto] [--hot FILE|none] [--progress] [--resident-type q4_K|q8_0]\n"
             "  plan      -m MODEL --mem SIZE [-c CTX] [--json] [--probe-seconds S] [--io-threads N] [--io ENGINE]\n"
-            "            [--disk-gbps X] [--mem-gbps Y]\n"
+            "            [--disk-gbps X] [--mem-gbps Y] [--resident-type q4_K|q8_0]\n"
             "            will it fit, what streams, how fast: on this machine (measures the disk for S seconds,\n"
             "            default 5, and memory for 1 s), or on one whose disk reads X and memory Y GB/s\n"
             "  info      -m MODEL\n"
             "  tokenize  -m MODEL (-p TEXT | -f FILE) [--pieces] [--no-bos]\n"
             "  logits    -m MODEL (-p TEXT | -f FILE | --tokens \"1 2 3\") [--top K] [--out FILE] [-t THREADS]\n"
-            "            [--kv f16|f32] [-c CTX] [--mem SIZE]\n"
-            "  bench     -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json] [--mem SIZE]\n"
+            "            [--kv f16|f32] [-c CTX] [--mem SIZE] [--resident-type q4_K|q8_0]\n"
+            "  bench     -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json] [--mem SIZE] [--resident-type T]\n"
+            "  --resident-type requantizes the resident dense (non-expert) weights at load, for a dense part\n"
+            "            that does not fit the budget at its published type (costs accuracy: bench/RESULTS.md)\n"
             "Long options also take the form --flag=value. -f - reads the prompt from stdin.\n");
     exit(status);
 }
@@ -136,6 +138,7 @@ static const struct { const char *name, *alias; int kind; } OPTIONS[] = {
     {"--json", NULL, FLAG}, {"--progress", NULL, FLAG}, {"--help", "-h", FLAG},
     {"--model", "-m", VALUE}, {"--prompt", "-p", VALUE}, {"--file", "-f", VALUE}, {"--tokens", NULL, VALUE},
     {"--out", NULL, VALUE}, {"--trace-experts", NULL, VALUE}, {"--hot", NULL, VALUE}, {"--io-threads", NULL, VALUE},
+    {"--resident-type", NULL, VALUE},
     {"--io", NULL, VALUE}, {"--mem", NULL, VALUE}, {"--n-predict", "-n", VALUE}, {"--threads", "-t", VALUE},
     {"--ctx-size", "-c", VALUE}, {"--repetitions", "-r", VALUE}, {"--top", NULL, VALUE}, {"--temp", NULL, VALUE},
     {"--probe-seconds", NULL, VALUE}, {"--disk-gbps", NULL, VALUE}, {"--mem-gbps", NULL, VALUE}, {"--top-k", NULL, VALUE}, {"--top-p", NULL, VALUE}, {"--min-p", NULL, VALUE},
@@ -187,6 +190,10 @@ static void parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--out")) o->out = v;
         else if (!strcmp(a, "--trace-experts")) o->trace = v;
         else if (!strcmp(a, "--hot")) o->hot = v;
+        else if (!strcmp(a, "--resident-type")) {
+            if (strcmp(v, "q4_K") && strcmp(v, "q8_0")) usage_error("--resident-type takes q4_K or q8_0, not '%s'%s", v, "");
+            o->resident_type = v;
+        }
         else if (!strcmp(a, "--io-threads")) o->io_threads = (int)parse_long(name, v, 1, 256);
         else if (!strcmp(a, "--io")) {
             if (!strcmp(v, "pread")) o->io_engine = DF_IO_PREAD;
@@ -284,6 +291,7 @@ static df_model_params model_params(const opts *o) {
     mp.io_threads = o->io_threads;
     mp.io_engine = o->io_engine;
     mp.hot_file = o->hot && !strcmp(o->hot, "none") ? "" : o->hot;
+    mp.resident_type = o->resident_type;
     return mp;
 }
 
@@ -378,6 +386,25 @@ static void print_io_report(df_model *m, int tokens, double seconds) {
             seconds > 0 ? 100.0 * st.wait_seconds / seconds : 0.0, seconds - st.wait_seconds);
 }
 
+/* Where the model does not fit (or its dense layers stream), what
+ * --resident-type q4_K would buy: the minimum and the layers that stream. */
+static void suggest_requant(const opts *o, const df_model_params *mp, const df_plan *p) {
+    if (o->resident_type && !strcmp(o->resident_type, "q4_K")) return;
+    df_model_params q = *mp;
+    q.resident_type = "q4_K";
+    df_plan r;
+    char err[ERRLEN], b[3][32];
+    if (df_model_plan(o->model, &q, &r, err, sizeof err) != 0 || !r.requant_saved_bytes) return;
+    printf("plan: with --resident-type q4_K (dense weights requantized at load, %s smaller; costs accuracy): minimum %s "
+           "instead of %s; %s",
+           df_fmt_bytes(r.requant_saved_bytes, b[0], 32), df_fmt_bytes(r.minimum, b[1], 32),
+           df_fmt_bytes(p->minimum, b[2], 32), r.budget >= r.minimum ? "fits" : "still does NOT fit");
+    if (r.budget >= r.minimum)
+        printf(", %d of %d layers stream their dense weights (now %d)", r.n_dense_streamed, r.n_layer,
+               p->n_dense_streamed);
+    printf("\n");
+}
+
 static int cmd_plan(const opts *o) {
     if (!o->mem) {
         fprintf(stderr, "deltafin: plan needs --mem SIZE\n");
@@ -441,15 +468,20 @@ static int cmd_plan(const opts *o) {
                "\"expert_slots\":%d,\"experts_total\":%d,\"dense_layers_streamed\":%d,\"disk_bytes_per_s\":%.0f,"
                "\"memory_bytes_per_s\":%.0f,\"expected_hit_rate\":%.4f,\"disk_bytes_per_token\":%.0f,"
                "\"memory_bytes_per_token\":%.0f,\"predicted_tokens_per_s\":%.4f,\"disk_source\":\"%s\","
-               "\"memory_source\":\"%s\",\"shape_only\":%s}\n",
+               "\"memory_source\":\"%s\",\"shape_only\":%s,\"requant_saved_bytes\":%llu}\n",
                fits ? "true" : "false", (unsigned long long)p.budget, (unsigned long long)p.minimum,
                (unsigned long long)p.resident_bytes, (unsigned long long)p.session_bytes, p.n_expert_slots,
                p.n_experts_total, p.n_dense_streamed, disk, mem, hit, disk_tok, mem_tok, tps,
                how == DISK_GIVEN ? "given" : how == DISK_SHAPED ? "decode-shaped" : how == DISK_SCRATCH ? "scratch" : "plain",
-               o->mem_gbps > 0 ? "given" : "measured", sparse ? "true" : "false");
+               o->mem_gbps > 0 ? "given" : "measured", sparse ? "true" : "false",
+               (unsigned long long)p.requant_saved_bytes);
         return fits ? 0 : 1;
     }
     print_plan(&p, stdout);
+    if (p.requant_saved_bytes)
+        printf("plan: --resident-type %s: the resident dense weights take %s less than in the file\n", o->resident_type,
+               df_fmt_bytes(p.requant_saved_bytes, (char[32]){0}, 32));
+    if (!fits || p.n_dense_streamed) suggest_requant(o, &mp, &p);
     if (!fits) {
         char b0[32], b1[32];
         printf("plan: does NOT fit: %s is below the minimum of %s\n", df_fmt_bytes(p.budget, b0, sizeof b0),

@@ -22,6 +22,7 @@
 #include "bind.h"
 #include "moe.h"
 #include "quant.h"
+#include "requant.h"
 #include "session.h"
 #include "util.h"
 #include "wsio.h"
@@ -232,6 +233,9 @@ static int store_config(df_model *m, const df_model_params *p, ws_config *cfg, c
     cfg->io_threads = p->io_threads;
     m->io_threads = p->io_threads > 0 ? p->io_threads : 8;
     cfg->io_engine = p->io_engine == DF_IO_PREAD ? WSIO_PREAD : p->io_engine == DF_IO_URING ? WSIO_URING : WSIO_AUTO;
+    cfg->resident_type = rq_parse_type(p->resident_type);
+    if (cfg->resident_type < 0)
+        return df_seterr(err, errlen, "resident type '%s' is not one of q4_K, q8_0", p->resident_type);
     df_session_params sp = df_session_default_params();
     sp.n_ctx = p->n_ctx;
     sp.n_batch = p->n_batch;
@@ -435,6 +439,7 @@ int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char
         sp.n_batch = q.n_batch;
         sp.kv_type = q.kv_type;
         out->swa_ring = out->n_swa_layers ? df_session_kv_ring(m, &sp) : 0;
+        out->requant_saved_bytes = wp.requant_saved;
     }
     df_model_free(m);
     return rc ? -1 : 0;

@@ -73,6 +73,9 @@ void rope_apply(const rope_params *rp, const float *cache, float *x, int n_heads
 }
 
 void op_swiglu(float *a, const float *b, int n) { quant_traits_get(DF_TYPE_F32)->swiglu(a, b, n); }
+void op_situ(float *a, const float *b, int n, float beta, float lb) {
+    quant_traits_get(DF_TYPE_F32)->situ(a, b, n, beta, lb);
+}
 
 void op_softmax(float *x, int n) {
     float mx = -INFINITY;

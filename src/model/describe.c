@@ -193,7 +193,7 @@ void df_plan_predict(const df_plan *p, double disk_bytes_per_s, double memory_by
     const double hit = p->n_experts_total ? (double)p->n_expert_slots / p->n_experts_total : 1.0;
     const double experts_tok = (double)p->n_moe_layers * p->n_expert_used * (double)p->expert_slot_bytes;
     const double disk_tok = experts_tok * (1.0 - hit) + (double)p->n_dense_streamed * p->dense_layer_bytes;
-    const double mem_tok = (double)p->dense_bytes + experts_tok;
+    const double mem_tok = (double)(p->dense_bytes - p->requant_saved_bytes) + experts_tok; /* --resident-type */
     const double t_disk = disk_bytes_per_s > 0 ? disk_tok / disk_bytes_per_s : 0;
     const double t_mem = memory_bytes_per_s > 0 ? mem_tok / memory_bytes_per_s : 0;
     const double t_tok = t_disk > t_mem ? t_disk : t_mem;

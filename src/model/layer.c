@@ -58,8 +58,9 @@ int df_ffn_dense(df_session *s, ws_tensor *gate, ws_tensor *up, ws_tensor *down,
     return df_matmul(s, down, s->hb, n, out, down->ne[1], err, errlen);
 }
 
-/* SiTU as llama.cpp computes it: beta*tanh(g/beta) * sigmoid(g) * lb*tanh(u/lb)
- * (the up branch unchanged when lb <= 0), in ggml's order of operations. */
+/* SwiGLU, or SiTU: beta*tanh(g/beta) * sigmoid(g) * lb*tanh(u/lb) (the up
+ * branch unchanged when lb <= 0; the scalar kernel in ggml's order of
+ * operations, the SIMD ones within a few ulp of it). */
 void df_glu(const df_hparams *h, float *a, const float *b, int n) {
     if (h->act == DF_ACT_SWIGLU_OAI) { /* gpt-oss: ggml's swiglu_oai, alpha 1.702, limit 7 */
         for (int i = 0; i < n; i++) {
@@ -68,18 +69,8 @@ void df_glu(const df_hparams *h, float *a, const float *b, int n) {
         }
         return;
     }
-    if (h->act != DF_ACT_SITU) {
-        op_swiglu(a, b, n);
-        return;
-    }
-    const float beta = h->situ_beta, lb = h->situ_linear_beta, ib = 1.0f / beta, ilb = lb > 0.0f ? 1.0f / lb : 0.0f;
-    for (int i = 0; i < n; i++) {
-        const float g = a[i];
-        float act = tanhf(g * ib) * beta;
-        act = act * (1.0f / (1.0f + expf(-g)));
-        const float u = lb > 0.0f ? tanhf(b[i] * ilb) * lb : b[i];
-        a[i] = act * u;
-    }
+    if (h->act != DF_ACT_SITU) op_swiglu(a, b, n);
+    else op_situ(a, b, n, h->situ_beta, h->situ_linear_beta);
 }
 
 #define GLU_POOL_MIN 2048 /* SiTU elements worth a pool dispatch (~20 ns each) */

@@ -14,7 +14,9 @@
  * pool of slots, each holding one (layer, expert): its gate, up and down
  * slices, which are contiguous in the GGUF file, so one expert is three reads.
  * The plan never allocates more than the budget minus the caller's reserve
- * (sessions and bookkeeping); everything is allocated at open.
+ * (sessions and bookkeeping); everything is allocated at open. With
+ * cfg.resident_type, resident dense matrices are counted (and held) at their
+ * requantized size (requant.h), the layer buffers at the file's.
  *
  * Reading. Slot loads wait in two queues, demand first; a reading engine
  * (wsio.c: pread threads or io_uring) takes them (ws_io_take), reads the
@@ -63,6 +65,7 @@
 #include <unistd.h>
 
 #include "quant.h"
+#include "requant.h"
 #include "util.h"
 #include "wsio.h"
 
@@ -193,27 +196,36 @@ int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err,
     p->budget = cfg->budget;
     p->reserve = cfg->reserve;
     const int L = cfg->n_layer;
-    uint64_t *dense = calloc((size_t)L + 1, sizeof(uint64_t));
+    /* per layer: dense bytes as resident copies (requantized where
+     * cfg->resident_type says so), as the file holds them (what a streaming
+     * buffer reads), and what requantizing saves */
+    uint64_t *dense = calloc((size_t)L + 1, sizeof(uint64_t)), *dfile = calloc((size_t)L + 1, sizeof(uint64_t));
+    uint64_t *saved = calloc((size_t)L + 1, sizeof(uint64_t));
     uint64_t (*eslot)[3] = calloc((size_t)L + 1, sizeof *eslot);
-    if (!dense || !eslot) {
-        free(dense); free(eslot);
+    if (!dense || !dfile || !saved || !eslot) {
+        free(dense); free(dfile); free(saved); free(eslot);
         return df_seterr(err, errlen, "out of memory");
     }
-    uint64_t globals = 0, ovf = 0, tmp = 0;
+    uint64_t globals = 0, saved_all = 0, ovf = 0, tmp = 0;
     int moe_layers = 0;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const gguf_tensor *t = &g->tensors[i];
         const int l = layer_of(t->name), part = expert_part(t);
         if (l >= L) continue; /* a block past the model's layers (NextN/MTP): never bound, never read */
         const uint64_t span = t->nbytes > UINT64_MAX / 2 ? (ovf = 1, 0) : span_bytes(t->nbytes);
+        const uint64_t rq = rq_nbytes(t, rq_resident_type(t, part >= 0, cfg->resident_type));
+        const uint64_t rspan = rq > UINT64_MAX / 2 ? (ovf = 1, 0) : span_bytes(rq);
         if (part >= 0 && l >= 0 && t->ne[2] > 0) {
             eslot[l][part] = span_bytes(t->nbytes / (uint64_t)t->ne[2]);
             ADD(p->expert_total, t->nbytes);
         } else if (l >= 0) {
-            ADD(dense[l], span);
+            ADD(dense[l], rspan);
+            ADD(dfile[l], span);
+            ADD(saved[l], span - rspan);
             ADD(p->dense_total, t->nbytes);
         } else {
-            ADD(globals, span);
+            ADD(globals, rspan);
+            ADD(saved_all, span - rspan);
             ADD(p->dense_total, t->nbytes);
         }
     }
@@ -224,9 +236,11 @@ int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err,
         ADD(s, eslot[l][2]);
         if (s) moe_layers++;
         if (s > es) es = s;
-        if (dense[l] > dmax) dmax = dense[l];
+        if (dfile[l] > dmax) dmax = dfile[l];
         ADD(dall, dense[l]);
+        ADD(saved_all, saved[l]); /* what requantizing saves if every layer stays (refined below) */
     }
+    p->requant_saved = saved_all;
     p->expert_slot = es;
     p->n_experts_total = moe_layers * cfg->n_expert;
     const uint64_t min_slots = moe_layers ? (uint64_t)(2 * cfg->n_expert_used) : 0;
@@ -258,10 +272,11 @@ int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err,
         used = globals + dall;
         p->n_dense_streamed = 0;
     } else {
+        for (int l = 0; l < L; l++) p->requant_saved -= saved[l]; /* streamed layers keep the file's types */
         used = globals + 2 * dmax;
         p->dense_slot = dmax;
         int keep = 0;
-        while (keep < L && used + dense[keep] + slots_min <= avail) used += dense[keep++];
+        while (keep < L && used + dense[keep] + slots_min <= avail) p->requant_saved += saved[keep], used += dense[keep++];
         p->n_dense_streamed = L - keep;
     }
     p->resident = used - (p->n_dense_streamed ? 2 * dmax : 0);
@@ -271,6 +286,8 @@ int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err,
     p->n_expert_slots = (int)slots;
 done:
     free(dense);
+    free(dfile);
+    free(saved);
     free(eslot);
     return rc;
 }
@@ -1095,9 +1112,9 @@ void ws_close(wstore *ws) {
     }
     for (int i = 0; ws->maps && i < ws->g->n_files; i++)
         if (ws->maps[i]) munmap(ws->maps[i], (size_t)ws->map_size[i]);
-    if (ws->cfg.mode != WS_MMAP && ws->handles)
-        for (uint64_t i = 0; i < ws->g->n_tensors; i++)
-            if (!ws->handles[i].streamed) free(ws->handles[i].data);
+    for (uint64_t i = 0; ws->handles && i < ws->g->n_tensors; i++)
+        if ((ws->cfg.mode != WS_MMAP || ws->handles[i].requantized) && !ws->handles[i].streamed)
+            free(ws->handles[i].data);
     for (int f = 0; ws->dfd && f < ws->g->n_files; f++)
         if (ws->dfd[f] >= 0) close(ws->dfd[f]);
     for (int i = 0; ws->es && i < ws->n_es; i++) free(ws->es[i].buf);
@@ -1170,6 +1187,67 @@ static int read_resident(wstore *ws, ws_tensor *t, char *err, size_t errlen) {
     return 0;
 }
 
+/* Rows [r0, r0 + n) of a tensor's file bytes (row bytes each): from the
+ * mapping, else read into buf (span_bytes(n * row) bytes, ALIGN-aligned; with
+ * O_DIRECT under a budget). Returns where they start, or NULL with err. */
+static const uint8_t *file_rows(wstore *ws, const gguf_tensor *gt, size_t row, uint64_t r0, uint64_t n, uint8_t *buf,
+                                char *err, size_t errlen) {
+    const uint64_t off = gt->offset + r0 * row, len = n * row;
+    if (ws->cfg.mode == WS_MMAP) return (const uint8_t *)ws->maps[gt->file] + off;
+    if (ws->cfg.mode == WS_STREAM) {
+        const ws_read r = span_read(ws, gt->file, off, len, buf);
+        if (wsio_pread_span(&r, err, errlen) != 0) return NULL;
+        ws->stats.bytes_read += len;
+        return buf + (off & (ALIGN - 1));
+    }
+    const gguf_file *f = &ws->g->files[gt->file];
+    for (uint64_t done = 0; done < len;) {
+        ssize_t k = pread(f->fd, buf + done, (size_t)(len - done), (off_t)(off + done));
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            df_seterr(err, errlen, "%s: reading tensor '%s': %s", f->path, gt->name,
+                      k < 0 ? strerror(errno) : "unexpected end of file");
+            return NULL;
+        }
+        done += (uint64_t)k;
+    }
+    return buf;
+}
+
+/* A resident dense matrix requantized to `type` (requant.h): the file's rows
+ * pass through a ~1 MiB buffer (and one row of floats), so the copy is all
+ * that stays; its size is what ws_make_plan counted. */
+static int read_requantized(wstore *ws, ws_tensor *t, int type, char *err, size_t errlen) {
+    const gguf_tensor *gt = t->gt;
+    const size_t row = quant_row_size(gt->type, gt->ne[0]), row_new = quant_row_size(type, gt->ne[0]);
+    const uint64_t rows = gt->nbytes / row, nb = rq_nbytes(gt, type);
+    const uint64_t per = row < (1u << 20) ? (1u << 20) / row : 1;
+    uint8_t *dst = df_aligned_alloc(ALIGN, (size_t)nb);
+    uint8_t *buf = ws->cfg.mode == WS_MMAP ? NULL : df_aligned_alloc(ALIGN, (size_t)span_bytes(per * row));
+    float *fl = malloc((size_t)gt->ne[0] * sizeof(float));
+    int rc = !dst || !fl || (ws->cfg.mode != WS_MMAP && !buf)
+                 ? df_seterr(err, errlen, "out of memory for tensor '%s'", gt->name)
+                 : 0;
+    for (uint64_t r0 = 0; rc == 0 && r0 < rows; r0 += per) {
+        const uint64_t n = rows - r0 < per ? rows - r0 : per;
+        const uint8_t *src = file_rows(ws, gt, row, r0, n, buf, err, errlen);
+        rc = src ? rq_convert(gt->type, src, type, dst + r0 * row_new, gt->ne[0], (int64_t)n, fl, err, errlen) : -1;
+    }
+    free(buf);
+    free(fl);
+    if (rc != 0) {
+        free(dst);
+        return -1;
+    }
+    t->data = dst;
+    t->requantized = 1;
+    t->type = type;
+    t->nbytes = nb;
+    t->row_bytes = row_new;
+    ws->resident += ws->cfg.mode == WS_STREAM ? span_bytes(nb) : nb;
+    return 0;
+}
+
 ws_tensor *ws_get(wstore *ws, const char *name, char *err, size_t errlen) {
     const gguf_tensor *gt = gguf_find_tensor(ws->g, name);
     if (!gt) {
@@ -1192,12 +1270,20 @@ ws_tensor *ws_get(wstore *ws, const char *name, char *err, size_t errlen) {
     t->layer = layer_of(gt->name);
     t->part = expert_part(gt);
     t->gt = gt;
+    const int rq = rq_resident_type(gt, t->part >= 0, ws->cfg.resident_type);
+    const int streamed = ws->cfg.mode == WS_STREAM && t->layer >= 0 && t->layer < ws->n_layer &&
+                         ((t->part >= 0 && ws->es) || (t->part < 0 && ws->dense_streamed[t->layer]));
     if (ws->cfg.mode == WS_PLAN) {
         t->data = NULL; /* checked, never read */
+        t->type = rq;   /* as it would be held (architectures check types) */
+    } else if (rq != gt->type && !streamed) {
+        if (read_requantized(ws, t, rq, err, errlen) != 0) {
+            t->gt = NULL;
+            return NULL;
+        }
     } else if (ws->cfg.mode == WS_MMAP) {
         t->data = (uint8_t *)ws->maps[gt->file] + gt->offset;
-    } else if (ws->cfg.mode == WS_STREAM && t->layer >= 0 && t->layer < ws->n_layer &&
-               ((t->part >= 0 && ws->es) || (t->part < 0 && ws->dense_streamed[t->layer]))) {
+    } else if (streamed) {
         t->streamed = 1;
         t->slot_off = ws->slot_off_of[idx];
     } else if (read_resident(ws, t, err, errlen) != 0) {

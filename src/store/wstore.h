@@ -16,7 +16,10 @@
  *
  * Invariants: a pointer from a fetch stays valid until its release; a pinned
  * slot is never evicted or overwritten; the bytes a fetch returns are the
- * file's bytes, whatever the backend, so results do not depend on it.
+ * file's bytes, whatever the backend, so results do not depend on it. The
+ * one exception is opt-in: with ws_config.resident_type, resident dense
+ * matrices are a requantized copy (requant.h) and their handle's type says
+ * so (the same bytes on every CPU; dense layers that stream keep the file's).
  */
 #ifndef DF_WSTORE_H
 #define DF_WSTORE_H
@@ -42,6 +45,7 @@ typedef struct ws_tensor {
     int part;               /* expert tensors: 0 gate, 1 up, 2 down; else -1 */
     int streamed;           /* WS_STREAM: bytes live in a slot, not in data */
     size_t slot_off;        /* dense-streamed: offset of its segment in the layer slot */
+    int requantized;        /* data is a copy requantized to `type` (ws_config.resident_type), owned by the store */
     int fail;               /* tests only (ws_inject_failure): every fetch of it fails */
 } ws_tensor;
 
@@ -56,6 +60,8 @@ typedef struct ws_config {
     int io_engine;          /* WSIO_AUTO, WSIO_PREAD or WSIO_URING (wsio.h) */
     const char *hot_path;   /* learned hot-expert file (NULL: none) */
     int hot_explicit;       /* the caller named hot_path: a problem with it is an error, not a note */
+    int resident_type;      /* 0: tensors keep the file's types; else (DF_TYPE_Q4_K, DF_TYPE_Q8_0) resident
+                             * dense matrices are requantized to it at open (requant.h) */
 } ws_config;
 
 /* What the planner decided (ws_get_plan), in bytes. */
@@ -70,6 +76,8 @@ typedef struct ws_plan {
     int n_experts_total;        /* routed experts over all layers */
     uint64_t expert_slot;       /* bytes of one slot (gate + up + down, aligned) */
     uint64_t minimum;           /* smallest budget that can run the model */
+    uint64_t requant_saved;     /* resident_type: bytes the resident dense tensors shrink by (0 without;
+                                 * below the minimum: what it saves with every dense layer resident) */
 } ws_plan;
 
 /* Open the store. In WS_STREAM mode this plans the budget and fails (naming

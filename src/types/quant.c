@@ -205,6 +205,17 @@ static void f32_swiglu(float *a, const float *b, int64_t n) {
         a[i] = g / (1.0f + expf(-g)) * b[i];
     }
 }
+/* SiTU as llama.cpp computes it (libm tanhf and expf, ggml's order of operations). */
+static void f32_situ(float *a, const float *b, int64_t n, float beta, float lb) {
+    const float ib = 1.0f / beta, ilb = lb > 0.0f ? 1.0f / lb : 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        const float g = a[i];
+        float act = tanhf(g * ib) * beta;
+        act = act * (1.0f / (1.0f + expf(-g)));
+        const float u = lb > 0.0f ? tanhf(b[i] * ilb) * lb : b[i];
+        a[i] = act * u;
+    }
+}
 
 static void bf16_to_float(const void *src, float *dst, int64_t n) {
     const uint16_t *s = src;
@@ -2007,14 +2018,14 @@ IQ_GRID_FNS(iq1_m, DF_TYPE_IQ1_M)
  * ====================================================================== */
 
 #define SUP(nm, bl, sz, vt, pfx) \
-    { nm, bl, sz, 1, vt, pfx##_to_float, pfx##_from_float, pfx##_vec_dot, NULL, NULL, NULL, NULL, NULL }
-#define UNSUP(nm, bl, sz) { nm, bl, sz, 0, -1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL }
+    { nm, bl, sz, 1, vt, pfx##_to_float, pfx##_from_float, pfx##_vec_dot, NULL, NULL, NULL, NULL, NULL, NULL }
+#define UNSUP(nm, bl, sz) { nm, bl, sz, 0, -1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL }
 
 static const quant_traits ref_table[DF_TYPE_COUNT] = {
     [DF_TYPE_F32] = {"f32", 1, 4, 1, DF_TYPE_F32, f32_to_float, f32_from_float, f32_vec_dot, NULL, f32_dot_rows,
-                     f32_axpy_rows, f32_exp_sum, f32_swiglu},
+                     f32_axpy_rows, f32_exp_sum, f32_swiglu, f32_situ},
     [DF_TYPE_F16] = {"f16", 1, 2, 1, DF_TYPE_F16, f16_to_float, f16_from_float, f16_vec_dot, NULL, f16_dot_rows,
-                     f16_axpy_rows, NULL, NULL},
+                     f16_axpy_rows, NULL, NULL, NULL},
     [DF_TYPE_Q4_0] = SUP("q4_0", QK4_0, sizeof(block_q4_0), DF_TYPE_Q8_0, q4_0),
     [DF_TYPE_Q4_1] = SUP("q4_1", QK4_1, sizeof(block_q4_1), DF_TYPE_Q8_1, q4_1),
     [DF_TYPE_Q5_0] = SUP("q5_0", QK5_0, sizeof(block_q5_0), DF_TYPE_Q8_0, q5_0),

@@ -83,9 +83,12 @@ typedef void (*quant_gemm_fn)(int64_t n, const void *w, size_t w_stride, int nr,
 typedef void (*quant_dot_rows_fn)(int64_t n, const float *q, const void *rows, size_t stride, int nr, float *out);
 typedef void (*quant_axpy_rows_fn)(int64_t n, const float *a, const void *rows, size_t stride, int nr, float *y);
 /* Float kernels of the F32 entry only: the softmax helper x[i] = expf(x[i] - sub)
- * for i < n, returning the sum; and SwiGLU's a[i] = silu(a[i]) * b[i]. */
+ * for i < n, returning the sum; SwiGLU's a[i] = silu(a[i]) * b[i]; and SiTU's
+ * a[i] = beta*tanh(a[i]/beta) * sigmoid(a[i]) * (lb > 0 ? lb*tanh(b[i]/lb) : b[i])
+ * (Kimi K3's activation). Each output depends only on its own inputs. */
 typedef float (*quant_exp_sum_fn)(float *x, int64_t n, float sub);
 typedef void (*quant_swiglu_fn)(float *a, const float *b, int64_t n);
+typedef void (*quant_situ_fn)(float *a, const float *b, int64_t n, float beta, float lb);
 
 typedef struct quant_traits {
     const char *name;         /* "q4_K" etc., as ggml names it; NULL = unknown id */
@@ -101,6 +104,7 @@ typedef struct quant_traits {
     quant_axpy_rows_fn axpy_rows;
     quant_exp_sum_fn exp_sum;
     quant_swiglu_fn swiglu;
+    quant_situ_fn situ;
 } quant_traits;
 
 /* Pick the best kernels for this CPU. Idempotent, thread-safe after the first call returns.

@@ -50,6 +50,20 @@ check "the report names the given machine" grep -q "machine (given): disk 5.00 G
 if out=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 100M -c 1024 --disk-gbps 5 --mem-gbps 400); then r=0; else r=$?; fi
 check "too small a budget: exit 1 ..." test "$r" = 1
 check "... and the minimum is named" grep -q "does NOT fit.*minimum" <<< "$out"
+check "... and what --resident-type q4_K would buy" grep -q "with --resident-type q4_K.*minimum" <<< "$out"
+
+# --resident-type q4_K: the dense Q8_0 matrices planned at q4_K's size (about 4.5 / 8.5 of it)
+jq=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 2G -c 1024 --disk-gbps 5 --mem-gbps 400 --resident-type q4_K --json)
+j=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 2G -c 1024 --disk-gbps 5 --mem-gbps 400 --json)
+check "--resident-type q4_K: the resident weights shrink by what it saves" awk -v a="$(field resident_bytes "$j")" \
+    -v b="$(field resident_bytes "$jq")" -v s="$(field requant_saved_bytes "$jq")" 'BEGIN { exit !(s > 0 && a - b == s) }'
+check "... by about 47% of the dense weights" awk -v a="$(field resident_bytes "$j")" -v s="$(field requant_saved_bytes "$jq")" \
+    'BEGIN { exit !(s > 0.35 * a && s < 0.5 * a) }'
+check "... which leaves more expert slots" awk -v a="$(field expert_slots "$j")" -v b="$(field expert_slots "$jq")" 'BEGIN { exit !(b > a) }'
+check "... and less to read from memory per token" awk -v a="$(field memory_bytes_per_token "$j")" \
+    -v b="$(field memory_bytes_per_token "$jq")" 'BEGIN { exit !(b < a) }'
+if "$B/deltafin" plan -m "$T/k3.gguf" --mem 2G --resident-type q3_Z > /dev/null 2> "$T/err"; then r=0; else r=$?; fi
+check "an unknown --resident-type is a usage error" test "$r" = 2
 
 # running it is refused with a clear message (there are no weights)
 if "$B/deltafin" run -m "$T/k3.gguf" -p hi -n 1 > /dev/null 2> "$T/err"; then r=0; else r=$?; fi
