@@ -47,6 +47,10 @@ SOLO_TOOLS := cachesim logitcmp
 TOOL_COMMON := $(filter-out $(patsubst %,tools/%.c,$(LIB_TOOLS) $(SOLO_TOOLS)),$(wildcard tools/*.c))
 TOOL_COMMON_OBJ := $(patsubst tools/%.c,$(BUILD)/obj/tools/%.o,$(TOOL_COMMON))
 TOOLS   := $(patsubst %,$(BUILD)/%,$(LIB_TOOLS) $(SOLO_TOOLS))
+# `deltafin serve` and `deltafin chat` (server/): linked into the deltafin program only.
+SERVER_SRC := $(wildcard server/*.c)
+SERVER_OBJ := $(patsubst server/%.c,$(BUILD)/obj/server/%.o,$(SERVER_SRC))
+SERVER_LIBS := -lmicrohttpd -lcjson -ledit
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(TEST_SRC))
 
@@ -62,6 +66,14 @@ $(BUILD)/obj/%.o: src/%.c $(HDRS)
 $(BUILD)/obj/tools/%.o: tools/%.c $(HDRS) $(wildcard tools/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itools -c $< -o $@
+
+$(BUILD)/obj/server/%.o: server/%.c $(HDRS) $(wildcard server/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Iserver -c $< -o $@
+
+$(BUILD)/deltafin: $(SERVER_OBJ)
+# the library again after server/ objects (they come last in $^)
+$(BUILD)/deltafin: LDLIBS := $(LIB) $(SERVER_LIBS) $(LDLIBS)
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)

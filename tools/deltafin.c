@@ -30,6 +30,10 @@
 #include "util.h"
 #include "wstore.h"
 
+/* server/: `deltafin serve` and `deltafin chat` */
+int df_cmd_serve(int argc, char **argv);
+int df_cmd_chat(int argc, char **argv);
+
 /* Room for a message that names a path of PATH_MAX bytes and still says why. */
 #define ERRLEN 8192
 
@@ -61,6 +65,8 @@ static void usage(FILE *f, int status) {
             "  logits    -m MODEL (-p TEXT | -f FILE | --tokens \"1 2 3\") [--top K] [--out FILE] [-t THREADS]\n"
             "            [--kv f16|f32] [-c CTX] [--mem SIZE]\n"
             "  bench     -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json] [--mem SIZE]\n"
+            "  serve     -m MODEL [--host H] [--port P] [--api-key K] [--parallel N] ...  (deltafin serve --help)\n"
+            "  chat      -m MODEL [-sys TEXT] [--chat-template-file F] ...                (deltafin chat --help)\n"
             "Long options also take the form --flag=value. -f - reads the prompt from stdin.\n");
     exit(status);
 }
@@ -922,6 +928,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     check_isa_env();
+    if (!strcmp(cmd, "serve")) return df_cmd_serve(argc, argv); /* server/serve.c */
+    if (!strcmp(cmd, "chat")) return df_cmd_chat(argc, argv);   /* server/chat_cli.c */
     install_signals(!strcmp(cmd, "run"));
     opts o;
     const int rc = dispatch(cmd, argc, argv, &o);
