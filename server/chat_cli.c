@@ -224,7 +224,7 @@ static int turn(chat *c) {
     while (gen < c->o.n_predict && !g_interrupt) {
         int32_t t = df_sampler_sample(c->smp, c->logits);
         df_sampler_accept(c->smp, t);
-        if (df_token_is_eog(c->m, t)) break;
+        if (!c->o.ignore_eos && df_token_is_eog(c->m, t)) break;
         char piece[512];
         int pn = df_token_to_piece(c->m, t, piece, sizeof piece);
         pn = pn < 0 ? 0 : pn > (int)sizeof piece ? (int)sizeof piece : pn;

@@ -372,7 +372,7 @@ int oai_parse(const oai_ctx *c, const char *body, size_t len, int chat, oai_req 
             goto out;
         }
     }
-    if (get_bool(b, "stream", &r->stream, e)) goto out;
+    if (get_bool(b, "stream", &r->stream, e) || get_bool(b, "ignore_eos", &r->ignore_eos, e)) goto out;
     cJSON *so = cJSON_GetObjectItemCaseSensitive(b, "stream_options");
     if (so && !cJSON_IsNull(so)) {
         if (!cJSON_IsObject(so)) {
@@ -446,6 +446,7 @@ srv_job **oai_make_jobs(const oai_req *r) {
         j->sp.seed = r->sp.seed + (uint64_t)i;
         j->max_tokens = r->max_tokens;
         j->logprobs = r->logprobs;
+        j->ignore_eos = r->ignore_eos;
         for (int k = 0; k < r->n_stop; k++)
             if (!(j->stop[j->n_stop++] = strdup(r->stop[k]))) goto fail;
     }

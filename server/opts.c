@@ -23,7 +23,7 @@ static void usage(FILE *f, int chat, int status) {
     if (chat)
         fprintf(f, "usage: deltafin chat -m MODEL [-sys TEXT] [--chat-template-file F] [-c CTX] [-t THREADS]\n"
                    "                     [--mem SIZE] [-n MAX_TOKENS] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
-                   "                     [--repeat-penalty R] [--seed S] [--kv f16|f32]\n"
+                   "                     [--repeat-penalty R] [--seed S] [--kv f16|f32] [--ignore-eos]\n"
                    "  commands in the chat: /clear, /save FILE, /load FILE, /exit (or end of input)\n");
     else
         fprintf(f, "usage: deltafin serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key K] [--parallel N]\n"
@@ -98,6 +98,7 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
         name[nl] = 0;
         if (!strcmp(name, "-h") || !strcmp(name, "--help")) usage(stdout, chat, 0);
         if (!strcmp(name, "--kv-f32")) { o->kv_f32 = 1; continue; }
+        if (chat && !strcmp(name, "--ignore-eos")) { o->ignore_eos = 1; continue; }
         if (eq) v = eq + 1;
         else if (i + 1 < argc) v = argv[++i];
         else bad("%s needs a value", name);

@@ -214,7 +214,7 @@ static void slot_emit(srv_sched *s, slot *sl) {
     }
     const int32_t tok = df_sampler_sample(sl->smp, sl->logits);
     df_sampler_accept(sl->smp, tok);
-    if (df_token_is_eog(s->m, tok)) {
+    if (!j->ignore_eos && df_token_is_eog(s->m, tok)) {
         slot_finish(s, sl, FIN_STOP, NULL);
         return;
     }

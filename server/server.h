@@ -28,7 +28,7 @@
 /* ---- command-line options (opts.c) ---- */
 typedef struct srv_opts {
     const char *model, *host, *api_key, *template_file, *alias, *system;
-    int port, parallel, queue, ctx, threads, n_predict, kv_f32;
+    int port, parallel, queue, ctx, threads, n_predict, kv_f32, ignore_eos;
     uint64_t mem;
     df_sampler_params sp;
 } srv_opts;
@@ -59,6 +59,7 @@ typedef struct srv_job {
     int n_stop;
     char *stop[SRV_MAX_STOP];
     int logprobs; /* -1: none; else how many alternatives per token (0..20) */
+    int ignore_eos; /* generate past end-of-generation tokens (llama.cpp's extension) */
     /* output (guarded by the scheduler mutex) */
     char *text;
     size_t len, cap;
@@ -128,7 +129,7 @@ typedef struct oai_ctx {
 } oai_ctx;
 
 typedef struct oai_req {
-    int chat, stream, include_usage, n, max_tokens, logprobs, n_stop, seed_set;
+    int chat, stream, include_usage, n, max_tokens, logprobs, n_stop, seed_set, ignore_eos;
     df_sampler_params sp;
     char *stop[SRV_MAX_STOP];
     int32_t *prompt;
