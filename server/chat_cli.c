@@ -354,7 +354,8 @@ int df_cmd_chat(int argc, char **argv) {
         if (line[0] == '/') quit = command(&c, line);
         else if (*line) {
             add_message(&c, "user", line);
-            turn(&c);
+            if (turn(&c) != 0) /* nothing answered: the question leaves the conversation too */
+                cJSON_DeleteItemFromArray(c.msgs, cJSON_GetArraySize(c.msgs) - 1);
         }
         free(line);
         if (quit) break;

@@ -306,7 +306,7 @@ static char *metrics_text(server *srv) {
     df_io_stats io;
     df_model_io_stats(srv->m, &io);
     const double looks = (double)(io.hits + io.misses);
-    size_t cap = 8192, n = 0;
+    size_t cap = 16384, n = 0; /* about 4 KiB are written */
     char *b = malloc(cap);
     if (!b) return NULL;
 #define M(name, type, help, fmt, val)                                                                                  \
