@@ -7,8 +7,8 @@
  * new prompt, which it then keeps), then sched_step(): gather one input per
  * active sequence (a prompt chunk of up to n_batch tokens, or the last
  * sampled token), run the forward pass for all of them in decode_all() -
- * the one place that calls the model, so a batched decode is a one-place
- * change - and sample, append text, check stop strings, the token limit and
+ * the one place that calls the model: df_decode_batch, one pass over the
+ * weights for all generating sequences - and sample, append text, check stop strings, the token limit and
  * end of generation. New requests join between steps (continuous batching);
  * a cancelled job leaves at the next step.
  *
@@ -197,12 +197,35 @@ static void slot_finish(srv_sched *s, slot *sl, int why, const char *msg) {
 /* ---- the step ---- */
 
 /* The forward pass of every active sequence: each slot's n_in tokens at its
- * session's position; its last token's logits into its buffer. */
+ * session's position; its last token's logits into its buffer. One
+ * df_decode_batch call: for a generation step of the llama family every
+ * weight is read once for all sequences. If it fails, the sequences it had
+ * not advanced run alone, so only the one at fault fails. */
 static void decode_all(slot **act, int n) {
-    for (int i = 0; i < n; i++) {
-        slot *sl = act[i];
-        if (df_decode(sl->s, sl->in, sl->n_in, sl->logits, 0, sl->err, sizeof sl->err) != 0) sl->failed = 1;
+    df_session **ss = malloc((size_t)n * sizeof *ss);
+    const int32_t **toks = malloc((size_t)n * sizeof *toks);
+    int *nt = malloc((size_t)n * sizeof *nt), *pos0 = malloc((size_t)n * sizeof *pos0);
+    float **lg = malloc((size_t)n * sizeof *lg);
+    int batched = ss && toks && nt && pos0 && lg;
+    for (int i = 0; batched && i < n; i++) {
+        ss[i] = act[i]->s;
+        toks[i] = act[i]->in;
+        nt[i] = act[i]->n_in;
+        lg[i] = act[i]->logits;
+        pos0[i] = df_session_pos(act[i]->s);
     }
+    char err[256];
+    if (!batched || df_decode_batch(ss, n, toks, nt, lg, err, sizeof err) != 0)
+        for (int i = 0; i < n; i++) {
+            slot *sl = act[i];
+            if (batched && df_session_pos(sl->s) == pos0[i] + sl->n_in) continue; /* it ran */
+            if (df_decode(sl->s, sl->in, sl->n_in, sl->logits, 0, sl->err, sizeof sl->err) != 0) sl->failed = 1;
+        }
+    free(ss);
+    free(toks);
+    free(nt);
+    free(pos0);
+    free(lg);
 }
 
 /* Sample after a decode and record the token. Under the mutex. */

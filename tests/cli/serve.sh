@@ -149,4 +149,21 @@ r=$(post /v1/completions '{"prompt":"hi","max_tokens":3}')
 check "one slot busy, no queue: 429" test "$(status "$r")" = 429
 check "429 body: code queue_full" test "$(body "$r" | jq -r .error.code)" = queue_full
 kill "$CURL" 2>/dev/null; wait "$CURL" 2>/dev/null
+
+# batching: a MoE model (one batched pass per step) gives each of 8 concurrent
+# greedy sequences exactly what it gets alone
+"$B/mkmodel" -o "$T/moe.gguf" --preset qwen3moe-tiny --type q8_0 2>/dev/null || { echo "mkmodel failed"; exit 1; }
+start "$T/c.log" -m "$T/moe.gguf" --parallel 8 -c 256
+U="http://127.0.0.1:$PORT"
+for i in $(seq 1 8); do
+    curl -s "${H[@]}" "$U/v1/completions" -d "{\"prompt\":\"tale $i of $((i * 7))\",\"max_tokens\":20,\"temperature\":0,\"ignore_eos\":true}" | jq -r '.choices[0].text' > "$T/alone.$i"
+done
+for i in $(seq 1 8); do
+    curl -s "${H[@]}" "$U/v1/completions" -d "{\"prompt\":\"tale $i of $((i * 7))\",\"max_tokens\":20,\"temperature\":0,\"ignore_eos\":true}" | jq -r '.choices[0].text' > "$T/together.$i" &
+done
+wait
+same=0; for i in $(seq 1 8); do cmp -s "$T/alone.$i" "$T/together.$i" && same=$((same + 1)); done
+check "MoE, 8 concurrent greedy sequences: each as alone ($same/8)" test "$same" = 8
+steps=$(curl -s "$U/metrics" | awk '/^deltafin_sequences_per_step /{print $2}')
+check "steps ran several sequences at once (average $steps per step)" awk -v s="$steps" 'BEGIN{exit !(s > 1.2)}'
 finish
