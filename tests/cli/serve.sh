@@ -154,14 +154,16 @@ kill "$CURL" 2>/dev/null; wait "$CURL" 2>/dev/null
 # greedy sequences exactly what it gets alone
 "$B/mkmodel" -o "$T/moe.gguf" --preset qwen3moe-tiny --type q8_0 2>/dev/null || { echo "mkmodel failed"; exit 1; }
 start "$T/c.log" -m "$T/moe.gguf" --parallel 8 -c 256
+CURLS=()
 U="http://127.0.0.1:$PORT"
 for i in $(seq 1 8); do
     curl -s "${H[@]}" "$U/v1/completions" -d "{\"prompt\":\"tale $i of $((i * 7))\",\"max_tokens\":20,\"temperature\":0,\"ignore_eos\":true}" | jq -r '.choices[0].text' > "$T/alone.$i"
 done
 for i in $(seq 1 8); do
     curl -s "${H[@]}" "$U/v1/completions" -d "{\"prompt\":\"tale $i of $((i * 7))\",\"max_tokens\":20,\"temperature\":0,\"ignore_eos\":true}" | jq -r '.choices[0].text' > "$T/together.$i" &
+    CURLS+=($!)
 done
-wait
+wait "${CURLS[@]}"
 same=0; for i in $(seq 1 8); do cmp -s "$T/alone.$i" "$T/together.$i" && same=$((same + 1)); done
 check "MoE, 8 concurrent greedy sequences: each as alone ($same/8)" test "$same" = 8
 steps=$(curl -s "$U/metrics" | awk '/^deltafin_sequences_per_step /{print $2}')
