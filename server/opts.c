@@ -99,6 +99,14 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
         if (!strcmp(name, "-h") || !strcmp(name, "--help")) usage(stdout, chat, 0);
         if (!strcmp(name, "--kv-f32")) { o->kv_f32 = 1; continue; }
         if (chat && !strcmp(name, "--ignore-eos")) { o->ignore_eos = 1; continue; }
+        static const char *const with_value[] = {"-m", "--model", "--chat-template-file", "-c", "--ctx-size", "-t",
+                                                 "--threads", "--mem", "--kv", "-sys", "--system-prompt", "-n",
+                                                 "--n-predict", "--temp", "--top-k", "--top-p", "--min-p",
+                                                 "--repeat-penalty", "--seed", "-s", "--host", "--port", "--api-key",
+                                                 "--parallel", "-np", "--queue", "--alias"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(name, with_value[k]);
+        if (!known) bad("unknown option '%s'", name);
         if (eq) v = eq + 1;
         else if (i + 1 < argc) v = argv[++i];
         else bad("%s needs a value", name);
