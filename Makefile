@@ -61,6 +61,11 @@ SOLO_TOOLS := cachesim logitcmp
 TOOL_COMMON := $(filter-out $(patsubst %,tools/%.c,deltafin $(LIB_TOOLS) $(SOLO_TOOLS)),$(wildcard tools/*.c))
 TOOL_COMMON_OBJ := $(patsubst tools/%.c,$(BUILD)/obj/tools/%.o,$(TOOL_COMMON))
 TOOLS   := $(BUILD)/deltafin $(patsubst %,$(BUILD)/%,$(LIB_TOOLS) $(SOLO_TOOLS))
+# `deltafin serve` and `deltafin chat` (server/): linked into the deltafin program only,
+# compiled (as the CLI) seeing the public header only.
+SERVER_SRC := $(wildcard server/*.c)
+SERVER_OBJ := $(patsubst server/%.c,$(BUILD)/obj/server/%.o,$(SERVER_SRC))
+SERVER_LIBS := -lmicrohttpd -lcjson -ledit
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(TEST_SRC))
 
@@ -76,6 +81,10 @@ $(BUILD)/obj/%.o: src/%.c $(HDRS)
 $(BUILD)/obj/tools/%.o: tools/%.c $(HDRS) $(wildcard tools/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itools -c $< -o $@
+
+$(BUILD)/obj/server/%.o: server/%.c server/server.h include/deltafin.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -Iserver -pthread -c $< -o $@
 
 $(INTLIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -100,8 +109,8 @@ $(BUILD)/obj/tools/deltafin.o: tools/deltafin.c include/deltafin.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -pthread -c $< -o $@
 
-$(BUILD)/deltafin: $(BUILD)/obj/tools/deltafin.o $(LIB)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/deltafin: $(BUILD)/obj/tools/deltafin.o $(SERVER_OBJ) $(LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(SERVER_LIBS) $(LDLIBS)
 
 $(patsubst %,$(BUILD)/%,$(LIB_TOOLS)): $(BUILD)/%: $(BUILD)/obj/tools/%.o $(TOOL_COMMON_OBJ) $(INTLIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)

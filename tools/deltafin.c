@@ -26,6 +26,10 @@
 
 #include "deltafin.h"
 
+/* server/: `deltafin serve` and `deltafin chat` */
+int df_cmd_serve(int argc, char **argv);
+int df_cmd_chat(int argc, char **argv);
+
 /* Room for a message that names a path of PATH_MAX bytes and still says why. */
 #define ERRLEN 8192
 
@@ -59,6 +63,8 @@ static void usage(FILE *f, int status) {
             "  bench     -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json] [--mem SIZE] [--resident-type T]\n"
             "  --resident-type requantizes the resident dense (non-expert) weights at load, for a dense part\n"
             "            that does not fit the budget at its published type (costs accuracy: bench/RESULTS.md)\n"
+            "  serve     -m MODEL [--host H] [--port P] [--api-key K] [--parallel N] ...  (deltafin serve --help)\n"
+            "  chat      -m MODEL [-sys TEXT] [--chat-template-file F] ...                (deltafin chat --help)\n"
             "Long options also take the form --flag=value. -f - reads the prompt from stdin.\n");
     exit(status);
 }
@@ -910,6 +916,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     check_isa_env();
+    if (!strcmp(cmd, "serve")) return df_cmd_serve(argc, argv); /* server/serve.c */
+    if (!strcmp(cmd, "chat")) return df_cmd_chat(argc, argv);   /* server/chat_cli.c */
     install_signals(!strcmp(cmd, "run"));
     opts o;
     const int rc = dispatch(cmd, argc, argv, &o);

@@ -1,0 +1,620 @@
+/*
+ * oai.c - OpenAI-compatible requests and responses for `deltafin serve`.
+ *
+ * oai_parse checks a /v1/chat/completions or /v1/completions body field by
+ * field (a wrong type or range is a 400 naming the field, as OpenAI's
+ * errors do), renders a chat with the model's template (or
+ * --chat-template-file) through df_chat_apply_template, and tokenizes the
+ * prompt; one that leaves no room in the context is a 400
+ * (context_length_exceeded). The builders turn jobs' output into response
+ * objects, streaming chunks and usage, with cJSON.
+ *
+ * Text: a model emits bytes, not characters. What goes into JSON is made
+ * valid UTF-8 as a WHATWG decoder would read it (each ill-formed
+ * subsequence one U+FFFD), and a stream holds back an unfinished character
+ * and any tail that may be the start of a stop string, so the streamed
+ * pieces join to exactly the non-streamed text.
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server.h"
+
+/* ---- UTF-8 ---- */
+
+/* Length of the well-formed or ill-formed unit at s[0] (WHATWG decoder):
+ * *ok = 1 for a character; 0 for a maximal ill-formed subpart. Returns 0
+ * when the input ends inside a sequence that could still complete. */
+static size_t utf8_unit(const unsigned char *s, size_t n, int *ok) {
+    const unsigned char b = s[0];
+    int need;
+    unsigned char lo = 0x80, hi = 0xBF;
+    *ok = 1;
+    if (b < 0x80) return 1;
+    if (b >= 0xC2 && b <= 0xDF) need = 1;
+    else if (b >= 0xE0 && b <= 0xEF) need = 2, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
+    else if (b >= 0xF0 && b <= 0xF4) need = 3, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
+    else return *ok = 0, 1;
+    size_t i = 1;
+    for (; i <= (size_t)need; i++) {
+        if (i >= n) return 0;
+        if (s[i] < lo || s[i] > hi) return *ok = 0, i;
+        lo = 0x80, hi = 0xBF;
+    }
+    return i;
+}
+
+size_t srv_utf8_valid_prefix(const char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        int ok;
+        size_t u = utf8_unit((const unsigned char *)s + i, n - i, &ok);
+        if (u == 0) break;
+        i += u;
+    }
+    return i;
+}
+
+char *srv_utf8_clean(const char *s, size_t n) {
+    char *out = malloc(n * 3 + 1), *o = out;
+    if (!out) return NULL;
+    size_t i = 0;
+    while (i < n) {
+        int ok;
+        size_t u = utf8_unit((const unsigned char *)s + i, n - i, &ok);
+        if (u == 0) u = n - i, ok = 0; /* the end inside a sequence */
+        if (ok) memcpy(o, s + i, u), o += u;
+        else memcpy(o, "\xEF\xBF\xBD", 3), o += 3;
+        i += u;
+    }
+    *o = 0;
+    return out;
+}
+
+long srv_find_stop(const srv_job *j, size_t from) {
+    long best = -1;
+    for (int i = 0; i < j->n_stop; i++) {
+        const size_t sl = strlen(j->stop[i]);
+        if (!sl || j->len < sl) continue;
+        for (size_t p = from; p + sl <= j->len; p++)
+            if (!memcmp(j->text + p, j->stop[i], sl)) {
+                if (best < 0 || (long)p < best) best = (long)p;
+                break;
+            }
+    }
+    return best;
+}
+
+size_t srv_safe_len(const srv_job *j) {
+    size_t cut = j->len;
+    for (int i = 0; i < j->n_stop; i++) {
+        const size_t sl = strlen(j->stop[i]);
+        for (size_t k = sl > 0 ? sl - 1 : 0; k > 0; k--)
+            if (k <= j->len && !memcmp(j->text + j->len - k, j->stop[i], k)) {
+                if (j->len - k < cut) cut = j->len - k;
+                break;
+            }
+    }
+    return srv_utf8_valid_prefix(j->text, cut);
+}
+
+/* ---- errors ---- */
+
+void oai_set_error(oai_error *e, int status, const char *type, const char *param, const char *code, const char *fmt,
+                   ...) {
+    e->status = status;
+    e->type = type;
+    e->code = code;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+}
+
+char *oai_error_json(const oai_error *e) {
+    cJSON *root = cJSON_CreateObject(), *er = cJSON_AddObjectToObject(root, "error");
+    char *msg = srv_utf8_clean(e->message, strlen(e->message));
+    cJSON_AddStringToObject(er, "message", msg ? msg : "error");
+    free(msg);
+    cJSON_AddStringToObject(er, "type", e->type ? e->type : "invalid_request_error");
+    if (*e->param) cJSON_AddStringToObject(er, "param", e->param);
+    else cJSON_AddNullToObject(er, "param");
+    if (e->code) cJSON_AddStringToObject(er, "code", e->code);
+    else cJSON_AddNullToObject(er, "code");
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return s;
+}
+
+/* A 400 naming the field (param) and an optional code; returns -1. */
+static int bad_request(oai_error *e, const char *param, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int bad_request(oai_error *e, const char *param, const char *code, const char *fmt, ...) {
+    char msg[sizeof e->message];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    oai_set_error(e, 400, "invalid_request_error", param, code, "%s", msg);
+    return -1;
+}
+#define BAD(...) bad_request(e, __VA_ARGS__)
+
+/* ---- field readers: absent or null leaves *out as it is ---- */
+
+static int get_num(cJSON *o, const char *k, double lo, double hi, double *out, oai_error *e) {
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsNumber(v)) return BAD(k, NULL, "'%s' must be a number", k);
+    if (!(v->valuedouble >= lo && v->valuedouble <= hi)) return BAD(k, NULL, "'%s' must be in [%g, %g]", k, lo, hi);
+    *out = v->valuedouble;
+    return 0;
+}
+
+static int get_int(cJSON *o, const char *k, long lo, long hi, long *out, oai_error *e) {
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble))
+        return BAD(k, NULL, "'%s' must be an integer", k);
+    if (!(v->valuedouble >= (double)lo && v->valuedouble <= (double)hi))
+        return BAD(k, NULL, "'%s' must be in [%ld, %ld]", k, lo, hi);
+    *out = (long)v->valuedouble;
+    return 0;
+}
+
+static int get_bool(cJSON *o, const char *k, int *out, oai_error *e) {
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsBool(v)) return BAD(k, NULL, "'%s' must be a boolean", k);
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+/* ---- prompts ---- */
+
+static int tokenize(const oai_ctx *c, const char *text, size_t len, oai_req *r, oai_error *e) {
+    char err[512];
+    int need = 0;
+    if (df_tokenize(c->m, text, len, 1, 1, NULL, 0, &need, err, sizeof err) != 0 && need == 0)
+        return BAD("prompt", NULL, "cannot tokenize the prompt: %s", err);
+    r->prompt = malloc((size_t)(need + 1) * sizeof(int32_t));
+    if (!r->prompt) return oai_set_error(e, 500, "server_error", NULL, NULL, "out of memory"), -1;
+    if (df_tokenize(c->m, text, len, 1, 1, r->prompt, need + 1, &r->n_prompt, err, sizeof err) != 0)
+        return BAD("prompt", NULL, "cannot tokenize the prompt: %s", err);
+    /* a template that writes bos_token itself: one BOS, not two (as llama.cpp) */
+    const int32_t bos = df_token_bos(c->m);
+    if (r->n_prompt >= 2 && bos >= 0 && r->prompt[0] == bos && r->prompt[1] == bos) {
+        memmove(r->prompt, r->prompt + 1, (size_t)(r->n_prompt - 1) * sizeof(int32_t));
+        r->n_prompt--;
+    }
+    return 0;
+}
+
+static int completion_prompt(const oai_ctx *c, cJSON *body, oai_req *r, oai_error *e) {
+    cJSON *p = cJSON_GetObjectItemCaseSensitive(body, "prompt");
+    if (!p) return BAD("prompt", NULL, "'prompt' is required");
+    if (cJSON_IsString(p)) return tokenize(c, p->valuestring, strlen(p->valuestring), r, e);
+    if (!cJSON_IsArray(p) || cJSON_GetArraySize(p) == 0)
+        return BAD("prompt", NULL, "'prompt' must be a string, an array of one string or an array of token ids");
+    cJSON *first = cJSON_GetArrayItem(p, 0);
+    if (cJSON_IsString(first)) {
+        if (cJSON_GetArraySize(p) != 1)
+            return BAD("prompt", NULL, "several prompts in one request are not supported: send one request each");
+        return tokenize(c, first->valuestring, strlen(first->valuestring), r, e);
+    }
+    const int n = cJSON_GetArraySize(p), nv = df_n_vocab(c->m);
+    r->prompt = malloc((size_t)n * sizeof(int32_t));
+    if (!r->prompt) return oai_set_error(e, 500, "server_error", NULL, NULL, "out of memory"), -1;
+    cJSON *t;
+    r->n_prompt = 0;
+    cJSON_ArrayForEach(t, p) {
+        if (!cJSON_IsNumber(t) || t->valuedouble != floor(t->valuedouble) || t->valuedouble < 0 ||
+            t->valuedouble >= nv)
+            return BAD("prompt", NULL, "'prompt' token ids must be integers in [0, %d)", nv);
+        r->prompt[r->n_prompt++] = (int32_t)t->valuedouble;
+    }
+    return 0;
+}
+
+/* The text of a message's content: a string, null, or an array of
+ * {"type":"text","text":...} parts (joined). */
+static int content_text(cJSON *content, int i, cJSON **out, oai_error *e) {
+    if (!content || cJSON_IsNull(content) || cJSON_IsString(content)) return *out = NULL, 0;
+    if (!cJSON_IsArray(content)) return BAD("messages", NULL, "messages[%d].content must be a string or an array", i);
+    size_t len = 0;
+    cJSON *part;
+    cJSON_ArrayForEach(part, content) {
+        cJSON *ty = cJSON_GetObjectItemCaseSensitive(part, "type"), *tx = cJSON_GetObjectItemCaseSensitive(part, "text");
+        if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "text") || !cJSON_IsString(tx))
+            return BAD("messages", NULL, "messages[%d].content: only parts of type \"text\" are supported", i);
+        len += strlen(tx->valuestring);
+    }
+    char *buf = malloc(len + 1), *p = buf;
+    if (!buf) return oai_set_error(e, 500, "server_error", NULL, NULL, "out of memory"), -1;
+    cJSON_ArrayForEach(part, content) {
+        const char *s = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
+        memcpy(p, s, strlen(s));
+        p += strlen(s);
+    }
+    *p = 0;
+    *out = cJSON_CreateString(buf);
+    free(buf);
+    return 0;
+}
+
+static int chat_prompt(const oai_ctx *c, cJSON *body, oai_req *r, oai_error *e) {
+    cJSON *msgs = cJSON_GetObjectItemCaseSensitive(body, "messages");
+    if (!msgs) return BAD("messages", NULL, "'messages' is required");
+    if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
+        return BAD("messages", NULL, "'messages' must be a non-empty array");
+    if (!c->tmpl && !df_chat_template(c->m))
+        return BAD("messages", "no_chat_template",
+                   "the model has no chat template (tokenizer.chat_template); start the server with "
+                   "--chat-template-file FILE, or use /v1/completions");
+    cJSON *vars = cJSON_CreateObject(), *list = cJSON_Duplicate(msgs, 1);
+    cJSON_AddItemToObject(vars, "messages", list);
+    int i = 0, rc = 0;
+    cJSON *m;
+    cJSON_ArrayForEach(m, list) {
+        cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"), *txt = NULL;
+        if (!cJSON_IsObject(m) || !cJSON_IsString(role)) {
+            rc = BAD("messages", NULL, "messages[%d] must be an object with a string 'role'", i);
+            break;
+        }
+        if ((rc = content_text(cJSON_GetObjectItemCaseSensitive(m, "content"), i, &txt, e)) != 0) break;
+        if (txt) cJSON_ReplaceItemInObjectCaseSensitive(m, "content", txt);
+        i++;
+    }
+    cJSON *tools = cJSON_GetObjectItemCaseSensitive(body, "tools");
+    if (!rc && tools && !cJSON_IsNull(tools)) {
+        if (!cJSON_IsArray(tools)) rc = BAD("tools", NULL, "'tools' must be an array");
+        else cJSON_AddItemToObject(vars, "tools", cJSON_Duplicate(tools, 1));
+    }
+    cJSON *kw = cJSON_GetObjectItemCaseSensitive(body, "chat_template_kwargs"), *it;
+    if (!rc && kw && !cJSON_IsNull(kw)) {
+        if (!cJSON_IsObject(kw)) rc = BAD("chat_template_kwargs", NULL, "'chat_template_kwargs' must be an object");
+        else
+            cJSON_ArrayForEach(it, kw) {
+                cJSON_DeleteItemFromObjectCaseSensitive(vars, it->string);
+                cJSON_AddItemToObject(vars, it->string, cJSON_Duplicate(it, 1));
+            }
+    }
+    char *vj = rc ? NULL : cJSON_PrintUnformatted(vars);
+    cJSON_Delete(vars);
+    if (rc) return rc;
+    if (!vj) return oai_set_error(e, 500, "server_error", NULL, NULL, "out of memory"), -1;
+    char *text = NULL, err[512];
+    rc = df_chat_apply_template(c->m, c->tmpl, NULL, 0, 1, vj, &text, err, sizeof err);
+    cJSON_free(vj);
+    if (rc != 0) return BAD("messages", "template_error", "the chat template failed: %s", err);
+    rc = tokenize(c, text, strlen(text), r, e);
+    free(text);
+    return rc;
+}
+
+static int parse_stop(cJSON *body, oai_req *r, oai_error *e) {
+    cJSON *st = cJSON_GetObjectItemCaseSensitive(body, "stop"), *it;
+    if (!st || cJSON_IsNull(st)) return 0;
+    if (cJSON_IsString(st)) {
+        if (*st->valuestring) r->stop[r->n_stop++] = strdup(st->valuestring);
+        return 0;
+    }
+    if (!cJSON_IsArray(st) || cJSON_GetArraySize(st) > SRV_MAX_STOP)
+        return BAD("stop", NULL, "'stop' must be a string or an array of at most %d strings", SRV_MAX_STOP);
+    cJSON_ArrayForEach(it, st) {
+        if (!cJSON_IsString(it)) return BAD("stop", NULL, "'stop' must hold strings");
+        if (*it->valuestring) r->stop[r->n_stop++] = strdup(it->valuestring);
+    }
+    return 0;
+}
+
+static int parse_logprobs(cJSON *body, int chat, oai_req *r, oai_error *e) {
+    long k = -1;
+    if (chat) {
+        int on = 0;
+        if (get_bool(body, "logprobs", &on, e)) return -1;
+        long top = 0;
+        if (get_int(body, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, &top, e)) return -1;
+        if (cJSON_GetObjectItemCaseSensitive(body, "top_logprobs") && !on &&
+            !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(body, "top_logprobs")))
+            return BAD("top_logprobs", NULL, "'top_logprobs' needs 'logprobs': true");
+        if (on) k = top;
+    } else if (get_int(body, "logprobs", 0, SRV_MAX_TOP_LOGPROBS, &k, e)) {
+        return -1;
+    }
+    r->logprobs = (int)k;
+    return 0;
+}
+
+static uint64_t fresh_seed(void) {
+    static uint64_t counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20)) + __atomic_add_fetch(&counter, 7919, __ATOMIC_RELAXED);
+}
+
+int oai_parse(const oai_ctx *c, const char *body, size_t len, int chat, oai_req *r, oai_error *e) {
+    memset(r, 0, sizeof *r);
+    r->chat = chat;
+    r->n = 1;
+    r->logprobs = -1;
+    r->max_tokens = -1;
+    r->sp = df_sampler_default_params();
+    r->sp.temp = 1.0f;
+    r->sp.top_k = 0;
+    r->sp.top_p = 1.0f;
+    r->sp.min_p = 0.0f;
+    r->sp.repeat_penalty = 1.0f;
+    cJSON *b = cJSON_ParseWithLength(body, len);
+    if (!b) return BAD(NULL, "invalid_json", "the body is not valid JSON");
+    int rc = -1;
+    long l;
+    double d;
+    if (!cJSON_IsObject(b)) {
+        BAD(NULL, "invalid_json", "the body must be a JSON object");
+        goto out;
+    }
+    cJSON *model = cJSON_GetObjectItemCaseSensitive(b, "model");
+    if (model && !cJSON_IsNull(model)) {
+        if (!cJSON_IsString(model)) {
+            BAD("model", NULL, "'model' must be a string");
+            goto out;
+        }
+        if (strcmp(model->valuestring, c->name)) {
+            oai_set_error(e, 404, "invalid_request_error", "model", "model_not_found",
+                          "The model '%.200s' does not exist (this server has '%.200s')", model->valuestring, c->name);
+            goto out;
+        }
+    }
+    if (get_bool(b, "stream", &r->stream, e) || get_bool(b, "ignore_eos", &r->ignore_eos, e)) goto out;
+    cJSON *so = cJSON_GetObjectItemCaseSensitive(b, "stream_options");
+    if (so && !cJSON_IsNull(so)) {
+        if (!cJSON_IsObject(so)) {
+            BAD("stream_options", NULL, "'stream_options' must be an object");
+            goto out;
+        }
+        if (get_bool(so, "include_usage", &r->include_usage, e)) goto out;
+    }
+    l = -1;
+    if (get_int(b, "max_tokens", 0, 1 << 24, &l, e) || get_int(b, "max_completion_tokens", 0, 1 << 24, &l, e)) goto out;
+    r->max_tokens = (int)l;
+    l = 1;
+    if (get_int(b, "n", 1, 16, &l, e)) goto out;
+    r->n = (int)l;
+    d = 1.0;
+    if (get_num(b, "temperature", 0, 2, &d, e)) goto out;
+    r->sp.temp = (float)d;
+    d = 1.0;
+    if (get_num(b, "top_p", 0, 1, &d, e)) goto out;
+    r->sp.top_p = (float)d;
+    d = 0.0;
+    if (get_num(b, "min_p", 0, 1, &d, e)) goto out;
+    r->sp.min_p = (float)d;
+    l = 0;
+    if (get_int(b, "top_k", 0, 1 << 24, &l, e)) goto out;
+    r->sp.top_k = (int)l;
+    d = 1.0;
+    if (get_num(b, "repeat_penalty", 0.01, 100, &d, e)) goto out;
+    r->sp.repeat_penalty = (float)d;
+    if (get_num(b, "presence_penalty", -2, 2, &d, e) || get_num(b, "frequency_penalty", -2, 2, &d, e)) goto out;
+    cJSON *seed = cJSON_GetObjectItemCaseSensitive(b, "seed");
+    r->seed_set = seed && !cJSON_IsNull(seed);
+    l = 0;
+    if (get_int(b, "seed", -(1L << 53), 1L << 53, &l, e)) goto out;
+    r->sp.seed = r->seed_set ? (uint64_t)l : fresh_seed();
+    if (parse_stop(b, r, e) || parse_logprobs(b, chat, r, e)) goto out;
+    if ((chat ? chat_prompt(c, b, r, e) : completion_prompt(c, b, r, e)) != 0) goto out;
+    if (r->n_prompt == 0) {
+        BAD(chat ? "messages" : "prompt", NULL, "the prompt is empty");
+        goto out;
+    }
+    if (r->n_prompt >= c->n_ctx) {
+        BAD(chat ? "messages" : "prompt", "context_length_exceeded",
+            "This model's context is %d tokens; the prompt has %d (leave room for at least one generated token)",
+            c->n_ctx, r->n_prompt);
+        goto out;
+    }
+    const int room = c->n_ctx - r->n_prompt;
+    if (r->max_tokens < 0 || r->max_tokens > room) r->max_tokens = room;
+    rc = 0;
+out:
+    cJSON_Delete(b);
+    if (rc) oai_req_free(r);
+    return rc;
+}
+
+void oai_req_free(oai_req *r) {
+    for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    r->n_stop = 0;
+    free(r->prompt);
+    r->prompt = NULL;
+}
+
+srv_job **oai_make_jobs(const oai_req *r) {
+    srv_job **jobs = calloc((size_t)r->n, sizeof *jobs);
+    if (!jobs) return NULL;
+    for (int i = 0; i < r->n; i++) {
+        srv_job *j = jobs[i] = srv_job_new(r->prompt, r->n_prompt);
+        if (!j) goto fail;
+        j->sp = r->sp;
+        j->sp.seed = r->sp.seed + (uint64_t)i;
+        j->max_tokens = r->max_tokens;
+        j->logprobs = r->logprobs;
+        j->ignore_eos = r->ignore_eos;
+        for (int k = 0; k < r->n_stop; k++)
+            if (!(j->stop[j->n_stop++] = strdup(r->stop[k]))) goto fail;
+    }
+    return jobs;
+fail:
+    for (int i = 0; i < r->n; i++) srv_job_free(jobs[i]);
+    free(jobs);
+    return NULL;
+}
+
+/* ---- responses ---- */
+
+const char *oai_finish_name(int finish) {
+    return finish == FIN_STOP ? "stop" : finish == FIN_LENGTH ? "length" : finish == FIN_NONE ? NULL : "error";
+}
+
+static cJSON *clean_string(const char *s, size_t n) {
+    char *c = srv_utf8_clean(s, n);
+    cJSON *v = cJSON_CreateString(c ? c : "");
+    free(c);
+    return v;
+}
+
+static cJSON *piece_json(const oai_ctx *c, int32_t id, cJSON **bytes) {
+    char buf[512];
+    int n = df_token_to_piece(c->m, id, buf, sizeof buf);
+    n = n < 0 ? 0 : n > (int)sizeof buf ? (int)sizeof buf : n;
+    if (bytes) {
+        *bytes = cJSON_CreateArray();
+        for (int i = 0; i < n; i++) cJSON_AddItemToArray(*bytes, cJSON_CreateNumber((unsigned char)buf[i]));
+    }
+    return clean_string(buf, (size_t)n);
+}
+
+/* Logprobs of the tokens whose text starts before the job's (stop-cut) end. */
+static cJSON *logprobs_json(const oai_ctx *c, const oai_req *r, const srv_job *j) {
+    if (r->logprobs < 0) return cJSON_CreateNull();
+    cJSON *lp = cJSON_CreateObject();
+    cJSON *content = NULL, *toks = NULL, *tlp = NULL, *top = NULL, *offs = NULL;
+    if (r->chat) content = cJSON_AddArrayToObject(lp, "content");
+    else {
+        toks = cJSON_AddArrayToObject(lp, "tokens");
+        tlp = cJSON_AddArrayToObject(lp, "token_logprobs");
+        top = cJSON_AddArrayToObject(lp, "top_logprobs");
+        offs = cJSON_AddArrayToObject(lp, "text_offset");
+    }
+    size_t off = 0;
+    for (int i = 0; i < j->n_lps && off < j->len; i++) {
+        const srv_logprob *p = &j->lps[i];
+        char buf[512];
+        int pn = df_token_to_piece(c->m, p->id, buf, sizeof buf);
+        pn = pn < 0 ? 0 : pn > (int)sizeof buf ? (int)sizeof buf : pn;
+        if (r->chat) {
+            cJSON *e = cJSON_CreateObject(), *bytes;
+            cJSON_AddItemToObject(e, "token", piece_json(c, p->id, &bytes));
+            cJSON_AddNumberToObject(e, "logprob", p->lp);
+            cJSON_AddItemToObject(e, "bytes", bytes);
+            cJSON *alts = cJSON_AddArrayToObject(e, "top_logprobs");
+            for (int k = 0; k < p->n_top; k++) {
+                cJSON *a = cJSON_CreateObject(), *ab;
+                cJSON_AddItemToObject(a, "token", piece_json(c, p->top_id[k], &ab));
+                cJSON_AddNumberToObject(a, "logprob", p->top_lp[k]);
+                cJSON_AddItemToObject(a, "bytes", ab);
+                cJSON_AddItemToArray(alts, a);
+            }
+            cJSON_AddItemToArray(content, e);
+        } else {
+            cJSON_AddItemToArray(toks, piece_json(c, p->id, NULL));
+            cJSON_AddItemToArray(tlp, cJSON_CreateNumber(p->lp));
+            cJSON *alts = cJSON_CreateObject();
+            for (int k = 0; k < p->n_top; k++) {
+                cJSON *name = piece_json(c, p->top_id[k], NULL);
+                if (!cJSON_GetObjectItemCaseSensitive(alts, name->valuestring))
+                    cJSON_AddNumberToObject(alts, name->valuestring, p->top_lp[k]);
+                cJSON_Delete(name);
+            }
+            cJSON_AddItemToArray(top, alts);
+            cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+        }
+        off += (size_t)pn;
+    }
+    return lp;
+}
+
+static cJSON *envelope(const oai_ctx *c, const oai_req *r, const char *id, long created, const char *object) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "id", id);
+    cJSON_AddStringToObject(root, "object", object);
+    cJSON_AddNumberToObject(root, "created", (double)created);
+    cJSON_AddStringToObject(root, "model", c->name);
+    cJSON_AddStringToObject(root, "system_fingerprint", "deltafin");
+    return root;
+}
+
+static cJSON *usage_json(const oai_req *r, srv_job *const *jobs) {
+    int gen = 0;
+    for (int i = 0; i < r->n; i++) gen += jobs[i]->n_gen;
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddNumberToObject(u, "prompt_tokens", r->n_prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", gen);
+    cJSON_AddNumberToObject(u, "total_tokens", r->n_prompt + gen);
+    return u;
+}
+
+static char *print_free(cJSON *root) {
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return s;
+}
+
+char *oai_response(const oai_ctx *c, const oai_req *r, srv_job *const *jobs, const char *id, long created) {
+    cJSON *root = envelope(c, r, id, created, r->chat ? "chat.completion" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(root, "choices");
+    for (int i = 0; i < r->n; i++) {
+        const srv_job *j = jobs[i];
+        cJSON *ch = cJSON_CreateObject();
+        cJSON_AddNumberToObject(ch, "index", i);
+        if (r->chat) {
+            cJSON *msg = cJSON_AddObjectToObject(ch, "message");
+            cJSON_AddStringToObject(msg, "role", "assistant");
+            cJSON_AddItemToObject(msg, "content", clean_string(j->text ? j->text : "", j->len));
+        } else {
+            cJSON_AddItemToObject(ch, "text", clean_string(j->text ? j->text : "", j->len));
+        }
+        cJSON_AddItemToObject(ch, "logprobs", logprobs_json(c, r, j));
+        cJSON_AddStringToObject(ch, "finish_reason", oai_finish_name(j->finish));
+        cJSON_AddItemToArray(choices, ch);
+    }
+    cJSON_AddItemToObject(root, "usage", usage_json(r, jobs));
+    return print_free(root);
+}
+
+static char *sse(cJSON *root) {
+    char *s = print_free(root);
+    if (!s) return NULL;
+    size_t n = strlen(s);
+    char *out = malloc(n + 9);
+    if (out) {
+        memcpy(out, "data: ", 6);
+        memcpy(out + 6, s, n);
+        memcpy(out + 6 + n, "\n\n", 3);
+    }
+    cJSON_free(s);
+    return out;
+}
+
+char *oai_chunk(const oai_ctx *c, const oai_req *r, const char *id, long created, int idx, const char *text,
+                int finish, int first) {
+    cJSON *root = envelope(c, r, id, created, r->chat ? "chat.completion.chunk" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(root, "choices"), *ch = cJSON_CreateObject();
+    cJSON_AddNumberToObject(ch, "index", idx);
+    if (r->chat) {
+        cJSON *delta = cJSON_AddObjectToObject(ch, "delta");
+        if (first) cJSON_AddStringToObject(delta, "role", "assistant");
+        if (text) cJSON_AddStringToObject(delta, "content", text);
+    } else {
+        cJSON_AddStringToObject(ch, "text", text ? text : "");
+    }
+    cJSON_AddNullToObject(ch, "logprobs");
+    if (finish != FIN_NONE) cJSON_AddStringToObject(ch, "finish_reason", oai_finish_name(finish));
+    else cJSON_AddNullToObject(ch, "finish_reason");
+    cJSON_AddItemToArray(choices, ch);
+    return sse(root);
+}
+
+char *oai_usage_chunk(const oai_ctx *c, const oai_req *r, srv_job *const *jobs, const char *id, long created) {
+    cJSON *root = envelope(c, r, id, created, r->chat ? "chat.completion.chunk" : "text_completion");
+    cJSON_AddArrayToObject(root, "choices");
+    cJSON_AddItemToObject(root, "usage", usage_json(r, jobs));
+    return sse(root);
+}

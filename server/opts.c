@@ -1,0 +1,173 @@
+/*
+ * opts.c - the command-line options of `deltafin serve` and `deltafin chat`.
+ *
+ * Spelled as the rest of the CLI (llama.cpp's names; --flag=value works).
+ * A mistake prints one line naming it and exits with status 2.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server.h"
+
+double srv_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void usage(FILE *f, int chat, int status) {
+    if (chat)
+        fprintf(f, "usage: deltafin chat -m MODEL [-sys TEXT] [--chat-template-file F] [-c CTX] [-t THREADS]\n"
+                   "                     [--mem SIZE] [-n MAX_TOKENS] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
+                   "                     [--repeat-penalty R] [--seed S] [--kv f16|f32] [--ignore-eos]\n"
+                   "  commands in the chat: /clear, /save FILE, /load FILE, /exit (or end of input)\n");
+    else
+        fprintf(f, "usage: deltafin serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key K] [--parallel N]\n"
+                   "                      [--queue N] [--mem SIZE] [-c CTX] [-t THREADS] [--alias NAME]\n"
+                   "                      [--chat-template-file F] [--kv f16|f32]\n"
+                   "  an OpenAI-compatible server: /v1/chat/completions /v1/completions /v1/models /health /metrics\n");
+    exit(status);
+}
+
+static void bad(const char *fmt, const char *a) {
+    fputs("deltafin: ", stderr);
+    fprintf(stderr, fmt, a);
+    fputs(" (deltafin --help lists the options)\n", stderr);
+    exit(2);
+}
+
+static long num(const char *flag, const char *v, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi) {
+        fprintf(stderr, "deltafin: %s expects an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, v);
+        exit(2);
+    }
+    return x;
+}
+
+static float fnum(const char *flag, const char *v, double lo, double hi) {
+    char *end;
+    double x = strtod(v, &end);
+    if (end == v || *end || !isfinite(x) || x < lo || x > hi) {
+        fprintf(stderr, "deltafin: %s expects a number in [%g, %g], got '%s'\n", flag, lo, hi, v);
+        exit(2);
+    }
+    return (float)x;
+}
+
+/* 6G, 512M, 1.5GiB, 4096 (bytes) */
+static uint64_t size_arg(const char *v) {
+    char *end;
+    double x = strtod(v, &end);
+    if (end == v || !(x > 0) || !isfinite(x)) bad("--mem expects a size like 6G, 512M or 1.5GiB, got '%s'", v);
+    double mul = 1;
+    switch (*end) {
+    case 'k': case 'K': mul = 1024.0; end++; break;
+    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
+    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: break;
+    }
+    if (mul > 1 && (!strcmp(end, "iB") || !strcmp(end, "B") || !*end)) end += strlen(end);
+    if (*end || x * mul >= 1.8e19) bad("--mem expects a size like 6G, 512M or 1.5GiB, got '%s'", v);
+    return (uint64_t)(x * mul);
+}
+
+void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
+    memset(o, 0, sizeof *o);
+    o->host = "127.0.0.1";
+    o->port = 8080;
+    o->parallel = 4;
+    o->queue = 256;
+    o->n_predict = chat ? 1024 : 0;
+    o->sp = df_sampler_default_params();
+    if (chat) o->sp.temp = 0.7f, o->sp.seed = (uint64_t)time(NULL);
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        char name[64];
+        const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+        size_t nl = eq ? (size_t)(eq - a) : strlen(a);
+        if (a[0] != '-' || nl >= sizeof name) bad("unexpected argument '%s'", a);
+        memcpy(name, a, nl);
+        name[nl] = 0;
+        if (!strcmp(name, "-h") || !strcmp(name, "--help")) usage(stdout, chat, 0);
+        if (!strcmp(name, "--kv-f32")) { o->kv_f32 = 1; continue; }
+        if (chat && !strcmp(name, "--ignore-eos")) { o->ignore_eos = 1; continue; }
+        static const char *const with_value[] = {"-m", "--model", "--chat-template-file", "-c", "--ctx-size", "-t",
+                                                 "--threads", "--mem", "--kv", "-sys", "--system-prompt", "-n",
+                                                 "--n-predict", "--temp", "--top-k", "--top-p", "--min-p",
+                                                 "--repeat-penalty", "--seed", "-s", "--host", "--port", "--api-key",
+                                                 "--parallel", "-np", "--queue", "--alias"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(name, with_value[k]);
+        if (!known) bad("unknown option '%s'", name);
+        if (eq) v = eq + 1;
+        else if (i + 1 < argc) v = argv[++i];
+        else bad("%s needs a value", name);
+        if (!strcmp(name, "-m") || !strcmp(name, "--model")) o->model = v;
+        else if (!strcmp(name, "--chat-template-file")) o->template_file = v;
+        else if (!strcmp(name, "-c") || !strcmp(name, "--ctx-size")) o->ctx = (int)num(name, v, 0, 1 << 24);
+        else if (!strcmp(name, "-t") || !strcmp(name, "--threads")) o->threads = (int)num(name, v, 1, 512);
+        else if (!strcmp(name, "--mem")) o->mem = size_arg(v);
+        else if (!strcmp(name, "--kv")) {
+            if (!strcmp(v, "f32")) o->kv_f32 = 1;
+            else if (strcmp(v, "f16")) bad("--kv is f16 or f32, not '%s'", v);
+        } else if (chat && (!strcmp(name, "-sys") || !strcmp(name, "--system-prompt"))) o->system = v;
+        else if (chat && (!strcmp(name, "-n") || !strcmp(name, "--n-predict"))) o->n_predict = (int)num(name, v, 1, 1 << 24);
+        else if (chat && !strcmp(name, "--temp")) o->sp.temp = fnum(name, v, 0, 1e6);
+        else if (chat && !strcmp(name, "--top-k")) o->sp.top_k = (int)num(name, v, 0, 1 << 24);
+        else if (chat && !strcmp(name, "--top-p")) o->sp.top_p = fnum(name, v, 0, 1);
+        else if (chat && !strcmp(name, "--min-p")) o->sp.min_p = fnum(name, v, 0, 1);
+        else if (chat && !strcmp(name, "--repeat-penalty")) o->sp.repeat_penalty = fnum(name, v, 1e-6, 1e6);
+        else if (chat && (!strcmp(name, "--seed") || !strcmp(name, "-s"))) o->sp.seed = (uint64_t)num(name, v, 0, 0x7fffffffL);
+        else if (!chat && !strcmp(name, "--host")) o->host = v;
+        else if (!chat && !strcmp(name, "--port")) o->port = (int)num(name, v, 0, 65535);
+        else if (!chat && !strcmp(name, "--api-key")) o->api_key = v;
+        else if (!chat && (!strcmp(name, "--parallel") || !strcmp(name, "-np"))) o->parallel = (int)num(name, v, 1, 256);
+        else if (!chat && !strcmp(name, "--queue")) o->queue = (int)num(name, v, 0, 1 << 20);
+        else if (!chat && !strcmp(name, "--alias")) o->alias = v;
+        else bad("unknown option '%s'", name);
+    }
+    if (!o->model) {
+        fprintf(stderr, "deltafin: -m MODEL is required\n");
+        exit(2);
+    }
+}
+
+char *srv_read_file(const char *path, size_t max, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return snprintf(err, errlen, "%s: %s", path, strerror(errno)), NULL;
+    size_t cap = 4096, n = 0;
+    char *b = malloc(cap);
+    int oom = !b, big = 0;
+    while (!oom) {
+        if (n + 1 >= cap) {
+            char *t = cap > max ? NULL : realloc(b, cap * 2);
+            if (!t) {
+                big = cap > max;
+                oom = !big;
+                break;
+            }
+            b = t;
+            cap *= 2;
+        }
+        size_t r = fread(b + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0) break;
+    }
+    const int bad_read = ferror(f);
+    fclose(f);
+    if (oom || big || bad_read) {
+        free(b);
+        snprintf(err, errlen, "%s: %s", path, big ? "file too large" : oom ? "out of memory" : "read error");
+        return NULL;
+    }
+    b[n] = 0;
+    return b;
+}

@@ -1,0 +1,538 @@
+/*
+ * serve.c - `deltafin serve`: an OpenAI-compatible HTTP server.
+ *
+ * libmicrohttpd runs one thread per connection. A generation request is
+ * parsed (oai.c) into one job per choice and queued on the scheduler
+ * (sched.c), which decodes every active sequence a step at a time. The
+ * connection's thread then waits on its request's condition variable:
+ *   non-streaming: until every choice is done, then one JSON response;
+ *   streaming:     a response whose reader callback turns new text into
+ *                  Server-Sent Events as the scheduler produces it.
+ * While waiting it looks at the client's socket every 200 ms: a client
+ * that went away cancels its jobs (the scheduler drops them at the next
+ * step). A full queue answers 429. Errors are OpenAI-shaped JSON bodies.
+ *
+ * Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models
+ * (with --api-key, these need "Authorization: Bearer KEY"), GET /health,
+ * GET /metrics (Prometheus text). The listen address defaults to loopback.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server.h"
+
+#define MAX_BODY (16u << 20)
+
+typedef struct server {
+    df_model *m;
+    srv_sched *sched;
+    oai_ctx oc;
+    const char *api_key;
+    uint64_t mem_budget;
+    volatile int stopping;
+    unsigned long next_id;
+    pthread_mutex_t id_mu;
+} server;
+
+typedef struct conn {
+    char *body;
+    size_t len, cap;
+    int too_big;
+} conn;
+
+/* A request in flight: its jobs and, when streaming, what is left to send. */
+typedef struct flight {
+    server *srv;
+    oai_req req;
+    srv_job **jobs;
+    pthread_cond_t cond;
+    char id[64];
+    long created;
+    int fd;
+    size_t *sent;          /* bytes of each job's text already sent */
+    int *fin_sent;         /* each choice's finish chunk sent */
+    char *pend;            /* formatted events not yet handed to MHD */
+    size_t plen, poff, pcap;
+    int ended;             /* [DONE] queued */
+} flight;
+
+/* ---- small helpers ---- */
+
+static enum MHD_Result send_text(struct MHD_Connection *c, int status, char *text, const char *type) {
+    if (!text) return MHD_NO;
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", type);
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, const oai_error *e) {
+    return send_text(c, e->status, oai_error_json(e), "application/json");
+}
+
+static enum MHD_Result fail(struct MHD_Connection *c, int status, const char *type, const char *code, const char *msg) {
+    oai_error e;
+    oai_set_error(&e, status, type, NULL, code, "%s", msg);
+    return send_error(c, &e);
+}
+
+/* The client closed its end (or the socket failed). */
+static int gone(int fd) {
+    if (fd < 0) return 0;
+    char b;
+    ssize_t r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)ms * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
+/* ---- requests in flight ---- */
+
+static void flight_free(flight *f) {
+    if (!f) return;
+    for (int i = 0; f->jobs && i < f->req.n; i++)
+        if (f->jobs[i]) sched_release(f->srv->sched, f->jobs[i]);
+    pthread_cond_destroy(&f->cond);
+    free(f->jobs);
+    free(f->sent);
+    free(f->fin_sent);
+    free(f->pend);
+    oai_req_free(&f->req);
+    free(f);
+}
+
+static int all_done(const flight *f) {
+    for (int i = 0; i < f->req.n; i++)
+        if (f->jobs[i]->finish == FIN_NONE) return 0;
+    return 1;
+}
+
+static void cancel_all(flight *f) {
+    for (int i = 0; i < f->req.n; i++) sched_cancel(f->srv->sched, f->jobs[i]);
+}
+
+static int pend_add(flight *f, char *ev) {
+    if (!ev) return -1;
+    size_t n = strlen(ev);
+    if (f->plen + n > f->pcap) {
+        size_t cap = f->pcap ? f->pcap : 1024;
+        while (cap < f->plen + n) cap *= 2;
+        char *t = realloc(f->pend, cap);
+        if (!t) return free(ev), -1;
+        f->pend = t;
+        f->pcap = cap;
+    }
+    memcpy(f->pend + f->plen, ev, n);
+    f->plen += n;
+    free(ev);
+    return 0;
+}
+
+/* New events from the jobs' output (under the scheduler mutex). */
+static void collect_events(flight *f) {
+    const oai_ctx *c = &f->srv->oc;
+    for (int i = 0; i < f->req.n; i++) {
+        srv_job *j = f->jobs[i];
+        if (f->fin_sent[i]) continue;
+        const size_t upto = j->finish != FIN_NONE ? j->len : srv_safe_len(j);
+        if (upto > f->sent[i]) {
+            char *t = srv_utf8_clean(j->text + f->sent[i], upto - f->sent[i]);
+            if (t) pend_add(f, oai_chunk(c, &f->req, f->id, f->created, i, t, FIN_NONE, 0));
+            free(t);
+            f->sent[i] = upto;
+        }
+        if (j->finish == FIN_NONE) continue;
+        f->fin_sent[i] = 1;
+        if (j->finish == FIN_STOP || j->finish == FIN_LENGTH) {
+            pend_add(f, oai_chunk(c, &f->req, f->id, f->created, i, NULL, j->finish, 0));
+        } else {
+            oai_error e;
+            oai_set_error(&e, 500, "server_error", NULL, NULL, "generation failed: %s",
+                          *j->error ? j->error : "cancelled");
+            char *body = oai_error_json(&e), *ev = body ? malloc(strlen(body) + 9) : NULL;
+            if (ev) sprintf(ev, "data: %s\n\n", body);
+            free(body);
+            pend_add(f, ev);
+        }
+    }
+    if (all_done(f) && !f->ended) {
+        if (f->req.include_usage) pend_add(f, oai_usage_chunk(c, &f->req, f->jobs, f->id, f->created));
+        pend_add(f, strdup("data: [DONE]\n\n"));
+        f->ended = 1;
+    }
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    flight *f = cls;
+    pthread_mutex_t *mu = sched_mutex(f->srv->sched);
+    if (f->poff == f->plen && !f->ended) {
+        f->poff = f->plen = 0;
+        pthread_mutex_lock(mu);
+        for (;;) {
+            collect_events(f);
+            if (f->plen || f->ended) break;
+            timed_wait(&f->cond, mu, 200);
+            if (f->srv->stopping || gone(f->fd)) {
+                pthread_mutex_unlock(mu);
+                cancel_all(f);
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
+        }
+        pthread_mutex_unlock(mu);
+    }
+    if (f->poff == f->plen) return MHD_CONTENT_READER_END_OF_STREAM;
+    size_t n = f->plen - f->poff < max ? f->plen - f->poff : max;
+    memcpy(buf, f->pend + f->poff, n);
+    f->poff += n;
+    return (ssize_t)n;
+}
+
+static void stream_free(void *cls) { flight_free(cls); }
+
+static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc, int chat) {
+    flight *f = calloc(1, sizeof *f);
+    if (!f) return fail(mc, 500, "server_error", NULL, "out of memory");
+    f->srv = srv;
+    pthread_cond_init(&f->cond, NULL);
+    oai_error e;
+    if (oai_parse(&srv->oc, cc->body ? cc->body : "", cc->len, chat, &f->req, &e) != 0) {
+        free(f->jobs);
+        pthread_cond_destroy(&f->cond);
+        free(f);
+        return send_error(mc, &e);
+    }
+    f->jobs = oai_make_jobs(&f->req);
+    f->sent = calloc((size_t)f->req.n, sizeof *f->sent);
+    f->fin_sent = calloc((size_t)f->req.n, sizeof *f->fin_sent);
+    if (!f->jobs || !f->sent || !f->fin_sent) {
+        flight_free(f);
+        return fail(mc, 500, "server_error", NULL, "out of memory");
+    }
+    for (int i = 0; i < f->req.n; i++) f->jobs[i]->cond = &f->cond;
+    pthread_mutex_lock(&srv->id_mu);
+    snprintf(f->id, sizeof f->id, "%s-%lu", chat ? "chatcmpl" : "cmpl", ++srv->next_id);
+    pthread_mutex_unlock(&srv->id_mu);
+    f->created = (long)time(NULL);
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+    f->fd = ci ? ci->connect_fd : -1;
+    if (sched_submit(srv->sched, f->jobs, f->req.n) != 0) {
+        for (int i = 0; i < f->req.n; i++) srv_job_free(f->jobs[i]);
+        free(f->jobs);
+        f->jobs = NULL;
+        flight_free(f);
+        return fail(mc, 429, "rate_limit_error", "queue_full",
+                    "the server's queue is full; retry later (deltafin serve --queue, --parallel)");
+    }
+    if (f->req.stream) {
+        if (chat)
+            for (int i = 0; i < f->req.n; i++)
+                pend_add(f, oai_chunk(&srv->oc, &f->req, f->id, f->created, i, "", FIN_NONE, 1));
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, f, stream_free);
+        if (!r) {
+            flight_free(f);
+            return MHD_NO;
+        }
+        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+        enum MHD_Result ret = MHD_queue_response(mc, MHD_HTTP_OK, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    pthread_mutex_t *mu = sched_mutex(srv->sched);
+    pthread_mutex_lock(mu);
+    while (!all_done(f)) {
+        timed_wait(&f->cond, mu, 200);
+        if (srv->stopping || gone(f->fd)) {
+            pthread_mutex_unlock(mu);
+            cancel_all(f);
+            flight_free(f);
+            return MHD_NO; /* closes the connection */
+        }
+    }
+    int failed = -1;
+    for (int i = 0; i < f->req.n; i++)
+        if (f->jobs[i]->finish != FIN_STOP && f->jobs[i]->finish != FIN_LENGTH) failed = i;
+    char *body = NULL;
+    if (failed >= 0) {
+        oai_set_error(&e, 500, "server_error", NULL, NULL, "generation failed: %s",
+                      *f->jobs[failed]->error ? f->jobs[failed]->error : "cancelled");
+    } else {
+        body = oai_response(&srv->oc, &f->req, f->jobs, f->id, f->created);
+    }
+    pthread_mutex_unlock(mu);
+    flight_free(f);
+    if (failed >= 0) return send_error(mc, &e);
+    return send_text(mc, 200, body, "application/json");
+}
+
+/* ---- other routes ---- */
+
+static long mem_field(const char *key) {
+    FILE *fp = fopen("/proc/self/status", "r");
+    if (!fp) return 0;
+    char line[256];
+    long kb = 0;
+    const size_t kl = strlen(key);
+    while (fgets(line, sizeof line, fp))
+        if (!strncmp(line, key, kl) && line[kl] == ':') kb = strtol(line + kl + 1, NULL, 10);
+    fclose(fp);
+    return kb;
+}
+
+static char *metrics_text(server *srv) {
+    srv_metrics mt;
+    sched_metrics(srv->sched, &mt);
+    df_io_stats io;
+    df_model_io_stats(srv->m, &io);
+    const double looks = (double)(io.hits + io.misses);
+    size_t cap = 16384, n = 0; /* about 4 KiB are written */
+    char *b = malloc(cap);
+    if (!b) return NULL;
+#define M(name, type, help, fmt, val)                                                                                  \
+    n += (size_t)snprintf(b + n, cap - n, "# HELP deltafin_" name " " help "\n# TYPE deltafin_" name " " type          \
+                                          "\ndeltafin_" name " " fmt "\n", val)
+    M("tokens_generated_total", "counter", "Tokens generated.", "%llu", (unsigned long long)mt.gen_tokens);
+    M("prompt_tokens_total", "counter", "Prompt tokens decoded.", "%llu", (unsigned long long)mt.prompt_tokens);
+    M("prompt_tokens_cached_total", "counter", "Prompt tokens reused from a slot's KV cache.", "%llu",
+      (unsigned long long)mt.prompt_cached);
+    M("tokens_per_second", "gauge", "Generated tokens per second over the last seconds.", "%.3f", mt.recent_tps);
+    M("busy_tokens_per_second", "gauge", "Generated tokens per second of decoding time.", "%.3f",
+      mt.busy_seconds > 0 ? (double)mt.gen_tokens / mt.busy_seconds : 0.0);
+    M("requests_total", "counter", "Generation requests received.", "%llu", (unsigned long long)mt.requests);
+    M("requests_rejected_total", "counter", "Requests refused because the queue was full.", "%llu",
+      (unsigned long long)mt.rejected);
+    M("queue_depth", "gauge", "Sequences waiting for a slot.", "%d", mt.queue_depth);
+    M("queue_capacity", "gauge", "Most sequences that may wait.", "%d", mt.queue_cap);
+    M("active_sequences", "gauge", "Sequences being decoded.", "%d", mt.active);
+    M("parallel_slots", "gauge", "Sequences decoded at once at most.", "%d", mt.parallel);
+    M("steps_total", "counter", "Scheduler steps (one forward pass for all active sequences).", "%llu",
+      (unsigned long long)mt.steps);
+    M("sequences_per_step", "gauge", "Average active sequences per step.", "%.3f",
+      mt.steps ? (double)mt.step_seqs / (double)mt.steps : 0.0);
+    M("expert_cache_hits_total", "counter", "Expert cache hits.", "%llu", (unsigned long long)io.hits);
+    M("expert_cache_misses_total", "counter", "Expert cache misses.", "%llu", (unsigned long long)io.misses);
+    M("expert_cache_hit_rate", "gauge", "Expert cache hit rate since start.", "%.4f",
+      looks > 0 ? (double)io.hits / looks : 0.0);
+    M("disk_bytes_read_total", "counter", "Weight bytes read from disk.", "%llu", (unsigned long long)io.bytes_read);
+    M("disk_read_seconds_total", "counter", "Seconds spent reading weights.", "%.6f", io.read_seconds);
+    M("disk_read_bytes_per_second", "gauge", "Disk throughput while reading.", "%.0f",
+      io.read_seconds > 0 ? (double)io.bytes_read / io.read_seconds : 0.0);
+    M("disk_bytes_per_generated_token", "gauge", "Bytes read per generated token.", "%.0f",
+      mt.gen_tokens ? (double)io.bytes_read / (double)mt.gen_tokens : 0.0);
+    M("memory_rss_bytes", "gauge", "Resident memory.", "%llu", (unsigned long long)mem_field("VmRSS") * 1024ull);
+    M("memory_peak_rss_bytes", "gauge", "Peak resident memory.", "%llu", (unsigned long long)mem_field("VmHWM") * 1024ull);
+    M("memory_budget_bytes", "gauge", "The --mem budget (0: none).", "%llu", (unsigned long long)srv->mem_budget);
+#undef M
+    return b;
+}
+
+static char *models_json(server *srv) {
+    char *b = malloc(512 + strlen(srv->oc.name) * 6);
+    if (!b) return NULL;
+    char *name = srv_utf8_clean(srv->oc.name, strlen(srv->oc.name));
+    /* the name is a file name: escape what JSON needs */
+    char esc[1024];
+    size_t k = 0;
+    for (const char *p = name ? name : ""; *p && k + 8 < sizeof esc; p++) {
+        if (*p == '"' || *p == '\\') esc[k++] = '\\', esc[k++] = *p;
+        else if ((unsigned char)*p < 0x20) k += (size_t)snprintf(esc + k, sizeof esc - k, "\\u%04x", *p);
+        else esc[k++] = *p;
+    }
+    esc[k] = 0;
+    free(name);
+    sprintf(b, "{\"object\":\"list\",\"data\":[{\"id\":\"%s\",\"object\":\"model\",\"created\":%ld,\"owned_by\":\"deltafin\"}]}",
+            esc, (long)time(NULL));
+    return b;
+}
+
+static int authorized(server *srv, struct MHD_Connection *mc) {
+    if (!srv->api_key) return 1;
+    const char *h = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Authorization");
+    return h && !strncmp(h, "Bearer ", 7) && !strcmp(h + 7, srv->api_key);
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *url, const char *method,
+                              const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    server *srv = cls;
+    conn *cc = *con_cls;
+    if (!cc) {
+        if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
+        *con_cls = cc;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (cc->len + *upload_size > MAX_BODY) cc->too_big = 1;
+        if (!cc->too_big) {
+            if (cc->len + *upload_size + 1 > cc->cap) {
+                size_t cap = cc->cap ? cc->cap : 4096;
+                while (cap < cc->len + *upload_size + 1) cap *= 2;
+                char *t = realloc(cc->body, cap);
+                if (!t) return MHD_NO;
+                cc->body = t;
+                cc->cap = cap;
+            }
+            memcpy(cc->body + cc->len, upload, *upload_size);
+            cc->len += *upload_size;
+            cc->body[cc->len] = 0;
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    const int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+    if (!strcmp(url, "/health")) {
+        if (!get) return fail(mc, 405, "invalid_request_error", "method_not_allowed", "use GET");
+        return send_text(mc, 200, strdup("{\"status\":\"ok\"}"), "application/json");
+    }
+    if (!strcmp(url, "/metrics")) {
+        if (!get) return fail(mc, 405, "invalid_request_error", "method_not_allowed", "use GET");
+        return send_text(mc, 200, metrics_text(srv), "text/plain; version=0.0.4");
+    }
+    const int chat = !strcmp(url, "/v1/chat/completions") || !strcmp(url, "/chat/completions");
+    const int comp = !strcmp(url, "/v1/completions") || !strcmp(url, "/completions");
+    const int models = !strcmp(url, "/v1/models") || !strcmp(url, "/models");
+    if (!chat && !comp && !models)
+        return fail(mc, 404, "invalid_request_error", "not_found", "unknown URL (see /v1/models, /v1/chat/completions, "
+                                                                   "/v1/completions, /health, /metrics)");
+    if (!authorized(srv, mc))
+        return fail(mc, 401, "invalid_request_error", "invalid_api_key",
+                    "a valid API key is needed: send the header 'Authorization: Bearer KEY'");
+    if (models) {
+        if (!get) return fail(mc, 405, "invalid_request_error", "method_not_allowed", "use GET");
+        return send_text(mc, 200, models_json(srv), "application/json");
+    }
+    if (!post) return fail(mc, 405, "invalid_request_error", "method_not_allowed", "use POST");
+    if (cc->too_big) return fail(mc, 413, "invalid_request_error", "request_too_large", "the body is larger than 16 MiB");
+    return generate(srv, mc, cc, chat);
+}
+
+static void completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    conn *cc = *con_cls;
+    if (cc) free(cc->body);
+    free(cc);
+    *con_cls = NULL;
+}
+
+/* ---- startup ---- */
+
+static int resolve(const char *host, int port, struct sockaddr_storage *ss, int *v6) {
+    struct addrinfo hints, *res;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    if (getaddrinfo(host, NULL, &hints, &res) != 0 || !res) return -1;
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *v6 = res->ai_family == AF_INET6;
+    if (*v6) ((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)port);
+    else ((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
+    freeaddrinfo(res);
+    return 0;
+}
+
+static const char *base_name(const char *p) {
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+int df_cmd_serve(int argc, char **argv) {
+    srv_opts o;
+    srv_parse_opts(argc, argv, &o, 0);
+    /* signals: the main thread waits for SIGINT/SIGTERM; every other thread blocks them */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    char err[8192];
+    char *tmpl = NULL;
+    if (o.template_file && !(tmpl = srv_read_file(o.template_file, 1 << 22, err, sizeof err))) {
+        fprintf(stderr, "deltafin: %s\n", err);
+        return 1;
+    }
+    df_model_params mp = df_model_default_params();
+    mp.n_threads = o.threads;
+    mp.use_mmap = -1;
+    mp.mem_budget = o.mem;
+    mp.n_ctx = o.ctx;
+    mp.kv_type = o.kv_f32 ? DF_KV_F32 : DF_KV_F16;
+    server srv;
+    memset(&srv, 0, sizeof srv);
+    pthread_mutex_init(&srv.id_mu, NULL);
+    if (df_model_load(o.model, &mp, &srv.m, err, sizeof err) != 0) {
+        fprintf(stderr, "deltafin: %s\n", err);
+        free(tmpl);
+        return 1;
+    }
+    df_session_params sp = df_session_default_params();
+    sp.n_ctx = o.ctx;
+    sp.kv_type = mp.kv_type;
+    if (sched_new(srv.m, o.parallel, o.queue, &sp, &srv.sched, err, sizeof err) != 0) {
+        fprintf(stderr, "deltafin: %s\n", err);
+        df_model_free(srv.m);
+        free(tmpl);
+        return 1;
+    }
+    srv.oc.m = srv.m;
+    srv.oc.tmpl = tmpl;
+    srv.oc.name = o.alias ? o.alias : base_name(o.model);
+    srv.oc.n_ctx = sched_n_ctx(srv.sched);
+    srv.api_key = o.api_key;
+    srv.mem_budget = o.mem;
+    struct sockaddr_storage ss;
+    int v6 = 0;
+    int rc = 1;
+    struct MHD_Daemon *d = NULL;
+    if (resolve(o.host, o.port, &ss, &v6) != 0) {
+        fprintf(stderr, "deltafin: cannot resolve --host '%s'\n", o.host);
+        goto out;
+    }
+    d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_AUTO |
+                             (v6 ? MHD_USE_IPv6 : 0),
+                         (uint16_t)o.port, NULL, NULL, handle, &srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                         MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600, MHD_OPTION_END);
+    if (!d) {
+        fprintf(stderr, "deltafin: cannot listen on %s port %d (in use, or not an address of this machine?)\n", o.host,
+                o.port);
+        goto out;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    fprintf(stderr, "deltafin: serving %s on http://%s:%d (%d parallel, context %d, queue %d)\n", srv.oc.name, o.host,
+            di ? di->port : o.port, o.parallel, srv.oc.n_ctx, o.queue);
+    fflush(stderr);
+    int sig = 0;
+    sigwait(&stop, &sig);
+    fprintf(stderr, "deltafin: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    srv.stopping = 1;
+    rc = 0;
+out:
+    if (d) MHD_stop_daemon(d);
+    sched_free(srv.sched);
+    df_model_save_hot(srv.m, err, sizeof err);
+    df_model_free(srv.m);
+    pthread_mutex_destroy(&srv.id_mu);
+    free(tmpl);
+    return rc;
+}

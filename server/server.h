@@ -1,0 +1,161 @@
+/*
+ * server.h - what the `deltafin serve` and `deltafin chat` programs share.
+ *
+ * Built on the public API only (include/deltafin.h). The pieces:
+ *   sched.c    slots (one df_session + df_sampler each), a bounded queue of
+ *              jobs and the scheduler thread; sched_step() is the one place
+ *              that runs the forward pass for every active sequence.
+ *   oai.c      OpenAI request parsing and response JSON (cJSON), UTF-8
+ *              cleaning, stop strings, Server-Sent Events chunks.
+ *   serve.c    HTTP (libmicrohttpd): routing, API key, errors, /metrics.
+ *   chat_cli.c the interactive terminal chat.
+ *   opts.c     the command-line options both commands share.
+ * A job is one generated sequence (one choice of a request). Everything a
+ * job's output holds is guarded by the scheduler's mutex.
+ */
+#ifndef DF_SERVER_H
+#define DF_SERVER_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "deltafin.h"
+
+#define SRV_MAX_STOP 4
+#define SRV_MAX_TOP_LOGPROBS 20
+
+/* ---- command-line options (opts.c) ---- */
+typedef struct srv_opts {
+    const char *model, *host, *api_key, *template_file, *alias, *system;
+    int port, parallel, queue, ctx, threads, n_predict, kv_f32, ignore_eos;
+    uint64_t mem;
+    df_sampler_params sp;
+} srv_opts;
+
+/* Parse argv[2..] of `deltafin serve|chat`; prints usage and exits on error. */
+void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat);
+/* Read a whole (text) file; NULL with err. */
+char *srv_read_file(const char *path, size_t max, char *err, size_t errlen);
+double srv_now(void);
+
+/* ---- jobs and the scheduler (sched.c) ---- */
+typedef struct srv_logprob {
+    int32_t id;
+    float lp;
+    int n_top;
+    int32_t top_id[SRV_MAX_TOP_LOGPROBS];
+    float top_lp[SRV_MAX_TOP_LOGPROBS];
+} srv_logprob;
+
+enum srv_finish { FIN_NONE = 0, FIN_STOP, FIN_LENGTH, FIN_ERROR, FIN_CANCELLED };
+
+typedef struct srv_job {
+    /* input (set before submit, read-only afterwards) */
+    int32_t *prompt;
+    int n_prompt;
+    df_sampler_params sp;
+    int max_tokens;
+    int n_stop;
+    char *stop[SRV_MAX_STOP];
+    int logprobs; /* -1: none; else how many alternatives per token (0..20) */
+    int ignore_eos; /* generate past end-of-generation tokens (llama.cpp's extension) */
+    /* output (guarded by the scheduler mutex) */
+    char *text;
+    size_t len, cap;
+    srv_logprob *lps;
+    int n_lps, cap_lps;
+    int n_gen;              /* tokens generated */
+    int finish;             /* enum srv_finish; != FIN_NONE when done */
+    char error[256];
+    int cancelled;          /* the client went away: stop at the next step */
+    int refs;               /* the HTTP side and the scheduler */
+    pthread_cond_t *cond;   /* broadcast on progress (the request's) */
+    struct srv_job *next;
+} srv_job;
+
+typedef struct srv_sched srv_sched;
+
+typedef struct srv_metrics {
+    uint64_t gen_tokens, prompt_tokens, prompt_cached, requests, rejected, steps, step_seqs;
+    double busy_seconds;    /* time spent in steps */
+    int queue_depth, active, parallel, queue_cap;
+    double recent_tps;      /* generated tokens/s over the last few seconds */
+} srv_metrics;
+
+/* n_slots sessions of n_ctx tokens each; queue_cap waiting jobs at most. */
+int sched_new(df_model *m, int n_slots, int queue_cap, const df_session_params *sp, srv_sched **out, char *err,
+              size_t errlen);
+void sched_free(srv_sched *s);
+/* Queue jobs (all or none). Returns 0, or -1 when the queue is full. Each
+ * job's refs becomes 2; release with sched_release. */
+int sched_submit(srv_sched *s, srv_job **jobs, int n);
+/* Mark a job cancelled (the scheduler drops it at its next step). */
+void sched_cancel(srv_sched *s, srv_job *j);
+/* Drop the caller's reference; frees the job when the scheduler is done too. */
+void sched_release(srv_sched *s, srv_job *j);
+pthread_mutex_t *sched_mutex(srv_sched *s);
+void sched_metrics(srv_sched *s, srv_metrics *out);
+int sched_n_ctx(const srv_sched *s);
+/* Create a job (copies prompt and stop strings); NULL when out of memory. */
+srv_job *srv_job_new(const int32_t *prompt, int n_prompt);
+void srv_job_free(srv_job *j);
+
+/* ---- text helpers (oai.c) ---- */
+/* Append b (n bytes) to *out as valid UTF-8, each ill-formed subsequence
+ * becoming U+FFFD as a WHATWG decoder does. Returns the new length or -1. */
+size_t srv_utf8_valid_prefix(const char *s, size_t n);
+char *srv_utf8_clean(const char *s, size_t n);
+/* Bytes of text[0..len) that may be sent now: not an incomplete UTF-8
+ * sequence at the end nor a prefix of a stop string. */
+size_t srv_safe_len(const srv_job *j);
+/* The stop strings: first occurrence of any at or after from; -1 if none. */
+long srv_find_stop(const srv_job *j, size_t from);
+
+/* ---- OpenAI requests and responses (oai.c) ---- */
+typedef struct oai_error {
+    int status;             /* HTTP status */
+    char message[512];
+    const char *type;       /* "invalid_request_error", ... */
+    char param[64];         /* "" = null */
+    const char *code;       /* NULL = null */
+} oai_error;
+
+typedef struct oai_ctx {
+    df_model *m;
+    const char *tmpl;       /* --chat-template-file's text or NULL (the model's) */
+    const char *name;       /* the model's id */
+    int n_ctx;
+} oai_ctx;
+
+typedef struct oai_req {
+    int chat, stream, include_usage, n, max_tokens, logprobs, n_stop, seed_set, ignore_eos;
+    df_sampler_params sp;
+    char *stop[SRV_MAX_STOP];
+    int32_t *prompt;
+    int n_prompt;
+} oai_req;
+
+/* Parse and check a request body; tokenize its prompt (rendering a chat
+ * with the template). 0, or -1 with e filled (4xx). */
+int oai_parse(const oai_ctx *c, const char *body, size_t len, int chat, oai_req *r, oai_error *e);
+void oai_req_free(oai_req *r);
+/* The jobs of a parsed request (one per choice); NULL when out of memory. */
+srv_job **oai_make_jobs(const oai_req *r);
+char *oai_error_json(const oai_error *e);
+void oai_set_error(oai_error *e, int status, const char *type, const char *param, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+/* The whole (non-streaming) response; under the scheduler mutex. */
+char *oai_response(const oai_ctx *c, const oai_req *r, srv_job *const *jobs, const char *id, long created);
+/* One Server-Sent Event "data: {...}\n\n": choice idx's new text (may be
+ * NULL), its finish reason (FIN_NONE: none), the role on a chat's first. */
+char *oai_chunk(const oai_ctx *c, const oai_req *r, const char *id, long created, int idx, const char *text,
+                int finish, int first);
+char *oai_usage_chunk(const oai_ctx *c, const oai_req *r, srv_job *const *jobs, const char *id, long created);
+const char *oai_finish_name(int finish);
+
+/* ---- chat (chat_cli.c) and server (serve.c) entry points ---- */
+int df_cmd_serve(int argc, char **argv);
+int df_cmd_chat(int argc, char **argv);
+
+#endif
