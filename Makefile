@@ -47,6 +47,9 @@ SOLO_TOOLS := cachesim logitcmp
 TOOL_COMMON := $(filter-out $(patsubst %,tools/%.c,$(LIB_TOOLS) $(SOLO_TOOLS)),$(wildcard tools/*.c))
 TOOL_COMMON_OBJ := $(patsubst tools/%.c,$(BUILD)/obj/tools/%.o,$(TOOL_COMMON))
 TOOLS   := $(patsubst %,$(BUILD)/%,$(LIB_TOOLS) $(SOLO_TOOLS))
+# jobs/: the durable job queue (SQLite) and its worker, linked into the deltafin binary only.
+JOBS_SRC := $(wildcard jobs/*.c)
+JOBS_OBJ := $(patsubst jobs/%.c,$(BUILD)/obj/jobs/%.o,$(JOBS_SRC))
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(TEST_SRC))
 
@@ -63,12 +66,22 @@ $(BUILD)/obj/tools/%.o: tools/%.c $(HDRS) $(wildcard tools/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itools -c $< -o $@
 
+$(BUILD)/obj/jobs/%.o: jobs/%.c $(HDRS) $(wildcard jobs/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Ijobs -c $< -o $@
+
+$(BUILD)/obj/tools/deltafin.o: CFLAGS += -Ijobs
+$(BUILD)/obj/tools/deltafin.o: $(wildcard jobs/*.h)
+
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(patsubst %,$(BUILD)/%,$(LIB_TOOLS)): $(BUILD)/%: $(BUILD)/obj/tools/%.o $(TOOL_COMMON_OBJ) $(LIB)
+$(patsubst %,$(BUILD)/%,$(filter-out deltafin,$(LIB_TOOLS))): $(BUILD)/%: $(BUILD)/obj/tools/%.o $(TOOL_COMMON_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/deltafin: $(BUILD)/obj/tools/deltafin.o $(JOBS_OBJ) $(TOOL_COMMON_OBJ) $(LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -lsqlite3
 
 $(patsubst %,$(BUILD)/%,$(SOLO_TOOLS)): $(BUILD)/%: $(BUILD)/obj/tools/%.o
 	$(CC) $(CFLAGS) -o $@ $^ -lm $(LDSAN)

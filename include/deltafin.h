@@ -167,6 +167,14 @@ void df_sampler_free(df_sampler *s);
 int32_t df_sampler_sample(df_sampler *s, const float *logits);
 /* Tell the sampler a token was emitted (for the repetition penalty). */
 void df_sampler_accept(df_sampler *s, int32_t id);
+/* The sampler's changing state (its generator and the repetition window) as
+ * bytes, so that a job stopped after some tokens continues exactly as an
+ * uninterrupted one (jobs/, docs/jobs.md). df_sampler_get_state writes up to
+ * cap bytes and returns the size the state needs (call with cap 0 to ask).
+ * df_sampler_set_state takes such bytes from a sampler made with the same
+ * parameters; -1 (state unchanged) if they are damaged or from another. */
+size_t df_sampler_get_state(const df_sampler *s, void *buf, size_t cap);
+int df_sampler_set_state(df_sampler *s, const void *buf, size_t len);
 
 /* ---- memory planning ---- */
 

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cmd_jobs.h"
 #include "deltafin.h"
 #include "gguf.h"
 #include "quant.h"
@@ -61,6 +62,9 @@ static void usage(FILE *f, int status) {
             "  logits    -m MODEL (-p TEXT | -f FILE | --tokens \"1 2 3\") [--top K] [--out FILE] [-t THREADS]\n"
             "            [--kv f16|f32] [-c CTX] [--mem SIZE]\n"
             "  bench     -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json] [--mem SIZE]\n"
+            "  submit    -m MODEL (-p TEXT | -f FILE | --chat FILE.json) [-n N] [sampling flags] [--mem SIZE]\n"
+            "            [--deadline TIME] [--priority P] [--db PATH]     queue a job; prints its id\n"
+            "  jobs | job ID [--json] [--follow] | cancel ID | worker [--drain]   the job queue (docs/jobs.md)\n"
             "Long options also take the form --flag=value. -f - reads the prompt from stdin.\n");
     exit(status);
 }
@@ -922,6 +926,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     check_isa_env();
+    if (jobs_is_command(cmd)) return jobs_main(argc, argv); /* submit, jobs, job, cancel, worker: jobs/ */
     install_signals(!strcmp(cmd, "run"));
     opts o;
     const int rc = dispatch(cmd, argc, argv, &o);
