@@ -108,6 +108,7 @@
 
 #include "deltafin.h"
 #include "gguf_write.h"
+#include "model.h"
 #include "testutil.h"
 
 #define MAX_MODELS 128
@@ -443,6 +444,52 @@ static void test_truncate(void **state) {
     }
 }
 
+/* Every weight fetch is checked: when the store cannot deliver a norm
+ * weight, a bias or the router's selection bias (ws_inject_failure, as an
+ * I/O error would), df_decode fails with the store's message instead of
+ * running an unweighted norm or skipping the bias; the session keeps its
+ * position, and decodes once the weight is readable again. */
+static void test_fetch_failures(void **state) {
+    (void)state;
+    static const struct {
+        const char *model, *tensor;
+    } cases[] = {
+        {"llama-f32", "blk.0.attn_norm.weight"},       {"llama-f32", "blk.1.ffn_norm.weight"},
+        {"llama-f32", "output_norm.weight"},           {"qwen2-f32", "blk.1.attn_q.bias"},
+        {"qwen2-f32", "blk.0.attn_k.bias"},            {"qwen2-f32", "blk.1.attn_v.bias"},
+        {"qwen3-f32", "blk.0.attn_q_norm.weight"},     {"qwen3-f32", "blk.1.attn_k_norm.weight"},
+        {"deepseek-v3-f32", "blk.1.attn_kv_a_norm.weight"}, {"deepseek-v3-f32", "blk.0.attn_q_a_norm.weight"},
+        {"deepseek-v3-f32", "blk.2.exp_probs_b.bias"}, {"deepseek-v3-f32", "blk.1.attn_norm.weight"},
+        {"kimi-k3-f32", "blk.0.ssm_norm.weight"},      {"kimi-k3-f32", "blk.1.ffn_norm.weight"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char model[512], err[512];
+        model_path(find_entry(cases[i].model), model, sizeof model);
+        df_model *m;
+        assert_int_equal(df_model_load(model, NULL, &m, err, sizeof err), 0);
+        const int nv = df_n_vocab(m);
+        int32_t toks[4] = {1, 2, 3, 4};
+        df_session *s;
+        assert_int_equal(df_session_new(m, NULL, &s, err, sizeof err), 0);
+        float *lg = malloc((size_t)nv * sizeof(float));
+        assert_non_null(lg);
+        assert_int_equal(df_decode(s, toks, 3, lg, 0, err, sizeof err), 0);
+        if (ws_inject_failure(m->ws, cases[i].tensor, 1) != 0) fail_msg("%s has no tensor %s", cases[i].model, cases[i].tensor);
+        err[0] = 0;
+        assert_int_equal(df_decode(s, toks + 3, 1, lg, 0, err, sizeof err), -1);
+        printf("  %-16s %-28s -> %s\n", cases[i].model, cases[i].tensor, err);
+        if (!strstr(err, cases[i].tensor) || !strstr(err, "injected"))
+            fail_msg("%s: the error does not name the failed read: %s", cases[i].tensor, err);
+        assert_int_equal(df_session_pos(s), 3);
+        assert_int_equal(ws_inject_failure(m->ws, cases[i].tensor, 0), 0);
+        if (m->hp.n_layer_recurrent > 0) assert_int_equal(df_session_truncate(s, 0, err, sizeof err), 0);
+        else assert_int_equal(df_decode(s, toks + 3, 1, lg, 0, err, sizeof err), 0);
+        free(lg);
+        df_session_free(s);
+        df_model_free(m);
+    }
+}
+
 /* Per-layer head_count_kv / feed_forward_length arrays are checked before anything is sized. */
 static void write_arrays(const char *path, const char *arch, const int32_t *kv, int n_kv, const int32_t *ff, int n_ff) {
     char err[256], key[128];
@@ -511,6 +558,7 @@ int main(void) {
         cmocka_unit_test(test_batch_equals_sequential),
         cmocka_unit_test(test_truncate),
         cmocka_unit_test(test_layer_arrays_rejected),
+        cmocka_unit_test(test_fetch_failures),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

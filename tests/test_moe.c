@@ -24,7 +24,7 @@
 #include "gguf_write.h"
 #include "bpe_vocab.h"
 #include "matmul.h"
-#include "model.h"
+#include "moe.h"
 #include "quant.h"
 #include "testutil.h"
 

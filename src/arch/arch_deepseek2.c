@@ -2,20 +2,8 @@
  * arch_deepseek2.c - DeepSeek V2, V2-Lite, V3, R1 and Kimi K2: multi-head
  * latent attention (MLA) and a Mixture-of-Experts FFN with shared experts.
  *
- * MLA, as Deltafin computes it ("absorbed", like llama.cpp's MLA path):
- *   q        = Wq_b * rmsnorm(Wq_a * x)       (or Wq * x without a q LoRA)
- *              per head: [q_nope (qk_nope) | q_pe (n_rot)], RoPE on q_pe
- *   latent   = [rmsnorm(c) | rope(k_pe)] where [c | k_pe] = Wkv_a * x
- *              c has kv_lora_rank values; one latent per token, shared by
- *              all heads: this is all the KV cache holds.
- *   q_abs    = [Wk_b[h] * q_nope | q_pe]      (Wk_b[h]: kv_lora x qk_nope)
- *   score    = q_abs . latent[p] * kq_scale
- *   o_lat    = sum_p softmax(score)_p * c[p]
- *   out[h]   = Wv_b[h] * o_lat                (Wv_b[h]: v_head x kv_lora)
- * Older GGUFs carry one combined attn_kv_b (rows per head: qk_nope rows of
- * K, then v_head rows of V). Its V rows are used like Wv_b; its K rows are
- * applied transposed (q_abs[r] = sum_i q_nope[i] * K[i][r]), which is the
- * same product, so both layouts share the latent cache.
+ * MLA, the latent attention whose cache holds one latent per token, is in
+ * mla.c (kimi's MLA layers share it).
  *
  * The leading_dense_block_count first layers have a dense FFN, the others
  * route to experts (softmax or sigmoid gating, exp_probs_b bias, groups)
@@ -29,8 +17,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "model.h"
-#include "quant.h"
+#include "bind.h"
+#include "mla.h"
+#include "moe.h"
 #include "util.h"
 
 static float get_opt_float(df_model *m, const char *suffix, float dflt) {
@@ -64,31 +53,6 @@ static void deepseek_yarn(df_model *m) {
     h->kq_scale = mscale * mscale / sqrtf((float)h->head_dim);
 }
 
-/* MLA sizes (shared with kimi's MLA layers). */
-int df_mla_hparams(df_model *m, char *err, size_t errlen) {
-    df_hparams *h = &m->hp;
-    if (df_hp_int(m, "attention.kv_lora_rank", &h->kv_lora_rank, 1, 1 << 16, 1, err, errlen) ||
-        df_hp_int(m, "attention.q_lora_rank", &h->q_lora_rank, 0, 1 << 16, 0, err, errlen))
-        return -1;
-    int kmla = 0, vmla = 0;
-    if (df_hp_int(m, "attention.key_length_mla", &kmla, 0, 65536, 0, err, errlen) ||
-        df_hp_int(m, "attention.value_length_mla", &vmla, 0, 65536, 0, err, errlen))
-        return -1;
-    if (!!kmla != !!vmla)
-        return df_seterr(err, errlen, "%s: key_length_mla and value_length_mla must both be set", m->path);
-    h->mla_split = kmla > 0;
-    if (h->mla_split) {
-        h->head_dim = kmla;
-        h->head_dim_v = vmla;
-    }
-    h->qk_nope = h->head_dim - h->n_rot;
-    if (h->qk_nope < 1)
-        return df_seterr(err, errlen, "%s: head size %d leaves no non-RoPE part (rope dims %d)", m->path, h->head_dim,
-                         h->n_rot);
-    h->n_head_kv = 1; /* one latent per token */
-    return 0;
-}
-
 /* MLA sizes, experts and YaRN (before the weight store is planned). */
 static int hparams(df_model *m, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
@@ -98,33 +62,6 @@ static int hparams(df_model *m, char *err, size_t errlen) {
                          "expert_feed_forward_length", m->path);
     h->n_ff_shexp = h->n_ff_exp * h->n_expert_shared;
     deepseek_yarn(m);
-    return 0;
-}
-
-/* Layer l's MLA tensors (q, with or without LoRA; kv_a; k_b/v_b or kv_b; output). */
-int df_mla_bind_layer(df_model *m, int l, char *err, size_t errlen) {
-    const df_hparams *h = &m->hp;
-    df_layer *L = &m->layers[l];
-    const int64_t E = h->n_embd, H = h->n_head, hd = h->head_dim, hv = h->head_dim_v, R = h->kv_lora_rank;
-    if (df_bind(m, &L->kv_a_norm, "blk.%d.attn_kv_a_norm.weight", l, 1, R, 1, 1, err, errlen) ||
-        df_bind(m, &L->wkv_a_mqa, "blk.%d.attn_kv_a_mqa.weight", l, 1, E, R + h->n_rot, 1, err, errlen) ||
-        df_bind(m, &L->wo, "blk.%d.attn_output.weight", l, 1, H * hv, E, 1, err, errlen))
-        return -1;
-    if (h->q_lora_rank > 0) {
-        if (df_bind(m, &L->wq_a, "blk.%d.attn_q_a.weight", l, 1, E, h->q_lora_rank, 1, err, errlen) ||
-            df_bind(m, &L->q_a_norm, "blk.%d.attn_q_a_norm.weight", l, 1, h->q_lora_rank, 1, 1, err, errlen) ||
-            df_bind(m, &L->wq_b, "blk.%d.attn_q_b.weight", l, 1, h->q_lora_rank, H * hd, 1, err, errlen))
-            return -1;
-    } else if (df_bind(m, &L->wq, "blk.%d.attn_q.weight", l, 1, E, H * hd, 1, err, errlen)) {
-        return -1;
-    }
-    if (h->mla_split) {
-        if (df_bind(m, &L->wk_b, "blk.%d.attn_k_b.weight", l, 1, h->qk_nope, R, H, err, errlen) ||
-            df_bind(m, &L->wv_b, "blk.%d.attn_v_b.weight", l, 1, R, hv, H, err, errlen))
-            return -1;
-    } else if (df_bind(m, &L->wkv_b, "blk.%d.attn_kv_b.weight", l, 1, R, H * (h->qk_nope + hv), 1, err, errlen)) {
-        return -1;
-    }
     return 0;
 }
 
@@ -151,123 +88,6 @@ static int bind(df_model *m, char *err, size_t errlen) {
     return 0;
 }
 
-/* Work shared by the per-head helpers below. */
-typedef struct {
-    df_session *s;
-    df_layer *L;
-    int layer, n;
-} mla_job;
-
-/* Combined attn_kv_b: q_abs[t][h][r] = sum_i q_nope[t][h][i] * K_h[i][r],
- * dequantizing each K row once for all tokens. Threads split the heads. */
-static void absorb_combined(void *arg, int ith, int nth) {
-    mla_job *j = arg;
-    df_session *s = j->s;
-    const df_hparams *h = &s->m->hp;
-    const ws_tensor *w = j->L->wkv_b;
-    const quant_traits *q = quant_traits_get(w->type);
-    const int R = h->kv_lora_rank, nope = h->qk_nope, stride = nope + h->head_dim_v;
-    float *row = s->att + (int64_t)ith * s->att_stride; /* att_stride >= kv_lora_rank */
-    long lo, hi;
-    tp_range(h->n_head, ith, nth, &lo, &hi);
-    for (long hh = lo; hh < hi; hh++) {
-        for (int t = 0; t < j->n; t++) memset(s->q_abs + ((int64_t)t * h->n_head + hh) * s->kv_dim_k, 0, sizeof(float) * (size_t)R);
-        for (int i = 0; i < nope; i++) {
-            q->to_float((const uint8_t *)w->data + (size_t)(hh * stride + i) * w->row_bytes, row, R);
-            for (int t = 0; t < j->n; t++) {
-                const float qv = s->q[(int64_t)t * h->n_head * h->head_dim + hh * h->head_dim + i];
-                float *dst = s->q_abs + ((int64_t)t * h->n_head + hh) * s->kv_dim_k;
-                for (int r = 0; r < R; r++) dst[r] += qv * row[r];
-            }
-        }
-    }
-}
-
-/* y[t][h*n_out ...] = W_h * x[t][h] for every head: W_h is n_out rows of n_in
- * at w + h*head_stride bytes; x rows for head h are gathered into a dense block. */
-static int per_head_matmul(df_session *s, const ws_tensor *w, const uint8_t *base, size_t head_stride, int64_t n_in,
-                           int64_t n_out, const float *x, int64_t x_head_stride, int64_t x_tok_stride, int n, float *y,
-                           int64_t y_head_stride, int64_t ldy) {
-    const df_hparams *h = &s->m->hp;
-    for (int hh = 0; hh < h->n_head; hh++) {
-        for (int t = 0; t < n; t++)
-            memcpy(s->mla_tmp + (int64_t)t * n_in, x + t * x_tok_stride + hh * x_head_stride, sizeof(float) * (size_t)n_in);
-        if (mm_mul(s->m->pool, w->type, base + hh * head_stride, n_in, n_out, s->mla_tmp, n, y + hh * y_head_stride, ldy,
-                   &s->mm) != 0)
-            return -1;
-    }
-    return 0;
-}
-
-int df_mla_attention(df_session *s, int l, int n, int rope, char *err, size_t errlen) {
-    df_model *m = s->m;
-    const df_hparams *h = &m->hp;
-    df_layer *L = &m->layers[l];
-    const int64_t H = h->n_head, hd = h->head_dim, hv = h->head_dim_v, R = h->kv_lora_rank;
-    const int64_t D = s->kv_dim_k, nope = h->qk_nope;
-    /* queries */
-    if (L->wq_a) {
-        const int64_t QL = h->q_lora_rank;
-        if (df_matmul(s, L->wq_a, s->xb, n, s->mla_tmp, QL, err, errlen)) return -1;
-        const float *qn = ws_fetch(m->ws, L->q_a_norm, err, errlen);
-        for (int t = 0; t < n; t++) op_rmsnorm(s->mla_tmp + t * QL, s->mla_tmp + t * QL, qn, (int)QL, h->norm_eps);
-        ws_release(m->ws, L->q_a_norm);
-        if (df_matmul(s, L->wq_b, s->mla_tmp, n, s->q, H * hd, err, errlen)) return -1;
-    } else if (df_matmul(s, L->wq, s->xb, n, s->q, H * hd, err, errlen)) {
-        return -1;
-    }
-    /* latents: [rmsnorm(c) | rope(k_pe)] */
-    if (df_matmul(s, L->wkv_a_mqa, s->xb, n, s->lat, D, err, errlen)) return -1;
-    const float *kn = ws_fetch(m->ws, L->kv_a_norm, err, errlen);
-    for (int t = 0; t < n; t++) {
-        float *lt = s->lat + t * D;
-        op_rmsnorm(lt, lt, kn, (int)R, h->norm_eps);
-        if (!rope) continue; /* NoPE: k_pe and q_pe are used as they are */
-        const float *rc = s->rope_cache + (int64_t)t * h->n_rot;
-        rope_apply(&s->rope, rc, lt + R, 1, h->n_rot);
-        for (int64_t hh = 0; hh < H; hh++) rope_apply(&s->rope, rc, s->q + t * H * hd + hh * hd + nope, 1, h->n_rot);
-    }
-    ws_release(m->ws, L->kv_a_norm);
-    df_kv_store(s, l, n, s->lat, NULL);
-    /* absorbed queries: [Wk_b[h] * q_nope | q_pe] */
-    mla_job job = {s, L, l, n};
-    if (L->wk_b) {
-        const uint8_t *wk = ws_fetch(m->ws, L->wk_b, err, errlen);
-        int rc = per_head_matmul(s, L->wk_b, wk, R * L->wk_b->row_bytes, nope, R, s->q, hd, H * hd, n, s->q_abs, D,
-                                 H * D);
-        ws_release(m->ws, L->wk_b);
-        if (rc) return df_seterr(err, errlen, "internal: MLA scratch too small");
-    } else {
-        if (!ws_fetch(m->ws, L->wkv_b, err, errlen)) return -1;
-        tp_run(m->pool, absorb_combined, &job);
-        ws_release(m->ws, L->wkv_b);
-    }
-    for (int t = 0; t < n; t++)
-        for (int64_t hh = 0; hh < H; hh++)
-            memcpy(s->q_abs + (t * H + hh) * D + R, s->q + t * H * hd + hh * hd + nope, sizeof(float) * (size_t)h->n_rot);
-    /* attention in latent space: every head reads the same latent rows (attn.c) */
-    const uint8_t *lat = s->mem[l].k;
-    const df_attn_desc ad = {lat, lat, (size_t)(D * (int64_t)s->kv_elt), (size_t)(D * (int64_t)s->kv_elt), 0, 0,
-                             s->kv_elt == 4 ? DF_TYPE_F32 : DF_TYPE_F16, (int)H, 1, (int)D, (int)R,
-                             s->q_abs, H * D, D, s->o_lat, H * R, R, h->kq_scale, s->pos, n};
-    df_attention_run(s, &ad);
-    /* back from latent space: out[h] = Wv[h] * o_lat[h] */
-    ws_tensor *wv = L->wv_b ? L->wv_b : L->wkv_b;
-    const uint8_t *vb = ws_fetch(m->ws, wv, err, errlen);
-    if (!vb) return -1;
-    size_t stride;
-    if (L->wv_b) {
-        stride = (size_t)hv * wv->row_bytes;
-    } else {
-        stride = (size_t)(nope + hv) * wv->row_bytes;
-        vb += (size_t)nope * wv->row_bytes; /* V rows follow the head's K rows */
-    }
-    int rc = per_head_matmul(s, wv, vb, stride, R, hv, s->o_lat, R, H * R, n, s->xb, hv, H * hv);
-    ws_release(m->ws, wv);
-    if (rc) return df_seterr(err, errlen, "internal: MLA scratch too small");
-    return 0;
-}
-
 static int forward(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
                    size_t errlen) {
     df_model *m = s->m;
@@ -278,9 +98,7 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
 
     for (int l = 0; l < h->n_layer; l++) {
         df_layer *L = &m->layers[l];
-        const float *an = ws_fetch(m->ws, L->attn_norm, err, errlen);
-        for (int t = 0; t < n; t++) op_rmsnorm(s->xb + t * E, s->x + t * E, an, (int)E, h->norm_eps);
-        ws_release(m->ws, L->attn_norm);
+        if (df_norm_rows(s, L->attn_norm, s->x, n, E, E, s->xb, err, errlen)) return -1;
         if (df_mla_attention(s, l, n, 1, err, errlen)) return -1;
         if (df_matmul(s, L->wo, s->xb, n, s->xb2, E, err, errlen)) return -1;
         for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];

@@ -7,8 +7,9 @@
  *
  * DESIGN
  * The layer schedule comes from attention.head_count_kv as a per-layer
- * array: 0 marks a KDA layer (model.c reads it into hp.recurrent, and the
- * session gives that layer a recurrent state instead of a cache).
+ * array: 0 marks a KDA layer (load.c reads it into hp.recurrent, and the
+ * session gives that layer a recurrent state instead of a cache: df_mem_conv,
+ * df_mem_state).
  *
  * KDA layer, on the normed input x (token by token; deltanet.c):
  *   q, k, v  = silu(short_conv(W x)) per channel, kernel ssm.conv_kernel,
@@ -21,7 +22,7 @@
  *   o        = gated delta rule (q, k, v, g, beta) on the per-head state
  *   out      = W_o (rmsnorm_head(o) * sigmoid(gate x)), the gate low rank
  *              (g_b g_a, kimi-linear) or full rank (g, kimi-k3)
- * MLA layers are deepseek2's absorbed MLA (arch_deepseek2.c) with the RoPE
+ * MLA layers are deepseek2's absorbed MLA (mla.c) with the RoPE
  * part used unrotated; kimi-k3 multiplies their output by sigmoid(W_gate x)
  * before attn_output.
  *
@@ -36,14 +37,16 @@
  *    experts run at expert_latent_length between ffn_routed_down and
  *    ffn_routed_up (with an optional RMSNorm before the up projection);
  *    shared experts stay at full width.
- *  - SiTU instead of SwiGLU in every FFN (model.c df_glu).
+ *  - SiTU instead of SwiGLU in every FFN (layer.c df_glu).
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "bind.h"
 #include "deltanet.h"
-#include "model.h"
+#include "mla.h"
+#include "moe.h"
 #include "quant.h"
 #include "util.h"
 
@@ -194,7 +197,6 @@ static int kda_layer(df_session *s, int l, int n, char *err, size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     df_layer *L = &m->layers[l];
-    df_layer_mem *lm = &s->mem[l];
     const int H = h->kda_n_head, hd = h->kda_head_dim, dc = h->ssm_d_conv;
     const int64_t D = (int64_t)H * hd, E = h->n_embd;
     /* q, k, v and the first halves of the decay gate and beta share the
@@ -206,7 +208,7 @@ static int kda_layer(df_session *s, int l, int n, char *err, size_t errlen) {
     for (int i = 0; i < 3; i++) {
         const float *w = ws_fetch(m->ws, L->ssm_conv[i], err, errlen);
         if (!w) return -1;
-        dn_short_conv(qkv[i], n, D, dc, lm->conv + i * D * (dc - 1), w);
+        dn_short_conv(qkv[i], n, D, dc, df_mem_conv(s, l) + i * D * (dc - 1), w);
         ws_release(m->ws, L->ssm_conv[i]);
     }
     dn_l2norm(s->kda_q, (int64_t)n * H, hd, h->norm_eps);
@@ -230,7 +232,7 @@ static int kda_layer(df_session *s, int l, int n, char *err, size_t errlen) {
     ws_release(m->ws, L->ssm_a);
     ws_release(m->ws, L->ssm_dt_b);
     for (int64_t i = 0; i < (int64_t)n * H; i++) s->kda_beta[i] = sigmoidf(s->kda_beta[i]);
-    dn_gated_delta(m->pool, lm->state, s->kda_q, s->kda_k, s->kda_v, s->kda_g, s->kda_beta, n, H, hd, s->kda_o);
+    dn_gated_delta(m->pool, df_mem_state(s, l), s->kda_q, s->kda_k, s->kda_v, s->kda_g, s->kda_beta, n, H, hd, s->kda_o);
     /* output gate (into kda_g, free again) and gated RMSNorm */
     if (L->ssm_g ? df_matmul(s, L->ssm_g, s->xb, n, s->kda_g, D, err, errlen)
                  : df_matmul(s, L->ssm_g_a, s->xb, n, s->kda_lo, hd, err, errlen) ||
@@ -340,7 +342,7 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
         const int banked = bs && l % bs == 0;
         if (banked) memcpy(s->res_stack + nck++ * B * E, s->x, sizeof(float) * (size_t)(n * E)); /* the raw input */
         if (norm_into_xb(s, L->attn_norm, in, n, err, errlen)) return -1;
-        if (s->mem[l].kind == DF_MEM_RECURRENT ? kda_layer(s, l, n, err, errlen) : mla_layer(s, l, n, err, errlen))
+        if (df_mem_kind(s, l) == DF_MEM_RECURRENT ? kda_layer(s, l, n, err, errlen) : mla_layer(s, l, n, err, errlen))
             return -1;
         if (banked) memcpy(s->x, s->xb2, sizeof(float) * (size_t)(n * E)); /* the running sum restarts */
         else

@@ -15,12 +15,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "model.h"
+#include "bind.h"
+#include "moe.h"
 #include "quant.h"
 #include "util.h"
-
-/* Fetch a small f32 vector (norm weight); it stays pinned while used. */
-static const float *vec_f32(df_session *s, ws_tensor *t) { return ws_fetch(s->m->ws, t, NULL, 0); }
 
 static int need_f32_vec(df_model *m, ws_tensor *t, int64_t n, char *err, size_t errlen) {
     if (t->type != DF_TYPE_F32)
@@ -155,9 +153,9 @@ static int bind_qwen3(df_model *m, char *err, size_t errlen) {
     return 0;
 }
 
-/* Per-head RMSNorm of n_heads vectors of hd floats (qwen3 Q/K norm). */
-static void head_norm(float *x, int n_tok, int n_heads, int hd, const float *w, float eps) {
-    for (int64_t i = 0; i < (int64_t)n_tok * n_heads; i++) op_rmsnorm(x + i * hd, x + i * hd, w, hd, eps);
+/* Per-head RMSNorm of n_tok rows of n_heads vectors of hd floats (qwen3 Q/K norm). */
+static int head_norm(df_session *s, ws_tensor *w, float *x, int n_tok, int n_heads, int hd, char *err, size_t errlen) {
+    return df_norm_rows(s, w, x, n_tok * n_heads, hd, hd, x, err, errlen);
 }
 
 static int forward(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
@@ -172,31 +170,27 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
     for (int l = 0; l < h->n_layer; l++) {
         df_layer *L = &m->layers[l];
         /* attention */
-        const float *an = vec_f32(s, L->attn_norm);
-        for (int t = 0; t < n; t++) op_rmsnorm(s->xb + t * E, s->x + t * E, an, (int)E, h->norm_eps);
-        ws_release(m->ws, L->attn_norm);
+        if (df_norm_rows(s, L->attn_norm, s->x, n, E, E, s->xb, err, errlen)) return -1;
         ws_tensor *const wqkv[3] = {L->wq, L->wk, L->wv};
         float *const yqkv[3] = {s->q, s->k, s->v};
         const int64_t ldqkv[3] = {qdim, s->kv_dim_k, s->kv_dim_v};
         if (df_matmul_n(s, 3, wqkv, s->xb, n, yqkv, ldqkv, err, errlen)) return -1;
-        df_add_bias(s, L->bq, s->q, n, qdim);
-        df_add_bias(s, L->bk, s->k, n, s->kv_dim_k);
-        df_add_bias(s, L->bv, s->v, n, s->kv_dim_v);
-        if (L->q_norm) {
-            head_norm(s->q, n, h->n_head, h->head_dim, vec_f32(s, L->q_norm), h->norm_eps);
-            head_norm(s->k, n, h->n_head_kv, h->head_dim, vec_f32(s, L->k_norm), h->norm_eps);
-            ws_release(m->ws, L->q_norm);
-            ws_release(m->ws, L->k_norm);
-        }
+        if (df_add_bias(s, L->bq, s->q, n, qdim, err, errlen) ||
+            df_add_bias(s, L->bk, s->k, n, s->kv_dim_k, err, errlen) ||
+            df_add_bias(s, L->bv, s->v, n, s->kv_dim_v, err, errlen))
+            return -1;
+        if (L->q_norm && (head_norm(s, L->q_norm, s->q, n, h->n_head, h->head_dim, err, errlen) ||
+                          head_norm(s, L->k_norm, s->k, n, h->n_head_kv, h->head_dim, err, errlen)))
+            return -1;
         for (int t = 0; t < n; t++) {
             const float *rc = s->rope_cache + (int64_t)t * h->n_rot;
             rope_apply(&s->rope, rc, s->q + t * qdim, h->n_head, h->head_dim);
             rope_apply(&s->rope, rc, s->k + t * s->kv_dim_k, h->n_head_kv, h->head_dim);
         }
-        df_kv_store(s, l, n, s->k, s->v);
+        df_mem_store(s, l, n, s->k, s->v);
         df_attention(s, l, n, s->q, s->xb);
         if (df_matmul(s, L->wo, s->xb, n, s->xb2, E, err, errlen)) return -1;
-        df_add_bias(s, L->bo, s->xb2, n, E);
+        if (df_add_bias(s, L->bo, s->xb2, n, E, err, errlen)) return -1;
         for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
 
         if (df_ffn_block(s, l, n, err, errlen)) return -1; /* SwiGLU, dense or mixture of experts */

@@ -1,6 +1,6 @@
 /*
- * attn.c - causal self-attention over the KV cache (llama family), and the
- * KV cache writes every architecture shares.
+ * attn.c - causal self-attention over a layer's cached keys and values
+ * (attn.h). The cache itself belongs to the session (session.c).
  *
  * DESIGN
  * The cache holds, per layer and position, the keys of all KV heads side by
@@ -21,39 +21,25 @@
  * the same whichever unit the query lands in, so a token's attention output
  * is bit-identical in a batch and alone.
  *
- * Scratch: s->att holds ATT_MAX_Q score rows of n_ctx floats per thread
- * (df_attn_scratch sizes it).
+ * Scratch: the caller's per-thread rows hold ATT_MAX_Q score rows each
+ * (df_attn_scratch_floats sizes them).
  */
 #include <stdatomic.h>
 #include <string.h>
 
-#include "model.h"
+#include "attn.h"
 #include "quant.h"
 
 #define ATT_MAX_Q 32   /* queries per work unit */
 #define KEY_BLOCK 64   /* cache rows per block: 64 x 128 f32 = 32 KiB */
 
-int64_t df_attn_scratch(const df_hparams *h, int n_ctx) {
-    const int64_t need = (int64_t)ATT_MAX_Q * n_ctx;
-    return need > h->kv_lora_rank ? need : h->kv_lora_rank; /* MLA's absorb also borrows a latent-sized row */
-}
-
-void df_kv_store(df_session *s, int layer, int n_tok, const float *k, const float *v) {
-    const quant_traits *kv = quant_traits_get(s->kv_elt == 4 ? DF_TYPE_F32 : DF_TYPE_F16);
-    for (int t = 0; t < n_tok; t++) {
-        const int64_t pos = s->pos + t;
-        uint8_t *kd = s->mem[layer].k + (pos * s->kv_dim_k) * (int64_t)s->kv_elt;
-        kv->from_float(k + (int64_t)t * s->kv_dim_k, kd, s->kv_dim_k);
-        if (v) { /* MLA caches no values */
-            uint8_t *vd = s->mem[layer].v + (pos * s->kv_dim_v) * (int64_t)s->kv_elt;
-            kv->from_float(v + (int64_t)t * s->kv_dim_v, vd, s->kv_dim_v);
-        }
-    }
-}
+int64_t df_attn_scratch_floats(int n_ctx) { return (int64_t)ATT_MAX_Q * n_ctx; }
 
 typedef struct {
     const df_attn_desc *d;
-    df_session *s;
+    float *scratch;
+    int64_t scratch_stride;  /* floats per thread */
+    int64_t ctx;             /* floats per score row: scratch_stride / ATT_MAX_Q */
     int hs, tq;              /* query heads and tokens per unit */
     int n_hs, n_tb;          /* head runs per KV head, token blocks */
     long n_units;
@@ -63,7 +49,7 @@ typedef struct {
 /* One unit: KV head g, query heads [h0, h1) of its group, tokens [t0, t1). */
 static void attn_unit(const attn_job *j, float *scratch, int g, int h0, int h1, int t0, int t1) {
     const df_attn_desc *d = j->d;
-    const int64_t ctx = j->s->n_ctx;
+    const int64_t ctx = j->ctx;
     const int group = d->n_head / d->n_head_kv;
     const quant_traits *kt = quant_traits_get(d->kv_type);
     const quant_traits *ft = quant_traits_get(DF_TYPE_F32);
@@ -112,7 +98,7 @@ static void attn_worker(void *arg, int ith, int nth) {
     (void)nth;
     const df_attn_desc *d = j->d;
     const int group = d->n_head / d->n_head_kv;
-    float *scratch = j->s->att + (int64_t)ith * j->s->att_stride;
+    float *scratch = j->scratch + (int64_t)ith * j->scratch_stride;
     const long per_tb = (long)d->n_head_kv * j->n_hs;
     for (long u; (u = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->n_units;) {
         const int tb = j->n_tb - 1 - (int)(u / per_tb); /* latest tokens first */
@@ -123,12 +109,14 @@ static void attn_worker(void *arg, int ith, int nth) {
     }
 }
 
-void df_attention_run(df_session *s, const df_attn_desc *d) {
-    const int group = d->n_head / d->n_head_kv, nth = tp_size(s->m->pool);
+void df_attention_run(tp_pool *pool, float *scratch, int64_t scratch_stride, const df_attn_desc *d) {
+    const int group = d->n_head / d->n_head_kv, nth = tp_size(pool);
     attn_job j;
     memset(&j, 0, sizeof j);
     j.d = d;
-    j.s = s;
+    j.scratch = scratch;
+    j.scratch_stride = scratch_stride;
+    j.ctx = scratch_stride / ATT_MAX_Q;
     j.hs = group < ATT_MAX_Q ? group : ATT_MAX_Q;
     for (;;) {
         j.n_hs = (group + j.hs - 1) / j.hs;
@@ -140,32 +128,5 @@ void df_attention_run(df_session *s, const df_attn_desc *d) {
     }
     atomic_init(&j.next, 0);
     if (j.n_units == 1) attn_worker(&j, 0, 1);
-    else tp_run_dyn(s->m->pool, attn_worker, &j);
-}
-
-void df_attention(df_session *s, int layer, int n_tok, const float *q, float *out) {
-    const df_hparams *h = &s->m->hp;
-    const int64_t elt = (int64_t)s->kv_elt;
-    df_attn_desc d;
-    d.k = s->mem[layer].k;
-    d.v = s->mem[layer].v;
-    d.k_stride = (size_t)(s->kv_dim_k * elt);
-    d.v_stride = (size_t)(s->kv_dim_v * elt);
-    d.k_head = (size_t)((int64_t)h->head_dim * elt);
-    d.v_head = (size_t)((int64_t)h->head_dim_v * elt);
-    d.kv_type = s->kv_elt == 4 ? DF_TYPE_F32 : DF_TYPE_F16;
-    d.n_head = h->n_head;
-    d.n_head_kv = h->n_head_kv;
-    d.hd = h->head_dim;
-    d.hdv = h->head_dim_v;
-    d.q = q;
-    d.q_tok = (int64_t)h->n_head * h->head_dim;
-    d.q_head = h->head_dim;
-    d.out = out;
-    d.o_tok = (int64_t)h->n_head * h->head_dim_v;
-    d.o_head = h->head_dim_v;
-    d.scale = h->kq_scale;
-    d.pos = s->pos;
-    d.n_tok = n_tok;
-    df_attention_run(s, &d);
+    else tp_run_dyn(pool, attn_worker, &j);
 }

@@ -4,7 +4,7 @@
  *
  * DESIGN
  * Both keep a fixed-size state per sequence (the session's recurrent layer
- * memory, model.h df_layer_mem) instead of a cache that grows with the
+ * memory, owned by session.c) instead of a cache that grows with the
  * context, so a layer's cost per token does not depend on the position.
  * Prompts run through the same token-by-token recurrence as generation
  * (llama.cpp's fused CPU op does too), so a token's output is the same

@@ -1,19 +1,30 @@
 /*
- * model.h - internal model and session structures, and the architecture table.
+ * model.h - what a loaded model is: hyperparameters, weight handles, and the
+ * architecture table's entry type. The bottom of src/model: every other file
+ * here and every architecture reads these types; this header declares no
+ * functions of its own.
  *
  * DESIGN
  * State is split three ways, as in llama2.c:
  *   df_hparams  - hyperparameters read from metadata (immutable);
  *   df_model    - weight handles (ws_tensor, reached only through the weight
- *                 store), tokenizer, thread pool;
- *   df_session  - the run state: per-layer memory (df_layer_mem: KV cache,
- *                 MLA latent cache or recurrent state) and scratch buffers,
- *                 allocated once when the session is created; nothing is
- *                 allocated per token.
+ *                 store), tokenizer, thread pool (this header);
+ *   df_session  - the run state (session.h): per-layer memory, owned and
+ *                 indexed only by session.c, and scratch buffers, allocated
+ *                 once when the session is created; nothing per token.
  * Each supported general.architecture is one df_arch entry: a function that
  * reads its extra hyperparameters and binds its tensors, and a forward
  * function. One file per family (arch_llama.c: llama, qwen2, qwen3;
- * arch_deepseek2.c; arch_kimi.c: kimi-linear, kimi-k3).
+ * arch_deepseek2.c; arch_kimi.c: kimi-linear, kimi-k3; mla.c: the latent
+ * attention the last two share).
+ *
+ * Who includes whom (arrows point down; docs/design.md):
+ *   load.c, decode.c        the public model/decode calls; the arch table
+ *   src/arch/arch_*.c       forward passes (arch.h, mla.h)
+ *   layer.c, moe.c          helpers the forward passes share (layer.h, moe.h)
+ *   session.c               session memory and scratch (session.h)
+ *   bind.c                  metadata and tensor binding helpers (bind.h)
+ *   model.h                 these types
  */
 #ifndef DF_MODEL_H
 #define DF_MODEL_H
@@ -22,8 +33,6 @@
 
 #include "deltafin.h"
 #include "gguf.h"
-#include "matmul.h"
-#include "ops.h"
 #include "threads.h"
 #include "tokenizer.h"
 #include "wstore.h"
@@ -87,16 +96,6 @@ typedef struct df_hparams {
 
 enum { DF_ACT_SWIGLU = 0, DF_ACT_SITU = 1 };
 
-/* What one layer of a session remembers (df_session.mem[l]). */
-enum { DF_MEM_KV = 1, DF_MEM_LATENT = 2, DF_MEM_RECURRENT = 3 };
-
-typedef struct df_layer_mem {
-    int kind;
-    uint8_t *k, *v;        /* KV: n_ctx rows of kv_dim_k / kv_dim_v; LATENT: k only (one latent per position) */
-    float *conv;           /* RECURRENT: short-conv states, (3 [q, k, v], d_inner, d_conv - 1) */
-    float *state;          /* RECURRENT: delta-rule state, (n_head, head_dim [key], head_dim [value]) */
-} df_layer_mem;
-
 enum { DF_GATING_SOFTMAX = 1, DF_GATING_SIGMOID = 2 };
 
 typedef struct df_layer {
@@ -156,163 +155,5 @@ struct df_model {
     char *hot_path;           /* learned hot-expert file beside the model (allocated: any path length) */
     int vocab_only;           /* df_model_params.vocab_only: metadata and tokenizer, no weights */
 };
-
-/* Floats of one recurrent layer's short-conv and delta-rule states. */
-int64_t df_rec_conv_floats(const df_hparams *h);
-int64_t df_rec_state_floats(const df_hparams *h);
-
-/* Bytes a session with these parameters allocates (for the memory planner). */
-uint64_t df_session_bytes(const df_model *m, const df_session_params *p);
-
-struct df_session {
-    df_model *m;
-    int n_ctx, n_batch, kv_type, pos;
-    int rec_broken;         /* a decode failed midway through recurrent layers: their state is unusable until a reset */
-    size_t kv_elt;          /* bytes per cached element (4 or 2) */
-    int64_t kv_dim_k, kv_dim_v; /* n_head_kv * head_dim(_v) */
-    df_layer_mem *mem;      /* (n_layer) per-layer memory, pointing into the buffers below */
-    uint8_t *k_cache;       /* (attention layers, n_ctx, kv_dim_k) */
-    uint8_t *v_cache;       /* (KV layers, n_ctx, kv_dim_v) */
-    float *rec_conv;        /* (recurrent layers, df_rec_conv_floats) */
-    float *rec_state;       /* (recurrent layers, df_rec_state_floats) */
-    rope_params rope;
-    /* scratch, n_batch rows each */
-    float *x;               /* (n_batch, n_embd) residual stream */
-    float *xb;              /* (n_batch, max(n_embd, q_dim)) normed input / attention output */
-    float *xb2;             /* (n_batch, n_embd) */
-    float *q;               /* (n_batch, n_head * head_dim) */
-    float *k;               /* (n_batch, kv_dim_k) */
-    float *v;               /* (n_batch, kv_dim_v) */
-    float *hb, *hb2;        /* (n_batch, n_ff) */
-    float *att;             /* (n_threads, att_stride) attention scores / per-thread rows */
-    int64_t att_stride;     /* floats per thread: df_attn_scratch() */
-    /* mixture of experts scratch */
-    float *router;          /* (n_batch, n_expert) router probabilities */
-    int32_t *topk_id;       /* (n_batch, n_expert_used) */
-    float *topk_w;          /* (n_batch, n_expert_used) */
-    int32_t *tok_of;        /* (n_batch * n_expert_used) tokens grouped by expert */
-    int32_t *slot_of;       /* same, the slot within the token's top-k */
-    float *ex_x, *ex_h, *ex_h2, *ex_y; /* gathered rows for one expert */
-    float *ex_out;          /* (n_batch * n_expert_used, n_embd) each (token, slot)'s expert output */
-    FILE *trace;            /* --trace-experts: routing records, or NULL */
-    const float *moe_hint;  /* the residual the MoE lookahead reads (NULL: s->x); kimi-k3: the FFN's residual mix */
-    /* MLA scratch */
-    float *q_abs;           /* (n_batch, n_head, kv_lora_rank + n_rot) absorbed queries */
-    float *lat;             /* (n_batch, kv_lora_rank + n_rot) new latents */
-    float *o_lat;           /* (n_batch, n_head, kv_lora_rank) attention output in latent space */
-    float *mla_tmp;         /* (n_batch, max(kv_lora_rank, qk_nope, q_lora_rank)) */
-    float *rope_cache;      /* (n_batch, n_rot) */
-    float *logits;          /* (n_batch, n_vocab) */
-    /* KDA scratch (models with recurrent layers), d_inner = kda_n_head * kda_head_dim */
-    float *kda_q, *kda_k, *kda_v, *kda_g, *kda_o; /* (n_batch, d_inner) each */
-    float *kda_beta;        /* (n_batch, kda_n_head) */
-    float *kda_lo;          /* (n_batch, kda_head_dim) low-rank intermediate */
-    /* kimi-k3 scratch */
-    float *res_stack;       /* (checkpoints, n_batch, n_embd) cross-layer residual checkpoints */
-    float *res_mix;         /* (n_batch, n_embd) the mixed residual a block reads */
-    float *res_scores;      /* (checkpoints + 1) one token's mixing scores */
-    float *mla_gate;        /* (n_batch, n_head * head_dim_v) MLA output gate */
-    float *lat_in, *lat_out;/* (n_batch, n_embd) latent MoE input and output */
-    mm_scratch mm;
-};
-
-/* Architecture lookup by general.architecture; NULL if unsupported. */
-const df_arch *df_arch_find(const char *name);
-
-/* Shared helpers for architecture files. */
-ws_tensor *df_tensor(df_model *m, const char *fmt, int layer, int required, char *err, size_t errlen);
-/* Bind tensor fmt (with %d = layer l) and check its shape [ne0, ne1, ne2];
- * vectors (ne1 = ne2 = 1) must be f32. An optional tensor that is absent
- * leaves *dst NULL and succeeds. */
-int df_bind(df_model *m, ws_tensor **dst, const char *fmt, int l, int required, int64_t ne0, int64_t ne1,
-            int64_t ne2, char *err, size_t errlen);
-/* token_embd (its rows set n_vocab), output_norm, and output (token_embd when absent: tied). */
-int df_bind_embed_output(df_model *m, char *err, size_t errlen);
-/* "<arch>.<suffix>" as an integer in [lo, hi]; absent optional keys keep *out. */
-int df_hp_int(df_model *m, const char *suffix, int *out, int lo, int hi, int required, char *err, size_t errlen);
-/* "<arch>.<suffix>" if it is a per-layer array: n_layer integers, each in
- * [lo, hi], into a new array *out (NULL if the key is absent or a scalar). */
-int df_hp_layers(df_model *m, const char *suffix, int32_t **out, int lo, int hi, char *err, size_t errlen);
-/* Layer l's feed-forward block on s->x: RMSNorm, dense or MoE FFN, residual. */
-int df_ffn_block(df_session *s, int l, int n, char *err, size_t errlen);
-/* Final RMSNorm and output projection of the last token (or all n). */
-int df_output(df_session *s, int n, float *logits, int all_logits, char *err, size_t errlen);
-int df_check_shape(const ws_tensor *t, int64_t ne0, int64_t ne1, char *err, size_t errlen);
-int df_matmul(df_session *s, ws_tensor *w, const float *x, int n_tok, float *y, int64_t ldy, char *err,
-              size_t errlen);
-/* n_w (<= MM_MAX_OPS) products of the same input x, e.g. Q, K and V: y[i]
- * (stride ldy[i]) = w[i] x. x is converted once and all run in one pass of
- * the pool; the results are those of separate df_matmul calls. */
-int df_matmul_n(df_session *s, int n_w, ws_tensor *const *w, const float *x, int n_tok, float *const *y,
-                const int64_t *ldy, char *err, size_t errlen);
-int df_embed(df_session *s, const int32_t *tokens, int n, float *out, char *err, size_t errlen);
-void df_add_bias(df_session *s, ws_tensor *b, float *y, int n_tok, int64_t ld);
-/* attn.c: causal attention of n_tok queries (n_head * head_dim each) at
- * positions s->pos.. against layer's cache (already holding their own keys
- * and values) into out (n_tok rows of n_head * head_dim_v); writing n_tok
- * rows of keys and values (v NULL: keys only, MLA) at s->pos..; and the
- * per-thread floats of s->att attention needs. */
-void df_attention(df_session *s, int layer, int n_tok, const float *q, float *out);
-void df_kv_store(df_session *s, int layer, int n_tok, const float *k, const float *v);
-int64_t df_attn_scratch(const df_hparams *h, int n_ctx);
-/* The general form, for caches laid out otherwise (MLA: one latent row per
- * position serves as key, and its first hdv elements as value). Query token
- * t of head hh is q[t * q_tok + hh * q_head] (hd floats) at position pos + t;
- * its output goes to out[t * o_tok + hh * o_head] (hdv floats). */
-typedef struct df_attn_desc {
-    const uint8_t *k, *v;       /* position 0, KV head 0 of the layer */
-    size_t k_stride, v_stride;  /* bytes between positions */
-    size_t k_head, v_head;      /* bytes between KV heads */
-    int kv_type;                /* DF_TYPE_F32 or DF_TYPE_F16 */
-    int n_head, n_head_kv, hd, hdv;
-    const float *q;
-    int64_t q_tok, q_head;
-    float *out;
-    int64_t o_tok, o_head;
-    float scale;                /* applied to q.k before the softmax */
-    int pos, n_tok;
-} df_attn_desc;
-void df_attention_run(df_session *s, const df_attn_desc *d);
-/* Dense SwiGLU FFN: out = down(silu(gate x) * up x), using s->hb/s->hb2. */
-int df_ffn_dense(df_session *s, ws_tensor *gate, ws_tensor *up, ws_tensor *down, const float *x, int n, float *out,
-                 char *err, size_t errlen);
-/* Mixture-of-experts FFN of layer l (router, top-k, experts grouped by expert,
- * shared experts); out (n, n_embd) is overwritten. moe.c */
-int df_ffn_moe(df_session *s, int l, const float *x, int n, float *out, char *err, size_t errlen);
-/* Its two halves. Routed experts: the router reads xr (n_embd wide), the
- * experts read x and write out at their own width (n_embd, or kimi-k3's
- * expert_latent_length). Shared experts: added to out (n_embd wide). */
-int df_ffn_moe_routed(df_session *s, int l, const float *xr, const float *x, int n, float *out, char *err,
-                      size_t errlen);
-int df_ffn_moe_shared(df_session *s, int l, const float *x, int n, float *out, char *err, size_t errlen);
-/* The FFN's gated activation in place: a = act(a, b) over n floats, SwiGLU
- * (silu(a) * b) or kimi-k3's SiTU (h->act). */
-void df_glu(const df_hparams *h, float *a, const float *b, int n);
-/* df_glu with SiTU's long rows split over the pool (element by element the
- * same arithmetic, so the same bits); SwiGLU and short rows on the caller. */
-void df_glu_pool(tp_pool *pool, const df_hparams *h, float *a, const float *b, int n);
-/* Streaming only: guess layer l's experts from the hidden state x (one token,
- * before layer l's attention) and ask the store to read them ahead. moe.c */
-void df_moe_lookahead(df_session *s, int l, const float *x);
-/* Read and check the MoE hyperparameters and tensors of layer l (bind time). moe.c */
-int df_moe_read_hparams(df_model *m, char *err, size_t errlen);
-int df_moe_bind_layer(df_model *m, int l, int n_ff_exp, char *err, size_t errlen);
-/* The router's pieces, exposed for tests: router logits -> probabilities
- * (softmax or sigmoid, in place), then top-k selection on one token's
- * probabilities (with optional bias and groups) giving ids and weights. */
-void df_moe_probs(const df_hparams *h, float *p);
-void df_moe_select(const df_hparams *h, const float *probs, const float *bias, int32_t *ids, float *w);
-
-/* Defined per architecture file. */
-extern const df_arch df_arch_llama, df_arch_qwen2, df_arch_qwen3, df_arch_qwen2moe, df_arch_qwen3moe,
-    df_arch_deepseek2, df_arch_kimi_linear, df_arch_kimi_k3;
-
-/* arch_deepseek2.c: layer l's multi-head latent attention on the normed
- * input s->xb (n tokens), storing the latents in the layer's cache; the
- * output (n, n_head * head_dim_v), before attn_output, goes to s->xb.
- * rope = 0: no RoPE (kimi's NoPE MLA). */
-int df_mla_attention(df_session *s, int l, int n, int rope, char *err, size_t errlen);
-int df_mla_hparams(df_model *m, char *err, size_t errlen);
-int df_mla_bind_layer(df_model *m, int l, char *err, size_t errlen);
 
 #endif

@@ -21,12 +21,17 @@
  *
  * Shared experts (DeepSeek, Qwen2-MoE) are a dense FFN added to the result,
  * gated by a sigmoid for Qwen2-MoE.
+ *
+ * df_ffn_block, the FFN block of the llama and DeepSeek families (norm,
+ * dense or MoE FFN, residual), is here too: it is the one caller that
+ * chooses between the two.
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "model.h"
+#include "bind.h"
+#include "moe.h"
 #include "quant.h"
 #include "util.h"
 
@@ -172,6 +177,7 @@ static int route(df_session *s, df_layer *L, const float *x, int n, char *err, s
     if (df_matmul(s, L->ffn_gate_inp, x, n, s->router, X, err, errlen) != 0) return -1;
     for (int t = 0; t < n; t++) df_moe_probs(h, s->router + (int64_t)t * X);
     const float *bias = L->exp_probs_b ? ws_fetch(s->m->ws, L->exp_probs_b, err, errlen) : NULL;
+    if (L->exp_probs_b && !bias) return -1;
     for (int t = 0; t < n; t++)
         df_moe_select(h, s->router + (int64_t)t * X, bias, s->topk_id + (int64_t)t * h->n_expert_used,
                       s->topk_w + (int64_t)t * h->n_expert_used);
@@ -273,6 +279,7 @@ void df_moe_lookahead(df_session *s, int l, const float *x) {
     if (df_matmul(s, L->ffn_gate_inp, s->ex_x, 1, p, h->n_expert, NULL, 0) != 0) return;
     df_moe_probs(h, p);
     const float *bias = L->exp_probs_b ? ws_fetch(m->ws, L->exp_probs_b, NULL, 0) : NULL;
+    if (L->exp_probs_b && !bias) return; /* only a guess: the demand read will report the error */
     int32_t ids[MAX_EXPERTS];
     float w[MAX_EXPERTS];
     df_moe_select(h, p, bias, ids, w);
@@ -371,4 +378,17 @@ int df_ffn_moe_shared(df_session *s, int l, const float *x, int n, float *out, c
 int df_ffn_moe(df_session *s, int l, const float *x, int n, float *out, char *err, size_t errlen) {
     if (df_ffn_moe_routed(s, l, x, x, n, out, err, errlen) != 0) return -1;
     return df_ffn_moe_shared(s, l, x, n, out, err, errlen);
+}
+
+int df_ffn_block(df_session *s, int l, int n, char *err, size_t errlen) {
+    df_model *m = s->m;
+    const df_hparams *h = &m->hp;
+    df_layer *L = &m->layers[l];
+    const int64_t E = h->n_embd;
+    if (df_norm_rows(s, L->ffn_norm, s->x, n, E, E, s->xb, err, errlen)) return -1;
+    if (L->ffn_gate_inp ? df_ffn_moe(s, l, s->xb, n, s->xb2, err, errlen)
+                        : df_ffn_dense(s, L->ffn_gate, L->ffn_up, L->ffn_down, s->xb, n, s->xb2, err, errlen))
+        return -1;
+    for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
+    return 0;
 }

@@ -1204,7 +1204,23 @@ ws_tensor *ws_get(wstore *ws, const char *name, char *err, size_t errlen) {
     return t;
 }
 
+int ws_inject_failure(wstore *ws, const char *name, int on) {
+    for (uint64_t i = 0; i < ws->g->n_tensors; i++)
+        if (ws->handles[i].gt && strcmp(ws->g->tensors[i].name, name) == 0) {
+            ws->handles[i].fail = on;
+            return 0;
+        }
+    return -1;
+}
+
+/* A fetch that ws_inject_failure asked to fail. */
+static const void *injected(const ws_tensor *t, char *err, size_t errlen) {
+    df_seterr(err, errlen, "%s: injected read failure (test)", t->gt->name);
+    return NULL;
+}
+
 const void *ws_fetch(wstore *ws, ws_tensor *t, char *err, size_t errlen) {
+    if (t->fail) return injected(t, err, errlen);
     if (!t->streamed) {
         t->pins++;
         return t->data;
@@ -1228,6 +1244,7 @@ const void *ws_fetch_expert(wstore *ws, ws_tensor *t, int e, char *err, size_t e
         df_seterr(err, errlen, "expert %d out of range for '%s'", e, t->gt->name);
         return NULL;
     }
+    if (t->fail) return injected(t, err, errlen);
     const uint64_t slice = (uint64_t)t->ne[1] * t->row_bytes;
     const uint8_t *p;
     if (t->streamed) {

@@ -42,6 +42,7 @@ typedef struct ws_tensor {
     int part;               /* expert tensors: 0 gate, 1 up, 2 down; else -1 */
     int streamed;           /* WS_STREAM: bytes live in a slot, not in data */
     size_t slot_off;        /* dense-streamed: offset of its segment in the layer slot */
+    int fail;               /* tests only (ws_inject_failure): every fetch of it fails */
 } ws_tensor;
 
 typedef struct wstore wstore;
@@ -83,6 +84,10 @@ int ws_streaming(const wstore *ws);
 
 /* Register a tensor by name; returns NULL (and err) if it is missing. */
 ws_tensor *ws_get(wstore *ws, const char *name, char *err, size_t errlen);
+
+/* Tests only: make every later fetch of the tensor named name fail as an I/O
+ * error would (on = 0: stop). -1 if the model has no such tensor bound. */
+int ws_inject_failure(wstore *ws, const char *name, int on);
 
 /* Pin a tensor's bytes (NULL and err on an I/O failure). */
 const void *ws_fetch(wstore *ws, ws_tensor *t, char *err, size_t errlen);

@@ -1,0 +1,29 @@
+/*
+ * bind.h - reading an architecture's metadata and binding its tensors
+ * (bind.c): what df_model_load, the architectures' hparams/bind functions
+ * and moe.c share. Below the architectures; uses only model.h's types.
+ */
+#ifndef DF_BIND_H
+#define DF_BIND_H
+
+#include "model.h"
+
+/* "<arch>.<suffix>" as an integer in [lo, hi]; absent optional keys keep *out. */
+int df_hp_int(df_model *m, const char *suffix, int *out, int lo, int hi, int required, char *err, size_t errlen);
+/* "<arch>.<suffix>" as a float in [lo, hi] if present (absent: *out kept). */
+int df_hp_float(df_model *m, const char *suffix, float *out, float lo, float hi, char *err, size_t errlen);
+/* "<arch>.<suffix>" if it is a per-layer array: n_layer integers, each in
+ * [lo, hi], into a new array *out (NULL if the key is absent or a scalar). */
+int df_hp_layers(df_model *m, const char *suffix, int32_t **out, int lo, int hi, char *err, size_t errlen);
+
+ws_tensor *df_tensor(df_model *m, const char *fmt, int layer, int required, char *err, size_t errlen);
+/* Bind tensor fmt (with %d = layer l) and check its shape [ne0, ne1, ne2];
+ * vectors (ne1 = ne2 = 1) must be f32. An optional tensor that is absent
+ * leaves *dst NULL and succeeds. */
+int df_bind(df_model *m, ws_tensor **dst, const char *fmt, int l, int required, int64_t ne0, int64_t ne1,
+            int64_t ne2, char *err, size_t errlen);
+/* token_embd (its rows set n_vocab), output_norm, and output (token_embd when absent: tied). */
+int df_bind_embed_output(df_model *m, char *err, size_t errlen);
+int df_check_shape(const ws_tensor *t, int64_t ne0, int64_t ne1, char *err, size_t errlen);
+
+#endif

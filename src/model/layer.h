@@ -1,0 +1,42 @@
+/*
+ * layer.h - helpers the architectures' forward passes share (layer.c).
+ * Below the architectures and moe.c, above the session: each takes the
+ * session whose scratch and memory it works in.
+ */
+#ifndef DF_LAYER_H
+#define DF_LAYER_H
+
+#include "session.h"
+
+int df_matmul(df_session *s, ws_tensor *w, const float *x, int n_tok, float *y, int64_t ldy, char *err,
+              size_t errlen);
+/* n_w (<= MM_MAX_OPS) products of the same input x, e.g. Q, K and V: y[i]
+ * (stride ldy[i]) = w[i] x. x is converted once and all run in one pass of
+ * the pool; the results are those of separate df_matmul calls. */
+int df_matmul_n(df_session *s, int n_w, ws_tensor *const *w, const float *x, int n_tok, float *const *y,
+                const int64_t *ldy, char *err, size_t errlen);
+/* Rows of token_embd for n tokens into out (n, n_embd). */
+int df_embed(df_session *s, const int32_t *tokens, int n, float *out, char *err, size_t errlen);
+/* y (n_tok rows, stride ld) += bias b; b NULL: nothing. -1 with err if b cannot be read. */
+int df_add_bias(df_session *s, ws_tensor *b, float *y, int n_tok, int64_t ld, char *err, size_t errlen);
+/* RMSNorm of n rows of width floats (stride ld) of x with weight w into out
+ * (out may be x). -1 with err if w cannot be read. */
+int df_norm_rows(df_session *s, ws_tensor *w, const float *x, int n, int64_t width, int64_t ld, float *out, char *err,
+                 size_t errlen);
+/* Causal attention of n_tok queries (n_head * head_dim each) at positions
+ * s->pos.. against KV layer l's cache (already holding their own keys and
+ * values, df_mem_store) into out (n_tok rows of n_head * head_dim_v). */
+void df_attention(df_session *s, int l, int n_tok, const float *q, float *out);
+/* Dense FFN: out = down(act(gate x) * up x), using s->hb/s->hb2. */
+int df_ffn_dense(df_session *s, ws_tensor *gate, ws_tensor *up, ws_tensor *down, const float *x, int n, float *out,
+                 char *err, size_t errlen);
+/* The FFN's gated activation in place: a = act(a, b) over n floats, SwiGLU
+ * (silu(a) * b) or kimi-k3's SiTU (h->act). */
+void df_glu(const df_hparams *h, float *a, const float *b, int n);
+/* df_glu with SiTU's long rows split over the pool (element by element the
+ * same arithmetic, so the same bits); SwiGLU and short rows on the caller. */
+void df_glu_pool(tp_pool *pool, const df_hparams *h, float *a, const float *b, int n);
+/* Final RMSNorm and output projection of the last token (or all n). */
+int df_output(df_session *s, int n, float *logits, int all_logits, char *err, size_t errlen);
+
+#endif

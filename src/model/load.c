@@ -1,0 +1,509 @@
+/*
+ * load.c - loading a model: GGUF metadata -> hyperparameters, the weight
+ * store (mapped, resident or planned under a budget), the architecture's
+ * tensors, the tokenizer; planning a budget without loading; the model's
+ * facts and counters. The top of src/model: it holds the architecture table
+ * (arch.h) and calls into the architectures' hparams and bind functions,
+ * bind.c's helpers, moe.c's hyperparameters and the session's size.
+ *
+ * Every hyperparameter is range-checked before it sizes anything, and every
+ * tensor's shape is checked against them (bind.c), so a hostile file gives
+ * an error here rather than an out-of-bounds access in the forward pass.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "arch.h"
+#include "bind.h"
+#include "moe.h"
+#include "quant.h"
+#include "session.h"
+#include "util.h"
+#include "wsio.h"
+
+#define DF_VERSION "0.1.0"
+#define MAX_DIM (1 << 20)
+#define MAX_LAYERS 4096
+
+static const df_arch *const ARCHES[] = {&df_arch_llama,     &df_arch_qwen2,       &df_arch_qwen3,
+                                        &df_arch_qwen2moe,  &df_arch_qwen3moe,    &df_arch_deepseek2,
+                                        &df_arch_kimi_linear, &df_arch_kimi_k3};
+
+static const df_arch *arch_find(const char *name) {
+    for (size_t i = 0; i < sizeof ARCHES / sizeof ARCHES[0]; i++)
+        if (strcmp(ARCHES[i]->name, name) == 0) return ARCHES[i];
+    return NULL;
+}
+
+const char *df_version(void) { return DF_VERSION; }
+const char *df_isa(void) {
+    quant_init();
+    return quant_isa_name();
+}
+
+df_model_params df_model_default_params(void) {
+    df_model_params p;
+    memset(&p, 0, sizeof p);
+    p.use_mmap = 1;
+    p.kv_type = DF_KV_F16;
+    return p;
+}
+
+/* ---- hyperparameters ---- */
+
+/* head_count_kv and feed_forward_length may be per-layer arrays: a zero
+ * head_count_kv marks a recurrent (linear attention) layer. Attention layers
+ * must agree on one value (the KV cache has one row width). */
+static int read_layer_arrays(df_model *m, char *err, size_t errlen) {
+    df_hparams *h = &m->hp;
+    int32_t *kv = NULL;
+    if (df_hp_layers(m, "attention.head_count_kv", &kv, 0, h->n_head, err, errlen)) return -1;
+    if (kv) {
+        int first = 0;
+        for (int l = 0; l < h->n_layer; l++) {
+            if (kv[l] == 0) continue;
+            if (first && kv[l] != first) {
+                const int other = kv[l];
+                free(kv);
+                return df_seterr(err, errlen, "%s: attention layers have different head_count_kv (%d and %d)", m->path,
+                                 first, other);
+            }
+            first = kv[l];
+        }
+        h->n_head_kv = first ? first : h->n_head;
+        for (int l = 0; l < h->n_layer; l++) h->n_layer_recurrent += kv[l] == 0;
+        if (h->n_layer_recurrent) {
+            h->recurrent = malloc((size_t)h->n_layer);
+            if (!h->recurrent) {
+                free(kv);
+                return df_seterr(err, errlen, "%s: out of memory", m->path);
+            }
+            for (int l = 0; l < h->n_layer; l++) h->recurrent[l] = kv[l] == 0;
+        }
+        free(kv);
+    } else if (df_hp_int(m, "attention.head_count_kv", &h->n_head_kv, 1, h->n_head, 0, err, errlen)) {
+        return -1;
+    }
+    if (df_hp_layers(m, "feed_forward_length", &h->n_ff_l, 0, MAX_DIM, err, errlen)) return -1;
+    if (h->n_ff_l) {
+        h->n_ff = 0;
+        for (int l = 0; l < h->n_layer; l++)
+            if (h->n_ff_l[l] > h->n_ff) h->n_ff = h->n_ff_l[l];
+        if (h->n_ff < 1) return df_seterr(err, errlen, "%s: feed_forward_length is zero in every layer", m->path);
+    } else if (df_hp_int(m, "feed_forward_length", &h->n_ff, 1, MAX_DIM, 1, err, errlen)) {
+        return -1;
+    }
+    return 0;
+}
+
+static int read_hparams(df_model *m, char *err, size_t errlen) {
+    df_hparams *h = &m->hp;
+    h->n_ctx_train = 2048;
+    if (df_hp_int(m, "context_length", &h->n_ctx_train, 1, 1 << 24, 0, err, errlen) ||
+        df_hp_int(m, "embedding_length", &h->n_embd, 1, MAX_DIM, 1, err, errlen) ||
+        df_hp_int(m, "block_count", &h->n_layer, 1, MAX_LAYERS, 1, err, errlen) ||
+        df_hp_int(m, "attention.head_count", &h->n_head, 1, 65536, 1, err, errlen))
+        return -1;
+    h->n_head_kv = h->n_head;
+    if (read_layer_arrays(m, err, errlen)) return -1;
+    if (h->n_head % h->n_head_kv != 0)
+        return df_seterr(err, errlen, "%s: head_count %d is not a multiple of head_count_kv %d", m->path, h->n_head,
+                         h->n_head_kv);
+    h->head_dim = h->n_embd / h->n_head;
+    if (df_hp_int(m, "attention.key_length", &h->head_dim, 1, 65536, 0, err, errlen)) return -1;
+    h->head_dim_v = h->head_dim;
+    if (df_hp_int(m, "attention.value_length", &h->head_dim_v, 1, 65536, 0, err, errlen)) return -1;
+    if (h->head_dim < 2 || h->head_dim % 2)
+        return df_seterr(err, errlen, "%s: head size %d must be even and at least 2", m->path, h->head_dim);
+    if ((int64_t)h->head_dim * h->n_head > MAX_DIM)
+        return df_seterr(err, errlen, "%s: attention width %lld is too large", m->path,
+                         (long long)h->head_dim * h->n_head);
+    h->n_rot = h->head_dim;
+    if (df_hp_int(m, "rope.dimension_count", &h->n_rot, 2, h->head_dim, 0, err, errlen)) return -1;
+    if (h->n_rot % 2) return df_seterr(err, errlen, "%s: rope.dimension_count %d must be even", m->path, h->n_rot);
+    h->norm_eps = 1e-5f;
+    if (df_hp_float(m, "attention.layer_norm_rms_epsilon", &h->norm_eps, 0.0f, 1.0f, err, errlen)) return -1;
+    h->rope_base = 10000.0f;
+    if (df_hp_float(m, "rope.freq_base", &h->rope_base, 1.0f, 1e12f, err, errlen)) return -1;
+
+    /* RoPE scaling, as llama.cpp interprets the keys. */
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", m->arch_name);
+    const char *stype = gguf_get_str(m->g, key);
+    float factor = 0.0f;
+    if (df_hp_float(m, "rope.scaling.factor", &factor, 0.0f, 1e6f, err, errlen)) return -1;
+    if (factor == 0.0f && df_hp_float(m, "rope.scale_linear", &factor, 0.0f, 1e6f, err, errlen)) return -1;
+    h->rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
+    int yarn = 0;
+    if (stype) {
+        if (strcmp(stype, "none") == 0) h->rope_freq_scale = 1.0f;
+        else if (strcmp(stype, "yarn") == 0) yarn = 1;
+        else if (strcmp(stype, "linear") != 0)
+            return df_seterr(err, errlen, "%s: unsupported rope.scaling.type '%s' (none, linear, yarn)", m->path, stype);
+    }
+    h->n_ctx_orig = h->n_ctx_train;
+    if (df_hp_int(m, "rope.scaling.original_context_length", &h->n_ctx_orig, 1, 1 << 24, 0, err, errlen)) return -1;
+    h->yarn_beta_fast = 32.0f;
+    h->yarn_beta_slow = 1.0f;
+    h->yarn_ext_factor = yarn ? 1.0f : 0.0f;
+    float attn_factor = 1.0f, log_mul = 0.0f;
+    if (df_hp_float(m, "rope.scaling.yarn_beta_fast", &h->yarn_beta_fast, 0.0f, 1e6f, err, errlen) ||
+        df_hp_float(m, "rope.scaling.yarn_beta_slow", &h->yarn_beta_slow, 0.0f, 1e6f, err, errlen) ||
+        df_hp_float(m, "rope.scaling.yarn_ext_factor", &h->yarn_ext_factor, 0.0f, 1e3f, err, errlen) ||
+        df_hp_float(m, "rope.scaling.attn_factor", &attn_factor, 0.0f, 1e3f, err, errlen) ||
+        df_hp_float(m, "rope.scaling.yarn_log_multiplier", &log_mul, 0.0f, 1e3f, err, errlen))
+        return -1;
+    h->yarn_attn_factor = 1.0f;
+    if (h->yarn_ext_factor != 0.0f) {
+        const float f = 1.0f / h->rope_freq_scale;
+        float ms = f <= 1.0f ? 1.0f : 0.1f * logf(f) + 1.0f;
+        if (log_mul != 0.0f) {
+            float ms_all = f <= 1.0f ? 1.0f : 0.1f * log_mul * logf(f) + 1.0f;
+            h->yarn_attn_factor = ms / ms_all; /* mscale taken as 1, as llama.cpp does */
+        } else {
+            h->yarn_attn_factor = ms;
+        }
+        h->yarn_attn_factor *= 1.0f / (1.0f + 0.1f * logf(f));
+    }
+    h->yarn_attn_factor *= attn_factor;
+    h->kq_scale = 1.0f / sqrtf((float)h->head_dim);
+    return df_moe_read_hparams(m, err, errlen);
+}
+
+/* ---- loading ---- */
+
+int df_model_is_file(const df_model *m, const char *path) { return m->ws && ws_is_model_file(m->ws, path); }
+
+int df_model_save_hot(df_model *m, char *err, size_t errlen) {
+    if (!m->ws || !ws_streaming(m->ws)) return 0;
+    return ws_save_hot(m->ws, err, errlen);
+}
+
+void df_model_free(df_model *m) {
+    if (!m) return;
+    /* a caller that did not save (df_model_save_hot) gets a best-effort save */
+    if (m->ws && ws_streaming(m->ws) && !ws_hot_saved(m->ws)) ws_save_hot(m->ws, NULL, 0);
+    free(m->hot_path);
+    tp_free(m->pool);
+    tok_free(m->vocab);
+    ws_close(m->ws);
+    gguf_close(m->g);
+    free(m->layers);
+    free(m->hp.recurrent);
+    free(m->hp.n_ff_l);
+    free(m->path);
+    free(m);
+}
+
+/* Bookkeeping outside the planned buffers: metadata, tokenizer, stacks,
+ * allocator slack. Part of the budget; the cgroup slack covers the binary. */
+static uint64_t overhead_bytes(const df_model *m) {
+    uint64_t meta = 0;
+    for (int i = 0; i < m->g->n_files; i++) meta += m->g->files[i].data_offset;
+    return 3 * meta + (uint64_t)m->n_threads * (256u << 10) + (16u << 20);
+}
+
+/* The weight store's configuration for params p: mapped, resident, or
+ * planned under p->mem_budget (sets m->session_reserve). */
+static int store_config(df_model *m, const df_model_params *p, ws_config *cfg, char *err, size_t errlen) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->mode = p->mem_budget ? WS_STREAM : p->use_mmap > 0 ? WS_MMAP : WS_RESIDENT;
+    if (!p->mem_budget && p->use_mmap < 0) { /* auto: resident when the weights fit 4 times over */
+        uint64_t bytes = 0;
+        for (int i = 0; i < m->g->n_files; i++) bytes += m->g->files[i].size;
+        const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+        const uint64_t ram = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+        cfg->mode = bytes <= ram / 4 ? WS_RESIDENT : WS_MMAP;
+    }
+    cfg->n_layer = m->hp.n_layer;
+    cfg->n_expert = m->hp.n_expert;
+    cfg->n_expert_used = m->hp.n_expert_used;
+    cfg->io_threads = p->io_threads;
+    m->io_threads = p->io_threads > 0 ? p->io_threads : 8;
+    cfg->io_engine = p->io_engine == DF_IO_PREAD ? WSIO_PREAD : p->io_engine == DF_IO_URING ? WSIO_URING : WSIO_AUTO;
+    df_session_params sp = df_session_default_params();
+    sp.n_ctx = p->n_ctx;
+    sp.n_batch = p->n_batch;
+    sp.kv_type = p->kv_type;
+    /* only a budget reserves (and so limits) a session: without one any session may be opened */
+    m->session_reserve = 0;
+    if (p->mem_budget) {
+        const uint64_t sb = df_session_bytes(m, &sp);
+        if (sb == UINT64_MAX)
+            return df_seterr(err, errlen, "%s: a session of this context (%d) and batch would be too large", m->path,
+                             p->n_ctx);
+        m->session_reserve = sb;
+    }
+    cfg->budget = p->mem_budget;
+    cfg->reserve = m->session_reserve + overhead_bytes(m);
+    if (!p->mem_budget || (p->hot_file && !*p->hot_file)) {
+        cfg->hot_path = NULL;
+    } else if (p->hot_file) {
+        cfg->hot_path = p->hot_file;
+        cfg->hot_explicit = 1;
+    } else {
+        const size_t n = strlen(m->path) + 5;
+        free(m->hot_path);
+        m->hot_path = malloc(n);
+        if (!m->hot_path) return df_seterr(err, errlen, "out of memory");
+        snprintf(m->hot_path, n, "%s.hot", m->path);
+        cfg->hot_path = m->hot_path;
+    }
+    return 0;
+}
+
+/* The weight store: mapped, resident, or planned under p->mem_budget. */
+static int open_store(df_model *m, const df_model_params *p, char *err, size_t errlen) {
+    ws_config cfg;
+    if (store_config(m, p, &cfg, err, errlen) != 0) return -1;
+    if (ws_open(m->g, &cfg, &m->ws, err, errlen) != 0) {
+        char inner[512];
+        snprintf(inner, sizeof inner, "%s", err ? err : "");
+        return df_seterr(err, errlen, "%s: %s", m->path, inner);
+    }
+    return 0;
+}
+
+/* Bind the tensors and check them against the tokenizer. */
+static int bind_all(df_model *m, char *err, size_t errlen) {
+    if (!m->layers) m->layers = calloc((size_t)m->hp.n_layer, sizeof(df_layer));
+    if (!m->layers) return df_seterr(err, errlen, "%s: out of memory", m->path);
+    if (m->arch->bind(m, err, errlen) != 0) return -1;
+    if (tok_n_vocab(m->vocab) != m->hp.n_vocab)
+        return df_seterr(err, errlen, "%s: tokenizer has %d tokens but the embedding has %d rows", m->path,
+                         tok_n_vocab(m->vocab), m->hp.n_vocab);
+    return 0;
+}
+
+/* Check every tensor (present, supported type, shape) without reading any:
+ * what a budget plan must do first, so that a malformed file is reported as
+ * what it is and not as "budget too small", and plan approves only what run
+ * can run. */
+static int validate(df_model *m, char *err, size_t errlen) {
+    ws_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.mode = WS_PLAN;
+    cfg.n_layer = m->hp.n_layer;
+    cfg.n_expert = m->hp.n_expert;
+    cfg.n_expert_used = m->hp.n_expert_used;
+    int rc = ws_open(m->g, &cfg, &m->ws, err, errlen);
+    if (rc == 0) rc = bind_all(m, err, errlen);
+    ws_close(m->ws); /* the handles bound here die with it: forget them */
+    m->ws = NULL;
+    if (m->layers) memset(m->layers, 0, (size_t)m->hp.n_layer * sizeof(df_layer));
+    m->tok_embd = m->output_norm = m->output = m->rope_freqs = NULL;
+    return rc;
+}
+
+/* The architecture and its hyperparameters. */
+static int load_arch(df_model *m, const char *path, char *err, size_t errlen) {
+    if (!m->arch_name) return df_seterr(err, errlen, "%s: missing general.architecture", path);
+    m->arch = arch_find(m->arch_name);
+    if (!m->arch)
+        return df_seterr(err, errlen,
+                         "%s: unsupported architecture '%s' (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2, "
+                         "kimi-linear, kimi-k3)",
+                         path, m->arch_name);
+    if (read_hparams(m, err, errlen) != 0) return -1;
+    m->hp.rope_neox = m->arch->rope_neox;
+    if (m->arch->hparams && m->arch->hparams(m, err, errlen) != 0) return -1;
+    if (m->hp.n_layer_recurrent > 0 && m->hp.kda_head_dim == 0)
+        return df_seterr(err, errlen, "%s: head_count_kv is 0 (a recurrent layer) in %d layers, which %s does not have",
+                         path, m->hp.n_layer_recurrent, m->arch_name);
+    return 0;
+}
+
+/* Everything before the weights: metadata, hyperparameters, tokenizer
+ * (vocab_only: metadata and tokenizer of any architecture, as in llama.cpp's
+ * ggml-vocab-*.gguf files, which hold no tensors). */
+static int load_header(df_model *m, const char *path, const df_model_params *p, char *err, size_t errlen) {
+    m->path = df_strdup(path);
+    if (!m->path) return df_seterr(err, errlen, "%s: out of memory", path);
+    if (gguf_open(path, &m->g, err, errlen) != 0) return -1;
+    m->arch_name = gguf_get_str(m->g, "general.architecture");
+    m->vocab_only = p->vocab_only;
+    if (p->vocab_only && !m->arch_name) m->arch_name = "";
+    if (!p->vocab_only && load_arch(m, path, err, errlen) != 0) return -1;
+    if (tok_load(m->g, &m->vocab, err, errlen) != 0) {
+        char inner[400];
+        snprintf(inner, sizeof inner, "%s", err ? err : "");
+        return df_seterr(err, errlen, "%s: tokenizer: %s", path, inner);
+    }
+    m->hp.n_vocab = tok_n_vocab(m->vocab); /* checked against the embedding by bind */
+    m->n_threads = p->n_threads > 0 ? p->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (m->n_threads < 1) m->n_threads = 1;
+    if (m->n_threads > 512) m->n_threads = 512;
+    return 0;
+}
+
+int df_model_load(const char *path, const df_model_params *p, df_model **out, char *err, size_t errlen) {
+    df_model_params defp = df_model_default_params();
+    if (!p) p = &defp;
+    *out = NULL;
+    quant_init();
+    df_model *m = calloc(1, sizeof *m);
+    if (!m) return df_seterr(err, errlen, "out of memory");
+    if (load_header(m, path, p, err, errlen) != 0) goto fail;
+    int shape_only = 0;
+    if (!m->vocab_only && gguf_find(m->g, "deltafin.shape_only") &&
+        gguf_get_bool(m->g, "deltafin.shape_only", &shape_only, err, errlen) == 0 && shape_only) {
+        df_seterr(err, errlen, "%s is a shape-only model (mkmodel --shape-only: its tensor data are holes): it has no "
+                  "weights to run; `deltafin plan` and `info` work on it", path);
+        goto fail;
+    }
+    if (m->vocab_only) {
+        *out = m;
+        return 0;
+    }
+    if (p->mem_budget && validate(m, err, errlen) != 0) goto fail; /* the file's defects before the budget's */
+    if (open_store(m, p, err, errlen) != 0) goto fail;
+    if (bind_all(m, err, errlen) != 0) goto fail;
+    m->pool = tp_create(m->n_threads);
+    if (!m->pool) goto oom;
+    *out = m;
+    return 0;
+oom:
+    df_seterr(err, errlen, "%s: out of memory", path);
+fail:
+    df_model_free(m);
+    return -1;
+}
+
+int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    quant_init();
+    df_model *m = calloc(1, sizeof *m);
+    if (!m) return df_seterr(err, errlen, "out of memory");
+    df_model_params q = *p;
+    q.vocab_only = 0;
+    if (!q.mem_budget) q.mem_budget = 1; /* size the session as a budget would */
+    int rc = load_header(m, path, &q, err, errlen);
+    if (rc == 0) rc = validate(m, err, errlen);
+    ws_config cfg;
+    if (rc == 0) rc = store_config(m, &q, &cfg, err, errlen);
+    if (rc == 0) {
+        cfg.mode = WS_STREAM;
+        out->session_bytes = m->session_reserve;
+        out->overhead_bytes = overhead_bytes(m);
+        ws_plan wp;
+        char perr[256] = "";
+        /* a budget below the minimum still reports the minimum; sizes that do not add up are an error */
+        if (ws_make_plan(m->g, &cfg, &wp, perr, sizeof perr) != 0 && wp.minimum == UINT64_MAX)
+            rc = df_seterr(err, errlen, "%s: %s", path, perr);
+        out->n_ctx_train = m->hp.n_ctx_train;
+        out->budget = p->mem_budget;
+        out->minimum = wp.minimum;
+        out->resident_bytes = wp.resident;
+        out->dense_bytes = wp.dense_total;
+        out->expert_bytes = wp.expert_total;
+        out->n_dense_streamed = wp.n_dense_streamed;
+        out->n_layer = m->hp.n_layer;
+        out->dense_slot_bytes = wp.dense_slot;
+        out->n_expert_slots = wp.n_expert_slots;
+        out->n_experts_total = wp.n_experts_total;
+        out->expert_slot_bytes = wp.expert_slot;
+        out->n_expert_used = m->hp.n_expert_used;
+        out->n_moe_layers = m->hp.n_expert ? wp.n_experts_total / m->hp.n_expert : 0;
+        out->dense_layer_bytes = m->hp.n_layer ? wp.dense_total / (uint64_t)m->hp.n_layer : 0;
+    }
+    df_model_free(m);
+    return rc;
+}
+
+double df_model_probe_disk(const char *path, const df_model_params *p, double seconds, char *err, size_t errlen) {
+    quant_init();
+    df_model *m = calloc(1, sizeof *m);
+    if (!m) return df_seterr(err, errlen, "out of memory"), -1.0;
+    double rate = -1.0;
+    df_model_params q = *p;
+    q.vocab_only = 0;
+    ws_config cfg;
+    if (load_header(m, path, &q, err, errlen) == 0 && store_config(m, p, &cfg, err, errlen) == 0) {
+        cfg.mode = WS_STREAM;
+        cfg.hot_path = NULL; /* measure the disk, not a warm start */
+        wstore *ws = NULL;
+        uint64_t bytes = 0;
+        double secs = 0;
+        if (ws_open(m->g, &cfg, &ws, err, errlen) == 0 && ws_probe(ws, seconds, 0x5DEECE66Dull, &bytes, &secs, err, errlen) == 0)
+            rate = bytes > 0 && secs > 0 ? (double)bytes / secs : 0.0;
+        ws_close(ws);
+    }
+    df_model_free(m);
+    return rate;
+}
+
+void df_model_io_stats(const df_model *m, df_io_stats *o) {
+    ws_stats st;
+    memset(o, 0, sizeof *o);
+    if (!m->ws) return; /* vocab_only */
+    ws_get_stats(m->ws, &st);
+    snprintf(o->hot_note, sizeof o->hot_note, "%s", ws_hot_note(m->ws));
+    o->bytes_read = st.bytes_read;
+    o->hits = st.hits;
+    o->misses = st.misses;
+    o->prefetch_issued = st.prefetch_issued;
+    o->prefetch_used = st.prefetch_used;
+    o->unguessed = st.unguessed;
+    o->expert_fetches = st.expert_fetches;
+    o->read_seconds = st.read_seconds;
+    o->wait_seconds = st.wait_seconds;
+    o->streaming = ws_streaming(m->ws);
+    const char *note = NULL, *engine = ws_io_engine(m->ws, &note);
+    snprintf(o->io_engine, sizeof o->io_engine, "%s", engine ? engine : "");
+    snprintf(o->io_note, sizeof o->io_note, "%s", note ? note : "");
+    o->io_threads = m->io_threads;
+}
+
+void df_model_get_info(const df_model *m, df_model_info *o) {
+    memset(o, 0, sizeof *o);
+    o->arch = m->arch_name;
+    o->name = gguf_get_str(m->g, "general.name");
+    if (!o->name) o->name = "";
+    o->n_vocab = m->hp.n_vocab;
+    o->n_ctx_train = m->hp.n_ctx_train;
+    o->n_embd = m->hp.n_embd;
+    o->n_layer = m->hp.n_layer;
+    o->n_head = m->hp.n_head;
+    o->n_head_kv = m->hp.n_head_kv;
+    o->head_dim = m->hp.head_dim;
+    o->n_ff = m->hp.n_ff;
+    o->n_threads = m->n_threads;
+    o->n_expert = m->hp.n_expert;
+    o->n_expert_used = m->hp.n_expert_used;
+    o->n_expert_shared = m->hp.n_expert_shared;
+    uint64_t expert_params = 0;
+    for (uint64_t i = 0; i < m->g->n_tensors; i++) {
+        const gguf_tensor *t = &m->g->tensors[i];
+        o->n_params += t->n_elements;
+        o->n_bytes += t->nbytes;
+        if (m->hp.n_expert > 0 && strstr(t->name, "_exps.") && t->ne[2] == m->hp.n_expert) expert_params += t->n_elements;
+    }
+    o->n_params_active = o->n_params;
+    if (m->hp.n_expert > 0) {
+        o->n_params_active -= expert_params - expert_params / (uint64_t)m->hp.n_expert * (uint64_t)m->hp.n_expert_used;
+        for (int l = 0; l < m->hp.n_layer; l++) {
+            const df_layer *L = &m->layers[l];
+            if (!L->ffn_gate_exps) continue;
+            o->expert_bytes = (L->ffn_gate_exps->nbytes + L->ffn_up_exps->nbytes + L->ffn_down_exps->nbytes) /
+                              (uint64_t)m->hp.n_expert;
+            break;
+        }
+    }
+}
+
+/* ---- tokenizer wrappers ---- */
+
+int df_tokenize(const df_model *m, const char *text, size_t len, int add_special, int parse_special, int32_t *out,
+                int max, int *n_out, char *err, size_t errlen) {
+    return tok_encode(m->vocab, text, len, add_special, parse_special, out, max, n_out, err, errlen);
+}
+int df_token_to_piece(const df_model *m, int32_t id, char *buf, int buflen) {
+    return tok_piece(m->vocab, id, 0, buf, buflen);
+}
+int32_t df_token_bos(const df_model *m) { return tok_bos(m->vocab); }
+int32_t df_token_eos(const df_model *m) { return tok_eos(m->vocab); }
+int df_token_is_eog(const df_model *m, int32_t id) { return tok_is_eog(m->vocab, id); }
+int df_n_vocab(const df_model *m) { return m->hp.n_vocab; }

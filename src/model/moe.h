@@ -1,0 +1,35 @@
+/*
+ * moe.h - feed-forward blocks: a layer's FFN, dense or a mixture of experts
+ * (moe.c). Above layer.c (whose products and dense FFN it uses), below the
+ * architectures.
+ */
+#ifndef DF_MOE_H
+#define DF_MOE_H
+
+#include "layer.h"
+
+/* Read and check the MoE hyperparameters (load time). */
+int df_moe_read_hparams(df_model *m, char *err, size_t errlen);
+/* Bind layer l's router, experts and shared experts (bind time). */
+int df_moe_bind_layer(df_model *m, int l, int n_ff_exp, char *err, size_t errlen);
+/* Layer l's feed-forward block on s->x: RMSNorm, dense or MoE FFN, residual. */
+int df_ffn_block(df_session *s, int l, int n, char *err, size_t errlen);
+/* Mixture-of-experts FFN of layer l (router, top-k, experts grouped by expert,
+ * shared experts); out (n, n_embd) is overwritten. */
+int df_ffn_moe(df_session *s, int l, const float *x, int n, float *out, char *err, size_t errlen);
+/* Its two halves. Routed experts: the router reads xr (n_embd wide), the
+ * experts read x and write out at their own width (n_embd, or kimi-k3's
+ * expert_latent_length). Shared experts: added to out (n_embd wide). */
+int df_ffn_moe_routed(df_session *s, int l, const float *xr, const float *x, int n, float *out, char *err,
+                      size_t errlen);
+int df_ffn_moe_shared(df_session *s, int l, const float *x, int n, float *out, char *err, size_t errlen);
+/* Streaming only: guess layer l's experts from the hidden state x (one token,
+ * before layer l's attention) and ask the store to read them ahead. */
+void df_moe_lookahead(df_session *s, int l, const float *x);
+/* The router's pieces, exposed for tests: router logits -> probabilities
+ * (softmax or sigmoid, in place), then top-k selection on one token's
+ * probabilities (with optional bias and groups) giving ids and weights. */
+void df_moe_probs(const df_hparams *h, float *p);
+void df_moe_select(const df_hparams *h, const float *probs, const float *bias, int32_t *ids, float *w);
+
+#endif

@@ -1,0 +1,443 @@
+/*
+ * session.c - sessions: their sizes, their buffers, and the per-layer memory
+ * they own (session.h). The one file that knows how a KV cache, an MLA
+ * latent cache or a recurrent state is laid out; forward passes reach it
+ * through df_mem_*.
+ *
+ * DESIGN
+ * One size table (session_layout) lists every buffer of a session with its
+ * size; it serves both the allocation and the memory planner's estimate
+ * (df_session_bytes), so the two cannot disagree. Attention layers share one
+ * block of n_ctx rows per layer for keys and one for values (an MLA layer
+ * keeps one latent row per position and no values); recurrent layers share
+ * one block of fixed-size states. The per-layer descriptors point into
+ * those blocks.
+ *
+ * Positions: rows of positions < pos hold the sequence seen so far; a
+ * decode writes the rows of its new positions (df_mem_store) before
+ * attending over them and advances pos when its forward pass completes.
+ * Truncating only moves pos back; a recurrent state cannot be rewound, so
+ * it can only be cleared (pos = 0).
+ */
+#include "session.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant.h"
+#include "util.h"
+
+#define DEFAULT_CTX_CAP 4096
+
+typedef struct layer_mem {
+    int kind;
+    uint8_t *k, *v;        /* KV: n_ctx rows of kv_dim_k / kv_dim_v; LATENT: k only (one latent per position) */
+    float *conv;           /* RECURRENT: short-conv states, (3 [q, k, v], d_inner, d_conv - 1) */
+    float *state;          /* RECURRENT: delta-rule state, (n_head, head_dim [key], head_dim [value]) */
+} layer_mem;
+
+struct df_mem {
+    int kv_type;            /* DF_TYPE_F32 or DF_TYPE_F16 */
+    size_t kv_elt;          /* bytes per cached element (4 or 2) */
+    int64_t kv_dim_k, kv_dim_v;
+    size_t k_head, v_head;  /* bytes between KV heads in a row (0: a latent row serves every head) */
+    layer_mem *layer;       /* (n_layer) pointing into the blocks below */
+    uint8_t *k_cache;       /* (attention layers, n_ctx, kv_dim_k) */
+    uint8_t *v_cache;       /* (KV layers, n_ctx, kv_dim_v) */
+    float *rec_conv;        /* (recurrent layers, df_rec_conv_floats) */
+    float *rec_state;       /* (recurrent layers, df_rec_state_floats) */
+};
+
+df_session_params df_session_default_params(void) {
+    df_session_params p = {0, 512, DF_KV_F16};
+    return p;
+}
+
+int64_t df_rec_conv_floats(const df_hparams *h) {
+    return 3 * (int64_t)(h->ssm_d_conv - 1) * h->kda_n_head * h->kda_head_dim;
+}
+
+int64_t df_rec_state_floats(const df_hparams *h) { return (int64_t)h->kda_n_head * h->kda_head_dim * h->kda_head_dim; }
+
+/* ---- the size table ---- */
+
+typedef struct {
+    void **dst;
+    uint64_t bytes;
+} alloc_item;
+
+#define MAX_ITEMS 64
+
+/* Fill s's sizes (n_ctx, n_batch, KV dims, s->mem's element type) and the
+ * list of its buffers; s->mem must point to a df_mem. */
+static int session_layout(const df_model *m, const df_session_params *p, df_session *s, alloc_item *it, int *n_items,
+                          char *err, size_t errlen) {
+    const df_hparams *h = &m->hp;
+    df_mem *mem = s->mem;
+    s->n_ctx = p->n_ctx > 0 ? p->n_ctx : (h->n_ctx_train < DEFAULT_CTX_CAP ? h->n_ctx_train : DEFAULT_CTX_CAP);
+    if (s->n_ctx > (1 << 24)) return df_seterr(err, errlen, "context length %d is too large", p->n_ctx);
+    s->n_batch = p->n_batch > 0 ? p->n_batch : 512;
+    if (s->n_batch > s->n_ctx) s->n_batch = s->n_ctx;
+    mem->kv_type = p->kv_type == DF_KV_F32 ? DF_TYPE_F32 : DF_TYPE_F16;
+    mem->kv_elt = mem->kv_type == DF_TYPE_F32 ? 4 : 2;
+    /* per-layer memory: attention layers cache n_ctx positions (keys and
+     * values, or one MLA latent), recurrent layers a fixed-size state */
+    const int64_t n_rec = h->n_layer_recurrent, n_att = h->n_layer - n_rec;
+    if (h->kv_lora_rank > 0) {
+        /* MLA: the cache holds one latent per token (compressed kv + RoPE key), no values */
+        s->kv_dim_k = (int64_t)h->kv_lora_rank + h->n_rot;
+        s->kv_dim_v = 0;
+        mem->k_head = mem->v_head = 0;
+    } else {
+        s->kv_dim_k = (int64_t)h->n_head_kv * h->head_dim;
+        s->kv_dim_v = (int64_t)h->n_head_kv * h->head_dim_v;
+        mem->k_head = (size_t)h->head_dim * mem->kv_elt;
+        mem->v_head = (size_t)h->head_dim_v * mem->kv_elt;
+    }
+    mem->kv_dim_k = s->kv_dim_k;
+    mem->kv_dim_v = s->kv_dim_v;
+    const int64_t qdim = (int64_t)h->n_head * h->head_dim, vdim = (int64_t)h->n_head * h->head_dim_v;
+    int64_t wide = h->n_embd;
+    if (qdim > wide) wide = qdim;
+    if (vdim > wide) wide = vdim;
+    int64_t ff = h->n_ff;
+    if (h->n_ff_exp > ff) ff = h->n_ff_exp;
+    if (h->n_ff_shexp > ff) ff = h->n_ff_shexp;
+    int64_t widest_in = wide > ff ? wide : ff;
+    const int64_t d_inner = (int64_t)h->kda_n_head * h->kda_head_dim; /* KDA layers (0 without) */
+    if (d_inner > widest_in) widest_in = d_inner;
+    if (h->q_lora_rank > widest_in) widest_in = h->q_lora_rank;
+    if (s->kv_dim_k > widest_in) widest_in = s->kv_dim_k;
+    s->att_stride = df_attn_scratch_floats(s->n_ctx);
+    if (s->att_stride < h->kv_lora_rank) s->att_stride = h->kv_lora_rank; /* MLA's absorb borrows a latent-sized row */
+    const int64_t B = s->n_batch, C = s->n_ctx;
+    const uint64_t elt = mem->kv_elt;
+    int ni = 0;
+#define ITEM(field, nbytes) (it[ni].dst = (void **)&(field), it[ni].bytes = (uint64_t)(nbytes), ni++)
+#define FLOATS(field, rows, cols) ITEM(s->field, (uint64_t)(rows) * (uint64_t)(cols) * sizeof(float))
+    ITEM(mem->layer, (uint64_t)h->n_layer * sizeof(layer_mem));
+    ITEM(mem->k_cache, n_att ? (uint64_t)n_att * C * (uint64_t)s->kv_dim_k * elt : 64);
+    ITEM(mem->v_cache, s->kv_dim_v && n_att ? (uint64_t)n_att * C * (uint64_t)s->kv_dim_v * elt : 64);
+    ITEM(mem->rec_conv, (uint64_t)(n_rec ? n_rec : 1) * (uint64_t)(n_rec ? df_rec_conv_floats(h) : 16) * sizeof(float));
+    ITEM(mem->rec_state, (uint64_t)(n_rec ? n_rec : 1) * (uint64_t)(n_rec ? df_rec_state_floats(h) : 16) * sizeof(float));
+    FLOATS(x, B, h->n_embd);
+    FLOATS(xb, B, wide);
+    FLOATS(xb2, B, h->n_embd);
+    FLOATS(q, B, qdim);
+    FLOATS(k, B, s->kv_dim_k);
+    FLOATS(v, B, s->kv_dim_v > 0 ? s->kv_dim_v : 1);
+    FLOATS(hb, B, ff);
+    FLOATS(hb2, B, ff);
+    FLOATS(att, m->n_threads, s->att_stride);
+    FLOATS(rope_cache, B, h->n_rot);
+    FLOATS(logits, B, h->n_vocab);
+    ITEM(s->mm.buf, mm_scratch_bytes(widest_in, s->n_batch));
+    if (h->n_expert > 0) {
+        const int64_t nk = B * h->n_expert_used;
+        FLOATS(router, B, h->n_expert);
+        ITEM(s->topk_id, (uint64_t)nk * sizeof(int32_t));
+        FLOATS(topk_w, nk, 1);
+        ITEM(s->tok_of, (uint64_t)nk * sizeof(int32_t));
+        ITEM(s->slot_of, (uint64_t)nk * sizeof(int32_t));
+        FLOATS(ex_x, B, h->n_embd);
+        FLOATS(ex_y, B, h->n_embd);
+        FLOATS(ex_h, B, ff);
+        FLOATS(ex_h2, B, ff);
+        FLOATS(ex_out, nk, h->n_embd);
+    }
+    if (h->kv_lora_rank > 0) {
+        int64_t tw = h->kv_lora_rank;
+        if (h->qk_nope > tw) tw = h->qk_nope;
+        if (h->q_lora_rank > tw) tw = h->q_lora_rank;
+        FLOATS(q_abs, B * h->n_head, s->kv_dim_k);
+        FLOATS(lat, B, s->kv_dim_k);
+        FLOATS(o_lat, B * h->n_head, h->kv_lora_rank);
+        FLOATS(mla_tmp, B, tw);
+    }
+    if (n_rec > 0) {
+        FLOATS(kda_q, B, d_inner);
+        FLOATS(kda_k, B, d_inner);
+        FLOATS(kda_v, B, d_inner);
+        FLOATS(kda_g, B, d_inner);
+        FLOATS(kda_o, B, d_inner);
+        FLOATS(kda_beta, B, h->kda_n_head);
+        FLOATS(kda_lo, B, h->kda_head_dim);
+    }
+    if (h->attn_res_block > 0) {
+        const int64_t n_ckpt = (h->n_layer + h->attn_res_block - 1) / h->attn_res_block;
+        FLOATS(res_stack, n_ckpt * B, h->n_embd);
+        FLOATS(res_mix, B, h->n_embd);
+        FLOATS(res_scores, n_ckpt + 1, 1);
+    }
+    if (h->mla_gate) FLOATS(mla_gate, B, vdim);
+    if (h->n_expert_latent > 0) {
+        FLOATS(lat_in, B, h->n_embd);
+        FLOATS(lat_out, B, h->n_embd);
+    }
+#undef FLOATS
+#undef ITEM
+    *n_items = ni;
+    for (int i = 0; i < ni; i++)
+        if (it[i].bytes > ((uint64_t)1 << 46)) return df_seterr(err, errlen, "session buffers too large");
+    return 0;
+}
+
+uint64_t df_session_bytes(const df_model *m, const df_session_params *p) {
+    df_session tmp;
+    df_mem tmem;
+    alloc_item it[MAX_ITEMS];
+    int n;
+    memset(&tmp, 0, sizeof tmp);
+    memset(&tmem, 0, sizeof tmem);
+    tmp.mem = &tmem;
+    if (session_layout(m, p, &tmp, it, &n, NULL, 0) != 0) return UINT64_MAX;
+    uint64_t total = sizeof(df_session) + sizeof(df_mem);
+    for (int i = 0; i < n; i++) total += it[i].bytes + 64;
+    return total;
+}
+
+/* ---- per-layer memory ---- */
+
+/* Point every layer's memory descriptor into the session's blocks. */
+static void mem_bind(df_session *s) {
+    const df_hparams *h = &s->m->hp;
+    df_mem *mem = s->mem;
+    int64_t ia = 0, ir = 0;
+    for (int l = 0; l < h->n_layer; l++) {
+        layer_mem *lm = &mem->layer[l];
+        memset(lm, 0, sizeof *lm);
+        if (h->recurrent && h->recurrent[l]) {
+            lm->kind = DF_MEM_RECURRENT;
+            lm->conv = mem->rec_conv + ir * df_rec_conv_floats(h);
+            lm->state = mem->rec_state + ir * df_rec_state_floats(h);
+            ir++;
+            continue;
+        }
+        lm->kind = h->kv_lora_rank > 0 ? DF_MEM_LATENT : DF_MEM_KV;
+        lm->k = mem->k_cache + ia * s->n_ctx * mem->kv_dim_k * (int64_t)mem->kv_elt;
+        if (lm->kind == DF_MEM_KV) lm->v = mem->v_cache + ia * s->n_ctx * mem->kv_dim_v * (int64_t)mem->kv_elt;
+        ia++;
+    }
+}
+
+/* Recurrent states start at zero (a new session, or a reset to position 0). */
+static void mem_clear_recurrent(df_session *s) {
+    const df_hparams *h = &s->m->hp;
+    s->rec_broken = 0;
+    if (!h->n_layer_recurrent) return;
+    memset(s->mem->rec_conv, 0, sizeof(float) * (size_t)(h->n_layer_recurrent * df_rec_conv_floats(h)));
+    memset(s->mem->rec_state, 0, sizeof(float) * (size_t)(h->n_layer_recurrent * df_rec_state_floats(h)));
+}
+
+int df_mem_kind(const df_session *s, int l) { return s->mem->layer[l].kind; }
+
+const uint8_t *df_mem_k_row(const df_session *s, int l, int pos) {
+    const df_mem *mem = s->mem;
+    return mem->layer[l].k + ((int64_t)pos * mem->kv_dim_k) * (int64_t)mem->kv_elt;
+}
+
+const uint8_t *df_mem_v_row(const df_session *s, int l, int pos) {
+    const df_mem *mem = s->mem;
+    if (!mem->layer[l].v) return NULL;
+    return mem->layer[l].v + ((int64_t)pos * mem->kv_dim_v) * (int64_t)mem->kv_elt;
+}
+
+void df_mem_store(df_session *s, int l, int n_tok, const float *k, const float *v) {
+    df_mem *mem = s->mem;
+    const layer_mem *lm = &mem->layer[l];
+    const quant_traits *kv = quant_traits_get(mem->kv_type);
+    for (int t = 0; t < n_tok; t++) {
+        const int64_t pos = s->pos + t;
+        kv->from_float(k + (int64_t)t * mem->kv_dim_k, lm->k + (pos * mem->kv_dim_k) * (int64_t)mem->kv_elt,
+                       mem->kv_dim_k);
+        if (v && lm->v)
+            kv->from_float(v + (int64_t)t * mem->kv_dim_v, lm->v + (pos * mem->kv_dim_v) * (int64_t)mem->kv_elt,
+                           mem->kv_dim_v);
+    }
+}
+
+void df_mem_attn_view(const df_session *s, int l, df_attn_desc *d) {
+    const df_mem *mem = s->mem;
+    const layer_mem *lm = &mem->layer[l];
+    d->k = lm->k;
+    d->v = lm->v ? lm->v : lm->k; /* a latent row is its own value */
+    d->k_stride = (size_t)mem->kv_dim_k * mem->kv_elt;
+    d->v_stride = lm->v ? (size_t)mem->kv_dim_v * mem->kv_elt : d->k_stride;
+    d->k_head = mem->k_head;
+    d->v_head = mem->v_head;
+    d->kv_type = mem->kv_type;
+    d->pos = s->pos;
+}
+
+float *df_mem_conv(df_session *s, int l) { return s->mem->layer[l].conv; }
+float *df_mem_state(df_session *s, int l) { return s->mem->layer[l].state; }
+
+/* ---- lifetime ---- */
+
+void df_session_free(df_session *s) {
+    if (!s) return;
+    if (s->trace) fclose(s->trace);
+    if (s->mem) {
+        free(s->mem->layer);
+        free(s->mem->k_cache);
+        free(s->mem->v_cache);
+        free(s->mem->rec_conv);
+        free(s->mem->rec_state);
+        free(s->mem);
+    }
+    free(s->x);
+    free(s->xb);
+    free(s->xb2);
+    free(s->q);
+    free(s->k);
+    free(s->v);
+    free(s->hb);
+    free(s->hb2);
+    free(s->att);
+    free(s->rope_cache);
+    free(s->logits);
+    free(s->mm.buf);
+    free(s->router);
+    free(s->topk_id);
+    free(s->topk_w);
+    free(s->tok_of);
+    free(s->slot_of);
+    free(s->ex_x);
+    free(s->ex_h);
+    free(s->ex_h2);
+    free(s->ex_y);
+    free(s->q_abs);
+    free(s->lat);
+    free(s->o_lat);
+    free(s->mla_tmp);
+    free(s->ex_out);
+    free(s->kda_q);
+    free(s->kda_k);
+    free(s->kda_v);
+    free(s->kda_g);
+    free(s->kda_o);
+    free(s->kda_beta);
+    free(s->kda_lo);
+    free(s->res_stack);
+    free(s->res_mix);
+    free(s->res_scores);
+    free(s->mla_gate);
+    free(s->lat_in);
+    free(s->lat_out);
+    free(s);
+}
+
+/* RoPE parameters from the hyperparameters; the frequency factors stay
+ * pinned in the weight store for the session's life. */
+static int session_rope(df_session *s, char *err, size_t errlen) {
+    const df_model *m = s->m;
+    const df_hparams *h = &m->hp;
+    s->rope.n_dims = h->n_rot;
+    s->rope.neox = h->rope_neox;
+    s->rope.freq_base = h->rope_base;
+    s->rope.freq_scale = h->rope_freq_scale;
+    s->rope.ext_factor = h->yarn_ext_factor;
+    s->rope.attn_factor = h->yarn_attn_factor;
+    rope_corr_dims(h->n_rot, h->n_ctx_orig, h->rope_base, h->yarn_beta_fast, h->yarn_beta_slow, s->rope.corr_dims);
+    s->rope.freq_factors = NULL;
+    if (m->rope_freqs) {
+        s->rope.freq_factors = ws_fetch(m->ws, m->rope_freqs, err, errlen);
+        if (!s->rope.freq_factors) return -1;
+    }
+    return 0;
+}
+
+int df_session_new(df_model *m, const df_session_params *p, df_session **out, char *err, size_t errlen) {
+    df_session_params defp = df_session_default_params();
+    if (!p) p = &defp;
+    *out = NULL;
+    if (m->vocab_only) return df_seterr(err, errlen, "%s: loaded for its vocabulary only: no session", m->path);
+    df_session *s = calloc(1, sizeof *s);
+    if (!s) return df_seterr(err, errlen, "out of memory");
+    s->m = m;
+    s->mem = calloc(1, sizeof *s->mem);
+    if (!s->mem) {
+        free(s);
+        return df_seterr(err, errlen, "out of memory");
+    }
+    alloc_item it[MAX_ITEMS];
+    int n;
+    if (session_layout(m, p, s, it, &n, err, errlen) != 0) {
+        df_session_free(s);
+        return -1;
+    }
+    uint64_t total = df_session_bytes(m, p);
+    if (m->session_reserve && total > m->session_reserve) {
+        const int n_ctx = s->n_ctx;
+        df_session_free(s);
+        return df_seterr(err, errlen,
+                         "a session of %d tokens needs %.1f MiB but the memory plan reserved %.1f MiB (load the model "
+                         "with this context length)", n_ctx, (double)total / (1 << 20),
+                         (double)m->session_reserve / (1 << 20));
+    }
+    for (int i = 0; i < n; i++) {
+        void *buf = df_aligned_alloc(64, (size_t)it[i].bytes);
+        memcpy(it[i].dst, &buf, sizeof buf); /* the field is a float*, uint8_t* or void*: same representation */
+        if (!buf) {
+            const int n_ctx = s->n_ctx; /* read before the session is freed */
+            df_session_free(s);
+            return df_seterr(err, errlen, "out of memory for a session of %d tokens (%.1f MiB)", n_ctx,
+                             (double)total / (1 << 20));
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (it[i].dst == (void **)&s->mm.buf) s->mm.size = (size_t)it[i].bytes;
+    mem_bind(s);
+    mem_clear_recurrent(s);
+    if (session_rope(s, err, errlen) != 0) {
+        df_session_free(s);
+        return -1;
+    }
+    *out = s;
+    return 0;
+}
+
+int df_session_pos(const df_session *s) { return s->pos; }
+float *df_session_logits(df_session *s) { return s->logits; }
+int df_session_n_batch(const df_session *s) { return s->n_batch; }
+int df_session_n_ctx(const df_session *s) { return s->n_ctx; }
+
+int df_session_truncate(df_session *s, int pos, char *err, size_t errlen) {
+    if (pos < 0 || pos > s->pos)
+        return df_seterr(err, errlen, "cannot truncate a session at position %d to position %d", s->pos, pos);
+    if (pos == 0) {
+        s->pos = 0;
+        mem_clear_recurrent(s);
+        return 0;
+    }
+    if (pos == s->pos) return 0;
+    if (s->m->hp.n_layer_recurrent > 0)
+        return df_seterr(err, errlen,
+                         "cannot rewind a session with recurrent layers from position %d to %d: their state keeps no "
+                         "history (only a reset to 0 is possible)", s->pos, pos);
+    s->pos = pos;
+    return 0;
+}
+
+int df_session_trace_experts(df_session *s, const char *path, char *err, size_t errlen) {
+    int failed = 0;
+    if (s->trace) failed = (fflush(s->trace) != 0) | (ferror(s->trace) != 0) | (fclose(s->trace) != 0);
+    s->trace = NULL;
+    if (failed) return df_seterr(err, errlen, "writing the expert trace failed: %s", strerror(errno));
+    if (!path) return 0;
+    const df_hparams *h = &s->m->hp;
+    if (h->n_expert == 0) return df_seterr(err, errlen, "the model has no experts to trace");
+    if (df_model_is_file(s->m, path))
+        return df_seterr(err, errlen, "%s: is the model file itself: not writing the trace there", path);
+    s->trace = fopen(path, "wb");
+    if (!s->trace) return df_seterr(err, errlen, "%s: %s", path, strerror(errno));
+    const uint32_t hdr[5] = {0x52544644u /* "DFTR" */, 1, (uint32_t)h->n_layer, (uint32_t)h->n_expert,
+                             (uint32_t)h->n_expert_used};
+    if (fwrite(hdr, sizeof hdr, 1, s->trace) != 1) {
+        fclose(s->trace);
+        s->trace = NULL;
+        return df_seterr(err, errlen, "%s: write failed", path);
+    }
+    return 0;
+}

@@ -1,0 +1,109 @@
+/*
+ * session.h - a session: one sequence's memory of what it has seen, and the
+ * scratch its forward passes compute in (session.c).
+ *
+ * DESIGN
+ * session.c is the single owner of per-layer memory. Each layer keeps, per
+ * its kind, a KV cache (n_ctx rows of keys and of values), an MLA latent
+ * cache (n_ctx latent rows) or a recurrent state of fixed size (KDA: the
+ * short convolutions' last inputs and the delta-rule state). The layout is
+ * private to session.c (struct df_mem is opaque); forward passes reach it
+ * only through the df_mem_* calls below: write the rows of new positions,
+ * describe a layer's cache for attention, hand out a recurrent state.
+ *
+ * The scratch buffers (df_session's public fields) are sized from one table
+ * (session_layout) that also tells the memory planner what a session costs
+ * (df_session_bytes). Nothing is allocated per token.
+ */
+#ifndef DF_SESSION_H
+#define DF_SESSION_H
+
+#include <stdio.h>
+
+#include "attn.h"
+#include "matmul.h"
+#include "model.h"
+#include "ops.h"
+
+/* What one layer of a session remembers. */
+enum { DF_MEM_KV = 1, DF_MEM_LATENT = 2, DF_MEM_RECURRENT = 3 };
+
+typedef struct df_mem df_mem; /* session.c */
+
+struct df_session {
+    df_model *m;
+    int n_ctx, n_batch, pos;
+    int rec_broken;         /* a decode failed midway through recurrent layers: their state is unusable until a reset */
+    int64_t kv_dim_k, kv_dim_v; /* row widths of new keys / values (s->k, s->v): n_head_kv * head_dim(_v), or the MLA latent */
+    df_mem *mem;            /* per-layer memory: session.c only */
+    rope_params rope;
+    /* scratch, n_batch rows each */
+    float *x;               /* (n_batch, n_embd) residual stream */
+    float *xb;              /* (n_batch, max(n_embd, q_dim)) normed input / attention output */
+    float *xb2;             /* (n_batch, n_embd) */
+    float *q;               /* (n_batch, n_head * head_dim) */
+    float *k;               /* (n_batch, kv_dim_k) */
+    float *v;               /* (n_batch, kv_dim_v) */
+    float *hb, *hb2;        /* (n_batch, n_ff) */
+    float *att;             /* (n_threads, att_stride) attention scores / per-thread rows */
+    int64_t att_stride;     /* floats per thread: df_attn_scratch_floats(n_ctx), at least kv_lora_rank */
+    /* mixture of experts scratch */
+    float *router;          /* (n_batch, n_expert) router probabilities */
+    int32_t *topk_id;       /* (n_batch, n_expert_used) */
+    float *topk_w;          /* (n_batch, n_expert_used) */
+    int32_t *tok_of;        /* (n_batch * n_expert_used) tokens grouped by expert */
+    int32_t *slot_of;       /* same, the slot within the token's top-k */
+    float *ex_x, *ex_h, *ex_h2, *ex_y; /* gathered rows for one expert */
+    float *ex_out;          /* (n_batch * n_expert_used, n_embd) each (token, slot)'s expert output */
+    FILE *trace;            /* --trace-experts: routing records, or NULL */
+    const float *moe_hint;  /* the residual the MoE lookahead reads (NULL: s->x); kimi-k3: the FFN's residual mix */
+    /* MLA scratch */
+    float *q_abs;           /* (n_batch, n_head, kv_lora_rank + n_rot) absorbed queries */
+    float *lat;             /* (n_batch, kv_lora_rank + n_rot) new latents */
+    float *o_lat;           /* (n_batch, n_head, kv_lora_rank) attention output in latent space */
+    float *mla_tmp;         /* (n_batch, max(kv_lora_rank, qk_nope, q_lora_rank)) */
+    float *rope_cache;      /* (n_batch, n_rot) */
+    float *logits;          /* (n_batch, n_vocab) */
+    /* KDA scratch (models with recurrent layers), d_inner = kda_n_head * kda_head_dim */
+    float *kda_q, *kda_k, *kda_v, *kda_g, *kda_o; /* (n_batch, d_inner) each */
+    float *kda_beta;        /* (n_batch, kda_n_head) */
+    float *kda_lo;          /* (n_batch, kda_head_dim) low-rank intermediate */
+    /* kimi-k3 scratch */
+    float *res_stack;       /* (checkpoints, n_batch, n_embd) cross-layer residual checkpoints */
+    float *res_mix;         /* (n_batch, n_embd) the mixed residual a block reads */
+    float *res_scores;      /* (checkpoints + 1) one token's mixing scores */
+    float *mla_gate;        /* (n_batch, n_head * head_dim_v) MLA output gate */
+    float *lat_in, *lat_out;/* (n_batch, n_embd) latent MoE input and output */
+    mm_scratch mm;
+};
+
+/* Bytes a session with these parameters allocates (for the memory planner);
+ * UINT64_MAX if it would be too large. */
+uint64_t df_session_bytes(const df_model *m, const df_session_params *p);
+
+/* Floats of one recurrent layer's short-conv and delta-rule states. */
+int64_t df_rec_conv_floats(const df_hparams *h);
+int64_t df_rec_state_floats(const df_hparams *h);
+
+/* ---- per-layer memory (the only way in) ---- */
+
+/* DF_MEM_KV, DF_MEM_LATENT or DF_MEM_RECURRENT. */
+int df_mem_kind(const df_session *s, int l);
+/* Write n_tok rows at positions s->pos.. of attention layer l: keys (rows of
+ * kv_dim_k floats) and values (rows of kv_dim_v; NULL for a latent cache,
+ * which keeps no values). */
+void df_mem_store(df_session *s, int l, int n_tok, const float *k, const float *v);
+/* The cached row of position pos (< s->pos + rows just stored) of layer l:
+ * keys (or the latent) and values (NULL for a latent cache). */
+const uint8_t *df_mem_k_row(const df_session *s, int l, int pos);
+const uint8_t *df_mem_v_row(const df_session *s, int l, int pos);
+/* Describe layer l's cache for df_attention_run: k, v, their strides,
+ * the bytes between KV heads (a latent cache: 0, one row serves every head),
+ * the element type, and pos = s->pos. The caller adds queries and output. */
+void df_mem_attn_view(const df_session *s, int l, df_attn_desc *d);
+/* Recurrent layer l's short-conv windows (df_rec_conv_floats) and delta-rule
+ * state (df_rec_state_floats). */
+float *df_mem_conv(df_session *s, int l);
+float *df_mem_state(df_session *s, int l);
+
+#endif
