@@ -7,7 +7,8 @@
  *   deltafin jobs   [--db PATH]                      a table: state, tokens done, tokens/s, ETA
  *   deltafin job ID [--json] [--follow] [--db PATH]  one job, and its text (--follow: as it grows)
  *   deltafin cancel ID [--db PATH]
- *   deltafin worker [--db PATH] [--drain] [--commit-every SECONDS]
+ *   deltafin worker [--db PATH] [--drain] [--commit-every SECONDS] [--no-checkpoints] [--checkpoint-ratio R]
+ *                   (checkpoints: DB's folder/checkpoints, 0700)
  *
  * submit prints the job id alone on stdout. Exit status: 0 ok, 1 runtime
  * error, 2 usage error (as the rest of the CLI).
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -144,8 +146,8 @@ static char *read_file(const char *path, size_t max, size_t *len) {
 /* Options common to the subcommands. */
 typedef struct {
     const char *db, *model, *prompt, *file, *chat;
-    int json, follow, drain, have_id;
-    double commit_every;
+    int json, follow, drain, have_id, no_ckpt;
+    double commit_every, ckpt_ratio;
     int64_t id;
     jq_job job;
 } jopts;
@@ -153,7 +155,7 @@ typedef struct {
 /* One option (i is advanced past a value). 0 ok, 2 usage error. */
 static int parse_opt(jopts *o, int argc, char **argv, int *i) {
     const char *a = argv[*i], *v = NULL;
-    static const char *const flags[] = {"--json", "--follow", "--drain", "--ignore-eos", "--no-bos"};
+    static const char *const flags[] = {"--json", "--follow", "--drain", "--ignore-eos", "--no-bos", "--no-checkpoints"};
     int is_flag = 0;
     for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) is_flag |= !strcmp(a, flags[k]);
     char name[64];
@@ -172,6 +174,7 @@ static int parse_opt(jopts *o, int argc, char **argv, int *i) {
     if (!strcmp(name, "--json")) o->json = 1;
     else if (!strcmp(name, "--follow")) o->follow = 1;
     else if (!strcmp(name, "--drain")) o->drain = 1;
+    else if (!strcmp(name, "--no-checkpoints")) o->no_ckpt = 1;
     else if (!strcmp(name, "--ignore-eos")) j->ignore_eos = 1;
     else if (!strcmp(name, "--no-bos")) j->no_bos = 1;
     else if (!strcmp(name, "--db")) o->db = v;
@@ -190,14 +193,15 @@ static int parse_opt(jopts *o, int argc, char **argv, int *i) {
             {"-t", 1, 512}, {"--threads", 1, 512}, {"--temp", 0, 1e6}, {"--top-k", 0, 1 << 24}, {"--top-p", 0, 1},
             {"--min-p", 0, 1}, {"--repeat-penalty", 1e-6, 1e6}, {"--repeat-last-n", 0, 1 << 20},
             {"--seed", 0, 0x7fffffff}, {"-s", 0, 0x7fffffff}, {"--priority", -1000000, 1000000},
-            {"--commit-every", 0, 3600}};
+            {"--commit-every", 0, 3600}, {"--checkpoint-ratio", 0, 1e6}};
         size_t k = 0;
         while (k < sizeof nums / sizeof nums[0] && strcmp(name, nums[k].name)) k++;
         if (k == sizeof nums / sizeof nums[0]) return usage_err("unknown option '%s'", name);
         if (num(name, v, nums[k].lo, nums[k].hi, &x) != 0) return 2;
         const char *n = nums[k].name;
         const int integral = strcmp(n, "--temp") && strcmp(n, "--top-p") && strcmp(n, "--min-p") &&
-                             strcmp(n, "--repeat-penalty") && strcmp(n, "--commit-every");
+                             strcmp(n, "--repeat-penalty") && strcmp(n, "--commit-every") &&
+                             strcmp(n, "--checkpoint-ratio");
         if (integral && x != floor(x)) return usage_err("%s expects an integer", name);
         if (!strcmp(n, "-n") || !strcmp(n, "--n-predict")) j->n_predict = (int)x;
         else if (!strcmp(n, "-c") || !strcmp(n, "--ctx-size")) j->ctx = (int)x;
@@ -210,6 +214,7 @@ static int parse_opt(jopts *o, int argc, char **argv, int *i) {
         else if (!strcmp(n, "--repeat-last-n")) j->sp.repeat_last_n = (int)x;
         else if (!strcmp(n, "--seed") || !strcmp(n, "-s")) j->sp.seed = (uint64_t)x;
         else if (!strcmp(n, "--priority")) j->priority = (int)x;
+        else if (!strcmp(n, "--checkpoint-ratio")) o->ckpt_ratio = x;
         else o->commit_every = x;
     }
     return 0;
@@ -219,6 +224,7 @@ static int parse_args(jopts *o, int argc, char **argv) {
     memset(o, 0, sizeof *o);
     jq_job_init(&o->job);
     o->commit_every = 1.0;
+    o->ckpt_ratio = 20.0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (a[0] != '-' || !a[1]) {
@@ -236,10 +242,21 @@ static int parse_args(jopts *o, int argc, char **argv) {
     return 0;
 }
 
+static int db_path(const jopts *o, char *path, size_t n) {
+    char err[ERRLEN];
+    if (o->db) {
+        if (strlen(o->db) >= n) return fail("the --db path is too long");
+        snprintf(path, n, "%s", o->db);
+    } else if (jq_default_path(path, n, err, sizeof err) != 0) {
+        return fail(err);
+    }
+    return 0;
+}
+
 static int open_db(const jopts *o, jq **q) {
     char path[PATH_MAX], err[ERRLEN];
-    if (!o->db && jq_default_path(path, sizeof path, err, sizeof err) != 0) return fail(err);
-    if (jq_open(o->db ? o->db : path, q, err, sizeof err) != 0) return fail(err);
+    if (db_path(o, path, sizeof path)) return 1;
+    if (jq_open(path, q, err, sizeof err) != 0) return fail(err);
     return 0;
 }
 
@@ -479,7 +496,21 @@ static int cmd_worker(jopts *o) {
     sigaction(SIGTERM, &sa, NULL);
     jq *q;
     if (open_db(o, &q)) return 1;
-    jw_opts w = {.commit_every = o->commit_every, .drain = o->drain, .poll = 1.0, .log = stderr};
+    jw_opts w = {.commit_every = o->commit_every, .drain = o->drain, .poll = 1.0, .log = stderr,
+                 .ckpt_ratio = o->ckpt_ratio};
+    /* checkpoints: the folder "checkpoints" beside the database (0700, not a symlink) */
+    char dir[PATH_MAX + 16];
+    if (!o->no_ckpt) {
+        char path[PATH_MAX];
+        if (db_path(o, path, sizeof path)) return 1;
+        char *slash = strrchr(path, '/');
+        if (slash) *slash = 0;
+        snprintf(dir, sizeof dir, "%s/checkpoints", slash ? (*path ? path : "/") : ".");
+        struct stat st;
+        if (mkdir(dir, 0700) != 0 && errno != EEXIST) fprintf(stderr, "deltafin: %s: %s: no checkpoints\n", dir, strerror(errno));
+        else if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) fprintf(stderr, "deltafin: %s is not a folder (a symbolic link?): no checkpoints\n", dir);
+        else w.ckpt_dir = dir;
+    }
     char err[ERRLEN];
     const int rc = jw_run(q, &w, &g_stop, err, sizeof err);
     jq_close(q);

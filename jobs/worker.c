@@ -14,6 +14,7 @@
  * Only include/deltafin.h is used here: the worker is a client of the
  * library like any other program.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,8 +83,14 @@ typedef struct {
     df_session *s;
     df_sampler *smp;
     float *logits;
-    int32_t *prompt, *done;    /* prompt tokens; committed tokens (grows as we commit) */
+    int32_t *prompt, *done;    /* prompt tokens; committed tokens as read at the start */
     int n_prompt, n_done;
+    int32_t *seq;              /* prompt + every committed token (grows as we commit) */
+    const jw_opts *o;
+    char *ckpt;                /* this job's checkpoint file, or NULL */
+    int ckpt_pos;              /* session position of the last checkpoint (0: none) */
+    double t_tok, t_save;      /* measured: seconds per decoded token (average), per checkpoint (last) */
+    int n_timed;
     void *state;               /* sampler state scratch */
     size_t state_cap;
     pending pend;
@@ -146,6 +153,90 @@ static int build_prompt(run *r, char *err, size_t errlen) {
     return 0;
 }
 
+/* ---- checkpoints ---- */
+
+/* What a checkpoint holds beside the session: the job, and the tokens it saw. */
+typedef struct {
+    int64_t job;
+    int64_t pos;
+    uint64_t hash;
+} ckpt_tag;
+
+static uint64_t hash_tokens(const int32_t *t, int n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < n; i++) {
+        h ^= (uint32_t)t[i];
+        h *= 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+/* A worker killed while saving leaves its temporary file (job-ID.snap.tmp.XXXXXX): remove this job's. */
+static void ckpt_sweep(const run *r) {
+    DIR *d = opendir(r->o->ckpt_dir);
+    if (!d) return;
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "job-%lld.snap.tmp.", (long long)r->job->id);
+    const struct dirent *e;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, prefix, strlen(prefix))) unlinkat(dirfd(d), e->d_name, 0);
+    closedir(d);
+}
+
+static void ckpt_discard(run *r, const char *why) {
+    if (r->o->log) fprintf(r->o->log, "worker: job %lld: checkpoint discarded: %s\n", (long long)r->job->id, why);
+    unlink(r->ckpt);
+}
+
+/* Load the job's checkpoint if it is sound and holds only committed tokens:
+ * the position it restored (>= the prompt's end), or 0 (the session empty). */
+static int from_checkpoint(run *r) {
+    if (!r->ckpt) return 0;
+    ckpt_sweep(r);
+    if (access(r->ckpt, F_OK) != 0) return 0;
+    char why[1024];
+    ckpt_tag tag;
+    size_t len;
+    if (df_session_load(r->s, r->ckpt, &tag, sizeof tag, &len, why, sizeof why) != 0) {
+        ckpt_discard(r, why);
+        return 0;
+    }
+    const int p = df_session_pos(r->s);
+    if (len != sizeof tag || tag.job != r->job->id || tag.pos != p || p < r->n_prompt ||
+        p >= r->n_prompt + r->n_done || tag.hash != hash_tokens(r->seq, p)) {
+        ckpt_discard(r, "it holds tokens other than the committed ones");
+        df_session_truncate(r->s, 0, NULL, 0);
+        return 0;
+    }
+    r->ckpt_pos = p;
+    if (r->o->log)
+        fprintf(r->o->log, "worker: job %lld resumes from its checkpoint at position %d (%d tokens to recompute)\n",
+                (long long)r->job->id, p, r->n_prompt + r->n_done - p);
+    return p;
+}
+
+/* After a commit, before the last committed token is decoded: save the
+ * session if recomputing since the last checkpoint now costs ckpt_ratio
+ * saves. A failed save is said and checkpoints stop for this run. */
+static void maybe_checkpoint(run *r) {
+    const int p = df_session_pos(r->s);
+    if (!r->ckpt || p < r->n_prompt || p != r->n_prompt + r->n_done - 1 || p <= r->ckpt_pos) return;
+    const int since = p - (r->ckpt_pos > r->n_prompt ? r->ckpt_pos : r->n_prompt);
+    if (since * r->t_tok < r->o->ckpt_ratio * r->t_save) return;
+    ckpt_tag tag = {r->job->id, p, hash_tokens(r->seq, p)};
+    char why[1024];
+    const double t0 = mono();
+    if (df_session_save(r->s, r->ckpt, &tag, sizeof tag, why, sizeof why) != 0) {
+        if (r->o->log) fprintf(r->o->log, "worker: job %lld: no more checkpoints: %s\n", (long long)r->job->id, why);
+        free(r->ckpt);
+        r->ckpt = NULL;
+        return;
+    }
+    r->t_save = mono() - t0;
+    r->ckpt_pos = p;
+}
+
 /* Decode the prompt and the committed tokens, as the first run did, and set
  * the sampler to where the last commit left it. */
 static int replay(run *r, char *err, size_t errlen) {
@@ -153,17 +244,28 @@ static int replay(run *r, char *err, size_t errlen) {
     size_t state_len;
     if (jq_progress(r->q, r->job->id, &r->done, &r->n_done, &state, &state_len, err, errlen) != 0) return -1;
     const int n_ctx = df_session_n_ctx(r->s), nb = df_session_n_batch(r->s);
+    const int most = r->n_done > r->job->n_predict ? r->n_done : r->job->n_predict;
+    r->seq = malloc(((size_t)r->n_prompt + (size_t)most + 1) * sizeof(int32_t));
+    if (!r->seq) {
+        free(state);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    memcpy(r->seq, r->prompt, (size_t)r->n_prompt * sizeof(int32_t));
+    memcpy(r->seq + r->n_prompt, r->done, (size_t)r->n_done * sizeof(int32_t));
     if (r->n_prompt + r->n_done > n_ctx) {
         free(state);
         snprintf(err, errlen, "the prompt (%d tokens) does not fit in the context of %d", r->n_prompt, n_ctx);
         return -1;
     }
     int rc = 0;
-    for (int fed = 0; fed < r->n_prompt && rc == 0; fed += nb) {
+    const int from = from_checkpoint(r); /* 0, or the position a checkpoint restored */
+    for (int fed = 0; fed < r->n_prompt && rc == 0 && !from; fed += nb) {
         const int c = r->n_prompt - fed < nb ? r->n_prompt - fed : nb;
         rc = df_decode(r->s, r->prompt + fed, c, r->logits, 0, err, errlen);
     }
-    for (int i = 0; i < r->n_done && rc == 0; i++) rc = df_decode(r->s, &r->done[i], 1, r->logits, 0, err, errlen);
+    for (int i = from ? from : r->n_prompt; i < r->n_prompt + r->n_done && rc == 0; i++)
+        rc = df_decode(r->s, &r->seq[i], 1, r->logits, 0, err, errlen);
     if (rc == 0) {
         if (r->n_done == 0) {
             for (int i = 0; i < r->n_prompt; i++) df_sampler_accept(r->smp, r->prompt[i]);
@@ -184,7 +286,10 @@ static int commit(run *r, char *err, size_t errlen) {
     if (jq_commit(r->q, r->job->id, r->owner, r->n_done, r->pend.toks, r->pend.n, r->pend.text, r->pend.off, r->state,
                   sl, gen, &r->lost, err, errlen) != 0)
         return -1;
-    if (!r->lost) r->n_done += r->pend.n;
+    if (!r->lost) {
+        memcpy(r->seq + r->n_prompt + r->n_done, r->pend.toks, (size_t)r->pend.n * sizeof(int32_t));
+        r->n_done += r->pend.n;
+    }
     r->pend.n = 0;
     r->pend.tlen = 0;
     return 0;
@@ -220,6 +325,7 @@ static int generate(run *r, double commit_every, volatile sig_atomic_t *stop, co
         if (t - last >= commit_every || *stop) {
             if (commit(r, err, errlen) != 0) return -1;
             last = t;
+            if (!r->lost && !*stop) maybe_checkpoint(r);
         }
         if (r->lost) break;
         if (*stop) {
@@ -231,7 +337,9 @@ static int generate(run *r, double commit_every, volatile sig_atomic_t *stop, co
             *note = "ended when the context was full";
             break;
         }
+        const double t0 = mono();
         if (df_decode(r->s, &tok, 1, r->logits, 0, err, errlen) != 0) return -1;
+        r->t_tok += (mono() - t0 - r->t_tok) / ++r->n_timed; /* running mean */
     }
     if (commit(r, err, errlen) != 0) return -1;
     if (r->lost) *how = "";
@@ -245,6 +353,8 @@ static void run_free(run *r) {
     free(r->logits);
     free(r->prompt);
     free(r->done);
+    free(r->seq);
+    free(r->ckpt);
     free(r->state);
     pending_free(&r->pend);
 }
@@ -258,6 +368,12 @@ static int run_job(jq *q, const char *owner, jq_job *job, const jw_opts *o, vola
     r.q = q;
     r.owner = owner;
     r.job = job;
+    r.o = o;
+    if (o->ckpt_dir) {
+        const size_t n = strlen(o->ckpt_dir) + 48;
+        r.ckpt = malloc(n);
+        if (r.ckpt) snprintf(r.ckpt, n, "%s/job-%lld.snap", o->ckpt_dir, (long long)job->id);
+    }
     char why[JW_ERR] = "";
     const char *how = "failed", *note = NULL;
     int dberr = 0;
@@ -277,6 +393,7 @@ static int run_job(jq *q, const char *owner, jq_job *job, const jw_opts *o, vola
     } else if (*how) {
         rc = jq_finish(q, job->id, owner, how, !strcmp(how, "failed") ? why : NULL, note, err, errlen);
     }
+    if (r.ckpt && strcmp(how, "queued")) unlink(r.ckpt); /* ended (or canceled): its checkpoint is no use */
     run_free(&r);
     return rc;
 }

@@ -13,6 +13,7 @@ T=$(mktemp -d /tmp/deltafin-jobs-XXXXXX)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"; }
 trap cleanup EXIT
+trap 'exit 1' INT TERM HUP # the workers hold inherited descriptors (the CPU lock's too): never leave one behind
 . "$(dirname "${BASH_SOURCE[0]}")/../cli_common.sh"
 "$B/mkmodel" -o "$T/moe.gguf" --preset qwen3moe-tiny --type q8_0 2>/dev/null || { echo "mkmodel failed"; exit 1; }
 DB="$T/q/jobs.db"
@@ -74,7 +75,7 @@ check "job --follow of an ended job prints its text" cmp -s <(j job "$id1" --fol
 # of kill: at a random moment after the start (loading, replaying, or
 # generating), and a random moment after the job has made progress (so the
 # worker is committing: with --commit-every 0 it commits every token).
-N=400
+N=480
 args=(-m "$T/moe.gguf" -p "The dragon" -n $N -c 512 --temp 0.9 --top-k 20 --seed 11 --repeat-penalty 1.1 --ignore-eos
       --mem 33M)
 ref=$("$D" submit "${args[@]}" --db "$T/ref.db")
@@ -86,12 +87,12 @@ kills=0; bad=0; : > "$T/prev.txt"; prev_n=0
 RANDOM=4242
 for round in $(seq 200); do
     [ "$(field "$cid" state)" = done ] && break
-    j worker --commit-every 0 2>>"$T/crash.log" & pid=$!; pids+=("$pid")
+    "$D" worker --commit-every 0 --db "$DB" 2>>"$T/crash.log" & pid=$!; pids+=("$pid") # the process itself, not a subshell
     if [ $((round % 3)) -eq 0 ]; then
         sleep "0.$(printf %02d $((RANDOM % 30)))"
     else # wait for a new commit (at most 20 s), then a little more
         for _ in $(seq 400); do [ "$(field "$cid" n_done)" -gt "$prev_n" ] && break; sleep 0.05; done
-        sleep "0.0$((RANDOM % 10))"
+        sleep "0.0$((RANDOM % 5))"
     fi
     kill -9 "$pid" 2>/dev/null && kills=$((kills + 1))
     wait "$pid" 2>/dev/null
@@ -112,6 +113,27 @@ check "no committed token was lost or changed after any kill" test "$bad" -eq 0
 check "the killed job completed" test "$(field "$cid" state)" = done
 check "its text is byte-identical to the uninterrupted run" cmp -s "$T/final.txt" "$T/ref.txt"
 check "it resumed after kills" test "$(field "$cid" runs)" -gt 1
+check "it resumed from session checkpoints" test "$(grep -c "job $cid resumes from its checkpoint" "$T/crash.log")" -ge 1
+
+# ---- a damaged checkpoint is detected, deleted, and the job recomputes ----
+cid2=$(j submit "${args[@]}")
+ck="$T/q/checkpoints/job-$cid2.snap"
+run_until() { # run a worker until the job has more than N committed tokens and a checkpoint, then kill it
+    "$D" worker --commit-every 0 --db "$DB" 2>>"$T/damage.log" & local pid=$!; pids+=("$pid")
+    for _ in $(seq 400); do [ "$(field "$cid2" n_done)" -gt "$1" ] && [ -f "$ck" ] && break; sleep 0.05; done
+    kill -9 "$pid"; wait "$pid" 2>/dev/null
+}
+run_until 40
+check "a checkpoint was written" test -f "$ck"
+printf '\xff\xfe\xfd' | dd of="$ck" bs=1 seek=$(( $(stat -c %s "$ck") / 2 )) conv=notrunc 2>/dev/null
+run_until 120
+check "a checkpoint with flipped bytes is discarded" grep -q "job $cid2: checkpoint discarded: .*checksum" "$T/damage.log"
+truncate -s -100 "$ck"
+j worker --drain 2>>"$T/damage.log"
+check "a truncated checkpoint is discarded" grep -q "job $cid2: checkpoint discarded: .*truncated" "$T/damage.log"
+j job "$cid2" > "$T/final2.txt" 2>/dev/null
+check "the job still completes byte-identically" cmp -s "$T/final2.txt" "$T/ref.txt"
+check "an ended job's checkpoint is removed" test ! -e "$ck"
 
 # ---- concurrency: 50 jobs from 5 processes, 3 workers, each job run once ----
 CDB="$T/c.db"
