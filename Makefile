@@ -1,10 +1,11 @@
 # Deltafin - plain Makefile.
 #   make            optimized library, CLI and tools in build/
 #   make debug      the same with AddressSanitizer + UndefinedBehaviorSanitizer in build-debug/
-#   make test       unit + reference tests, optimized and then under the sanitizers
+#   make test       unit + reference tests, optimized and then under the sanitizers (ASan+UBSan, TSan)
 #   make test-ref   regenerate llama.cpp and chat-template references live and compare
 #   make bench      side-by-side speed comparison with llama.cpp
 #   make cross      build for aarch64 (NEON) with gcc-aarch64-linux-gnu
+#   make tsan       tests/test_threads.c under ThreadSanitizer in build-tsan/ (part of make test)
 CC      ?= cc
 MODE    ?= release
 BUILD   ?= build
@@ -20,6 +21,9 @@ INC     := -Iinclude $(addprefix -I,$(SRC_DIRS))
 ifeq ($(MODE),debug)
 OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 LDSAN   := -fsanitize=address,undefined
+else ifeq ($(MODE),tsan)
+OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
+LDSAN   := -fsanitize=thread
 else
 OPT     := -O2 -g
 LDSAN   :=
@@ -39,21 +43,32 @@ ISA_KEEP :=
 endif
 LIB_SRC := $(filter-out $(ISA_SRC),$(wildcard src/*/*.c)) $(ISA_KEEP)
 LIB_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
+# Two archives of the same objects (docs/design.md, "The library's symbols"):
+# libdeltafin.a, the public one, is one relocatable object whose only global
+# symbols are the functions include/deltafin.h declares (every internal name,
+# gguf_*, ws_*, tok_*, internal df_* helpers, is made local by objcopy, so a
+# program may link Deltafin beside ggml); libdeltafin-internal.a keeps every
+# symbol, for the tests and tools that call internals (mkmodel, dequant,
+# bench/kernels.c). The CLI links the public one only.
 LIB     := $(BUILD)/libdeltafin.a
+INTLIB  := $(BUILD)/libdeltafin-internal.a
+PUBSYMS := $(BUILD)/deltafin.syms
+OBJCOPY ?= objcopy
 
 # Programs (one main each): those linked with the library, and small standalone ones.
-LIB_TOOLS  := deltafin mkmodel dequant
+LIB_TOOLS  := mkmodel dequant
 SOLO_TOOLS := cachesim logitcmp
-TOOL_COMMON := $(filter-out $(patsubst %,tools/%.c,$(LIB_TOOLS) $(SOLO_TOOLS)),$(wildcard tools/*.c))
+TOOL_COMMON := $(filter-out $(patsubst %,tools/%.c,deltafin $(LIB_TOOLS) $(SOLO_TOOLS)),$(wildcard tools/*.c))
 TOOL_COMMON_OBJ := $(patsubst tools/%.c,$(BUILD)/obj/tools/%.o,$(TOOL_COMMON))
-TOOLS   := $(patsubst %,$(BUILD)/%,$(LIB_TOOLS) $(SOLO_TOOLS))
-# jobs/: the durable job queue (SQLite) and its worker, linked into the deltafin binary only.
+TOOLS   := $(BUILD)/deltafin $(patsubst %,$(BUILD)/%,$(LIB_TOOLS) $(SOLO_TOOLS))
+# jobs/: the durable job queue (SQLite) and its worker, linked into the CLI only;
+# like the CLI they see the public header alone.
 JOBS_SRC := $(wildcard jobs/*.c)
 JOBS_OBJ := $(patsubst jobs/%.c,$(BUILD)/obj/jobs/%.o,$(JOBS_SRC))
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(TEST_SRC))
 
-all: $(LIB) $(TOOLS) $(TESTS)
+all: $(LIB) $(INTLIB) $(TOOLS) $(TESTS)
 
 $(BUILD)/obj/types/kern_avx2.o: CFLAGS += -mavx2 -mfma -mf16c
 $(BUILD)/obj/types/kern_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c
@@ -66,28 +81,44 @@ $(BUILD)/obj/tools/%.o: tools/%.c $(HDRS) $(wildcard tools/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itools -c $< -o $@
 
-$(BUILD)/obj/jobs/%.o: jobs/%.c $(HDRS) $(wildcard jobs/*.h)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Ijobs -c $< -o $@
-
-$(BUILD)/obj/tools/deltafin.o: CFLAGS += -Ijobs
-$(BUILD)/obj/tools/deltafin.o: $(wildcard jobs/*.h)
-
-$(LIB): $(LIB_OBJ)
+$(INTLIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(patsubst %,$(BUILD)/%,$(filter-out deltafin,$(LIB_TOOLS))): $(BUILD)/%: $(BUILD)/obj/tools/%.o $(TOOL_COMMON_OBJ) $(LIB)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+$(PUBSYMS): include/deltafin.h scripts/public-symbols.sh
+	@mkdir -p $(dir $@)
+	./scripts/public-symbols.sh include/deltafin.h > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/deltafin: $(BUILD)/obj/tools/deltafin.o $(JOBS_OBJ) $(TOOL_COMMON_OBJ) $(LIB)
+# ld -r (through the compiler driver, so a cross build uses its own linker)
+# joins the objects, resolving every internal reference; objcopy then makes
+# all but the public functions local.
+$(BUILD)/obj/deltafin-public.o: $(LIB_OBJ) $(PUBSYMS)
+	$(CC) -r -nostdlib -o $(BUILD)/obj/deltafin-all.o $(LIB_OBJ)
+	$(OBJCOPY) --keep-global-symbols=$(PUBSYMS) $(BUILD)/obj/deltafin-all.o $@
+
+$(LIB): $(BUILD)/obj/deltafin-public.o
+	rm -f $@ && ar rcs $@ $^
+
+# The CLI is compiled seeing the public header only, and links the public archive.
+$(BUILD)/obj/tools/deltafin.o: tools/deltafin.c include/deltafin.h $(wildcard jobs/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -Ijobs -pthread -c $< -o $@
+
+$(BUILD)/obj/jobs/%.o: jobs/%.c include/deltafin.h $(wildcard jobs/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -Ijobs -pthread -c $< -o $@
+
+$(BUILD)/deltafin: $(BUILD)/obj/tools/deltafin.o $(JOBS_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -lsqlite3
+
+$(patsubst %,$(BUILD)/%,$(LIB_TOOLS)): $(BUILD)/%: $(BUILD)/obj/tools/%.o $(TOOL_COMMON_OBJ) $(INTLIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(patsubst %,$(BUILD)/%,$(SOLO_TOOLS)): $(BUILD)/%: $(BUILD)/obj/tools/%.o
 	$(CC) $(CFLAGS) -o $@ $^ -lm $(LDSAN)
 
-$(BUILD)/test_%: tests/test_%.c tests/testutil.h $(TOOL_COMMON_OBJ) $(LIB)
-	$(CC) $(CFLAGS) -Itools -Itests -o $@ $< $(TOOL_COMMON_OBJ) $(LIB) $(LDLIBS) -lcmocka
+$(BUILD)/test_%: tests/test_%.c tests/testutil.h $(TOOL_COMMON_OBJ) $(INTLIB)
+	$(CC) $(CFLAGS) -Itools -Itests -o $@ $< $(TOOL_COMMON_OBJ) $(INTLIB) $(LDLIBS) -lcmocka
 
 # The README's first command: build, make a DeepSeek-shaped MoE model about
 # seven times larger than a 64 MiB budget, ask `plan` whether and how fast it
@@ -112,6 +143,7 @@ test: all
 	./tests/run.sh build
 	$(MAKE) MODE=debug BUILD=build-debug all
 	DELTAFIN_SANITIZED=1 ./tests/run.sh build-debug
+	$(MAKE) tsan
 	$(MAKE) test-cross
 
 # The aarch64 build's test programs under qemu-user (-L /: the multiarch arm64
@@ -127,12 +159,18 @@ bench: all
 	./bench/compare.sh
 
 cross:
-	$(MAKE) CC=aarch64-linux-gnu-gcc BUILD=build-aarch64 all
+	$(MAKE) CC=aarch64-linux-gnu-gcc OBJCOPY=aarch64-linux-gnu-objcopy BUILD=build-aarch64 all
+
+# The threading contract under ThreadSanitizer: several threads drive sessions
+# of one model through the public API (tests/test_threads.c); any data race fails it.
+tsan:
+	$(MAKE) MODE=tsan BUILD=build-tsan build-tsan/mkmodel build-tsan/test_threads
+	DELTAFIN_BUILD=build-tsan TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/test_threads
 
 fuzz:
 	./tests/fuzz.sh
 
 clean:
-	rm -rf build build-debug build-aarch64 build-fuzz
+	rm -rf build build-debug build-aarch64 build-fuzz build-tsan
 
-.PHONY: all demo debug test test-cross test-ref bench cross fuzz clean
+.PHONY: all demo debug test test-cross test-ref bench cross fuzz tsan clean

@@ -14,7 +14,7 @@
  * (GMAC/s). With -s the generation pass is a sequence of products of
  * SLICE_MIB each, like a model's layers, so per-call costs show. Each figure is the median of REPS runs. Built against
  * the library's internal headers (src/), like the tests:
- *   cc -O2 -Iinclude $(for d in src/*/; do printf -- "-I%s " "${d%/}"; done) bench/kernels.c build/libdeltafin.a -lpcre2-8 -lutf8proc -lm -pthread
+ *   cc -O2 -Iinclude $(for d in src/*/; do printf -- "-I%s " "${d%/}"; done) bench/kernels.c build/libdeltafin-internal.a -lpcre2-8 -lutf8proc -lm -pthread
  */
 #include <stdio.h>
 #include <stdlib.h>

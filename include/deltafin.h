@@ -16,9 +16,19 @@
  *   df_session_free(s); df_model_free(m);
  *
  * Conventions: functions that can fail return 0 on success and -1 on failure
- * with a one-line reason in err (which may be NULL). Nothing here prints or
- * exits. A model is read-only once loaded and may serve several sessions;
- * a session (KV cache and scratch) is used by one thread at a time.
+ * with a one-line reason in err (which may be NULL); df_model_load,
+ * df_session_new, df_decode and df_decode_batch return a negative status
+ * code instead of -1 (enum df_status), so a caller can act on the kind of
+ * failure. Nothing here prints or exits.
+ *
+ * Threads: a model may serve several sessions, and sessions may be created,
+ * used and freed on any thread (one thread at a time per session). A model
+ * runs one decode at a time: df_decode and df_decode_batch hold the model's
+ * lock while they run, so a second caller on another thread waits until the
+ * first returns (blocking; nothing fails with "busy" for that). Serve
+ * several sequences of one model at once with df_decode_batch. Reading
+ * df_model_io_stats or opening sessions while another thread decodes is
+ * safe (they take the same lock briefly). The tokenizer calls are read-only.
  */
 #ifndef DELTAFIN_H
 #define DELTAFIN_H
@@ -33,6 +43,18 @@ extern "C" {
 typedef struct df_model df_model;
 typedef struct df_session df_session;
 typedef struct df_sampler df_sampler;
+
+/* What went wrong, beside err's message. */
+enum df_status {
+    DF_OK = 0,
+    DF_E_INPUT = -1,       /* bad input: an argument, a token id, a malformed or damaged model file */
+    DF_E_NOMEM = -2,       /* out of memory, or more than the memory budget (mem_budget) allows */
+    DF_E_IO = -3,          /* a file could not be opened or read (weights streamed from a file that went away) */
+    DF_E_CTX_FULL = -4,    /* the tokens do not fit in the rest of the session's context */
+    DF_E_CANCELLED = -5,   /* the session's abort_cb asked to stop (df_session_params) */
+    DF_E_UNSUPPORTED = -6, /* well-formed but not runnable here: architecture, scaling type, vocab-only model */
+    DF_E_BUSY = -7         /* a decode started on the thread already decoding with this model (from abort_cb) */
+};
 
 /* ---- models ---- */
 
@@ -67,7 +89,7 @@ enum df_io_engine { DF_IO_AUTO = 0, DF_IO_PREAD = 1, DF_IO_URING = 2 };
 
 df_model_params df_model_default_params(void);
 
-/* Load a GGUF model (first file of a split model). */
+/* Load a GGUF model (first file of a split model). DF_OK or a df_status. */
 int df_model_load(const char *path, const df_model_params *p, df_model **out, char *err, size_t errlen);
 void df_model_free(df_model *m);
 /* 1 if path names one of the model's files (the same file: st_dev and
@@ -112,10 +134,21 @@ typedef struct df_session_params {
     int n_ctx;         /* context length (0 = the model's training context, capped at 4096) */
     int n_batch;       /* most tokens processed per forward pass (default 512) */
     int kv_type;       /* enum df_kv_type (default f16) */
+    /* Cancellation (NULL: none). df_decode calls abort_cb(abort_ctx) before
+     * every batch of n_batch tokens and, for models without recurrent layers,
+     * between layers; a non-zero return stops it with DF_E_CANCELLED. The
+     * session then holds every batch completed before the stop (its position
+     * says how far: a multiple of n_batch past where the call began) and
+     * none of the interrupted one, and can go on decoding from there. It is
+     * called on the decoding thread with the model's lock held: it must not
+     * decode with the same model (that fails with DF_E_BUSY). */
+    int (*abort_cb)(void *abort_ctx);
+    void *abort_ctx;
 } df_session_params;
 
 df_session_params df_session_default_params(void);
 
+/* DF_OK or a df_status (DF_E_NOMEM: beyond the budget's session reserve or out of memory). */
 int df_session_new(df_model *m, const df_session_params *p, df_session **out, char *err, size_t errlen);
 void df_session_free(df_session *s);
 /* Number of tokens in the session's KV cache. */
@@ -150,10 +183,29 @@ int df_session_trace_experts(df_session *s, const char *path, char *err, size_t 
 
 /* Run n tokens at the session's current position. If logits != NULL it
  * receives n_vocab floats: for every token (all_logits = 1, n x n_vocab,
- * row-major) or only for the last (all_logits = 0). */
+ * row-major) or only for the last (all_logits = 0). Returns DF_OK or a
+ * df_status: DF_E_INPUT (bad token, or after a failure inside recurrent
+ * layers until a reset), DF_E_CTX_FULL, DF_E_CANCELLED, DF_E_IO (a weight
+ * could not be read, or a model file changed size or mtime since loading),
+ * DF_E_INPUT also when a logit is NaN or Inf (damaged weights): it fails
+ * rather than return garbage. A batch that fails is not part of the
+ * sequence: the position stays after the last completed batch. */
 int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err, size_t errlen);
-/* Fails (-1 with err) rather than return garbage: when a logit is NaN or Inf
- * (damaged weights), or a model file changed size or mtime since loading. */
+
+/* Decode several sessions of one model in one call (a server's step):
+ * session i consumes n_tokens[i] tokens[i] at its own position, and
+ * logits[i] (logits NULL, or an entry NULL: none) receives its last token's
+ * n_vocab logits. Each session gets exactly what df_decode would give it
+ * alone. The input of every session is checked before any runs; a failure
+ * while running stops there (err names the session; sessions before it have
+ * advanced). When every session brings one token (a generation step) and
+ * the model is of the llama family (llama, qwen2, qwen3, qwen2moe, qwen3moe)
+ * the tokens run as the rows of one forward pass, each weight read once for
+ * all of them (sessions with abort_cb or an expert trace excepted); other
+ * architectures and prompts run the sessions one after another under one
+ * hold of the model's lock. */
+int df_decode_batch(df_session *const *sessions, int n_sessions, const int32_t *const *tokens, const int *n_tokens,
+                    float *const *logits, char *err, size_t errlen);
 
 /* The session's own logits buffer: n_batch x n_vocab floats, counted in its
  * memory (and so in a budget's plan). It may be df_decode's logits for up to
@@ -213,6 +265,75 @@ typedef struct df_plan {
  * weights. Returns 0 and fills out even when the budget is too small
  * (out->minimum tells); -1 with err when the model cannot run at all. */
 int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char *err, size_t errlen);
+
+/* What a plan runs at on a machine whose disk reads disk_bytes_per_s and
+ * whose memory reads memory_bytes_per_s (the CLI's `plan` prediction). Per
+ * token, the routed experts missing from the cache come from disk (uniform
+ * routing: the hit rate is the cached fraction), streamed dense layers are
+ * read every token, and every active weight is read from memory once; reads
+ * overlap compute (the lookahead), so the slower of the two sets the pace. */
+typedef struct df_plan_speed {
+    double hit_rate;                 /* expected expert cache hit rate */
+    double disk_bytes_per_token, memory_bytes_per_token;
+    double disk_seconds, memory_seconds; /* per token */
+    double tokens_per_s;             /* 0 when the plan does not fit its budget */
+} df_plan_speed;
+void df_plan_predict(const df_plan *p, double disk_bytes_per_s, double memory_bytes_per_s, df_plan_speed *out);
+
+/* A size such as "6G", "512M", "1.5GiB", "4096" or "64 KB" (K, M, G, T are
+ * powers of 1024): bytes, or 0 when s is not such a size. */
+uint64_t df_parse_size(const char *s);
+
+/* ---- describing a model file (metadata only: no weights read) ---- */
+
+enum df_value_kind { DF_VALUE_INT = 0, DF_VALUE_FLOAT = 1, DF_VALUE_STRING = 2, DF_VALUE_ARRAY = 3 };
+
+/* One of the architecture's main hyperparameters, as the file stores it. */
+typedef struct df_hparam {
+    const char *key;       /* without the "<arch>." prefix: "context_length", "rope.freq_base", ... */
+    int kind;              /* enum df_value_kind */
+    int64_t i;             /* DF_VALUE_INT (booleans are 0 or 1) */
+    double f;              /* DF_VALUE_FLOAT */
+    const char *s;         /* DF_VALUE_STRING */
+    uint64_t n;            /* DF_VALUE_ARRAY: its element count */
+} df_hparam;
+
+/* The tensors of one weight type. */
+typedef struct df_type_summary {
+    const char *name;          /* "q8_0", "mxfp4", ... */
+    int supported;             /* 0: Deltafin cannot compute with this type */
+    uint64_t n_tensors, bytes;
+    double bits_per_weight;    /* of the type's encoding (block bytes / block size) */
+    uint64_t expert_bytes;     /* bytes of this type in one routed expert, summed over the MoE layers */
+} df_type_summary;
+
+typedef struct df_model_desc {
+    int n_files, gguf_version;
+    const char *arch;          /* general.architecture, or NULL when missing */
+    const char *name;          /* general.name, or NULL */
+    int n_hparams;
+    const df_hparam *hparams;  /* those present, in a fixed order (context_length first) */
+    uint64_t n_tensors, n_params, n_bytes;
+    int n_types;
+    const df_type_summary *types; /* the types present, in GGUF type-id order */
+    /* Routed experts (all 0 for a dense model). */
+    uint64_t n_expert;         /* experts per MoE layer */
+    uint64_t n_moe_layers;     /* layers with routed experts (an ffn_down_exps tensor) */
+    uint64_t n_expert_used;    /* experts per token (expert_used_count; 0 when missing) */
+    uint64_t n_params_active;  /* parameters used per token (all but the unselected routed experts) */
+    uint64_t expert_bytes;     /* one expert in every MoE layer, all types (the types' expert_bytes summed) */
+    /* Tokenizer. */
+    const char *tok_model, *tok_pre; /* tokenizer.ggml.model and .pre, or NULL */
+    uint64_t n_tokens, n_merges;
+} df_model_desc;
+
+/* Read the model file's metadata and tensor directory (a split model's
+ * first file: all parts are read) into *out, to be freed with
+ * df_model_desc_free. Unlike df_model_load it accepts any architecture and
+ * tensor type the GGUF reader knows: it describes, it does not check that
+ * Deltafin can run the model. -1 with err when the file is not valid GGUF. */
+int df_model_describe(const char *path, df_model_desc **out, char *err, size_t errlen);
+void df_model_desc_free(df_model_desc *d);
 
 /* Machine probes: disk read throughput (bytes/s) of `threads` concurrent
  * O_DIRECT reads of `chunk` bytes (0: 4 MiB) at random offsets of path for
@@ -276,6 +397,10 @@ int df_chat_render(const char *tmpl, const char *vars_json, char **out, char *er
 
 const char *df_version(void);
 const char *df_isa(void);   /* SIMD level selected at run time */
+double df_time(void);       /* monotonic wall clock in seconds */
+uint64_t df_peak_rss(void); /* peak resident set size of this process in bytes (0 if unknown) */
+/* A byte count for people: "512 B", "1.0 KiB", "64.0 MiB", "1.50 GiB". Returns buf. */
+const char *df_fmt_bytes(uint64_t n, char *buf, size_t len);
 
 #ifdef __cplusplus
 }

@@ -28,7 +28,7 @@
 #include "cmd_jobs.h"
 #include "queue.h"
 #include "worker.h"
-#include "wstore.h" /* ws_parse_size: --mem as the rest of the CLI reads it */
+/* --mem: df_parse_size, as the rest of the CLI reads it */
 
 #define ERRLEN 8192
 
@@ -183,7 +183,7 @@ static int parse_opt(jopts *o, int argc, char **argv, int *i) {
     else if (!strcmp(name, "-f") || !strcmp(name, "--file")) o->file = v;
     else if (!strcmp(name, "--chat")) o->chat = v;
     else if (!strcmp(name, "--mem")) {
-        if (!(j->mem = ws_parse_size(v))) return usage_err("--mem expects a size like 6G or 512M, got '%s'", v);
+        if (!(j->mem = df_parse_size(v))) return usage_err("--mem expects a size like 6G or 512M, got '%s'", v);
     } else if (!strcmp(name, "--deadline")) {
         if (parse_deadline(v, &j->deadline) != 0)
             return usage_err("--deadline expects +30m, +2h, 'YYYY-MM-DD HH:MM' or Unix seconds, got '%s'", v);

@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,6 @@
 #include <sqlite3.h>
 
 #include "queue.h"
-#include "util.h"
 
 struct jq {
     sqlite3 *db;
@@ -37,6 +37,18 @@ static double now_unix(void) {
     struct timeval tv;
     gettimeofday(&tv, NULL);
     return (double)tv.tv_sec + tv.tv_usec * 1e-6;
+}
+
+/* A formatted reason in err; always -1. */
+static int jq_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int jq_err(char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
 }
 
 static int seterr(char *err, size_t errlen, const char *what, sqlite3 *db) {
@@ -74,7 +86,7 @@ int jq_default_path(char *buf, size_t n, char *err, size_t errlen) {
  * one must be a real directory (not a symbolic link). */
 static int make_parent(const char *path, char *err, size_t errlen) {
     char *d = dup_n(path, strlen(path));
-    if (!d) return df_seterr(err, errlen, "out of memory");
+    if (!d) return jq_err(err, errlen, "out of memory");
     char *slash = strrchr(d, '/');
     if (!slash || slash == d) {
         free(d);
@@ -131,7 +143,7 @@ int jq_open(const char *path, jq **out, char *err, size_t errlen) {
     *out = NULL;
     if (make_parent(path, err, errlen) != 0) return -1;
     jq *q = calloc(1, sizeof *q);
-    if (!q) return df_seterr(err, errlen, "out of memory");
+    if (!q) return jq_err(err, errlen, "out of memory");
     /* a new database file is created 0600 by us (umask alone may allow more) */
     const mode_t old = umask(077);
     const int rc = sqlite3_open_v2(path, &q->db,
@@ -299,7 +311,7 @@ static int read_text(jq *q, jq_job *j, char *err, size_t errlen) {
         n += len;
     }
     sqlite3_finalize(st);
-    if (!t) return df_seterr(err, errlen, "out of memory");
+    if (!t) return jq_err(err, errlen, "out of memory");
     t[n] = 0;
     j->text = t;
     j->text_len = n;
@@ -320,7 +332,7 @@ int jq_get(jq *q, int64_t id, int with_text, jq_job *out, int *found, char *err,
     int rc = sqlite3_step(st), r = 0;
     if (rc == SQLITE_ROW) {
         *found = 1;
-        r = read_job(st, out) != 0 ? df_seterr(err, errlen, "out of memory") : 0;
+        r = read_job(st, out) != 0 ? jq_err(err, errlen, "out of memory") : 0;
     } else if (rc != SQLITE_DONE) {
         r = seterr(err, errlen, "reading a job", q->db);
     }
@@ -358,7 +370,7 @@ int jq_list(jq *q, jq_job **out, int *n, char *err, size_t errlen) {
         free(v);
         *out = NULL;
         *n = 0;
-        return rc == SQLITE_ROW ? df_seterr(err, errlen, "out of memory") : seterr(err, errlen, "listing", q->db);
+        return rc == SQLITE_ROW ? jq_err(err, errlen, "out of memory") : seterr(err, errlen, "listing", q->db);
     }
     return 0;
 }
@@ -536,7 +548,7 @@ int jq_progress(jq *q, int64_t id, int32_t **toks, int *n, void **state, size_t 
     sqlite3_finalize(st);
     *toks = malloc(((size_t)n_done + 1) * sizeof(int32_t));
     if (!*toks || (*state_len && !*state)) {
-        r = df_seterr(err, errlen, "out of memory");
+        r = jq_err(err, errlen, "out of memory");
         goto done;
     }
     if (sqlite3_prepare_v2(q->db, "SELECT idx, token FROM tokens WHERE job = ? ORDER BY idx", -1, &st, NULL) !=
@@ -550,7 +562,7 @@ int jq_progress(jq *q, int64_t id, int32_t **toks, int *n, void **state, size_t 
         (*toks)[(*n)++] = (int32_t)sqlite3_column_int(st, 1);
     }
     sqlite3_finalize(st);
-    if (*n != n_done) r = df_seterr(err, errlen, "job %lld: %d tokens recorded but %d found in order",
+    if (*n != n_done) r = jq_err(err, errlen, "job %lld: %d tokens recorded but %d found in order",
                                          (long long)id, n_done, *n);
 done:
     exec(q, "COMMIT", NULL, 0);

@@ -476,7 +476,7 @@ static void test_fetch_failures(void **state) {
         assert_int_equal(df_decode(s, toks, 3, lg, 0, err, sizeof err), 0);
         if (ws_inject_failure(m->ws, cases[i].tensor, 1) != 0) fail_msg("%s has no tensor %s", cases[i].model, cases[i].tensor);
         err[0] = 0;
-        assert_int_equal(df_decode(s, toks + 3, 1, lg, 0, err, sizeof err), -1);
+        assert_int_equal(df_decode(s, toks + 3, 1, lg, 0, err, sizeof err), DF_E_IO);
         printf("  %-16s %-28s -> %s\n", cases[i].model, cases[i].tensor, err);
         if (!strstr(err, cases[i].tensor) || !strstr(err, "injected"))
             fail_msg("%s: the error does not name the failed read: %s", cases[i].tensor, err);

@@ -153,7 +153,7 @@ static void test_budget_below_minimum(void **state) {
     mp.n_batch = 16;
     mp.hot_file = "";
     df_model *m;
-    assert_int_equal(df_model_load(path, &mp, &m, err, sizeof err), -1);
+    assert_int_equal(df_model_load(path, &mp, &m, err, sizeof err), DF_E_NOMEM);
     printf("  %s\n", err);
     assert_non_null(strstr(err, "minimum"));
     mp.mem_budget = min;
@@ -215,7 +215,7 @@ static void test_truncated_while_streaming(void **state) {
         int32_t toks[20];
         for (int i = 0; i < 20; i++) toks[i] = 3 + i;
         err[0] = 0;
-        assert_int_equal(df_decode(s, toks, 20, NULL, 0, err, sizeof err), -1);
+        assert_int_equal(df_decode(s, toks, 20, NULL, 0, err, sizeof err), DF_E_IO);
         df_io_stats io;
         df_model_io_stats(m, &io);
         printf("  %s, truncated file: %s\n", io.io_engine, err);

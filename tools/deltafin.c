@@ -26,10 +26,6 @@
 
 #include "cmd_jobs.h"
 #include "deltafin.h"
-#include "gguf.h"
-#include "quant.h"
-#include "util.h"
-#include "wstore.h"
 
 /* Room for a message that names a path of PATH_MAX bytes and still says why. */
 #define ERRLEN 8192
@@ -202,7 +198,7 @@ static void parse(int argc, char **argv, opts *o) {
             else if (!strcmp(v, "auto")) o->io_engine = DF_IO_AUTO;
             else usage_error("--io takes pread, uring or auto, not '%s'%s", v, "");
         } else if (!strcmp(a, "--mem")) {
-            o->mem = ws_parse_size(v);
+            o->mem = df_parse_size(v);
             if (!o->mem) usage_error("--mem expects a size like 6G, 512M or 1.5GiB, got '%s'%s", v, "");
         } else if (!strcmp(a, "--n-predict")) o->n_predict = (int)parse_long(name, v, 0, 1 << 24);
         else if (!strcmp(a, "--threads")) o->threads = (int)parse_long(name, v, 1, 512);
@@ -407,7 +403,7 @@ static int cmd_plan(const opts *o) {
         how = DISK_GIVEN;
     } else if (sparse) {
         /* measure the disk the model lives on, with a scratch file of our own */
-        char *dir = df_strdup(o->model), *slash = dir ? strrchr(dir, '/') : NULL;
+        char *dir = strdup(o->model), *slash = dir ? strrchr(dir, '/') : NULL;
         if (!dir) fail("out of memory");
         if (slash) *slash = 0;
         const char *where = slash ? (*dir ? dir : "/") : ".";
@@ -436,19 +432,10 @@ static int cmd_plan(const opts *o) {
     if (disk < 0) fail(err);
     const int shaped = how == DISK_SHAPED;
     const double mem = o->mem_gbps > 0 ? o->mem_gbps * 1e9 : df_probe_memory(1.0, o->mem / 2);
-    /* per token: routed experts missing from the cache come from disk (uniform
-     * routing: the hit rate is the cached fraction), streamed dense layers are
-     * read every token, and every active weight is read from memory once */
-    const double hit = p.n_experts_total ? (double)p.n_expert_slots / p.n_experts_total : 1.0;
-    const double expert_one = (double)p.expert_slot_bytes;
-    const double experts_tok = (double)p.n_moe_layers * p.n_expert_used * expert_one;
-    const double disk_tok = experts_tok * (1.0 - hit) + (double)p.n_dense_streamed * p.dense_layer_bytes;
-    const double mem_tok = (double)p.dense_bytes + experts_tok;
-    /* reads overlap compute (the lookahead queues the next layer's likely
-     * experts while this one computes), so the slower of the two sets the pace */
-    const double t_disk = disk > 0 ? disk_tok / disk : 0, t_mem = mem > 0 ? mem_tok / mem : 0;
-    const double t_tok = t_disk > t_mem ? t_disk : t_mem;
-    const double tps = fits && t_tok > 0 ? 1.0 / t_tok : 0.0;
+    df_plan_speed sp; /* the tokens/s model (include/deltafin.h) */
+    df_plan_predict(&p, disk, mem, &sp);
+    const double hit = sp.hit_rate, disk_tok = sp.disk_bytes_per_token, mem_tok = sp.memory_bytes_per_token;
+    const double t_disk = sp.disk_seconds, t_mem = sp.memory_seconds, tps = sp.tokens_per_s;
     if (o->json) {
         printf("{\"fits\":%s,\"budget\":%llu,\"minimum\":%llu,\"resident_bytes\":%llu,\"session_bytes\":%llu,"
                "\"expert_slots\":%d,\"experts_total\":%d,\"dense_layers_streamed\":%d,\"disk_bytes_per_s\":%.0f,"
@@ -542,87 +529,48 @@ static int32_t *parse_tokens(const char *s, int *n) {
 
 static int cmd_info(const opts *o) {
     char err[ERRLEN];
-    gguf_ctx *g;
-    if (gguf_open(o->model, &g, err, sizeof err) != 0) fail(err);
-    quant_init();
-    const char *arch = gguf_get_str(g, "general.architecture");
-    printf("file:          %s (%d file%s, GGUF v%d)\n", o->model, g->n_files, g->n_files > 1 ? "s" : "", g->version);
-    printf("architecture:  %s\n", arch ? arch : "(missing)");
-    const char *name = gguf_get_str(g, "general.name");
-    if (name) printf("name:          %s\n", name);
-    static const char *keys[] = {"context_length", "embedding_length", "block_count", "feed_forward_length",
-                                 "attention.head_count", "attention.head_count_kv", "attention.key_length",
-                                 "attention.value_length", "rope.dimension_count", "rope.freq_base",
-                                 "attention.layer_norm_rms_epsilon", "rope.scaling.type", "rope.scaling.factor",
-                                 "expert_count", "expert_used_count"};
-    for (size_t i = 0; arch && i < sizeof keys / sizeof keys[0]; i++) {
-        char k[160];
-        snprintf(k, sizeof k, "%s.%s", arch, keys[i]);
-        const gguf_kv *kv = gguf_find(g, k);
-        if (!kv) continue;
-        if (kv->type == GGUF_T_STRING) printf("  %-34s %s\n", keys[i], kv->str);
-        else if (kv->type == GGUF_T_F32 || kv->type == GGUF_T_F64) printf("  %-34s %g\n", keys[i], kv->v.f);
-        else if (kv->type == GGUF_T_ARRAY) printf("  %-34s (array of %" PRIu64 ")\n", keys[i], kv->arr_n);
-        else printf("  %-34s %" PRId64 "\n", keys[i], kv->v.i);
+    df_model_desc *d;
+    if (df_model_describe(o->model, &d, err, sizeof err) != 0) fail(err);
+    printf("file:          %s (%d file%s, GGUF v%d)\n", o->model, d->n_files, d->n_files > 1 ? "s" : "", d->gguf_version);
+    printf("architecture:  %s\n", d->arch ? d->arch : "(missing)");
+    if (d->name) printf("name:          %s\n", d->name);
+    for (int i = 0; i < d->n_hparams; i++) {
+        const df_hparam *h = &d->hparams[i];
+        if (h->kind == DF_VALUE_STRING) printf("  %-34s %s\n", h->key, h->s);
+        else if (h->kind == DF_VALUE_FLOAT) printf("  %-34s %g\n", h->key, h->f);
+        else if (h->kind == DF_VALUE_ARRAY) printf("  %-34s (array of %" PRIu64 ")\n", h->key, h->n);
+        else printf("  %-34s %" PRId64 "\n", h->key, h->i);
     }
-    uint64_t params = 0, bytes = 0, by_type_bytes[DF_TYPE_COUNT] = {0}, by_type_n[DF_TYPE_COUNT] = {0};
-    for (uint64_t i = 0; i < g->n_tensors; i++) {
-        const gguf_tensor *t = &g->tensors[i];
-        params += t->n_elements;
-        bytes += t->nbytes;
-        by_type_bytes[t->type] += t->nbytes;
-        by_type_n[t->type]++;
-    }
-    printf("tensors:       %" PRIu64 "\n", g->n_tensors);
+    const uint64_t params = d->n_params, bytes = d->n_bytes;
+    printf("tensors:       %" PRIu64 "\n", d->n_tensors);
     printf("parameters:    %" PRIu64 " (%.3f B)\n", params, (double)params / 1e9);
     printf("tensor bytes:  %" PRIu64 " (%.2f GiB, %.2f bits/weight)\n", bytes, (double)bytes / (1 << 30),
            params ? 8.0 * (double)bytes / (double)params : 0.0);
-    for (int t = 0; t < DF_TYPE_COUNT; t++) {
-        if (!by_type_n[t]) continue;
-        const quant_traits *q = quant_traits_get(t);
-        printf("  %-8s %5" PRIu64 " tensors %14" PRIu64 " bytes  %6.4g bits/weight%s\n", q->name, by_type_n[t],
-               by_type_bytes[t], 8.0 * (double)q->type_size / q->blck, q->supported ? "" : "  (unsupported by Deltafin)");
+    for (int t = 0; t < d->n_types; t++) {
+        const df_type_summary *q = &d->types[t];
+        printf("  %-8s %5" PRIu64 " tensors %14" PRIu64 " bytes  %6.4g bits/weight%s\n", q->name, q->n_tensors, q->bytes,
+               q->bits_per_weight, q->supported ? "" : "  (unsupported by Deltafin)");
     }
-    /* experts: bytes per expert by tensor type, active parameters */
-    uint64_t n_exp = 0, exp_params = 0, per_expert_bytes[DF_TYPE_COUNT] = {0};
-    for (uint64_t i = 0; i < g->n_tensors; i++) {
-        const gguf_tensor *t = &g->tensors[i];
-        if (!strstr(t->name, "_exps.") || t->ne[2] < 1) continue;
-        n_exp = (uint64_t)t->ne[2];
-        exp_params += t->n_elements;
-        per_expert_bytes[t->type] += t->nbytes / (uint64_t)t->ne[2];
-    }
-    if (n_exp > 0 && arch) {
-        char k[160];
-        snprintf(k, sizeof k, "%s.expert_used_count", arch);
-        uint64_t used = 0, n_moe_layers = 0;
-        const gguf_kv *kv = gguf_find(g, k);
-        if (kv && kv->type != GGUF_T_ARRAY && kv->type != GGUF_T_STRING) used = kv->v.u;
-        for (uint64_t i = 0; i < g->n_tensors; i++)
-            if (strstr(g->tensors[i].name, "ffn_down_exps.")) n_moe_layers++;
-        uint64_t active = params - exp_params + (used <= n_exp ? exp_params / n_exp * used : 0);
-        printf("experts:       %" PRIu64 " per layer in %" PRIu64 " layers, %" PRIu64 " used per token\n", n_exp,
+    if (d->n_expert > 0 && d->arch) {
+        const uint64_t used = d->n_expert_used, n_moe_layers = d->n_moe_layers, active = d->n_params_active;
+        printf("experts:       %" PRIu64 " per layer in %" PRIu64 " layers, %" PRIu64 " used per token\n", d->n_expert,
                n_moe_layers, used);
         printf("active params: %" PRIu64 " per token (%.3f B, %.1f%% of all)\n", active, (double)active / 1e9,
                params ? 100.0 * (double)active / (double)params : 0.0);
         printf("one expert:    ");
         uint64_t tot = 0;
-        for (int t = 0; t < DF_TYPE_COUNT; t++)
-            if (per_expert_bytes[t]) {
-                printf("%s%" PRIu64 " bytes %s", tot ? ", " : "", per_expert_bytes[t] / (n_moe_layers ? n_moe_layers : 1),
-                       quant_traits_get(t)->name);
-                tot += per_expert_bytes[t];
+        for (int t = 0; t < d->n_types; t++)
+            if (d->types[t].expert_bytes) {
+                printf("%s%" PRIu64 " bytes %s", tot ? ", " : "",
+                       d->types[t].expert_bytes / (n_moe_layers ? n_moe_layers : 1), d->types[t].name);
+                tot += d->types[t].expert_bytes;
             }
         printf(" (%.2f MiB per layer; %.2f MiB read per token if nothing is cached)\n",
                (double)tot / (double)(n_moe_layers ? n_moe_layers : 1) / (1 << 20), (double)tot * (double)used / (1 << 20));
     }
-    const char *tm = gguf_get_str(g, "tokenizer.ggml.model");
-    const char *pre = gguf_get_str(g, "tokenizer.ggml.pre");
-    const gguf_kv *toks = gguf_get_arr(g, "tokenizer.ggml.tokens", GGUF_T_STRING);
-    const gguf_kv *merges = gguf_get_arr(g, "tokenizer.ggml.merges", GGUF_T_STRING);
-    printf("tokenizer:     %s%s%s, %" PRIu64 " tokens, %" PRIu64 " merges\n", tm ? tm : "(none)", pre ? ", pre=" : "",
-           pre ? pre : "", toks ? toks->arr_n : 0, merges ? merges->arr_n : 0);
-    gguf_close(g);
+    printf("tokenizer:     %s%s%s, %" PRIu64 " tokens, %" PRIu64 " merges\n", d->tok_model ? d->tok_model : "(none)",
+           d->tok_pre ? ", pre=" : "", d->tok_pre ? d->tok_pre : "", d->n_tokens, d->n_merges);
+    df_model_desc_free(d);
     return 0;
 }
 

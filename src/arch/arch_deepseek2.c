@@ -98,6 +98,7 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
 
     for (int l = 0; l < h->n_layer; l++) {
         df_layer *L = &m->layers[l];
+        if (df_layer_abort(s, err, errlen)) return -1;
         if (df_norm_rows(s, L->attn_norm, s->x, n, E, E, s->xb, err, errlen)) return -1;
         if (df_mla_attention(s, l, n, 1, err, errlen)) return -1;
         if (df_matmul(s, L->wo, s->xb, n, s->xb2, E, err, errlen)) return -1;
@@ -109,4 +110,4 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
     return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }
 
-const df_arch df_arch_deepseek2 = {"deepseek2", 0, hparams, bind, forward};
+const df_arch df_arch_deepseek2 = {"deepseek2", 0, hparams, bind, forward, NULL};

@@ -337,6 +337,7 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
     if (df_embed(s, tokens, n, s->x, err, errlen) != 0) return -1;
     for (int l = 0; l < h->n_layer; l++) {
         df_layer *L = &m->layers[l];
+        if (df_layer_abort(s, err, errlen)) return -1; /* only models without recurrent layers stop here */
         const float *in = bs ? res_mix(s, L->attn_res_score, nck, n, err, errlen) : s->x;
         if (!in) return -1;
         const int banked = bs && l % bs == 0;
@@ -362,5 +363,5 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
     return df_output(s, n, logits, all_logits, err, errlen);
 }
 
-const df_arch df_arch_kimi_linear = {"kimi-linear", 0, hparams_linear, bind_linear, forward};
-const df_arch df_arch_kimi_k3 = {"kimi-k3", 0, hparams_k3, bind_k3, forward};
+const df_arch df_arch_kimi_linear = {"kimi-linear", 0, hparams_linear, bind_linear, forward, NULL};
+const df_arch df_arch_kimi_k3 = {"kimi-k3", 0, hparams_k3, bind_k3, forward, NULL};

@@ -158,17 +158,21 @@ static int head_norm(df_session *s, ws_tensor *w, float *x, int n_tok, int n_hea
     return df_norm_rows(s, w, x, n_tok * n_heads, hd, hd, x, err, errlen);
 }
 
-static int forward(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
-                   size_t errlen) {
+/* The forward pass of n rows in s's scratch. own NULL: the rows are n
+ * consecutive tokens of s at s->pos..; otherwise row t is the next token of
+ * session own[t] (at own[t]->pos, its memory), one row per session. */
+static int forward_rows(df_session *s, df_session *const *own, const int32_t *tokens, int n, float *logits,
+                        int all_logits, char *err, size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     const int64_t E = h->n_embd;
-    const int64_t qdim = (int64_t)h->n_head * h->head_dim;
+    const int64_t qdim = (int64_t)h->n_head * h->head_dim, odim = (int64_t)h->n_head * h->head_dim_v;
     if (df_embed(s, tokens, n, s->x, err, errlen) != 0) return -1;
-    for (int t = 0; t < n; t++) rope_cache(&s->rope, s->pos + t, s->rope_cache + (int64_t)t * h->n_rot);
+    for (int t = 0; t < n; t++) rope_cache(&s->rope, own ? own[t]->pos : s->pos + t, s->rope_cache + (int64_t)t * h->n_rot);
 
     for (int l = 0; l < h->n_layer; l++) {
         df_layer *L = &m->layers[l];
+        if (df_layer_abort(s, err, errlen)) return -1;
         /* attention */
         if (df_norm_rows(s, L->attn_norm, s->x, n, E, E, s->xb, err, errlen)) return -1;
         ws_tensor *const wqkv[3] = {L->wq, L->wk, L->wv};
@@ -187,20 +191,42 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
             rope_apply(&s->rope, rc, s->q + t * qdim, h->n_head, h->head_dim);
             rope_apply(&s->rope, rc, s->k + t * s->kv_dim_k, h->n_head_kv, h->head_dim);
         }
-        df_mem_store(s, l, n, s->k, s->v);
-        df_attention(s, l, n, s->q, s->xb);
+        if (!own) {
+            df_mem_store(s, l, n, s->k, s->v);
+            df_attention(s, l, n, s->q, s->xb);
+        } else {
+            for (int t = 0; t < n; t++) { /* each row against its own session's cache */
+                df_mem_store(own[t], l, 1, s->k + t * s->kv_dim_k, s->v + t * s->kv_dim_v);
+                df_attention(own[t], l, 1, s->q + t * qdim, s->xb + t * odim);
+            }
+        }
         if (df_matmul(s, L->wo, s->xb, n, s->xb2, E, err, errlen)) return -1;
         if (df_add_bias(s, L->bo, s->xb2, n, E, err, errlen)) return -1;
         for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
 
         if (df_ffn_block(s, l, n, err, errlen)) return -1; /* SwiGLU, dense or mixture of experts */
     }
-    s->pos += n;
+    if (!own) s->pos += n;
     return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }
 
-const df_arch df_arch_llama = {"llama", 0, hp_llama, bind_common, forward};
-const df_arch df_arch_qwen2 = {"qwen2", 1, NULL, bind_common, forward};
-const df_arch df_arch_qwen3 = {"qwen3", 1, NULL, bind_qwen3, forward};
-const df_arch df_arch_qwen2moe = {"qwen2moe", 1, hp_qwen2moe, bind_common, forward};
-const df_arch df_arch_qwen3moe = {"qwen3moe", 1, hp_qwen3moe, bind_qwen3, forward};
+static int forward(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
+                   size_t errlen) {
+    return forward_rows(s, NULL, tokens, n, logits, all_logits, err, errlen);
+}
+
+static int forward_batch(df_session *const *ss, int n, const int32_t *tokens, float *const *logits, char *err,
+                         size_t errlen) {
+    df_session *s = ss[0];
+    const int nv = s->m->hp.n_vocab;
+    if (forward_rows(s, ss, tokens, n, s->logits, 1, err, errlen) != 0) return -1;
+    for (int i = 0; i < n; i++)
+        if (logits[i]) memcpy(logits[i], s->logits + (int64_t)i * nv, sizeof(float) * (size_t)nv);
+    return 0;
+}
+
+const df_arch df_arch_llama = {"llama", 0, hp_llama, bind_common, forward, forward_batch};
+const df_arch df_arch_qwen2 = {"qwen2", 1, NULL, bind_common, forward, forward_batch};
+const df_arch df_arch_qwen3 = {"qwen3", 1, NULL, bind_qwen3, forward, forward_batch};
+const df_arch df_arch_qwen2moe = {"qwen2moe", 1, hp_qwen2moe, bind_common, forward, forward_batch};
+const df_arch df_arch_qwen3moe = {"qwen3moe", 1, hp_qwen3moe, bind_qwen3, forward, forward_batch};

@@ -1,28 +1,83 @@
 /*
- * decode.c - running tokens through a session: df_decode checks its input,
- * cuts it into batches of at most n_batch tokens, runs the model's
- * architecture's forward pass on each, and refuses to hand out garbage
- * (a model file that changed, a non-finite logit). Above the architectures
- * (it calls them through the df_arch table entry the loader chose).
+ * decode.c - running tokens through sessions: df_decode and df_decode_batch
+ * check their input, take the model's decode lock, cut each session's
+ * tokens into batches of at most n_batch, run the architecture's forward
+ * pass on each, and refuse to hand out garbage (a model file that changed,
+ * a non-finite logit). Above the architectures (it calls them through the
+ * df_arch entry the loader chose).
+ *
+ * DESIGN
+ * Threading: a model has one thread pool and one weight store whose caches
+ * and counters are not safe to use from two decodes at once, so a model
+ * runs one decode at a time: df_model.decode_mu is held for the whole of a
+ * df_decode or df_decode_batch, and a second caller waits (blocking). A
+ * decode started from inside an abort callback of the same model (on the
+ * thread that holds the lock) would wait for itself: it fails with
+ * DF_E_BUSY instead. Sessions carry no thread affinity.
+ *
+ * df_decode_batch: when every session brings one token (a generation step),
+ * the architecture has a batched forward pass (df_arch.forward_batch: the
+ * llama family today) and no session traces experts or has an abort
+ * callback, the sessions' tokens run as the rows of one forward pass: every
+ * product and expert runs once over all rows, attention per row against
+ * its own session's memory. Otherwise (prompts, DeepSeek and Kimi) the
+ * sessions run one after another under one hold of the lock. Either way
+ * each session computes exactly what df_decode computes for it alone: the
+ * kernels compute each row from its own data in a fixed order.
+ *
+ * Failure and cancellation: a batch whose forward pass fails or is
+ * cancelled is not part of the sequence (pos goes back to where the batch
+ * began); batches before it stay. Cancellation is checked before every
+ * batch and, for models without recurrent layers, between layers; a
+ * recurrent state changes layer by layer and cannot be rolled back, so such
+ * models stop only between batches and a cancelled session stays usable.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "session.h"
 #include "util.h"
 
-int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err, size_t errlen) {
+static _Thread_local const df_model *decoding; /* the model whose decode lock this thread holds */
+
+/* Take m's decode lock: DF_OK, or DF_E_BUSY if this thread already holds it. */
+static int lock_model(df_model *m, char *err, size_t errlen) {
+    if (decoding == m) {
+        df_seterr(err, errlen, "this thread is already decoding with this model (a decode from an abort callback?)");
+        return DF_E_BUSY;
+    }
+    pthread_mutex_lock(&m->decode_mu);
+    decoding = m;
+    return DF_OK;
+}
+
+static void unlock_model(df_model *m) {
+    decoding = NULL;
+    pthread_mutex_unlock(&m->decode_mu);
+}
+
+/* Check n tokens for session s before anything runs. */
+static int check_input(const df_session *s, const int32_t *tokens, int n, char *err, size_t errlen) {
     const int nv = s->m->hp.n_vocab;
-    if (n <= 0) return df_seterr(err, errlen, "no tokens to decode");
+    if (n <= 0 || !tokens) return df_seterr(err, errlen, "no tokens to decode"), DF_E_INPUT;
     if (s->rec_broken)
         return df_seterr(err, errlen, "an earlier decode failed part way through the recurrent layers; reset the session "
-                         "(df_session_truncate to 0) first");
+                         "(df_session_truncate to 0) first"), DF_E_INPUT;
     if (n > s->n_ctx - s->pos)
         return df_seterr(err, errlen, "context full: %d tokens at position %d exceed the context of %d", n, s->pos,
-                         s->n_ctx);
+                         s->n_ctx), DF_E_CTX_FULL;
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= nv)
-            return df_seterr(err, errlen, "token id %d is outside the vocabulary (0..%d)", tokens[i], nv - 1);
+            return df_seterr(err, errlen, "token id %d is outside the vocabulary (0..%d)", tokens[i], nv - 1), DF_E_INPUT;
+    return DF_OK;
+}
+
+/* df_decode's work, with the model's lock held and the input checked. */
+static int decode_locked(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
+                         size_t errlen) {
+    const int nv = s->m->hp.n_vocab;
     for (int done = 0; done < n;) {
         int chunk = n - done < s->n_batch ? n - done : s->n_batch;
         int last = done + chunk == n;
@@ -30,23 +85,103 @@ int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int al
         if (logits && all_logits) dst = logits + (int64_t)done * nv;
         else if (logits && last) dst = logits;
         const int pos0 = s->pos;
+        s->cancelled = 0;
+        if (s->abort_cb && s->abort_cb(s->abort_ctx))
+            return df_seterr(err, errlen, "cancelled at position %d", s->pos), DF_E_CANCELLED;
         if (s->m->arch->forward(s, tokens + done, chunk, dst, all_logits, err, errlen) != 0) {
             s->pos = pos0; /* the failed batch is not part of the sequence (its KV rows past pos are ignored) */
-            s->rec_broken = s->m->hp.n_layer_recurrent > 0; /* but a recurrent state has changed */
-            return -1;
+            if (s->cancelled) return DF_E_CANCELLED; /* between layers: only models without recurrent state */
+            s->rec_broken = s->m->hp.n_layer_recurrent > 0; /* a recurrent state has changed */
+            return DF_E_IO;
         }
         ws_tick(s->m->ws);
-        if (s->trace && ferror(s->trace)) return df_seterr(err, errlen, "writing the expert trace failed");
+        if (s->trace && ferror(s->trace)) return df_seterr(err, errlen, "writing the expert trace failed"), DF_E_IO;
         done += chunk;
     }
     /* never hand out garbage: a model file changed under us, or weights
      * that make NaN or Inf, end the run with an error */
-    if (ws_check_files(s->m->ws, err, errlen) != 0) return -1;
+    if (ws_check_files(s->m->ws, err, errlen) != 0) return DF_E_IO;
     const int64_t rows = logits ? (all_logits ? n : 1) : 0;
     for (int64_t i = 0; i < rows * nv; i++)
         if (!isfinite(logits[i]))
             return df_seterr(err, errlen, "%s: the model computed a non-finite logit (%s) at position %d: its weights "
                              "are damaged (NaN or Inf) or the file changed", s->m->path,
-                             isnan(logits[i]) ? "NaN" : "Inf", s->pos - n + (int)(all_logits ? i / nv : n - 1));
-    return 0;
+                             isnan(logits[i]) ? "NaN" : "Inf", s->pos - n + (int)(all_logits ? i / nv : n - 1)),
+                   DF_E_INPUT;
+    return DF_OK;
+}
+
+int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err, size_t errlen) {
+    int rc = check_input(s, tokens, n, err, errlen);
+    if (rc != DF_OK) return rc;
+    if ((rc = lock_model(s->m, err, errlen)) != DF_OK) return rc;
+    rc = decode_locked(s, tokens, n, logits, all_logits, err, errlen);
+    unlock_model(s->m);
+    return rc;
+}
+
+#define MAX_ROWS 256 /* sessions in one batched forward pass */
+
+/* Can these sessions' tokens be the rows of one forward pass? */
+static int batchable(df_session *const *ss, int n, const int *n_tokens) {
+    if (n < 2 || n > MAX_ROWS || !ss[0]->m->arch->forward_batch || n > ss[0]->n_batch) return 0;
+    for (int i = 0; i < n; i++)
+        if (n_tokens[i] != 1 || ss[i]->trace || ss[i]->abort_cb) return 0;
+    return 1;
+}
+
+/* One token of each session as the rows of one forward pass. */
+static int decode_rows(df_session *const *ss, int n, const int32_t *const *tokens, float *const *logits, char *err,
+                       size_t errlen) {
+    df_model *m = ss[0]->m;
+    const int nv = m->hp.n_vocab;
+    int32_t toks[MAX_ROWS];
+    float *out[MAX_ROWS];
+    for (int i = 0; i < n; i++) {
+        toks[i] = tokens[i][0];
+        out[i] = logits ? logits[i] : NULL;
+    }
+    if (m->arch->forward_batch(ss, n, toks, out, err, errlen) != 0) return DF_E_IO;
+    for (int i = 0; i < n; i++) ss[i]->pos++;
+    ws_tick(m->ws);
+    if (ws_check_files(m->ws, err, errlen) != 0) return DF_E_IO;
+    for (int i = 0; i < n; i++)
+        for (int64_t k = 0; out[i] && k < nv; k++)
+            if (!isfinite(out[i][k]))
+                return df_seterr(err, errlen, "session %d: %s: the model computed a non-finite logit (%s): its weights "
+                                 "are damaged (NaN or Inf) or the file changed", i, m->path,
+                                 isnan(out[i][k]) ? "NaN" : "Inf"), DF_E_INPUT;
+    return DF_OK;
+}
+
+int df_decode_batch(df_session *const *sessions, int n_sessions, const int32_t *const *tokens, const int *n_tokens,
+                    float *const *logits, char *err, size_t errlen) {
+    if (n_sessions < 1 || !sessions || !tokens || !n_tokens)
+        return df_seterr(err, errlen, "df_decode_batch: no sessions"), DF_E_INPUT;
+    for (int i = 0; i < n_sessions; i++) {
+        if (!sessions[i]) return df_seterr(err, errlen, "df_decode_batch: session %d is NULL", i), DF_E_INPUT;
+        if (sessions[i]->m != sessions[0]->m)
+            return df_seterr(err, errlen, "df_decode_batch: session %d belongs to another model", i), DF_E_INPUT;
+        for (int j = 0; j < i; j++)
+            if (sessions[j] == sessions[i])
+                return df_seterr(err, errlen, "df_decode_batch: sessions %d and %d are the same", j, i), DF_E_INPUT;
+        char inner[400] = "";
+        const int rc = check_input(sessions[i], tokens[i], n_tokens[i], inner, sizeof inner);
+        if (rc != DF_OK) return df_seterr(err, errlen, "session %d: %s", i, inner), rc;
+    }
+    df_model *m = sessions[0]->m;
+    int rc = lock_model(m, err, errlen);
+    if (rc != DF_OK) return rc;
+    if (batchable(sessions, n_sessions, n_tokens)) {
+        rc = decode_rows(sessions, n_sessions, tokens, logits, err, errlen);
+        unlock_model(m);
+        return rc;
+    }
+    for (int i = 0; i < n_sessions && rc == DF_OK; i++) {
+        char inner[400] = "";
+        rc = decode_locked(sessions[i], tokens[i], n_tokens[i], logits ? logits[i] : NULL, 0, inner, sizeof inner);
+        if (rc != DF_OK) df_seterr(err, errlen, "session %d: %s", i, inner);
+    }
+    unlock_model(m);
+    return rc;
 }

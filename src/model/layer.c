@@ -158,3 +158,9 @@ void df_attention(df_session *s, int l, int n_tok, const float *q, float *out) {
     d.n_tok = n_tok;
     df_attention_run(s->m->pool, s->att, s->att_stride, &d);
 }
+
+int df_layer_abort(df_session *s, char *err, size_t errlen) {
+    if (!s->abort_cb || s->m->hp.n_layer_recurrent > 0 || !s->abort_cb(s->abort_ctx)) return 0;
+    s->cancelled = 1;
+    return df_seterr(err, errlen, "cancelled at position %d", s->pos);
+}

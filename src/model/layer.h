@@ -36,6 +36,11 @@ void df_glu(const df_hparams *h, float *a, const float *b, int n);
 /* df_glu with SiTU's long rows split over the pool (element by element the
  * same arithmetic, so the same bits); SwiGLU and short rows on the caller. */
 void df_glu_pool(tp_pool *pool, const df_hparams *h, float *a, const float *b, int n);
+/* Between layers: 0 to go on, or -1 with err (and s->cancelled set) when
+ * the session's abort callback asks to stop. Models with recurrent layers
+ * are never stopped here (their states cannot be rolled back): decode.c
+ * asks between batches. */
+int df_layer_abort(df_session *s, char *err, size_t errlen);
 /* Final RMSNorm and output projection of the last token (or all n). */
 int df_output(df_session *s, int n, float *logits, int all_logits, char *err, size_t errlen);
 

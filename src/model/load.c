@@ -10,7 +10,9 @@
  * tensor's shape is checked against them (bind.c), so a hostile file gives
  * an error here rather than an out-of-bounds access in the forward pass.
  */
+#include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,7 +181,10 @@ int df_model_is_file(const df_model *m, const char *path) { return m->ws && ws_i
 
 int df_model_save_hot(df_model *m, char *err, size_t errlen) {
     if (!m->ws || !ws_streaming(m->ws)) return 0;
-    return ws_save_hot(m->ws, err, errlen);
+    pthread_mutex_lock(&m->decode_mu);
+    const int rc = ws_save_hot(m->ws, err, errlen);
+    pthread_mutex_unlock(&m->decode_mu);
+    return rc;
 }
 
 void df_model_free(df_model *m) {
@@ -195,6 +200,7 @@ void df_model_free(df_model *m) {
     free(m->hp.recurrent);
     free(m->hp.n_ff_l);
     free(m->path);
+    if (m->decode_mu_init) pthread_mutex_destroy(&m->decode_mu);
     free(m);
 }
 
@@ -306,7 +312,7 @@ static int load_arch(df_model *m, const char *path, char *err, size_t errlen) {
         return df_seterr(err, errlen,
                          "%s: unsupported architecture '%s' (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2, "
                          "kimi-linear, kimi-k3)",
-                         path, m->arch_name);
+                         path, m->arch_name), DF_E_UNSUPPORTED;
     if (read_hparams(m, err, errlen) != 0) return -1;
     m->hp.rope_neox = m->arch->rope_neox;
     if (m->arch->hparams && m->arch->hparams(m, err, errlen) != 0) return -1;
@@ -326,7 +332,8 @@ static int load_header(df_model *m, const char *path, const df_model_params *p, 
     m->arch_name = gguf_get_str(m->g, "general.architecture");
     m->vocab_only = p->vocab_only;
     if (p->vocab_only && !m->arch_name) m->arch_name = "";
-    if (!p->vocab_only && load_arch(m, path, err, errlen) != 0) return -1;
+    int rc;
+    if (!p->vocab_only && (rc = load_arch(m, path, err, errlen)) != 0) return rc;
     if (tok_load(m->g, &m->vocab, err, errlen) != 0) {
         char inner[400];
         snprintf(inner, sizeof inner, "%s", err ? err : "");
@@ -344,10 +351,17 @@ int df_model_load(const char *path, const df_model_params *p, df_model **out, ch
     if (!p) p = &defp;
     *out = NULL;
     quant_init();
+    if (access(path, R_OK) != 0) return df_seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno)), DF_E_IO;
     df_model *m = calloc(1, sizeof *m);
-    if (!m) return df_seterr(err, errlen, "out of memory");
-    if (load_header(m, path, p, err, errlen) != 0) goto fail;
-    int shape_only = 0;
+    if (!m) return df_seterr(err, errlen, "out of memory"), DF_E_NOMEM;
+    if (pthread_mutex_init(&m->decode_mu, NULL) != 0) {
+        free(m);
+        return df_seterr(err, errlen, "cannot create a mutex"), DF_E_NOMEM;
+    }
+    m->decode_mu_init = 1;
+    int rc = load_header(m, path, p, err, errlen), shape_only = 0;
+    if (rc != 0) goto fail;
+    rc = DF_E_UNSUPPORTED;
     if (!m->vocab_only && gguf_find(m->g, "deltafin.shape_only") &&
         gguf_get_bool(m->g, "deltafin.shape_only", &shape_only, err, errlen) == 0 && shape_only) {
         df_seterr(err, errlen, "%s is a shape-only model (mkmodel --shape-only: its tensor data are holes): it has no "
@@ -356,20 +370,24 @@ int df_model_load(const char *path, const df_model_params *p, df_model **out, ch
     }
     if (m->vocab_only) {
         *out = m;
-        return 0;
+        return DF_OK;
     }
+    rc = DF_E_INPUT;
     if (p->mem_budget && validate(m, err, errlen) != 0) goto fail; /* the file's defects before the budget's */
+    rc = p->mem_budget ? DF_E_NOMEM : DF_E_IO; /* the file is sound: what fails now is the budget or the reading */
     if (open_store(m, p, err, errlen) != 0) goto fail;
+    rc = DF_E_INPUT;
     if (bind_all(m, err, errlen) != 0) goto fail;
     m->pool = tp_create(m->n_threads);
     if (!m->pool) goto oom;
     *out = m;
-    return 0;
+    return DF_OK;
 oom:
     df_seterr(err, errlen, "%s: out of memory", path);
+    rc = DF_E_NOMEM;
 fail:
     df_model_free(m);
-    return -1;
+    return rc < 0 ? rc : DF_E_INPUT;
 }
 
 int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char *err, size_t errlen) {
@@ -410,7 +428,7 @@ int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char
         out->dense_layer_bytes = m->hp.n_layer ? wp.dense_total / (uint64_t)m->hp.n_layer : 0;
     }
     df_model_free(m);
-    return rc;
+    return rc ? -1 : 0;
 }
 
 double df_model_probe_disk(const char *path, const df_model_params *p, double seconds, char *err, size_t errlen) {
@@ -439,6 +457,10 @@ void df_model_io_stats(const df_model *m, df_io_stats *o) {
     ws_stats st;
     memset(o, 0, sizeof *o);
     if (!m->ws) return; /* vocab_only */
+    /* the counters change while a decode runs: read them under its lock (the
+     * caller's model is not changed, but its lock must be taken) */
+    pthread_mutex_t *mu = (pthread_mutex_t *)&m->decode_mu;
+    pthread_mutex_lock(mu);
     ws_get_stats(m->ws, &st);
     snprintf(o->hot_note, sizeof o->hot_note, "%s", ws_hot_note(m->ws));
     o->bytes_read = st.bytes_read;
@@ -454,6 +476,7 @@ void df_model_io_stats(const df_model *m, df_io_stats *o) {
     const char *note = NULL, *engine = ws_io_engine(m->ws, &note);
     snprintf(o->io_engine, sizeof o->io_engine, "%s", engine ? engine : "");
     snprintf(o->io_note, sizeof o->io_note, "%s", note ? note : "");
+    pthread_mutex_unlock(mu);
     o->io_threads = m->io_threads;
 }
 

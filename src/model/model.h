@@ -29,6 +29,7 @@
 #ifndef DF_MODEL_H
 #define DF_MODEL_H
 
+#include <pthread.h>
 #include <stdio.h>
 
 #include "deltafin.h"
@@ -135,6 +136,13 @@ typedef struct df_arch {
     int (*bind)(df_model *m, char *err, size_t errlen);    /* tensors */
     int (*forward)(struct df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
                    size_t errlen);
+    /* One token for each of n sessions (n <= ss[0]->n_batch) in one pass over
+     * the weights, ss[0]'s scratch holding the rows: every product runs once
+     * over all rows, attention per row against its own session's memory at
+     * its own position. logits[i] (may be NULL) gets session i's logits.
+     * Positions are not advanced (decode.c does). NULL: not supported. */
+    int (*forward_batch)(struct df_session *const *ss, int n, const int32_t *tokens, float *const *logits, char *err,
+                         size_t errlen);
 } df_arch;
 
 struct df_model {
@@ -154,6 +162,8 @@ struct df_model {
     uint64_t session_reserve; /* memory budget: bytes reserved for one session (0: no budget) */
     char *hot_path;           /* learned hot-expert file beside the model (allocated: any path length) */
     int vocab_only;           /* df_model_params.vocab_only: metadata and tokenizer, no weights */
+    pthread_mutex_t decode_mu; /* one decode at a time (decode.c); also guards the store's pins and counters */
+    int decode_mu_init;
 };
 
 #endif

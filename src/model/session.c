@@ -50,7 +50,7 @@ struct df_mem {
 };
 
 df_session_params df_session_default_params(void) {
-    df_session_params p = {0, 512, DF_KV_F16};
+    df_session_params p = {0, 512, DF_KV_F16, NULL, NULL};
     return p;
 }
 
@@ -353,7 +353,9 @@ static int session_rope(df_session *s, char *err, size_t errlen) {
     rope_corr_dims(h->n_rot, h->n_ctx_orig, h->rope_base, h->yarn_beta_fast, h->yarn_beta_slow, s->rope.corr_dims);
     s->rope.freq_factors = NULL;
     if (m->rope_freqs) {
+        pthread_mutex_lock(&s->m->decode_mu); /* the store's pin counts: one thread at a time */
         s->rope.freq_factors = ws_fetch(m->ws, m->rope_freqs, err, errlen);
+        pthread_mutex_unlock(&s->m->decode_mu);
         if (!s->rope.freq_factors) return -1;
     }
     return 0;
@@ -363,20 +365,23 @@ int df_session_new(df_model *m, const df_session_params *p, df_session **out, ch
     df_session_params defp = df_session_default_params();
     if (!p) p = &defp;
     *out = NULL;
-    if (m->vocab_only) return df_seterr(err, errlen, "%s: loaded for its vocabulary only: no session", m->path);
+    if (m->vocab_only)
+        return df_seterr(err, errlen, "%s: loaded for its vocabulary only: no session", m->path), DF_E_UNSUPPORTED;
     df_session *s = calloc(1, sizeof *s);
-    if (!s) return df_seterr(err, errlen, "out of memory");
+    if (!s) return df_seterr(err, errlen, "out of memory"), DF_E_NOMEM;
     s->m = m;
+    s->abort_cb = p->abort_cb;
+    s->abort_ctx = p->abort_ctx;
     s->mem = calloc(1, sizeof *s->mem);
     if (!s->mem) {
         free(s);
-        return df_seterr(err, errlen, "out of memory");
+        return df_seterr(err, errlen, "out of memory"), DF_E_NOMEM;
     }
     alloc_item it[MAX_ITEMS];
     int n;
     if (session_layout(m, p, s, it, &n, err, errlen) != 0) {
         df_session_free(s);
-        return -1;
+        return DF_E_INPUT;
     }
     uint64_t total = df_session_bytes(m, p);
     if (m->session_reserve && total > m->session_reserve) {
@@ -385,7 +390,7 @@ int df_session_new(df_model *m, const df_session_params *p, df_session **out, ch
         return df_seterr(err, errlen,
                          "a session of %d tokens needs %.1f MiB but the memory plan reserved %.1f MiB (load the model "
                          "with this context length)", n_ctx, (double)total / (1 << 20),
-                         (double)m->session_reserve / (1 << 20));
+                         (double)m->session_reserve / (1 << 20)), DF_E_NOMEM;
     }
     for (int i = 0; i < n; i++) {
         void *buf = df_aligned_alloc(64, (size_t)it[i].bytes);
@@ -394,7 +399,7 @@ int df_session_new(df_model *m, const df_session_params *p, df_session **out, ch
             const int n_ctx = s->n_ctx; /* read before the session is freed */
             df_session_free(s);
             return df_seterr(err, errlen, "out of memory for a session of %d tokens (%.1f MiB)", n_ctx,
-                             (double)total / (1 << 20));
+                             (double)total / (1 << 20)), DF_E_NOMEM;
         }
     }
     for (int i = 0; i < n; i++)
@@ -403,7 +408,7 @@ int df_session_new(df_model *m, const df_session_params *p, df_session **out, ch
     mem_clear_recurrent(s);
     if (session_rope(s, err, errlen) != 0) {
         df_session_free(s);
-        return -1;
+        return DF_E_IO;
     }
     *out = s;
     return 0;

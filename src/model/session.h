@@ -36,6 +36,9 @@ struct df_session {
     int rec_broken;         /* a decode failed midway through recurrent layers: their state is unusable until a reset */
     int64_t kv_dim_k, kv_dim_v; /* row widths of new keys / values (s->k, s->v): n_head_kv * head_dim(_v), or the MLA latent */
     df_mem *mem;            /* per-layer memory: session.c only */
+    int (*abort_cb)(void *); /* df_session_params' cancellation, or NULL */
+    void *abort_ctx;
+    int cancelled;          /* the forward pass stopped because abort_cb said so (df_layer_abort) */
     rope_params rope;
     /* scratch, n_batch rows each */
     float *x;               /* (n_batch, n_embd) residual stream */

@@ -107,6 +107,8 @@ n=$("$D" tokenize -m "$S" -f "$T/big.txt" 2>/dev/null | wc -l)
 check "-f with a 300 KB prompt (beyond the argument limit)" test "$n" -gt 1000
 out=$("$D" run -m "$S" -f "$T/p.txt" -n 8 --temp 0 2>/dev/null)
 check "run -f FILE echoes and continues the prompt" contains "$out" "Once upon a time, there was"
+out=$(printf 'Once upon a time' | "$D" run -m "$S" -f - -n 8 --temp 0 2>/dev/null)
+check "run -f - reads the prompt from stdin, echoes and continues it" contains "$out" "Once upon a time, there was"
 e=$(err logits -m "$S" -f "$T/big.txt" --mem 1M); check "-f under --mem: a prompt file beyond a quarter of the budget is refused" contains "$e" "larger than"
 e=$(err run -m "$S" -p hi -f "$T/p.txt");          check "-p and -f together: refused" contains "$e" "rc=2"
 e=$(err run -m "$S" -f "$T/missing.txt");          check "-f MISSING: says so" contains "$e" "missing.txt: No such file"

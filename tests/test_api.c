@@ -1,0 +1,197 @@
+/*
+ * test_api.c - the public calls that `deltafin info` and `deltafin plan` are
+ * built on (the CLI includes nothing but include/deltafin.h, so these are
+ * what any other program gets too):
+ *  - df_parse_size: the sizes --mem takes, and what it refuses;
+ *  - df_model_describe: a file's metadata and tensor directory, checked
+ *    against a model made with known shapes and against what loading the
+ *    same model says (df_model_get_info); a missing file is an error;
+ *  - df_plan_predict: the tokens/s model on a plan with hand-computed
+ *    numbers, and 0 tokens/s for a budget below the minimum.
+ */
+#include "testutil.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "deltafin.h"
+
+static char g_dir[256], g_moe[320];
+
+static int setup(void **state) {
+    (void)state;
+    if (tu_mkdtemp(g_dir, sizeof g_dir, "api") != 0) return -1;
+    snprintf(g_moe, sizeof g_moe, "%s/moe.gguf", g_dir);
+    tu_mkmodel(g_moe, "--preset qwen3moe-tiny --type q8_0 --expert-type mxfp4");
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    return tu_rmtree(g_dir);
+}
+
+static void test_parse_size(void **state) {
+    (void)state;
+    assert_true(df_parse_size("6G") == 6ull << 30);
+    assert_true(df_parse_size("512M") == 512ull << 20);
+    assert_true(df_parse_size("1.5GiB") == 3ull << 29);
+    assert_true(df_parse_size("64 KB") == 64ull << 10);
+    assert_true(df_parse_size("4096") == 4096);
+    assert_true(df_parse_size("2T") == 2ull << 40);
+    const char *bad[] = {"", "0", "-1G", "abc", "1X", "1GG", "1e30", NULL};
+    for (int i = 0; bad[i]; i++) assert_true(df_parse_size(bad[i]) == 0);
+    assert_true(df_parse_size(NULL) == 0);
+}
+
+/* The value of one of the description's hyperparameters (an integer). */
+static int64_t hparam_int(const df_model_desc *d, const char *key) {
+    for (int i = 0; i < d->n_hparams; i++)
+        if (!strcmp(d->hparams[i].key, key)) {
+            assert_int_equal(d->hparams[i].kind, DF_VALUE_INT);
+            return d->hparams[i].i;
+        }
+    fail_msg("hyperparameter %s missing", key);
+    return -1;
+}
+
+static void test_describe_moe(void **state) {
+    (void)state;
+    char err[512];
+    df_model_desc *d = NULL;
+    assert_int_equal(df_model_describe(g_moe, &d, err, sizeof err), 0);
+    assert_non_null(d);
+    assert_string_equal(d->arch, "qwen3moe");
+    assert_int_equal(d->n_files, 1);
+    assert_int_equal(d->gguf_version, 3);
+    assert_string_equal(d->hparams[0].key, "context_length");
+    const int64_t n_layer = hparam_int(d, "block_count");
+    assert_int_equal(hparam_int(d, "expert_count"), (int64_t)d->n_expert);
+    assert_int_equal(hparam_int(d, "expert_used_count"), (int64_t)d->n_expert_used);
+    assert_true(d->n_moe_layers == (uint64_t)n_layer); /* every layer of this preset has experts */
+    /* per-type sums add up to the file's; the experts are mxfp4, the rest q8_0 or f32 */
+    uint64_t n = 0, bytes = 0, expert = 0;
+    int saw_mxfp4 = 0;
+    for (int t = 0; t < d->n_types; t++) {
+        const df_type_summary *s = &d->types[t];
+        n += s->n_tensors;
+        bytes += s->bytes;
+        expert += s->expert_bytes;
+        assert_true(s->supported);
+        if (!strcmp(s->name, "mxfp4")) {
+            saw_mxfp4 = 1;
+            assert_true(fabs(s->bits_per_weight - 4.25) < 1e-9);
+            assert_true(s->expert_bytes > 0);
+        } else {
+            assert_true(s->expert_bytes == 0);
+        }
+    }
+    assert_true(saw_mxfp4);
+    assert_true(n == d->n_tensors);
+    assert_true(bytes == d->n_bytes);
+    assert_true(expert == d->expert_bytes);
+    assert_string_equal(d->tok_model, "gpt2");
+    assert_true(d->n_tokens > 0);
+    /* the same facts as loading the model gives */
+    df_model_params mp = df_model_default_params();
+    mp.n_threads = 1;
+    df_model *m;
+    assert_int_equal(df_model_load(g_moe, &mp, &m, err, sizeof err), 0);
+    df_model_info info;
+    df_model_get_info(m, &info);
+    assert_true(info.n_params == d->n_params);
+    assert_true(info.n_bytes == d->n_bytes);
+    assert_true(info.n_params_active == d->n_params_active);
+    assert_true(d->n_params_active < d->n_params);
+    assert_int_equal(info.n_expert, (int)d->n_expert);
+    assert_int_equal(info.n_expert_used, (int)d->n_expert_used);
+    assert_int_equal(info.n_layer, (int)n_layer);
+    assert_true(info.expert_bytes * d->n_moe_layers == d->expert_bytes);
+    assert_int_equal(df_n_vocab(m), (int)d->n_tokens);
+    df_model_free(m);
+    df_model_desc_free(d);
+}
+
+static void test_describe_errors(void **state) {
+    (void)state;
+    char err[512] = "";
+    static df_model_desc sentinel;
+    df_model_desc *d = &sentinel; /* must be reset to NULL */
+    char path[400];
+    snprintf(path, sizeof path, "%s/missing.gguf", g_dir);
+    assert_int_equal(df_model_describe(path, &d, err, sizeof err), -1);
+    assert_null(d);
+    assert_non_null(strstr(err, "missing.gguf"));
+    snprintf(path, sizeof path, "%s/not.gguf", g_dir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs("this is not a GGUF file at all", f);
+    fclose(f);
+    err[0] = 0;
+    assert_int_equal(df_model_describe(path, &d, err, sizeof err), -1);
+    assert_null(d);
+    assert_true(err[0] != 0);
+    df_model_desc_free(NULL);
+}
+
+static void test_plan_predict(void **state) {
+    (void)state;
+    df_plan p;
+    memset(&p, 0, sizeof p);
+    p.budget = 2000;
+    p.minimum = 1000;
+    p.n_experts_total = 100;
+    p.n_expert_slots = 25;
+    p.n_moe_layers = 2;
+    p.n_expert_used = 4;
+    p.expert_slot_bytes = 1000;
+    p.n_dense_streamed = 1;
+    p.dense_layer_bytes = 500;
+    p.dense_bytes = 10000;
+    df_plan_speed s;
+    df_plan_predict(&p, 1e6, 1e7, &s);
+    /* experts per token 2 x 4 x 1000 = 8000 bytes, a quarter of them cached */
+    assert_true(fabs(s.hit_rate - 0.25) < 1e-12);
+    assert_true(fabs(s.disk_bytes_per_token - (8000 * 0.75 + 500)) < 1e-9);
+    assert_true(fabs(s.memory_bytes_per_token - 18000) < 1e-9);
+    assert_true(fabs(s.disk_seconds - 6500 / 1e6) < 1e-15);
+    assert_true(fabs(s.memory_seconds - 18000 / 1e7) < 1e-15);
+    assert_true(fabs(s.tokens_per_s - 1e6 / 6500) < 1e-9); /* disk-bound */
+    df_plan_predict(&p, 1e9, 1e6, &s);
+    assert_true(fabs(s.tokens_per_s - 1e6 / 18000) < 1e-9); /* memory-bound */
+    p.budget = 999; /* below the minimum: no speed */
+    df_plan_predict(&p, 1e6, 1e7, &s);
+    assert_true(s.tokens_per_s == 0.0);
+    assert_true(s.disk_bytes_per_token > 0);
+    /* a dense model: nothing routed, everything in memory */
+    memset(&p, 0, sizeof p);
+    p.budget = p.minimum = 1;
+    p.dense_bytes = 4000;
+    df_plan_predict(&p, 0, 2000, &s);
+    assert_true(s.hit_rate == 1.0 && s.disk_bytes_per_token == 0 && s.disk_seconds == 0);
+    assert_true(fabs(s.tokens_per_s - 0.5) < 1e-12);
+}
+
+/* df_model_plan's plan of the real model, predicted: a plausible speed. */
+static void test_plan_of_model(void **state) {
+    (void)state;
+    char err[512];
+    df_model_params mp = df_model_default_params();
+    mp.mem_budget = df_parse_size("64M");
+    df_plan p;
+    assert_int_equal(df_model_plan(g_moe, &mp, &p, err, sizeof err), 0);
+    df_plan_speed s;
+    df_plan_predict(&p, 1e9, 1e10, &s);
+    assert_true(s.hit_rate >= 0 && s.hit_rate <= 1);
+    assert_true(s.memory_bytes_per_token >= (double)p.dense_bytes);
+    assert_true(s.tokens_per_s > 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_size),   cmocka_unit_test(test_describe_moe),
+        cmocka_unit_test(test_describe_errors), cmocka_unit_test(test_plan_predict),
+        cmocka_unit_test(test_plan_of_model),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,245 @@
+/*
+ * test_decode.c - the decode calls' contract: df_decode_batch gives each
+ * session exactly what df_decode gives it alone (greedy generations and
+ * logits bit-identical, every mkmodel architecture preset, in memory and
+ * streamed under a budget); error codes; the abort callback cancels a long
+ * prompt and leaves the session usable.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "deltafin.h"
+#include "testutil.h"
+
+#define NS 3    /* sessions */
+#define NP 11   /* prompt of session 0 (others: shorter) */
+#define NG 6    /* greedy steps */
+
+static char tmpdir[128];
+
+static const char *const presets[][2] = {
+    {"llama", "--arch llama --type f32"},
+    {"qwen3", "--arch qwen3 --type q8_0"},
+    {"qwen3moe", "--preset qwen3moe-tiny --type q8_0"},
+    {"deepseek-v3", "--preset deepseek-v3-tiny --type q8_0"},
+    {"kimi-linear", "--preset kimi-linear-tiny --type q8_0"},
+    {"kimi-k3", "--preset kimi-k3-tiny --type q8_0"},
+};
+
+static int32_t argmax(const float *v, int n) {
+    int32_t b = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[b]) b = i;
+    return b;
+}
+
+static df_model *load(const char *path, uint64_t budget) {
+    char err[512];
+    df_model_params mp = df_model_default_params();
+    mp.n_threads = 2;
+    mp.n_ctx = 64;
+    mp.n_batch = 8;
+    mp.hot_file = "";
+    if (budget) {
+        df_plan p;
+        mp.mem_budget = 1;
+        if (df_model_plan(path, &mp, &p, err, sizeof err) != 0) fail_msg("%s", err);
+        /* the plan is for one session: the batch holds NS, each within its own reserve */
+        mp.mem_budget = p.minimum + (uint64_t)(NS - 1) * p.session_bytes + (1 << 20);
+    }
+    df_model *m;
+    if (df_model_load(path, &mp, &m, err, sizeof err) != 0) fail_msg("%s", err);
+    return m;
+}
+
+static df_session *session(df_model *m) {
+    char err[512];
+    df_session_params sp = df_session_default_params();
+    sp.n_ctx = 64;
+    sp.n_batch = 8;
+    df_session *s;
+    if (df_session_new(m, &sp, &s, err, sizeof err) != 0) fail_msg("%s", err);
+    return s;
+}
+
+static void prompt(int i, int nv, int32_t *toks, int *n) {
+    *n = NP - 3 * i;
+    for (int k = 0; k < *n; k++) toks[k] = (int32_t)(1 + (k * 31 + i * 17) % (nv - 3));
+}
+
+/* Session i alone: the logits after its prompt and after each greedy step. */
+static void alone(df_model *m, int i, float *out) {
+    char err[512];
+    const int nv = df_n_vocab(m);
+    int32_t toks[NP];
+    int n;
+    prompt(i, nv, toks, &n);
+    df_session *s = session(m);
+    assert_int_equal(df_decode(s, toks, n, out, 0, err, sizeof err), DF_OK);
+    for (int g = 0; g < NG; g++) {
+        int32_t t = argmax(out + (size_t)g * nv, nv);
+        assert_int_equal(df_decode(s, &t, 1, out + (size_t)(g + 1) * nv, 0, err, sizeof err), DF_OK);
+    }
+    df_session_free(s);
+}
+
+static void check_batch(const char *name, const char *args, int streamed) {
+    char path[256], err[512];
+    snprintf(path, sizeof path, "%s/%s.gguf", tmpdir, name);
+    if (!streamed) tu_mkmodel(path, args);
+    df_model *m = load(path, streamed);
+    const int nv = df_n_vocab(m);
+    const size_t per = (size_t)(NG + 1) * nv;
+    float *ref = malloc(sizeof(float) * per * NS), *got = malloc(sizeof(float) * per * NS);
+    assert_true(ref && got);
+    for (int i = 0; i < NS; i++) alone(m, i, ref + i * per);
+    df_session *s[NS];
+    int32_t toks[NS][NP], next[NS];
+    int n[NS];
+    const int32_t *tp[NS];
+    float *lp[NS];
+    for (int i = 0; i < NS; i++) {
+        s[i] = session(m);
+        prompt(i, nv, toks[i], &n[i]);
+        tp[i] = toks[i];
+        lp[i] = got + i * per;
+    }
+    assert_int_equal(df_decode_batch(s, NS, tp, n, lp, err, sizeof err), DF_OK);
+    for (int g = 0; g < NG; g++) {
+        for (int i = 0; i < NS; i++) {
+            next[i] = argmax(got + i * per + (size_t)g * nv, nv);
+            tp[i] = &next[i];
+            n[i] = 1;
+            lp[i] = got + i * per + (size_t)(g + 1) * nv;
+        }
+        assert_int_equal(df_decode_batch(s, NS, tp, n, lp, err, sizeof err), DF_OK);
+    }
+    for (int i = 0; i < NS; i++) assert_int_equal(df_session_pos(s[i]), NP - 3 * i + NG);
+    if (memcmp(ref, got, sizeof(float) * per * NS) != 0) fail_msg("%s%s: batched logits differ", name, streamed ? " (streamed)" : "");
+    printf("  %-12s %-9s %d sessions x %d greedy steps: bit-identical to decoding alone\n", name,
+           streamed ? "streamed" : "in memory", NS, NG);
+    /* a NULL logits entry, and the input checks */
+    lp[1] = NULL;
+    next[0] = next[1] = next[2] = 1;
+    assert_int_equal(df_decode_batch(s, NS, tp, n, lp, err, sizeof err), DF_OK);
+    df_session *dup[2] = {s[0], s[0]};
+    assert_int_equal(df_decode_batch(dup, 2, tp, n, lp, err, sizeof err), DF_E_INPUT);
+    next[2] = nv;
+    assert_int_equal(df_decode_batch(s, NS, tp, n, lp, err, sizeof err), DF_E_INPUT);
+    assert_non_null(strstr(err, "session 2"));
+    for (int i = 0; i < NS; i++) df_session_free(s[i]);
+    free(ref);
+    free(got);
+    df_model_free(m);
+}
+
+static void test_batch_identical(void **state) {
+    (void)state;
+    for (size_t k = 0; k < sizeof presets / sizeof presets[0]; k++) {
+        check_batch(presets[k][0], presets[k][1], 0);
+        check_batch(presets[k][0], presets[k][1], 1);
+    }
+}
+
+/* The abort callback: stop after `after` checks. */
+typedef struct {
+    int calls, after;
+} abort_state;
+
+static int stop_after(void *p) {
+    abort_state *a = p;
+    return ++a->calls > a->after;
+}
+
+/* A 40-token prompt cancelled part way returns DF_E_CANCELLED with the
+ * session at the end of a completed batch; decoding the rest from there
+ * gives the logits of an uninterrupted run (llama: cancelled between
+ * layers; kimi-linear, recurrent: between batches). */
+static void test_abort(void **state) {
+    (void)state;
+    const char *models[2][2] = {{"llama", "--arch llama --type f32"}, {"kimi-linear", "--preset kimi-linear-tiny --type f32"}};
+    for (int k = 0; k < 2; k++) {
+        char path[256], err[512];
+        snprintf(path, sizeof path, "%s/abort-%s.gguf", tmpdir, models[k][0]);
+        tu_mkmodel(path, models[k][1]);
+        df_model *m = load(path, 0);
+        const int nv = df_n_vocab(m);
+        int32_t toks[40];
+        for (int i = 0; i < 40; i++) toks[i] = (int32_t)(1 + (i * 13) % (nv - 3));
+        float *a = malloc(sizeof(float) * (size_t)nv), *b = malloc(sizeof(float) * (size_t)nv);
+        assert_true(a && b);
+        df_session *ref = session(m);
+        assert_int_equal(df_decode(ref, toks, 40, a, 0, err, sizeof err), DF_OK);
+        df_session_free(ref);
+        for (int after = 0; after < (k ? 4 : 12); after += k ? 3 : 2) { /* llama: 3 checks per batch (odd: between layers); kimi-linear: 5 in all */
+            abort_state st = {0, after};
+            df_session_params sp = df_session_default_params();
+            sp.n_ctx = 64;
+            sp.n_batch = 8;
+            sp.abort_cb = stop_after;
+            sp.abort_ctx = &st;
+            df_session *s;
+            assert_int_equal(df_session_new(m, &sp, &s, err, sizeof err), DF_OK);
+            err[0] = 0;
+            assert_int_equal(df_decode(s, toks, 40, b, 0, err, sizeof err), DF_E_CANCELLED);
+            const int pos = df_session_pos(s);
+            printf("  %-12s abort after %2d checks: %s (position %d)\n", models[k][0], after, err, pos);
+            assert_true(pos % 8 == 0 && pos < 40);
+            st.after = 1 << 30; /* let it finish */
+            assert_int_equal(df_decode(s, toks + pos, 40 - pos, b, 0, err, sizeof err), DF_OK);
+            assert_memory_equal(a, b, sizeof(float) * (size_t)nv);
+            df_session_free(s);
+        }
+        free(a);
+        free(b);
+        df_model_free(m);
+    }
+}
+
+/* Codes beside the messages. */
+static void test_codes(void **state) {
+    (void)state;
+    char path[256], err[512];
+    snprintf(path, sizeof path, "%s/codes.gguf", tmpdir);
+    tu_mkmodel(path, "--arch llama --type f32");
+    df_model *m = NULL;
+    char missing[300];
+    snprintf(missing, sizeof missing, "%s/no-such-file.gguf", tmpdir);
+    assert_int_equal(df_model_load(missing, NULL, &m, err, sizeof err), DF_E_IO);
+    printf("  DF_E_IO: %s\n", err);
+    m = load(path, 0);
+    df_session_params sp = df_session_default_params();
+    sp.n_ctx = 1 << 25;
+    df_session *s = NULL;
+    assert_int_equal(df_session_new(m, &sp, &s, err, sizeof err), DF_E_INPUT);
+    printf("  DF_E_INPUT: %s\n", err);
+    s = session(m);
+    int32_t toks[65] = {0};
+    assert_int_equal(df_decode(s, toks, 65, NULL, 0, err, sizeof err), DF_E_CTX_FULL);
+    printf("  DF_E_CTX_FULL: %s\n", err);
+    toks[0] = -1;
+    assert_int_equal(df_decode(s, toks, 1, NULL, 0, err, sizeof err), DF_E_INPUT);
+    assert_int_equal(df_session_pos(s), 0);
+    df_session_free(s);
+    df_model_free(m);
+}
+
+static int setup(void **state) {
+    (void)state;
+    return tu_mkdtemp(tmpdir, sizeof tmpdir, "decode");
+}
+
+static int teardown(void **state) {
+    (void)state;
+    return tu_rmtree(tmpdir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_batch_identical),
+        cmocka_unit_test(test_abort),
+        cmocka_unit_test(test_codes),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
