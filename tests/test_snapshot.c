@@ -59,7 +59,7 @@ static void flip_byte(const char *path, long off) {
 }
 
 static void copy_file(const char *from, const char *to) {
-    char cmd[512];
+    char cmd[1024];
     snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, to);
     assert_int_equal(system(cmd), 0);
 }

@@ -334,7 +334,8 @@ int df_session_load(df_session *s, const char *path, void *user, size_t user_cap
     if (fd < 0) return df_seterr(err, errlen, "%s: %s", path, strerror(errno));
     struct stat st;
     snap_shape sh;
-    uint64_t sum;
+    memset(&sh, 0, sizeof sh);
+    uint64_t sum = 0;
     int rc = -1;
     unsigned char *ubuf = NULL;
     reader r = {fd, {0xC0FFEE, 0}, NULL};
