@@ -75,9 +75,9 @@ check "job --follow of an ended job prints its text" cmp -s <(j job "$id1" --fol
 # of kill: at a random moment after the start (loading, replaying, or
 # generating), and a random moment after the job has made progress (so the
 # worker is committing: with --commit-every 0 it commits every token).
-N=480
-args=(-m "$T/moe.gguf" -p "The dragon" -n $N -c 512 --temp 0.9 --top-k 20 --seed 11 --repeat-penalty 1.1 --ignore-eos
-      --mem 33M)
+N=1000
+args=(-m "$T/moe.gguf" -p "The dragon" -n $N -c 1024 --temp 0.9 --top-k 20 --seed 11 --repeat-penalty 1.1 --ignore-eos
+      --mem 34M)
 ref=$("$D" submit "${args[@]}" --db "$T/ref.db")
 "$D" worker --drain --db "$T/ref.db" 2>/dev/null
 "$D" job "$ref" --db "$T/ref.db" > "$T/ref.txt" 2>/dev/null
