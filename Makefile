@@ -66,6 +66,10 @@ TOOLS   := $(BUILD)/deltafin $(patsubst %,$(BUILD)/%,$(LIB_TOOLS) $(SOLO_TOOLS))
 SERVER_SRC := $(wildcard server/*.c)
 SERVER_OBJ := $(patsubst server/%.c,$(BUILD)/obj/server/%.o,$(SERVER_SRC))
 SERVER_LIBS := -lmicrohttpd -lcjson -ledit
+# jobs/: the durable job queue (SQLite) and its worker, linked into the CLI only;
+# like the CLI they see the public header alone.
+JOBS_SRC := $(wildcard jobs/*.c)
+JOBS_OBJ := $(patsubst jobs/%.c,$(BUILD)/obj/jobs/%.o,$(JOBS_SRC))
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(TEST_SRC))
 
@@ -105,12 +109,16 @@ $(LIB): $(BUILD)/obj/deltafin-public.o
 	rm -f $@ && ar rcs $@ $^
 
 # The CLI is compiled seeing the public header only, and links the public archive.
-$(BUILD)/obj/tools/deltafin.o: tools/deltafin.c include/deltafin.h
+$(BUILD)/obj/tools/deltafin.o: tools/deltafin.c include/deltafin.h $(wildcard jobs/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -pthread -c $< -o $@
+	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -Ijobs -pthread -c $< -o $@
 
-$(BUILD)/deltafin: $(BUILD)/obj/tools/deltafin.o $(SERVER_OBJ) $(LIB)
-	$(CC) $(CFLAGS) -o $@ $^ $(SERVER_LIBS) $(LDLIBS)
+$(BUILD)/obj/jobs/%.o: jobs/%.c include/deltafin.h $(wildcard jobs/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -Ijobs -pthread -c $< -o $@
+
+$(BUILD)/deltafin: $(BUILD)/obj/tools/deltafin.o $(SERVER_OBJ) $(JOBS_OBJ) $(LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(SERVER_LIBS) $(LDLIBS) -lsqlite3
 
 $(patsubst %,$(BUILD)/%,$(LIB_TOOLS)): $(BUILD)/%: $(BUILD)/obj/tools/%.o $(TOOL_COMMON_OBJ) $(INTLIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)

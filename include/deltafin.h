@@ -168,6 +168,19 @@ int df_session_n_ctx(const df_session *s);
  * (pos out of range, or a rewind of recurrent state). */
 int df_session_truncate(df_session *s, int pos, char *err, size_t errlen);
 
+/* Snapshots (src/model/snapshot.c): save what the session has seen (its
+ * position, the cached rows of every attention layer, every recurrent
+ * state) to path, crash-safely (a new temporary file beside it, fsync,
+ * rename, fsync of the folder), with the caller's user_len bytes (e.g. the
+ * tokens it holds) and a checksum. df_session_load checks the whole file
+ * (the model's identity, the session's shape and KV type, sizes, checksum)
+ * before it changes the session: -1 with err (the session unchanged) for a
+ * damaged, truncated or stale file. It needs n_ctx >= the saved position;
+ * up to user_cap of the user bytes are copied to user, *user_len = their size. */
+int df_session_save(df_session *s, const char *path, const void *user, size_t user_len, char *err, size_t errlen);
+int df_session_load(df_session *s, const char *path, void *user, size_t user_cap, size_t *user_len, char *err,
+                    size_t errlen);
+
 /* Record, for every token and MoE layer, the experts the router chose and
  * their weights, appending to the file at path (format: docs/trace.md).
  * path NULL stops tracing; -1 with err if writing the trace failed (a write
@@ -225,6 +238,14 @@ void df_sampler_free(df_sampler *s);
 int32_t df_sampler_sample(df_sampler *s, const float *logits);
 /* Tell the sampler a token was emitted (for the repetition penalty). */
 void df_sampler_accept(df_sampler *s, int32_t id);
+/* The sampler's changing state (its generator and the repetition window) as
+ * bytes, so that a job stopped after some tokens continues exactly as an
+ * uninterrupted one (jobs/, docs/jobs.md). df_sampler_get_state writes up to
+ * cap bytes and returns the size the state needs (call with cap 0 to ask).
+ * df_sampler_set_state takes such bytes from a sampler made with the same
+ * parameters; -1 (state unchanged) if they are damaged or from another. */
+size_t df_sampler_get_state(const df_sampler *s, void *buf, size_t cap);
+int df_sampler_set_state(df_sampler *s, const void *buf, size_t len);
 
 /* ---- memory planning ---- */
 

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cmd_jobs.h"
 #include "deltafin.h"
 
 /* server/: `deltafin serve` and `deltafin chat` */
@@ -65,6 +66,9 @@ static void usage(FILE *f, int status) {
             "            that does not fit the budget at its published type (costs accuracy: bench/RESULTS.md)\n"
             "  serve     -m MODEL [--host H] [--port P] [--api-key K] [--parallel N] ...  (deltafin serve --help)\n"
             "  chat      -m MODEL [-sys TEXT] [--chat-template-file F] ...                (deltafin chat --help)\n"
+            "  submit    -m MODEL (-p TEXT | -f FILE | --chat FILE.json) [-n N] [sampling flags] [--mem SIZE]\n"
+            "            [--deadline TIME] [--priority P] [--db PATH]     queue a job; prints its id\n"
+            "  jobs | job ID [--json] [--follow] | cancel ID | worker [--drain]   the job queue (docs/jobs.md)\n"
             "Long options also take the form --flag=value. -f - reads the prompt from stdin.\n");
     exit(status);
 }
@@ -918,6 +922,7 @@ int main(int argc, char **argv) {
     check_isa_env();
     if (!strcmp(cmd, "serve")) return df_cmd_serve(argc, argv); /* server/serve.c */
     if (!strcmp(cmd, "chat")) return df_cmd_chat(argc, argv);   /* server/chat_cli.c */
+    if (jobs_is_command(cmd)) return jobs_main(argc, argv); /* submit, jobs, job, cancel, worker: jobs/ */
     install_signals(!strcmp(cmd, "run"));
     opts o;
     const int rc = dispatch(cmd, argc, argv, &o);

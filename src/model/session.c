@@ -306,6 +306,17 @@ void df_mem_attn_view(const df_session *s, int l, df_attn_desc *d) {
 }
 
 float *df_mem_conv(df_session *s, int l) { return s->mem->layer[l].conv; }
+
+size_t df_mem_k_row_bytes(const df_session *s) { return (size_t)s->mem->kv_dim_k * s->mem->kv_elt; }
+size_t df_mem_v_row_bytes(const df_session *s) { return (size_t)s->mem->kv_dim_v * s->mem->kv_elt; }
+int df_mem_kv_type(const df_session *s) { return s->mem->kv_type; }
+uint8_t *df_mem_k_row_w(df_session *s, int l, int pos) {
+    return s->mem->layer[l].k + ((int64_t)pos * s->mem->kv_dim_k) * (int64_t)s->mem->kv_elt;
+}
+uint8_t *df_mem_v_row_w(df_session *s, int l, int pos) {
+    uint8_t *v = s->mem->layer[l].v;
+    return v ? v + ((int64_t)pos * s->mem->kv_dim_v) * (int64_t)s->mem->kv_elt : NULL;
+}
 float *df_mem_state(df_session *s, int l) { return s->mem->layer[l].state; }
 
 /* ---- lifetime ---- */

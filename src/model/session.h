@@ -116,5 +116,13 @@ void df_mem_attn_view(const df_session *s, int l, df_attn_desc *d);
  * state (df_rec_state_floats). */
 float *df_mem_conv(df_session *s, int l);
 float *df_mem_state(df_session *s, int l);
+/* Raw rows, for saving and restoring a session (snapshot.c): the bytes of
+ * one cached key (or latent) row and value row (0: no values), the element
+ * type, and writable rows of attention layer l. */
+size_t df_mem_k_row_bytes(const df_session *s);
+size_t df_mem_v_row_bytes(const df_session *s);
+int df_mem_kv_type(const df_session *s);
+uint8_t *df_mem_k_row_w(df_session *s, int l, int pos);
+uint8_t *df_mem_v_row_w(df_session *s, int l, int pos);
 
 #endif

@@ -192,3 +192,60 @@ int32_t df_sampler_sample(df_sampler *s, const float *logits) {
     }
     return s->cand[m - 1].id;
 }
+
+/* ---- state: bytes, little-endian, fixed layout ----
+ *   "DFSS" u32 version(1) | u64 seed | i32 repeat_last_n | i32 n_recent | i32 recent_head
+ *   | u64 rng[4] | i32 recent[repeat_last_n]
+ * The seed and window length identify the parameters it belongs to. */
+
+#define SS_HEAD (4 + 4 + 8 + 4 * 3 + 8 * 4)
+
+static void put_u64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint64_t get_u64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+static void put_u32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get_u32(const unsigned char *p) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+
+size_t df_sampler_get_state(const df_sampler *s, void *buf, size_t cap) {
+    const size_t need = SS_HEAD + 4 * (size_t)s->p.repeat_last_n;
+    if (!buf || cap < need) return need;
+    unsigned char *p = buf;
+    memcpy(p, "DFSS", 4);
+    put_u32(p + 4, 1);
+    put_u64(p + 8, s->p.seed);
+    put_u32(p + 16, (uint32_t)s->p.repeat_last_n);
+    put_u32(p + 20, (uint32_t)s->n_recent);
+    put_u32(p + 24, (uint32_t)s->recent_head);
+    for (int i = 0; i < 4; i++) put_u64(p + 28 + 8 * i, s->rng[i]);
+    for (int i = 0; i < s->p.repeat_last_n; i++) put_u32(p + SS_HEAD + 4 * (size_t)i, (uint32_t)s->recent[i]);
+    return need;
+}
+
+int df_sampler_set_state(df_sampler *s, const void *buf, size_t len) {
+    const unsigned char *p = buf;
+    const int rl = s->p.repeat_last_n;
+    if (!buf || len != SS_HEAD + 4 * (size_t)rl || memcmp(p, "DFSS", 4) || get_u32(p + 4) != 1 ||
+        get_u64(p + 8) != s->p.seed || get_u32(p + 16) != (uint32_t)rl)
+        return -1;
+    const uint32_t nr = get_u32(p + 20), head = get_u32(p + 24);
+    if (nr > (uint32_t)rl || (rl > 0 ? head >= (uint32_t)rl : head != 0)) return -1;
+    uint64_t rng[4];
+    for (int i = 0; i < 4; i++) rng[i] = get_u64(p + 28 + 8 * i);
+    if (!(rng[0] | rng[1] | rng[2] | rng[3])) return -1; /* xoshiro's one invalid state */
+    memcpy(s->rng, rng, sizeof rng);
+    s->n_recent = (int)nr;
+    s->recent_head = (int)head;
+    for (int i = 0; i < rl; i++) s->recent[i] = (int32_t)get_u32(p + SS_HEAD + 4 * (size_t)i);
+    return 0;
+}

@@ -1,0 +1,537 @@
+/*
+ * cmd_jobs.c - the job subcommands (cmd_jobs.h):
+ *
+ *   deltafin submit -m MODEL (-p TEXT | -f FILE | --chat FILE.json) [-n N] [-c CTX] [-t T] [--temp T]
+ *                   [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--repeat-last-n N]
+ *                   [--seed S] [--ignore-eos] [--no-bos] [--mem SIZE] [--deadline TIME] [--priority P] [--db PATH]
+ *   deltafin jobs   [--db PATH]                      a table: state, tokens done, tokens/s, ETA
+ *   deltafin job ID [--json] [--follow] [--db PATH]  one job, and its text (--follow: as it grows)
+ *   deltafin cancel ID [--db PATH]
+ *   deltafin worker [--db PATH] [--drain] [--commit-every SECONDS] [--no-checkpoints] [--checkpoint-ratio R]
+ *                   (checkpoints: DB's folder/checkpoints, 0700)
+ *
+ * submit prints the job id alone on stdout. Exit status: 0 ok, 1 runtime
+ * error, 2 usage error (as the rest of the CLI).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd_jobs.h"
+#include "queue.h"
+#include "worker.h"
+/* --mem: df_parse_size, as the rest of the CLI reads it */
+
+#define ERRLEN 8192
+
+static const char *const CMDS[] = {"submit", "jobs", "job", "cancel", "worker"};
+
+int jobs_is_command(const char *cmd) {
+    for (size_t i = 0; i < sizeof CMDS / sizeof CMDS[0]; i++)
+        if (!strcmp(cmd, CMDS[i])) return 1;
+    return 0;
+}
+
+static int usage_err(const char *fmt, const char *a) {
+    fputs("deltafin: ", stderr);
+    fprintf(stderr, fmt, a);
+    fputs("\nusage: deltafin submit -m MODEL (-p TEXT | -f FILE | --chat FILE.json) [-n N] [sampling flags] [--mem SIZE]"
+          " [--deadline TIME] [--priority P]\n"
+          "       deltafin jobs | job ID [--json] [--follow] | cancel ID | worker [--drain] [--commit-every S]"
+          "   (all take --db PATH)\n",
+          stderr);
+    return 2;
+}
+
+static int fail(const char *msg) {
+    fprintf(stderr, "deltafin: %s\n", msg);
+    return 1;
+}
+
+static int num(const char *flag, const char *v, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    const double x = strtod(v, &end);
+    if (errno || end == v || *end || !isfinite(x) || x < lo || x > hi) {
+        fprintf(stderr, "deltafin: %s expects a number in [%g, %g], got '%s'\n", flag, lo, hi, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+/* --deadline: "+90s", "+30m", "+2h", "+1d", Unix seconds, or local "YYYY-MM-DD HH:MM[:SS]" / "...THH:MM". */
+static int parse_deadline(const char *v, double *out) {
+    if (v[0] == '+') {
+        char *end;
+        errno = 0;
+        const double x = strtod(v + 1, &end);
+        double mul = 1;
+        if (!strcmp(end, "m")) mul = 60;
+        else if (!strcmp(end, "h")) mul = 3600;
+        else if (!strcmp(end, "d")) mul = 86400;
+        else if (strcmp(end, "s") && *end) return -1;
+        if (errno || end == v + 1 || !isfinite(x) || x < 0) return -1;
+        *out = (double)time(NULL) + x * mul;
+        return 0;
+    }
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    const char *e = strptime(v, "%Y-%m-%d %H:%M", &tm);
+    if (!e) e = strptime(v, "%Y-%m-%dT%H:%M", &tm);
+    if (e) {
+        if (*e == ':' && !(e = strptime(e, ":%S", &tm))) return -1;
+        if (*e) return -1;
+        tm.tm_isdst = -1;
+        const time_t t = mktime(&tm);
+        if (t == (time_t)-1) return -1;
+        *out = (double)t;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    const double x = strtod(v, &end);
+    if (errno || end == v || *end || !isfinite(x) || x <= 0) return -1;
+    *out = x;
+    return 0;
+}
+
+static char *read_file(const char *path, size_t max, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "deltafin: %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        if (n == cap) {
+            if (cap >= max) {
+                fprintf(stderr, "deltafin: %s is larger than %zu MiB\n", path, max >> 20);
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            char *nb = realloc(buf, (cap *= 2) + 1);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+        }
+        const size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (r == 0) break;
+    }
+    if (buf && ferror(f)) {
+        fprintf(stderr, "deltafin: reading %s failed\n", path);
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+/* Options common to the subcommands. */
+typedef struct {
+    const char *db, *model, *prompt, *file, *chat;
+    int json, follow, drain, have_id, no_ckpt;
+    double commit_every, ckpt_ratio;
+    int64_t id;
+    jq_job job;
+} jopts;
+
+/* One option (i is advanced past a value). 0 ok, 2 usage error. */
+static int parse_opt(jopts *o, int argc, char **argv, int *i) {
+    const char *a = argv[*i], *v = NULL;
+    static const char *const flags[] = {"--json", "--follow", "--drain", "--ignore-eos", "--no-bos", "--no-checkpoints"};
+    int is_flag = 0;
+    for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) is_flag |= !strcmp(a, flags[k]);
+    char name[64];
+    const char *eq = !strncmp(a, "--", 2) ? strchr(a, '=') : NULL;
+    const size_t nl = eq ? (size_t)(eq - a) : strlen(a);
+    if (nl >= sizeof name) return usage_err("unknown option '%s'", a);
+    memcpy(name, a, nl);
+    name[nl] = 0;
+    if (!is_flag) {
+        if (eq) v = eq + 1;
+        else if (*i + 1 < argc) v = argv[++*i];
+        else return usage_err("%s needs a value", name);
+    }
+    jq_job *j = &o->job;
+    double x;
+    if (!strcmp(name, "--json")) o->json = 1;
+    else if (!strcmp(name, "--follow")) o->follow = 1;
+    else if (!strcmp(name, "--drain")) o->drain = 1;
+    else if (!strcmp(name, "--no-checkpoints")) o->no_ckpt = 1;
+    else if (!strcmp(name, "--ignore-eos")) j->ignore_eos = 1;
+    else if (!strcmp(name, "--no-bos")) j->no_bos = 1;
+    else if (!strcmp(name, "--db")) o->db = v;
+    else if (!strcmp(name, "-m") || !strcmp(name, "--model")) o->model = v;
+    else if (!strcmp(name, "-p") || !strcmp(name, "--prompt")) o->prompt = v;
+    else if (!strcmp(name, "-f") || !strcmp(name, "--file")) o->file = v;
+    else if (!strcmp(name, "--chat")) o->chat = v;
+    else if (!strcmp(name, "--mem")) {
+        if (!(j->mem = df_parse_size(v))) return usage_err("--mem expects a size like 6G or 512M, got '%s'", v);
+    } else if (!strcmp(name, "--deadline")) {
+        if (parse_deadline(v, &j->deadline) != 0)
+            return usage_err("--deadline expects +30m, +2h, 'YYYY-MM-DD HH:MM' or Unix seconds, got '%s'", v);
+    } else {
+        static const struct { const char *name; double lo, hi; } nums[] = {
+            {"-n", 0, 1 << 24}, {"--n-predict", 0, 1 << 24}, {"-c", 0, 1 << 24}, {"--ctx-size", 0, 1 << 24},
+            {"-t", 1, 512}, {"--threads", 1, 512}, {"--temp", 0, 1e6}, {"--top-k", 0, 1 << 24}, {"--top-p", 0, 1},
+            {"--min-p", 0, 1}, {"--repeat-penalty", 1e-6, 1e6}, {"--repeat-last-n", 0, 1 << 20},
+            {"--seed", 0, 0x7fffffff}, {"-s", 0, 0x7fffffff}, {"--priority", -1000000, 1000000},
+            {"--commit-every", 0, 3600}, {"--checkpoint-ratio", 0, 1e6}};
+        size_t k = 0;
+        while (k < sizeof nums / sizeof nums[0] && strcmp(name, nums[k].name)) k++;
+        if (k == sizeof nums / sizeof nums[0]) return usage_err("unknown option '%s'", name);
+        if (num(name, v, nums[k].lo, nums[k].hi, &x) != 0) return 2;
+        const char *n = nums[k].name;
+        const int integral = strcmp(n, "--temp") && strcmp(n, "--top-p") && strcmp(n, "--min-p") &&
+                             strcmp(n, "--repeat-penalty") && strcmp(n, "--commit-every") &&
+                             strcmp(n, "--checkpoint-ratio");
+        if (integral && x != floor(x)) return usage_err("%s expects an integer", name);
+        if (!strcmp(n, "-n") || !strcmp(n, "--n-predict")) j->n_predict = (int)x;
+        else if (!strcmp(n, "-c") || !strcmp(n, "--ctx-size")) j->ctx = (int)x;
+        else if (!strcmp(n, "-t") || !strcmp(n, "--threads")) j->threads = (int)x;
+        else if (!strcmp(n, "--temp")) j->sp.temp = (float)x;
+        else if (!strcmp(n, "--top-k")) j->sp.top_k = (int)x;
+        else if (!strcmp(n, "--top-p")) j->sp.top_p = (float)x;
+        else if (!strcmp(n, "--min-p")) j->sp.min_p = (float)x;
+        else if (!strcmp(n, "--repeat-penalty")) j->sp.repeat_penalty = (float)x;
+        else if (!strcmp(n, "--repeat-last-n")) j->sp.repeat_last_n = (int)x;
+        else if (!strcmp(n, "--seed") || !strcmp(n, "-s")) j->sp.seed = (uint64_t)x;
+        else if (!strcmp(n, "--priority")) j->priority = (int)x;
+        else if (!strcmp(n, "--checkpoint-ratio")) o->ckpt_ratio = x;
+        else o->commit_every = x;
+    }
+    return 0;
+}
+
+static int parse_args(jopts *o, int argc, char **argv) {
+    memset(o, 0, sizeof *o);
+    jq_job_init(&o->job);
+    o->commit_every = 1.0;
+    o->ckpt_ratio = 20.0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || !a[1]) {
+            char *end;
+            errno = 0;
+            const long long id = strtoll(a, &end, 10);
+            if (o->have_id || errno || *end || end == a || id <= 0) return usage_err("unexpected argument '%s'", a);
+            o->id = id;
+            o->have_id = 1;
+            continue;
+        }
+        const int rc = parse_opt(o, argc, argv, &i);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static int db_path(const jopts *o, char *path, size_t n) {
+    char err[ERRLEN];
+    if (o->db) {
+        if (strlen(o->db) >= n) return fail("the --db path is too long");
+        snprintf(path, n, "%s", o->db);
+    } else if (jq_default_path(path, n, err, sizeof err) != 0) {
+        return fail(err);
+    }
+    return 0;
+}
+
+static int open_db(const jopts *o, jq **q) {
+    char path[PATH_MAX], err[ERRLEN];
+    if (db_path(o, path, sizeof path)) return 1;
+    if (jq_open(path, q, err, sizeof err) != 0) return fail(err);
+    return 0;
+}
+
+/* ---- submit ---- */
+
+static int cmd_submit(jopts *o) {
+    jq_job *j = &o->job;
+    if (!o->model) return usage_err("submit needs -m MODEL%s", "");
+    const int kinds = !!o->prompt + !!o->file + !!o->chat;
+    if (kinds != 1) return usage_err("submit needs exactly one of -p TEXT, -f FILE, --chat FILE.json%s", "");
+    char *abs = realpath(o->model, NULL);
+    if (!abs) {
+        fprintf(stderr, "deltafin: %s: %s\n", o->model, strerror(errno));
+        return 1;
+    }
+    j->model = abs;
+    if (o->prompt) {
+        j->prompt_len = strlen(o->prompt);
+        j->prompt = strdup(o->prompt);
+    } else {
+        size_t len;
+        char *t = read_file(o->file ? o->file : o->chat, (size_t)1 << 30, &len);
+        if (!t) return 1;
+        j->prompt = t;
+        j->prompt_len = len;
+        if (o->chat) {
+            /* a bare list of messages becomes {"messages": [...]} */
+            const char *p = t;
+            while (isspace((unsigned char)*p)) p++;
+            if (*p == '[') {
+                const size_t n = len + 16;
+                char *w = malloc(n);
+                if (!w) return fail("out of memory");
+                snprintf(w, n, "{\"messages\":%s}", t);
+                free(t);
+                j->prompt = w;
+                j->prompt_len = strlen(w);
+            } else if (*p != '{') {
+                return fail("--chat expects a JSON object with \"messages\" or a JSON list of messages");
+            }
+            j->chat = 1;
+        }
+    }
+    if (!j->prompt) return fail("out of memory");
+    jq *q;
+    if (open_db(o, &q)) return 1;
+    char err[ERRLEN];
+    int64_t id;
+    const int rc = jq_submit(q, j, &id, err, sizeof err);
+    jq_close(q);
+    if (rc != 0) return fail(err);
+    printf("%lld\n", (long long)id);
+    return 0;
+}
+
+/* ---- jobs, job, cancel ---- */
+
+static double tps_of(const jq_job *j) { return j->gen_seconds > 0 ? j->n_done / j->gen_seconds : 0; }
+
+static void fmt_eta(const jq_job *j, char *buf, size_t n) {
+    const double tps = tps_of(j);
+    if (strcmp(j->state, "running") && strcmp(j->state, "queued")) snprintf(buf, n, "-");
+    else if (tps <= 0) snprintf(buf, n, "?");
+    else {
+        const double s = (j->n_predict - j->n_done) / tps;
+        if (s < 120) snprintf(buf, n, "%.0fs", s);
+        else if (s < 7200) snprintf(buf, n, "%.0fm", s / 60);
+        else snprintf(buf, n, "%.1fh", s / 3600);
+    }
+}
+
+static int cmd_list(jopts *o) {
+    jq *q;
+    if (open_db(o, &q)) return 1;
+    char err[ERRLEN];
+    jq_job *v;
+    int n;
+    const int rc = jq_list(q, &v, &n, err, sizeof err);
+    jq_close(q);
+    if (rc != 0) return fail(err);
+    printf("%6s  %-9s %4s %13s %9s %7s  %s\n", "ID", "STATE", "PRIO", "TOKENS", "TOKENS/S", "ETA", "MODEL");
+    for (int i = 0; i < n; i++) {
+        char tok[32], eta[16];
+        snprintf(tok, sizeof tok, "%d/%d", v[i].n_done, v[i].n_predict);
+        fmt_eta(&v[i], eta, sizeof eta);
+        const char *base = strrchr(v[i].model, '/');
+        printf("%6lld  %-9s %4d %13s %9.2f %7s  %s\n", (long long)v[i].id, v[i].state, v[i].priority, tok,
+               tps_of(&v[i]), eta, base ? base + 1 : v[i].model);
+        jq_job_free(&v[i]);
+    }
+    free(v);
+    return 0;
+}
+
+/* Length of the valid UTF-8 sequence at s (at most n bytes), 0 if none. */
+static size_t utf8_len(const unsigned char *s, size_t n) {
+    size_t len;
+    uint32_t cp;
+    if (s[0] < 0x80) return 1;
+    if ((s[0] & 0xe0) == 0xc0) len = 2;
+    else if ((s[0] & 0xf0) == 0xe0) len = 3;
+    else if ((s[0] & 0xf8) == 0xf0) len = 4;
+    else return 0;
+    cp = s[0] & (0x7f >> len);
+    if (len > n) return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+    return len;
+}
+
+/* A JSON string; bytes that are not UTF-8 become U+FFFD (`job ID` prints the exact bytes). */
+static void json_str(FILE *f, const char *s, size_t n) {
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        if (c >= 0x80) {
+            const size_t len = utf8_len((const unsigned char *)s + i, n - i);
+            if (len) {
+                fwrite(s + i, 1, len, f);
+                i += len - 1;
+            } else {
+                fputs("\\ufffd", f);
+            }
+        } else if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c == '\n') fputs("\\n", f);
+        else if (c == '\t') fputs("\\t", f);
+        else if (c < 0x20 || c == 0x7f) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void print_json(const jq_job *j) {
+    printf("{\"id\":%lld,\"state\":\"%s\",\"model\":", (long long)j->id, j->state);
+    json_str(stdout, j->model, strlen(j->model));
+    printf(",\"chat\":%d,\"n_predict\":%d,\"n_done\":%d,\"tokens_per_s\":%.3f,\"gen_seconds\":%.3f,\"runs\":%d,"
+           "\"priority\":%d,\"mem\":%llu,\"seed\":%llu,\"temp\":%g,\"created\":%.3f,\"started\":%.3f,"
+           "\"finished\":%.3f,\"deadline\":%.3f,\"error\":",
+           j->chat, j->n_predict, j->n_done, tps_of(j), j->gen_seconds, j->runs, j->priority,
+           (unsigned long long)j->mem, (unsigned long long)j->sp.seed, j->sp.temp, j->created, j->started,
+           j->finished, j->deadline);
+    if (j->error) json_str(stdout, j->error, strlen(j->error));
+    else fputs("null", stdout);
+    fputs(",\"note\":", stdout);
+    if (j->note) json_str(stdout, j->note, strlen(j->note));
+    else fputs("null", stdout);
+    fputs(",\"text\":", stdout);
+    json_str(stdout, j->text, j->text_len);
+    fputs("}\n", stdout);
+}
+
+static int terminal(const char *state) { return strcmp(state, "queued") && strcmp(state, "running"); }
+
+static int cmd_show(jopts *o) {
+    if (!o->have_id) return usage_err("job needs an ID%s", "");
+    if (o->json && o->follow) return usage_err("give --json or --follow, not both%s", "");
+    jq *q;
+    if (open_db(o, &q)) return 1;
+    char err[ERRLEN];
+    size_t shown = 0;
+    int rc = 0;
+    for (;;) {
+        jq_job j;
+        int found;
+        if (jq_get(q, o->id, 1, &j, &found, err, sizeof err) != 0) {
+            rc = fail(err);
+            break;
+        }
+        if (!found) {
+            fprintf(stderr, "deltafin: no job %lld\n", (long long)o->id);
+            rc = 1;
+            break;
+        }
+        if (o->json) {
+            print_json(&j);
+        } else if (!o->follow) {
+            fwrite(j.text, 1, j.text_len, stdout);
+            fprintf(stderr, "job %lld: %s, %d/%d tokens, %.2f tokens/s, %d run%s%s%s%s%s\n", (long long)j.id,
+                    j.state, j.n_done, j.n_predict, tps_of(&j), j.runs, j.runs == 1 ? "" : "s",
+                    j.error ? "; error: " : "", j.error ? j.error : "", j.note ? "; " : "", j.note ? j.note : "");
+        } else {
+            if (j.text_len > shown) fwrite(j.text + shown, 1, j.text_len - shown, stdout);
+            shown = j.text_len > shown ? j.text_len : shown;
+            fflush(stdout);
+        }
+        const int end = !o->follow || terminal(j.state);
+        if (end && o->follow) {
+            fprintf(stderr, "\njob %lld: %s%s%s\n", (long long)j.id, j.state, j.error ? ": " : "",
+                    j.error ? j.error : "");
+            rc = strcmp(j.state, "done") ? 1 : 0;
+        }
+        jq_job_free(&j);
+        if (end) break;
+        usleep(200000);
+    }
+    jq_close(q);
+    if (fflush(stdout) != 0 || ferror(stdout)) return fail("writing the output failed");
+    return rc;
+}
+
+static int cmd_cancel(jopts *o) {
+    if (!o->have_id) return usage_err("cancel needs an ID%s", "");
+    jq *q;
+    if (open_db(o, &q)) return 1;
+    char err[ERRLEN], prev[16];
+    const int rc = jq_cancel(q, o->id, prev, sizeof prev, err, sizeof err);
+    jq_close(q);
+    if (rc != 0) return fail(err);
+    if (!*prev) {
+        fprintf(stderr, "deltafin: no job %lld\n", (long long)o->id);
+        return 1;
+    }
+    if (terminal(prev)) {
+        fprintf(stderr, "deltafin: job %lld already ended (%s)\n", (long long)o->id, prev);
+        return 1;
+    }
+    fprintf(stderr, "job %lld canceled (was %s)\n", (long long)o->id, prev);
+    return 0;
+}
+
+/* ---- worker ---- */
+
+static volatile sig_atomic_t g_stop;
+static void on_stop(int sig) { g_stop = sig; }
+
+static int cmd_worker(jopts *o) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_stop;
+    sa.sa_flags = SA_RESETHAND; /* a second signal ends it at once */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    jq *q;
+    if (open_db(o, &q)) return 1;
+    jw_opts w = {.commit_every = o->commit_every, .drain = o->drain, .poll = 1.0, .log = stderr,
+                 .ckpt_ratio = o->ckpt_ratio};
+    /* checkpoints: the folder "checkpoints" beside the database (0700, not a symlink) */
+    char dir[PATH_MAX + 16];
+    if (!o->no_ckpt) {
+        char path[PATH_MAX];
+        if (db_path(o, path, sizeof path)) return 1;
+        char *slash = strrchr(path, '/');
+        if (slash) *slash = 0;
+        snprintf(dir, sizeof dir, "%s/checkpoints", slash ? (*path ? path : "/") : ".");
+        struct stat st;
+        if (mkdir(dir, 0700) != 0 && errno != EEXIST) fprintf(stderr, "deltafin: %s: %s: no checkpoints\n", dir, strerror(errno));
+        else if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) fprintf(stderr, "deltafin: %s is not a folder (a symbolic link?): no checkpoints\n", dir);
+        else w.ckpt_dir = dir;
+    }
+    char err[ERRLEN];
+    const int rc = jw_run(q, &w, &g_stop, err, sizeof err);
+    jq_close(q);
+    if (rc != 0) return fail(err);
+    return g_stop ? 128 + g_stop : 0;
+}
+
+int jobs_main(int argc, char **argv) {
+    const char *cmd = argv[1];
+    jopts o;
+    int rc = parse_args(&o, argc, argv);
+    if (rc == 0) {
+        const int needs_id = !strcmp(cmd, "job") || !strcmp(cmd, "cancel");
+        if (o.have_id && !needs_id) rc = usage_err("%s takes no job ID", cmd);
+        else if (!strcmp(cmd, "submit")) rc = cmd_submit(&o);
+        else if (!strcmp(cmd, "jobs")) rc = cmd_list(&o);
+        else if (!strcmp(cmd, "job")) rc = cmd_show(&o);
+        else if (!strcmp(cmd, "cancel")) rc = cmd_cancel(&o);
+        else rc = cmd_worker(&o);
+    }
+    jq_job_free(&o.job);
+    if (fflush(stdout) != 0 || ferror(stdout)) rc = fail("writing the output failed");
+    return rc;
+}

@@ -1,0 +1,421 @@
+/*
+ * worker.c - running jobs through the public API (worker.h).
+ *
+ * One job, start to end:
+ *   load the model under the job's budget, open a session, build the prompt
+ *   (text, or a chat rendered with the model's template), read the committed
+ *   tokens and sampler state, decode prompt + committed tokens again (the
+ *   prompt in the session's batches, the committed tokens one at a time, as
+ *   the first run decoded them: the same arithmetic, the same logits), then
+ *   sample, buffer, and commit tokens with the sampler state every
+ *   commit_every seconds. A commit that finds the job canceled (or no longer
+ *   this worker's) stops the run at once.
+ *
+ * Only include/deltafin.h is used here: the worker is a client of the
+ * library like any other program.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "deltafin.h"
+#include "worker.h"
+
+#define JW_ERR 8192
+
+static double mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Tokens generated but not yet committed, with their text. */
+typedef struct {
+    int32_t *toks;
+    size_t *off;    /* n + 1 offsets into text */
+    char *text;
+    int n, cap;
+    size_t tlen, tcap;
+} pending;
+
+static int pending_add(pending *p, int32_t tok, const char *piece, int len) {
+    if (p->n + 1 >= p->cap) {
+        const int cap = p->cap ? 2 * p->cap : 64;
+        int32_t *t = realloc(p->toks, (size_t)cap * sizeof *t);
+        if (t) p->toks = t;
+        size_t *o = realloc(p->off, ((size_t)cap + 1) * sizeof *o);
+        if (o) p->off = o;
+        if (!t || !o) return -1;
+        p->cap = cap;
+    }
+    if (p->tlen + (size_t)len + 1 > p->tcap) {
+        size_t cap = p->tcap ? 2 * p->tcap : 4096;
+        while (cap < p->tlen + (size_t)len + 1) cap *= 2;
+        char *nt = realloc(p->text, cap);
+        if (!nt) return -1;
+        p->text = nt;
+        p->tcap = cap;
+    }
+    if (p->n == 0) p->off[0] = 0;
+    memcpy(p->text + p->tlen, piece, (size_t)len);
+    p->tlen += (size_t)len;
+    p->toks[p->n++] = tok;
+    p->off[p->n] = p->tlen;
+    return 0;
+}
+
+static void pending_free(pending *p) {
+    free(p->toks);
+    free(p->off);
+    free(p->text);
+}
+
+/* Everything one run holds. */
+typedef struct {
+    jq *q;
+    const char *owner;
+    jq_job *job;
+    df_model *m;
+    df_session *s;
+    df_sampler *smp;
+    float *logits;
+    int32_t *prompt, *done;    /* prompt tokens; committed tokens as read at the start */
+    int n_prompt, n_done;
+    int32_t *seq;              /* prompt + every committed token (grows as we commit) */
+    const jw_opts *o;
+    char *ckpt;                /* this job's checkpoint file, or NULL */
+    int ckpt_pos;              /* session position of the last checkpoint (0: none) */
+    double t_tok, t_save;      /* measured: seconds per decoded token (average), per checkpoint (last) */
+    int n_timed;
+    void *state;               /* sampler state scratch */
+    size_t state_cap;
+    pending pend;
+    double gen_prev, t_gen0;   /* generation seconds before this run; when this run's began */
+    int lost;
+} run;
+
+static int load(run *r, char *err, size_t errlen) {
+    df_model_params mp = df_model_default_params();
+    mp.mem_budget = r->job->mem;
+    mp.n_ctx = r->job->ctx;
+    mp.n_threads = r->job->threads;
+    mp.use_mmap = -1;
+    if (df_model_load(r->job->model, &mp, &r->m, err, errlen) != 0) return -1;
+    df_session_params sp = df_session_default_params();
+    sp.n_ctx = r->job->ctx;
+    if (df_session_new(r->m, &sp, &r->s, err, errlen) != 0) return -1;
+    const int nv = df_n_vocab(r->m);
+    r->logits = malloc((size_t)nv * sizeof(float));
+    r->smp = df_sampler_new(&r->job->sp, nv);
+    r->state_cap = df_sampler_get_state(r->smp, NULL, 0);
+    r->state = r->smp ? malloc(r->state_cap) : NULL;
+    if (!r->logits || !r->smp || !r->state) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* The prompt's tokens: text as is, or a chat rendered with the model's template. */
+static int build_prompt(run *r, char *err, size_t errlen) {
+    const jq_job *j = r->job;
+    char *text = NULL;
+    size_t len = j->prompt_len;
+    int add_special = !j->no_bos;
+    if (j->chat) {
+        if (df_chat_apply_template(r->m, NULL, NULL, 0, 1, j->prompt, &text, err, errlen) != 0) return -1;
+        len = strlen(text);
+        /* a template that writes the BOS text itself gets no second one */
+        char bos[256];
+        const int bl = df_token_to_piece(r->m, df_token_bos(r->m), bos, sizeof bos);
+        if (bl > 0 && bl <= (int)sizeof bos && len >= (size_t)bl && !memcmp(text, bos, (size_t)bl)) add_special = 0;
+    }
+    const char *src = text ? text : j->prompt;
+    int need = 0;
+    if (df_tokenize(r->m, src, len, add_special, 1, NULL, 0, &need, err, errlen) != 0 && need == 0) {
+        free(text);
+        return -1;
+    }
+    r->prompt = malloc(((size_t)need + 1) * sizeof(int32_t));
+    const int rc = r->prompt ? df_tokenize(r->m, src, len, add_special, 1, r->prompt, need + 1, &r->n_prompt, err,
+                                           errlen)
+                             : -1;
+    free(text);
+    if (rc != 0) return -1;
+    if (r->n_prompt == 0) {
+        snprintf(err, errlen, "the prompt produced no tokens");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- checkpoints ---- */
+
+/* What a checkpoint holds beside the session: the job, and the tokens it saw. */
+typedef struct {
+    int64_t job;
+    int64_t pos;
+    uint64_t hash;
+} ckpt_tag;
+
+static uint64_t hash_tokens(const int32_t *t, int n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < n; i++) {
+        h ^= (uint32_t)t[i];
+        h *= 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+/* A worker killed while saving leaves its temporary file (job-ID.snap.tmp.XXXXXX): remove this job's. */
+static void ckpt_sweep(const run *r) {
+    DIR *d = opendir(r->o->ckpt_dir);
+    if (!d) return;
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "job-%lld.snap.tmp.", (long long)r->job->id);
+    const struct dirent *e;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, prefix, strlen(prefix))) unlinkat(dirfd(d), e->d_name, 0);
+    closedir(d);
+}
+
+static void ckpt_discard(run *r, const char *why) {
+    if (r->o->log) fprintf(r->o->log, "worker: job %lld: checkpoint discarded: %s\n", (long long)r->job->id, why);
+    unlink(r->ckpt);
+}
+
+/* Load the job's checkpoint if it is sound and holds only committed tokens:
+ * the position it restored (>= the prompt's end), or 0 (the session empty). */
+static int from_checkpoint(run *r) {
+    if (!r->ckpt) return 0;
+    ckpt_sweep(r);
+    if (access(r->ckpt, F_OK) != 0) return 0;
+    char why[1024];
+    ckpt_tag tag;
+    size_t len;
+    if (df_session_load(r->s, r->ckpt, &tag, sizeof tag, &len, why, sizeof why) != 0) {
+        ckpt_discard(r, why);
+        return 0;
+    }
+    const int p = df_session_pos(r->s);
+    if (len != sizeof tag || tag.job != r->job->id || tag.pos != p || p < r->n_prompt ||
+        p >= r->n_prompt + r->n_done || tag.hash != hash_tokens(r->seq, p)) {
+        ckpt_discard(r, "it holds tokens other than the committed ones");
+        df_session_truncate(r->s, 0, NULL, 0);
+        return 0;
+    }
+    r->ckpt_pos = p;
+    if (r->o->log)
+        fprintf(r->o->log, "worker: job %lld resumes from its checkpoint at position %d (%d tokens to recompute)\n",
+                (long long)r->job->id, p, r->n_prompt + r->n_done - p);
+    return p;
+}
+
+/* After a commit, before the last committed token is decoded: save the
+ * session if recomputing since the last checkpoint now costs ckpt_ratio
+ * saves. A failed save is said and checkpoints stop for this run. */
+static void maybe_checkpoint(run *r) {
+    const int p = df_session_pos(r->s);
+    if (!r->ckpt || p < r->n_prompt || p != r->n_prompt + r->n_done - 1 || p <= r->ckpt_pos) return;
+    const int since = p - (r->ckpt_pos > r->n_prompt ? r->ckpt_pos : r->n_prompt);
+    if (since * r->t_tok < r->o->ckpt_ratio * r->t_save) return;
+    ckpt_tag tag = {r->job->id, p, hash_tokens(r->seq, p)};
+    char why[1024];
+    const double t0 = mono();
+    if (df_session_save(r->s, r->ckpt, &tag, sizeof tag, why, sizeof why) != 0) {
+        if (r->o->log) fprintf(r->o->log, "worker: job %lld: no more checkpoints: %s\n", (long long)r->job->id, why);
+        free(r->ckpt);
+        r->ckpt = NULL;
+        return;
+    }
+    r->t_save = mono() - t0;
+    r->ckpt_pos = p;
+}
+
+/* Decode the prompt and the committed tokens, as the first run did, and set
+ * the sampler to where the last commit left it. */
+static int replay(run *r, char *err, size_t errlen) {
+    void *state;
+    size_t state_len;
+    if (jq_progress(r->q, r->job->id, &r->done, &r->n_done, &state, &state_len, err, errlen) != 0) return -1;
+    const int n_ctx = df_session_n_ctx(r->s), nb = df_session_n_batch(r->s);
+    const int most = r->n_done > r->job->n_predict ? r->n_done : r->job->n_predict;
+    r->seq = malloc(((size_t)r->n_prompt + (size_t)most + 1) * sizeof(int32_t));
+    if (!r->seq) {
+        free(state);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    memcpy(r->seq, r->prompt, (size_t)r->n_prompt * sizeof(int32_t));
+    memcpy(r->seq + r->n_prompt, r->done, (size_t)r->n_done * sizeof(int32_t));
+    if (r->n_prompt + r->n_done > n_ctx) {
+        free(state);
+        snprintf(err, errlen, "the prompt (%d tokens) does not fit in the context of %d", r->n_prompt, n_ctx);
+        return -1;
+    }
+    int rc = 0;
+    const int from = from_checkpoint(r); /* 0, or the position a checkpoint restored */
+    for (int fed = 0; fed < r->n_prompt && rc == 0 && !from; fed += nb) {
+        const int c = r->n_prompt - fed < nb ? r->n_prompt - fed : nb;
+        rc = df_decode(r->s, r->prompt + fed, c, r->logits, 0, err, errlen);
+    }
+    for (int i = from ? from : r->n_prompt; i < r->n_prompt + r->n_done && rc == 0; i++)
+        rc = df_decode(r->s, &r->seq[i], 1, r->logits, 0, err, errlen);
+    if (rc == 0) {
+        if (r->n_done == 0) {
+            for (int i = 0; i < r->n_prompt; i++) df_sampler_accept(r->smp, r->prompt[i]);
+        } else if (df_sampler_set_state(r->smp, state, state_len) != 0) {
+            snprintf(err, errlen, "the committed sampler state is damaged or belongs to other parameters");
+            rc = -1;
+        }
+    }
+    free(state);
+    return rc;
+}
+
+/* Commit what is pending (with the sampler state after it). */
+static int commit(run *r, char *err, size_t errlen) {
+    if (r->pend.n == 0 || r->lost) return 0;
+    const size_t sl = df_sampler_get_state(r->smp, r->state, r->state_cap);
+    const double gen = r->gen_prev + (mono() - r->t_gen0);
+    if (jq_commit(r->q, r->job->id, r->owner, r->n_done, r->pend.toks, r->pend.n, r->pend.text, r->pend.off, r->state,
+                  sl, gen, &r->lost, err, errlen) != 0)
+        return -1;
+    if (!r->lost) {
+        memcpy(r->seq + r->n_prompt + r->n_done, r->pend.toks, (size_t)r->pend.n * sizeof(int32_t));
+        r->n_done += r->pend.n;
+    }
+    r->pend.n = 0;
+    r->pend.tlen = 0;
+    return 0;
+}
+
+/* Generate until done, stopped, canceled or failed. *how: "done", "queued"
+ * (stopped: give it back) or "" (lost: leave it alone). */
+static int generate(run *r, double commit_every, volatile sig_atomic_t *stop, const char **how, const char **note,
+                    char *err, size_t errlen) {
+    const jq_job *j = r->job;
+    const int n_ctx = df_session_n_ctx(r->s);
+    double last = mono();
+    r->t_gen0 = last;
+    r->gen_prev = j->gen_seconds;
+    *how = "done";
+    *note = NULL;
+    while (r->n_done + r->pend.n < j->n_predict) {
+        const int32_t tok = df_sampler_sample(r->smp, r->logits);
+        df_sampler_accept(r->smp, tok);
+        if (!j->ignore_eos && df_token_is_eog(r->m, tok)) {
+            *note = "ended at an end-of-generation token";
+            break;
+        }
+        char piece[256];
+        int len = df_token_to_piece(r->m, tok, piece, sizeof piece);
+        if (len < 0) len = 0;
+        if (len > (int)sizeof piece) len = (int)sizeof piece;
+        if (pending_add(&r->pend, tok, piece, len) != 0) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        const double t = mono();
+        if (t - last >= commit_every || *stop) {
+            if (commit(r, err, errlen) != 0) return -1;
+            last = t;
+            if (!r->lost && !*stop) maybe_checkpoint(r);
+        }
+        if (r->lost) break;
+        if (*stop) {
+            *how = "queued";
+            break;
+        }
+        if (r->n_done + r->pend.n >= j->n_predict) break;
+        if (df_session_pos(r->s) >= n_ctx) {
+            *note = "ended when the context was full";
+            break;
+        }
+        const double t0 = mono();
+        if (df_decode(r->s, &tok, 1, r->logits, 0, err, errlen) != 0) return -1;
+        r->t_tok += (mono() - t0 - r->t_tok) / ++r->n_timed; /* running mean */
+    }
+    if (commit(r, err, errlen) != 0) return -1;
+    if (r->lost) *how = "";
+    return 0;
+}
+
+static void run_free(run *r) {
+    df_sampler_free(r->smp);
+    df_session_free(r->s);
+    df_model_free(r->m);
+    free(r->logits);
+    free(r->prompt);
+    free(r->done);
+    free(r->seq);
+    free(r->ckpt);
+    free(r->state);
+    pending_free(&r->pend);
+}
+
+/* Run one claimed job to its end (or until stopped). -1 only when the
+ * database failed; a job that fails is recorded as failed. */
+static int run_job(jq *q, const char *owner, jq_job *job, const jw_opts *o, volatile sig_atomic_t *stop, char *err,
+                   size_t errlen) {
+    run r;
+    memset(&r, 0, sizeof r);
+    r.q = q;
+    r.owner = owner;
+    r.job = job;
+    r.o = o;
+    if (o->ckpt_dir) {
+        const size_t n = strlen(o->ckpt_dir) + 48;
+        r.ckpt = malloc(n);
+        if (r.ckpt) snprintf(r.ckpt, n, "%s/job-%lld.snap", o->ckpt_dir, (long long)job->id);
+    }
+    char why[JW_ERR] = "";
+    const char *how = "failed", *note = NULL;
+    int dberr = 0;
+    if (load(&r, why, sizeof why) == 0 && build_prompt(&r, why, sizeof why) == 0 && replay(&r, why, sizeof why) == 0) {
+        if (generate(&r, o->commit_every, stop, &how, &note, why, sizeof why) != 0) {
+            how = "failed";
+            dberr = strncmp(why, "jobs database", 13) == 0;
+        }
+    }
+    if (o->log)
+        fprintf(o->log, "worker: job %lld %s%s%s (%d tokens)\n", (long long)job->id, *how ? how : "lost (canceled)",
+                !strcmp(how, "failed") ? ": " : "", !strcmp(how, "failed") ? why : "", r.n_done);
+    int rc = 0;
+    if (dberr) {
+        snprintf(err, errlen, "%s", why);
+        rc = -1;
+    } else if (*how) {
+        rc = jq_finish(q, job->id, owner, how, !strcmp(how, "failed") ? why : NULL, note, err, errlen);
+    }
+    if (r.ckpt && strcmp(how, "queued")) unlink(r.ckpt); /* ended (or canceled): its checkpoint is no use */
+    run_free(&r);
+    return rc;
+}
+
+int jw_run(jq *q, const jw_opts *o, volatile sig_atomic_t *stop, char *err, size_t errlen) {
+    char owner[96];
+    jq_self_owner(owner, sizeof owner);
+    while (!*stop) {
+        jq_job job;
+        int got;
+        if (jq_claim(q, owner, &job, &got, err, errlen) != 0) return -1;
+        if (!got) {
+            jq_job_free(&job);
+            if (o->drain) return 0;
+            for (double t = 0; t < o->poll && !*stop; t += 0.05) usleep(50000);
+            continue;
+        }
+        if (o->log) fprintf(o->log, "worker: job %lld %s (%d tokens committed)\n", (long long)job.id,
+                            job.runs > 1 ? "resumes" : "starts", job.n_done);
+        const int rc = run_job(q, owner, &job, o, stop, err, errlen);
+        jq_job_free(&job);
+        if (rc != 0) return -1;
+    }
+    return 0;
+}

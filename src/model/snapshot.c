@@ -1,0 +1,395 @@
+/*
+ * snapshot.c - a session's memory saved to a file and loaded back
+ * (df_session_save / df_session_load, include/deltafin.h).
+ *
+ * DESIGN
+ * A snapshot holds what a session has seen: the position, and for every
+ * layer the rows of positions < pos of its KV or MLA latent cache, or its
+ * recurrent state (short-conv windows and delta-rule state), read and written
+ * through session.c's accessors only. Scratch buffers are not saved: they
+ * hold nothing between decodes.
+ *
+ * File (little-endian):
+ *   header  "DFSNAP01" | u32 version | u32 pos | u64 model fingerprint | u32 n_layer | u32 kv_type
+ *           | u64 k row bytes | u64 v row bytes | u64 conv floats | u64 state floats | u64 user bytes
+ *           | u64 payload bytes | u64 checksum
+ *   then the caller's bytes (user), then the layers in order.
+ * The checksum (a 64-bit multiply-rotate hash) covers the header before it,
+ * the user bytes and the payload. The fingerprint is the model's identity:
+ * architecture, shape, tensor bytes, and its first file's size and mtime; a
+ * snapshot of another model, another shape or KV type, or a model file that
+ * changed since, is refused ("stale").
+ *
+ * Writing is crash-safe: a new temporary file beside the target (mkostemp:
+ * O_EXCL, never a planted symlink), written, fsync'ed, renamed over the
+ * target, then the folder fsync'ed; a crash at any moment leaves the old
+ * snapshot or the new one, never a mix. Loading checks the whole file
+ * (sizes, fingerprint, checksum) before it touches the session, so a
+ * damaged file leaves the session as it was.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "session.h"
+#include "util.h"
+
+#define SNAP_MAGIC "DFSNAP01"
+#define SNAP_VERSION 1
+#define HDR_BYTES 96 /* through the payload size; the checksum follows */
+#define CHUNK ((size_t)1 << 20)
+
+/* ---- hashing ---- */
+
+static uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+typedef struct { uint64_t h, n; } hasher;
+
+static void hash_bytes(hasher *hs, const void *p, size_t n) {
+    const unsigned char *b = p;
+    uint64_t h = hs->h;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, b + i, 8);
+        h = rotl64(h ^ (w * 0x9E3779B97F4A7C15ull), 29) * 0xBF58476D1CE4E5B9ull;
+    }
+    for (; i < n; i++) h = rotl64(h ^ (b[i] * 0x94D049BB133111EBull), 23) * 0x9E3779B97F4A7C15ull;
+    hs->h = h;
+    hs->n += n;
+}
+
+static uint64_t hash_final(const hasher *hs) {
+    uint64_t z = hs->h ^ hs->n;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* ---- layout ---- */
+
+typedef struct {
+    uint32_t pos, n_layer, kv_type;
+    uint64_t fp, k_row, v_row, conv, state, user, payload;
+} snap_shape;
+
+static uint64_t model_fingerprint(const df_model *m) {
+    hasher hs = {0x5AFE5EED, 0};
+    const df_hparams *h = &m->hp;
+    const char *arch = m->arch_name ? m->arch_name : "";
+    hash_bytes(&hs, arch, strlen(arch));
+    const int64_t v[] = {h->n_layer, h->n_embd, h->n_head, h->n_head_kv, h->head_dim, h->head_dim_v, h->n_vocab,
+                         h->n_layer_recurrent, h->kv_lora_rank, h->n_rot, h->n_expert};
+    hash_bytes(&hs, v, sizeof v);
+    df_model_info info;
+    df_model_get_info(m, &info);
+    hash_bytes(&hs, &info.n_bytes, sizeof info.n_bytes);
+    struct stat st;
+    if (stat(m->path, &st) == 0) {
+        const int64_t f[] = {(int64_t)st.st_size, (int64_t)st.st_mtim.tv_sec, (int64_t)st.st_mtim.tv_nsec};
+        hash_bytes(&hs, f, sizeof f);
+    }
+    return hash_final(&hs);
+}
+
+/* The shape of s's snapshot at its current position. */
+static snap_shape shape_of(const df_session *s, uint64_t user_len) {
+    const df_hparams *h = &s->m->hp;
+    snap_shape sh;
+    memset(&sh, 0, sizeof sh);
+    sh.pos = (uint32_t)s->pos;
+    sh.n_layer = (uint32_t)h->n_layer;
+    sh.kv_type = (uint32_t)df_mem_kv_type(s);
+    sh.fp = model_fingerprint(s->m);
+    sh.k_row = df_mem_k_row_bytes(s);
+    sh.v_row = df_mem_v_row_bytes(s);
+    sh.conv = (uint64_t)df_rec_conv_floats(h);
+    sh.state = (uint64_t)df_rec_state_floats(h);
+    sh.user = user_len;
+    uint64_t total = 0;
+    for (int l = 0; l < h->n_layer; l++) {
+        const int kind = df_mem_kind(s, l);
+        if (kind == DF_MEM_RECURRENT) total += (sh.conv + sh.state) * sizeof(float);
+        else total += (uint64_t)sh.pos * (sh.k_row + (kind == DF_MEM_KV ? sh.v_row : 0));
+    }
+    sh.payload = total;
+    return sh;
+}
+
+static void put32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void put64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get32(const unsigned char *p) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+static uint64_t get64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static void encode_header(const snap_shape *sh, unsigned char *b) {
+    memcpy(b, SNAP_MAGIC, 8);
+    put32(b + 8, SNAP_VERSION);
+    put32(b + 12, sh->pos);
+    put64(b + 16, sh->fp);
+    put32(b + 24, sh->n_layer);
+    put32(b + 28, sh->kv_type);
+    put64(b + 32, sh->k_row);
+    put64(b + 40, sh->v_row);
+    put64(b + 48, sh->conv);
+    put64(b + 56, sh->state);
+    put64(b + 64, sh->user);
+    put64(b + 72, sh->payload);
+    memset(b + 80, 0, HDR_BYTES - 80);
+}
+
+/* The layers' memory, in file order, as (pointer, bytes) pieces: visit(ctx, p, n). */
+static int each_piece(df_session *s, uint32_t pos, int (*visit)(void *ctx, void *p, size_t n), void *ctx) {
+    const df_hparams *h = &s->m->hp;
+    const size_t kr = df_mem_k_row_bytes(s), vr = df_mem_v_row_bytes(s);
+    for (int l = 0; l < h->n_layer; l++) {
+        const int kind = df_mem_kind(s, l);
+        if (kind == DF_MEM_RECURRENT) {
+            if (visit(ctx, df_mem_conv(s, l), (size_t)df_rec_conv_floats(h) * sizeof(float)) ||
+                visit(ctx, df_mem_state(s, l), (size_t)df_rec_state_floats(h) * sizeof(float)))
+                return -1;
+            continue;
+        }
+        /* rows of one layer are contiguous: positions 0..pos-1 in one piece */
+        if (pos && visit(ctx, df_mem_k_row_w(s, l, 0), (size_t)pos * kr)) return -1;
+        if (kind == DF_MEM_KV && pos && visit(ctx, df_mem_v_row_w(s, l, 0), (size_t)pos * vr)) return -1;
+    }
+    return 0;
+}
+
+/* ---- saving ---- */
+
+typedef struct {
+    int fd;
+    hasher *hs;
+} writer;
+
+static int write_all(int fd, const void *p, size_t n) {
+    const char *b = p;
+    while (n) {
+        const ssize_t w = write(fd, b, n < CHUNK ? n : CHUNK);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        b += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int hash_piece(void *ctx, void *p, size_t n) {
+    hash_bytes(ctx, p, n);
+    return 0;
+}
+
+static int write_piece(void *ctx, void *p, size_t n) { return write_all(((writer *)ctx)->fd, p, n); }
+
+/* fsync the folder holding path (the rename is durable only then). */
+static int sync_dir(const char *path) {
+    char *d = df_strdup(path);
+    if (!d) return -1;
+    char *slash = strrchr(d, '/');
+    const char *dir = ".";
+    if (slash == d) {
+        dir = "/";
+    } else if (slash) {
+        *slash = 0;
+        dir = d;
+    }
+    const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const int rc = fd >= 0 && fsync(fd) == 0 ? 0 : -1;
+    if (fd >= 0) close(fd);
+    free(d);
+    return rc;
+}
+
+int df_session_save(df_session *s, const char *path, const void *user, size_t user_len, char *err, size_t errlen) {
+    if (!path || !*path) return df_seterr(err, errlen, "df_session_save: no path");
+    if (user_len && !user) return df_seterr(err, errlen, "df_session_save: no user bytes");
+    if (s->rec_broken) return df_seterr(err, errlen, "the session's recurrent state is unusable: nothing to save");
+    if (df_model_is_file(s->m, path)) return df_seterr(err, errlen, "%s is the model: a snapshot never goes there", path);
+    const snap_shape sh = shape_of(s, user_len);
+    unsigned char hdr[HDR_BYTES + 8];
+    encode_header(&sh, hdr);
+    hasher hs = {0xC0FFEE, 0};
+    hash_bytes(&hs, hdr, HDR_BYTES);
+    if (user_len) hash_bytes(&hs, user, user_len);
+    each_piece(s, sh.pos, hash_piece, &hs);
+    put64(hdr + HDR_BYTES, hash_final(&hs));
+    const size_t plen = strlen(path);
+    char *tmp = malloc(plen + 16);
+    if (!tmp) return df_seterr(err, errlen, "out of memory");
+    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
+    const int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) {
+        df_seterr(err, errlen, "cannot create a snapshot beside %s: %s", path, strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    writer w = {fd, NULL};
+    int rc = write_all(fd, hdr, sizeof hdr), e = 0;
+    if (rc == 0 && user_len) rc = write_all(fd, user, user_len);
+    if (rc == 0) rc = each_piece(s, sh.pos, write_piece, &w);
+    if (rc != 0) e = errno;
+    if (rc == 0 && fsync(fd) != 0) rc = -1, e = errno;
+    if (close(fd) != 0 && rc == 0) rc = -1, e = errno;
+    if (rc == 0 && rename(tmp, path) != 0) rc = -1, e = errno;
+    if (rc != 0) {
+        df_seterr(err, errlen, "writing the snapshot %s failed: %s", path, strerror(e ? e : EIO));
+        unlink(tmp);
+        free(tmp);
+        return -1;
+    }
+    free(tmp);
+    if (sync_dir(path) != 0) return df_seterr(err, errlen, "syncing the folder of %s failed: %s", path, strerror(errno));
+    return 0;
+}
+
+/* ---- loading ---- */
+
+static int read_all(int fd, void *p, size_t n) {
+    char *b = p;
+    while (n) {
+        const ssize_t r = read(fd, b, n < CHUNK ? n : CHUNK);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        b += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+typedef struct {
+    int fd;
+    hasher hs;
+    unsigned char *buf; /* pass 1: a scratch chunk; pass 2: NULL (read into the session) */
+} reader;
+
+static int check_piece(void *ctx, void *p, size_t n) {
+    reader *r = ctx;
+    (void)p;
+    while (n) {
+        const size_t c = n < CHUNK ? n : CHUNK;
+        if (read_all(r->fd, r->buf, c) != 0) return -1;
+        hash_bytes(&r->hs, r->buf, c);
+        n -= c;
+    }
+    return 0;
+}
+
+static int load_piece(void *ctx, void *p, size_t n) {
+    reader *r = ctx;
+    if (read_all(r->fd, p, n) != 0) return -1;
+    hash_bytes(&r->hs, p, n);
+    return 0;
+}
+
+/* Read and check the header against s; the file's position is after it. */
+static int read_header(df_session *s, int fd, const char *path, snap_shape *out, uint64_t *sum, char *err,
+                       size_t errlen) {
+    unsigned char b[HDR_BYTES + 8];
+    if (read_all(fd, b, sizeof b) != 0) return df_seterr(err, errlen, "%s: too short for a snapshot", path);
+    if (memcmp(b, SNAP_MAGIC, 8) || get32(b + 8) != SNAP_VERSION)
+        return df_seterr(err, errlen, "%s: not a Deltafin snapshot (or another version)", path);
+    const uint32_t pos = get32(b + 12);
+    if (pos > (uint32_t)s->n_ctx) return df_seterr(err, errlen, "%s: position %u beyond the context of %d", path, pos, s->n_ctx);
+    const snap_shape want = shape_of(s, get64(b + 64));
+    snap_shape sh = want;
+    sh.pos = pos;
+    if (get64(b + 16) != want.fp) return df_seterr(err, errlen, "%s: stale: made for another model, or the model file changed", path);
+    if (get32(b + 24) != want.n_layer || get32(b + 28) != want.kv_type || get64(b + 32) != want.k_row ||
+        get64(b + 40) != want.v_row || get64(b + 48) != want.conv || get64(b + 56) != want.state)
+        return df_seterr(err, errlen, "%s: made for another session shape or KV type", path);
+    uint64_t payload = 0;
+    for (uint32_t l = 0; l < want.n_layer; l++) {
+        const int kind = df_mem_kind(s, (int)l);
+        if (kind == DF_MEM_RECURRENT) payload += (want.conv + want.state) * sizeof(float);
+        else payload += (uint64_t)pos * (want.k_row + (kind == DF_MEM_KV ? want.v_row : 0));
+    }
+    if (get64(b + 72) != payload) return df_seterr(err, errlen, "%s: damaged (sizes disagree)", path);
+    sh.payload = payload;
+    *sum = get64(b + HDR_BYTES);
+    *out = sh;
+    return 0;
+}
+
+int df_session_load(df_session *s, const char *path, void *user, size_t user_cap, size_t *user_len, char *err,
+                    size_t errlen) {
+    if (user_len) *user_len = 0;
+    const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return df_seterr(err, errlen, "%s: %s", path, strerror(errno));
+    struct stat st;
+    snap_shape sh;
+    memset(&sh, 0, sizeof sh);
+    uint64_t sum = 0;
+    int rc = -1;
+    unsigned char *ubuf = NULL;
+    reader r = {fd, {0xC0FFEE, 0}, NULL};
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        df_seterr(err, errlen, "%s: not a regular file", path);
+        goto done;
+    }
+    if (read_header(s, fd, path, &sh, &sum, err, errlen) != 0) goto done;
+    if (sh.user > (uint64_t)st.st_size || sh.payload > (uint64_t)st.st_size ||
+        (uint64_t)st.st_size != HDR_BYTES + 8 + sh.user + sh.payload) {
+        df_seterr(err, errlen, "%s: damaged (%s)", path,
+                  (uint64_t)st.st_size < HDR_BYTES + 8 + sh.user + sh.payload ? "truncated" : "too long");
+        goto done;
+    }
+    if (sh.user > ((uint64_t)1 << 32) || !(ubuf = malloc(sh.user ? (size_t)sh.user : 1)) ||
+        !(r.buf = malloc(CHUNK))) {
+        df_seterr(err, errlen, "%s: out of memory", path);
+        goto done;
+    }
+    /* pass 1: the whole file's checksum, the session untouched */
+    unsigned char hdr[HDR_BYTES + 8];
+    if (pread(fd, hdr, sizeof hdr, 0) != (ssize_t)sizeof hdr || read_all(fd, ubuf, (size_t)sh.user) != 0) {
+        df_seterr(err, errlen, "%s: read failed", path);
+        goto done;
+    }
+    hash_bytes(&r.hs, hdr, HDR_BYTES);
+    hash_bytes(&r.hs, ubuf, (size_t)sh.user);
+    if (each_piece(s, sh.pos, check_piece, &r) != 0) {
+        df_seterr(err, errlen, "%s: read failed", path);
+        goto done;
+    }
+    if (hash_final(&r.hs) != sum) {
+        df_seterr(err, errlen, "%s: damaged (checksum mismatch)", path);
+        goto done;
+    }
+    /* pass 2: into the session, checked again on the way */
+    r.hs = (hasher){0xC0FFEE, 0};
+    hash_bytes(&r.hs, hdr, HDR_BYTES);
+    hash_bytes(&r.hs, ubuf, (size_t)sh.user);
+    if (lseek(fd, (off_t)(HDR_BYTES + 8 + sh.user), SEEK_SET) < 0 || each_piece(s, sh.pos, load_piece, &r) != 0 ||
+        hash_final(&r.hs) != sum) {
+        /* the file changed under us: the session holds a mix, so empty it */
+        df_session_truncate(s, 0, NULL, 0);
+        df_seterr(err, errlen, "%s: changed while it was read; the session was reset", path);
+        goto done;
+    }
+    s->pos = (int)sh.pos;
+    s->rec_broken = 0;
+    if (user_len) *user_len = (size_t)sh.user;
+    if (user && user_cap) memcpy(user, ubuf, (size_t)(sh.user < user_cap ? sh.user : user_cap));
+    rc = 0;
+done:
+    free(ubuf);
+    free(r.buf);
+    close(fd);
+    return rc;
+}
