@@ -109,9 +109,9 @@ $(LIB): $(BUILD)/obj/deltafin-public.o
 	rm -f $@ && ar rcs $@ $^
 
 # The CLI is compiled seeing the public header only, and links the public archive.
-$(BUILD)/obj/tools/deltafin.o: tools/deltafin.c include/deltafin.h $(wildcard jobs/*.h)
+$(BUILD)/obj/tools/deltafin.o: tools/deltafin.c include/deltafin.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -Ijobs -pthread -c $< -o $@
+	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -pthread -c $< -o $@
 
 $(BUILD)/obj/jobs/%.o: jobs/%.c include/deltafin.h $(wildcard jobs/*.h)
 	@mkdir -p $(dir $@)

@@ -24,8 +24,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cmd_jobs.h"
 #include "deltafin.h"
+
+/* jobs/cmd_jobs.c: submit, jobs, job, cancel, worker */
+int jobs_is_command(const char *cmd);
+int jobs_main(int argc, char **argv);
 
 /* server/: `deltafin serve` and `deltafin chat` */
 int df_cmd_serve(int argc, char **argv);

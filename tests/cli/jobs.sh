@@ -89,7 +89,7 @@ for round in $(seq 200); do
     [ "$(field "$cid" state)" = done ] && break
     "$D" worker --commit-every 0 --db "$DB" 2>>"$T/crash.log" & pid=$!; pids+=("$pid") # the process itself, not a subshell
     if [ $((round % 3)) -eq 0 ]; then
-        sleep "0.$(printf %02d $((RANDOM % 30)))"
+        sleep "0.0$((RANDOM % 10))"
     else # wait for a new commit (at most 20 s), then a little more
         for _ in $(seq 400); do [ "$(field "$cid" n_done)" -gt "$prev_n" ] && break; sleep 0.05; done
         sleep "0.0$((RANDOM % 5))"
