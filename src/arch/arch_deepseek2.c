@@ -77,10 +77,7 @@ static int bind(df_model *m, char *err, size_t errlen) {
             df_mla_bind_layer(m, l, err, errlen))
             return -1;
         if (l < h->n_layer_dense_lead) {
-            if (df_bind(m, &L->ffn_gate, "blk.%d.ffn_gate.weight", l, 1, E, h->n_ff, 1, err, errlen) ||
-                df_bind(m, &L->ffn_up, "blk.%d.ffn_up.weight", l, 1, E, h->n_ff, 1, err, errlen) ||
-                df_bind(m, &L->ffn_down, "blk.%d.ffn_down.weight", l, 1, h->n_ff, E, 1, err, errlen))
-                return -1;
+            if (df_bind_dense_ffn(m, l, err, errlen)) return -1;
         } else if (df_moe_bind_layer(m, l, h->n_ff_exp, err, errlen) != 0) {
             return -1;
         }

@@ -80,15 +80,7 @@ static int bind_ffn(df_model *m, int l, char *err, size_t errlen) {
     df_layer *L = &m->layers[l];
     const int64_t E = h->n_embd;
     if (df_bind(m, &L->ffn_norm, "blk.%d.post_attention_norm.weight", l, 1, E, 1, 1, err, errlen)) return -1;
-    if (l < h->n_layer_dense_lead) {
-        const int64_t F = h->n_ff_l ? h->n_ff_l[l] : h->n_ff;
-        if (F < 1) return df_seterr(err, errlen, "%s: dense layer %d has feed_forward_length 0", m->path, l);
-        return df_bind(m, &L->ffn_gate, "blk.%d.ffn_gate.weight", l, 1, E, F, 1, err, errlen) ||
-                       df_bind(m, &L->ffn_up, "blk.%d.ffn_up.weight", l, 1, E, F, 1, err, errlen) ||
-                       df_bind(m, &L->ffn_down, "blk.%d.ffn_down.weight", l, 1, F, E, 1, err, errlen)
-                   ? -1
-                   : 0;
-    }
+    if (l < h->n_layer_dense_lead) return df_bind_dense_ffn(m, l, err, errlen);
     if (df_moe_bind_layer(m, l, h->n_ff_exp, err, errlen)) return -1;
     if (!L->exp_probs_b) return df_seterr(err, errlen, "%s: missing tensor 'blk.%d.exp_probs_b.bias'", m->path, l);
     return 0;

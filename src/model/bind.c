@@ -118,6 +118,18 @@ int df_bind(df_model *m, ws_tensor **dst, const char *fmt, int l, int required, 
     return 0;
 }
 
+int df_bind_dense_ffn(df_model *m, int l, char *err, size_t errlen) {
+    const df_hparams *h = &m->hp;
+    df_layer *L = &m->layers[l];
+    const int64_t E = h->n_embd, F = h->n_ff_l ? h->n_ff_l[l] : h->n_ff;
+    if (F < 1) return df_seterr(err, errlen, "%s: dense layer %d has feed_forward_length 0", m->path, l);
+    return df_bind(m, &L->ffn_gate, "blk.%d.ffn_gate.weight", l, 1, E, F, 1, err, errlen) ||
+                   df_bind(m, &L->ffn_up, "blk.%d.ffn_up.weight", l, 1, E, F, 1, err, errlen) ||
+                   df_bind(m, &L->ffn_down, "blk.%d.ffn_down.weight", l, 1, F, E, 1, err, errlen)
+               ? -1
+               : 0;
+}
+
 int df_bind_embed_output(df_model *m, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
     const int64_t E = h->n_embd;

@@ -24,6 +24,9 @@ int df_bind(df_model *m, ws_tensor **dst, const char *fmt, int l, int required, 
             int64_t ne2, char *err, size_t errlen);
 /* token_embd (its rows set n_vocab), output_norm, and output (token_embd when absent: tied). */
 int df_bind_embed_output(df_model *m, char *err, size_t errlen);
+/* A leading dense layer's SwiGLU FFN (ffn_gate/up/down) at layer l's
+ * feed_forward_length (per-layer array or the scalar). */
+int df_bind_dense_ffn(df_model *m, int l, char *err, size_t errlen);
 int df_check_shape(const ws_tensor *t, int64_t ne0, int64_t ne1, char *err, size_t errlen);
 
 #endif
