@@ -168,7 +168,7 @@ int df_session_n_ctx(const df_session *s);
  * (pos out of range, or a rewind of recurrent state). */
 int df_session_truncate(df_session *s, int pos, char *err, size_t errlen);
 
-/* Snapshots (src/model/snapshot.c): save what the session has seen (its
+/* Snapshots (src/api/snapshot.c): save what the session has seen (its
  * position, the cached rows of every attention layer, every recurrent
  * state) to path, crash-safely (a new temporary file beside it, fsync,
  * rename, fsync of the folder), with the caller's user_len bytes (e.g. the
@@ -205,8 +205,8 @@ int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int al
  * alone. The input of every session is checked before any runs; a failure
  * while running stops there (err names the session; sessions before it have
  * advanced). When every session brings one token (a generation step) and
- * the model is of the llama family (llama, qwen2, qwen3, qwen2moe, qwen3moe)
- * the tokens run as the rows of one forward pass, each weight read once for
+ * the model runs arch_llama.c's block (llama, qwen2, qwen3, qwen2moe,
+ * qwen3moe, glm4moe, minimax-m2) the tokens run as the rows of one forward pass, each weight read once for
  * all of them (sessions with abort_cb or an expert trace excepted); other
  * architectures and prompts run the sessions one after another under one
  * hold of the model's lock. */
