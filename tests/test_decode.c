@@ -26,6 +26,9 @@ static const char *const presets[][2] = {
     {"deepseek-v3", "--preset deepseek-v3-tiny --type q8_0"},
     {"kimi-linear", "--preset kimi-linear-tiny --type q8_0"},
     {"kimi-k3", "--preset kimi-k3-tiny --type q8_0"},
+    {"glm4moe", "--preset glm4moe-tiny --type q8_0"},
+    {"minimax-m2", "--preset minimax-m2-tiny --type q8_0"},
+    {"gpt-oss", "--preset gpt-oss-tiny --type q8_0"},
 };
 
 static int32_t argmax(const float *v, int n) {
