@@ -82,38 +82,51 @@ ref=$("$D" submit "${args[@]}" --db "$T/ref.db")
 "$D" worker --drain --db "$T/ref.db" 2>/dev/null
 "$D" job "$ref" --db "$T/ref.db" > "$T/ref.txt" 2>/dev/null
 check "the reference job completed" test "$("$D" job "$ref" --db "$T/ref.db" --json | grep -c '"state":"done"')" -eq 1
-cid=$(j submit "${args[@]}")
-kills=0; bad=0; : > "$T/prev.txt"; prev_n=0
+# However fast the machine (or slow, under the sanitizers), at least 20
+# kills: when a job ends before that, the same job is submitted again and
+# the killing goes on (every one of them must end byte-identical).
+kills=0; bad=0; cids=()
 RANDOM=4242
-for round in $(seq 200); do
-    [ "$(field "$cid" state)" = done ] && break
-    "$D" worker --commit-every 0 --db "$DB" 2>>"$T/crash.log" & pid=$!; pids+=("$pid") # the process itself, not a subshell
-    if [ $((round % 3)) -eq 0 ]; then
-        sleep "0.0$((RANDOM % 10))"
-    else # wait for a new commit (at most 20 s), then a little more
-        for _ in $(seq 400); do [ "$(field "$cid" n_done)" -gt "$prev_n" ] && break; sleep 0.05; done
-        sleep "0.0$((RANDOM % 5))"
-    fi
-    kill -9 "$pid" 2>/dev/null && kills=$((kills + 1))
-    wait "$pid" 2>/dev/null
-    j job "$cid" > "$T/now.txt" 2>/dev/null
-    n=$(field "$cid" n_done)
-    # committed text only grows, and is always a prefix of the uninterrupted text
-    if ! cmp -s -n "$(stat -c %s "$T/prev.txt")" "$T/prev.txt" "$T/now.txt" ||
-       ! cmp -s -n "$(stat -c %s "$T/now.txt")" "$T/now.txt" "$T/ref.txt" || [ "$n" -lt "$prev_n" ]; then
-        bad=$((bad + 1)); echo "after kill $kills: committed text changed or shrank ($prev_n -> $n tokens)"
-    fi
-    cp "$T/now.txt" "$T/prev.txt"; prev_n=$n
+while [ "$kills" -lt 20 ] && [ "${#cids[@]}" -lt 6 ]; do
+    cid=$(j submit "${args[@]}"); cids+=("$cid")
+    : > "$T/prev.txt"; prev_n=0
+    for round in $(seq 200); do
+        [ "$(field "$cid" state)" = done ] && break
+        "$D" worker --commit-every 0 --db "$DB" 2>>"$T/crash.log" & pid=$!; pids+=("$pid") # the process itself, not a subshell
+        if [ $((round % 3)) -eq 0 ]; then
+            sleep "0.0$((RANDOM % 10))"
+        else # wait for a new commit (at most 20 s), then a little more
+            for _ in $(seq 400); do [ "$(field "$cid" n_done)" -gt "$prev_n" ] && break; sleep 0.05; done
+            sleep "0.0$((RANDOM % 5))"
+        fi
+        kill -9 "$pid" 2>/dev/null && kills=$((kills + 1))
+        wait "$pid" 2>/dev/null
+        j job "$cid" > "$T/now.txt" 2>/dev/null
+        n=$(field "$cid" n_done)
+        # committed text only grows, and is always a prefix of the uninterrupted text
+        if ! cmp -s -n "$(stat -c %s "$T/prev.txt")" "$T/prev.txt" "$T/now.txt" ||
+           ! cmp -s -n "$(stat -c %s "$T/now.txt")" "$T/now.txt" "$T/ref.txt" || [ "$n" -lt "$prev_n" ]; then
+            bad=$((bad + 1)); echo "after kill $kills: committed text changed or shrank ($prev_n -> $n tokens)"
+        fi
+        cp "$T/now.txt" "$T/prev.txt"; prev_n=$n
+    done
+    j worker --drain 2>>"$T/crash.log"
 done
-j worker --drain 2>>"$T/crash.log"
-j job "$cid" > "$T/final.txt" 2>/dev/null
-echo "crash test: $kills kills, $(grep -c resumes "$T/crash.log") resumes, $N tokens"
+echo "crash test: $kills kills over ${#cids[@]} job(s), $(grep -c resumes "$T/crash.log") resumes, $N tokens each"
 check "at least 20 kills" test "$kills" -ge 20
 check "no committed token was lost or changed after any kill" test "$bad" -eq 0
-check "the killed job completed" test "$(field "$cid" state)" = done
-check "its text is byte-identical to the uninterrupted run" cmp -s "$T/final.txt" "$T/ref.txt"
-check "it resumed after kills" test "$(field "$cid" runs)" -gt 1
-check "it resumed from session checkpoints" test "$(grep -c "job $cid resumes from its checkpoint" "$T/crash.log")" -ge 1
+done_n=0; same_n=0; resumed_n=0; ck_n=0
+for cid in "${cids[@]}"; do
+    [ "$(field "$cid" state)" = done ] && done_n=$((done_n + 1))
+    j job "$cid" > "$T/final.txt" 2>/dev/null
+    cmp -s "$T/final.txt" "$T/ref.txt" && same_n=$((same_n + 1))
+    [ "$(field "$cid" runs)" -gt 1 ] && resumed_n=$((resumed_n + 1))
+    [ "$(grep -c "job $cid resumes from its checkpoint" "$T/crash.log")" -ge 1 ] && ck_n=$((ck_n + 1))
+done
+check "every killed job completed ($done_n of ${#cids[@]})" test "$done_n" -eq "${#cids[@]}"
+check "their texts are byte-identical to the uninterrupted run ($same_n of ${#cids[@]})" test "$same_n" -eq "${#cids[@]}"
+check "they resumed after kills ($resumed_n of ${#cids[@]})" test "$resumed_n" -eq "${#cids[@]}"
+check "some resumed from session checkpoints ($ck_n of ${#cids[@]})" test "$ck_n" -ge 1
 
 # ---- a damaged checkpoint is detected, deleted, and the job recomputes ----
 cid2=$(j submit "${args[@]}")
