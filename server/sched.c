@@ -53,6 +53,13 @@ struct srv_sched {
     srv_metrics mt;
     double mark_t;
     uint64_t mark_tokens;
+    /* A step's arrays, n_slots entries each, allocated once (the scheduler
+     * thread alone uses them). */
+    slot **act;
+    df_session **ss;
+    const int32_t **toks;
+    int *nt, *pos0;
+    float **lg;
 };
 
 double srv_now(void);
@@ -201,31 +208,22 @@ static void slot_finish(srv_sched *s, slot *sl, int why, const char *msg) {
  * df_decode_batch call: for a generation step of the llama family every
  * weight is read once for all sequences. If it fails, the sequences it had
  * not advanced run alone, so only the one at fault fails. */
-static void decode_all(slot **act, int n) {
-    df_session **ss = malloc((size_t)n * sizeof *ss);
-    const int32_t **toks = malloc((size_t)n * sizeof *toks);
-    int *nt = malloc((size_t)n * sizeof *nt), *pos0 = malloc((size_t)n * sizeof *pos0);
-    float **lg = malloc((size_t)n * sizeof *lg);
-    int batched = ss && toks && nt && pos0 && lg;
-    for (int i = 0; batched && i < n; i++) {
-        ss[i] = act[i]->s;
-        toks[i] = act[i]->in;
-        nt[i] = act[i]->n_in;
-        lg[i] = act[i]->logits;
-        pos0[i] = df_session_pos(act[i]->s);
+static void decode_all(srv_sched *s, int n) {
+    slot **act = s->act;
+    for (int i = 0; i < n; i++) {
+        s->ss[i] = act[i]->s;
+        s->toks[i] = act[i]->in;
+        s->nt[i] = act[i]->n_in;
+        s->lg[i] = act[i]->logits;
+        s->pos0[i] = df_session_pos(act[i]->s);
     }
     char err[256];
-    if (!batched || df_decode_batch(ss, n, toks, nt, lg, err, sizeof err) != 0)
+    if (df_decode_batch(s->ss, n, s->toks, s->nt, s->lg, err, sizeof err) != 0)
         for (int i = 0; i < n; i++) {
             slot *sl = act[i];
-            if (batched && df_session_pos(sl->s) == pos0[i] + sl->n_in) continue; /* it ran */
+            if (df_session_pos(sl->s) == s->pos0[i] + sl->n_in) continue; /* it ran */
             if (df_decode(sl->s, sl->in, sl->n_in, sl->logits, 0, sl->err, sizeof sl->err) != 0) sl->failed = 1;
         }
-    free(ss);
-    free(toks);
-    free(nt);
-    free(pos0);
-    free(lg);
 }
 
 /* Sample after a decode and record the token. Under the mutex. */
@@ -280,8 +278,7 @@ static void hist_push(slot *sl, const int32_t *t, int n) {
 
 /* One step for every active sequence. Returns how many ran. */
 static int sched_step(srv_sched *s) {
-    slot **act = malloc((size_t)s->n_slots * sizeof *act);
-    if (!act) return 0;
+    slot **act = s->act;
     int n = 0;
     pthread_mutex_lock(&s->mu);
     for (int i = 0; i < s->n_slots; i++) {
@@ -307,12 +304,9 @@ static int sched_step(srv_sched *s) {
         act[n++] = sl;
     }
     pthread_mutex_unlock(&s->mu);
-    if (n == 0) {
-        free(act);
-        return 0;
-    }
+    if (n == 0) return 0;
     const double t0 = srv_now();
-    decode_all(act, n);
+    decode_all(s, n);
     const double dt = srv_now() - t0;
     pthread_mutex_lock(&s->mu);
     s->mt.busy_seconds += dt;
@@ -336,7 +330,6 @@ static int sched_step(srv_sched *s) {
         slot_emit(s, sl);
     }
     pthread_mutex_unlock(&s->mu);
-    free(act);
     return n;
 }
 
@@ -394,7 +387,13 @@ int sched_new(df_model *m, int n_slots, int queue_cap, const df_session_params *
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work, NULL);
     s->slots = calloc((size_t)n_slots, sizeof *s->slots);
-    if (!s->slots) return sched_free(s), snprintf(err, errlen, "out of memory"), -1;
+    s->act = calloc((size_t)n_slots, sizeof *s->act);
+    s->ss = calloc((size_t)n_slots, sizeof *s->ss);
+    s->toks = calloc((size_t)n_slots, sizeof *s->toks);
+    s->nt = calloc((size_t)n_slots, sizeof *s->nt);
+    s->pos0 = calloc((size_t)n_slots, sizeof *s->pos0);
+    s->lg = calloc((size_t)n_slots, sizeof *s->lg);
+    if (!s->slots || !s->act || !s->ss || !s->toks || !s->nt || !s->pos0 || !s->lg) return sched_free(s), snprintf(err, errlen, "out of memory"), -1;
     for (int i = 0; i < n_slots; i++) {
         slot *sl = &s->slots[i];
         if (df_session_new(m, sp, &sl->s, err, errlen) != 0) return sched_free(s), -1;
@@ -442,6 +441,12 @@ void sched_free(srv_sched *s) {
         free(sl->hist);
     }
     free(s->slots);
+    free(s->act);
+    free(s->ss);
+    free(s->toks);
+    free(s->nt);
+    free(s->pos0);
+    free(s->lg);
     pthread_cond_destroy(&s->work);
     pthread_mutex_destroy(&s->mu);
     free(s);
