@@ -15,13 +15,14 @@
  * thread that holds the lock) would wait for itself: it fails with
  * DF_E_BUSY instead. Sessions carry no thread affinity.
  *
- * df_decode_batch: when every session brings one token (a generation step),
- * the architecture has a batched forward pass (df_arch.forward_batch: the
- * llama family today) and no session traces experts or has an abort
- * callback, the sessions' tokens run as the rows of one forward pass: every
- * product and expert runs once over all rows, attention per row against
- * its own session's memory. Otherwise (prompts, DeepSeek and Kimi) the
- * sessions run one after another under one hold of the lock. Either way
+ * df_decode_batch: when every session brings one token (a generation step)
+ * and no session traces experts or has an abort callback, the sessions'
+ * tokens run as the rows of one forward pass (df_arch.forward_batch; every
+ * architecture has one): every product and expert runs once over all rows
+ * (under a budget, a MoE layer asks the store for the union of the rows'
+ * experts once), attention and recurrent states per row against the row's
+ * own session's memory. Otherwise (prompts) the sessions run one after
+ * another under one hold of the lock. Either way
  * each session computes exactly what df_decode computes for it alone: the
  * kernels compute each row from its own data in a fixed order.
  *
@@ -141,7 +142,10 @@ static int decode_rows(df_session *const *ss, int n, const int32_t *const *token
         toks[i] = tokens[i][0];
         out[i] = logits ? logits[i] : NULL;
     }
-    if (m->arch->forward_batch(ss, n, toks, out, err, errlen) != 0) return DF_E_IO;
+    if (m->arch->forward_batch(ss, n, toks, out, err, errlen) != 0) {
+        for (int i = 0; i < n; i++) ss[i]->rec_broken = m->hp.n_layer_recurrent > 0; /* states have changed */
+        return DF_E_IO;
+    }
     for (int i = 0; i < n; i++) ss[i]->pos++;
     ws_tick(m->ws);
     if (ws_check_files(m->ws, err, errlen) != 0) return DF_E_IO;
