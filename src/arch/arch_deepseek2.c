@@ -86,8 +86,8 @@ static int bind(df_model *m, char *err, size_t errlen) {
 }
 
 /* The forward pass of n rows in s's scratch (own: layer.h, df_row_pos). */
-static int forward_rows(df_session *s, df_session *const *own, const int32_t *tokens, int n, float *logits,
-                        int all_logits, char *err, size_t errlen) {
+static int forward(df_session *s, df_session *const *own, const int32_t *tokens, int n, float *logits,
+                   int all_logits, char *err, size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     const int64_t E = h->n_embd;
@@ -108,16 +108,4 @@ static int forward_rows(df_session *s, df_session *const *own, const int32_t *to
     return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }
 
-static int forward(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
-                   size_t errlen) {
-    return forward_rows(s, NULL, tokens, n, logits, all_logits, err, errlen);
-}
-
-static int forward_batch(df_session *const *ss, int n, const int32_t *tokens, float *const *logits, char *err,
-                         size_t errlen) {
-    if (forward_rows(ss[0], ss, tokens, n, ss[0]->logits, 1, err, errlen) != 0) return -1;
-    df_rows_logits(ss[0], n, logits);
-    return 0;
-}
-
-const df_arch df_arch_deepseek2 = {"deepseek2", 0, hparams, bind, forward, forward_batch};
+const df_arch df_arch_deepseek2 = {"deepseek2", 0, hparams, bind, forward};

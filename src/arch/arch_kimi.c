@@ -328,8 +328,8 @@ static int norm_into_xb(df_session *s, ws_tensor *w, const float *x, int n, char
 }
 
 /* The forward pass of n rows in s's scratch (own: layer.h, df_row_pos). */
-static int forward_rows(df_session *s, df_session *const *own, const int32_t *tokens, int n, float *logits,
-                        int all_logits, char *err, size_t errlen) {
+static int forward(df_session *s, df_session *const *own, const int32_t *tokens, int n, float *logits,
+                   int all_logits, char *err, size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     const int64_t E = h->n_embd, B = s->n_batch;
@@ -365,17 +365,5 @@ static int forward_rows(df_session *s, df_session *const *own, const int32_t *to
     return df_output(s, n, logits, all_logits, err, errlen);
 }
 
-static int forward(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
-                   size_t errlen) {
-    return forward_rows(s, NULL, tokens, n, logits, all_logits, err, errlen);
-}
-
-static int forward_batch(df_session *const *ss, int n, const int32_t *tokens, float *const *logits, char *err,
-                         size_t errlen) {
-    if (forward_rows(ss[0], ss, tokens, n, ss[0]->logits, 1, err, errlen) != 0) return -1;
-    df_rows_logits(ss[0], n, logits);
-    return 0;
-}
-
-const df_arch df_arch_kimi_linear = {"kimi-linear", 0, hparams_linear, bind_linear, forward, forward_batch};
-const df_arch df_arch_kimi_k3 = {"kimi-k3", 0, hparams_k3, bind_k3, forward, forward_batch};
+const df_arch df_arch_kimi_linear = {"kimi-linear", 0, hparams_linear, bind_linear, forward};
+const df_arch df_arch_kimi_k3 = {"kimi-k3", 0, hparams_k3, bind_k3, forward};

@@ -159,11 +159,10 @@ static int head_norm(df_session *s, ws_tensor *w, float *x, int n_tok, int n_hea
     return df_norm_rows(s, w, x, n_tok * n_heads, hd, hd, x, err, errlen);
 }
 
-/* The forward pass of n rows in s's scratch. own NULL: the rows are n
- * consecutive tokens of s at s->pos..; otherwise row t is the next token of
- * session own[t] (at own[t]->pos, its memory), one row per session. */
-static int forward_rows(df_session *s, df_session *const *own, const int32_t *tokens, int n, float *logits,
-                        int all_logits, char *err, size_t errlen) {
+/* The forward pass of n rows in s's scratch (df_arch.forward: own NULL, n
+ * consecutive tokens of s; otherwise row t is the next token of session own[t]). */
+int df_llama_forward(df_session *s, df_session *const *own, const int32_t *tokens, int n, float *logits,
+                     int all_logits, char *err, size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     const int64_t E = h->n_embd;
@@ -207,20 +206,8 @@ static int forward_rows(df_session *s, df_session *const *own, const int32_t *to
     return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }
 
-int df_llama_forward(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
-                   size_t errlen) {
-    return forward_rows(s, NULL, tokens, n, logits, all_logits, err, errlen);
-}
-
-int df_llama_forward_batch(df_session *const *ss, int n, const int32_t *tokens, float *const *logits, char *err,
-                         size_t errlen) {
-    if (forward_rows(ss[0], ss, tokens, n, ss[0]->logits, 1, err, errlen) != 0) return -1;
-    df_rows_logits(ss[0], n, logits);
-    return 0;
-}
-
-const df_arch df_arch_llama = {"llama", 0, hp_llama, bind_common, df_llama_forward, df_llama_forward_batch};
-const df_arch df_arch_qwen2 = {"qwen2", 1, NULL, bind_common, df_llama_forward, df_llama_forward_batch};
-const df_arch df_arch_qwen3 = {"qwen3", 1, NULL, bind_qwen3, df_llama_forward, df_llama_forward_batch};
-const df_arch df_arch_qwen2moe = {"qwen2moe", 1, hp_qwen2moe, bind_common, df_llama_forward, df_llama_forward_batch};
-const df_arch df_arch_qwen3moe = {"qwen3moe", 1, hp_qwen3moe, bind_qwen3, df_llama_forward, df_llama_forward_batch};
+const df_arch df_arch_llama = {"llama", 0, hp_llama, bind_common, df_llama_forward};
+const df_arch df_arch_qwen2 = {"qwen2", 1, NULL, bind_common, df_llama_forward};
+const df_arch df_arch_qwen3 = {"qwen3", 1, NULL, bind_qwen3, df_llama_forward};
+const df_arch df_arch_qwen2moe = {"qwen2moe", 1, hp_qwen2moe, bind_common, df_llama_forward};
+const df_arch df_arch_qwen3moe = {"qwen3moe", 1, hp_qwen3moe, bind_qwen3, df_llama_forward};

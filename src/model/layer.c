@@ -180,12 +180,6 @@ void df_attend_rows(df_session *s, df_session *const *own, int l, int n, const f
     }
 }
 
-void df_rows_logits(const df_session *s, int n, float *const *logits) {
-    const int nv = s->m->hp.n_vocab;
-    for (int i = 0; i < n; i++)
-        if (logits[i]) memcpy(logits[i], s->logits + (int64_t)i * nv, sizeof(float) * (size_t)nv);
-}
-
 int df_layer_abort(df_session *s, char *err, size_t errlen) {
     if (!s->abort_cb || s->m->hp.n_layer_recurrent > 0 || !s->abort_cb(s->abort_ctx)) return 0;
     s->cancelled = 1;
