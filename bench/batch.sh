@@ -7,7 +7,7 @@
 #
 # Models (made once with tools/mkmodel into bench/results/models/, gitignored):
 #   dense-medium-q8_0   llama-shaped, mkmodel's medium preset
-#   moe-1g-q8_0         qwen3moe-shaped: 8 layers of 64 experts (8 used) of 512, 1024 wide (~0.9 GB)
+#   moe-0.9g-q8_0       qwen3moe-shaped: 8 layers of 64 experts (4 used) of 512, 1024 wide (~0.9 GB)
 # Rows: each model in memory, and the MoE model under --mem at a tenth of
 # its file size (its experts stream through the cache).
 #
@@ -25,7 +25,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 ARGS="$*"
-T=2; NG=32; NS="1 4 16"
+T=2; NG=16; NS="1 4 16"
 while getopts "t:n:N:" o; do
     case $o in t) T=$OPTARG ;; n) NG=$OPTARG ;; N) NS=$OPTARG ;; *) exit 2 ;; esac
 done
@@ -36,7 +36,7 @@ OUT=bench/results
 mkdir -p "$OUT/models"
 MODELS=(
     "dense-medium-q8_0|--preset medium --type q8_0"
-    "moe-1g-q8_0|--preset qwen3moe-tiny --n-embd 1024 --n-layer 8 --n-head 8 --n-head-kv 4 --experts 64 --experts-used 8 --n-ff-exp 512 --vocab 4096 --type q8_0"
+    "moe-0.9g-q8_0|--preset qwen3moe-tiny --n-embd 1024 --n-layer 8 --n-head 8 --n-head-kv 2 --experts 64 --experts-used 4 --n-ff-exp 512 --vocab 2048 --type q8_0"
 )
 for e in "${MODELS[@]}"; do
     f="$OUT/models/${e%%|*}.gguf"
@@ -87,9 +87,9 @@ for e in "${MODELS[@]}"; do
     name=${e%%|*}
     row "$name" "$OUT/models/$name.gguf" "in memory"
 done
-moe="$OUT/models/moe-1g-q8_0.gguf"
+moe="$OUT/models/moe-0.9g-q8_0.gguf"
 budget=$(( $(stat -c %s "$moe") / 10 >> 20 ))M
-row moe-1g-q8_0 "$moe" "--mem $budget (1/10)" --mem "$budget"
+row moe-0.9g-q8_0 "$moe" "--mem $budget (1/10)" --mem "$budget"
 echo
 cat "$TABLE"
 {

@@ -47,9 +47,13 @@ expect "$T/moe.gguf" -n 12 --temp 0 -t 2 -c 128 > "$T/want-moe"
 check "deepseek-v3 (MLA + MoE): batched completions as alone" cmp -s "$T/want-moe" "$T/got-moe"
 check "the report gives the expert union per step" grep -q "^steps: expert union .* experts a step (.* per MoE layer)" \
     "$T/err-moe"
-j=$("$D" plan -m "$T/moe.gguf" --mem 1G -c 128 --disk-gbps 1 --mem-gbps 10 --json 2>/dev/null || true)
-min=$(sed -n 's/.*"minimum":\([0-9]*\).*/\1/p' <<< "$j")
-check "plan gives the minimum budget ($min bytes)" test -n "$min"
+minimum() { # the plan's minimum budget for $1 sessions
+    "$D" plan -m "$T/moe.gguf" --mem 1G -c 128 --disk-gbps 1 --mem-gbps 10 --parallel "$1" --json 2>/dev/null |
+        sed -n 's/.*"minimum":\([0-9]*\).*/\1/p'
+}
+one=$(minimum 1)
+min=$(minimum 4)
+check "plan --parallel 4 counts four sessions ($one -> $min bytes)" test -n "$min" -a "$min" -gt "$one"
 budget=$(( (min >> 20) + 1 ))M # experts stream
 expect "$T/moe.gguf" -n 12 --temp 0 -t 2 -c 128 --mem "$budget" > "$T/want-mem"
 "$D" run -m "$T/moe.gguf" --batch-file "$T/p.txt" -n 12 --temp 0 -t 2 -c 128 --mem "$budget" > "$T/got-mem" \
