@@ -4,9 +4,9 @@
 # bench/RESULTS.md. Run it under the CPU lock:
 #   flock /tmp/deltafin-cpu.lock bench/spec.sh [BUILD_DIR]
 # Models (mkmodel, synthetic, in bench/results/models/):
-#   dense  llama 512 wide, 8 layers, f32; its draft: the same weights in q4_0
-#          (same seed and vocabulary: a draft that mostly agrees, ~7x fewer bytes)
-#   moe    qwen3moe-tiny, q8_0, on a repetitive prompt (prompt lookup), in
+#   dense  llama 768 wide, 8 layers, GQA 12/2, FFN 4096, f32; its draft: the same weights in q8_0
+#          (same seed and vocabulary: a draft that mostly agrees, ~3.8x fewer bytes)
+#   moe    qwen3moe-tiny made 512 wide, 8 layers, 64 experts (8 used) of 512, q8_0, on a repetitive prompt (prompt lookup), in
 #          memory and under --mem (experts streamed)
 # Each configuration generates N tokens greedily (--ignore-eos); the table has
 # generation tokens/s, the guesses kept and the k the run chose. Speculative
@@ -18,9 +18,9 @@ M=bench/results/models
 N=${N:-128}
 mkdir -p "$M"
 mk() { [ -f "$M/$1.gguf" ] || "$B/mkmodel" -o "$M/$1.gguf" "${@:2}" >/dev/null 2>&1 || { echo "mkmodel $1 failed"; exit 1; }; }
-mk spec-dense --arch llama --type f32 --n-embd 512 --n-layer 8 --n-head 8 --n-head-kv 8 --n-ff 1536 --seed 11
-mk spec-draft --arch llama --type q4_0 --n-embd 512 --n-layer 8 --n-head 8 --n-head-kv 8 --n-ff 1536 --seed 11
-mk spec-moe --preset qwen3moe-tiny --type q8_0 --seed 12
+mk spec-dense --arch llama --type f32 --n-embd 768 --n-layer 8 --n-head 12 --n-head-kv 2 --n-ff 4096 --seed 11
+mk spec-draft --arch llama --type q8_0 --n-embd 768 --n-layer 8 --n-head 12 --n-head-kv 2 --n-ff 4096 --seed 11
+mk spec-moe --preset qwen3moe-tiny --type q8_0 --n-embd 512 --n-layer 8 --experts 64 --experts-used 8 --n-ff-exp 512 --seed 12
 P="def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef mul(a, b):\n    return a * b\n\ndef div(a, b):\n    return a / b\n\n"
 P=$(printf "$P$P$P")
 T=$(mktemp -d /tmp/deltafin-benchspec-XXXXXX)
@@ -41,15 +41,15 @@ row() {
 echo "| configuration | generation tokens/s | chosen k; guesses kept | output = plain | why |"
 echo "| --- | ---: | --- | --- | --- |"
 row "dense f32, no speculation" spec-dense
-row "dense f32, draft q4_0, adaptive" spec-dense -md "$M/spec-draft.gguf"
-for k in 1 2 4; do row "dense f32, draft q4_0, k=$k" spec-dense -md "$M/spec-draft.gguf" --spec-k $k; done
+row "dense f32, draft q8_0, adaptive" spec-dense -md "$M/spec-draft.gguf"
+for k in 1 2 4; do row "dense f32, draft q8_0, k=$k" spec-dense -md "$M/spec-draft.gguf" --spec-k $k; done
 row "dense f32, lookup, adaptive" spec-dense --spec lookup
 row "moe q8_0, no speculation" spec-moe
 row "moe q8_0, lookup, adaptive" spec-moe --spec lookup
 for k in 1 2 4; do row "moe q8_0, lookup, k=$k" spec-moe --spec lookup --spec-k $k; done
-row "moe q8_0 --mem 48M, no speculation" spec-moe --mem 48M
-row "moe q8_0 --mem 48M, lookup, adaptive" spec-moe --mem 48M --spec lookup
-for k in 1 2 4; do row "moe q8_0 --mem 48M, lookup, k=$k" spec-moe --mem 48M --spec lookup --spec-k $k; done
+row "moe q8_0 --mem 160M, no speculation" spec-moe --mem 160M
+row "moe q8_0 --mem 160M, lookup, adaptive" spec-moe --mem 160M --spec lookup
+for k in 1 2 4; do row "moe q8_0 --mem 160M, lookup, k=$k" spec-moe --mem 160M --spec lookup --spec-k $k; done
 
 # prompt cache: time to first token (the prompt's processing) without and with a cache
 L=$(for i in $(seq 60); do printf "line %d of a long shared system prompt. " "$i"; done)

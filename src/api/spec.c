@@ -131,6 +131,13 @@ int df_spec_new(df_session *target, const df_spec_params *p, const int32_t *hist
     else if (sp->p.k_max < 1) snprintf(sp->off_why, sizeof sp->off_why, "the batch holds one token");
     else if (p->k_fixed == 0) snprintf(sp->off_why, sizeof sp->off_why, "k fixed at 0");
     snprintf(sp->why, sizeof sp->why, "%s", sp->off_why[0] ? sp->off_why : "warming up");
+    /* the draft reads the prompt now, so that its per-guess cost is not charged with it */
+    if (sp->draft && !sp->off_why[0] && n_history > 1 &&
+        (df_session_truncate(sp->draft, 0, err, errlen) != 0 ||
+         df_decode(sp->draft, history, n_history - 1, NULL, 0, err, errlen) != DF_OK)) {
+        df_spec_free(sp);
+        return -1;
+    }
     *out = sp;
     return 0;
 }
