@@ -38,6 +38,7 @@ row() {
     cmp -s "$T/out" "$T/plain-$model" && same=yes || same=NO
     echo "| $name | ${tps:-?} | ${kept:--} | $same | ${why:--} |"
 }
+if [ -z "${SKIP_SPEC:-}" ]; then
 echo "| configuration | generation tokens/s | chosen k; guesses kept | output = plain | why |"
 echo "| --- | ---: | --- | --- | --- |"
 row "dense f32, no speculation" spec-dense
@@ -50,12 +51,13 @@ for k in 1 2 4; do row "moe q8_0, lookup, k=$k" spec-moe --spec lookup --spec-k 
 row "moe q8_0 --mem 160M, no speculation" spec-moe --mem 160M
 row "moe q8_0 --mem 160M, lookup, adaptive" spec-moe --mem 160M --spec lookup
 for k in 1 2 4; do row "moe q8_0 --mem 160M, lookup, k=$k" spec-moe --mem 160M --spec lookup --spec-k $k; done
+fi
 
 # prompt cache: time to first token (the prompt's processing) without and with a cache
-L=$(for i in $(seq 60); do printf "line %d of a long shared system prompt. " "$i"; done)
+L=$(for i in $(seq "${PC_LINES:-120}"); do printf "line %d of a long shared system prompt. " "$i"; done)
 rm -f "$T/pc"
 for r in 1 2; do
-    "$D" run -m "$M/spec-dense.gguf" -p "$L" -n 8 --temp 0 --hot none -t 2 --prompt-cache "$T/pc" > "$T/pc-out$r" 2> "$T/pc-err$r"
+    "$D" run -m "$M/spec-dense.gguf" -p "$L" -n 8 -c 8192 --temp 0 --hot none -t 2 --prompt-cache "$T/pc" > "$T/pc-out$r" 2> "$T/pc-err$r"
 done
 p1=$(sed -n 's/^prompt: *\([0-9]*\) tokens *\([0-9.]*\) s.*/\1 tokens in \2 s/p' "$T/pc-err1")
 p2=$(sed -n 's/^prompt: *\([0-9]*\) tokens *\([0-9.]*\) s.*/\1 tokens in \2 s/p' "$T/pc-err2")

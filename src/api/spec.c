@@ -31,8 +31,8 @@
  * passes so far; draft time per guess added for a draft), a guess is
  * accepted with probability alpha (accepted / compared), so k guesses yield
  * (1 - alpha^(k+1)) / (1 - alpha) tokens per pass; k maximises tokens per
- * second, 0 (off) included. Warm-up passes try k_max and 0 so both ends of
- * the line are measured; while off, every 16th pass probes with 2 guesses
+ * second, 0 (off) included. Warm-up passes try k_max/2 (rounded up) and 0
+ * so that the line has two ends; while off, every 16th pass probes with 2 guesses
  * so a change of text is noticed.
  */
 #include <math.h>
@@ -43,7 +43,7 @@
 #include "session.h"
 #include "util.h"
 
-#define WARMUP 4       /* passes at k_max, then at 0, before choosing */
+#define WARMUP 4       /* passes at k_max/2, then at 0, before choosing */
 #define PROBE_EVERY 16 /* while off: one pass in this many probes */
 #define PROBE_K 2
 
@@ -235,7 +235,7 @@ static int choose_k(df_spec *sp) {
         snprintf(sp->why, sizeof sp->why, "k fixed at %d", sp->p.k_fixed);
         return sp->p.k_fixed;
     }
-    if (sp->passes < WARMUP) return sp->p.k_max;
+    if (sp->passes < WARMUP) return (sp->p.k_max + 1) / 2; /* not k_max: it may be the costliest mistake */
     if (sp->passes < 2 * WARMUP) return 0;
     double a, b;
     cost_line(sp, &a, &b);
