@@ -187,8 +187,11 @@ static int guess_draft(df_spec *sp, int k, int32_t *g, char *err, size_t errlen)
     }
     if (sp->n_hist + k > df_session_n_ctx(d)) k = df_session_n_ctx(d) - sp->n_hist;
     if (k <= 0) return 0;
+    /* tokens it missed while speculation was off: not the guesses' cost (a pass at k
+     * feeds it the pending token and k - 1 guesses, k decodes) */
+    int rc = dp < sp->n_hist - 1 ? df_decode(d, sp->hist + dp, sp->n_hist - 1 - dp, NULL, 0, err, errlen) : DF_OK;
     const double t0 = df_time();
-    int rc = df_decode(d, sp->hist + dp, sp->n_hist - dp, sp->dlogits, 0, err, errlen);
+    if (rc == DF_OK) rc = df_decode(d, sp->hist + sp->n_hist - 1, 1, sp->dlogits, 0, err, errlen);
     for (int i = 0; rc == DF_OK && i < k; i++) {
         g[i] = argmax(sp->dlogits, nv);
         if (i + 1 < k) rc = df_decode(d, &g[i], 1, sp->dlogits, 0, err, errlen);
