@@ -786,7 +786,10 @@ static df_model *load_draft(const opts *o, df_session **ds) {
     mp.resident_type = NULL;
     df_model *d;
     if (df_model_load(o->draft, &mp, &d, err, sizeof err) != 0) fail(err);
-    *ds = session(d, o);
+    df_session_params sp = df_session_default_params(); /* as session(), without --trace-experts */
+    sp.n_ctx = o->ctx;
+    sp.kv_type = o->kv_f32 ? DF_KV_F32 : DF_KV_F16;
+    if (df_session_new(d, &sp, ds, err, sizeof err) != 0) fail(err);
     return d;
 }
 
