@@ -221,6 +221,15 @@ static void plan_deepseek2(const config *c, plan *p) {
     }
 }
 
+/* A NextN/MTP block's own tensors (past the n_layer layers): eh_proj and its norms. */
+static void plan_nextn(const config *c, plan *p, int l) {
+    const int64_t E = c->n_embd;
+    add(p, c->type, INIT_LINEAR, 2 * E, E, "blk.%d.nextn.eh_proj.weight", l);
+    add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.nextn.enorm.weight", l);
+    add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.nextn.hnorm.weight", l);
+    add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.nextn.shared_head_norm.weight", l);
+}
+
 /* GLM-4.5: Q/K/V biases, optional Q/K norms, post_attention_norm, dense lead
  * layers then sigmoid-routed experts with a shared expert; the last c->nextn
  * blocks (past n_layer) are NextN/MTP blocks: a whole block plus eh_proj and
@@ -245,12 +254,7 @@ static void plan_glm4moe(const config *c, plan *p) {
         add(p, c->type, INIT_LINEAR, q, E, "blk.%d.attn_output.weight", l);
         add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.post_attention_norm.weight", l);
         plan_ffn(c, p, l);
-        if (l >= c->n_layer) {
-            add(p, c->type, INIT_LINEAR, 2 * E, E, "blk.%d.nextn.eh_proj.weight", l);
-            add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.nextn.enorm.weight", l);
-            add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.nextn.hnorm.weight", l);
-            add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.nextn.shared_head_norm.weight", l);
-        }
+        if (l >= c->n_layer) plan_nextn(c, p, l);
     }
 }
 
@@ -357,12 +361,7 @@ static void plan_qwen35(const config *c, plan *p) {
             add(p, c->type, INIT_LINEAR, q, E, "blk.%d.attn_output.weight", l);
         }
         plan_ffn(c, p, l);
-        if (l >= c->n_layer) {
-            add(p, c->type, INIT_LINEAR, 2 * E, E, "blk.%d.nextn.eh_proj.weight", l);
-            add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.nextn.enorm.weight", l);
-            add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.nextn.hnorm.weight", l);
-            add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.nextn.shared_head_norm.weight", l);
-        }
+        if (l >= c->n_layer) plan_nextn(c, p, l);
     }
 }
 
