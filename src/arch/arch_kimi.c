@@ -59,7 +59,7 @@ static int hparams_common(df_model *m, int k3, char *err, size_t errlen) {
     if (df_hp_int(m, "ssm.conv_kernel", &h->ssm_d_conv, 2, 64, 1, err, errlen) ||
         df_hp_int(m, "kda.head_dim", &h->kda_head_dim, 1, MAX_KDA_HEAD, 1, err, errlen))
         return -1;
-    h->kda_n_head = h->n_head;
+    h->kda_n_head = h->kda_n_head_k = h->n_head;
     h->ssm_conv_ch = 3 * h->kda_n_head * h->kda_head_dim; /* q, k and v convolved side by side */
     if ((int64_t)h->kda_n_head * h->kda_head_dim > (1 << 20))
         return df_seterr(err, errlen, "%s: KDA width %lld is too large", m->path,
