@@ -261,8 +261,9 @@ static int gdn_project(df_session *s, int l, int n, char *err, size_t errlen) {
     return 0;
 }
 
-/* Delta-net layer l on the normed input s->xb (n tokens); output in s->xb2. */
-static int gdn_layer(df_session *s, int l, int n, char *err, size_t errlen) {
+/* Delta-net layer l on the normed input s->xb (n rows; own: layer.h, each
+ * row then advancing its own session's states); output in s->xb2. */
+static int gdn_layer(df_session *s, df_session *const *own, int l, int n, char *err, size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     df_layer *L = &m->layers[l];
@@ -271,7 +272,8 @@ static int gdn_layer(df_session *s, int l, int n, char *err, size_t errlen) {
     if (gdn_project(s, l, n, err, errlen)) return -1;
     const float *w = ws_fetch(m->ws, L->ssm_conv[0], err, errlen);
     if (!w) return -1;
-    dn_short_conv(s->kda_q, n, C, h->ssm_d_conv, df_mem_conv(s, l), w);
+    if (!own) dn_short_conv(s->kda_q, n, C, h->ssm_d_conv, df_mem_conv(s, l), w);
+    for (int t = 0; own && t < n; t++) dn_short_conv(s->kda_q + t * C, 1, C, h->ssm_d_conv, df_mem_conv(own[t], l), w);
     ws_release(m->ws, L->ssm_conv[0]);
     for (int t = 0; t < n; t++) dn_l2norm(s->kda_q + t * C, 2 * Hk, hd, h->norm_eps); /* q and k side by side */
     const float *dt = ws_fetch(m->ws, L->ssm_dt_b, err, errlen);
@@ -288,8 +290,14 @@ static int gdn_layer(df_session *s, int l, int n, char *err, size_t errlen) {
     ws_release(m->ws, L->ssm_a);
     ws_release(m->ws, L->ssm_dt_b);
     const dn_shape sh = {H, Hk, hd, h->gdn_k_interleave, 1, C, C, V};
-    dn_gated_delta(m->pool, &sh, df_mem_state(s, l), s->kda_q, s->kda_q + KD, s->kda_q + 2 * KD, s->kda_lo,
-                   s->kda_beta, n, s->kda_o);
+    if (!own)
+        dn_gated_delta(m->pool, &sh, df_mem_state(s, l), s->kda_q, s->kda_q + KD, s->kda_q + 2 * KD, s->kda_lo,
+                       s->kda_beta, n, s->kda_o);
+    for (int t = 0; own && t < n; t++) { /* each row on its own session's state */
+        const float *qkv = s->kda_q + t * C;
+        dn_gated_delta(m->pool, &sh, df_mem_state(own[t], l), qkv, qkv + KD, qkv + 2 * KD, s->kda_lo + t * H,
+                       s->kda_beta + t * H, 1, s->kda_o + t * V);
+    }
     /* gated RMSNorm: rmsnorm(o) * w * silu(z) */
     if (df_norm_rows(s, L->ssm_o_norm, s->kda_o, n * H, hd, hd, s->kda_o, err, errlen)) return -1;
     for (int64_t i = 0; i < (int64_t)n * V; i++) {
@@ -313,8 +321,8 @@ static void split_query_gate(df_session *s, int n) {
         }
 }
 
-/* Gated full-attention layer l on s->xb; output in s->xb2. */
-static int attn_layer(df_session *s, int l, int n, char *err, size_t errlen) {
+/* Gated full-attention layer l on s->xb (own: layer.h); output in s->xb2. */
+static int attn_layer(df_session *s, df_session *const *own, int l, int n, char *err, size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     df_layer *L = &m->layers[l];
@@ -333,31 +341,32 @@ static int attn_layer(df_session *s, int l, int n, char *err, size_t errlen) {
         rope_apply(&s->rope, rc, s->q + t * Q, h->n_head, hd);
         rope_apply(&s->rope, rc, s->k + t * s->kv_dim_k, h->n_head_kv, hd);
     }
-    df_mem_store(s, l, n, s->k, s->v);
-    df_attention(s, l, n, s->q, s->xb);
+    df_attend_rows(s, own, l, n, s->k, s->v, s->q, s->xb, NULL);
     for (int64_t i = 0; i < (int64_t)n * Q; i++) s->xb[i] *= sigmoidf(s->attn_gate[i]);
     return df_matmul(s, L->wo, s->xb, n, s->xb2, h->n_embd, err, errlen);
 }
 
-static int forward(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
-                   size_t errlen) {
+/* The forward pass of n rows in s's scratch (own: layer.h, df_row_pos). */
+static int forward(df_session *s, df_session *const *own, const int32_t *tokens, int n, float *logits,
+                   int all_logits, char *err, size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     const int64_t E = h->n_embd;
     if (df_embed(s, tokens, n, s->x, err, errlen)) return -1;
-    for (int t = 0; t < n; t++) rope_cache(&s->rope, s->pos + t, s->rope_cache + (int64_t)t * h->n_rot);
+    for (int t = 0; t < n; t++) rope_cache(&s->rope, df_row_pos(s, own, t), s->rope_cache + (int64_t)t * h->n_rot);
     for (int l = 0; l < h->n_layer; l++) {
         df_layer *L = &m->layers[l];
         if (df_layer_abort(s, err, errlen)) return -1; /* only models without recurrent layers stop here */
         if (df_norm_rows(s, L->attn_norm, s->x, n, E, E, s->xb, err, errlen)) return -1;
-        if (df_mem_kind(s, l) == DF_MEM_RECURRENT ? gdn_layer(s, l, n, err, errlen) : attn_layer(s, l, n, err, errlen))
+        if (df_mem_kind(s, l) == DF_MEM_RECURRENT ? gdn_layer(s, own, l, n, err, errlen)
+                                                  : attn_layer(s, own, l, n, err, errlen))
             return -1;
         for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
         if (df_ffn_block(s, l, n, err, errlen)) return -1; /* post_attention_norm, experts, shared expert */
     }
-    s->pos += n;
+    if (!own) s->pos += n;
     return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }
 
-const df_arch df_arch_qwen35moe = {"qwen35moe", 1, hparams, bind, forward, NULL};
-const df_arch df_arch_qwen3next = {"qwen3next", 1, hparams, bind, forward, NULL};
+const df_arch df_arch_qwen35moe = {"qwen35moe", 1, hparams, bind, forward};
+const df_arch df_arch_qwen3next = {"qwen3next", 1, hparams, bind, forward};
