@@ -29,6 +29,8 @@ static const char *const presets[][2] = {
     {"glm4moe", "--preset glm4moe-tiny --type q8_0"},
     {"minimax-m2", "--preset minimax-m2-tiny --type q8_0"},
     {"gpt-oss", "--preset gpt-oss-tiny --type q8_0"},
+    {"qwen35moe", "--preset qwen35moe-tiny --type q8_0"},
+    {"qwen3next", "--preset qwen3next-tiny --type q8_0 --legacy-ssm-in 1"},
 };
 
 static int32_t argmax(const float *v, int n) {
