@@ -166,7 +166,7 @@ static const struct { const char *name, *alias; int kind; } OPTIONS[] = {
     {"--out", NULL, VALUE}, {"--trace-experts", NULL, VALUE}, {"--hot", NULL, VALUE}, {"--io-threads", NULL, VALUE},
     {"--resident-type", NULL, VALUE}, {"--prompt-cache", NULL, VALUE}, {"--model-draft", "-md", VALUE},
     {"--spec", NULL, VALUE}, {"--draft-max", NULL, VALUE}, {"--spec-k", NULL, VALUE},
-    {"--resident-type", NULL, VALUE}, {"--batch-file", NULL, VALUE}, {"--parallel", NULL, VALUE},
+    {"--batch-file", NULL, VALUE}, {"--parallel", NULL, VALUE},
     {"--io", NULL, VALUE}, {"--mem", NULL, VALUE}, {"--n-predict", "-n", VALUE}, {"--threads", "-t", VALUE},
     {"--ctx-size", "-c", VALUE}, {"--repetitions", "-r", VALUE}, {"--top", NULL, VALUE}, {"--temp", NULL, VALUE},
     {"--probe-seconds", NULL, VALUE}, {"--disk-gbps", NULL, VALUE}, {"--mem-gbps", NULL, VALUE}, {"--top-k", NULL, VALUE}, {"--top-p", NULL, VALUE}, {"--min-p", NULL, VALUE},
@@ -283,8 +283,8 @@ static void parse(int argc, char **argv, opts *o) {
     size_t max = (size_t)1 << 30;
     if (o->mem && o->mem / 4 < max) max = (size_t)(o->mem / 4) < ((size_t)1 << 16) ? (size_t)1 << 16 : (size_t)(o->mem / 4);
     if (o->prompt_file) o->prompt = o->prompt_buf = read_all(o->prompt_file, max, &o->prompt_len);
-    if (o->batch_file) o->prompt_buf = read_all(o->batch_file, max, &o->prompt_len);
-    else if (o->prompt) o->prompt_len = strlen(o->prompt);
+    else if (o->batch_file) o->prompt_buf = read_all(o->batch_file, max, &o->prompt_len);
+    else if (o->prompt) o->prompt_len = strlen(o->prompt); /* -f's length counts its NUL bytes */
 }
 
 /* A run's prompt is required: say so (not just the usage). */
