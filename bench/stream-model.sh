@@ -17,7 +17,8 @@
 #
 # ETYPE (deepseek shape only, default q8_0) is the routed experts' type, e.g.
 # iq1_s as in the 1-bit files published for the giant models; GB then counts
-# the experts (the dense weights stay q8_0).
+# the experts (the dense weights stay q8_0); i-quant experts repeat 64
+# distinct rows per tensor (mkmodel --row-pool: their quantizers are slow).
 #
 #   bench/stream-model.sh GB [deepseek|kimi-k3] [SKEW|-] [ETYPE]    (BUILD=build by default)
 set -euo pipefail
@@ -39,7 +40,8 @@ deepseek)
         iq3_s) echo 3.4375 ;; iq3_xxs) echo 3.0625 ;; iq2_xxs) echo 2.0625 ;; iq2_xs) echo 2.3125 ;; iq2_s) echo 2.5625 ;;
         iq1_s) echo 1.5625 ;; iq1_m) echo 1.75 ;; *) echo "stream-model.sh: no size for expert type $ETYPE" >&2; exit 2 ;; esac)
     LAYERS=$(awk -v g="$GB" -v b="$BPW" 'BEGIN { l = int(g * 1024 / (64 * 6.7 * b / 8.5)) + 2; print l }')
-    ET=(); [ "$ETYPE" = q8_0 ] || ET=(--expert-type "$ETYPE")
+    # the grid i-quants' quantizers search their grids: a pool of 64 quantized rows per tensor, repeated
+    ET=(); [ "$ETYPE" = q8_0 ] || ET=(--expert-type "$ETYPE"); case "$ETYPE" in iq*) ET+=(--row-pool 64) ;; esac
     M=bench/results/models/deepseek-${GB}g-q8_0${ET:+-$ETYPE-exps}$SUFFIX.gguf
     [ -f "$M" ] || ./"$BUILD"/mkmodel -o "$M" --preset deepseek-v3-tiny --type q8_0 "${ET[@]}" --n-embd 2048 --n-head 16 \
         --q-lora 512 --kv-lora 256 --experts 64 --experts-used 8 --n-ff-exp 1024 --groups 8:4 --n-layer "$LAYERS" \
