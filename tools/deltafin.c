@@ -569,6 +569,7 @@ static df_session *session(df_model *m, const opts *o) {
     char err[ERRLEN];
     df_session_params sp = df_session_default_params();
     sp.n_ctx = o->ctx;
+    sp.n_batch = o->batch; /* 0: the default; as planned (model_params) */
     sp.kv_type = o->kv_f32 ? DF_KV_F32 : DF_KV_F16;
     df_session *s;
     if (df_session_new(m, &sp, &s, err, sizeof err) != 0) fail(err);
@@ -1043,6 +1044,9 @@ static int cmd_run_batch(opts *o) {
     if (np == 0) fail("the batch file holds no prompt (one a line)");
     const int ns = np < (o->parallel ? o->parallel : 16) ? np : (o->parallel ? o->parallel : 16);
     o->parallel = ns; /* the budget's plan holds every session */
+    /* a step's rows fit a session's batch; prompts go in chunks of it (a
+     * smaller batch than the default keeps N sessions' scratch small) */
+    o->batch = ns > 32 ? ns : 32;
     double t_load;
     df_model *m = load(o, &t_load);
     batch_slot *slot = calloc((size_t)ns, sizeof *slot);

@@ -237,6 +237,8 @@ static int store_config(df_model *m, const df_model_params *p, ws_config *cfg, c
     cfg->resident_type = rq_parse_type(p->resident_type);
     if (cfg->resident_type < 0)
         return df_seterr(err, errlen, "resident type '%s' is not one of q4_K, q8_0", p->resident_type);
+    if (p->n_sessions < 0 || p->n_sessions > 65536)
+        return df_seterr(err, errlen, "n_sessions %d is out of range (0..65536)", p->n_sessions);
     df_session_params sp = df_session_default_params();
     sp.n_ctx = p->n_ctx;
     sp.n_batch = p->n_batch;
