@@ -332,7 +332,7 @@ static void watch_memory(run *r) {
         r->said_pressure = 1;
         return;
     }
-    /* a quarter of the budget, or what brings anonymous memory to 80% of the limit, whichever is more */
+    /* give back a quarter of the budget, or more where that brings anonymous memory to 80% of the limit */
     uint64_t target = io.budget / 4 * 3;
     const uint64_t goal = s.limit / 10 * 8;
     if (s.limit && s.anon > goal && s.anon - goal < io.budget && io.budget - (s.anon - goal) < target)

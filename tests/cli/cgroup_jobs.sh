@@ -25,6 +25,15 @@ DB="$T/jobs.db"
 j() { "$D" "$@" --db "$DB"; }
 field() { j job "$1" --json | grep -o "\"$2\":[^,}]*" | head -1 | cut -d: -f2- | tr -d '"'; }
 anon() { grep '^total_rss ' "$CG/memory.stat" | cut -d' ' -f2; }
+ended() { # ID KIND WHAT: the worker ($wpid) ended cleanly; the job is done, with the reference's text and a KIND event
+    wait "$wpid"; local rc=$?
+    wpid=
+    check "$3: the worker ends cleanly" test "$rc" -eq 0
+    check "$3: the job completed" test "$(field "$1" state)" = done
+    check "$3: with the reference's text" cmp -s "$T/ref.txt" <(j job "$1" 2>/dev/null)
+    json=$(j job "$1" --json)
+    check "$3: the job records the $2" contains "$json" "\"kind\":\"$2\""
+}
 args=(-m "$T/m.gguf" -p "Once upon a time" -n 1200 --temp 0 --ignore-eos -c 1280)
 MEM=160M
 
@@ -56,13 +65,7 @@ check "the run gave memory back ($((before >> 20)) -> $((after >> 20)) MiB)" tes
 lower=$(( (before + after) / 2 ))
 echo "$lower" > "$CG/memory.limit_in_bytes" 2>/dev/null
 check "a limit below what it held before is accepted" test "$(cat "$CG/memory.limit_in_bytes")" -le "$lower"
-wait "$wpid"; rc=$?
-wpid=
-check "the worker ends cleanly" test "$rc" -eq 0
-check "the job completed" test "$(field "$id" state)" = done
-check "with the reference's text" cmp -s "$T/ref.txt" <(j job "$id" 2>/dev/null)
-json=$(j job "$id" --json)
-check "the job records the shrink" contains "$json" '"kind":"shrink"'
+ended "$id" shrink "limit lowered"
 check "and why" contains "$json" "of the cgroup's limit"
 check "the monitor wrote rows" contains "$json" '"tokens_per_s":'
 check "with the budget lowered" test "$(grep -o '"budget":[0-9]*' <<< "$json" | tail -1 | cut -d: -f2)" -lt $((160 << 20))
@@ -74,13 +77,7 @@ id2=$(j submit "${args[@]}" --mem "$MEM")
 echo $(( before * 90 / 100 )) > "$CG/memory.limit_in_bytes"
 ( echo "$BASHPID" > "$CG/cgroup.procs" && exec "$D" worker --drain --db "$DB" ) 2> "$T/w2.log" &
 wpid=$!
-wait "$wpid"; rc=$?
-wpid=
-check "the worker survives its run's kill" test "$rc" -eq 0
-check "the job completed" test "$(field "$id2" state)" = done
-check "with the reference's text" cmp -s "$T/ref.txt" <(j job "$id2" 2>/dev/null)
-json=$(j job "$id2" --json)
-check "the job records the restart" contains "$json" '"kind":"memory-restart"'
+ended "$id2" memory-restart "OOM-killed"
 check "and its smaller budget" test "$(field "$id2" mem)" -lt $((160 << 20))
 grep -h "memory-restart\|shrink" "$T/w2.log" | head -3
 finish
