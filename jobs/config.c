@@ -293,6 +293,16 @@ static void free_settings(setting *st) {
     for (size_t i = 0; i < N_KEYS; i++) free(st[i].value);
 }
 
+/* The rewritten argv and the values it holds: they live until the process
+ * ends, and are freed then. */
+static char **g_argv;
+static char *g_vals[N_KEYS];
+
+static void free_argv(void) {
+    for (size_t i = 0; i < N_KEYS; i++) free(g_vals[i]);
+    free(g_argv);
+}
+
 int cfg_apply(int *argc, char ***argv) {
     setting st[N_KEYS];
     memset(st, 0, sizeof st);
@@ -312,7 +322,7 @@ int cfg_apply(int *argc, char ***argv) {
         free_settings(st);
         return 0;
     }
-    char **nv = malloc(((size_t)*argc + 2 * (size_t)n + 1) * sizeof *nv);
+    char **nv = g_argv = malloc(((size_t)*argc + 2 * (size_t)n + 1) * sizeof *nv);
     if (!nv) {
         fprintf(stderr, "deltafin: out of memory\n");
         exit(1);
@@ -323,13 +333,14 @@ int cfg_apply(int *argc, char ***argv) {
     for (size_t i = 0; i < N_KEYS; i++) {
         if (!st[i].value || !strstr(KEYS[i].cmds, pad)) continue;
         nv[k++] = (char *)KEYS[i].flag;
-        nv[k++] = st[i].value; /* kept: nv lives until the process ends */
+        nv[k++] = g_vals[i] = st[i].value; /* kept until the process ends */
         st[i].value = NULL;
     }
     for (int i = 2; i < *argc; i++) nv[k++] = (*argv)[i];
     nv[k] = NULL;
     *argc = k;
     *argv = nv;
+    atexit(free_argv);
     free_settings(st);
     return 0;
 }

@@ -21,7 +21,7 @@
 /* The first unsigned number in a small file (0 if none; "max" is 0, no limit). */
 static uint64_t read_u64(const char *dir, const char *name) {
     char path[600], buf[64];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) return 0;
     FILE *f = fopen(path, "r");
     if (!f) return 0;
     const size_t n = fread(buf, 1, sizeof buf - 1, f);
@@ -33,7 +33,7 @@ static uint64_t read_u64(const char *dir, const char *name) {
 /* "key value" lines (memory.stat, memory.events, memory.oom_control): key's value, 0 if absent. */
 static uint64_t read_key(const char *dir, const char *name, const char *key) {
     char path[600], line[256];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) return 0;
     FILE *f = fopen(path, "r");
     if (!f) return 0;
     uint64_t v = 0;
@@ -60,41 +60,36 @@ int pr_open(pr_cgroup *c) {
         *a = *b = 0;
         const char *ctrls = a + 1, *path = b + 1;
         if (!strcmp(line, "0") && !*ctrls) {
-            snprintf(v2, sizeof v2, "%s", path);
-            have2 = 1;
+            have2 = snprintf(v2, sizeof v2, "%s", path) < (int)sizeof v2;
         }
         for (char *t = strtok((char *)ctrls, ","); t; t = strtok(NULL, ","))
             if (!strcmp(t, "memory")) {
-                snprintf(v1, sizeof v1, "%s", path);
-                have1 = 1;
+                have1 = snprintf(v1, sizeof v1, "%s", path) < (int)sizeof v1;
             }
     }
     fclose(f);
-    char dir[1100];
+    int w;
     if (have1) {
-        snprintf(dir, sizeof dir, "/sys/fs/cgroup/memory%s", v1);
-        if (access(dir, R_OK) == 0 && strlen(dir) < sizeof c->dir) {
-            snprintf(c->dir, sizeof c->dir, "%s", dir);
-            return 0;
-        }
+        w = snprintf(c->dir, sizeof c->dir, "/sys/fs/cgroup/memory%s", v1);
+        if (w > 0 && (size_t)w < sizeof c->dir && access(c->dir, R_OK) == 0) return 0;
     }
     if (have2) {
-        snprintf(dir, sizeof dir, "/sys/fs/cgroup%s", v2);
-        char probe[1200];
-        snprintf(probe, sizeof probe, "%s/memory.current", dir);
-        if (access(probe, R_OK) == 0 && strlen(dir) < sizeof c->dir) {
-            snprintf(c->dir, sizeof c->dir, "%s", dir);
+        char probe[600];
+        w = snprintf(c->dir, sizeof c->dir, "/sys/fs/cgroup%s", v2);
+        const int wp = snprintf(probe, sizeof probe, "%s/memory.current", c->dir);
+        if (w > 0 && (size_t)w < sizeof c->dir && wp > 0 && (size_t)wp < sizeof probe && access(probe, R_OK) == 0) {
             c->v2 = 1;
             return 0;
         }
     }
+    c->dir[0] = 0;
     return -1;
 }
 
 /* PSI "some avg10=X" from memory.pressure; -1 if unknown. */
 static double read_psi(const char *dir) {
     char path[600], line[256];
-    snprintf(path, sizeof path, "%s/memory.pressure", dir);
+    if (snprintf(path, sizeof path, "%s/memory.pressure", dir) >= (int)sizeof path) return -1;
     FILE *f = fopen(path, "r");
     if (!f) return -1;
     double v = -1;
