@@ -3,7 +3,8 @@
  *
  *   deltafin run      -m MODEL (-p PROMPT | -f FILE | -f -) [-n N] [-t T] [-c CTX] [--temp T] [--top-k K]
  *                     [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--kv f16|f32] [--no-mmap]
- *                     [--ignore-eos] [--mem SIZE] [--hot FILE|none] ...
+ *                     [--ignore-eos] [--mem SIZE] [--hot FILE|none] [--prompt-cache FILE]
+ *                     [--spec off|lookup|draft] [-md DRAFT] [--draft-max K] [--spec-k K|auto] ...
  *   deltafin info     -m MODEL
  *   deltafin tokenize -m MODEL (-p TEXT | -f FILE) [--pieces] [--no-bos]
  *   deltafin logits   -m MODEL (-p TEXT | -f FILE | --tokens "1 2 3") [--top K] [--out FILE] [-t T] [--kv f16|f32]
@@ -42,7 +43,9 @@ int df_cmd_chat(int argc, char **argv);
 #define ERRLEN 8192
 
 typedef struct {
-    const char *model, *prompt, *prompt_file, *tokens, *out, *trace, *hot, *resident_type;
+    const char *model, *prompt, *prompt_file, *tokens, *out, *trace, *hot, *resident_type, *batch_file;
+    const char *prompt_cache, *draft; /* run: --prompt-cache FILE, -md DRAFT.gguf */
+    int spec, draft_max, spec_k;      /* run: enum df_spec_source (-1: draft if -md, else off), k_max, k_fixed */
     size_t prompt_len;      /* the prompt's bytes (a file's prompt may hold NUL bytes) */
     char *prompt_buf;       /* owned: a prompt read with -f */
     uint64_t mem;
@@ -50,6 +53,7 @@ typedef struct {
     double probe_secs;
     double disk_gbps, mem_gbps; /* plan: a machine's speeds instead of measuring this one's (GB/s, 1e9 bytes) */
     int n_predict, threads, ctx, batch, top, pieces, no_bos, no_mmap, ignore_eos, kv_f32, json, n_prompt, reps;
+    int parallel;           /* run --batch-file: sequences decoded at once */
     df_sampler_params sp;
 } opts;
 
@@ -60,6 +64,14 @@ static void usage(FILE *f, int status) {
             "            [--top-p P] [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--seed S] [--kv f16|f32]\n"
             "            [--no-mmap|--mmap] [--ignore-eos] [--trace-experts FILE] [--mem SIZE] [--io-threads N]\n"
             "            [--io pread|uring|auto] [--hot FILE|none] [--progress] [--resident-type q4_K|q8_0]\n"
+            "            [--prompt-cache FILE] [--spec off|lookup|draft] [-md DRAFT.gguf] [--draft-max K]\n"
+            "            [--spec-k K|auto]\n"
+            "            --prompt-cache: keep the state after the prompt in FILE and reuse its longest\n"
+            "            common prefix next time; --spec: speculative decoding with guesses from n-grams of\n"
+            "            the context (lookup) or a draft model (-md; same vocabulary), at most K (default 4)\n"
+            "            per pass, K chosen as it runs to maximise tokens/s (--spec-k fixes it; 0 = off)\n"
+            "  run       -m MODEL --batch-file PROMPTS [--parallel N] [run's options]   one prompt a line, up to N\n"
+            "            (default 16) decoded together, one pass over the weights per step; completions in order\n"
             "  plan      -m MODEL --mem SIZE [-c CTX] [--json] [--probe-seconds S] [--io-threads N] [--io ENGINE]\n"
             "            [--disk-gbps X] [--mem-gbps Y] [--resident-type q4_K|q8_0]\n"
             "            will it fit, what streams, how fast: on this machine (measures the disk for S seconds,\n"
@@ -152,12 +164,15 @@ static char *read_all(const char *path, size_t max, size_t *len) {
 }
 
 enum { FLAG, VALUE };
+#define MAX_PARALLEL 256 /* run --batch-file: sequences in one step at most */
 static const struct { const char *name, *alias; int kind; } OPTIONS[] = {
     {"--pieces", NULL, FLAG}, {"--no-bos", NULL, FLAG}, {"--no-mmap", NULL, FLAG}, {"--mmap", NULL, FLAG}, {"--ignore-eos", NULL, FLAG},
     {"--json", NULL, FLAG}, {"--progress", NULL, FLAG}, {"--help", "-h", FLAG},
     {"--model", "-m", VALUE}, {"--prompt", "-p", VALUE}, {"--file", "-f", VALUE}, {"--tokens", NULL, VALUE},
     {"--out", NULL, VALUE}, {"--trace-experts", NULL, VALUE}, {"--hot", NULL, VALUE}, {"--io-threads", NULL, VALUE},
-    {"--resident-type", NULL, VALUE},
+    {"--resident-type", NULL, VALUE}, {"--prompt-cache", NULL, VALUE}, {"--model-draft", "-md", VALUE},
+    {"--spec", NULL, VALUE}, {"--draft-max", NULL, VALUE}, {"--spec-k", NULL, VALUE},
+    {"--resident-type", NULL, VALUE}, {"--batch-file", NULL, VALUE}, {"--parallel", NULL, VALUE},
     {"--io", NULL, VALUE}, {"--mem", NULL, VALUE}, {"--n-predict", "-n", VALUE}, {"--threads", "-t", VALUE},
     {"--ctx-size", "-c", VALUE}, {"--repetitions", "-r", VALUE}, {"--top", NULL, VALUE}, {"--temp", NULL, VALUE},
     {"--probe-seconds", NULL, VALUE}, {"--disk-gbps", NULL, VALUE}, {"--mem-gbps", NULL, VALUE}, {"--top-k", NULL, VALUE}, {"--top-p", NULL, VALUE}, {"--min-p", NULL, VALUE},
@@ -170,6 +185,9 @@ static void parse(int argc, char **argv, opts *o) {
     o->probe_secs = 5.0;
     o->top = 5;
     o->sp = df_sampler_default_params();
+    o->spec = -1;
+    o->draft_max = 4;
+    o->spec_k = -1;
     for (int i = 2; i < argc; i++) {
         const char *arg = argv[i], *v = NULL;
         if (arg[0] != '-' || !arg[1]) usage_error("unexpected argument '%s'%s", arg, "");
@@ -206,6 +224,8 @@ static void parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--prompt")) o->prompt = v;
         else if (!strcmp(a, "--file")) o->prompt_file = v;
         else if (!strcmp(a, "--tokens")) o->tokens = v;
+        else if (!strcmp(a, "--batch-file")) o->batch_file = v;
+        else if (!strcmp(a, "--parallel")) o->parallel = (int)parse_long(name, v, 1, MAX_PARALLEL);
         else if (!strcmp(a, "--out")) o->out = v;
         else if (!strcmp(a, "--trace-experts")) o->trace = v;
         else if (!strcmp(a, "--hot")) o->hot = v;
@@ -213,6 +233,16 @@ static void parse(int argc, char **argv, opts *o) {
             if (strcmp(v, "q4_K") && strcmp(v, "q8_0")) usage_error("--resident-type takes q4_K or q8_0, not '%s'%s", v, "");
             o->resident_type = v;
         }
+        else if (!strcmp(a, "--prompt-cache")) o->prompt_cache = v;
+        else if (!strcmp(a, "--model-draft")) o->draft = v;
+        else if (!strcmp(a, "--spec")) {
+            if (!strcmp(v, "off")) o->spec = DF_SPEC_NONE;
+            else if (!strcmp(v, "lookup")) o->spec = DF_SPEC_LOOKUP;
+            else if (!strcmp(v, "draft")) o->spec = DF_SPEC_DRAFT;
+            else usage_error("--spec takes off, lookup or draft, not '%s'%s", v, "");
+        }
+        else if (!strcmp(a, "--draft-max")) o->draft_max = (int)parse_long(name, v, 1, 64);
+        else if (!strcmp(a, "--spec-k")) o->spec_k = !strcmp(v, "auto") ? -1 : (int)parse_long(name, v, 0, 64);
         else if (!strcmp(a, "--io-threads")) o->io_threads = (int)parse_long(name, v, 1, 256);
         else if (!strcmp(a, "--io")) {
             if (!strcmp(v, "pread")) o->io_engine = DF_IO_PREAD;
@@ -246,11 +276,20 @@ static void parse(int argc, char **argv, opts *o) {
         fprintf(stderr, "deltafin: -m MODEL is required\n");
         exit(2);
     }
+    if (o->spec < 0) o->spec = o->draft ? DF_SPEC_DRAFT : DF_SPEC_NONE;
+    if (o->spec == DF_SPEC_DRAFT && !o->draft) usage_error("--spec draft needs a draft model: -md DRAFT.gguf%s%s", "", "");
+    if (o->spec != DF_SPEC_DRAFT && o->draft) usage_error("-md is for --spec draft%s%s", "", "");
+    if (o->spec_k > o->draft_max) usage_error("--spec-k is at most --draft-max%s%s", "", "");
     if (o->prompt && o->prompt_file) usage_error("give the prompt once: -p TEXT or -f FILE%s%s", "", "");
+    if (o->batch_file && (o->prompt_cache || o->spec != DF_SPEC_NONE))
+        usage_error("--prompt-cache, --spec and -md are for one prompt, not --batch-file%s%s", "", "");
+    if (o->batch_file && (o->prompt || o->prompt_file))
+        usage_error("--batch-file holds the prompts: no -p or -f beside it%s%s", "", "");
     /* the prompt's text is memory too: under a budget, at most a quarter of it */
     size_t max = (size_t)1 << 30;
     if (o->mem && o->mem / 4 < max) max = (size_t)(o->mem / 4) < ((size_t)1 << 16) ? (size_t)1 << 16 : (size_t)(o->mem / 4);
     if (o->prompt_file) o->prompt = o->prompt_buf = read_all(o->prompt_file, max, &o->prompt_len);
+    if (o->batch_file) o->prompt_buf = read_all(o->batch_file, max, &o->prompt_len);
     else if (o->prompt) o->prompt_len = strlen(o->prompt);
 }
 
@@ -306,6 +345,7 @@ static df_model_params model_params(const opts *o) {
     mp.mem_budget = o->mem;
     mp.n_ctx = o->ctx;
     mp.n_batch = o->batch;
+    mp.n_sessions = o->parallel;
     mp.kv_type = o->kv_f32 ? DF_KV_F32 : DF_KV_F16;
     mp.io_threads = o->io_threads;
     mp.io_engine = o->io_engine;
@@ -542,11 +582,10 @@ static df_session *session(df_model *m, const opts *o) {
     return s;
 }
 
-/* Tokenize the prompt (adding BOS as the model says unless --no-bos). Caller frees. */
-static int32_t *tokenize(df_model *m, const opts *o, const char *text, int *n) {
+/* Tokenize len bytes of text (adding BOS as the model says unless --no-bos). Caller frees. */
+static int32_t *tokenize(df_model *m, const opts *o, const char *text, size_t len, int *n) {
     char err[ERRLEN];
     int need = 0;
-    size_t len = o->prompt_len;
     if (df_tokenize(m, text, len, !o->no_bos, 1, NULL, 0, &need, err, sizeof err) != 0 && need == 0) fail(err);
     int32_t *ids = malloc((size_t)(need + 1) * sizeof(int32_t));
     if (!ids) fail("out of memory");
@@ -633,7 +672,7 @@ static int cmd_tokenize(const opts *o) {
     need_prompt(o, "tokenize");
     df_model *m = load_vocab(o); /* the tokenizer is all it needs: vocabulary-only files work */
     int n;
-    int32_t *ids = tokenize(m, o, o->prompt, &n);
+    int32_t *ids = tokenize(m, o, o->prompt, o->prompt_len, &n);
     for (int i = 0; i < n; i++) {
         if (o->pieces) {
             char buf[256];
@@ -670,7 +709,7 @@ static int cmd_logits(const opts *o) {
         ids = parse_tokens(o->tokens, &n);
     } else { /* count the tokens with the tokenizer alone, so the session (and a budget's plan) fits them */
         df_model *v = load_vocab(o);
-        ids = tokenize(v, o, o->prompt, &n);
+        ids = tokenize(v, o, o->prompt, o->prompt_len, &n);
         df_model_free(v);
     }
     if (n == 0) fail("no tokens");
@@ -718,6 +757,23 @@ static int cmd_logits(const opts *o) {
     return rc;
 }
 
+/* How the generation steps between a and b shared their weight reads: the
+ * union of experts per step (and per MoE layer), expert bytes and disk
+ * bytes per generated token. */
+static void print_share_report(const df_io_stats *a, const df_io_stats *b, int generated) {
+    const uint64_t passes = b->passes - a->passes, rows = b->pass_rows - a->pass_rows;
+    const uint64_t runs = b->moe_runs - a->moe_runs, uni = b->expert_union - a->expert_union;
+    const double M = 1 << 20, g = generated > 0 ? generated : 1;
+    if (!passes) return;
+    fprintf(stderr, "steps: %llu passes over the weights for %llu tokens (%.2f sequences a step)\n",
+            (unsigned long long)passes, (unsigned long long)rows, (double)rows / (double)passes);
+    if (runs)
+        fprintf(stderr, "steps: expert union %.1f experts a step (%.2f per MoE layer)\n", (double)uni / (double)passes,
+                (double)uni / (double)runs);
+    fprintf(stderr, "steps: %.3f MiB of experts read per generated token, %.3f MiB from disk\n",
+            (double)(b->expert_bytes - a->expert_bytes) / M / g, (double)(b->bytes_read - a->bytes_read) / M / g);
+}
+
 /* Print a token's bytes. */
 static void emit(df_model *m, int32_t id) {
     char buf[256];
@@ -727,16 +783,122 @@ static void emit(df_model *m, int32_t id) {
     check_stdout(); /* a full disk or a closed pipe ends the run with an error */
 }
 
+/* Decode ids[from..to) a batch at a time (a signal is seen between batches); the tokens decoded. */
+static int prefill(df_session *s, const int32_t *ids, int from, int to, float *logits) {
+    char err[ERRLEN];
+    const int nb = df_session_n_batch(s);
+    int fed = from;
+    while (fed < to && !g_signal) {
+        const int c = to - fed < nb ? to - fed : nb;
+        if (df_decode(s, ids + fed, c, logits, 0, err, sizeof err) != 0) fail(err);
+        fed += c;
+    }
+    return fed - from;
+}
+
+/* --prompt-cache: restore the longest prefix the cache shares with the prompt
+ * (all but its last token, whose logits are needed), decode the rest of that
+ * part, save the cache when it grew, then the last token. Returns the prompt
+ * tokens evaluated; *reused = those taken from the cache. */
+static int prompt_with_cache(df_session *s, const char *path, const int32_t *ids, int n, float *logits, int *reused) {
+    char err[ERRLEN];
+    *reused = 0;
+    if (access(path, F_OK) == 0 && df_prompt_cache_load(s, path, ids, n - 1, reused, err, sizeof err) != 0)
+        fprintf(stderr, "deltafin: prompt cache refused, ignoring it: %s\n", err);
+    int fed = prefill(s, ids, *reused, n - 1, logits);
+    if (g_signal) return fed;
+    if (*reused < n - 1 && df_prompt_cache_save(s, path, ids, err, sizeof err) != 0)
+        fprintf(stderr, "deltafin: warning: the prompt cache was not saved: %s\n", err);
+    return fed + prefill(s, ids, n - 1, n, logits);
+}
+
+/* The draft model of -md: the main model's settings, no budget of its own. */
+static df_model *load_draft(const opts *o, df_session **ds) {
+    char err[ERRLEN];
+    df_model_params mp = model_params(o);
+    mp.mem_budget = 0;
+    mp.hot_file = "";
+    mp.resident_type = NULL;
+    df_model *d;
+    if (df_model_load(o->draft, &mp, &d, err, sizeof err) != 0) fail(err);
+    df_session_params sp = df_session_default_params(); /* as session(), without --trace-experts */
+    sp.n_ctx = o->ctx;
+    sp.kv_type = o->kv_f32 ? DF_KV_F32 : DF_KV_F16;
+    if (df_session_new(d, &sp, ds, err, sizeof err) != 0) fail(err);
+    return d;
+}
+
+static df_spec *open_spec(const opts *o, df_session *s, df_session *draft, const int32_t *ids, int n) {
+    char err[ERRLEN];
+    df_spec_params p = df_spec_default_params();
+    p.source = o->spec;
+    p.draft = draft;
+    p.k_max = o->draft_max;
+    p.k_fixed = o->spec_k;
+    df_spec *sp;
+    if (df_spec_new(s, &p, ids, n, &sp, err, sizeof err) != 0) fail(err);
+    return sp;
+}
+
+static void print_spec_report(const opts *o, const df_spec *sp) {
+    df_spec_stats st;
+    df_spec_get_stats(sp, &st);
+    fprintf(stderr, "speculation: %s, k=%d (%s, at most %d): %d of %d guesses kept in %d passes, %.2f tokens per pass\n",
+            o->spec == DF_SPEC_DRAFT ? "draft model" : "prompt lookup", st.k, o->spec_k < 0 ? "adaptive" : "fixed",
+            o->draft_max, st.accepted, st.guessed, st.passes, st.passes ? (double)st.emitted / st.passes : 0);
+    fprintf(stderr, "speculation: why: %s\n", st.why);
+}
+
+/* Stream the generated tokens: the first from the prompt's logits, then one
+ * decode (or one speculative pass) at a time. Returns the count. */
+static int generate(const opts *o, df_model *m, df_session *s, df_spec *sp, df_sampler *smp, float *logits) {
+    char err[ERRLEN];
+    int32_t buf[65];
+    int nbuf = 1, generated = 0;
+    const double t0 = df_time();
+    buf[0] = df_sampler_sample(smp, logits);
+    df_sampler_accept(smp, buf[0]);
+    for (;;) {
+        for (int j = 0; j < nbuf; j++) {
+            if (!o->ignore_eos && df_token_is_eog(m, buf[j])) return generated;
+            emit(m, buf[j]);
+            generated++;
+            if (o->progress && generated % 16 == 0) {
+                const double el = df_time() - t0, tps = generated / (el > 0 ? el : 1e-9);
+                fprintf(stderr, "\r[%d/%d tokens, %.2f tokens/s, ETA %.0f s]  ", generated, o->n_predict, tps,
+                        (o->n_predict - generated) / (tps > 0 ? tps : 1e-9));
+            }
+            if (generated == o->n_predict) return generated;
+        }
+        if (g_signal) return generated;
+        if (df_session_pos(s) >= df_session_n_ctx(s)) {
+            fprintf(stderr, "\ndeltafin: context full after %d tokens\n", df_session_pos(s));
+            return generated;
+        }
+        const int32_t pending = buf[nbuf - 1];
+        if (sp) {
+            const int room = o->n_predict - generated < 65 ? o->n_predict - generated : 65;
+            if (df_spec_step(sp, smp, pending, buf, room, &nbuf, err, sizeof err) != 0) fail(err);
+        } else {
+            if (df_decode(s, &pending, 1, logits, 0, err, sizeof err) != 0) fail(err);
+            buf[0] = df_sampler_sample(smp, logits);
+            df_sampler_accept(smp, buf[0]);
+            nbuf = 1;
+        }
+    }
+}
+
 static int cmd_run(const opts *o) {
     need_prompt(o, "run");
     double t_load;
     df_model *m = load(o, &t_load);
-    df_session *s = session(m, o);
+    df_session *s = session(m, o), *ds = NULL;
+    df_model *dm = o->draft ? load_draft(o, &ds) : NULL;
     int n;
-    int32_t *ids = tokenize(m, o, o->prompt, &n);
+    int32_t *ids = tokenize(m, o, o->prompt, o->prompt_len, &n);
     if (n == 0) fail("the prompt produced no tokens");
     if (n >= df_session_n_ctx(s)) fail("the prompt does not fit in the context (use -c)");
-    const int nv = df_n_vocab(m), nb = df_session_n_batch(s);
+    const int nv = df_n_vocab(m);
     float *logits = malloc((size_t)nv * sizeof(float));
     df_sampler *smp = df_sampler_new(&o->sp, nv);
     if (!logits || !smp) fail("out of memory");
@@ -744,45 +906,31 @@ static int cmd_run(const opts *o) {
     fwrite(o->prompt, 1, o->prompt_len, stdout);
     check_stdout();
     double t0 = df_time();
-    int fed = 0; /* prompt tokens decoded: a batch at a time, so a signal is seen between batches */
-    while (fed < n && !g_signal) {
-        const int c = n - fed < nb ? n - fed : nb;
-        if (df_decode(s, ids + fed, c, logits, 0, err, sizeof err) != 0) fail(err);
-        fed += c;
-    }
+    int reused = 0; /* prompt tokens taken from --prompt-cache */
+    const int fed = o->prompt_cache ? prompt_with_cache(s, o->prompt_cache, ids, n, logits, &reused)
+                                    : prefill(s, ids, 0, n, logits); /* prompt tokens evaluated */
     double t_prompt = df_time() - t0;
     for (int i = 0; i < n; i++) df_sampler_accept(smp, ids[i]);
-    int generated = 0;
+    df_spec *sp = o->spec != DF_SPEC_NONE && !g_signal ? open_spec(o, s, ds, ids, n) : NULL;
+    df_io_stats gen0, gen1;
+    df_model_io_stats(m, &gen0);
     t0 = df_time();
-    while (generated < o->n_predict && !g_signal) {
-        int32_t tok = df_sampler_sample(smp, logits);
-        df_sampler_accept(smp, tok);
-        if (!o->ignore_eos && df_token_is_eog(m, tok)) break;
-        emit(m, tok);
-        generated++;
-        if (o->progress && generated % 16 == 0) {
-            const double el = df_time() - t0, tps = generated / (el > 0 ? el : 1e-9);
-            fprintf(stderr, "\r[%d/%d tokens, %.2f tokens/s, ETA %.0f s]  ", generated, o->n_predict, tps,
-                    (o->n_predict - generated) / (tps > 0 ? tps : 1e-9));
-        }
-        if (generated == o->n_predict || g_signal) break;
-        if (df_session_pos(s) >= df_session_n_ctx(s)) {
-            fprintf(stderr, "\ndeltafin: context full after %d tokens\n", df_session_pos(s));
-            break;
-        }
-        if (df_decode(s, &tok, 1, logits, 0, err, sizeof err) != 0) fail(err);
-    }
+    const int generated = g_signal || o->n_predict == 0 ? 0 : generate(o, m, s, sp, smp, logits);
     double t_gen = df_time() - t0;
+    df_model_io_stats(m, &gen1);
     printf("\n");
     check_stdout();
     const int sig = g_signal;
     if (sig)
         fprintf(stderr, "\ndeltafin: stopped by %s after %d of %d prompt tokens and %d generated\n",
-                sig == SIGINT ? "SIGINT" : "SIGTERM", fed, n, generated);
+                sig == SIGINT ? "SIGINT" : "SIGTERM", reused + fed, n, generated);
     fprintf(stderr, "\nload:       %8.3f s\n", t_load);
     fprintf(stderr, "prompt:     %8d tokens %8.3f s %10.2f tokens/s\n", fed, t_prompt, fed / (t_prompt > 0 ? t_prompt : 1e-9));
+    if (o->prompt_cache) fprintf(stderr, "prompt cache: %d of %d prompt tokens reused from %s\n", reused, n, o->prompt_cache);
     fprintf(stderr, "generation: %8d tokens %8.3f s %10.2f tokens/s\n", generated, t_gen,
             generated / (t_gen > 0 ? t_gen : 1e-9));
+    if (sp) print_spec_report(o, sp);
+    print_share_report(&gen0, &gen1, generated);
     df_model_info info;
     df_model_get_info(m, &info);
     fprintf(stderr, "peak memory: %.1f MiB (RSS), threads: %d, isa: %s\n", (double)df_peak_rss() / (1 << 20),
@@ -790,10 +938,220 @@ static int cmd_run(const opts *o) {
     print_io_report(m, fed + generated, t_prompt + t_gen);
     int rc = df_session_trace_experts(s, NULL, err, sizeof err) != 0 ? (fprintf(stderr, "deltafin: %s\n", err), 1) : 0;
     rc |= save_hot(m); /* the learned hot set survives an interrupted run too */
+    df_spec_free(sp);
     df_sampler_free(smp);
     free(logits);
     free(ids);
     df_session_free(s);
+    df_model_free(m);
+    if (ds) df_session_free(ds);
+    if (dm) df_model_free(dm);
+    return sig ? 128 + sig : rc;
+}
+
+/* ---- run --batch-file: many prompts, one pass over the weights per step ---- */
+
+typedef struct {
+    int32_t *ids;         /* prompt tokens */
+    int n_ids;
+    const char *text;     /* the prompt's line */
+    size_t len;
+    char *out;            /* the completion's bytes */
+    size_t out_len, out_cap;
+} batch_seq;
+
+typedef struct {
+    df_session *s;
+    df_sampler *smp;
+    float *logits;
+    int seq;              /* index into the prompts, -1: free */
+    int generated;
+    int32_t next;         /* the token the next step decodes */
+} batch_slot;
+
+/* The prompts: one a line of buf (a trailing CR dropped), empty lines skipped. */
+static batch_seq *split_prompts(char *buf, size_t len, int *n) {
+    int cap = 16, k = 0;
+    batch_seq *v = calloc((size_t)cap, sizeof *v);
+    if (!v) fail("out of memory");
+    for (size_t i = 0; i < len;) {
+        size_t e = i;
+        while (e < len && buf[e] != '\n') e++;
+        size_t l = e - i;
+        if (l && buf[i + l - 1] == '\r') l--;
+        if (l) {
+            if (k == cap) {
+                batch_seq *nv = realloc(v, sizeof *v * (size_t)(cap *= 2));
+                if (!nv) fail("out of memory");
+                v = nv;
+                memset(v + k, 0, sizeof *v * (size_t)(cap - k));
+            }
+            v[k].text = buf + i;
+            v[k++].len = l;
+        }
+        i = e + 1;
+    }
+    *n = k;
+    return v;
+}
+
+static void append_piece(df_model *m, batch_seq *q, int32_t id) {
+    char buf[256];
+    int len = df_token_to_piece(m, id, buf, sizeof buf);
+    if (len > (int)sizeof buf) len = (int)sizeof buf;
+    if (len <= 0) return;
+    if (q->out_len + (size_t)len > q->out_cap) {
+        size_t cap = q->out_cap ? q->out_cap * 2 : 256;
+        while (cap < q->out_len + (size_t)len) cap *= 2;
+        char *nb = realloc(q->out, cap);
+        if (!nb) fail("out of memory");
+        q->out = nb;
+        q->out_cap = cap;
+    }
+    memcpy(q->out + q->out_len, buf, (size_t)len);
+    q->out_len += (size_t)len;
+}
+
+/* Sample slot b's next token from its logits; 0 when its sequence ends here. */
+static int advance(df_model *m, const opts *o, batch_slot *b, batch_seq *q) {
+    if (b->generated >= o->n_predict) return 0;
+    const int32_t tok = df_sampler_sample(b->smp, b->logits);
+    df_sampler_accept(b->smp, tok);
+    if (!o->ignore_eos && df_token_is_eog(m, tok)) return 0;
+    append_piece(m, q, tok);
+    b->generated++;
+    b->next = tok;
+    return b->generated < o->n_predict && df_session_pos(b->s) < df_session_n_ctx(b->s);
+}
+
+/* Start prompt k in slot b: reset its session, decode the prompt, sample the first token. */
+static int admit(df_model *m, const opts *o, batch_slot *b, batch_seq *q, int k, int *prompt_tokens) {
+    char err[ERRLEN];
+    if (df_session_truncate(b->s, 0, err, sizeof err) != 0) fail(err);
+    df_sampler_free(b->smp);
+    if (!(b->smp = df_sampler_new(&o->sp, df_n_vocab(m)))) fail("out of memory");
+    b->seq = k;
+    b->generated = 0;
+    const int nb = df_session_n_batch(b->s);
+    for (int fed = 0; fed < q->n_ids;) {
+        const int c = q->n_ids - fed < nb ? q->n_ids - fed : nb;
+        if (df_decode(b->s, q->ids + fed, c, b->logits, 0, err, sizeof err) != 0) fail(err);
+        fed += c;
+    }
+    *prompt_tokens += q->n_ids;
+    for (int i = 0; i < q->n_ids; i++) df_sampler_accept(b->smp, q->ids[i]);
+    return advance(m, o, b, q);
+}
+
+static int cmd_run_batch(opts *o) {
+    int np;
+    batch_seq *q = split_prompts(o->prompt_buf, o->prompt_len, &np);
+    if (np == 0) fail("the batch file holds no prompt (one a line)");
+    const int ns = np < (o->parallel ? o->parallel : 16) ? np : (o->parallel ? o->parallel : 16);
+    o->parallel = ns; /* the budget's plan holds every session */
+    double t_load;
+    df_model *m = load(o, &t_load);
+    batch_slot *slot = calloc((size_t)ns, sizeof *slot);
+    df_session **ss = malloc(sizeof *ss * (size_t)ns);
+    const int32_t **tp = malloc(sizeof *tp * (size_t)ns);
+    int *n1 = malloc(sizeof *n1 * (size_t)ns), *at = malloc(sizeof *at * (size_t)ns);
+    float **lp = malloc(sizeof *lp * (size_t)ns);
+    if (!slot || !ss || !tp || !n1 || !at || !lp) fail("out of memory");
+    for (int i = 0; i < np; i++) {
+        q[i].ids = tokenize(m, o, q[i].text, q[i].len, &q[i].n_ids);
+        if (q[i].n_ids == 0) fail("a prompt of the batch file produced no tokens");
+    }
+    for (int i = 0; i < ns; i++) {
+        slot[i].s = session(m, o);
+        slot[i].seq = -1;
+        if (!(slot[i].logits = malloc(sizeof(float) * (size_t)df_n_vocab(m)))) fail("out of memory");
+        n1[i] = 1;
+    }
+    for (int i = 0; i < np; i++)
+        if (q[i].n_ids >= df_session_n_ctx(slot[0].s)) fail("a prompt of the batch file does not fit in the context (use -c)");
+    char err[ERRLEN];
+    int next = 0, prompt_tokens = 0, generated = 0, steps = 0;
+    double t_prompt = 0, t_gen = 0;
+    df_io_stats s0, s1, acc0, acc1;
+    memset(&acc0, 0, sizeof acc0);
+    memset(&acc1, 0, sizeof acc1);
+    for (;;) {
+        /* admit prompts into free slots (a finished sequence frees its slot) */
+        double t0 = df_time();
+        for (int i = 0; i < ns && !g_signal; i++)
+            while (slot[i].seq < 0 && next < np) {
+                const int k = next++;
+                const int go = admit(m, o, &slot[i], &q[k], k, &prompt_tokens);
+                generated += slot[i].generated;
+                if (!go) slot[i].seq = -1;
+            }
+        t_prompt += df_time() - t0;
+        int na = 0;
+        for (int i = 0; i < ns; i++)
+            if (slot[i].seq >= 0) {
+                at[na] = i;
+                ss[na] = slot[i].s;
+                tp[na] = &slot[i].next;
+                lp[na++] = slot[i].logits;
+            }
+        if (na == 0 || g_signal) break;
+        /* one step: every active sequence's next token in one df_decode_batch */
+        t0 = df_time();
+        df_model_io_stats(m, &s0);
+        if (df_decode_batch(ss, na, tp, n1, lp, err, sizeof err) != 0) fail(err);
+        df_model_io_stats(m, &s1);
+        acc1.passes += s1.passes - s0.passes;
+        acc1.pass_rows += s1.pass_rows - s0.pass_rows;
+        acc1.moe_runs += s1.moe_runs - s0.moe_runs;
+        acc1.expert_union += s1.expert_union - s0.expert_union;
+        acc1.expert_bytes += s1.expert_bytes - s0.expert_bytes;
+        acc1.bytes_read += s1.bytes_read - s0.bytes_read;
+        steps++;
+        for (int j = 0; j < na; j++) {
+            batch_slot *b = &slot[at[j]];
+            const int before = b->generated;
+            if (!advance(m, o, b, &q[b->seq])) b->seq = -1;
+            generated += b->generated - before;
+        }
+        t_gen += df_time() - t0;
+    }
+    for (int i = 0; i < np; i++) { /* every completion, in the file's order */
+        printf("=== prompt %d of %d ===\n", i + 1, np);
+        fwrite(q[i].text, 1, q[i].len, stdout);
+        if (q[i].out_len) fwrite(q[i].out, 1, q[i].out_len, stdout);
+        printf("\n");
+        check_stdout();
+    }
+    const int sig = g_signal;
+    if (sig)
+        fprintf(stderr, "\ndeltafin: stopped by %s after %d of %d prompts were started\n",
+                sig == SIGINT ? "SIGINT" : "SIGTERM", next, np);
+    fprintf(stderr, "\nload:       %8.3f s\n", t_load);
+    fprintf(stderr, "prompts:    %8d (%d decoded together at most)\n", np, ns);
+    fprintf(stderr, "prompt:     %8d tokens %8.3f s %10.2f tokens/s\n", prompt_tokens, t_prompt,
+            prompt_tokens / (t_prompt > 0 ? t_prompt : 1e-9));
+    fprintf(stderr, "generation: %8d tokens %8.3f s %10.2f tokens/s (all sequences), %d steps\n", generated, t_gen,
+            generated / (t_gen > 0 ? t_gen : 1e-9), steps);
+    print_share_report(&acc0, &acc1, generated);
+    fprintf(stderr, "peak memory: %.1f MiB (RSS), isa: %s\n", (double)df_peak_rss() / (1 << 20), df_isa());
+    print_io_report(m, prompt_tokens + generated, t_prompt + t_gen);
+    int rc = save_hot(m);
+    for (int i = 0; i < ns; i++) {
+        df_sampler_free(slot[i].smp);
+        free(slot[i].logits);
+        df_session_free(slot[i].s);
+    }
+    for (int i = 0; i < np; i++) {
+        free(q[i].ids);
+        free(q[i].out);
+    }
+    free(q);
+    free(slot);
+    free(ss);
+    free(tp);
+    free(n1);
+    free(at);
+    free(lp);
     df_model_free(m);
     return sig ? 128 + sig : rc;
 }
@@ -912,7 +1270,8 @@ static int dispatch(const char *cmd, int argc, char **argv, opts *o) {
     parse(argc, argv, o);
     if (o->mem && (!strcmp(cmd, "info") || !strcmp(cmd, "tokenize")))
         usage_error("--mem applies to run, logits, bench and plan; %s reads no weights%s", cmd, "");
-    if (!strcmp(cmd, "run")) return cmd_run(o);
+    if (o->batch_file && strcmp(cmd, "run")) usage_error("--batch-file applies to run only%s%s", "", "");
+    if (!strcmp(cmd, "run")) return o->batch_file ? cmd_run_batch(o) : cmd_run(o);
     if (!strcmp(cmd, "info")) return cmd_info(o);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(o);
     if (!strcmp(cmd, "logits")) return cmd_logits(o);

@@ -34,7 +34,8 @@
 static const df_arch *const ARCHES[] = {&df_arch_llama,     &df_arch_qwen2,       &df_arch_qwen3,
                                         &df_arch_qwen2moe,  &df_arch_qwen3moe,    &df_arch_deepseek2,
                                         &df_arch_kimi_linear, &df_arch_kimi_k3,     &df_arch_glm4moe,
-                                        &df_arch_minimax_m2,  &df_arch_gptoss};
+                                        &df_arch_minimax_m2,  &df_arch_gptoss,      &df_arch_qwen35moe,
+                                        &df_arch_qwen3next};
 
 static const df_arch *arch_find(const char *name) {
     for (size_t i = 0; i < sizeof ARCHES / sizeof ARCHES[0]; i++)
@@ -250,7 +251,7 @@ static int store_config(df_model *m, const df_model_params *p, ws_config *cfg, c
         m->session_reserve = sb;
     }
     cfg->budget = p->mem_budget;
-    cfg->reserve = m->session_reserve + overhead_bytes(m);
+    cfg->reserve = (uint64_t)(p->n_sessions > 1 ? p->n_sessions : 1) * m->session_reserve + overhead_bytes(m);
     if (!p->mem_budget || (p->hot_file && !*p->hot_file)) {
         cfg->hot_path = NULL;
     } else if (p->hot_file) {
@@ -317,7 +318,7 @@ static int load_arch(df_model *m, const char *path, char *err, size_t errlen) {
     if (!m->arch)
         return df_seterr(err, errlen,
                          "%s: unsupported architecture '%s' (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2, "
-                         "kimi-linear, kimi-k3, glm4moe, minimax-m2, gpt-oss)",
+                         "kimi-linear, kimi-k3, glm4moe, minimax-m2, gpt-oss, qwen35moe, qwen3next)",
                          path, m->arch_name), DF_E_UNSUPPORTED;
     if (read_hparams(m, err, errlen) != 0) return -1;
     m->hp.rope_neox = m->arch->rope_neox;
@@ -484,6 +485,11 @@ void df_model_io_stats(const df_model *m, df_io_stats *o) {
     o->prefetch_used = st.prefetch_used;
     o->unguessed = st.unguessed;
     o->expert_fetches = st.expert_fetches;
+    o->expert_bytes = st.expert_bytes;
+    o->passes = m->n_passes;
+    o->pass_rows = m->n_pass_rows;
+    o->moe_runs = m->n_moe_runs;
+    o->expert_union = m->n_union_experts;
     o->read_seconds = st.read_seconds;
     o->wait_seconds = st.wait_seconds;
     o->streaming = ws_streaming(m->ws);

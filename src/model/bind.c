@@ -62,7 +62,8 @@ int df_hp_layers(df_model *m, const char *suffix, int32_t **out, int lo, int hi,
     for (int l = 0; l < n; l++) {
         int64_t x;
         switch (kv->arr_type) {
-        case GGUF_T_U8: x = ((const uint8_t *)kv->arr)[l]; break;
+        case GGUF_T_U8:
+        case GGUF_T_BOOL: x = ((const uint8_t *)kv->arr)[l]; break;
         case GGUF_T_I8: x = ((const int8_t *)kv->arr)[l]; break;
         case GGUF_T_U16: x = ((const uint16_t *)kv->arr)[l]; break;
         case GGUF_T_I16: x = ((const int16_t *)kv->arr)[l]; break;
@@ -155,3 +156,9 @@ int df_check_shape(const ws_tensor *t, int64_t ne0, int64_t ne1, char *err, size
     return 0;
 }
 
+int df_bind_f32(df_model *m, ws_tensor **dst, const char *fmt, int l, int64_t ne0, int64_t ne1, int64_t ne2, char *err,
+                size_t errlen) {
+    if (df_bind(m, dst, fmt, l, 1, ne0, ne1, ne2, err, errlen)) return -1;
+    if ((*dst)->type != DF_TYPE_F32) return df_seterr(err, errlen, "%s: tensor '%s' must be f32", m->path, (*dst)->gt->name);
+    return 0;
+}

@@ -17,7 +17,7 @@
  * function. One file per family (arch_llama.c: llama, qwen2, qwen3;
  * arch_deepseek2.c; arch_kimi.c: kimi-linear, kimi-k3; mla.c: the latent
  * attention the last two share; arch_glm4moe.c; arch_minimax_m2.c;
- * arch_gptoss.c).
+ * arch_gptoss.c; arch_qwen35.c: qwen35moe, qwen3next).
  *
  * Who includes whom (arrows point down; docs/design.md):
  *   src/api/load.c          df_model_load and planning; the arch table
@@ -88,13 +88,18 @@ typedef struct df_hparams {
     /* Recurrent (KDA) layers: the memory they keep per sequence */
     int ssm_d_conv;        /* short convolution kernel (ssm.conv_kernel) */
     int kda_head_dim;      /* delta-rule head size (kda.head_dim); 0: no recurrent layers */
-    int kda_n_head;        /* delta-rule heads (attention.head_count) */
+    int kda_n_head;        /* delta-rule (state, value) heads: attention.head_count, qwen: ssm.time_step_rank */
+    int kda_n_head_k;      /* query/key heads: kda_n_head (kimi), ssm.group_count (qwen) */
+    int64_t ssm_conv_ch;   /* channels of the short convolution (kimi: q, k, v; qwen: the fused qkv) */
+    int gdn;               /* qwen's gated delta net: fused qkv, one decay per head (arch_qwen35.c) */
+    int gdn_k_interleave;  /* qwen3next: value head h reads key head h / (n_head / n_head_k); qwen35moe: h % n_head_k */
+    int attn_q_gate;       /* qwen: attn_q holds query and output gate interleaved per head */
     float kda_gate_lb;     /* kda.gate_lower_bound ("safe" gate), or -INFINITY: kimi-linear's softplus gate */
     /* kimi-k3 */
     int attn_res_block;    /* attn_res.block_size: bank a checkpoint every this many layers (0: off) */
     int n_expert_latent;   /* expert_latent_length: routed experts' width (0: n_embd) */
     int act;               /* DF_ACT_SWIGLU or DF_ACT_SITU */
-    int mla_gate;          /* MLA layers may have a sigmoid output gate (attn_gate) */
+    int attn_out_gate;     /* attention output times sigmoid(gate): kimi-k3 MLA (attn_gate), qwen (attn_q) */
     float situ_beta, situ_linear_beta;
     /* gpt-oss: sliding-window attention layers */
     int n_swa;             /* attention.sliding_window (0: none) */
@@ -133,6 +138,11 @@ typedef struct df_layer {
     ws_tensor *ssm_f_a, *ssm_f_b, *ssm_beta, *ssm_a, *ssm_dt_b;
     ws_tensor *ssm_g_a, *ssm_g_b, *ssm_g;          /* output gate: low rank (kimi-linear) or full (kimi-k3) */
     ws_tensor *ssm_o_norm;
+    /* qwen's gated delta net (ssm_conv[0]: the one convolution, ssm_g: the output gate z, wo: ssm_out) */
+    ws_tensor *wqkv;                               /* attn_qkv: q, k and v in one projection */
+    ws_tensor *ssm_alpha;                          /* qwen35moe: the decay's input (beta in ssm_beta) */
+    ws_tensor *ssm_ba;                             /* qwen3next: beta and alpha interleaved per key head */
+    ws_tensor *ssm_in;                             /* qwen3next legacy: q, k, v and z interleaved per key head */
     /* kimi-k3 */
     ws_tensor *attn_res_score, *ffn_res_score;     /* cross-layer residual attention */
     ws_tensor *ffn_routed_down, *ffn_routed_up, *ffn_routed_norm; /* latent MoE */
@@ -145,15 +155,14 @@ typedef struct df_arch {
     int rope_neox;                                      /* default RoPE layout */
     int (*hparams)(df_model *m, char *err, size_t errlen); /* arch-specific hyperparameters, or NULL */
     int (*bind)(df_model *m, char *err, size_t errlen);    /* tensors */
-    int (*forward)(struct df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
-                   size_t errlen);
-    /* One token for each of n sessions (n <= ss[0]->n_batch) in one pass over
-     * the weights, ss[0]'s scratch holding the rows: every product runs once
-     * over all rows, attention per row against its own session's memory at
-     * its own position. logits[i] (may be NULL) gets session i's logits.
-     * Positions are not advanced (decode.c does). NULL: not supported. */
-    int (*forward_batch)(struct df_session *const *ss, int n, const int32_t *tokens, float *const *logits, char *err,
-                         size_t errlen);
+    /* The forward pass of n rows in s's scratch. own NULL: n consecutive
+     * tokens of s at s->pos.. (s->pos advances). Otherwise row t is one token
+     * of session own[t] (n <= s->n_batch; a batched generation step): every
+     * product runs once over all rows, attention and recurrent states per
+     * row against its own session's memory at its own position, which does
+     * not advance (decode.c does). logits: the last row's, or all rows'. */
+    int (*forward)(struct df_session *s, struct df_session *const *own, const int32_t *tokens, int n, float *logits,
+                   int all_logits, char *err, size_t errlen);
 } df_arch;
 
 struct df_model {
@@ -175,6 +184,10 @@ struct df_model {
     int vocab_only;           /* df_model_params.vocab_only: metadata and tokenizer, no weights */
     pthread_mutex_t decode_mu; /* one decode at a time (decode.c); also guards the store's pins and counters */
     int decode_mu_init;
+    /* step counters, under decode_mu (df_io_stats): forward passes (a batched
+     * step is one) and the tokens they ran (decode.c); MoE layers run and the
+     * distinct experts they ran, the union of the rows' choices (moe.c) */
+    uint64_t n_passes, n_pass_rows, n_moe_runs, n_union_experts;
 };
 
 #endif
