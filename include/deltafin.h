@@ -446,11 +446,22 @@ typedef struct df_io_stats {
     uint64_t moe_runs;          /* MoE layers run, summed over passes */
     uint64_t expert_union;      /* distinct experts those runs ran (each run: the union of its rows' choices) */
     int streaming, io_threads;
+    uint64_t budget;            /* the budget now (df_model_set_mem lowers it); 0 when none */
+    int expert_slots;           /* the expert cache's slots now */
     char io_engine[16];         /* "pread" or "io_uring" ("" when not streaming) */
     char io_note[160];          /* why it is not the engine asked for, or "" */
     char hot_note[512];         /* why the hot-expert file is not read or will not be saved, or "" */
 } df_io_stats;
 void df_model_io_stats(const df_model *m, df_io_stats *out);
+
+/* Give memory back while the model is loaded (memory pressure): shrink the
+ * expert cache so the model fits `budget` bytes, less than the budget it was
+ * loaded with (a larger one changes nothing: the cache never grows). Waits
+ * for a decode running in another thread to end. Decoding goes on with fewer
+ * experts in memory: the same results, more reads. -1 with err when the
+ * cache cannot shrink that far (the message says its least size), or the
+ * model has no budget (nothing streams). */
+int df_model_set_mem(df_model *m, uint64_t budget, char *err, size_t errlen);
 
 /* ---- chat templates (docs/chat.md) ---- */
 

@@ -31,6 +31,10 @@
 int jobs_is_command(const char *cmd);
 int jobs_main(int argc, char **argv);
 
+/* jobs/config.c: the config file's defaults, put before the user's flags; `deltafin config` */
+int cfg_apply(int *argc, char ***argv);
+int cfg_main(int argc, char **argv);
+
 /* server/: `deltafin serve` and `deltafin chat` */
 int df_cmd_serve(int argc, char **argv);
 int df_cmd_chat(int argc, char **argv);
@@ -84,6 +88,8 @@ static void usage(FILE *f, int status) {
             "  submit    -m MODEL (-p TEXT | -f FILE | --chat FILE.json) [-n N] [sampling flags] [--mem SIZE]\n"
             "            [--deadline TIME] [--priority P] [--db PATH]     queue a job; prints its id\n"
             "  jobs | job ID [--json] [--follow] | cancel ID | worker [--drain]   the job queue (docs/jobs.md)\n"
+            "  config    [--config FILE] [flags]   the settings in effect and where each came from (docs/config.md)\n"
+            "Every command takes --config FILE (default ~/.config/deltafin/config): defaults that flags override.\n"
             "Long options also take the form --flag=value. -f - reads the prompt from stdin.\n");
     exit(status);
 }
@@ -1286,6 +1292,9 @@ int main(int argc, char **argv) {
         return 0;
     }
     check_isa_env();
+    if (!strcmp(cmd, "config")) return cfg_main(argc, argv);
+    const int crc = cfg_apply(&argc, &argv);
+    if (crc) return crc;
     if (!strcmp(cmd, "serve")) return df_cmd_serve(argc, argv); /* server/serve.c */
     if (!strcmp(cmd, "chat")) return df_cmd_chat(argc, argv);   /* server/chat_cli.c */
     if (jobs_is_command(cmd)) return jobs_main(argc, argv); /* submit, jobs, job, cancel, worker: jobs/ */

@@ -498,8 +498,20 @@ void df_model_io_stats(const df_model *m, df_io_stats *o) {
     const char *note = NULL, *engine = ws_io_engine(m->ws, &note);
     snprintf(o->io_engine, sizeof o->io_engine, "%s", engine ? engine : "");
     snprintf(o->io_note, sizeof o->io_note, "%s", note ? note : "");
+    const ws_plan *wp = ws_get_plan(m->ws);
+    o->budget = o->streaming ? wp->budget : 0;
+    o->expert_slots = o->streaming ? wp->n_expert_slots : 0;
     pthread_mutex_unlock(mu);
     o->io_threads = m->io_threads;
+}
+
+int df_model_set_mem(df_model *m, uint64_t budget, char *err, size_t errlen) {
+    if (!m->ws || !ws_streaming(m->ws))
+        return df_seterr(err, errlen, "the model was loaded without a budget: it has no expert cache to shrink");
+    pthread_mutex_lock(&m->decode_mu);
+    const int rc = ws_shrink(m->ws, budget, err, errlen);
+    pthread_mutex_unlock(&m->decode_mu);
+    return rc;
 }
 
 void df_model_get_info(const df_model *m, df_model_info *o) {
