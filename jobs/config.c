@@ -191,7 +191,11 @@ static int parse_line(const char *path, int no, char *line, setting *st) {
 static int read_file(const char *path, int explicit, setting *st) {
     FILE *f = fopen(path, "r");
     if (!f) {
-        if (!explicit && errno == ENOENT) return 0;
+        if (!explicit && (errno == ENOENT || errno == ENOTDIR)) return 0;
+        if (!explicit && errno == EACCES) { /* e.g. another user's HOME under setpriv or sudo: not ours to read */
+            fprintf(stderr, "deltafin: warning: config file %s: %s; ignored\n", path, strerror(errno));
+            return 0;
+        }
         fprintf(stderr, "deltafin: config file %s: %s\n", path, strerror(errno));
         return 1;
     }

@@ -91,4 +91,14 @@ check "config with an unknown option: exit 2" test "$rc" -eq 2
 chmod 644 "$XDG_CONFIG_HOME/deltafin/config"
 err=$("$D" config 2>&1 >/dev/null)
 check "an api key others can read is warned about" contains "$err" "chmod 600"
+
+# a default config another user's HOME holds (setpriv or sudo keep HOME): a warning, not a failure
+if [ "$(id -u)" -eq 0 ] && setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null; then
+    chmod 700 "$XDG_CONFIG_HOME"; chmod 755 "$T" "$B" 2>/dev/null
+    err=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$D" info -m "$T/moe.gguf" 2>&1 >/dev/null); rc=$?
+    check "an unreadable default config: the command still runs" test "$rc" -eq 0
+    check "... and says the file was ignored" contains "$err" "ignored"
+else
+    echo "skip unreadable default config (cannot drop root here)"
+fi
 finish
