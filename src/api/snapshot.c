@@ -4,7 +4,8 @@
  *
  * DESIGN
  * A snapshot holds what a session has seen: the position, and for every
- * layer the rows of positions < pos of its KV or MLA latent cache, or its
+ * layer the rows of positions < pos of its KV or MLA latent cache (and of a
+ * DSA layer's indexer key cache), or its
  * recurrent state (short-conv windows and delta-rule state), read and written
  * through session.c's accessors only. Scratch buffers are not saved: they
  * hold nothing between decodes.
@@ -114,7 +115,7 @@ static snap_shape shape_of(const df_session *s, uint64_t user_len) {
     for (int l = 0; l < h->n_layer; l++) {
         const int kind = df_mem_kind(s, l);
         if (kind == DF_MEM_RECURRENT) total += (sh.conv + sh.state) * sizeof(float);
-        else total += (uint64_t)sh.pos * (sh.k_row + (kind == DF_MEM_KV ? sh.v_row : 0));
+        else total += (uint64_t)sh.pos * (sh.k_row + (kind == DF_MEM_KV ? sh.v_row : 0) + df_mem_idx_row_bytes(s, l));
     }
     sh.payload = total;
     return sh;
@@ -168,6 +169,8 @@ static int each_piece(df_session *s, uint32_t pos, int (*visit)(void *ctx, void 
         /* rows of one layer are contiguous: positions 0..pos-1 in one piece */
         if (pos && visit(ctx, df_mem_k_row_w(s, l, 0), (size_t)pos * kr)) return -1;
         if (kind == DF_MEM_KV && pos && visit(ctx, df_mem_v_row_w(s, l, 0), (size_t)pos * vr)) return -1;
+        const size_t ir = df_mem_idx_row_bytes(s, l); /* DSA: the indexer's keys */
+        if (ir && pos && visit(ctx, df_mem_idx_rows(s, l), (size_t)pos * ir)) return -1;
     }
     return 0;
 }

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "arch.h"
 #include "bind.h"
 #include "mla.h"
 #include "moe.h"
@@ -54,7 +55,7 @@ static void deepseek_yarn(df_model *m) {
 }
 
 /* MLA sizes, experts and YaRN (before the weight store is planned). */
-static int hparams(df_model *m, char *err, size_t errlen) {
+int df_deepseek2_hparams(df_model *m, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
     if (df_mla_hparams(m, err, errlen)) return -1;
     if (h->n_expert == 0 || h->n_ff_exp == 0)
@@ -65,7 +66,7 @@ static int hparams(df_model *m, char *err, size_t errlen) {
     return 0;
 }
 
-static int bind(df_model *m, char *err, size_t errlen) {
+int df_deepseek2_bind(df_model *m, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
 
     const int64_t E = h->n_embd;
@@ -85,8 +86,8 @@ static int bind(df_model *m, char *err, size_t errlen) {
     return 0;
 }
 
-static int forward(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
-                   size_t errlen) {
+int df_deepseek2_forward(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
+                         size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     const int64_t E = h->n_embd;
@@ -107,4 +108,4 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
     return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }
 
-const df_arch df_arch_deepseek2 = {"deepseek2", 0, hparams, bind, forward, NULL};
+const df_arch df_arch_deepseek2 = {"deepseek2", 0, df_deepseek2_hparams, df_deepseek2_bind, df_deepseek2_forward, NULL};

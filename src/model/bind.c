@@ -62,7 +62,8 @@ int df_hp_layers(df_model *m, const char *suffix, int32_t **out, int lo, int hi,
     for (int l = 0; l < n; l++) {
         int64_t x;
         switch (kv->arr_type) {
-        case GGUF_T_U8: x = ((const uint8_t *)kv->arr)[l]; break;
+        case GGUF_T_U8:
+        case GGUF_T_BOOL: x = ((const uint8_t *)kv->arr)[l]; break;
         case GGUF_T_I8: x = ((const int8_t *)kv->arr)[l]; break;
         case GGUF_T_U16: x = ((const uint16_t *)kv->arr)[l]; break;
         case GGUF_T_I16: x = ((const int16_t *)kv->arr)[l]; break;
