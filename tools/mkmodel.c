@@ -660,7 +660,7 @@ static void preset(config *c, const char *name) {
         /* the indexer's top-k is small so that short prompts select */
         preset(c, "deepseek-v3-tiny");
         c->arch = name[0] == 'd' ? "deepseek32" : "glm-dsa";
-        c->idx_heads = 4; c->idx_hd = 64; c->idx_topk = 16;
+        c->idx_heads = 16; c->idx_hd = 64; c->idx_topk = 16;
         if (name[0] == 'g') { c->n_layer = 4; c->groups = 0; c->group_used = 0; c->w_scale = 2.5f; c->idx_topk = 24; }
     } else if (strcmp(name, "deepseek-v2-tiny") == 0) {
         preset(c, "tiny");

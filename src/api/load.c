@@ -441,6 +441,8 @@ int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char
         sp.n_batch = q.n_batch;
         sp.kv_type = q.kv_type;
         out->swa_ring = out->n_swa_layers ? df_session_kv_ring(m, &sp) : 0;
+        out->n_idx_layers = m->hp.idx_n_head ? m->hp.n_layer_idx : 0;
+        out->idx_top_k = m->hp.idx_top_k;
         out->requant_saved_bytes = wp.requant_saved;
     }
     df_model_free(m);

@@ -30,10 +30,11 @@ static float get_opt_float(df_model *m, const char *suffix, float dflt) {
     return gguf_get_f32(m->g, key, &v, NULL, 0) == 0 && isfinite(v) ? v : dflt;
 }
 
-/* DeepSeek's YaRN: recompute the RoPE magnitude and the attention scale. */
-static void deepseek_yarn(df_model *m) {
+/* DeepSeek's YaRN: recompute the RoPE magnitude and the attention scale
+ * (log_mul: yarn_log_multiplier as the converter stored it, divided by 10). */
+void df_deepseek_yarn(df_model *m, float log_mul_stored) {
     df_hparams *h = &m->hp;
-    const float log_mul = get_opt_float(m, "rope.scaling.yarn_log_multiplier", 0.0f) / 0.1f;
+    const float log_mul = log_mul_stored / 0.1f;
     const float f = 1.0f / h->rope_freq_scale;
     float attn = 1.0f;
     if (h->yarn_ext_factor != 0.0f) {
@@ -62,7 +63,7 @@ int df_deepseek2_hparams(df_model *m, char *err, size_t errlen) {
         return df_seterr(err, errlen, "%s: deepseek2 needs expert_count, expert_used_count and "
                          "expert_feed_forward_length", m->path);
     h->n_ff_shexp = h->n_ff_exp * h->n_expert_shared;
-    deepseek_yarn(m);
+    df_deepseek_yarn(m, get_opt_float(m, "rope.scaling.yarn_log_multiplier", 0.0f));
     return 0;
 }
 

@@ -8,6 +8,8 @@
  * and glm-dsa.cpp have it:
  *   - the indexer's RoPE: NeoX layout (deepseek32) or pairs (glm-dsa);
  *   - its key LayerNorm's epsilon: 1e-6 (deepseek32); glm-dsa's is left at 0;
+ *   - glm-dsa ignores rope.scaling.yarn_log_multiplier (llama.cpp does not
+ *     read it there: YaRN's attention scale is computed as without it);
  *   - glm-dsa routes with a sigmoid when expert_gating_func is absent, and
  *     GLM-5.2 has shared indexer layers (attention.indexer.types 0) that
  *     reuse the last selecting layer's choice. llama.cpp assumes GLM-5.2's
@@ -39,7 +41,9 @@ static int hparams_glm_dsa(df_model *m, char *err, size_t errlen) {
     int gating = 0;
     if (df_hp_int(m, "expert_gating_func", &gating, 0, 3, 0, err, errlen)) return -1;
     if (gating == 0) m->hp.gating = DF_GATING_SIGMOID; /* GLM's router when the file does not say */
-    return hparams(m, 0, 0.0f, err, errlen);
+    if (hparams(m, 0, 0.0f, err, errlen)) return -1;
+    df_deepseek_yarn(m, 0.0f); /* llama.cpp reads no yarn_log_multiplier for glm-dsa */
+    return 0;
 }
 
 static int bind(df_model *m, char *err, size_t errlen) {
