@@ -2,12 +2,14 @@
 # cache.sh - the expert cache on routing that looks trained, against what any
 # policy could achieve on the same routing.
 #
-#   bench/cache.sh [-n GEN] [-m MEM] [-s SKEW] [-a CORR] [-r RUNS]
+#   bench/cache.sh [-n GEN] [-m MEM] [-s SKEW] [-a CORR] [-k TOPICS] [-r RUNS]
 #
 # Makes (once, into bench/results/models/) a Qwen3-MoE-shaped q8_0 model with
 # 12 layers x 128 experts, 4 used per token, whose routers are skewed
 # (mkmodel --router-skew SKEW --router-corr CORR, default 0.6 / 0.5: see
-# tools/mkmodel.c's router_row for what they imitate), about 1.2 GiB. Then it
+# tools/mkmodel.c's router_row for what they imitate; -k TOPICS adds text
+# that stays on a subject, mkmodel --topics: consecutive tokens route alike
+# and the popular experts drift), about 1.2 GiB. Then it
 # runs Deltafin under --mem MEM (default 160M: ~146 expert slots, 9.5% of the
 # 1536 experts) RUNS times (default 3) generating GEN tokens (default 96) at
 # temperature 0.8, seed 1: run 1 starts with no hot file, each later run
@@ -21,16 +23,17 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-N=96; MEM=160M; SKEW=0.6; CORR=0.5; RUNS=3
-while getopts "n:m:s:a:r:" o; do
-    case $o in n) N=$OPTARG ;; m) MEM=$OPTARG ;; s) SKEW=$OPTARG ;; a) CORR=$OPTARG ;; r) RUNS=$OPTARG ;; *) exit 2 ;; esac
+N=96; MEM=160M; SKEW=0.6; CORR=0.5; TOPICS=0; RUNS=3
+while getopts "n:m:s:a:k:r:" o; do
+    case $o in n) N=$OPTARG ;; m) MEM=$OPTARG ;; s) SKEW=$OPTARG ;; a) CORR=$OPTARG ;; k) TOPICS=$OPTARG ;; r) RUNS=$OPTARG ;; *) exit 2 ;; esac
 done
 BUILD=${BUILD:-build}
 make -s BUILD="$BUILD" "$BUILD/deltafin" "$BUILD/mkmodel" "$BUILD/cachesim" >/dev/null
 mkdir -p bench/results/models
-M=bench/results/models/skew-$SKEW-$CORR.gguf
+TOP=(); [ "$TOPICS" = 0 ] || TOP=(--topics "$TOPICS")
+M=bench/results/models/skew-$SKEW-$CORR${TOP:+-topics$TOPICS}.gguf
 [ -f "$M" ] || "$BUILD/mkmodel" -o "$M" --preset qwen3moe-tiny --n-layer 12 --experts 128 --experts-used 4 \
-    --n-embd 512 --n-ff-exp 512 --type q8_0 --router-skew "$SKEW" --router-corr "$CORR"
+    --n-embd 512 --n-ff-exp 512 --type q8_0 --router-skew "$SKEW" --router-corr "$CORR" "${TOP[@]}"
 TMP=$(mktemp -d /tmp/deltafin-cache-XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 PROMPT="Once upon a time there was a little"
@@ -47,22 +50,22 @@ for ((r = 1; r <= RUNS; r++)); do
 done
 sim=$("$BUILD/cachesim" "$TMP/trace1.bin" --slots "$slots" --json)
 j() { sed -n "s/.*\"$2\":\([0-9.]*\).*/\1/p" <<< "$1"; }
-lru=$(j "$sim" lru); st=$(j "$sim" static); bel=$(j "$sim" belady); fr=$(j "$sim" freq)
+lru=$(j "$sim" lru); st=$(j "$sim" static); bel=$(j "$sim" belady); fr=$(j "$sim" freq); stc=$(j "$sim" static_cold); ov=$(j "$sim" overlap)
 report=$(
-    printf "model: %s (12 layers x 128 experts, 4 used; router skew %s, layer correlation %s), --mem %s = %d expert slots\n" "$M" "$SKEW" "$CORR" "$MEM" "$slots"
-    printf "replay of run 1's trace (tools/cachesim): LRU %.1f%%, best static in hindsight %.1f%%, Belady %.1f%% (Deltafin's rule without guesses: %.1f%%)\n" \
-        "$(awk -v v="$lru" 'BEGIN{print 100*v}')" "$(awk -v v="$st" 'BEGIN{print 100*v}')" "$(awk -v v="$bel" 'BEGIN{print 100*v}')" "$(awk -v v="$fr" 'BEGIN{print 100*v}')"
-    printf "%-4s %9s %11s %11s %14s %12s %13s\n" run hit_rate MiB/token guesses guesses_used "of static" "of Belady"
+    printf "model: %s (12 layers x 128 experts, 4 used; router skew %s, layer correlation %s, topics %s), --mem %s = %d expert slots\n" "$M" "$SKEW" "$CORR" "$TOPICS" "$MEM" "$slots"
+    printf "replay of run 1's trace (tools/cachesim): LRU %.1f%%, best static in hindsight %.1f%% (started empty: %.1f%%), Belady %.1f%% (Deltafin's rule without guesses: %.1f%%); consecutive tokens share %.1f%% of a layer's experts\n" \
+        "$(awk -v v="$lru" 'BEGIN{print 100*v}')" "$(awk -v v="$st" 'BEGIN{print 100*v}')" "$(awk -v v="$stc" 'BEGIN{print 100*v}')" "$(awk -v v="$bel" 'BEGIN{print 100*v}')" "$(awk -v v="$fr" 'BEGIN{print 100*v}')" "$(awk -v v="$ov" 'BEGIN{print 100*v}')"
+    printf "%-4s %9s %11s %11s %14s %12s %13s %13s\n" run hit_rate MiB/token guesses guesses_used "of static" "(from empty)" "of Belady"
     for row in "${rows[@]}"; do
         read -r r hit mpt issued used <<< "$row"
-        printf "%-4s %8.1f%% %11.2f %11d %14d %11.0f%% %12.0f%%\n" "$r" "$hit" "$mpt" "$issued" "$used" \
-            "$(awk -v h="$hit" -v s="$st" 'BEGIN{print h/s}')" "$(awk -v h="$hit" -v b="$bel" 'BEGIN{print h/b}')"
+        printf "%-4s %8.1f%% %11.2f %11d %14d %11.0f%% %12.0f%% %12.0f%%\n" "$r" "$hit" "$mpt" "$issued" "$used" \
+            "$(awk -v h="$hit" -v s="$st" 'BEGIN{print h/s}')" "$(awk -v h="$hit" -v s="$stc" 'BEGIN{print h/s}')" "$(awk -v h="$hit" -v b="$bel" 'BEGIN{print h/b}')"
     done
 )
 echo "$report"
 {
     echo
-    echo "## $(date -u +%F) — expert cache on skewed routing (bench/cache.sh -n $N -m $MEM -s $SKEW -a $CORR -r $RUNS)"
+    echo "## $(date -u +%F) — expert cache on skewed routing (bench/cache.sh -n $N -m $MEM -s $SKEW -a $CORR -k $TOPICS -r $RUNS)"
     echo
     echo "Commit $(git rev-parse --short HEAD)$(git diff --quiet -- src tools 2>/dev/null || echo "+dirty"), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs). Run 1 starts cold (no hot file); later runs start from the hot file the earlier ones left."
     echo

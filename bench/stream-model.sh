@@ -9,9 +9,18 @@
 #     the 2048 width), SiTU, a shared expert, a dense first layer; 128 MXFP4
 #     experts of 3 x 1024 x 1024 (1.6 MiB), 8 used; q8_0 elsewhere (K3's
 #     published files: MXFP4 experts, 8-bit dense weights).
-# Cached in bench/results/models/ (gitignored).
+# SKEW (optional, e.g. 0.6) makes the routers skewed as trained routers are
+# (mkmodel --router-skew SKEW --router-corr 0.5: a minority of experts takes
+# most tokens, adjacent layers correlate), for the expert cache's benchmarks;
+# without it routing is nearly uniform. Cached in bench/results/models/
+# (gitignored).
 #
-#   bench/stream-model.sh GB [deepseek|kimi-k3]     (BUILD=build by default)
+# ETYPE (deepseek shape only, default q8_0) is the routed experts' type, e.g.
+# iq1_s as in the 1-bit files published for the giant models; GB then counts
+# the experts (the dense weights stay q8_0); i-quant experts repeat 64
+# distinct rows per tensor (mkmodel --row-pool: their quantizers are slow).
+#
+#   bench/stream-model.sh GB [deepseek|kimi-k3] [SKEW|-] [ETYPE]    (BUILD=build by default)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -20,22 +29,31 @@ BUILD=${BUILD:-build}
 make -s BUILD="$BUILD" "$BUILD/mkmodel" >/dev/null
 mkdir -p bench/results/models
 SHAPE=${2:-deepseek}
+SKEW=${3:-}; [ "$SKEW" != - ] || SKEW=""
+ETYPE=${4:-q8_0}
+ROUTER=(); SUFFIX=""
+[ -z "$SKEW" ] || { ROUTER=(--router-skew "$SKEW" --router-corr 0.5); SUFFIX="-skew$SKEW"; }
 case "$SHAPE" in
 deepseek)
-    # 64 experts of 6.7 MB per layer: layers for GB
-    LAYERS=$(awk -v g="$GB" 'BEGIN { l = int(g * 1024 / (64 * 6.7)) + 2; print l }')
-    M=bench/results/models/deepseek-${GB}g-q8_0.gguf
-    [ -f "$M" ] || ./"$BUILD"/mkmodel -o "$M" --preset deepseek-v3-tiny --type q8_0 --n-embd 2048 --n-head 16 \
+    # 64 experts of 3 x 2048 x 1024 weights per layer (6.7 MB in q8_0): layers for GB
+    BPW=$(case "$ETYPE" in q8_0) echo 8.5 ;; q4_K|iq4_xs) echo 4.5 ;; mxfp4) echo 4.25 ;; q2_K) echo 2.625 ;;
+        iq3_s) echo 3.4375 ;; iq3_xxs) echo 3.0625 ;; iq2_xxs) echo 2.0625 ;; iq2_xs) echo 2.3125 ;; iq2_s) echo 2.5625 ;;
+        iq1_s) echo 1.5625 ;; iq1_m) echo 1.75 ;; *) echo "stream-model.sh: no size for expert type $ETYPE" >&2; exit 2 ;; esac)
+    LAYERS=$(awk -v g="$GB" -v b="$BPW" 'BEGIN { l = int(g * 1024 / (64 * 6.7 * b / 8.5)) + 2; print l }')
+    # the grid i-quants' quantizers search their grids: a pool of 64 quantized rows per tensor, repeated
+    ET=(); [ "$ETYPE" = q8_0 ] || ET=(--expert-type "$ETYPE"); case "$ETYPE" in iq*) ET+=(--row-pool 64) ;; esac
+    M=bench/results/models/deepseek-${GB}g-q8_0${ET:+-$ETYPE-exps}$SUFFIX.gguf
+    [ -f "$M" ] || ./"$BUILD"/mkmodel -o "$M" --preset deepseek-v3-tiny --type q8_0 "${ET[@]}" --n-embd 2048 --n-head 16 \
         --q-lora 512 --kv-lora 256 --experts 64 --experts-used 8 --n-ff-exp 1024 --groups 8:4 --n-layer "$LAYERS" \
-        --vocab 4096 >&2 ;;
+        --vocab 4096 "${ROUTER[@]}" >&2 ;;
 kimi-k3)
     # 128 experts of 1.7 MB per layer: layers for GB, scheduled KKKM...
     LAYERS=$(awk -v g="$GB" 'BEGIN { l = int(g * 1024 / (128 * 1.67)) + 2; print (l > 127 ? 127 : l) }')
     SCHED=$(awk -v n="$LAYERS" 'BEGIN { for (i = 0; i < n; i++) printf "%s", (i % 4 == 3) ? "M" : "K" }')
-    M=bench/results/models/kimi-k3-${GB}g-mxfp4.gguf
+    M=bench/results/models/kimi-k3-${GB}g-mxfp4$SUFFIX.gguf
     [ -f "$M" ] || ./"$BUILD"/mkmodel -o "$M" --preset kimi-k3-tiny --type q8_0 --expert-type mxfp4 --n-embd 2048 \
         --n-head 16 --n-head-kv 16 --kda-head-dim 128 --q-lora 512 --kv-lora 256 --qk-nope 128 --qk-rope 64 --v-head 128 \
-        --experts 128 --experts-used 8 --n-ff-exp 1024 --latent 1024 --n-ff 4096 --schedule "$SCHED" --vocab 4096 >&2 ;;
+        --experts 128 --experts-used 8 --n-ff-exp 1024 --latent 1024 --n-ff 4096 --schedule "$SCHED" --vocab 4096 "${ROUTER[@]}" >&2 ;;
 *) echo "stream-model.sh: unknown shape '$SHAPE' (deepseek, kimi-k3)" >&2; exit 2 ;;
 esac
 echo "$M"

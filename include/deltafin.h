@@ -67,12 +67,13 @@ typedef struct df_model_params {
                          * truncated under a running model can only raise SIGBUS (the CLI
                          * reports it); other changes to it fail df_decode (docs/files.md) */
     /* Memory budget (0 = none). With a budget, Deltafin plans everything it
-     * holds (weights kept in memory, the expert cache, one session of n_ctx
-     * tokens) within mem_budget bytes, streams the rest from disk, and fails
+     * holds (weights kept in memory, the expert cache, n_sessions sessions
+     * of n_ctx tokens) within mem_budget bytes, streams the rest from disk, and fails
      * to load, naming the minimum, if the model cannot run within it. */
     uint64_t mem_budget;
     int n_ctx;          /* context the session will use (planning; 0 = default) */
     int n_batch;        /* its batch (0 = 512) */
+    int n_sessions;     /* sessions open at once that the budget holds (0 = 1; a server's --parallel) */
     int kv_type;        /* its KV cache type (enum df_kv_type) */
     int io_threads;     /* concurrent disk reads: reader threads or io_uring depth (0 = 8) */
     int io_engine;      /* enum df_io_engine */
@@ -204,12 +205,12 @@ int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int al
  * n_vocab logits. Each session gets exactly what df_decode would give it
  * alone. The input of every session is checked before any runs; a failure
  * while running stops there (err names the session; sessions before it have
- * advanced). When every session brings one token (a generation step) and
- * the model runs arch_llama.c's block (llama, qwen2, qwen3, qwen2moe,
- * qwen3moe, glm4moe, minimax-m2) the tokens run as the rows of one forward pass, each weight read once for
- * all of them (sessions with abort_cb or an expert trace excepted); other
- * architectures and prompts run the sessions one after another under one
- * hold of the model's lock. */
+ * advanced). When every session brings one token (a generation step) the
+ * tokens run as the rows of one forward pass, every architecture: each
+ * weight read once for all of them, and under a budget each MoE layer asks
+ * for the union of the rows' experts once (sessions with abort_cb or an
+ * expert trace excepted; df_io_stats counts passes and unions). Prompts run
+ * the sessions one after another under one hold of the model's lock. */
 int df_decode_batch(df_session *const *sessions, int n_sessions, const int32_t *const *tokens, const int *n_tokens,
                     float *const *logits, char *err, size_t errlen);
 
@@ -372,11 +373,21 @@ double df_probe_disk_scratch(const char *dir, uint64_t bytes, double seconds, in
  * 0 when nothing would stream under this budget; -1 with err on failure. */
 double df_model_probe_disk(const char *path, const df_model_params *p, double seconds, char *err, size_t errlen);
 
-/* Weight-store counters of a loaded model (disk streaming and expert cache). */
+/* Weight-store counters of a loaded model (disk streaming and expert cache),
+ * and how decoding shared its weight reads: all counters run from the load
+ * on (take differences around a stretch of work). A batched generation
+ * step (df_decode_batch) is one pass whose rows are its sessions' tokens;
+ * each MoE layer of a pass runs the union of its rows' experts once, so
+ * expert_union / moe_runs is the union size per layer and step, and
+ * expert_bytes / tokens the expert bytes read per generated token. */
 typedef struct df_io_stats {
     uint64_t bytes_read, hits, misses, prefetch_issued, prefetch_used, expert_fetches;
     uint64_t unguessed;         /* demanded experts absent from memory that no guess had asked for */
     double read_seconds, wait_seconds;
+    uint64_t expert_bytes;      /* bytes of the expert slices the passes ran (resident or streamed) */
+    uint64_t passes, pass_rows; /* forward passes (a batched step is one) and the tokens they ran */
+    uint64_t moe_runs;          /* MoE layers run, summed over passes */
+    uint64_t expert_union;      /* distinct experts those runs ran (each run: the union of its rows' choices) */
     int streaming, io_threads;
     char io_engine[16];         /* "pread" or "io_uring" ("" when not streaming) */
     char io_note[160];          /* why it is not the engine asked for, or "" */

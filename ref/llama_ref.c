@@ -16,9 +16,11 @@
  *       stdout gets "POS ID:LOGIT ..." with the top K (default 5), logit descending
  *   generate --tokens "..." -n N [--one-by-one]
  *       N greedy tokens (argmax, ties to the lowest id), one id per line, never stops early
- *   bench [-p 512] [-n 128] [-r 5]
+ *   bench [-p 512] [-n 128] [-r 5] [--seqs S]
  *       prompt processing of p tokens (one llama_decode call) and generation of n tokens one
- *       at a time, each from an empty KV cache; one JSON line with medians over the reps
+ *       at a time, each from an empty KV cache; one JSON line with medians over the reps.
+ *       --seqs S: S sequences generate together, one token of each in one llama_batch a step
+ *       (unified KV cache); tg_tps counts the tokens of all of them
  *   info
  *       model / vocabulary / backend facts, for humans
  * Common options: -t THREADS (2), -c CTX (just enough), --ubatch N (512), --vocab-only,
@@ -107,7 +109,7 @@ static void *xmalloc(size_t n) {
 
 typedef struct {
     const char *model, *cmd, *file, *tokens, *out, *cpu_variant;
-    int top, threads, n_ctx, n_ubatch, n, p, reps;
+    int top, threads, n_ctx, n_ubatch, n, p, reps, seqs;
     enum llama_flash_attn_type fa;
     bool vocab_only, no_special, no_parse_special, one_by_one, kv_f16, no_repack, no_threadpool;
 } opts_t;
@@ -118,7 +120,7 @@ static void usage(FILE *f) {
           "  tokenize [--no-special] [--no-parse-special] TEXT-FILE\n"
           "  logits   --tokens \"1 2 3\" [--out FILE] [--top K] [--one-by-one]\n"
           "  generate --tokens \"1 2 3\" -n N [--one-by-one]\n"
-          "  bench    [-p 512] [-n 128] [-r 5]\n"
+          "  bench    [-p 512] [-n 128] [-r 5] [--seqs S]  (S sequences generating in one llama_batch a step)\n"
           "  info\n"
           "options: -t THREADS (2)  -c CTX  --ubatch N (512)  --vocab-only  --fa on|off|auto (off)\n"
           "         --kv-f16  --no-repack  --no-threadpool  --cpu-variant NAME|best  -v\n"
@@ -137,7 +139,7 @@ static int parse_int(const char *opt, const char *s, long lo, long hi) {
 }
 
 static opts_t parse_args(int argc, char **argv) {
-    opts_t o = {.top = 5, .threads = 2, .n_ubatch = 512, .n = -1, .p = 512, .reps = 5,
+    opts_t o = {.top = 5, .threads = 2, .n_ubatch = 512, .n = -1, .p = 512, .reps = 5, .seqs = 1,
                 .fa = LLAMA_FLASH_ATTN_TYPE_DISABLED};
     bool only_pos = false;
     for (int i = 1; i < argc; i++) {
@@ -159,6 +161,7 @@ static opts_t parse_args(int argc, char **argv) {
         else if (!strcmp(a, "--ubatch")) o.n_ubatch = parse_int(a, NEXT(), 1, INT_MAX);
         else if (!strcmp(a, "-n")) o.n = parse_int(a, NEXT(), 0, INT_MAX / 2);
         else if (!strcmp(a, "-p")) o.p = parse_int(a, NEXT(), 0, INT_MAX / 2);
+        else if (!strcmp(a, "--seqs")) o.seqs = parse_int(a, NEXT(), 1, 256);
         else if (!strcmp(a, "-r") || !strcmp(a, "--reps")) o.reps = parse_int(a, NEXT(), 1, 1000000);
         else if (!strcmp(a, "--cpu-variant")) o.cpu_variant = NEXT();
         else if (!strcmp(a, "--vocab-only")) o.vocab_only = true;
@@ -350,12 +353,13 @@ static void free_threadpool(void) {
     g_threadpool = NULL;
 }
 
-static struct llama_context *new_context(struct llama_model *m, const opts_t *o, int n_ctx, int n_batch) {
+static struct llama_context *new_context(struct llama_model *m, const opts_t *o, int n_ctx, int n_batch, int n_seq) {
     struct llama_context_params cp = llama_context_default_params();
     cp.n_ctx = (uint32_t)n_ctx;
     cp.n_batch = (uint32_t)n_batch;
     cp.n_ubatch = (uint32_t)o->n_ubatch;
-    cp.n_seq_max = 1;
+    cp.n_seq_max = (uint32_t)n_seq;
+    if (n_seq > 1) cp.kv_unified = true; /* n_ctx shared by the sequences */
     cp.n_outputs_max_per_seq = 0; /* only matters for backend samplers; 0 = no limit */
     cp.n_threads = o->threads;
     cp.n_threads_batch = o->threads;
@@ -496,7 +500,7 @@ static int cmd_logits(const opts_t *o) {
     check_tokens(t, n, n_vocab);
     int n_ctx = o->n_ctx ? o->n_ctx : n;
     if (n_ctx < n) die("-c %d is smaller than the number of tokens (%d)", n_ctx, n);
-    struct llama_context *ctx = new_context(m, o, n_ctx, n);
+    struct llama_context *ctx = new_context(m, o, n_ctx, n, 1);
 
     float *all = xmalloc((size_t)n * (size_t)n_vocab * sizeof(float));
     if (o->one_by_one) {
@@ -541,7 +545,7 @@ static int cmd_generate(const opts_t *o) {
     int need = n + o->n;
     int n_ctx = o->n_ctx ? o->n_ctx : need;
     if (n_ctx < need) die("-c %d is smaller than prompt + generated tokens (%d)", n_ctx, need);
-    struct llama_context *ctx = new_context(m, o, n_ctx, n);
+    struct llama_context *ctx = new_context(m, o, n_ctx, n, 1);
 
     if (o->one_by_one)
         for (int i = 0; i < n; i++) decode_span(ctx, &t[i], 1, i, true);
@@ -581,9 +585,11 @@ static int cmd_bench(const opts_t *o) {
     if (p == 0 && ng == 0) die("bench: nothing to do (-p 0 -n 0)");
     struct llama_model *m = load_model(o, false);
     int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m));
-    int n_ctx = o->n_ctx ? o->n_ctx : p + ng;
-    if (n_ctx < p || n_ctx < ng) die("-c %d is too small for -p %d / -n %d", n_ctx, p, ng);
-    struct llama_context *ctx = new_context(m, o, n_ctx, p > 0 ? p : 1);
+    const int S = o->seqs;
+    int n_ctx = o->n_ctx ? o->n_ctx : (p > ng * S ? p : ng * S);
+    if (n_ctx < p || n_ctx < ng * S) die("-c %d is too small for -p %d / -n %d x %d sequences", n_ctx, p, ng, S);
+    struct llama_context *ctx = new_context(m, o, n_ctx, p > S ? p : S, S);
+    struct llama_batch gb = llama_batch_init(S, 0, 1);
     llama_memory_t mem = llama_get_memory(ctx);
 
     llama_token *prompt = xmalloc((size_t)(p > 0 ? p : 1) * sizeof *prompt);
@@ -605,17 +611,30 @@ static int cmd_bench(const opts_t *o) {
             llama_token tok = rand_token(n_vocab);
             int64_t t0 = llama_time_us();
             for (int i = 0; i < steps; i++) {
-                decode_or_die(ctx, llama_batch_get_one(&tok, 1), "bench generation");
+                if (S == 1) {
+                    decode_or_die(ctx, llama_batch_get_one(&tok, 1), "bench generation");
+                } else { /* one token of each sequence, at its own position, in one batch */
+                    for (int s = 0; s < S; s++) {
+                        gb.token[s] = rand_token(n_vocab);
+                        gb.pos[s] = i;
+                        gb.n_seq_id[s] = 1;
+                        gb.seq_id[s][0] = s;
+                        gb.logits[s] = true;
+                    }
+                    gb.n_tokens = S;
+                    decode_or_die(ctx, gb, "bench generation");
+                }
                 llama_synchronize(ctx);
                 tok = rand_token(n_vocab);
             }
             int64_t t1 = llama_time_us();
-            if (r >= 0) tg[r] = ng / ((double)(t1 - t0) * 1e-6);
+            if (r >= 0) tg[r] = (double)ng * S / ((double)(t1 - t0) * 1e-6);
         }
     }
-    printf("{\"pp_tokens\":%d,\"pp_tps\":%.2f,\"tg_tokens\":%d,\"tg_tps\":%.2f,\"threads\":%d,"
+    llama_batch_free(gb);
+    printf("{\"pp_tokens\":%d,\"pp_tps\":%.2f,\"tg_tokens\":%d,\"tg_seqs\":%d,\"tg_tps\":%.2f,\"threads\":%d,"
            "\"reps\":%d,\"n_ubatch\":%u,\"cpu_variant\":\"%s\"}\n",
-           p, p > 0 ? median(pp, o->reps) : 0.0, ng, ng > 0 ? median(tg, o->reps) : 0.0, o->threads,
+           p, p > 0 ? median(pp, o->reps) : 0.0, ng, S, ng > 0 ? median(tg, o->reps) : 0.0, o->threads,
            o->reps, llama_n_ubatch(ctx), g_cpu_variant);
     free(pp);
     free(tg);

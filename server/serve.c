@@ -340,6 +340,17 @@ static char *metrics_text(server *srv) {
       io.read_seconds > 0 ? (double)io.bytes_read / io.read_seconds : 0.0);
     M("disk_bytes_per_generated_token", "gauge", "Bytes read per generated token.", "%.0f",
       mt.gen_tokens ? (double)io.bytes_read / (double)mt.gen_tokens : 0.0);
+    M("forward_passes_total", "counter", "Passes over the weights (a step of all active sequences is one).", "%llu",
+      (unsigned long long)io.passes);
+    M("forward_pass_tokens_total", "counter", "Tokens those passes ran.", "%llu", (unsigned long long)io.pass_rows);
+    M("expert_union_per_pass", "gauge", "Distinct experts a pass ran (each MoE layer: the union of its tokens' experts).",
+      "%.3f", io.passes ? (double)io.expert_union / (double)io.passes : 0.0);
+    M("expert_union_per_moe_layer", "gauge", "Distinct experts a MoE layer of a pass ran.", "%.3f",
+      io.moe_runs ? (double)io.expert_union / (double)io.moe_runs : 0.0);
+    M("expert_bytes_read_total", "counter", "Expert weight bytes the passes read (memory or disk).", "%llu",
+      (unsigned long long)io.expert_bytes);
+    M("expert_bytes_per_generated_token", "gauge", "Expert weight bytes read per generated token.", "%.0f",
+      mt.gen_tokens ? (double)io.expert_bytes / (double)mt.gen_tokens : 0.0);
     M("memory_rss_bytes", "gauge", "Resident memory.", "%llu", (unsigned long long)mem_field("VmRSS") * 1024ull);
     M("memory_peak_rss_bytes", "gauge", "Peak resident memory.", "%llu", (unsigned long long)mem_field("VmHWM") * 1024ull);
     M("memory_budget_bytes", "gauge", "The --mem budget (0: none).", "%llu", (unsigned long long)srv->mem_budget);
@@ -476,6 +487,7 @@ int df_cmd_serve(int argc, char **argv) {
     mp.use_mmap = -1;
     mp.mem_budget = o.mem;
     mp.n_ctx = o.ctx;
+    mp.n_sessions = o.parallel; /* the budget holds every slot's session */
     mp.kv_type = o.kv_f32 ? DF_KV_F32 : DF_KV_F16;
     server srv;
     memset(&srv, 0, sizeof srv);

@@ -49,11 +49,13 @@ static df_model *load(const char *path, uint64_t budget) {
     mp.n_batch = 8;
     mp.hot_file = "";
     if (budget) {
-        df_plan p;
+        df_plan p, one;
         mp.mem_budget = 1;
+        if (df_model_plan(path, &mp, &one, err, sizeof err) != 0) fail_msg("%s", err);
+        mp.n_sessions = NS + 1; /* the batch, and a session alone beside it (test_union) */
         if (df_model_plan(path, &mp, &p, err, sizeof err) != 0) fail_msg("%s", err);
-        /* the plan is for one session: the batch holds NS, each within its own reserve */
-        mp.mem_budget = p.minimum + (uint64_t)(NS - 1) * p.session_bytes + (1 << 20);
+        assert_int_equal(p.minimum, one.minimum + (uint64_t)NS * one.session_bytes); /* the plan counts them */
+        mp.mem_budget = p.minimum + (1 << 20);
     }
     df_model *m;
     if (df_model_load(path, &mp, &m, err, sizeof err) != 0) fail_msg("%s", err);
@@ -126,10 +128,23 @@ static void check_batch(const char *name, const char *args, int streamed) {
     if (memcmp(ref, got, sizeof(float) * per * NS) != 0) fail_msg("%s%s: batched logits differ", name, streamed ? " (streamed)" : "");
     printf("  %-12s %-9s %d sessions x %d greedy steps: bit-identical to decoding alone\n", name,
            streamed ? "streamed" : "in memory", NS, NG);
-    /* a NULL logits entry, and the input checks */
+    /* a NULL logits entry; a generation step is one pass over the weights
+     * (every architecture), each MoE layer running the union of the rows'
+     * experts once; and the input checks */
     lp[1] = NULL;
     next[0] = next[1] = next[2] = 1;
+    df_io_stats a, b;
+    df_model_io_stats(m, &a);
     assert_int_equal(df_decode_batch(s, NS, tp, n, lp, err, sizeof err), DF_OK);
+    df_model_io_stats(m, &b);
+    assert_int_equal(b.passes - a.passes, 1);
+    assert_int_equal(b.pass_rows - a.pass_rows, NS);
+    const uint64_t runs = b.moe_runs - a.moe_runs, uni = b.expert_union - a.expert_union;
+    if (runs) { /* between one row's choice and all of them */
+        df_model_info info;
+        df_model_get_info(m, &info);
+        assert_true(uni >= runs * (uint64_t)info.n_expert_used && uni <= runs * (uint64_t)info.n_expert_used * NS);
+    }
     df_session *dup[2] = {s[0], s[0]};
     assert_int_equal(df_decode_batch(dup, 2, tp, n, lp, err, sizeof err), DF_E_INPUT);
     next[2] = nv;
@@ -139,6 +154,60 @@ static void check_batch(const char *name, const char *args, int streamed) {
     free(ref);
     free(got);
     df_model_free(m);
+}
+
+/* NS sessions at the same prompt choose the same experts: a batched step
+ * runs each once, so it reads exactly the expert bytes one session's step
+ * reads, in memory and streamed under a budget (where the store is asked
+ * for the union once per layer). */
+static void check_union(const char *name, const char *args, int streamed) {
+    char path[256], err[512];
+    snprintf(path, sizeof path, "%s/%s-union.gguf", tmpdir, name);
+    if (!streamed) tu_mkmodel(path, args);
+    df_model *m = load(path, streamed);
+    df_model_info info;
+    df_model_get_info(m, &info);
+    const int nv = df_n_vocab(m);
+    int32_t toks[NP], one = 5;
+    int n, n1[NS];
+    prompt(0, nv, toks, &n);
+    df_session *s[NS];
+    const int32_t *tp[NS];
+    for (int i = 0; i < NS; i++) {
+        s[i] = session(m);
+        assert_int_equal(df_decode(s[i], toks, n, NULL, 0, err, sizeof err), DF_OK);
+        tp[i] = &one;
+        n1[i] = 1;
+    }
+    df_session *solo = session(m);
+    assert_int_equal(df_decode(solo, toks, n, NULL, 0, err, sizeof err), DF_OK);
+    df_io_stats a, b, c;
+    df_model_io_stats(m, &a);
+    assert_int_equal(df_decode(solo, &one, 1, NULL, 0, err, sizeof err), DF_OK); /* one session's step */
+    df_model_io_stats(m, &b);
+    df_session_free(solo);
+    assert_int_equal(df_decode_batch(s, NS, tp, n1, NULL, err, sizeof err), DF_OK);
+    df_model_io_stats(m, &c);
+    assert_int_equal(c.passes - b.passes, 1);
+    assert_true(c.moe_runs - b.moe_runs > 0);
+    assert_int_equal(c.expert_union - b.expert_union, (c.moe_runs - b.moe_runs) * (uint64_t)info.n_expert_used);
+    assert_int_equal(c.expert_bytes - b.expert_bytes, b.expert_bytes - a.expert_bytes);
+    printf("  %-12s %-9s %d identical sessions: one step reads %llu expert bytes, as one session does\n", name,
+           streamed ? "streamed" : "in memory", NS, (unsigned long long)(c.expert_bytes - b.expert_bytes));
+    for (int i = 0; i < NS; i++) df_session_free(s[i]);
+    df_model_free(m);
+}
+
+static void test_union(void **state) {
+    (void)state;
+    static const char *const moe[][2] = {{"deepseek-v3", "--preset deepseek-v3-tiny --type q8_0"},
+                                         {"kimi-k3", "--preset kimi-k3-tiny --type q8_0"},
+                                         {"gpt-oss", "--preset gpt-oss-tiny --type q8_0"},
+                                         {"qwen3moe", "--preset qwen3moe-tiny --type q8_0"}};
+    for (size_t k = 0; k < sizeof moe / sizeof moe[0]; k++) {
+        check_union(moe[k][0], moe[k][1], 0);
+        check_union(moe[k][0], moe[k][1], 1);
+    }
 }
 
 static void test_batch_identical(void **state) {
@@ -284,6 +353,7 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_identical),
+        cmocka_unit_test(test_union),
         cmocka_unit_test(test_abort),
         cmocka_unit_test(test_busy),
         cmocka_unit_test(test_codes),

@@ -12,6 +12,8 @@
  *   lru      evict the least recently used expert;
  *   static   the best fixed set of N experts chosen in hindsight (the N most
  *            used in the whole trace), never changing: hits = their share;
+ *            static_cold is the same set started empty (the first use of
+ *            each member is a load), the fair bar for one cold run;
  *   belady   the clairvoyant optimum of a cache that must hold every expert
  *            it computes: evict the expert needed again furthest in the future
  *            (Belady's MIN);
@@ -26,7 +28,8 @@
  * needed together, so none may be evicted to make room for another (as in
  * wstore.c, where they are protected), and each counts once as a hit or a
  * miss, as Deltafin counts them. Deltafin's prefetch guesses are not
- * modelled: these are the demand policies.
+ * modelled: these are the demand policies. overlap measures how alike
+ * consecutive tokens route (mkmodel's --topics and --router-corr knobs).
  */
 #include <errno.h>
 #include <math.h>
@@ -277,6 +280,46 @@ static double static_best(const trace *t, int slots) {
     return (double)hit / (double)total;
 }
 
+/* The same set started empty, as a single cold run starts: the first use
+ * of each of its experts is a load (a miss), the later ones hit. */
+static double static_cold(const trace *t, int slots) {
+    const int64_t nk = (int64_t)t->n_layer * t->n_expert, total = t->off[t->n_group];
+    int64_t *count = xcalloc((size_t)nk, sizeof *count);
+    for (int64_t i = 0; i < total; i++) count[t->key[i]]++;
+    qsort(count, (size_t)nk, sizeof *count, cmp_desc);
+    int64_t hit = 0;
+    for (int64_t i = 0; i < nk && i < slots; i++) hit += count[i] > 0 ? count[i] - 1 : 0;
+    free(count);
+    return (double)hit / (double)total;
+}
+
+/* How alike consecutive tokens route: the mean fraction of a request's
+ * experts that the same layer's previous request also used (random routing
+ * of k of n experts: about k / n). */
+static double overlap(const trace *t) {
+    int64_t *prev = xcalloc((size_t)t->n_layer, sizeof *prev); /* group + 1 */
+    uint8_t *mark = xcalloc((size_t)t->n_layer * (size_t)t->n_expert, 1);
+    double sum = 0;
+    int64_t n = 0;
+    for (int64_t g = 0; g < t->n_group; g++) {
+        if (t->off[g + 1] == t->off[g]) continue;
+        const int layer = t->key[t->off[g]] / t->n_expert;
+        if (prev[layer]) {
+            const int64_t p = prev[layer] - 1;
+            for (int64_t o = t->off[p]; o < t->off[p + 1]; o++) mark[t->key[o]] = 1;
+            int64_t same = 0;
+            for (int64_t o = t->off[g]; o < t->off[g + 1]; o++) same += mark[t->key[o]];
+            for (int64_t o = t->off[p]; o < t->off[p + 1]; o++) mark[t->key[o]] = 0;
+            sum += (double)same / (double)(t->off[g + 1] - t->off[g]);
+            n++;
+        }
+        prev[layer] = g + 1;
+    }
+    free(prev);
+    free(mark);
+    return n ? sum / (double)n : 0;
+}
+
 int main(int argc, char **argv) {
     const char *path = NULL;
     int slots = 0, json = 0;
@@ -297,17 +340,19 @@ int main(int argc, char **argv) {
     load_trace(path, &t);
     const double lru = run_policy(&t, P_LRU, slots, decay), lfu = run_policy(&t, P_LFU, slots, decay);
     const double freq = run_policy(&t, P_FREQ, slots, decay), bel = run_policy(&t, P_BELADY, slots, decay);
-    const double st = static_best(&t, slots);
+    const double st = static_best(&t, slots), stc = static_cold(&t, slots), ov = overlap(&t);
     if (json)
         printf("{\"requests\":%lld,\"experts_per_token\":%d,\"keys\":%d,\"slots\":%d,\"steps\":%lld,"
-               "\"lru\":%.4f,\"lfu\":%.4f,\"freq\":%.4f,\"static\":%.4f,\"belady\":%.4f,\"decay\":%g}\n",
-               (long long)t.n_group, t.k, t.n_layer * t.n_expert, slots, (long long)t.n_step, lru, lfu, freq, st, bel,
-               decay);
+               "\"lru\":%.4f,\"lfu\":%.4f,\"freq\":%.4f,\"static\":%.4f,\"static_cold\":%.4f,\"belady\":%.4f,"
+               "\"overlap\":%.4f,\"decay\":%g}\n",
+               (long long)t.n_group, t.k, t.n_layer * t.n_expert, slots, (long long)t.n_step, lru, lfu, freq, st, stc,
+               bel, ov, decay);
     else
         printf("%lld requests (step, layer) of %d experts per token, %d slots for %d (layer, expert) keys, %lld steps\n"
-               "hit rate: lru %.1f%%  lfu(0.97, resident) %.1f%%  freq(%g) %.1f%%  static-best %.1f%%  belady %.1f%%\n",
+               "hit rate: lru %.1f%%  lfu(0.97, resident) %.1f%%  freq(%g) %.1f%%  static-best %.1f%% (started empty "
+               "%.1f%%)  belady %.1f%%\nconsecutive tokens share %.1f%% of a layer's experts\n",
                (long long)t.n_group, t.k, slots, t.n_layer * t.n_expert, (long long)t.n_step, 100 * lru, 100 * lfu,
-               decay, 100 * freq, 100 * st, 100 * bel);
+               decay, 100 * freq, 100 * st, 100 * stc, 100 * bel, 100 * ov);
     free(t.off), free(t.key), free(t.mult), free(t.step), free(t.next);
     return 0;
 }

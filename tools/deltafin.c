@@ -38,7 +38,7 @@ int df_cmd_chat(int argc, char **argv);
 #define ERRLEN 8192
 
 typedef struct {
-    const char *model, *prompt, *prompt_file, *tokens, *out, *trace, *hot, *resident_type;
+    const char *model, *prompt, *prompt_file, *tokens, *out, *trace, *hot, *resident_type, *batch_file;
     size_t prompt_len;      /* the prompt's bytes (a file's prompt may hold NUL bytes) */
     char *prompt_buf;       /* owned: a prompt read with -f */
     uint64_t mem;
@@ -46,6 +46,7 @@ typedef struct {
     double probe_secs;
     double disk_gbps, mem_gbps; /* plan: a machine's speeds instead of measuring this one's (GB/s, 1e9 bytes) */
     int n_predict, threads, ctx, batch, top, pieces, no_bos, no_mmap, ignore_eos, kv_f32, json, n_prompt, reps;
+    int parallel;           /* run --batch-file: sequences decoded at once */
     df_sampler_params sp;
 } opts;
 
@@ -56,6 +57,8 @@ static void usage(FILE *f, int status) {
             "            [--top-p P] [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--seed S] [--kv f16|f32]\n"
             "            [--no-mmap|--mmap] [--ignore-eos] [--trace-experts FILE] [--mem SIZE] [--io-threads N]\n"
             "            [--io pread|uring|auto] [--hot FILE|none] [--progress] [--resident-type q4_K|q8_0]\n"
+            "  run       -m MODEL --batch-file PROMPTS [--parallel N] [run's options]   one prompt a line, up to N\n"
+            "            (default 16) decoded together, one pass over the weights per step; completions in order\n"
             "  plan      -m MODEL --mem SIZE [-c CTX] [--json] [--probe-seconds S] [--io-threads N] [--io ENGINE]\n"
             "            [--disk-gbps X] [--mem-gbps Y] [--resident-type q4_K|q8_0]\n"
             "            will it fit, what streams, how fast: on this machine (measures the disk for S seconds,\n"
@@ -146,12 +149,13 @@ static char *read_all(const char *path, size_t max, size_t *len) {
 }
 
 enum { FLAG, VALUE };
+#define MAX_PARALLEL 256 /* run --batch-file: sequences in one step at most */
 static const struct { const char *name, *alias; int kind; } OPTIONS[] = {
     {"--pieces", NULL, FLAG}, {"--no-bos", NULL, FLAG}, {"--no-mmap", NULL, FLAG}, {"--mmap", NULL, FLAG}, {"--ignore-eos", NULL, FLAG},
     {"--json", NULL, FLAG}, {"--progress", NULL, FLAG}, {"--help", "-h", FLAG},
     {"--model", "-m", VALUE}, {"--prompt", "-p", VALUE}, {"--file", "-f", VALUE}, {"--tokens", NULL, VALUE},
     {"--out", NULL, VALUE}, {"--trace-experts", NULL, VALUE}, {"--hot", NULL, VALUE}, {"--io-threads", NULL, VALUE},
-    {"--resident-type", NULL, VALUE},
+    {"--resident-type", NULL, VALUE}, {"--batch-file", NULL, VALUE}, {"--parallel", NULL, VALUE},
     {"--io", NULL, VALUE}, {"--mem", NULL, VALUE}, {"--n-predict", "-n", VALUE}, {"--threads", "-t", VALUE},
     {"--ctx-size", "-c", VALUE}, {"--repetitions", "-r", VALUE}, {"--top", NULL, VALUE}, {"--temp", NULL, VALUE},
     {"--probe-seconds", NULL, VALUE}, {"--disk-gbps", NULL, VALUE}, {"--mem-gbps", NULL, VALUE}, {"--top-k", NULL, VALUE}, {"--top-p", NULL, VALUE}, {"--min-p", NULL, VALUE},
@@ -200,6 +204,8 @@ static void parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--prompt")) o->prompt = v;
         else if (!strcmp(a, "--file")) o->prompt_file = v;
         else if (!strcmp(a, "--tokens")) o->tokens = v;
+        else if (!strcmp(a, "--batch-file")) o->batch_file = v;
+        else if (!strcmp(a, "--parallel")) o->parallel = (int)parse_long(name, v, 1, MAX_PARALLEL);
         else if (!strcmp(a, "--out")) o->out = v;
         else if (!strcmp(a, "--trace-experts")) o->trace = v;
         else if (!strcmp(a, "--hot")) o->hot = v;
@@ -241,10 +247,13 @@ static void parse(int argc, char **argv, opts *o) {
         exit(2);
     }
     if (o->prompt && o->prompt_file) usage_error("give the prompt once: -p TEXT or -f FILE%s%s", "", "");
+    if (o->batch_file && (o->prompt || o->prompt_file))
+        usage_error("--batch-file holds the prompts: no -p or -f beside it%s%s", "", "");
     /* the prompt's text is memory too: under a budget, at most a quarter of it */
     size_t max = (size_t)1 << 30;
     if (o->mem && o->mem / 4 < max) max = (size_t)(o->mem / 4) < ((size_t)1 << 16) ? (size_t)1 << 16 : (size_t)(o->mem / 4);
     if (o->prompt_file) o->prompt = o->prompt_buf = read_all(o->prompt_file, max, &o->prompt_len);
+    if (o->batch_file) o->prompt_buf = read_all(o->batch_file, max, &o->prompt_len);
     else if (o->prompt) o->prompt_len = strlen(o->prompt);
 }
 
@@ -300,6 +309,7 @@ static df_model_params model_params(const opts *o) {
     mp.mem_budget = o->mem;
     mp.n_ctx = o->ctx;
     mp.n_batch = o->batch;
+    mp.n_sessions = o->parallel;
     mp.kv_type = o->kv_f32 ? DF_KV_F32 : DF_KV_F16;
     mp.io_threads = o->io_threads;
     mp.io_engine = o->io_engine;
@@ -539,11 +549,10 @@ static df_session *session(df_model *m, const opts *o) {
     return s;
 }
 
-/* Tokenize the prompt (adding BOS as the model says unless --no-bos). Caller frees. */
-static int32_t *tokenize(df_model *m, const opts *o, const char *text, int *n) {
+/* Tokenize len bytes of text (adding BOS as the model says unless --no-bos). Caller frees. */
+static int32_t *tokenize(df_model *m, const opts *o, const char *text, size_t len, int *n) {
     char err[ERRLEN];
     int need = 0;
-    size_t len = o->prompt_len;
     if (df_tokenize(m, text, len, !o->no_bos, 1, NULL, 0, &need, err, sizeof err) != 0 && need == 0) fail(err);
     int32_t *ids = malloc((size_t)(need + 1) * sizeof(int32_t));
     if (!ids) fail("out of memory");
@@ -630,7 +639,7 @@ static int cmd_tokenize(const opts *o) {
     need_prompt(o, "tokenize");
     df_model *m = load_vocab(o); /* the tokenizer is all it needs: vocabulary-only files work */
     int n;
-    int32_t *ids = tokenize(m, o, o->prompt, &n);
+    int32_t *ids = tokenize(m, o, o->prompt, o->prompt_len, &n);
     for (int i = 0; i < n; i++) {
         if (o->pieces) {
             char buf[256];
@@ -667,7 +676,7 @@ static int cmd_logits(const opts *o) {
         ids = parse_tokens(o->tokens, &n);
     } else { /* count the tokens with the tokenizer alone, so the session (and a budget's plan) fits them */
         df_model *v = load_vocab(o);
-        ids = tokenize(v, o, o->prompt, &n);
+        ids = tokenize(v, o, o->prompt, o->prompt_len, &n);
         df_model_free(v);
     }
     if (n == 0) fail("no tokens");
@@ -715,6 +724,23 @@ static int cmd_logits(const opts *o) {
     return rc;
 }
 
+/* How the generation steps between a and b shared their weight reads: the
+ * union of experts per step (and per MoE layer), expert bytes and disk
+ * bytes per generated token. */
+static void print_share_report(const df_io_stats *a, const df_io_stats *b, int generated) {
+    const uint64_t passes = b->passes - a->passes, rows = b->pass_rows - a->pass_rows;
+    const uint64_t runs = b->moe_runs - a->moe_runs, uni = b->expert_union - a->expert_union;
+    const double M = 1 << 20, g = generated > 0 ? generated : 1;
+    if (!passes) return;
+    fprintf(stderr, "steps: %llu passes over the weights for %llu tokens (%.2f sequences a step)\n",
+            (unsigned long long)passes, (unsigned long long)rows, (double)rows / (double)passes);
+    if (runs)
+        fprintf(stderr, "steps: expert union %.1f experts a step (%.2f per MoE layer)\n", (double)uni / (double)passes,
+                (double)uni / (double)runs);
+    fprintf(stderr, "steps: %.3f MiB of experts read per generated token, %.3f MiB from disk\n",
+            (double)(b->expert_bytes - a->expert_bytes) / M / g, (double)(b->bytes_read - a->bytes_read) / M / g);
+}
+
 /* Print a token's bytes. */
 static void emit(df_model *m, int32_t id) {
     char buf[256];
@@ -730,7 +756,7 @@ static int cmd_run(const opts *o) {
     df_model *m = load(o, &t_load);
     df_session *s = session(m, o);
     int n;
-    int32_t *ids = tokenize(m, o, o->prompt, &n);
+    int32_t *ids = tokenize(m, o, o->prompt, o->prompt_len, &n);
     if (n == 0) fail("the prompt produced no tokens");
     if (n >= df_session_n_ctx(s)) fail("the prompt does not fit in the context (use -c)");
     const int nv = df_n_vocab(m), nb = df_session_n_batch(s);
@@ -750,6 +776,8 @@ static int cmd_run(const opts *o) {
     double t_prompt = df_time() - t0;
     for (int i = 0; i < n; i++) df_sampler_accept(smp, ids[i]);
     int generated = 0;
+    df_io_stats gen0, gen1;
+    df_model_io_stats(m, &gen0);
     t0 = df_time();
     while (generated < o->n_predict && !g_signal) {
         int32_t tok = df_sampler_sample(smp, logits);
@@ -770,6 +798,7 @@ static int cmd_run(const opts *o) {
         if (df_decode(s, &tok, 1, logits, 0, err, sizeof err) != 0) fail(err);
     }
     double t_gen = df_time() - t0;
+    df_model_io_stats(m, &gen1);
     printf("\n");
     check_stdout();
     const int sig = g_signal;
@@ -780,6 +809,7 @@ static int cmd_run(const opts *o) {
     fprintf(stderr, "prompt:     %8d tokens %8.3f s %10.2f tokens/s\n", fed, t_prompt, fed / (t_prompt > 0 ? t_prompt : 1e-9));
     fprintf(stderr, "generation: %8d tokens %8.3f s %10.2f tokens/s\n", generated, t_gen,
             generated / (t_gen > 0 ? t_gen : 1e-9));
+    print_share_report(&gen0, &gen1, generated);
     df_model_info info;
     df_model_get_info(m, &info);
     fprintf(stderr, "peak memory: %.1f MiB (RSS), threads: %d, isa: %s\n", (double)df_peak_rss() / (1 << 20),
@@ -791,6 +821,213 @@ static int cmd_run(const opts *o) {
     free(logits);
     free(ids);
     df_session_free(s);
+    df_model_free(m);
+    return sig ? 128 + sig : rc;
+}
+
+/* ---- run --batch-file: many prompts, one pass over the weights per step ---- */
+
+typedef struct {
+    int32_t *ids;         /* prompt tokens */
+    int n_ids;
+    const char *text;     /* the prompt's line */
+    size_t len;
+    char *out;            /* the completion's bytes */
+    size_t out_len, out_cap;
+} batch_seq;
+
+typedef struct {
+    df_session *s;
+    df_sampler *smp;
+    float *logits;
+    int seq;              /* index into the prompts, -1: free */
+    int generated;
+    int32_t next;         /* the token the next step decodes */
+} batch_slot;
+
+/* The prompts: one a line of buf (a trailing CR dropped), empty lines skipped. */
+static batch_seq *split_prompts(char *buf, size_t len, int *n) {
+    int cap = 16, k = 0;
+    batch_seq *v = calloc((size_t)cap, sizeof *v);
+    if (!v) fail("out of memory");
+    for (size_t i = 0; i < len;) {
+        size_t e = i;
+        while (e < len && buf[e] != '\n') e++;
+        size_t l = e - i;
+        if (l && buf[i + l - 1] == '\r') l--;
+        if (l) {
+            if (k == cap) {
+                batch_seq *nv = realloc(v, sizeof *v * (size_t)(cap *= 2));
+                if (!nv) fail("out of memory");
+                v = nv;
+                memset(v + k, 0, sizeof *v * (size_t)(cap - k));
+            }
+            v[k].text = buf + i;
+            v[k++].len = l;
+        }
+        i = e + 1;
+    }
+    *n = k;
+    return v;
+}
+
+static void append_piece(df_model *m, batch_seq *q, int32_t id) {
+    char buf[256];
+    int len = df_token_to_piece(m, id, buf, sizeof buf);
+    if (len > (int)sizeof buf) len = (int)sizeof buf;
+    if (len <= 0) return;
+    if (q->out_len + (size_t)len > q->out_cap) {
+        size_t cap = q->out_cap ? q->out_cap * 2 : 256;
+        while (cap < q->out_len + (size_t)len) cap *= 2;
+        char *nb = realloc(q->out, cap);
+        if (!nb) fail("out of memory");
+        q->out = nb;
+        q->out_cap = cap;
+    }
+    memcpy(q->out + q->out_len, buf, (size_t)len);
+    q->out_len += (size_t)len;
+}
+
+/* Sample slot b's next token from its logits; 0 when its sequence ends here. */
+static int advance(df_model *m, const opts *o, batch_slot *b, batch_seq *q) {
+    if (b->generated >= o->n_predict) return 0;
+    const int32_t tok = df_sampler_sample(b->smp, b->logits);
+    df_sampler_accept(b->smp, tok);
+    if (!o->ignore_eos && df_token_is_eog(m, tok)) return 0;
+    append_piece(m, q, tok);
+    b->generated++;
+    b->next = tok;
+    return b->generated < o->n_predict && df_session_pos(b->s) < df_session_n_ctx(b->s);
+}
+
+/* Start prompt k in slot b: reset its session, decode the prompt, sample the first token. */
+static int admit(df_model *m, const opts *o, batch_slot *b, batch_seq *q, int k, int *prompt_tokens) {
+    char err[ERRLEN];
+    if (df_session_truncate(b->s, 0, err, sizeof err) != 0) fail(err);
+    df_sampler_free(b->smp);
+    if (!(b->smp = df_sampler_new(&o->sp, df_n_vocab(m)))) fail("out of memory");
+    b->seq = k;
+    b->generated = 0;
+    const int nb = df_session_n_batch(b->s);
+    for (int fed = 0; fed < q->n_ids;) {
+        const int c = q->n_ids - fed < nb ? q->n_ids - fed : nb;
+        if (df_decode(b->s, q->ids + fed, c, b->logits, 0, err, sizeof err) != 0) fail(err);
+        fed += c;
+    }
+    *prompt_tokens += q->n_ids;
+    for (int i = 0; i < q->n_ids; i++) df_sampler_accept(b->smp, q->ids[i]);
+    return advance(m, o, b, q);
+}
+
+static int cmd_run_batch(opts *o) {
+    int np;
+    batch_seq *q = split_prompts(o->prompt_buf, o->prompt_len, &np);
+    if (np == 0) fail("the batch file holds no prompt (one a line)");
+    const int ns = np < (o->parallel ? o->parallel : 16) ? np : (o->parallel ? o->parallel : 16);
+    o->parallel = ns; /* the budget's plan holds every session */
+    double t_load;
+    df_model *m = load(o, &t_load);
+    batch_slot *slot = calloc((size_t)ns, sizeof *slot);
+    df_session **ss = malloc(sizeof *ss * (size_t)ns);
+    const int32_t **tp = malloc(sizeof *tp * (size_t)ns);
+    int *n1 = malloc(sizeof *n1 * (size_t)ns), *at = malloc(sizeof *at * (size_t)ns);
+    float **lp = malloc(sizeof *lp * (size_t)ns);
+    if (!slot || !ss || !tp || !n1 || !at || !lp) fail("out of memory");
+    for (int i = 0; i < np; i++) {
+        q[i].ids = tokenize(m, o, q[i].text, q[i].len, &q[i].n_ids);
+        if (q[i].n_ids == 0) fail("a prompt of the batch file produced no tokens");
+    }
+    for (int i = 0; i < ns; i++) {
+        slot[i].s = session(m, o);
+        slot[i].seq = -1;
+        if (!(slot[i].logits = malloc(sizeof(float) * (size_t)df_n_vocab(m)))) fail("out of memory");
+        n1[i] = 1;
+    }
+    for (int i = 0; i < np; i++)
+        if (q[i].n_ids >= df_session_n_ctx(slot[0].s)) fail("a prompt of the batch file does not fit in the context (use -c)");
+    char err[ERRLEN];
+    int next = 0, prompt_tokens = 0, generated = 0, steps = 0;
+    double t_prompt = 0, t_gen = 0;
+    df_io_stats s0, s1, acc0, acc1;
+    memset(&acc0, 0, sizeof acc0);
+    memset(&acc1, 0, sizeof acc1);
+    for (;;) {
+        /* admit prompts into free slots (a finished sequence frees its slot) */
+        double t0 = df_time();
+        for (int i = 0; i < ns && !g_signal; i++)
+            while (slot[i].seq < 0 && next < np) {
+                const int k = next++;
+                const int go = admit(m, o, &slot[i], &q[k], k, &prompt_tokens);
+                generated += slot[i].generated;
+                if (!go) slot[i].seq = -1;
+            }
+        t_prompt += df_time() - t0;
+        int na = 0;
+        for (int i = 0; i < ns; i++)
+            if (slot[i].seq >= 0) {
+                at[na] = i;
+                ss[na] = slot[i].s;
+                tp[na] = &slot[i].next;
+                lp[na++] = slot[i].logits;
+            }
+        if (na == 0 || g_signal) break;
+        /* one step: every active sequence's next token in one df_decode_batch */
+        t0 = df_time();
+        df_model_io_stats(m, &s0);
+        if (df_decode_batch(ss, na, tp, n1, lp, err, sizeof err) != 0) fail(err);
+        df_model_io_stats(m, &s1);
+        acc1.passes += s1.passes - s0.passes;
+        acc1.pass_rows += s1.pass_rows - s0.pass_rows;
+        acc1.moe_runs += s1.moe_runs - s0.moe_runs;
+        acc1.expert_union += s1.expert_union - s0.expert_union;
+        acc1.expert_bytes += s1.expert_bytes - s0.expert_bytes;
+        acc1.bytes_read += s1.bytes_read - s0.bytes_read;
+        steps++;
+        for (int j = 0; j < na; j++) {
+            batch_slot *b = &slot[at[j]];
+            const int before = b->generated;
+            if (!advance(m, o, b, &q[b->seq])) b->seq = -1;
+            generated += b->generated - before;
+        }
+        t_gen += df_time() - t0;
+    }
+    for (int i = 0; i < np; i++) { /* every completion, in the file's order */
+        printf("=== prompt %d of %d ===\n", i + 1, np);
+        fwrite(q[i].text, 1, q[i].len, stdout);
+        if (q[i].out_len) fwrite(q[i].out, 1, q[i].out_len, stdout);
+        printf("\n");
+        check_stdout();
+    }
+    const int sig = g_signal;
+    if (sig)
+        fprintf(stderr, "\ndeltafin: stopped by %s after %d of %d prompts were started\n",
+                sig == SIGINT ? "SIGINT" : "SIGTERM", next, np);
+    fprintf(stderr, "\nload:       %8.3f s\n", t_load);
+    fprintf(stderr, "prompts:    %8d (%d decoded together at most)\n", np, ns);
+    fprintf(stderr, "prompt:     %8d tokens %8.3f s %10.2f tokens/s\n", prompt_tokens, t_prompt,
+            prompt_tokens / (t_prompt > 0 ? t_prompt : 1e-9));
+    fprintf(stderr, "generation: %8d tokens %8.3f s %10.2f tokens/s (all sequences), %d steps\n", generated, t_gen,
+            generated / (t_gen > 0 ? t_gen : 1e-9), steps);
+    print_share_report(&acc0, &acc1, generated);
+    fprintf(stderr, "peak memory: %.1f MiB (RSS), isa: %s\n", (double)df_peak_rss() / (1 << 20), df_isa());
+    print_io_report(m, prompt_tokens + generated, t_prompt + t_gen);
+    int rc = save_hot(m);
+    for (int i = 0; i < ns; i++) {
+        df_sampler_free(slot[i].smp);
+        free(slot[i].logits);
+        df_session_free(slot[i].s);
+    }
+    for (int i = 0; i < np; i++) {
+        free(q[i].ids);
+        free(q[i].out);
+    }
+    free(q);
+    free(slot);
+    free(ss);
+    free(tp);
+    free(n1);
+    free(at);
+    free(lp);
     df_model_free(m);
     return sig ? 128 + sig : rc;
 }
@@ -909,7 +1146,8 @@ static int dispatch(const char *cmd, int argc, char **argv, opts *o) {
     parse(argc, argv, o);
     if (o->mem && (!strcmp(cmd, "info") || !strcmp(cmd, "tokenize")))
         usage_error("--mem applies to run, logits, bench and plan; %s reads no weights%s", cmd, "");
-    if (!strcmp(cmd, "run")) return cmd_run(o);
+    if (o->batch_file && strcmp(cmd, "run")) usage_error("--batch-file applies to run only%s%s", "", "");
+    if (!strcmp(cmd, "run")) return o->batch_file ? cmd_run_batch(o) : cmd_run(o);
     if (!strcmp(cmd, "info")) return cmd_info(o);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(o);
     if (!strcmp(cmd, "logits")) return cmd_logits(o);

@@ -62,7 +62,10 @@ typedef struct {
     int n_expert, n_used, n_ff_exp, n_ff_shexp, n_shared, dense_lead, gating, groups, group_used, norm_w, probs_bias;
     float w_scale;
     int shape_only; /* --shape-only: header, metadata and directory; the data are holes (gw_finish_sparse) */
-    float router_skew, router_corr; /* routing that looks trained: see router_rows() */
+    float router_skew, router_corr; /* routing that looks trained: see router_row() */
+    int topics;                     /* text that stays on a subject: see topic_row() */
+    int row_pool;                   /* --row-pool: distinct rows per tensor, 0 = all */
+    float topic_weight;
     /* multi-head latent attention (deepseek2) */
     int q_lora, kv_lora, qk_nope, qk_rope, v_head, mla_split;
     float yarn_log_mul;
@@ -477,9 +480,8 @@ static void init_row(const tensor_plan *t, const config *c, uint64_t *rng, float
  *  --router-corr A   row e of layer l is A x (row e of layer l - 1, before its
  *                    scale) + sqrt(1 - A^2) x fresh values, so a token's
  *                    choices in adjacent layers are correlated.
- * Not imitated: drift of the popular set along a text and correlation between
- * consecutive tokens, which come from the text itself; a real trace
- * (--trace-experts) is the way to study those.
+ * Drift of the popular set along a text and correlation between consecutive
+ * tokens come from the text itself: --topics (topic_row) imitates them.
  * prev holds the previous router's unscaled rows (n_expert x n_embd). */
 static float std_normal(uint64_t *rng) {
     float u1 = 0.5f * (next_uniform(rng) + 1.0f), u2 = next_uniform(rng);
@@ -503,6 +505,50 @@ static void router_row(const config *c, const tensor_plan *t, int64_t e, float *
         const float scale = expf(s_l * std_normal(&er));
         for (int64_t i = 0; i < n; i++) row[i] *= scale;
     }
+}
+
+/* Text that stays on a subject, then moves on (issue: expert cache policy).
+ * In trained models consecutive tokens route alike (they share a subject,
+ * whose direction dominates the residual stream) and the popular experts
+ * drift as the subject changes. --topics K splits the vocabulary into K
+ * contiguous blocks, each with a direction T_k drawn like an ordinary row of
+ * the tensor, and mixes it into the rows of its tokens in both the token
+ * embeddings and the output head: row = sqrt(1 - w^2) x row + w x T_k
+ * (w = --topic-weight, default 0.4, the same row norm on average). A token
+ * of topic k puts T_k into the residual stream, the routers (whose rows are
+ * random) see it in every layer and so route the topic's tokens alike, and
+ * the output head favours the next token from the same topic: generation
+ * stays on a topic for a while, with sampling jumping to another now and
+ * then. `cachesim` reports the resulting correlation between consecutive
+ * tokens' experts (overlap). */
+static void topic_row(const config *c, const tensor_plan *t, int64_t r, float *row, float *tmp) {
+    const int64_t k = r * c->topics / t->ne[1];
+    uint64_t rng = hash_name(c->seed ^ 0x70b1cull, "topic") + (uint64_t)k * 0x9e3779b97f4a7c15ull;
+    if (!rng) rng = 1;
+    init_row(t, c, &rng, tmp);
+    const float w = c->topic_weight, a = sqrtf(1.0f - w * w);
+    for (int64_t i = 0; i < t->ne[0]; i++) row[i] = a * row[i] + w * tmp[i];
+}
+
+/* --row-pool N: quantize N random rows of the tensor and write each of its
+ * rows as one of them, picked at random. The slow quantizers of the lowest-
+ * bit types (iq1_s searches its grid) would take hours for the gigabytes of a
+ * streaming benchmark; what a speed benchmark needs is the bytes and valid
+ * blocks, not distinct values. Routers and topic rows are never pooled. */
+static void write_pooled(gw *w, const tensor_plan *t, const config *c, uint64_t *rng, size_t rb, float *row) {
+    const quant_traits *q = quant_traits_get(t->type);
+    uint8_t *pool = malloc((size_t)c->row_pool * rb);
+    char err[256];
+    if (!pool) die("out of memory");
+    for (int i = 0; i < c->row_pool; i++) {
+        init_row(t, c, rng, row);
+        q->from_float(row, pool + (size_t)i * rb, t->ne[0]);
+    }
+    for (int64_t r = 0; r < t->ne[1] * t->ne[2]; r++) {
+        const uint64_t k = (uint64_t)(0.5f * (next_uniform(rng) + 1.0f) * (float)c->row_pool) % (uint64_t)c->row_pool;
+        if (gw_data(w, pool + k * rb, rb, err, sizeof err) != 0) die(err);
+    }
+    free(pool);
 }
 
 /* Extend v to n tokens with unused ones ("<|unused_N|>", llama.cpp type 5). */
@@ -720,6 +766,7 @@ static void usage(void) {
             "  experts:     [--experts N] [--experts-used K] [--n-ff-exp N] [--n-ff-shexp N] [--shared N]\n"
             "               [--dense-lead N] [--gating softmax|sigmoid] [--groups G:USED] [--norm-w 0|1]\n"
             "               [--w-scale F] [--probs-bias 0|1] [--router-skew S] [--router-corr A]\n"
+            "               [--topics K] [--topic-weight W] [--row-pool N]\n"
             "  MLA:         [--q-lora N] [--kv-lora N] [--qk-nope N] [--qk-rope N] [--v-head N] [--mla-split 0|1]\n"
             "  presets:     tiny small medium 1b mixtral-tiny qwen2moe-tiny qwen3moe-tiny deepseek-v3-tiny deepseek-v2-tiny\n"
             "               deepseek-v2-lite-tiny kimi-linear-tiny kimi-k3-tiny glm4moe-tiny\n"
@@ -744,6 +791,7 @@ int main(int argc, char **argv) {
     c.seed = 42;
     c.ctx = 2048;
     c.rope_base = 10000.0f;
+    c.topic_weight = 0.4f;
     quant_init();
     preset(&c, "tiny");
     int head_dim_set = 0;
@@ -783,6 +831,9 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--w-scale") == 0) c.w_scale = strtof(v, NULL);
         else if (strcmp(a, "--probs-bias") == 0) c.probs_bias = atoi(v);
         else if (strcmp(a, "--router-skew") == 0) { c.router_skew = strtof(v, NULL); if (!(c.router_skew >= 0 && c.router_skew <= 4)) die("--router-skew must be in [0, 4]"); }
+        else if (strcmp(a, "--row-pool") == 0) { c.row_pool = atoi(v); if (c.row_pool < 1) die("--row-pool must be >= 1"); }
+        else if (strcmp(a, "--topics") == 0) { c.topics = atoi(v); if (c.topics < 1 || c.topics > 4096) die("--topics must be in [1, 4096]"); }
+        else if (strcmp(a, "--topic-weight") == 0) { c.topic_weight = strtof(v, NULL); if (!(c.topic_weight > 0 && c.topic_weight < 1)) die("--topic-weight must be in (0, 1)"); }
         else if (strcmp(a, "--router-corr") == 0) { c.router_corr = strtof(v, NULL); if (!(c.router_corr >= 0 && c.router_corr < 1)) die("--router-corr must be in [0, 1)"); }
         else if (strcmp(a, "--q-lora") == 0) c.q_lora = atoi(v);
         else if (strcmp(a, "--kv-lora") == 0) c.kv_lora = atoi(v);
@@ -915,8 +966,9 @@ int main(int argc, char **argv) {
     float *row = malloc((size_t)max_row * sizeof(float));
     void *qrow = malloc((size_t)max_row * 4 + 64);
     float *prev_router = calloc((size_t)(c.n_expert > 0 ? c.n_expert : 1) * (size_t)max_row, sizeof(float));
+    float *topic = malloc((size_t)max_row * sizeof(float));
     int have_prev_router = 0;
-    if (!row || !qrow || !prev_router) die("out of memory");
+    if (!row || !qrow || !prev_router || !topic) die("out of memory");
     uint64_t total = 0;
     for (int i = 0; c.shape_only && i < p.n; i++)
         total += quant_row_size(p.t[i].type, p.t[i].ne[0]) * (uint64_t)p.t[i].ne[1] * (uint64_t)p.t[i].ne[2];
@@ -926,9 +978,17 @@ int main(int argc, char **argv) {
         uint64_t rng = hash_name(c.seed, t->name);
         size_t rb = quant_row_size(t->type, t->ne[0]);
         const int is_router = t->init == INIT_ROUTER && t->ne[1] == c.n_expert && c.n_expert > 0;
-        for (int64_t r = 0; r < t->ne[1] * t->ne[2]; r++) {
+        const int is_topic = c.topics > 0 && (!strcmp(t->name, "token_embd.weight") || !strcmp(t->name, "output.weight"));
+        const int64_t rows = t->ne[1] * t->ne[2];
+        if (c.row_pool > 0 && rows > c.row_pool && t->type != DF_TYPE_F32 && !is_router && !is_topic) {
+            write_pooled(w, t, &c, &rng, rb, row);
+            total += rb * (uint64_t)rows;
+            continue;
+        }
+        for (int64_t r = 0; r < rows; r++) {
             init_row(t, &c, &rng, row);
             if (is_router) router_row(&c, t, r, row, prev_router, have_prev_router);
+            if (is_topic) topic_row(&c, t, r, row, topic);
             if (t->type == DF_TYPE_F32) memcpy(qrow, row, rb);
             else q->from_float(row, qrow, t->ne[0]);
             if (gw_data(w, qrow, rb, err, sizeof err) != 0) die(err);
@@ -946,5 +1006,6 @@ int main(int argc, char **argv) {
     free(row);
     free(qrow);
     free(prev_router);
+    free(topic);
     return 0;
 }

@@ -252,7 +252,7 @@ static int store_config(df_model *m, const df_model_params *p, ws_config *cfg, c
         m->session_reserve = sb;
     }
     cfg->budget = p->mem_budget;
-    cfg->reserve = m->session_reserve + overhead_bytes(m);
+    cfg->reserve = (uint64_t)(p->n_sessions > 1 ? p->n_sessions : 1) * m->session_reserve + overhead_bytes(m);
     if (!p->mem_budget || (p->hot_file && !*p->hot_file)) {
         cfg->hot_path = NULL;
     } else if (p->hot_file) {
@@ -488,6 +488,11 @@ void df_model_io_stats(const df_model *m, df_io_stats *o) {
     o->prefetch_used = st.prefetch_used;
     o->unguessed = st.unguessed;
     o->expert_fetches = st.expert_fetches;
+    o->expert_bytes = st.expert_bytes;
+    o->passes = m->n_passes;
+    o->pass_rows = m->n_pass_rows;
+    o->moe_runs = m->n_moe_runs;
+    o->expert_union = m->n_union_experts;
     o->read_seconds = st.read_seconds;
     o->wait_seconds = st.wait_seconds;
     o->streaming = ws_streaming(m->ws);

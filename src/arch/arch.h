@@ -15,10 +15,8 @@ extern const df_arch df_arch_llama, df_arch_qwen2, df_arch_qwen3, df_arch_qwen2m
 
 /* arch_llama.c's forward pass, which glm4moe and minimax-m2 share (the same
  * block with other tensors bound; arch_glm4moe.c, arch_minimax_m2.c). */
-int df_llama_forward(struct df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
-                     size_t errlen);
-int df_llama_forward_batch(struct df_session *const *ss, int n, const int32_t *tokens, float *const *logits, char *err,
-                           size_t errlen);
+int df_llama_forward(struct df_session *s, struct df_session *const *own, const int32_t *tokens, int n, float *logits,
+                     int all_logits, char *err, size_t errlen);
 
 /* arch_deepseek2.c's pieces, which deepseek32 and glm-dsa (arch_dsa.c) run
  * with the DSA indexer added to their MLA (mla.c, dsa.c). */
@@ -26,7 +24,7 @@ int df_deepseek2_hparams(df_model *m, char *err, size_t errlen);
 /* DeepSeek's YaRN attention scale from yarn_log_multiplier as stored (glm-dsa: 0, llama.cpp ignores it). */
 void df_deepseek_yarn(df_model *m, float log_mul_stored);
 int df_deepseek2_bind(df_model *m, char *err, size_t errlen);
-int df_deepseek2_forward(struct df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
-                         size_t errlen);
+int df_deepseek2_forward(struct df_session *s, struct df_session *const *own, const int32_t *tokens, int n,
+                         float *logits, int all_logits, char *err, size_t errlen);
 
 #endif

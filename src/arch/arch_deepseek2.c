@@ -87,26 +87,27 @@ int df_deepseek2_bind(df_model *m, char *err, size_t errlen) {
     return 0;
 }
 
-int df_deepseek2_forward(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
-                         size_t errlen) {
+/* The forward pass of n rows in s's scratch (own: layer.h, df_row_pos). */
+int df_deepseek2_forward(df_session *s, df_session *const *own, const int32_t *tokens, int n, float *logits,
+                         int all_logits, char *err, size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     const int64_t E = h->n_embd;
     if (df_embed(s, tokens, n, s->x, err, errlen) != 0) return -1;
-    for (int t = 0; t < n; t++) rope_cache(&s->rope, s->pos + t, s->rope_cache + (int64_t)t * h->n_rot);
+    for (int t = 0; t < n; t++) rope_cache(&s->rope, df_row_pos(s, own, t), s->rope_cache + (int64_t)t * h->n_rot);
 
     for (int l = 0; l < h->n_layer; l++) {
         df_layer *L = &m->layers[l];
         if (df_layer_abort(s, err, errlen)) return -1;
         if (df_norm_rows(s, L->attn_norm, s->x, n, E, E, s->xb, err, errlen)) return -1;
-        if (df_mla_attention(s, l, n, 1, err, errlen)) return -1;
+        if (df_mla_attention(s, own, l, n, 1, err, errlen)) return -1;
         if (df_matmul(s, L->wo, s->xb, n, s->xb2, E, err, errlen)) return -1;
         for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
 
         if (df_ffn_block(s, l, n, err, errlen)) return -1;
     }
-    s->pos += n;
+    if (!own) s->pos += n;
     return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }
 
-const df_arch df_arch_deepseek2 = {"deepseek2", 0, df_deepseek2_hparams, df_deepseek2_bind, df_deepseek2_forward, NULL};
+const df_arch df_arch_deepseek2 = {"deepseek2", 0, df_deepseek2_hparams, df_deepseek2_bind, df_deepseek2_forward};

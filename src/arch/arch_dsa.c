@@ -53,5 +53,5 @@ static int bind(df_model *m, char *err, size_t errlen) {
     return 0;
 }
 
-const df_arch df_arch_deepseek32 = {"deepseek32", 0, hparams_deepseek32, bind, df_deepseek2_forward, NULL};
-const df_arch df_arch_glm_dsa = {"glm-dsa", 0, hparams_glm_dsa, bind, df_deepseek2_forward, NULL};
+const df_arch df_arch_deepseek32 = {"deepseek32", 0, hparams_deepseek32, bind, df_deepseek2_forward};
+const df_arch df_arch_glm_dsa = {"glm-dsa", 0, hparams_glm_dsa, bind, df_deepseek2_forward};

@@ -93,4 +93,4 @@ static int bind(df_model *m, char *err, size_t errlen) {
     return 0;
 }
 
-const df_arch df_arch_glm4moe = {"glm4moe", 1, hparams, bind, df_llama_forward, df_llama_forward_batch};
+const df_arch df_arch_glm4moe = {"glm4moe", 1, hparams, bind, df_llama_forward};

@@ -99,8 +99,9 @@ static int bind(df_model *m, char *err, size_t errlen) {
     return 0;
 }
 
-/* Layer l's attention on s->xb (n tokens) into s->xb2, with rope rp. */
-static int attention(df_session *s, int l, int n, const rope_params *rp, char *err, size_t errlen) {
+/* Layer l's attention on s->xb (n rows; own: layer.h) into s->xb2, with rope rp. */
+static int attention(df_session *s, df_session *const *own, int l, int n, const rope_params *rp, char *err,
+                     size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     df_layer *L = &m->layers[l];
@@ -114,21 +115,21 @@ static int attention(df_session *s, int l, int n, const rope_params *rp, char *e
         return -1;
     for (int t = 0; t < n; t++) {
         float *rc = s->rope_cache + (int64_t)t * h->n_rot;
-        rope_cache(rp, s->pos + t, rc);
+        rope_cache(rp, df_row_pos(s, own, t), rc);
         rope_apply(rp, rc, s->q + t * qdim, h->n_head, h->head_dim);
         rope_apply(rp, rc, s->k + t * s->kv_dim_k, h->n_head_kv, h->head_dim);
     }
-    df_mem_store(s, l, n, s->k, s->v);
     const float *sinks = ws_fetch(m->ws, L->attn_sinks, err, errlen);
     if (!sinks) return -1;
-    df_attention_sinks(s, l, n, s->q, s->xb, sinks);
+    df_attend_rows(s, own, l, n, s->k, s->v, s->q, s->xb, sinks);
     ws_release(m->ws, L->attn_sinks);
     if (df_matmul(s, L->wo, s->xb, n, s->xb2, h->n_embd, err, errlen)) return -1;
     return df_add_bias(s, L->bo, s->xb2, n, h->n_embd, err, errlen);
 }
 
-static int forward(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
-                   size_t errlen) {
+/* The forward pass of n rows in s's scratch (own: layer.h, df_row_pos). */
+static int forward(df_session *s, df_session *const *own, const int32_t *tokens, int n, float *logits,
+                   int all_logits, char *err, size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     const int64_t E = h->n_embd;
@@ -138,12 +139,12 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
     if (df_embed(s, tokens, n, s->x, err, errlen) != 0) return -1;
     for (int l = 0; l < h->n_layer; l++) {
         if (df_norm_rows(s, m->layers[l].attn_norm, s->x, n, E, E, s->xb, err, errlen)) return -1;
-        if (attention(s, l, n, h->swa[l] ? &swa : &s->rope, err, errlen)) return -1;
+        if (attention(s, own, l, n, h->swa[l] ? &swa : &s->rope, err, errlen)) return -1;
         for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
         if (df_ffn_block(s, l, n, err, errlen)) return -1; /* post_attention_norm, experts, residual */
     }
-    s->pos += n;
+    if (!own) s->pos += n;
     return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }
 
-const df_arch df_arch_gptoss = {"gpt-oss", 1, hparams, bind, forward, NULL}; /* batches fall back to one session at a time */
+const df_arch df_arch_gptoss = {"gpt-oss", 1, hparams, bind, forward};

@@ -184,8 +184,9 @@ static int bind_k3(df_model *m, char *err, size_t errlen) { return bind_common(m
 
 static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-/* KDA layer l on the normed input s->xb (n tokens); output (n, n_embd) in s->xb2. */
-static int kda_layer(df_session *s, int l, int n, char *err, size_t errlen) {
+/* KDA layer l on the normed input s->xb (n rows; own: layer.h, each row
+ * then advancing its own session's states); output (n, n_embd) in s->xb2. */
+static int kda_layer(df_session *s, df_session *const *own, int l, int n, char *err, size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     df_layer *L = &m->layers[l];
@@ -200,7 +201,9 @@ static int kda_layer(df_session *s, int l, int n, char *err, size_t errlen) {
     for (int i = 0; i < 3; i++) {
         const float *w = ws_fetch(m->ws, L->ssm_conv[i], err, errlen);
         if (!w) return -1;
-        dn_short_conv(qkv[i], n, D, dc, df_mem_conv(s, l) + i * D * (dc - 1), w);
+        if (!own) dn_short_conv(qkv[i], n, D, dc, df_mem_conv(s, l) + i * D * (dc - 1), w);
+        for (int t = 0; own && t < n; t++)
+            dn_short_conv(qkv[i] + t * D, 1, D, dc, df_mem_conv(own[t], l) + i * D * (dc - 1), w);
         ws_release(m->ws, L->ssm_conv[i]);
     }
     dn_l2norm(s->kda_q, (int64_t)n * H, hd, h->norm_eps);
@@ -224,7 +227,12 @@ static int kda_layer(df_session *s, int l, int n, char *err, size_t errlen) {
     ws_release(m->ws, L->ssm_a);
     ws_release(m->ws, L->ssm_dt_b);
     for (int64_t i = 0; i < (int64_t)n * H; i++) s->kda_beta[i] = sigmoidf(s->kda_beta[i]);
-    dn_gated_delta(m->pool, df_mem_state(s, l), s->kda_q, s->kda_k, s->kda_v, s->kda_g, s->kda_beta, n, H, hd, s->kda_o);
+    if (!own)
+        dn_gated_delta(m->pool, df_mem_state(s, l), s->kda_q, s->kda_k, s->kda_v, s->kda_g, s->kda_beta, n, H, hd,
+                       s->kda_o);
+    for (int t = 0; own && t < n; t++) /* each row on its own session's state */
+        dn_gated_delta(m->pool, df_mem_state(own[t], l), s->kda_q + t * D, s->kda_k + t * D, s->kda_v + t * D,
+                       s->kda_g + t * D, s->kda_beta + t * H, 1, H, hd, s->kda_o + t * D);
     /* output gate (into kda_g, free again) and gated RMSNorm */
     if (L->ssm_g ? df_matmul(s, L->ssm_g, s->xb, n, s->kda_g, D, err, errlen)
                  : df_matmul(s, L->ssm_g_a, s->xb, n, s->kda_lo, hd, err, errlen) ||
@@ -243,13 +251,13 @@ static int kda_layer(df_session *s, int l, int n, char *err, size_t errlen) {
 }
 
 /* MLA layer l (NoPE, optional output gate) on s->xb; output in s->xb2. */
-static int mla_layer(df_session *s, int l, int n, char *err, size_t errlen) {
+static int mla_layer(df_session *s, df_session *const *own, int l, int n, char *err, size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     df_layer *L = &m->layers[l];
     const int64_t V = (int64_t)h->n_head * h->head_dim_v;
     if (L->attn_gate && df_matmul(s, L->attn_gate, s->xb, n, s->mla_gate, V, err, errlen)) return -1;
-    if (df_mla_attention(s, l, n, 0, err, errlen)) return -1;
+    if (df_mla_attention(s, own, l, n, 0, err, errlen)) return -1;
     if (L->attn_gate)
         for (int64_t i = 0; i < (int64_t)n * V; i++) s->xb[i] *= sigmoidf(s->mla_gate[i]);
     return df_matmul(s, L->wo, s->xb, n, s->xb2, h->n_embd, err, errlen);
@@ -319,8 +327,9 @@ static int norm_into_xb(df_session *s, ws_tensor *w, const float *x, int n, char
     return 0;
 }
 
-static int forward(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
-                   size_t errlen) {
+/* The forward pass of n rows in s's scratch (own: layer.h, df_row_pos). */
+static int forward(df_session *s, df_session *const *own, const int32_t *tokens, int n, float *logits,
+                   int all_logits, char *err, size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     const int64_t E = h->n_embd, B = s->n_batch;
@@ -335,7 +344,8 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
         const int banked = bs && l % bs == 0;
         if (banked) memcpy(s->res_stack + nck++ * B * E, s->x, sizeof(float) * (size_t)(n * E)); /* the raw input */
         if (norm_into_xb(s, L->attn_norm, in, n, err, errlen)) return -1;
-        if (df_mem_kind(s, l) == DF_MEM_RECURRENT ? kda_layer(s, l, n, err, errlen) : mla_layer(s, l, n, err, errlen))
+        if (df_mem_kind(s, l) == DF_MEM_RECURRENT ? kda_layer(s, own, l, n, err, errlen)
+                                                  : mla_layer(s, own, l, n, err, errlen))
             return -1;
         if (banked) memcpy(s->x, s->xb2, sizeof(float) * (size_t)(n * E)); /* the running sum restarts */
         else
@@ -345,7 +355,7 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
         if (!in || norm_into_xb(s, L->ffn_norm, in, n, err, errlen) || ffn_layer(s, l, n, err, errlen)) return -1;
         for (int64_t i = 0; i < n * E; i++) s->x[i] += s->xb2[i];
     }
-    s->pos += n;
+    if (!own) s->pos += n;
     if (!logits) return 0;
     if (bs) {
         const float *out = res_mix(s, m->output_res_score, nck, n, err, errlen);
@@ -355,5 +365,5 @@ static int forward(df_session *s, const int32_t *tokens, int n, float *logits, i
     return df_output(s, n, logits, all_logits, err, errlen);
 }
 
-const df_arch df_arch_kimi_linear = {"kimi-linear", 0, hparams_linear, bind_linear, forward, NULL};
-const df_arch df_arch_kimi_k3 = {"kimi-k3", 0, hparams_k3, bind_k3, forward, NULL};
+const df_arch df_arch_kimi_linear = {"kimi-linear", 0, hparams_linear, bind_linear, forward};
+const df_arch df_arch_kimi_k3 = {"kimi-k3", 0, hparams_k3, bind_k3, forward};

@@ -159,17 +159,16 @@ static int head_norm(df_session *s, ws_tensor *w, float *x, int n_tok, int n_hea
     return df_norm_rows(s, w, x, n_tok * n_heads, hd, hd, x, err, errlen);
 }
 
-/* The forward pass of n rows in s's scratch. own NULL: the rows are n
- * consecutive tokens of s at s->pos..; otherwise row t is the next token of
- * session own[t] (at own[t]->pos, its memory), one row per session. */
-static int forward_rows(df_session *s, df_session *const *own, const int32_t *tokens, int n, float *logits,
-                        int all_logits, char *err, size_t errlen) {
+/* The forward pass of n rows in s's scratch (df_arch.forward: own NULL, n
+ * consecutive tokens of s; otherwise row t is the next token of session own[t]). */
+int df_llama_forward(df_session *s, df_session *const *own, const int32_t *tokens, int n, float *logits,
+                     int all_logits, char *err, size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     const int64_t E = h->n_embd;
-    const int64_t qdim = (int64_t)h->n_head * h->head_dim, odim = (int64_t)h->n_head * h->head_dim_v;
+    const int64_t qdim = (int64_t)h->n_head * h->head_dim;
     if (df_embed(s, tokens, n, s->x, err, errlen) != 0) return -1;
-    for (int t = 0; t < n; t++) rope_cache(&s->rope, own ? own[t]->pos : s->pos + t, s->rope_cache + (int64_t)t * h->n_rot);
+    for (int t = 0; t < n; t++) rope_cache(&s->rope, df_row_pos(s, own, t), s->rope_cache + (int64_t)t * h->n_rot);
 
     for (int l = 0; l < h->n_layer; l++) {
         df_layer *L = &m->layers[l];
@@ -196,15 +195,7 @@ static int forward_rows(df_session *s, df_session *const *own, const int32_t *to
             rope_apply(&s->rope, rc, s->q + t * qdim, h->n_head, h->head_dim);
             rope_apply(&s->rope, rc, s->k + t * s->kv_dim_k, h->n_head_kv, h->head_dim);
         }
-        if (!own) {
-            df_mem_store(s, l, n, s->k, s->v);
-            df_attention(s, l, n, s->q, s->xb);
-        } else {
-            for (int t = 0; t < n; t++) { /* each row against its own session's cache */
-                df_mem_store(own[t], l, 1, s->k + t * s->kv_dim_k, s->v + t * s->kv_dim_v);
-                df_attention(own[t], l, 1, s->q + t * qdim, s->xb + t * odim);
-            }
-        }
+        df_attend_rows(s, own, l, n, s->k, s->v, s->q, s->xb, NULL); /* each row against its own session's cache */
         if (df_matmul(s, L->wo, s->xb, n, s->xb2, E, err, errlen)) return -1;
         if (df_add_bias(s, L->bo, s->xb2, n, E, err, errlen)) return -1;
         for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
@@ -215,23 +206,8 @@ static int forward_rows(df_session *s, df_session *const *own, const int32_t *to
     return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }
 
-int df_llama_forward(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
-                   size_t errlen) {
-    return forward_rows(s, NULL, tokens, n, logits, all_logits, err, errlen);
-}
-
-int df_llama_forward_batch(df_session *const *ss, int n, const int32_t *tokens, float *const *logits, char *err,
-                         size_t errlen) {
-    df_session *s = ss[0];
-    const int nv = s->m->hp.n_vocab;
-    if (forward_rows(s, ss, tokens, n, s->logits, 1, err, errlen) != 0) return -1;
-    for (int i = 0; i < n; i++)
-        if (logits[i]) memcpy(logits[i], s->logits + (int64_t)i * nv, sizeof(float) * (size_t)nv);
-    return 0;
-}
-
-const df_arch df_arch_llama = {"llama", 0, hp_llama, bind_common, df_llama_forward, df_llama_forward_batch};
-const df_arch df_arch_qwen2 = {"qwen2", 1, NULL, bind_common, df_llama_forward, df_llama_forward_batch};
-const df_arch df_arch_qwen3 = {"qwen3", 1, NULL, bind_qwen3, df_llama_forward, df_llama_forward_batch};
-const df_arch df_arch_qwen2moe = {"qwen2moe", 1, hp_qwen2moe, bind_common, df_llama_forward, df_llama_forward_batch};
-const df_arch df_arch_qwen3moe = {"qwen3moe", 1, hp_qwen3moe, bind_qwen3, df_llama_forward, df_llama_forward_batch};
+const df_arch df_arch_llama = {"llama", 0, hp_llama, bind_common, df_llama_forward};
+const df_arch df_arch_qwen2 = {"qwen2", 1, NULL, bind_common, df_llama_forward};
+const df_arch df_arch_qwen3 = {"qwen3", 1, NULL, bind_qwen3, df_llama_forward};
+const df_arch df_arch_qwen2moe = {"qwen2moe", 1, hp_qwen2moe, bind_common, df_llama_forward};
+const df_arch df_arch_qwen3moe = {"qwen3moe", 1, hp_qwen3moe, bind_qwen3, df_llama_forward};

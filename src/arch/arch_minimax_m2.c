@@ -63,4 +63,4 @@ static int bind(df_model *m, char *err, size_t errlen) {
     return 0;
 }
 
-const df_arch df_arch_minimax_m2 = {"minimax-m2", 1, hparams, bind, df_llama_forward, df_llama_forward_batch};
+const df_arch df_arch_minimax_m2 = {"minimax-m2", 1, hparams, bind, df_llama_forward};

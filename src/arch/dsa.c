@@ -21,8 +21,11 @@
  * GLM-5.2's shared layers (attention.indexer.types 0) have no indexer of
  * their own: they reuse the selection of the last layer that made one,
  * which s->idx_sel still holds (layers run in order over the same tokens).
- * Scores are computed per token on the thread pool, each thread in its own
- * scratch row of s->att (n_ctx scores, n_ctx dot products, n_ctx copies).
+ * Scores are computed per row on the thread pool, each thread in its own
+ * scratch row of the row's session's att (n_ctx scores, n_ctx dot products,
+ * n_ctx copies). In a batched step (own) each row is the next token of its
+ * own session: its key goes to that session's cache, and it chooses among
+ * that session's keys.
  */
 #include "dsa.h"
 
@@ -145,33 +148,36 @@ static void top_k(const float *score, int n, int k, float *tmp, int32_t *sel) {
 
 typedef struct {
     df_session *s;
-    const uint8_t *keys;
-    size_t stride;
-    int n;
+    df_session *const *own;
+    int l, n;
 } select_job;
 
-/* Scores and choice of the job's tokens ith, ith + nth, ... */
+/* Scores and choice of the job's rows ith, ith + nth, ... (each in its own
+ * session's keys and per-thread scratch row) */
 static void select_tokens(void *arg, int ith, int nth) {
     const select_job *j = arg;
     df_session *s = j->s;
     const df_hparams *h = &s->m->hp;
     const int H = h->idx_n_head, D = h->idx_head_dim, K = h->idx_top_k;
     const quant_traits *kt = quant_traits_get(df_mem_kv_type(s));
-    float *score = s->att + (int64_t)ith * s->att_stride, *dot = score + s->n_ctx, *tmp = dot + s->n_ctx;
     for (int t = ith; t < j->n; t += nth) {
-        const int nk = s->pos + t + 1;
+        df_session *o = j->own ? j->own[t] : s;
+        const int nk = df_row_pos(s, j->own, t) + 1;
         if (nk <= K) continue; /* every key is chosen */
+        float *score = o->att + (int64_t)ith * o->att_stride, *dot = score + o->n_ctx, *tmp = dot + o->n_ctx;
+        const uint8_t *keys = df_mem_idx_rows(o, j->l);
+        const size_t stride = df_mem_idx_row_bytes(o, j->l);
         const float *w = s->idx_w + (int64_t)t * H;
         memset(score, 0, sizeof(float) * (size_t)nk);
         for (int hh = 0; hh < H; hh++) {
-            kt->dot_rows(D, s->idx_q + ((int64_t)t * H + hh) * D, j->keys, j->stride, nk, dot);
+            kt->dot_rows(D, s->idx_q + ((int64_t)t * H + hh) * D, keys, stride, nk, dot);
             for (int p = 0; p < nk; p++) score[p] += w[hh] * (dot[p] > 0.0f ? dot[p] : 0.0f);
         }
         top_k(score, nk, K, tmp, s->idx_sel + (int64_t)t * K);
     }
 }
 
-int df_dsa_select(df_session *s, int l, int n, const float *qr, char *err, size_t errlen) {
+int df_dsa_select(df_session *s, df_session *const *own, int l, int n, const float *qr, char *err, size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     df_layer *L = &m->layers[l];
@@ -190,8 +196,9 @@ int df_dsa_select(df_session *s, int l, int n, const float *qr, char *err, size_
         rope_apply(&rp, rc, s->idx_k + t * D, 1, (int)D);
         for (int64_t hh = 0; hh < H; hh++) s->idx_w[t * H + hh] *= wscale;
     }
-    df_mem_idx_store(s, l, n, s->idx_k);
-    select_job job = {s, df_mem_idx_rows(s, l), df_mem_idx_row_bytes(s, l), n};
+    if (!own) df_mem_idx_store(s, l, n, s->idx_k);
+    for (int t = 0; own && t < n; t++) df_mem_idx_store(own[t], l, 1, s->idx_k + t * D);
+    select_job job = {s, own, l, n};
     tp_run(m->pool, select_tokens, &job);
     return 0;
 }

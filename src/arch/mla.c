@@ -129,7 +129,33 @@ static int per_head_matmul(df_session *s, const ws_tensor *w, const uint8_t *bas
     return 0;
 }
 
-int df_mla_attention(df_session *s, int l, int n, int rope, char *err, size_t errlen) {
+/* Row t's attention in latent space: every head reads the same latent rows
+ * of session own's layer l (attn.c), own's scratch. */
+static void latent_attention(df_session *s, df_session *own, int l, int t, int n_tok) {
+    const df_hparams *h = &s->m->hp;
+    const int64_t H = h->n_head, R = h->kv_lora_rank, D = s->kv_dim_k;
+    df_attn_desc ad;
+    df_mem_attn_view(own, l, &ad); /* one latent row per position: key, and its first R values the value */
+    ad.n_head = (int)H;
+    ad.n_head_kv = 1;
+    ad.hd = (int)D;
+    ad.hdv = (int)R;
+    ad.q = s->q_abs + t * H * D;
+    ad.q_tok = H * D;
+    ad.q_head = D;
+    ad.out = s->o_lat + t * H * R;
+    ad.o_tok = H * R;
+    ad.o_head = R;
+    ad.scale = h->kq_scale;
+    ad.n_tok = n_tok;
+    ad.window = 0;
+    ad.sinks = NULL;
+    ad.sel = h->idx_n_head ? s->idx_sel + (int64_t)t * h->idx_top_k : NULL; /* DSA: only the keys the indexer chose */
+    ad.sel_k = h->idx_top_k;
+    df_attention_run(s->m->pool, own->att, own->att_stride, &ad);
+}
+
+int df_mla_attention(df_session *s, df_session *const *own, int l, int n, int rope, char *err, size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     df_layer *L = &m->layers[l];
@@ -145,7 +171,7 @@ int df_mla_attention(df_session *s, int l, int n, int rope, char *err, size_t er
         return -1;
     }
     /* DSA (deepseek32, glm-dsa): the indexer reads the normed q LoRA, still in mla_tmp */
-    if (h->idx_n_head && df_dsa_select(s, l, n, s->mla_tmp, err, errlen)) return -1;
+    if (h->idx_n_head && df_dsa_select(s, own, l, n, s->mla_tmp, err, errlen)) return -1;
     /* latents: [rmsnorm(c) | rope(k_pe)] */
     if (df_matmul(s, L->wkv_a_mqa, s->xb, n, s->lat, D, err, errlen)) return -1;
     if (df_norm_rows(s, L->kv_a_norm, s->lat, n, R, D, s->lat, err, errlen)) return -1;
@@ -155,7 +181,8 @@ int df_mla_attention(df_session *s, int l, int n, int rope, char *err, size_t er
         rope_apply(&s->rope, rc, lt + R, 1, h->n_rot);
         for (int64_t hh = 0; hh < H; hh++) rope_apply(&s->rope, rc, s->q + t * H * hd + hh * hd + nope, 1, h->n_rot);
     }
-    df_mem_store(s, l, n, s->lat, NULL);
+    if (!own) df_mem_store(s, l, n, s->lat, NULL);
+    for (int t = 0; own && t < n; t++) df_mem_store(own[t], l, 1, s->lat + t * D, NULL);
     /* absorbed queries: [Wk_b[h] * q_nope | q_pe] */
     mla_job job = {s, L, l, n};
     if (L->wk_b) {
@@ -173,26 +200,8 @@ int df_mla_attention(df_session *s, int l, int n, int rope, char *err, size_t er
     for (int t = 0; t < n; t++)
         for (int64_t hh = 0; hh < H; hh++)
             memcpy(s->q_abs + (t * H + hh) * D + R, s->q + t * H * hd + hh * hd + nope, sizeof(float) * (size_t)h->n_rot);
-    /* attention in latent space: every head reads the same latent rows (attn.c) */
-    df_attn_desc ad;
-    df_mem_attn_view(s, l, &ad); /* one latent row per position: key, and its first R values the value */
-    ad.n_head = (int)H;
-    ad.n_head_kv = 1;
-    ad.hd = (int)D;
-    ad.hdv = (int)R;
-    ad.q = s->q_abs;
-    ad.q_tok = H * D;
-    ad.q_head = D;
-    ad.out = s->o_lat;
-    ad.o_tok = H * R;
-    ad.o_head = R;
-    ad.scale = h->kq_scale;
-    ad.n_tok = n;
-    ad.window = 0;
-    ad.sinks = NULL;
-    ad.sel = h->idx_n_head ? s->idx_sel : NULL; /* DSA: only the keys the indexer chose */
-    ad.sel_k = h->idx_top_k;
-    df_attention_run(m->pool, s->att, s->att_stride, &ad);
+    if (!own) latent_attention(s, s, l, 0, n);
+    for (int t = 0; own && t < n; t++) latent_attention(s, own[t], l, t, 1); /* each row against its own latents */
     /* back from latent space: out[h] = Wv[h] * o_lat[h] */
     ws_tensor *wv = L->wv_b ? L->wv_b : L->wkv_b;
     const uint8_t *vb = ws_fetch(m->ws, wv, err, errlen);

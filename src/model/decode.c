@@ -15,13 +15,14 @@
  * thread that holds the lock) would wait for itself: it fails with
  * DF_E_BUSY instead. Sessions carry no thread affinity.
  *
- * df_decode_batch: when every session brings one token (a generation step),
- * the architecture has a batched forward pass (df_arch.forward_batch: the
- * llama family today) and no session traces experts or has an abort
- * callback, the sessions' tokens run as the rows of one forward pass: every
- * product and expert runs once over all rows, attention per row against
- * its own session's memory. Otherwise (prompts, DeepSeek and Kimi) the
- * sessions run one after another under one hold of the lock. Either way
+ * df_decode_batch: when every session brings one token (a generation step)
+ * and no session traces experts or has an abort callback, the sessions'
+ * tokens run as the rows of one forward pass (df_arch.forward with the
+ * rows' sessions): every product and expert runs once over all rows
+ * (under a budget, a MoE layer asks the store for the union of the rows'
+ * experts once), attention and recurrent states per row against the row's
+ * own session's memory. Otherwise (prompts) the sessions run one after
+ * another under one hold of the lock. Either way
  * each session computes exactly what df_decode computes for it alone: the
  * kernels compute each row from its own data in a fixed order.
  *
@@ -88,13 +89,15 @@ static int decode_locked(df_session *s, const int32_t *tokens, int n, float *log
         s->cancelled = 0;
         if (s->abort_cb && s->abort_cb(s->abort_ctx))
             return df_seterr(err, errlen, "cancelled at position %d", s->pos), DF_E_CANCELLED;
-        if (s->m->arch->forward(s, tokens + done, chunk, dst, all_logits, err, errlen) != 0) {
+        if (s->m->arch->forward(s, NULL, tokens + done, chunk, dst, all_logits, err, errlen) != 0) {
             s->pos = pos0; /* the failed batch is not part of the sequence (its KV rows past pos are ignored) */
             if (s->cancelled) return DF_E_CANCELLED; /* between layers: only models without recurrent state */
             s->rec_broken = s->m->hp.n_layer_recurrent > 0; /* a recurrent state has changed */
             return DF_E_IO;
         }
         ws_tick(s->m->ws);
+        s->m->n_passes++;
+        s->m->n_pass_rows += (uint64_t)chunk;
         if (s->trace && ferror(s->trace)) return df_seterr(err, errlen, "writing the expert trace failed"), DF_E_IO;
         done += chunk;
     }
@@ -124,7 +127,7 @@ int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int al
 
 /* Can these sessions' tokens be the rows of one forward pass? */
 static int batchable(df_session *const *ss, int n, const int *n_tokens) {
-    if (n < 2 || n > MAX_ROWS || !ss[0]->m->arch->forward_batch || n > ss[0]->n_batch) return 0;
+    if (n < 2 || n > MAX_ROWS || n > ss[0]->n_batch) return 0;
     for (int i = 0; i < n; i++)
         if (n_tokens[i] != 1 || ss[i]->trace || ss[i]->abort_cb) return 0;
     return 1;
@@ -141,9 +144,16 @@ static int decode_rows(df_session *const *ss, int n, const int32_t *const *token
         toks[i] = tokens[i][0];
         out[i] = logits ? logits[i] : NULL;
     }
-    if (m->arch->forward_batch(ss, n, toks, out, err, errlen) != 0) return DF_E_IO;
+    if (m->arch->forward(ss[0], ss, toks, n, logits ? ss[0]->logits : NULL, 1, err, errlen) != 0) {
+        for (int i = 0; i < n; i++) ss[i]->rec_broken = m->hp.n_layer_recurrent > 0; /* states have changed */
+        return DF_E_IO;
+    }
+    for (int i = 0; i < n && logits; i++)
+        if (out[i]) memcpy(out[i], ss[0]->logits + (int64_t)i * nv, sizeof(float) * (size_t)nv);
     for (int i = 0; i < n; i++) ss[i]->pos++;
     ws_tick(m->ws);
+    m->n_passes++;
+    m->n_pass_rows += (uint64_t)n;
     if (ws_check_files(m->ws, err, errlen) != 0) return DF_E_IO;
     for (int i = 0; i < n; i++)
         for (int64_t k = 0; out[i] && k < nv; k++)

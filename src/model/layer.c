@@ -163,6 +163,23 @@ void df_attention_sinks(df_session *s, int l, int n_tok, const float *q, float *
     df_attention_run(s->m->pool, s->att, s->att_stride, &d);
 }
 
+int df_row_pos(const df_session *s, df_session *const *own, int t) { return own ? own[t]->pos : s->pos + t; }
+
+void df_attend_rows(df_session *s, df_session *const *own, int l, int n, const float *k, const float *v,
+                    const float *q, float *out, const float *sinks) {
+    const df_hparams *h = &s->m->hp;
+    if (!own) {
+        df_mem_store(s, l, n, k, v);
+        df_attention_sinks(s, l, n, q, out, sinks);
+        return;
+    }
+    const int64_t qdim = (int64_t)h->n_head * h->head_dim, odim = (int64_t)h->n_head * h->head_dim_v;
+    for (int t = 0; t < n; t++) {
+        df_mem_store(own[t], l, 1, k + t * s->kv_dim_k, v + t * s->kv_dim_v);
+        df_attention_sinks(own[t], l, 1, q + t * qdim, out + t * odim, sinks);
+    }
+}
+
 int df_layer_abort(df_session *s, char *err, size_t errlen) {
     if (!s->abort_cb || s->m->hp.n_layer_recurrent > 0 || !s->abort_cb(s->abort_ctx)) return 0;
     s->cancelled = 1;

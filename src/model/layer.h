@@ -30,6 +30,17 @@ void df_attention(df_session *s, int l, int n_tok, const float *q, float *out);
 /* The same with one sink logit per head (gpt-oss; NULL: none). Both honour
  * the layer's sliding window (hparams swa / n_swa) and its cache's ring. */
 void df_attention_sinks(df_session *s, int l, int n_tok, const float *q, float *out, const float *sinks);
+/* The rows of one forward pass: own NULL, n consecutive tokens of s from
+ * s->pos; otherwise row t is the next token of session own[t] (a batched
+ * step, df_arch.forward: its own memory at its own position, s's
+ * scratch). df_row_pos: row t's position. */
+int df_row_pos(const df_session *s, df_session *const *own, int t);
+/* Store n rows of keys and values (strides s->kv_dim_k / kv_dim_v) in layer
+ * l's memory and attend each query row (n_head * head_dim) against it into
+ * out (rows of n_head * head_dim_v), with sinks (or NULL): per row against
+ * its own session's memory when own is set. */
+void df_attend_rows(df_session *s, df_session *const *own, int l, int n, const float *k, const float *v,
+                    const float *q, float *out, const float *sinks);
 /* Dense FFN: out = down(act(gate x) * up x), using s->hb/s->hb2. */
 int df_ffn_dense(df_session *s, ws_tensor *gate, ws_tensor *up, ws_tensor *down, const float *x, int n, float *out,
                  char *err, size_t errlen);

@@ -159,15 +159,14 @@ typedef struct df_arch {
     int rope_neox;                                      /* default RoPE layout */
     int (*hparams)(df_model *m, char *err, size_t errlen); /* arch-specific hyperparameters, or NULL */
     int (*bind)(df_model *m, char *err, size_t errlen);    /* tensors */
-    int (*forward)(struct df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
-                   size_t errlen);
-    /* One token for each of n sessions (n <= ss[0]->n_batch) in one pass over
-     * the weights, ss[0]'s scratch holding the rows: every product runs once
-     * over all rows, attention per row against its own session's memory at
-     * its own position. logits[i] (may be NULL) gets session i's logits.
-     * Positions are not advanced (decode.c does). NULL: not supported. */
-    int (*forward_batch)(struct df_session *const *ss, int n, const int32_t *tokens, float *const *logits, char *err,
-                         size_t errlen);
+    /* The forward pass of n rows in s's scratch. own NULL: n consecutive
+     * tokens of s at s->pos.. (s->pos advances). Otherwise row t is one token
+     * of session own[t] (n <= s->n_batch; a batched generation step): every
+     * product runs once over all rows, attention and recurrent states per
+     * row against its own session's memory at its own position, which does
+     * not advance (decode.c does). logits: the last row's, or all rows'. */
+    int (*forward)(struct df_session *s, struct df_session *const *own, const int32_t *tokens, int n, float *logits,
+                   int all_logits, char *err, size_t errlen);
 } df_arch;
 
 struct df_model {
@@ -189,6 +188,10 @@ struct df_model {
     int vocab_only;           /* df_model_params.vocab_only: metadata and tokenizer, no weights */
     pthread_mutex_t decode_mu; /* one decode at a time (decode.c); also guards the store's pins and counters */
     int decode_mu_init;
+    /* step counters, under decode_mu (df_io_stats): forward passes (a batched
+     * step is one) and the tokens they ran (decode.c); MoE layers run and the
+     * distinct experts they ran, the union of the rows' choices (moe.c) */
+    uint64_t n_passes, n_pass_rows, n_moe_runs, n_union_experts;
 };
 
 #endif

@@ -349,6 +349,8 @@ int df_ffn_moe_routed(df_session *s, int l, const float *xr, const float *x, int
     for (int e = 0; e < X; e++)
         if (count[e + 1] > count[e]) uniq[nu++] = e;
     ws_request_experts(m->ws, l, uniq, nu, 1);
+    m->n_moe_runs++;
+    m->n_union_experts += (uint64_t)nu;
     /* lookahead: the next layer's router on this layer's residual (s->x)
      * names likely experts; they queue behind this layer's demand reads */
     if (n == 1 && l + 1 < h->n_layer && m->layers[l + 1].ffn_gate_inp)

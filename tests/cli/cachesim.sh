@@ -37,6 +37,10 @@ check "LRU 5/12" test "$(field lru "$out")" = 0.4167
 check "Belady 7/12" test "$(field belady "$out")" = 0.5833
 check "best static 10/12" test "$(field static "$out")" = 0.8333
 check "freq 5/12" test "$(field freq "$out")" = 0.4167
+# started empty, the static set {X, A, B} loads each once: 5 + 1 + 1 hits
+check "best static started empty 7/12" test "$(field static_cold "$out")" = 0.5833
+# consecutive requests of a layer: layer 0 never repeats (0 x 5), layer 1 always (1 x 5)
+check "overlap 5/10" test "$(field overlap "$out")" = 0.5000
 
 # A prompt batch: tokens 0..2 of one forward pass name experts 0, 0, 1 in
 # layer 0 (then layer 1): one request, expert 0 counted once.
@@ -58,6 +62,17 @@ out=$("$B/cachesim" "$T/real.bin" --slots 24 --json)
 echo "    $out"
 le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b + 1e-9) }'; }
 check "LRU <= Belady" le "$(field lru "$out")" "$(field belady "$out")"
+ov0=$(field overlap "$out")
+
+# mkmodel --topics: generation stays on a subject, so consecutive tokens route more alike
+"$B/mkmodel" -o "$T/t.gguf" --preset qwen3moe-tiny --n-layer 4 --experts 32 --experts-used 4 --router-skew 0.6 \
+    --router-corr 0.5 --topics 8 2>/dev/null
+"$B/deltafin" run -m "$T/t.gguf" -p "Once upon a time" -n 40 --temp 0.8 --seed 1 --ignore-eos \
+    --trace-experts "$T/topics.bin" > /dev/null 2>&1
+ov1=$(field overlap "$("$B/cachesim" "$T/topics.bin" --slots 24 --json)")
+echo "    overlap of consecutive tokens' experts: $ov0 without topics, $ov1 with 8"
+check "--topics makes consecutive tokens route alike" awk -v a="$ov0" -v b="$ov1" 'BEGIN { exit !(b > a + 0.1) }'
+check "--topics is checked" bash -c "! \"$B/mkmodel\" -o \"$T/x.gguf\" --topics 0 2>/dev/null"
 check "freq <= Belady" le "$(field freq "$out")" "$(field belady "$out")"
 check "old LFU <= Belady" le "$(field lfu "$out")" "$(field belady "$out")"
 check "hit rates are rates" le "$(field static "$out")" 1

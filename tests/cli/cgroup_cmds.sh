@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # cgroup_cmds.sh - every command that takes --mem keeps to it under a real limit.
 #   tests/cli/cgroup_cmds.sh BUILD_DIR
-# run, logits, bench and plan each run with --mem 64M inside their own cgroup
+# run (alone, and --batch-file with 8 sessions), logits, bench and plan each run with --mem 64M inside their own cgroup
 # v1 memory limit of 64 MiB + 256 MiB (as tests/cli/cgroup.sh does for run):
 # each must complete without the cgroup ever hitting its limit, and its peak
 # (RSS and page cache) must stay within the budget plus 32 MiB for the binary,
@@ -37,6 +37,11 @@ in_cgroup() {
 D="$B/deltafin"
 toks=$(seq 1 6000 | awk '{ printf "%d ", ($1 * 7919) % 4096 }')
 in_cgroup run "$D" run -m "$T/moe.gguf" -p "Once upon a time" -n 32 --ignore-eos -c 256 --hot none --mem 64M
+# eight sequences decoded together, the plan counting eight sessions (--parallel)
+for i in 1 2 3 4 5 6 7 8; do echo "tale $i"; done > "$T/prompts.txt"
+in_cgroup batch "$D" run -m "$T/moe.gguf" --batch-file "$T/prompts.txt" --parallel 8 -n 32 --ignore-eos -c 256 \
+    --hot none --mem 64M
+check "batch prints the eight completions" test "$(grep -c '^=== prompt' "$T/batch.out")" -eq 8
 in_cgroup logits "$D" logits -m "$T/dense.gguf" --tokens "$toks" -c 6000 --top 1 --mem 64M
 check "logits prints a line per token" test "$(wc -l < "$T/logits.out")" -eq 6000
 in_cgroup bench "$D" bench -m "$T/moe.gguf" -p 64 -n 8 -r 1 --mem 64M

@@ -168,4 +168,12 @@ same=0; for i in $(seq 1 8); do cmp -s "$T/alone.$i" "$T/together.$i" && same=$(
 check "MoE, 8 concurrent greedy sequences: each as alone ($same/8)" test "$same" = 8
 steps=$(curl -s "$U/metrics" | awk '/^deltafin_sequences_per_step /{print $2}')
 check "steps ran several sequences at once (average $steps per step)" awk -v s="$steps" 'BEGIN{exit !(s > 1.0)}'
+m=$(curl -s "$U/metrics")
+mv() { awk -v k="deltafin_$1" '$1 == k {print $2}' <<< "$m"; }
+check "/metrics: expert union per MoE layer ($(mv expert_union_per_moe_layer)) between 4 (qwen3moe-tiny's experts a token) and its 16" \
+    awk -v u="$(mv expert_union_per_moe_layer)" 'BEGIN{exit !(u >= 4 && u <= 16)}'
+check "/metrics: expert union per pass ($(mv expert_union_per_pass)) and expert bytes per generated token ($(mv expert_bytes_per_generated_token))" \
+    awk -v u="$(mv expert_union_per_pass)" -v b="$(mv expert_bytes_per_generated_token)" 'BEGIN{exit !(u > 0 && b > 0)}'
+check "/metrics: passes counted ($(mv forward_passes_total) for $(mv forward_pass_tokens_total) tokens)" \
+    awk -v p="$(mv forward_passes_total)" -v r="$(mv forward_pass_tokens_total)" 'BEGIN{exit !(p > 0 && r > p)}'
 finish
