@@ -26,12 +26,7 @@
 #include "util.h"
 
 static int hparams(df_model *m, int rope_neox, float norm_eps, char *err, size_t errlen) {
-    df_hparams *h = &m->hp;
-    if (df_hp_int(m, "nextn_predict_layers", &h->n_layer_nextn, 0, h->n_layer - 1, 0, err, errlen)) return -1;
-    h->n_layer -= h->n_layer_nextn;
-    if (h->n_layer_dense_lead > h->n_layer)
-        return df_seterr(err, errlen, "%s: leading_dense_block_count %d exceeds the %d layers", m->path,
-                         h->n_layer_dense_lead, h->n_layer);
+    if (df_hp_nextn(m, err, errlen)) return -1;
     return df_deepseek2_hparams(m, err, errlen) || df_dsa_hparams(m, rope_neox, norm_eps, err, errlen) ? -1 : 0;
 }
 
