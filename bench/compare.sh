@@ -11,6 +11,9 @@
 #   dense-1.8b-q4_K    llama-shaped, preset 1b with 40 layers (4096-token vocabulary, mkmodel's largest; ~1.0 GB)
 #   dense-1.8b-q8_0    the same in q8_0 (~2 GB)
 #   qwen3moe-4.8b-q4_K 64 experts (8 used) of 768, 16 layers, 2048 wide (~2.8 GB, 0.8 B active)
+#   qwen35moe-1.3b-q4_K Qwen3.5-shaped: gated delta-net layers (32 value, 16 key heads of 128) and
+#                      every fourth layer gated attention (16 heads of 256, 2 KV), 32 experts (8 used)
+#                      of 512 plus a gated shared expert, 12 layers, 2048 wide
 #   deepseek-5b-q4_K   DeepSeek-V3-shaped: MLA, 64 sigmoid-routed experts with groups, a shared
 #                      expert and a dense first layer (~2.9 GB)
 #   kimi-k3-2b-mxfp4   Kimi-K3-shaped: KDA and NoPE MLA layers 3:1, residual attention, a latent
@@ -64,6 +67,7 @@ DEFAULT_SET=(
     "dense-1.8b-q8_0|--preset 1b --n-layer 40 --vocab 4096 --type q8_0"
     "qwen3moe-4.8b-q4_K|--preset qwen3moe-tiny --n-embd 2048 --n-layer 16 --n-head 16 --n-head-kv 4 --experts 64 --experts-used 8 --n-ff-exp 768 --vocab 4096 --type q4_K"
     "kimi-k3-2b-mxfp4|--preset kimi-k3-tiny --type q8_0 --expert-type mxfp4 --n-embd 2048 --n-head 16 --n-head-kv 16 --kda-head-dim 128 --q-lora 512 --kv-lora 256 --qk-nope 128 --qk-rope 64 --v-head 128 --experts 64 --experts-used 8 --n-ff-exp 1024 --latent 1024 --n-ff 4096 --schedule KKKMKKKMKKKMKKKM --vocab 4096"
+    "qwen35moe-1.3b-q4_K|--preset qwen35moe-tiny --n-embd 2048 --n-layer 12 --n-head 16 --n-head-kv 2 --head-dim 256 --rope-dims 64 --gdn-heads 32:16 --gdn-head-dim 128 --experts 32 --experts-used 8 --n-ff-exp 512 --n-ff-shexp 512 --n-ff 4096 --vocab 4096 --type q4_K"
     "deepseek-5b-q4_K|--preset deepseek-v3-tiny --n-embd 2048 --n-layer 16 --n-head 16 --q-lora 768 --kv-lora 512 --qk-nope 128 --qk-rope 64 --v-head 128 --experts 64 --experts-used 8 --n-ff-exp 768 --n-ff-shexp 768 --n-ff 5632 --vocab 4096 --type q4_K"
 )
 SMALL_SET=(

@@ -3,7 +3,8 @@
 # GB gigabytes used by bench/stream.sh and bench/io.sh. Two shapes:
 #   deepseek (default): DeepSeek-shaped q8_0: MLA, sigmoid routing with 8
 #     groups (4 used) and bias, a shared expert, a dense first layer; 64
-#     experts of 3 x 2048 x 1024 weights (6.4 MiB), 8 used.
+#     experts of 3 x 2048 x 1024 weights (6.4 MiB), 8 used (with ETYPE
+#     below 6 bits: 128, below 3 bits: 256, so experts keep their share).
 #   kimi-k3: Kimi-K3-shaped, scaled down: three KDA layers to one NoPE MLA
 #     layer, cross-layer residual attention, a latent MoE (experts at 1024 of
 #     the 2048 width), SiTU, a shared expert, a dense first layer; 128 MXFP4
@@ -35,16 +36,18 @@ ROUTER=(); SUFFIX=""
 [ -z "$SKEW" ] || { ROUTER=(--router-skew "$SKEW" --router-corr 0.5); SUFFIX="-skew$SKEW"; }
 case "$SHAPE" in
 deepseek)
-    # 64 experts of 3 x 2048 x 1024 weights per layer (6.7 MB in q8_0): layers for GB
+    # experts of 3 x 2048 x 1024 weights (6.7 MB in q8_0): 64 per layer, or as many more as keep the
+    # experts' share of a layer when they are smaller (256 in 1-2 bit types, as DeepSeek V3 has): layers for GB
     BPW=$(case "$ETYPE" in q8_0) echo 8.5 ;; q4_K|iq4_xs) echo 4.5 ;; mxfp4) echo 4.25 ;; q2_K) echo 2.625 ;;
         iq3_s) echo 3.4375 ;; iq3_xxs) echo 3.0625 ;; iq2_xxs) echo 2.0625 ;; iq2_xs) echo 2.3125 ;; iq2_s) echo 2.5625 ;;
         iq1_s) echo 1.5625 ;; iq1_m) echo 1.75 ;; *) echo "stream-model.sh: no size for expert type $ETYPE" >&2; exit 2 ;; esac)
-    LAYERS=$(awk -v g="$GB" -v b="$BPW" 'BEGIN { l = int(g * 1024 / (64 * 6.7 * b / 8.5)) + 2; print l }')
+    NEXP=$(awk -v b="$BPW" 'BEGIN { print (b < 3) ? 256 : (b < 6) ? 128 : 64 }')
+    LAYERS=$(awk -v g="$GB" -v b="$BPW" -v x="$NEXP" 'BEGIN { l = int(g * 1024 / (x * 6.7 * b / 8.5)) + 2; print l }')
     # the grid i-quants' quantizers search their grids: a pool of 64 quantized rows per tensor, repeated
     ET=(); [ "$ETYPE" = q8_0 ] || ET=(--expert-type "$ETYPE"); case "$ETYPE" in iq*) ET+=(--row-pool 64) ;; esac
     M=bench/results/models/deepseek-${GB}g-q8_0${ET:+-$ETYPE-exps}$SUFFIX.gguf
     [ -f "$M" ] || ./"$BUILD"/mkmodel -o "$M" --preset deepseek-v3-tiny --type q8_0 "${ET[@]}" --n-embd 2048 --n-head 16 \
-        --q-lora 512 --kv-lora 256 --experts 64 --experts-used 8 --n-ff-exp 1024 --groups 8:4 --n-layer "$LAYERS" \
+        --q-lora 512 --kv-lora 256 --experts "$NEXP" --experts-used 8 --n-ff-exp 1024 --groups 8:4 --n-layer "$LAYERS" \
         --vocab 4096 "${ROUTER[@]}" >&2 ;;
 kimi-k3)
     # 128 experts of 1.7 MB per layer: layers for GB, scheduled KKKM...

@@ -182,6 +182,19 @@ int df_session_save(df_session *s, const char *path, const void *user, size_t us
 int df_session_load(df_session *s, const char *path, void *user, size_t user_cap, size_t *user_len, char *err,
                     size_t errlen);
 
+/* Prompt caches (src/api/promptcache.c; the CLI's --prompt-cache): a
+ * snapshot (as above) of a session that has decoded tokens[0..pos), the
+ * tokens kept with it. df_prompt_cache_load resets s, loads the file and
+ * keeps the longest prefix it shares with tokens[0..n): *n_reused positions
+ * (0 when nothing matches, or when a model with recurrent layers would have
+ * to be rewound); the caller decodes tokens[*n_reused..). Pass n one short
+ * of the prompt to keep its last token's logits to compute. -1 with err (the
+ * session reset to 0) for a file that is missing, damaged, not a prompt
+ * cache, or from another model or session shape. */
+int df_prompt_cache_save(df_session *s, const char *path, const int32_t *tokens, char *err, size_t errlen);
+int df_prompt_cache_load(df_session *s, const char *path, const int32_t *tokens, int n, int *n_reused, char *err,
+                         size_t errlen);
+
 /* Record, for every token and MoE layer, the experts the router chose and
  * their weights, appending to the file at path (format: docs/trace.md).
  * path NULL stops tracing; -1 with err if writing the trace failed (a write
@@ -247,6 +260,52 @@ void df_sampler_accept(df_sampler *s, int32_t id);
  * parameters; -1 (state unchanged) if they are damaged or from another. */
 size_t df_sampler_get_state(const df_sampler *s, void *buf, size_t cap);
 int df_sampler_set_state(df_sampler *s, const void *buf, size_t len);
+
+/* ---- speculative decoding (src/api/spec.c) ---- */
+
+/* Guess the next tokens cheaply and verify k of them with one forward pass
+ * of the model (a batch with logits for every position), keeping those it
+ * agrees with. Greedy output is the plain decode loop's output; with
+ * temperature the sampler's draws are the plain loop's draws, so the target
+ * distribution is kept. The number of guesses adapts (k_fixed = -1): the
+ * acceptance rate and the measured cost of a pass choose the k, 0 = off,
+ * that maximises tokens per second. Models with recurrent layers cannot be
+ * rolled back: speculation is then off (df_spec_stats.why says so) and each
+ * step is one plain decode. */
+enum df_spec_source { DF_SPEC_NONE = 0, DF_SPEC_LOOKUP = 1, DF_SPEC_DRAFT = 2 };
+
+typedef struct df_spec_params {
+    int source;           /* enum df_spec_source (default: lookup) */
+    int k_max;            /* most guesses per pass, 1..64 (default 4; capped at the batch - 1) */
+    int k_fixed;          /* -1: adaptive (default); 0..k_max: always this many (0 = off) */
+    int ngram_min, ngram_max; /* prompt lookup: n-gram lengths matched, longest first (default 2..4) */
+    df_session *draft;    /* DF_SPEC_DRAFT: a fresh session of the draft model (same vocabulary) */
+} df_spec_params;
+
+typedef struct df_spec df_spec;
+
+typedef struct df_spec_stats {
+    int k;                 /* k chosen now (0: off) */
+    int passes, guessed, accepted, emitted;
+    double accept_rate;    /* accepted / compared guesses */
+    double t_pass, t_per_guess, t_draft; /* fitted seconds: a pass, each guess more, draft per guess */
+    double bytes_per_pass; /* weight bytes read from disk per pass (under a budget) */
+    char why[320];         /* why this k */
+} df_spec_stats;
+
+df_spec_params df_spec_default_params(void);
+/* target has decoded history[0..n_history) (the prompt). 0 or -1 with err
+ * (bad parameters; a draft whose vocabulary differs from the model's). */
+int df_spec_new(df_session *target, const df_spec_params *p, const int32_t *history, int n_history, df_spec **out,
+                char *err, size_t errlen);
+/* One step: pending is the last sampled token, not yet decoded (and already
+ * given to df_sampler_accept). Decodes it with the guesses, samples with smp
+ * (accepting each token into it), and writes 1..max_out new tokens to out;
+ * the last is the new pending token. DF_OK or a df_status. */
+int df_spec_step(df_spec *sp, df_sampler *smp, int32_t pending, int32_t *out, int max_out, int *n_out, char *err,
+                 size_t errlen);
+void df_spec_get_stats(const df_spec *sp, df_spec_stats *out);
+void df_spec_free(df_spec *sp);
 
 /* ---- memory planning ---- */
 
@@ -389,11 +448,22 @@ typedef struct df_io_stats {
     uint64_t moe_runs;          /* MoE layers run, summed over passes */
     uint64_t expert_union;      /* distinct experts those runs ran (each run: the union of its rows' choices) */
     int streaming, io_threads;
+    uint64_t budget;            /* the budget now (df_model_set_mem lowers it); 0 when none */
+    int expert_slots;           /* the expert cache's slots now */
     char io_engine[16];         /* "pread" or "io_uring" ("" when not streaming) */
     char io_note[160];          /* why it is not the engine asked for, or "" */
     char hot_note[512];         /* why the hot-expert file is not read or will not be saved, or "" */
 } df_io_stats;
 void df_model_io_stats(const df_model *m, df_io_stats *out);
+
+/* Give memory back while the model is loaded (memory pressure): shrink the
+ * expert cache so the model fits `budget` bytes, less than the budget it was
+ * loaded with (a larger one changes nothing: the cache never grows). Waits
+ * for a decode running in another thread to end. Decoding goes on with fewer
+ * experts in memory: the same results, more reads. -1 with err when the
+ * cache cannot shrink that far (the message says its least size), or the
+ * model has no budget (nothing streams). */
+int df_model_set_mem(df_model *m, uint64_t budget, char *err, size_t errlen);
 
 /* ---- chat templates (docs/chat.md) ---- */
 

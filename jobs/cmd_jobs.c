@@ -8,7 +8,8 @@
  *   deltafin job ID [--json] [--follow] [--db PATH]  one job, and its text (--follow: as it grows)
  *   deltafin cancel ID [--db PATH]
  *   deltafin worker [--db PATH] [--drain] [--commit-every SECONDS] [--no-checkpoints] [--checkpoint-ratio R]
- *                   (checkpoints: DB's folder/checkpoints, 0700)
+ *                   [--max-restarts N] [--monitor-every SECONDS]
+ *                   (checkpoints: DB's folder/checkpoints, 0700; each run a supervised child process)
  *
  * submit prints the job id alone on stdout. Exit status: 0 ok, 1 runtime
  * error, 2 usage error (as the rest of the CLI).
@@ -46,6 +47,7 @@ static int usage_err(const char *fmt, const char *a) {
     fputs("\nusage: deltafin submit -m MODEL (-p TEXT | -f FILE | --chat FILE.json) [-n N] [sampling flags] [--mem SIZE]"
           " [--deadline TIME] [--priority P]\n"
           "       deltafin jobs | job ID [--json] [--follow] | cancel ID | worker [--drain] [--commit-every S]"
+          " [--max-restarts N] [--monitor-every S]"
           "   (all take --db PATH)\n",
           stderr);
     return 2;
@@ -146,8 +148,8 @@ static char *read_file(const char *path, size_t max, size_t *len) {
 /* Options common to the subcommands. */
 typedef struct {
     const char *db, *model, *prompt, *file, *chat;
-    int json, follow, drain, have_id, no_ckpt;
-    double commit_every, ckpt_ratio;
+    int json, follow, drain, have_id, no_ckpt, max_restarts;
+    double commit_every, ckpt_ratio, monitor_every;
     int64_t id;
     jq_job job;
 } jopts;
@@ -193,7 +195,8 @@ static int parse_opt(jopts *o, int argc, char **argv, int *i) {
             {"-t", 1, 512}, {"--threads", 1, 512}, {"--temp", 0, 1e6}, {"--top-k", 0, 1 << 24}, {"--top-p", 0, 1},
             {"--min-p", 0, 1}, {"--repeat-penalty", 1e-6, 1e6}, {"--repeat-last-n", 0, 1 << 20},
             {"--seed", 0, 0x7fffffff}, {"-s", 0, 0x7fffffff}, {"--priority", -1000000, 1000000},
-            {"--commit-every", 0, 3600}, {"--checkpoint-ratio", 0, 1e6}};
+            {"--commit-every", 0, 3600}, {"--checkpoint-ratio", 0, 1e6}, {"--max-restarts", 0, 100},
+            {"--monitor-every", 0, 86400}};
         size_t k = 0;
         while (k < sizeof nums / sizeof nums[0] && strcmp(name, nums[k].name)) k++;
         if (k == sizeof nums / sizeof nums[0]) return usage_err("unknown option '%s'", name);
@@ -201,7 +204,7 @@ static int parse_opt(jopts *o, int argc, char **argv, int *i) {
         const char *n = nums[k].name;
         const int integral = strcmp(n, "--temp") && strcmp(n, "--top-p") && strcmp(n, "--min-p") &&
                              strcmp(n, "--repeat-penalty") && strcmp(n, "--commit-every") &&
-                             strcmp(n, "--checkpoint-ratio");
+                             strcmp(n, "--checkpoint-ratio") && strcmp(n, "--monitor-every");
         if (integral && x != floor(x)) return usage_err("%s expects an integer", name);
         if (!strcmp(n, "-n") || !strcmp(n, "--n-predict")) j->n_predict = (int)x;
         else if (!strcmp(n, "-c") || !strcmp(n, "--ctx-size")) j->ctx = (int)x;
@@ -215,6 +218,8 @@ static int parse_opt(jopts *o, int argc, char **argv, int *i) {
         else if (!strcmp(n, "--seed") || !strcmp(n, "-s")) j->sp.seed = (uint64_t)x;
         else if (!strcmp(n, "--priority")) j->priority = (int)x;
         else if (!strcmp(n, "--checkpoint-ratio")) o->ckpt_ratio = x;
+        else if (!strcmp(n, "--max-restarts")) o->max_restarts = (int)x;
+        else if (!strcmp(n, "--monitor-every")) o->monitor_every = x;
         else o->commit_every = x;
     }
     return 0;
@@ -225,6 +230,8 @@ static int parse_args(jopts *o, int argc, char **argv) {
     jq_job_init(&o->job);
     o->commit_every = 1.0;
     o->ckpt_ratio = 20.0;
+    o->max_restarts = 3;
+    o->monitor_every = 60.0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (a[0] != '-' || !a[1]) {
@@ -393,7 +400,7 @@ static void json_str(FILE *f, const char *s, size_t n) {
     fputc('"', f);
 }
 
-static void print_json(const jq_job *j) {
+static void print_json(const jq_job *j, const char *events, const char *stats) {
     printf("{\"id\":%lld,\"state\":\"%s\",\"model\":", (long long)j->id, j->state);
     json_str(stdout, j->model, strlen(j->model));
     printf(",\"chat\":%d,\"n_predict\":%d,\"n_done\":%d,\"tokens_per_s\":%.3f,\"gen_seconds\":%.3f,\"runs\":%d,"
@@ -407,6 +414,7 @@ static void print_json(const jq_job *j) {
     fputs(",\"note\":", stdout);
     if (j->note) json_str(stdout, j->note, strlen(j->note));
     else fputs("null", stdout);
+    printf(",\"events\":%s,\"stats\":%s", events, stats);
     fputs(",\"text\":", stdout);
     json_str(stdout, j->text, j->text_len);
     fputs("}\n", stdout);
@@ -435,7 +443,15 @@ static int cmd_show(jopts *o) {
             break;
         }
         if (o->json) {
-            print_json(&j);
+            char *ev, *stt;
+            if (jq_history(q, j.id, &ev, &stt, err, sizeof err) != 0) {
+                jq_job_free(&j);
+                rc = fail(err);
+                break;
+            }
+            print_json(&j, ev, stt);
+            free(ev);
+            free(stt);
         } else if (!o->follow) {
             fwrite(j.text, 1, j.text_len, stdout);
             fprintf(stderr, "job %lld: %s, %d/%d tokens, %.2f tokens/s, %d run%s%s%s%s%s\n", (long long)j.id,
@@ -496,16 +512,19 @@ static int cmd_worker(jopts *o) {
     sigaction(SIGTERM, &sa, NULL);
     jq *q;
     if (open_db(o, &q)) return 1;
+    char path[PATH_MAX];
+    if (db_path(o, path, sizeof path)) return 1;
     jw_opts w = {.commit_every = o->commit_every, .drain = o->drain, .poll = 1.0, .log = stderr,
-                 .ckpt_ratio = o->ckpt_ratio};
+                 .ckpt_ratio = o->ckpt_ratio, .db_path = path, .max_restarts = o->max_restarts,
+                 .pressure_every = 0.25, .monitor_every = o->monitor_every};
     /* checkpoints: the folder "checkpoints" beside the database (0700, not a symlink) */
     char dir[PATH_MAX + 16];
     if (!o->no_ckpt) {
-        char path[PATH_MAX];
-        if (db_path(o, path, sizeof path)) return 1;
-        char *slash = strrchr(path, '/');
+        char folder[PATH_MAX];
+        snprintf(folder, sizeof folder, "%s", path);
+        char *slash = strrchr(folder, '/');
         if (slash) *slash = 0;
-        snprintf(dir, sizeof dir, "%s/checkpoints", slash ? (*path ? path : "/") : ".");
+        snprintf(dir, sizeof dir, "%s/checkpoints", slash ? (*folder ? folder : "/") : ".");
         struct stat st;
         if (mkdir(dir, 0700) != 0 && errno != EEXIST) fprintf(stderr, "deltafin: %s: %s: no checkpoints\n", dir, strerror(errno));
         else if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) fprintf(stderr, "deltafin: %s is not a folder (a symbolic link?): no checkpoints\n", dir);

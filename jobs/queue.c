@@ -7,6 +7,9 @@
  *        priority, created, started, finished, updated, n_done, gen_seconds, runs,
  *        sampler BLOB, error, note, owner)
  *   tokens(job, idx, token, piece BLOB)   -- primary key (job, idx): a token is written once
+ *   events(job, t, kind, text)            -- what happened to a run: memory pressure, restarts, collapses
+ *   stats(job, t, tokens_per_s, hit_rate, disk_bytes_per_s, mem_bytes, budget, collapse)
+ *                                         -- the stability monitor, one row per interval
  *
  * Durability: WAL journal with synchronous=FULL, so a committed transaction
  * survives a crash of the process or the machine. Every write runs in
@@ -132,7 +135,14 @@ static const char SCHEMA[] =
     " runs INTEGER NOT NULL DEFAULT 0, sampler BLOB, error TEXT, note TEXT, owner TEXT);"
     "CREATE TABLE IF NOT EXISTS tokens (job INTEGER NOT NULL, idx INTEGER NOT NULL, token INTEGER NOT NULL,"
     " piece BLOB NOT NULL, PRIMARY KEY (job, idx)) WITHOUT ROWID;"
-    "CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, priority, id);";
+    "CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, priority, id);"
+    "CREATE TABLE IF NOT EXISTS events (job INTEGER NOT NULL, t REAL NOT NULL, kind TEXT NOT NULL,"
+    " text TEXT NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS events_job ON events(job, t);"
+    "CREATE TABLE IF NOT EXISTS stats (job INTEGER NOT NULL, t REAL NOT NULL, tokens_per_s REAL NOT NULL,"
+    " hit_rate REAL NOT NULL, disk_bytes_per_s REAL NOT NULL, mem_bytes INTEGER NOT NULL, budget INTEGER NOT NULL,"
+    " collapse INTEGER NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS stats_job ON stats(job, t);";
 
 static int exec(jq *q, const char *sql, char *err, size_t errlen) {
     if (sqlite3_exec(q->db, sql, NULL, NULL, NULL) != SQLITE_OK) return seterr(err, errlen, sql, q->db);
@@ -638,4 +648,69 @@ int jq_finish(jq *q, int64_t id, const char *owner, const char *state, const cha
         return -1;
     }
     return exec(q, "COMMIT", err, errlen);
+}
+
+/* ---- the run's record: events, the monitor's rows, the budget ---- */
+
+/* One INSERT or UPDATE in its own write transaction. */
+static int write1(jq *q, const char *sql, const char *types, const void *const *args, char *err, size_t errlen) {
+    if (exec(q, "BEGIN IMMEDIATE", err, errlen) != 0) return -1;
+    if (update(q, sql, types, args, err, errlen) < 0) {
+        exec(q, "ROLLBACK", NULL, 0);
+        return -1;
+    }
+    return exec(q, "COMMIT", err, errlen);
+}
+
+int jq_event(jq *q, int64_t id, const char *kind, const char *text, char *err, size_t errlen) {
+    const double t = now_unix();
+    const void *args[] = {&id, &t, kind, text};
+    return write1(q, "INSERT INTO events (job, t, kind, text) VALUES (?, ?, ?, ?)", "idtt", args, err, errlen);
+}
+
+int jq_stat(jq *q, int64_t id, const jq_stats *s, char *err, size_t errlen) {
+    const double t = now_unix();
+    const int64_t mem = (int64_t)s->mem_bytes, budget = (int64_t)s->budget, collapse = s->collapse;
+    const void *args[] = {&id, &t, &s->tokens_per_s, &s->hit_rate, &s->disk_bytes_per_s, &mem, &budget, &collapse};
+    return write1(q,
+                  "INSERT INTO stats (job, t, tokens_per_s, hit_rate, disk_bytes_per_s, mem_bytes, budget, collapse)"
+                  " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                  "idddd" "iii", args, err, errlen);
+}
+
+int jq_set_mem(jq *q, int64_t id, const char *owner, uint64_t mem, char *err, size_t errlen) {
+    const int64_t m = (int64_t)mem;
+    const void *args[] = {&m, &id, owner};
+    return write1(q, "UPDATE jobs SET mem = ? WHERE id = ? AND state = 'running' AND owner = ?", "iit", args, err,
+                  errlen);
+}
+
+/* A JSON array of one query's json_object rows. */
+static char *json_rows(jq *q, const char *sql, int64_t id) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(q->db, sql, -1, &st, NULL) != SQLITE_OK) return NULL;
+    sqlite3_bind_int64(st, 1, id);
+    char *r = NULL;
+    if (sqlite3_step(st) == SQLITE_ROW) r = col_text(st, 0);
+    sqlite3_finalize(st);
+    return r;
+}
+
+int jq_history(jq *q, int64_t id, char **events, char **stats, char *err, size_t errlen) {
+    *events = json_rows(q,
+                        "SELECT json_group_array(json_object('t', t, 'kind', kind, 'text', text)) FROM"
+                        " (SELECT * FROM events WHERE job = ? ORDER BY t, rowid)",
+                        id);
+    *stats = json_rows(q,
+                       "SELECT json_group_array(json_object('t', t, 'tokens_per_s', tokens_per_s, 'hit_rate',"
+                       " hit_rate, 'disk_bytes_per_s', disk_bytes_per_s, 'mem_bytes', mem_bytes, 'budget', budget,"
+                       " 'collapse', collapse)) FROM (SELECT * FROM stats WHERE job = ? ORDER BY t, rowid)",
+                       id);
+    if (!*events || !*stats) {
+        free(*events);
+        free(*stats);
+        *events = *stats = NULL;
+        return seterr(err, errlen, "reading a job's history", q->db);
+    }
+    return 0;
 }

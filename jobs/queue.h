@@ -86,4 +86,24 @@ int jq_commit(jq *q, int64_t id, const char *owner, int first, const int32_t *to
 int jq_finish(jq *q, int64_t id, const char *owner, const char *state, const char *error, const char *note,
               char *err, size_t errlen);
 
+/* ---- the run's record (docs/jobs.md, "Memory pressure") ---- */
+
+/* What happened to a run, one line: kind is "pressure", "shrink",
+ * "memory-restart", "collapse", ... */
+int jq_event(jq *q, int64_t id, const char *kind, const char *text, char *err, size_t errlen);
+
+/* One interval of the stability monitor. */
+typedef struct jq_stats {
+    double tokens_per_s, hit_rate, disk_bytes_per_s;
+    uint64_t mem_bytes, budget; /* the process's memory (RSS), the budget in force */
+    int collapse;               /* 1: the speed collapsed against the run's best interval */
+} jq_stats;
+int jq_stat(jq *q, int64_t id, const jq_stats *s, char *err, size_t errlen);
+
+/* Lower a running job's budget (a restart after it was killed for memory). Fenced on owner. */
+int jq_set_mem(jq *q, int64_t id, const char *owner, uint64_t mem, char *err, size_t errlen);
+
+/* The job's events and monitor rows as two JSON arrays (caller frees). */
+int jq_history(jq *q, int64_t id, char **events, char **stats, char *err, size_t errlen);
+
 #endif

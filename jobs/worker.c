@@ -16,13 +16,17 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "deltafin.h"
+#include "pressure.h"
 #include "worker.h"
 
 #define JW_ERR 8192
@@ -96,6 +100,15 @@ typedef struct {
     pending pend;
     double gen_prev, t_gen0;   /* generation seconds before this run; when this run's began */
     int lost;
+    /* memory pressure (pressure.h) */
+    pr_cgroup cg;
+    pr_sample last;
+    int have_last, cannot_shrink, said_pressure;
+    double next_check;
+    /* stability monitor */
+    double mon_t0, mon_best;
+    int mon_tok0, mon_n, said_collapse;
+    df_io_stats mon_io;
 } run;
 
 static int load(run *r, char *err, size_t errlen) {
@@ -278,6 +291,99 @@ static int replay(run *r, char *err, size_t errlen) {
     return rc;
 }
 
+/* ---- memory pressure and the stability monitor ---- */
+
+static void event(run *r, const char *kind, const char *text) {
+    char e[512];
+    if (r->o->log) fprintf(r->o->log, "worker: job %lld: %s: %s\n", (long long)r->job->id, kind, text);
+    if (jq_event(r->q, r->job->id, kind, text, e, sizeof e) != 0 && r->o->log)
+        fprintf(r->o->log, "worker: job %lld: the event was not recorded: %s\n", (long long)r->job->id, e);
+}
+
+/* Shrink the expert cache towards target; if that is below its least size,
+ * to the smallest budget between target and now that it accepts. */
+static int shrink(run *r, uint64_t now, uint64_t target, char *e, size_t n) {
+    for (int i = 0; i < 6; i++) {
+        if (df_model_set_mem(r->m, target, e, n) == 0) return 0;
+        target += (now - target) / 2;
+    }
+    return -1;
+}
+
+/* Every pressure_every seconds: under pressure, give memory back and go on. */
+static void watch_memory(run *r) {
+    const double t = mono();
+    if (t < r->next_check || !r->cg.dir[0]) return;
+    r->next_check = t + r->o->pressure_every;
+    pr_sample s;
+    pr_read(&r->cg, &s);
+    char why[256], text[1024], e[512];
+    const int pressed = pr_pressed(&s, r->have_last ? &r->last : NULL, why, sizeof why);
+    r->last = s;
+    r->have_last = 1;
+    if (!pressed || r->cannot_shrink) return;
+    df_io_stats io;
+    df_model_io_stats(r->m, &io);
+    if (!io.streaming) {
+        if (!r->said_pressure) {
+            snprintf(text, sizeof text, "%s; the job has no budget (--mem), so there is no cache to shrink", why);
+            event(r, "pressure", text);
+        }
+        r->said_pressure = 1;
+        return;
+    }
+    /* give back a quarter of the budget, or more where that brings anonymous memory to 80% of the limit */
+    uint64_t target = io.budget / 4 * 3;
+    const uint64_t goal = s.limit / 10 * 8;
+    if (s.limit && s.anon > goal && s.anon - goal < io.budget && io.budget - (s.anon - goal) < target)
+        target = io.budget - (s.anon - goal);
+    if (shrink(r, io.budget, target, e, sizeof e) != 0) {
+        snprintf(text, sizeof text, "%s; the expert cache cannot shrink further: %s", why, e);
+        event(r, "pressure", text);
+        r->cannot_shrink = 1;
+        return;
+    }
+    df_io_stats after;
+    df_model_io_stats(r->m, &after);
+    char b0[32], b1[32];
+    snprintf(text, sizeof text, "%s: expert cache shrunk from %d to %d slots (budget %s -> %s)", why, io.expert_slots,
+             after.expert_slots, df_fmt_bytes(io.budget, b0, sizeof b0), df_fmt_bytes(after.budget, b1, sizeof b1));
+    event(r, "shrink", text);
+    r->next_check = mono() + 1.0; /* let the kernel's counters catch up */
+}
+
+/* Every monitor_every seconds (and at the end, if a row is due): one row of the stability monitor. */
+static void monitor(run *r, int last) {
+    const double t = mono(), dt = t - r->mon_t0;
+    if (r->o->monitor_every <= 0 || dt < r->o->monitor_every * (last ? 0.5 : 1.0)) return;
+    df_io_stats io;
+    df_model_io_stats(r->m, &io);
+    const int toks = r->n_done + r->pend.n - r->mon_tok0;
+    const uint64_t looks = (io.hits + io.misses) - (r->mon_io.hits + r->mon_io.misses);
+    jq_stats st = {.tokens_per_s = toks / dt,
+                   .hit_rate = looks ? (double)(io.hits - r->mon_io.hits) / looks : 0,
+                   .disk_bytes_per_s = (io.bytes_read - r->mon_io.bytes_read) / dt,
+                   .mem_bytes = pr_rss(),
+                   .budget = io.budget};
+    /* a collapse: a quarter of the run's best interval, after two intervals to learn it */
+    st.collapse = r->mon_n >= 2 && st.tokens_per_s < r->mon_best / 4;
+    char e[512];
+    if (jq_stat(r->q, r->job->id, &st, e, sizeof e) != 0 && r->o->log)
+        fprintf(r->o->log, "worker: job %lld: the monitor's row was not recorded: %s\n", (long long)r->job->id, e);
+    if (st.collapse && !r->said_collapse) {
+        char text[256];
+        snprintf(text, sizeof text, "the speed collapsed to %.3f tokens/s from the run's best %.3f (disk %.1f MiB/s, "
+                 "hit rate %.0f%%)", st.tokens_per_s, r->mon_best, st.disk_bytes_per_s / 1048576.0, 100 * st.hit_rate);
+        event(r, "collapse", text);
+        r->said_collapse = 1;
+    }
+    if (st.tokens_per_s > r->mon_best) r->mon_best = st.tokens_per_s;
+    r->mon_n++;
+    r->mon_t0 = t;
+    r->mon_tok0 = r->n_done + r->pend.n;
+    r->mon_io = io;
+}
+
 /* Commit what is pending (with the sampler state after it). */
 static int commit(run *r, char *err, size_t errlen) {
     if (r->pend.n == 0 || r->lost) return 0;
@@ -303,6 +409,10 @@ static int generate(run *r, double commit_every, volatile sig_atomic_t *stop, co
     const int n_ctx = df_session_n_ctx(r->s);
     double last = mono();
     r->t_gen0 = last;
+    r->mon_t0 = last;
+    r->mon_tok0 = r->n_done;
+    df_model_io_stats(r->m, &r->mon_io);
+    pr_open(&r->cg);
     r->gen_prev = j->gen_seconds;
     *how = "done";
     *note = NULL;
@@ -340,7 +450,10 @@ static int generate(run *r, double commit_every, volatile sig_atomic_t *stop, co
         const double t0 = mono();
         if (df_decode(r->s, &tok, 1, r->logits, 0, err, errlen) != 0) return -1;
         r->t_tok += (mono() - t0 - r->t_tok) / ++r->n_timed; /* running mean */
+        watch_memory(r);
+        monitor(r, 0);
     }
+    monitor(r, 1);
     if (commit(r, err, errlen) != 0) return -1;
     if (r->lost) *how = "";
     return 0;
@@ -398,6 +511,94 @@ static int run_job(jq *q, const char *owner, jq_job *job, const jw_opts *o, vola
     return rc;
 }
 
+/* ---- supervision: each run in a child process ---- */
+
+/* The child: its own connection to the database (SQLite's must not cross a
+ * fork), the job run, and an exit status: 0, or 3 when the database failed. */
+static void child_run(const char *owner, jq_job *job, const jw_opts *o, volatile sig_atomic_t *stop, pid_t parent) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* a worker killed takes its run with it */
+    if (getppid() != parent) _exit(1);
+    jq *cq;
+    char err[JW_ERR];
+    int rc = jq_open(o->db_path, &cq, err, sizeof err);
+    if (rc == 0) rc = run_job(cq, owner, job, o, stop, err, sizeof err);
+    if (rc != 0 && o->log) fprintf(o->log, "worker: %s\n", err);
+    if (cq) jq_close(cq);
+    if (o->log) fflush(o->log);
+    _exit(rc == 0 ? 0 : 3);
+}
+
+/* Wait for the child, passing a stop on to it (polled: a stop that came
+ * just before the wait must not be missed). */
+static int wait_child(pid_t pid, volatile sig_atomic_t *stop) {
+    int status, passed = 0;
+    for (;;) {
+        const pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid) return status;
+        if (w < 0 && errno != EINTR) return -1;
+        if (*stop && !passed) {
+            kill(pid, SIGTERM);
+            passed = 1;
+        }
+        usleep(20000);
+    }
+}
+
+/* Record one more step in the job's history (the parent's connection). */
+static void parent_event(jq *q, const jw_opts *o, int64_t id, const char *kind, const char *text) {
+    char e[512];
+    if (o->log) fprintf(o->log, "worker: job %lld: %s: %s\n", (long long)id, kind, text);
+    if (jq_event(q, id, kind, text, e, sizeof e) != 0 && o->log) fprintf(o->log, "worker: %s\n", e);
+}
+
+/* Run a claimed job in a child; restart it with a smaller budget when the
+ * kernel kills it for memory. -1 only when the database failed. */
+static int supervise(jq *q, const char *owner, jq_job *job, const jw_opts *o, volatile sig_atomic_t *stop, char *err,
+                     size_t errlen) {
+    pr_cgroup cg;
+    pr_open(&cg);
+    for (int restarts = 0;; restarts++) {
+        pr_sample before, after;
+        pr_read(&cg, &before);
+        if (o->log) fflush(o->log);
+        const pid_t parent = getpid(), pid = fork();
+        if (pid < 0) return run_job(q, owner, job, o, stop, err, errlen); /* no child: run it here */
+        if (pid == 0) child_run(owner, job, o, stop, parent);
+        const int status = wait_child(pid, stop);
+        pr_read(&cg, &after);
+        if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
+        if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 3) {
+            snprintf(err, errlen, "jobs database: the run of job %lld failed to use it (said above)",
+                     (long long)job->id);
+            return -1;
+        }
+        const int sig = status != -1 && WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+        char text[1024], b0[32], b1[32];
+        const int oom = after.oom_kill > before.oom_kill;
+        if (sig == SIGKILL && !*stop) { /* the kernel's OOM killer, or another SIGKILL */
+            const uint64_t next = job->mem / 4 * 3;
+            if (restarts < o->max_restarts && job->mem) {
+                snprintf(text, sizeof text, "the run was killed (SIGKILL%s) at a budget of %s: restart %d of %d from"
+                         " its last checkpoint with %s", oom ? ", the cgroup counted an OOM kill" : ", presumably for memory",
+                         df_fmt_bytes(job->mem, b0, sizeof b0), restarts + 1, o->max_restarts,
+                         df_fmt_bytes(next, b1, sizeof b1));
+                parent_event(q, o, job->id, "memory-restart", text);
+                if (jq_set_mem(q, job->id, owner, next, err, errlen) != 0) return -1;
+                job->mem = next;
+                continue;
+            }
+            snprintf(text, sizeof text, "killed (SIGKILL%s) %d time%s, the last at a budget of %s%s",
+                     oom ? ", OOM" : "", restarts + 1, restarts ? "s" : "", df_fmt_bytes(job->mem, b0, sizeof b0),
+                     job->mem ? "" : " (no --mem: nothing to lower)");
+        } else {
+            snprintf(text, sizeof text, "the run ended with %s %d", sig ? "signal" : "status",
+                     sig ? sig : status == -1 ? -1 : WEXITSTATUS(status));
+        }
+        parent_event(q, o, job->id, "failed", text);
+        return jq_finish(q, job->id, owner, "failed", text, NULL, err, errlen);
+    }
+}
+
 int jw_run(jq *q, const jw_opts *o, volatile sig_atomic_t *stop, char *err, size_t errlen) {
     char owner[96];
     jq_self_owner(owner, sizeof owner);
@@ -413,7 +614,8 @@ int jw_run(jq *q, const jw_opts *o, volatile sig_atomic_t *stop, char *err, size
         }
         if (o->log) fprintf(o->log, "worker: job %lld %s (%d tokens committed)\n", (long long)job.id,
                             job.runs > 1 ? "resumes" : "starts", job.n_done);
-        const int rc = run_job(q, owner, &job, o, stop, err, errlen);
+        const int rc = o->db_path ? supervise(q, owner, &job, o, stop, err, errlen)
+                                  : run_job(q, owner, &job, o, stop, err, errlen);
         jq_job_free(&job);
         if (rc != 0) return -1;
     }

@@ -17,6 +17,15 @@
  * the model, the checksum, and the tokens it holds against the committed
  * ones) and decodes only the tokens after it; a damaged or stale one is
  * deleted and the job recomputes from its committed tokens.
+ *
+ * Memory (docs/jobs.md, "Memory pressure"): a run watches its cgroup
+ * (pressure.h) and, under pressure, shrinks the model's expert cache
+ * (df_model_set_mem) and goes on; the worker runs each job in a child
+ * process and, when the kernel kills it for memory anyway, runs it again
+ * from its last checkpoint with three quarters of the budget, at most
+ * max_restarts times. Every such step is an event of the job, and a
+ * stability monitor writes the run's tokens/s, cache hit rate, disk reads
+ * and memory every monitor_every seconds, flagging a collapse of the speed.
  */
 #ifndef DF_JOBS_WORKER_H
 #define DF_JOBS_WORKER_H
@@ -32,6 +41,11 @@ typedef struct jw_opts {
     FILE *log;            /* one line per job started and ended (NULL: quiet) */
     const char *ckpt_dir; /* session checkpoints go here (job-ID.snap); NULL: none */
     double ckpt_ratio;    /* checkpoint when recomputing since the last would cost this many times a save */
+    const char *db_path;  /* set: each run is a child process that opens it (supervised: a run killed for
+                           * memory restarts with a smaller budget); NULL: runs in this process */
+    int max_restarts;     /* restarts after a kill for memory, per job and worker */
+    double pressure_every; /* seconds between looks at the cgroup's memory */
+    double monitor_every; /* seconds per row of the stability monitor */
 } jw_opts;
 
 /* Run jobs until the queue is empty (drain) or *stop is set (a signal).

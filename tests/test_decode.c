@@ -32,6 +32,8 @@ static const char *const presets[][2] = {
     /* top-k 4 and 5: the 17 positions mostly attend to the indexer's choice */
     {"deepseek32", "--preset deepseek32-tiny --type q8_0 --idx-top-k 4"},
     {"glm-dsa", "--preset glm-dsa-tiny --type q8_0 --idx-types 1101 --idx-top-k 5"},
+    {"qwen35moe", "--preset qwen35moe-tiny --type q8_0"},
+    {"qwen3next", "--preset qwen3next-tiny --type q8_0 --legacy-ssm-in 1"},
 };
 
 static int32_t argmax(const float *v, int n) {

@@ -359,7 +359,8 @@ static void test_reference_models(void **state) {
 static void test_batch_equals_sequential(void **state) {
     (void)state;
     const char *names[] = {"stories260K", "qwen3-f32", "llama-q4_K", "kimi-linear-f32", "kimi-k3-f32", "glm4moe-f32", "minimax-m2-f32", "gpt-oss-f32",
-                           "deepseek32-f32", "glm-dsa-shared"};
+                           "deepseek32-f32", "glm-dsa-shared",
+                           "qwen35moe-f32", "qwen3next-legacy-every3"};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
         const entry *e = NULL;
         for (int i = 0; i < n_entries; i++)
@@ -513,6 +514,8 @@ static void test_fetch_failures(void **state) {
         {"deepseek-v3-f32", "blk.1.attn_kv_a_norm.weight"}, {"deepseek-v3-f32", "blk.0.attn_q_a_norm.weight"},
         {"deepseek-v3-f32", "blk.2.exp_probs_b.bias"}, {"deepseek-v3-f32", "blk.1.attn_norm.weight"},
         {"kimi-k3-f32", "blk.0.ssm_norm.weight"},      {"kimi-k3-f32", "blk.1.ffn_norm.weight"},
+        {"qwen35moe-f32", "blk.0.ssm_conv1d.weight"},  {"qwen35moe-f32", "blk.1.ssm_a"},
+        {"qwen35moe-f32", "blk.2.ssm_norm.weight"},    {"qwen35moe-f32", "blk.3.attn_q_norm.weight"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char model[512], err[512];
@@ -589,6 +592,62 @@ static void test_layer_arrays_rejected(void **state) {
     }
 }
 
+/* qwen35moe's delta-net and RoPE keys are checked before anything is sized:
+ * each case is a metadata-only file with one key made inconsistent. */
+static void write_qwen35(const char *path, int inner, int groups, const int32_t *sections, int interval) {
+    char err[256], key[128];
+    gw *w = gw_new();
+    assert_non_null(w);
+    gw_str(w, "general.architecture", "qwen35moe");
+#define KEY(suffix) (snprintf(key, sizeof key, "qwen35moe." suffix), key)
+    gw_u32(w, KEY("embedding_length"), 64);
+    gw_u32(w, KEY("block_count"), 4);
+    gw_u32(w, KEY("attention.head_count"), 2);
+    gw_u32(w, KEY("attention.head_count_kv"), 1);
+    gw_u32(w, KEY("attention.key_length"), 32);
+    gw_u32(w, KEY("attention.value_length"), 32);
+    gw_u32(w, KEY("rope.dimension_count"), 8);
+    gw_u32(w, KEY("feed_forward_length"), 64);
+    gw_u32(w, KEY("expert_count"), 4);
+    gw_u32(w, KEY("expert_used_count"), 2);
+    gw_u32(w, KEY("expert_feed_forward_length"), 32);
+    gw_u32(w, KEY("ssm.conv_kernel"), 4);
+    gw_u32(w, KEY("ssm.inner_size"), (uint32_t)inner);
+    gw_u32(w, KEY("ssm.state_size"), 16);
+    gw_u32(w, KEY("ssm.time_step_rank"), 4);
+    gw_u32(w, KEY("ssm.group_count"), (uint32_t)groups);
+    gw_u32(w, KEY("full_attention_interval"), (uint32_t)interval);
+    gw_arr_i32(w, KEY("rope.dimension_sections"), sections, 4);
+#undef KEY
+    assert_int_equal(gw_begin(w, path, err, sizeof err), 0);
+    assert_int_equal(gw_finish(w, err, sizeof err), 0);
+    gw_free(w);
+}
+
+static void test_qwen35_metadata_rejected(void **state) {
+    (void)state;
+    static const struct {
+        int inner, groups;
+        int32_t sections[4];
+        int interval;
+        const char *want;
+    } cases[] = {
+        {100, 2, {2, 1, 1, 0}, 4, "is not ssm.time_step_rank 4 x ssm.state_size 16"},
+        {64, 3, {2, 1, 1, 0}, 4, "is not a multiple of ssm.group_count 3"},
+        {64, 2, {0, 2, 0, 0}, 4, "unrotated for text"},
+        {64, 2, {2, 1, 1, 0}, 0, "full_attention_interval"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[512], err[512];
+        snprintf(path, sizeof path, "%s/qwen35-%zu.gguf", tmpdir, i);
+        write_qwen35(path, cases[i].inner, cases[i].groups, cases[i].sections, cases[i].interval);
+        df_model *m = NULL;
+        assert_int_equal(df_model_load(path, NULL, &m, err, sizeof err), -1);
+        printf("  %s\n", err);
+        if (!strstr(err, cases[i].want)) fail_msg("case %zu: '%s' does not say '%s'", i, err, cases[i].want);
+    }
+}
+
 static int setup(void **state) {
     (void)state;
     if (load_manifest() != 0) return -1;
@@ -611,6 +670,7 @@ int main(void) {
         cmocka_unit_test(test_truncate),
         cmocka_unit_test(test_sliding_window_ring),
         cmocka_unit_test(test_layer_arrays_rejected),
+        cmocka_unit_test(test_qwen35_metadata_rejected),
         cmocka_unit_test(test_fetch_failures),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -129,6 +129,60 @@ static void test_moe_streaming_identical(void **state) {
     /* the DSA indexer's key cache in the session reserve; top-k below the context so that it selects */
     check_identical("--preset deepseek32-tiny --type q8_0 --idx-top-k 6", "deepseek32", 2 << 20);
     check_identical("--preset glm-dsa-tiny --type q8_0 --expert-type mxfp4 --idx-types 1101 --idx-top-k 7", "glm-dsa", 2 << 20);
+    /* delta-net states in the session reserve; an MTP block neither planned nor read */
+    check_identical("--preset qwen35moe-tiny --type q8_0 --expert-type q4_K", "qwen35moe", 2 << 20);
+    check_identical("--preset qwen3next-tiny --type q8_0", "qwen3next", 2 << 20);
+}
+
+/* Memory pressure: the expert cache shrinks mid-decode (df_model_set_mem)
+ * and decoding goes on with the same logits, reading more; a budget below
+ * the cache's least size, or a model without a budget, is refused. */
+static void test_shrink_mid_decode(void **state) {
+    (void)state;
+    char path[256], err[512];
+    make_model("--preset qwen3moe-tiny --type q8_0", "shrink", path, sizeof path);
+    const uint64_t min = minimum_for(path), big = min + (24 << 20);
+    int n1;
+    float *a = run(path, 0, DF_IO_AUTO, &n1, NULL);
+    df_model *m;
+    df_session *s = open_budgeted(path, big, DF_IO_AUTO, "", &m);
+    const int nv = df_n_vocab(m), np = 40, ng = 12;
+    float *out = malloc(sizeof(float) * (size_t)nv * (np + ng));
+    assert_non_null(out);
+    int32_t toks[40];
+    for (int i = 0; i < np; i++) toks[i] = (int32_t)(1 + (i * 71) % (nv - 3));
+    assert_int_equal(df_decode(s, toks, np, out, 1, err, sizeof err), 0);
+    df_io_stats before, after;
+    df_model_io_stats(m, &before);
+    for (int g = 0; g < ng; g++) {
+        if (g == 4) {
+            assert_int_equal(df_model_set_mem(m, 1, err, sizeof err), -1); /* far below the least cache */
+            assert_non_null(strstr(err, "cannot shrink"));
+            assert_int_equal(df_model_set_mem(m, min + (1 << 20), err, sizeof err), 0);
+            assert_int_equal(df_model_set_mem(m, big, err, sizeof err), 0); /* never grows: no change */
+            df_model_io_stats(m, &after);
+            assert_true(after.budget == min + (1 << 20));
+            assert_true(after.expert_slots < before.expert_slots);
+            printf("  shrunk mid-decode: %d -> %d expert slots, budget %.1f -> %.1f MiB\n", before.expert_slots,
+                   after.expert_slots, before.budget / 1048576.0, after.budget / 1048576.0);
+        }
+        const float *last = out + (size_t)(np + g - 1) * nv;
+        int32_t t = 0;
+        for (int i = 1; i < nv; i++)
+            if (last[i] > last[t]) t = i;
+        assert_int_equal(df_decode(s, &t, 1, out + (size_t)(np + g) * nv, 0, err, sizeof err), 0);
+    }
+    assert_memory_equal(a, out, sizeof(float) * (size_t)n1);
+    df_session_free(s);
+    df_model_free(m);
+    /* a mapped model has no cache to shrink */
+    s = open_budgeted(path, 0, DF_IO_AUTO, "", &m);
+    assert_int_equal(df_model_set_mem(m, min, err, sizeof err), -1);
+    assert_non_null(strstr(err, "without a budget"));
+    df_session_free(s);
+    df_model_free(m);
+    free(out);
+    free(a);
 }
 
 /* glm4moe's NextN/MTP block (blk.{n_layer}: a whole MoE block plus eh_proj)
@@ -303,6 +357,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_moe_streaming_identical),
         cmocka_unit_test(test_nextn_block_skipped),
+        cmocka_unit_test(test_shrink_mid_decode),
         cmocka_unit_test(test_dense_streaming_identical),
         cmocka_unit_test(test_budget_below_minimum),
         cmocka_unit_test(test_hot_file),

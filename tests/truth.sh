@@ -49,10 +49,10 @@ while IFS='|' read -r name args npos; do
     fi
     j=$("$B/logitcmp" --vocab "$V" "$T/truth.f32" "$T/ll.f32" "$T/df.f32") || { echo "FAIL $name: logitcmp"; fails=$((fails + 1)); continue; }
     read -r kll t1ll kdf t1df < <(sed 's/},{/}\n{/g' <<< "$j" | sed -n 's/.*"mean_kl":\([^,]*\),.*"top1":\([^}]*\)}.*/\1 \2/p' | tr '\n' ' ')
-    moe=0; case "$args" in *--experts*|*preset*moe*|*mixtral*|*deepseek*|*kimi*|*minimax*|*gpt-oss*) moe=1 ;; esac
+    moe=0; case "$args" in *--experts*|*preset*moe*|*mixtral*|*deepseek*|*kimi*|*minimax*|*gpt-oss*|*qwen3next*) moe=1 ;; esac
     if [ "$moe" = 1 ]; then
         verdict=$(awk -v d="$kdf" -v l="$kll" -v td="$t1df" -v tl="$t1ll" 'BEGIN { print (d <= 2 * l + 1e-3 && td >= tl - 0.05) ? "ok (pooled below)" : "FAIL" }')
-        fam=moe; case "$args" in *kimi*) fam=kimi ;; esac
+        fam=moe; case "$args" in *kimi*) fam=kimi ;; *qwen35*|*qwen3next*) fam=qwen35 ;; esac
         pool_df[$fam]=$(awk -v a="${pool_df[$fam]:-0}" -v b="$kdf" 'BEGIN { print a + b }')
         pool_ll[$fam]=$(awk -v a="${pool_ll[$fam]:-0}" -v b="$kll" 'BEGIN { print a + b }')
     else

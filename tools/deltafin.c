@@ -3,7 +3,8 @@
  *
  *   deltafin run      -m MODEL (-p PROMPT | -f FILE | -f -) [-n N] [-t T] [-c CTX] [--temp T] [--top-k K]
  *                     [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--kv f16|f32] [--no-mmap]
- *                     [--ignore-eos] [--mem SIZE] [--hot FILE|none] ...
+ *                     [--ignore-eos] [--mem SIZE] [--hot FILE|none] [--prompt-cache FILE]
+ *                     [--spec off|lookup|draft] [-md DRAFT] [--draft-max K] [--spec-k K|auto] ...
  *   deltafin info     -m MODEL
  *   deltafin tokenize -m MODEL (-p TEXT | -f FILE) [--pieces] [--no-bos]
  *   deltafin logits   -m MODEL (-p TEXT | -f FILE | --tokens "1 2 3") [--top K] [--out FILE] [-t T] [--kv f16|f32]
@@ -30,6 +31,10 @@
 int jobs_is_command(const char *cmd);
 int jobs_main(int argc, char **argv);
 
+/* jobs/config.c: the config file's defaults, put before the user's flags; `deltafin config` */
+int cfg_apply(int *argc, char ***argv);
+int cfg_main(int argc, char **argv);
+
 /* server/: `deltafin serve` and `deltafin chat` */
 int df_cmd_serve(int argc, char **argv);
 int df_cmd_chat(int argc, char **argv);
@@ -39,6 +44,8 @@ int df_cmd_chat(int argc, char **argv);
 
 typedef struct {
     const char *model, *prompt, *prompt_file, *tokens, *out, *trace, *hot, *resident_type, *batch_file;
+    const char *prompt_cache, *draft; /* run: --prompt-cache FILE, -md DRAFT.gguf */
+    int spec, draft_max, spec_k;      /* run: enum df_spec_source (-1: draft if -md, else off), k_max, k_fixed */
     size_t prompt_len;      /* the prompt's bytes (a file's prompt may hold NUL bytes) */
     char *prompt_buf;       /* owned: a prompt read with -f */
     uint64_t mem;
@@ -57,6 +64,12 @@ static void usage(FILE *f, int status) {
             "            [--top-p P] [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--seed S] [--kv f16|f32]\n"
             "            [--no-mmap|--mmap] [--ignore-eos] [--trace-experts FILE] [--mem SIZE] [--io-threads N]\n"
             "            [--io pread|uring|auto] [--hot FILE|none] [--progress] [--resident-type q4_K|q8_0]\n"
+            "            [--prompt-cache FILE] [--spec off|lookup|draft] [-md DRAFT.gguf] [--draft-max K]\n"
+            "            [--spec-k K|auto]\n"
+            "            --prompt-cache: keep the state after the prompt in FILE and reuse its longest\n"
+            "            common prefix next time; --spec: speculative decoding with guesses from n-grams of\n"
+            "            the context (lookup) or a draft model (-md; same vocabulary), at most K (default 4)\n"
+            "            per pass, K chosen as it runs to maximise tokens/s (--spec-k fixes it; 0 = off)\n"
             "  run       -m MODEL --batch-file PROMPTS [--parallel N] [run's options]   one prompt a line, up to N\n"
             "            (default 16) decoded together, one pass over the weights per step; completions in order\n"
             "  plan      -m MODEL --mem SIZE [-c CTX] [--json] [--probe-seconds S] [--io-threads N] [--io ENGINE]\n"
@@ -75,6 +88,8 @@ static void usage(FILE *f, int status) {
             "  submit    -m MODEL (-p TEXT | -f FILE | --chat FILE.json) [-n N] [sampling flags] [--mem SIZE]\n"
             "            [--deadline TIME] [--priority P] [--db PATH]     queue a job; prints its id\n"
             "  jobs | job ID [--json] [--follow] | cancel ID | worker [--drain]   the job queue (docs/jobs.md)\n"
+            "  config    [--config FILE] [flags]   the settings in effect and where each came from (docs/config.md)\n"
+            "Every command takes --config FILE (default ~/.config/deltafin/config): defaults that flags override.\n"
             "Long options also take the form --flag=value. -f - reads the prompt from stdin.\n");
     exit(status);
 }
@@ -155,7 +170,9 @@ static const struct { const char *name, *alias; int kind; } OPTIONS[] = {
     {"--json", NULL, FLAG}, {"--progress", NULL, FLAG}, {"--help", "-h", FLAG},
     {"--model", "-m", VALUE}, {"--prompt", "-p", VALUE}, {"--file", "-f", VALUE}, {"--tokens", NULL, VALUE},
     {"--out", NULL, VALUE}, {"--trace-experts", NULL, VALUE}, {"--hot", NULL, VALUE}, {"--io-threads", NULL, VALUE},
-    {"--resident-type", NULL, VALUE}, {"--batch-file", NULL, VALUE}, {"--parallel", NULL, VALUE},
+    {"--resident-type", NULL, VALUE}, {"--prompt-cache", NULL, VALUE}, {"--model-draft", "-md", VALUE},
+    {"--spec", NULL, VALUE}, {"--draft-max", NULL, VALUE}, {"--spec-k", NULL, VALUE},
+    {"--batch-file", NULL, VALUE}, {"--parallel", NULL, VALUE},
     {"--io", NULL, VALUE}, {"--mem", NULL, VALUE}, {"--n-predict", "-n", VALUE}, {"--threads", "-t", VALUE},
     {"--ctx-size", "-c", VALUE}, {"--repetitions", "-r", VALUE}, {"--top", NULL, VALUE}, {"--temp", NULL, VALUE},
     {"--probe-seconds", NULL, VALUE}, {"--disk-gbps", NULL, VALUE}, {"--mem-gbps", NULL, VALUE}, {"--top-k", NULL, VALUE}, {"--top-p", NULL, VALUE}, {"--min-p", NULL, VALUE},
@@ -168,6 +185,9 @@ static void parse(int argc, char **argv, opts *o) {
     o->probe_secs = 5.0;
     o->top = 5;
     o->sp = df_sampler_default_params();
+    o->spec = -1;
+    o->draft_max = 4;
+    o->spec_k = -1;
     for (int i = 2; i < argc; i++) {
         const char *arg = argv[i], *v = NULL;
         if (arg[0] != '-' || !arg[1]) usage_error("unexpected argument '%s'%s", arg, "");
@@ -213,6 +233,16 @@ static void parse(int argc, char **argv, opts *o) {
             if (strcmp(v, "q4_K") && strcmp(v, "q8_0")) usage_error("--resident-type takes q4_K or q8_0, not '%s'%s", v, "");
             o->resident_type = v;
         }
+        else if (!strcmp(a, "--prompt-cache")) o->prompt_cache = v;
+        else if (!strcmp(a, "--model-draft")) o->draft = v;
+        else if (!strcmp(a, "--spec")) {
+            if (!strcmp(v, "off")) o->spec = DF_SPEC_NONE;
+            else if (!strcmp(v, "lookup")) o->spec = DF_SPEC_LOOKUP;
+            else if (!strcmp(v, "draft")) o->spec = DF_SPEC_DRAFT;
+            else usage_error("--spec takes off, lookup or draft, not '%s'%s", v, "");
+        }
+        else if (!strcmp(a, "--draft-max")) o->draft_max = (int)parse_long(name, v, 1, 64);
+        else if (!strcmp(a, "--spec-k")) o->spec_k = !strcmp(v, "auto") ? -1 : (int)parse_long(name, v, 0, 64);
         else if (!strcmp(a, "--io-threads")) o->io_threads = (int)parse_long(name, v, 1, 256);
         else if (!strcmp(a, "--io")) {
             if (!strcmp(v, "pread")) o->io_engine = DF_IO_PREAD;
@@ -246,15 +276,21 @@ static void parse(int argc, char **argv, opts *o) {
         fprintf(stderr, "deltafin: -m MODEL is required\n");
         exit(2);
     }
+    if (o->spec < 0) o->spec = o->draft ? DF_SPEC_DRAFT : DF_SPEC_NONE;
+    if (o->spec == DF_SPEC_DRAFT && !o->draft) usage_error("--spec draft needs a draft model: -md DRAFT.gguf%s%s", "", "");
+    if (o->spec != DF_SPEC_DRAFT && o->draft) usage_error("-md is for --spec draft%s%s", "", "");
+    if (o->spec_k > o->draft_max) usage_error("--spec-k is at most --draft-max%s%s", "", "");
     if (o->prompt && o->prompt_file) usage_error("give the prompt once: -p TEXT or -f FILE%s%s", "", "");
+    if (o->batch_file && (o->prompt_cache || o->spec != DF_SPEC_NONE))
+        usage_error("--prompt-cache, --spec and -md are for one prompt, not --batch-file%s%s", "", "");
     if (o->batch_file && (o->prompt || o->prompt_file))
         usage_error("--batch-file holds the prompts: no -p or -f beside it%s%s", "", "");
     /* the prompt's text is memory too: under a budget, at most a quarter of it */
     size_t max = (size_t)1 << 30;
     if (o->mem && o->mem / 4 < max) max = (size_t)(o->mem / 4) < ((size_t)1 << 16) ? (size_t)1 << 16 : (size_t)(o->mem / 4);
     if (o->prompt_file) o->prompt = o->prompt_buf = read_all(o->prompt_file, max, &o->prompt_len);
-    if (o->batch_file) o->prompt_buf = read_all(o->batch_file, max, &o->prompt_len);
-    else if (o->prompt) o->prompt_len = strlen(o->prompt);
+    else if (o->batch_file) o->prompt_buf = read_all(o->batch_file, max, &o->prompt_len);
+    else if (o->prompt) o->prompt_len = strlen(o->prompt); /* -f's length counts its NUL bytes */
 }
 
 /* A run's prompt is required: say so (not just the usage). */
@@ -542,6 +578,7 @@ static df_session *session(df_model *m, const opts *o) {
     char err[ERRLEN];
     df_session_params sp = df_session_default_params();
     sp.n_ctx = o->ctx;
+    sp.n_batch = o->batch; /* 0: the default; as planned (model_params) */
     sp.kv_type = o->kv_f32 ? DF_KV_F32 : DF_KV_F16;
     df_session *s;
     if (df_session_new(m, &sp, &s, err, sizeof err) != 0) fail(err);
@@ -750,16 +787,122 @@ static void emit(df_model *m, int32_t id) {
     check_stdout(); /* a full disk or a closed pipe ends the run with an error */
 }
 
+/* Decode ids[from..to) a batch at a time (a signal is seen between batches); the tokens decoded. */
+static int prefill(df_session *s, const int32_t *ids, int from, int to, float *logits) {
+    char err[ERRLEN];
+    const int nb = df_session_n_batch(s);
+    int fed = from;
+    while (fed < to && !g_signal) {
+        const int c = to - fed < nb ? to - fed : nb;
+        if (df_decode(s, ids + fed, c, logits, 0, err, sizeof err) != 0) fail(err);
+        fed += c;
+    }
+    return fed - from;
+}
+
+/* --prompt-cache: restore the longest prefix the cache shares with the prompt
+ * (all but its last token, whose logits are needed), decode the rest of that
+ * part, save the cache when it grew, then the last token. Returns the prompt
+ * tokens evaluated; *reused = those taken from the cache. */
+static int prompt_with_cache(df_session *s, const char *path, const int32_t *ids, int n, float *logits, int *reused) {
+    char err[ERRLEN];
+    *reused = 0;
+    if (access(path, F_OK) == 0 && df_prompt_cache_load(s, path, ids, n - 1, reused, err, sizeof err) != 0)
+        fprintf(stderr, "deltafin: prompt cache refused, ignoring it: %s\n", err);
+    int fed = prefill(s, ids, *reused, n - 1, logits);
+    if (g_signal) return fed;
+    if (*reused < n - 1 && df_prompt_cache_save(s, path, ids, err, sizeof err) != 0)
+        fprintf(stderr, "deltafin: warning: the prompt cache was not saved: %s\n", err);
+    return fed + prefill(s, ids, n - 1, n, logits);
+}
+
+/* The draft model of -md: the main model's settings, no budget of its own. */
+static df_model *load_draft(const opts *o, df_session **ds) {
+    char err[ERRLEN];
+    df_model_params mp = model_params(o);
+    mp.mem_budget = 0;
+    mp.hot_file = "";
+    mp.resident_type = NULL;
+    df_model *d;
+    if (df_model_load(o->draft, &mp, &d, err, sizeof err) != 0) fail(err);
+    df_session_params sp = df_session_default_params(); /* as session(), without --trace-experts */
+    sp.n_ctx = o->ctx;
+    sp.kv_type = o->kv_f32 ? DF_KV_F32 : DF_KV_F16;
+    if (df_session_new(d, &sp, ds, err, sizeof err) != 0) fail(err);
+    return d;
+}
+
+static df_spec *open_spec(const opts *o, df_session *s, df_session *draft, const int32_t *ids, int n) {
+    char err[ERRLEN];
+    df_spec_params p = df_spec_default_params();
+    p.source = o->spec;
+    p.draft = draft;
+    p.k_max = o->draft_max;
+    p.k_fixed = o->spec_k;
+    df_spec *sp;
+    if (df_spec_new(s, &p, ids, n, &sp, err, sizeof err) != 0) fail(err);
+    return sp;
+}
+
+static void print_spec_report(const opts *o, const df_spec *sp) {
+    df_spec_stats st;
+    df_spec_get_stats(sp, &st);
+    fprintf(stderr, "speculation: %s, k=%d (%s, at most %d): %d of %d guesses kept in %d passes, %.2f tokens per pass\n",
+            o->spec == DF_SPEC_DRAFT ? "draft model" : "prompt lookup", st.k, o->spec_k < 0 ? "adaptive" : "fixed",
+            o->draft_max, st.accepted, st.guessed, st.passes, st.passes ? (double)st.emitted / st.passes : 0);
+    fprintf(stderr, "speculation: why: %s\n", st.why);
+}
+
+/* Stream the generated tokens: the first from the prompt's logits, then one
+ * decode (or one speculative pass) at a time. Returns the count. */
+static int generate(const opts *o, df_model *m, df_session *s, df_spec *sp, df_sampler *smp, float *logits) {
+    char err[ERRLEN];
+    int32_t buf[65];
+    int nbuf = 1, generated = 0;
+    const double t0 = df_time();
+    buf[0] = df_sampler_sample(smp, logits);
+    df_sampler_accept(smp, buf[0]);
+    for (;;) {
+        for (int j = 0; j < nbuf; j++) {
+            if (!o->ignore_eos && df_token_is_eog(m, buf[j])) return generated;
+            emit(m, buf[j]);
+            generated++;
+            if (o->progress && generated % 16 == 0) {
+                const double el = df_time() - t0, tps = generated / (el > 0 ? el : 1e-9);
+                fprintf(stderr, "\r[%d/%d tokens, %.2f tokens/s, ETA %.0f s]  ", generated, o->n_predict, tps,
+                        (o->n_predict - generated) / (tps > 0 ? tps : 1e-9));
+            }
+            if (generated == o->n_predict) return generated;
+        }
+        if (g_signal) return generated;
+        if (df_session_pos(s) >= df_session_n_ctx(s)) {
+            fprintf(stderr, "\ndeltafin: context full after %d tokens\n", df_session_pos(s));
+            return generated;
+        }
+        const int32_t pending = buf[nbuf - 1];
+        if (sp) {
+            const int room = o->n_predict - generated < 65 ? o->n_predict - generated : 65;
+            if (df_spec_step(sp, smp, pending, buf, room, &nbuf, err, sizeof err) != 0) fail(err);
+        } else {
+            if (df_decode(s, &pending, 1, logits, 0, err, sizeof err) != 0) fail(err);
+            buf[0] = df_sampler_sample(smp, logits);
+            df_sampler_accept(smp, buf[0]);
+            nbuf = 1;
+        }
+    }
+}
+
 static int cmd_run(const opts *o) {
     need_prompt(o, "run");
     double t_load;
     df_model *m = load(o, &t_load);
-    df_session *s = session(m, o);
+    df_session *s = session(m, o), *ds = NULL;
+    df_model *dm = o->draft ? load_draft(o, &ds) : NULL;
     int n;
     int32_t *ids = tokenize(m, o, o->prompt, o->prompt_len, &n);
     if (n == 0) fail("the prompt produced no tokens");
     if (n >= df_session_n_ctx(s)) fail("the prompt does not fit in the context (use -c)");
-    const int nv = df_n_vocab(m), nb = df_session_n_batch(s);
+    const int nv = df_n_vocab(m);
     float *logits = malloc((size_t)nv * sizeof(float));
     df_sampler *smp = df_sampler_new(&o->sp, nv);
     if (!logits || !smp) fail("out of memory");
@@ -767,36 +910,16 @@ static int cmd_run(const opts *o) {
     fwrite(o->prompt, 1, o->prompt_len, stdout);
     check_stdout();
     double t0 = df_time();
-    int fed = 0; /* prompt tokens decoded: a batch at a time, so a signal is seen between batches */
-    while (fed < n && !g_signal) {
-        const int c = n - fed < nb ? n - fed : nb;
-        if (df_decode(s, ids + fed, c, logits, 0, err, sizeof err) != 0) fail(err);
-        fed += c;
-    }
+    int reused = 0; /* prompt tokens taken from --prompt-cache */
+    const int fed = o->prompt_cache ? prompt_with_cache(s, o->prompt_cache, ids, n, logits, &reused)
+                                    : prefill(s, ids, 0, n, logits); /* prompt tokens evaluated */
     double t_prompt = df_time() - t0;
     for (int i = 0; i < n; i++) df_sampler_accept(smp, ids[i]);
-    int generated = 0;
+    df_spec *sp = o->spec != DF_SPEC_NONE && !g_signal ? open_spec(o, s, ds, ids, n) : NULL;
     df_io_stats gen0, gen1;
     df_model_io_stats(m, &gen0);
     t0 = df_time();
-    while (generated < o->n_predict && !g_signal) {
-        int32_t tok = df_sampler_sample(smp, logits);
-        df_sampler_accept(smp, tok);
-        if (!o->ignore_eos && df_token_is_eog(m, tok)) break;
-        emit(m, tok);
-        generated++;
-        if (o->progress && generated % 16 == 0) {
-            const double el = df_time() - t0, tps = generated / (el > 0 ? el : 1e-9);
-            fprintf(stderr, "\r[%d/%d tokens, %.2f tokens/s, ETA %.0f s]  ", generated, o->n_predict, tps,
-                    (o->n_predict - generated) / (tps > 0 ? tps : 1e-9));
-        }
-        if (generated == o->n_predict || g_signal) break;
-        if (df_session_pos(s) >= df_session_n_ctx(s)) {
-            fprintf(stderr, "\ndeltafin: context full after %d tokens\n", df_session_pos(s));
-            break;
-        }
-        if (df_decode(s, &tok, 1, logits, 0, err, sizeof err) != 0) fail(err);
-    }
+    const int generated = g_signal || o->n_predict == 0 ? 0 : generate(o, m, s, sp, smp, logits);
     double t_gen = df_time() - t0;
     df_model_io_stats(m, &gen1);
     printf("\n");
@@ -804,11 +927,13 @@ static int cmd_run(const opts *o) {
     const int sig = g_signal;
     if (sig)
         fprintf(stderr, "\ndeltafin: stopped by %s after %d of %d prompt tokens and %d generated\n",
-                sig == SIGINT ? "SIGINT" : "SIGTERM", fed, n, generated);
+                sig == SIGINT ? "SIGINT" : "SIGTERM", reused + fed, n, generated);
     fprintf(stderr, "\nload:       %8.3f s\n", t_load);
     fprintf(stderr, "prompt:     %8d tokens %8.3f s %10.2f tokens/s\n", fed, t_prompt, fed / (t_prompt > 0 ? t_prompt : 1e-9));
+    if (o->prompt_cache) fprintf(stderr, "prompt cache: %d of %d prompt tokens reused from %s\n", reused, n, o->prompt_cache);
     fprintf(stderr, "generation: %8d tokens %8.3f s %10.2f tokens/s\n", generated, t_gen,
             generated / (t_gen > 0 ? t_gen : 1e-9));
+    if (sp) print_spec_report(o, sp);
     print_share_report(&gen0, &gen1, generated);
     df_model_info info;
     df_model_get_info(m, &info);
@@ -817,11 +942,14 @@ static int cmd_run(const opts *o) {
     print_io_report(m, fed + generated, t_prompt + t_gen);
     int rc = df_session_trace_experts(s, NULL, err, sizeof err) != 0 ? (fprintf(stderr, "deltafin: %s\n", err), 1) : 0;
     rc |= save_hot(m); /* the learned hot set survives an interrupted run too */
+    df_spec_free(sp);
     df_sampler_free(smp);
     free(logits);
     free(ids);
     df_session_free(s);
     df_model_free(m);
+    if (ds) df_session_free(ds);
+    if (dm) df_model_free(dm);
     return sig ? 128 + sig : rc;
 }
 
@@ -925,6 +1053,9 @@ static int cmd_run_batch(opts *o) {
     if (np == 0) fail("the batch file holds no prompt (one a line)");
     const int ns = np < (o->parallel ? o->parallel : 16) ? np : (o->parallel ? o->parallel : 16);
     o->parallel = ns; /* the budget's plan holds every session */
+    /* a step's rows fit a session's batch; prompts go in chunks of it (a
+     * smaller batch than the default keeps N sessions' scratch small) */
+    o->batch = ns > 32 ? ns : 32;
     double t_load;
     df_model *m = load(o, &t_load);
     batch_slot *slot = calloc((size_t)ns, sizeof *slot);
@@ -1164,6 +1295,9 @@ int main(int argc, char **argv) {
         return 0;
     }
     check_isa_env();
+    if (!strcmp(cmd, "config")) return cfg_main(argc, argv);
+    const int crc = cfg_apply(&argc, &argv);
+    if (crc) return crc;
     if (!strcmp(cmd, "serve")) return df_cmd_serve(argc, argv); /* server/serve.c */
     if (!strcmp(cmd, "chat")) return df_cmd_chat(argc, argv);   /* server/chat_cli.c */
     if (jobs_is_command(cmd)) return jobs_main(argc, argv); /* submit, jobs, job, cancel, worker: jobs/ */

@@ -32,7 +32,11 @@
  * deepseek32-tiny (DeepSeek V3.2: deepseek-v3-tiny plus the DSA lightning
  * indexer, top-k 16 so that 80-token prompts select) and glm-dsa-tiny
  * (GLM-5: the same with GLM's routing and indexer RoPE; --idx-types 1101
- * gives it GLM-5.2's shared indexer layers). Big
+ * gives it GLM-5.2's shared indexer layers),
+ * qwen35moe-tiny and qwen3next-tiny (gated delta-net layers with more value
+ * than key heads and every fourth layer gated full attention, a gated
+ * shared expert, an MTP block; qwen3next optionally with the legacy ssm_in
+ * packing). Big
  * variants (e.g. --preset deepseek-v3-tiny --n-embd 2048 --experts 64) are
  * just flags away. A tensor whose rows do not fit the chosen block type
  * falls back to q8_0, then f16, as llama-quantize does. --expert-type gives
@@ -82,6 +86,9 @@ typedef struct {
      * attention.indexer.types ('1' a layer with its own indexer, '0' shared; "" none written) */
     int idx_heads, idx_hd, idx_topk;
     char idx_types[128];
+    /* qwen35moe / qwen3next: delta-net heads (value, key) and size, every attn_every-th layer full attention,
+     * qwen3next's legacy ssm_in packing */
+    int gdn_v_heads, gdn_k_heads, gdn_hd, attn_every, gdn_legacy;
     uint64_t seed;
     float rope_base;
     char scaling[16];
@@ -139,6 +146,7 @@ static void add(plan *p, int type, int init, int64_t ne0, int64_t ne1, const cha
 
 static void plan_ffn(const config *c, plan *p, int l);
 static int is_dsa(const config *c);
+static int is_qwen35(const config *c);
 
 /* The tensors of the llama family, in llama.cpp's names and shapes. */
 static void plan_llama(const config *c, plan *p) {
@@ -182,7 +190,8 @@ static void plan_ffn(const config *c, plan *p, int l) {
     add3(p, c->expert_type, INIT_LINEAR, E, c->n_ff_exp, c->n_expert, "blk.%d.ffn_up_exps.weight", l);
     add3(p, c->expert_type, INIT_LINEAR, c->n_ff_exp, E, c->n_expert, "blk.%d.ffn_down_exps.weight", l);
     if (c->n_ff_shexp > 0) {
-        if (strcmp(c->arch, "qwen2moe") == 0) add(p, DF_TYPE_F32, INIT_ROUTER, E, 1, "blk.%d.ffn_gate_inp_shexp.weight", l);
+        if (strcmp(c->arch, "qwen2moe") == 0 || is_qwen35(c))
+            add(p, DF_TYPE_F32, INIT_ROUTER, E, 1, "blk.%d.ffn_gate_inp_shexp.weight", l);
         add(p, c->type, INIT_LINEAR, E, c->n_ff_shexp, "blk.%d.ffn_gate_shexp.weight", l);
         add(p, c->type, INIT_LINEAR, E, c->n_ff_shexp, "blk.%d.ffn_up_shexp.weight", l);
         add(p, c->type, INIT_LINEAR, c->n_ff_shexp, E, "blk.%d.ffn_down_shexp.weight", l);
@@ -235,6 +244,15 @@ static void plan_deepseek2(const config *c, plan *p) {
     }
 }
 
+/* A NextN/MTP block's own tensors (past the n_layer layers): eh_proj and its norms. */
+static void plan_nextn(const config *c, plan *p, int l) {
+    const int64_t E = c->n_embd;
+    add(p, c->type, INIT_LINEAR, 2 * E, E, "blk.%d.nextn.eh_proj.weight", l);
+    add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.nextn.enorm.weight", l);
+    add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.nextn.hnorm.weight", l);
+    add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.nextn.shared_head_norm.weight", l);
+}
+
 /* GLM-4.5: Q/K/V biases, optional Q/K norms, post_attention_norm, dense lead
  * layers then sigmoid-routed experts with a shared expert; the last c->nextn
  * blocks (past n_layer) are NextN/MTP blocks: a whole block plus eh_proj and
@@ -259,12 +277,7 @@ static void plan_glm4moe(const config *c, plan *p) {
         add(p, c->type, INIT_LINEAR, q, E, "blk.%d.attn_output.weight", l);
         add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.post_attention_norm.weight", l);
         plan_ffn(c, p, l);
-        if (l >= c->n_layer) {
-            add(p, c->type, INIT_LINEAR, 2 * E, E, "blk.%d.nextn.eh_proj.weight", l);
-            add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.nextn.enorm.weight", l);
-            add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.nextn.hnorm.weight", l);
-            add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.nextn.shared_head_norm.weight", l);
-        }
+        if (l >= c->n_layer) plan_nextn(c, p, l);
     }
 }
 
@@ -325,6 +338,79 @@ static void plan_gptoss(const config *c, plan *p) {
         add(p, DF_TYPE_F32, INIT_BIAS, F, X, "blk.%d.ffn_up_exps.bias", l);
         add(p, DF_TYPE_F32, INIT_BIAS, E, X, "blk.%d.ffn_down_exps.bias", l);
     }
+}
+
+static int is_qwen35(const config *c) { return strcmp(c->arch, "qwen35moe") == 0 || strcmp(c->arch, "qwen3next") == 0; }
+
+/* A Qwen3.5 / Qwen3-Next delta-net layer: fused qkv (or qwen3next's legacy
+ * ssm_in), one convolution, decay and beta inputs, gated output norm. */
+static void plan_gdn(const config *c, plan *p, int l) {
+    const int64_t E = c->n_embd, H = c->gdn_v_heads, hd = c->gdn_hd, V = H * hd, C = 2 * c->gdn_k_heads * hd + V;
+    if (c->gdn_legacy) {
+        add(p, c->type, INIT_LINEAR, E, C + V, "blk.%d.ssm_in.weight", l);
+    } else {
+        add(p, c->type, INIT_LINEAR, E, C, "blk.%d.attn_qkv.weight", l);
+        add(p, c->type, INIT_LINEAR, E, V, "blk.%d.attn_gate.weight", l);
+    }
+    add(p, DF_TYPE_F32, INIT_LINEAR, c->d_conv, C, "blk.%d.ssm_conv1d.weight", l);
+    add(p, DF_TYPE_F32, INIT_BIAS, H, 1, "blk.%d.ssm_dt.bias", l);
+    add(p, DF_TYPE_F32, INIT_NEG, H, 1, "blk.%d.ssm_a", l);
+    if (strcmp(c->arch, "qwen3next") == 0) {
+        add(p, c->type, INIT_LINEAR, E, 2 * H, "blk.%d.ssm_ba.weight", l);
+    } else {
+        add(p, c->type, INIT_LINEAR, E, H, "blk.%d.ssm_beta.weight", l);
+        add(p, c->type, INIT_LINEAR, E, H, "blk.%d.ssm_alpha.weight", l);
+    }
+    add(p, DF_TYPE_F32, INIT_NORM, hd, 1, "blk.%d.ssm_norm.weight", l);
+    add(p, c->type, INIT_LINEAR, V, E, "blk.%d.ssm_out.weight", l);
+}
+
+/* Qwen3.5 MoE / Qwen3-Next: delta-net layers with every attn_every-th layer
+ * gated full attention (attn_q: query and gate per head, Q/K norms), MoE
+ * with a sigmoid-gated shared expert; c->nextn MTP blocks past the layers. */
+static void plan_qwen35(const config *c, plan *p) {
+    const int64_t E = c->n_embd, q = (int64_t)c->n_head * c->head_dim, kv = (int64_t)c->n_head_kv * c->head_dim;
+    add(p, c->type, INIT_EMBED, E, c->vocab, "token_embd.weight", 0);
+    add(p, DF_TYPE_F32, INIT_NORM, E, 1, "output_norm.weight", 0);
+    add(p, c->type, INIT_OUTPUT, E, c->vocab, "output.weight", 0);
+    for (int l = 0; l < c->n_layer + c->nextn; l++) {
+        add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.attn_norm.weight", l);
+        add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.post_attention_norm.weight", l);
+        if (l < c->n_layer && (l + 1) % c->attn_every != 0) {
+            plan_gdn(c, p, l);
+        } else {
+            add(p, c->type, INIT_QK, E, 2 * q, "blk.%d.attn_q.weight", l);
+            add(p, c->type, INIT_QK, E, kv, "blk.%d.attn_k.weight", l);
+            add(p, c->type, INIT_LINEAR, E, kv, "blk.%d.attn_v.weight", l);
+            add(p, DF_TYPE_F32, INIT_NORM, c->head_dim, 1, "blk.%d.attn_q_norm.weight", l);
+            add(p, DF_TYPE_F32, INIT_NORM, c->head_dim, 1, "blk.%d.attn_k_norm.weight", l);
+            add(p, c->type, INIT_LINEAR, q, E, "blk.%d.attn_output.weight", l);
+        }
+        plan_ffn(c, p, l);
+        if (l >= c->n_layer) plan_nextn(c, p, l);
+    }
+}
+
+/* Qwen's own keys: the delta-net sizes, the layer pattern, the MTP blocks,
+ * qwen35moe's IMRoPE sections (pairs of each class t/h/w, as real files). */
+static void write_hparams_qwen35(gw *w, const config *c) {
+    char k[128];
+#define KEY(suffix) (snprintf(k, sizeof k, "%s." suffix, c->arch), k)
+    if (gw_u32(w, KEY("ssm.conv_kernel"), (uint32_t)c->d_conv) ||
+        gw_u32(w, KEY("ssm.inner_size"), (uint32_t)(c->gdn_v_heads * c->gdn_hd)) ||
+        gw_u32(w, KEY("ssm.state_size"), (uint32_t)c->gdn_hd) ||
+        gw_u32(w, KEY("ssm.time_step_rank"), (uint32_t)c->gdn_v_heads) ||
+        gw_u32(w, KEY("ssm.group_count"), (uint32_t)c->gdn_k_heads) ||
+        gw_u32(w, KEY("full_attention_interval"), (uint32_t)c->attn_every) ||
+        gw_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)c->n_ff_shexp) ||
+        (c->nextn && gw_u32(w, KEY("nextn_predict_layers"), (uint32_t)c->nextn)))
+        die("out of memory");
+    if (strcmp(c->arch, "qwen35moe") == 0) {
+        const int pairs = c->n_rot / 2;
+        int32_t sec[4] = {(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3, 0};
+        if (gw_arr_i32(w, KEY("rope.dimension_sections"), sec, 4)) die("out of memory");
+    }
+#undef KEY
 }
 
 static int is_kimi(const config *c) { return strncmp(c->arch, "kimi", 4) == 0; }
@@ -647,6 +733,7 @@ static void write_hparams(gw *w, const config *c) {
             if (gw_arr_i32(w, k, types, (size_t)c->n_layer)) die("out of memory");
         }
     }
+    if (is_qwen35(c)) write_hparams_qwen35(w, c);
     if (is_gptoss(c)) {
         KU32("attention.sliding_window", c->swa);
         if (c->swa_pattern) KU32("attention.sliding_window_pattern", c->swa_pattern < 0 ? 0 : c->swa_pattern);
@@ -749,9 +836,18 @@ static void preset(config *c, const char *name) {
         preset(c, "tiny");
         c->arch = "gpt-oss"; c->n_layer = 4; c->swa = 32; c->rope_base = 150000.0f;
         c->n_expert = 16; c->n_used = 4; c->n_ff_exp = 128;
+    } else if (strcmp(name, "qwen35moe-tiny") == 0 || strcmp(name, "qwen3next-tiny") == 0) {
+        /* Qwen3.5's shape: three delta-net layers to one gated attention layer, quarter-rotated
+         * heads, more value than key heads in the delta net, a sigmoid-gated shared expert, one MTP
+         * block; Qwen3-Next's the same with its own head order and ssm_ba */
+        preset(c, "tiny");
+        c->arch = name[5] == '5' ? "qwen35moe" : "qwen3next"; c->n_layer = 4; c->attn_every = 4; c->nextn = 1;
+        c->n_head = 4; c->n_head_kv = 2; c->head_dim = 64; c->n_rot = 16;
+        c->gdn_v_heads = 4; c->gdn_k_heads = 2; c->gdn_hd = 32; c->d_conv = 4;
+        c->n_expert = 16; c->n_used = 4; c->n_ff_exp = 128; c->n_ff_shexp = 128;
     } else die("unknown preset (tiny, small, medium, 1b, mixtral-tiny, qwen2moe-tiny, qwen3moe-tiny, "
-               "deepseek-v3-tiny, deepseek-v2-tiny, deepseek-v2-lite-tiny, kimi-linear-tiny, kimi-k3-tiny, glm4moe-tiny, minimax-m2-tiny, gpt-oss-tiny, "
-               "deepseek32-tiny, glm-dsa-tiny)");
+               "deepseek-v3-tiny, deepseek-v2-tiny, deepseek-v2-lite-tiny, kimi-linear-tiny, kimi-k3-tiny, glm4moe-tiny, "
+               "minimax-m2-tiny, gpt-oss-tiny, qwen35moe-tiny, qwen3next-tiny, deepseek32-tiny, glm-dsa-tiny)");
 }
 
 static void usage(void) {
@@ -770,13 +866,15 @@ static void usage(void) {
             "  MLA:         [--q-lora N] [--kv-lora N] [--qk-nope N] [--qk-rope N] [--v-head N] [--mla-split 0|1]\n"
             "  presets:     tiny small medium 1b mixtral-tiny qwen2moe-tiny qwen3moe-tiny deepseek-v3-tiny deepseek-v2-tiny\n"
             "               deepseek-v2-lite-tiny kimi-linear-tiny kimi-k3-tiny glm4moe-tiny\n"
-            "               minimax-m2-tiny gpt-oss-tiny deepseek32-tiny glm-dsa-tiny\n"
+            "               minimax-m2-tiny gpt-oss-tiny qwen35moe-tiny qwen3next-tiny deepseek32-tiny glm-dsa-tiny\n"
             "  kimi:        [--schedule KKKM (K: KDA layer, M: MLA layer; sets the layer count)] [--kda-head-dim N]\n"
             "               [--conv N] [--attn-res BLOCK] [--latent N] [--gate-bound F (0: none)] [--situ BETA:LINEAR]\n"
             "               [--routed-norm 0|1] [--mla-gate 0|1]\n"
             "  glm4moe:     [--nextn N (NextN/MTP blocks)] [--rope-dims N (default head_dim / 2)] [--qk-norm 0|1]\n"
             "  minimax-m2:  [--rope-dims N (default head_dim / 2)]; its experts are --n-ff wide\n"
             "  gpt-oss:     [--swa N (window)] [--swa-pattern P (0: all layers)] [--rope-base-swa F]\n"
+            "  qwen35moe, qwen3next: [--gdn-heads V:K] [--gdn-head-dim N] [--conv N] [--attn-every N (full attention)]\n"
+            "               [--nextn N] [--rope-dims N (default head_dim / 4)] [--legacy-ssm-in 0|1 (qwen3next)]\n"
             "  DSA:         [--idx-heads N] [--idx-head-dim N] [--idx-top-k K] [--idx-types 1101 (1: own indexer, 0: shared)]\n"
             "  --shape-only: real header, metadata and tensor directory; the data are holes (a sparse file)\n");
     exit(2);
@@ -867,6 +965,10 @@ int main(int argc, char **argv) {
             if (strlen(v) >= sizeof c.idx_types || strspn(v, "01") != strlen(v)) die("bad --idx-types (0 and 1, at most 127)");
             memcpy(c.idx_types, v, strlen(v) + 1);
         }
+        else if (strcmp(a, "--gdn-heads") == 0) { if (sscanf(v, "%d:%d", &c.gdn_v_heads, &c.gdn_k_heads) != 2) die("bad --gdn-heads"); }
+        else if (strcmp(a, "--gdn-head-dim") == 0) c.gdn_hd = atoi(v);
+        else if (strcmp(a, "--attn-every") == 0) c.attn_every = atoi(v);
+        else if (strcmp(a, "--legacy-ssm-in") == 0) c.gdn_legacy = atoi(v);
         else if (strcmp(a, "--rope-scaling") == 0) {
             char kind[16] = {0};
             if (sscanf(v, "%15[a-z0-9]:%f:%d", kind, &c.scale_factor, &c.scale_orig) < 2) die("bad --rope-scaling");
@@ -875,12 +977,12 @@ int main(int argc, char **argv) {
         } else usage();
     }
     if (!c.out) usage();
-    static const char *arches[] = {"llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "deepseek2", "kimi-linear", "kimi-k3", "glm4moe", "minimax-m2", "gpt-oss", "deepseek32", "glm-dsa"};
+    static const char *arches[] = {"llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "deepseek2", "kimi-linear", "kimi-k3", "glm4moe", "minimax-m2", "gpt-oss", "qwen35moe", "qwen3next", "deepseek32", "glm-dsa"};
     int known = 0;
     for (size_t i = 0; i < sizeof arches / sizeof arches[0]; i++) known |= strcmp(c.arch, arches[i]) == 0;
-    if (!known) die("unknown --arch (llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2, kimi-linear, kimi-k3, glm4moe, minimax-m2, gpt-oss, deepseek32, glm-dsa)");
+    if (!known) die("unknown --arch (llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2, kimi-linear, kimi-k3, glm4moe, minimax-m2, gpt-oss, qwen35moe, qwen3next, deepseek32, glm-dsa)");
     const int moe_arch = strcmp(c.arch, "qwen2moe") == 0 || strcmp(c.arch, "qwen3moe") == 0 || is_ds(&c) ||
-                         is_kimi(&c) || is_glm4moe(&c) || is_minimax(&c) || is_gptoss(&c);
+                         is_kimi(&c) || is_glm4moe(&c) || is_minimax(&c) || is_gptoss(&c) || is_qwen35(&c);
     if (moe_arch && c.n_expert == 0) die("this architecture needs --experts (or a preset)");
     if (c.n_expert > 0 && (c.n_used < 1 || c.n_used > c.n_expert || c.n_ff_exp < 1)) die("inconsistent expert settings");
     if (strcmp(c.arch, "llama") == 0 && c.n_expert > 0) c.n_ff_exp = c.n_ff;
@@ -922,6 +1024,14 @@ int main(int argc, char **argv) {
     } else if (is_gptoss(&c)) {
         if (c.swa < 1 || c.swa_pattern > c.n_layer || c.nextn || c.qk_norm || c.n_rot || c.n_shared || c.dense_lead)
             die("inconsistent gpt-oss settings (--swa N needed; no NextN, Q/K norms, partial RoPE, shared or dense layers)");
+    } else if (is_qwen35(&c)) {
+        if (c.n_rot == 0) c.n_rot = c.head_dim / 4;
+        if (c.n_rot < 2 || c.n_rot % 2 || c.n_rot > c.head_dim || c.nextn < 0 || c.qk_norm || c.n_shared || c.dense_lead ||
+            c.attn_every < 1 || c.gdn_hd < 2 || c.gdn_k_heads < 1 || c.gdn_v_heads % c.gdn_k_heads || c.d_conv < 2 ||
+            c.n_ff_shexp < 1 || (c.gdn_legacy && strcmp(c.arch, "qwen3next") != 0))
+            die("inconsistent qwen35moe/qwen3next settings (--gdn-heads V:K with K dividing V; --legacy-ssm-in is qwen3next's)");
+    } else if (c.gdn_v_heads || c.attn_every || c.gdn_legacy) {
+        die("--gdn-heads, --gdn-head-dim, --attn-every and --legacy-ssm-in are qwen35moe's and qwen3next's");
     } else if (c.swa || c.swa_pattern || c.rope_base_swa > 0.0f) {
         die("--swa, --swa-pattern and --rope-base-swa are gpt-oss's");
     } else if (c.nextn || c.n_rot || c.qk_norm) {
@@ -951,6 +1061,7 @@ int main(int argc, char **argv) {
     else if (is_glm4moe(&c)) plan_glm4moe(&c, &p);
     else if (is_minimax(&c)) plan_minimax(&c, &p);
     else if (is_gptoss(&c)) plan_gptoss(&c, &p);
+    else if (is_qwen35(&c)) plan_qwen35(&c, &p);
     else plan_llama(&c, &p);
     gw *w = gw_new();
     if (!w) die("out of memory");

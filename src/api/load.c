@@ -34,8 +34,8 @@
 static const df_arch *const ARCHES[] = {&df_arch_llama,     &df_arch_qwen2,       &df_arch_qwen3,
                                         &df_arch_qwen2moe,  &df_arch_qwen3moe,    &df_arch_deepseek2,
                                         &df_arch_kimi_linear, &df_arch_kimi_k3,     &df_arch_glm4moe,
-                                        &df_arch_minimax_m2,  &df_arch_gptoss,
-                                        &df_arch_deepseek32, &df_arch_glm_dsa};
+                                        &df_arch_minimax_m2,  &df_arch_gptoss,      &df_arch_qwen35moe,
+                                        &df_arch_qwen3next,   &df_arch_deepseek32,  &df_arch_glm_dsa};
 
 static const df_arch *arch_find(const char *name) {
     for (size_t i = 0; i < sizeof ARCHES / sizeof ARCHES[0]; i++)
@@ -238,6 +238,8 @@ static int store_config(df_model *m, const df_model_params *p, ws_config *cfg, c
     cfg->resident_type = rq_parse_type(p->resident_type);
     if (cfg->resident_type < 0)
         return df_seterr(err, errlen, "resident type '%s' is not one of q4_K, q8_0", p->resident_type);
+    if (p->n_sessions < 0 || p->n_sessions > 65536)
+        return df_seterr(err, errlen, "n_sessions %d is out of range (0..65536)", p->n_sessions);
     df_session_params sp = df_session_default_params();
     sp.n_ctx = p->n_ctx;
     sp.n_batch = p->n_batch;
@@ -319,7 +321,7 @@ static int load_arch(df_model *m, const char *path, char *err, size_t errlen) {
     if (!m->arch)
         return df_seterr(err, errlen,
                          "%s: unsupported architecture '%s' (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2, "
-                         "kimi-linear, kimi-k3, glm4moe, minimax-m2, gpt-oss, deepseek32, glm-dsa)",
+                         "kimi-linear, kimi-k3, glm4moe, minimax-m2, gpt-oss, qwen35moe, qwen3next, deepseek32, glm-dsa)",
                          path, m->arch_name), DF_E_UNSUPPORTED;
     if (read_hparams(m, err, errlen) != 0) return -1;
     m->hp.rope_neox = m->arch->rope_neox;
@@ -499,8 +501,20 @@ void df_model_io_stats(const df_model *m, df_io_stats *o) {
     const char *note = NULL, *engine = ws_io_engine(m->ws, &note);
     snprintf(o->io_engine, sizeof o->io_engine, "%s", engine ? engine : "");
     snprintf(o->io_note, sizeof o->io_note, "%s", note ? note : "");
+    const ws_plan *wp = ws_get_plan(m->ws);
+    o->budget = o->streaming ? wp->budget : 0;
+    o->expert_slots = o->streaming ? wp->n_expert_slots : 0;
     pthread_mutex_unlock(mu);
     o->io_threads = m->io_threads;
+}
+
+int df_model_set_mem(df_model *m, uint64_t budget, char *err, size_t errlen) {
+    if (!m->ws || !ws_streaming(m->ws))
+        return df_seterr(err, errlen, "the model was loaded without a budget: it has no expert cache to shrink");
+    pthread_mutex_lock(&m->decode_mu);
+    const int rc = ws_shrink(m->ws, budget, err, errlen);
+    pthread_mutex_unlock(&m->decode_mu);
+    return rc;
 }
 
 void df_model_get_info(const df_model *m, df_model_info *o) {

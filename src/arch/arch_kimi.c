@@ -59,7 +59,8 @@ static int hparams_common(df_model *m, int k3, char *err, size_t errlen) {
     if (df_hp_int(m, "ssm.conv_kernel", &h->ssm_d_conv, 2, 64, 1, err, errlen) ||
         df_hp_int(m, "kda.head_dim", &h->kda_head_dim, 1, MAX_KDA_HEAD, 1, err, errlen))
         return -1;
-    h->kda_n_head = h->n_head;
+    h->kda_n_head = h->kda_n_head_k = h->n_head;
+    h->ssm_conv_ch = 3 * h->kda_n_head * h->kda_head_dim; /* q, k and v convolved side by side */
     if ((int64_t)h->kda_n_head * h->kda_head_dim > (1 << 20))
         return df_seterr(err, errlen, "%s: KDA width %lld is too large", m->path,
                          (long long)h->kda_n_head * h->kda_head_dim);
@@ -89,7 +90,7 @@ static int hparams_common(df_model *m, int k3, char *err, size_t errlen) {
             return df_seterr(err, errlen, "%s: '%s' = %g is out of range", m->path, key, *dst[i]);
     }
     h->act = DF_ACT_SITU;
-    h->mla_gate = 1;
+    h->attn_out_gate = 1;
     if (df_hp_int(m, "attn_res.block_size", &h->attn_res_block, 0, h->n_layer, 1, err, errlen) ||
         df_hp_int(m, "expert_latent_length", &h->n_expert_latent, 0, h->n_embd, 0, err, errlen))
         return -1;
@@ -99,14 +100,6 @@ static int hparams_common(df_model *m, int k3, char *err, size_t errlen) {
 static int hparams_linear(df_model *m, char *err, size_t errlen) { return hparams_common(m, 0, err, errlen); }
 static int hparams_k3(df_model *m, char *err, size_t errlen) { return hparams_common(m, 1, err, errlen); }
 
-/* Bind an f32 tensor of exactly these dimensions (any trailing ones). */
-static int bind_f32(df_model *m, ws_tensor **dst, const char *fmt, int l, int64_t ne0, int64_t ne1, int64_t ne2,
-                    char *err, size_t errlen) {
-    if (df_bind(m, dst, fmt, l, 1, ne0, ne1, ne2, err, errlen)) return -1;
-    if ((*dst)->type != DF_TYPE_F32) return df_seterr(err, errlen, "%s: tensor '%s' must be f32", m->path, (*dst)->gt->name);
-    return 0;
-}
-
 /* Layer l's KDA tensors. */
 static int bind_kda(df_model *m, int l, int k3, char *err, size_t errlen) {
     const df_hparams *h = &m->hp;
@@ -115,7 +108,7 @@ static int bind_kda(df_model *m, int l, int k3, char *err, size_t errlen) {
     static const char *const conv[3] = {"blk.%d.ssm_conv1d_q.weight", "blk.%d.ssm_conv1d_k.weight",
                                         "blk.%d.ssm_conv1d_v.weight"};
     for (int i = 0; i < 3; i++)
-        if (bind_f32(m, &L->ssm_conv[i], conv[i], l, h->ssm_d_conv, 1, D, err, errlen)) return -1;
+        if (df_bind_f32(m, &L->ssm_conv[i], conv[i], l, h->ssm_d_conv, 1, D, err, errlen)) return -1;
     char name[64];
     snprintf(name, sizeof name, "blk.%d.ssm_a", l);
     const gguf_tensor *ta = gguf_find_tensor(m->g, name);
@@ -126,7 +119,7 @@ static int bind_kda(df_model *m, int l, int k3, char *err, size_t errlen) {
         df_bind(m, &L->ssm_f_a, "blk.%d.ssm_f_a.weight", l, 1, E, hd, 1, err, errlen) ||
         df_bind(m, &L->ssm_f_b, "blk.%d.ssm_f_b.weight", l, 1, hd, D, 1, err, errlen) ||
         df_bind(m, &L->ssm_beta, "blk.%d.ssm_beta.weight", l, 1, E, H, 1, err, errlen) ||
-        bind_f32(m, &L->ssm_a, "blk.%d.ssm_a", l, a_row ? 1 : H, a_row ? H : 1, 1, err, errlen) ||
+        df_bind_f32(m, &L->ssm_a, "blk.%d.ssm_a", l, a_row ? 1 : H, a_row ? H : 1, 1, err, errlen) ||
         df_bind(m, &L->ssm_dt_b, "blk.%d.ssm_dt.bias", l, 1, D, 1, 1, err, errlen) ||
         df_bind(m, &L->ssm_o_norm, "blk.%d.ssm_norm.weight", l, 1, hd, 1, 1, err, errlen) ||
         df_bind(m, &L->wo, "blk.%d.attn_output.weight", l, 1, D, E, 1, err, errlen))
@@ -227,12 +220,11 @@ static int kda_layer(df_session *s, df_session *const *own, int l, int n, char *
     ws_release(m->ws, L->ssm_a);
     ws_release(m->ws, L->ssm_dt_b);
     for (int64_t i = 0; i < (int64_t)n * H; i++) s->kda_beta[i] = sigmoidf(s->kda_beta[i]);
-    if (!own)
-        dn_gated_delta(m->pool, df_mem_state(s, l), s->kda_q, s->kda_k, s->kda_v, s->kda_g, s->kda_beta, n, H, hd,
-                       s->kda_o);
+    const dn_shape sh = {H, H, hd, 0, 0, D, D, D}; /* a decay per key channel, one key head per state head */
+    if (!own) dn_gated_delta(m->pool, &sh, df_mem_state(s, l), s->kda_q, s->kda_k, s->kda_v, s->kda_g, s->kda_beta, n, s->kda_o);
     for (int t = 0; own && t < n; t++) /* each row on its own session's state */
-        dn_gated_delta(m->pool, df_mem_state(own[t], l), s->kda_q + t * D, s->kda_k + t * D, s->kda_v + t * D,
-                       s->kda_g + t * D, s->kda_beta + t * H, 1, H, hd, s->kda_o + t * D);
+        dn_gated_delta(m->pool, &sh, df_mem_state(own[t], l), s->kda_q + t * D, s->kda_k + t * D, s->kda_v + t * D,
+                       s->kda_g + t * D, s->kda_beta + t * H, 1, s->kda_o + t * D);
     /* output gate (into kda_g, free again) and gated RMSNorm */
     if (L->ssm_g ? df_matmul(s, L->ssm_g, s->xb, n, s->kda_g, D, err, errlen)
                  : df_matmul(s, L->ssm_g_a, s->xb, n, s->kda_lo, hd, err, errlen) ||
@@ -256,10 +248,10 @@ static int mla_layer(df_session *s, df_session *const *own, int l, int n, char *
     const df_hparams *h = &m->hp;
     df_layer *L = &m->layers[l];
     const int64_t V = (int64_t)h->n_head * h->head_dim_v;
-    if (L->attn_gate && df_matmul(s, L->attn_gate, s->xb, n, s->mla_gate, V, err, errlen)) return -1;
+    if (L->attn_gate && df_matmul(s, L->attn_gate, s->xb, n, s->attn_gate, V, err, errlen)) return -1;
     if (df_mla_attention(s, own, l, n, 0, err, errlen)) return -1;
     if (L->attn_gate)
-        for (int64_t i = 0; i < (int64_t)n * V; i++) s->xb[i] *= sigmoidf(s->mla_gate[i]);
+        for (int64_t i = 0; i < (int64_t)n * V; i++) s->xb[i] *= sigmoidf(s->attn_gate[i]);
     return df_matmul(s, L->wo, s->xb, n, s->xb2, h->n_embd, err, errlen);
 }
 

@@ -1,6 +1,7 @@
 /*
- * deltanet.c - the recurrent half of a gated delta-rule layer (Kimi's KDA):
- * the short convolution with its rolling window, and the delta rule.
+ * deltanet.c - the recurrent half of a gated delta-rule layer (Kimi's KDA,
+ * Qwen3.5's and Qwen3-Next's gated delta net): the short convolution with
+ * its rolling window, and the delta rule with a per-channel or per-head decay.
  *
  * DESIGN
  * Both keep a fixed-size state per sequence (the session's recurrent layer
@@ -46,10 +47,11 @@ void dn_l2norm(float *x, int64_t count, int hd, float eps) {
 }
 
 typedef struct {
+    const dn_shape *sh;
     float *state;
     const float *q, *k, *v, *g, *beta;
     float *o;
-    int n, n_head, hd;
+    int n;
 } dn_job;
 
 /* The state is stored key-major, state[h][i][j] (i: key, j: value), so that
@@ -110,20 +112,28 @@ static void dn_col1(float *S, int hd, int j, const float *dec, const float *k, c
 
 static void dn_heads(void *arg, int ith, int nth) {
     const dn_job *j = arg;
-    const int hd = j->hd, H = j->n_head;
-    const int64_t row = (int64_t)H * hd;
+    const dn_shape *sh = j->sh;
+    const int hd = sh->hd, H = sh->n_head, rep = sh->n_head / sh->n_head_k;
+    const int64_t ldg = sh->g_per_head ? H : (int64_t)H * hd;
     const float scale = 1.0f / sqrtf((float)hd);
     float dec[1024]; /* hd <= 1024 (checked when the model is loaded) */
     long lo, hi;
     tp_range(H, ith, nth, &lo, &hi);
     for (long h = lo; h < hi; h++) {
         float *S = j->state + (int64_t)h * hd * hd; /* S[ik * hd + jv] */
+        const int64_t hk = sh->k_interleave ? h / rep : h % sh->n_head_k;
         for (int t = 0; t < j->n; t++) {
-            const float *q = j->q + t * row + h * hd, *k = j->k + t * row + h * hd, *v = j->v + t * row + h * hd;
-            const float *g = j->g + t * row + h * hd;
+            const float *q = j->q + t * sh->ld_qk + hk * hd, *k = j->k + t * sh->ld_qk + hk * hd;
+            const float *v = j->v + t * sh->ld_v + h * hd;
             const float b = j->beta[(int64_t)t * H + h];
-            float *o = j->o + t * row + h * hd;
-            for (int i = 0; i < hd; i++) dec[i] = expf(g[i]);
+            float *o = j->o + t * sh->ld_o + h * hd;
+            if (sh->g_per_head) {
+                const float d = expf(j->g[t * ldg + h]);
+                for (int i = 0; i < hd; i++) dec[i] = d;
+            } else {
+                const float *g = j->g + t * ldg + h * hd;
+                for (int i = 0; i < hd; i++) dec[i] = expf(g[i]);
+            }
             int j0 = 0;
             for (; j0 + 16 <= hd; j0 += 16) dn_cols16(S, hd, j0, dec, k, q, v, b, scale, o);
             for (; j0 < hd; j0++) dn_col1(S, hd, j0, dec, k, q, v, b, scale, o);
@@ -131,8 +141,8 @@ static void dn_heads(void *arg, int ith, int nth) {
     }
 }
 
-void dn_gated_delta(tp_pool *pool, float *state, const float *q, const float *k, const float *v, const float *g,
-                    const float *beta, int n, int n_head, int hd, float *o) {
-    dn_job j = {state, q, k, v, g, beta, o, n, n_head, hd};
+void dn_gated_delta(tp_pool *pool, const dn_shape *sh, float *state, const float *q, const float *k, const float *v,
+                    const float *g, const float *beta, int n, float *o) {
+    dn_job j = {sh, state, q, k, v, g, beta, o, n};
     tp_run(pool, dn_heads, &j);
 }

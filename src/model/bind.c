@@ -166,3 +166,9 @@ int df_check_shape(const ws_tensor *t, int64_t ne0, int64_t ne1, char *err, size
     return 0;
 }
 
+int df_bind_f32(df_model *m, ws_tensor **dst, const char *fmt, int l, int64_t ne0, int64_t ne1, int64_t ne2, char *err,
+                size_t errlen) {
+    if (df_bind(m, dst, fmt, l, 1, ne0, ne1, ne2, err, errlen)) return -1;
+    if ((*dst)->type != DF_TYPE_F32) return df_seterr(err, errlen, "%s: tensor '%s' must be f32", m->path, (*dst)->gt->name);
+    return 0;
+}

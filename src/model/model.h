@@ -17,7 +17,7 @@
  * function. One file per family (arch_llama.c: llama, qwen2, qwen3;
  * arch_deepseek2.c; arch_dsa.c: deepseek32, glm-dsa; arch_kimi.c: kimi-linear, kimi-k3; mla.c: the latent
  * attention the last two share; arch_glm4moe.c; arch_minimax_m2.c;
- * arch_gptoss.c).
+ * arch_gptoss.c; arch_qwen35.c: qwen35moe, qwen3next).
  *
  * Who includes whom (arrows point down; docs/design.md):
  *   src/api/load.c          df_model_load and planning; the arch table
@@ -88,13 +88,18 @@ typedef struct df_hparams {
     /* Recurrent (KDA) layers: the memory they keep per sequence */
     int ssm_d_conv;        /* short convolution kernel (ssm.conv_kernel) */
     int kda_head_dim;      /* delta-rule head size (kda.head_dim); 0: no recurrent layers */
-    int kda_n_head;        /* delta-rule heads (attention.head_count) */
+    int kda_n_head;        /* delta-rule (state, value) heads: attention.head_count, qwen: ssm.time_step_rank */
+    int kda_n_head_k;      /* query/key heads: kda_n_head (kimi), ssm.group_count (qwen) */
+    int64_t ssm_conv_ch;   /* channels of the short convolution (kimi: q, k, v; qwen: the fused qkv) */
+    int gdn;               /* qwen's gated delta net: fused qkv, one decay per head (arch_qwen35.c) */
+    int gdn_k_interleave;  /* qwen3next: value head h reads key head h / (n_head / n_head_k); qwen35moe: h % n_head_k */
+    int attn_q_gate;       /* qwen: attn_q holds query and output gate interleaved per head */
     float kda_gate_lb;     /* kda.gate_lower_bound ("safe" gate), or -INFINITY: kimi-linear's softplus gate */
     /* kimi-k3 */
     int attn_res_block;    /* attn_res.block_size: bank a checkpoint every this many layers (0: off) */
     int n_expert_latent;   /* expert_latent_length: routed experts' width (0: n_embd) */
     int act;               /* DF_ACT_SWIGLU or DF_ACT_SITU */
-    int mla_gate;          /* MLA layers may have a sigmoid output gate (attn_gate) */
+    int attn_out_gate;     /* attention output times sigmoid(gate): kimi-k3 MLA (attn_gate), qwen (attn_q) */
     float situ_beta, situ_linear_beta;
     /* gpt-oss: sliding-window attention layers */
     int n_swa;             /* attention.sliding_window (0: none) */
@@ -143,6 +148,11 @@ typedef struct df_layer {
     ws_tensor *ssm_f_a, *ssm_f_b, *ssm_beta, *ssm_a, *ssm_dt_b;
     ws_tensor *ssm_g_a, *ssm_g_b, *ssm_g;          /* output gate: low rank (kimi-linear) or full (kimi-k3) */
     ws_tensor *ssm_o_norm;
+    /* qwen's gated delta net (ssm_conv[0]: the one convolution, ssm_g: the output gate z, wo: ssm_out) */
+    ws_tensor *wqkv;                               /* attn_qkv: q, k and v in one projection */
+    ws_tensor *ssm_alpha;                          /* qwen35moe: the decay's input (beta in ssm_beta) */
+    ws_tensor *ssm_ba;                             /* qwen3next: beta and alpha interleaved per key head */
+    ws_tensor *ssm_in;                             /* qwen3next legacy: q, k, v and z interleaved per key head */
     /* kimi-k3 */
     ws_tensor *attn_res_score, *ffn_res_score;     /* cross-layer residual attention */
     ws_tensor *ffn_routed_down, *ffn_routed_up, *ffn_routed_norm; /* latent MoE */

@@ -36,6 +36,7 @@
 #include "util.h"
 
 #define MAX_EXPERTS 1024
+#define MAX_LOOKAHEAD_ROWS 64 /* rows of a pass that guess the next layer's experts */
 
 int df_moe_read_hparams(df_model *m, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
@@ -305,7 +306,7 @@ void df_moe_lookahead(df_session *s, int l, const float *x) {
     if (!fn) return;
     op_rmsnorm(s->ex_x, x, fn, h->n_embd, h->norm_eps);
     ws_release(m->ws, L->ffn_norm);
-    float *p = s->router + (int64_t)(s->n_batch - 1) * h->n_expert; /* a spare row during decoding */
+    float *p = s->router + (int64_t)(s->n_batch - 1) * h->n_expert; /* free: the choices are made (route) */
     if (df_matmul(s, L->ffn_gate_inp, s->ex_x, 1, p, h->n_expert, NULL, 0) != 0) return;
     if (df_add_bias(s, L->ffn_gate_inp_b, p, 1, h->n_expert, NULL, 0)) return;
     df_moe_probs(h, p);
@@ -352,9 +353,12 @@ int df_ffn_moe_routed(df_session *s, int l, const float *xr, const float *x, int
     m->n_moe_runs++;
     m->n_union_experts += (uint64_t)nu;
     /* lookahead: the next layer's router on this layer's residual (s->x)
-     * names likely experts; they queue behind this layer's demand reads */
-    if (n == 1 && l + 1 < h->n_layer && m->layers[l + 1].ffn_gate_inp)
-        df_moe_lookahead(s, l + 1, s->moe_hint ? s->moe_hint : s->x);
+     * names likely experts; they queue behind this layer's demand reads.
+     * Every row of a generation step guesses (the router's rows are free
+     * again once the choices are made); a long prompt chunk does not. */
+    if (n <= MAX_LOOKAHEAD_ROWS && l + 1 < h->n_layer && m->layers[l + 1].ffn_gate_inp)
+        for (int t = 0; t < n; t++)
+            df_moe_lookahead(s, l + 1, (s->moe_hint ? s->moe_hint : s->x) + (int64_t)t * h->n_embd);
     if (n == 1) {
         const int rc = run_experts_one_token(s, L, l, s->topk_id, K, x, err, errlen);
         if (rc < 0) return -1;

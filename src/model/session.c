@@ -59,7 +59,7 @@ df_session_params df_session_default_params(void) {
 }
 
 int64_t df_rec_conv_floats(const df_hparams *h) {
-    return 3 * (int64_t)(h->ssm_d_conv - 1) * h->kda_n_head * h->kda_head_dim;
+    return (int64_t)(h->ssm_d_conv - 1) * h->ssm_conv_ch;
 }
 
 int64_t df_rec_state_floats(const df_hparams *h) { return (int64_t)h->kda_n_head * h->kda_head_dim * h->kda_head_dim; }
@@ -149,7 +149,7 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     FLOATS(x, B, h->n_embd);
     FLOATS(xb, B, wide);
     FLOATS(xb2, B, h->n_embd);
-    FLOATS(q, B, qdim);
+    FLOATS(q, B, h->attn_q_gate ? 2 * qdim : qdim); /* qwen: query and gate, split in place */
     FLOATS(k, B, s->kv_dim_k);
     FLOATS(v, B, s->kv_dim_v > 0 ? s->kv_dim_v : 1);
     FLOATS(hb, B, ff);
@@ -180,7 +180,15 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
         FLOATS(o_lat, B * h->n_head, h->kv_lora_rank);
         FLOATS(mla_tmp, B, tw);
     }
-    if (n_rec > 0) {
+    if (n_rec > 0 && h->gdn) { /* qwen: the fused qkv (or a legacy ssm_in row: qkv and z), the output
+                                  * gate z, per-head beta and decay; kda_v one token's legacy row */
+        FLOATS(kda_q, B, h->ssm_conv_ch + d_inner);
+        FLOATS(kda_v, 1, h->ssm_conv_ch + d_inner);
+        FLOATS(kda_g, B, d_inner);
+        FLOATS(kda_o, B, d_inner);
+        FLOATS(kda_beta, B, h->kda_n_head);
+        FLOATS(kda_lo, B, h->kda_n_head);
+    } else if (n_rec > 0) {
         FLOATS(kda_q, B, d_inner);
         FLOATS(kda_k, B, d_inner);
         FLOATS(kda_v, B, d_inner);
@@ -195,7 +203,7 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
         FLOATS(res_mix, B, h->n_embd);
         FLOATS(res_scores, n_ckpt + 1, 1);
     }
-    if (h->mla_gate) FLOATS(mla_gate, B, vdim);
+    if (h->attn_out_gate) FLOATS(attn_gate, B, vdim);
     if (h->idx_n_head) {
         FLOATS(idx_q, B, (int64_t)h->idx_n_head * h->idx_head_dim);
         FLOATS(idx_k, B, h->idx_head_dim);
@@ -398,7 +406,7 @@ void df_session_free(df_session *s) {
     free(s->res_stack);
     free(s->res_mix);
     free(s->res_scores);
-    free(s->mla_gate);
+    free(s->attn_gate);
     free(s->idx_q);
     free(s->idx_k);
     free(s->idx_w);

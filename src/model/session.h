@@ -71,14 +71,16 @@ struct df_session {
     float *rope_cache;      /* (n_batch, n_rot) */
     float *logits;          /* (n_batch, n_vocab) */
     /* KDA scratch (models with recurrent layers), d_inner = kda_n_head * kda_head_dim */
-    float *kda_q, *kda_k, *kda_v, *kda_g, *kda_o; /* (n_batch, d_inner) each */
+    float *kda_q, *kda_k, *kda_v, *kda_g, *kda_o; /* (n_batch, d_inner) each; qwen (hp.gdn): kda_q is the
+                                                   * fused qkv (n_batch, ssm_conv_ch + d_inner: room for a legacy
+                                                   * ssm_in row), kda_g the gate z, kda_v one legacy row, no kda_k */
     float *kda_beta;        /* (n_batch, kda_n_head) */
-    float *kda_lo;          /* (n_batch, kda_head_dim) low-rank intermediate */
+    float *kda_lo;          /* (n_batch, kda_head_dim) low-rank intermediate; qwen: (n_batch, kda_n_head) decays */
     /* kimi-k3 scratch */
     float *res_stack;       /* (checkpoints, n_batch, n_embd) cross-layer residual checkpoints */
     float *res_mix;         /* (n_batch, n_embd) the mixed residual a block reads */
     float *res_scores;      /* (checkpoints + 1) one token's mixing scores */
-    float *mla_gate;        /* (n_batch, n_head * head_dim_v) MLA output gate */
+    float *attn_gate;       /* (n_batch, n_head * head_dim_v) attention output gate (hp.attn_out_gate) */
     float *lat_in, *lat_out;/* (n_batch, n_embd) latent MoE input and output */
     /* DSA lightning indexer scratch (dsa.c) */
     float *idx_q;           /* (n_batch, idx_n_head * idx_head_dim) indexer queries */

@@ -54,6 +54,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -638,6 +641,52 @@ static void unpin(wstore *ws, slot *s) {
     if (s->pins > 0) s->pins--;
     pthread_cond_broadcast(&ws->done_cv);
     pthread_mutex_unlock(&ws->mu);
+}
+
+/* ---- giving memory back ---- */
+
+/* 1 while a slot at or past index n is loading, pinned or being read. */
+static int tail_busy(const wstore *ws, int from, int to) {
+    for (int i = from; i < to; i++)
+        if (ws->es[i].state == SLOT_LOADING || ws->es[i].pins > 0 || ws->es[i].busy) return 1;
+    return 0;
+}
+
+int ws_shrink(wstore *ws, uint64_t budget, char *err, size_t errlen) {
+    if (ws->cfg.mode != WS_STREAM || !ws->es || budget >= ws->plan.budget) return 0;
+    /* what is not the cache: the session reserve, resident weights, the two layer buffers */
+    const ws_plan *p = &ws->plan;
+    const uint64_t es = p->expert_slot, fixed = p->reserve + p->resident + (p->n_dense_streamed ? 2 * p->dense_slot : 0);
+    uint64_t fit = budget > fixed && es ? (budget - fixed) / es : 0;
+    if (fit > (uint64_t)ws->n_es) fit = (uint64_t)ws->n_es;
+    const int min = 2 * ws->cfg.n_expert_used;
+    if ((int)fit < min) {
+        char b[32];
+        return df_seterr(err, errlen, "the expert cache cannot shrink to fit %s: it needs at least %d slots of %s",
+                         df_fmt_bytes(budget, b, sizeof b), min, df_fmt_bytes(es, (char[32]){0}, 32));
+    }
+    const uint64_t drop = (uint64_t)ws->n_es - fit;
+    pthread_mutex_lock(&ws->mu);
+    const int old = ws->n_es, n = old - (int)drop;
+    ws->n_es = n; /* no new load picks a dropped slot (pick_victim scans n_es) */
+    while (tail_busy(ws, n, old)) pthread_cond_wait(&ws->done_cv, &ws->mu);
+    for (int i = n; i < old; i++) {
+        slot *s = &ws->es[i];
+        if (s->layer >= 0 && s->expert >= 0) ws->where[s->layer * ws->n_expert + s->expert] = -1;
+        s->layer = s->expert = -1;
+        s->state = SLOT_EMPTY;
+        s->gen++; /* queue entries left for it are stale */
+        free(s->buf);
+        s->buf = NULL;
+    }
+    ws->resident -= drop * es;
+    ws->plan.budget = budget;
+    ws->plan.n_expert_slots = n;
+    pthread_mutex_unlock(&ws->mu);
+#ifdef __GLIBC__
+    malloc_trim(0); /* small slots come from the heap: hand its free pages back */
+#endif
+    return 0;
 }
 
 /* ---- measuring the disk the way decoding reads it ---- */

@@ -124,6 +124,14 @@ void ws_tick(wstore *ws);
  * error. */
 int ws_probe(wstore *ws, double seconds, uint64_t seed, uint64_t *bytes, double *elapsed, char *err, size_t errlen);
 
+/* Give memory back: shrink the expert cache so the store fits `budget`
+ * (the budget it was planned with, less what is given back; a store only
+ * shrinks). Waits for the slots it drops to finish loading and be released,
+ * then frees them. -1 with err when the cache cannot shrink that far (below
+ * two layers' worth of routed experts: 2 * n_expert_used slots). Not to be
+ * called while the calling thread holds a fetched expert. */
+int ws_shrink(wstore *ws, uint64_t budget, char *err, size_t errlen);
+
 /* Counters since open. */
 typedef struct ws_stats {
     uint64_t expert_fetches;    /* expert slices handed out */

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # cgroup_cmds.sh - every command that takes --mem keeps to it under a real limit.
 #   tests/cli/cgroup_cmds.sh BUILD_DIR
-# run (alone, and --batch-file with 8 sessions), logits, bench and plan each run with --mem 64M inside their own cgroup
+# run (alone, and --batch-file with 8 sessions), serve (4 slots, 4 concurrent
+# requests), logits, bench and plan each run with --mem 64M inside their own cgroup
 # v1 memory limit of 64 MiB + 256 MiB (as tests/cli/cgroup.sh does for run):
 # each must complete without the cgroup ever hitting its limit, and its peak
 # (RSS and page cache) must stay within the budget plus 32 MiB for the binary,
@@ -42,6 +43,43 @@ for i in 1 2 3 4 5 6 7 8; do echo "tale $i"; done > "$T/prompts.txt"
 in_cgroup batch "$D" run -m "$T/moe.gguf" --batch-file "$T/prompts.txt" --parallel 8 -n 32 --ignore-eos -c 256 \
     --hot none --mem 64M
 check "batch prints the eight completions" test "$(grep -c '^=== prompt' "$T/batch.out")" -eq 8
+# the server with four slots under --mem: its plan counts four sessions, and
+# four concurrent requests decoded together stay within the budget
+serve_cgroup() {
+    mkdir "$CG" || { echo "cannot create $CG"; exit 1; }
+    echo "$limit" > "$CG/memory.limit_in_bytes"
+    ( echo "$BASHPID" > "$CG/cgroup.procs" &&
+        exec "$D" serve --port 0 -m "$T/moe.gguf" --parallel 4 -c 256 --mem 64M > "$T/serve.log" 2>&1 ) &
+    SP=$!
+    local port="" ok=0
+    for _ in $(seq 1 100); do
+        port=$(sed -n 's/.*http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$T/serve.log")
+        [ -n "$port" ] && break
+        sleep 0.1
+    done
+    local cs=()
+    for i in 1 2 3 4; do
+        curl -s -m 60 -H "Content-Type: application/json" "http://127.0.0.1:$port/v1/completions" \
+            -d "{\"prompt\":\"tale $i\",\"max_tokens\":32,\"ignore_eos\":true,\"temperature\":0}" > "$T/c.$i" &
+        cs+=($!)
+    done
+    wait "${cs[@]}"
+    for i in 1 2 3 4; do grep -q '"completion_tokens":32' "$T/c.$i" && ok=$((ok + 1)); done
+    local steps
+    steps=$(curl -s -m 10 "http://127.0.0.1:$port/metrics" | awk '/^deltafin_sequences_per_step /{print $2}')
+    kill -INT "$SP"; wait "$SP"; rc=$?; SP=""
+    peak=$(cat "$CG/memory.max_usage_in_bytes")
+    failcnt=$(cat "$CG/memory.failcnt")
+    rmdir "$CG"
+    echo "serve --parallel 4: exit $rc, cgroup peak $((peak / MiB)) MiB, failcnt $failcnt, $steps sequences a step"
+    check "serve --parallel 4 --mem 64M: four concurrent answers of 32 tokens ($ok/4)" test "$ok" = 4
+    check "serve stops cleanly" test "$rc" -eq 0
+    check "serve never hits the cgroup's limit" test "$failcnt" -eq 0
+    check "serve stays within its budget + 32 MiB" test "$peak" -le $((budget + 32 * MiB))
+}
+SP=""
+trap '[ -n "$SP" ] && kill "$SP" 2>/dev/null; [ -d "$CG" ] && rmdir "$CG" 2>/dev/null; rm -rf "$T"' EXIT
+if command -v curl > /dev/null; then serve_cgroup; else echo "SKIPPED (serve): no curl"; fi
 in_cgroup logits "$D" logits -m "$T/dense.gguf" --tokens "$toks" -c 6000 --top 1 --mem 64M
 check "logits prints a line per token" test "$(wc -l < "$T/logits.out")" -eq 6000
 in_cgroup bench "$D" bench -m "$T/moe.gguf" -p 64 -n 8 -r 1 --mem 64M

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# spec.sh - tokens/s with and without speculative decoding, and the prompt
+# cache's time to first token (issue 16). Prints a markdown table for
+# bench/RESULTS.md. Run it under the CPU lock:
+#   flock /tmp/deltafin-cpu.lock bench/spec.sh [BUILD_DIR]
+# Models (mkmodel, synthetic, in bench/results/models/):
+#   dense  llama 768 wide, 8 layers, GQA 12/2, FFN 4096, f32; its draft: the same weights in q8_0
+#          (same seed and vocabulary: a draft that mostly agrees, ~3.8x fewer bytes)
+#   moe    qwen3moe-tiny made 512 wide, 8 layers, 64 experts (8 used) of 512, q8_0, on a repetitive prompt (prompt lookup), in
+#          memory and under --mem (experts streamed)
+# Each configuration generates N tokens greedily (--ignore-eos); the table has
+# generation tokens/s, the guesses kept and the k the run chose. Speculative
+# output is checked byte-identical to the plain run's.
+set -u
+B=${1:-build}
+D="$B/deltafin"
+M=bench/results/models
+N=${N:-128}
+mkdir -p "$M"
+mk() { [ -f "$M/$1.gguf" ] || "$B/mkmodel" -o "$M/$1.gguf" "${@:2}" >/dev/null 2>&1 || { echo "mkmodel $1 failed"; exit 1; }; }
+mk spec-dense --arch llama --type f32 --n-embd 768 --n-layer 8 --n-head 12 --n-head-kv 2 --n-ff 4096 --seed 11
+mk spec-draft --arch llama --type q8_0 --n-embd 768 --n-layer 8 --n-head 12 --n-head-kv 2 --n-ff 4096 --seed 11
+mk spec-moe --preset qwen3moe-tiny --type q8_0 --n-embd 512 --n-layer 8 --experts 64 --experts-used 8 --n-ff-exp 512 --seed 12
+P="def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef mul(a, b):\n    return a * b\n\ndef div(a, b):\n    return a / b\n\n"
+P=$(printf "$P$P$P")
+T=$(mktemp -d /tmp/deltafin-benchspec-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+# NAME MODEL ARGS...: one run; prints a table row
+row() {
+    local name=$1 model=$2; shift 2
+    "$D" run -m "$M/$model.gguf" -p "$P" -n "$N" --temp 0 --ignore-eos --hot none -t 2 "$@" > "$T/out" 2> "$T/err" ||
+        { echo "| $name | failed: $(tail -1 "$T/err") |"; return; }
+    local tps kept why same=
+    tps=$(sed -n 's/^generation: *[0-9]* tokens *[0-9.]* s *\([0-9.]*\) tokens\/s/\1/p' "$T/err")
+    kept=$(sed -n 's/^speculation: [a-z ]*, k=\([0-9]*\) ([a-z]*, at most [0-9]*): \([0-9]* of [0-9]*\) guesses kept in \([0-9]*\) passes.*/k=\1; \2 kept, \3 passes/p' "$T/err")
+    why=$(sed -n 's/^speculation: why: //p' "$T/err")
+    [ -f "$T/plain-$model" ] || cp "$T/out" "$T/plain-$model"
+    cmp -s "$T/out" "$T/plain-$model" && same=yes || same=NO
+    echo "| $name | ${tps:-?} | ${kept:--} | $same | ${why:--} |"
+}
+if [ -z "${SKIP_SPEC:-}" ]; then
+echo "| configuration | generation tokens/s | chosen k; guesses kept | output = plain | why |"
+echo "| --- | ---: | --- | --- | --- |"
+row "dense f32, no speculation" spec-dense
+row "dense f32, draft q8_0, adaptive" spec-dense -md "$M/spec-draft.gguf"
+for k in 1 2 4; do row "dense f32, draft q8_0, k=$k" spec-dense -md "$M/spec-draft.gguf" --spec-k $k; done
+row "dense f32, lookup, adaptive" spec-dense --spec lookup
+row "moe q8_0, no speculation" spec-moe
+row "moe q8_0, lookup, adaptive" spec-moe --spec lookup
+for k in 1 2 4; do row "moe q8_0, lookup, k=$k" spec-moe --spec lookup --spec-k $k; done
+row "moe q8_0 --mem 160M, no speculation" spec-moe --mem 160M
+row "moe q8_0 --mem 160M, lookup, adaptive" spec-moe --mem 160M --spec lookup
+for k in 1 2 4; do row "moe q8_0 --mem 160M, lookup, k=$k" spec-moe --mem 160M --spec lookup --spec-k $k; done
+fi
+
+# prompt cache: time to first token (the prompt's processing) without and with a cache
+[ -n "${SKIP_CACHE:-}" ] && exit 0
+L=$(for i in $(seq "${PC_LINES:-120}"); do printf "line %d of a long shared system prompt. " "$i"; done)
+rm -f "$T/pc"
+for r in 1 2; do
+    "$D" run -m "$M/spec-dense.gguf" -p "$L" -n 8 -c 8192 --temp 0 --hot none -t 2 --prompt-cache "$T/pc" > "$T/pc-out$r" 2> "$T/pc-err$r"
+done
+p1=$(sed -n 's/^prompt: *\([0-9]*\) tokens *\([0-9.]*\) s.*/\1 tokens in \2 s/p' "$T/pc-err1")
+p2=$(sed -n 's/^prompt: *\([0-9]*\) tokens *\([0-9.]*\) s.*/\1 tokens in \2 s/p' "$T/pc-err2")
+echo
+echo "prompt cache (dense f32, $(sed -n 's/^prompt cache: [0-9]* of \([0-9]*\).*/\1/p' "$T/pc-err1")-token prompt):" \
+     "first run $p1; second run $p2; output identical: $(cmp -s "$T/pc-out1" "$T/pc-out2" && echo yes || echo NO)"

@@ -1,0 +1,351 @@
+/*
+ * spec.c - speculative decoding: guess the next k tokens cheaply, verify
+ * them with one forward pass of the target model, keep the ones it agrees
+ * with (df_spec_*, include/deltafin.h).
+ *
+ * DESIGN
+ * Guess sources: prompt lookup (the longest recent n-gram of the context
+ * that occurred before; the tokens that followed it then) and a draft model
+ * (a session of a smaller model with the same vocabulary, decoding greedily
+ * k tokens ahead; checked token by token at df_spec_new).
+ *
+ * One step (df_spec_step): the pending token (sampled, not yet decoded) and
+ * the guesses g1..gk run through the target as one batch with logits for
+ * every position. Row i is sampled with the caller's sampler exactly as a
+ * plain decode loop would sample it (same sampler state, same draws in the
+ * same order); while the sampled token equals the guess g(i+1) the next row
+ * is valid too. The first disagreement (or the row after the last guess)
+ * gives the new pending token, and the session is truncated back to the
+ * positions that were kept. With greedy sampling the output is therefore
+ * the plain loop's output; with temperature it is rejection sampling with
+ * a point-mass proposal (accept g with probability p(g), otherwise a draw
+ * from p without g): the target distribution, draw for draw the same as
+ * without speculation when the rows' logits are the same.
+ *
+ * Recurrent layers keep no history, so a rejected guess could not be
+ * undone: for such a target (or draft) speculation is off and the report
+ * says why; each step is then one plain decode.
+ *
+ * Adaptive k: every pass is timed (and under a memory budget the bytes it
+ * read are counted). Passes cost a + b*k seconds (least squares over the
+ * passes so far; draft time per guess added for a draft), a guess is
+ * accepted with probability alpha (accepted / compared), so k guesses yield
+ * (1 - alpha^(k+1)) / (1 - alpha) tokens per pass; k maximises tokens per
+ * second, 0 (off) included. Warm-up passes try k_max/2 (rounded up) and 0
+ * so that the line has two ends; while off, every 16th pass probes with 2 guesses
+ * so a change of text is noticed.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "session.h"
+#include "util.h"
+
+#define WARMUP 4       /* passes at k_max/2, then at 0, before choosing */
+#define PROBE_EVERY 16 /* while off: one pass in this many probes */
+#define PROBE_K 2
+
+struct df_spec {
+    df_session *s, *draft;
+    df_spec_params p;
+    int32_t *hist; /* every token of the sequence: decoded ones, then the pending one */
+    int n_hist, cap;
+    float *dlogits; /* the draft's logits */
+    char off_why[160]; /* non-empty: speculation cannot run */
+    /* measurements */
+    double sk, st, skk, skt, n_pass; /* least-squares sums of (k, seconds) */
+    double sb, skb;                  /* bytes read, and k * bytes */
+    double draft_t, draft_n;         /* draft seconds and guesses */
+    long compared, accepted, guessed, emitted, passes, since_probe;
+    int k_now;
+    char why[320];
+};
+
+df_spec_params df_spec_default_params(void) {
+    df_spec_params p;
+    memset(&p, 0, sizeof p);
+    p.source = DF_SPEC_LOOKUP;
+    p.k_max = 4;
+    p.k_fixed = -1;
+    p.ngram_min = 2;
+    p.ngram_max = 4;
+    return p;
+}
+
+/* Same vocabulary: the same size and the same bytes for every token. */
+static int same_vocab(const df_model *a, const df_model *b, char *err, size_t errlen) {
+    const int nv = df_n_vocab(a);
+    if (df_n_vocab(b) != nv)
+        return df_seterr(err, errlen, "the draft's vocabulary has %d tokens, the model's %d", df_n_vocab(b), nv);
+    char pa[512], pb[512];
+    for (int32_t id = 0; id < nv; id++) {
+        const int la = df_token_to_piece(a, id, pa, sizeof pa), lb = df_token_to_piece(b, id, pb, sizeof pb);
+        if (la != lb || (la > 0 && memcmp(pa, pb, (size_t)(la < (int)sizeof pa ? la : (int)sizeof pa)) != 0))
+            return df_seterr(err, errlen, "the draft's vocabulary differs from the model's at token %d", id);
+    }
+    if (df_token_eos(a) != df_token_eos(b) || df_token_bos(a) != df_token_bos(b))
+        return df_seterr(err, errlen, "the draft's BOS/EOS tokens differ from the model's");
+    return 0;
+}
+
+int df_spec_new(df_session *target, const df_spec_params *p, const int32_t *history, int n_history, df_spec **out,
+                char *err, size_t errlen) {
+    *out = NULL;
+    if (!target || !p || n_history < 0 || (n_history > 0 && !history))
+        return df_seterr(err, errlen, "df_spec_new: bad arguments");
+    if (p->source < DF_SPEC_NONE || p->source > DF_SPEC_DRAFT)
+        return df_seterr(err, errlen, "unknown guess source %d", p->source);
+    if (p->source == DF_SPEC_DRAFT && !p->draft) return df_seterr(err, errlen, "a draft model's session is needed");
+    if (p->k_max < 1 || p->k_max > 64 || p->k_fixed > p->k_max)
+        return df_seterr(err, errlen, "k_max is 1..64 and k_fixed at most k_max (k_max %d, k_fixed %d)", p->k_max,
+                         p->k_fixed);
+    if (p->source == DF_SPEC_LOOKUP && (p->ngram_min < 1 || p->ngram_max < p->ngram_min))
+        return df_seterr(err, errlen, "n-gram lengths %d..%d are not a range", p->ngram_min, p->ngram_max);
+    if (p->draft && p->draft->m == target->m) return df_seterr(err, errlen, "the draft is the model itself");
+    if (p->source == DF_SPEC_DRAFT && same_vocab(target->m, p->draft->m, err, errlen) != 0) return -1;
+    df_spec *sp = calloc(1, sizeof *sp);
+    if (!sp) return df_seterr(err, errlen, "out of memory");
+    sp->s = target;
+    sp->p = *p;
+    sp->draft = p->source == DF_SPEC_DRAFT ? p->draft : NULL;
+    sp->cap = df_session_n_ctx(target) + 1;
+    sp->hist = malloc((size_t)sp->cap * sizeof(int32_t));
+    if (sp->draft) sp->dlogits = malloc((size_t)df_n_vocab(target->m) * sizeof(float));
+    if (!sp->hist || (sp->draft && !sp->dlogits) || n_history > sp->cap) {
+        df_spec_free(sp);
+        return df_seterr(err, errlen, n_history > df_session_n_ctx(target) + 1 ? "history longer than the context"
+                                                                               : "out of memory");
+    }
+    if (n_history) memcpy(sp->hist, history, (size_t)n_history * sizeof(int32_t));
+    sp->n_hist = n_history;
+    const int kmax_batch = df_session_n_batch(target) - 1;
+    if (sp->p.k_max > kmax_batch) sp->p.k_max = kmax_batch;
+    if (p->source == DF_SPEC_NONE) snprintf(sp->off_why, sizeof sp->off_why, "no guess source");
+    else if (target->m->hp.n_layer_recurrent > 0)
+        snprintf(sp->off_why, sizeof sp->off_why, "%s has recurrent layers, whose state cannot be rolled back",
+                 target->m->arch_name ? target->m->arch_name : "the model");
+    else if (sp->draft && sp->draft->m->hp.n_layer_recurrent > 0)
+        snprintf(sp->off_why, sizeof sp->off_why, "the draft has recurrent layers, whose state cannot be rolled back");
+    else if (sp->p.k_max < 1) snprintf(sp->off_why, sizeof sp->off_why, "the batch holds one token");
+    else if (p->k_fixed == 0) snprintf(sp->off_why, sizeof sp->off_why, "k fixed at 0");
+    snprintf(sp->why, sizeof sp->why, "%s", sp->off_why[0] ? sp->off_why : "warming up");
+    /* the draft reads the prompt now, so that its per-guess cost is not charged with it */
+    if (sp->draft && !sp->off_why[0] && n_history > 1 &&
+        (df_session_truncate(sp->draft, 0, err, errlen) != 0 ||
+         df_decode(sp->draft, history, n_history - 1, NULL, 0, err, errlen) != DF_OK)) {
+        df_spec_free(sp);
+        return -1;
+    }
+    *out = sp;
+    return 0;
+}
+
+void df_spec_free(df_spec *sp) {
+    if (!sp) return;
+    free(sp->hist);
+    free(sp->dlogits);
+    free(sp);
+}
+
+/* ---- guesses ---- */
+
+/* Prompt lookup: the tokens after the latest earlier occurrence of the
+ * context's last n tokens, longest n first. */
+static int guess_lookup(const df_spec *sp, int k, int32_t *g) {
+    const int32_t *h = sp->hist;
+    const int nh = sp->n_hist;
+    for (int n = sp->p.ngram_max; n >= sp->p.ngram_min; n--) {
+        if (n >= nh) continue;
+        const int32_t *tail = h + nh - n;
+        for (int i = nh - n - 1; i >= 0; i--) {
+            if (memcmp(h + i, tail, (size_t)n * sizeof(int32_t)) != 0) continue;
+            int c = 0;
+            while (c < k && i + n + c < nh) g[c] = h[i + n + c], c++;
+            if (c > 0) return c;
+        }
+    }
+    return 0;
+}
+
+static int32_t argmax(const float *v, int n) {
+    int32_t b = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[b]) b = i;
+    return b;
+}
+
+/* Draft model: catch up with the history, then k greedy tokens. */
+static int guess_draft(df_spec *sp, int k, int32_t *g, char *err, size_t errlen) {
+    df_session *d = sp->draft;
+    const int nv = df_n_vocab(d->m);
+    int dp = df_session_pos(d);
+    if (dp >= sp->n_hist) { /* it must decode at least the pending token to have its logits */
+        if (df_session_truncate(d, sp->n_hist - 1, err, errlen) != 0) return -1;
+        dp = sp->n_hist - 1;
+    }
+    if (sp->n_hist + k > df_session_n_ctx(d)) k = df_session_n_ctx(d) - sp->n_hist;
+    if (k <= 0) return 0;
+    /* tokens it missed while speculation was off: not the guesses' cost (a pass at k
+     * feeds it the pending token and k - 1 guesses, k decodes) */
+    int rc = dp < sp->n_hist - 1 ? df_decode(d, sp->hist + dp, sp->n_hist - 1 - dp, NULL, 0, err, errlen) : DF_OK;
+    const double t0 = df_time();
+    if (rc == DF_OK) rc = df_decode(d, sp->hist + sp->n_hist - 1, 1, sp->dlogits, 0, err, errlen);
+    for (int i = 0; rc == DF_OK && i < k; i++) {
+        g[i] = argmax(sp->dlogits, nv);
+        if (i + 1 < k) rc = df_decode(d, &g[i], 1, sp->dlogits, 0, err, errlen);
+    }
+    if (rc != DF_OK) return -1;
+    sp->draft_t += df_time() - t0;
+    sp->draft_n += k;
+    return k;
+}
+
+/* ---- the choice of k ---- */
+
+/* Fitted cost of a pass with k guesses: a + b*k seconds. */
+static void cost_line(const df_spec *sp, double *a, double *b) {
+    const double n = sp->n_pass, den = n * sp->skk - sp->sk * sp->sk;
+    if (n < 1) {
+        *a = 0, *b = 0;
+        return;
+    }
+    if (den <= 1e-12) { /* one k measured: no slope yet */
+        *a = sp->st / n, *b = 0;
+        return;
+    }
+    *b = (n * sp->skt - sp->sk * sp->st) / den;
+    if (*b < 0) *b = 0;
+    *a = (sp->st - *b * sp->sk) / n;
+    if (*a < 1e-9) *a = 1e-9;
+}
+
+static double accept_rate(const df_spec *sp) { return sp->compared ? (double)sp->accepted / (double)sp->compared : 0; }
+
+/* Predicted tokens per second with k guesses. */
+static double predict(const df_spec *sp, int k, double a, double b) {
+    const double al = accept_rate(sp), td = sp->draft_n > 0 ? sp->draft_t / sp->draft_n : 0;
+    double tokens = 0, pk = 1;
+    for (int i = 0; i <= k; i++) tokens += pk, pk *= al;
+    return tokens / (a + b * k + td * k);
+}
+
+/* k for the next pass (before capping at what the source found). */
+static int choose_k(df_spec *sp) {
+    if (sp->off_why[0]) return 0;
+    if (sp->p.k_fixed >= 0) {
+        snprintf(sp->why, sizeof sp->why, "k fixed at %d", sp->p.k_fixed);
+        return sp->p.k_fixed;
+    }
+    if (sp->passes < WARMUP) return (sp->p.k_max + 1) / 2; /* not k_max: it may be the costliest mistake */
+    if (sp->passes < 2 * WARMUP) return 0;
+    double a, b;
+    cost_line(sp, &a, &b);
+    int best = 0;
+    double best_tps = predict(sp, 0, a, b);
+    for (int k = 1; k <= sp->p.k_max; k++) {
+        const double t = predict(sp, k, a, b);
+        if (t > best_tps * 1.0001) best = k, best_tps = t;
+    }
+    const double td = sp->draft_n > 0 ? sp->draft_t / sp->draft_n : 0;
+    const double mib = sp->n_pass > 0 ? sp->sb / sp->n_pass / (1 << 20) : 0;
+    snprintf(sp->why, sizeof sp->why,
+             "acceptance %.2f; a pass costs %.4f s + %.4f s per guess%s (%.2f MiB read per pass); "
+             "predicted %.2f tokens/s at k=%d vs %.2f off",
+             accept_rate(sp), a, b + td, sp->draft ? " incl. draft" : "", mib, best_tps, best, predict(sp, 0, a, b));
+    sp->k_now = best;
+    if (best == 0 && ++sp->since_probe >= PROBE_EVERY) {
+        sp->since_probe = 0;
+        return PROBE_K < sp->p.k_max ? PROBE_K : sp->p.k_max;
+    }
+    return best;
+}
+
+static void record(df_spec *sp, int k, double secs, uint64_t bytes) {
+    sp->n_pass += 1;
+    sp->sk += k;
+    sp->st += secs;
+    sp->skk += (double)k * k;
+    sp->skt += k * secs;
+    sp->sb += (double)bytes;
+    sp->skb += (double)k * (double)bytes;
+    sp->passes++;
+}
+
+/* ---- a step ---- */
+
+int df_spec_step(df_spec *sp, df_sampler *smp, int32_t pending, int32_t *out, int max_out, int *n_out, char *err,
+                 size_t errlen) {
+    *n_out = 0;
+    if (max_out < 1 || !out || !smp) return df_seterr(err, errlen, "df_spec_step: bad arguments"), DF_E_INPUT;
+    df_session *s = sp->s;
+    const int pos0 = df_session_pos(s);
+    if (pos0 != sp->n_hist)
+        return df_seterr(err, errlen, "df_spec_step: the session is at %d but %d tokens were seen", pos0, sp->n_hist),
+               DF_E_INPUT;
+    if (sp->n_hist >= sp->cap) return df_seterr(err, errlen, "context full"), DF_E_CTX_FULL;
+    sp->hist[sp->n_hist++] = pending;
+    int k = choose_k(sp);
+    if (k > max_out - 1) k = max_out - 1;
+    if (k > df_session_n_ctx(s) - pos0 - 1) k = df_session_n_ctx(s) - pos0 - 1;
+    int32_t batch[65];
+    batch[0] = pending;
+    if (k > 0) {
+        k = sp->draft ? guess_draft(sp, k, batch + 1, err, errlen) : guess_lookup(sp, k, batch + 1);
+        if (k < 0) {
+            sp->n_hist--;
+            return DF_E_IO;
+        }
+    }
+    df_io_stats io0, io1;
+    df_model_io_stats(s->m, &io0);
+    const double t0 = df_time();
+    float *lg = df_session_logits(s);
+    const int nv = df_n_vocab(s->m);
+    int rc = df_decode(s, batch, k + 1, lg, 1, err, errlen);
+    if (rc != DF_OK) {
+        sp->n_hist--;
+        return rc;
+    }
+    df_model_io_stats(s->m, &io1);
+    record(sp, k, df_time() - t0, io1.bytes_read - io0.bytes_read);
+    int n = 0, i = 0;
+    for (;; i++) {
+        const int32_t t = df_sampler_sample(smp, lg + (size_t)i * nv);
+        df_sampler_accept(smp, t);
+        out[n++] = t;
+        if (i == k || t != batch[i + 1]) break;
+        sp->hist[sp->n_hist++] = t; /* a guess kept: decoded, so part of the history */
+    }
+    if (k > 0) {
+        sp->guessed += k;
+        sp->accepted += i;
+        sp->compared += i + (i < k);
+    }
+    sp->emitted += n;
+    /* the session keeps the pending token and the kept guesses; the new pending token is out[n-1] */
+    rc = df_session_truncate(s, sp->n_hist, err, errlen);
+    if (rc == 0 && sp->draft && df_session_pos(sp->draft) > sp->n_hist)
+        rc = df_session_truncate(sp->draft, sp->n_hist, err, errlen);
+    if (rc != 0) return DF_E_INPUT;
+    *n_out = n;
+    return DF_OK;
+}
+
+void df_spec_get_stats(const df_spec *sp, df_spec_stats *st) {
+    memset(st, 0, sizeof *st);
+    st->k = sp->off_why[0] ? 0 : (sp->p.k_fixed >= 0 ? sp->p.k_fixed : sp->k_now);
+    st->passes = (int)sp->passes;
+    st->guessed = (int)sp->guessed;
+    st->accepted = (int)sp->accepted;
+    st->emitted = (int)sp->emitted;
+    st->accept_rate = accept_rate(sp);
+    double a, b;
+    cost_line(sp, &a, &b);
+    st->t_pass = a;
+    st->t_per_guess = b;
+    st->t_draft = sp->draft_n > 0 ? sp->draft_t / sp->draft_n : 0;
+    st->bytes_per_pass = sp->n_pass > 0 ? sp->sb / sp->n_pass : 0;
+    snprintf(st->why, sizeof st->why, "%s", sp->off_why[0] ? sp->off_why : sp->why);
+}

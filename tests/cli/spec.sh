@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# spec.sh - `deltafin run --prompt-cache` and speculative decoding from the CLI.
+#   tests/cli/spec.sh BUILD_DIR
+# A second run with the same prompt evaluates one prompt token (the rest comes
+# from the cache) and prints the same text; a cache of another model or a
+# damaged one is refused with a message and ignored. Greedy output with
+# --spec lookup, with a draft model (-md), and under --mem is the plain
+# output; a draft with another vocabulary is refused; a recurrent model runs
+# with speculation off and says why.
+set -u
+B=${1:-build}
+D="$B/deltafin"
+T=$(mktemp -d /tmp/deltafin-spec-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/../cli_common.sh"
+mk() { "$B/mkmodel" -o "$T/$1.gguf" "${@:2}" 2>/dev/null || { echo "mkmodel $1 failed"; exit 1; }; }
+mk dense --arch llama --type f32 --seed 3
+mk other --arch llama --type f32 --seed 4
+mk vocab --arch llama --type f32 --vocab 400
+mk moe --preset qwen3moe-tiny --type q8_0
+mk kimi --preset kimi-linear-tiny --type q8_0
+P="the cat sat on the mat and the cat sat on the mat and the dog sat on the log and the cat"
+run() { "$D" run -p "$P" -n 48 --temp 0 --hot none "$@"; }
+
+# prompt cache: created, then reused; same text as without a cache
+n=$("$D" tokenize -m "$T/dense.gguf" -p "$P" | wc -w)
+run -m "$T/dense.gguf" > "$T/plain" 2>/dev/null
+run -m "$T/dense.gguf" --prompt-cache "$T/pc" > "$T/o1" 2> "$T/e1"; rc1=$?
+run -m "$T/dense.gguf" --prompt-cache "$T/pc" > "$T/o2" 2> "$T/e2"; rc2=$?
+check "cache: runs succeed" test "$rc1$rc2" = 00
+check "cache: first run reuses nothing" grep -q "prompt cache: 0 of" "$T/e1"
+check "cache: second run evaluates one prompt token" grep -qE "^prompt: +1 tokens" "$T/e2"
+check "cache: second run reuses the rest" grep -q "prompt cache: $((n - 1)) of $n" "$T/e2"
+check "cache: same output both runs" cmp -s "$T/o1" "$T/o2"
+check "cache: same output as without a cache" cmp -s "$T/plain" "$T/o1"
+# a longer prompt that shares the cached one's start
+"$D" run -m "$T/dense.gguf" -p "$P and more" -n 4 --temp 0 --hot none --prompt-cache "$T/pc" > /dev/null 2> "$T/e3"
+check "cache: a longer prompt reuses the shared prefix" grep -q "prompt cache: $((n - 1)) of" "$T/e3"
+# another model's cache: refused, ignored, the run's output is that model's own
+run -m "$T/other.gguf" > "$T/oplain" 2>/dev/null
+cp "$T/pc" "$T/pc-other"
+run -m "$T/other.gguf" --prompt-cache "$T/pc-other" > "$T/o4" 2> "$T/e4"; rc=$?
+check "cache: another model's cache refused" grep -q "prompt cache refused, ignoring it: .*another model" "$T/e4"
+check "cache: ...and ignored" test "$rc" -eq 0
+check "cache: ...the output is the model's own" cmp -s "$T/oplain" "$T/o4"
+# a damaged cache
+cp "$T/pc" "$T/pc-bad"
+printf 'X' | dd of="$T/pc-bad" bs=1 seek=200 conv=notrunc status=none
+run -m "$T/dense.gguf" --prompt-cache "$T/pc-bad" > "$T/o5" 2> "$T/e5"; rc=$?
+check "cache: a damaged cache refused" grep -q "prompt cache refused, ignoring it: .*damaged" "$T/e5"
+check "cache: ...and ignored" test "$rc" -eq 0
+check "cache: ...same output" cmp -s "$T/plain" "$T/o5"
+
+# speculative decoding: greedy output is the plain output
+run -m "$T/dense.gguf" --spec lookup > "$T/s1" 2> "$T/f1"
+check "lookup: same output" cmp -s "$T/plain" "$T/s1"
+check "lookup: the report says what it chose and why" grep -q "speculation: why: " "$T/f1"
+run -m "$T/dense.gguf" --spec lookup --spec-k 3 > "$T/s2" 2> "$T/f2"
+check "lookup k=3: same output" cmp -s "$T/plain" "$T/s2"
+check "lookup k=3: guesses kept" grep -qE "speculation: prompt lookup, k=3 \(fixed, at most 4\): [1-9]" "$T/f2"
+run -m "$T/dense.gguf" -md "$T/dense.gguf" --spec-k 4 > "$T/s3" 2> "$T/f3"
+check "draft (itself): same output" cmp -s "$T/plain" "$T/s3"
+run -m "$T/dense.gguf" -md "$T/other.gguf" > "$T/s4" 2>/dev/null
+check "draft (another model): same output" cmp -s "$T/plain" "$T/s4"
+run -m "$T/dense.gguf" -md "$T/vocab.gguf" > /dev/null 2> "$T/f5"; rc=$?
+check "draft with another vocabulary: refused" test "$rc" -eq 1
+check "...saying why" grep -q "vocabulary" "$T/f5"
+run -m "$T/moe.gguf" > "$T/mplain" 2>/dev/null
+run -m "$T/moe.gguf" --spec lookup --spec-k 2 --mem 64M > "$T/s6" 2> "$T/f6"
+check "lookup under --mem (MoE): same output" cmp -s "$T/mplain" "$T/s6"
+run -m "$T/kimi.gguf" > "$T/kplain" 2>/dev/null
+run -m "$T/kimi.gguf" --spec lookup > "$T/s7" 2> "$T/f7"
+check "recurrent: same output" cmp -s "$T/kplain" "$T/s7"
+check "recurrent: off, and why" grep -q "speculation: why: .*recurrent" "$T/f7"
+out=$("$D" run -m "$T/dense.gguf" -p hi --spec draft 2>&1); rc=$?
+check "--spec draft without -md: usage error" test "$rc" -eq 2
+finish

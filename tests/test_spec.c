@@ -1,0 +1,349 @@
+/*
+ * test_spec.c - speculative decoding (df_spec_*) and prompt caches
+ * (df_prompt_cache_*): greedy output with prompt lookup and with a draft
+ * model is byte-identical to plain decoding, for every mkmodel architecture
+ * preset, in memory and streamed under a budget (recurrent models: off,
+ * with the reason); sampled output keeps the target distribution (token
+ * frequencies over many seeds against the model's softmax); a draft with
+ * another vocabulary is refused; a prompt cache restores the longest
+ * common prefix, and one of another model or a damaged one is refused.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "deltafin.h"
+#include "testutil.h"
+
+#define NP 12 /* prompt */
+#define NG 40 /* generated tokens */
+#define CTX 96
+
+static char tmpdir[128];
+
+static const char *const presets[][2] = {
+    {"llama", "--arch llama --type f32"},
+    {"qwen3", "--arch qwen3 --type q8_0"},
+    {"qwen3moe", "--preset qwen3moe-tiny --type q8_0"},
+    {"deepseek-v3", "--preset deepseek-v3-tiny --type q8_0"},
+    {"kimi-linear", "--preset kimi-linear-tiny --type q8_0"},
+    {"glm4moe", "--preset glm4moe-tiny --type q8_0"},
+    {"minimax-m2", "--preset minimax-m2-tiny --type q8_0"},
+    {"gpt-oss", "--preset gpt-oss-tiny --type q8_0"},
+};
+
+static df_model *load(const char *path, int streamed) {
+    char err[512];
+    df_model_params mp = df_model_default_params();
+    mp.n_threads = 2;
+    mp.n_ctx = CTX;
+    mp.n_batch = 8;
+    mp.hot_file = "";
+    if (streamed) {
+        df_plan p;
+        mp.mem_budget = 1;
+        if (df_model_plan(path, &mp, &p, err, sizeof err) != 0) fail_msg("%s", err);
+        mp.mem_budget = p.minimum + 2 * p.session_bytes + (1 << 20); /* target and reference sessions */
+    }
+    df_model *m;
+    if (df_model_load(path, &mp, &m, err, sizeof err) != 0) fail_msg("%s", err);
+    return m;
+}
+
+static df_session *session(df_model *m) {
+    char err[512];
+    df_session_params sp = df_session_default_params();
+    sp.n_ctx = CTX;
+    sp.n_batch = 8;
+    df_session *s;
+    if (df_session_new(m, &sp, &s, err, sizeof err) != 0) fail_msg("%s", err);
+    return s;
+}
+
+/* A repetitive prompt, so that prompt lookup finds n-grams. */
+static void prompt(int nv, int32_t *toks) {
+    for (int k = 0; k < NP; k++) toks[k] = (int32_t)(1 + (k % 4) * 7 % (nv - 3));
+}
+
+static df_sampler *sampler(int nv, float temp, uint64_t seed) {
+    df_sampler_params p = df_sampler_default_params();
+    p.temp = temp;
+    p.top_k = 0;
+    p.top_p = 1;
+    p.min_p = 0;
+    p.seed = seed;
+    df_sampler *smp = df_sampler_new(&p, nv);
+    assert_non_null(smp);
+    return smp;
+}
+
+/* Generate NG tokens after the prompt: plainly (sp_params NULL) or speculatively. */
+static void generate(df_model *m, const df_spec_params *spp, float temp, uint64_t seed, int32_t *out,
+                     df_spec_stats *st) {
+    char err[512];
+    const int nv = df_n_vocab(m);
+    int32_t toks[NP];
+    prompt(nv, toks);
+    df_session *s = session(m);
+    float *lg = malloc((size_t)nv * sizeof(float));
+    assert_non_null(lg);
+    assert_int_equal(df_decode(s, toks, NP, lg, 0, err, sizeof err), DF_OK);
+    df_sampler *smp = sampler(nv, temp, seed);
+    for (int i = 0; i < NP; i++) df_sampler_accept(smp, toks[i]);
+    out[0] = df_sampler_sample(smp, lg);
+    df_sampler_accept(smp, out[0]);
+    int n = 1;
+    if (!spp) {
+        for (; n < NG; n++) {
+            assert_int_equal(df_decode(s, &out[n - 1], 1, lg, 0, err, sizeof err), DF_OK);
+            out[n] = df_sampler_sample(smp, lg);
+            df_sampler_accept(smp, out[n]);
+        }
+    } else {
+        df_spec *sp;
+        if (df_spec_new(s, spp, toks, NP, &sp, err, sizeof err) != 0) fail_msg("%s", err);
+        while (n < NG) {
+            int got = 0;
+            if (df_spec_step(sp, smp, out[n - 1], out + n, NG - n, &got, err, sizeof err) != DF_OK) fail_msg("%s", err);
+            assert_true(got >= 1 && got <= NG - n);
+            n += got;
+        }
+        if (st) df_spec_get_stats(sp, st);
+        df_spec_free(sp);
+    }
+    df_sampler_free(smp);
+    free(lg);
+    df_session_free(s);
+}
+
+static void check_greedy(const char *name, const char *args, int streamed) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s.gguf", tmpdir, name);
+    if (!streamed) tu_mkmodel(path, args);
+    df_model *m = load(path, streamed);
+    int32_t ref[NG], got[NG];
+    generate(m, NULL, 0, 1, ref, NULL);
+    const int ks[] = {4, -1, 2};
+    for (int i = 0; i < 3; i++) {
+        df_spec_params p = df_spec_default_params();
+        p.k_fixed = ks[i];
+        p.k_max = 4;
+        if (i == 2) p.ngram_min = 1; /* more guesses (and more rejected ones) */
+        df_spec_stats st;
+        generate(m, &p, 0, 1, got, &st);
+        if (memcmp(ref, got, sizeof ref) != 0)
+            fail_msg("%s%s: greedy output with prompt lookup (k %d) differs from plain decoding", name,
+                     streamed ? " (streamed)" : "", ks[i]);
+        if (i == 2)
+            printf("  %-12s %-9s lookup k=2, 1-grams: identical, %d of %d guesses kept in %d passes%s%s\n", name,
+                   streamed ? "streamed" : "in memory", st.accepted, st.guessed, st.passes, st.k ? "" : "; off: ",
+                   st.k ? "" : st.why);
+        if (strstr(args, "kimi")) assert_non_null(strstr(st.why, "recurrent"));
+    }
+    df_model_free(m);
+}
+
+static void test_greedy_every_arch(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) check_greedy(presets[i][0], presets[i][1], 0);
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) check_greedy(presets[i][0], presets[i][1], 1);
+}
+
+/* A draft model: the same model loaded twice (every guess kept), and another one. */
+static void test_draft(void **state) {
+    (void)state;
+    char path[256], dpath[256], bad[256], err[512];
+    snprintf(path, sizeof path, "%s/t.gguf", tmpdir);
+    snprintf(dpath, sizeof dpath, "%s/d.gguf", tmpdir);
+    snprintf(bad, sizeof bad, "%s/v.gguf", tmpdir);
+    tu_mkmodel(path, "--arch llama --type f32 --seed 3");
+    tu_mkmodel(dpath, "--arch llama --type q8_0 --n-layer 1 --seed 4");
+    tu_mkmodel(bad, "--arch llama --type f32 --vocab 400");
+    df_model *m = load(path, 0);
+    int32_t ref[NG], got[NG];
+    const char *drafts[] = {path, dpath};
+    for (int streamed = 0; streamed < 2; streamed++) {
+        if (streamed) df_model_free(m), m = load(path, 1);
+        generate(m, NULL, 0, 1, ref, NULL);
+        for (int d = 0; d < 2; d++) {
+            df_model *dm = load(drafts[d], 0);
+            df_session *ds = session(dm);
+            df_spec_params p = df_spec_default_params();
+            p.source = DF_SPEC_DRAFT;
+            p.draft = ds;
+            p.k_fixed = 3;
+            df_spec_stats st;
+            generate(m, &p, 0, 1, got, &st);
+            if (memcmp(ref, got, sizeof ref) != 0) fail_msg("greedy output with draft %d differs", d);
+            printf("  draft %d %s: identical, %d of %d guesses kept\n", d, streamed ? "streamed" : "in memory",
+                   st.accepted, st.guessed);
+            if (d == 0) assert_int_equal(st.accepted, st.guessed);
+            df_session_free(ds);
+            df_model_free(dm);
+        }
+    }
+    /* another vocabulary is refused */
+    df_model *vm = load(bad, 0);
+    df_session *vs = session(vm), *s = session(m);
+    df_spec_params p = df_spec_default_params();
+    p.source = DF_SPEC_DRAFT;
+    p.draft = vs;
+    df_spec *sp;
+    assert_int_equal(df_spec_new(s, &p, NULL, 0, &sp, err, sizeof err), -1);
+    assert_non_null(strstr(err, "vocabulary"));
+    df_session_free(vs);
+    df_session_free(s);
+    df_model_free(vm);
+    df_model_free(m);
+}
+
+/* Sampling: the same draws as plain decoding seed for seed, and the first
+ * verified row's token frequencies match the model's softmax. */
+static void test_sampling_distribution(void **state) {
+    (void)state;
+    char path[256], err[512];
+    snprintf(path, sizeof path, "%s/s.gguf", tmpdir);
+    tu_mkmodel(path, "--arch llama --type f32 --vocab 300 --seed 9");
+    df_model *m = load(path, 0);
+    const int nv = df_n_vocab(m);
+    int32_t ref[NG], got[NG];
+    df_spec_params p = df_spec_default_params();
+    p.k_fixed = 3;
+    for (uint64_t seed = 1; seed <= 20; seed++) {
+        generate(m, NULL, 1.0f, seed, ref, NULL);
+        generate(m, &p, 1.0f, seed, got, NULL);
+        if (memcmp(ref, got, sizeof ref) != 0) fail_msg("seed %d: sampled output differs", (int)seed);
+    }
+    /* the distribution of the token after prompt + x, with x followed by a guess in the prompt */
+    int32_t toks[NP];
+    prompt(nv, toks);
+    const int32_t x = toks[NP - 4]; /* lookup will guess toks[NP - 3] after it */
+    df_session *s = session(m);
+    float *lg = malloc((size_t)nv * sizeof(float));
+    double *pr = calloc((size_t)nv, sizeof(double)), *freq = calloc((size_t)nv, sizeof(double));
+    assert_true(lg && pr && freq);
+    assert_int_equal(df_decode(s, toks, NP, NULL, 0, err, sizeof err), DF_OK);
+    assert_int_equal(df_decode(s, &x, 1, lg, 0, err, sizeof err), DF_OK);
+    double mx = lg[0], z = 0;
+    for (int i = 1; i < nv; i++) mx = lg[i] > mx ? lg[i] : mx;
+    for (int i = 0; i < nv; i++) z += pr[i] = exp(lg[i] - mx);
+    for (int i = 0; i < nv; i++) pr[i] /= z;
+    const int N = 3000;
+    p.k_fixed = 1;
+    int compared = 0;
+    for (int r = 0; r < N; r++) {
+        assert_int_equal(df_session_truncate(s, NP, err, sizeof err), 0);
+        df_spec *sp;
+        assert_int_equal(df_spec_new(s, &p, toks, NP, &sp, err, sizeof err), 0);
+        df_sampler *smp = sampler(nv, 1.0f, 1000 + (uint64_t)r);
+        int32_t out[2];
+        int n = 0;
+        assert_int_equal(df_spec_step(sp, smp, x, out, 2, &n, err, sizeof err), DF_OK);
+        df_spec_stats st;
+        df_spec_get_stats(sp, &st);
+        compared += st.guessed;
+        freq[out[0]] += 1.0 / N;
+        df_sampler_free(smp);
+        df_spec_free(sp);
+    }
+    assert_int_equal(compared, N); /* every step verified a guess */
+    /* Pearson's chi-square over the tokens expected at least 5 times, the rest pooled */
+    double chi2 = 0, rest_p = 0, rest_f = 0;
+    int df = 0;
+    for (int i = 0; i < nv; i++) {
+        const double sd = sqrt(pr[i] * (1 - pr[i]) / N);
+        if (fabs(freq[i] - pr[i]) > 5 * sd + 1e-3)
+            fail_msg("token %d: frequency %.4f, model probability %.4f", i, freq[i], pr[i]);
+        if (pr[i] * N >= 5) chi2 += N * (freq[i] - pr[i]) * (freq[i] - pr[i]) / pr[i], df++;
+        else rest_p += pr[i], rest_f += freq[i];
+    }
+    if (rest_p * N >= 5) chi2 += N * (rest_f - rest_p) * (rest_f - rest_p) / rest_p, df++;
+    df--;
+    printf("  %d sampled steps: chi-square %.1f on %d degrees of freedom against the model's softmax\n", N, chi2, df);
+    assert_true(df > 0);
+    assert_true(chi2 < df + 6 * sqrt(2.0 * df));
+    free(lg);
+    free(pr);
+    free(freq);
+    df_session_free(s);
+    df_model_free(m);
+}
+
+/* Prompt caches: the longest common prefix is restored; foreign and damaged caches are refused. */
+static void test_prompt_cache(void **state) {
+    (void)state;
+    char path[256], other[256], cache[256], err[512];
+    snprintf(path, sizeof path, "%s/c.gguf", tmpdir);
+    snprintf(other, sizeof other, "%s/o.gguf", tmpdir);
+    snprintf(cache, sizeof cache, "%s/c.cache", tmpdir);
+    tu_mkmodel(path, "--arch llama --type f32 --seed 5");
+    tu_mkmodel(other, "--arch llama --type f32 --seed 6");
+    df_model *m = load(path, 0), *o = load(other, 0);
+    const int nv = df_n_vocab(m);
+    int32_t toks[NP];
+    prompt(nv, toks);
+    float *ref = malloc((size_t)nv * sizeof(float)), *got = malloc((size_t)nv * sizeof(float));
+    assert_true(ref && got);
+    df_session *s = session(m);
+    assert_int_equal(df_decode(s, toks, NP, ref, 0, err, sizeof err), DF_OK);
+    assert_int_equal(df_session_truncate(s, NP - 1, err, sizeof err), 0);
+    assert_int_equal(df_prompt_cache_save(s, cache, toks, err, sizeof err), 0);
+    /* the same prompt: all but its last token reused, the last one's logits the same */
+    df_session *c = session(m);
+    int reused = -1;
+    assert_int_equal(df_prompt_cache_load(c, cache, toks, NP - 1, &reused, err, sizeof err), 0);
+    assert_int_equal(reused, NP - 1);
+    assert_int_equal(df_decode(c, toks + NP - 1, 1, got, 0, err, sizeof err), DF_OK);
+    assert_memory_equal(ref, got, (size_t)nv * sizeof(float));
+    /* a prompt that diverges at 5: 5 reused */
+    int32_t alt[NP];
+    memcpy(alt, toks, sizeof alt);
+    alt[5] = (alt[5] + 1) % nv;
+    assert_int_equal(df_prompt_cache_load(c, cache, alt, NP - 1, &reused, err, sizeof err), 0);
+    assert_int_equal(reused, 5);
+    assert_int_equal(df_session_pos(c), 5);
+    /* another model's session refuses it; so does a damaged file; a snapshot is not a cache */
+    df_session *os = session(o);
+    assert_int_equal(df_prompt_cache_load(os, cache, toks, NP - 1, &reused, err, sizeof err), -1);
+    assert_non_null(strstr(err, "another model"));
+    assert_int_equal(reused, 0);
+    FILE *f = fopen(cache, "r+b");
+    assert_non_null(f);
+    fseek(f, -5, SEEK_END);
+    fputc(0x55, f);
+    fclose(f);
+    assert_int_equal(df_prompt_cache_load(c, cache, toks, NP - 1, &reused, err, sizeof err), -1);
+    assert_non_null(strstr(err, "damaged"));
+    assert_int_equal(df_session_pos(c), 0);
+    assert_int_equal(df_session_save(s, cache, "x", 1, err, sizeof err), 0);
+    assert_int_equal(df_prompt_cache_load(c, cache, toks, NP - 1, &reused, err, sizeof err), -1);
+    assert_non_null(strstr(err, "not a prompt cache"));
+    free(ref);
+    free(got);
+    df_session_free(s);
+    df_session_free(c);
+    df_session_free(os);
+    df_model_free(m);
+    df_model_free(o);
+}
+
+static int setup(void **state) {
+    (void)state;
+    return tu_mkdtemp(tmpdir, sizeof tmpdir, "spec");
+}
+
+static int teardown(void **state) {
+    (void)state;
+    return tu_rmtree(tmpdir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_prompt_cache),
+        cmocka_unit_test(test_greedy_every_arch),
+        cmocka_unit_test(test_draft),
+        cmocka_unit_test(test_sampling_distribution),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
