@@ -326,6 +326,8 @@ typedef struct df_plan {
     int n_ctx_train;                 /* the model's trained context */
     int n_swa_layers, swa_window;    /* sliding-window attention layers (gpt-oss) and their window */
     int swa_ring;                    /* positions their KV cache keeps (0: the whole context) */
+    int n_idx_layers, idx_top_k;     /* DSA (deepseek32, glm-dsa): layers whose indexer keeps a key cache
+                                      * (in session_bytes) and the keys each query attends to */
 } df_plan;
 
 /* Plan p->mem_budget for the model at path (p->n_ctx etc. size the session).

@@ -29,6 +29,9 @@ static const char *const presets[][2] = {
     {"glm4moe", "--preset glm4moe-tiny --type q8_0"},
     {"minimax-m2", "--preset minimax-m2-tiny --type q8_0"},
     {"gpt-oss", "--preset gpt-oss-tiny --type q8_0"},
+    /* top-k 4 and 5: the 17 positions mostly attend to the indexer's choice */
+    {"deepseek32", "--preset deepseek32-tiny --type q8_0 --idx-top-k 4"},
+    {"glm-dsa", "--preset glm-dsa-tiny --type q8_0 --idx-types 1101 --idx-top-k 5"},
     {"qwen35moe", "--preset qwen35moe-tiny --type q8_0"},
     {"qwen3next", "--preset qwen3next-tiny --type q8_0 --legacy-ssm-in 1"},
 };

@@ -359,6 +359,7 @@ static void test_reference_models(void **state) {
 static void test_batch_equals_sequential(void **state) {
     (void)state;
     const char *names[] = {"stories260K", "qwen3-f32", "llama-q4_K", "kimi-linear-f32", "kimi-k3-f32", "glm4moe-f32", "minimax-m2-f32", "gpt-oss-f32",
+                           "deepseek32-f32", "glm-dsa-shared",
                            "qwen35moe-f32", "qwen3next-legacy-every3"};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
         const entry *e = NULL;

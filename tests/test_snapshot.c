@@ -42,7 +42,7 @@ static const int32_t toks[] = {1, 17, 42, 7, 99, 3, 5, 11, 23, 8, 64, 2, 31, 19}
 static void feed(df_session *s, int from, int upto, float *logits) {
     char err[512];
     if (from == 0) {
-        assert_int_equal(df_decode(s, toks, N_PROMPT, logits, 0, err, sizeof err), 0);
+        if (df_decode(s, toks, N_PROMPT, logits, 0, err, sizeof err) != 0) fail_msg("decode: %s", err);
         from = N_PROMPT;
     }
     for (int i = from; i < upto; i++) assert_int_equal(df_decode(s, &toks[i], 1, logits, 0, err, sizeof err), 0);
@@ -79,11 +79,11 @@ static void check_model(const char *args, const char *name) {
     feed(b, 0, 9, got);
     snprintf(snap, sizeof snap, "%s/%s.snap", tmpdir, name);
     const char tag[] = "job 7 at 9";
-    assert_int_equal(df_session_save(b, snap, tag, sizeof tag, err, sizeof err), 0);
+    if (df_session_save(b, snap, tag, sizeof tag, err, sizeof err) != 0) fail_msg("save: %s", err);
     df_session *c = session(m);
     char user[64];
     size_t ulen = 0;
-    assert_int_equal(df_session_load(c, snap, user, sizeof user, &ulen, err, sizeof err), 0);
+    if (df_session_load(c, snap, user, sizeof user, &ulen, err, sizeof err) != 0) fail_msg("load: %s", err);
     assert_int_equal(ulen, sizeof tag);
     assert_string_equal(user, tag);
     assert_int_equal(df_session_pos(c), 9);
@@ -123,6 +123,8 @@ static void check_model(const char *args, const char *name) {
 
 static void test_kv(void **st) { (void)st; check_model("--arch llama --type q8_0", "llama"); }
 static void test_latent(void **st) { (void)st; check_model("--preset deepseek-v3-tiny --type q8_0", "dsv3"); }
+/* DSA: the indexer's key cache travels with the latents (top-k 4 < 14 positions, so it selects) */
+static void test_dsa(void **st) { (void)st; check_model("--preset glm-dsa-tiny --type q8_0 --idx-types 1101 --idx-top-k 4", "glmdsa"); }
 static void test_recurrent(void **st) { (void)st; check_model("--preset kimi-linear-tiny --type q8_0", "kimi"); }
 
 /* A snapshot of one model is stale for another (and for a changed file). */
@@ -161,6 +163,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kv),
         cmocka_unit_test(test_latent),
+        cmocka_unit_test(test_dsa),
         cmocka_unit_test(test_recurrent),
         cmocka_unit_test(test_stale),
     };

@@ -126,6 +126,9 @@ static void test_moe_streaming_identical(void **state) {
     check_identical("--preset glm4moe-tiny --type q8_0 --expert-type mxfp4", "glm4moe", 2 << 20);
     check_identical("--preset minimax-m2-tiny --type q8_0", "minimax-m2", 2 << 20);
     check_identical("--preset gpt-oss-tiny --type q8_0 --expert-type mxfp4", "gpt-oss", 2 << 20);
+    /* the DSA indexer's key cache in the session reserve; top-k below the context so that it selects */
+    check_identical("--preset deepseek32-tiny --type q8_0 --idx-top-k 6", "deepseek32", 2 << 20);
+    check_identical("--preset glm-dsa-tiny --type q8_0 --expert-type mxfp4 --idx-types 1101 --idx-top-k 7", "glm-dsa", 2 << 20);
     /* delta-net states in the session reserve; an MTP block neither planned nor read */
     check_identical("--preset qwen35moe-tiny --type q8_0 --expert-type q4_K", "qwen35moe", 2 << 20);
     check_identical("--preset qwen3next-tiny --type q8_0", "qwen3next", 2 << 20);

@@ -374,6 +374,9 @@ static void print_plan(const df_plan *p, FILE *f) {
         fprintf(f, "plan: %d of %d layers attend over a sliding window of %d: their KV cache keeps %s\n",
                 p->n_swa_layers, p->n_layer, p->swa_window,
                 p->swa_ring ? (snprintf(b[0], 32, "a ring of %d positions", p->swa_ring), b[0]) : "the whole context");
+    if (p->n_idx_layers)
+        fprintf(f, "plan: %d of %d layers keep a DSA indexer key cache; each query attends to at most %d keys\n",
+                p->n_idx_layers, p->n_layer, p->idx_top_k);
     fprintf(f, "plan: minimum budget for this model and context: %s\n", df_fmt_bytes(p->minimum, b[0], 32));
 }
 

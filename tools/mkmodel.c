@@ -14,7 +14,7 @@
  *   mkmodel -o tiny.gguf [--arch ARCH] [--type q4_K] [--expert-type mxfp4] [--preset NAME] [dimension flags...]
  *
  * Architectures: llama (dense, or Mixtral-style with --experts), qwen2, qwen3,
- * qwen2moe, qwen3moe, deepseek2. Presets keep each family's real structure
+ * qwen2moe, qwen3moe, deepseek2, deepseek32, glm-dsa. Presets keep each family's real structure
  * at a small size: tiny/small/medium/1b (dense llama), mixtral-tiny,
  * qwen2moe-tiny, qwen3moe-tiny, deepseek-v3-tiny (MLA with q LoRA and split
  * attn_k_b/attn_v_b, sigmoid routing with groups and a selection bias, one
@@ -29,6 +29,10 @@
  * minimax-m2-tiny (MiniMax M2: Q/K norms over all heads, half-rotated
  * heads, sigmoid routing without a shared expert), gpt-oss-tiny (sinks,
  * sliding windows on alternate layers, biased experts, swiglu_oai),
+ * deepseek32-tiny (DeepSeek V3.2: deepseek-v3-tiny plus the DSA lightning
+ * indexer, top-k 16 so that 80-token prompts select) and glm-dsa-tiny
+ * (GLM-5: the same with GLM's routing and indexer RoPE; --idx-types 1101
+ * gives it GLM-5.2's shared indexer layers),
  * qwen35moe-tiny and qwen3next-tiny (gated delta-net layers with more value
  * than key heads and every fourth layer gated full attention, a gated
  * shared expert, an MTP block; qwen3next optionally with the legacy ssm_in
@@ -78,6 +82,10 @@ typedef struct {
     /* gpt-oss: sliding window, its layer pattern (0: file default, -1: write 0) and RoPE base (0: none) */
     int swa, swa_pattern;
     float rope_base_swa;
+    /* deepseek32 / glm-dsa: the DSA indexer's heads, head size, top-k, and
+     * attention.indexer.types ('1' a layer with its own indexer, '0' shared; "" none written) */
+    int idx_heads, idx_hd, idx_topk;
+    char idx_types[128];
     /* qwen35moe / qwen3next: delta-net heads (value, key) and size, every attn_every-th layer full attention,
      * qwen3next's legacy ssm_in packing */
     int gdn_v_heads, gdn_k_heads, gdn_hd, attn_every, gdn_legacy;
@@ -137,6 +145,7 @@ static void add(plan *p, int type, int init, int64_t ne0, int64_t ne1, const cha
 }
 
 static void plan_ffn(const config *c, plan *p, int l);
+static int is_dsa(const config *c);
 static int is_qwen35(const config *c);
 
 /* The tensors of the llama family, in llama.cpp's names and shapes. */
@@ -209,7 +218,17 @@ static void plan_mla(const config *c, plan *p, int l) {
     }
 }
 
-/* DeepSeek V2/V3: multi-head latent attention, then plan_ffn. */
+/* Layer l's DSA lightning indexer (deepseek32, glm-dsa). */
+static void plan_indexer(const config *c, plan *p, int l) {
+    const int64_t E = c->n_embd, H = c->idx_heads, D = c->idx_hd;
+    add(p, c->type, INIT_QK, c->q_lora, H * D, "blk.%d.indexer.attn_q_b.weight", l);
+    add(p, c->type, INIT_QK, E, D, "blk.%d.indexer.attn_k.weight", l);
+    add(p, DF_TYPE_F32, INIT_NORM, D, 1, "blk.%d.indexer.k_norm.weight", l);
+    add(p, DF_TYPE_F32, INIT_BIAS, D, 1, "blk.%d.indexer.k_norm.bias", l);
+    add(p, c->type, INIT_LINEAR, E, H, "blk.%d.indexer.proj.weight", l);
+}
+
+/* DeepSeek V2/V3 (and V3.2, GLM-5 with an indexer): multi-head latent attention, then plan_ffn. */
 static void plan_deepseek2(const config *c, plan *p) {
     const int64_t E = c->n_embd, H = c->n_head;
     add(p, c->type, INIT_EMBED, E, c->vocab, "token_embd.weight", 0);
@@ -218,6 +237,7 @@ static void plan_deepseek2(const config *c, plan *p) {
     for (int l = 0; l < c->n_layer; l++) {
         add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.attn_norm.weight", l);
         plan_mla(c, p, l);
+        if (is_dsa(c) && (!c->idx_types[0] || c->idx_types[l] == '1')) plan_indexer(c, p, l);
         add(p, c->type, INIT_LINEAR, H * c->v_head, E, "blk.%d.attn_output.weight", l);
         add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.ffn_norm.weight", l);
         plan_ffn(c, p, l);
@@ -262,6 +282,9 @@ static void plan_glm4moe(const config *c, plan *p) {
 }
 
 static int is_glm4moe(const config *c) { return strcmp(c->arch, "glm4moe") == 0; }
+/* DeepSeek V3.2 / GLM-5: DeepSeek's blocks plus the DSA indexer */
+static int is_dsa(const config *c) { return strcmp(c->arch, "deepseek32") == 0 || strcmp(c->arch, "glm-dsa") == 0; }
+static int is_ds(const config *c) { return strcmp(c->arch, "deepseek2") == 0 || is_dsa(c); }
 static int is_minimax(const config *c) { return strcmp(c->arch, "minimax-m2") == 0; }
 
 /* MiniMax M2: Q/K RMSNorm over all of Q and of K, every layer MoE (router,
@@ -633,14 +656,14 @@ static int pad_vocab(bpe_vocab *v, int n) {
 }
 
 static void write_vocab(gw *w, const config *c, const bpe_vocab *v) {
-    const char *pre = c->pre ? c->pre : strcmp(c->arch, "llama") == 0 ? "llama-bpe" : strcmp(c->arch, "deepseek2") == 0 ? "deepseek-v3" : is_glm4moe(c) ? "glm4" : is_minimax(c) ? "minimax-m2" : is_gptoss(c) ? "gpt-4o" : "qwen2";
+    const char *pre = c->pre ? c->pre : strcmp(c->arch, "llama") == 0 ? "llama-bpe" : strcmp(c->arch, "deepseek2") == 0 || strcmp(c->arch, "deepseek32") == 0 ? "deepseek-v3" : is_glm4moe(c) || is_dsa(c) ? "glm4" : is_minimax(c) ? "minimax-m2" : is_gptoss(c) ? "gpt-4o" : "qwen2";
     if (gw_str(w, "tokenizer.ggml.model", "gpt2") || gw_str(w, "tokenizer.ggml.pre", pre) ||
         gw_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tokens, (size_t)v->n_tokens) ||
         gw_arr_i32(w, "tokenizer.ggml.token_type", v->types, (size_t)v->n_tokens) ||
         gw_arr_str(w, "tokenizer.ggml.merges", (const char *const *)v->merges, (size_t)v->n_merges) ||
         gw_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)v->bos) ||
         gw_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)v->eos) ||
-        gw_bool(w, "tokenizer.ggml.add_bos_token", strcmp(c->arch, "llama") == 0 || strcmp(c->arch, "deepseek2") == 0))
+        gw_bool(w, "tokenizer.ggml.add_bos_token", strcmp(c->arch, "llama") == 0 || strcmp(c->arch, "deepseek2") == 0 || strcmp(c->arch, "deepseek32") == 0))
         die("out of memory");
 }
 
@@ -660,7 +683,7 @@ static void write_hparams(gw *w, const config *c) {
     KU32("attention.head_count", c->n_head);
     if (is_kimi(c)) write_hparams_kimi(w, c);
     else KU32("attention.head_count_kv", c->n_head_kv);
-    if (strcmp(c->arch, "deepseek2") == 0 || is_kimi(c)) {
+    if (is_ds(c) || is_kimi(c)) {
         const int hd = c->qk_nope + c->qk_rope;
         KU32("attention.kv_lora_rank", c->kv_lora);
         if (c->q_lora) KU32("attention.q_lora_rank", c->q_lora);
@@ -699,6 +722,17 @@ static void write_hparams(gw *w, const config *c) {
         if (c->nextn) KU32("nextn_predict_layers", c->nextn);
     }
     if (is_minimax(c)) KU32("expert_gating_func", c->gating);
+    if (is_dsa(c)) {
+        KU32("attention.indexer.head_count", c->idx_heads);
+        KU32("attention.indexer.key_length", c->idx_hd);
+        KU32("attention.indexer.top_k", c->idx_topk);
+        if (c->idx_types[0]) {
+            int32_t types[128];
+            for (int l = 0; l < c->n_layer; l++) types[l] = c->idx_types[l] == '1';
+            snprintf(k, sizeof k, "%s.attention.indexer.types", c->arch);
+            if (gw_arr_i32(w, k, types, (size_t)c->n_layer)) die("out of memory");
+        }
+    }
     if (is_qwen35(c)) write_hparams_qwen35(w, c);
     if (is_gptoss(c)) {
         KU32("attention.sliding_window", c->swa);
@@ -755,6 +789,12 @@ static void preset(config *c, const char *name) {
         c->n_expert = 16; c->n_used = 4; c->n_ff_exp = 256; c->n_shared = 1; c->n_ff_shexp = 256;
         c->groups = 4; c->group_used = 2; c->gating = 2; c->probs_bias = 1; c->norm_w = 1; c->w_scale = 2.5f;
         memcpy(c->scaling, "yarn", 5); c->scale_factor = 4.0f; c->scale_orig = 64; c->yarn_log_mul = 0.1f;
+    } else if (strcmp(name, "deepseek32-tiny") == 0 || strcmp(name, "glm-dsa-tiny") == 0) {
+        /* the indexer's top-k is small so that short prompts select */
+        preset(c, "deepseek-v3-tiny");
+        c->arch = name[0] == 'd' ? "deepseek32" : "glm-dsa";
+        c->idx_heads = 16; c->idx_hd = 64; c->idx_topk = 16;
+        if (name[0] == 'g') { c->n_layer = 4; c->groups = 0; c->group_used = 0; c->w_scale = 2.5f; c->idx_topk = 24; }
     } else if (strcmp(name, "deepseek-v2-tiny") == 0) {
         preset(c, "tiny");
         c->arch = "deepseek2"; c->n_layer = 3; c->dense_lead = 1; c->n_head = 4; c->n_head_kv = 4;
@@ -807,7 +847,7 @@ static void preset(config *c, const char *name) {
         c->n_expert = 16; c->n_used = 4; c->n_ff_exp = 128; c->n_ff_shexp = 128;
     } else die("unknown preset (tiny, small, medium, 1b, mixtral-tiny, qwen2moe-tiny, qwen3moe-tiny, "
                "deepseek-v3-tiny, deepseek-v2-tiny, deepseek-v2-lite-tiny, kimi-linear-tiny, kimi-k3-tiny, glm4moe-tiny, "
-               "minimax-m2-tiny, gpt-oss-tiny, qwen35moe-tiny, qwen3next-tiny)");
+               "minimax-m2-tiny, gpt-oss-tiny, qwen35moe-tiny, qwen3next-tiny, deepseek32-tiny, glm-dsa-tiny)");
 }
 
 static void usage(void) {
@@ -826,7 +866,7 @@ static void usage(void) {
             "  MLA:         [--q-lora N] [--kv-lora N] [--qk-nope N] [--qk-rope N] [--v-head N] [--mla-split 0|1]\n"
             "  presets:     tiny small medium 1b mixtral-tiny qwen2moe-tiny qwen3moe-tiny deepseek-v3-tiny deepseek-v2-tiny\n"
             "               deepseek-v2-lite-tiny kimi-linear-tiny kimi-k3-tiny glm4moe-tiny\n"
-            "               minimax-m2-tiny gpt-oss-tiny qwen35moe-tiny qwen3next-tiny\n"
+            "               minimax-m2-tiny gpt-oss-tiny qwen35moe-tiny qwen3next-tiny deepseek32-tiny glm-dsa-tiny\n"
             "  kimi:        [--schedule KKKM (K: KDA layer, M: MLA layer; sets the layer count)] [--kda-head-dim N]\n"
             "               [--conv N] [--attn-res BLOCK] [--latent N] [--gate-bound F (0: none)] [--situ BETA:LINEAR]\n"
             "               [--routed-norm 0|1] [--mla-gate 0|1]\n"
@@ -835,6 +875,7 @@ static void usage(void) {
             "  gpt-oss:     [--swa N (window)] [--swa-pattern P (0: all layers)] [--rope-base-swa F]\n"
             "  qwen35moe, qwen3next: [--gdn-heads V:K] [--gdn-head-dim N] [--conv N] [--attn-every N (full attention)]\n"
             "               [--nextn N] [--rope-dims N (default head_dim / 4)] [--legacy-ssm-in 0|1 (qwen3next)]\n"
+            "  DSA:         [--idx-heads N] [--idx-head-dim N] [--idx-top-k K] [--idx-types 1101 (1: own indexer, 0: shared)]\n"
             "  --shape-only: real header, metadata and tensor directory; the data are holes (a sparse file)\n");
     exit(2);
 }
@@ -917,6 +958,13 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--swa") == 0) c.swa = atoi(v);
         else if (strcmp(a, "--swa-pattern") == 0) c.swa_pattern = atoi(v) == 0 ? -1 : atoi(v);
         else if (strcmp(a, "--rope-base-swa") == 0) c.rope_base_swa = strtof(v, NULL);
+        else if (strcmp(a, "--idx-heads") == 0) c.idx_heads = atoi(v);
+        else if (strcmp(a, "--idx-head-dim") == 0) c.idx_hd = atoi(v);
+        else if (strcmp(a, "--idx-top-k") == 0) c.idx_topk = atoi(v);
+        else if (strcmp(a, "--idx-types") == 0) {
+            if (strlen(v) >= sizeof c.idx_types || strspn(v, "01") != strlen(v)) die("bad --idx-types (0 and 1, at most 127)");
+            memcpy(c.idx_types, v, strlen(v) + 1);
+        }
         else if (strcmp(a, "--gdn-heads") == 0) { if (sscanf(v, "%d:%d", &c.gdn_v_heads, &c.gdn_k_heads) != 2) die("bad --gdn-heads"); }
         else if (strcmp(a, "--gdn-head-dim") == 0) c.gdn_hd = atoi(v);
         else if (strcmp(a, "--attn-every") == 0) c.attn_every = atoi(v);
@@ -929,16 +977,21 @@ int main(int argc, char **argv) {
         } else usage();
     }
     if (!c.out) usage();
-    static const char *arches[] = {"llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "deepseek2", "kimi-linear", "kimi-k3", "glm4moe", "minimax-m2", "gpt-oss", "qwen35moe", "qwen3next"};
+    static const char *arches[] = {"llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "deepseek2", "kimi-linear", "kimi-k3", "glm4moe", "minimax-m2", "gpt-oss", "qwen35moe", "qwen3next", "deepseek32", "glm-dsa"};
     int known = 0;
     for (size_t i = 0; i < sizeof arches / sizeof arches[0]; i++) known |= strcmp(c.arch, arches[i]) == 0;
-    if (!known) die("unknown --arch (llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2, kimi-linear, kimi-k3, glm4moe, minimax-m2, gpt-oss, qwen35moe, qwen3next)");
-    const int moe_arch = strcmp(c.arch, "qwen2moe") == 0 || strcmp(c.arch, "qwen3moe") == 0 || strcmp(c.arch, "deepseek2") == 0 ||
+    if (!known) die("unknown --arch (llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2, kimi-linear, kimi-k3, glm4moe, minimax-m2, gpt-oss, qwen35moe, qwen3next, deepseek32, glm-dsa)");
+    const int moe_arch = strcmp(c.arch, "qwen2moe") == 0 || strcmp(c.arch, "qwen3moe") == 0 || is_ds(&c) ||
                          is_kimi(&c) || is_glm4moe(&c) || is_minimax(&c) || is_gptoss(&c) || is_qwen35(&c);
     if (moe_arch && c.n_expert == 0) die("this architecture needs --experts (or a preset)");
     if (c.n_expert > 0 && (c.n_used < 1 || c.n_used > c.n_expert || c.n_ff_exp < 1)) die("inconsistent expert settings");
     if (strcmp(c.arch, "llama") == 0 && c.n_expert > 0) c.n_ff_exp = c.n_ff;
-    if (strcmp(c.arch, "deepseek2") == 0) {
+    if (is_dsa(&c) && (c.idx_heads < 1 || c.idx_hd < c.qk_rope || c.idx_hd % 2 || c.idx_topk < 1 || c.q_lora < 1 ||
+                       !c.mla_split || (c.idx_types[0] && ((int)strlen(c.idx_types) != c.n_layer || c.idx_types[0] != '1'))))
+        die("inconsistent DSA settings (indexer heads, a head of at least --qk-rope, top-k, q LoRA, --mla-split 1; "
+            "--idx-types names every layer, the first '1')");
+    if (!is_dsa(&c) && (c.idx_heads || c.idx_types[0])) die("--idx-* are deepseek32's and glm-dsa's");
+    if (is_ds(&c)) {
         if (c.kv_lora < 1 || c.qk_nope < 1 || c.qk_rope < 2 || c.qk_rope % 2 || c.v_head < 1) die("inconsistent MLA settings");
         c.n_ff_shexp = c.n_ff_exp * c.n_shared;
         c.head_dim = c.qk_nope + c.qk_rope;
@@ -1003,7 +1056,7 @@ int main(int argc, char **argv) {
     if ((c.multilingual ? bpe_vocab_build_multilingual : bpe_vocab_build)(&v, learned, err, sizeof err) != 0) die(err);
     if (c.vocab > learned && pad_vocab(&v, c.vocab) != 0) die("out of memory");
     plan p = {0};
-    if (strcmp(c.arch, "deepseek2") == 0) plan_deepseek2(&c, &p);
+    if (is_ds(&c)) plan_deepseek2(&c, &p);
     else if (is_kimi(&c)) plan_kimi(&c, &p);
     else if (is_glm4moe(&c)) plan_glm4moe(&c, &p);
     else if (is_minimax(&c)) plan_minimax(&c, &p);

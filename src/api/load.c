@@ -35,7 +35,7 @@ static const df_arch *const ARCHES[] = {&df_arch_llama,     &df_arch_qwen2,     
                                         &df_arch_qwen2moe,  &df_arch_qwen3moe,    &df_arch_deepseek2,
                                         &df_arch_kimi_linear, &df_arch_kimi_k3,     &df_arch_glm4moe,
                                         &df_arch_minimax_m2,  &df_arch_gptoss,      &df_arch_qwen35moe,
-                                        &df_arch_qwen3next};
+                                        &df_arch_qwen3next,   &df_arch_deepseek32,  &df_arch_glm_dsa};
 
 static const df_arch *arch_find(const char *name) {
     for (size_t i = 0; i < sizeof ARCHES / sizeof ARCHES[0]; i++)
@@ -203,6 +203,7 @@ void df_model_free(df_model *m) {
     free(m->hp.recurrent);
     free(m->hp.n_ff_l);
     free(m->hp.swa);
+    free(m->hp.idx_full);
     free(m->path);
     if (m->decode_mu_init) pthread_mutex_destroy(&m->decode_mu);
     free(m);
@@ -320,7 +321,7 @@ static int load_arch(df_model *m, const char *path, char *err, size_t errlen) {
     if (!m->arch)
         return df_seterr(err, errlen,
                          "%s: unsupported architecture '%s' (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2, "
-                         "kimi-linear, kimi-k3, glm4moe, minimax-m2, gpt-oss, qwen35moe, qwen3next)",
+                         "kimi-linear, kimi-k3, glm4moe, minimax-m2, gpt-oss, qwen35moe, qwen3next, deepseek32, glm-dsa)",
                          path, m->arch_name), DF_E_UNSUPPORTED;
     if (read_hparams(m, err, errlen) != 0) return -1;
     m->hp.rope_neox = m->arch->rope_neox;
@@ -442,6 +443,8 @@ int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char
         sp.n_batch = q.n_batch;
         sp.kv_type = q.kv_type;
         out->swa_ring = out->n_swa_layers ? df_session_kv_ring(m, &sp) : 0;
+        out->n_idx_layers = m->hp.idx_n_head ? m->hp.n_layer_idx : 0;
+        out->idx_top_k = m->hp.idx_top_k;
         out->requant_saved_bytes = wp.requant_saved;
     }
     df_model_free(m);

@@ -4,7 +4,8 @@
  *
  * DESIGN
  * A snapshot holds what a session has seen: the position, and for every
- * layer the rows of positions < pos of its KV or MLA latent cache, or its
+ * layer the rows of positions < pos of its KV or MLA latent cache (and of a
+ * DSA layer's indexer key cache), or its
  * recurrent state (short-conv windows and delta-rule state), read and written
  * through session.c's accessors only. Scratch buffers are not saved: they
  * hold nothing between decodes.
@@ -96,6 +97,17 @@ static uint64_t model_fingerprint(const df_model *m) {
     return hash_final(&hs);
 }
 
+/* Bytes of s's layers' memory in a snapshot at position pos (sh: row sizes). */
+static uint64_t payload_bytes(const df_session *s, const snap_shape *sh, uint64_t pos) {
+    uint64_t total = 0;
+    for (uint32_t l = 0; l < sh->n_layer; l++) {
+        const int kind = df_mem_kind(s, (int)l);
+        if (kind == DF_MEM_RECURRENT) total += (sh->conv + sh->state) * sizeof(float);
+        else total += pos * (sh->k_row + (kind == DF_MEM_KV ? sh->v_row : 0) + df_mem_idx_row_bytes(s, (int)l));
+    }
+    return total;
+}
+
 /* The shape of s's snapshot at its current position. */
 static snap_shape shape_of(const df_session *s, uint64_t user_len) {
     const df_hparams *h = &s->m->hp;
@@ -110,13 +122,7 @@ static snap_shape shape_of(const df_session *s, uint64_t user_len) {
     sh.conv = (uint64_t)df_rec_conv_floats(h);
     sh.state = (uint64_t)df_rec_state_floats(h);
     sh.user = user_len;
-    uint64_t total = 0;
-    for (int l = 0; l < h->n_layer; l++) {
-        const int kind = df_mem_kind(s, l);
-        if (kind == DF_MEM_RECURRENT) total += (sh.conv + sh.state) * sizeof(float);
-        else total += (uint64_t)sh.pos * (sh.k_row + (kind == DF_MEM_KV ? sh.v_row : 0));
-    }
-    sh.payload = total;
+    sh.payload = payload_bytes(s, &sh, sh.pos);
     return sh;
 }
 
@@ -168,6 +174,8 @@ static int each_piece(df_session *s, uint32_t pos, int (*visit)(void *ctx, void 
         /* rows of one layer are contiguous: positions 0..pos-1 in one piece */
         if (pos && visit(ctx, df_mem_k_row_w(s, l, 0), (size_t)pos * kr)) return -1;
         if (kind == DF_MEM_KV && pos && visit(ctx, df_mem_v_row_w(s, l, 0), (size_t)pos * vr)) return -1;
+        const size_t ir = df_mem_idx_row_bytes(s, l); /* DSA: the indexer's keys */
+        if (ir && pos && visit(ctx, df_mem_idx_rows(s, l), (size_t)pos * ir)) return -1;
     }
     return 0;
 }
@@ -314,12 +322,7 @@ static int read_header(df_session *s, int fd, const char *path, snap_shape *out,
     if (get32(b + 24) != want.n_layer || get32(b + 28) != want.kv_type || get64(b + 32) != want.k_row ||
         get64(b + 40) != want.v_row || get64(b + 48) != want.conv || get64(b + 56) != want.state)
         return df_seterr(err, errlen, "%s: made for another session shape or KV type", path);
-    uint64_t payload = 0;
-    for (uint32_t l = 0; l < want.n_layer; l++) {
-        const int kind = df_mem_kind(s, (int)l);
-        if (kind == DF_MEM_RECURRENT) payload += (want.conv + want.state) * sizeof(float);
-        else payload += (uint64_t)pos * (want.k_row + (kind == DF_MEM_KV ? want.v_row : 0));
-    }
+    const uint64_t payload = payload_bytes(s, &want, pos);
     if (get64(b + 72) != payload) return df_seterr(err, errlen, "%s: damaged (sizes disagree)", path);
     sh.payload = payload;
     *sum = get64(b + HDR_BYTES);

@@ -11,11 +11,20 @@
 
 extern const df_arch df_arch_llama, df_arch_qwen2, df_arch_qwen3, df_arch_qwen2moe, df_arch_qwen3moe,
     df_arch_deepseek2, df_arch_kimi_linear, df_arch_kimi_k3, df_arch_glm4moe, df_arch_minimax_m2, df_arch_gptoss,
-    df_arch_qwen35moe, df_arch_qwen3next;
+    df_arch_qwen35moe, df_arch_qwen3next, df_arch_deepseek32, df_arch_glm_dsa;
 
 /* arch_llama.c's forward pass, which glm4moe and minimax-m2 share (the same
  * block with other tensors bound; arch_glm4moe.c, arch_minimax_m2.c). */
 int df_llama_forward(struct df_session *s, struct df_session *const *own, const int32_t *tokens, int n, float *logits,
                      int all_logits, char *err, size_t errlen);
+
+/* arch_deepseek2.c's pieces, which deepseek32 and glm-dsa (arch_dsa.c) run
+ * with the DSA indexer added to their MLA (mla.c, dsa.c). */
+int df_deepseek2_hparams(df_model *m, char *err, size_t errlen);
+/* DeepSeek's YaRN attention scale from yarn_log_multiplier as stored (glm-dsa: 0, llama.cpp ignores it). */
+void df_deepseek_yarn(df_model *m, float log_mul_stored);
+int df_deepseek2_bind(df_model *m, char *err, size_t errlen);
+int df_deepseek2_forward(struct df_session *s, struct df_session *const *own, const int32_t *tokens, int n,
+                         float *logits, int all_logits, char *err, size_t errlen);
 
 #endif

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "arch.h"
 #include "bind.h"
 #include "mla.h"
 #include "moe.h"
@@ -29,10 +30,11 @@ static float get_opt_float(df_model *m, const char *suffix, float dflt) {
     return gguf_get_f32(m->g, key, &v, NULL, 0) == 0 && isfinite(v) ? v : dflt;
 }
 
-/* DeepSeek's YaRN: recompute the RoPE magnitude and the attention scale. */
-static void deepseek_yarn(df_model *m) {
+/* DeepSeek's YaRN: recompute the RoPE magnitude and the attention scale
+ * (log_mul: yarn_log_multiplier as the converter stored it, divided by 10). */
+void df_deepseek_yarn(df_model *m, float log_mul_stored) {
     df_hparams *h = &m->hp;
-    const float log_mul = get_opt_float(m, "rope.scaling.yarn_log_multiplier", 0.0f) / 0.1f;
+    const float log_mul = log_mul_stored / 0.1f;
     const float f = 1.0f / h->rope_freq_scale;
     float attn = 1.0f;
     if (h->yarn_ext_factor != 0.0f) {
@@ -54,18 +56,18 @@ static void deepseek_yarn(df_model *m) {
 }
 
 /* MLA sizes, experts and YaRN (before the weight store is planned). */
-static int hparams(df_model *m, char *err, size_t errlen) {
+int df_deepseek2_hparams(df_model *m, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
     if (df_mla_hparams(m, err, errlen)) return -1;
     if (h->n_expert == 0 || h->n_ff_exp == 0)
         return df_seterr(err, errlen, "%s: deepseek2 needs expert_count, expert_used_count and "
                          "expert_feed_forward_length", m->path);
     h->n_ff_shexp = h->n_ff_exp * h->n_expert_shared;
-    deepseek_yarn(m);
+    df_deepseek_yarn(m, get_opt_float(m, "rope.scaling.yarn_log_multiplier", 0.0f));
     return 0;
 }
 
-static int bind(df_model *m, char *err, size_t errlen) {
+int df_deepseek2_bind(df_model *m, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
 
     const int64_t E = h->n_embd;
@@ -86,8 +88,8 @@ static int bind(df_model *m, char *err, size_t errlen) {
 }
 
 /* The forward pass of n rows in s's scratch (own: layer.h, df_row_pos). */
-static int forward(df_session *s, df_session *const *own, const int32_t *tokens, int n, float *logits,
-                   int all_logits, char *err, size_t errlen) {
+int df_deepseek2_forward(df_session *s, df_session *const *own, const int32_t *tokens, int n, float *logits,
+                         int all_logits, char *err, size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     const int64_t E = h->n_embd;
@@ -108,4 +110,4 @@ static int forward(df_session *s, df_session *const *own, const int32_t *tokens,
     return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }
 
-const df_arch df_arch_deepseek2 = {"deepseek2", 0, hparams, bind, forward};
+const df_arch df_arch_deepseek2 = {"deepseek2", 0, df_deepseek2_hparams, df_deepseek2_bind, df_deepseek2_forward};

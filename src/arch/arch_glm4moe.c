@@ -32,11 +32,7 @@
 
 static int hparams(df_model *m, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
-    if (df_hp_int(m, "nextn_predict_layers", &h->n_layer_nextn, 0, h->n_layer - 1, 0, err, errlen)) return -1;
-    h->n_layer -= h->n_layer_nextn;
-    if (h->n_layer_dense_lead > h->n_layer)
-        return df_seterr(err, errlen, "%s: leading_dense_block_count %d exceeds the %d layers", m->path,
-                         h->n_layer_dense_lead, h->n_layer);
+    if (df_hp_nextn(m, err, errlen)) return -1;
     if (h->n_expert == 0) return df_seterr(err, errlen, "%s: glm4moe needs expert_count and expert_used_count", m->path);
     if (h->n_ff_exp == 0) h->n_ff_exp = h->n_ff / h->n_expert_used; /* llama.cpp's fallback */
     if (h->n_ff_exp < 1) return df_seterr(err, errlen, "%s: glm4moe needs expert_feed_forward_length", m->path);

@@ -16,12 +16,16 @@
  * K, then v_head rows of V). Its V rows are used like Wv_b; its K rows are
  * applied transposed (q_abs[r] = sum_i q_nope[i] * K[i][r]), which is the
  * same product, so both layouts share the latent cache.
+ *
+ * With a DSA lightning indexer (deepseek32, glm-dsa; dsa.c) each query
+ * attends only to the keys the indexer chose for it (attn.c's sel).
  */
 #include "mla.h"
 
 #include <string.h>
 
 #include "bind.h"
+#include "dsa.h"
 #include "quant.h"
 #include "util.h"
 
@@ -146,6 +150,8 @@ static void latent_attention(df_session *s, df_session *own, int l, int t, int n
     ad.n_tok = n_tok;
     ad.window = 0;
     ad.sinks = NULL;
+    ad.sel = h->idx_n_head ? s->idx_sel + (int64_t)t * h->idx_top_k : NULL; /* DSA: only the keys the indexer chose */
+    ad.sel_k = h->idx_top_k;
     df_attention_run(s->m->pool, own->att, own->att_stride, &ad);
 }
 
@@ -164,6 +170,8 @@ int df_mla_attention(df_session *s, df_session *const *own, int l, int n, int ro
     } else if (df_matmul(s, L->wq, s->xb, n, s->q, H * hd, err, errlen)) {
         return -1;
     }
+    /* DSA (deepseek32, glm-dsa): the indexer reads the normed q LoRA, still in mla_tmp */
+    if (h->idx_n_head && df_dsa_select(s, own, l, n, s->mla_tmp, err, errlen)) return -1;
     /* latents: [rmsnorm(c) | rope(k_pe)] */
     if (df_matmul(s, L->wkv_a_mqa, s->xb, n, s->lat, D, err, errlen)) return -1;
     if (df_norm_rows(s, L->kv_a_norm, s->lat, n, R, D, s->lat, err, errlen)) return -1;

@@ -32,6 +32,12 @@
  * (ggml's soft_max with sinks: the max includes it, its exp joins the sum),
  * with no value.
  *
+ * Sparse attention (DSA). A query with a selection (sel, sel_k ascending
+ * positions chosen by the lightning indexer) scores every key as usual and
+ * then gives the unselected ones a score of -inf before the softmax: they
+ * weigh nothing, and the selected keys are summed in the same order as
+ * ever, so a token's output stays the same in a batch and alone.
+ *
  * Scratch: the caller's per-thread rows hold ATT_MAX_Q score rows each
  * (df_attn_scratch_floats sizes them).
  */
@@ -57,6 +63,17 @@ typedef struct {
     long n_units;
     atomic_long next;
 } attn_job;
+
+/* Scores sc of positions [lo, hi) that sel (k ascending positions) does not
+ * name become -inf. */
+static void mask_unselected(float *sc, int lo, int hi, const int32_t *sel, int k) {
+    int j = 0;
+    while (j < k && sel[j] < lo) j++;
+    for (int p = lo; p < hi; p++) {
+        if (j < k && sel[j] == p) j++;
+        else sc[p - lo] = -INFINITY;
+    }
+}
 
 /* One unit: KV head g, query heads [h0, h1) of its group, tokens [t0, t1). */
 static void attn_unit(const attn_job *j, float *scratch, int g, int h0, int h1, int t0, int t1) {
@@ -88,6 +105,7 @@ static void attn_unit(const attn_job *j, float *scratch, int g, int h0, int h1, 
     for (int i = 0; i < nq; i++) {
         const int lo = FIRST(i), nk = NKEYS(i) - lo;
         float *sc = scratch + (int64_t)i * ctx + lo;
+        if (d->sel && NKEYS(i) > d->sel_k) mask_unselected(sc, lo, NKEYS(i), d->sel + (int64_t)(t0 + i / nh) * d->sel_k, d->sel_k);
         const float sink = d->sinks ? d->sinks[g * group + h0 + i % nh] : -INFINITY;
         float mx = sc[0] * d->scale;
         for (int p = 0; p < nk; p++) {

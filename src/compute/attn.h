@@ -33,6 +33,9 @@ typedef struct df_attn_desc {
     int window;                 /* > 0: a query at p reads keys (p - window, p] only (sliding window) */
     int ring;                   /* > 0: position p is cache row p % ring (a multiple of 64) */
     const float *sinks;         /* (n_head) extra softmax logits, or NULL */
+    const int32_t *sel;         /* sparse attention (DSA), or NULL: query token t with more than sel_k
+                                 * keys reads only positions sel[t * sel_k ..], sel_k ascending ones */
+    int sel_k;
 } df_attn_desc;
 
 /* Floats of per-thread scratch attention needs for a context of n_ctx. */

@@ -47,6 +47,16 @@ int df_hp_float(df_model *m, const char *suffix, float *out, float lo, float hi,
     return 0;
 }
 
+int df_hp_nextn(df_model *m, char *err, size_t errlen) {
+    df_hparams *h = &m->hp;
+    if (df_hp_int(m, "nextn_predict_layers", &h->n_layer_nextn, 0, h->n_layer - 1, 0, err, errlen)) return -1;
+    h->n_layer -= h->n_layer_nextn;
+    if (h->n_layer_dense_lead > h->n_layer)
+        return df_seterr(err, errlen, "%s: leading_dense_block_count %d exceeds the %d layers", m->path,
+                         h->n_layer_dense_lead, h->n_layer);
+    return 0;
+}
+
 int df_hp_layers(df_model *m, const char *suffix, int32_t **out, int lo, int hi, char *err, size_t errlen) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", m->arch_name, suffix);

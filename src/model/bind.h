@@ -16,6 +16,10 @@ int df_hp_float(df_model *m, const char *suffix, float *out, float lo, float hi,
  * [lo, hi], into a new array *out (NULL if the key is absent or a scalar). */
 int df_hp_layers(df_model *m, const char *suffix, int32_t **out, int lo, int hi, char *err, size_t errlen);
 
+/* nextn_predict_layers: the NextN/MTP blocks past the layers (n_layer_nextn),
+ * taken out of n_layer; the leading dense layers must fit in what is left. */
+int df_hp_nextn(df_model *m, char *err, size_t errlen);
+
 ws_tensor *df_tensor(df_model *m, const char *fmt, int layer, int required, char *err, size_t errlen);
 /* Bind tensor fmt (with %d = layer l) and check its shape [ne0, ne1, ne2];
  * vectors (ne1 = ne2 = 1) must be f32. An optional tensor that is absent

@@ -15,7 +15,7 @@
  * Each supported general.architecture is one df_arch entry: a function that
  * reads its extra hyperparameters and binds its tensors, and a forward
  * function. One file per family (arch_llama.c: llama, qwen2, qwen3;
- * arch_deepseek2.c; arch_kimi.c: kimi-linear, kimi-k3; mla.c: the latent
+ * arch_deepseek2.c; arch_dsa.c: deepseek32, glm-dsa; arch_kimi.c: kimi-linear, kimi-k3; mla.c: the latent
  * attention the last two share; arch_glm4moe.c; arch_minimax_m2.c;
  * arch_gptoss.c; arch_qwen35.c: qwen35moe, qwen3next).
  *
@@ -105,6 +105,16 @@ typedef struct df_hparams {
     int n_swa;             /* attention.sliding_window (0: none) */
     uint8_t *swa;          /* (n_layer) 1: a sliding-window layer; NULL: none. Owned by the model */
     float rope_base_swa;   /* rope.freq_base_swa: the window layers' RoPE base */
+    /* DSA lightning indexer (deepseek32, glm-dsa; idx_n_head 0: none) */
+    int idx_n_head;        /* attention.indexer.head_count */
+    int idx_head_dim;      /* attention.indexer.key_length: [RoPE n_rot | rest] */
+    int idx_top_k;         /* attention.indexer.top_k: keys each query attends to */
+    int idx_rope_neox;     /* the indexer's RoPE layout (deepseek32 NeoX, glm-dsa normal) */
+    float idx_norm_eps;    /* epsilon of the indexer keys' LayerNorm */
+    uint8_t *idx_full;     /* (n_layer) 1: the layer selects keys itself (its own indexer and key
+                            * cache); 0: it reuses the last such layer's choice (GLM-5.2's shared
+                            * layers); NULL: every layer selects. Owned by the model */
+    int n_layer_idx;       /* layers that select (with an indexer key cache) */
 } df_hparams;
 
 enum { DF_ACT_SWIGLU = 0, DF_ACT_SITU = 1, DF_ACT_SWIGLU_OAI = 2 };
@@ -146,6 +156,10 @@ typedef struct df_layer {
     /* kimi-k3 */
     ws_tensor *attn_res_score, *ffn_res_score;     /* cross-layer residual attention */
     ws_tensor *ffn_routed_down, *ffn_routed_up, *ffn_routed_norm; /* latent MoE */
+    /* DSA lightning indexer (a layer that selects) */
+    ws_tensor *idx_wq_b;                           /* q LoRA -> indexer queries (n_head x head_dim) */
+    ws_tensor *idx_wk, *idx_k_norm, *idx_k_norm_b; /* n_embd -> one key; LayerNorm weight and bias */
+    ws_tensor *idx_proj;                           /* n_embd -> per-head weights */
 } df_layer;
 
 struct df_session;

@@ -11,7 +11,8 @@
  * block of n_ctx rows per layer for keys and one for values (an MLA layer
  * keeps one latent row per position and no values); recurrent layers share
  * one block of fixed-size states. The per-layer descriptors point into
- * those blocks.
+ * those blocks. An MLA layer whose DSA indexer selects keys also keeps
+ * n_ctx indexer keys in one more block (idx_cache), in the KV element type.
  *
  * Positions: rows of positions < pos hold the sequence seen so far; a
  * decode writes the rows of its new positions (df_mem_store) before
@@ -36,6 +37,7 @@ typedef struct layer_mem {
     int ring;              /* KV of a sliding-window layer: this many rows, position p in row p % ring (0: n_ctx rows) */
     float *conv;           /* RECURRENT: short-conv states, (3 [q, k, v], d_inner, d_conv - 1) */
     float *state;          /* RECURRENT: delta-rule state, (n_head, head_dim [key], head_dim [value]) */
+    uint8_t *idx;          /* LATENT with a selecting DSA indexer: n_ctx rows of idx_head_dim keys (else NULL) */
 } layer_mem;
 
 struct df_mem {
@@ -48,6 +50,7 @@ struct df_mem {
     uint8_t *v_cache;       /* (KV layers, n_ctx, kv_dim_v) */
     float *rec_conv;        /* (recurrent layers, df_rec_conv_floats) */
     float *rec_state;       /* (recurrent layers, df_rec_state_floats) */
+    uint8_t *idx_cache;     /* (selecting DSA layers, n_ctx, idx_head_dim) */
 };
 
 df_session_params df_session_default_params(void) {
@@ -124,6 +127,7 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     if (s->kv_dim_k > widest_in) widest_in = s->kv_dim_k;
     s->att_stride = df_attn_scratch_floats(s->n_ctx);
     if (s->att_stride < h->kv_lora_rank) s->att_stride = h->kv_lora_rank; /* MLA's absorb borrows a latent-sized row */
+    if (h->idx_n_head && s->att_stride < 3 * (int64_t)s->n_ctx) s->att_stride = 3 * (int64_t)s->n_ctx; /* dsa.c's rows */
     const int64_t B = s->n_batch, C = s->n_ctx;
     const uint64_t elt = mem->kv_elt;
     /* KV rows of all attention layers: n_ctx each, or a sliding-window
@@ -140,6 +144,8 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     ITEM(mem->v_cache, s->kv_dim_v && n_att ? (uint64_t)kv_rows * (uint64_t)s->kv_dim_v * elt : 64);
     ITEM(mem->rec_conv, (uint64_t)(n_rec ? n_rec : 1) * (uint64_t)(n_rec ? df_rec_conv_floats(h) : 16) * sizeof(float));
     ITEM(mem->rec_state, (uint64_t)(n_rec ? n_rec : 1) * (uint64_t)(n_rec ? df_rec_state_floats(h) : 16) * sizeof(float));
+    const int64_t n_idx = h->idx_n_head ? h->n_layer_idx : 0;
+    ITEM(mem->idx_cache, n_idx ? (uint64_t)n_idx * (uint64_t)C * (uint64_t)h->idx_head_dim * elt : 64);
     FLOATS(x, B, h->n_embd);
     FLOATS(xb, B, wide);
     FLOATS(xb2, B, h->n_embd);
@@ -198,6 +204,12 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
         FLOATS(res_scores, n_ckpt + 1, 1);
     }
     if (h->attn_out_gate) FLOATS(attn_gate, B, vdim);
+    if (h->idx_n_head) {
+        FLOATS(idx_q, B, (int64_t)h->idx_n_head * h->idx_head_dim);
+        FLOATS(idx_k, B, h->idx_head_dim);
+        FLOATS(idx_w, B, h->idx_n_head);
+        ITEM(s->idx_sel, (uint64_t)B * (uint64_t)h->idx_top_k * sizeof(int32_t));
+    }
     if (h->n_expert_latent > 0) {
         FLOATS(lat_in, B, h->n_embd);
         FLOATS(lat_out, B, h->n_embd);
@@ -243,7 +255,7 @@ static void mem_bind(df_session *s) {
     const df_hparams *h = &s->m->hp;
     df_mem *mem = s->mem;
     const int ring = df_kv_ring(h, s->n_ctx, s->n_batch);
-    int64_t ia = 0, ir = 0; /* KV rows so far, recurrent layers so far */
+    int64_t ia = 0, ir = 0, ii = 0; /* KV rows so far, recurrent layers so far, indexer caches so far */
     for (int l = 0; l < h->n_layer; l++) {
         layer_mem *lm = &mem->layer[l];
         memset(lm, 0, sizeof *lm);
@@ -259,6 +271,8 @@ static void mem_bind(df_session *s) {
         lm->k = mem->k_cache + ia * mem->kv_dim_k * (int64_t)mem->kv_elt;
         if (lm->kind == DF_MEM_KV) lm->v = mem->v_cache + ia * mem->kv_dim_v * (int64_t)mem->kv_elt;
         ia += lm->ring ? lm->ring : s->n_ctx;
+        if (h->idx_n_head && (!h->idx_full || h->idx_full[l]))
+            lm->idx = mem->idx_cache + ii++ * (int64_t)s->n_ctx * h->idx_head_dim * (int64_t)mem->kv_elt;
     }
 }
 
@@ -311,6 +325,8 @@ void df_mem_attn_view(const df_session *s, int l, df_attn_desc *d) {
     d->kv_type = mem->kv_type;
     d->pos = s->pos;
     d->ring = lm->ring;
+    d->sel = NULL;
+    d->sel_k = 0;
 }
 
 float *df_mem_conv(df_session *s, int l) { return s->mem->layer[l].conv; }
@@ -327,6 +343,19 @@ uint8_t *df_mem_v_row_w(df_session *s, int l, int pos) {
 }
 float *df_mem_state(df_session *s, int l) { return s->mem->layer[l].state; }
 
+size_t df_mem_idx_row_bytes(const df_session *s, int l) {
+    return s->mem->layer[l].idx ? (size_t)s->m->hp.idx_head_dim * s->mem->kv_elt : 0;
+}
+uint8_t *df_mem_idx_rows(df_session *s, int l) { return s->mem->layer[l].idx; }
+
+void df_mem_idx_store(df_session *s, int l, int n_tok, const float *k) {
+    const int64_t D = s->m->hp.idx_head_dim;
+    const quant_traits *kv = quant_traits_get(s->mem->kv_type);
+    uint8_t *rows = s->mem->layer[l].idx;
+    for (int t = 0; rows && t < n_tok; t++)
+        kv->from_float(k + t * D, rows + (s->pos + t) * D * (int64_t)s->mem->kv_elt, D);
+}
+
 /* ---- lifetime ---- */
 
 void df_session_free(df_session *s) {
@@ -338,6 +367,7 @@ void df_session_free(df_session *s) {
         free(s->mem->v_cache);
         free(s->mem->rec_conv);
         free(s->mem->rec_state);
+        free(s->mem->idx_cache);
         free(s->mem);
     }
     free(s->x);
@@ -377,6 +407,10 @@ void df_session_free(df_session *s) {
     free(s->res_mix);
     free(s->res_scores);
     free(s->attn_gate);
+    free(s->idx_q);
+    free(s->idx_k);
+    free(s->idx_w);
+    free(s->idx_sel);
     free(s->lat_in);
     free(s->lat_out);
     free(s);

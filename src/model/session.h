@@ -7,7 +7,9 @@
  * its kind, a KV cache (n_ctx rows of keys and of values; a sliding-window
  * layer's is a ring of the window plus a batch, df_kv_ring), an MLA latent
  * cache (n_ctx latent rows) or a recurrent state of fixed size (KDA: the
- * short convolutions' last inputs and the delta-rule state). The layout is
+ * short convolutions' last inputs and the delta-rule state); an MLA layer
+ * with a DSA indexer that selects keys also keeps the indexer's n_ctx keys
+ * (df_mem_idx_*). The layout is
  * private to session.c (struct df_mem is opaque); forward passes reach it
  * only through the df_mem_* calls below: write the rows of new positions,
  * describe a layer's cache for attention, hand out a recurrent state.
@@ -80,6 +82,11 @@ struct df_session {
     float *res_scores;      /* (checkpoints + 1) one token's mixing scores */
     float *attn_gate;       /* (n_batch, n_head * head_dim_v) attention output gate (hp.attn_out_gate) */
     float *lat_in, *lat_out;/* (n_batch, n_embd) latent MoE input and output */
+    /* DSA lightning indexer scratch (dsa.c) */
+    float *idx_q;           /* (n_batch, idx_n_head * idx_head_dim) indexer queries */
+    float *idx_k;           /* (n_batch, idx_head_dim) new indexer keys */
+    float *idx_w;           /* (n_batch, idx_n_head) per-head weights */
+    int32_t *idx_sel;       /* (n_batch, idx_top_k) each token's chosen key positions, ascending */
     mm_scratch mm;
 };
 
@@ -126,5 +133,12 @@ size_t df_mem_v_row_bytes(const df_session *s);
 int df_mem_kv_type(const df_session *s);
 uint8_t *df_mem_k_row_w(df_session *s, int l, int pos);
 uint8_t *df_mem_v_row_w(df_session *s, int l, int pos);
+/* The DSA indexer's key cache of layer l (a layer that selects; others
+ * have none): store n_tok keys (idx_head_dim floats each) at s->pos..;
+ * the bytes of one cached row (0: layer l has no such cache); its rows from
+ * position 0 on, row_bytes apart, in the KV element type (df_mem_kv_type). */
+void df_mem_idx_store(df_session *s, int l, int n_tok, const float *k);
+size_t df_mem_idx_row_bytes(const df_session *s, int l);
+uint8_t *df_mem_idx_rows(df_session *s, int l);
 
 #endif

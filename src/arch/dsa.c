@@ -1,0 +1,204 @@
+/*
+ * dsa.c - the lightning indexer of DeepSeek sparse attention (dsa.h), as
+ * llama.cpp's src/models/deepseek32.cpp and glm-dsa.cpp compute it.
+ *
+ * For a token with normed input x and normed query LoRA qr, at position p:
+ *   q_h   = (Wq_b * qr)[h]                 idx_n_head heads of idx_head_dim
+ *   k     = LayerNorm(Wk * x) * w + b      one key, cached per position
+ *           RoPE on the first n_rot values of q_h and k (NeoX layout for
+ *           deepseek32, pairs for glm-dsa; the model's frequencies/YaRN)
+ *   w_h   = (Wproj * x)[h] / sqrt(idx_head_dim * idx_n_head)
+ *   s(j)  = sum_h w_h * relu(q_h . k_j)    for every cached position j <= p
+ * and the token attends to the idx_top_k positions with the largest s (all
+ * of them while there are no more than top_k). llama.cpp also multiplies q
+ * and k by a Hadamard matrix before caching k; it is orthogonal, so the dot
+ * products, and with them the choice, are the same without it.
+ *
+ * The choice is a set: it is written as ascending positions (attn.c masks
+ * the rest). The k-th largest score is found by quickselect on a copy; the
+ * positions above it are taken, then ties with it in position order.
+ *
+ * GLM-5.2's shared layers (attention.indexer.types 0) have no indexer of
+ * their own: they reuse the selection of the last layer that made one,
+ * which s->idx_sel still holds (layers run in order over the same tokens).
+ * Scores are computed per row on the thread pool, each thread in its own
+ * scratch row of the row's session's att (n_ctx scores, n_ctx dot products,
+ * n_ctx copies). In a batched step (own) each row is the next token of its
+ * own session: its key goes to that session's cache, and it chooses among
+ * that session's keys.
+ */
+#include "dsa.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bind.h"
+#include "quant.h"
+#include "util.h"
+
+int df_dsa_hparams(df_model *m, int rope_neox, float norm_eps, char *err, size_t errlen) {
+    df_hparams *h = &m->hp;
+    if (df_hp_int(m, "attention.indexer.head_count", &h->idx_n_head, 1, 4096, 1, err, errlen) ||
+        df_hp_int(m, "attention.indexer.key_length", &h->idx_head_dim, 2, 65536, 1, err, errlen) ||
+        df_hp_int(m, "attention.indexer.top_k", &h->idx_top_k, 1, 1 << 24, 1, err, errlen))
+        return -1;
+    if (h->n_rot > h->idx_head_dim)
+        return df_seterr(err, errlen, "%s: the indexer's key length %d is below rope.dimension_count %d", m->path,
+                         h->idx_head_dim, h->n_rot);
+    if (h->q_lora_rank < 1) return df_seterr(err, errlen, "%s: the DSA indexer needs attention.q_lora_rank", m->path);
+    h->idx_rope_neox = rope_neox;
+    h->idx_norm_eps = norm_eps;
+    int32_t *types = NULL;
+    if (df_hp_layers(m, "attention.indexer.types", &types, 0, 1, err, errlen)) return -1;
+    h->n_layer_idx = h->n_layer;
+    if (types) {
+        if (!types[0]) {
+            free(types);
+            return df_seterr(err, errlen, "%s: attention.indexer.types: layer 0 must have its own indexer", m->path);
+        }
+        h->idx_full = malloc((size_t)h->n_layer);
+        if (!h->idx_full) {
+            free(types);
+            return df_seterr(err, errlen, "%s: out of memory", m->path);
+        }
+        h->n_layer_idx = 0;
+        for (int l = 0; l < h->n_layer; l++) h->n_layer_idx += h->idx_full[l] = (uint8_t)types[l];
+        free(types);
+    }
+    return 0;
+}
+
+static int selects(const df_hparams *h, int l) { return !h->idx_full || h->idx_full[l]; }
+
+int df_dsa_bind_layer(df_model *m, int l, char *err, size_t errlen) {
+    const df_hparams *h = &m->hp;
+    df_layer *L = &m->layers[l];
+    const int64_t E = h->n_embd, D = h->idx_head_dim, H = h->idx_n_head;
+    const int req = selects(h, l);
+    if (!req) return 0; /* a shared layer's indexer tensors, if any, are never read */
+    return df_bind(m, &L->idx_wq_b, "blk.%d.indexer.attn_q_b.weight", l, req, h->q_lora_rank, H * D, 1, err, errlen) ||
+           df_bind(m, &L->idx_wk, "blk.%d.indexer.attn_k.weight", l, req, E, D, 1, err, errlen) ||
+           df_bind(m, &L->idx_k_norm, "blk.%d.indexer.k_norm.weight", l, req, D, 1, 1, err, errlen) ||
+           df_bind(m, &L->idx_k_norm_b, "blk.%d.indexer.k_norm.bias", l, req, D, 1, 1, err, errlen) ||
+           df_bind(m, &L->idx_proj, "blk.%d.indexer.proj.weight", l, req, E, H, 1, err, errlen)
+               ? -1
+               : 0;
+}
+
+/* LayerNorm of n rows of d floats in place, then * w + b (ggml_norm, mul, add). */
+static int layer_norm(df_session *s, df_layer *L, float *x, int n, int64_t d, char *err, size_t errlen) {
+    const float eps = s->m->hp.idx_norm_eps;
+    for (int t = 0; t < n; t++) {
+        float *r = x + t * d;
+        double mean = 0.0, var = 0.0;
+        for (int64_t i = 0; i < d; i++) mean += r[i];
+        mean /= (double)d;
+        for (int64_t i = 0; i < d; i++) {
+            r[i] -= (float)mean;
+            var += (double)r[i] * r[i];
+        }
+        const float scale = 1.0f / sqrtf((float)(var / (double)d) + eps);
+        for (int64_t i = 0; i < d; i++) r[i] *= scale;
+    }
+    const float *w = ws_fetch(s->m->ws, L->idx_k_norm, err, errlen);
+    if (!w) return -1;
+    for (int t = 0; t < n; t++)
+        for (int64_t i = 0; i < d; i++) x[t * d + i] *= w[i];
+    ws_release(s->m->ws, L->idx_k_norm);
+    return df_add_bias(s, L->idx_k_norm_b, x, n, d, err, errlen);
+}
+
+/* The value that a descending sort of a[0..n) would put at index k - 1
+ * (quickselect; a is reordered). */
+static float kth_largest(float *a, int n, int k) {
+    int lo = 0, hi = n - 1;
+    const int want = k - 1;
+    while (lo < hi) {
+        const float pivot = a[lo + (hi - lo) / 2];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] > pivot) i++;
+            while (a[j] < pivot) j--;
+            if (i <= j) {
+                const float t = a[i];
+                a[i++] = a[j];
+                a[j--] = t;
+            }
+        }
+        if (want <= j) hi = j;
+        else if (want >= i) lo = i;
+        else break;
+    }
+    return a[want];
+}
+
+/* The k positions of the largest of score[0..n), ascending, into sel
+ * (tmp: n floats of scratch). Unfilled entries (NaN scores) are INT32_MAX. */
+static void top_k(const float *score, int n, int k, float *tmp, int32_t *sel) {
+    memcpy(tmp, score, sizeof(float) * (size_t)n);
+    const float thr = kth_largest(tmp, n, k);
+    int above = 0;
+    for (int p = 0; p < n; p++) above += score[p] > thr;
+    int ties = k - above, c = 0;
+    for (int p = 0; p < n && c < k; p++)
+        if (score[p] > thr || (score[p] == thr && ties-- > 0)) sel[c++] = p;
+    while (c < k) sel[c++] = INT32_MAX;
+}
+
+typedef struct {
+    df_session *s;
+    df_session *const *own;
+    int l, n;
+} select_job;
+
+/* Scores and choice of the job's rows ith, ith + nth, ... (each in its own
+ * session's keys and per-thread scratch row) */
+static void select_tokens(void *arg, int ith, int nth) {
+    const select_job *j = arg;
+    df_session *s = j->s;
+    const df_hparams *h = &s->m->hp;
+    const int H = h->idx_n_head, D = h->idx_head_dim, K = h->idx_top_k;
+    const quant_traits *kt = quant_traits_get(df_mem_kv_type(s));
+    for (int t = ith; t < j->n; t += nth) {
+        df_session *o = j->own ? j->own[t] : s;
+        const int nk = df_row_pos(s, j->own, t) + 1;
+        if (nk <= K) continue; /* every key is chosen */
+        float *score = o->att + (int64_t)ith * o->att_stride, *dot = score + o->n_ctx, *tmp = dot + o->n_ctx;
+        const uint8_t *keys = df_mem_idx_rows(o, j->l);
+        const size_t stride = df_mem_idx_row_bytes(o, j->l);
+        const float *w = s->idx_w + (int64_t)t * H;
+        memset(score, 0, sizeof(float) * (size_t)nk);
+        for (int hh = 0; hh < H; hh++) {
+            kt->dot_rows(D, s->idx_q + ((int64_t)t * H + hh) * D, keys, stride, nk, dot);
+            for (int p = 0; p < nk; p++) score[p] += w[hh] * (dot[p] > 0.0f ? dot[p] : 0.0f);
+        }
+        top_k(score, nk, K, tmp, s->idx_sel + (int64_t)t * K);
+    }
+}
+
+int df_dsa_select(df_session *s, df_session *const *own, int l, int n, const float *qr, char *err, size_t errlen) {
+    df_model *m = s->m;
+    const df_hparams *h = &m->hp;
+    df_layer *L = &m->layers[l];
+    if (!selects(h, l)) return 0; /* s->idx_sel holds the last selecting layer's choice */
+    const int64_t H = h->idx_n_head, D = h->idx_head_dim;
+    if (df_matmul(s, L->idx_wq_b, qr, n, s->idx_q, H * D, err, errlen) ||
+        df_matmul(s, L->idx_wk, s->xb, n, s->idx_k, D, err, errlen) ||
+        df_matmul(s, L->idx_proj, s->xb, n, s->idx_w, H, err, errlen) || layer_norm(s, L, s->idx_k, n, D, err, errlen))
+        return -1;
+    rope_params rp = s->rope;
+    rp.neox = h->idx_rope_neox;
+    const float wscale = 1.0f / sqrtf((float)(D * H));
+    for (int t = 0; t < n; t++) {
+        const float *rc = s->rope_cache + (int64_t)t * h->n_rot;
+        rope_apply(&rp, rc, s->idx_q + t * H * D, (int)H, (int)D);
+        rope_apply(&rp, rc, s->idx_k + t * D, 1, (int)D);
+        for (int64_t hh = 0; hh < H; hh++) s->idx_w[t * H + hh] *= wscale;
+    }
+    if (!own) df_mem_idx_store(s, l, n, s->idx_k);
+    for (int t = 0; own && t < n; t++) df_mem_idx_store(own[t], l, 1, s->idx_k + t * D);
+    select_job job = {s, own, l, n};
+    tp_run(m->pool, select_tokens, &job);
+    return 0;
+}
