@@ -268,28 +268,22 @@ static int cmp_desc(const void *a, const void *b) {
 }
 
 /* The best static set: the `slots` experts requested most often over the
- * whole trace (each request counted once, as the other policies count). */
-static double static_best(const trace *t, int slots) {
+ * whole trace (each request counted once, as the other policies count).
+ * Preloaded, every request of a member hits (the return value); started
+ * empty, as a single cold run starts, the first use of each member is a
+ * load (*cold). */
+static double static_best(const trace *t, int slots, double *cold) {
     const int64_t nk = (int64_t)t->n_layer * t->n_expert, total = t->off[t->n_group];
     int64_t *count = xcalloc((size_t)nk, sizeof *count);
     for (int64_t i = 0; i < total; i++) count[t->key[i]]++;
     qsort(count, (size_t)nk, sizeof *count, cmp_desc);
-    int64_t hit = 0;
-    for (int64_t i = 0; i < nk && i < slots; i++) hit += count[i];
+    int64_t hit = 0, loads = 0;
+    for (int64_t i = 0; i < nk && i < slots; i++) {
+        hit += count[i];
+        loads += count[i] > 0;
+    }
     free(count);
-    return (double)hit / (double)total;
-}
-
-/* The same set started empty, as a single cold run starts: the first use
- * of each of its experts is a load (a miss), the later ones hit. */
-static double static_cold(const trace *t, int slots) {
-    const int64_t nk = (int64_t)t->n_layer * t->n_expert, total = t->off[t->n_group];
-    int64_t *count = xcalloc((size_t)nk, sizeof *count);
-    for (int64_t i = 0; i < total; i++) count[t->key[i]]++;
-    qsort(count, (size_t)nk, sizeof *count, cmp_desc);
-    int64_t hit = 0;
-    for (int64_t i = 0; i < nk && i < slots; i++) hit += count[i] > 0 ? count[i] - 1 : 0;
-    free(count);
+    *cold = (double)(hit - loads) / (double)total;
     return (double)hit / (double)total;
 }
 
@@ -340,7 +334,8 @@ int main(int argc, char **argv) {
     load_trace(path, &t);
     const double lru = run_policy(&t, P_LRU, slots, decay), lfu = run_policy(&t, P_LFU, slots, decay);
     const double freq = run_policy(&t, P_FREQ, slots, decay), bel = run_policy(&t, P_BELADY, slots, decay);
-    const double st = static_best(&t, slots), stc = static_cold(&t, slots), ov = overlap(&t);
+    double stc;
+    const double st = static_best(&t, slots, &stc), ov = overlap(&t);
     if (json)
         printf("{\"requests\":%lld,\"experts_per_token\":%d,\"keys\":%d,\"slots\":%d,\"steps\":%lld,"
                "\"lru\":%.4f,\"lfu\":%.4f,\"freq\":%.4f,\"static\":%.4f,\"static_cold\":%.4f,\"belady\":%.4f,"
