@@ -14,6 +14,9 @@
 #   qwen35moe-1.3b-q4_K Qwen3.5-shaped: gated delta-net layers (32 value, 16 key heads of 128) and
 #                      every fourth layer gated attention (16 heads of 256, 2 KV), 32 experts (8 used)
 #                      of 512 plus a gated shared expert, 12 layers, 2048 wide
+#   gpt-oss-2b-mxfp4   gpt-oss-shaped: attention sinks, a 128-token sliding window on every other
+#                      layer (32 heads of 64, 8 KV), 32 MXFP4 experts (4 used) of 1536 with biases
+#                      and swiglu_oai, q8_0 elsewhere, 12 layers, 2048 wide (~1.9 GB)
 #   deepseek-5b-q4_K   DeepSeek-V3-shaped: MLA, 64 sigmoid-routed experts with groups, a shared
 #                      expert and a dense first layer (~2.9 GB)
 #   kimi-k3-2b-mxfp4   Kimi-K3-shaped: KDA and NoPE MLA layers 3:1, residual attention, a latent
@@ -68,6 +71,7 @@ DEFAULT_SET=(
     "qwen3moe-4.8b-q4_K|--preset qwen3moe-tiny --n-embd 2048 --n-layer 16 --n-head 16 --n-head-kv 4 --experts 64 --experts-used 8 --n-ff-exp 768 --vocab 4096 --type q4_K"
     "kimi-k3-2b-mxfp4|--preset kimi-k3-tiny --type q8_0 --expert-type mxfp4 --n-embd 2048 --n-head 16 --n-head-kv 16 --kda-head-dim 128 --q-lora 512 --kv-lora 256 --qk-nope 128 --qk-rope 64 --v-head 128 --experts 64 --experts-used 8 --n-ff-exp 1024 --latent 1024 --n-ff 4096 --schedule KKKMKKKMKKKMKKKM --vocab 4096"
     "qwen35moe-1.3b-q4_K|--preset qwen35moe-tiny --n-embd 2048 --n-layer 12 --n-head 16 --n-head-kv 2 --head-dim 256 --rope-dims 64 --gdn-heads 32:16 --gdn-head-dim 128 --experts 32 --experts-used 8 --n-ff-exp 512 --n-ff-shexp 512 --n-ff 4096 --vocab 4096 --type q4_K"
+    "gpt-oss-2b-mxfp4|--preset gpt-oss-tiny --n-embd 2048 --n-layer 12 --n-head 32 --n-head-kv 8 --head-dim 64 --swa 128 --experts 32 --experts-used 4 --n-ff-exp 1536 --vocab 4096 --type q8_0 --expert-type mxfp4"
     "deepseek-5b-q4_K|--preset deepseek-v3-tiny --n-embd 2048 --n-layer 16 --n-head 16 --q-lora 768 --kv-lora 512 --qk-nope 128 --qk-rope 64 --v-head 128 --experts 64 --experts-used 8 --n-ff-exp 768 --n-ff-shexp 768 --n-ff 5632 --vocab 4096 --type q4_K"
 )
 SMALL_SET=(
