@@ -61,22 +61,11 @@ static float fnum(const char *flag, const char *v, double lo, double hi) {
     return (float)x;
 }
 
-/* 6G, 512M, 1.5GiB, 4096 (bytes) */
+/* 6G, 512M, 1.5GiB, 4096 (bytes): df_parse_size, as the rest of the CLI reads it */
 static uint64_t size_arg(const char *v) {
-    char *end;
-    double x = strtod(v, &end);
-    if (end == v || !(x > 0) || !isfinite(x)) bad("--mem expects a size like 6G, 512M or 1.5GiB, got '%s'", v);
-    double mul = 1;
-    switch (*end) {
-    case 'k': case 'K': mul = 1024.0; end++; break;
-    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
-    default: break;
-    }
-    if (mul > 1 && (!strcmp(end, "iB") || !strcmp(end, "B") || !*end)) end += strlen(end);
-    if (*end || x * mul >= 1.8e19) bad("--mem expects a size like 6G, 512M or 1.5GiB, got '%s'", v);
-    return (uint64_t)(x * mul);
+    const uint64_t n = df_parse_size(v);
+    if (!n) bad("--mem expects a size like 6G, 512M or 1.5GiB, got '%s'", v);
+    return n;
 }
 
 void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {

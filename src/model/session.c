@@ -222,15 +222,22 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     return 0;
 }
 
+/* The layout a session of these parameters would have, allocating nothing
+ * (planning: its ring, its bytes). */
+static int dry_layout(const df_model *m, const df_session_params *p, df_session *tmp, df_mem *tmem, alloc_item *it,
+                      int *n) {
+    memset(tmp, 0, sizeof *tmp);
+    memset(tmem, 0, sizeof *tmem);
+    tmp->mem = tmem;
+    return session_layout(m, p, tmp, it, n, NULL, 0);
+}
+
 int df_session_kv_ring(const df_model *m, const df_session_params *p) {
     df_session tmp;
     df_mem tmem;
     alloc_item it[MAX_ITEMS];
     int n;
-    memset(&tmp, 0, sizeof tmp);
-    memset(&tmem, 0, sizeof tmem);
-    tmp.mem = &tmem;
-    if (session_layout(m, p, &tmp, it, &n, NULL, 0) != 0) return 0;
+    if (dry_layout(m, p, &tmp, &tmem, it, &n) != 0) return 0;
     return df_kv_ring(&m->hp, tmp.n_ctx, tmp.n_batch);
 }
 
@@ -239,10 +246,7 @@ uint64_t df_session_bytes(const df_model *m, const df_session_params *p) {
     df_mem tmem;
     alloc_item it[MAX_ITEMS];
     int n;
-    memset(&tmp, 0, sizeof tmp);
-    memset(&tmem, 0, sizeof tmem);
-    tmp.mem = &tmem;
-    if (session_layout(m, p, &tmp, it, &n, NULL, 0) != 0) return UINT64_MAX;
+    if (dry_layout(m, p, &tmp, &tmem, it, &n) != 0) return UINT64_MAX;
     uint64_t total = sizeof(df_session) + sizeof(df_mem);
     for (int i = 0; i < n; i++) total += it[i].bytes + 64;
     return total;

@@ -20,6 +20,9 @@ e=$(echo hi | "$D" chat -m "$S" 2>&1 >/dev/null); rc=$?
 check "no template: exit 1" test "$rc" -eq 1
 check "no template: the message names --chat-template-file" contains "$e" "--chat-template-file"
 e=$("$D" chat -m "$S" --frobnicate 2>&1); check "unknown option: exit 2 naming it" contains "$e" "unknown option '--frobnicate'"
+e=$("$D" chat -m "$S" --mem 12X 2>&1); rc=$?
+check "a bad --mem: exit 2" test "$rc" -eq 2
+check "... naming the value" contains "$e" "got '12X'"
 e=$(echo hi | "$D" chat -m "$S" --chat-template-file "$T/none.jinja" 2>&1); check "missing template file: named" contains "$e" "none.jinja"
 
 C=(chat -m "$S" --chat-template-file "$TMPL" --temp 0 -n 24 -c 512)
