@@ -10,7 +10,8 @@
  *   its sign bits, q2_0's code - 1 from zipped bit pairs, iq4_nl/iq4_xs
  *   values from ggml's kvalues_iq4nl by vqtbl1q, tq1_0's trits by byte
  *   compares after wrapping multiplies by 3, tq2_0's from bit pairs; the
- *   grid i-quants through quant.c's decoder (scalar grid lookups). The
+ *   grid i-quants' signed values from 64/32-bit grid words with their sign
+ *   bits applied as byte masks (iqn_*, the same q as quant.c's decoder). The
  *   per-block integer sums are exactly the scalar reference's.
  * - The byte dot product (16 int8 pairs -> 4 int32 partial sums) has two
  *   implementations: ARMv8.0 (smull/smull2 + sadalp) and the ARMv8.2 dotprod
@@ -28,6 +29,7 @@
  */
 #ifndef KN_PASS
 
+#include "quant_grids.h"
 #include "quant_isa.h"
 
 #include <arm_neon.h>
@@ -107,6 +109,143 @@ static inline uint8x16_t tq_mul3(uint8x16_t q) { return vmulq_u8(q, vdupq_n_u8(3
 static inline int8x16_t tq1_0_qh_values(const uint8_t *qh) {
     static const uint8_t pw[16] = {1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27};
     return tq_trit_m1(vmulq_u8(vreinterpretq_u8_u32(vdupq_n_u32(load_u32(qh))), vld1q_u8(pw)));
+}
+
+/* ---------------------------------------------------------------------- */
+/* Grid i-quants, decoded in vectors (quant.c documents the layouts). A
+ * 32-element sub-block ib becomes two vectors of signed values, exactly
+ * quant.c's decoder's q (grid magnitudes with their signs; iq1: 8 * grid
+ * + delta); the head gives the scales ls per 16 elements and d. Grid
+ * entries are looked up as 64-bit (iq2, iq1) or 32-bit (iq3) words. */
+
+/* ggml's ksigns byte of a 7-bit field: bit 7 is its parity. */
+static inline uint32_t iqn_ksigns(uint32_t f) { return (f & 127u) | (uint32_t)__builtin_parity(f & 127u) << 7; }
+/* The sign word (bit 8l + j negates element 8l + j) of four 7-bit fields. */
+static inline uint32_t iqn_ksigns4(uint32_t w) {
+    return iqn_ksigns(w) | iqn_ksigns(w >> 7) << 8 | iqn_ksigns(w >> 14) << 16 | iqn_ksigns(w >> 21) << 24;
+}
+/* Magnitudes m with the signs of 16 bits of sg (bits 16*half..). */
+static inline int8x16_t iqn_signed(int8x16_t m, uint32_t sg, int half) {
+    const int8x16_t neg = vreinterpretq_s8_u8(bits16(sg, half));
+    return vsubq_s8(veorq_s8(m, neg), neg);
+}
+static inline int8x16_t iqn_g64(const uint64_t *g, unsigned i0, unsigned i1) {
+    return vreinterpretq_s8_u64(vcombine_u64(vcreate_u64(g[i0]), vcreate_u64(g[i1])));
+}
+static inline int8x16_t iqn_g32(const uint32_t *g, unsigned i0, unsigned i1, unsigned i2, unsigned i3) {
+    const uint32_t t[4] = {g[i0], g[i1], g[i2], g[i3]};
+    return vreinterpretq_s8_u32(vld1q_u32(t));
+}
+/* Four 64-bit grid entries with the signs of sg, as two vectors. */
+static inline void iqn_put64(int8x16_t v[2], const uint64_t *g, const unsigned i[4], uint32_t sg) {
+    v[0] = iqn_signed(iqn_g64(g, i[0], i[1]), sg, 0);
+    v[1] = iqn_signed(iqn_g64(g, i[2], i[3]), sg, 1);
+}
+/* ls = 2 * field + 1, the same for both 16-element halves of sub-block ib. */
+static inline void iqn_ls32(int16_t ls[16], int ib, unsigned field) { ls[2 * ib] = ls[2 * ib + 1] = (int16_t)(2 * field + 1); }
+
+static inline float iqn_iq2_xxs_head(const void *blk, int16_t ls[16]) {
+    const block_iq2_xxs *b = blk;
+    for (int ib = 0; ib < 8; ib++) iqn_ls32(ls, ib, load_u32((const uint8_t *)b->qs + 8 * ib + 4) >> 28);
+    return h2f(b->d);
+}
+static inline void iqn_iq2_xxs_sub(const void *blk, int ib, int8x16_t v[2]) {
+    const uint8_t *q = (const uint8_t *)((const block_iq2_xxs *)blk)->qs + 8 * ib;
+    const unsigned i[4] = {q[0], q[1], q[2], q[3]};
+    iqn_put64(v, df_iq2xxs_grid, i, iqn_ksigns4(load_u32(q + 4)));
+}
+/* iq2_xs / iq2_s: two 4-bit scale fields per sub-block. */
+static inline float iqn_nibble_ls(const uint8_t *sc, uint16_t d, int16_t ls[16]) {
+    for (int ib = 0; ib < 8; ib++) {
+        ls[2 * ib] = (int16_t)(2 * (sc[ib] & 0xF) + 1);
+        ls[2 * ib + 1] = (int16_t)(2 * (sc[ib] >> 4) + 1);
+    }
+    return h2f(d);
+}
+static inline float iqn_iq2_xs_head(const void *blk, int16_t ls[16]) {
+    const block_iq2_xs *b = blk;
+    return iqn_nibble_ls(b->scales, b->d, ls);
+}
+static inline void iqn_iq2_xs_sub(const void *blk, int ib, int8x16_t v[2]) {
+    const uint16_t *q = ((const block_iq2_xs *)blk)->qs + 4 * ib;
+    const unsigned i[4] = {q[0] & 511u, q[1] & 511u, q[2] & 511u, q[3] & 511u};
+    const uint32_t sg = iqn_ksigns(q[0] >> 9) | iqn_ksigns(q[1] >> 9) << 8 | iqn_ksigns(q[2] >> 9) << 16 | iqn_ksigns(q[3] >> 9) << 24;
+    iqn_put64(v, df_iq2xs_grid, i, sg);
+}
+static inline float iqn_iq2_s_head(const void *blk, int16_t ls[16]) {
+    const block_iq2_s *b = blk;
+    return iqn_nibble_ls(b->scales, b->d, ls);
+}
+static inline void iqn_iq2_s_sub(const void *blk, int ib, int8x16_t v[2]) {
+    const block_iq2_s *b = blk;
+    const uint8_t *q = b->qs + 4 * ib;
+    const unsigned h = b->qh[ib];
+    const unsigned i[4] = {q[0] | (h << 8 & 0x300u), q[1] | (h << 6 & 0x300u), q[2] | (h << 4 & 0x300u), q[3] | (h << 2 & 0x300u)};
+    iqn_put64(v, df_iq2s_grid, i, load_u32(b->qs + 32 + 4 * ib));
+}
+/* iq3: eight 4-byte entries per sub-block; element 8l + j (j < 4) from
+ * entry 2l, 8l + 4 + j from entry 2l + 1, so the sign bits line up. */
+static inline float iqn_iq3_xxs_head(const void *blk, int16_t ls[16]) {
+    const block_iq3_xxs *b = blk;
+    for (int ib = 0; ib < 8; ib++) iqn_ls32(ls, ib, load_u32(b->qs + 64 + 4 * ib) >> 28);
+    return h2f(b->d);
+}
+static inline void iqn_iq3_xxs_sub(const void *blk, int ib, int8x16_t v[2]) {
+    const block_iq3_xxs *b = blk;
+    const uint8_t *q = b->qs + 8 * ib;
+    const uint32_t sg = iqn_ksigns4(load_u32(b->qs + 64 + 4 * ib));
+    v[0] = iqn_signed(iqn_g32(df_iq3xxs_grid, q[0], q[1], q[2], q[3]), sg, 0);
+    v[1] = iqn_signed(iqn_g32(df_iq3xxs_grid, q[4], q[5], q[6], q[7]), sg, 1);
+}
+static inline float iqn_iq3_s_head(const void *blk, int16_t ls[16]) {
+    const block_iq3_s *b = blk;
+    for (int ib = 0; ib < 8; ib++) iqn_ls32(ls, ib, (b->scales[ib / 2] >> (4 * (ib % 2))) & 0xFu);
+    return h2f(b->d);
+}
+static inline void iqn_iq3_s_sub(const void *blk, int ib, int8x16_t v[2]) {
+    const block_iq3_s *b = blk;
+    const uint8_t *q = b->qs + 8 * ib;
+    const unsigned h = b->qh[ib];
+    unsigned i[8];
+    for (int k = 0; k < 8; k++) i[k] = q[k] | (h << (8 - k) & 0x100u);
+    const uint32_t sg = load_u32(b->signs + 4 * ib);
+    v[0] = iqn_signed(iqn_g32(df_iq3s_grid, i[0], i[1], i[2], i[3]), sg, 0);
+    v[1] = iqn_signed(iqn_g32(df_iq3s_grid, i[4], i[5], i[6], i[7]), sg, 1);
+}
+/* iq1: signed grid bytes g (-1, 0, 1) -> 8 * g + delta (delta +-1 per 8 elements). */
+static inline int8x16_t iqn_iq1(int8x16_t g, int8x16_t delta) { return vaddq_s8(vshlq_n_s8(g, 3), delta); }
+static inline float iqn_iq1_s_head(const void *blk, int16_t ls[16]) {
+    const block_iq1_s *b = blk;
+    for (int ib = 0; ib < 8; ib++) iqn_ls32(ls, ib, (b->qh[ib] >> 12) & 7u);
+    return h2f(b->d);
+}
+static inline void iqn_iq1_s_sub(const void *blk, int ib, int8x16_t v[2]) {
+    const block_iq1_s *b = blk;
+    const uint8_t *q = b->qs + 4 * ib;
+    const unsigned h = b->qh[ib];
+    const int8x16_t delta = vdupq_n_s8(h & 0x8000 ? -1 : 1);
+    v[0] = iqn_iq1(iqn_g64(df_iq1s_grid, q[0] | (h << 8 & 0x700u), q[1] | (h << 5 & 0x700u)), delta);
+    v[1] = iqn_iq1(iqn_g64(df_iq1s_grid, q[2] | (h << 2 & 0x700u), q[3] | (h >> 1 & 0x700u)), delta);
+}
+static inline float iqn_iq1_m_head(const void *blk, int16_t ls[16]) {
+    const block_iq1_m *b = blk;
+    uint16_t sc[4];
+    memcpy(sc, b->scales, 8);
+    for (int ib = 0; ib < 8; ib++) {
+        ls[2 * ib] = (int16_t)(2 * ((sc[ib / 2] >> (6 * (ib % 2))) & 7) + 1);
+        ls[2 * ib + 1] = (int16_t)(2 * ((sc[ib / 2] >> (6 * (ib % 2) + 3)) & 7) + 1);
+    }
+    return h2f((uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000)));
+}
+static inline int8x16_t iqn_iq1_m_delta(unsigned h) {
+    return vcombine_s8(vdup_n_s8(h & 0x08 ? -1 : 1), vdup_n_s8(h & 0x80 ? -1 : 1));
+}
+static inline void iqn_iq1_m_sub(const void *blk, int ib, int8x16_t v[2]) {
+    const block_iq1_m *b = blk;
+    const uint8_t *q = b->qs + 4 * ib;
+    const unsigned h0 = b->qh[2 * ib], h1 = b->qh[2 * ib + 1];
+    v[0] = iqn_iq1(iqn_g64(df_iq1s_grid, q[0] | (h0 << 8 & 0x700u), q[1] | (h0 << 4 & 0x700u)), iqn_iq1_m_delta(h0));
+    v[1] = iqn_iq1(iqn_g64(df_iq1s_grid, q[2] | (h1 << 8 & 0x700u), q[3] | (h1 << 4 & 0x700u)), iqn_iq1_m_delta(h1));
 }
 
 /* ---------------------------------------------------------------------- */
@@ -720,31 +859,36 @@ static KN_TARGET void KN(tq2_0_dot)(int64_t n, const void *w, const void *x, flo
     *out = sum;
 }
 
-/* Grid i-quants: quant.c's decoder (scalar grid lookups), then one byte
- * dot per 16-element scale group. */
-static KN_TARGET void KN(iq_grid_dot)(int64_t n, const void *w, const void *x, float *out, int type) {
-    const quant_iq_info *t = quant_iq_get(type);
-    const block_q8_K *b = x;
-    quant_iq_block B;
-    float32x4_t acc = vdupq_n_f32(0);
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        t->decode((const uint8_t *)w + (size_t)i * t->bs, &B);
-        int32x4_t s = vdupq_n_s32(0);
-        for (int g = 0; g < 16; g++)
-            s = vmlaq_n_s32(s, KN_DOT(vdupq_n_s32(0), vld1q_s8(B.q + 16 * g), vld1q_s8(b[i].qs + 16 * g)), B.ls[g]);
-        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(s), B.d * b[i].d);
+/* Grid i-quants: each sub-block decoded in vectors (iqn_*), one byte dot
+ * per 16-element scale group, the groups' sums times ls in int32, one
+ * float scale per block, the type's factor at the end (quant_isa.h). */
+#define IQ_GRID_KN(pfx, btype, id)                                                                       \
+    static KN_TARGET void KN(pfx##_dot)(int64_t n, const void *w, const void *x, float *out) {          \
+        const btype *a = w;                                                                              \
+        const block_q8_K *b = x;                                                                         \
+        float32x4_t acc = vdupq_n_f32(0);                                                                \
+        for (int64_t i = 0; i < n / QK_K; i++) {                                                         \
+            int16_t ls[16];                                                                              \
+            const float d = iqn_##pfx##_head(&a[i], ls);                                                 \
+            int32x4_t s = vdupq_n_s32(0);                                                                \
+            for (int ib = 0; ib < 8; ib++) {                                                             \
+                int8x16_t v[2];                                                                          \
+                iqn_##pfx##_sub(&a[i], ib, v);                                                           \
+                s = vmlaq_n_s32(s, KN_DOT(vdupq_n_s32(0), v[0], vld1q_s8(b[i].qs + 32 * ib)), ls[2 * ib]); \
+                s = vmlaq_n_s32(s, KN_DOT(vdupq_n_s32(0), v[1], vld1q_s8(b[i].qs + 32 * ib + 16)),       \
+                                ls[2 * ib + 1]);                                                         \
+            }                                                                                            \
+            acc = vfmaq_n_f32(acc, vcvtq_f32_s32(s), d * b[i].d);                                        \
+        }                                                                                                \
+        *out = quant_iq_get(id)->factor * vaddvq_f32(acc);                                               \
     }
-    *out = t->factor * vaddvq_f32(acc);
-}
-#define IQ_GRID_KN(pfx, id) \
-    static KN_TARGET void KN(pfx##_dot)(int64_t n, const void *w, const void *x, float *out) { KN(iq_grid_dot)(n, w, x, out, id); }
-IQ_GRID_KN(iq2_xxs, DF_TYPE_IQ2_XXS)
-IQ_GRID_KN(iq2_xs, DF_TYPE_IQ2_XS)
-IQ_GRID_KN(iq2_s, DF_TYPE_IQ2_S)
-IQ_GRID_KN(iq3_xxs, DF_TYPE_IQ3_XXS)
-IQ_GRID_KN(iq3_s, DF_TYPE_IQ3_S)
-IQ_GRID_KN(iq1_s, DF_TYPE_IQ1_S)
-IQ_GRID_KN(iq1_m, DF_TYPE_IQ1_M)
+IQ_GRID_KN(iq2_xxs, block_iq2_xxs, DF_TYPE_IQ2_XXS)
+IQ_GRID_KN(iq2_xs, block_iq2_xs, DF_TYPE_IQ2_XS)
+IQ_GRID_KN(iq2_s, block_iq2_s, DF_TYPE_IQ2_S)
+IQ_GRID_KN(iq3_xxs, block_iq3_xxs, DF_TYPE_IQ3_XXS)
+IQ_GRID_KN(iq3_s, block_iq3_s, DF_TYPE_IQ3_S)
+IQ_GRID_KN(iq1_s, block_iq1_s, DF_TYPE_IQ1_S)
+IQ_GRID_KN(iq1_m, block_iq1_m, DF_TYPE_IQ1_M)
 #undef IQ_GRID_KN
 
 /* nvfp4: per q8_0 block, the 16 code bytes of two sub-blocks split into

@@ -75,9 +75,9 @@ static inline float quant_e8m0_half(uint8_t e) {
  * factor a power of two per type. Its dot with a q8_K block is therefore
  * factor * d * y.d * sum_g ls[g] * (integer sum of q * y over group g), the
  * same integer sums as ggml's vec_dot (iq1's +-1/8 delta is folded into q
- * as 8 * grid +- 1, factor 1/8). The NEON kernels decode with these
- * functions (scalar grid lookups) and do the products in vectors; the x86
- * ones decode in vectors (kern_x86.h) to the same integer sums. */
+ * as 8 * grid +- 1, factor 1/8). The x86 kernels (kern_x86.h) and the
+ * NEON ones (kern_neon.c's iqn_*) decode in vectors to the same integer
+ * sums. */
 typedef struct {
     float d;
     int16_t ls[16];
