@@ -18,6 +18,10 @@
  * matrix product. Experts nobody selected are never touched. This is what
  * makes prompt processing and batched generation cheap, and it tells the
  * weight store, before any expert runs, exactly which experts a step needs.
+ * A pass of few rows (generation steps of up to 16 sequences) whose experts
+ * are all in memory runs them together: every expert's gate and up products
+ * in one pass of the thread pool, every down product in a second, instead
+ * of two passes per expert (run_experts_together).
  *
  * Shared experts (DeepSeek, Qwen2-MoE) are a dense FFN added to the result,
  * gated by a sigmoid for Qwen2-MoE.
