@@ -18,10 +18,6 @@
  * matrix product. Experts nobody selected are never touched. This is what
  * makes prompt processing and batched generation cheap, and it tells the
  * weight store, before any expert runs, exactly which experts a step needs.
- * A pass of few rows (generation steps of up to 16 sequences) whose experts
- * are all in memory runs them together: every expert's gate and up products
- * in one pass of the thread pool, every down product in a second, instead
- * of two passes per expert (run_experts_together).
  *
  * Shared experts (DeepSeek, Qwen2-MoE) are a dense FFN added to the result,
  * gated by a sigmoid for Qwen2-MoE.
@@ -41,7 +37,6 @@
 
 #define MAX_EXPERTS 1024
 #define MAX_LOOKAHEAD_ROWS 64 /* rows of a pass that guess the next layer's experts */
-#define MAX_TOGETHER_ROWS 16  /* passes of at most this many rows run their experts together */
 
 int df_moe_read_hparams(df_model *m, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
@@ -251,76 +246,52 @@ static int run_expert(df_session *s, df_layer *L, int e, int cnt, char *err, siz
     return rc;
 }
 
-/* A pass of few rows (generation steps, all experts in memory): expert u
- * (uniq[u]; its (token, slot) pairs count[e]..count[e + 1] of s->tok_of /
- * s->slot_of) gets a block of cmax rows, the most any of them has (its
- * tokens' rows of x gathered into s->ex_x, the block padded with its first
- * row; one token: x itself); every gate and up product runs in one pass of
- * the pool and every down product in a second, then each real row goes to
- * its slot of s->ex_out. Two passes per layer instead of two per expert
- * (with narrow experts the passes' start and end, not the weights, cost
- * the time). Each row is computed from its own data, so the result is the
- * per-expert path's. Returns 1 if it ran, 0 if it does not apply (an
- * expert not in memory, too many experts, blocks beyond the scratch), -1
- * on error. */
-static int run_experts_together(df_session *s, df_layer *L, int l, const int32_t *uniq, int nu, const int *count,
-                                const float *x, int n, char *err, size_t errlen) {
+/* Generation (one token x, slots ids[0..nu) of distinct experts, all in
+ * memory): every expert's gate and up products in one pass of the pool and
+ * all down products in a second, straight into s->ex_out's slot rows; two
+ * passes per layer instead of two per expert. Returns 1 if it ran, 0 if
+ * this case does not apply (caller runs experts one by one), -1 on error. */
+static int run_experts_one_token(df_session *s, df_layer *L, int l, const int32_t *ids, int nu, const float *x,
+                                 char *err, size_t errlen) {
     df_model *m = s->m;
     const int64_t E = L->ffn_gate_exps->ne[0], F = L->ffn_gate_exps->ne[1];
-    const int K = m->hp.n_expert_used;
-    int cmax = 1;
+    if (2 * nu > MM_MAX_OPS || nu > s->n_batch) return 0; /* ex_h/ex_h2 hold n_batch rows of F */
     for (int u = 0; u < nu; u++)
-        if (count[uniq[u] + 1] - count[uniq[u]] > cmax) cmax = count[uniq[u] + 1] - count[uniq[u]];
-    if (2 * nu > MM_MAX_OPS || nu * cmax > s->n_batch) return 0; /* ex_h/ex_h2/ex_x/ex_y hold n_batch rows */
-    for (int u = 0; u < nu; u++)
-        if (!ws_expert_ready(m->ws, l, uniq[u])) return 0;
+        if (!ws_expert_ready(m->ws, l, ids[u])) return 0;
     ws_tensor *const t3[3] = {L->ffn_gate_exps, L->ffn_up_exps, L->ffn_down_exps};
     const void *w[3][MM_MAX_OPS];
     int got = 0, rc = -1;
     for (; got < 3 * nu; got++) {
-        w[got / nu][got % nu] = ws_fetch_expert(m->ws, t3[got / nu], uniq[got % nu], err, errlen);
+        w[got / nu][got % nu] = ws_fetch_expert(m->ws, t3[got / nu], ids[got % nu], err, errlen);
         if (!w[got / nu][got % nu]) break;
-    }
-    for (int u = 0; n > 1 && u < nu; u++) { /* gather each expert's rows into its block */
-        const int lo = count[uniq[u]], cnt = count[uniq[u] + 1] - lo;
-        for (int i = 0; i < cmax; i++)
-            memcpy(s->ex_x + ((int64_t)u * cmax + i) * E, x + (int64_t)s->tok_of[lo + (i < cnt ? i : 0)] * E,
-                   sizeof(float) * (size_t)E);
     }
     if (got == 3 * nu) {
         mm_op ops[MM_MAX_OPS];
         for (int u = 0; u < nu; u++) {
-            const float *in = n > 1 ? s->ex_x + (int64_t)u * cmax * E : NULL; /* NULL: the shared x */
-            ops[2 * u] = (mm_op){L->ffn_gate_exps->type, w[0][u], F, s->ex_h + u * cmax * F, F, in};
-            ops[2 * u + 1] = (mm_op){L->ffn_up_exps->type, w[1][u], F, s->ex_h2 + u * cmax * F, F, in};
+            ops[2 * u] = (mm_op){L->ffn_gate_exps->type, w[0][u], F, s->ex_h + u * F, F, NULL};
+            ops[2 * u + 1] = (mm_op){L->ffn_up_exps->type, w[1][u], F, s->ex_h2 + u * F, F, NULL};
         }
-        if (mm_mul_n(m->pool, ops, 2 * nu, E, x, cmax, &s->mm) == 0) {
+        if (mm_mul_n(m->pool, ops, 2 * nu, E, x, 1, &s->mm) == 0) {
             int brc = 0;
             for (int u = 0; u < nu && !brc; u++)
-                brc = expert_bias(s, L->ffn_gate_exps_b, uniq[u], s->ex_h + u * cmax * F, cmax, F, err, errlen) ||
-                      expert_bias(s, L->ffn_up_exps_b, uniq[u], s->ex_h2 + u * cmax * F, cmax, F, err, errlen);
+                brc = expert_bias(s, L->ffn_gate_exps_b, ids[u], s->ex_h + u * F, 1, F, err, errlen) ||
+                      expert_bias(s, L->ffn_up_exps_b, ids[u], s->ex_h2 + u * F, 1, F, err, errlen);
             if (!brc) {
-                df_glu_pool(m->pool, &m->hp, s->ex_h, s->ex_h2, (int)(nu * cmax * F));
-                for (int u = 0; u < nu; u++)
-                    ops[u] = (mm_op){L->ffn_down_exps->type, w[2][u], E, s->ex_y + u * cmax * E, E, s->ex_h + u * cmax * F};
-                rc = mm_mul_n(m->pool, ops, nu, F, NULL, cmax, &s->mm) == 0 ? 1 : -1;
+                df_glu_pool(m->pool, &m->hp, s->ex_h, s->ex_h2, (int)(nu * F));
+                for (int u = 0; u < nu; u++) /* slot u's output row (one token: slot = position in ids) */
+                    ops[u] = (mm_op){L->ffn_down_exps->type, w[2][u], E, s->ex_out + u * E, E, s->ex_h + u * F};
+                rc = mm_mul_n(m->pool, ops, nu, F, NULL, 1, &s->mm) == 0 ? 1 : -1;
                 if (rc < 0) df_seterr(err, errlen, "internal: expert scratch too small");
                 for (int u = 0; u < nu && rc > 0; u++)
-                    if (expert_bias(s, L->ffn_down_exps_b, uniq[u], s->ex_y + u * cmax * E, cmax, E, err, errlen)) rc = -1;
+                    if (expert_bias(s, L->ffn_down_exps_b, ids[u], s->ex_out + u * E, 1, E, err, errlen)) rc = -1;
             }
         } else {
             df_seterr(err, errlen, "internal: expert scratch too small");
         }
     }
-    for (int u = 0; u < nu && rc > 0; u++) { /* each real row to its (token, slot) row of ex_out */
-        const int lo = count[uniq[u]], cnt = count[uniq[u] + 1] - lo;
-        for (int i = 0; i < cnt; i++)
-            memcpy(s->ex_out + ((int64_t)s->tok_of[lo + i] * K + s->slot_of[lo + i]) * E,
-                   s->ex_y + ((int64_t)u * cmax + i) * E, sizeof(float) * (size_t)E);
-    }
     while (got > 0) {
         got--;
-        ws_release_expert(m->ws, t3[got / nu], uniq[got % nu]);
+        ws_release_expert(m->ws, t3[got / nu], ids[got % nu]);
     }
     return rc;
 }
@@ -388,8 +359,8 @@ int df_ffn_moe_routed(df_session *s, int l, const float *xr, const float *x, int
     if (n <= MAX_LOOKAHEAD_ROWS && l + 1 < h->n_layer && m->layers[l + 1].ffn_gate_inp)
         for (int t = 0; t < n; t++)
             df_moe_lookahead(s, l + 1, (s->moe_hint ? s->moe_hint : s->x) + (int64_t)t * h->n_embd);
-    if (n <= MAX_TOGETHER_ROWS) {
-        const int rc = run_experts_together(s, L, l, uniq, nu, count, x, n, err, errlen);
+    if (n == 1) {
+        const int rc = run_experts_one_token(s, L, l, s->topk_id, K, x, err, errlen);
         if (rc < 0) return -1;
         if (rc > 0) nu = 0; /* done: outputs are in ex_out by slot */
     }
