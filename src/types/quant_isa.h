@@ -36,13 +36,14 @@ enum quant_isa {
     QUANT_ISA_AVX2 = 1,
     QUANT_ISA_AVX512 = 2,
     QUANT_ISA_NEON = 3,
-    QUANT_ISA_COUNT = 4
+    QUANT_ISA_AMX = 4, /* the best other table plus AMX tile gemms (amx_gemm.c) */
+    QUANT_ISA_COUNT = 5
 };
 
 /* 1 if this build contains kernels for isa and the running CPU can execute them. */
 int quant_isa_available(int isa);
 
-/* Name of an ISA id ("scalar", "avx2", "avx512", "neon"); "?" for a bad id. */
+/* Name of an ISA id ("scalar", "avx2", "avx512", "neon", "amx"); "?" for a bad id. */
 const char *quant_isa_str(int isa);
 
 /* Traits of a type for a specific ISA, or NULL when the type id is outside the
@@ -59,6 +60,21 @@ void kern_avx512_fill(quant_traits *tab);
 #if defined(__aarch64__)
 void kern_neon_fill(quant_traits *tab);
 #endif
+
+/* AMX (amx_gemm.c, kern_amx.c): kern_amx_fill puts the AMX gemms into tab
+ * (a copy of the best other table): on the hardware, or with model != 0 on
+ * amx_tile.h's software model (DELTAFIN_AMX=model). kern_amx_hw_available
+ * says whether the CPU and the OS allow the tiles (and asks Linux for the
+ * tile state). amx_q8_0_gemm_model is the model-backed q8_0 gemm, for the
+ * tests; amx_model_faults counts the model faults its runs raised. */
+void kern_amx_fill(quant_traits *tab, int model);
+#if defined(__x86_64__)
+void kern_amx_hw_fill(quant_traits *tab);
+int kern_amx_hw_available(void);
+#endif
+void amx_q8_0_gemm_model(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride, int nc,
+                         float *y, size_t ldy);
+long amx_model_faults(void);
 
 /* ggml_e8m0_to_fp32_half: the MXFP4 block scale 2^(e-128), exact (e >= 2 a
  * normal float with biased exponent e-1; e = 0, 1 the subnormals 2^-128 and
