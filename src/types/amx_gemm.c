@@ -40,7 +40,7 @@ long amx_model_faults(void) { return atomic_load(&model_faults); }
 #define AMX_ZERO(t) amx_m_zero(amx_st, (t))
 #define AMX_DPBSSD(c, a, b) amx_m_dpb(amx_st, (c), (a), (b), 1, 1)
 #define AMX_STORE(t, p, s) amx_m_stored(amx_st, (t), (p), (s))
-#define AMX_F16(h) df_fp16_to_fp32(h)
+#define AMX_F16(h) quant_f16_to_f32(h)
 #define AMX_Q8_0_GEMM amx_q8_0_gemm_model
 #include "amx_q8_0.h"
 

@@ -91,15 +91,7 @@ static inline int qclamp(float v, int lo, int hi) {
 
 /* ---- half precision ---- */
 
-float df_fp16_to_fp32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-    if (exp == 0x1f) /* inf; nan comes back quiet with its payload, as F16C does */
-        return u2f(sign | 0x7f800000u | (man ? 0x00400000u | (man << 13) : 0u));
-    if (exp != 0) return u2f(sign | ((exp + 112u) << 23) | (man << 13));
-    /* zero or subnormal: man * 2^-24, exact in float */
-    return u2f(sign | f2u((float)man * 0x1p-24f));
-}
+float df_fp16_to_fp32(uint16_t h) { return quant_f16_to_f32(h); }
 
 uint16_t df_fp32_to_fp16(float f) {
     uint32_t x = f2u(f);

@@ -86,6 +86,25 @@ static inline float quant_e8m0_half(uint8_t e) {
     return f;
 }
 
+/* IEEE half bits -> float, exact (df_fp16_to_fp32 wraps it; inline so the
+ * portable AMX model kernels need no symbol of quant.c). NaN comes back
+ * quiet with its payload, as F16C does; subnormals are man * 2^-24. */
+static inline float quant_f16_to_f32(uint16_t h) {
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    const uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    uint32_t u;
+    if (exp == 0x1f) u = sign | 0x7f800000u | (man ? 0x00400000u | (man << 13) : 0u);
+    else if (exp != 0) u = sign | ((exp + 112u) << 23) | (man << 13);
+    else {
+        const float v = (float)man * 0x1p-24f;
+        memcpy(&u, &v, 4);
+        u |= sign;
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
 /* A grid i-quant block (iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s,
  * iq1_m) decoded to integers: element e is d * factor * ls[e / 16] * q[e],
  * factor a power of two per type. Its dot with a q8_K block is therefore
