@@ -26,6 +26,17 @@ static amx_tilecfg cfg3(int m, int k4, int ncol) { /* C 0: m x ncol int32, A 1: 
     return c;
 }
 
+/* A fresh model configured by cfg3(M, K4, N), with C, A, B loaded from
+ * 16 x 64-byte buffers into tiles 0, 1, 2. */
+static void setup3(amx_model *m, int M, int K4, int N, const void *c0, const void *a, const void *b) {
+    memset(m, 0, sizeof *m);
+    const amx_tilecfg c = cfg3(M, K4, N);
+    assert_int_equal(amx_m_ldtilecfg(m, &c), AMX_OK);
+    assert_int_equal(amx_m_loadd(m, 0, c0, 64), AMX_OK);
+    assert_int_equal(amx_m_loadd(m, 1, a, 64), AMX_OK);
+    assert_int_equal(amx_m_loadd(m, 2, b, 64), AMX_OK);
+}
+
 /* tdpb{s,u}{s,u}d on random tiles of odd shapes against the definition,
  * with C starting near the int32 limits so the sums wrap. */
 static void test_model_dpb(void **state) {
@@ -46,12 +57,7 @@ static void test_model_dpb(void **state) {
             for (int i = 0; i < 16; i++)
                 for (int j = 0; j < 16; j++) c0[i][j] = (int32_t)(tu_rand(&rng) % 2 ? INT32_MAX - 1000 : INT32_MIN + 1000);
             amx_model m;
-            memset(&m, 0, sizeof m);
-            const amx_tilecfg c = cfg3(M, K4, N);
-            assert_int_equal(amx_m_ldtilecfg(&m, &c), AMX_OK);
-            assert_int_equal(amx_m_loadd(&m, 0, c0, 64), AMX_OK);
-            assert_int_equal(amx_m_loadd(&m, 1, a, 64), AMX_OK);
-            assert_int_equal(amx_m_loadd(&m, 2, b, 64), AMX_OK);
+            setup3(&m, M, K4, N, c0, a, b);
             assert_int_equal(amx_m_dpb(&m, 0, 1, 2, as, bs), AMX_OK);
             memset(got, 0x55, sizeof got);
             assert_int_equal(amx_m_stored(&m, 0, got, 64), AMX_OK);
@@ -154,12 +160,7 @@ static void test_model_bf16(void **state) {
     for (int i = 0; i < 16; i++)
         for (int j = 0; j < 16; j++) c0[i][j] = tu_randf(&rng);
     amx_model m;
-    memset(&m, 0, sizeof m);
-    const amx_tilecfg c = cfg3(M, K4, N);
-    assert_int_equal(amx_m_ldtilecfg(&m, &c), AMX_OK);
-    assert_int_equal(amx_m_loadd(&m, 0, c0, 64), AMX_OK);
-    assert_int_equal(amx_m_loadd(&m, 1, a, 64), AMX_OK);
-    assert_int_equal(amx_m_loadd(&m, 2, b, 64), AMX_OK);
+    setup3(&m, M, K4, N, c0, a, b);
     assert_int_equal(amx_m_dpbf16ps(&m, 0, 1, 2), AMX_OK);
     assert_int_equal(amx_m_stored(&m, 0, got, 64), AMX_OK);
     for (int i = 0; i < M; i++)
