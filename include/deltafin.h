@@ -493,7 +493,7 @@ int df_chat_render(const char *tmpl, const char *vars_json, char **out, char *er
 /* ---- misc ---- */
 
 const char *df_version(void);
-const char *df_isa(void);   /* SIMD level selected at run time */
+const char *df_isa(void);   /* SIMD level selected at run time (scalar, avx2, avx512, neon, amx) */
 double df_time(void);       /* monotonic wall clock in seconds */
 uint64_t df_peak_rss(void); /* peak resident set size of this process in bytes (0 if unknown) */
 /* A byte count for people: "512 B", "1.0 KiB", "64.0 MiB", "1.50 GiB". Returns buf. */
