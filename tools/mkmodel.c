@@ -963,7 +963,7 @@ static void preset(config *c, const char *name) {
         preset(c, "tiny");
         c->arch = "deepseek4"; c->n_layer = 4; memcpy(c->ds4_layers, "SCHC", 5); c->hash_layers = 2;
         c->n_head = 4; c->n_head_kv = 1; c->head_dim = 64; c->n_rot = 16; c->q_lora = 64; c->o_groups = 2; c->o_lora = 32;
-        c->swa = 16; c->idx_heads = 4; c->idx_hd = 64; c->idx_topk = 4; c->hc = 4; c->hc_iters = 20;
+        c->swa = 16; c->idx_heads = 16; c->idx_hd = 64; c->idx_topk = 4; c->hc = 4; c->hc_iters = 20;
         c->n_expert = 8; c->n_used = 2; c->n_ff_exp = 64; c->n_ff = 64; c->n_shared = 1; c->norm_w = 1; c->w_scale = 1.5f;
         c->swiglu_limit = 2.0f; c->rope_base_comp = 160000.0f;
     } else if (strcmp(name, "gpt-oss-tiny") == 0) {
