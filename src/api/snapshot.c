@@ -229,6 +229,8 @@ int df_session_save(df_session *s, const char *path, const void *user, size_t us
     if (!path || !*path) return df_seterr(err, errlen, "df_session_save: no path");
     if (user_len && !user) return df_seterr(err, errlen, "df_session_save: no user bytes");
     if (s->rec_broken) return df_seterr(err, errlen, "the session's recurrent state is unusable: nothing to save");
+    if (s->m->hp.comp_ratio) /* deepseek4: compressed caches and compressor states are not in the format yet */
+        return df_seterr(err, errlen, "snapshots of %s sessions are not supported yet", s->m->arch_name), DF_E_UNSUPPORTED;
     if (df_model_is_file(s->m, path)) return df_seterr(err, errlen, "%s is the model: a snapshot never goes there", path);
     const snap_shape sh = shape_of(s, user_len);
     unsigned char hdr[HDR_BYTES + 8];
@@ -333,6 +335,8 @@ static int read_header(df_session *s, int fd, const char *path, snap_shape *out,
 int df_session_load(df_session *s, const char *path, void *user, size_t user_cap, size_t *user_len, char *err,
                     size_t errlen) {
     if (user_len) *user_len = 0;
+    if (s->m->hp.comp_ratio)
+        return df_seterr(err, errlen, "snapshots of %s sessions are not supported yet", s->m->arch_name), DF_E_UNSUPPORTED;
     const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return df_seterr(err, errlen, "%s: %s", path, strerror(errno));
     struct stat st;
