@@ -282,7 +282,10 @@ static int attention(df_session *s, df_session *const *own, int l, int n, const 
         df_attend_rows(s, own, l, n, s->k, s->v, s->q, s->xb, sinks);
     } else {
         if (!own) df_mem_store(s, l, n, s->k, s->v);
-        for (int t = 0; own && t < n; t++) df_mem_store(own[t], l, 1, s->k + t * hd, s->v + t * hd);
+        for (int t = 0, r; own && t < n; t += r) { /* run by run: a session's rows go to consecutive positions */
+            r = df_row_run(own, t, n);
+            df_mem_store(own[t], l, r, s->k + t * hd, s->v + t * hd);
+        }
         rc = df_dsv4_attend(s, own, l, n, s->xb, s->qr, rp, sinks, s->xb, err, errlen);
     }
     ws_release(m->ws, L->attn_sinks);
