@@ -20,19 +20,7 @@ trap cleanup EXIT
 command -v jq >/dev/null || { echo "SKIPPED: jq not found"; exit 0; }
 SLOW=1; [ -n "${DELTAFIN_SANITIZED:-}" ] && SLOW=4
 
-# start LOG ARGS...: a server in the background; sets PORT and SPID (or fails the test)
-start() {
-    local log=$1; shift
-    "$D" serve --port 0 "$@" > "$log" 2>&1 &
-    SPID=$!
-    PIDS+=($SPID)
-    for _ in $(seq 1 $((100 * SLOW))); do
-        PORT=$(sed -n 's/.*http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$log")
-        [ -n "$PORT" ] && return 0
-        sleep 0.1
-    done
-    echo "server did not start:"; cat "$log"; exit 1
-}
+start() { serve_start "$@"; }
 KEY=sekrit
 H=(-H "Authorization: Bearer $KEY" -H "Content-Type: application/json")
 # req METHOD URL [BODY]: the body, then the HTTP status on the last line
