@@ -28,8 +28,10 @@ static void usage(FILE *f, int chat, int status) {
     else
         fprintf(f, "usage: deltafin serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key K] [--parallel N]\n"
                    "                      [--queue N] [--mem SIZE] [-c CTX] [-t THREADS] [--alias NAME]\n"
-                   "                      [--chat-template-file F] [--kv f16|f32]\n"
-                   "  an OpenAI-compatible server: /v1/chat/completions /v1/completions /v1/models /health /metrics\n");
+                   "                      [--chat-template-file F] [--kv f16|f32] [--jobs] [--jobs-db PATH] [--worker]\n"
+                   "  an OpenAI-compatible server: /v1/chat/completions /v1/completions /v1/models /health /metrics\n"
+                   "  --jobs: also /v1/jobs, the durable job queue (docs/jobs.md); --jobs-db PATH: on that database\n"
+                   "  (implies --jobs); --worker: run `deltafin worker` on it beside the server (implies --jobs)\n");
     exit(status);
 }
 
@@ -87,12 +89,17 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
         name[nl] = 0;
         if (!strcmp(name, "-h") || !strcmp(name, "--help")) usage(stdout, chat, 0);
         if (!strcmp(name, "--kv-f32")) { o->kv_f32 = 1; continue; }
+        if (!chat && (!strcmp(name, "--jobs") || !strcmp(name, "--worker"))) {
+            if (!o->jobs_db) o->jobs_db = "";
+            o->worker |= !strcmp(name, "--worker");
+            continue;
+        }
         if (chat && !strcmp(name, "--ignore-eos")) { o->ignore_eos = 1; continue; }
         static const char *const with_value[] = {"-m", "--model", "--chat-template-file", "-c", "--ctx-size", "-t",
                                                  "--threads", "--mem", "--kv", "-sys", "--system-prompt", "-n",
                                                  "--n-predict", "--temp", "--top-k", "--top-p", "--min-p",
                                                  "--repeat-penalty", "--seed", "-s", "--host", "--port", "--api-key",
-                                                 "--parallel", "-np", "--queue", "--alias"};
+                                                 "--parallel", "-np", "--queue", "--alias", "--jobs-db"};
         int known = 0;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(name, with_value[k]);
         if (!known) bad("unknown option '%s'", name);
@@ -121,6 +128,10 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
         else if (!chat && (!strcmp(name, "--parallel") || !strcmp(name, "-np"))) o->parallel = (int)num(name, v, 1, 256);
         else if (!chat && !strcmp(name, "--queue")) o->queue = (int)num(name, v, 0, 1 << 20);
         else if (!chat && !strcmp(name, "--alias")) o->alias = v;
+        else if (!chat && !strcmp(name, "--jobs-db")) {
+            if (!*v) bad("--jobs-db needs a path%s", "");
+            o->jobs_db = v;
+        }
         else bad("unknown option '%s'", name);
     }
     if (!o->model) {

@@ -10,6 +10,7 @@
  *   serve.c    HTTP (libmicrohttpd): routing, API key, errors, /metrics.
  *   chat_cli.c the interactive terminal chat.
  *   opts.c     the command-line options both commands share.
+ *   jobs_api.c /v1/jobs: the durable job queue (jobs/, docs/jobs.md) over HTTP.
  * A job is one generated sequence (one choice of a request). Everything a
  * job's output holds is guarded by the scheduler's mutex.
  */
@@ -28,6 +29,8 @@
 /* ---- command-line options (opts.c) ---- */
 typedef struct srv_opts {
     const char *model, *host, *api_key, *template_file, *alias, *system;
+    const char *jobs_db;    /* serve: /v1/jobs on this database ("" = the default one), NULL = off */
+    int worker;             /* serve: run `deltafin worker` on jobs_db beside the API */
     int port, parallel, queue, ctx, threads, n_predict, kv_f32, ignore_eos;
     uint64_t mem;
     df_sampler_params sp;
@@ -153,6 +156,23 @@ char *oai_chunk(const oai_ctx *c, const oai_req *r, const char *id, long created
                 int finish, int first);
 char *oai_usage_chunk(const oai_ctx *c, const oai_req *r, srv_job *const *jobs, const char *id, long created);
 const char *oai_finish_name(int finish);
+/* Field readers of a request object: absent or null leaves *out as it is;
+ * a wrong type or range is a 400 naming the field (0, or -1 with e). */
+struct cJSON;
+int oai_get_num(struct cJSON *o, const char *k, double lo, double hi, double *out, oai_error *e);
+int oai_get_int(struct cJSON *o, const char *k, long lo, long hi, long *out, oai_error *e);
+int oai_get_bool(struct cJSON *o, const char *k, int *out, oai_error *e);
+
+/* ---- the durable job queue over HTTP (jobs_api.c; the queue is jobs/queue.h) ---- */
+typedef struct srv_jobs srv_jobs;
+/* Open the queue's database for the served model (its file path, absolute
+ * or not; name: the id requests may give as "model"). */
+int srv_jobs_open(const char *db_path, const char *model_path, const char *name, srv_jobs **out, char *err,
+                  size_t errlen);
+void srv_jobs_close(srv_jobs *j);
+/* Answer a request whose URL starts with /v1/jobs: the JSON body
+ * (malloc'd; NULL when out of memory) and *status. */
+char *srv_jobs_handle(srv_jobs *j, const char *method, const char *url, const char *body, size_t len, int *status);
 
 /* ---- chat (chat_cli.c) and server (serve.c) entry points ---- */
 int df_cmd_serve(int argc, char **argv);
