@@ -181,6 +181,16 @@ int df_session_truncate(df_session *s, int pos, char *err, size_t errlen);
 int df_session_save(df_session *s, const char *path, const void *user, size_t user_len, char *err, size_t errlen);
 int df_session_load(df_session *s, const char *path, void *user, size_t user_cap, size_t *user_len, char *err,
                     size_t errlen);
+/* The same in memory (the server's prefix cache): df_session_save_mem
+ * mallocs *out (*len bytes, free() it) holding the session's position and
+ * memory; df_session_load_mem puts it back into a session of the same model
+ * and shape (-1 with err, the session unchanged, for another shape).
+ * df_snapshot_peek reads only a snapshot file's user bytes (up to user_cap;
+ * -1 with err for a file that is not a snapshot of model m, or damaged). */
+int df_session_save_mem(df_session *s, void **out, size_t *len, char *err, size_t errlen);
+int df_session_load_mem(df_session *s, const void *buf, size_t len, char *err, size_t errlen);
+int df_snapshot_peek(const df_model *m, const char *path, void *user, size_t user_cap, size_t *user_len, char *err,
+                     size_t errlen);
 
 /* Prompt caches (src/api/promptcache.c; the CLI's --prompt-cache): a
  * snapshot (as above) of a session that has decoded tokens[0..pos), the
@@ -193,6 +203,10 @@ int df_session_load(df_session *s, const char *path, void *user, size_t user_cap
  * cache, or from another model or session shape. */
 int df_prompt_cache_save(df_session *s, const char *path, const int32_t *tokens, char *err, size_t errlen);
 int df_prompt_cache_load(df_session *s, const char *path, const int32_t *tokens, int n, int *n_reused, char *err,
+                         size_t errlen);
+/* The tokens a prompt cache file of model m holds (up to cap; *n of them),
+ * without loading it; -1 with err for a file that is not one. */
+int df_prompt_cache_peek(const df_model *m, const char *path, int32_t *tokens, int cap, int *n, char *err,
                          size_t errlen);
 
 /* Record, for every token and MoE layer, the experts the router chose and
