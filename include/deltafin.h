@@ -364,6 +364,15 @@ typedef struct df_plan_speed {
     double tokens_per_s;             /* 0 when the plan does not fit its budget */
 } df_plan_speed;
 void df_plan_predict(const df_plan *p, double disk_bytes_per_s, double memory_bytes_per_s, df_plan_speed *out);
+/* The same with speculative decoding: each pass verifies k guesses, each
+ * kept with probability accept (a guess after a rejected one is not). A
+ * pass reads the dense weights once and, per MoE layer, the union of k + 1
+ * tokens' experts (uniform routing: repetitive text, which reuses experts,
+ * does better); it yields (1 - accept^(k+1)) / (1 - accept) tokens. out is
+ * per token as above; k = 0 is df_plan_predict. Bytes only: compute, which
+ * grows with k, is not modelled (an upper bound where compute binds). */
+void df_plan_predict_spec(const df_plan *p, double disk_bytes_per_s, double memory_bytes_per_s, double accept, int k,
+                          df_plan_speed *out);
 
 /* A size such as "6G", "512M", "1.5GiB", "4096" or "64 KB" (K, M, G, T are
  * powers of 1024): bytes, or 0 when s is not such a size. */

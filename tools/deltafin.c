@@ -52,6 +52,7 @@ typedef struct {
     int io_threads, io_engine, progress;
     double probe_secs;
     double disk_gbps, mem_gbps; /* plan: a machine's speeds instead of measuring this one's (GB/s, 1e9 bytes) */
+    double spec_accept;         /* plan: the acceptance rate speculation is predicted at */
     int n_predict, threads, ctx, batch, top, pieces, no_bos, no_mmap, ignore_eos, kv_f32, json, n_prompt, reps;
     int parallel;           /* run --batch-file: sequences decoded at once */
     df_sampler_params sp;
@@ -73,9 +74,10 @@ static void usage(FILE *f, int status) {
             "  run       -m MODEL --batch-file PROMPTS [--parallel N] [run's options]   one prompt a line, up to N\n"
             "            (default 16) decoded together, one pass over the weights per step; completions in order\n"
             "  plan      -m MODEL --mem SIZE [-c CTX] [--json] [--probe-seconds S] [--io-threads N] [--io ENGINE]\n"
-            "            [--disk-gbps X] [--mem-gbps Y] [--resident-type q4_K|q8_0]\n"
+            "            [--disk-gbps X] [--mem-gbps Y] [--resident-type q4_K|q8_0] [--spec-accept A] [--draft-max K]\n"
             "            will it fit, what streams, how fast: on this machine (measures the disk for S seconds,\n"
             "            default 5, and memory for 1 s), or on one whose disk reads X and memory Y GB/s\n"
+            "            and the effect of speculation at acceptance A (default 0.7), k up to K (default 4)\n"
             "  info      -m MODEL\n"
             "  tokenize  -m MODEL (-p TEXT | -f FILE) [--pieces] [--no-bos]\n"
             "  logits    -m MODEL (-p TEXT | -f FILE | --tokens \"1 2 3\") [--top K] [--out FILE] [-t THREADS]\n"
@@ -175,7 +177,7 @@ static const struct { const char *name, *alias; int kind; } OPTIONS[] = {
     {"--batch-file", NULL, VALUE}, {"--parallel", NULL, VALUE},
     {"--io", NULL, VALUE}, {"--mem", NULL, VALUE}, {"--n-predict", "-n", VALUE}, {"--threads", "-t", VALUE},
     {"--ctx-size", "-c", VALUE}, {"--repetitions", "-r", VALUE}, {"--top", NULL, VALUE}, {"--temp", NULL, VALUE},
-    {"--probe-seconds", NULL, VALUE}, {"--disk-gbps", NULL, VALUE}, {"--mem-gbps", NULL, VALUE}, {"--top-k", NULL, VALUE}, {"--top-p", NULL, VALUE}, {"--min-p", NULL, VALUE},
+    {"--probe-seconds", NULL, VALUE}, {"--spec-accept", NULL, VALUE}, {"--disk-gbps", NULL, VALUE}, {"--mem-gbps", NULL, VALUE}, {"--top-k", NULL, VALUE}, {"--top-p", NULL, VALUE}, {"--min-p", NULL, VALUE},
     {"--repeat-penalty", NULL, VALUE}, {"--repeat-last-n", NULL, VALUE}, {"--seed", "-s", VALUE}, {"--kv", NULL, VALUE},
 };
 
@@ -187,6 +189,7 @@ static void parse(int argc, char **argv, opts *o) {
     o->sp = df_sampler_default_params();
     o->spec = -1;
     o->draft_max = 4;
+    o->spec_accept = 0.7;
     o->spec_k = -1;
     for (int i = 2; i < argc; i++) {
         const char *arg = argv[i], *v = NULL;
@@ -261,6 +264,7 @@ static void parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--probe-seconds")) o->probe_secs = parse_float(name, v, 0.1, 600, 0);
         else if (!strcmp(a, "--disk-gbps")) o->disk_gbps = parse_float(name, v, 0, 1e6, 1);
         else if (!strcmp(a, "--mem-gbps")) o->mem_gbps = parse_float(name, v, 0, 1e6, 1);
+        else if (!strcmp(a, "--spec-accept")) o->spec_accept = parse_float(name, v, 0, 0.999, 0);
         else if (!strcmp(a, "--top-k")) o->sp.top_k = (int)parse_long(name, v, 0, 1 << 24);
         else if (!strcmp(a, "--top-p")) o->sp.top_p = parse_float(name, v, 0, 1, 0);
         else if (!strcmp(a, "--min-p")) o->sp.min_p = parse_float(name, v, 0, 1, 0);
@@ -467,6 +471,19 @@ static void suggest_requant(const opts *o, const df_model_params *mp, const df_p
     printf("\n");
 }
 
+/* Speculation's predicted effect (df_plan_predict_spec): the best k in
+ * 0..--draft-max at --spec-accept; tps[k] for each k. */
+static int plan_spec(const opts *o, const df_plan *p, double disk, double mem, double *tps) {
+    int best = 0;
+    for (int k = 0; k <= o->draft_max; k++) {
+        df_plan_speed s;
+        df_plan_predict_spec(p, disk, mem, o->spec_accept, k, &s);
+        tps[k] = s.tokens_per_s;
+        if (tps[k] > tps[best] * 1.0001) best = k;
+    }
+    return best;
+}
+
 static int cmd_plan(const opts *o) {
     if (!o->mem) {
         fprintf(stderr, "deltafin: plan needs --mem SIZE\n");
@@ -525,18 +542,21 @@ static int cmd_plan(const opts *o) {
     df_plan_predict(&p, disk, mem, &sp);
     const double hit = sp.hit_rate, disk_tok = sp.disk_bytes_per_token, mem_tok = sp.memory_bytes_per_token;
     const double t_disk = sp.disk_seconds, t_mem = sp.memory_seconds, tps = sp.tokens_per_s;
+    double spec_tps[65];
+    const int spec_k = plan_spec(o, &p, disk, mem, spec_tps);
     if (o->json) {
         printf("{\"fits\":%s,\"budget\":%llu,\"minimum\":%llu,\"resident_bytes\":%llu,\"session_bytes\":%llu,"
                "\"expert_slots\":%d,\"experts_total\":%d,\"dense_layers_streamed\":%d,\"disk_bytes_per_s\":%.0f,"
                "\"memory_bytes_per_s\":%.0f,\"expected_hit_rate\":%.4f,\"disk_bytes_per_token\":%.0f,"
                "\"memory_bytes_per_token\":%.0f,\"predicted_tokens_per_s\":%.4f,\"disk_source\":\"%s\","
-               "\"memory_source\":\"%s\",\"shape_only\":%s,\"requant_saved_bytes\":%llu}\n",
+               "\"memory_source\":\"%s\",\"shape_only\":%s,\"requant_saved_bytes\":%llu,\"spec_accept\":%.3f,"
+               "\"spec_best_k\":%d,\"spec_tokens_per_s\":%.4f}\n",
                fits ? "true" : "false", (unsigned long long)p.budget, (unsigned long long)p.minimum,
                (unsigned long long)p.resident_bytes, (unsigned long long)p.session_bytes, p.n_expert_slots,
                p.n_experts_total, p.n_dense_streamed, disk, mem, hit, disk_tok, mem_tok, tps,
                how == DISK_GIVEN ? "given" : how == DISK_SHAPED ? "decode-shaped" : how == DISK_SCRATCH ? "scratch" : "plain",
                o->mem_gbps > 0 ? "given" : "measured", sparse ? "true" : "false",
-               (unsigned long long)p.requant_saved_bytes);
+               (unsigned long long)p.requant_saved_bytes, o->spec_accept, spec_k, spec_tps[spec_k]);
         return fits ? 0 : 1;
     }
     print_plan(&p, stdout);
@@ -571,6 +591,11 @@ static int cmd_plan(const opts *o) {
            100.0 * hit, mem_tok / (1 << 20));
     printf("predicted: %.2f tokens/s (%s-bound: disk %.3f s, memory %.3f s per token)\n", tps,
            t_disk >= t_mem ? "disk" : "memory", t_disk, t_mem);
+    printf("speculation at acceptance %.2f (--spec-accept; uniform routing, bytes only):", o->spec_accept);
+    for (int k = 1; k <= o->draft_max; k++) printf(" k=%d %.2f tokens/s (%.2fx)%s", k, spec_tps[k],
+                                                    tps > 0 ? spec_tps[k] / tps : 0, k < o->draft_max ? ";" : "");
+    if (spec_k) printf("\npredicted: speculation pays: k=%d, %.2f tokens/s\n", spec_k, spec_tps[spec_k]);
+    else printf("\npredicted: speculation does not pay here (off)\n");
     return 0;
 }
 

@@ -35,6 +35,22 @@ j64=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 8G -c 1024 --disk-gbps 5 --mem-gb
 check "a larger budget caches more and reads less per token" awk -v a="$(field disk_bytes_per_token "$j")" \
     -v b="$(field disk_bytes_per_token "$j64")" 'BEGIN { exit !(b < a) }'
 
+# speculation's predicted effect (df_plan_predict_spec)
+j0=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 2G -c 1024 --disk-gbps 5 --mem-gbps 400 --spec-accept 0 --json)
+check "acceptance 0: speculation predicted not to pay (k=0, the plain prediction)" \
+    test "$(field spec_best_k "$j0")/$(field spec_tokens_per_s "$j0")" = "0/$(field predicted_tokens_per_s "$j0")"
+"$B/mkmodel" -o "$T/dense.gguf" --arch llama --shape-only --type q8_0 --n-embd 1024 --n-layer 8 --n-ff 4096 2> "$T/mkd.err"
+jd=$("$B/deltafin" plan -m "$T/dense.gguf" --mem 4G -c 1024 --disk-gbps 5 --mem-gbps 400 --spec-accept 0.5 --draft-max 1 --json)
+check "dense in memory, acceptance 0.5, k=1: 1.5x the plain prediction (one read of the weights, 1.5 tokens)" \
+    awk -v b="$(field predicted_tokens_per_s "$jd")" -v s="$(field spec_tokens_per_s "$jd")" -v k="$(field spec_best_k "$jd")" \
+    'BEGIN { exit !(k == 1 && s > 1.499 * b && s < 1.501 * b) }'
+ja=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 2G -c 1024 --disk-gbps 5 --mem-gbps 400 --spec-accept 0.95 --json)
+jb=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 2G -c 1024 --disk-gbps 5 --mem-gbps 400 --spec-accept 0.5 --json)
+check "streamed experts: better acceptance, better prediction ($(field spec_tokens_per_s "$jb") at 0.5, $(field spec_tokens_per_s "$ja") at 0.95)" \
+    awk -v a="$(field spec_tokens_per_s "$ja")" -v b="$(field spec_tokens_per_s "$jb")" 'BEGIN { exit !(a > b) }'
+t=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 2G -c 1024 --disk-gbps 5 --mem-gbps 400)
+check "the text names speculation's effect" grep -q "^speculation at acceptance 0.70" <<< "$t"
+
 # this machine: the disk is measured on a scratch file beside the model, which is removed
 start=$(date +%s)
 j=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 2G -c 1024 --probe-seconds 1 --json)
