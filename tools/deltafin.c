@@ -841,13 +841,42 @@ static int prompt_with_cache(df_session *s, const char *path, const int32_t *ids
     return fed + prefill(s, ids, n - 1, n, logits);
 }
 
-/* The draft model of -md: the main model's settings, no budget of its own. */
-static df_model *load_draft(const opts *o, df_session **ds) {
-    char err[ERRLEN];
+/* The draft model's load settings: the main model's, no hot set, no
+ * requantization, budget bytes (0: none). */
+static df_model_params draft_params(const opts *o, uint64_t budget) {
     df_model_params mp = model_params(o);
-    mp.mem_budget = 0;
+    mp.mem_budget = budget;
     mp.hot_file = "";
     mp.resident_type = NULL;
+    return mp;
+}
+
+/* -md under --mem: the bytes the draft takes out of the budget (all its
+ * weights resident, its session, its overhead; df_model_plan), so the main
+ * model is planned with the rest. 0 without --mem or -md. */
+static uint64_t draft_share(const opts *o) {
+    if (!o->mem || !o->draft) return 0;
+    char err[ERRLEN];
+    df_model_params mp = draft_params(o, (uint64_t)1 << 60);
+    df_plan p;
+    if (df_model_plan(o->draft, &mp, &p, err, sizeof err) != 0) fail(err);
+    const uint64_t need = p.resident_bytes + p.session_bytes + p.overhead_bytes;
+    char b0[32], b1[32];
+    if (need >= o->mem) {
+        snprintf(err, sizeof err, "the draft model alone needs %s, all of --mem %s", df_fmt_bytes(need, b0, sizeof b0),
+                 df_fmt_bytes(o->mem, b1, sizeof b1));
+        fail(err);
+    }
+    fprintf(stderr, "draft: %s of --mem %s (its weights, KV cache and overhead, all in memory); the model plans the rest\n",
+            df_fmt_bytes(need, b0, sizeof b0), df_fmt_bytes(o->mem, b1, sizeof b1));
+    return need;
+}
+
+/* The draft model of -md: the main model's settings, within share bytes of
+ * --mem (draft_share; 0: no budget). */
+static df_model *load_draft(const opts *o, uint64_t share, df_session **ds) {
+    char err[ERRLEN];
+    df_model_params mp = draft_params(o, share);
     df_model *d;
     if (df_model_load(o->draft, &mp, &d, err, sizeof err) != 0) fail(err);
     df_session_params sp = df_session_default_params(); /* as session(), without --trace-experts */
@@ -920,9 +949,12 @@ static int generate(const opts *o, df_model *m, df_session *s, df_spec *sp, df_s
 static int cmd_run(const opts *o) {
     need_prompt(o, "run");
     double t_load;
-    df_model *m = load(o, &t_load);
+    opts om = *o; /* under --mem, the draft's share comes out of the model's budget */
+    const uint64_t share = draft_share(o);
+    om.mem -= share;
+    df_model *m = load(&om, &t_load);
     df_session *s = session(m, o), *ds = NULL;
-    df_model *dm = o->draft ? load_draft(o, &ds) : NULL;
+    df_model *dm = o->draft ? load_draft(o, share, &ds) : NULL;
     int n;
     int32_t *ids = tokenize(m, o, o->prompt, o->prompt_len, &n);
     if (n == 0) fail("the prompt produced no tokens");
