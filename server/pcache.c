@@ -269,7 +269,7 @@ int pcache_restore(srv_pcache *c, df_session *s, const int32_t *prompt, int n, i
     return got;
 }
 
-/* Write s (holding toks[0..n)) to the folder; 0 when written or skipped. */
+/* Write s (holding toks[0..n)) to the folder, unless it is there already. */
 static void store_disk(srv_pcache *c, df_session *s, const int32_t *toks, int n) {
     if (!c->dir || tier_covers(&c->disk, toks, n)) return;
     char name[32];
@@ -289,11 +289,11 @@ static void store_disk(srv_pcache *c, df_session *s, const int32_t *toks, int n)
     if (lstat(e.path, &st) != 0) goto fail;
     e.bytes = (size_t)st.st_size;
     e.used = ++c->clock;
-    tier_evict(&c->disk, e.bytes, 1);
-    if (e.bytes > c->disk.limit) {
+    if (e.bytes > c->disk.limit) { /* larger than the whole tier: not kept */
         unlink(e.path);
         goto fail;
     }
+    tier_evict(&c->disk, e.bytes, 1);
     if (tier_add(&c->disk, &e) != 0) {
         unlink(e.path);
         goto fail;

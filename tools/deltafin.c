@@ -860,7 +860,18 @@ static uint64_t draft_share(const opts *o) {
     df_model_params mp = draft_params(o, (uint64_t)1 << 60);
     df_plan p;
     if (df_model_plan(o->draft, &mp, &p, err, sizeof err) != 0) fail(err);
-    const uint64_t need = p.resident_bytes + p.session_bytes + p.overhead_bytes;
+    uint64_t need = p.resident_bytes + p.session_bytes + p.overhead_bytes;
+    if (need < p.minimum) need = p.minimum;
+    /* the smallest such budget under which the plan keeps every weight in memory */
+    for (int i = 0; i < 8; i++) {
+        mp.mem_budget = need;
+        if (df_model_plan(o->draft, &mp, &p, err, sizeof err) != 0) fail(err);
+        const uint64_t short_by = (uint64_t)(p.n_experts_total - p.n_expert_slots) * p.expert_slot_bytes +
+                                  (uint64_t)p.n_dense_streamed * p.dense_layer_bytes +
+                                  (p.minimum > need ? p.minimum - need : 0);
+        if (!short_by) break;
+        need += short_by;
+    }
     char b0[32], b1[32];
     if (need >= o->mem) {
         snprintf(err, sizeof err, "the draft model alone needs %s, all of --mem %s", df_fmt_bytes(need, b0, sizeof b0),
