@@ -42,7 +42,9 @@
  * line's intercept could decide it. Re-tests: while on, every 16th pass
  * tries a neighbour of the chosen k (alternately above and below), so the
  * costs near the optimum are measured rather than extrapolated; while
- * off, every 16th pass probes with 2 guesses so a change of text is noticed.
+ * off, every 16th pass probes with 2 guesses so a change of text is noticed
+ * (every 4th while fewer than 32 guesses were compared: an acceptance
+ * rate from the warm-up's 6 guesses is too rough to stay off on).
  */
 #include <math.h>
 #include <stdio.h>
@@ -54,6 +56,8 @@
 
 #define WARMUP 4       /* passes alternating k_hi and 1 before choosing */
 #define PROBE_EVERY 16 /* one pass in this many re-tests a neighbour (on) or probes (off) */
+#define PROBE_EVERY_EARLY 4 /* ... while fewer than EARLY_COMPARED guesses were compared */
+#define EARLY_COMPARED 32
 #define PROBE_K 2
 #define MEASURE_OFF 1.25 /* measure k = 0 when the best k's predicted gain is under this */
 #define K_CAP 64
@@ -282,7 +286,7 @@ static int choose_k(df_spec *sp) {
              "predicted %.2f tokens/s at k=%d vs %.2f off",
              accept_rate(sp), a, b + td, sp->draft ? " incl. draft" : "", mib, best_tps, best, predict(sp, 0, a, b));
     sp->k_now = best;
-    if (++sp->since_probe < PROBE_EVERY) return best;
+    if (++sp->since_probe < (sp->compared < EARLY_COMPARED ? PROBE_EVERY_EARLY : PROBE_EVERY)) return best;
     sp->since_probe = 0;
     if (best == 0) return PROBE_K < sp->p.k_max ? PROBE_K : sp->p.k_max;
     /* a neighbour of the choice, alternately above and below (within 1..k_max) */
