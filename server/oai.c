@@ -548,6 +548,9 @@ static cJSON *usage_json(const oai_req *r, srv_job *const *jobs) {
     cJSON_AddNumberToObject(u, "prompt_tokens", r->n_prompt);
     cJSON_AddNumberToObject(u, "completion_tokens", gen);
     cJSON_AddNumberToObject(u, "total_tokens", r->n_prompt + gen);
+    /* as OpenAI reports it: prompt tokens not processed again (the first choice's) */
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    if (d) cJSON_AddNumberToObject(d, "cached_tokens", r->n > 0 ? jobs[0]->n_cached : 0);
     return u;
 }
 

@@ -322,6 +322,19 @@ static char *metrics_text(server *srv) {
     M("prompt_tokens_total", "counter", "Prompt tokens decoded.", "%llu", (unsigned long long)mt.prompt_tokens);
     M("prompt_tokens_cached_total", "counter", "Prompt tokens reused from a slot's KV cache.", "%llu",
       (unsigned long long)mt.prompt_cached);
+    M("prefix_cache_hits_memory_total", "counter", "Prompts that started from a prefix cache entry in memory.", "%llu",
+      (unsigned long long)mt.pc.mem_hits);
+    M("prefix_cache_hits_disk_total", "counter", "Prompts that started from a prefix cache file.", "%llu",
+      (unsigned long long)mt.pc.disk_hits);
+    M("prefix_cache_tokens_reused_total", "counter", "Prompt tokens restored from the prefix caches.", "%llu",
+      (unsigned long long)mt.pc.tokens_reused);
+    M("prefix_cache_memory_bytes", "gauge", "Bytes of the prefix cache in memory.", "%llu",
+      (unsigned long long)mt.pc.mem_bytes);
+    M("prefix_cache_memory_entries", "gauge", "Prompts kept in the memory prefix cache.", "%d", mt.pc.mem_entries);
+    M("prefix_cache_disk_bytes", "gauge", "Bytes of the prefix cache files.", "%llu", (unsigned long long)mt.pc.disk_bytes);
+    M("prefix_cache_disk_entries", "gauge", "Prompts kept in prefix cache files.", "%d", mt.pc.disk_entries);
+    M("prefix_cache_disk_errors_total", "counter", "Prefix cache files refused (damaged) or not written.", "%llu",
+      (unsigned long long)mt.pc.disk_errors);
     M("tokens_per_second", "gauge", "Generated tokens per second over the last seconds.", "%.3f", mt.recent_tps);
     M("busy_tokens_per_second", "gauge", "Generated tokens per second of decoding time.", "%.3f",
       mt.busy_seconds > 0 ? (double)mt.gen_tokens / mt.busy_seconds : 0.0);
@@ -543,7 +556,10 @@ int df_cmd_serve(int argc, char **argv) {
     df_session_params sp = df_session_default_params();
     sp.n_ctx = o.ctx;
     sp.kv_type = mp.kv_type;
-    if (sched_new(srv.m, o.parallel, o.queue, &sp, &srv.sched, err, sizeof err) != 0) {
+    srv_pcache *pc = NULL;
+    if (pcache_new(srv.m, o.pc_mem, o.pc_dir, o.pc_disk, o.pc_min, &pc,
+                   err, sizeof err) != 0 ||
+        sched_new(srv.m, o.parallel, o.queue, &sp, pc, &srv.sched, err, sizeof err) != 0) {
         fprintf(stderr, "deltafin: %s\n", err);
         df_model_free(srv.m);
         free(tmpl);

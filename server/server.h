@@ -11,6 +11,8 @@
  *   chat_cli.c the interactive terminal chat.
  *   opts.c     the command-line options both commands share.
  *   jobs_api.c /v1/jobs: the durable job queue (jobs/, docs/jobs.md) over HTTP.
+ *   pcache.c   prefix caches: the state after recent prompts, in memory
+ *              and in --prompt-cache-dir, for prompts that start alike.
  * A job is one generated sequence (one choice of a request). Everything a
  * job's output holds is guarded by the scheduler's mutex.
  */
@@ -33,6 +35,9 @@ typedef struct srv_opts {
     int worker;             /* serve: run `deltafin worker` on jobs_db beside the API */
     int port, parallel, queue, ctx, threads, n_predict, kv_f32, ignore_eos;
     uint64_t mem;
+    const char *pc_dir;             /* --prompt-cache-dir */
+    uint64_t pc_mem, pc_disk;       /* --prompt-cache-mem, --prompt-cache-disk (bytes) */
+    int pc_min;                     /* --prompt-cache-min: shortest prompt kept (tokens) */
     df_sampler_params sp;
 } srv_opts;
 
@@ -69,6 +74,7 @@ typedef struct srv_job {
     srv_logprob *lps;
     int n_lps, cap_lps;
     int n_gen;              /* tokens generated */
+    int n_cached;           /* prompt tokens not processed again (reused) */
     int finish;             /* enum srv_finish; != FIN_NONE when done */
     char error[256];
     int cancelled;          /* the client went away: stop at the next step */
@@ -79,16 +85,39 @@ typedef struct srv_job {
 
 typedef struct srv_sched srv_sched;
 
+/* ---- prefix caches (pcache.c) ---- */
+typedef struct pcache_stats {
+    uint64_t mem_hits, disk_hits, tokens_reused, mem_stores, disk_stores, disk_errors;
+    uint64_t mem_bytes, disk_bytes;
+    int mem_entries, disk_entries;
+} pcache_stats;
+typedef struct srv_pcache srv_pcache;
+/* mem_limit / disk_limit bytes; dir NULL: memory only; prompts shorter than
+ * min_tokens are not kept. 0, or -1 with err (the folder unusable). */
+int pcache_new(df_model *m, uint64_t mem_limit, const char *dir, uint64_t disk_limit, int min_tokens,
+               srv_pcache **out, char *err, size_t errlen);
+void pcache_free(srv_pcache *c);
+/* If an entry shares more than have tokens with prompt[0..n), load it into
+ * s cut to the shared prefix and return that length; else 0 (s may then
+ * have been reset: the caller truncates to what it keeps, or to 0). */
+int pcache_restore(srv_pcache *c, df_session *s, const int32_t *prompt, int n, int have);
+/* Keep s's state; s holds toks[0..n) (nothing kept otherwise). */
+void pcache_store(srv_pcache *c, df_session *s, const int32_t *toks, int n);
+void pcache_stats_get(const srv_pcache *c, pcache_stats *out);
+const char *pcache_last_error(const srv_pcache *c);
+
 typedef struct srv_metrics {
     uint64_t gen_tokens, prompt_tokens, prompt_cached, requests, rejected, steps, step_seqs;
     double busy_seconds;    /* time spent in steps */
     int queue_depth, active, parallel, queue_cap;
     double recent_tps;      /* generated tokens/s over the last few seconds */
+    pcache_stats pc;        /* the prefix caches */
 } srv_metrics;
 
-/* n_slots sessions of n_ctx tokens each; queue_cap waiting jobs at most. */
-int sched_new(df_model *m, int n_slots, int queue_cap, const df_session_params *sp, srv_sched **out, char *err,
-              size_t errlen);
+/* n_slots sessions of n_ctx tokens each; queue_cap waiting jobs at most;
+ * pc (may be NULL) the prefix caches, owned by the scheduler from then on. */
+int sched_new(df_model *m, int n_slots, int queue_cap, const df_session_params *sp, srv_pcache *pc,
+              srv_sched **out, char *err, size_t errlen);
 void sched_free(srv_sched *s);
 /* Queue jobs (all or none). Returns 0, or -1 when the queue is full. Each
  * job's refs becomes 2; release with sched_release. */
