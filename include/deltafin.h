@@ -344,6 +344,10 @@ typedef struct df_plan {
     int swa_ring;                    /* positions their KV cache keeps (0: the whole context) */
     int n_idx_layers, idx_top_k;     /* DSA (deepseek32, glm-dsa): layers whose indexer keeps a key cache
                                       * (in session_bytes) and the keys each query attends to */
+    int n_comp_layers, n_comp_idx_layers; /* deepseek4: layers with a compressed attention / of those, with
+                                      * the lightning indexer (ratio 4) */
+    uint64_t comp_bytes, comp_idx_bytes, comp_state_bytes; /* deepseek4, one session (in session_bytes):
+                                      * compressed keys, indexer keys, compressors' partial-block states */
 } df_plan;
 
 /* Plan p->mem_budget for the model at path (p->n_ctx etc. size the session).

@@ -381,6 +381,11 @@ static void print_plan(const df_plan *p, FILE *f) {
     if (p->n_idx_layers)
         fprintf(f, "plan: %d of %d layers keep a DSA indexer key cache; each query attends to at most %d keys\n",
                 p->n_idx_layers, p->n_layer, p->idx_top_k);
+    if (p->n_comp_layers)
+        fprintf(f, "plan: %d of %d layers compress their attention (%d with the indexer); of the KV cache and scratch: "
+                "compressed caches %s, indexer keys %s, compressor states %s\n",
+                p->n_comp_layers, p->n_layer, p->n_comp_idx_layers, df_fmt_bytes(p->comp_bytes, b[0], 32),
+                df_fmt_bytes(p->comp_idx_bytes, b[1], 32), df_fmt_bytes(p->comp_state_bytes, b[2], 32));
     fprintf(f, "plan: minimum budget for this model and context: %s\n", df_fmt_bytes(p->minimum, b[0], 32));
 }
 
@@ -550,13 +555,16 @@ static int cmd_plan(const opts *o) {
                "\"memory_bytes_per_s\":%.0f,\"expected_hit_rate\":%.4f,\"disk_bytes_per_token\":%.0f,"
                "\"memory_bytes_per_token\":%.0f,\"predicted_tokens_per_s\":%.4f,\"disk_source\":\"%s\","
                "\"memory_source\":\"%s\",\"shape_only\":%s,\"requant_saved_bytes\":%llu,\"spec_accept\":%.3f,"
-               "\"spec_best_k\":%d,\"spec_tokens_per_s\":%.4f}\n",
+               "\"spec_best_k\":%d,\"spec_tokens_per_s\":%.4f,\"compressed_layers\":%d,\"compressed_cache_bytes\":%llu,"
+               "\"compressed_indexer_bytes\":%llu,\"compressor_state_bytes\":%llu}\n",
                fits ? "true" : "false", (unsigned long long)p.budget, (unsigned long long)p.minimum,
                (unsigned long long)p.resident_bytes, (unsigned long long)p.session_bytes, p.n_expert_slots,
                p.n_experts_total, p.n_dense_streamed, disk, mem, hit, disk_tok, mem_tok, tps,
                how == DISK_GIVEN ? "given" : how == DISK_SHAPED ? "decode-shaped" : how == DISK_SCRATCH ? "scratch" : "plain",
                o->mem_gbps > 0 ? "given" : "measured", sparse ? "true" : "false",
-               (unsigned long long)p.requant_saved_bytes, o->spec_accept, spec_k, spec_tps[spec_k]);
+               (unsigned long long)p.requant_saved_bytes, o->spec_accept, spec_k, spec_tps[spec_k], p.n_comp_layers,
+               (unsigned long long)p.comp_bytes, (unsigned long long)p.comp_idx_bytes,
+               (unsigned long long)p.comp_state_bytes);
         return fits ? 0 : 1;
     }
     print_plan(&p, stdout);

@@ -449,6 +449,11 @@ int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char
         out->swa_ring = out->n_swa_layers ? df_session_kv_ring(m, &sp) : 0;
         out->n_idx_layers = m->hp.idx_n_head ? m->hp.n_layer_idx : 0;
         out->idx_top_k = m->hp.idx_top_k;
+        for (int l = 0; m->hp.comp_ratio && l < m->hp.n_layer; l++) {
+            out->n_comp_layers += m->hp.comp_ratio[l] > 0;
+            out->n_comp_idx_layers += m->hp.comp_ratio[l] == 4;
+        }
+        df_session_comp_bytes(m, &sp, &out->comp_bytes, &out->comp_idx_bytes, &out->comp_state_bytes);
         out->requant_saved_bytes = wp.requant_saved;
     }
     df_model_free(m);

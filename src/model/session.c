@@ -68,6 +68,18 @@ static void comp_floats(const df_hparams *h, int l, int64_t n_ctx, int64_t *comp
     *state = df_cstate_rows(h, l) * df_cstate_width(h, l);
 }
 
+/* All of deepseek4's compressed layers' floats (comp_floats summed). */
+static void comp_totals(const df_hparams *h, int64_t n_ctx, int64_t *comp, int64_t *lid, int64_t *state) {
+    *comp = *lid = *state = 0;
+    for (int l = 0; l < h->n_layer; l++) {
+        int64_t c, d, st;
+        comp_floats(h, l, n_ctx, &c, &d, &st);
+        *comp += c;
+        *lid += d;
+        *state += st;
+    }
+}
+
 int df_cstate_rows(const df_hparams *h, int l) {
     const int r = h->comp_ratio ? h->comp_ratio[l] : 0;
     return r == 4 ? 2 * r : r; /* ratio 4 overlaps the previous block */
@@ -184,14 +196,8 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     ITEM(mem->rec_state, (uint64_t)(n_rec ? n_rec : 1) * (uint64_t)(n_rec ? df_rec_state_floats(h) : 16) * sizeof(float));
     const int64_t n_idx = h->idx_n_head ? h->n_layer_idx : 0;
     ITEM(mem->idx_cache, n_idx ? (uint64_t)n_idx * (uint64_t)C * (uint64_t)h->idx_head_dim * elt : 64);
-    int64_t n_comp = 0, n_lid = 0, n_state = 0;
-    for (int l = 0; l < h->n_layer; l++) {
-        int64_t c, d, st;
-        comp_floats(h, l, C, &c, &d, &st);
-        n_comp += c;
-        n_lid += d;
-        n_state += st;
-    }
+    int64_t n_comp, n_lid, n_state;
+    comp_totals(h, C, &n_comp, &n_lid, &n_state);
     ITEM(mem->ds4_comp, (uint64_t)(n_comp ? n_comp : 16) * sizeof(float));
     ITEM(mem->ds4_lid, (uint64_t)(n_lid ? n_lid : 16) * sizeof(float));
     ITEM(mem->ds4_state, (uint64_t)(n_state ? n_state : 16) * sizeof(float));
@@ -300,6 +306,21 @@ int df_session_kv_ring(const df_model *m, const df_session_params *p) {
     int n;
     if (dry_layout(m, p, &tmp, &tmem, it, &n) != 0) return 0;
     return df_kv_ring(&m->hp, tmp.n_ctx, tmp.n_batch);
+}
+
+void df_session_comp_bytes(const df_model *m, const df_session_params *p, uint64_t *comp, uint64_t *lid,
+                           uint64_t *state) {
+    df_session tmp;
+    df_mem tmem;
+    alloc_item it[MAX_ITEMS];
+    int n;
+    *comp = *lid = *state = 0;
+    if (dry_layout(m, p, &tmp, &tmem, it, &n) != 0) return;
+    int64_t c, d, st;
+    comp_totals(&m->hp, tmp.n_ctx, &c, &d, &st);
+    *comp = (uint64_t)c * sizeof(float);
+    *lid = (uint64_t)d * sizeof(float);
+    *state = (uint64_t)st * sizeof(float);
 }
 
 uint64_t df_session_bytes(const df_model *m, const df_session_params *p) {

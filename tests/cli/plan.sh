@@ -85,6 +85,29 @@ check "... and less to read from memory per token" awk -v a="$(field memory_byte
 if "$B/deltafin" plan -m "$T/k3.gguf" --mem 2G --resident-type q3_Z > /dev/null 2> "$T/err"; then r=0; else r=$?; fi
 check "an unknown --resident-type is a usage error" test "$r" = 2
 
+# deepseek4 (deepseek4-tiny: layers SCHC, head 64, indexer head 64): its compressed layers' memory on its own line
+# and in --json, per session at -c 1024: compressed keys, one row of 64 floats a block (2 x 256 blocks of 4, 8 of
+# 128), indexer keys (2 x 256 rows of 64), compressor states (ratio 4: 8 rows of 2*2*64 + 4*64; ratio 128: 128 of 2*64)
+mkdir "$T/ds4"
+"$B/mkmodel" -o "$T/ds4/ds4.gguf" --preset deepseek4-tiny --shape-only --type q8_0 --expert-type mxfp4 2> "$T/ds4/mk.err"
+j4=$("$B/deltafin" plan -m "$T/ds4/ds4.gguf" --mem 256M -c 1024 --disk-gbps 5 --mem-gbps 400 --json)
+echo "    $j4"
+check "deepseek4: 3 compressed layers" test "$(field compressed_layers "$j4")" = 3
+check "... compressed caches 4 x 64 x (2 x 256 + 8) bytes" test "$(field compressed_cache_bytes "$j4")" = $((4 * 64 * 520))
+check "... indexer keys 4 x 64 x 2 x 256 bytes" test "$(field compressed_indexer_bytes "$j4")" = $((4 * 64 * 512))
+check "... compressor states 4 x (2 x 8 x 512 + 128 x 128) bytes" \
+    test "$(field compressor_state_bytes "$j4")" = $((4 * (2 * 8 * 512 + 128 * 128)))
+check "... all within the session's bytes" awk -v s="$(field session_bytes "$j4")" -v c="$(field compressed_cache_bytes "$j4")" \
+    -v i="$(field compressed_indexer_bytes "$j4")" -v t="$(field compressor_state_bytes "$j4")" 'BEGIN { exit !(c + i + t < s) }'
+j4b=$("$B/deltafin" plan -m "$T/ds4/ds4.gguf" --mem 256M -c 2048 --disk-gbps 5 --mem-gbps 400 --json)
+check "... twice the context: twice the compressed and indexer keys, the same states" test \
+    "$(field compressed_cache_bytes "$j4b")/$(field compressed_indexer_bytes "$j4b")/$(field compressor_state_bytes "$j4b")" = \
+    "$((4 * 64 * 1040))/$((4 * 64 * 1024))/$(field compressor_state_bytes "$j4")"
+h4=$("$B/deltafin" plan -m "$T/ds4/ds4.gguf" --mem 256M -c 1024 --disk-gbps 5 --mem-gbps 400)
+check "... and a line of the report says so" grep -q "^plan: 3 of 4 layers compress their attention (2 with the indexer).*compressed caches 130.0 KiB, indexer keys 128.0 KiB, compressor states 96.0 KiB" <<< "$h4"
+check "a model without compressed layers reports none" test "$(field compressed_layers "$j")/$(field compressor_state_bytes "$j")" = 0/0
+check "... and no such line" lacks "$human" "compress their attention"
+
 # running it is refused with a clear message (there are no weights)
 if "$B/deltafin" run -m "$T/k3.gguf" -p hi -n 1 > /dev/null 2> "$T/err"; then r=0; else r=$?; fi
 check "run on a shape-only model fails ..." test "$r" -ne 0
