@@ -340,6 +340,7 @@ typedef struct df_plan {
     uint64_t dense_layer_bytes;      /* average dense weights of one layer (as in the file) */
     uint64_t requant_saved_bytes;    /* resident_type: how much smaller the resident dense weights are */
     int n_ctx_train;                 /* the model's trained context */
+    int n_ctx;                       /* the context a session is planned for */
     int n_swa_layers, swa_window;    /* sliding-window attention layers (gpt-oss) and their window */
     int swa_ring;                    /* positions their KV cache keeps (0: the whole context) */
     int n_idx_layers, idx_top_k;     /* DSA (deepseek32, glm-dsa): layers whose indexer keeps a key cache

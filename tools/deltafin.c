@@ -654,6 +654,21 @@ static int32_t *parse_tokens(const char *s, int *n) {
     return ids;
 }
 
+/* deepseek4's compressed attention, for info: its layers and what they keep
+ * in a session of -c positions (the default context without -c). Nothing
+ * for other models, nor for a file Deltafin cannot plan (info describes
+ * those too). */
+static void info_compressed(const opts *o) {
+    df_model_params mp = model_params(o);
+    df_plan p;
+    char err[ERRLEN], b[3][32];
+    if (df_model_plan(o->model, &mp, &p, err, sizeof err) != 0 || !p.n_comp_layers) return;
+    printf("compressed:    %d of %d layers (%d with the indexer); a session of %d positions keeps compressed caches "
+           "%s, indexer keys %s, compressor states %s\n",
+           p.n_comp_layers, p.n_layer, p.n_comp_idx_layers, p.n_ctx, df_fmt_bytes(p.comp_bytes, b[0], 32),
+           df_fmt_bytes(p.comp_idx_bytes, b[1], 32), df_fmt_bytes(p.comp_state_bytes, b[2], 32));
+}
+
 static int cmd_info(const opts *o) {
     char err[ERRLEN];
     df_model_desc *d;
@@ -699,6 +714,7 @@ static int cmd_info(const opts *o) {
         printf(" (%.2f MiB per layer; %.2f MiB read per token if nothing is cached)\n",
                (double)tot / (double)(n_moe_layers ? n_moe_layers : 1) / (1 << 20), (double)tot * (double)used / (1 << 20));
     }
+    info_compressed(o);
     printf("tokenizer:     %s%s%s, %" PRIu64 " tokens, %" PRIu64 " merges\n", d->tok_model ? d->tok_model : "(none)",
            d->tok_pre ? ", pre=" : "", d->tok_pre ? d->tok_pre : "", d->n_tokens, d->n_merges);
     df_model_desc_free(d);

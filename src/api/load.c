@@ -453,7 +453,7 @@ int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char
             out->n_comp_layers += m->hp.comp_ratio[l] > 0;
             out->n_comp_idx_layers += m->hp.comp_ratio[l] == 4;
         }
-        df_session_comp_bytes(m, &sp, &out->comp_bytes, &out->comp_idx_bytes, &out->comp_state_bytes);
+        out->n_ctx = df_session_comp_bytes(m, &sp, &out->comp_bytes, &out->comp_idx_bytes, &out->comp_state_bytes);
         out->requant_saved_bytes = wp.requant_saved;
     }
     df_model_free(m);

@@ -308,19 +308,20 @@ int df_session_kv_ring(const df_model *m, const df_session_params *p) {
     return df_kv_ring(&m->hp, tmp.n_ctx, tmp.n_batch);
 }
 
-void df_session_comp_bytes(const df_model *m, const df_session_params *p, uint64_t *comp, uint64_t *lid,
-                           uint64_t *state) {
+int df_session_comp_bytes(const df_model *m, const df_session_params *p, uint64_t *comp, uint64_t *lid,
+                          uint64_t *state) {
     df_session tmp;
     df_mem tmem;
     alloc_item it[MAX_ITEMS];
     int n;
     *comp = *lid = *state = 0;
-    if (dry_layout(m, p, &tmp, &tmem, it, &n) != 0) return;
+    if (dry_layout(m, p, &tmp, &tmem, it, &n) != 0) return 0;
     int64_t c, d, st;
     comp_totals(&m->hp, tmp.n_ctx, &c, &d, &st);
     *comp = (uint64_t)c * sizeof(float);
     *lid = (uint64_t)d * sizeof(float);
     *state = (uint64_t)st * sizeof(float);
+    return tmp.n_ctx;
 }
 
 uint64_t df_session_bytes(const df_model *m, const df_session_params *p) {

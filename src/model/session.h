@@ -108,9 +108,9 @@ struct df_session {
 uint64_t df_session_bytes(const df_model *m, const df_session_params *p);
 /* The part of them that deepseek4's compressed layers keep (0s for other
  * models): compressed keys, indexer keys (ratio-4 layers) and compressor
- * states, in bytes. */
-void df_session_comp_bytes(const df_model *m, const df_session_params *p, uint64_t *comp, uint64_t *lid,
-                           uint64_t *state);
+ * states, in bytes. Returns the session's context (0: too large). */
+int df_session_comp_bytes(const df_model *m, const df_session_params *p, uint64_t *comp, uint64_t *lid,
+                          uint64_t *state);
 
 /* Rows of a sliding-window layer's KV ring for this context and batch (a
  * multiple of 64, at least the window plus a batch's new keys), or 0 when

@@ -105,6 +105,12 @@ check "... twice the context: twice the compressed and indexer keys, the same st
     "$((4 * 64 * 1040))/$((4 * 64 * 1024))/$(field compressor_state_bytes "$j4")"
 h4=$("$B/deltafin" plan -m "$T/ds4/ds4.gguf" --mem 256M -c 1024 --disk-gbps 5 --mem-gbps 400)
 check "... and a line of the report says so" grep -q "^plan: 3 of 4 layers compress their attention (2 with the indexer).*compressed caches 130.0 KiB, indexer keys 128.0 KiB, compressor states 96.0 KiB" <<< "$h4"
+i4=$("$B/deltafin" info -m "$T/ds4/ds4.gguf" -c 1024)
+check "info: the same on a line of its own" grep -q "^compressed: *3 of 4 layers (2 with the indexer); a session of 1024 positions keeps compressed caches 130.0 KiB, indexer keys 128.0 KiB, compressor states 96.0 KiB" <<< "$i4"
+check "... at the default context without -c (the trained 2048: twice the keys)" grep -q \
+    "^compressed: .*a session of 2048 positions keeps compressed caches 260.0 KiB, indexer keys 256.0 KiB, compressor states 96.0 KiB" \
+    <<< "$("$B/deltafin" info -m "$T/ds4/ds4.gguf")"
+check "... and none for a model without them" lacks "$("$B/deltafin" info -m "$T/k3.gguf")" "compressed:"
 check "a model without compressed layers reports none" test "$(field compressed_layers "$j")/$(field compressor_state_bytes "$j")" = 0/0
 check "... and no such line" lacks "$human" "compress their attention"
 
