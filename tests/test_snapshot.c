@@ -1,7 +1,8 @@
 /*
  * test_snapshot.c - session snapshots (df_session_save / df_session_load):
  * a session restored from a snapshot continues with bit-identical logits
- * (KV cache, MLA latent cache, recurrent states); damaged, truncated and
+ * (KV cache, MLA latent cache, recurrent states, deepseek4's sliding-window
+ * rings and compressed state); damaged, truncated and
  * stale snapshots are refused and leave the session as it was. The same
  * for snapshots in memory (df_session_save_mem / df_session_load_mem, the
  * server's prefix cache) and for reading a prompt cache's tokens alone
@@ -149,6 +150,93 @@ static void test_latent(void **st) { (void)st; check_model("--preset deepseek-v3
 static void test_dsa(void **st) { (void)st; check_model("--preset glm-dsa-tiny --type q8_0 --idx-types 1101 --idx-top-k 4", "glmdsa"); }
 static void test_recurrent(void **st) { (void)st; check_model("--preset kimi-linear-tiny --type q8_0", "kimi"); }
 
+/* deepseek4: the compressed keys, the indexer's keys and the compressors'
+ * partial blocks travel with the sliding-window rings. deepseek4-tiny
+ * (window 16, layers SCHC); a context of 512 with batches of 8 gives each
+ * layer a ring of 64 rows. 300 tokens, saved at 261: the rings have wrapped,
+ * two ratio-128 blocks are done and both ratio-4 and ratio-128 compressors
+ * hold a partial block. Restored into a fresh session (from a file) and into
+ * one that has seen other tokens (in memory), the continuation's logits are
+ * bit-identical to the uninterrupted run's at every position. */
+#define DS4_ALL 300
+#define DS4_SAVE 261
+
+static df_session *ds4_session(df_model *m) {
+    df_session_params sp = df_session_default_params();
+    sp.n_ctx = 512;
+    sp.n_batch = 8;
+    df_session *s;
+    char err[512];
+    assert_int_equal(df_session_new(m, &sp, &s, err, sizeof err), 0);
+    return s;
+}
+
+/* Decode tokens [from, upto) of t in batches of 8 (and a last shorter one); logits: each position's. */
+static void ds4_feed(df_session *s, const int32_t *t, int from, int upto, float *logits, int nv) {
+    char err[512];
+    for (int i = from; i < upto; i += 8) {
+        const int n = upto - i < 8 ? upto - i : 8;
+        if (df_decode(s, t + i, n, logits + (size_t)i * nv, 1, err, sizeof err) != 0) fail_msg("decode: %s", err);
+    }
+}
+
+static void test_deepseek4(void **st) {
+    (void)st;
+    char path[256], snap[256], err[512];
+    df_model *m = load("--preset deepseek4-tiny --type q8_0", "ds4", path, sizeof path);
+    const int nv = df_n_vocab(m);
+    int32_t t[DS4_ALL];
+    for (int i = 0; i < DS4_ALL; i++) t[i] = (int32_t)((i * 7919) % 300 + 5);
+    float *ref = calloc((size_t)DS4_ALL * nv, sizeof(float)), *got = calloc((size_t)DS4_ALL * nv, sizeof(float));
+    assert_non_null(ref);
+    assert_non_null(got);
+    df_session *a = ds4_session(m);
+    ds4_feed(a, t, 0, DS4_ALL, ref, nv);
+    df_session *b = ds4_session(m);
+    ds4_feed(b, t, 0, DS4_SAVE, got, nv);
+    snprintf(snap, sizeof snap, "%s/ds4.snap", tmpdir);
+    if (df_session_save(b, snap, NULL, 0, err, sizeof err) != 0) fail_msg("save: %s", err);
+    void *blob = NULL;
+    size_t blen = 0;
+    if (df_session_save_mem(b, &blob, &blen, err, sizeof err) != 0) fail_msg("save_mem: %s", err);
+    /* from the file, into a fresh session */
+    df_session *c = ds4_session(m);
+    if (df_session_load(c, snap, NULL, 0, NULL, err, sizeof err) != 0) fail_msg("load: %s", err);
+    assert_int_equal(df_session_pos(c), DS4_SAVE);
+    memset(got, 0, (size_t)DS4_ALL * nv * sizeof(float));
+    ds4_feed(c, t, DS4_SAVE, DS4_ALL, got, nv);
+    const size_t tail = (size_t)(DS4_ALL - DS4_SAVE) * nv * sizeof(float);
+    assert_memory_equal(ref + (size_t)DS4_SAVE * nv, got + (size_t)DS4_SAVE * nv, tail);
+    /* from memory, into a session that has seen 200 other tokens */
+    df_session *e = ds4_session(m);
+    int32_t other[200];
+    for (int i = 0; i < 200; i++) other[i] = (int32_t)((i * 31) % 200 + 7);
+    ds4_feed(e, other, 0, 200, got, nv);
+    if (df_session_load_mem(e, blob, blen, err, sizeof err) != 0) fail_msg("load_mem: %s", err);
+    assert_int_equal(df_session_pos(e), DS4_SAVE);
+    memset(got, 0, (size_t)DS4_ALL * nv * sizeof(float));
+    ds4_feed(e, t, DS4_SAVE, DS4_ALL, got, nv);
+    assert_memory_equal(ref + (size_t)DS4_SAVE * nv, got + (size_t)DS4_SAVE * nv, tail);
+    /* a session of another ring (a context of 1024 with batches of 64: 128 rows) refuses it */
+    df_session_params sp = df_session_default_params();
+    sp.n_ctx = 1024;
+    sp.n_batch = 64;
+    df_session *g;
+    assert_int_equal(df_session_new(m, &sp, &g, err, sizeof err), 0);
+    assert_int_equal(df_session_load(g, snap, NULL, 0, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "another session shape"));
+    assert_int_equal(df_session_pos(g), 0);
+    free(blob);
+    df_session_free(a);
+    df_session_free(b);
+    df_session_free(c);
+    df_session_free(e);
+    df_session_free(g);
+    free(ref);
+    free(got);
+    df_model_free(m);
+}
+
 /* A snapshot of one model is stale for another (and for a changed file). */
 static void test_stale(void **st) {
     (void)st;
@@ -208,6 +296,7 @@ int main(void) {
         cmocka_unit_test(test_latent),
         cmocka_unit_test(test_dsa),
         cmocka_unit_test(test_recurrent),
+        cmocka_unit_test(test_deepseek4),
         cmocka_unit_test(test_stale),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

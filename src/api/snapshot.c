@@ -5,7 +5,10 @@
  * DESIGN
  * A snapshot holds what a session has seen: the position, and for every
  * layer the rows of positions < pos of its KV or MLA latent cache (and of a
- * DSA layer's indexer key cache), or its
+ * DSA layer's indexer key cache; a sliding-window layer's ring, at most,
+ * as it lies: the ring's size is in the header and must match), deepseek4's
+ * compressed keys and indexer keys of the blocks begun and its compressors'
+ * state, or its
  * recurrent state (short-conv windows and delta-rule state), read and written
  * through session.c's accessors only. Scratch buffers are not saved: they
  * hold nothing between decodes.
@@ -13,7 +16,7 @@
  * File (little-endian):
  *   header  "DFSNAP01" | u32 version | u32 pos | u64 model fingerprint | u32 n_layer | u32 kv_type
  *           | u64 k row bytes | u64 v row bytes | u64 conv floats | u64 state floats | u64 user bytes
- *           | u64 payload bytes | u64 checksum
+ *           | u64 payload bytes | u32 ring (0: none) | 12 zero bytes | u64 checksum
  *   then the caller's bytes (user), then the layers in order.
  * The checksum (a 64-bit multiply-rotate hash) covers the header before it,
  * the user bytes and the payload. The fingerprint is the model's identity:
@@ -75,7 +78,7 @@ static uint64_t hash_final(const hasher *hs) {
 /* ---- layout ---- */
 
 typedef struct {
-    uint32_t pos, n_layer, kv_type;
+    uint32_t pos, n_layer, kv_type, ring;
     uint64_t fp, k_row, v_row, conv, state, user, payload;
 } snap_shape;
 
@@ -98,13 +101,39 @@ static uint64_t model_fingerprint(const df_model *m) {
     return hash_final(&hs);
 }
 
+/* Rows of layer l's cache in a snapshot at position pos: positions
+ * 0..pos-1, or a sliding-window layer's whole ring once it has wrapped
+ * (rows as they lie: position p in row p % ring; the ring is in the header). */
+static uint64_t cache_rows(const df_session *s, int l, uint64_t pos) {
+    df_attn_desc d;
+    df_mem_attn_view(s, l, &d);
+    return d.ring && pos > (uint64_t)d.ring ? (uint64_t)d.ring : pos;
+}
+
+/* deepseek4 layer l's compressed memory at position pos, in floats: the
+ * compressed and indexer rows of the blocks begun, the compressors' state. */
+static void comp_at(const df_session *s, int l, uint64_t pos, size_t *comp, size_t *lid, size_t *state) {
+    int64_t c, d, st;
+    df_mem_comp_floats(&s->m->hp, l, (int64_t)pos, &c, &d, &st);
+    *comp = (size_t)c;
+    *lid = (size_t)d;
+    *state = (size_t)st;
+}
+
 /* Bytes of s's layers' memory in a snapshot at position pos (sh: row sizes). */
 static uint64_t payload_bytes(const df_session *s, const snap_shape *sh, uint64_t pos) {
     uint64_t total = 0;
     for (uint32_t l = 0; l < sh->n_layer; l++) {
         const int kind = df_mem_kind(s, (int)l);
-        if (kind == DF_MEM_RECURRENT) total += (sh->conv + sh->state) * sizeof(float);
-        else total += pos * (sh->k_row + (kind == DF_MEM_KV ? sh->v_row : 0) + df_mem_idx_row_bytes(s, (int)l));
+        if (kind == DF_MEM_RECURRENT) {
+            total += (sh->conv + sh->state) * sizeof(float);
+            continue;
+        }
+        total += cache_rows(s, (int)l, pos) *
+                 (sh->k_row + (kind == DF_MEM_KV ? sh->v_row : 0) + df_mem_idx_row_bytes(s, (int)l));
+        size_t c, d, st;
+        comp_at(s, (int)l, pos, &c, &d, &st);
+        total += (uint64_t)(c + d + st) * sizeof(float);
     }
     return total;
 }
@@ -117,6 +146,7 @@ static snap_shape shape_of(const df_session *s, uint64_t user_len) {
     sh.pos = (uint32_t)s->pos;
     sh.n_layer = (uint32_t)h->n_layer;
     sh.kv_type = (uint32_t)df_mem_kv_type(s);
+    sh.ring = (uint32_t)df_kv_ring(h, s->n_ctx, s->n_batch);
     sh.fp = model_fingerprint(s->m);
     sh.k_row = df_mem_k_row_bytes(s);
     sh.v_row = df_mem_v_row_bytes(s);
@@ -157,7 +187,8 @@ static void encode_header(const snap_shape *sh, unsigned char *b) {
     put64(b + 56, sh->state);
     put64(b + 64, sh->user);
     put64(b + 72, sh->payload);
-    memset(b + 80, 0, HDR_BYTES - 80);
+    put32(b + 80, sh->ring);
+    memset(b + 84, 0, HDR_BYTES - 84);
 }
 
 /* The layers' memory, in file order, as (pointer, bytes) pieces: visit(ctx, p, n). */
@@ -172,11 +203,17 @@ static int each_piece(df_session *s, uint32_t pos, int (*visit)(void *ctx, void 
                 return -1;
             continue;
         }
-        /* rows of one layer are contiguous: positions 0..pos-1 in one piece */
-        if (pos && visit(ctx, df_mem_k_row_w(s, l, 0), (size_t)pos * kr)) return -1;
-        if (kind == DF_MEM_KV && pos && visit(ctx, df_mem_v_row_w(s, l, 0), (size_t)pos * vr)) return -1;
+        /* rows of one layer are contiguous: rows 0..n-1 in one piece */
+        const size_t n = (size_t)cache_rows(s, l, pos);
+        if (n && visit(ctx, df_mem_k_row_w(s, l, 0), n * kr)) return -1;
+        if (kind == DF_MEM_KV && n && visit(ctx, df_mem_v_row_w(s, l, 0), n * vr)) return -1;
         const size_t ir = df_mem_idx_row_bytes(s, l); /* DSA: the indexer's keys */
-        if (ir && pos && visit(ctx, df_mem_idx_rows(s, l), (size_t)pos * ir)) return -1;
+        if (ir && n && visit(ctx, df_mem_idx_rows(s, l), n * ir)) return -1;
+        size_t c, d, st; /* deepseek4: compressed keys, indexer keys, compressors' state */
+        comp_at(s, l, pos, &c, &d, &st);
+        if (c && visit(ctx, df_mem_comp(s, l), c * sizeof(float))) return -1;
+        if (d && visit(ctx, df_mem_lid(s, l), d * sizeof(float))) return -1;
+        if (st && visit(ctx, df_mem_cstate(s, l), st * sizeof(float))) return -1;
     }
     return 0;
 }
@@ -230,8 +267,6 @@ int df_session_save(df_session *s, const char *path, const void *user, size_t us
     if (!path || !*path) return df_seterr(err, errlen, "df_session_save: no path");
     if (user_len && !user) return df_seterr(err, errlen, "df_session_save: no user bytes");
     if (s->rec_broken) return df_seterr(err, errlen, "the session's recurrent state is unusable: nothing to save");
-    if (s->m->hp.comp_ratio) /* deepseek4: compressed caches and compressor states are not in the format yet */
-        return df_seterr(err, errlen, "snapshots of %s sessions are not supported yet", s->m->arch_name), DF_E_UNSUPPORTED;
     if (df_model_is_file(s->m, path)) return df_seterr(err, errlen, "%s is the model: a snapshot never goes there", path);
     const snap_shape sh = shape_of(s, user_len);
     unsigned char hdr[HDR_BYTES + 8];
@@ -321,7 +356,8 @@ static int check_header(df_session *s, const unsigned char *b, const char *path,
     sh.pos = pos;
     if (get64(b + 16) != want.fp) return df_seterr(err, errlen, "%s: stale: made for another model, or the model file changed", path);
     if (get32(b + 24) != want.n_layer || get32(b + 28) != want.kv_type || get64(b + 32) != want.k_row ||
-        get64(b + 40) != want.v_row || get64(b + 48) != want.conv || get64(b + 56) != want.state)
+        get64(b + 40) != want.v_row || get64(b + 48) != want.conv || get64(b + 56) != want.state ||
+        get32(b + 80) != want.ring)
         return df_seterr(err, errlen, "%s: made for another session shape or KV type", path);
     const uint64_t payload = payload_bytes(s, &want, pos);
     if (get64(b + 72) != payload) return df_seterr(err, errlen, "%s: damaged (sizes disagree)", path);
@@ -342,8 +378,6 @@ static int read_header(df_session *s, int fd, const char *path, snap_shape *out,
 int df_session_load(df_session *s, const char *path, void *user, size_t user_cap, size_t *user_len, char *err,
                     size_t errlen) {
     if (user_len) *user_len = 0;
-    if (s->m->hp.comp_ratio)
-        return df_seterr(err, errlen, "snapshots of %s sessions are not supported yet", s->m->arch_name), DF_E_UNSUPPORTED;
     const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return df_seterr(err, errlen, "%s: %s", path, strerror(errno));
     struct stat st;

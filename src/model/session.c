@@ -56,9 +56,7 @@ struct df_mem {
     float *ds4_comp, *ds4_lid, *ds4_state; /* deepseek4's compressed layers (df_mem_comp_floats) */
 };
 
-/* deepseek4 layer l's floats of compressed keys, indexer keys and compressor
- * state for n_ctx positions (0, 0, 0: not a compressed layer). */
-static void comp_floats(const df_hparams *h, int l, int64_t n_ctx, int64_t *comp, int64_t *lid, int64_t *state) {
+void df_mem_comp_floats(const df_hparams *h, int l, int64_t n_ctx, int64_t *comp, int64_t *lid, int64_t *state) {
     const int r = h->comp_ratio ? h->comp_ratio[l] : 0;
     *comp = *lid = *state = 0;
     if (!r) return;
@@ -68,12 +66,12 @@ static void comp_floats(const df_hparams *h, int l, int64_t n_ctx, int64_t *comp
     *state = df_cstate_rows(h, l) * df_cstate_width(h, l);
 }
 
-/* All of deepseek4's compressed layers' floats (comp_floats summed). */
+/* All of deepseek4's compressed layers' floats (df_mem_comp_floats summed). */
 static void comp_totals(const df_hparams *h, int64_t n_ctx, int64_t *comp, int64_t *lid, int64_t *state) {
     *comp = *lid = *state = 0;
     for (int l = 0; l < h->n_layer; l++) {
         int64_t c, d, st;
-        comp_floats(h, l, n_ctx, &c, &d, &st);
+        df_mem_comp_floats(h, l, n_ctx, &c, &d, &st);
         *comp += c;
         *lid += d;
         *state += st;
@@ -362,7 +360,7 @@ static void mem_bind(df_session *s) {
         if (h->idx_n_head && (!h->idx_full || h->idx_full[l]))
             lm->idx = mem->idx_cache + ii++ * (int64_t)s->n_ctx * h->idx_head_dim * (int64_t)mem->kv_elt;
         int64_t c, d, st;
-        comp_floats(h, l, s->n_ctx, &c, &d, &st);
+        df_mem_comp_floats(h, l, s->n_ctx, &c, &d, &st);
         if (c) {
             lm->comp = mem->ds4_comp + oc;
             lm->lid = d ? mem->ds4_lid + od : NULL;

@@ -166,6 +166,10 @@ uint8_t *df_mem_idx_rows(df_session *s, int l);
 float *df_mem_comp(df_session *s, int l);
 float *df_mem_lid(df_session *s, int l);
 float *df_mem_cstate(df_session *s, int l);
+/* deepseek4 layer l's floats of compressed keys and indexer keys for n_ctx
+ * positions (the blocks begun), and of its compressors' state (0, 0, 0:
+ * not a compressed layer). */
+void df_mem_comp_floats(const df_hparams *h, int l, int64_t n_ctx, int64_t *comp, int64_t *lid, int64_t *state);
 int df_cstate_rows(const df_hparams *h, int l);
 int64_t df_cstate_width(const df_hparams *h, int l);
 
