@@ -28,6 +28,11 @@ static void make_model(const char *args, const char *name, char *path, size_t n)
     tu_mkmodel(path, args);
 }
 
+/* The context of the sessions and the prompt length of run(); the sliding-
+ * window ring test lengthens both so that the ring is smaller than the
+ * context and wraps. */
+static int g_ctx = 64, g_prompt = 40;
+
 /* Load path under budget (0: mapped) with reading engine `engine` and the
  * hot-expert file hot ("" = none), and open a session of 64 tokens. */
 static df_session *open_budgeted(const char *path, uint64_t budget, int engine, const char *hot, df_model **m) {
@@ -35,13 +40,13 @@ static df_session *open_budgeted(const char *path, uint64_t budget, int engine, 
     df_model_params mp = df_model_default_params();
     mp.n_threads = 2;
     mp.mem_budget = budget;
-    mp.n_ctx = 64;
+    mp.n_ctx = g_ctx;
     mp.n_batch = 16;
     mp.hot_file = hot;
     mp.io_engine = engine;
     if (df_model_load(path, &mp, m, err, sizeof err) != 0) fail_msg("%s", err);
     df_session_params sp = df_session_default_params();
-    sp.n_ctx = 64;
+    sp.n_ctx = g_ctx;
     sp.n_batch = 16;
     df_session *s;
     if (df_session_new(*m, &sp, &s, err, sizeof err) != 0) fail_msg("%s", err);
@@ -54,7 +59,7 @@ static float *run(const char *path, uint64_t budget, int engine, int *count, df_
     char err[512];
     df_model *m;
     df_session *s = open_budgeted(path, budget, engine, "", &m);
-    const int nv = df_n_vocab(m), np = 40, ng = 12;
+    const int nv = df_n_vocab(m), np = g_prompt, ng = 12;
     float *out = malloc(sizeof(float) * (size_t)nv * (np + ng));
     int32_t toks[40];
     for (int i = 0; i < np; i++) toks[i] = (int32_t)(1 + (i * 71) % (nv - 3));
@@ -79,7 +84,7 @@ static uint64_t minimum_for(const char *path) {
     df_model_params mp = df_model_default_params();
     mp.n_threads = 2;
     mp.mem_budget = 1;
-    mp.n_ctx = 64;
+    mp.n_ctx = g_ctx;
     mp.n_batch = 16;
     df_plan p;
     assert_int_equal(df_model_plan(path, &mp, &p, err, sizeof err), 0);
@@ -132,6 +137,39 @@ static void test_moe_streaming_identical(void **state) {
     /* delta-net states in the session reserve; an MTP block neither planned nor read */
     check_identical("--preset qwen35moe-tiny --type q8_0 --expert-type q4_K", "qwen35moe", 2 << 20);
     check_identical("--preset qwen3next-tiny --type q8_0", "qwen3next", 2 << 20);
+}
+
+/* gpt-oss with an 8-token window in a 256-token context: the sliding layers'
+ * KV ring (window + batch - 1 positions, rounded up to 64) is smaller than
+ * the context and than the 120 + 12 tokens run, so it wraps twice while the
+ * model streams; the logits are identical to the in-memory run's. */
+static void test_gptoss_ring_streaming_identical(void **state) {
+    (void)state;
+    const char *args = "--preset gpt-oss-tiny --type q8_0 --expert-type mxfp4 --swa 8 --ctx 256";
+    char path[256], err[512];
+    g_ctx = 256;
+    g_prompt = 120;
+    make_model(args, "gpt-oss-swa8", path, sizeof path);
+    df_model_params mp = df_model_default_params();
+    mp.n_threads = 2;
+    mp.mem_budget = 1;
+    mp.n_ctx = g_ctx;
+    mp.n_batch = 16;
+    df_plan p;
+    assert_int_equal(df_model_plan(path, &mp, &p, err, sizeof err), 0);
+    assert_int_equal(p.swa_window, 8);
+    assert_true(p.n_swa_layers > 0);
+    printf("  gpt-oss: window %d, ring %d of a %d-token context\n", p.swa_window, p.swa_ring, g_ctx);
+    assert_true(p.swa_ring > 0 && p.swa_ring < g_prompt); /* wraps inside the prompt, far below n_ctx */
+    check_identical(args, "gpt-oss-swa8", 2 << 20);
+}
+
+/* Teardown of the ring test: the other tests' lengths back, even after a failure. */
+static int default_lengths(void **state) {
+    (void)state;
+    g_ctx = 64;
+    g_prompt = 40;
+    return 0;
 }
 
 /* Memory pressure: the expert cache shrinks mid-decode (df_model_set_mem)
@@ -356,6 +394,7 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_moe_streaming_identical),
+        cmocka_unit_test_teardown(test_gptoss_ring_streaming_identical, default_lengths),
         cmocka_unit_test(test_nextn_block_skipped),
         cmocka_unit_test(test_shrink_mid_decode),
         cmocka_unit_test(test_dense_streaming_identical),
