@@ -32,7 +32,10 @@
  *   blocks per step, one vpdpbusd per row and token (weights as w + 128,
  *   the accumulator started at -128 * sum(y)); the lane sums are folded and
  *   accumulated like kern_avx2.c's tile, so the outputs are the AVX2 gemm's
- *   bits (the other gemms are still inherited from the AVX2 table).
+ *   bits. q4_K's tile uses q4_K_dot's 64-element maddubs + vpdpwssd per row
+ *   and token, adds the two 256-bit halves into the AVX2 tile's lanes and
+ *   folds them as it does (same bits). The other gemms are still inherited
+ *   from the AVX2 table.
  * - The integer sums per block are exactly the scalar reference's; only the
  *   float accumulation order differs.
  * - This file is exercised by tests/test_quant.c wherever the CPU has
