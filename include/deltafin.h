@@ -218,12 +218,14 @@ int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int al
  * n_vocab logits. Each session gets exactly what df_decode would give it
  * alone. The input of every session is checked before any runs; a failure
  * while running stops there (err names the session; sessions before it have
- * advanced). When every session brings one token (a generation step) the
- * tokens run as the rows of one forward pass, every architecture: each
- * weight read once for all of them, and under a budget each MoE layer asks
- * for the union of the rows' experts once (sessions with abort_cb or an
- * expert trace excepted; df_io_stats counts passes and unions). Prompts run
- * the sessions one after another under one hold of the model's lock. */
+ * advanced). Consecutive sessions whose tokens fit together in the first
+ * one's n_batch (each within its own) run as the rows of one forward pass,
+ * every architecture: generation steps and prompts alike (a new prompt is
+ * prefilled beside the others' steps), each weight read once for all of
+ * them, and under a budget each MoE layer asks for the union of the rows'
+ * experts once (sessions with abort_cb or an expert trace excepted;
+ * df_io_stats counts passes and unions). The rest run one after another
+ * under one hold of the model's lock. */
 int df_decode_batch(df_session *const *sessions, int n_sessions, const int32_t *const *tokens, const int *n_tokens,
                     float *const *logits, char *err, size_t errlen);
 
@@ -491,7 +493,7 @@ int df_chat_render(const char *tmpl, const char *vars_json, char **out, char *er
 /* ---- misc ---- */
 
 const char *df_version(void);
-const char *df_isa(void);   /* SIMD level selected at run time */
+const char *df_isa(void);   /* SIMD level selected at run time (scalar, avx2, avx512, neon, amx) */
 double df_time(void);       /* monotonic wall clock in seconds */
 uint64_t df_peak_rss(void); /* peak resident set size of this process in bytes (0 if unknown) */
 /* A byte count for people: "512 B", "1.0 KiB", "64.0 MiB", "1.50 GiB". Returns buf. */

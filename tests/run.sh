@@ -32,6 +32,13 @@ for t in "$BUILD"/test_*; do
     [ -x "$t" ] || continue
     run "$(basename "$t")" $EXEC "$t"
 done
+# The AMX table on the software tile model, any machine (DELTAFIN_AMX=model):
+# its selection, and every gemm check of test_matmul against it (natively
+# only: under an emulator test_matmul on the model takes many minutes).
+for t in test_amx test_matmul; do
+    [ -n "$EXEC" ] && [ "$t" = test_matmul ] && continue
+    [ -x "$BUILD/$t" ] && run "$t-amx-model" env DELTAFIN_AMX=model $EXEC "$BUILD/$t"
+done
 [ -z "$EXEC" ] || { echo; echo "$pass passed, $failn failed"; [ "$failn" -eq 0 ]; exit; } # CLI tests: native only
 for t in tests/cli/*.sh; do
     [ -f "$t" ] || continue

@@ -16,6 +16,10 @@
 #define NS 3    /* sessions */
 #define NP 11   /* prompt of session 0 (others: shorter) */
 #define NG 6    /* greedy steps */
+#define MIX 2   /* at this step session 0 brings MIX_N tokens (its greedy one and more): a prompt beside steps */
+#define MIX_N 3
+
+static int nbatch = 8; /* the models' and sessions' n_batch (check_batch sets it) */
 
 static char tmpdir[128];
 
@@ -48,7 +52,7 @@ static df_model *load(const char *path, uint64_t budget) {
     df_model_params mp = df_model_default_params();
     mp.n_threads = 2;
     mp.n_ctx = 64;
-    mp.n_batch = 8;
+    mp.n_batch = nbatch;
     mp.hot_file = "";
     if (budget) {
         df_plan p, one;
@@ -68,7 +72,7 @@ static df_session *session(df_model *m) {
     char err[512];
     df_session_params sp = df_session_default_params();
     sp.n_ctx = 64;
-    sp.n_batch = 8;
+    sp.n_batch = nbatch;
     df_session *s;
     if (df_session_new(m, &sp, &s, err, sizeof err) != 0) fail_msg("%s", err);
     return s;
@@ -77,6 +81,15 @@ static df_session *session(df_model *m) {
 static void prompt(int i, int nv, int32_t *toks, int *n) {
     *n = NP - 3 * i;
     for (int k = 0; k < *n; k++) toks[k] = (int32_t)(1 + (k * 31 + i * 17) % (nv - 3));
+}
+
+/* Session i's tokens at greedy step g: its greedy token t, and at step MIX
+ * session 0 brings MIX_N tokens (t and fixed ones after it). */
+static int step_tokens(int i, int g, int32_t t, int32_t *toks) {
+    toks[0] = t;
+    if (i != 0 || g != MIX) return 1;
+    for (int k = 1; k < MIX_N; k++) toks[k] = 7 + 2 * k;
+    return MIX_N;
 }
 
 /* Session i alone: the logits after its prompt and after each greedy step. */
@@ -89,16 +102,23 @@ static void alone(df_model *m, int i, float *out) {
     df_session *s = session(m);
     assert_int_equal(df_decode(s, toks, n, out, 0, err, sizeof err), DF_OK);
     for (int g = 0; g < NG; g++) {
-        int32_t t = argmax(out + (size_t)g * nv, nv);
-        assert_int_equal(df_decode(s, &t, 1, out + (size_t)(g + 1) * nv, 0, err, sizeof err), DF_OK);
+        int32_t t[MIX_N];
+        const int k = step_tokens(i, g, argmax(out + (size_t)g * nv, nv), t);
+        assert_int_equal(df_decode(s, t, k, out + (size_t)(g + 1) * nv, 0, err, sizeof err), DF_OK);
     }
     df_session_free(s);
 }
 
-static void check_batch(const char *name, const char *args, int streamed) {
+/* NS sessions decoded together (df_decode_batch) give the logits of each
+ * alone. With n_batch nb = 8 the prompts (11, 8 and 5 tokens) run one after
+ * another (11 > 8; 8 + 5 > 8); with nb >= 24 they are the runs of one pass.
+ * The step where session 0 brings MIX_N tokens beside the others' single
+ * tokens is one pass either way. */
+static void check_batch(const char *name, const char *args, int streamed, int nb) {
     char path[256], err[512];
     snprintf(path, sizeof path, "%s/%s.gguf", tmpdir, name);
-    if (!streamed) tu_mkmodel(path, args);
+    if (!streamed && nb == 8) tu_mkmodel(path, args);
+    nbatch = nb;
     df_model *m = load(path, streamed);
     const int nv = df_n_vocab(m);
     const size_t per = (size_t)(NG + 1) * nv;
@@ -116,26 +136,41 @@ static void check_batch(const char *name, const char *args, int streamed) {
         tp[i] = toks[i];
         lp[i] = got + i * per;
     }
+    df_io_stats a, b;
+    df_model_io_stats(m, &a);
     assert_int_equal(df_decode_batch(s, NS, tp, n, lp, err, sizeof err), DF_OK);
+    df_model_io_stats(m, &b);
+    if (nb >= NS * NP) { /* the three prompts prefilled in one pass */
+        assert_int_equal(b.passes - a.passes, 1);
+        assert_int_equal(b.pass_rows - a.pass_rows, 3 * NP - 9);
+    }
+    int32_t mix[NS][MIX_N];
     for (int g = 0; g < NG; g++) {
         for (int i = 0; i < NS; i++) {
-            next[i] = argmax(got + i * per + (size_t)g * nv, nv);
-            tp[i] = &next[i];
-            n[i] = 1;
+            n[i] = step_tokens(i, g, argmax(got + i * per + (size_t)g * nv, nv), mix[i]);
+            tp[i] = mix[i];
             lp[i] = got + i * per + (size_t)(g + 1) * nv;
         }
+        df_model_io_stats(m, &a);
         assert_int_equal(df_decode_batch(s, NS, tp, n, lp, err, sizeof err), DF_OK);
+        df_model_io_stats(m, &b);
+        assert_int_equal(b.passes - a.passes, 1); /* a step, with or without session 0's MIX_N tokens */
+        assert_int_equal(b.pass_rows - a.pass_rows, NS + (g == MIX ? MIX_N - 1 : 0));
     }
-    for (int i = 0; i < NS; i++) assert_int_equal(df_session_pos(s[i]), NP - 3 * i + NG);
+    for (int i = 0; i < NS; i++) assert_int_equal(df_session_pos(s[i]), NP - 3 * i + NG + (i ? 0 : MIX_N - 1));
     if (memcmp(ref, got, sizeof(float) * per * NS) != 0) fail_msg("%s%s: batched logits differ", name, streamed ? " (streamed)" : "");
-    printf("  %-12s %-9s %d sessions x %d greedy steps: bit-identical to decoding alone\n", name,
-           streamed ? "streamed" : "in memory", NS, NG);
+    printf("  %-12s %-9s n_batch %2d: %d sessions x %d greedy steps (prompts in %s, a %d-token run beside "
+           "steps): bit-identical to decoding alone\n", name, streamed ? "streamed" : "in memory", nb, NS, NG,
+           nb >= NS * NP ? "one pass" : "turn", MIX_N);
     /* a NULL logits entry; a generation step is one pass over the weights
      * (every architecture), each MoE layer running the union of the rows'
      * experts once; and the input checks */
     lp[1] = NULL;
-    next[0] = next[1] = next[2] = 1;
-    df_io_stats a, b;
+    for (int i = 0; i < NS; i++) {
+        next[i] = 1;
+        tp[i] = &next[i];
+        n[i] = 1;
+    }
     df_model_io_stats(m, &a);
     assert_int_equal(df_decode_batch(s, NS, tp, n, lp, err, sizeof err), DF_OK);
     df_model_io_stats(m, &b);
@@ -156,6 +191,7 @@ static void check_batch(const char *name, const char *args, int streamed) {
     free(ref);
     free(got);
     df_model_free(m);
+    nbatch = 8;
 }
 
 /* NS sessions at the same prompt choose the same experts: a batched step
@@ -215,8 +251,10 @@ static void test_union(void **state) {
 static void test_batch_identical(void **state) {
     (void)state;
     for (size_t k = 0; k < sizeof presets / sizeof presets[0]; k++) {
-        check_batch(presets[k][0], presets[k][1], 0);
-        check_batch(presets[k][0], presets[k][1], 1);
+        check_batch(presets[k][0], presets[k][1], 0, 8);
+        check_batch(presets[k][0], presets[k][1], 1, 8);
+        check_batch(presets[k][0], presets[k][1], 0, NS * NP);
+        check_batch(presets[k][0], presets[k][1], 1, NS * NP);
     }
 }
 

@@ -639,7 +639,8 @@ static void test_table(void **state) {
     quant_init();
     const char *isa = quant_isa_name();
     assert_non_null(isa);
-    assert_true(!strcmp(isa, "scalar") || !strcmp(isa, "avx2") || !strcmp(isa, "avx512") || !strcmp(isa, "neon"));
+    assert_true(!strcmp(isa, "scalar") || !strcmp(isa, "avx2") || !strcmp(isa, "avx512") || !strcmp(isa, "neon") ||
+                !strcmp(isa, "amx"));
     assert_null(quant_traits_get(-1));
     assert_null(quant_traits_get(DF_TYPE_COUNT));
     assert_null(quant_traits_ref(DF_TYPE_COUNT));

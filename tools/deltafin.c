@@ -1255,6 +1255,15 @@ static void check_isa_env(void) {
     exit(2);
 }
 
+/* DELTAFIN_AMX: auto (the default: the AMX tiles where the CPU has them),
+ * off, or model (the AMX kernels on the software tile model; slow, for tests). */
+static void check_amx_env(void) {
+    const char *e = getenv("DELTAFIN_AMX");
+    if (!e || !strcmp(e, "auto") || !strcmp(e, "off") || !strcmp(e, "model")) return;
+    fprintf(stderr, "deltafin: DELTAFIN_AMX='%s' is not one of auto, off, model\n", e);
+    exit(2);
+}
+
 static int dispatch(const char *cmd, int argc, char **argv, opts *o) {
     if (!strcmp(cmd, "bench")) {
         /* llama-bench spells the prompt length -p: take it before the common parser */
@@ -1295,6 +1304,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     check_isa_env();
+    check_amx_env();
     if (!strcmp(cmd, "config")) return cfg_main(argc, argv);
     const int crc = cfg_apply(&argc, &argv);
     if (crc) return crc;

@@ -195,8 +195,10 @@ static int kda_layer(df_session *s, df_session *const *own, int l, int n, char *
         const float *w = ws_fetch(m->ws, L->ssm_conv[i], err, errlen);
         if (!w) return -1;
         if (!own) dn_short_conv(qkv[i], n, D, dc, df_mem_conv(s, l) + i * D * (dc - 1), w);
-        for (int t = 0; own && t < n; t++)
-            dn_short_conv(qkv[i] + t * D, 1, D, dc, df_mem_conv(own[t], l) + i * D * (dc - 1), w);
+        for (int t = 0, r; own && t < n; t += r) {
+            r = df_row_run(own, t, n);
+            dn_short_conv(qkv[i] + t * D, r, D, dc, df_mem_conv(own[t], l) + i * D * (dc - 1), w);
+        }
         ws_release(m->ws, L->ssm_conv[i]);
     }
     dn_l2norm(s->kda_q, (int64_t)n * H, hd, h->norm_eps);
@@ -222,9 +224,11 @@ static int kda_layer(df_session *s, df_session *const *own, int l, int n, char *
     for (int64_t i = 0; i < (int64_t)n * H; i++) s->kda_beta[i] = sigmoidf(s->kda_beta[i]);
     const dn_shape sh = {H, H, hd, 0, 0, D, D, D}; /* a decay per key channel, one key head per state head */
     if (!own) dn_gated_delta(m->pool, &sh, df_mem_state(s, l), s->kda_q, s->kda_k, s->kda_v, s->kda_g, s->kda_beta, n, s->kda_o);
-    for (int t = 0; own && t < n; t++) /* each row on its own session's state */
+    for (int t = 0, r; own && t < n; t += r) { /* each run on its own session's state */
+        r = df_row_run(own, t, n);
         dn_gated_delta(m->pool, &sh, df_mem_state(own[t], l), s->kda_q + t * D, s->kda_k + t * D, s->kda_v + t * D,
-                       s->kda_g + t * D, s->kda_beta + t * H, 1, s->kda_o + t * D);
+                       s->kda_g + t * D, s->kda_beta + t * H, r, s->kda_o + t * D);
+    }
     /* output gate (into kda_g, free again) and gated RMSNorm */
     if (L->ssm_g ? df_matmul(s, L->ssm_g, s->xb, n, s->kda_g, D, err, errlen)
                  : df_matmul(s, L->ssm_g_a, s->xb, n, s->kda_lo, hd, err, errlen) ||

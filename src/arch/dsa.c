@@ -23,9 +23,9 @@
  * which s->idx_sel still holds (layers run in order over the same tokens).
  * Scores are computed per row on the thread pool, each thread in its own
  * scratch row of the row's session's att (n_ctx scores, n_ctx dot products,
- * n_ctx copies). In a batched step (own) each row is the next token of its
- * own session: its key goes to that session's cache, and it chooses among
- * that session's keys.
+ * n_ctx copies). In a batched pass (own) each row is a token of its own
+ * session (a run of its rows at its own positions, layer.h): its key goes
+ * to that session's cache, and it chooses among that session's keys.
  */
 #include "dsa.h"
 
@@ -197,7 +197,10 @@ int df_dsa_select(df_session *s, df_session *const *own, int l, int n, const flo
         for (int64_t hh = 0; hh < H; hh++) s->idx_w[t * H + hh] *= wscale;
     }
     if (!own) df_mem_idx_store(s, l, n, s->idx_k);
-    for (int t = 0; own && t < n; t++) df_mem_idx_store(own[t], l, 1, s->idx_k + t * D);
+    for (int t = 0, r; own && t < n; t += r) { /* run by run: each session's keys at its own position */
+        r = df_row_run(own, t, n);
+        df_mem_idx_store(own[t], l, r, s->idx_k + t * D);
+    }
     select_job job = {s, own, l, n};
     tp_run(m->pool, select_tokens, &job);
     return 0;

@@ -182,7 +182,10 @@ int df_mla_attention(df_session *s, df_session *const *own, int l, int n, int ro
         for (int64_t hh = 0; hh < H; hh++) rope_apply(&s->rope, rc, s->q + t * H * hd + hh * hd + nope, 1, h->n_rot);
     }
     if (!own) df_mem_store(s, l, n, s->lat, NULL);
-    for (int t = 0; own && t < n; t++) df_mem_store(own[t], l, 1, s->lat + t * D, NULL);
+    for (int t = 0, r; own && t < n; t += r) { /* run by run: each session's rows at its own position */
+        r = df_row_run(own, t, n);
+        df_mem_store(own[t], l, r, s->lat + t * D, NULL);
+    }
     /* absorbed queries: [Wk_b[h] * q_nope | q_pe] */
     mla_job job = {s, L, l, n};
     if (L->wk_b) {
@@ -201,7 +204,10 @@ int df_mla_attention(df_session *s, df_session *const *own, int l, int n, int ro
         for (int64_t hh = 0; hh < H; hh++)
             memcpy(s->q_abs + (t * H + hh) * D + R, s->q + t * H * hd + hh * hd + nope, sizeof(float) * (size_t)h->n_rot);
     if (!own) latent_attention(s, s, l, 0, n);
-    for (int t = 0; own && t < n; t++) latent_attention(s, own[t], l, t, 1); /* each row against its own latents */
+    for (int t = 0, r; own && t < n; t += r) { /* each run against its own session's latents */
+        r = df_row_run(own, t, n);
+        latent_attention(s, own[t], l, t, r);
+    }
     /* back from latent space: out[h] = Wv[h] * o_lat[h] */
     ws_tensor *wv = L->wv_b ? L->wv_b : L->wkv_b;
     const uint8_t *vb = ws_fetch(m->ws, wv, err, errlen);

@@ -15,16 +15,20 @@
  * thread that holds the lock) would wait for itself: it fails with
  * DF_E_BUSY instead. Sessions carry no thread affinity.
  *
- * df_decode_batch: when every session brings one token (a generation step)
- * and no session traces experts or has an abort callback, the sessions'
- * tokens run as the rows of one forward pass (df_arch.forward with the
- * rows' sessions): every product and expert runs once over all rows
- * (under a budget, a MoE layer asks the store for the union of the rows'
- * experts once), attention and recurrent states per row against the row's
- * own session's memory. Otherwise (prompts) the sessions run one after
- * another under one hold of the lock. Either way
- * each session computes exactly what df_decode computes for it alone: the
- * kernels compute each row from its own data in a fixed order.
+ * df_decode_batch: consecutive sessions whose tokens each fit their batch
+ * and together fit the first one's (n_batch), and that neither trace
+ * experts nor have an abort callback, run as the rows of one forward pass
+ * (df_arch.forward with the rows' sessions): each session's tokens are a
+ * run of rows at its own positions (a generation step's one token, or a
+ * prompt prefilled beside the others' steps). Every product and expert
+ * runs once over all rows (under a budget, a MoE layer asks the store for
+ * the union of the rows' experts once); attention and recurrent states run
+ * run by run against the run's own session's memory, as df_decode would
+ * run that batch alone; df_output computes only the logits asked for (each
+ * session's last row, s->out_rows). Other sessions run alone, in order,
+ * under the same hold of the lock. Either way each session computes
+ * exactly what df_decode computes for it alone: the kernels compute each
+ * row from its own data in a fixed order.
  *
  * Failure and cancellation: a batch whose forward pass fails or is
  * cancelled is not part of the sequence (pos goes back to where the batch
@@ -36,6 +40,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "session.h"
@@ -123,45 +128,62 @@ int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int al
     return rc;
 }
 
-#define MAX_ROWS 256 /* sessions in one batched forward pass */
+/* Can session s's n tokens be a run of a shared forward pass? A prompt
+ * longer than its batch, an expert trace (written per df_decode) or an
+ * abort callback (checked between batches and layers) run alone. */
+static int poolable(const df_session *s, int n) { return n <= s->n_batch && !s->trace && !s->abort_cb; }
 
-/* Can these sessions' tokens be the rows of one forward pass? */
-static int batchable(df_session *const *ss, int n, const int *n_tokens) {
-    if (n < 2 || n > MAX_ROWS || n > ss[0]->n_batch) return 0;
-    for (int i = 0; i < n; i++)
-        if (n_tokens[i] != 1 || ss[i]->trace || ss[i]->abort_cb) return 0;
-    return 1;
-}
-
-/* One token of each session as the rows of one forward pass. */
-static int decode_rows(df_session *const *ss, int n, const int32_t *const *tokens, float *const *logits, char *err,
-                       size_t errlen) {
-    df_model *m = ss[0]->m;
+/* Sessions ss[0..n) (poolable, n >= 2, their tokens together at most
+ * ss[0]->n_batch) as the runs of one forward pass in ss[0]'s scratch; base:
+ * ss[0]'s index in the caller's list (for messages). logits[i] (or NULL)
+ * gets the logits of session i's last token: df_output computes only those
+ * rows (s->out_rows). */
+static int decode_pass(df_session *const *ss, int n, const int32_t *const *tokens, const int *n_tokens,
+                       float *const *logits, int base, char *err, size_t errlen) {
+    df_session *s = ss[0];
+    df_model *m = s->m;
     const int nv = m->hp.n_vocab;
-    int32_t toks[MAX_ROWS];
-    float *out[MAX_ROWS];
-    for (int i = 0; i < n; i++) {
-        toks[i] = tokens[i][0];
-        out[i] = logits ? logits[i] : NULL;
+    int rows = 0, n_out = 0;
+    for (int i = 0; i < n; i++) rows += n_tokens[i];
+    int32_t *toks = malloc(sizeof *toks * (size_t)rows);
+    df_session **own = malloc(sizeof *own * (size_t)rows);
+    int *out_rows = malloc(sizeof *out_rows * (size_t)n), *out_of = malloc(sizeof *out_of * (size_t)n);
+    if (!toks || !own || !out_rows || !out_of) {
+        free(toks), free(own), free(out_rows), free(out_of);
+        return df_seterr(err, errlen, "out of memory for a batched pass of %d rows", rows), DF_E_NOMEM;
     }
-    if (m->arch->forward(ss[0], ss, toks, n, logits ? ss[0]->logits : NULL, 1, err, errlen) != 0) {
+    for (int i = 0, r = 0; i < n; r += n_tokens[i++]) {
+        memcpy(toks + r, tokens[i], sizeof *toks * (size_t)n_tokens[i]);
+        for (int k = 0; k < n_tokens[i]; k++) own[r + k] = ss[i];
+        if (logits && logits[i]) out_of[n_out] = i, out_rows[n_out++] = r + n_tokens[i] - 1;
+    }
+    s->out_rows = out_rows;
+    s->n_out_rows = n_out;
+    int rc = m->arch->forward(s, own, toks, rows, n_out ? s->logits : NULL, 1, err, errlen);
+    s->out_rows = NULL;
+    free(toks), free(own), free(out_rows);
+    if (rc != 0) {
         for (int i = 0; i < n; i++) ss[i]->rec_broken = m->hp.n_layer_recurrent > 0; /* states have changed */
+        free(out_of);
         return DF_E_IO;
     }
-    for (int i = 0; i < n && logits; i++)
-        if (out[i]) memcpy(out[i], ss[0]->logits + (int64_t)i * nv, sizeof(float) * (size_t)nv);
-    for (int i = 0; i < n; i++) ss[i]->pos++;
+    for (int j = 0; j < n_out; j++) memcpy(logits[out_of[j]], s->logits + (int64_t)j * nv, sizeof(float) * (size_t)nv);
+    for (int i = 0; i < n; i++) ss[i]->pos += n_tokens[i];
     ws_tick(m->ws);
     m->n_passes++;
-    m->n_pass_rows += (uint64_t)n;
-    if (ws_check_files(m->ws, err, errlen) != 0) return DF_E_IO;
-    for (int i = 0; i < n; i++)
-        for (int64_t k = 0; out[i] && k < nv; k++)
-            if (!isfinite(out[i][k]))
-                return df_seterr(err, errlen, "session %d: %s: the model computed a non-finite logit (%s): its weights "
-                                 "are damaged (NaN or Inf) or the file changed", i, m->path,
-                                 isnan(out[i][k]) ? "NaN" : "Inf"), DF_E_INPUT;
-    return DF_OK;
+    m->n_pass_rows += (uint64_t)rows;
+    rc = ws_check_files(m->ws, err, errlen) != 0 ? DF_E_IO : DF_OK;
+    for (int j = 0; j < n_out && rc == DF_OK; j++)
+        for (int64_t k = 0; k < nv; k++)
+            if (!isfinite(logits[out_of[j]][k])) {
+                df_seterr(err, errlen, "session %d: %s: the model computed a non-finite logit (%s): its weights are "
+                          "damaged (NaN or Inf) or the file changed", base + out_of[j], m->path,
+                          isnan(logits[out_of[j]][k]) ? "NaN" : "Inf");
+                rc = DF_E_INPUT;
+                break;
+            }
+    free(out_of);
+    return rc;
 }
 
 int df_decode_batch(df_session *const *sessions, int n_sessions, const int32_t *const *tokens, const int *n_tokens,
@@ -182,12 +204,18 @@ int df_decode_batch(df_session *const *sessions, int n_sessions, const int32_t *
     df_model *m = sessions[0]->m;
     int rc = lock_model(m, err, errlen);
     if (rc != DF_OK) return rc;
-    if (batchable(sessions, n_sessions, n_tokens)) {
-        rc = decode_rows(sessions, n_sessions, tokens, logits, err, errlen);
-        unlock_model(m);
-        return rc;
-    }
-    for (int i = 0; i < n_sessions && rc == DF_OK; i++) {
+    /* consecutive poolable sessions whose tokens fit the first one's batch
+     * share a pass; the others (and a pass of one) run as df_decode would */
+    for (int i = 0, j; i < n_sessions && rc == DF_OK; i = j) {
+        int rows = n_tokens[i];
+        j = i + 1;
+        if (poolable(sessions[i], n_tokens[i]))
+            while (j < n_sessions && poolable(sessions[j], n_tokens[j]) && rows + n_tokens[j] <= sessions[i]->n_batch)
+                rows += n_tokens[j++];
+        if (j - i > 1) {
+            rc = decode_pass(sessions + i, j - i, tokens + i, n_tokens + i, logits ? logits + i : NULL, i, err, errlen);
+            continue;
+        }
         char inner[400] = "";
         rc = decode_locked(sessions[i], tokens[i], n_tokens[i], logits ? logits[i] : NULL, 0, inner, sizeof inner);
         if (rc != DF_OK) df_seterr(err, errlen, "session %d: %s", i, inner);

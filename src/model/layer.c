@@ -101,10 +101,14 @@ int df_output(df_session *s, int n, float *logits, int all_logits, char *err, si
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     const int64_t E = h->n_embd;
-    const int first = all_logits ? 0 : n - 1, cnt = all_logits ? n : 1;
+    const int first = s->out_rows || all_logits ? 0 : n - 1;
+    const int cnt = s->out_rows ? s->n_out_rows : all_logits ? n : 1;
     const float *on = ws_fetch(m->ws, m->output_norm, err, errlen);
     if (!on) return -1;
-    for (int t = first; t < n; t++) op_rmsnorm(s->xb + t * E, s->x + t * E, on, (int)E, h->norm_eps);
+    for (int j = 0; j < cnt; j++) { /* row j of the output from row out_rows[j] (or first + j) */
+        const int64_t t = s->out_rows ? s->out_rows[j] : first + j;
+        op_rmsnorm(s->xb + (first + j) * E, s->x + t * E, on, (int)E, h->norm_eps);
+    }
     ws_release(m->ws, m->output_norm);
     return df_matmul(s, m->output, s->xb + (int64_t)first * E, cnt, logits, h->n_vocab, err, errlen);
 }
@@ -163,7 +167,19 @@ void df_attention_sinks(df_session *s, int l, int n_tok, const float *q, float *
     df_attention_run(s->m->pool, s->att, s->att_stride, &d);
 }
 
-int df_row_pos(const df_session *s, df_session *const *own, int t) { return own ? own[t]->pos : s->pos + t; }
+int df_row_pos(const df_session *s, df_session *const *own, int t) {
+    if (!own) return s->pos + t;
+    int k = 0; /* rows of the same run before t */
+    while (t - k > 0 && own[t - k - 1] == own[t]) k++;
+    return own[t]->pos + k;
+}
+
+int df_row_run(df_session *const *own, int t, int n) {
+    if (!own) return n - t;
+    int r = 1;
+    while (t + r < n && own[t + r] == own[t]) r++;
+    return r;
+}
 
 void df_attend_rows(df_session *s, df_session *const *own, int l, int n, const float *k, const float *v,
                     const float *q, float *out, const float *sinks) {
@@ -174,9 +190,10 @@ void df_attend_rows(df_session *s, df_session *const *own, int l, int n, const f
         return;
     }
     const int64_t qdim = (int64_t)h->n_head * h->head_dim, odim = (int64_t)h->n_head * h->head_dim_v;
-    for (int t = 0; t < n; t++) {
-        df_mem_store(own[t], l, 1, k + t * s->kv_dim_k, v + t * s->kv_dim_v);
-        df_attention_sinks(own[t], l, 1, q + t * qdim, out + t * odim, sinks);
+    for (int t = 0, r; t < n; t += r) { /* run by run, as df_decode would run each alone */
+        r = df_row_run(own, t, n);
+        df_mem_store(own[t], l, r, k + t * s->kv_dim_k, v + t * s->kv_dim_v);
+        df_attention_sinks(own[t], l, r, q + t * qdim, out + t * odim, sinks);
     }
 }
 

@@ -31,14 +31,20 @@ void df_attention(df_session *s, int l, int n_tok, const float *q, float *out);
  * the layer's sliding window (hparams swa / n_swa) and its cache's ring. */
 void df_attention_sinks(df_session *s, int l, int n_tok, const float *q, float *out, const float *sinks);
 /* The rows of one forward pass: own NULL, n consecutive tokens of s from
- * s->pos; otherwise row t is the next token of session own[t] (a batched
- * step, df_arch.forward: its own memory at its own position, s's
- * scratch). df_row_pos: row t's position. */
+ * s->pos; otherwise row t is a token of session own[t] (a batched pass,
+ * df_arch.forward: its own memory, s's scratch). A session's rows are
+ * consecutive, a run: its tokens from its own position on (one row for a
+ * generation step, several for a prompt). df_row_pos: row t's position;
+ * df_row_run: how many rows from t on (t the first of its run, < n)
+ * belong to own[t]'s run (n - t when own is NULL). A run is what df_decode
+ * would run alone: store its keys, attend, advance a recurrent state over
+ * its rows as one batch. */
 int df_row_pos(const df_session *s, df_session *const *own, int t);
+int df_row_run(df_session *const *own, int t, int n);
 /* Store n rows of keys and values (strides s->kv_dim_k / kv_dim_v) in layer
  * l's memory and attend each query row (n_head * head_dim) against it into
- * out (rows of n_head * head_dim_v), with sinks (or NULL): per row against
- * its own session's memory when own is set. */
+ * out (rows of n_head * head_dim_v), with sinks (or NULL): run by run
+ * against its own session's memory when own is set. */
 void df_attend_rows(df_session *s, df_session *const *own, int l, int n, const float *k, const float *v,
                     const float *q, float *out, const float *sinks);
 /* Dense FFN: out = down(act(gate x) * up x), using s->hb/s->hb2. */
@@ -55,7 +61,8 @@ void df_glu_pool(tp_pool *pool, const df_hparams *h, float *a, const float *b, i
  * are never stopped here (their states cannot be rolled back): decode.c
  * asks between batches. */
 int df_layer_abort(df_session *s, char *err, size_t errlen);
-/* Final RMSNorm and output projection of the last token (or all n). */
+/* Final RMSNorm and output projection of the last token (or all n; or the
+ * rows s->out_rows names, in that order, when it is set). */
 int df_output(df_session *s, int n, float *logits, int all_logits, char *err, size_t errlen);
 
 #endif

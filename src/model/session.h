@@ -42,6 +42,8 @@ struct df_session {
     int (*abort_cb)(void *); /* df_session_params' cancellation, or NULL */
     void *abort_ctx;
     int cancelled;          /* the forward pass stopped because abort_cb said so (df_layer_abort) */
+    const int *out_rows;    /* set by decode.c for a batched pass: the rows whose logits df_output computes, */
+    int n_out_rows;         /* in order (NULL: the last row, or all of them with all_logits) */
     rope_params rope;
     /* scratch, n_batch rows each */
     float *x;               /* (n_batch, n_embd) residual stream */

@@ -28,14 +28,19 @@
  *   in pairs. The grid i-quants use kern_x86.h's vector decoders, two
  *   sub-blocks per step: their 64 sign bits are a byte mask negating the
  *   activations; maddubs + vpdpwssd with the 16-element scales (as q6_K).
- * - gemm (matmul's tiles) for q8_0 and mxfp4: 4 rows x up to 4 tokens, two
+ * - gemm (matmul's tiles) for q8_0, mxfp4, q4_0 and iq4_nl: 4 rows x up to 4 tokens, two
  *   blocks per step, one vpdpbusd per row and token (weights as w + 128,
  *   the accumulator started at -128 * sum(y)); the lane sums are folded and
  *   accumulated like kern_avx2.c's tile, so the outputs are the AVX2 gemm's
  *   bits. q4_K's tile uses q4_K_dot's 64-element maddubs + vpdpwssd per row
  *   and token, adds the two 256-bit halves into the AVX2 tile's lanes and
- *   folds them as it does (same bits). The other gemms are still inherited
- *   from the AVX2 table.
+ *   folds them as it does (same bits). Inherited from the AVX2 table
+ *   (maddubs, no VNNI): the f32, f16 and q6_K gemms; types with no gemm at
+ *   all (q4_1, q5_0, q5_1, q2_K, q3_K, q5_K, nvfp4, q1_0, q2_0, iq4_xs,
+ *   tq1_0, tq2_0, bf16) run this file's vec_dot per (row, token) pair, VNNI
+ *   where listed above.
+ * - AMX (Intel's tile unit) lives in kern_amx.c / amx_gemm.c, as a table of
+ *   its own built on top of this one.
  * - The integer sums per block are exactly the scalar reference's; only the
  *   float accumulation order differs.
  * - This file is exercised by tests/test_quant.c wherever the CPU has
@@ -613,11 +618,11 @@ static void q3_K_dot(int64_t n, const void *w, const void *x, float *out) {
 }
 
 /* ---------------------------------------------------------------------- */
-/* gemm tiles for q8_0 and mxfp4 weights x q8_0 activations: 4 weight rows x
+/* gemm tiles for q8_0, mxfp4, q4_0 and iq4_nl weights x q8_0 activations: 4 weight rows x
  * up to 4 tokens, two 32-element blocks per step.
  *
  * The weights enter vpdpbusd as unsigned bytes w + 128 (q8_0: w ^ 0x80;
- * mxfp4: ggml's table shifted by 128), and the accumulator starts at
+ * mxfp4, iq4_nl: ggml's tables shifted by 128; q4_0: nibble + 120), and the accumulator starts at
  * -128 * (sum of the four activations of the lane), so every int32 lane is
  * the exact signed sum of its four products: one instruction per row and
  * token. The per-lane sums are then folded exactly as kern_avx2.c's tile
@@ -704,6 +709,13 @@ T5_INL __m256 t5_e8m0(__m256i e) {
 #define T5_Q8_0_LOAD1(wr, b) _mm256_xor_si256(LOADU((wr)[b].qs), _mm512_castsi512_si256(k80))
 #define T5_MXFP4_LOAD2(wr, b) _mm512_shuffle_epi8(tblu, t5_nibbles64((wr)[b].qs, (wr)[(b) + 1].qs))
 #define T5_MXFP4_LOAD1(wr, b) _mm256_shuffle_epi8(_mm512_castsi512_si256(tblu), t5_nibbles32((wr)[b].qs))
+/* q4_0: nibble - 8 + 128; iq4_nl: ggml's non-linear table shifted by 128
+ * (the constant table is hoisted out of the loop by the compiler). */
+#define T5_Q4_0_LOAD2(wr, b) _mm512_add_epi8(t5_nibbles64((wr)[b].qs, (wr)[(b) + 1].qs), _mm512_set1_epi8(120))
+#define T5_Q4_0_LOAD1(wr, b) _mm256_add_epi8(t5_nibbles32((wr)[b].qs), _mm256_set1_epi8(120))
+#define T5_IQ4NL_TBL _mm512_xor_si512(_mm512_broadcast_i32x4(kx_iq4nl_table()), k80)
+#define T5_IQ4_NL_LOAD2(wr, b) _mm512_shuffle_epi8(T5_IQ4NL_TBL, t5_nibbles64((wr)[b].qs, (wr)[(b) + 1].qs))
+#define T5_IQ4_NL_LOAD1(wr, b) _mm256_shuffle_epi8(_mm512_castsi512_si256(T5_IQ4NL_TBL), t5_nibbles32((wr)[b].qs))
 
 /* Two blocks' nibble bytes -> 64 code bytes in element order, as
  * nibbles64 but in fewer instructions: broadcast loads [A A B B], then the
@@ -792,8 +804,12 @@ T5_INL __m256i t5_nibbles32(const uint8_t *qs) {
 
 T5_TILE(q8_0_t5, block_q8_0, T5_Q8_0_LOAD2, T5_Q8_0_LOAD1, T5_F16_SCALES2, T5_F16_SCALE1)
 T5_TILE(mxfp4_t5, block_mxfp4, T5_MXFP4_LOAD2, T5_MXFP4_LOAD1, T5_E8M0_SCALES2, T5_E8M0_SCALE1)
+T5_TILE(q4_0_t5, block_q4_0, T5_Q4_0_LOAD2, T5_Q4_0_LOAD1, T5_F16_SCALES2, T5_F16_SCALE1)
+T5_TILE(iq4_nl_t5, block_iq4_nl, T5_IQ4_NL_LOAD2, T5_IQ4_NL_LOAD1, T5_F16_SCALES2, T5_F16_SCALE1)
 T5_GEMM(q8_0_t5)
 T5_GEMM(mxfp4_t5)
+T5_GEMM(q4_0_t5)
+T5_GEMM(iq4_nl_t5)
 
 /* q4_K x q8_K tile, 4 rows x up to 4 tokens: per row and token the integer
  * vector of q4_K_dot (64 elements per maddubs, the sub-block scales by
@@ -911,4 +927,6 @@ void kern_avx512_fill(quant_traits *t) {
     t[DF_TYPE_Q8_0].gemm = q8_0_t5_gemm;
     t[DF_TYPE_MXFP4].gemm = mxfp4_t5_gemm;
     t[DF_TYPE_Q4_K].gemm = q4_K_t5_gemm;
+    t[DF_TYPE_Q4_0].gemm = q4_0_t5_gemm;
+    t[DF_TYPE_IQ4_NL].gemm = iq4_nl_t5_gemm;
 }

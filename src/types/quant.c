@@ -91,15 +91,7 @@ static inline int qclamp(float v, int lo, int hi) {
 
 /* ---- half precision ---- */
 
-float df_fp16_to_fp32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-    if (exp == 0x1f) /* inf; nan comes back quiet with its payload, as F16C does */
-        return u2f(sign | 0x7f800000u | (man ? 0x00400000u | (man << 13) : 0u));
-    if (exp != 0) return u2f(sign | ((exp + 112u) << 23) | (man << 13));
-    /* zero or subnormal: man * 2^-24, exact in float */
-    return u2f(sign | f2u((float)man * 0x1p-24f));
-}
+float df_fp16_to_fp32(uint16_t h) { return quant_f16_to_f32(h); }
 
 uint16_t df_fp32_to_fp16(float f) {
     uint32_t x = f2u(f);
@@ -2079,6 +2071,27 @@ static int cpu_has_f16c(void) {
 }
 #endif
 
+/* The AMX table: the best other table plus the AMX gemms, on the tiles
+ * when the CPU and the OS allow them (x86 with AVX-512), or on the
+ * software model when DELTAFIN_AMX=model forces it (any machine; slow,
+ * for testing the selection). DELTAFIN_AMX=off leaves it out. */
+static void init_amx_table(void) {
+    const char *env = getenv("DELTAFIN_AMX");
+    if (env && !strcmp(env, "off")) return;
+    const int model = env && !strcmp(env, "model");
+    int base = QUANT_ISA_SCALAR;
+    for (int isa = QUANT_ISA_AVX2; isa < QUANT_ISA_AMX; isa++)
+        if (isa_ok[isa]) base = isa;
+    int hw = 0;
+#if defined(__x86_64__)
+    hw = !model && isa_ok[QUANT_ISA_AVX512] && kern_amx_hw_available();
+#endif
+    if (!hw && !model) return;
+    memcpy(isa_tables[QUANT_ISA_AMX], isa_tables[base], sizeof ref_table);
+    kern_amx_fill(isa_tables[QUANT_ISA_AMX], model);
+    isa_ok[QUANT_ISA_AMX] = 1;
+}
+
 /* Build every table this CPU can run and pick the active one. */
 static void init_tables(void) {
     memcpy(isa_tables[QUANT_ISA_SCALAR], ref_table, sizeof ref_table);
@@ -2102,7 +2115,8 @@ static void init_tables(void) {
     kern_neon_fill(isa_tables[QUANT_ISA_NEON]);
     isa_ok[QUANT_ISA_NEON] = 1;
 #endif
-    /* DELTAFIN_ISA caps the choice: on x86 scalar < avx2 < avx512; on
+    init_amx_table();
+    /* DELTAFIN_ISA caps the choice: on x86 scalar < avx2 < avx512 < amx; on
      * aarch64 only "scalar" changes anything. Other values are ignored. */
     const char *env = getenv("DELTAFIN_ISA");
     int cap = QUANT_ISA_COUNT;
@@ -2110,7 +2124,8 @@ static void init_tables(void) {
     else if (env && !strcmp(env, "avx2")) cap = QUANT_ISA_AVX2;
     else if (env && !strcmp(env, "avx512")) cap = QUANT_ISA_AVX512;
     int pick = QUANT_ISA_SCALAR;
-    if (isa_ok[QUANT_ISA_NEON]) pick = cap == QUANT_ISA_SCALAR ? QUANT_ISA_SCALAR : QUANT_ISA_NEON;
+    if (isa_ok[QUANT_ISA_AMX] && cap == QUANT_ISA_COUNT) pick = QUANT_ISA_AMX;
+    else if (isa_ok[QUANT_ISA_NEON]) pick = cap == QUANT_ISA_SCALAR ? QUANT_ISA_SCALAR : QUANT_ISA_NEON;
     else if (isa_ok[QUANT_ISA_AVX512] && cap >= QUANT_ISA_AVX512) pick = QUANT_ISA_AVX512;
     else if (isa_ok[QUANT_ISA_AVX2] && cap >= QUANT_ISA_AVX2) pick = QUANT_ISA_AVX2;
     active_isa = pick;
@@ -2143,7 +2158,7 @@ int quant_isa_available(int isa) {
 }
 
 const char *quant_isa_str(int isa) {
-    static const char *const names[QUANT_ISA_COUNT] = {"scalar", "avx2", "avx512", "neon"};
+    static const char *const names[QUANT_ISA_COUNT] = {"scalar", "avx2", "avx512", "neon", "amx"};
     return (isa >= 0 && isa < QUANT_ISA_COUNT) ? names[isa] : "?";
 }
 

@@ -36,13 +36,14 @@ enum quant_isa {
     QUANT_ISA_AVX2 = 1,
     QUANT_ISA_AVX512 = 2,
     QUANT_ISA_NEON = 3,
-    QUANT_ISA_COUNT = 4
+    QUANT_ISA_AMX = 4, /* the best other table plus AMX tile gemms (amx_gemm.c) */
+    QUANT_ISA_COUNT = 5
 };
 
 /* 1 if this build contains kernels for isa and the running CPU can execute them. */
 int quant_isa_available(int isa);
 
-/* Name of an ISA id ("scalar", "avx2", "avx512", "neon"); "?" for a bad id. */
+/* Name of an ISA id ("scalar", "avx2", "avx512", "neon", "amx"); "?" for a bad id. */
 const char *quant_isa_str(int isa);
 
 /* Traits of a type for a specific ISA, or NULL when the type id is outside the
@@ -60,11 +61,45 @@ void kern_avx512_fill(quant_traits *tab);
 void kern_neon_fill(quant_traits *tab);
 #endif
 
+/* AMX (amx_gemm.c, kern_amx.c): kern_amx_fill puts the AMX gemms into tab
+ * (a copy of the best other table): on the hardware, or with model != 0 on
+ * amx_tile.h's software model (DELTAFIN_AMX=model). kern_amx_hw_available
+ * says whether the CPU and the OS allow the tiles (and asks Linux for the
+ * tile state). amx_q8_0_gemm_model is the model-backed q8_0 gemm, for the
+ * tests; amx_model_faults counts the model faults its runs raised. */
+void kern_amx_fill(quant_traits *tab, int model);
+#if defined(__x86_64__)
+void kern_amx_hw_fill(quant_traits *tab);
+int kern_amx_hw_available(void);
+#endif
+void amx_q8_0_gemm_model(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride, int nc,
+                         float *y, size_t ldy);
+long amx_model_faults(void);
+
 /* ggml_e8m0_to_fp32_half: the MXFP4 block scale 2^(e-128), exact (e >= 2 a
  * normal float with biased exponent e-1; e = 0, 1 the subnormals 2^-128 and
  * 2^-127). Inline for the kernels; df_e8m0_to_fp32_half wraps it. */
 static inline float quant_e8m0_half(uint8_t e) {
     uint32_t u = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* IEEE half bits -> float, exact (df_fp16_to_fp32 wraps it; inline so the
+ * portable AMX model kernels need no symbol of quant.c). NaN comes back
+ * quiet with its payload, as F16C does; subnormals are man * 2^-24. */
+static inline float quant_f16_to_f32(uint16_t h) {
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    const uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    uint32_t u;
+    if (exp == 0x1f) u = sign | 0x7f800000u | (man ? 0x00400000u | (man << 13) : 0u);
+    else if (exp != 0) u = sign | ((exp + 112u) << 23) | (man << 13);
+    else {
+        const float v = (float)man * 0x1p-24f;
+        memcpy(&u, &v, 4);
+        u |= sign;
+    }
     float f;
     memcpy(&f, &u, 4);
     return f;

@@ -42,6 +42,9 @@ check "unknown DELTAFIN_ISA is refused" contains "$e" "DELTAFIN_ISA='avx9000'"
 check "unknown DELTAFIN_ISA: exit 2" contains "$e" "rc=2"
 e=$(DELTAFIN_ISA=scalar "$D" run -m "$S" -p hi -n 1 2>&1 >/dev/null; echo "rc=$?")
 check "DELTAFIN_ISA=scalar is accepted" contains "$e" "rc=0"
+e=$(DELTAFIN_AMX=tiles "$D" run -m "$S" -p hi -n 1 2>&1 >/dev/null; echo "rc=$?")
+check "unknown DELTAFIN_AMX is refused (exit 2)" contains "$e" "DELTAFIN_AMX='tiles'"
+check "unknown DELTAFIN_AMX: exit 2" contains "$e" "rc=2"
 e=$(err run -m "$S" -p hi -n 1 -c 4096);          check "-c beyond the trained context: a warning" contains "$e" "beyond the model's trained context of 2048"
 e=$(err run -m "$S" -p hi -n 1 -c 1024);          check "-c within the trained context: no warning" lacks "$e" "warning"
 e=$(err info -m "$S" --mem 64M);                  check "--mem where it means nothing: refused" contains "$e" "rc=2"

@@ -1,0 +1,56 @@
+/*
+ * amx_gemm.c - the AMX kernels on the software tile model, and the AMX
+ * table's fill function (every architecture).
+ *
+ * DESIGN
+ * amx_q8_0.h is instantiated here with amx_tile.h's model as its tile
+ * operations: amx_q8_0_gemm_model. It is what the tests run against the
+ * scalar reference, float64 and the AVX-512 gemm on every machine, and
+ * what the AMX table uses when DELTAFIN_AMX=model forces the model (to
+ * test the selection end to end where the CPU has no AMX; slow).
+ * kern_amx_fill puts the AMX gemm into a table that starts as the best
+ * other table: the hardware kernel (kern_amx.c) when the CPU has AMX, the
+ * model when forced. Faults the model raised (a kernel bug: the hardware
+ * would have killed the process) are counted for the tests.
+ */
+#include "amx_tile.h"
+#include "quant_isa.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+static atomic_long model_faults;
+
+long amx_model_faults(void) { return atomic_load(&model_faults); }
+
+#define AMX_STATE_DECL amx_model amx_st_ = {0}
+#define AMX_STATE_PARAM , amx_model *amx_st
+#define AMX_STATE_ARG , &amx_st_
+#define AMX_STATE_END                                   \
+    do {                                                \
+        if (amx_st_.fault) atomic_fetch_add(&model_faults, 1); \
+    } while (0)
+/* amx_q8_0_tile gets the gemm's model state as a parameter. */
+#define AMX_FN_ATTR
+#define AMX_GEMM_LINKAGE
+#define AMX_CFG(cfg) amx_m_ldtilecfg(&amx_st_, (cfg))
+#define AMX_RELEASE() amx_m_release(&amx_st_)
+#define AMX_LOAD(t, p, s) amx_m_loadd(amx_st, (t), (p), (s))
+#define AMX_ZERO(t) amx_m_zero(amx_st, (t))
+#define AMX_DPBSSD(c, a, b) amx_m_dpb(amx_st, (c), (a), (b), 1, 1)
+#define AMX_STORE(t, p, s) amx_m_stored(amx_st, (t), (p), (s))
+#define AMX_F16(h) quant_f16_to_f32(h)
+#define AMX_Q8_0_GEMM amx_q8_0_gemm_model
+#include "amx_q8_0.h"
+
+void kern_amx_fill(quant_traits *t, int model) {
+#if defined(__x86_64__)
+    if (!model) {
+        kern_amx_hw_fill(t);
+        return;
+    }
+#endif
+    (void)model;
+    t[DF_TYPE_Q8_0].gemm = amx_q8_0_gemm_model;
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# amx.sh - the AMX kernels selected end to end (tests/cli/amx.sh BUILD_DIR).
+# DELTAFIN_AMX=model runs the whole engine with the AMX table on the
+# software tile model (kern_amx.c / amx_gemm.c), on any machine: a q8_0
+# model's logits over a prompt of more than 16 tokens (several token tiles)
+# and its greedy text are byte for byte those without AMX (the AMX gemm
+# keeps the other tables' float order), and DELTAFIN_AMX=off changes nothing
+# where the CPU has no AMX.
+set -euo pipefail
+B=${1:-build}
+D="$B/deltafin"
+T=$(mktemp -d /tmp/deltafin-amx-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/../cli_common.sh"
+
+"$B/mkmodel" -o "$T/m.gguf" --preset deepseek-v3-tiny --type q8_0 2>/dev/null || { echo "mkmodel failed"; exit 1; }
+P="Once upon a time there was a little robot who lived in a garden full of tall flowers and singing birds, and every day"
+DELTAFIN_AMX=off "$D" logits -m "$T/m.gguf" -p "$P" --out "$T/off.f32" > /dev/null 2>&1
+DELTAFIN_AMX=model "$D" logits -m "$T/m.gguf" -p "$P" --out "$T/model.f32" > /dev/null 2>&1
+check "logits written" test -s "$T/off.f32"
+check "q8_0 logits: AMX model == no AMX, bit for bit" cmp -s "$T/off.f32" "$T/model.f32"
+a=$(DELTAFIN_AMX=off "$D" run -m "$T/m.gguf" -p "$P" -n 12 --temp 0 2>/dev/null)
+b=$(DELTAFIN_AMX=model "$D" run -m "$T/m.gguf" -p "$P" -n 12 --temp 0 2>/dev/null)
+check "greedy text: AMX model == no AMX" test "$a" = "$b"
+check "greedy text is not empty" test -n "$a"
+e=$(DELTAFIN_AMX=model "$D" run -m "$T/m.gguf" -p hi -n 1 2>&1 >/dev/null)
+check "DELTAFIN_AMX=model: the run reports isa amx" contains "$e" "isa: amx"
+e=$(DELTAFIN_AMX=off "$D" run -m "$T/m.gguf" -p hi -n 1 2>&1 >/dev/null)
+check "DELTAFIN_AMX=off: not amx" lacks "$e" "isa: amx"
+e=$(DELTAFIN_AMX=model DELTAFIN_ISA=avx2 "$D" run -m "$T/m.gguf" -p hi -n 1 2>&1 >/dev/null)
+check "a DELTAFIN_ISA cap leaves AMX out" lacks "$e" "isa: amx"
+finish
