@@ -79,7 +79,8 @@ static float *run(const char *path, uint64_t budget, int engine, int *count, df_
     return out;
 }
 
-static uint64_t minimum_for(const char *path) {
+/* The plan of path for the sessions here (n_ctx g_ctx, batches of 16). */
+static df_plan plan_for(const char *path) {
     char err[512];
     df_model_params mp = df_model_default_params();
     mp.n_threads = 2;
@@ -88,6 +89,11 @@ static uint64_t minimum_for(const char *path) {
     mp.n_batch = 16;
     df_plan p;
     assert_int_equal(df_model_plan(path, &mp, &p, err, sizeof err), 0);
+    return p;
+}
+
+static uint64_t minimum_for(const char *path) {
+    const df_plan p = plan_for(path);
     assert_true(p.minimum > 1);
     return p.minimum;
 }
@@ -146,17 +152,11 @@ static void test_moe_streaming_identical(void **state) {
 static void test_gptoss_ring_streaming_identical(void **state) {
     (void)state;
     const char *args = "--preset gpt-oss-tiny --type q8_0 --expert-type mxfp4 --swa 8 --ctx 256";
-    char path[256], err[512];
+    char path[256];
     g_ctx = 256;
     g_prompt = 120;
     make_model(args, "gpt-oss-swa8", path, sizeof path);
-    df_model_params mp = df_model_default_params();
-    mp.n_threads = 2;
-    mp.mem_budget = 1;
-    mp.n_ctx = g_ctx;
-    mp.n_batch = 16;
-    df_plan p;
-    assert_int_equal(df_model_plan(path, &mp, &p, err, sizeof err), 0);
+    const df_plan p = plan_for(path);
     assert_int_equal(p.swa_window, 8);
     assert_true(p.n_swa_layers > 0);
     printf("  gpt-oss: window %d, ring %d of a %d-token context\n", p.swa_window, p.swa_ring, g_ctx);

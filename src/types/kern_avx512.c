@@ -787,7 +787,8 @@ T5_INL __m256i t5_nibbles32(const uint8_t *qs) {
         }                                                                                                          \
     }
 
-#define T5_GEMM(NAME)                                                                                              \
+#define T5_GEMM(NAME) T5_GEMM_BLK(NAME, 32)
+#define T5_GEMM_BLK(NAME, BLK)                                                                                     \
     static void NAME##_1(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o,            \
                          const uint8_t *pf, size_t ps) { NAME(n, w, x, xs, o, pf, ps, 1); }                    \
     static void NAME##_2(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o,            \
@@ -799,7 +800,7 @@ T5_INL __m256i t5_nibbles32(const uint8_t *qs) {
     static void NAME##_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc,      \
                             float *y, size_t ldy) {                                                             \
         static const tile5_fn tiles[4] = {NAME##_1, NAME##_2, NAME##_3, NAME##_4};                              \
-        t5_walk(n, w, ws, nr, x, xs, nc, y, ldy, tiles, (n + 31) / 32);                                         \
+        t5_walk(n, w, ws, nr, x, xs, nc, y, ldy, tiles, (n + (BLK) - 1) / (BLK));                               \
     }
 
 T5_TILE(q8_0_t5, block_q8_0, T5_Q8_0_LOAD2, T5_Q8_0_LOAD1, T5_F16_SCALES2, T5_F16_SCALE1)
@@ -871,19 +872,7 @@ T5_INL void q4_K_t5(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size
     }
 }
 
-static void q4_K_t5_1(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o, const uint8_t *pf,
-                      size_t ps) { q4_K_t5(n, w, x, xs, o, pf, ps, 1); }
-static void q4_K_t5_2(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o, const uint8_t *pf,
-                      size_t ps) { q4_K_t5(n, w, x, xs, o, pf, ps, 2); }
-static void q4_K_t5_3(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o, const uint8_t *pf,
-                      size_t ps) { q4_K_t5(n, w, x, xs, o, pf, ps, 3); }
-static void q4_K_t5_4(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o, const uint8_t *pf,
-                      size_t ps) { q4_K_t5(n, w, x, xs, o, pf, ps, 4); }
-static void q4_K_t5_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y,
-                         size_t ldy) {
-    static const tile5_fn tiles[4] = {q4_K_t5_1, q4_K_t5_2, q4_K_t5_3, q4_K_t5_4};
-    t5_walk(n, w, ws, nr, x, xs, nc, y, ldy, tiles, (n + QK_K - 1) / QK_K);
-}
+T5_GEMM_BLK(q4_K_t5, QK_K)
 
 /* ---------------------------------------------------------------------- */
 
