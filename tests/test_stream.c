@@ -32,6 +32,7 @@ static void make_model(const char *args, const char *name, char *path, size_t n)
  * window ring test lengthens both so that the ring is smaller than the
  * context and wraps. */
 static int g_ctx = 64, g_prompt = 40;
+#define MAX_PROMPT 128 /* g_prompt's ceiling */
 
 /* Load path under budget (0: mapped) with reading engine `engine` and the
  * hot-expert file hot ("" = none), and open a session of 64 tokens. */
@@ -53,7 +54,7 @@ static df_session *open_budgeted(const char *path, uint64_t budget, int engine, 
     return s;
 }
 
-/* Logits of a 40-token prompt (all positions) and 12 greedy steps, reading
+/* Logits of a g_prompt-token prompt (all positions) and 12 greedy steps, reading
  * with the given engine (enum df_io_engine). */
 static float *run(const char *path, uint64_t budget, int engine, int *count, df_io_stats *io) {
     char err[512];
@@ -61,7 +62,8 @@ static float *run(const char *path, uint64_t budget, int engine, int *count, df_
     df_session *s = open_budgeted(path, budget, engine, "", &m);
     const int nv = df_n_vocab(m), np = g_prompt, ng = 12;
     float *out = malloc(sizeof(float) * (size_t)nv * (np + ng));
-    int32_t toks[40];
+    int32_t toks[MAX_PROMPT];
+    assert_true(np <= MAX_PROMPT);
     for (int i = 0; i < np; i++) toks[i] = (int32_t)(1 + (i * 71) % (nv - 3));
     assert_int_equal(df_decode(s, toks, np, out, 1, err, sizeof err), 0);
     int32_t t = 0;
@@ -187,7 +189,8 @@ static void test_shrink_mid_decode(void **state) {
     const int nv = df_n_vocab(m), np = 40, ng = 12;
     float *out = malloc(sizeof(float) * (size_t)nv * (np + ng));
     assert_non_null(out);
-    int32_t toks[40];
+    int32_t toks[MAX_PROMPT];
+    assert_true(np <= MAX_PROMPT);
     for (int i = 0; i < np; i++) toks[i] = (int32_t)(1 + (i * 71) % (nv - 3));
     assert_int_equal(df_decode(s, toks, np, out, 1, err, sizeof err), 0);
     df_io_stats before, after;
