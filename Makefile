@@ -87,9 +87,9 @@ $(BUILD)/obj/tools/%.o: tools/%.c $(HDRS) $(wildcard tools/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itools -c $< -o $@
 
-$(BUILD)/obj/server/%.o: server/%.c server/server.h include/deltafin.h
+$(BUILD)/obj/server/%.o: server/%.c server/server.h include/deltafin.h $(wildcard jobs/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -Iserver -pthread -c $< -o $@
+	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -Iserver -Ijobs -pthread -c $< -o $@
 
 $(INTLIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)

@@ -181,6 +181,16 @@ int df_session_truncate(df_session *s, int pos, char *err, size_t errlen);
 int df_session_save(df_session *s, const char *path, const void *user, size_t user_len, char *err, size_t errlen);
 int df_session_load(df_session *s, const char *path, void *user, size_t user_cap, size_t *user_len, char *err,
                     size_t errlen);
+/* The same in memory (the server's prefix cache): df_session_save_mem
+ * mallocs *out (*len bytes, free() it) holding the session's position and
+ * memory; df_session_load_mem puts it back into a session of the same model
+ * and shape (-1 with err, the session unchanged, for another shape).
+ * df_snapshot_peek reads only a snapshot file's user bytes (up to user_cap;
+ * -1 with err for a file that is not a snapshot of model m, or damaged). */
+int df_session_save_mem(df_session *s, void **out, size_t *len, char *err, size_t errlen);
+int df_session_load_mem(df_session *s, const void *buf, size_t len, char *err, size_t errlen);
+int df_snapshot_peek(const df_model *m, const char *path, void *user, size_t user_cap, size_t *user_len, char *err,
+                     size_t errlen);
 
 /* Prompt caches (src/api/promptcache.c; the CLI's --prompt-cache): a
  * snapshot (as above) of a session that has decoded tokens[0..pos), the
@@ -193,6 +203,10 @@ int df_session_load(df_session *s, const char *path, void *user, size_t user_cap
  * cache, or from another model or session shape. */
 int df_prompt_cache_save(df_session *s, const char *path, const int32_t *tokens, char *err, size_t errlen);
 int df_prompt_cache_load(df_session *s, const char *path, const int32_t *tokens, int n, int *n_reused, char *err,
+                         size_t errlen);
+/* The tokens a prompt cache file of model m holds (up to cap; *n of them),
+ * without loading it; -1 with err for a file that is not one. */
+int df_prompt_cache_peek(const df_model *m, const char *path, int32_t *tokens, int cap, int *n, char *err,
                          size_t errlen);
 
 /* Record, for every token and MoE layer, the experts the router chose and
@@ -352,6 +366,15 @@ typedef struct df_plan_speed {
     double tokens_per_s;             /* 0 when the plan does not fit its budget */
 } df_plan_speed;
 void df_plan_predict(const df_plan *p, double disk_bytes_per_s, double memory_bytes_per_s, df_plan_speed *out);
+/* The same with speculative decoding: each pass verifies k guesses, each
+ * kept with probability accept (a guess after a rejected one is not). A
+ * pass reads the dense weights once and, per MoE layer, the union of k + 1
+ * tokens' experts (uniform routing: repetitive text, which reuses experts,
+ * does better); it yields (1 - accept^(k+1)) / (1 - accept) tokens. out is
+ * per token as above; k = 0 is df_plan_predict. Bytes only: compute, which
+ * grows with k, is not modelled (an upper bound where compute binds). */
+void df_plan_predict_spec(const df_plan *p, double disk_bytes_per_s, double memory_bytes_per_s, double accept, int k,
+                          df_plan_speed *out);
 
 /* A size such as "6G", "512M", "1.5GiB", "4096" or "64 KB" (K, M, G, T are
  * powers of 1024): bytes, or 0 when s is not such a size. */

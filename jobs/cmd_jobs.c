@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "cmd_jobs.h"
+#include "job_json.h"
 #include "queue.h"
 #include "worker.h"
 /* --mem: df_parse_size, as the rest of the CLI reads it */
@@ -358,68 +359,6 @@ static int cmd_list(jopts *o) {
     return 0;
 }
 
-/* Length of the valid UTF-8 sequence at s (at most n bytes), 0 if none. */
-static size_t utf8_len(const unsigned char *s, size_t n) {
-    size_t len;
-    uint32_t cp;
-    if (s[0] < 0x80) return 1;
-    if ((s[0] & 0xe0) == 0xc0) len = 2;
-    else if ((s[0] & 0xf0) == 0xe0) len = 3;
-    else if ((s[0] & 0xf8) == 0xf0) len = 4;
-    else return 0;
-    cp = s[0] & (0x7f >> len);
-    if (len > n) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80) return 0;
-        cp = cp << 6 | (s[i] & 0x3f);
-    }
-    const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-    return len;
-}
-
-/* A JSON string; bytes that are not UTF-8 become U+FFFD (`job ID` prints the exact bytes). */
-static void json_str(FILE *f, const char *s, size_t n) {
-    fputc('"', f);
-    for (size_t i = 0; i < n; i++) {
-        const unsigned char c = (unsigned char)s[i];
-        if (c >= 0x80) {
-            const size_t len = utf8_len((const unsigned char *)s + i, n - i);
-            if (len) {
-                fwrite(s + i, 1, len, f);
-                i += len - 1;
-            } else {
-                fputs("\\ufffd", f);
-            }
-        } else if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c == '\n') fputs("\\n", f);
-        else if (c == '\t') fputs("\\t", f);
-        else if (c < 0x20 || c == 0x7f) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-static void print_json(const jq_job *j, const char *events, const char *stats) {
-    printf("{\"id\":%lld,\"state\":\"%s\",\"model\":", (long long)j->id, j->state);
-    json_str(stdout, j->model, strlen(j->model));
-    printf(",\"chat\":%d,\"n_predict\":%d,\"n_done\":%d,\"tokens_per_s\":%.3f,\"gen_seconds\":%.3f,\"runs\":%d,"
-           "\"priority\":%d,\"mem\":%llu,\"seed\":%llu,\"temp\":%g,\"created\":%.3f,\"started\":%.3f,"
-           "\"finished\":%.3f,\"deadline\":%.3f,\"error\":",
-           j->chat, j->n_predict, j->n_done, tps_of(j), j->gen_seconds, j->runs, j->priority,
-           (unsigned long long)j->mem, (unsigned long long)j->sp.seed, j->sp.temp, j->created, j->started,
-           j->finished, j->deadline);
-    if (j->error) json_str(stdout, j->error, strlen(j->error));
-    else fputs("null", stdout);
-    fputs(",\"note\":", stdout);
-    if (j->note) json_str(stdout, j->note, strlen(j->note));
-    else fputs("null", stdout);
-    printf(",\"events\":%s,\"stats\":%s", events, stats);
-    fputs(",\"text\":", stdout);
-    json_str(stdout, j->text, j->text_len);
-    fputs("}\n", stdout);
-}
-
 static int terminal(const char *state) { return strcmp(state, "queued") && strcmp(state, "running"); }
 
 static int cmd_show(jopts *o) {
@@ -449,7 +388,7 @@ static int cmd_show(jopts *o) {
                 rc = fail(err);
                 break;
             }
-            print_json(&j, ev, stt);
+            jq_write_json(stdout, &j, ev, stt);
             free(ev);
             free(stt);
         } else if (!o->follow) {

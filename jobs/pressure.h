@@ -6,7 +6,9 @@
  * high/max/oom_kill counts, memory.pressure's PSI "some avg10") and v1
  * (memory.limit_in_bytes, memory.usage_in_bytes, memory.stat's total_rss,
  * memory.oom_control's oom_kill). Whatever a kernel does not offer reads as
- * 0 (unknown). The cgroup is found through /proc/self/cgroup.
+ * 0 (unknown). The cgroup is found through /proc/self/cgroup, or is the
+ * folder DELTAFIN_CGROUP_DIR names (a test hook: fake readings, so the v2
+ * paths are tested on a v1 machine; tests/cli/pressure_fake.sh).
  */
 #ifndef DF_JOBS_PRESSURE_H
 #define DF_JOBS_PRESSURE_H

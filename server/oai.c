@@ -148,7 +148,7 @@ static int bad_request(oai_error *e, const char *param, const char *code, const 
 
 /* ---- field readers: absent or null leaves *out as it is ---- */
 
-static int get_num(cJSON *o, const char *k, double lo, double hi, double *out, oai_error *e) {
+int oai_get_num(cJSON *o, const char *k, double lo, double hi, double *out, oai_error *e) {
     cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
     if (!v || cJSON_IsNull(v)) return 0;
     if (!cJSON_IsNumber(v)) return BAD(k, NULL, "'%s' must be a number", k);
@@ -157,7 +157,7 @@ static int get_num(cJSON *o, const char *k, double lo, double hi, double *out, o
     return 0;
 }
 
-static int get_int(cJSON *o, const char *k, long lo, long hi, long *out, oai_error *e) {
+int oai_get_int(cJSON *o, const char *k, long lo, long hi, long *out, oai_error *e) {
     cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
     if (!v || cJSON_IsNull(v)) return 0;
     if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble))
@@ -168,7 +168,7 @@ static int get_int(cJSON *o, const char *k, long lo, long hi, long *out, oai_err
     return 0;
 }
 
-static int get_bool(cJSON *o, const char *k, int *out, oai_error *e) {
+int oai_get_bool(cJSON *o, const char *k, int *out, oai_error *e) {
     cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
     if (!v || cJSON_IsNull(v)) return 0;
     if (!cJSON_IsBool(v)) return BAD(k, NULL, "'%s' must be a boolean", k);
@@ -318,14 +318,14 @@ static int parse_logprobs(cJSON *body, int chat, oai_req *r, oai_error *e) {
     long k = -1;
     if (chat) {
         int on = 0;
-        if (get_bool(body, "logprobs", &on, e)) return -1;
+        if (oai_get_bool(body, "logprobs", &on, e)) return -1;
         long top = 0;
-        if (get_int(body, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, &top, e)) return -1;
+        if (oai_get_int(body, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, &top, e)) return -1;
         if (cJSON_GetObjectItemCaseSensitive(body, "top_logprobs") && !on &&
             !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(body, "top_logprobs")))
             return BAD("top_logprobs", NULL, "'top_logprobs' needs 'logprobs': true");
         if (on) k = top;
-    } else if (get_int(body, "logprobs", 0, SRV_MAX_TOP_LOGPROBS, &k, e)) {
+    } else if (oai_get_int(body, "logprobs", 0, SRV_MAX_TOP_LOGPROBS, &k, e)) {
         return -1;
     }
     r->logprobs = (int)k;
@@ -372,41 +372,41 @@ int oai_parse(const oai_ctx *c, const char *body, size_t len, int chat, oai_req 
             goto out;
         }
     }
-    if (get_bool(b, "stream", &r->stream, e) || get_bool(b, "ignore_eos", &r->ignore_eos, e)) goto out;
+    if (oai_get_bool(b, "stream", &r->stream, e) || oai_get_bool(b, "ignore_eos", &r->ignore_eos, e)) goto out;
     cJSON *so = cJSON_GetObjectItemCaseSensitive(b, "stream_options");
     if (so && !cJSON_IsNull(so)) {
         if (!cJSON_IsObject(so)) {
             BAD("stream_options", NULL, "'stream_options' must be an object");
             goto out;
         }
-        if (get_bool(so, "include_usage", &r->include_usage, e)) goto out;
+        if (oai_get_bool(so, "include_usage", &r->include_usage, e)) goto out;
     }
     l = -1;
-    if (get_int(b, "max_tokens", 0, 1 << 24, &l, e) || get_int(b, "max_completion_tokens", 0, 1 << 24, &l, e)) goto out;
+    if (oai_get_int(b, "max_tokens", 0, 1 << 24, &l, e) || oai_get_int(b, "max_completion_tokens", 0, 1 << 24, &l, e)) goto out;
     r->max_tokens = (int)l;
     l = 1;
-    if (get_int(b, "n", 1, 16, &l, e)) goto out;
+    if (oai_get_int(b, "n", 1, 16, &l, e)) goto out;
     r->n = (int)l;
     d = 1.0;
-    if (get_num(b, "temperature", 0, 2, &d, e)) goto out;
+    if (oai_get_num(b, "temperature", 0, 2, &d, e)) goto out;
     r->sp.temp = (float)d;
     d = 1.0;
-    if (get_num(b, "top_p", 0, 1, &d, e)) goto out;
+    if (oai_get_num(b, "top_p", 0, 1, &d, e)) goto out;
     r->sp.top_p = (float)d;
     d = 0.0;
-    if (get_num(b, "min_p", 0, 1, &d, e)) goto out;
+    if (oai_get_num(b, "min_p", 0, 1, &d, e)) goto out;
     r->sp.min_p = (float)d;
     l = 0;
-    if (get_int(b, "top_k", 0, 1 << 24, &l, e)) goto out;
+    if (oai_get_int(b, "top_k", 0, 1 << 24, &l, e)) goto out;
     r->sp.top_k = (int)l;
     d = 1.0;
-    if (get_num(b, "repeat_penalty", 0.01, 100, &d, e)) goto out;
+    if (oai_get_num(b, "repeat_penalty", 0.01, 100, &d, e)) goto out;
     r->sp.repeat_penalty = (float)d;
-    if (get_num(b, "presence_penalty", -2, 2, &d, e) || get_num(b, "frequency_penalty", -2, 2, &d, e)) goto out;
+    if (oai_get_num(b, "presence_penalty", -2, 2, &d, e) || oai_get_num(b, "frequency_penalty", -2, 2, &d, e)) goto out;
     cJSON *seed = cJSON_GetObjectItemCaseSensitive(b, "seed");
     r->seed_set = seed && !cJSON_IsNull(seed);
     l = 0;
-    if (get_int(b, "seed", -(1L << 53), 1L << 53, &l, e)) goto out;
+    if (oai_get_int(b, "seed", -(1L << 53), 1L << 53, &l, e)) goto out;
     r->sp.seed = r->seed_set ? (uint64_t)l : fresh_seed();
     if (parse_stop(b, r, e) || parse_logprobs(b, chat, r, e)) goto out;
     if ((chat ? chat_prompt(c, b, r, e) : completion_prompt(c, b, r, e)) != 0) goto out;
@@ -548,6 +548,9 @@ static cJSON *usage_json(const oai_req *r, srv_job *const *jobs) {
     cJSON_AddNumberToObject(u, "prompt_tokens", r->n_prompt);
     cJSON_AddNumberToObject(u, "completion_tokens", gen);
     cJSON_AddNumberToObject(u, "total_tokens", r->n_prompt + gen);
+    /* as OpenAI reports it: prompt tokens not processed again (the first choice's) */
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    if (d) cJSON_AddNumberToObject(d, "cached_tokens", r->n > 0 ? jobs[0]->n_cached : 0);
     return u;
 }
 

@@ -28,8 +28,12 @@ static void usage(FILE *f, int chat, int status) {
     else
         fprintf(f, "usage: deltafin serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key K] [--parallel N]\n"
                    "                      [--queue N] [--mem SIZE] [-c CTX] [-t THREADS] [--alias NAME]\n"
-                   "                      [--chat-template-file F] [--kv f16|f32]\n"
-                   "  an OpenAI-compatible server: /v1/chat/completions /v1/completions /v1/models /health /metrics\n");
+                   "                      [--chat-template-file F] [--kv f16|f32] [--jobs] [--jobs-db PATH] [--worker]\n"
+                   "                      [--prompt-cache-dir DIR] [--prompt-cache-mem SIZE (256M; 0 under --mem)]\n"
+                   "                      [--prompt-cache-disk SIZE (4G)] [--prompt-cache-min TOKENS (32)]\n"
+                   "  an OpenAI-compatible server: /v1/chat/completions /v1/completions /v1/models /health /metrics\n"
+                   "  --jobs: also /v1/jobs, the durable job queue (docs/jobs.md); --jobs-db PATH: on that database\n"
+                   "  (implies --jobs); --worker: run `deltafin worker` on it beside the server (implies --jobs)\n");
     exit(status);
 }
 
@@ -62,9 +66,13 @@ static float fnum(const char *flag, const char *v, double lo, double hi) {
 }
 
 /* 6G, 512M, 1.5GiB, 4096 (bytes): df_parse_size, as the rest of the CLI reads it */
-static uint64_t size_arg(const char *v) {
+static uint64_t size_arg(const char *flag, const char *v) {
+    if (strcmp(flag, "--mem") != 0 && !strcmp(v, "0")) return 0; /* a cache size 0: off */
     const uint64_t n = df_parse_size(v);
-    if (!n) bad("--mem expects a size like 6G, 512M or 1.5GiB, got '%s'", v);
+    if (!n) {
+        fprintf(stderr, "deltafin: %s expects a size like 6G, 512M or 1.5GiB, got '%s'\n", flag, v);
+        exit(2);
+    }
     return n;
 }
 
@@ -75,6 +83,9 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
     o->parallel = 4;
     o->queue = 256;
     o->n_predict = chat ? 1024 : 0;
+    o->pc_disk = (uint64_t)4 << 30;
+    o->pc_min = 32;
+    int pc_mem_set = 0;
     o->sp = df_sampler_default_params();
     if (chat) o->sp.temp = 0.7f, o->sp.seed = (uint64_t)time(NULL);
     for (int i = 2; i < argc; i++) {
@@ -87,12 +98,19 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
         name[nl] = 0;
         if (!strcmp(name, "-h") || !strcmp(name, "--help")) usage(stdout, chat, 0);
         if (!strcmp(name, "--kv-f32")) { o->kv_f32 = 1; continue; }
+        if (!chat && (!strcmp(name, "--jobs") || !strcmp(name, "--worker"))) {
+            if (!o->jobs_db) o->jobs_db = "";
+            o->worker |= !strcmp(name, "--worker");
+            continue;
+        }
         if (chat && !strcmp(name, "--ignore-eos")) { o->ignore_eos = 1; continue; }
         static const char *const with_value[] = {"-m", "--model", "--chat-template-file", "-c", "--ctx-size", "-t",
                                                  "--threads", "--mem", "--kv", "-sys", "--system-prompt", "-n",
                                                  "--n-predict", "--temp", "--top-k", "--top-p", "--min-p",
                                                  "--repeat-penalty", "--seed", "-s", "--host", "--port", "--api-key",
-                                                 "--parallel", "-np", "--queue", "--alias"};
+                                                 "--parallel", "-np", "--queue", "--alias", "--jobs-db",
+                                                 "--prompt-cache-dir", "--prompt-cache-mem", "--prompt-cache-disk",
+                                                 "--prompt-cache-min"};
         int known = 0;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(name, with_value[k]);
         if (!known) bad("unknown option '%s'", name);
@@ -103,7 +121,7 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
         else if (!strcmp(name, "--chat-template-file")) o->template_file = v;
         else if (!strcmp(name, "-c") || !strcmp(name, "--ctx-size")) o->ctx = (int)num(name, v, 0, 1 << 24);
         else if (!strcmp(name, "-t") || !strcmp(name, "--threads")) o->threads = (int)num(name, v, 1, 512);
-        else if (!strcmp(name, "--mem")) o->mem = size_arg(v);
+        else if (!strcmp(name, "--mem")) o->mem = size_arg(name, v);
         else if (!strcmp(name, "--kv")) {
             if (!strcmp(v, "f32")) o->kv_f32 = 1;
             else if (strcmp(v, "f16")) bad("--kv is f16 or f32, not '%s'", v);
@@ -121,8 +139,18 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
         else if (!chat && (!strcmp(name, "--parallel") || !strcmp(name, "-np"))) o->parallel = (int)num(name, v, 1, 256);
         else if (!chat && !strcmp(name, "--queue")) o->queue = (int)num(name, v, 0, 1 << 20);
         else if (!chat && !strcmp(name, "--alias")) o->alias = v;
+        else if (!chat && !strcmp(name, "--jobs-db")) {
+            if (!*v) bad("--jobs-db needs a path%s", "");
+            o->jobs_db = v;
+        }
+        else if (!chat && !strcmp(name, "--prompt-cache-dir")) o->pc_dir = v;
+        else if (!chat && !strcmp(name, "--prompt-cache-mem")) o->pc_mem = size_arg(name, v), pc_mem_set = 1;
+        else if (!chat && !strcmp(name, "--prompt-cache-disk")) o->pc_disk = size_arg(name, v);
+        else if (!chat && !strcmp(name, "--prompt-cache-min")) o->pc_min = (int)num(name, v, 1, 1 << 24);
         else bad("unknown option '%s'", name);
     }
+    /* the memory prefix cache is outside --mem's budget: off under --mem unless asked for */
+    if (!pc_mem_set) o->pc_mem = o->mem ? 0 : (uint64_t)256 << 20;
     if (!o->model) {
         fprintf(stderr, "deltafin: -m MODEL is required\n");
         exit(2);

@@ -4,13 +4,16 @@
  * Each slot owns a df_session (its KV cache) and, while it runs a job, a
  * df_sampler. One scheduler thread loops: admit queued jobs into free slots
  * (preferring the slot whose cache shares the longest token prefix with the
- * new prompt, which it then keeps), then sched_step(): gather one input per
+ * new prompt, which it then keeps, or failing that an entry of the prefix
+ * caches, pcache.c, that shares more), then sched_step(): gather one input per
  * active sequence (a prompt chunk of up to n_batch tokens, or the last
  * sampled token), run the forward pass for all of them in decode_all() -
  * the one place that calls the model: df_decode_batch, one pass over the
  * weights for all generating sequences - and sample, append text, check stop strings, the token limit and
  * end of generation. New requests join between steps (continuous batching);
- * a cancelled job leaves at the next step.
+ * a cancelled job leaves at the next step. A slot that has just decoded a
+ * whole prompt hands its state to the prefix caches (after the step, outside
+ * the mutex). Loading from them happens at admission, under the mutex.
  *
  * Locking: one mutex guards the queue, every job's output and the metrics.
  * The forward pass runs without it. Jobs are reference counted: the HTTP
@@ -36,6 +39,7 @@ typedef struct slot {
     const int32_t *in;
     int n_in;
     int failed;
+    int store;          /* the whole prompt decoded this step: keep its state */
     char err[256];
 } slot;
 
@@ -51,6 +55,7 @@ struct srv_sched {
     pthread_t th;
     int started, stop;
     srv_metrics mt;
+    srv_pcache *pc;     /* the prefix caches, or NULL */
     double mark_t;
     uint64_t mark_tokens;
     /* A step's arrays, n_slots entries each, allocated once (the scheduler
@@ -171,15 +176,25 @@ static void slot_start(srv_sched *s, slot *sl, srv_job *j) {
     char err[256];
     sl->j = j;
     sl->failed = 0;
+    sl->store = 0;
     int keep = (int)common_prefix(sl->hist, sl->n_hist, j->prompt, j->n_prompt);
     if (keep >= j->n_prompt) keep = j->n_prompt - 1;
     if (keep < 0) keep = 0;
-    if (df_session_truncate(sl->s, keep, err, sizeof err) != 0) {
+    const uint64_t disk_errors = s->mt.pc.disk_errors;
+    const int got = pcache_restore(s->pc, sl->s, j->prompt, j->n_prompt - 1, keep);
+    pcache_stats_get(s->pc, &s->mt.pc);
+    if (s->mt.pc.disk_errors != disk_errors)
+        fprintf(stderr, "deltafin: prompt cache refused and ignored: %s\n", pcache_last_error(s->pc));
+    if (got > 0) {
+        keep = got;
+        memcpy(sl->hist, j->prompt, (size_t)keep * sizeof(int32_t));
+    } else if (df_session_truncate(sl->s, keep, err, sizeof err) != 0) {
         keep = 0;
         df_session_truncate(sl->s, 0, err, sizeof err);
     }
     sl->n_hist = keep;
     sl->fed = keep;
+    j->n_cached = keep;
     s->mt.prompt_cached += (uint64_t)keep;
     df_sampler_free(sl->smp);
     sl->smp = df_sampler_new(&j->sp, s->nv);
@@ -276,6 +291,25 @@ static void hist_push(slot *sl, const int32_t *t, int n) {
     sl->n_hist += n;
 }
 
+/* Hand the state of slots that have just decoded a whole prompt (their
+ * session holds hist[0..n_hist), the prompt) to the prefix caches. The job
+ * may have finished already; the slot is not given another before the next
+ * step, so its session is still as the step left it. */
+static void store_prompts(srv_sched *s, int n) {
+    int stored = 0;
+    for (int i = 0; i < n; i++) {
+        slot *sl = s->act[i];
+        if (!sl->store) continue;
+        sl->store = 0;
+        pcache_store(s->pc, sl->s, sl->hist, sl->n_hist);
+        stored = 1;
+    }
+    if (!stored) return;
+    pthread_mutex_lock(&s->mu);
+    pcache_stats_get(s->pc, &s->mt.pc);
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* One step for every active sequence. Returns how many ran. */
 static int sched_step(srv_sched *s) {
     slot **act = s->act;
@@ -326,10 +360,12 @@ static int sched_step(srv_sched *s) {
             sl->fed += sl->n_in;
             s->mt.prompt_tokens += (uint64_t)sl->n_in;
             if (sl->fed < sl->j->n_prompt) continue;
+            sl->store = s->pc != NULL;
         }
         slot_emit(s, sl);
     }
     pthread_mutex_unlock(&s->mu);
+    store_prompts(s, n);
     return n;
 }
 
@@ -376,11 +412,13 @@ static void *sched_main(void *arg) {
 
 /* ---- public ---- */
 
-int sched_new(df_model *m, int n_slots, int queue_cap, const df_session_params *sp, srv_sched **out, char *err,
-              size_t errlen) {
+int sched_new(df_model *m, int n_slots, int queue_cap, const df_session_params *sp, srv_pcache *pc,
+              srv_sched **out, char *err, size_t errlen) {
     srv_sched *s = calloc(1, sizeof *s);
-    if (!s) return snprintf(err, errlen, "out of memory"), -1;
+    if (!s) return pcache_free(pc), snprintf(err, errlen, "out of memory"), -1;
     s->m = m;
+    s->pc = pc;
+    pcache_stats_get(pc, &s->mt.pc);
     s->nv = df_n_vocab(m);
     s->qcap = queue_cap;
     s->n_slots = n_slots;
@@ -447,6 +485,7 @@ void sched_free(srv_sched *s) {
     free(s->nt);
     free(s->pos0);
     free(s->lg);
+    pcache_free(s->pc);
     pthread_cond_destroy(&s->work);
     pthread_mutex_destroy(&s->mu);
     free(s);

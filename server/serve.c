@@ -14,7 +14,10 @@
  *
  * Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models
  * (with --api-key, these need "Authorization: Bearer KEY"), GET /health,
- * GET /metrics (Prometheus text). The listen address defaults to loopback.
+ * GET /metrics (Prometheus text); with --jobs, /v1/jobs (jobs_api.c), and
+ * with --worker a `deltafin worker` child process that runs those jobs
+ * (given SIGTERM when the server stops: it hands its job back to the queue).
+ * The listen address defaults to loopback.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,7 +27,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,6 +40,7 @@
 typedef struct server {
     df_model *m;
     srv_sched *sched;
+    srv_jobs *jobs;        /* /v1/jobs; NULL without --jobs */
     oai_ctx oc;
     const char *api_key;
     uint64_t mem_budget;
@@ -316,6 +322,19 @@ static char *metrics_text(server *srv) {
     M("prompt_tokens_total", "counter", "Prompt tokens decoded.", "%llu", (unsigned long long)mt.prompt_tokens);
     M("prompt_tokens_cached_total", "counter", "Prompt tokens reused from a slot's KV cache.", "%llu",
       (unsigned long long)mt.prompt_cached);
+    M("prefix_cache_hits_memory_total", "counter", "Prompts that started from a prefix cache entry in memory.", "%llu",
+      (unsigned long long)mt.pc.mem_hits);
+    M("prefix_cache_hits_disk_total", "counter", "Prompts that started from a prefix cache file.", "%llu",
+      (unsigned long long)mt.pc.disk_hits);
+    M("prefix_cache_tokens_reused_total", "counter", "Prompt tokens restored from the prefix caches.", "%llu",
+      (unsigned long long)mt.pc.tokens_reused);
+    M("prefix_cache_memory_bytes", "gauge", "Bytes of the prefix cache in memory.", "%llu",
+      (unsigned long long)mt.pc.mem_bytes);
+    M("prefix_cache_memory_entries", "gauge", "Prompts kept in the memory prefix cache.", "%d", mt.pc.mem_entries);
+    M("prefix_cache_disk_bytes", "gauge", "Bytes of the prefix cache files.", "%llu", (unsigned long long)mt.pc.disk_bytes);
+    M("prefix_cache_disk_entries", "gauge", "Prompts kept in prefix cache files.", "%d", mt.pc.disk_entries);
+    M("prefix_cache_disk_errors_total", "counter", "Prefix cache files refused (damaged) or not written.", "%llu",
+      (unsigned long long)mt.pc.disk_errors);
     M("tokens_per_second", "gauge", "Generated tokens per second over the last seconds.", "%.3f", mt.recent_tps);
     M("busy_tokens_per_second", "gauge", "Generated tokens per second of decoding time.", "%.3f",
       mt.busy_seconds > 0 ? (double)mt.gen_tokens / mt.busy_seconds : 0.0);
@@ -383,6 +402,19 @@ static int authorized(server *srv, struct MHD_Connection *mc) {
     return h && !strncmp(h, "Bearer ", 7) && !strcmp(h + 7, srv->api_key);
 }
 
+static enum MHD_Result jobs_route(server *srv, struct MHD_Connection *mc, conn *cc, const char *url,
+                                  const char *method) {
+    if (!srv->jobs)
+        return fail(mc, 404, "invalid_request_error", "not_found", "this server has no job queue (start it with --jobs)");
+    if (!authorized(srv, mc))
+        return fail(mc, 401, "invalid_request_error", "invalid_api_key",
+                    "a valid API key is needed: send the header 'Authorization: Bearer KEY'");
+    if (cc->too_big) return fail(mc, 413, "invalid_request_error", "request_too_large", "the body is larger than 16 MiB");
+    int status = 500;
+    char *body = srv_jobs_handle(srv->jobs, method, url, cc->body, cc->len, &status);
+    return send_text(mc, status, body, "application/json");
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     server *srv = cls;
@@ -419,6 +451,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
         if (!get) return fail(mc, 405, "invalid_request_error", "method_not_allowed", "use GET");
         return send_text(mc, 200, metrics_text(srv), "text/plain; version=0.0.4");
     }
+    if (!strncmp(url, "/v1/jobs", 8)) return jobs_route(srv, mc, cc, url, method);
     const int chat = !strcmp(url, "/v1/chat/completions") || !strcmp(url, "/chat/completions");
     const int comp = !strcmp(url, "/v1/completions") || !strcmp(url, "/completions");
     const int models = !strcmp(url, "/v1/models") || !strcmp(url, "/models");
@@ -461,6 +494,29 @@ static int resolve(const char *host, int port, struct sockaddr_storage *ss, int 
     return 0;
 }
 
+/* `deltafin worker [--db PATH]` as a child process that dies with the server. -1 if it could not start. */
+static pid_t start_worker(const char *db) {
+    const pid_t pid = fork();
+    if (pid != 0) return pid;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_UNBLOCK, &all, NULL); /* the server blocked SIGINT/SIGTERM; exec keeps the mask */
+    signal(SIGPIPE, SIG_DFL);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() == 1) _exit(1);
+    if (*db) execl("/proc/self/exe", "deltafin", "worker", "--db", db, (char *)NULL);
+    else execl("/proc/self/exe", "deltafin", "worker", (char *)NULL);
+    _exit(127);
+}
+
+static void stop_worker(pid_t pid) {
+    if (pid <= 0) return;
+    kill(pid, SIGTERM);
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+}
+
 static const char *base_name(const char *p) {
     const char *s = strrchr(p, '/');
     return s ? s + 1 : p;
@@ -500,7 +556,10 @@ int df_cmd_serve(int argc, char **argv) {
     df_session_params sp = df_session_default_params();
     sp.n_ctx = o.ctx;
     sp.kv_type = mp.kv_type;
-    if (sched_new(srv.m, o.parallel, o.queue, &sp, &srv.sched, err, sizeof err) != 0) {
+    srv_pcache *pc = NULL;
+    if (pcache_new(srv.m, o.pc_mem, o.pc_dir, o.pc_disk, o.pc_min, &pc,
+                   err, sizeof err) != 0 ||
+        sched_new(srv.m, o.parallel, o.queue, &sp, pc, &srv.sched, err, sizeof err) != 0) {
         fprintf(stderr, "deltafin: %s\n", err);
         df_model_free(srv.m);
         free(tmpl);
@@ -515,7 +574,16 @@ int df_cmd_serve(int argc, char **argv) {
     struct sockaddr_storage ss;
     int v6 = 0;
     int rc = 1;
+    pid_t worker = 0;
     struct MHD_Daemon *d = NULL;
+    if (o.jobs_db && srv_jobs_open(o.jobs_db, o.model, srv.oc.name, &srv.jobs, err, sizeof err) != 0) {
+        fprintf(stderr, "deltafin: job queue: %s\n", err);
+        goto out;
+    }
+    if (o.worker && (worker = start_worker(o.jobs_db)) < 0) {
+        fprintf(stderr, "deltafin: cannot start the worker: %s\n", strerror(errno));
+        goto out;
+    }
     if (resolve(o.host, o.port, &ss, &v6) != 0) {
         fprintf(stderr, "deltafin: cannot resolve --host '%s'\n", o.host);
         goto out;
@@ -541,6 +609,8 @@ int df_cmd_serve(int argc, char **argv) {
     rc = 0;
 out:
     if (d) MHD_stop_daemon(d);
+    stop_worker(worker);
+    srv_jobs_close(srv.jobs);
     sched_free(srv.sched);
     df_model_save_hot(srv.m, err, sizeof err);
     df_model_free(srv.m);

@@ -10,6 +10,9 @@
  *   serve.c    HTTP (libmicrohttpd): routing, API key, errors, /metrics.
  *   chat_cli.c the interactive terminal chat.
  *   opts.c     the command-line options both commands share.
+ *   jobs_api.c /v1/jobs: the durable job queue (jobs/, docs/jobs.md) over HTTP.
+ *   pcache.c   prefix caches: the state after recent prompts, in memory
+ *              and in --prompt-cache-dir, for prompts that start alike.
  * A job is one generated sequence (one choice of a request). Everything a
  * job's output holds is guarded by the scheduler's mutex.
  */
@@ -28,8 +31,13 @@
 /* ---- command-line options (opts.c) ---- */
 typedef struct srv_opts {
     const char *model, *host, *api_key, *template_file, *alias, *system;
+    const char *jobs_db;    /* serve: /v1/jobs on this database ("" = the default one), NULL = off */
+    int worker;             /* serve: run `deltafin worker` on jobs_db beside the API */
     int port, parallel, queue, ctx, threads, n_predict, kv_f32, ignore_eos;
     uint64_t mem;
+    const char *pc_dir;             /* --prompt-cache-dir */
+    uint64_t pc_mem, pc_disk;       /* --prompt-cache-mem, --prompt-cache-disk (bytes) */
+    int pc_min;                     /* --prompt-cache-min: shortest prompt kept (tokens) */
     df_sampler_params sp;
 } srv_opts;
 
@@ -66,6 +74,7 @@ typedef struct srv_job {
     srv_logprob *lps;
     int n_lps, cap_lps;
     int n_gen;              /* tokens generated */
+    int n_cached;           /* prompt tokens not processed again (reused) */
     int finish;             /* enum srv_finish; != FIN_NONE when done */
     char error[256];
     int cancelled;          /* the client went away: stop at the next step */
@@ -76,16 +85,39 @@ typedef struct srv_job {
 
 typedef struct srv_sched srv_sched;
 
+/* ---- prefix caches (pcache.c) ---- */
+typedef struct pcache_stats {
+    uint64_t mem_hits, disk_hits, tokens_reused, mem_stores, disk_stores, disk_errors;
+    uint64_t mem_bytes, disk_bytes;
+    int mem_entries, disk_entries;
+} pcache_stats;
+typedef struct srv_pcache srv_pcache;
+/* mem_limit / disk_limit bytes; dir NULL: memory only; prompts shorter than
+ * min_tokens are not kept. 0, or -1 with err (the folder unusable). */
+int pcache_new(df_model *m, uint64_t mem_limit, const char *dir, uint64_t disk_limit, int min_tokens,
+               srv_pcache **out, char *err, size_t errlen);
+void pcache_free(srv_pcache *c);
+/* If an entry shares more than have tokens with prompt[0..n), load it into
+ * s cut to the shared prefix and return that length; else 0 (s may then
+ * have been reset: the caller truncates to what it keeps, or to 0). */
+int pcache_restore(srv_pcache *c, df_session *s, const int32_t *prompt, int n, int have);
+/* Keep s's state; s holds toks[0..n) (nothing kept otherwise). */
+void pcache_store(srv_pcache *c, df_session *s, const int32_t *toks, int n);
+void pcache_stats_get(const srv_pcache *c, pcache_stats *out);
+const char *pcache_last_error(const srv_pcache *c);
+
 typedef struct srv_metrics {
     uint64_t gen_tokens, prompt_tokens, prompt_cached, requests, rejected, steps, step_seqs;
     double busy_seconds;    /* time spent in steps */
     int queue_depth, active, parallel, queue_cap;
     double recent_tps;      /* generated tokens/s over the last few seconds */
+    pcache_stats pc;        /* the prefix caches */
 } srv_metrics;
 
-/* n_slots sessions of n_ctx tokens each; queue_cap waiting jobs at most. */
-int sched_new(df_model *m, int n_slots, int queue_cap, const df_session_params *sp, srv_sched **out, char *err,
-              size_t errlen);
+/* n_slots sessions of n_ctx tokens each; queue_cap waiting jobs at most;
+ * pc (may be NULL) the prefix caches, owned by the scheduler from then on. */
+int sched_new(df_model *m, int n_slots, int queue_cap, const df_session_params *sp, srv_pcache *pc,
+              srv_sched **out, char *err, size_t errlen);
 void sched_free(srv_sched *s);
 /* Queue jobs (all or none). Returns 0, or -1 when the queue is full. Each
  * job's refs becomes 2; release with sched_release. */
@@ -153,6 +185,23 @@ char *oai_chunk(const oai_ctx *c, const oai_req *r, const char *id, long created
                 int finish, int first);
 char *oai_usage_chunk(const oai_ctx *c, const oai_req *r, srv_job *const *jobs, const char *id, long created);
 const char *oai_finish_name(int finish);
+/* Field readers of a request object: absent or null leaves *out as it is;
+ * a wrong type or range is a 400 naming the field (0, or -1 with e). */
+struct cJSON;
+int oai_get_num(struct cJSON *o, const char *k, double lo, double hi, double *out, oai_error *e);
+int oai_get_int(struct cJSON *o, const char *k, long lo, long hi, long *out, oai_error *e);
+int oai_get_bool(struct cJSON *o, const char *k, int *out, oai_error *e);
+
+/* ---- the durable job queue over HTTP (jobs_api.c; the queue is jobs/queue.h) ---- */
+typedef struct srv_jobs srv_jobs;
+/* Open the queue's database for the served model (its file path, absolute
+ * or not; name: the id requests may give as "model"). */
+int srv_jobs_open(const char *db_path, const char *model_path, const char *name, srv_jobs **out, char *err,
+                  size_t errlen);
+void srv_jobs_close(srv_jobs *j);
+/* Answer a request whose URL starts with /v1/jobs: the JSON body
+ * (malloc'd; NULL when out of memory) and *status. */
+char *srv_jobs_handle(srv_jobs *j, const char *method, const char *url, const char *body, size_t len, int *status);
 
 /* ---- chat (chat_cli.c) and server (serve.c) entry points ---- */
 int df_cmd_serve(int argc, char **argv);

@@ -2,6 +2,8 @@
 #   check DESCRIPTION COND...   run COND, print "ok"/"FAIL" and count failures
 #   contains TEXT NEEDLE, lacks TEXT NEEDLE
 #   finish                      the summary line tests/run.sh reads; the exit status
+#   serve_start LOG ARGS...     `$D serve --port 0 ARGS` in the background (pid in SPID, added to PIDS);
+#                               sets PORT from its log, or fails the test (needs D, PIDS, SLOW)
 #   cgroup_setup TAG            skip (exit 0, saying why) unless a cgroup v1 memory limit can be set;
 #                               then T (a temporary folder) and CG (a cgroup path, not yet made), removed on exit
 fails=0
@@ -14,6 +16,18 @@ lacks() { ! grep -qF -- "$2" <<< "$1"; }
 finish() {
     echo "$((fails == 0 ? 1 : 0)) passed, $((fails > 0 ? 1 : 0)) failed"
     [ "$fails" -eq 0 ]
+}
+serve_start() {
+    local log=$1; shift
+    "$D" serve --port 0 "$@" > "$log" 2>&1 &
+    SPID=$!
+    PIDS+=($SPID)
+    for _ in $(seq 1 $((100 * SLOW))); do
+        PORT=$(sed -n 's/.*http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$log")
+        [ -n "$PORT" ] && return 0
+        sleep 0.1
+    done
+    echo "server did not start:"; cat "$log"; exit 1
 }
 CGROOT=/sys/fs/cgroup/memory
 cgroup_setup() { # ASan's shadow memory is not part of Deltafin's budget

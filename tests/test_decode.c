@@ -38,6 +38,8 @@ static const char *const presets[][2] = {
     {"glm-dsa", "--preset glm-dsa-tiny --type q8_0 --idx-types 1101 --idx-top-k 5"},
     {"qwen35moe", "--preset qwen35moe-tiny --type q8_0"},
     {"qwen3next", "--preset qwen3next-tiny --type q8_0 --legacy-ssm-in 1"},
+    /* window 6 and top-2 of the ratio-4 blocks: the compressors' state crosses the steps */
+    {"deepseek4", "--preset deepseek4-tiny --type q8_0 --swa 6 --idx-top-k 2"},
 };
 
 static int32_t argmax(const float *v, int n) {

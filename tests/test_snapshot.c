@@ -2,7 +2,10 @@
  * test_snapshot.c - session snapshots (df_session_save / df_session_load):
  * a session restored from a snapshot continues with bit-identical logits
  * (KV cache, MLA latent cache, recurrent states); damaged, truncated and
- * stale snapshots are refused and leave the session as it was.
+ * stale snapshots are refused and leave the session as it was. The same
+ * for snapshots in memory (df_session_save_mem / df_session_load_mem, the
+ * server's prefix cache) and for reading a prompt cache's tokens alone
+ * (df_prompt_cache_peek).
  */
 #include <string.h>
 #include <sys/stat.h>
@@ -89,6 +92,25 @@ static void check_model(const char *args, const char *name) {
     assert_int_equal(df_session_pos(c), 9);
     feed(c, 9, N_ALL, got);
     assert_memory_equal(ref, got, (size_t)nv * sizeof(float));
+    /* in memory: b (at 9) copied into a session that has seen other tokens, continued */
+    void *blob = NULL;
+    size_t blen = 0;
+    if (df_session_save_mem(b, &blob, &blen, err, sizeof err) != 0) fail_msg("save_mem: %s", err);
+    df_session *e = session(m);
+    const int32_t other[] = {5, 6, 7};
+    assert_int_equal(df_decode(e, other, 3, NULL, 0, err, sizeof err), 0);
+    if (df_session_load_mem(e, blob, blen, err, sizeof err) != 0) fail_msg("load_mem: %s", err);
+    assert_int_equal(df_session_pos(e), 9);
+    feed(e, 9, N_ALL, got);
+    assert_memory_equal(ref, got, (size_t)nv * sizeof(float));
+    /* a damaged header or a wrong length: refused, the session unchanged */
+    ((unsigned char *)blob)[13] ^= 1;
+    assert_int_equal(df_session_load_mem(e, blob, blen, err, sizeof err), -1);
+    ((unsigned char *)blob)[13] ^= 1;
+    assert_int_equal(df_session_load_mem(e, blob, blen - 1, err, sizeof err), -1);
+    assert_int_equal(df_session_pos(e), N_ALL);
+    free(blob);
+    df_session_free(e);
     /* damaged copies: a flipped payload byte, a flipped header byte, truncated, padded */
     struct stat st;
     assert_int_equal(stat(snap, &st), 0);
@@ -140,6 +162,27 @@ static void test_stale(void **st) {
     assert_int_equal(df_session_load(s2, snap, NULL, 0, NULL, err, sizeof err), -1);
     assert_non_null(strstr(err, "stale"));
     assert_int_equal(df_session_pos(s2), 0);
+    /* a snapshot in memory of m1 does not go into m2's session */
+    void *blob = NULL;
+    size_t blen = 0;
+    assert_int_equal(df_session_save_mem(s1, &blob, &blen, err, sizeof err), 0);
+    assert_int_equal(df_session_load_mem(s2, blob, blen, err, sizeof err), -1);
+    assert_non_null(strstr(err, "stale"));
+    free(blob);
+    /* a prompt cache's tokens: read back for its model, refused for another */
+    char pc[256];
+    snprintf(pc, sizeof pc, "%s/m1.pc", tmpdir);
+    const int32_t held[8] = {1, 17, 42, 7, 99, 3, 5, 11};
+    assert_int_equal(df_prompt_cache_save(s1, pc, held, err, sizeof err), 0);
+    int32_t back[16];
+    int n = 0;
+    assert_int_equal(df_prompt_cache_peek(m1, pc, back, 16, &n, err, sizeof err), 0);
+    assert_int_equal(n, 8);
+    assert_memory_equal(back, held, sizeof held);
+    assert_int_equal(df_prompt_cache_peek(m1, pc, back, 4, &n, err, sizeof err), -1); /* too small a buffer */
+    assert_int_equal(df_prompt_cache_peek(m2, pc, back, 16, &n, err, sizeof err), -1);
+    assert_non_null(strstr(err, "stale"));
+    assert_int_equal(df_prompt_cache_peek(m1, snap, back, 16, &n, err, sizeof err), -1); /* a plain snapshot */
     df_session_free(s1);
     df_session_free(s2);
     df_model_free(m1);

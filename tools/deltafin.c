@@ -52,6 +52,7 @@ typedef struct {
     int io_threads, io_engine, progress;
     double probe_secs;
     double disk_gbps, mem_gbps; /* plan: a machine's speeds instead of measuring this one's (GB/s, 1e9 bytes) */
+    double spec_accept;         /* plan: the acceptance rate speculation is predicted at */
     int n_predict, threads, ctx, batch, top, pieces, no_bos, no_mmap, ignore_eos, kv_f32, json, n_prompt, reps;
     int parallel;           /* run --batch-file: sequences decoded at once */
     df_sampler_params sp;
@@ -73,9 +74,10 @@ static void usage(FILE *f, int status) {
             "  run       -m MODEL --batch-file PROMPTS [--parallel N] [run's options]   one prompt a line, up to N\n"
             "            (default 16) decoded together, one pass over the weights per step; completions in order\n"
             "  plan      -m MODEL --mem SIZE [-c CTX] [--json] [--probe-seconds S] [--io-threads N] [--io ENGINE]\n"
-            "            [--disk-gbps X] [--mem-gbps Y] [--resident-type q4_K|q8_0]\n"
+            "            [--disk-gbps X] [--mem-gbps Y] [--resident-type q4_K|q8_0] [--spec-accept A] [--draft-max K]\n"
             "            will it fit, what streams, how fast: on this machine (measures the disk for S seconds,\n"
             "            default 5, and memory for 1 s), or on one whose disk reads X and memory Y GB/s\n"
+            "            and the effect of speculation at acceptance A (default 0.7), k up to K (default 4)\n"
             "  info      -m MODEL\n"
             "  tokenize  -m MODEL (-p TEXT | -f FILE) [--pieces] [--no-bos]\n"
             "  logits    -m MODEL (-p TEXT | -f FILE | --tokens \"1 2 3\") [--top K] [--out FILE] [-t THREADS]\n"
@@ -175,7 +177,7 @@ static const struct { const char *name, *alias; int kind; } OPTIONS[] = {
     {"--batch-file", NULL, VALUE}, {"--parallel", NULL, VALUE},
     {"--io", NULL, VALUE}, {"--mem", NULL, VALUE}, {"--n-predict", "-n", VALUE}, {"--threads", "-t", VALUE},
     {"--ctx-size", "-c", VALUE}, {"--repetitions", "-r", VALUE}, {"--top", NULL, VALUE}, {"--temp", NULL, VALUE},
-    {"--probe-seconds", NULL, VALUE}, {"--disk-gbps", NULL, VALUE}, {"--mem-gbps", NULL, VALUE}, {"--top-k", NULL, VALUE}, {"--top-p", NULL, VALUE}, {"--min-p", NULL, VALUE},
+    {"--probe-seconds", NULL, VALUE}, {"--spec-accept", NULL, VALUE}, {"--disk-gbps", NULL, VALUE}, {"--mem-gbps", NULL, VALUE}, {"--top-k", NULL, VALUE}, {"--top-p", NULL, VALUE}, {"--min-p", NULL, VALUE},
     {"--repeat-penalty", NULL, VALUE}, {"--repeat-last-n", NULL, VALUE}, {"--seed", "-s", VALUE}, {"--kv", NULL, VALUE},
 };
 
@@ -187,6 +189,7 @@ static void parse(int argc, char **argv, opts *o) {
     o->sp = df_sampler_default_params();
     o->spec = -1;
     o->draft_max = 4;
+    o->spec_accept = 0.7;
     o->spec_k = -1;
     for (int i = 2; i < argc; i++) {
         const char *arg = argv[i], *v = NULL;
@@ -261,6 +264,7 @@ static void parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--probe-seconds")) o->probe_secs = parse_float(name, v, 0.1, 600, 0);
         else if (!strcmp(a, "--disk-gbps")) o->disk_gbps = parse_float(name, v, 0, 1e6, 1);
         else if (!strcmp(a, "--mem-gbps")) o->mem_gbps = parse_float(name, v, 0, 1e6, 1);
+        else if (!strcmp(a, "--spec-accept")) o->spec_accept = parse_float(name, v, 0, 0.999, 0);
         else if (!strcmp(a, "--top-k")) o->sp.top_k = (int)parse_long(name, v, 0, 1 << 24);
         else if (!strcmp(a, "--top-p")) o->sp.top_p = parse_float(name, v, 0, 1, 0);
         else if (!strcmp(a, "--min-p")) o->sp.min_p = parse_float(name, v, 0, 1, 0);
@@ -467,6 +471,19 @@ static void suggest_requant(const opts *o, const df_model_params *mp, const df_p
     printf("\n");
 }
 
+/* Speculation's predicted effect (df_plan_predict_spec): the best k in
+ * 0..--draft-max at --spec-accept; tps[k] for each k. */
+static int plan_spec(const opts *o, const df_plan *p, double disk, double mem, double *tps) {
+    int best = 0;
+    for (int k = 0; k <= o->draft_max; k++) {
+        df_plan_speed s;
+        df_plan_predict_spec(p, disk, mem, o->spec_accept, k, &s);
+        tps[k] = s.tokens_per_s;
+        if (tps[k] > tps[best] * 1.0001) best = k;
+    }
+    return best;
+}
+
 static int cmd_plan(const opts *o) {
     if (!o->mem) {
         fprintf(stderr, "deltafin: plan needs --mem SIZE\n");
@@ -525,18 +542,21 @@ static int cmd_plan(const opts *o) {
     df_plan_predict(&p, disk, mem, &sp);
     const double hit = sp.hit_rate, disk_tok = sp.disk_bytes_per_token, mem_tok = sp.memory_bytes_per_token;
     const double t_disk = sp.disk_seconds, t_mem = sp.memory_seconds, tps = sp.tokens_per_s;
+    double spec_tps[65];
+    const int spec_k = plan_spec(o, &p, disk, mem, spec_tps);
     if (o->json) {
         printf("{\"fits\":%s,\"budget\":%llu,\"minimum\":%llu,\"resident_bytes\":%llu,\"session_bytes\":%llu,"
                "\"expert_slots\":%d,\"experts_total\":%d,\"dense_layers_streamed\":%d,\"disk_bytes_per_s\":%.0f,"
                "\"memory_bytes_per_s\":%.0f,\"expected_hit_rate\":%.4f,\"disk_bytes_per_token\":%.0f,"
                "\"memory_bytes_per_token\":%.0f,\"predicted_tokens_per_s\":%.4f,\"disk_source\":\"%s\","
-               "\"memory_source\":\"%s\",\"shape_only\":%s,\"requant_saved_bytes\":%llu}\n",
+               "\"memory_source\":\"%s\",\"shape_only\":%s,\"requant_saved_bytes\":%llu,\"spec_accept\":%.3f,"
+               "\"spec_best_k\":%d,\"spec_tokens_per_s\":%.4f}\n",
                fits ? "true" : "false", (unsigned long long)p.budget, (unsigned long long)p.minimum,
                (unsigned long long)p.resident_bytes, (unsigned long long)p.session_bytes, p.n_expert_slots,
                p.n_experts_total, p.n_dense_streamed, disk, mem, hit, disk_tok, mem_tok, tps,
                how == DISK_GIVEN ? "given" : how == DISK_SHAPED ? "decode-shaped" : how == DISK_SCRATCH ? "scratch" : "plain",
                o->mem_gbps > 0 ? "given" : "measured", sparse ? "true" : "false",
-               (unsigned long long)p.requant_saved_bytes);
+               (unsigned long long)p.requant_saved_bytes, o->spec_accept, spec_k, spec_tps[spec_k]);
         return fits ? 0 : 1;
     }
     print_plan(&p, stdout);
@@ -571,6 +591,11 @@ static int cmd_plan(const opts *o) {
            100.0 * hit, mem_tok / (1 << 20));
     printf("predicted: %.2f tokens/s (%s-bound: disk %.3f s, memory %.3f s per token)\n", tps,
            t_disk >= t_mem ? "disk" : "memory", t_disk, t_mem);
+    printf("speculation at acceptance %.2f (--spec-accept; uniform routing, bytes only):", o->spec_accept);
+    for (int k = 1; k <= o->draft_max; k++) printf(" k=%d %.2f tokens/s (%.2fx)%s", k, spec_tps[k],
+                                                    tps > 0 ? spec_tps[k] / tps : 0, k < o->draft_max ? ";" : "");
+    if (spec_k) printf("\npredicted: speculation pays: k=%d, %.2f tokens/s\n", spec_k, spec_tps[spec_k]);
+    else printf("\npredicted: speculation does not pay here (off)\n");
     return 0;
 }
 
@@ -816,13 +841,53 @@ static int prompt_with_cache(df_session *s, const char *path, const int32_t *ids
     return fed + prefill(s, ids, n - 1, n, logits);
 }
 
-/* The draft model of -md: the main model's settings, no budget of its own. */
-static df_model *load_draft(const opts *o, df_session **ds) {
-    char err[ERRLEN];
+/* The draft model's load settings: the main model's, no hot set, no
+ * requantization, budget bytes (0: none). */
+static df_model_params draft_params(const opts *o, uint64_t budget) {
     df_model_params mp = model_params(o);
-    mp.mem_budget = 0;
+    mp.mem_budget = budget;
     mp.hot_file = "";
     mp.resident_type = NULL;
+    return mp;
+}
+
+/* -md under --mem: the bytes the draft takes out of the budget (all its
+ * weights resident, its session, its overhead; df_model_plan), so the main
+ * model is planned with the rest. 0 without --mem or -md. */
+static uint64_t draft_share(const opts *o) {
+    if (!o->mem || !o->draft) return 0;
+    char err[ERRLEN];
+    df_model_params mp = draft_params(o, (uint64_t)1 << 60);
+    df_plan p;
+    if (df_model_plan(o->draft, &mp, &p, err, sizeof err) != 0) fail(err);
+    uint64_t need = p.resident_bytes + p.session_bytes + p.overhead_bytes;
+    if (need < p.minimum) need = p.minimum;
+    /* the smallest such budget under which the plan keeps every weight in memory */
+    for (int i = 0; i < 8; i++) {
+        mp.mem_budget = need;
+        if (df_model_plan(o->draft, &mp, &p, err, sizeof err) != 0) fail(err);
+        const uint64_t short_by = (uint64_t)(p.n_experts_total - p.n_expert_slots) * p.expert_slot_bytes +
+                                  (uint64_t)p.n_dense_streamed * p.dense_layer_bytes +
+                                  (p.minimum > need ? p.minimum - need : 0);
+        if (!short_by) break;
+        need += short_by;
+    }
+    char b0[32], b1[32];
+    if (need >= o->mem) {
+        snprintf(err, sizeof err, "the draft model alone needs %s, all of --mem %s", df_fmt_bytes(need, b0, sizeof b0),
+                 df_fmt_bytes(o->mem, b1, sizeof b1));
+        fail(err);
+    }
+    fprintf(stderr, "draft: %s of --mem %s (its weights, KV cache and overhead, all in memory); the model plans the rest\n",
+            df_fmt_bytes(need, b0, sizeof b0), df_fmt_bytes(o->mem, b1, sizeof b1));
+    return need;
+}
+
+/* The draft model of -md: the main model's settings, within share bytes of
+ * --mem (draft_share; 0: no budget). */
+static df_model *load_draft(const opts *o, uint64_t share, df_session **ds) {
+    char err[ERRLEN];
+    df_model_params mp = draft_params(o, share);
     df_model *d;
     if (df_model_load(o->draft, &mp, &d, err, sizeof err) != 0) fail(err);
     df_session_params sp = df_session_default_params(); /* as session(), without --trace-experts */
@@ -895,9 +960,12 @@ static int generate(const opts *o, df_model *m, df_session *s, df_spec *sp, df_s
 static int cmd_run(const opts *o) {
     need_prompt(o, "run");
     double t_load;
-    df_model *m = load(o, &t_load);
+    opts om = *o; /* under --mem, the draft's share comes out of the model's budget */
+    const uint64_t share = draft_share(o);
+    om.mem -= share;
+    df_model *m = load(&om, &t_load);
     df_session *s = session(m, o), *ds = NULL;
-    df_model *dm = o->draft ? load_draft(o, &ds) : NULL;
+    df_model *dm = o->draft ? load_draft(o, share, &ds) : NULL;
     int n;
     int32_t *ids = tokenize(m, o, o->prompt, o->prompt_len, &n);
     if (n == 0) fail("the prompt produced no tokens");

@@ -32,7 +32,11 @@
  * deepseek32-tiny (DeepSeek V3.2: deepseek-v3-tiny plus the DSA lightning
  * indexer, top-k 16 so that 80-token prompts select) and glm-dsa-tiny
  * (GLM-5: the same with GLM's routing and indexer RoPE; --idx-types 1101
- * gives it GLM-5.2's shared indexer layers),
+ * gives it GLM-5.2's shared indexer layers), deepseek4-tiny (DeepSeek V4:
+ * hyper-connections, low-rank Q, a shared KV vector with sinks and a
+ * sliding window, the grouped output projection, compressed attentions of
+ * ratio 4 with an indexer and 128 per --ds4-layers, hash-routed lead layers
+ * with an i32 token -> experts table, sqrt-softplus routing, clamped SwiGLU),
  * qwen35moe-tiny and qwen3next-tiny (gated delta-net layers with more value
  * than key heads and every fourth layer gated full attention, a gated
  * shared expert, an MTP block; qwen3next optionally with the legacy ssm_in
@@ -57,7 +61,7 @@
 #include "util.h"
 
 enum init_kind { INIT_LINEAR, INIT_QK, INIT_EMBED, INIT_NORM, INIT_BIAS, INIT_OUTPUT, INIT_ROPE_FREQS, INIT_ROUTER,
-                 INIT_NEG, INIT_SCORE, INIT_SINK };
+                 INIT_NEG, INIT_SCORE, INIT_SINK, INIT_APE, INIT_EXPERT_IDS };
 
 typedef struct {
     const char *arch;
@@ -89,6 +93,12 @@ typedef struct {
     /* qwen35moe / qwen3next: delta-net heads (value, key) and size, every attn_every-th layer full attention,
      * qwen3next's legacy ssm_in packing */
     int gdn_v_heads, gdn_k_heads, gdn_hd, attn_every, gdn_legacy;
+    /* deepseek4: layers[l] 'S' (sliding window only), 'C' (compress ratio 4 with the indexer) or 'H' (ratio 128);
+     * grouped output projection (groups, rank), hyper-connection streams and Sinkhorn iterations, hash-routed
+     * lead layers, the SwiGLU clamp, the compressed layers' RoPE base */
+    char ds4_layers[128];
+    int o_groups, o_lora, hc, hc_iters, hash_layers;
+    float swiglu_limit, rope_base_comp;
     uint64_t seed;
     float rope_base;
     char scaling[16];
@@ -308,6 +318,103 @@ static void plan_minimax(const config *c, plan *p) {
 }
 
 static int is_gptoss(const config *c) { return strcmp(c->arch, "gpt-oss") == 0; }
+
+static int is_ds4(const config *c) { return strcmp(c->arch, "deepseek4") == 0; }
+
+/* deepseek4's compress ratio of layer l (MTP blocks past n_layer: sliding only). */
+static int ds4_ratio(const config *c, int l) {
+    if (l >= c->n_layer) return 0;
+    return c->ds4_layers[l] == 'C' ? 4 : c->ds4_layers[l] == 'H' ? 128 : 0;
+}
+
+/* DeepSeek V4 (llama.cpp's src/models/deepseek4.cpp): hyper-connection mixers
+ * around every sublayer and before the output, low-rank Q, one shared KV
+ * vector, sinks, the grouped low-rank output projection, per-layer
+ * compressors (ratio 4 with the indexer's own compressor, ratio 128 without),
+ * hash-routed lead layers (token id -> expert ids, i32) and sqrt-softplus
+ * routing with a selection bias elsewhere, one shared expert; c->nextn MTP
+ * blocks past the layers. */
+static void plan_deepseek4(const config *c, plan *p) {
+    const int64_t E = c->n_embd, H = c->n_head, hd = c->head_dim, HC = c->hc, mix = (2 + HC) * HC;
+    const int64_t X = c->n_expert, F = c->n_ff_exp, G = c->o_groups, R = c->o_lora, D = c->idx_hd;
+    add(p, c->type, INIT_EMBED, E, c->vocab, "token_embd.weight", 0);
+    add(p, DF_TYPE_F32, INIT_NORM, E, 1, "output_norm.weight", 0);
+    add(p, c->type, INIT_OUTPUT, E, c->vocab, "output.weight", 0);
+    add(p, DF_TYPE_F32, INIT_LINEAR, HC * E, HC, "output_hc_fn.weight", 0);
+    add(p, DF_TYPE_F32, INIT_BIAS, HC, 1, "output_hc_base.weight", 0);
+    add(p, DF_TYPE_F32, INIT_NORM, 1, 1, "output_hc_scale.weight", 0);
+    for (int l = 0; l < c->n_layer + c->nextn; l++) {
+        const int ratio = ds4_ratio(c, l), coff = ratio == 4 ? 2 : 1;
+        add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.attn_norm.weight", l);
+        add(p, DF_TYPE_F32, INIT_SINK, H, 1, "blk.%d.attn_sinks.weight", l);
+        add(p, c->type, INIT_LINEAR, E, c->q_lora, "blk.%d.attn_q_a.weight", l);
+        add(p, DF_TYPE_F32, INIT_NORM, c->q_lora, 1, "blk.%d.attn_q_a_norm.weight", l);
+        add(p, c->type, INIT_LINEAR, c->q_lora, H * hd, "blk.%d.attn_q_b.weight", l);
+        add(p, c->type, INIT_LINEAR, E, hd, "blk.%d.attn_kv.weight", l);
+        add(p, DF_TYPE_F32, INIT_NORM, hd, 1, "blk.%d.attn_kv_a_norm.weight", l);
+        add(p, c->type, INIT_LINEAR, H * hd / G, R * G, "blk.%d.attn_output_a.weight", l);
+        add(p, c->type, INIT_LINEAR, G * R, E, "blk.%d.attn_output_b.weight", l);
+        add(p, DF_TYPE_F32, INIT_LINEAR, HC * E, mix, "blk.%d.hc_attn_fn.weight", l);
+        add(p, DF_TYPE_F32, INIT_BIAS, mix, 1, "blk.%d.hc_attn_base.weight", l);
+        add(p, DF_TYPE_F32, INIT_NORM, 3, 1, "blk.%d.hc_attn_scale.weight", l);
+        add(p, DF_TYPE_F32, INIT_LINEAR, HC * E, mix, "blk.%d.hc_ffn_fn.weight", l);
+        add(p, DF_TYPE_F32, INIT_BIAS, mix, 1, "blk.%d.hc_ffn_base.weight", l);
+        add(p, DF_TYPE_F32, INIT_NORM, 3, 1, "blk.%d.hc_ffn_scale.weight", l);
+        if (ratio) {
+            add(p, c->type, INIT_LINEAR, E, coff * hd, "blk.%d.attn_compressor_kv.weight", l);
+            add(p, c->type, INIT_LINEAR, E, coff * hd, "blk.%d.attn_compressor_gate.weight", l);
+            add(p, DF_TYPE_F32, INIT_APE, coff * hd, ratio, "blk.%d.attn_compressor_ape.weight", l);
+            add(p, DF_TYPE_F32, INIT_NORM, hd, 1, "blk.%d.attn_compressor_norm.weight", l);
+        }
+        if (ratio == 4) {
+            add(p, c->type, INIT_LINEAR, E, c->idx_heads, "blk.%d.indexer.proj.weight", l);
+            add(p, c->type, INIT_QK, c->q_lora, c->idx_heads * D, "blk.%d.indexer.attn_q_b.weight", l);
+            add(p, c->type, INIT_LINEAR, E, 2 * D, "blk.%d.indexer_compressor_kv.weight", l);
+            add(p, c->type, INIT_LINEAR, E, 2 * D, "blk.%d.indexer_compressor_gate.weight", l);
+            add(p, DF_TYPE_F32, INIT_APE, 2 * D, ratio, "blk.%d.indexer_compressor_ape.weight", l);
+            add(p, DF_TYPE_F32, INIT_NORM, D, 1, "blk.%d.indexer_compressor_norm.weight", l);
+        }
+        add(p, DF_TYPE_F32, INIT_ROUTER, E, X, "blk.%d.ffn_gate_inp.weight", l);
+        if (l < c->hash_layers) add(p, DF_TYPE_I32, INIT_EXPERT_IDS, c->n_used, c->vocab, "blk.%d.ffn_gate_tid2eid.weight", l);
+        else add(p, DF_TYPE_F32, INIT_BIAS, X, 1, "blk.%d.exp_probs_b.bias", l);
+        add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.ffn_norm.weight", l);
+        add3(p, c->expert_type, INIT_LINEAR, E, F, X, "blk.%d.ffn_gate_exps.weight", l);
+        add3(p, c->expert_type, INIT_LINEAR, F, E, X, "blk.%d.ffn_down_exps.weight", l);
+        add3(p, c->expert_type, INIT_LINEAR, E, F, X, "blk.%d.ffn_up_exps.weight", l);
+        add(p, c->type, INIT_LINEAR, E, F * c->n_shared, "blk.%d.ffn_gate_shexp.weight", l);
+        add(p, c->type, INIT_LINEAR, F * c->n_shared, E, "blk.%d.ffn_down_shexp.weight", l);
+        add(p, c->type, INIT_LINEAR, E, F * c->n_shared, "blk.%d.ffn_up_shexp.weight", l);
+        if (l >= c->n_layer) plan_nextn(c, p, l);
+    }
+}
+
+/* deepseek4's own metadata (llama.cpp's llama_model_deepseek4::load_arch_hparams). */
+static void write_hparams_ds4(gw *w, const config *c) {
+    char k[128];
+    int32_t ratios[128];
+    for (int l = 0; l < c->n_layer + c->nextn; l++) ratios[l] = ds4_ratio(c, l);
+#define KEY(suffix) (snprintf(k, sizeof k, "%s." suffix, c->arch), k)
+    if (gw_u32(w, KEY("attention.q_lora_rank"), (uint32_t)c->q_lora) ||
+        gw_u32(w, KEY("attention.sliding_window"), (uint32_t)c->swa) ||
+        gw_u32(w, KEY("expert_shared_count"), (uint32_t)c->n_shared) ||
+        gw_f32(w, KEY("expert_weights_scale"), c->w_scale) || gw_bool(w, KEY("expert_weights_norm"), c->norm_w) ||
+        gw_f32(w, KEY("swiglu_clamp_exp"), c->swiglu_limit) ||
+        gw_u32(w, KEY("attention.indexer.head_count"), (uint32_t)c->idx_heads) ||
+        gw_u32(w, KEY("attention.indexer.key_length"), (uint32_t)c->idx_hd) ||
+        gw_u32(w, KEY("attention.indexer.top_k"), (uint32_t)c->idx_topk) ||
+        gw_u32(w, KEY("attention.output_group_count"), (uint32_t)c->o_groups) ||
+        gw_u32(w, KEY("attention.output_lora_rank"), (uint32_t)c->o_lora) ||
+        gw_f32(w, KEY("attention.compress_rope_freq_base"), c->rope_base_comp) ||
+        gw_arr_i32(w, KEY("attention.compress_ratios"), ratios, (size_t)(c->n_layer + c->nextn)) ||
+        gw_u32(w, KEY("hyper_connection.count"), (uint32_t)c->hc) ||
+        gw_u32(w, KEY("hyper_connection.sinkhorn_iterations"), (uint32_t)c->hc_iters) ||
+        gw_f32(w, KEY("hyper_connection.epsilon"), 1e-6f) ||
+        gw_u32(w, KEY("hash_layer_count"), (uint32_t)c->hash_layers) ||
+        gw_u32(w, KEY("expert_gating_func"), 4) || /* sqrt(softplus) */
+        (c->nextn && gw_u32(w, KEY("nextn_predict_layers"), (uint32_t)c->nextn)))
+        die("out of memory");
+#undef KEY
+}
 
 /* gpt-oss: biases on Q/K/V/O, one sink per head, post_attention_norm, every
  * layer MoE with a router bias and per-expert gate/up/down biases. */
@@ -547,10 +654,28 @@ static void init_row(const tensor_plan *t, const config *c, uint64_t *rng, float
         case INIT_NEG: row[i] = -(1.0f + 0.5f * u); break; /* kimi's ssm_a = -exp(A_log) */
         case INIT_SCORE: row[i] = 0.15f * u; break;        /* attn_res scores with a std of ~1 */
         case INIT_SINK: row[i] = 1.0f + 2.0f * u; break;   /* gpt-oss sinks: logits that take a real share */
+        case INIT_APE: row[i] = u; break;                  /* deepseek4 compressor position biases on the scores */
+        case INIT_EXPERT_IDS: break;                       /* integers: expert_ids_row() */
         case INIT_ROPE_FREQS: /* llama3-style: low frequencies divided by up to the factor */
             row[i] = 1.0f + (c->scale_factor - 1.0f) * (float)i / (float)(n > 1 ? n - 1 : 1);
             break;
         }
+    }
+}
+
+/* One token's row of deepseek4's hash routing table: n distinct expert ids
+ * below n_expert, stored as int32. */
+static void expert_ids_row(const config *c, uint64_t *rng, int64_t n, int32_t *ids) {
+    for (int64_t i = 0; i < n; i++) {
+        int32_t e;
+        int dup;
+        do {
+            e = (int32_t)((next_uniform(rng) + 1.0f) * 0.5f * (float)c->n_expert);
+            if (e >= c->n_expert) e = c->n_expert - 1;
+            dup = 0;
+            for (int64_t j = 0; j < i; j++) dup |= ids[j] == e;
+        } while (dup);
+        ids[i] = e;
     }
 }
 
@@ -656,14 +781,14 @@ static int pad_vocab(bpe_vocab *v, int n) {
 }
 
 static void write_vocab(gw *w, const config *c, const bpe_vocab *v) {
-    const char *pre = c->pre ? c->pre : strcmp(c->arch, "llama") == 0 ? "llama-bpe" : strcmp(c->arch, "deepseek2") == 0 || strcmp(c->arch, "deepseek32") == 0 ? "deepseek-v3" : is_glm4moe(c) || is_dsa(c) ? "glm4" : is_minimax(c) ? "minimax-m2" : is_gptoss(c) ? "gpt-4o" : "qwen2";
+    const char *pre = c->pre ? c->pre : strcmp(c->arch, "llama") == 0 ? "llama-bpe" : strcmp(c->arch, "deepseek2") == 0 || strcmp(c->arch, "deepseek32") == 0 || is_ds4(c) ? "deepseek-v3" : is_glm4moe(c) || is_dsa(c) ? "glm4" : is_minimax(c) ? "minimax-m2" : is_gptoss(c) ? "gpt-4o" : "qwen2";
     if (gw_str(w, "tokenizer.ggml.model", "gpt2") || gw_str(w, "tokenizer.ggml.pre", pre) ||
         gw_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tokens, (size_t)v->n_tokens) ||
         gw_arr_i32(w, "tokenizer.ggml.token_type", v->types, (size_t)v->n_tokens) ||
         gw_arr_str(w, "tokenizer.ggml.merges", (const char *const *)v->merges, (size_t)v->n_merges) ||
         gw_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)v->bos) ||
         gw_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)v->eos) ||
-        gw_bool(w, "tokenizer.ggml.add_bos_token", strcmp(c->arch, "llama") == 0 || strcmp(c->arch, "deepseek2") == 0 || strcmp(c->arch, "deepseek32") == 0))
+        gw_bool(w, "tokenizer.ggml.add_bos_token", strcmp(c->arch, "llama") == 0 || strcmp(c->arch, "deepseek2") == 0 || strcmp(c->arch, "deepseek32") == 0 || is_ds4(c)))
         die("out of memory");
 }
 
@@ -734,6 +859,7 @@ static void write_hparams(gw *w, const config *c) {
         }
     }
     if (is_qwen35(c)) write_hparams_qwen35(w, c);
+    if (is_ds4(c)) write_hparams_ds4(w, c);
     if (is_gptoss(c)) {
         KU32("attention.sliding_window", c->swa);
         if (c->swa_pattern) KU32("attention.sliding_window_pattern", c->swa_pattern < 0 ? 0 : c->swa_pattern);
@@ -831,6 +957,15 @@ static void preset(config *c, const char *name) {
         preset(c, "tiny");
         c->arch = "minimax-m2"; c->n_layer = 3; c->n_rot = 32; c->n_ff = 128;
         c->n_expert = 16; c->n_used = 4; c->n_ff_exp = 128; c->gating = 2; c->probs_bias = 1; c->norm_w = 1;
+    } else if (strcmp(name, "deepseek4-tiny") == 0) {
+        /* DeepSeek V4's shape at a small size: a sliding-only layer, two ratio-4 layers with the indexer and a
+         * ratio-128 one; a 16-token window and top-4 so that prompts of a few hundred tokens use every path */
+        preset(c, "tiny");
+        c->arch = "deepseek4"; c->n_layer = 4; memcpy(c->ds4_layers, "SCHC", 5); c->hash_layers = 2;
+        c->n_head = 4; c->n_head_kv = 1; c->head_dim = 64; c->n_rot = 16; c->q_lora = 64; c->o_groups = 2; c->o_lora = 32;
+        c->swa = 16; c->idx_heads = 16; c->idx_hd = 64; c->idx_topk = 4; c->hc = 4; c->hc_iters = 20;
+        c->n_expert = 8; c->n_used = 2; c->n_ff_exp = 64; c->n_ff = 64; c->n_shared = 1; c->norm_w = 1; c->w_scale = 1.5f;
+        c->swiglu_limit = 2.0f; c->rope_base_comp = 160000.0f;
     } else if (strcmp(name, "gpt-oss-tiny") == 0) {
         /* gpt-oss's shape: sliding windows on alternate layers, sinks, biased MoE with swiglu_oai */
         preset(c, "tiny");
@@ -847,7 +982,7 @@ static void preset(config *c, const char *name) {
         c->n_expert = 16; c->n_used = 4; c->n_ff_exp = 128; c->n_ff_shexp = 128;
     } else die("unknown preset (tiny, small, medium, 1b, mixtral-tiny, qwen2moe-tiny, qwen3moe-tiny, "
                "deepseek-v3-tiny, deepseek-v2-tiny, deepseek-v2-lite-tiny, kimi-linear-tiny, kimi-k3-tiny, glm4moe-tiny, "
-               "minimax-m2-tiny, gpt-oss-tiny, qwen35moe-tiny, qwen3next-tiny, deepseek32-tiny, glm-dsa-tiny)");
+               "minimax-m2-tiny, gpt-oss-tiny, qwen35moe-tiny, qwen3next-tiny, deepseek32-tiny, glm-dsa-tiny, deepseek4-tiny)");
 }
 
 static void usage(void) {
@@ -867,6 +1002,7 @@ static void usage(void) {
             "  presets:     tiny small medium 1b mixtral-tiny qwen2moe-tiny qwen3moe-tiny deepseek-v3-tiny deepseek-v2-tiny\n"
             "               deepseek-v2-lite-tiny kimi-linear-tiny kimi-k3-tiny glm4moe-tiny\n"
             "               minimax-m2-tiny gpt-oss-tiny qwen35moe-tiny qwen3next-tiny deepseek32-tiny glm-dsa-tiny\n"
+            "               deepseek4-tiny\n"
             "  kimi:        [--schedule KKKM (K: KDA layer, M: MLA layer; sets the layer count)] [--kda-head-dim N]\n"
             "               [--conv N] [--attn-res BLOCK] [--latent N] [--gate-bound F (0: none)] [--situ BETA:LINEAR]\n"
             "               [--routed-norm 0|1] [--mla-gate 0|1]\n"
@@ -876,6 +1012,9 @@ static void usage(void) {
             "  qwen35moe, qwen3next: [--gdn-heads V:K] [--gdn-head-dim N] [--conv N] [--attn-every N (full attention)]\n"
             "               [--nextn N] [--rope-dims N (default head_dim / 4)] [--legacy-ssm-in 0|1 (qwen3next)]\n"
             "  DSA:         [--idx-heads N] [--idx-head-dim N] [--idx-top-k K] [--idx-types 1101 (1: own indexer, 0: shared)]\n"
+            "  deepseek4:   [--ds4-layers SCHC (S: window only, C: ratio 4 + indexer, H: ratio 128; sets the layer count)]\n"
+            "               [--o-groups G:RANK] [--hc-iters N] [--hash-layers N] [--swiglu-limit F] [--rope-base-comp F]\n"
+            "               [--swa N] [--rope-dims N] [--q-lora N] [--idx-heads N] [--idx-head-dim N] [--idx-top-k K] [--nextn N]\n"
             "  --shape-only: real header, metadata and tensor directory; the data are holes (a sparse file)\n");
     exit(2);
 }
@@ -965,6 +1104,16 @@ int main(int argc, char **argv) {
             if (strlen(v) >= sizeof c.idx_types || strspn(v, "01") != strlen(v)) die("bad --idx-types (0 and 1, at most 127)");
             memcpy(c.idx_types, v, strlen(v) + 1);
         }
+        else if (strcmp(a, "--ds4-layers") == 0) {
+            if (strlen(v) >= sizeof c.ds4_layers || strspn(v, "SCH") != strlen(v)) die("bad --ds4-layers (S, C and H, at most 127)");
+            memcpy(c.ds4_layers, v, strlen(v) + 1);
+            c.n_layer = (int)strlen(v);
+        }
+        else if (strcmp(a, "--o-groups") == 0) { if (sscanf(v, "%d:%d", &c.o_groups, &c.o_lora) != 2) die("bad --o-groups"); }
+        else if (strcmp(a, "--hc-iters") == 0) c.hc_iters = atoi(v);
+        else if (strcmp(a, "--hash-layers") == 0) c.hash_layers = atoi(v);
+        else if (strcmp(a, "--swiglu-limit") == 0) c.swiglu_limit = strtof(v, NULL);
+        else if (strcmp(a, "--rope-base-comp") == 0) c.rope_base_comp = strtof(v, NULL);
         else if (strcmp(a, "--gdn-heads") == 0) { if (sscanf(v, "%d:%d", &c.gdn_v_heads, &c.gdn_k_heads) != 2) die("bad --gdn-heads"); }
         else if (strcmp(a, "--gdn-head-dim") == 0) c.gdn_hd = atoi(v);
         else if (strcmp(a, "--attn-every") == 0) c.attn_every = atoi(v);
@@ -977,12 +1126,12 @@ int main(int argc, char **argv) {
         } else usage();
     }
     if (!c.out) usage();
-    static const char *arches[] = {"llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "deepseek2", "kimi-linear", "kimi-k3", "glm4moe", "minimax-m2", "gpt-oss", "qwen35moe", "qwen3next", "deepseek32", "glm-dsa"};
+    static const char *arches[] = {"llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "deepseek2", "kimi-linear", "kimi-k3", "glm4moe", "minimax-m2", "gpt-oss", "qwen35moe", "qwen3next", "deepseek32", "glm-dsa", "deepseek4"};
     int known = 0;
     for (size_t i = 0; i < sizeof arches / sizeof arches[0]; i++) known |= strcmp(c.arch, arches[i]) == 0;
-    if (!known) die("unknown --arch (llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2, kimi-linear, kimi-k3, glm4moe, minimax-m2, gpt-oss, qwen35moe, qwen3next, deepseek32, glm-dsa)");
+    if (!known) die("unknown --arch (llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2, kimi-linear, kimi-k3, glm4moe, minimax-m2, gpt-oss, qwen35moe, qwen3next, deepseek32, glm-dsa, deepseek4)");
     const int moe_arch = strcmp(c.arch, "qwen2moe") == 0 || strcmp(c.arch, "qwen3moe") == 0 || is_ds(&c) ||
-                         is_kimi(&c) || is_glm4moe(&c) || is_minimax(&c) || is_gptoss(&c) || is_qwen35(&c);
+                         is_kimi(&c) || is_glm4moe(&c) || is_minimax(&c) || is_gptoss(&c) || is_qwen35(&c) || is_ds4(&c);
     if (moe_arch && c.n_expert == 0) die("this architecture needs --experts (or a preset)");
     if (c.n_expert > 0 && (c.n_used < 1 || c.n_used > c.n_expert || c.n_ff_exp < 1)) die("inconsistent expert settings");
     if (strcmp(c.arch, "llama") == 0 && c.n_expert > 0) c.n_ff_exp = c.n_ff;
@@ -990,7 +1139,7 @@ int main(int argc, char **argv) {
                        !c.mla_split || (c.idx_types[0] && ((int)strlen(c.idx_types) != c.n_layer || c.idx_types[0] != '1'))))
         die("inconsistent DSA settings (indexer heads, a head of at least --qk-rope, top-k, q LoRA, --mla-split 1; "
             "--idx-types names every layer, the first '1')");
-    if (!is_dsa(&c) && (c.idx_heads || c.idx_types[0])) die("--idx-* are deepseek32's and glm-dsa's");
+    if (!is_dsa(&c) && ((c.idx_heads && !is_ds4(&c)) || c.idx_types[0])) die("--idx-* are deepseek32's and glm-dsa's");
     if (is_ds(&c)) {
         if (c.kv_lora < 1 || c.qk_nope < 1 || c.qk_rope < 2 || c.qk_rope % 2 || c.v_head < 1) die("inconsistent MLA settings");
         c.n_ff_shexp = c.n_ff_exp * c.n_shared;
@@ -1010,6 +1159,7 @@ int main(int argc, char **argv) {
         c.head_dim = c.qk_nope + c.qk_rope;
         head_dim_set = 1;
     }
+    if (is_ds4(&c)) head_dim_set = 1; /* the preset's (or --head-dim's) */
     if (!head_dim_set) c.head_dim = c.n_head > 0 ? c.n_embd / c.n_head : 0;
     if (is_glm4moe(&c)) {
         if (c.n_rot == 0) c.n_rot = c.head_dim / 2;
@@ -1021,6 +1171,14 @@ int main(int argc, char **argv) {
         if (c.n_rot < 2 || c.n_rot % 2 || c.n_rot > c.head_dim || c.nextn || c.qk_norm || c.n_shared || c.dense_lead)
             die("inconsistent minimax-m2 settings (no NextN, shared experts or dense layers; --rope-dims even)");
         c.n_ff_exp = c.n_ff; /* the experts are feed_forward_length wide */
+    } else if (is_ds4(&c)) {
+        if ((int)strlen(c.ds4_layers) != c.n_layer || c.n_layer + c.nextn > 127 || c.n_head_kv != 1 || c.n_rot < 2 ||
+            c.n_rot % 2 || c.n_rot > c.head_dim || c.n_rot > c.idx_hd || c.idx_hd % 2 || c.idx_heads < 1 ||
+            c.idx_topk < 1 || c.q_lora < 1 || c.o_groups < 1 || c.n_head % c.o_groups || c.o_lora < 1 || c.swa < 1 ||
+            c.hc != 4 || c.hc_iters < 1 || c.hash_layers < 0 || c.hash_layers > c.n_layer || c.n_shared < 1 ||
+            c.nextn < 0 || c.dense_lead || c.qk_norm)
+            die("inconsistent deepseek4 settings (--ds4-layers names every layer; one KV head; --rope-dims even, at "
+                "most the head and the indexer head, a multiple of 64 (llama.cpp rotates it in blocks of 64 or more); --o-groups G:R with G dividing the heads; --swa N)");
     } else if (is_gptoss(&c)) {
         if (c.swa < 1 || c.swa_pattern > c.n_layer || c.nextn || c.qk_norm || c.n_rot || c.n_shared || c.dense_lead)
             die("inconsistent gpt-oss settings (--swa N needed; no NextN, Q/K norms, partial RoPE, shared or dense layers)");
@@ -1061,6 +1219,7 @@ int main(int argc, char **argv) {
     else if (is_glm4moe(&c)) plan_glm4moe(&c, &p);
     else if (is_minimax(&c)) plan_minimax(&c, &p);
     else if (is_gptoss(&c)) plan_gptoss(&c, &p);
+    else if (is_ds4(&c)) plan_deepseek4(&c, &p);
     else if (is_qwen35(&c)) plan_qwen35(&c, &p);
     else plan_llama(&c, &p);
     gw *w = gw_new();
@@ -1091,12 +1250,17 @@ int main(int argc, char **argv) {
         const int is_router = t->init == INIT_ROUTER && t->ne[1] == c.n_expert && c.n_expert > 0;
         const int is_topic = c.topics > 0 && (!strcmp(t->name, "token_embd.weight") || !strcmp(t->name, "output.weight"));
         const int64_t rows = t->ne[1] * t->ne[2];
-        if (c.row_pool > 0 && rows > c.row_pool && t->type != DF_TYPE_F32 && !is_router && !is_topic) {
+        if (c.row_pool > 0 && rows > c.row_pool && t->type != DF_TYPE_F32 && t->type != DF_TYPE_I32 && !is_router && !is_topic) {
             write_pooled(w, t, &c, &rng, rb, row);
             total += rb * (uint64_t)rows;
             continue;
         }
         for (int64_t r = 0; r < rows; r++) {
+            if (t->init == INIT_EXPERT_IDS) {
+                expert_ids_row(&c, &rng, t->ne[0], qrow);
+                if (gw_data(w, qrow, rb, err, sizeof err) != 0) die(err);
+                continue;
+            }
             init_row(t, &c, &rng, row);
             if (is_router) router_row(&c, t, r, row, prev_router, have_prev_router);
             if (is_topic) topic_row(&c, t, r, row, topic);

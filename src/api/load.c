@@ -35,7 +35,8 @@ static const df_arch *const ARCHES[] = {&df_arch_llama,     &df_arch_qwen2,     
                                         &df_arch_qwen2moe,  &df_arch_qwen3moe,    &df_arch_deepseek2,
                                         &df_arch_kimi_linear, &df_arch_kimi_k3,     &df_arch_glm4moe,
                                         &df_arch_minimax_m2,  &df_arch_gptoss,      &df_arch_qwen35moe,
-                                        &df_arch_qwen3next,   &df_arch_deepseek32,  &df_arch_glm_dsa};
+                                        &df_arch_qwen3next,   &df_arch_deepseek32,  &df_arch_glm_dsa,
+                                        &df_arch_deepseek4};
 
 static const df_arch *arch_find(const char *name) {
     for (size_t i = 0; i < sizeof ARCHES / sizeof ARCHES[0]; i++)
@@ -204,6 +205,7 @@ void df_model_free(df_model *m) {
     free(m->hp.n_ff_l);
     free(m->hp.swa);
     free(m->hp.idx_full);
+    free(m->hp.comp_ratio);
     free(m->path);
     if (m->decode_mu_init) pthread_mutex_destroy(&m->decode_mu);
     free(m);
@@ -311,6 +313,7 @@ static int validate(df_model *m, char *err, size_t errlen) {
     m->ws = NULL;
     if (m->layers) memset(m->layers, 0, (size_t)m->hp.n_layer * sizeof(df_layer));
     m->tok_embd = m->output_norm = m->output = m->rope_freqs = NULL;
+    m->output_hc_fn = m->output_hc_base = m->output_hc_scale = NULL;
     return rc;
 }
 
@@ -321,7 +324,8 @@ static int load_arch(df_model *m, const char *path, char *err, size_t errlen) {
     if (!m->arch)
         return df_seterr(err, errlen,
                          "%s: unsupported architecture '%s' (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2, "
-                         "kimi-linear, kimi-k3, glm4moe, minimax-m2, gpt-oss, qwen35moe, qwen3next, deepseek32, glm-dsa)",
+                         "kimi-linear, kimi-k3, glm4moe, minimax-m2, gpt-oss, qwen35moe, qwen3next, deepseek32, glm-dsa, "
+                         "deepseek4)",
                          path, m->arch_name), DF_E_UNSUPPORTED;
     if (read_hparams(m, err, errlen) != 0) return -1;
     m->hp.rope_neox = m->arch->rope_neox;

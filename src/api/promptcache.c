@@ -81,3 +81,22 @@ int df_prompt_cache_load(df_session *s, const char *path, const int32_t *tokens,
     free(user);
     return rc;
 }
+
+int df_prompt_cache_peek(const df_model *m, const char *path, int32_t *tokens, int cap, int *n, char *err,
+                         size_t errlen) {
+    if (!m || !path || !tokens || cap < 0 || !n) return df_seterr(err, errlen, "df_prompt_cache_peek: bad arguments");
+    *n = 0;
+    const size_t ucap = PC_TAG_LEN + (size_t)cap * sizeof(int32_t);
+    unsigned char *user = malloc(ucap);
+    if (!user) return df_seterr(err, errlen, "out of memory");
+    size_t ulen = 0;
+    int rc = df_snapshot_peek(m, path, user, ucap, &ulen, err, errlen);
+    if (rc == 0 && (ulen < PC_TAG_LEN || (ulen - PC_TAG_LEN) % sizeof(int32_t) || memcmp(user, PC_TAG, PC_TAG_LEN)))
+        rc = df_seterr(err, errlen, "%s: a session snapshot, not a prompt cache", path);
+    if (rc == 0) {
+        *n = (int)((ulen - PC_TAG_LEN) / sizeof(int32_t));
+        memcpy(tokens, user + PC_TAG_LEN, (size_t)*n * sizeof(int32_t));
+    }
+    free(user);
+    return rc;
+}

@@ -30,6 +30,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,6 +230,8 @@ int df_session_save(df_session *s, const char *path, const void *user, size_t us
     if (!path || !*path) return df_seterr(err, errlen, "df_session_save: no path");
     if (user_len && !user) return df_seterr(err, errlen, "df_session_save: no user bytes");
     if (s->rec_broken) return df_seterr(err, errlen, "the session's recurrent state is unusable: nothing to save");
+    if (s->m->hp.comp_ratio) /* deepseek4: compressed caches and compressor states are not in the format yet */
+        return df_seterr(err, errlen, "snapshots of %s sessions are not supported yet", s->m->arch_name), DF_E_UNSUPPORTED;
     if (df_model_is_file(s->m, path)) return df_seterr(err, errlen, "%s is the model: a snapshot never goes there", path);
     const snap_shape sh = shape_of(s, user_len);
     unsigned char hdr[HDR_BYTES + 8];
@@ -306,11 +309,9 @@ static int load_piece(void *ctx, void *p, size_t n) {
     return 0;
 }
 
-/* Read and check the header against s; the file's position is after it. */
-static int read_header(df_session *s, int fd, const char *path, snap_shape *out, uint64_t *sum, char *err,
-                       size_t errlen) {
-    unsigned char b[HDR_BYTES + 8];
-    if (read_all(fd, b, sizeof b) != 0) return df_seterr(err, errlen, "%s: too short for a snapshot", path);
+/* Check a header (b: HDR_BYTES + 8 bytes) against s. */
+static int check_header(df_session *s, const unsigned char *b, const char *path, snap_shape *out, uint64_t *sum,
+                        char *err, size_t errlen) {
     if (memcmp(b, SNAP_MAGIC, 8) || get32(b + 8) != SNAP_VERSION)
         return df_seterr(err, errlen, "%s: not a Deltafin snapshot (or another version)", path);
     const uint32_t pos = get32(b + 12);
@@ -330,9 +331,19 @@ static int read_header(df_session *s, int fd, const char *path, snap_shape *out,
     return 0;
 }
 
+/* Read and check the header against s; the file's position is after it. */
+static int read_header(df_session *s, int fd, const char *path, snap_shape *out, uint64_t *sum, char *err,
+                       size_t errlen) {
+    unsigned char b[HDR_BYTES + 8];
+    if (read_all(fd, b, sizeof b) != 0) return df_seterr(err, errlen, "%s: too short for a snapshot", path);
+    return check_header(s, b, path, out, sum, err, errlen);
+}
+
 int df_session_load(df_session *s, const char *path, void *user, size_t user_cap, size_t *user_len, char *err,
                     size_t errlen) {
     if (user_len) *user_len = 0;
+    if (s->m->hp.comp_ratio)
+        return df_seterr(err, errlen, "snapshots of %s sessions are not supported yet", s->m->arch_name), DF_E_UNSUPPORTED;
     const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return df_seterr(err, errlen, "%s: %s", path, strerror(errno));
     struct stat st;
@@ -393,6 +404,93 @@ int df_session_load(df_session *s, const char *path, void *user, size_t user_cap
 done:
     free(ubuf);
     free(r.buf);
+    close(fd);
+    return rc;
+}
+
+/* ---- in memory ---- */
+
+/* A snapshot in memory is the file's bytes without user bytes: the header
+ * (its checksum covers the header alone: nothing here goes through a disk)
+ * and the layers' memory. */
+typedef struct {
+    unsigned char *at;
+} cursor;
+
+static int copy_out(void *ctx, void *p, size_t n) {
+    cursor *c = ctx;
+    memcpy(c->at, p, n);
+    c->at += n;
+    return 0;
+}
+
+static int copy_in(void *ctx, void *p, size_t n) {
+    cursor *c = ctx;
+    memcpy(p, c->at, n);
+    c->at += n;
+    return 0;
+}
+
+int df_session_save_mem(df_session *s, void **out, size_t *len, char *err, size_t errlen) {
+    if (!out || !len) return df_seterr(err, errlen, "df_session_save_mem: bad arguments");
+    *out = NULL;
+    *len = 0;
+    if (s->rec_broken) return df_seterr(err, errlen, "the session's recurrent state is unusable: nothing to save");
+    const snap_shape sh = shape_of(s, 0);
+    if (sh.payload > SIZE_MAX - (HDR_BYTES + 8)) return df_seterr(err, errlen, "snapshot too large");
+    const size_t n = HDR_BYTES + 8 + (size_t)sh.payload;
+    unsigned char *b = malloc(n);
+    if (!b) return df_seterr(err, errlen, "out of memory (a snapshot of %zu bytes)", n);
+    encode_header(&sh, b);
+    hasher hs = {0xC0FFEE, 0};
+    hash_bytes(&hs, b, HDR_BYTES);
+    put64(b + HDR_BYTES, hash_final(&hs));
+    cursor c = {b + HDR_BYTES + 8};
+    each_piece(s, sh.pos, copy_out, &c);
+    *out = b;
+    *len = n;
+    return 0;
+}
+
+int df_session_load_mem(df_session *s, const void *buf, size_t len, char *err, size_t errlen) {
+    if (!buf || len < HDR_BYTES + 8) return df_seterr(err, errlen, "df_session_load_mem: not a snapshot");
+    const unsigned char *b = buf;
+    snap_shape sh;
+    uint64_t sum = 0;
+    if (check_header(s, b, "snapshot in memory", &sh, &sum, err, errlen) != 0) return -1;
+    hasher hs = {0xC0FFEE, 0};
+    hash_bytes(&hs, b, HDR_BYTES);
+    if (hash_final(&hs) != sum || get64(b + 64) != 0 || len != HDR_BYTES + 8 + sh.payload)
+        return df_seterr(err, errlen, "snapshot in memory: damaged");
+    cursor c = {(unsigned char *)b + HDR_BYTES + 8};
+    each_piece(s, sh.pos, copy_in, &c);
+    s->pos = (int)sh.pos;
+    s->rec_broken = 0;
+    return 0;
+}
+
+int df_snapshot_peek(const df_model *m, const char *path, void *user, size_t user_cap, size_t *user_len, char *err,
+                     size_t errlen) {
+    if (user_len) *user_len = 0;
+    const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return df_seterr(err, errlen, "%s: %s", path, strerror(errno));
+    struct stat st;
+    unsigned char b[HDR_BYTES + 8];
+    int rc = -1;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        df_seterr(err, errlen, "%s: not a regular file", path);
+    } else if (read_all(fd, b, sizeof b) != 0 || memcmp(b, SNAP_MAGIC, 8) || get32(b + 8) != SNAP_VERSION) {
+        df_seterr(err, errlen, "%s: not a Deltafin snapshot (or another version)", path);
+    } else if (get64(b + 16) != model_fingerprint(m)) {
+        df_seterr(err, errlen, "%s: stale: made for another model, or the model file changed", path);
+    } else if (get64(b + 64) > (uint64_t)st.st_size - sizeof b || get64(b + 64) > user_cap) {
+        df_seterr(err, errlen, "%s: damaged (user bytes)", path);
+    } else if (read_all(fd, user, (size_t)get64(b + 64)) != 0) {
+        df_seterr(err, errlen, "%s: read failed", path);
+    } else {
+        if (user_len) *user_len = (size_t)get64(b + 64);
+        rc = 0;
+    }
     close(fd);
     return rc;
 }

@@ -27,13 +27,24 @@
  * says why; each step is then one plain decode.
  *
  * Adaptive k: every pass is timed (and under a memory budget the bytes it
- * read are counted). Passes cost a + b*k seconds (least squares over the
- * passes so far; draft time per guess added for a draft), a guess is
+ * read are counted). A pass with k guesses costs the mean of the passes
+ * measured at that k (once there are two), otherwise a + b*k seconds (least
+ * squares over all passes); a draft's time per guess is added. A guess is
  * accepted with probability alpha (accepted / compared), so k guesses yield
  * (1 - alpha^(k+1)) / (1 - alpha) tokens per pass; k maximises tokens per
- * second, 0 (off) included. Warm-up passes try k_max/2 (rounded up) and 0
- * so that the line has two ends; while off, every 16th pass probes with 2 guesses
- * so a change of text is noticed.
+ * second, 0 (off) included.
+ * Warm-up: four passes alternating k_hi (k_max/2 rounded up, at least 2)
+ * and 1, so that the line has two ends without spending passes at k = 0,
+ * each of which forgoes the most tokens exactly when guesses are good
+ * (bench/spec.sh: a warm-up with four passes at 0 cost 8% of a 128-token
+ * run at acceptance 0.99). Off is then measured (two passes) only when the
+ * best k's predicted gain over the line's k = 0 is under 25%, where the
+ * line's intercept could decide it. Re-tests: while on, every 16th pass
+ * tries a neighbour of the chosen k (alternately above and below), so the
+ * costs near the optimum are measured rather than extrapolated; while
+ * off, every 16th pass probes with 2 guesses so a change of text is noticed
+ * (every 4th while fewer than 32 guesses were compared: an acceptance
+ * rate from the warm-up's 6 guesses is too rough to stay off on).
  */
 #include <math.h>
 #include <stdio.h>
@@ -43,9 +54,13 @@
 #include "session.h"
 #include "util.h"
 
-#define WARMUP 4       /* passes at k_max/2, then at 0, before choosing */
-#define PROBE_EVERY 16 /* while off: one pass in this many probes */
+#define WARMUP 4       /* passes alternating k_hi and 1 before choosing */
+#define PROBE_EVERY 16 /* one pass in this many re-tests a neighbour (on) or probes (off) */
+#define PROBE_EVERY_EARLY 4 /* ... while fewer than EARLY_COMPARED guesses were compared */
+#define EARLY_COMPARED 32
 #define PROBE_K 2
+#define MEASURE_OFF 1.25 /* measure k = 0 when the best k's predicted gain is under this */
+#define K_CAP 64
 
 struct df_spec {
     df_session *s, *draft;
@@ -58,7 +73,8 @@ struct df_spec {
     double sk, st, skk, skt, n_pass; /* least-squares sums of (k, seconds) */
     double sb, skb;                  /* bytes read, and k * bytes */
     double draft_t, draft_n;         /* draft seconds and guesses */
-    long compared, accepted, guessed, emitted, passes, since_probe;
+    double kt[K_CAP + 1], kn[K_CAP + 1]; /* seconds and passes at each k */
+    long compared, accepted, guessed, emitted, passes, since_probe, probes;
     int k_now;
     char why[320];
 };
@@ -223,12 +239,26 @@ static void cost_line(const df_spec *sp, double *a, double *b) {
 
 static double accept_rate(const df_spec *sp) { return sp->compared ? (double)sp->accepted / (double)sp->compared : 0; }
 
+/* Seconds of a pass with k guesses: measured at k, else the line. */
+static double pass_cost(const df_spec *sp, int k, double a, double b) {
+    return sp->kn[k] >= 2 ? sp->kt[k] / sp->kn[k] : a + b * k;
+}
+
 /* Predicted tokens per second with k guesses. */
 static double predict(const df_spec *sp, int k, double a, double b) {
     const double al = accept_rate(sp), td = sp->draft_n > 0 ? sp->draft_t / sp->draft_n : 0;
     double tokens = 0, pk = 1;
     for (int i = 0; i <= k; i++) tokens += pk, pk *= al;
-    return tokens / (a + b * k + td * k);
+    return tokens / (pass_cost(sp, k, a, b) + td * k);
+}
+
+/* The warm-up's two k: k_hi then 1 (k_max 1: 1 and 0). */
+static int warmup_k(const df_spec *sp) {
+    int hi = (sp->p.k_max + 1) / 2;
+    if (hi < 2) hi = 2;
+    if (hi > sp->p.k_max) hi = sp->p.k_max;
+    const int lo = hi > 1 ? 1 : 0;
+    return sp->passes % 2 == 0 ? hi : lo;
 }
 
 /* k for the next pass (before capping at what the source found). */
@@ -238,8 +268,7 @@ static int choose_k(df_spec *sp) {
         snprintf(sp->why, sizeof sp->why, "k fixed at %d", sp->p.k_fixed);
         return sp->p.k_fixed;
     }
-    if (sp->passes < WARMUP) return (sp->p.k_max + 1) / 2; /* not k_max: it may be the costliest mistake */
-    if (sp->passes < 2 * WARMUP) return 0;
+    if (sp->passes < WARMUP) return warmup_k(sp); /* not k_max: it may be the costliest mistake */
     double a, b;
     cost_line(sp, &a, &b);
     int best = 0;
@@ -248,6 +277,8 @@ static int choose_k(df_spec *sp) {
         const double t = predict(sp, k, a, b);
         if (t > best_tps * 1.0001) best = k, best_tps = t;
     }
+    /* a marginal gain rests on the line's intercept: measure off itself */
+    if (best > 0 && sp->kn[0] < 2 && best_tps < MEASURE_OFF * predict(sp, 0, a, b)) return 0;
     const double td = sp->draft_n > 0 ? sp->draft_t / sp->draft_n : 0;
     const double mib = sp->n_pass > 0 ? sp->sb / sp->n_pass / (1 << 20) : 0;
     snprintf(sp->why, sizeof sp->why,
@@ -255,11 +286,12 @@ static int choose_k(df_spec *sp) {
              "predicted %.2f tokens/s at k=%d vs %.2f off",
              accept_rate(sp), a, b + td, sp->draft ? " incl. draft" : "", mib, best_tps, best, predict(sp, 0, a, b));
     sp->k_now = best;
-    if (best == 0 && ++sp->since_probe >= PROBE_EVERY) {
-        sp->since_probe = 0;
-        return PROBE_K < sp->p.k_max ? PROBE_K : sp->p.k_max;
-    }
-    return best;
+    if (++sp->since_probe < (sp->compared < EARLY_COMPARED ? PROBE_EVERY_EARLY : PROBE_EVERY)) return best;
+    sp->since_probe = 0;
+    if (best == 0) return PROBE_K < sp->p.k_max ? PROBE_K : sp->p.k_max;
+    /* a neighbour of the choice, alternately above and below (within 1..k_max) */
+    const int up = (sp->probes++ % 2 == 0 && best < sp->p.k_max) || best == 1;
+    return up ? (best < sp->p.k_max ? best + 1 : best) : best - 1;
 }
 
 static void record(df_spec *sp, int k, double secs, uint64_t bytes) {
@@ -270,6 +302,8 @@ static void record(df_spec *sp, int k, double secs, uint64_t bytes) {
     sp->skt += k * secs;
     sp->sb += (double)bytes;
     sp->skb += (double)k * (double)bytes;
+    sp->kt[k] += secs;
+    sp->kn[k] += 1;
     sp->passes++;
 }
 

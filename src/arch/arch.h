@@ -11,7 +11,7 @@
 
 extern const df_arch df_arch_llama, df_arch_qwen2, df_arch_qwen3, df_arch_qwen2moe, df_arch_qwen3moe,
     df_arch_deepseek2, df_arch_kimi_linear, df_arch_kimi_k3, df_arch_glm4moe, df_arch_minimax_m2, df_arch_gptoss,
-    df_arch_qwen35moe, df_arch_qwen3next, df_arch_deepseek32, df_arch_glm_dsa;
+    df_arch_qwen35moe, df_arch_qwen3next, df_arch_deepseek32, df_arch_glm_dsa, df_arch_deepseek4;
 
 /* arch_llama.c's forward pass, which glm4moe and minimax-m2 share (the same
  * block with other tensors bound; arch_glm4moe.c, arch_minimax_m2.c). */

@@ -19,9 +19,11 @@
  * both.
  *
  * df_plan_predict is the tokens/s model: pure arithmetic over a df_plan and
- * two measured (or given) speeds. df_parse_size is the weight store's size
+ * two measured (or given) speeds; df_plan_predict_spec the same for
+ * speculative decoding (a pass of k + 1 tokens, some of them kept). df_parse_size is the weight store's size
  * parser (ws_parse_size) under a public name.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,12 +190,15 @@ void df_model_desc_free(df_model_desc *d) {
     free(o);
 }
 
-void df_plan_predict(const df_plan *p, double disk_bytes_per_s, double memory_bytes_per_s, df_plan_speed *out) {
+/* One pass that runs experts_layer distinct experts in each MoE layer and
+ * yields tokens tokens: its reads, per token. */
+static void predict_pass(const df_plan *p, double disk_bytes_per_s, double memory_bytes_per_s, double experts_layer,
+                         double tokens, df_plan_speed *out) {
     const int fits = p->budget >= p->minimum;
     const double hit = p->n_experts_total ? (double)p->n_expert_slots / p->n_experts_total : 1.0;
-    const double experts_tok = (double)p->n_moe_layers * p->n_expert_used * (double)p->expert_slot_bytes;
-    const double disk_tok = experts_tok * (1.0 - hit) + (double)p->n_dense_streamed * p->dense_layer_bytes;
-    const double mem_tok = (double)(p->dense_bytes - p->requant_saved_bytes) + experts_tok; /* --resident-type */
+    const double experts_pass = (double)p->n_moe_layers * experts_layer * (double)p->expert_slot_bytes;
+    const double disk_tok = (experts_pass * (1.0 - hit) + (double)p->n_dense_streamed * p->dense_layer_bytes) / tokens;
+    const double mem_tok = ((double)(p->dense_bytes - p->requant_saved_bytes) + experts_pass) / tokens; /* --resident-type */
     const double t_disk = disk_bytes_per_s > 0 ? disk_tok / disk_bytes_per_s : 0;
     const double t_mem = memory_bytes_per_s > 0 ? mem_tok / memory_bytes_per_s : 0;
     const double t_tok = t_disk > t_mem ? t_disk : t_mem;
@@ -203,6 +208,27 @@ void df_plan_predict(const df_plan *p, double disk_bytes_per_s, double memory_by
     out->disk_seconds = t_disk;
     out->memory_seconds = t_mem;
     out->tokens_per_s = fits && t_tok > 0 ? 1.0 / t_tok : 0.0;
+}
+
+void df_plan_predict(const df_plan *p, double disk_bytes_per_s, double memory_bytes_per_s, df_plan_speed *out) {
+    predict_pass(p, disk_bytes_per_s, memory_bytes_per_s, p->n_expert_used, 1.0, out);
+}
+
+/* Speculation: a pass verifies k guesses (k + 1 tokens: the union of their
+ * experts, each token choosing n_expert_used of a layer's E uniformly, is
+ * E (1 - (1 - used/E)^(k+1)) experts a layer) and yields
+ * (1 - a^(k+1)) / (1 - a) tokens at acceptance a. */
+void df_plan_predict_spec(const df_plan *p, double disk_bytes_per_s, double memory_bytes_per_s, double accept, int k,
+                          df_plan_speed *out) {
+    if (k <= 0) {
+        df_plan_predict(p, disk_bytes_per_s, memory_bytes_per_s, out);
+        return;
+    }
+    const double e = p->n_moe_layers ? (double)p->n_experts_total / p->n_moe_layers : 0;
+    const double union_layer = e > 0 ? e * (1.0 - pow(1.0 - p->n_expert_used / e, k + 1)) : 0;
+    double tokens = 0, pk = 1;
+    for (int i = 0; i <= k; i++) tokens += pk, pk *= accept;
+    predict_pass(p, disk_bytes_per_s, memory_bytes_per_s, union_layer, tokens, out);
 }
 
 uint64_t df_parse_size(const char *s) { return s ? ws_parse_size(s) : 0; }

@@ -69,6 +69,14 @@ void df_glu(const df_hparams *h, float *a, const float *b, int n) {
         }
         return;
     }
+    if (h->act == DF_ACT_SWIGLU_CLAMP) { /* deepseek4: ggml's swiglu_clamp */
+        const float lim = h->swiglu_limit;
+        for (int i = 0; i < n; i++) {
+            const float g = a[i] < lim ? a[i] : lim, u = b[i] < -lim ? -lim : b[i] > lim ? lim : b[i];
+            a[i] = g / (1.0f + expf(-g)) * u;
+        }
+        return;
+    }
     if (h->act != DF_ACT_SITU) op_swiglu(a, b, n);
     else op_situ(a, b, n, h->situ_beta, h->situ_linear_beta);
 }

@@ -17,7 +17,7 @@
  * function. One file per family (arch_llama.c: llama, qwen2, qwen3;
  * arch_deepseek2.c; arch_dsa.c: deepseek32, glm-dsa; arch_kimi.c: kimi-linear, kimi-k3; mla.c: the latent
  * attention the last two share; arch_glm4moe.c; arch_minimax_m2.c;
- * arch_gptoss.c; arch_qwen35.c: qwen35moe, qwen3next).
+ * arch_gptoss.c; arch_qwen35.c: qwen35moe, qwen3next; arch_deepseek4.c).
  *
  * Who includes whom (arrows point down; docs/design.md):
  *   src/api/load.c          df_model_load and planning; the arch table
@@ -115,12 +115,24 @@ typedef struct df_hparams {
                             * cache); 0: it reuses the last such layer's choice (GLM-5.2's shared
                             * layers); NULL: every layer selects. Owned by the model */
     int n_layer_idx;       /* layers that select (with an indexer key cache) */
+    /* deepseek4 (arch_deepseek4.c; hc_mult 0: none) */
+    int hc_mult;           /* hyper_connection.count: residual streams */
+    int hc_iters;          /* hyper_connection.sinkhorn_iterations */
+    float hc_eps;          /* hyper_connection.epsilon */
+    int o_groups, o_lora;  /* attention.output_group_count / output_lora_rank: grouped low-rank output */
+    int n_hash_layers;     /* hash_layer_count: lead layers routed by token id (ffn_gate_tid2eid) */
+    float swiglu_limit;    /* swiglu_clamp_exp: DF_ACT_SWIGLU_CLAMP's bound */
+    int32_t *comp_ratio;   /* (n_layer) attention.compress_ratios: 0, 4 (with the indexer) or 128. Owned */
+    float rope_base_comp;  /* attention.compress_rope_freq_base: the compressed layers' RoPE base */
+    int ds4_idx_heads, ds4_idx_dim, ds4_idx_topk; /* their indexer (attention.indexer.*) */
 } df_hparams;
 
-enum { DF_ACT_SWIGLU = 0, DF_ACT_SITU = 1, DF_ACT_SWIGLU_OAI = 2 };
+/* SWIGLU_CLAMP (deepseek4): silu(min(g, limit)) * clamp(u, -limit, limit) */
+enum { DF_ACT_SWIGLU = 0, DF_ACT_SITU = 1, DF_ACT_SWIGLU_OAI = 2, DF_ACT_SWIGLU_CLAMP = 3 };
 
 /* SOFTMAX_WEIGHT (gpt-oss): top-k of the raw logits, softmax over the chosen */
-enum { DF_GATING_SOFTMAX = 1, DF_GATING_SIGMOID = 2, DF_GATING_SOFTMAX_WEIGHT = 3 };
+/* SQRT_SOFTPLUS (deepseek4): sqrt(softplus(logit)) */
+enum { DF_GATING_SOFTMAX = 1, DF_GATING_SIGMOID = 2, DF_GATING_SOFTMAX_WEIGHT = 3, DF_GATING_SQRT_SOFTPLUS = 4 };
 
 typedef struct df_layer {
     ws_tensor *attn_norm;
@@ -160,6 +172,14 @@ typedef struct df_layer {
     ws_tensor *idx_wq_b;                           /* q LoRA -> indexer queries (n_head x head_dim) */
     ws_tensor *idx_wk, *idx_k_norm, *idx_k_norm_b; /* n_embd -> one key; LayerNorm weight and bias */
     ws_tensor *idx_proj;                           /* n_embd -> per-head weights */
+    /* deepseek4 (kv_a_norm: the KV vector's norm) */
+    ws_tensor *wkv;                                /* n_embd -> the one KV vector (key and value) */
+    ws_tensor *wo_a, *wo_b;                        /* grouped low-rank attention output */
+    ws_tensor *hc_attn_fn, *hc_attn_base, *hc_attn_scale; /* hyper-connection mixers */
+    ws_tensor *hc_ffn_fn, *hc_ffn_base, *hc_ffn_scale;
+    ws_tensor *ffn_tid2eid;                        /* hash routing: i32 (n_expert_used, n_vocab) expert ids */
+    ws_tensor *comp_wkv, *comp_wgate, *comp_ape, *comp_norm; /* the attention's compressor */
+    ws_tensor *lid_wkv, *lid_wgate, *lid_ape, *lid_norm;     /* the indexer's (ratio 4; idx_wq_b, idx_proj) */
 } df_layer;
 
 struct df_session;
@@ -189,6 +209,7 @@ struct df_model {
     df_hparams hp;
     ws_tensor *tok_embd, *output_norm, *output, *rope_freqs;
     ws_tensor *output_res_score;  /* kimi-k3: the final residual mix */
+    ws_tensor *output_hc_fn, *output_hc_base, *output_hc_scale; /* deepseek4: the streams' final collapse */
     df_layer *layers;
     tp_pool *pool;
     int n_threads;

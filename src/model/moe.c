@@ -47,7 +47,7 @@ int df_moe_read_hparams(df_model *m, char *err, size_t errlen) {
         df_hp_int(m, "expert_feed_forward_length", &h->n_ff_exp, 1, 1 << 20, 0, err, errlen) ||
         df_hp_int(m, "expert_shared_feed_forward_length", &h->n_ff_shexp, 1, 1 << 20, 0, err, errlen) ||
         df_hp_int(m, "leading_dense_block_count", &h->n_layer_dense_lead, 0, h->n_layer, 0, err, errlen) ||
-        df_hp_int(m, "expert_gating_func", &h->gating, 0, 3, 0, err, errlen) ||
+        df_hp_int(m, "expert_gating_func", &h->gating, 0, 4, 0, err, errlen) ||
         df_hp_int(m, "expert_group_count", &h->n_expert_groups, 0, MAX_EXPERTS, 0, err, errlen) ||
         df_hp_int(m, "expert_group_used_count", &h->n_group_used, 0, MAX_EXPERTS, 0, err, errlen))
         return -1;
@@ -150,6 +150,11 @@ void df_moe_select(const df_hparams *h, const float *probs, const float *bias, i
         }
     }
     top_k(sel, X, K, ids);
+    df_moe_weights(h, probs, ids, w);
+}
+
+void df_moe_weights(const df_hparams *h, const float *probs, const int32_t *ids, float *w) {
+    const int K = h->n_expert_used;
     float sum = 0.0f;
     for (int j = 0; j < K; j++) w[j] = probs[ids[j]];
     if (h->gating == DF_GATING_SOFTMAX_WEIGHT) op_softmax(w, K); /* the chosen logits' softmax */
@@ -166,9 +171,33 @@ void df_moe_probs(const df_hparams *h, float *p) {
     if (h->gating == DF_GATING_SOFTMAX_WEIGHT) return; /* experts are chosen by their raw logits */
     if (h->gating == DF_GATING_SIGMOID) {
         for (int e = 0; e < h->n_expert; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));
+    } else if (h->gating == DF_GATING_SQRT_SOFTPLUS) { /* ggml's softplus: x above 20 */
+        for (int e = 0; e < h->n_expert; e++) p[e] = sqrtf(p[e] > 20.0f ? p[e] : logf(1.0f + expf(p[e])));
     } else {
         op_softmax(p, h->n_expert);
     }
+}
+
+/* deepseek4's hash routing: the experts the token's row of ffn_gate_tid2eid
+ * names (s->moe_tokens), weighted by the router's probabilities of them. */
+static int route_hash(df_session *s, df_layer *L, int n, char *err, size_t errlen) {
+    const df_hparams *h = &s->m->hp;
+    const int K = h->n_expert_used;
+    if (!s->moe_tokens) return df_seterr(err, errlen, "internal: hash routing without the tokens");
+    const int32_t *tab = ws_fetch(s->m->ws, L->ffn_tid2eid, err, errlen);
+    if (!tab) return -1;
+    int rc = 0;
+    for (int t = 0; t < n && rc == 0; t++) {
+        const int32_t *ids = tab + (int64_t)s->moe_tokens[t] * K;
+        for (int j = 0; j < K; j++)
+            if (ids[j] < 0 || ids[j] >= h->n_expert) rc = df_seterr(err, errlen, "%s: ffn_gate_tid2eid names expert %d "
+                                                                    "of %d", s->m->path, ids[j], h->n_expert);
+        if (rc) break;
+        memcpy(s->topk_id + (int64_t)t * K, ids, sizeof(int32_t) * (size_t)K);
+        df_moe_weights(h, s->router + (int64_t)t * h->n_expert, ids, s->topk_w + (int64_t)t * K);
+    }
+    ws_release(s->m->ws, L->ffn_tid2eid);
+    return rc;
 }
 
 /* Router probabilities for n tokens into s->router. */
@@ -178,6 +207,7 @@ static int route(df_session *s, df_layer *L, const float *x, int n, char *err, s
     if (df_matmul(s, L->ffn_gate_inp, x, n, s->router, X, err, errlen) != 0) return -1;
     if (df_add_bias(s, L->ffn_gate_inp_b, s->router, n, X, err, errlen)) return -1;
     for (int t = 0; t < n; t++) df_moe_probs(h, s->router + (int64_t)t * X);
+    if (L->ffn_tid2eid) return route_hash(s, L, n, err, errlen);
     const float *bias = L->exp_probs_b ? ws_fetch(s->m->ws, L->exp_probs_b, err, errlen) : NULL;
     if (L->exp_probs_b && !bias) return -1;
     for (int t = 0; t < n; t++)
@@ -300,7 +330,7 @@ void df_moe_lookahead(df_session *s, int l, const float *x) {
     df_model *m = s->m;
     df_layer *L = &m->layers[l];
     const df_hparams *h = &m->hp;
-    if (!ws_streaming(m->ws) || !L->ffn_gate_inp || !L->ffn_norm) return;
+    if (!ws_streaming(m->ws) || !L->ffn_gate_inp || !L->ffn_norm || L->ffn_tid2eid) return; /* hash: needs the token */
     if (L->ffn_norm->streamed || L->ffn_gate_inp->streamed) return; /* would wait for that layer's dense weights */
     const float *fn = ws_fetch(m->ws, L->ffn_norm, NULL, 0);
     if (!fn) return;

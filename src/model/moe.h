@@ -31,5 +31,9 @@ void df_moe_lookahead(df_session *s, int l, const float *x);
  * probabilities (with optional bias and groups) giving ids and weights. */
 void df_moe_probs(const df_hparams *h, float *p);
 void df_moe_select(const df_hparams *h, const float *probs, const float *bias, int32_t *ids, float *w);
+/* The weights of the chosen ids (df_moe_select's second half; deepseek4's
+ * hash routing chooses by token id): their probabilities, normalised and
+ * scaled as the hyperparameters say. */
+void df_moe_weights(const df_hparams *h, const float *probs, const int32_t *ids, float *w);
 
 #endif

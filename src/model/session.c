@@ -38,6 +38,8 @@ typedef struct layer_mem {
     float *conv;           /* RECURRENT: short-conv states, (3 [q, k, v], d_inner, d_conv - 1) */
     float *state;          /* RECURRENT: delta-rule state, (n_head, head_dim [key], head_dim [value]) */
     uint8_t *idx;          /* LATENT with a selecting DSA indexer: n_ctx rows of idx_head_dim keys (else NULL) */
+    float *comp, *lid;     /* deepseek4 compressed layer: its compressed keys and indexer keys, one row a block */
+    float *cstate;         /* and its compressors' last positions (df_mem_cstate) */
 } layer_mem;
 
 struct df_mem {
@@ -51,7 +53,32 @@ struct df_mem {
     float *rec_conv;        /* (recurrent layers, df_rec_conv_floats) */
     float *rec_state;       /* (recurrent layers, df_rec_state_floats) */
     uint8_t *idx_cache;     /* (selecting DSA layers, n_ctx, idx_head_dim) */
+    float *ds4_comp, *ds4_lid, *ds4_state; /* deepseek4's compressed layers (df_mem_comp_floats) */
 };
+
+/* deepseek4 layer l's floats of compressed keys, indexer keys and compressor
+ * state for n_ctx positions (0, 0, 0: not a compressed layer). */
+static void comp_floats(const df_hparams *h, int l, int64_t n_ctx, int64_t *comp, int64_t *lid, int64_t *state) {
+    const int r = h->comp_ratio ? h->comp_ratio[l] : 0;
+    *comp = *lid = *state = 0;
+    if (!r) return;
+    const int64_t blocks = (n_ctx + r - 1) / r;
+    *comp = blocks * h->head_dim;
+    *lid = r == 4 ? blocks * h->ds4_idx_dim : 0;
+    *state = df_cstate_rows(h, l) * df_cstate_width(h, l);
+}
+
+int df_cstate_rows(const df_hparams *h, int l) {
+    const int r = h->comp_ratio ? h->comp_ratio[l] : 0;
+    return r == 4 ? 2 * r : r; /* ratio 4 overlaps the previous block */
+}
+
+int64_t df_cstate_width(const df_hparams *h, int l) {
+    const int r = h->comp_ratio ? h->comp_ratio[l] : 0;
+    if (!r) return 0;
+    const int64_t coff = r == 4 ? 2 : 1;
+    return 2 * coff * h->head_dim + (r == 4 ? 4 * (int64_t)h->ds4_idx_dim : 0); /* kv, score [, indexer kv, score] */
+}
 
 df_session_params df_session_default_params(void) {
     df_session_params p = {0, 512, DF_KV_F16, NULL, NULL};
@@ -125,9 +152,20 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     if (d_inner > widest_in) widest_in = d_inner;
     if (h->q_lora_rank > widest_in) widest_in = h->q_lora_rank;
     if (s->kv_dim_k > widest_in) widest_in = s->kv_dim_k;
+    const int64_t hcw = (int64_t)h->hc_mult * h->n_embd, o_gd = h->o_groups ? qdim / h->o_groups : 0;
+    if (hcw > widest_in) widest_in = hcw;         /* deepseek4's mixers read all streams */
+    if (o_gd > widest_in) widest_in = o_gd;       /* and its output groups */
+    if ((int64_t)h->o_groups * h->o_lora > widest_in) widest_in = (int64_t)h->o_groups * h->o_lora;
     s->att_stride = df_attn_scratch_floats(s->n_ctx);
     if (s->att_stride < h->kv_lora_rank) s->att_stride = h->kv_lora_rank; /* MLA's absorb borrows a latent-sized row */
     if (h->idx_n_head && s->att_stride < 3 * (int64_t)s->n_ctx) s->att_stride = 3 * (int64_t)s->n_ctx; /* dsa.c's rows */
+    int64_t cw_max = 0; /* deepseek4: the widest compressor row; dsv4.c's scores, window keys and choice */
+    for (int l = 0; h->comp_ratio && l < h->n_layer; l++)
+        if (df_cstate_width(h, l) > cw_max) cw_max = df_cstate_width(h, l);
+    if (cw_max) {
+        const int64_t need = 3 * (int64_t)s->n_ctx + (int64_t)h->n_swa * (h->head_dim + 1) + 64;
+        if (s->att_stride < need) s->att_stride = need;
+    }
     const int64_t B = s->n_batch, C = s->n_ctx;
     const uint64_t elt = mem->kv_elt;
     /* KV rows of all attention layers: n_ctx each, or a sliding-window
@@ -146,6 +184,17 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     ITEM(mem->rec_state, (uint64_t)(n_rec ? n_rec : 1) * (uint64_t)(n_rec ? df_rec_state_floats(h) : 16) * sizeof(float));
     const int64_t n_idx = h->idx_n_head ? h->n_layer_idx : 0;
     ITEM(mem->idx_cache, n_idx ? (uint64_t)n_idx * (uint64_t)C * (uint64_t)h->idx_head_dim * elt : 64);
+    int64_t n_comp = 0, n_lid = 0, n_state = 0;
+    for (int l = 0; l < h->n_layer; l++) {
+        int64_t c, d, st;
+        comp_floats(h, l, C, &c, &d, &st);
+        n_comp += c;
+        n_lid += d;
+        n_state += st;
+    }
+    ITEM(mem->ds4_comp, (uint64_t)(n_comp ? n_comp : 16) * sizeof(float));
+    ITEM(mem->ds4_lid, (uint64_t)(n_lid ? n_lid : 16) * sizeof(float));
+    ITEM(mem->ds4_state, (uint64_t)(n_state ? n_state : 16) * sizeof(float));
     FLOATS(x, B, h->n_embd);
     FLOATS(xb, B, wide);
     FLOATS(xb2, B, h->n_embd);
@@ -210,6 +259,18 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
         FLOATS(idx_w, B, h->idx_n_head);
         ITEM(s->idx_sel, (uint64_t)B * (uint64_t)h->idx_top_k * sizeof(int32_t));
     }
+    if (h->hc_mult > 0) {
+        FLOATS(hc, B, hcw);
+        FLOATS(hc_norm, B, hcw);
+        FLOATS(hc_mixes, B, (2 + h->hc_mult) * h->hc_mult);
+        FLOATS(hc_mix, B, h->hc_mult + h->hc_mult * h->hc_mult);
+        FLOATS(qr, B, h->q_lora_rank);
+        FLOATS(o_grp, B, o_gd);
+        FLOATS(o_low, B, (int64_t)h->o_groups * h->o_lora);
+        FLOATS(cmp, B, cw_max ? cw_max : 1);
+        FLOATS(lid_q, B, h->ds4_idx_heads ? (int64_t)h->ds4_idx_heads * h->ds4_idx_dim : 1);
+        FLOATS(lid_w, B, h->ds4_idx_heads ? h->ds4_idx_heads : 1);
+    }
     if (h->n_expert_latent > 0) {
         FLOATS(lat_in, B, h->n_embd);
         FLOATS(lat_out, B, h->n_embd);
@@ -260,6 +321,7 @@ static void mem_bind(df_session *s) {
     df_mem *mem = s->mem;
     const int ring = df_kv_ring(h, s->n_ctx, s->n_batch);
     int64_t ia = 0, ir = 0, ii = 0; /* KV rows so far, recurrent layers so far, indexer caches so far */
+    int64_t oc = 0, od = 0, os = 0; /* deepseek4's compressed floats so far */
     for (int l = 0; l < h->n_layer; l++) {
         layer_mem *lm = &mem->layer[l];
         memset(lm, 0, sizeof *lm);
@@ -277,6 +339,16 @@ static void mem_bind(df_session *s) {
         ia += lm->ring ? lm->ring : s->n_ctx;
         if (h->idx_n_head && (!h->idx_full || h->idx_full[l]))
             lm->idx = mem->idx_cache + ii++ * (int64_t)s->n_ctx * h->idx_head_dim * (int64_t)mem->kv_elt;
+        int64_t c, d, st;
+        comp_floats(h, l, s->n_ctx, &c, &d, &st);
+        if (c) {
+            lm->comp = mem->ds4_comp + oc;
+            lm->lid = d ? mem->ds4_lid + od : NULL;
+            lm->cstate = mem->ds4_state + os;
+            oc += c;
+            od += d;
+            os += st;
+        }
     }
 }
 
@@ -372,6 +444,9 @@ void df_session_free(df_session *s) {
         free(s->mem->rec_conv);
         free(s->mem->rec_state);
         free(s->mem->idx_cache);
+        free(s->mem->ds4_comp);
+        free(s->mem->ds4_lid);
+        free(s->mem->ds4_state);
         free(s->mem);
     }
     free(s->x);
@@ -417,6 +492,16 @@ void df_session_free(df_session *s) {
     free(s->idx_sel);
     free(s->lat_in);
     free(s->lat_out);
+    free(s->hc);
+    free(s->hc_norm);
+    free(s->hc_mixes);
+    free(s->hc_mix);
+    free(s->qr);
+    free(s->o_grp);
+    free(s->o_low);
+    free(s->cmp);
+    free(s->lid_q);
+    free(s->lid_w);
     free(s);
 }
 
@@ -546,3 +631,7 @@ int df_session_trace_experts(df_session *s, const char *path, char *err, size_t 
     }
     return 0;
 }
+
+float *df_mem_comp(df_session *s, int l) { return s->mem->layer[l].comp; }
+float *df_mem_lid(df_session *s, int l) { return s->mem->layer[l].lid; }
+float *df_mem_cstate(df_session *s, int l) { return s->mem->layer[l].cstate; }

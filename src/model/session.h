@@ -89,6 +89,17 @@ struct df_session {
     float *idx_k;           /* (n_batch, idx_head_dim) new indexer keys */
     float *idx_w;           /* (n_batch, idx_n_head) per-head weights */
     int32_t *idx_sel;       /* (n_batch, idx_top_k) each token's chosen key positions, ascending */
+    /* deepseek4 scratch (arch_deepseek4.c) */
+    float *hc;              /* (n_batch, hc_mult * n_embd) the residual streams */
+    float *hc_norm;         /* (n_batch, hc_mult * n_embd) their RMSNorm, then hc_post's new streams */
+    float *hc_mixes;        /* (n_batch, (2 + hc_mult) * hc_mult) a mixer's raw outputs */
+    float *hc_mix;          /* (n_batch, hc_mult + hc_mult^2) post weights and Sinkhorn-normalised comb */
+    float *qr;              /* (n_batch, q_lora_rank) normed query LoRA */
+    float *o_grp;           /* (n_batch, n_head * head_dim / o_groups) one output group's rows */
+    float *o_low;           /* (n_batch, o_groups * o_lora) the grouped low-rank output */
+    float *cmp;             /* (n_batch, max df_cstate_width) compressor rows of this pass (dsv4.c) */
+    float *lid_q, *lid_w;   /* (n_batch, ds4_idx_heads * ds4_idx_dim), (n_batch, ds4_idx_heads) indexer queries, weights */
+    const int32_t *moe_tokens; /* this pass's token ids while hash-routed layers run (moe.c), else NULL */
     mm_scratch mm;
 };
 
@@ -142,5 +153,15 @@ uint8_t *df_mem_v_row_w(df_session *s, int l, int pos);
 void df_mem_idx_store(df_session *s, int l, int n_tok, const float *k);
 size_t df_mem_idx_row_bytes(const df_session *s, int l);
 uint8_t *df_mem_idx_rows(df_session *s, int l);
+/* deepseek4's compressed layer l (others: NULL): its compressed keys (one
+ * row of head_dim per block of comp_ratio[l] positions, block b in row b),
+ * its indexer's (ratio 4: rows of ds4_idx_dim), and its compressors' state:
+ * df_cstate_rows rows of df_cstate_width floats, position p in row
+ * p % df_cstate_rows (kv, score, then for ratio 4 the indexer's kv, score). */
+float *df_mem_comp(df_session *s, int l);
+float *df_mem_lid(df_session *s, int l);
+float *df_mem_cstate(df_session *s, int l);
+int df_cstate_rows(const df_hparams *h, int l);
+int64_t df_cstate_width(const df_hparams *h, int l);
 
 #endif

@@ -1307,7 +1307,7 @@ ws_tensor *ws_get(wstore *ws, const char *name, char *err, size_t errlen) {
     ws_tensor *t = &ws->handles[idx];
     if (t->gt) return t; /* already registered */
     const quant_traits *q = quant_traits_get(gt->type);
-    if (!q || !q->supported) {
+    if (!q || (!q->supported && gt->type != DF_TYPE_I32)) { /* i32: integer tables, read as they are */
         df_seterr(err, errlen, "tensor '%s' has type %s, which Deltafin cannot compute with", name,
                   q && q->name ? q->name : "unknown");
         return NULL;

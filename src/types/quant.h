@@ -49,6 +49,7 @@ enum df_type {
     DF_TYPE_IQ3_S = 21,
     DF_TYPE_IQ2_S = 22,
     DF_TYPE_IQ4_XS = 23,
+    DF_TYPE_I32 = 26, /* storage only: integer tables (deepseek4's token -> expert ids) */
     DF_TYPE_IQ1_M = 29,
     DF_TYPE_BF16 = 30,
     DF_TYPE_TQ1_0 = 34,

@@ -35,13 +35,33 @@ j64=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 8G -c 1024 --disk-gbps 5 --mem-gb
 check "a larger budget caches more and reads less per token" awk -v a="$(field disk_bytes_per_token "$j")" \
     -v b="$(field disk_bytes_per_token "$j64")" 'BEGIN { exit !(b < a) }'
 
+# speculation's predicted effect (df_plan_predict_spec)
+j0=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 2G -c 1024 --disk-gbps 5 --mem-gbps 400 --spec-accept 0 --json)
+check "acceptance 0: speculation predicted not to pay (k=0, the plain prediction)" \
+    test "$(field spec_best_k "$j0")/$(field spec_tokens_per_s "$j0")" = "0/$(field predicted_tokens_per_s "$j0")"
+mkdir "$T/dense" # (not beside k3.gguf: the scratch file check below wants that folder alone)
+"$B/mkmodel" -o "$T/dense/dense.gguf" --arch llama --shape-only --type q8_0 --n-embd 1024 --n-layer 8 --n-ff 4096 2> "$T/dense/mk.err"
+jd=$("$B/deltafin" plan -m "$T/dense/dense.gguf" --mem 4G -c 1024 --disk-gbps 5 --mem-gbps 400 --spec-accept 0.5 --draft-max 1 --json)
+check "dense in memory, acceptance 0.5, k=1: 1.5x the plain prediction (one read of the weights, 1.5 tokens)" \
+    awk -v b="$(field predicted_tokens_per_s "$jd")" -v s="$(field spec_tokens_per_s "$jd")" -v k="$(field spec_best_k "$jd")" \
+    'BEGIN { exit !(k == 1 && s > 1.499 * b && s < 1.501 * b) }'
+# streamed experts, uniform routing: k + 1 tokens read ~k + 1 tokens' experts (8 of 256 a layer:
+# 2 tokens 15.75, 5 tokens 37.8), more than the 1.95 / 4.52 tokens kept at 0.95: off
+ja=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 2G -c 1024 --disk-gbps 5 --mem-gbps 400 --spec-accept 0.95 --json)
+check "streamed experts (uniform routing), acceptance 0.95: the union of experts costs more than it yields: off" \
+    test "$(field spec_best_k "$ja")" = 0
+jd2=$("$B/deltafin" plan -m "$T/dense/dense.gguf" --mem 4G -c 1024 --disk-gbps 5 --mem-gbps 400 --spec-accept 0.95 --json)
+check "dense in memory, acceptance 0.95: k=4 ($(field spec_best_k "$jd2"))" test "$(field spec_best_k "$jd2")" = 4
+t=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 2G -c 1024 --disk-gbps 5 --mem-gbps 400)
+check "the text names speculation's effect" grep -q "^speculation at acceptance 0.70" <<< "$t"
+
 # this machine: the disk is measured on a scratch file beside the model, which is removed
 start=$(date +%s)
 j=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 2G -c 1024 --probe-seconds 1 --json)
 echo "    $j"
 check "this machine: the disk was measured on a scratch file" test "$(field disk_source "$j")" = scratch
 check "... at a plausible speed" awk -v d="$(field disk_bytes_per_s "$j")" 'BEGIN { exit !(d > 1e6) }'
-check "... which is gone afterwards" test -z "$(ls -A "$T" | grep -v '^k3.gguf$\|^mk.err$' || true)"
+check "... which is gone afterwards" test -z "$(ls -A "$T" | grep -v '^k3.gguf$\|^mk.err$\|^dense$' || true)"
 check "... in seconds" test $(($(date +%s) - start)) -lt 60
 human=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 2G -c 1024 --disk-gbps 5 --mem-gbps 400)
 check "the report says the file is shape-only" grep -q "shape-only file" <<< "$human"

@@ -19,18 +19,7 @@ trap cleanup EXIT
 [ -f "$S" ] || { echo "SKIPPED: $S not found"; exit 0; }
 SLOW=1; [ -n "${DELTAFIN_SANITIZED:-}" ] && SLOW=4
 
-# start LOG ARGS...: a server in the background; sets PORT (or fails the test)
-start() {
-    local log=$1; shift
-    "$D" serve --port 0 "$@" > "$log" 2>&1 &
-    PIDS+=($!)
-    for _ in $(seq 1 $((100 * SLOW))); do
-        PORT=$(sed -n 's/.*http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$log")
-        [ -n "$PORT" ] && return 0
-        sleep 0.1
-    done
-    echo "server did not start:"; cat "$log"; exit 1
-}
+start() { serve_start "$@"; }
 KEY=sekrit
 start "$T/a.log" -m "$S" --chat-template-file "$TMPL" --parallel 4 -c 256 --api-key "$KEY"
 U="http://127.0.0.1:$PORT"

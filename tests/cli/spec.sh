@@ -72,6 +72,17 @@ run -m "$T/kimi.gguf" > "$T/kplain" 2>/dev/null
 run -m "$T/kimi.gguf" --spec lookup > "$T/s7" 2> "$T/f7"
 check "recurrent: same output" cmp -s "$T/kplain" "$T/s7"
 check "recurrent: off, and why" grep -q "speculation: why: .*recurrent" "$T/f7"
+# the draft inside --mem: its share is said and taken from the model's budget
+run -m "$T/moe.gguf" -md "$T/moe.gguf" --spec-k 2 --mem 80M > "$T/s8" 2> "$T/f8"
+dshare=$(sed -n 's/^draft: \(.*\) of --mem .*/\1/p' "$T/f8")
+check "draft under --mem: same output" cmp -s "$T/mplain" "$T/s8"
+check "draft under --mem: its share said ($dshare)" test -n "$dshare"
+pb=$(sed -n 's/^plan: budget \([0-9.]*\) MiB:.*/\1/p' "$T/f8")
+check "draft under --mem: the model is planned with 80 MiB less the draft's share ($pb MiB)" \
+    awk -v b="$pb" -v d="${dshare% MiB}" 'BEGIN { x = 80 - d - b; exit !(b > 0 && x < 0.15 && x > -0.15) }'
+run -m "$T/moe.gguf" -md "$T/moe.gguf" --mem 1M > /dev/null 2> "$T/f9"; rc=$?
+check "a --mem the draft alone fills: refused (exit 1), saying so" test "$rc" -eq 1
+check "...saying so" grep -q "the draft model alone needs" "$T/f9"
 out=$("$D" run -m "$T/dense.gguf" -p hi --spec draft 2>&1); rc=$?
 check "--spec draft without -md: usage error" test "$rc" -eq 2
 finish
