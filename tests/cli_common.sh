@@ -6,6 +6,9 @@
 #                               sets PORT from its log, or fails the test (needs D, PIDS, SLOW)
 #   cgroup_setup TAG            skip (exit 0, saying why) unless a cgroup v1 memory limit can be set;
 #                               then T (a temporary folder) and CG (a cgroup path, not yet made), removed on exit
+#   cgroup_tenfold MODEL NTOK   (after cgroup_setup) `logits --mem 64M` of NTOK tokens on MODEL inside a cgroup of
+#                               64 MiB + 256 MiB: checks it completes, the model is ten times the budget, the
+#                               cgroup never hit its limit, and the logits equal the unbudgeted run's
 fails=0
 check() {
     local what=$1; shift
@@ -36,4 +39,26 @@ cgroup_setup() { # ASan's shadow memory is not part of Deltafin's budget
     T=$(mktemp -d "/tmp/deltafin-$1-XXXXXX")
     CG="$CGROOT/deltafin-$1-$$"
     trap '[ -d "$CG" ] && rmdir "$CG" 2>/dev/null; rm -rf "$T"' EXIT
+}
+cgroup_tenfold() {
+    local model=$1 ntok=$2 size limit toks rc peak failcnt
+    size=$(stat -c %s "$model")
+    mkdir "$CG" || { echo "cannot create $CG"; exit 1; }
+    limit=$(( (64 + 256) * 1024 * 1024 ))
+    echo "$limit" > "$CG/memory.limit_in_bytes"
+    toks=$(seq 1 "$ntok" | awk "{ printf \"%d \", (NR * 7919) % 300 + 5 }")
+    "$B/deltafin" logits -m "$model" --tokens "$toks" --out "$T/free.f32" --hot none > /dev/null 2>&1
+    ( echo "$BASHPID" > "$CG/cgroup.procs" && exec "$B/deltafin" logits -m "$model" --tokens "$toks" --mem 64M \
+        --out "$T/capped.f32" --hot none > /dev/null 2> "$T/err.txt" )
+    rc=$?
+    peak=$(cat "$CG/memory.max_usage_in_bytes")
+    failcnt=$(cat "$CG/memory.failcnt")
+    echo "model $((size >> 20)) MiB, budget 64 MiB, cgroup limit $((limit >> 20)) MiB: exit $rc, cgroup peak $((peak >> 20)) MiB, failcnt $failcnt"
+    check "the budgeted run completes" test "$rc" -eq 0
+    check "the model is ten times the budget" test "$size" -gt $((640 << 20))
+    check "the cgroup never hit its limit" test "$failcnt" -eq 0
+    check "peak within the limit" test "$peak" -le "$limit"
+    check "both runs wrote their logits" test -s "$T/free.f32" -a -s "$T/capped.f32"
+    check "logits bit-identical to the unbudgeted run" cmp -s "$T/free.f32" "$T/capped.f32"
+    [ "$rc" -eq 0 ] || cat "$T/err.txt"
 }

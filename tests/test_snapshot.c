@@ -28,15 +28,17 @@ static df_model *load(const char *args, const char *name, char *path, size_t n) 
     return m;
 }
 
-static df_session *session(df_model *m) {
+static df_session *session_of(df_model *m, int n_ctx, int n_batch) {
     df_session_params sp = df_session_default_params();
-    sp.n_ctx = 64;
-    sp.n_batch = 8;
+    sp.n_ctx = n_ctx;
+    sp.n_batch = n_batch;
     df_session *s;
     char err[512];
     assert_int_equal(df_session_new(m, &sp, &s, err, sizeof err), 0);
     return s;
 }
+
+static df_session *session(df_model *m) { return session_of(m, 64, 8); }
 
 static const int32_t toks[] = {1, 17, 42, 7, 99, 3, 5, 11, 23, 8, 64, 2, 31, 19};
 #define N_PROMPT 6
@@ -161,15 +163,7 @@ static void test_recurrent(void **st) { (void)st; check_model("--preset kimi-lin
 #define DS4_ALL 300
 #define DS4_SAVE 261
 
-static df_session *ds4_session(df_model *m) {
-    df_session_params sp = df_session_default_params();
-    sp.n_ctx = 512;
-    sp.n_batch = 8;
-    df_session *s;
-    char err[512];
-    assert_int_equal(df_session_new(m, &sp, &s, err, sizeof err), 0);
-    return s;
-}
+static df_session *ds4_session(df_model *m) { return session_of(m, 512, 8); }
 
 /* Decode tokens [from, upto) of t in batches of 8 (and a last shorter one); logits: each position's. */
 static void ds4_feed(df_session *s, const int32_t *t, int from, int upto, float *logits, int nv) {
@@ -218,11 +212,7 @@ static void test_deepseek4(void **st) {
     ds4_feed(e, t, DS4_SAVE, DS4_ALL, got, nv);
     assert_memory_equal(ref + (size_t)DS4_SAVE * nv, got + (size_t)DS4_SAVE * nv, tail);
     /* a session of another ring (a context of 1024 with batches of 64: 128 rows) refuses it */
-    df_session_params sp = df_session_default_params();
-    sp.n_ctx = 1024;
-    sp.n_batch = 64;
-    df_session *g;
-    assert_int_equal(df_session_new(m, &sp, &g, err, sizeof err), 0);
+    df_session *g = session_of(m, 1024, 64);
     assert_int_equal(df_session_load(g, snap, NULL, 0, NULL, err, sizeof err), -1);
     assert_non_null(strstr(err, "another session shape"));
     assert_int_equal(df_session_pos(g), 0);

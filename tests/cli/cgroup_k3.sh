@@ -15,23 +15,5 @@ cgroup_setup cgroup-k3
 "$B/mkmodel" -o "$T/k3.gguf" --preset kimi-k3-tiny --type q8_0 --expert-type mxfp4 --n-embd 512 --n-head 8 \
     --n-head-kv 8 --experts 64 --experts-used 8 --n-ff-exp 1024 --latent 512 --schedule KKKMKKKMKKKMKK 2>/dev/null \
     || { echo "mkmodel failed"; exit 1; }
-size=$(stat -c %s "$T/k3.gguf")
-mkdir "$CG" || { echo "cannot create $CG"; exit 1; }
-limit=$(( (64 + 256) * 1024 * 1024 ))
-echo "$limit" > "$CG/memory.limit_in_bytes"
-toks=$(seq 1 40 | awk "{ printf \"%d \", (NR * 7919) % 300 + 5 }")
-"$B/deltafin" logits -m "$T/k3.gguf" --tokens "$toks" --out "$T/free.f32" --hot none > /dev/null 2>&1
-( echo "$BASHPID" > "$CG/cgroup.procs" && exec "$B/deltafin" logits -m "$T/k3.gguf" --tokens "$toks" --mem 64M \
-    --out "$T/capped.f32" --hot none > /dev/null 2> "$T/err.txt" )
-rc=$?
-peak=$(cat "$CG/memory.max_usage_in_bytes")
-failcnt=$(cat "$CG/memory.failcnt")
-echo "model $((size >> 20)) MiB, budget 64 MiB, cgroup limit $((limit >> 20)) MiB: exit $rc, cgroup peak $((peak >> 20)) MiB, failcnt $failcnt"
-check "the budgeted run completes" test "$rc" -eq 0
-check "the model is ten times the budget" test "$size" -gt $((640 << 20))
-check "the cgroup never hit its limit" test "$failcnt" -eq 0
-check "peak within the limit" test "$peak" -le "$limit"
-check "both runs wrote their logits" test -s "$T/free.f32" -a -s "$T/capped.f32"
-check "logits bit-identical to the unbudgeted run" cmp -s "$T/free.f32" "$T/capped.f32"
-[ "$rc" -eq 0 ] || cat "$T/err.txt"
+cgroup_tenfold "$T/k3.gguf" 40
 finish
