@@ -46,6 +46,7 @@ typedef struct jw_opts {
     int max_restarts;     /* restarts after a kill for memory, per job and worker */
     double pressure_every; /* seconds between looks at the cgroup's memory */
     double monitor_every; /* seconds per row of the stability monitor */
+    double disk_bps, mem_bps; /* the local plan's speeds (bytes/s) for a job with a remote; 0: measured */
 } jw_opts;
 
 /* Run jobs until the queue is empty (drain) or *stop is set (a signal).
