@@ -5,8 +5,9 @@
  *   jobs(id, state, model, prompt BLOB, chat, n_predict, ctx, threads, ignore_eos, no_bos,
  *        temp, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, mem, deadline,
  *        priority, created, started, finished, updated, n_done, gen_seconds, runs,
- *        sampler BLOB, error, note, owner)
+ *        sampler BLOB, error, note, owner, remote, place)   -- remote, place: added by ALTER TABLE
  *   tokens(job, idx, token, piece BLOB)   -- primary key (job, idx): a token is written once
+ *                                            (a remote job's pieces: token -1, one row per streamed chunk)
  *   events(job, t, kind, text)            -- what happened to a run: memory pressure, restarts, collapses
  *   stats(job, t, tokens_per_s, hit_rate, disk_bytes_per_s, mem_bytes, budget, collapse)
  *                                         -- the stability monitor, one row per interval
@@ -518,7 +519,7 @@ int jq_claim(jq *q, const char *owner, jq_job *out, int *got, char *err, size_t 
     jq_job_init(out);
     if (exec(q, "BEGIN IMMEDIATE", err, errlen) != 0) return -1;
     const double t = now_unix();
-    /* queued jobs whose start deadline passed will never run */
+    /* queued jobs whose deadline passed can no longer finish by it: they never run */
     const void *ea[] = {&t, &t};
     if (update(q, "UPDATE jobs SET state = 'expired', finished = ?, error = 'its deadline passed before a worker"
                   " could start it' WHERE state = 'queued' AND deadline > 0 AND deadline < ?",

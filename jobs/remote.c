@@ -306,13 +306,28 @@ static int attempt(rrun *r, int max_tokens, char *why, size_t n) {
     return out;
 }
 
-/* Tokens the committed text holds, by the model's own tokenizer (-1: unknown). */
-static int count_tokens(const df_model *m, const char *s, size_t n) {
+static int n_tokens(const df_model *m, const char *s, size_t n) {
     int need = 0;
     char e[256];
-    if (!m || n == 0) return 0;
-    if (df_tokenize(m, s, n, 0, 0, NULL, 0, &need, e, sizeof e) != 0 && need == 0) return -1;
+    if (df_tokenize(m, s, n, 1, 1, NULL, 0, &need, e, sizeof e) != 0 && need == 0) return -1;
     return need;
+}
+
+/* Tokens the committed text holds, by the model's own tokenizer (-1:
+ * unknown): for a prompt job, those of prompt + text less the prompt's (as
+ * the remote reads them: a tokenizer's leading space or a merge across the
+ * seam counts as it would there); for a chat, the text's alone. */
+static int count_tokens(const df_model *m, const jq_job *j, const char *s, size_t n) {
+    if (!m || n == 0) return 0;
+    if (j->chat) return n_tokens(m, s, n);
+    buf b = {0};
+    int r = -1;
+    if (buf_add(&b, j->prompt, j->prompt_len) == 0 && buf_add(&b, s, n) == 0) {
+        const int all = n_tokens(m, b.p, b.n), p = n_tokens(m, j->prompt, j->prompt_len);
+        r = all < 0 || p < 0 ? -1 : all - p;
+    }
+    free(b.p);
+    return r;
 }
 
 static void event(const rrun *r, const char *kind, const char *text) {
@@ -368,7 +383,7 @@ int jr_run(jq *q, const char *owner, jq_job *job, const jr_opts *o, volatile sig
     const char *how = "failed";
     const char *note = NULL;
     for (int k = 0; !*why; k++) {
-        int used = count_tokens(m, r.text.p, r.committed);
+        int used = count_tokens(m, job, r.text.p, r.committed);
         if (used < 0) used = r.n_done;
         const int left = job->n_predict - used;
         if (left <= 0) {
