@@ -11,6 +11,12 @@
  *   commit_every seconds. A commit that finds the job canceled (or no longer
  *   this worker's) stops the run at once.
  *
+ * A job with a remote (docs/jobs.md, "Local or remote") is placed once when
+ * first claimed: remote when the plan (df_model_plan, df_plan_predict) says
+ * it cannot run here or cannot finish before its deadline, else local; a
+ * local run killed max_restarts times goes remote too. The remote run is
+ * remote.c's, in the worker itself.
+ *
  * Only include/deltafin.h is used here: the worker is a client of the
  * library like any other program.
  */
@@ -585,9 +591,15 @@ static int wants_remote(const jq_job *job, const jw_opts *o, char *why, size_t n
         snprintf(why, n, "the model fits here and the job has no deadline: it runs locally");
         return 0;
     }
-    if (!job->mem && p.budget < p.minimum) p.budget = p.minimum; /* no budget: everything resident */
     double disk = o->disk_bps, mem = o->mem_bps;
-    if (disk <= 0) disk = df_probe_disk(job->model, 1.0, 8, (uint64_t)4 << 20, e, sizeof e);
+    if (!job->mem) { /* no budget: every weight is in memory, nothing streams */
+        if (p.budget < p.minimum) p.budget = p.minimum;
+        p.n_expert_slots = p.n_experts_total;
+        p.n_dense_streamed = 0;
+        disk = 0;
+    } else if (disk <= 0) {
+        disk = df_probe_disk(job->model, 1.0, 8, (uint64_t)4 << 20, e, sizeof e);
+    }
     if (mem <= 0) mem = df_probe_memory(0.5, 0);
     if (disk < 0) disk = 0; /* unmeasured: the memory's pace alone */
     df_plan_speed sp;

@@ -26,6 +26,11 @@
  * max_restarts times. Every such step is an event of the job, and a
  * stability monitor writes the run's tokens/s, cache hit rate, disk reads
  * and memory every monitor_every seconds, flagging a collapse of the speed.
+ *
+ * Remote (remote.h): a job with a remote URL runs there when the local plan
+ * cannot run it, cannot finish it before its deadline (at disk_bps/mem_bps,
+ * or speeds measured when it is claimed), or after max_restarts kills; the
+ * choice and why are the job's place and an event.
  */
 #ifndef DF_JOBS_WORKER_H
 #define DF_JOBS_WORKER_H

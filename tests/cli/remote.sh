@@ -27,7 +27,8 @@ SLOW=1; [ -n "${DELTAFIN_SANITIZED:-}" ] && SLOW=4
 j() { "$D" "$@" --db "$T/jobs.db"; }
 field() { j job "$1" --json | jq -r ".$2"; }
 # a worker that believes this machine reads at 1 byte/s: no deadline can be met locally
-slow_worker() { j worker --drain --commit-every 0 --disk-gbps 1e-9 --mem-gbps 1e-9 2>>"$T/worker.log"; }
+wrc=0
+slow_worker() { j worker --drain --commit-every 0 --disk-gbps 1e-9 --mem-gbps 1e-9 2>>"$T/worker.log" || wrc=$?; }
 
 serve_start "$T/r.log" -m "$S" -c 256
 RURL="http://127.0.0.1:$PORT"
@@ -98,10 +99,13 @@ check "... the error names the remote and the failure ($err)" grep -q "remote fa
 
 # ---- a deadline the plan meets: local ----
 id=$(j submit -m "$S" -p "$P" -n 8 --temp 0 -c 256 --deadline +1h --remote "http://127.0.0.1:1")
-j worker --drain --disk-gbps 10 --mem-gbps 10 2>>"$T/worker.log"
+j worker --drain --disk-gbps 10 --mem-gbps 10 2>>"$T/worker.log" || wrc=$?
 check "job $id (deadline met here): done locally" test "$(field "$id" state),$(field "$id" place)" = done,local
 check "... a 'local' event with the prediction" \
     grep -q "before the deadline" <<< "$(j job "$id" --json | jq -r '.events[] | select(.kind == "local") | .text')"
+
+check "every worker exited 0 ($wrc)" test "$wrc" = 0
+check "no sanitizer report in the workers' log" lacks "$(cat "$T/worker.log")" "Sanitizer"
 
 # ---- the config file's default remote ----
 printf 'remote = %s\n' "$RURL" > "$T/config"
