@@ -97,16 +97,19 @@ if ! build_obj src/types/quant.c "$OUT/obj/quant.o" -w 2> "$OUT/quant.err"; then
     build_obj src/types/quant.c "$OUT/obj/quant.o" -w '-D__builtin_cpu_supports(x)=0'
 fi
 build_obj src/types/quant_grids.c "$OUT/obj/quant_grids.o" -w   # the i-quants' lookup grids, which quant.c reads
+build_obj src/types/amx_gemm.c "$OUT/obj/amx_gemm.o" -w    # the AMX table (quant.c fills it) and the tile model
+build_obj src/types/amx_model.c "$OUT/obj/amx_model.o" -w
 build_obj src/store/wstore.c "$OUT/obj/wstore.o" "${STRICT[@]}" -fsanitize=fuzzer-no-link   # the planner (ws_make_plan)
 build_obj src/store/wsio.c "$OUT/obj/wsio.o" -w
 build_obj src/store/requant.c "$OUT/obj/requant.o" -w   # --resident-type sizes, which the planner reads
-OBJS=("$OUT/obj/gguf.o" "$OUT/obj/util.o" "$OUT/obj/quant.o" "$OUT/obj/quant_grids.o" "$OUT/obj/wstore.o" "$OUT/obj/wsio.o" "$OUT/obj/requant.o")
+OBJS=("$OUT/obj/gguf.o" "$OUT/obj/util.o" "$OUT/obj/quant.o" "$OUT/obj/quant_grids.o" "$OUT/obj/amx_gemm.o" "$OUT/obj/amx_model.o" "$OUT/obj/wstore.o" "$OUT/obj/wsio.o" "$OUT/obj/requant.o")
 case "$(uname -m)" in
 x86_64)
     build_obj src/types/kern_avx2.c "$OUT/obj/kern_avx2.o" -w -mavx2 -mfma -mf16c
     build_obj src/types/kern_avx512.c "$OUT/obj/kern_avx512.o" -w -mavx512f -mavx512bw -mavx512vl -mavx512dq \
         -mavx512vnni -mavx2 -mfma -mf16c
-    OBJS+=("$OUT/obj/kern_avx2.o" "$OUT/obj/kern_avx512.o")
+    build_obj src/types/kern_amx.c "$OUT/obj/kern_amx.o" -w -mamx-tile -mamx-int8 -mamx-bf16 -mf16c
+    OBJS+=("$OUT/obj/kern_avx2.o" "$OUT/obj/kern_avx512.o" "$OUT/obj/kern_amx.o")
     ;;
 aarch64)
     build_obj src/types/kern_neon.c "$OUT/obj/kern_neon.o" -w

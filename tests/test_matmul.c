@@ -28,6 +28,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "attn.h"
 #include "matmul.h"
 #include "quant.h"
 #include "quant_isa.h"
@@ -179,7 +180,7 @@ static void test_gemm(void **state) {
     }
 }
 
-/* The AVX-512 gemm tiles of q8_0, mxfp4, q4_0 and iq4_nl fold the integer sums and
+/* The AVX-512 gemm tiles of q8_0, mxfp4, q4_0, iq4_nl and q4_K fold the integer sums and
  * accumulate the floats exactly as the AVX2 tiles do: their outputs are the
  * same bits (switching the ISA changes no result). Odd block counts take the
  * single-block tail; mxfp4 exponents 0..3 and 250..254 cover the E8M0
@@ -187,12 +188,12 @@ static void test_gemm(void **state) {
 static void test_gemm_avx512_same_as_avx2(void **state) {
     (void)state;
     if (!quant_isa_available(QUANT_ISA_AVX512) || !quant_isa_available(QUANT_ISA_AVX2)) skip();
-    static const int types[] = {DF_TYPE_Q8_0, DF_TYPE_MXFP4, DF_TYPE_Q4_0, DF_TYPE_IQ4_NL};
+    static const int types[] = {DF_TYPE_Q8_0, DF_TYPE_MXFP4, DF_TYPE_Q4_0, DF_TYPE_IQ4_NL, DF_TYPE_Q4_K};
     static const int64_t ns[] = {32, 64, 96, 512, 2048 + 32};
-    for (int ti = 0; ti < 4; ti++)
+    for (int ti = 0; ti < 5; ti++)
         for (int k = 0; k < 5; k++) {
             const int type = types[ti], nr = 11, nc = 9;
-            const int64_t n = ns[k];
+            const int64_t n = type == DF_TYPE_Q4_K ? QK_K * (k + 1) : ns[k];
             const quant_traits *a = quant_traits_isa(type, QUANT_ISA_AVX2), *b = quant_traits_isa(type, QUANT_ISA_AVX512);
             mats m = make(type, n, nr, nc, 0x777u + (uint64_t)k);
             if (type == DF_TYPE_MXFP4 && k == 2) /* extreme exponents */
@@ -435,6 +436,85 @@ static void test_dynamic_jobs(void **state) {
     }
 }
 
+/* DSA sparse attention reads only the selected keys and values: with NaN in
+ * every unselected K and V row of the cache the outputs are the same bits as
+ * with finite rows, and they match a softmax over the selected keys alone.
+ * Queries with no more keys than sel_k read every key. */
+static void attend_sel(tp_pool *pool, const float *kv, const float *q, int hd, int n_ctx, int n_tok, int pos,
+                       const int32_t *sel, int sel_k, float *out) {
+    const int64_t stride = df_attn_scratch_floats(n_ctx);
+    float *scratch = xalloc(sizeof(float) * (size_t)(stride * tp_size(pool)));
+    df_attn_desc d;
+    memset(&d, 0, sizeof d);
+    d.k = d.v = (const uint8_t *)kv;
+    d.k_stride = d.v_stride = sizeof(float) * (size_t)hd;
+    d.kv_type = DF_TYPE_F32;
+    d.n_head = d.n_head_kv = 1;
+    d.hd = d.hdv = hd;
+    d.q = q;
+    d.q_tok = hd;
+    d.out = out;
+    d.o_tok = hd;
+    d.scale = 1.0f / sqrtf((float)hd);
+    d.pos = pos;
+    d.n_tok = n_tok;
+    d.sel = sel;
+    d.sel_k = sel_k;
+    df_attention_run(pool, scratch, stride, &d);
+    free(scratch);
+}
+
+static void test_sparse_attention_reads_selected(void **state) {
+    (void)state;
+    enum { HD = 40, NCTX = 200, NTOK = 7, POS = 150, K = 12 };
+    uint64_t rng = 99;
+    float *kv = xalloc(sizeof(float) * NCTX * HD), *bad = xalloc(sizeof(float) * NCTX * HD);
+    float *q = xalloc(sizeof(float) * NTOK * HD), *o1 = xalloc(sizeof(float) * NTOK * HD);
+    float *o2 = xalloc(sizeof(float) * NTOK * HD);
+    for (int i = 0; i < NCTX * HD; i++) kv[i] = tu_randf(&rng);
+    for (int i = 0; i < NTOK * HD; i++) q[i] = 2 * tu_randf(&rng);
+    int32_t sel[NTOK * K];
+    uint8_t used[NCTX] = {0};
+    for (int t = 0; t < NTOK; t++) /* ascending: runs of neighbours, a block edge (64, 128), the token itself */
+        for (int j = 0; j < K; j++) {
+            static const int at[K] = {0, 1, 2, 40, 63, 64, 65, 100, 127, 128, 140, 0};
+            sel[t * K + j] = j == K - 1 ? POS + t : at[j];
+            used[sel[t * K + j]] = 1;
+        }
+    memcpy(bad, kv, sizeof(float) * NCTX * HD);
+    for (int p = 0; p < POS + NTOK; p++)
+        if (!used[p])
+            for (int i = 0; i < HD; i++) bad[p * HD + i] = NAN;
+    tp_pool *pool = tp_create(2);
+    assert_non_null(pool);
+    attend_sel(pool, kv, q, HD, NCTX, NTOK, POS, sel, K, o1);
+    attend_sel(pool, bad, q, HD, NCTX, NTOK, POS, sel, K, o2);
+    assert_memory_equal(o1, o2, sizeof(float) * NTOK * HD);
+    for (int t = 0; t < NTOK; t++) { /* the reference: softmax over the selected keys */
+        double w[K], mx = -INFINITY, sum = 0;
+        for (int j = 0; j < K; j++) {
+            double dot = 0;
+            for (int i = 0; i < HD; i++) dot += (double)q[t * HD + i] * kv[sel[t * K + j] * HD + i];
+            w[j] = dot / sqrt((double)HD);
+            mx = w[j] > mx ? w[j] : mx;
+        }
+        for (int j = 0; j < K; j++) sum += (w[j] = exp(w[j] - mx));
+        for (int i = 0; i < HD; i++) {
+            double ref = 0;
+            for (int j = 0; j < K; j++) ref += w[j] / sum * kv[sel[t * K + j] * HD + i];
+            if (!(fabs(ref - o1[t * HD + i]) <= 1e-5))
+                fail_msg("token %d [%d]: %.9g vs reference %.9g", t, i, o1[t * HD + i], ref);
+        }
+    }
+    /* a query with no more keys than sel_k reads them all (no NaN allowed there) */
+    int32_t few[K];
+    for (int j = 0; j < K; j++) few[j] = j;
+    attend_sel(pool, kv, q, HD, NCTX, 1, K - 1, few, K, o1);
+    for (int i = 0; i < HD; i++) assert_true(isfinite(o1[i]));
+    tp_free(pool);
+    free(kv); free(bad); free(q); free(o1); free(o2);
+}
+
 int main(void) {
     quant_init();
     const struct CMUnitTest tests[] = {
@@ -442,6 +522,7 @@ int main(void) {
         cmocka_unit_test(test_gemm_avx512_same_as_avx2),
         cmocka_unit_test(test_mm_mul),
         cmocka_unit_test(test_attention_kernels),
+        cmocka_unit_test(test_sparse_attention_reads_selected),
         cmocka_unit_test(test_dynamic_jobs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -28,6 +28,12 @@ static void make_model(const char *args, const char *name, char *path, size_t n)
     tu_mkmodel(path, args);
 }
 
+/* The context of the sessions and the prompt length of run(); the sliding-
+ * window ring test lengthens both so that the ring is smaller than the
+ * context and wraps. */
+static int g_ctx = 64, g_prompt = 40;
+#define MAX_PROMPT 128 /* g_prompt's ceiling */
+
 /* Load path under budget (0: mapped) with reading engine `engine` and the
  * hot-expert file hot ("" = none), and open a session of 64 tokens. */
 static df_session *open_budgeted(const char *path, uint64_t budget, int engine, const char *hot, df_model **m) {
@@ -35,28 +41,29 @@ static df_session *open_budgeted(const char *path, uint64_t budget, int engine, 
     df_model_params mp = df_model_default_params();
     mp.n_threads = 2;
     mp.mem_budget = budget;
-    mp.n_ctx = 64;
+    mp.n_ctx = g_ctx;
     mp.n_batch = 16;
     mp.hot_file = hot;
     mp.io_engine = engine;
     if (df_model_load(path, &mp, m, err, sizeof err) != 0) fail_msg("%s", err);
     df_session_params sp = df_session_default_params();
-    sp.n_ctx = 64;
+    sp.n_ctx = g_ctx;
     sp.n_batch = 16;
     df_session *s;
     if (df_session_new(*m, &sp, &s, err, sizeof err) != 0) fail_msg("%s", err);
     return s;
 }
 
-/* Logits of a 40-token prompt (all positions) and 12 greedy steps, reading
+/* Logits of a g_prompt-token prompt (all positions) and 12 greedy steps, reading
  * with the given engine (enum df_io_engine). */
 static float *run(const char *path, uint64_t budget, int engine, int *count, df_io_stats *io) {
     char err[512];
     df_model *m;
     df_session *s = open_budgeted(path, budget, engine, "", &m);
-    const int nv = df_n_vocab(m), np = 40, ng = 12;
+    const int nv = df_n_vocab(m), np = g_prompt, ng = 12;
     float *out = malloc(sizeof(float) * (size_t)nv * (np + ng));
-    int32_t toks[40];
+    int32_t toks[MAX_PROMPT];
+    assert_true(np <= MAX_PROMPT);
     for (int i = 0; i < np; i++) toks[i] = (int32_t)(1 + (i * 71) % (nv - 3));
     assert_int_equal(df_decode(s, toks, np, out, 1, err, sizeof err), 0);
     int32_t t = 0;
@@ -74,15 +81,21 @@ static float *run(const char *path, uint64_t budget, int engine, int *count, df_
     return out;
 }
 
-static uint64_t minimum_for(const char *path) {
+/* The plan of path for the sessions here (n_ctx g_ctx, batches of 16). */
+static df_plan plan_for(const char *path) {
     char err[512];
     df_model_params mp = df_model_default_params();
     mp.n_threads = 2;
     mp.mem_budget = 1;
-    mp.n_ctx = 64;
+    mp.n_ctx = g_ctx;
     mp.n_batch = 16;
     df_plan p;
     assert_int_equal(df_model_plan(path, &mp, &p, err, sizeof err), 0);
+    return p;
+}
+
+static uint64_t minimum_for(const char *path) {
+    const df_plan p = plan_for(path);
     assert_true(p.minimum > 1);
     return p.minimum;
 }
@@ -136,6 +149,33 @@ static void test_moe_streaming_identical(void **state) {
     check_identical("--preset deepseek4-tiny --type q8_0 --expert-type mxfp4 --idx-top-k 2", "deepseek4", 2 << 20);
 }
 
+/* gpt-oss with an 8-token window in a 256-token context: the sliding layers'
+ * KV ring (window + batch - 1 positions, rounded up to 64) is smaller than
+ * the context and than the 120 + 12 tokens run, so it wraps twice while the
+ * model streams; the logits are identical to the in-memory run's. */
+static void test_gptoss_ring_streaming_identical(void **state) {
+    (void)state;
+    const char *args = "--preset gpt-oss-tiny --type q8_0 --expert-type mxfp4 --swa 8 --ctx 256";
+    char path[256];
+    g_ctx = 256;
+    g_prompt = 120;
+    make_model(args, "gpt-oss-swa8", path, sizeof path);
+    const df_plan p = plan_for(path);
+    assert_int_equal(p.swa_window, 8);
+    assert_true(p.n_swa_layers > 0);
+    printf("  gpt-oss: window %d, ring %d of a %d-token context\n", p.swa_window, p.swa_ring, g_ctx);
+    assert_true(p.swa_ring > 0 && p.swa_ring < g_prompt); /* wraps inside the prompt, far below n_ctx */
+    check_identical(args, "gpt-oss-swa8", 2 << 20);
+}
+
+/* Teardown of the ring test: the other tests' lengths back, even after a failure. */
+static int default_lengths(void **state) {
+    (void)state;
+    g_ctx = 64;
+    g_prompt = 40;
+    return 0;
+}
+
 /* Memory pressure: the expert cache shrinks mid-decode (df_model_set_mem)
  * and decoding goes on with the same logits, reading more; a budget below
  * the cache's least size, or a model without a budget, is refused. */
@@ -151,7 +191,8 @@ static void test_shrink_mid_decode(void **state) {
     const int nv = df_n_vocab(m), np = 40, ng = 12;
     float *out = malloc(sizeof(float) * (size_t)nv * (np + ng));
     assert_non_null(out);
-    int32_t toks[40];
+    int32_t toks[MAX_PROMPT];
+    assert_true(np <= MAX_PROMPT);
     for (int i = 0; i < np; i++) toks[i] = (int32_t)(1 + (i * 71) % (nv - 3));
     assert_int_equal(df_decode(s, toks, np, out, 1, err, sizeof err), 0);
     df_io_stats before, after;
@@ -358,6 +399,7 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_moe_streaming_identical),
+        cmocka_unit_test_teardown(test_gptoss_ring_streaming_identical, default_lengths),
         cmocka_unit_test(test_nextn_block_skipped),
         cmocka_unit_test(test_shrink_mid_decode),
         cmocka_unit_test(test_dense_streaming_identical),

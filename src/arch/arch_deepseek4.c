@@ -120,11 +120,9 @@ static int bind(df_model *m, char *err, size_t errlen) {
             df_moe_bind_layer(m, l, h->n_ff_exp, err, errlen) || df_dsv4_bind_layer(m, l, err, errlen))
             return -1;
         if (l < h->n_hash_layers) {
-            if (df_bind(m, &L->ffn_tid2eid, "blk.%d.ffn_gate_tid2eid.weight", l, 1, h->n_expert_used, h->n_vocab, 1,
-                        err, errlen))
+            if (df_bind_i32(m, &L->ffn_tid2eid, "blk.%d.ffn_gate_tid2eid.weight", l, h->n_expert_used, h->n_vocab,
+                            err, errlen))
                 return -1;
-            if (L->ffn_tid2eid->type != DF_TYPE_I32)
-                return df_seterr(err, errlen, "%s: blk.%d.ffn_gate_tid2eid.weight must be i32", m->path, l);
         } else if (!L->exp_probs_b) {
             return df_seterr(err, errlen, "%s: missing tensor 'blk.%d.exp_probs_b.bias'", m->path, l);
         }

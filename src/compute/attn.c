@@ -33,10 +33,14 @@
  * with no value.
  *
  * Sparse attention (DSA). A query with a selection (sel, sel_k ascending
- * positions chosen by the lightning indexer) scores every key as usual and
- * then gives the unselected ones a score of -inf before the softmax: they
- * weigh nothing, and the selected keys are summed in the same order as
- * ever, so a token's output stays the same in a batch and alone.
+ * positions chosen by the lightning indexer) reads only the selected keys
+ * and values: within each key block, each run of consecutive selected
+ * positions is one dot_rows (then one axpy_rows) call, and the unselected
+ * positions' scores are -inf, so the softmax runs over the same score row
+ * as a dense query's. dot_rows computes a row's dot the same way in any
+ * slot, and an unselected value would only have added 0 * v (exactly
+ * nothing) to the output, so the result is the bits of scoring every key
+ * and masking (what this did before), in a batch and alone.
  *
  * Scratch: the caller's per-thread rows hold ATT_MAX_Q score rows each
  * (df_attn_scratch_floats sizes them).
@@ -64,15 +68,23 @@ typedef struct {
     atomic_long next;
 } attn_job;
 
-/* Scores sc of positions [lo, hi) that sel (k ascending positions) does not
- * name become -inf. */
-static void mask_unselected(float *sc, int lo, int hi, const int32_t *sel, int k) {
-    int j = 0;
-    while (j < k && sel[j] < lo) j++;
-    for (int p = lo; p < hi; p++) {
-        if (j < k && sel[j] == p) j++;
-        else sc[p - lo] = -INFINITY;
+/* The first index of sel (k ascending positions) at or after position lo. */
+static int sel_from(const int32_t *sel, int k, int lo) {
+    int a = 0, b = k;
+    while (a < b) {
+        const int mid = a + (b - a) / 2;
+        if (sel[mid] < lo) a = mid + 1;
+        else b = mid;
     }
+    return a;
+}
+
+/* The end of the run of consecutive positions in sel[j..k) that starts at j,
+ * stopping before position hi. */
+static int sel_run_end(const int32_t *sel, int k, int j, int hi) {
+    int e = j + 1;
+    while (e < k && sel[e] < hi && sel[e] == sel[e - 1] + 1) e++;
+    return e;
 }
 
 /* One unit: KV head g, query heads [h0, h1) of its group, tokens [t0, t1). */
@@ -93,19 +105,31 @@ static void attn_unit(const attn_job *j, float *scratch, int g, int h0, int h1, 
 #define NKEYS(i) (d->pos + t0 + (i) / nh + 1)
 #define FIRST(i) (d->window > 0 && NKEYS(i) > d->window ? NKEYS(i) - d->window : 0)
 #define ROW(p0) ((size_t)(d->ring ? (p0) % d->ring : (p0))) /* a block's first cache row (blocks never wrap) */
+    /* the query's selection when it has more keys than it selects, else NULL (it reads them all) */
+#define SEL(i) (d->sel && NKEYS(i) > d->sel_k ? d->sel + (int64_t)(t0 + (i) / nh) * d->sel_k : NULL)
     /* scores, a block of keys at a time for all queries */
     for (int p0 = first_block; p0 < max_keys; p0 += KEY_BLOCK)
         for (int i = 0; i < nq; i++) {
             const int lo = FIRST(i) > p0 ? FIRST(i) : p0, hi = NKEYS(i) < p0 + KEY_BLOCK ? NKEYS(i) : p0 + KEY_BLOCK;
             if (hi <= lo) continue;
-            kt->dot_rows(d->hd, QUERY(i), kbase + (ROW(p0) + (size_t)(lo - p0)) * d->k_stride, d->k_stride, hi - lo,
-                         scratch + (int64_t)i * ctx + lo);
+            float *sc = scratch + (int64_t)i * ctx; /* indexed by position */
+            const int32_t *sel = SEL(i);
+            if (!sel) {
+                kt->dot_rows(d->hd, QUERY(i), kbase + (ROW(p0) + (size_t)(lo - p0)) * d->k_stride, d->k_stride,
+                             hi - lo, sc + lo);
+                continue;
+            }
+            for (int p = lo; p < hi; p++) sc[p] = -INFINITY;
+            for (int r = sel_from(sel, d->sel_k, lo), e; r < d->sel_k && sel[r] < hi; r = e) {
+                e = sel_run_end(sel, d->sel_k, r, hi);
+                kt->dot_rows(d->hd, QUERY(i), kbase + (ROW(p0) + (size_t)(sel[r] - p0)) * d->k_stride, d->k_stride,
+                             e - r, sc + sel[r]);
+            }
         }
     /* softmax of scale * scores (and the head's sink) */
     for (int i = 0; i < nq; i++) {
         const int lo = FIRST(i), nk = NKEYS(i) - lo;
         float *sc = scratch + (int64_t)i * ctx + lo;
-        if (d->sel && NKEYS(i) > d->sel_k) mask_unselected(sc, lo, NKEYS(i), d->sel + (int64_t)(t0 + i / nh) * d->sel_k, d->sel_k);
         const float sink = d->sinks ? d->sinks[g * group + h0 + i % nh] : -INFINITY;
         float mx = sc[0] * d->scale;
         for (int p = 0; p < nk; p++) {
@@ -124,14 +148,25 @@ static void attn_unit(const attn_job *j, float *scratch, int g, int h0, int h1, 
         for (int i = 0; i < nq; i++) {
             const int lo = FIRST(i) > p0 ? FIRST(i) : p0, hi = NKEYS(i) < p0 + KEY_BLOCK ? NKEYS(i) : p0 + KEY_BLOCK;
             if (hi <= lo) continue;
-            kt->axpy_rows(d->hdv, scratch + (int64_t)i * ctx + lo, vbase + (ROW(p0) + (size_t)(lo - p0)) * d->v_stride,
-                          d->v_stride, hi - lo, OUT(i));
+            const float *sc = scratch + (int64_t)i * ctx;
+            const int32_t *sel = SEL(i);
+            if (!sel) {
+                kt->axpy_rows(d->hdv, sc + lo, vbase + (ROW(p0) + (size_t)(lo - p0)) * d->v_stride, d->v_stride,
+                              hi - lo, OUT(i));
+                continue;
+            }
+            for (int r = sel_from(sel, d->sel_k, lo), e; r < d->sel_k && sel[r] < hi; r = e) {
+                e = sel_run_end(sel, d->sel_k, r, hi);
+                kt->axpy_rows(d->hdv, sc + sel[r], vbase + (ROW(p0) + (size_t)(sel[r] - p0)) * d->v_stride,
+                              d->v_stride, e - r, OUT(i));
+            }
         }
 #undef QUERY
 #undef OUT
 #undef NKEYS
 #undef FIRST
 #undef ROW
+#undef SEL
 }
 
 static void attn_worker(void *arg, int ith, int nth) {

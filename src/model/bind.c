@@ -111,22 +111,39 @@ ws_tensor *df_tensor(df_model *m, const char *fmt, int layer, int required, char
     return t;
 }
 
-int df_bind(df_model *m, ws_tensor **dst, const char *fmt, int l, int required, int64_t ne0, int64_t ne1,
-            int64_t ne2, char *err, size_t errlen) {
+/* df_bind and df_bind_i32: the store refuses i32 (integer tables) except
+ * where one is asked for (ws_get_table), and then anything else. */
+static int bind_checked(df_model *m, ws_tensor **dst, const char *fmt, int l, int required, int64_t ne0, int64_t ne1,
+                        int64_t ne2, int i32, char *err, size_t errlen) {
     char name[96];
     snprintf(name, sizeof name, fmt, l);
     *dst = NULL;
     if (!required && !gguf_find_tensor(m->g, name)) return 0;
-    ws_tensor *t = df_tensor(m, fmt, l, 1, err, errlen);
+    ws_tensor *t = i32 ? ws_get_table(m->ws, name, err, errlen) : df_tensor(m, fmt, l, 1, err, errlen);
+    if (!t && i32) {
+        char inner[256];
+        snprintf(inner, sizeof inner, "%s", err ? err : "");
+        return df_seterr(err, errlen, "%s: %s", m->path, inner);
+    }
     if (!t) return -1;
     if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != ne2 || t->ne[3] != 1)
         return df_seterr(err, errlen, "%s: tensor '%s' has shape [%lld, %lld, %lld], expected [%lld, %lld, %lld]",
                          m->path, name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)ne0,
                          (long long)ne1, (long long)ne2);
-    if (ne1 == 1 && ne2 == 1 && t->type != DF_TYPE_F32)
+    if (!i32 && ne1 == 1 && ne2 == 1 && t->type != DF_TYPE_F32)
         return df_seterr(err, errlen, "%s: tensor '%s' must be f32", m->path, name);
     *dst = t;
     return 0;
+}
+
+int df_bind(df_model *m, ws_tensor **dst, const char *fmt, int l, int required, int64_t ne0, int64_t ne1,
+            int64_t ne2, char *err, size_t errlen) {
+    return bind_checked(m, dst, fmt, l, required, ne0, ne1, ne2, 0, err, errlen);
+}
+
+int df_bind_i32(df_model *m, ws_tensor **dst, const char *fmt, int l, int64_t ne0, int64_t ne1, char *err,
+                size_t errlen) {
+    return bind_checked(m, dst, fmt, l, 1, ne0, ne1, 1, 1, err, errlen);
 }
 
 int df_bind_dense_ffn(df_model *m, int l, char *err, size_t errlen) {

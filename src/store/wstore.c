@@ -1297,7 +1297,9 @@ static int read_requantized(wstore *ws, ws_tensor *t, int type, char *err, size_
     return 0;
 }
 
-ws_tensor *ws_get(wstore *ws, const char *name, char *err, size_t errlen) {
+/* ws_get and ws_get_table: one registration, the type check apart (i32
+ * integer tables are read as they are, and only when asked for as one). */
+static ws_tensor *get_checked(wstore *ws, const char *name, int table, char *err, size_t errlen) {
     const gguf_tensor *gt = gguf_find_tensor(ws->g, name);
     if (!gt) {
         df_seterr(err, errlen, "missing tensor '%s'", name);
@@ -1305,13 +1307,13 @@ ws_tensor *ws_get(wstore *ws, const char *name, char *err, size_t errlen) {
     }
     const uint64_t idx = (uint64_t)(gt - ws->g->tensors);
     ws_tensor *t = &ws->handles[idx];
-    if (t->gt) return t; /* already registered */
     const quant_traits *q = quant_traits_get(gt->type);
-    if (!q || (!q->supported && gt->type != DF_TYPE_I32)) { /* i32: integer tables, read as they are */
-        df_seterr(err, errlen, "tensor '%s' has type %s, which Deltafin cannot compute with", name,
-                  q && q->name ? q->name : "unknown");
+    if (table ? gt->type != DF_TYPE_I32 : !q || !q->supported) {
+        df_seterr(err, errlen, table ? "tensor '%s' has type %s, not i32" : "tensor '%s' has type %s, which Deltafin cannot compute with",
+                  name, q && q->name ? q->name : "unknown");
         return NULL;
     }
+    if (t->gt) return t; /* already registered */
     t->type = gt->type;
     memcpy(t->ne, gt->ne, sizeof t->ne);
     t->nbytes = gt->nbytes;
@@ -1340,6 +1342,12 @@ ws_tensor *ws_get(wstore *ws, const char *name, char *err, size_t errlen) {
         return NULL;
     }
     return t;
+}
+
+ws_tensor *ws_get(wstore *ws, const char *name, char *err, size_t errlen) { return get_checked(ws, name, 0, err, errlen); }
+
+ws_tensor *ws_get_table(wstore *ws, const char *name, char *err, size_t errlen) {
+    return get_checked(ws, name, 1, err, errlen);
 }
 
 int ws_inject_failure(wstore *ws, const char *name, int on) {

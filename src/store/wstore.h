@@ -92,6 +92,8 @@ int ws_streaming(const wstore *ws);
 
 /* Register a tensor by name; returns NULL (and err) if it is missing. */
 ws_tensor *ws_get(wstore *ws, const char *name, char *err, size_t errlen);
+/* ws_get of an integer table: the tensor must be i32 (which ws_get refuses). */
+ws_tensor *ws_get_table(wstore *ws, const char *name, char *err, size_t errlen);
 
 /* Tests only: make every later fetch of the tensor named name fail as an I/O
  * error would (on = 0: stop). -1 if the model has no such tensor bound. */

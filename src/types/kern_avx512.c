@@ -32,10 +32,13 @@
  *   blocks per step, one vpdpbusd per row and token (weights as w + 128,
  *   the accumulator started at -128 * sum(y)); the lane sums are folded and
  *   accumulated like kern_avx2.c's tile, so the outputs are the AVX2 gemm's
- *   bits. Inherited from the AVX2 table (maddubs, no VNNI): the f32, f16,
- *   q4_K and q6_K gemms; types with no gemm at all (q4_1, q5_0, q5_1, q2_K,
- *   q3_K, q5_K, nvfp4, q1_0, q2_0, iq4_xs, tq1_0, tq2_0, bf16) run this
- *   file's vec_dot per (row, token) pair, VNNI where listed above.
+ *   bits. q4_K's tile uses q4_K_dot's 64-element maddubs + vpdpwssd per row
+ *   and token, adds the two 256-bit halves into the AVX2 tile's lanes and
+ *   folds them as it does (same bits). Inherited from the AVX2 table
+ *   (maddubs, no VNNI): the f32, f16 and q6_K gemms; types with no gemm at
+ *   all (q4_1, q5_0, q5_1, q2_K, q3_K, q5_K, nvfp4, q1_0, q2_0, iq4_xs,
+ *   tq1_0, tq2_0, bf16) run this file's vec_dot per (row, token) pair, VNNI
+ *   where listed above.
  * - AMX (Intel's tile unit) lives in kern_amx.c / amx_gemm.c, as a table of
  *   its own built on top of this one.
  * - The integer sums per block are exactly the scalar reference's; only the
@@ -784,7 +787,8 @@ T5_INL __m256i t5_nibbles32(const uint8_t *qs) {
         }                                                                                                          \
     }
 
-#define T5_GEMM(NAME)                                                                                              \
+#define T5_GEMM(NAME) T5_GEMM_BLK(NAME, 32)
+#define T5_GEMM_BLK(NAME, BLK)                                                                                     \
     static void NAME##_1(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o,            \
                          const uint8_t *pf, size_t ps) { NAME(n, w, x, xs, o, pf, ps, 1); }                    \
     static void NAME##_2(int64_t n, const uint8_t *const *w, const uint8_t *x, size_t xs, float *o,            \
@@ -796,7 +800,7 @@ T5_INL __m256i t5_nibbles32(const uint8_t *qs) {
     static void NAME##_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc,      \
                             float *y, size_t ldy) {                                                             \
         static const tile5_fn tiles[4] = {NAME##_1, NAME##_2, NAME##_3, NAME##_4};                              \
-        t5_walk(n, w, ws, nr, x, xs, nc, y, ldy, tiles, (n + 31) / 32);                                         \
+        t5_walk(n, w, ws, nr, x, xs, nc, y, ldy, tiles, (n + (BLK) - 1) / (BLK));                               \
     }
 
 T5_TILE(q8_0_t5, block_q8_0, T5_Q8_0_LOAD2, T5_Q8_0_LOAD1, T5_F16_SCALES2, T5_F16_SCALE1)
@@ -807,6 +811,68 @@ T5_GEMM(q8_0_t5)
 T5_GEMM(mxfp4_t5)
 T5_GEMM(q4_0_t5)
 T5_GEMM(iq4_nl_t5)
+
+/* q4_K x q8_K tile, 4 rows x up to 4 tokens: per row and token the integer
+ * vector of q4_K_dot (64 elements per maddubs, the sub-block scales by
+ * vpdpwssd), its two 256-bit halves added (lane j: bytes 4j..4j+3 of a
+ * 32-byte slice, low and high nibbles together, exactly the lanes of
+ * kern_avx2.c's q4_K_tile), then that tile's hadd folding with the min
+ * products and its float accumulation, lane for lane: the outputs are the
+ * AVX2 tile's bits (tests/test_matmul.c), in about half the instructions. */
+T5_INL void q4_K_t5(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out,
+                    const uint8_t *pf, size_t pf_step, const int C) {
+    const block_q4_K *w[T5_ROWS];
+    const block_q8_K *x[4];
+    __m512 acc[4];
+    const __m512i m4 = _mm512_set1_epi8(0x0F), sh = shifts2(0, 4);
+    const __m512 sign = _mm512_setr_ps(1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1);
+    _Pragma("GCC unroll 4") for (int r = 0; r < T5_ROWS; r++) w[r] = (const block_q4_K *)(const void *)wp[r];
+    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+        x[c] = (const block_q8_K *)(const void *)(xp + (size_t)c * xs);
+        acc[c] = _mm512_setzero_ps();
+    }
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        t5_prefetch(pf, pf_step, i);
+        __m256i t[T5_ROWS][4]; /* per row and token: hadd(s, m) as in the AVX2 tile */
+        _Pragma("GCC unroll 4") for (int r = 0; r < T5_ROWS; r++) {
+            const block_q4_K *a = &w[r][i];
+            uint32_t u[4];
+            quant_k4_unpack(a->scales, u);
+            const __m128i v = _mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]);
+            const __m512i sc = zext256(_mm256_cvtepu8_epi16(v));
+            const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(v, v));
+            __m512i q[4], l[4];
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+                q[k] = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(LOADU(a->qs + 32 * k)), sh), m4);
+                l[k] = _mm512_permutexvar_epi16(LD512(idx_k4[k]), sc);
+            }
+            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+                __m512i s = _mm512_setzero_si512();
+                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+                    s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(q[k], LD512(x[c][i].qs + 64 * k)), l[k]);
+                const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+                t[r][c] = _mm256_hadd_epi32(s8, _mm256_madd_epi16(LOADU(x[c][i].bsums), mins));
+            }
+        }
+        const __m256i dh = _mm256_setr_epi16((short)w[0][i].d, (short)w[0][i].dmin, (short)w[1][i].d,
+                                             (short)w[1][i].dmin, (short)w[0][i].d, (short)w[0][i].dmin,
+                                             (short)w[1][i].d, (short)w[1][i].dmin, (short)w[2][i].d,
+                                             (short)w[2][i].dmin, (short)w[3][i].d, (short)w[3][i].dmin,
+                                             (short)w[2][i].d, (short)w[2][i].dmin, (short)w[3][i].d,
+                                             (short)w[3][i].dmin);
+        const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(dh), sign); /* [d, -dmin] pairs of rows 0 1 | 2 3 */
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+            const __m512i sm = join256(_mm256_hadd_epi32(t[0][c], t[1][c]), _mm256_hadd_epi32(t[2][c], t[3][c]));
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sm), _mm512_mul_ps(d, _mm512_set1_ps(x[c][i].d)), acc[c]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) { /* kern_avx2.c's store_pairs */
+        const __m256 h = _mm256_hadd_ps(_mm512_castps512_ps256(acc[c]), _mm512_extractf32x8_ps(acc[c], 1));
+        _mm_storeu_ps(out + c * T5_ROWS, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+    }
+}
+
+T5_GEMM_BLK(q4_K_t5, QK_K)
 
 /* ---------------------------------------------------------------------- */
 
@@ -849,6 +915,7 @@ void kern_avx512_fill(quant_traits *t) {
     t[DF_TYPE_IQ1_M].gemm = iq1_m_dot_gemm;
     t[DF_TYPE_Q8_0].gemm = q8_0_t5_gemm;
     t[DF_TYPE_MXFP4].gemm = mxfp4_t5_gemm;
+    t[DF_TYPE_Q4_K].gemm = q4_K_t5_gemm;
     t[DF_TYPE_Q4_0].gemm = q4_0_t5_gemm;
     t[DF_TYPE_IQ4_NL].gemm = iq4_nl_t5_gemm;
 }
