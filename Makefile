@@ -66,7 +66,7 @@ TOOLS   := $(BUILD)/deltafin $(patsubst %,$(BUILD)/%,$(LIB_TOOLS) $(SOLO_TOOLS))
 SERVER_SRC := $(wildcard server/*.c)
 SERVER_OBJ := $(patsubst server/%.c,$(BUILD)/obj/server/%.o,$(SERVER_SRC))
 SERVER_LIBS := -lmicrohttpd -lcjson -ledit
-# jobs/: the durable job queue (SQLite) and its worker, linked into the CLI only;
+# jobs/: the durable job queue (SQLite) and its worker (libcurl: the remote fallback), linked into the CLI only;
 # like the CLI they see the public header alone.
 JOBS_SRC := $(wildcard jobs/*.c)
 JOBS_OBJ := $(patsubst jobs/%.c,$(BUILD)/obj/jobs/%.o,$(JOBS_SRC))
@@ -119,7 +119,7 @@ $(BUILD)/obj/jobs/%.o: jobs/%.c include/deltafin.h $(wildcard jobs/*.h)
 	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -Ijobs -pthread -c $< -o $@
 
 $(BUILD)/deltafin: $(BUILD)/obj/tools/deltafin.o $(SERVER_OBJ) $(JOBS_OBJ) $(LIB)
-	$(CC) $(CFLAGS) -o $@ $^ $(SERVER_LIBS) $(LDLIBS) -lsqlite3
+	$(CC) $(CFLAGS) -o $@ $^ $(SERVER_LIBS) $(LDLIBS) -lsqlite3 -lcurl
 
 $(patsubst %,$(BUILD)/%,$(LIB_TOOLS)): $(BUILD)/%: $(BUILD)/obj/tools/%.o $(TOOL_COMMON_OBJ) $(INTLIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)

@@ -29,6 +29,7 @@
 #include "cmd_jobs.h"
 #include "job_json.h"
 #include "queue.h"
+#include "remote.h"
 #include "worker.h"
 /* --mem: df_parse_size, as the rest of the CLI reads it */
 
@@ -46,9 +47,9 @@ static int usage_err(const char *fmt, const char *a) {
     fputs("deltafin: ", stderr);
     fprintf(stderr, fmt, a);
     fputs("\nusage: deltafin submit -m MODEL (-p TEXT | -f FILE | --chat FILE.json) [-n N] [sampling flags] [--mem SIZE]"
-          " [--deadline TIME] [--priority P]\n"
+          " [--deadline TIME] [--priority P] [--remote URL]\n"
           "       deltafin jobs | job ID [--json] [--follow] | cancel ID | worker [--drain] [--commit-every S]"
-          " [--max-restarts N] [--monitor-every S]"
+          " [--max-restarts N] [--monitor-every S] [--disk-gbps X --mem-gbps Y]"
           "   (all take --db PATH)\n",
           stderr);
     return 2;
@@ -150,7 +151,7 @@ static char *read_file(const char *path, size_t max, size_t *len) {
 typedef struct {
     const char *db, *model, *prompt, *file, *chat;
     int json, follow, drain, have_id, no_ckpt, max_restarts;
-    double commit_every, ckpt_ratio, monitor_every;
+    double commit_every, ckpt_ratio, monitor_every, disk_gbps, mem_gbps;
     int64_t id;
     jq_job job;
 } jopts;
@@ -185,6 +186,12 @@ static int parse_opt(jopts *o, int argc, char **argv, int *i) {
     else if (!strcmp(name, "-p") || !strcmp(name, "--prompt")) o->prompt = v;
     else if (!strcmp(name, "-f") || !strcmp(name, "--file")) o->file = v;
     else if (!strcmp(name, "--chat")) o->chat = v;
+    else if (!strcmp(name, "--remote")) {
+        if (strncmp(v, "http://", 7) && strncmp(v, "https://", 8))
+            return usage_err("--remote expects an http:// or https:// URL, got '%s'", v);
+        free(j->remote);
+        if (!(j->remote = strdup(v))) return usage_err("out of memory%s", "");
+    }
     else if (!strcmp(name, "--mem")) {
         if (!(j->mem = df_parse_size(v))) return usage_err("--mem expects a size like 6G or 512M, got '%s'", v);
     } else if (!strcmp(name, "--deadline")) {
@@ -197,7 +204,7 @@ static int parse_opt(jopts *o, int argc, char **argv, int *i) {
             {"--min-p", 0, 1}, {"--repeat-penalty", 1e-6, 1e6}, {"--repeat-last-n", 0, 1 << 20},
             {"--seed", 0, 0x7fffffff}, {"-s", 0, 0x7fffffff}, {"--priority", -1000000, 1000000},
             {"--commit-every", 0, 3600}, {"--checkpoint-ratio", 0, 1e6}, {"--max-restarts", 0, 100},
-            {"--monitor-every", 0, 86400}};
+            {"--monitor-every", 0, 86400}, {"--disk-gbps", 0, 1e6}, {"--mem-gbps", 0, 1e6}};
         size_t k = 0;
         while (k < sizeof nums / sizeof nums[0] && strcmp(name, nums[k].name)) k++;
         if (k == sizeof nums / sizeof nums[0]) return usage_err("unknown option '%s'", name);
@@ -205,7 +212,8 @@ static int parse_opt(jopts *o, int argc, char **argv, int *i) {
         const char *n = nums[k].name;
         const int integral = strcmp(n, "--temp") && strcmp(n, "--top-p") && strcmp(n, "--min-p") &&
                              strcmp(n, "--repeat-penalty") && strcmp(n, "--commit-every") &&
-                             strcmp(n, "--checkpoint-ratio") && strcmp(n, "--monitor-every");
+                             strcmp(n, "--checkpoint-ratio") && strcmp(n, "--monitor-every") &&
+                             strcmp(n, "--disk-gbps") && strcmp(n, "--mem-gbps");
         if (integral && x != floor(x)) return usage_err("%s expects an integer", name);
         if (!strcmp(n, "-n") || !strcmp(n, "--n-predict")) j->n_predict = (int)x;
         else if (!strcmp(n, "-c") || !strcmp(n, "--ctx-size")) j->ctx = (int)x;
@@ -221,6 +229,8 @@ static int parse_opt(jopts *o, int argc, char **argv, int *i) {
         else if (!strcmp(n, "--checkpoint-ratio")) o->ckpt_ratio = x;
         else if (!strcmp(n, "--max-restarts")) o->max_restarts = (int)x;
         else if (!strcmp(n, "--monitor-every")) o->monitor_every = x;
+        else if (!strcmp(n, "--disk-gbps")) o->disk_gbps = x;
+        else if (!strcmp(n, "--mem-gbps")) o->mem_gbps = x;
         else o->commit_every = x;
     }
     return 0;
@@ -393,9 +403,15 @@ static int cmd_show(jopts *o) {
             free(stt);
         } else if (!o->follow) {
             fwrite(j.text, 1, j.text_len, stdout);
-            fprintf(stderr, "job %lld: %s, %d/%d tokens, %.2f tokens/s, %d run%s%s%s%s%s\n", (long long)j.id,
+            fprintf(stderr, "job %lld: %s, %d/%d tokens, %.2f tokens/s, %d run%s%s%s%s%s%s%s\n", (long long)j.id,
                     j.state, j.n_done, j.n_predict, tps_of(&j), j.runs, j.runs == 1 ? "" : "s",
+                    !strcmp(j.place, "remote") ? ", ran on " : "", !strcmp(j.place, "remote") ? j.remote : "",
                     j.error ? "; error: " : "", j.error ? j.error : "", j.note ? "; " : "", j.note ? j.note : "");
+            char *ev, *stt;
+            if (jq_history(q, j.id, &ev, &stt, err, sizeof err) == 0 && ev && strcmp(ev, "[]"))
+                fprintf(stderr, "events: %s\n", ev);
+            free(ev);
+            free(stt);
         } else {
             if (j.text_len > shown) fwrite(j.text + shown, 1, j.text_len - shown, stdout);
             shown = j.text_len > shown ? j.text_len : shown;
@@ -455,7 +471,8 @@ static int cmd_worker(jopts *o) {
     if (db_path(o, path, sizeof path)) return 1;
     jw_opts w = {.commit_every = o->commit_every, .drain = o->drain, .poll = 1.0, .log = stderr,
                  .ckpt_ratio = o->ckpt_ratio, .db_path = path, .max_restarts = o->max_restarts,
-                 .pressure_every = 0.25, .monitor_every = o->monitor_every};
+                 .pressure_every = 0.25, .monitor_every = o->monitor_every, .disk_bps = o->disk_gbps * 1e9,
+                 .mem_bps = o->mem_gbps * 1e9};
     /* checkpoints: the folder "checkpoints" beside the database (0700, not a symlink) */
     char dir[PATH_MAX + 16];
     if (!o->no_ckpt) {
@@ -470,6 +487,10 @@ static int cmd_worker(jopts *o) {
         else w.ckpt_dir = dir;
     }
     char err[ERRLEN];
+    if (jr_global_init(err, sizeof err) != 0) {
+        jq_close(q);
+        return fail(err);
+    }
     const int rc = jw_run(q, &w, &g_stop, err, sizeof err);
     jq_close(q);
     if (rc != 0) return fail(err);

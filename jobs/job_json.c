@@ -69,6 +69,10 @@ void jq_write_json(FILE *f, const jq_job *j, const char *events, const char *sta
     fputs(",\"note\":", f);
     if (j->note) json_str(f, j->note, strlen(j->note));
     else fputs("null", f);
+    fputs(",\"remote\":", f);
+    if (j->remote) json_str(f, j->remote, strlen(j->remote));
+    else fputs("null", f);
+    fprintf(f, ",\"place\":\"%s\"", j->place);
     fprintf(f, ",\"events\":%s,\"stats\":%s", events, stats);
     fputs(",\"text\":", f);
     json_str(f, j->text, j->text_len);

@@ -5,8 +5,9 @@
  *   jobs(id, state, model, prompt BLOB, chat, n_predict, ctx, threads, ignore_eos, no_bos,
  *        temp, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, mem, deadline,
  *        priority, created, started, finished, updated, n_done, gen_seconds, runs,
- *        sampler BLOB, error, note, owner)
+ *        sampler BLOB, error, note, owner, remote, place)   -- remote, place: added by ALTER TABLE
  *   tokens(job, idx, token, piece BLOB)   -- primary key (job, idx): a token is written once
+ *                                            (a remote job's pieces: token -1, one row per streamed chunk)
  *   events(job, t, kind, text)            -- what happened to a run: memory pressure, restarts, collapses
  *   stats(job, t, tokens_per_s, hit_rate, disk_bytes_per_s, mem_bytes, budget, collapse)
  *                                         -- the stability monitor, one row per interval
@@ -144,6 +145,10 @@ static const char SCHEMA[] =
     " collapse INTEGER NOT NULL);"
     "CREATE INDEX IF NOT EXISTS stats_job ON stats(job, t);";
 
+/* Columns added after the first schema (a database made before them gains them). */
+static const char *const ADDED[] = {"ALTER TABLE jobs ADD COLUMN remote TEXT",
+                                    "ALTER TABLE jobs ADD COLUMN place TEXT NOT NULL DEFAULT ''"};
+
 static int exec(jq *q, const char *sql, char *err, size_t errlen) {
     if (sqlite3_exec(q->db, sql, NULL, NULL, NULL) != SQLITE_OK) return seterr(err, errlen, sql, q->db);
     return 0;
@@ -182,7 +187,12 @@ int jq_open(const char *path, jq **out, char *err, size_t errlen) {
         jq_close(q);
         return -1;
     }
-    if (exec(q, SCHEMA, err, errlen) != 0 || exec(q, "COMMIT", err, errlen) != 0) {
+    int bad = exec(q, SCHEMA, err, errlen);
+    for (size_t i = 0; !bad && i < sizeof ADDED / sizeof ADDED[0]; i++)
+        if (sqlite3_exec(q->db, ADDED[i], NULL, NULL, NULL) != SQLITE_OK &&
+            !strstr(sqlite3_errmsg(q->db), "duplicate column"))
+            bad = seterr(err, errlen, ADDED[i], q->db);
+    if (bad || exec(q, "COMMIT", err, errlen) != 0) {
         jq_close(q);
         return -1;
     }
@@ -210,14 +220,15 @@ void jq_job_free(jq_job *j) {
     free(j->text);
     free(j->error);
     free(j->note);
-    j->model = j->prompt = j->text = j->error = j->note = NULL;
+    free(j->remote);
+    j->model = j->prompt = j->text = j->error = j->note = j->remote = NULL;
 }
 
 int jq_submit(jq *q, const jq_job *j, int64_t *id, char *err, size_t errlen) {
     static const char sql[] =
         "INSERT INTO jobs (state, model, prompt, chat, n_predict, ctx, threads, ignore_eos, no_bos, temp, top_k,"
-        " top_p, min_p, repeat_penalty, repeat_last_n, seed, mem, deadline, priority, created)"
-        " VALUES ('queued',?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+        " top_p, min_p, repeat_penalty, repeat_last_n, seed, mem, deadline, priority, created, remote)"
+        " VALUES ('queued',?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(q->db, sql, -1, &st, NULL) != SQLITE_OK) return seterr(err, errlen, "submit", q->db);
     int k = 1;
@@ -240,6 +251,8 @@ int jq_submit(jq *q, const jq_job *j, int64_t *id, char *err, size_t errlen) {
     sqlite3_bind_double(st, k++, j->deadline);
     sqlite3_bind_int(st, k++, j->priority);
     sqlite3_bind_double(st, k++, now_unix());
+    if (j->remote) sqlite3_bind_text(st, k++, j->remote, -1, SQLITE_TRANSIENT);
+    else sqlite3_bind_null(st, k++);
     const int rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) return seterr(err, errlen, "submit", q->db);
@@ -250,7 +263,7 @@ int jq_submit(jq *q, const jq_job *j, int64_t *id, char *err, size_t errlen) {
 #define JOB_COLS                                                                                                   \
     "id, state, model, prompt, chat, n_predict, ctx, threads, ignore_eos, no_bos, temp, top_k, top_p, min_p,"      \
     " repeat_penalty, repeat_last_n, seed, mem, deadline, priority, created, started, finished, updated, n_done," \
-    " gen_seconds, runs, error, note, owner"
+    " gen_seconds, runs, error, note, owner, remote, place"
 
 static char *col_text(sqlite3_stmt *st, int c) {
     const unsigned char *t = sqlite3_column_text(st, c);
@@ -293,6 +306,9 @@ static int read_job(sqlite3_stmt *st, jq_job *j) {
     j->note = col_text(st, c++);
     const unsigned char *o = sqlite3_column_text(st, c++);
     snprintf(j->owner, sizeof j->owner, "%s", o ? (const char *)o : "");
+    j->remote = col_text(st, c++);
+    const unsigned char *pl = sqlite3_column_text(st, c++);
+    snprintf(j->place, sizeof j->place, "%s", pl ? (const char *)pl : "");
     return j->model && j->prompt ? 0 : -1;
 }
 
@@ -503,7 +519,7 @@ int jq_claim(jq *q, const char *owner, jq_job *out, int *got, char *err, size_t 
     jq_job_init(out);
     if (exec(q, "BEGIN IMMEDIATE", err, errlen) != 0) return -1;
     const double t = now_unix();
-    /* queued jobs whose start deadline passed will never run */
+    /* queued jobs whose deadline passed can no longer finish by it: they never run */
     const void *ea[] = {&t, &t};
     if (update(q, "UPDATE jobs SET state = 'expired', finished = ?, error = 'its deadline passed before a worker"
                   " could start it' WHERE state = 'queued' AND deadline > 0 AND deadline < ?",
@@ -682,6 +698,12 @@ int jq_set_mem(jq *q, int64_t id, const char *owner, uint64_t mem, char *err, si
     const int64_t m = (int64_t)mem;
     const void *args[] = {&m, &id, owner};
     return write1(q, "UPDATE jobs SET mem = ? WHERE id = ? AND state = 'running' AND owner = ?", "iit", args, err,
+                  errlen);
+}
+
+int jq_set_place(jq *q, int64_t id, const char *owner, const char *place, char *err, size_t errlen) {
+    const void *args[] = {place, &id, owner};
+    return write1(q, "UPDATE jobs SET place = ? WHERE id = ? AND state = 'running' AND owner = ?", "tit", args, err,
                   errlen);
 }
 

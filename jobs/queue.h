@@ -36,7 +36,9 @@ typedef struct jq_job {
     int n_predict, ctx, threads, ignore_eos, no_bos;
     df_sampler_params sp;
     uint64_t mem;             /* budget in bytes, 0 = none */
-    double deadline;          /* Unix time by which it must have started, 0 = none */
+    double deadline;          /* Unix time by which it should be finished (still queued then: expired), 0 = none */
+    char *remote;             /* an OpenAI-compatible endpoint to fall back on (docs/jobs.md), or NULL */
+    char place[8];            /* where it runs: "" (not decided), "local" or "remote" */
     int priority;             /* higher first */
     double created, started, finished, updated; /* Unix times, 0 = not yet */
     int n_done;               /* tokens committed */
@@ -99,6 +101,9 @@ typedef struct jq_stats {
     int collapse;               /* 1: the speed collapsed against the run's best interval */
 } jq_stats;
 int jq_stat(jq *q, int64_t id, const jq_stats *s, char *err, size_t errlen);
+
+/* Record where a running job runs ("local" or "remote"). Fenced on owner. */
+int jq_set_place(jq *q, int64_t id, const char *owner, const char *place, char *err, size_t errlen);
 
 /* Lower a running job's budget (a restart after it was killed for memory). Fenced on owner. */
 int jq_set_mem(jq *q, int64_t id, const char *owner, uint64_t mem, char *err, size_t errlen);

@@ -11,6 +11,12 @@
  *   commit_every seconds. A commit that finds the job canceled (or no longer
  *   this worker's) stops the run at once.
  *
+ * A job with a remote (docs/jobs.md, "Local or remote") is placed once when
+ * first claimed: remote when the plan (df_model_plan, df_plan_predict) says
+ * it cannot run here or cannot finish before its deadline, else local; a
+ * local run killed max_restarts times goes remote too. The remote run is
+ * remote.c's, in the worker itself.
+ *
  * Only include/deltafin.h is used here: the worker is a client of the
  * library like any other program.
  */
@@ -27,6 +33,7 @@
 
 #include "deltafin.h"
 #include "pressure.h"
+#include "remote.h"
 #include "worker.h"
 
 #define JW_ERR 8192
@@ -551,6 +558,84 @@ static void parent_event(jq *q, const jw_opts *o, int64_t id, const char *kind, 
     if (jq_event(q, id, kind, text, e, sizeof e) != 0 && o->log) fprintf(o->log, "worker: %s\n", e);
 }
 
+/* ---- local or remote (docs/jobs.md, "Local or remote") ---- */
+
+/* Record the choice, then run the job on its remote. */
+static int go_remote(jq *q, const char *owner, jq_job *job, const jw_opts *o, volatile sig_atomic_t *stop,
+                     const char *why, char *err, size_t errlen) {
+    if (jq_set_place(q, job->id, owner, "remote", err, errlen) != 0) return -1;
+    parent_event(q, o, job->id, "remote", why);
+    const jr_opts ro = {.commit_every = o->commit_every, .retries = 4, .backoff = 0.5, .log = o->log};
+    return jr_run(q, owner, job, &ro, stop, err, errlen);
+}
+
+/* Whether the job should run on its remote: the model cannot be planned or
+ * does not fit its budget, or the plan's predicted speed cannot finish it
+ * before its deadline. why says which, or why it stays local. */
+static int wants_remote(const jq_job *job, const jw_opts *o, char *why, size_t n) {
+    df_model_params mp = df_model_default_params();
+    mp.mem_budget = job->mem;
+    mp.n_ctx = job->ctx;
+    df_plan p;
+    char e[512], b0[32], b1[32];
+    if (df_model_plan(job->model, &mp, &p, e, sizeof e) != 0) {
+        snprintf(why, n, "the local plan failed: %s", e);
+        return 1;
+    }
+    if (job->mem && p.budget < p.minimum) {
+        snprintf(why, n, "the model does not fit the budget here: %s, at least %s needed",
+                 df_fmt_bytes(p.budget, b0, sizeof b0), df_fmt_bytes(p.minimum, b1, sizeof b1));
+        return 1;
+    }
+    if (job->deadline <= 0) {
+        snprintf(why, n, "the model fits here and the job has no deadline: it runs locally");
+        return 0;
+    }
+    double disk = o->disk_bps, mem = o->mem_bps;
+    if (!job->mem) { /* no budget: every weight is in memory, nothing streams */
+        if (p.budget < p.minimum) p.budget = p.minimum;
+        p.n_expert_slots = p.n_experts_total;
+        p.n_dense_streamed = 0;
+        disk = 0;
+    } else if (disk <= 0) {
+        disk = df_probe_disk(job->model, 1.0, 8, (uint64_t)4 << 20, e, sizeof e);
+    }
+    if (mem <= 0) mem = df_probe_memory(0.5, 0);
+    if (disk < 0) disk = 0; /* unmeasured: the memory's pace alone */
+    df_plan_speed sp;
+    df_plan_predict(&p, disk, mem, &sp);
+    const int left = job->n_predict - job->n_done;
+    const double now = (double)time(NULL);
+    if (sp.tokens_per_s <= 0) {
+        snprintf(why, n, "the local plan predicts no speed (disk %.3g B/s, memory %.3g B/s)", disk, mem);
+        return 1;
+    }
+    const double finish = now + left / sp.tokens_per_s;
+    if (finish > job->deadline) {
+        snprintf(why, n, "the local plan predicts %.4g tokens/s: %d tokens would finish %.0f s after the deadline",
+                 sp.tokens_per_s, left, finish - job->deadline);
+        return 1;
+    }
+    snprintf(why, n, "the local plan predicts %.4g tokens/s: %d tokens finish %.0f s before the deadline",
+             sp.tokens_per_s, left, job->deadline - finish);
+    return 0;
+}
+
+static int supervise(jq *q, const char *owner, jq_job *job, const jw_opts *o, volatile sig_atomic_t *stop, char *err,
+                     size_t errlen);
+
+/* A job with a remote: decided once (recorded as its place), then run there. */
+static int place_and_run(jq *q, const char *owner, jq_job *job, const jw_opts *o, volatile sig_atomic_t *stop,
+                         char *err, size_t errlen) {
+    if (!strcmp(job->place, "remote")) return go_remote(q, owner, job, o, stop, "resumes on the remote", err, errlen);
+    if (!strcmp(job->place, "local")) return supervise(q, owner, job, o, stop, err, errlen);
+    char why[1024];
+    if (wants_remote(job, o, why, sizeof why)) return go_remote(q, owner, job, o, stop, why, err, errlen);
+    if (jq_set_place(q, job->id, owner, "local", err, errlen) != 0) return -1;
+    parent_event(q, o, job->id, "local", why);
+    return supervise(q, owner, job, o, stop, err, errlen);
+}
+
 /* Run a claimed job in a child; restart it with a smaller budget when the
  * kernel kills it for memory. -1 only when the database failed. */
 static int supervise(jq *q, const char *owner, jq_job *job, const jw_opts *o, volatile sig_atomic_t *stop, char *err,
@@ -590,6 +675,11 @@ static int supervise(jq *q, const char *owner, jq_job *job, const jw_opts *o, vo
             snprintf(text, sizeof text, "killed (SIGKILL%s) %d time%s, the last at a budget of %s%s",
                      oom ? ", OOM" : "", restarts + 1, restarts ? "s" : "", df_fmt_bytes(job->mem, b0, sizeof b0),
                      job->mem ? "" : " (no --mem: nothing to lower)");
+            if (job->remote) { /* the local run failed repeatedly: the remote takes it */
+                char why[1200];
+                snprintf(why, sizeof why, "%s: the job goes to the remote %s", text, job->remote);
+                return go_remote(q, owner, job, o, stop, why, err, errlen);
+            }
         } else {
             snprintf(text, sizeof text, "the run ended with %s %d", sig ? "signal" : "status",
                      sig ? sig : status == -1 ? -1 : WEXITSTATUS(status));
@@ -614,8 +704,9 @@ int jw_run(jq *q, const jw_opts *o, volatile sig_atomic_t *stop, char *err, size
         }
         if (o->log) fprintf(o->log, "worker: job %lld %s (%d tokens committed)\n", (long long)job.id,
                             job.runs > 1 ? "resumes" : "starts", job.n_done);
-        const int rc = o->db_path ? supervise(q, owner, &job, o, stop, err, errlen)
-                                  : run_job(q, owner, &job, o, stop, err, errlen);
+        const int rc = job.remote && o->db_path ? place_and_run(q, owner, &job, o, stop, err, errlen)
+                       : o->db_path             ? supervise(q, owner, &job, o, stop, err, errlen)
+                                                : run_job(q, owner, &job, o, stop, err, errlen);
         jq_job_free(&job);
         if (rc != 0) return -1;
     }

@@ -26,6 +26,11 @@
  * max_restarts times. Every such step is an event of the job, and a
  * stability monitor writes the run's tokens/s, cache hit rate, disk reads
  * and memory every monitor_every seconds, flagging a collapse of the speed.
+ *
+ * Remote (remote.h): a job with a remote URL runs there when the local plan
+ * cannot run it, cannot finish it before its deadline (at disk_bps/mem_bps,
+ * or speeds measured when it is claimed), or after max_restarts kills; the
+ * choice and why are the job's place and an event.
  */
 #ifndef DF_JOBS_WORKER_H
 #define DF_JOBS_WORKER_H
@@ -46,6 +51,7 @@ typedef struct jw_opts {
     int max_restarts;     /* restarts after a kill for memory, per job and worker */
     double pressure_every; /* seconds between looks at the cgroup's memory */
     double monitor_every; /* seconds per row of the stability monitor */
+    double disk_bps, mem_bps; /* the local plan's speeds (bytes/s) for a job with a remote; 0: measured */
 } jw_opts;
 
 /* Run jobs until the queue is empty (drain) or *stop is set (a signal).

@@ -4,7 +4,7 @@
  *   POST   /v1/jobs      submit: {"prompt": TEXT} or {"messages": [...]}, and
  *                        max_tokens, temperature, top_k, top_p, min_p,
  *                        repeat_penalty, repeat_last_n, seed, ignore_eos,
- *                        n_ctx, threads, mem ("12G" or bytes), deadline (Unix
+ *                        n_ctx, threads, mem ("12G" or bytes), remote (a URL), deadline (Unix
  *                        seconds), priority: the fields of `deltafin submit`
  *   GET    /v1/jobs      {"object": "list", "data": [job, ...]}
  *   GET    /v1/jobs/ID   one job: state, tokens, text, events, stats
@@ -226,6 +226,19 @@ static int parse_job(const srv_jobs *sj, cJSON *body, jq_job *j, oai_error *e) {
     j->sp.top_p = (float)top_p;
     j->sp.min_p = (float)min_p;
     j->sp.repeat_penalty = (float)rp;
+    const cJSON *remote = cJSON_GetObjectItemCaseSensitive(body, "remote");
+    if (remote && !cJSON_IsNull(remote)) {
+        if (!cJSON_IsString(remote) ||
+            (strncmp(remote->valuestring, "http://", 7) && strncmp(remote->valuestring, "https://", 8))) {
+            oai_set_error(e, 400, "invalid_request_error", "remote", NULL,
+                          "'remote' must be an http:// or https:// URL");
+            return -1;
+        }
+        if (!(j->remote = strdup(remote->valuestring))) {
+            oai_set_error(e, 500, "server_error", NULL, NULL, "out of memory");
+            return -1;
+        }
+    }
     if (!(j->model = strdup(sj->model))) {
         oai_set_error(e, 500, "server_error", NULL, NULL, "out of memory");
         return -1;
