@@ -227,16 +227,7 @@ static inline void iqn_iq1_s_sub(const void *blk, int ib, int8x16_t v[2]) {
     v[0] = iqn_iq1(iqn_g64(df_iq1s_grid, q[0] | (h << 8 & 0x700u), q[1] | (h << 5 & 0x700u)), delta);
     v[1] = iqn_iq1(iqn_g64(df_iq1s_grid, q[2] | (h << 2 & 0x700u), q[3] | (h >> 1 & 0x700u)), delta);
 }
-static inline float iqn_iq1_m_head(const void *blk, int16_t ls[16]) {
-    const block_iq1_m *b = blk;
-    uint16_t sc[4];
-    memcpy(sc, b->scales, 8);
-    for (int ib = 0; ib < 8; ib++) {
-        ls[2 * ib] = (int16_t)(2 * ((sc[ib / 2] >> (6 * (ib % 2))) & 7) + 1);
-        ls[2 * ib + 1] = (int16_t)(2 * ((sc[ib / 2] >> (6 * (ib % 2) + 3)) & 7) + 1);
-    }
-    return h2f((uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000)));
-}
+static inline float iqn_iq1_m_head(const void *blk, int16_t ls[16]) { return h2f(quant_iq1_m_head(blk, ls)); }
 static inline int8x16_t iqn_iq1_m_delta(unsigned h) {
     return vcombine_s8(vdup_n_s8(h & 0x08 ? -1 : 1), vdup_n_s8(h & 0x80 ? -1 : 1));
 }

@@ -254,16 +254,7 @@ static inline __m256i kx_iq1_s_sub(const void *blk, int ib, uint32_t *sg) {
                              q[3] | (h >> 1 & 0x700));
     return kx_iq1_u(g, _mm256_set1_epi8(h & 0x8000 ? 0 : 2));
 }
-static inline float kx_iq1_m_head(const void *blk, int16_t ls[16]) {
-    const block_iq1_m *b = blk;
-    uint16_t sc[4];
-    memcpy(sc, b->scales, 8);
-    for (int ib = 0; ib < 8; ib++) {
-        ls[2 * ib] = (int16_t)(2 * ((sc[ib / 2] >> (6 * (ib % 2))) & 7) + 1);
-        ls[2 * ib + 1] = (int16_t)(2 * ((sc[ib / 2] >> (6 * (ib % 2) + 3)) & 7) + 1);
-    }
-    return kx_h2f((uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000)));
-}
+static inline float kx_iq1_m_head(const void *blk, int16_t ls[16]) { return kx_h2f(quant_iq1_m_head(blk, ls)); }
 static inline __m256i kx_iq1_m_sub(const void *blk, int ib, uint32_t *sg) {
     const block_iq1_m *b = blk;
     const uint8_t *q = b->qs + 4 * ib;

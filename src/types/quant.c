@@ -1674,17 +1674,12 @@ static void iq1_s_decode(const void *blk, quant_iq_block *o) {
 
 static void iq1_m_decode(const void *blk, quant_iq_block *o) {
     const block_iq1_m *b = blk;
-    uint16_t sc[4];
-    memcpy(sc, b->scales, 8);
-    o->d = H2F((uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000)));
-    for (int ib = 0; ib < 8; ib++) {
-        o->ls[2 * ib] = (int16_t)(2 * ((sc[ib / 2] >> (6 * (ib % 2))) & 7) + 1);
-        o->ls[2 * ib + 1] = (int16_t)(2 * ((sc[ib / 2] >> (6 * (ib % 2) + 3)) & 7) + 1);
+    o->d = H2F(quant_iq1_m_head(b, o->ls));
+    for (int ib = 0; ib < 8; ib++)
         for (int l = 0; l < 4; l++) {
             unsigned h = (unsigned)b->qh[2 * ib + l / 2] >> (4 * (l % 2));
             iq_put1(o->q + 32 * ib + 8 * l, df_iq1s_grid[b->qs[4 * ib + l] | (h & 7u) << 8], h & 8 ? -1 : 1);
         }
-    }
 }
 
 /* ---- quantizer helpers ---- */

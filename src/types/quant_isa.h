@@ -119,6 +119,19 @@ typedef struct {
     int8_t q[QK_K];
 } quant_iq_block;
 typedef void (*quant_iq_decode_fn)(const void *blk, quant_iq_block *out);
+/* iq1_m's head, shared by every decoder: the scales ls of its sixteen
+ * 16-element groups (3 bits each in the four 16-bit words of scales) and,
+ * returned, its f16 d (the top nibbles of those words). */
+static inline uint16_t quant_iq1_m_head(const block_iq1_m *b, int16_t ls[16]) {
+    uint16_t sc[4];
+    memcpy(sc, b->scales, 8);
+    for (int ib = 0; ib < 8; ib++) {
+        ls[2 * ib] = (int16_t)(2 * ((sc[ib / 2] >> (6 * (ib % 2))) & 7) + 1);
+        ls[2 * ib + 1] = (int16_t)(2 * ((sc[ib / 2] >> (6 * (ib % 2) + 3)) & 7) + 1);
+    }
+    return (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000));
+}
+
 typedef struct {
     size_t bs;     /* bytes per block */
     float factor;
