@@ -24,6 +24,7 @@
 #include "remote.h"
 
 #define JR_ERR 1024
+#define JR_MAX_LINE (1 << 20) /* bytes of one server-sent-event line, at most */
 
 static double mono(void) {
     struct timespec ts;
@@ -159,6 +160,10 @@ static size_t on_data(char *p, size_t size, size_t nmemb, void *cls) {
             if (r->line.n && r->line.p[r->line.n - 1] == '\r') r->line.p[--r->line.n] = 0;
             if (r->line.n) on_line(r, r->line.p);
             r->line.n = 0;
+        } else if (r->line.n >= JR_MAX_LINE) { /* no event is that long: a broken or hostile stream */
+            snprintf(r->why, sizeof r->why, "the remote sent a line of over %d bytes", JR_MAX_LINE);
+            r->failed = 1;
+            return 0;
         } else if (buf_add(&r->line, p + i, 1) != 0) {
             return 0;
         }
