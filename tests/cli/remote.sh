@@ -9,7 +9,9 @@
 # proxy that cuts the first connection after a few hundred bytes of the
 # stream, the job is resumed (a remote-retry event) and its text is still
 # identical. An unreachable remote fails the job with a clear error. A job
-# whose deadline the plan meets runs locally, and says so.
+# whose deadline the plan meets runs locally, and says so. Two servers: a job
+# posted to one (running the queue with --worker) whose budget the plan says
+# cannot hold the model goes to the other, and completes identically.
 set -u
 B=${1:-build}
 D="$B/deltafin"
@@ -106,6 +108,26 @@ check "... a 'local' event with the prediction" \
 
 check "every worker exited 0 ($wrc)" test "$wrc" = 0
 check "no sanitizer report in the workers' log" lacks "$(cat "$T/worker.log")" "Sanitizer"
+
+# ---- two servers: one runs the queue (--worker), the other is its remote ----
+# A job posted to server A's /v1/jobs with a budget below the plan's minimum cannot
+# run on A's machine: A's worker sends it to server B, and it completes identically.
+serve_start "$T/a.log" -m "$S" -c 256 --jobs-db "$T/a.db" --worker
+AURL="http://127.0.0.1:$PORT"
+id=$(curl -s "$AURL/v1/jobs" -H 'Content-Type: application/json' \
+    -d "{\"prompt\":\"$P\",\"max_tokens\":$N,\"temperature\":0,\"n_ctx\":256,\"mem\":\"64K\",\"remote\":\"$RURL\"}" | jq -r .id)
+check "server A took the job ($id)" test -n "$id" -a "$id" != null
+st=""
+for _ in $(seq 1 $((300 * SLOW))); do
+    st=$(curl -s "$AURL/v1/jobs/$id" | jq -r .state)
+    [ "$st" = done ] || [ "$st" = failed ] && break
+    sleep 0.1
+done
+check "... done through server A's worker ($st)" test "$st" = done
+check "... placed on server B" test "$(curl -s "$AURL/v1/jobs/$id" | jq -r .place)" = remote
+check "... why: the model does not fit the budget here" \
+    grep -q "does not fit the budget" <<< "$(curl -s "$AURL/v1/jobs/$id" | jq -r '.events[] | select(.kind == "remote") | .text')"
+check "... its text is deltafin run's greedy text" test "$(curl -s "$AURL/v1/jobs/$id" | jq -r .text)" = "$want"
 
 # ---- the config file's default remote ----
 printf 'remote = %s\n' "$RURL" > "$T/config"
