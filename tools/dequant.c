@@ -8,7 +8,8 @@
  * the very same weights in full precision. This tool makes that model: the
  * same metadata (tokenizer, hyperparameters, chat template, except the keys
  * that would now lie: general.file_type, general.alignment and split.*) and
- * the same tensors, each dequantized row by row with Deltafin's scalar
+ * the same tensors, each dequantized row by row (integer tables, i32, copied
+ * as they are) with Deltafin's scalar
  * reference (quant.c, checked against ggml's own values in
  * tests/test_quant.c). llama.cpp run on the result gives the truth that
  * tools/logitcmp.c and tests/truth.sh measure both engines against.
@@ -140,8 +141,10 @@ int main(int argc, char **argv) {
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const gguf_tensor *t = &g->tensors[i];
         const quant_traits *q = quant_traits_get(t->type);
-        if (!q || !q->to_float) die("no dequantizer for the type of tensor ", t->name);
-        if (gw_tensor(w, t->name, DF_TYPE_F32, t->n_dims, t->ne) < 0) die("cannot declare tensor ", t->name);
+        const int table = t->type == DF_TYPE_I32; /* integer tables (deepseek4's token -> experts) stay as they are */
+        if (!table && (!q || !q->to_float)) die("no dequantizer for the type of tensor ", t->name);
+        if (gw_tensor(w, t->name, table ? DF_TYPE_I32 : DF_TYPE_F32, t->n_dims, t->ne) < 0)
+            die("cannot declare tensor ", t->name);
         if (t->ne[0] > max_row) max_row = t->ne[0];
     }
     if (gw_begin(w, out, err, sizeof err) != 0) die(err, NULL);
@@ -162,6 +165,10 @@ int main(int argc, char **argv) {
                 if (k < 0 && errno == EINTR) continue;
                 if (k <= 0) die("cannot read tensor ", t->name);
                 got += (size_t)k;
+            }
+            if (t->type == DF_TYPE_I32) {
+                if (gw_data(w, src, rb, err, sizeof err) != 0) die(err, NULL);
+                continue;
             }
             q->to_float(src, row, t->ne[0]);
             if (gw_data(w, row, (size_t)t->ne[0] * sizeof *row, err, sizeof err) != 0) die(err, NULL);
