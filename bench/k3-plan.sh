@@ -34,21 +34,6 @@ SCHED=$(awk 'BEGIN { for (i = 0; i < 93; i++) printf "%s", (i % 4 == 3) ? "M" : 
     --shared 1 --dense-lead 1 --type q8_0 --expert-type mxfp4 --vocab 163840 --ctx 262144 >&2
 "$BUILD/deltafin" info -m "$M" | grep -E "^(parameters|tensor bytes|experts|active|one expert)"
 echo "file: $(stat -c %s "$M") bytes, $(($(stat -c %b "$M") * 512)) on disk"
-j() { sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p" <<< "$1"; }
-printf "%-8s %-30s %10s %10s %12s %14s %14s %10s\n" budget machine resident_GiB slots hit_rate disk_GiB/token mem_GiB/token tokens/s
-for mem in 32G 64G 128G; do
-    for machine in laptop laptop-q4K here; do
-        case $machine in
-            laptop) extra=(--disk-gbps 5 --mem-gbps 400) ;;
-            laptop-q4K) extra=(--disk-gbps 5 --mem-gbps 400 --resident-type q4_K) ;;
-            *) extra=(--probe-seconds 3) ;;
-        esac
-        r=$("$BUILD/deltafin" plan -m "$M" --mem "$mem" -c "$CTX" --json "${extra[@]}" || true)
-        if [ "$(j "$r" fits)" != true ]; then printf "%-8s %-30s does not fit (minimum %s bytes)\n" "$mem" "$machine" "$(j "$r" minimum)"; continue; fi
-        desc=$([ "$machine" != here ] && echo "5 GB/s, 400 GB/s${extra[4]:+, dense ${extra[5]}}" || awk -v d="$(j "$r" disk_bytes_per_s)" -v m="$(j "$r" memory_bytes_per_s)" 'BEGIN { printf "this: %.1f GB/s, %.0f GB/s", d / 1e9, m / 1e9 }')
-        awk -v b="$mem" -v ma="$desc" -v res="$(j "$r" resident_bytes)" -v s="$(j "$r" expert_slots)" -v h="$(j "$r" expected_hit_rate)" \
-            -v d="$(j "$r" disk_bytes_per_token)" -v m="$(j "$r" memory_bytes_per_token)" -v t="$(j "$r" predicted_tokens_per_s)" \
-            'BEGIN { printf "%-8s %-30s %10.1f %10d %11.1f%% %14.1f %14.1f %10.3f\n", b, ma, res / 2^30, s, 100 * h, d / 2^30, m / 2^30, t }'
-    done
-done
+. bench/plan-table.sh
+plan_table "$M" "$CTX" 32G 64G 128G
 echo "(the founding story: Kimi K3 out of core on a 64 GB laptop at 0.0687 tokens/s)"

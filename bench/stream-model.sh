@@ -10,6 +10,14 @@
 #     the 2048 width), SiTU, a shared expert, a dense first layer; 128 MXFP4
 #     experts of 3 x 1024 x 1024 (1.6 MiB), 8 used; q8_0 elsewhere (K3's
 #     published files: MXFP4 experts, 8-bit dense weights).
+#   deepseek4: DeepSeek-V4-Flash-shaped, scaled down: its layer schedule (two
+#     sliding-window-only layers, then ratio-4 compressed attention with the
+#     indexer and ratio-128 alternating), four hyper-connection streams,
+#     hash routing in the first 3 layers, sqrt-softplus routing, one shared
+#     expert, heads of 512 with one shared KV vector, a 128-token window, the
+#     grouped low-rank output; 128 MXFP4 experts of 3 x 2048 x 1024 (3.2 MiB),
+#     6 used (V4 Flash: 256 of 3 x 4096 x 2048, 6 used); q8_0 elsewhere (the
+#     published V4 files: FP4 experts, FP8 elsewhere).
 # SKEW (optional, e.g. 0.6) makes the routers skewed as trained routers are
 # (mkmodel --router-skew SKEW --router-corr 0.5: a minority of experts takes
 # most tokens, adjacent layers correlate), for the expert cache's benchmarks;
@@ -21,7 +29,7 @@
 # the experts (the dense weights stay q8_0); i-quant experts repeat 64
 # distinct rows per tensor (mkmodel --row-pool: their quantizers are slow).
 #
-#   bench/stream-model.sh GB [deepseek|kimi-k3] [SKEW|-] [ETYPE]    (BUILD=build by default)
+#   bench/stream-model.sh GB [deepseek|kimi-k3|deepseek4] [SKEW|-] [ETYPE]    (BUILD=build by default)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -57,6 +65,15 @@ kimi-k3)
     [ -f "$M" ] || ./"$BUILD"/mkmodel -o "$M" --preset kimi-k3-tiny --type q8_0 --expert-type mxfp4 --n-embd 2048 \
         --n-head 16 --n-head-kv 16 --kda-head-dim 128 --q-lora 512 --kv-lora 256 --qk-nope 128 --qk-rope 64 --v-head 128 \
         --experts 128 --experts-used 8 --n-ff-exp 1024 --latent 1024 --n-ff 4096 --schedule "$SCHED" --vocab 4096 "${ROUTER[@]}" >&2 ;;
-*) echo "stream-model.sh: unknown shape '$SHAPE' (deepseek, kimi-k3)" >&2; exit 2 ;;
+deepseek4)
+    # 128 experts of 3.2 MiB (MXFP4) per layer: layers for GB; V4 Flash's schedule SS then C/H alternating
+    LAYERS=$(awk -v g="$GB" 'BEGIN { l = int(g * 1024 / (128 * 3.25)) + 1; print (l > 127 ? 127 : l) }')
+    SCHED=$(awk -v n="$LAYERS" 'BEGIN { for (i = 0; i < n; i++) printf "%s", (i < 2) ? "S" : (i % 2 == 0) ? "C" : "H" }')
+    M=bench/results/models/deepseek4-${GB}g-mxfp4$SUFFIX.gguf
+    [ -f "$M" ] || ./"$BUILD"/mkmodel -o "$M" --preset deepseek4-tiny --type q8_0 --expert-type mxfp4 --n-embd 2048 \
+        --n-head 8 --head-dim 512 --rope-dims 64 --q-lora 512 --o-groups 4:512 --swa 128 --idx-heads 16 --idx-head-dim 128 \
+        --idx-top-k 64 --hash-layers 3 --experts 128 --experts-used 6 --n-ff-exp 1024 --ds4-layers "$SCHED" \
+        --swiglu-limit 10 --vocab 4096 "${ROUTER[@]}" >&2 ;;
+*) echo "stream-model.sh: unknown shape '$SHAPE' (deepseek, kimi-k3, deepseek4)" >&2; exit 2 ;;
 esac
 echo "$M"

@@ -2,7 +2,7 @@
 # stream.sh - a model ten times larger than its memory budget: Deltafin
 # streaming experts vs llama.cpp's mmap, both inside the same cgroup.
 #
-#   bench/stream.sh [-g GB] [-n TOKENS] [-t THREADS] [-a deepseek|kimi-k3] [-d DIV] [-s SKEW] [-e ETYPE]
+#   bench/stream.sh [-g GB] [-n TOKENS] [-t THREADS] [-a deepseek|kimi-k3|deepseek4] [-d DIV] [-s SKEW] [-e ETYPE]
 #   BEFORE=OLD/build/deltafin [ROUNDS=3] bench/stream.sh ...   (before/after against an older build)
 #
 # The budget is the model's size / DIV (default 10); -d 20 is the ratio of
@@ -128,7 +128,7 @@ BEGIN {
 echo "$report"
 {
     echo
-    echo "## $(date -u +%F) — streaming under a memory budget (bench/stream.sh -g $GB -n $N -t $T -a $SHAPE -d $DIV${SKEW:+ -s $SKEW} -e $ETYPE)${BEFORE:+, before = $BEFORE}"
+    echo "## $(date -u +%F) — streaming under a memory budget (bench/stream.sh -g $GB -n $N -t $T -a $SHAPE -d $DIV${SKEW:+ -s $SKEW}$([ "$SHAPE" != deepseek ] || echo " -e $ETYPE"))${BEFORE:+, before = $BEFORE}"
     echo
     echo "Commit $(git rev-parse --short HEAD), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $T threads."
     echo
