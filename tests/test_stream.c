@@ -147,6 +147,8 @@ static void test_moe_streaming_identical(void **state) {
     check_identical("--preset qwen3next-tiny --type q8_0", "qwen3next", 2 << 20);
     /* hyper-connections, compressed caches and compressor states in the session reserve; hash-routed layers */
     check_identical("--preset deepseek4-tiny --type q8_0 --expert-type mxfp4 --idx-top-k 2", "deepseek4", 2 << 20);
+    /* ... with i-quant experts (a pool of quantized rows: their quantizer is slow) */
+    check_identical("--preset deepseek4-tiny --type q8_0 --expert-type iq2_xxs --row-pool 8 --idx-top-k 2", "deepseek4", 2 << 20);
 }
 
 /* gpt-oss with an 8-token window in a 256-token context: the sliding layers'
