@@ -180,7 +180,7 @@ static void test_gemm(void **state) {
     }
 }
 
-/* The AVX-512 gemm tiles of q8_0, mxfp4, q4_0, iq4_nl and q4_K fold the integer sums and
+/* The AVX-512 gemm tiles of q8_0, mxfp4, q4_0, iq4_nl, q4_K and q6_K fold the integer sums and
  * accumulate the floats exactly as the AVX2 tiles do: their outputs are the
  * same bits (switching the ISA changes no result). Odd block counts take the
  * single-block tail; mxfp4 exponents 0..3 and 250..254 cover the E8M0
@@ -188,12 +188,12 @@ static void test_gemm(void **state) {
 static void test_gemm_avx512_same_as_avx2(void **state) {
     (void)state;
     if (!quant_isa_available(QUANT_ISA_AVX512) || !quant_isa_available(QUANT_ISA_AVX2)) skip();
-    static const int types[] = {DF_TYPE_Q8_0, DF_TYPE_MXFP4, DF_TYPE_Q4_0, DF_TYPE_IQ4_NL, DF_TYPE_Q4_K};
+    static const int types[] = {DF_TYPE_Q8_0, DF_TYPE_MXFP4, DF_TYPE_Q4_0, DF_TYPE_IQ4_NL, DF_TYPE_Q4_K, DF_TYPE_Q6_K};
     static const int64_t ns[] = {32, 64, 96, 512, 2048 + 32};
-    for (int ti = 0; ti < 5; ti++)
+    for (int ti = 0; ti < 6; ti++)
         for (int k = 0; k < 5; k++) {
             const int type = types[ti], nr = 11, nc = 9;
-            const int64_t n = type == DF_TYPE_Q4_K ? QK_K * (k + 1) : ns[k];
+            const int64_t n = type == DF_TYPE_Q4_K || type == DF_TYPE_Q6_K ? QK_K * (k + 1) : ns[k];
             const quant_traits *a = quant_traits_isa(type, QUANT_ISA_AVX2), *b = quant_traits_isa(type, QUANT_ISA_AVX512);
             mats m = make(type, n, nr, nc, 0x777u + (uint64_t)k);
             if (type == DF_TYPE_MXFP4 && k == 2) /* extreme exponents */

@@ -34,8 +34,9 @@
  *   accumulated like kern_avx2.c's tile, so the outputs are the AVX2 gemm's
  *   bits. q4_K's tile uses q4_K_dot's 64-element maddubs + vpdpwssd per row
  *   and token, adds the two 256-bit halves into the AVX2 tile's lanes and
- *   folds them as it does (same bits). Inherited from the AVX2 table
- *   (maddubs, no VNNI): the f32, f16 and q6_K gemms; types with no gemm at
+ *   folds them as it does (same bits); q6_K's tile is built the same way
+ *   from q6_K_dot. Inherited from the AVX2 table (maddubs, no VNNI): the
+ *   f32 and f16 gemms; types with no gemm at
  *   all (q4_1, q5_0, q5_1, q2_K, q3_K, q5_K, nvfp4, q1_0, q2_0, iq4_xs,
  *   tq1_0, tq2_0, bf16) run this file's vec_dot per (row, token) pair, VNNI
  *   where listed above.
@@ -874,6 +875,76 @@ T5_INL void q4_K_t5(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size
 
 T5_GEMM_BLK(q4_K_t5, QK_K)
 
+/* q6_K x q8_K tile, 4 rows x up to 4 tokens: per row and token q6_K_dot's
+ * integer vector (two 64-element groups per maddubs, the 16-element scales
+ * by vpdpwssd), its two 256-bit halves added (lane j: bytes 4j..4j+3 of
+ * every 32-byte slice of the block, exactly the lanes of kern_avx2.c's
+ * q6_K_tile), minus 32 x the scaled bsums; then that tile's folding (lane
+ * r: row r's lanes 0-3, lane r + 4: its lanes 4-7) and float accumulation.
+ * The outputs are the AVX2 tile's bits (tests/test_matmul.c). */
+T5_INL void q6_K_t5(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out,
+                    const uint8_t *pf, size_t pf_step, const int C) {
+    const block_q6_K *w[T5_ROWS];
+    const block_q8_K *x[4];
+    __m256 acc[4];
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i shl = shifts2(4, 2), shr = shifts2(0, 2);
+    _Pragma("GCC unroll 4") for (int r = 0; r < T5_ROWS; r++) w[r] = (const block_q6_K *)(const void *)wp[r];
+    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+        x[c] = (const block_q8_K *)(const void *)(xp + (size_t)c * xs);
+        acc[c] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        t5_prefetch(pf, pf_step, i);
+        __m256i t[T5_ROWS][4];
+        _Pragma("GCC unroll 4") for (int r = 0; r < T5_ROWS; r++) {
+            const block_q6_K *a = &w[r][i];
+            const __m256i sc16 = _mm256_cvtepi8_epi16(LOADU128(a->scales));
+            const __m512i sc = zext256(sc16);
+            __m512i u[4], l[4];
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                const __m512i lo = LD512(a->ql + 64 * h); /* [ql 0-31 | ql 32-63] of this half */
+                const __m512i qh = _mm512_broadcast_i64x4(LOADU(a->qh + 32 * h));
+                u[2 * h] = _mm512_or_si512(_mm512_and_si512(lo, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl), m30));
+                u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lo, 4), m4),
+                                               _mm512_and_si512(_mm512_srlv_epi16(qh, shr), m30));
+                l[2 * h] = _mm512_permutexvar_epi16(LD512(idx_k16[2 * h]), sc);
+                l[2 * h + 1] = _mm512_permutexvar_epi16(LD512(idx_k16[2 * h + 1]), sc);
+            }
+            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+                __m512i s = _mm512_setzero_si512();
+                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+                    s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(u[k], LD512(x[c][i].qs + 64 * k)), l[k]);
+                const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+                t[r][c] = _mm256_sub_epi32(s8, _mm256_slli_epi32(_mm256_madd_epi16(LOADU(x[c][i].bsums), sc16), 5));
+            }
+        }
+        const __m128 d4 = _mm_cvtph_ps(_mm_setr_epi16((short)w[0][i].d, (short)w[1][i].d, (short)w[2][i].d,
+                                                      (short)w[3][i].d, 0, 0, 0, 0));
+        const __m256 dw = _mm256_set_m128(d4, d4);
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) { /* kern_avx2.c's hsum4_epi32 */
+            const __m256i f = _mm256_hadd_epi32(_mm256_hadd_epi32(t[0][c], t[1][c]), _mm256_hadd_epi32(t[2][c], t[3][c]));
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(f), _mm256_mul_ps(dw, _mm256_set1_ps(x[c][i].d)), acc[c]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) { /* kern_avx2.c's store_rows */
+        const __m128 lo = _mm256_castps256_ps128(acc[c]), hi = _mm256_extractf128_ps(acc[c], 1);
+        _mm_storeu_ps(out + c * T5_ROWS, _mm_add_ps(lo, hi));
+    }
+}
+
+T5_GEMM_BLK(q6_K_t5, QK_K)
+
+/* One token (generation) keeps the AVX2 tile, which measured faster there
+ * (bench/kernels.c: its scale spreading is cheaper when no second token
+ * shares it); both give the same bits. */
+static quant_gemm_fn q6_K_gemm_one;
+static void q6_K_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y,
+                      size_t ldy) {
+    if (nc == 1 && q6_K_gemm_one) q6_K_gemm_one(n, w, ws, nr, x, xs, nc, y, ldy);
+    else q6_K_t5_gemm(n, w, ws, nr, x, xs, nc, y, ldy);
+}
+
 /* ---------------------------------------------------------------------- */
 
 void kern_avx512_fill(quant_traits *t) {
@@ -916,6 +987,8 @@ void kern_avx512_fill(quant_traits *t) {
     t[DF_TYPE_Q8_0].gemm = q8_0_t5_gemm;
     t[DF_TYPE_MXFP4].gemm = mxfp4_t5_gemm;
     t[DF_TYPE_Q4_K].gemm = q4_K_t5_gemm;
+    q6_K_gemm_one = t[DF_TYPE_Q6_K].gemm; /* the AVX2 table's */
+    t[DF_TYPE_Q6_K].gemm = q6_K_gemm;
     t[DF_TYPE_Q4_0].gemm = q4_0_t5_gemm;
     t[DF_TYPE_IQ4_NL].gemm = iq4_nl_t5_gemm;
 }
