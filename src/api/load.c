@@ -246,6 +246,7 @@ static int store_config(df_model *m, const df_model_params *p, ws_config *cfg, c
     sp.n_ctx = p->n_ctx;
     sp.n_batch = p->n_batch;
     sp.kv_type = p->kv_type;
+    sp.spec_k_max = p->spec_k_max; /* a recurrent model's rollback room (session.c) */
     /* only a budget reserves (and so limits) a session: without one any session may be opened */
     m->session_reserve = 0;
     if (p->mem_budget) {
