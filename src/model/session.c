@@ -573,9 +573,7 @@ static void rec_replay(df_session *s, int n) {
     const df_hparams *h = &s->m->hp;
     df_mem *mem = s->mem;
     const rec_row rr = rec_row_layout(h);
-    dn_shape sh = mem->rb_sh;
-    sh.ld_qk = sh.ld_v = rr.total;
-    sh.ld_o = (int64_t)sh.n_head * sh.hd;
+    const dn_shape sh = mem->rb_sh; /* one row a call: its strides do not matter */
     const int locked = n > 0 && pthread_mutex_trylock(&s->m->decode_mu) == 0;
     for (int l = 0; l < h->n_layer; l++) {
         layer_mem *lm = &mem->layer[l];
@@ -584,9 +582,11 @@ static void rec_replay(df_session *s, int n) {
         memcpy(lm->state, lm->rb_state, sizeof(float) * (size_t)df_rec_state_floats(h));
         if (n == 0) continue;
         replay_conv(lm->conv, h->ssm_conv_ch, h->ssm_d_conv - 1, lm->rb_in + rr.conv, n, rr.total);
-        const float *j = lm->rb_in;
-        dn_gated_delta(locked ? s->m->pool : NULL, &sh, lm->state, j + rr.k, j + rr.k, j + rr.v, j + rr.g,
-                       j + rr.beta, n, s->kda_o);
+        for (int t = 0; t < n; t++) { /* a row a call: dn_gated_delta's g and beta rows are packed */
+            const float *j = lm->rb_in + t * rr.total;
+            dn_gated_delta(locked ? s->m->pool : NULL, &sh, lm->state, j + rr.k, j + rr.k, j + rr.v, j + rr.g,
+                           j + rr.beta, 1, s->kda_o);
+        }
     }
     if (locked) pthread_mutex_unlock(&s->m->decode_mu);
 }
