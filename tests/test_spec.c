@@ -354,6 +354,55 @@ static void test_draft(void **state) {
     df_model_free(m);
 }
 
+/* Recurrent targets and drafts: the same file loaded twice (every guess
+ * kept) and the same weights at another type (guesses mostly kept, some
+ * rejected: both sessions roll back), in memory and with the target
+ * streamed; greedy output is plain decoding's. */
+static void test_draft_recurrent(void **state) {
+    (void)state;
+    char path[256], dpath[256], args[160];
+    for (size_t i = 0; i < sizeof recurrent / sizeof recurrent[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s-t.gguf", tmpdir, recurrent[i][0]);
+        snprintf(dpath, sizeof dpath, "%s/%s-d.gguf", tmpdir, recurrent[i][0]);
+        tu_mkmodel(path, recurrent[i][1]);
+        snprintf(args, sizeof args, "%s --type q4_0", recurrent[i][1]); /* the later --type wins */
+        tu_mkmodel(dpath, args);
+        const char *drafts[] = {path, dpath};
+        int kept = 0, rejected = 0;
+        for (int streamed = 0; streamed < 2; streamed++) {
+            df_model *m = load(path, streamed);
+            int32_t ref[NG], got[NG];
+            for (int64_t seed = -1; seed < 3; seed++) {
+                gen_seed = seed;
+                generate(m, NULL, 0, 1, ref, NULL);
+                for (int d = 0; d < 2; d++) {
+                    df_model *dm = load(drafts[d], 0);
+                    df_session *ds = session(dm);
+                    df_spec_params p = df_spec_default_params();
+                    p.source = DF_SPEC_DRAFT;
+                    p.draft = ds;
+                    p.k_fixed = 3;
+                    df_spec_stats st;
+                    generate(m, &p, 0, 1, got, &st);
+                    if (memcmp(ref, got, sizeof ref) != 0)
+                        fail_msg("%s: prompt %d: greedy output with draft %d%s differs", recurrent[i][0], (int)seed, d,
+                                 streamed ? " (streamed)" : "");
+                    if (d == 0) assert_int_equal(st.accepted, st.guessed);
+                    else kept += st.accepted, rejected += st.guessed - st.accepted;
+                    df_session_free(ds);
+                    df_model_free(dm);
+                }
+            }
+            gen_seed = -1;
+            df_model_free(m);
+        }
+        printf("  %-12s drafts (itself; q4_0): identical in memory and streamed; q4_0 draft: %d guesses kept, %d "
+               "rejected\n", recurrent[i][0], kept, rejected);
+        if (kept == 0 || rejected == 0) fail_msg("%s: the q4_0 draft's guesses were not both kept and rejected",
+                                                 recurrent[i][0]);
+    }
+}
+
 /* Sampling: the same draws as plain decoding seed for seed, and the first
  * verified row's token frequencies match the model's softmax. */
 static void test_sampling_distribution(void **state) {
@@ -500,6 +549,7 @@ int main(void) {
         cmocka_unit_test(test_greedy_every_arch),
         cmocka_unit_test(test_rollback_logits),
         cmocka_unit_test(test_draft),
+        cmocka_unit_test(test_draft_recurrent),
         cmocka_unit_test(test_sampling_distribution),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
