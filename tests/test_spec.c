@@ -266,6 +266,19 @@ static int rollback_pass(df_model *m, uint64_t seed) {
     return mixed;
 }
 
+/* The plan's session bytes with rollback room for k guesses a pass. */
+static uint64_t planned_session(const char *path, int spec_k_max) {
+    char err[512];
+    df_model_params mp = df_model_default_params();
+    mp.n_ctx = CTX;
+    mp.n_batch = 8;
+    mp.spec_k_max = spec_k_max;
+    mp.hot_file = "";
+    df_plan p;
+    if (df_model_plan(path, &mp, &p, err, sizeof err) != 0) fail_msg("%s", err);
+    return p.session_bytes;
+}
+
 /* Recurrent models: a pass with kept and rejected guesses is rolled back
  * exactly (rollback_pass, over prompts until one gives such a pass, in
  * memory and streamed); without rollback room speculation is off, with the
@@ -276,6 +289,11 @@ static void test_rollback_logits(void **state) {
     for (size_t i = 0; i < sizeof recurrent / sizeof recurrent[0]; i++) {
         snprintf(path, sizeof path, "%s/%s.gguf", tmpdir, recurrent[i][0]);
         tu_mkmodel(path, recurrent[i][1]);
+        /* the rollback room is planned: more with more guesses a pass */
+        const uint64_t b0 = planned_session(path, 0), b4 = planned_session(path, 4), b8 = planned_session(path, 8);
+        printf("  %-12s session %.1f KiB; rollback room for 4 guesses %.1f KiB, for 8 %.1f KiB\n", recurrent[i][0],
+               b0 / 1024.0, (b4 - b0) / 1024.0, (b8 - b0) / 1024.0);
+        assert_true(b0 < b4 && b4 < b8);
         for (int streamed = 0; streamed < 2; streamed++) {
             df_model *m = load(path, streamed);
             uint64_t seed = 0;
@@ -304,6 +322,10 @@ static void test_greedy_every_arch(void **state) {
     (void)state;
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) check_greedy(presets[i][0], presets[i][1], 0);
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) check_greedy(presets[i][0], presets[i][1], 1);
+    /* no recurrent layers: no rollback room */
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s.gguf", tmpdir, presets[0][0]);
+    assert_true(planned_session(path, 0) == planned_session(path, 8));
 }
 
 /* A draft model: the same model loaded twice (every guess kept), and another one. */

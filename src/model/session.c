@@ -18,7 +18,29 @@
  * decode writes the rows of its new positions (df_mem_store) before
  * attending over them and advances pos when its forward pass completes.
  * Truncating only moves pos back; a recurrent state cannot be rewound, so
- * it can only be cleared (pos = 0).
+ * it can only be cleared (pos = 0), except within a speculative pass:
+ *
+ * Rollback (df_rec_mark, spec.c). A session opened with spec_k_max > 0 of a
+ * model with recurrent layers also keeps, in the same size table (so the
+ * planner and a budget count it), a copy of every recurrent layer's conv
+ * window and delta-rule state and a journal of rb_rows = min(spec_k_max + 1,
+ * n_batch) rows per recurrent layer: each row's short-conv inputs and the
+ * delta rule's k, v, decay and beta (for Kimi's shapes ~1/25 of a state).
+ * df_rec_mark takes the copy at pos; the recurrences, run through
+ * df_rec_conv / df_rec_delta, journal every row decoded after it. A
+ * truncation back to p >= the mark restores the copy and replays rows
+ * [mark, p): the conv window is shifted by the same copies dn_short_conv
+ * makes, and dn_gated_delta runs on the journaled k, v, decay and beta one
+ * row a call (a head's state never depends on the query, nor on how heads
+ * are spread over threads), so the state is bit for bit the one a session
+ * that never saw the rejected rows has. The alternatives cost more: a copy
+ * of the state per row needs (k + 1) states of memory and copies per pass;
+ * re-running the kept rows through the model reads the weights again (from
+ * disk under a budget). The mark survives its rollback (its first rows still
+ * hold) and is dropped by a reset, a snapshot load, a failed decode (the
+ * state is then broken anyway) or rows beyond the journal; without a mark
+ * the old refusal stands, so the prompt cache and chat's prefix reuse keep
+ * their behaviour.
  */
 #include "session.h"
 
