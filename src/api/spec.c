@@ -34,14 +34,15 @@
  * a copy of the state per row (k + 1 copies of heads x d x d floats per layer
  * a pass, and that much memory) and re-running the kept rows through the
  * model (a second pass over the weights: from disk under a budget): one copy
- * a pass, a journal row is ~1/25 of a state for Kimi's shapes, and the
- * replay is a few rows of the cheapest part of a layer. The room (the copy
- * and k_max + 1 journal rows per recurrent layer) is the session's memory,
- * asked for with df_session_params.spec_k_max (df_model_params.spec_k_max
- * plans it under a budget); k_max is capped at it (a draft's at its rows:
- * it journals the pending token and k - 1 guesses), and a session without
- * it has speculation off with the reason in the report. The mark and the
- * replay are timed with the pass, so adaptive k sees their cost.
+ * a pass, a journal row is 1/20 (Kimi-Linear) to 1/36 (Qwen3-Next) of a
+ * layer's state, and the replay is a few rows of the cheapest part of a
+ * layer. The room (the copy and k_max + 1 journal rows per recurrent layer)
+ * is the session's memory, asked for with df_session_params.spec_k_max
+ * (df_model_params.spec_k_max plans it under a budget); k_max is capped at
+ * it (a draft's at its rows: it journals the pending token and k - 1
+ * guesses), and a session without it has speculation off with the reason in
+ * the report. The mark and the rollback are timed with the pass (its
+ * decode, not the sampling), so adaptive k sees their cost.
  *
  * Adaptive k: every pass is timed (and under a memory budget the bytes it
  * read are counted). A pass with k guesses costs the mean of the passes

@@ -25,7 +25,8 @@
  * planner and a budget count it), a copy of every recurrent layer's conv
  * window and delta-rule state and a journal of rb_rows = min(spec_k_max + 1,
  * n_batch) rows per recurrent layer: each row's short-conv inputs and the
- * delta rule's k, v, decay and beta (for Kimi's shapes ~1/25 of a state).
+ * delta rule's k, v, decay and beta (1/20 of a layer's state for
+ * Kimi-Linear's shapes, 1/36 for Qwen3-Next's).
  * df_rec_mark takes the copy at pos; the recurrences, run through
  * df_rec_conv / df_rec_delta, journal every row decoded after it. A
  * truncation back to p >= the mark restores the copy and replays rows
