@@ -301,6 +301,20 @@ static void test_rollback_logits(void **state) {
             if (seed == 200) fail_msg("%s: no prompt gave a pass with kept and rejected guesses", recurrent[i][0]);
             printf("  %-12s %-9s prompt %d: a pass kept and rejected guesses; next logits identical\n",
                    recurrent[i][0], streamed ? "streamed" : "in memory", (int)seed);
+            if (!streamed) { /* sampled: the same draws as plain decoding, seed for seed */
+                int32_t ref[NG], got[NG];
+                df_spec_params p = df_spec_default_params();
+                p.k_fixed = 3;
+                p.ngram_min = 1;
+                gen_seed = (int64_t)seed;
+                for (uint64_t smp_seed = 1; smp_seed <= 3; smp_seed++) {
+                    generate(m, NULL, 1.0f, smp_seed, ref, NULL);
+                    generate(m, &p, 1.0f, smp_seed, got, NULL);
+                    if (memcmp(ref, got, sizeof ref) != 0)
+                        fail_msg("%s: seed %d: sampled output differs", recurrent[i][0], (int)smp_seed);
+                }
+                gen_seed = -1;
+            }
             if (!streamed) { /* no room: off, with the reason */
                 df_session *s = session_k(m, 0);
                 df_spec_params p = df_spec_default_params();
