@@ -87,6 +87,9 @@ typedef struct df_model_params {
      * (bench/RESULTS.md measures it) and load time; routed experts, f32 tensors
      * and dense layers that stream under a budget keep their types. */
     const char *resident_type;
+    int spec_k_max;     /* the sessions it plans for (n_sessions of n_ctx tokens) run speculative
+                         * decoding of up to this many guesses a pass (df_session_params.spec_k_max;
+                         * 0 = none): a model with recurrent layers plans their rollback room */
 } df_model_params;
 
 /* How streamed weights are read: DF_IO_AUTO picks the engine measured
@@ -151,6 +154,13 @@ typedef struct df_session_params {
      * decode with the same model (that fails with DF_E_BUSY). */
     int (*abort_cb)(void *abort_ctx);
     void *abort_ctx;
+    /* Speculative decoding of up to this many guesses a pass (df_spec_params.k_max;
+     * 0 = none, the default). Only a model with recurrent layers uses it: such a
+     * session keeps room to roll a pass of spec_k_max + 1 rows back (a copy of its
+     * recurrent state and those rows' inputs to the recurrences, capped at n_batch
+     * rows; df_session_new's size and the memory plan count them). Without it,
+     * speculation on such a model is off (df_spec_stats.why says so). */
+    int spec_k_max;
 } df_session_params;
 
 df_session_params df_session_default_params(void);
@@ -162,11 +172,13 @@ void df_session_free(df_session *s);
 int df_session_pos(const df_session *s);
 int df_session_n_ctx(const df_session *s);
 /* Forget everything from position pos onward (pos = 0 clears the session).
- * A model with recurrent layers (kimi-linear, kimi-k3) keeps a running state
- * that cannot be rewound: there only pos = 0 and pos = the current position
- * are accepted (and after a df_decode of such a model failed part way, only
- * a reset to 0 makes the session usable again). Returns 0, or -1 with err
- * (pos out of range, or a rewind of recurrent state). */
+ * A model with recurrent layers (kimi-linear, kimi-k3, qwen35moe, qwen3next)
+ * keeps a running state that cannot be rewound in general: there only pos = 0,
+ * pos = the current position, and (inside speculative decoding, df_spec_*)
+ * a position within the pass it just verified are accepted (and after a
+ * df_decode of such a model failed part way, only a reset to 0 makes the
+ * session usable again). Returns 0, or -1 with err (pos out of range, or a
+ * rewind of recurrent state). */
 int df_session_truncate(df_session *s, int pos, char *err, size_t errlen);
 
 /* Snapshots (src/api/snapshot.c): save what the session has seen (its
@@ -285,9 +297,11 @@ int df_sampler_set_state(df_sampler *s, const void *buf, size_t len);
  * temperature the sampler's draws are the plain loop's draws, so the target
  * distribution is kept. The number of guesses adapts (k_fixed = -1): the
  * acceptance rate and the measured cost of a pass choose the k, 0 = off,
- * that maximises tokens per second. Models with recurrent layers cannot be
- * rolled back: speculation is then off (df_spec_stats.why says so) and each
- * step is one plain decode. */
+ * that maximises tokens per second. A model with recurrent layers (target or
+ * draft) rolls a pass back from a copy of its recurrent state and the pass's
+ * rows: its session must be opened with df_session_params.spec_k_max (k_max
+ * is capped at it; 0: speculation is off, df_spec_stats.why says so, and each
+ * step is one plain decode). */
 enum df_spec_source { DF_SPEC_NONE = 0, DF_SPEC_LOOKUP = 1, DF_SPEC_DRAFT = 2 };
 
 typedef struct df_spec_params {

@@ -342,6 +342,10 @@ static void check_stdout(void) {
     }
 }
 
+/* --spec: the guesses a pass may verify, for which a model with recurrent
+ * layers keeps rollback room in its sessions (0 without speculation). */
+static int spec_rows(const opts *o) { return o->spec > DF_SPEC_NONE ? o->draft_max : 0; }
+
 static df_model_params model_params(const opts *o) {
     df_model_params mp = df_model_default_params();
     mp.n_threads = o->threads;
@@ -355,6 +359,7 @@ static df_model_params model_params(const opts *o) {
     mp.io_engine = o->io_engine;
     mp.hot_file = o->hot && !strcmp(o->hot, "none") ? "" : o->hot;
     mp.resident_type = o->resident_type;
+    mp.spec_k_max = spec_rows(o);
     return mp;
 }
 
@@ -613,6 +618,7 @@ static df_session *session(df_model *m, const opts *o) {
     sp.n_ctx = o->ctx;
     sp.n_batch = o->batch; /* 0: the default; as planned (model_params) */
     sp.kv_type = o->kv_f32 ? DF_KV_F32 : DF_KV_F16;
+    sp.spec_k_max = spec_rows(o);
     df_session *s;
     if (df_session_new(m, &sp, &s, err, sizeof err) != 0) fail(err);
     if (o->trace && df_session_trace_experts(s, o->trace, err, sizeof err) != 0) fail(err);
@@ -917,6 +923,7 @@ static df_model *load_draft(const opts *o, uint64_t share, df_session **ds) {
     df_session_params sp = df_session_default_params(); /* as session(), without --trace-experts */
     sp.n_ctx = o->ctx;
     sp.kv_type = o->kv_f32 ? DF_KV_F32 : DF_KV_F16;
+    sp.spec_k_max = spec_rows(o);
     if (df_session_new(d, &sp, ds, err, sizeof err) != 0) fail(err);
     return d;
 }

@@ -242,10 +242,13 @@ static int store_config(df_model *m, const df_model_params *p, ws_config *cfg, c
         return df_seterr(err, errlen, "resident type '%s' is not one of q4_K, q8_0", p->resident_type);
     if (p->n_sessions < 0 || p->n_sessions > 65536)
         return df_seterr(err, errlen, "n_sessions %d is out of range (0..65536)", p->n_sessions);
+    if (p->spec_k_max < 0 || p->spec_k_max > 1024)
+        return df_seterr(err, errlen, "spec_k_max %d is out of range (0..1024)", p->spec_k_max);
     df_session_params sp = df_session_default_params();
     sp.n_ctx = p->n_ctx;
     sp.n_batch = p->n_batch;
     sp.kv_type = p->kv_type;
+    sp.spec_k_max = p->spec_k_max; /* a recurrent model's rollback room (session.c) */
     /* only a budget reserves (and so limits) a session: without one any session may be opened */
     m->session_reserve = 0;
     if (p->mem_budget) {

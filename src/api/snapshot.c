@@ -432,6 +432,7 @@ int df_session_load(df_session *s, const char *path, void *user, size_t user_cap
     }
     s->pos = (int)sh.pos;
     s->rec_broken = 0;
+    df_rec_unmark(s); /* the recurrent states were replaced: no speculative pass to roll back */
     if (user_len) *user_len = (size_t)sh.user;
     if (user && user_cap) memcpy(user, ubuf, (size_t)(sh.user < user_cap ? sh.user : user_cap));
     rc = 0;
@@ -500,6 +501,7 @@ int df_session_load_mem(df_session *s, const void *buf, size_t len, char *err, s
     each_piece(s, sh.pos, copy_in, &c);
     s->pos = (int)sh.pos;
     s->rec_broken = 0;
+    df_rec_unmark(s); /* the recurrent states were replaced: no speculative pass to roll back */
     return 0;
 }
 

@@ -22,9 +22,27 @@
  * from p without g): the target distribution, draw for draw the same as
  * without speculation when the rows' logits are the same.
  *
- * Recurrent layers keep no history, so a rejected guess could not be
- * undone: for such a target (or draft) speculation is off and the report
- * says why; each step is then one plain decode.
+ * Recurrent layers (kimi-linear, kimi-k3: KDA; qwen35moe, qwen3next: gated
+ * delta net) keep no history, so a rejected guess is undone by session.c's
+ * rollback: before a pass the session is marked (df_rec_mark: a copy of
+ * every recurrent layer's conv window and delta-rule state), the pass's rows
+ * journal their recurrences' inputs (the conv inputs; the delta rule's k, v,
+ * decay and beta), and the truncation to the kept rows restores the copy and
+ * replays the kept rows' recurrences alone (no weights, no other layer): the
+ * same operations in the same order, so the state, and every later logit, is
+ * bit for bit that of a session that never saw the rejected rows. This beats
+ * a copy of the state per row (k + 1 copies of heads x d x d floats per layer
+ * a pass, and that much memory) and re-running the kept rows through the
+ * model (a second pass over the weights: from disk under a budget): one copy
+ * a pass, a journal row is 1/20 (Kimi-Linear) to 1/36 (Qwen3-Next) of a
+ * layer's state, and the replay is a few rows of the cheapest part of a
+ * layer. The room (the copy and k_max + 1 journal rows per recurrent layer)
+ * is the session's memory, asked for with df_session_params.spec_k_max
+ * (df_model_params.spec_k_max plans it under a budget); k_max is capped at
+ * it (a draft's at its rows: it journals the pending token and k - 1
+ * guesses), and a session without it has speculation off with the reason in
+ * the report. The mark and the rollback are timed with the pass (its
+ * decode, not the sampling), so adaptive k sees their cost.
  *
  * Adaptive k: every pass is timed (and under a memory budget the bytes it
  * read are counted). A pass with k guesses costs the mean of the passes
@@ -138,12 +156,20 @@ int df_spec_new(df_session *target, const df_spec_params *p, const int32_t *hist
     sp->n_hist = n_history;
     const int kmax_batch = df_session_n_batch(target) - 1;
     if (sp->p.k_max > kmax_batch) sp->p.k_max = kmax_batch;
+    /* recurrent layers: k + 1 rows of the target's pass, k of the draft's, must fit their rollback room */
+    const int rec_t = target->m->hp.n_layer_recurrent > 0, rec_d = sp->draft && sp->draft->m->hp.n_layer_recurrent > 0;
+    if (rec_t && sp->p.k_max > df_rec_rows(target) - 1) sp->p.k_max = df_rec_rows(target) - 1;
+    if (rec_d && sp->p.k_max > df_rec_rows(sp->draft)) sp->p.k_max = df_rec_rows(sp->draft);
+    if (sp->p.k_fixed > sp->p.k_max) sp->p.k_fixed = sp->p.k_max > 0 ? sp->p.k_max : 0;
     if (p->source == DF_SPEC_NONE) snprintf(sp->off_why, sizeof sp->off_why, "no guess source");
-    else if (target->m->hp.n_layer_recurrent > 0)
-        snprintf(sp->off_why, sizeof sp->off_why, "%s has recurrent layers, whose state cannot be rolled back",
+    else if (rec_t && df_rec_rows(target) < 2)
+        snprintf(sp->off_why, sizeof sp->off_why,
+                 "%s has recurrent layers and the session no room to roll them back (df_session_params.spec_k_max)",
                  target->m->arch_name ? target->m->arch_name : "the model");
-    else if (sp->draft && sp->draft->m->hp.n_layer_recurrent > 0)
-        snprintf(sp->off_why, sizeof sp->off_why, "the draft has recurrent layers, whose state cannot be rolled back");
+    else if (rec_d && df_rec_rows(sp->draft) < 1)
+        snprintf(sp->off_why, sizeof sp->off_why,
+                 "the draft has recurrent layers and its session no room to roll them back "
+                 "(df_session_params.spec_k_max)");
     else if (sp->p.k_max < 1) snprintf(sp->off_why, sizeof sp->off_why, "the batch holds one token");
     else if (p->k_fixed == 0) snprintf(sp->off_why, sizeof sp->off_why, "k fixed at 0");
     snprintf(sp->why, sizeof sp->why, "%s", sp->off_why[0] ? sp->off_why : "warming up");
@@ -207,6 +233,8 @@ static int guess_draft(df_spec *sp, int k, int32_t *g, char *err, size_t errlen)
      * feeds it the pending token and k - 1 guesses, k decodes) */
     int rc = dp < sp->n_hist - 1 ? df_decode(d, sp->hist + dp, sp->n_hist - 1 - dp, NULL, 0, err, errlen) : DF_OK;
     const double t0 = df_time();
+    /* a recurrent draft: the guesses it decodes from here may be rolled back */
+    if (rc == DF_OK && df_rec_mark(d, err, errlen) != 0) rc = DF_E_INPUT;
     if (rc == DF_OK) rc = df_decode(d, sp->hist + sp->n_hist - 1, 1, sp->dlogits, 0, err, errlen);
     for (int i = 0; rc == DF_OK && i < k; i++) {
         g[i] = argmax(sp->dlogits, nv);
@@ -337,13 +365,14 @@ int df_spec_step(df_spec *sp, df_sampler *smp, int32_t pending, int32_t *out, in
     const double t0 = df_time();
     float *lg = df_session_logits(s);
     const int nv = df_n_vocab(s->m);
-    int rc = df_decode(s, batch, k + 1, lg, 1, err, errlen);
+    /* recurrent layers: a pass with guesses can be rolled back to any of its rows */
+    int rc = k > 0 && df_rec_mark(s, err, errlen) != 0 ? DF_E_INPUT : DF_OK;
+    if (rc == DF_OK) rc = df_decode(s, batch, k + 1, lg, 1, err, errlen);
     if (rc != DF_OK) {
         sp->n_hist--;
         return rc;
     }
-    df_model_io_stats(s->m, &io1);
-    record(sp, k, df_time() - t0, io1.bytes_read - io0.bytes_read);
+    double secs = df_time() - t0;
     int n = 0, i = 0;
     for (;; i++) {
         const int32_t t = df_sampler_sample(smp, lg + (size_t)i * nv);
@@ -359,10 +388,14 @@ int df_spec_step(df_spec *sp, df_sampler *smp, int32_t pending, int32_t *out, in
     }
     sp->emitted += n;
     /* the session keeps the pending token and the kept guesses; the new pending token is out[n-1] */
+    const double t1 = df_time();
     rc = df_session_truncate(s, sp->n_hist, err, errlen);
     if (rc == 0 && sp->draft && df_session_pos(sp->draft) > sp->n_hist)
         rc = df_session_truncate(sp->draft, sp->n_hist, err, errlen);
     if (rc != 0) return DF_E_INPUT;
+    secs += df_time() - t1; /* the pass's cost: the mark, the decode and the rollback (not the sampling) */
+    df_model_io_stats(s->m, &io1);
+    record(sp, k, secs, io1.bytes_read - io0.bytes_read);
     *n_out = n;
     return DF_OK;
 }

@@ -183,7 +183,7 @@ static int kda_layer(df_session *s, df_session *const *own, int l, int n, char *
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     df_layer *L = &m->layers[l];
-    const int H = h->kda_n_head, hd = h->kda_head_dim, dc = h->ssm_d_conv;
+    const int H = h->kda_n_head, hd = h->kda_head_dim;
     const int64_t D = (int64_t)H * hd, E = h->n_embd;
     /* q, k, v and the first halves of the decay gate and beta share the
      * input: one pass over the pool (each output is the same bits) */
@@ -194,10 +194,10 @@ static int kda_layer(df_session *s, df_session *const *own, int l, int n, char *
     for (int i = 0; i < 3; i++) {
         const float *w = ws_fetch(m->ws, L->ssm_conv[i], err, errlen);
         if (!w) return -1;
-        if (!own) dn_short_conv(qkv[i], n, D, dc, df_mem_conv(s, l) + i * D * (dc - 1), w);
+        if (!own) df_rec_conv(s, l, i * D, qkv[i], n, D, w);
         for (int t = 0, r; own && t < n; t += r) {
             r = df_row_run(own, t, n);
-            dn_short_conv(qkv[i] + t * D, r, D, dc, df_mem_conv(own[t], l) + i * D * (dc - 1), w);
+            df_rec_conv(own[t], l, i * D, qkv[i] + t * D, r, D, w);
         }
         ws_release(m->ws, L->ssm_conv[i]);
     }
@@ -223,10 +223,10 @@ static int kda_layer(df_session *s, df_session *const *own, int l, int n, char *
     ws_release(m->ws, L->ssm_dt_b);
     for (int64_t i = 0; i < (int64_t)n * H; i++) s->kda_beta[i] = sigmoidf(s->kda_beta[i]);
     const dn_shape sh = {H, H, hd, 0, 0, D, D, D}; /* a decay per key channel, one key head per state head */
-    if (!own) dn_gated_delta(m->pool, &sh, df_mem_state(s, l), s->kda_q, s->kda_k, s->kda_v, s->kda_g, s->kda_beta, n, s->kda_o);
+    if (!own) df_rec_delta(m->pool, &sh, s, l, s->kda_q, s->kda_k, s->kda_v, s->kda_g, s->kda_beta, n, s->kda_o);
     for (int t = 0, r; own && t < n; t += r) { /* each run on its own session's state */
         r = df_row_run(own, t, n);
-        dn_gated_delta(m->pool, &sh, df_mem_state(own[t], l), s->kda_q + t * D, s->kda_k + t * D, s->kda_v + t * D,
+        df_rec_delta(m->pool, &sh, own[t], l, s->kda_q + t * D, s->kda_k + t * D, s->kda_v + t * D,
                        s->kda_g + t * D, s->kda_beta + t * H, r, s->kda_o + t * D);
     }
     /* output gate (into kda_g, free again) and gated RMSNorm */

@@ -272,10 +272,10 @@ static int gdn_layer(df_session *s, df_session *const *own, int l, int n, char *
     if (gdn_project(s, l, n, err, errlen)) return -1;
     const float *w = ws_fetch(m->ws, L->ssm_conv[0], err, errlen);
     if (!w) return -1;
-    if (!own) dn_short_conv(s->kda_q, n, C, h->ssm_d_conv, df_mem_conv(s, l), w);
+    if (!own) df_rec_conv(s, l, 0, s->kda_q, n, C, w);
     for (int t = 0, r; own && t < n; t += r) { /* run by run on its own session's state */
         r = df_row_run(own, t, n);
-        dn_short_conv(s->kda_q + t * C, r, C, h->ssm_d_conv, df_mem_conv(own[t], l), w);
+        df_rec_conv(own[t], l, 0, s->kda_q + t * C, r, C, w);
     }
     ws_release(m->ws, L->ssm_conv[0]);
     for (int t = 0; t < n; t++) dn_l2norm(s->kda_q + t * C, 2 * Hk, hd, h->norm_eps); /* q and k side by side */
@@ -294,12 +294,12 @@ static int gdn_layer(df_session *s, df_session *const *own, int l, int n, char *
     ws_release(m->ws, L->ssm_dt_b);
     const dn_shape sh = {H, Hk, hd, h->gdn_k_interleave, 1, C, C, V};
     if (!own)
-        dn_gated_delta(m->pool, &sh, df_mem_state(s, l), s->kda_q, s->kda_q + KD, s->kda_q + 2 * KD, s->kda_lo,
+        df_rec_delta(m->pool, &sh, s, l, s->kda_q, s->kda_q + KD, s->kda_q + 2 * KD, s->kda_lo,
                        s->kda_beta, n, s->kda_o);
     for (int t = 0, r; own && t < n; t += r) { /* each run on its own session's state */
         r = df_row_run(own, t, n);
         const float *qkv = s->kda_q + t * C;
-        dn_gated_delta(m->pool, &sh, df_mem_state(own[t], l), qkv, qkv + KD, qkv + 2 * KD, s->kda_lo + t * H,
+        df_rec_delta(m->pool, &sh, own[t], l, qkv, qkv + KD, qkv + 2 * KD, s->kda_lo + t * H,
                        s->kda_beta + t * H, r, s->kda_o + t * V);
     }
     /* gated RMSNorm: rmsnorm(o) * w * silu(z) */

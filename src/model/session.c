@@ -18,7 +18,30 @@
  * decode writes the rows of its new positions (df_mem_store) before
  * attending over them and advances pos when its forward pass completes.
  * Truncating only moves pos back; a recurrent state cannot be rewound, so
- * it can only be cleared (pos = 0).
+ * it can only be cleared (pos = 0), except within a speculative pass:
+ *
+ * Rollback (df_rec_mark, spec.c). A session opened with spec_k_max > 0 of a
+ * model with recurrent layers also keeps, in the same size table (so the
+ * planner and a budget count it), a copy of every recurrent layer's conv
+ * window and delta-rule state and a journal of rb_rows = min(spec_k_max + 1,
+ * n_batch) rows per recurrent layer: each row's short-conv inputs and the
+ * delta rule's k, v, decay and beta (1/20 of a layer's state for
+ * Kimi-Linear's shapes, 1/36 for Qwen3-Next's).
+ * df_rec_mark takes the copy at pos; the recurrences, run through
+ * df_rec_conv / df_rec_delta, journal every row decoded after it. A
+ * truncation back to p >= the mark restores the copy and replays rows
+ * [mark, p): the conv window is shifted by the same copies dn_short_conv
+ * makes, and dn_gated_delta runs on the journaled k, v, decay and beta one
+ * row a call (a head's state never depends on the query, nor on how heads
+ * are spread over threads), so the state is bit for bit the one a session
+ * that never saw the rejected rows has. The alternatives cost more: a copy
+ * of the state per row needs (k + 1) states of memory and copies per pass;
+ * re-running the kept rows through the model reads the weights again (from
+ * disk under a budget). The mark survives its rollback (its first rows still
+ * hold) and is dropped by a reset, a snapshot load, a failed decode (the
+ * state is then broken anyway) or rows beyond the journal; without a mark
+ * the old refusal stands, so the prompt cache and chat's prefix reuse keep
+ * their behaviour.
  */
 #include "session.h"
 
@@ -40,6 +63,8 @@ typedef struct layer_mem {
     uint8_t *idx;          /* LATENT with a selecting DSA indexer: n_ctx rows of idx_head_dim keys (else NULL) */
     float *comp, *lid;     /* deepseek4 compressed layer: its compressed keys and indexer keys, one row a block */
     float *cstate;         /* and its compressors' last positions (df_mem_cstate) */
+    float *rb_conv, *rb_state; /* RECURRENT with rollback room: conv and state at the mark */
+    float *rb_in;          /* and the journal: rb_rows rows of df_rec_row_floats (conv in, k, v, g, beta) */
 } layer_mem;
 
 struct df_mem {
@@ -54,6 +79,12 @@ struct df_mem {
     float *rec_state;       /* (recurrent layers, df_rec_state_floats) */
     uint8_t *idx_cache;     /* (selecting DSA layers, n_ctx, idx_head_dim) */
     float *ds4_comp, *ds4_lid, *ds4_state; /* deepseek4's compressed layers (df_mem_comp_floats) */
+    /* rollback of recurrent state (df_rec_mark): rb_rows rows per recurrent layer (0: no room) */
+    int rb_rows;
+    float *rb_conv, *rb_state; /* (recurrent layers, conv / state floats): the states at the mark */
+    float *rb_in;           /* (recurrent layers, rb_rows, df_rec_row_floats): the rows decoded since */
+    int rb_pos;             /* the mark's position (-1: none) */
+    dn_shape rb_sh;         /* the delta rule's shape as the forward pass gave it (for the replay) */
 };
 
 void df_mem_comp_floats(const df_hparams *h, int l, int64_t n_ctx, int64_t *comp, int64_t *lid, int64_t *state) {
@@ -91,7 +122,8 @@ int64_t df_cstate_width(const df_hparams *h, int l) {
 }
 
 df_session_params df_session_default_params(void) {
-    df_session_params p = {0, 512, DF_KV_F16, NULL, NULL};
+    df_session_params p = {.n_ctx = 0, .n_batch = 512, .kv_type = DF_KV_F16, .abort_cb = NULL, .abort_ctx = NULL,
+                           .spec_k_max = 0};
     return p;
 }
 
@@ -100,6 +132,33 @@ int64_t df_rec_conv_floats(const df_hparams *h) {
 }
 
 int64_t df_rec_state_floats(const df_hparams *h) { return (int64_t)h->kda_n_head * h->kda_head_dim * h->kda_head_dim; }
+
+/* A journal row's parts: conv inputs, k, v, decay g, beta (offsets in floats). */
+typedef struct {
+    int64_t conv, k, v, g, beta, total;
+} rec_row;
+
+static rec_row rec_row_layout(const df_hparams *h) {
+    const int64_t hd = h->kda_head_dim, V = (int64_t)h->kda_n_head * hd;
+    rec_row r;
+    r.conv = 0;
+    r.k = h->ssm_conv_ch;
+    r.v = r.k + (int64_t)h->kda_n_head_k * hd;
+    r.g = r.v + V;
+    r.beta = r.g + (h->gdn ? h->kda_n_head : V); /* one decay per head (qwen) or per key channel (KDA) */
+    r.total = r.beta + h->kda_n_head;
+    return r;
+}
+
+int64_t df_rec_row_floats(const df_hparams *h) { return rec_row_layout(h).total; }
+
+/* Rows of rollback room for spec_k_max guesses a pass: the pass's k + 1 rows
+ * (a batch at most); 0 without recurrent layers. */
+static int rec_rows_for(const df_hparams *h, int spec_k_max, int n_batch) {
+    if (h->n_layer_recurrent <= 0 || spec_k_max <= 0) return 0;
+    const int64_t rows = (int64_t)spec_k_max + 1;
+    return rows < n_batch ? (int)rows : n_batch;
+}
 
 int df_kv_ring(const df_hparams *h, int n_ctx, int n_batch) {
     if (!h->swa || h->n_swa <= 0) return 0;
@@ -120,7 +179,7 @@ typedef struct {
     uint64_t bytes;
 } alloc_item;
 
-#define MAX_ITEMS 64
+#define MAX_ITEMS 80
 
 /* Fill s's sizes (n_ctx, n_batch, KV dims, s->mem's element type) and the
  * list of its buffers; s->mem must point to a df_mem. */
@@ -199,6 +258,15 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     ITEM(mem->ds4_comp, (uint64_t)(n_comp ? n_comp : 16) * sizeof(float));
     ITEM(mem->ds4_lid, (uint64_t)(n_lid ? n_lid : 16) * sizeof(float));
     ITEM(mem->ds4_state, (uint64_t)(n_state ? n_state : 16) * sizeof(float));
+    /* rollback room for speculative decoding: a copy of the states, the rows' inputs */
+    if (p->spec_k_max < 0 || p->spec_k_max > 1024)
+        return df_seterr(err, errlen, "spec_k_max %d is out of range (0..1024)", p->spec_k_max);
+    mem->rb_rows = rec_rows_for(h, p->spec_k_max, s->n_batch);
+    if (mem->rb_rows) {
+        ITEM(mem->rb_conv, (uint64_t)n_rec * (uint64_t)df_rec_conv_floats(h) * sizeof(float));
+        ITEM(mem->rb_state, (uint64_t)n_rec * (uint64_t)df_rec_state_floats(h) * sizeof(float));
+        ITEM(mem->rb_in, (uint64_t)n_rec * (uint64_t)mem->rb_rows * (uint64_t)df_rec_row_floats(h) * sizeof(float));
+    }
     FLOATS(x, B, h->n_embd);
     FLOATS(xb, B, wide);
     FLOATS(xb2, B, h->n_embd);
@@ -349,6 +417,11 @@ static void mem_bind(df_session *s) {
             lm->kind = DF_MEM_RECURRENT;
             lm->conv = mem->rec_conv + ir * df_rec_conv_floats(h);
             lm->state = mem->rec_state + ir * df_rec_state_floats(h);
+            if (mem->rb_rows) {
+                lm->rb_conv = mem->rb_conv + ir * df_rec_conv_floats(h);
+                lm->rb_state = mem->rb_state + ir * df_rec_state_floats(h);
+                lm->rb_in = mem->rb_in + ir * mem->rb_rows * df_rec_row_floats(h);
+            }
             ir++;
             continue;
         }
@@ -376,6 +449,7 @@ static void mem_bind(df_session *s) {
 static void mem_clear_recurrent(df_session *s) {
     const df_hparams *h = &s->m->hp;
     s->rec_broken = 0;
+    s->mem->rb_pos = -1;
     if (!h->n_layer_recurrent) return;
     memset(s->mem->rec_conv, 0, sizeof(float) * (size_t)(h->n_layer_recurrent * df_rec_conv_floats(h)));
     memset(s->mem->rec_state, 0, sizeof(float) * (size_t)(h->n_layer_recurrent * df_rec_state_floats(h)));
@@ -439,6 +513,107 @@ uint8_t *df_mem_v_row_w(df_session *s, int l, int pos) {
 }
 float *df_mem_state(df_session *s, int l) { return s->mem->layer[l].state; }
 
+/* ---- rolling recurrent state back ---- */
+
+int df_rec_rows(const df_session *s) { return s->mem->rb_rows; }
+
+int df_rec_mark(df_session *s, char *err, size_t errlen) {
+    const df_hparams *h = &s->m->hp;
+    df_mem *mem = s->mem;
+    if (!h->n_layer_recurrent) return 0;
+    if (!mem->rb_rows)
+        return df_seterr(err, errlen, "the session has no room to roll recurrent state back (open it with "
+                         "df_session_params.spec_k_max)");
+    if (s->rec_broken)
+        return df_seterr(err, errlen, "the session's recurrent state is unusable after a failed decode");
+    memcpy(mem->rb_conv, mem->rec_conv, sizeof(float) * (size_t)(h->n_layer_recurrent * df_rec_conv_floats(h)));
+    memcpy(mem->rb_state, mem->rec_state, sizeof(float) * (size_t)(h->n_layer_recurrent * df_rec_state_floats(h)));
+    mem->rb_pos = s->pos;
+    return 0;
+}
+
+void df_rec_unmark(df_session *s) { s->mem->rb_pos = -1; }
+
+/* Where rows [s->pos, s->pos + n) of recurrent layer l go in the journal,
+ * or NULL when the session is not marked; rows past the journal's end drop
+ * the mark (the pass can then not be rolled back). */
+static float *journal_rows(df_session *s, int l, int n) {
+    df_mem *mem = s->mem;
+    if (mem->rb_pos < 0) return NULL;
+    const int64_t first = (int64_t)s->pos - mem->rb_pos;
+    if (first < 0 || first + n > mem->rb_rows) {
+        mem->rb_pos = -1;
+        return NULL;
+    }
+    return mem->layer[l].rb_in + first * df_rec_row_floats(&s->m->hp);
+}
+
+void df_rec_conv(df_session *s, int l, int64_t c0, float *x, int n, int64_t ch, const float *w) {
+    const df_hparams *h = &s->m->hp;
+    float *j = journal_rows(s, l, n);
+    const int64_t rf = df_rec_row_floats(h);
+    for (int t = 0; j && t < n; t++) memcpy(j + t * rf + c0, x + t * ch, sizeof(float) * (size_t)ch);
+    dn_short_conv(x, n, ch, h->ssm_d_conv, df_mem_conv(s, l) + c0 * (h->ssm_d_conv - 1), w);
+}
+
+void df_rec_delta(tp_pool *pool, const dn_shape *sh, df_session *s, int l, const float *q, const float *k,
+                  const float *v, const float *g, const float *beta, int n, float *o) {
+    float *j = journal_rows(s, l, n);
+    if (j) {
+        const rec_row rr = rec_row_layout(&s->m->hp);
+        const int64_t H = sh->n_head, hd = sh->hd, nk = (int64_t)sh->n_head_k * hd, ng = sh->g_per_head ? H : H * hd;
+        for (int64_t t = 0; t < n; t++) {
+            float *row = j + t * rr.total;
+            memcpy(row + rr.k, k + t * sh->ld_qk, sizeof(float) * (size_t)nk);
+            memcpy(row + rr.v, v + t * sh->ld_v, sizeof(float) * (size_t)(H * hd));
+            memcpy(row + rr.g, g + t * ng, sizeof(float) * (size_t)ng);
+            memcpy(row + rr.beta, beta + t * H, sizeof(float) * (size_t)H);
+        }
+        s->mem->rb_sh = *sh;
+    }
+    dn_gated_delta(pool, sh, df_mem_state(s, l), q, k, v, g, beta, n, o);
+}
+
+/* The short-conv state of channels (ch of them, ns = d_conv - 1 inputs
+ * each) after n more inputs, journal rows rf floats apart: each channel's
+ * window shifted as dn_short_conv shifts it (copies only). */
+static void replay_conv(float *st, int64_t ch, int ns, const float *in, int n, int64_t rf) {
+    for (int64_t c = 0; c < ch && ns > 0; c++)
+        for (int t = 0; t < n; t++) {
+            float *w = st + c * ns;
+            memmove(w, w + 1, sizeof(float) * (size_t)(ns - 1));
+            w[ns - 1] = in[t * rf + c];
+        }
+}
+
+/* Roll every recurrent layer back to the mark and replay its first n
+ * journaled rows: the states the session had after those rows. The delta
+ * rule's state never depends on the query or the output, so the replay
+ * reads k as the query and writes the output into scratch (s->kda_o, room
+ * for a batch). The pool is used when the model's lock is free (a decode of
+ * another session may hold it): the heads' results do not depend on it. */
+static void rec_replay(df_session *s, int n) {
+    const df_hparams *h = &s->m->hp;
+    df_mem *mem = s->mem;
+    const rec_row rr = rec_row_layout(h);
+    const dn_shape sh = mem->rb_sh; /* one row a call: its strides do not matter */
+    const int locked = n > 0 && pthread_mutex_trylock(&s->m->decode_mu) == 0;
+    for (int l = 0; l < h->n_layer; l++) {
+        layer_mem *lm = &mem->layer[l];
+        if (lm->kind != DF_MEM_RECURRENT) continue;
+        memcpy(lm->conv, lm->rb_conv, sizeof(float) * (size_t)df_rec_conv_floats(h));
+        memcpy(lm->state, lm->rb_state, sizeof(float) * (size_t)df_rec_state_floats(h));
+        if (n == 0) continue;
+        replay_conv(lm->conv, h->ssm_conv_ch, h->ssm_d_conv - 1, lm->rb_in + rr.conv, n, rr.total);
+        for (int t = 0; t < n; t++) { /* a row a call: dn_gated_delta's g and beta rows are packed */
+            const float *j = lm->rb_in + t * rr.total;
+            dn_gated_delta(locked ? s->m->pool : NULL, &sh, lm->state, j + rr.k, j + rr.k, j + rr.v, j + rr.g,
+                           j + rr.beta, 1, s->kda_o);
+        }
+    }
+    if (locked) pthread_mutex_unlock(&s->m->decode_mu);
+}
+
 size_t df_mem_idx_row_bytes(const df_session *s, int l) {
     return s->mem->layer[l].idx ? (size_t)s->m->hp.idx_head_dim * s->mem->kv_elt : 0;
 }
@@ -467,6 +642,9 @@ void df_session_free(df_session *s) {
         free(s->mem->ds4_comp);
         free(s->mem->ds4_lid);
         free(s->mem->ds4_state);
+        free(s->mem->rb_conv);
+        free(s->mem->rb_state);
+        free(s->mem->rb_in);
         free(s->mem);
     }
     free(s->x);
@@ -614,10 +792,12 @@ int df_session_truncate(df_session *s, int pos, char *err, size_t errlen) {
         return 0;
     }
     if (pos == s->pos) return 0;
-    if (s->m->hp.n_layer_recurrent > 0)
+    const int rollback = s->m->hp.n_layer_recurrent > 0; /* within the last mark: restore and replay */
+    if (rollback && (s->rec_broken || s->mem->rb_pos < 0 || pos < s->mem->rb_pos))
         return df_seterr(err, errlen,
                          "cannot rewind a session with recurrent layers from position %d to %d: their state keeps no "
-                         "history (only a reset to 0 is possible)", s->pos, pos);
+                         "history (only a reset to 0, or a rollback within a speculative pass, is possible)", s->pos,
+                         pos);
     const int ring = df_kv_ring(&s->m->hp, s->n_ctx, s->n_batch);
     if (ring) { /* the window of the next token must still be in the sliding-window layers' rings */
         const int need = pos - s->m->hp.n_swa + 1 > 0 ? pos - s->m->hp.n_swa + 1 : 0;
@@ -626,6 +806,7 @@ int df_session_truncate(df_session *s, int pos, char *err, size_t errlen) {
                              "cannot rewind a session from position %d to %d: the sliding-window layers keep only the "
                              "last %d positions (a reset to 0 is possible)", s->pos, pos, ring);
     }
+    if (rollback) rec_replay(s, pos - s->mem->rb_pos); /* the mark stays: the journal's first rows still hold */
     s->pos = pos;
     return 0;
 }

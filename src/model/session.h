@@ -24,6 +24,7 @@
 #include <stdio.h>
 
 #include "attn.h"
+#include "deltanet.h"
 #include "matmul.h"
 #include "model.h"
 #include "ops.h"
@@ -121,6 +122,32 @@ int df_session_kv_ring(const df_model *m, const df_session_params *p);
 /* Floats of one recurrent layer's short-conv and delta-rule states. */
 int64_t df_rec_conv_floats(const df_hparams *h);
 int64_t df_rec_state_floats(const df_hparams *h);
+/* Floats of one row of one recurrent layer's rollback journal: the short
+ * convolution's inputs and the delta rule's k, v, decay and beta. */
+int64_t df_rec_row_floats(const df_hparams *h);
+
+/* ---- rolling recurrent state back (speculative decoding, spec.c) ----
+ * df_rec_mark copies every recurrent state at the session's position; the
+ * rows decoded after it (at most df_rec_rows of them) have their recurrent
+ * layers' inputs journaled, so that df_session_truncate can go back to any
+ * position from the mark on: it restores the copy and replays the kept rows'
+ * recurrences (exactly: the same operations in the same order). A mark is
+ * dropped by a reset to 0, a snapshot load (df_rec_unmark), or more rows
+ * than the journal holds. Models without recurrent layers need none of it:
+ * df_rec_mark is then a no-op. */
+/* Rows the session can roll back (0: no room; the model has no recurrent
+ * layers, or the session was opened with spec_k_max 0). */
+int df_rec_rows(const df_session *s);
+/* 0, or -1 with err (no room, or a state broken by a failed decode). */
+int df_rec_mark(df_session *s, char *err, size_t errlen);
+void df_rec_unmark(df_session *s);
+/* The recurrences of recurrent layer l, through the session (journaled when
+ * marked): dn_short_conv of n rows of ch channels (x, rows ch floats apart)
+ * on the layer's conv state from channel c0 on; dn_gated_delta on its
+ * delta-rule state. */
+void df_rec_conv(df_session *s, int l, int64_t c0, float *x, int n, int64_t ch, const float *w);
+void df_rec_delta(tp_pool *pool, const dn_shape *sh, df_session *s, int l, const float *q, const float *k,
+                  const float *v, const float *g, const float *beta, int n, float *o);
 
 /* ---- per-layer memory (the only way in) ---- */
 

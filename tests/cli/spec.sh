@@ -5,8 +5,10 @@
 # from the cache) and prints the same text; a cache of another model or a
 # damaged one is refused with a message and ignored. Greedy output with
 # --spec lookup, with a draft model (-md), and under --mem is the plain
-# output; a draft with another vocabulary is refused; a recurrent model runs
-# with speculation off and says why.
+# output; a draft with another vocabulary is refused; recurrent models
+# (kimi-linear, qwen3next) speculate too, rolling rejected guesses back, with
+# lookup, with a recurrent draft and under --mem, and their output is the
+# plain output.
 set -u
 B=${1:-build}
 D="$B/deltafin"
@@ -19,6 +21,8 @@ mk other --arch llama --type f32 --seed 4
 mk vocab --arch llama --type f32 --vocab 400
 mk moe --preset qwen3moe-tiny --type q8_0
 mk kimi --preset kimi-linear-tiny --type q8_0
+mk kimi4 --preset kimi-linear-tiny --type q4_0
+mk qnext --preset qwen3next-tiny --type q8_0
 P="the cat sat on the mat and the cat sat on the mat and the dog sat on the log and the cat"
 run() { "$D" run -p "$P" -n 48 --temp 0 --hot none "$@"; }
 
@@ -69,9 +73,17 @@ run -m "$T/moe.gguf" > "$T/mplain" 2>/dev/null
 run -m "$T/moe.gguf" --spec lookup --spec-k 2 --mem 64M > "$T/s6" 2> "$T/f6"
 check "lookup under --mem (MoE): same output" cmp -s "$T/mplain" "$T/s6"
 run -m "$T/kimi.gguf" > "$T/kplain" 2>/dev/null
-run -m "$T/kimi.gguf" --spec lookup > "$T/s7" 2> "$T/f7"
+run -m "$T/kimi.gguf" --spec lookup --spec-k 4 > "$T/s7" 2> "$T/f7"
 check "recurrent: same output" cmp -s "$T/kplain" "$T/s7"
-check "recurrent: off, and why" grep -q "speculation: why: .*recurrent" "$T/f7"
+check "recurrent: speculation on (not off for the recurrent layers)" grep -q "speculation: why: k fixed at 4" "$T/f7"
+run -m "$T/kimi.gguf" -md "$T/kimi4.gguf" --spec-k 3 > "$T/s7d" 2> "$T/f7d"
+check "recurrent draft (its q4_0 twin): same output" cmp -s "$T/kplain" "$T/s7d"
+check "...guesses kept and rejected" \
+    awk '/^speculation: draft model/ { for (i = 1; i <= NF; i++) if ($i == "of") { k = $(i-1); g = $(i+1) } }
+         END { exit !(k > 0 && g > k) }' "$T/f7d"
+run -m "$T/qnext.gguf" > "$T/qplain" 2>/dev/null
+run -m "$T/qnext.gguf" --spec lookup --spec-k 2 --mem 64M > "$T/s7q" 2> "$T/f7q"
+check "recurrent under --mem (qwen3next): same output" cmp -s "$T/qplain" "$T/s7q"
 # the draft inside --mem: its share is said and taken from the model's budget
 run -m "$T/moe.gguf" -md "$T/moe.gguf" --spec-k 2 --mem 80M > "$T/s8" 2> "$T/f8"
 dshare=$(sed -n 's/^draft: \(.*\) of --mem .*/\1/p' "$T/f8")
