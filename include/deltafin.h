@@ -87,6 +87,11 @@ typedef struct df_model_params {
      * (bench/RESULTS.md measures it) and load time; routed experts, f32 tensors
      * and dense layers that stream under a budget keep their types. */
     const char *resident_type;
+    /* 1: also bind, plan and read the model's first NextN/MTP block (glm4moe, deepseek2 files that
+     * carry blk.N.nextn.*), which speculative decoding's DF_SPEC_MTP guesses with; sessions then
+     * keep its KV cache (counted by the budget) and run it after every batch. 0 (default): the
+     * blocks are never read. Ignored by files without one (df_spec_new says why). */
+    int mtp;
 } df_model_params;
 
 /* How streamed weights are read: DF_IO_AUTO picks the engine measured
@@ -225,6 +230,13 @@ int df_session_trace_experts(df_session *s, const char *path, char *err, size_t 
  * rather than return garbage. A batch that fails is not part of the
  * sequence: the position stays after the last completed batch. */
 int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err, size_t errlen);
+/* df_decode that also hands out every row's last-layer hidden state after
+ * the final norm (what llama.cpp calls h_nextn, the input of a model's MTP
+ * block): hidden (NULL: none, then it is df_decode) receives n x n_embd
+ * floats. DF_E_UNSUPPORTED for architectures whose last hidden state is not
+ * one row (deepseek4's streams, kimi-k3's residual mix). */
+int df_decode_hidden(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, float *hidden,
+                     char *err, size_t errlen);
 
 /* Decode several sessions of one model in one call (a server's step):
  * session i consumes n_tokens[i] tokens[i] at its own position, and
@@ -288,7 +300,9 @@ int df_sampler_set_state(df_sampler *s, const void *buf, size_t len);
  * that maximises tokens per second. Models with recurrent layers cannot be
  * rolled back: speculation is then off (df_spec_stats.why says so) and each
  * step is one plain decode. */
-enum df_spec_source { DF_SPEC_NONE = 0, DF_SPEC_LOOKUP = 1, DF_SPEC_DRAFT = 2 };
+/* DF_SPEC_MTP: the model's own NextN/MTP block (loaded with df_model_params.mtp) guesses from the
+ * target's last hidden state, chained k deep (llama.cpp's draft-mtp). */
+enum df_spec_source { DF_SPEC_NONE = 0, DF_SPEC_LOOKUP = 1, DF_SPEC_DRAFT = 2, DF_SPEC_MTP = 3 };
 
 typedef struct df_spec_params {
     int source;           /* enum df_spec_source (default: lookup) */
