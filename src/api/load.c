@@ -443,7 +443,7 @@ int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char
         out->dense_bytes = wp.dense_total;
         out->expert_bytes = wp.expert_total;
         out->n_dense_streamed = wp.n_dense_streamed;
-        out->n_layer = m->hp.n_layer;
+        out->n_layer = m->hp.n_layer + m->hp.n_layer_mtp; /* the MTP block, when loaded, runs as a layer */
         out->dense_slot_bytes = wp.dense_slot;
         out->n_expert_slots = wp.n_expert_slots;
         out->n_experts_total = wp.n_experts_total;
