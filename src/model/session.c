@@ -518,6 +518,9 @@ void df_session_free(df_session *s) {
     free(s->idx_sel);
     free(s->lat_in);
     free(s->lat_out);
+    free(s->mtp_h);
+    free(s->mtp_in);
+    free(s->mtp_out);
     free(s->hc);
     free(s->hc_norm);
     free(s->hc_mixes);
