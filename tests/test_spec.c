@@ -11,7 +11,9 @@
  * equals plain decoding in memory and under a budget, the guesses are made
  * and compared, a file without the block is refused with the reason, and
  * the block's first guess's logits match a float reference computed here
- * from the same weights (position 0, where attention is the value itself).
+ * from the same weights (position 0, where attention is the value itself)
+ * and llama.cpp's (tests/data/ref/NAME.mtp, llama_ref's mtp command: its
+ * MTP context fed the target's hidden rows, scripts/make-fixtures.sh).
  */
 #include <math.h>
 #include <stdio.h>
@@ -685,6 +687,74 @@ static void test_mtp_reference(void **state) {
     check_mtp_logits("deepseek-v3-mtp", "--preset deepseek-v3-tiny --nextn 1 --type f32");
 }
 
+/* The block's first guess after a prompt against llama.cpp's (the whole
+ * path: the target's hidden rows, the block's cache over the prompt, the
+ * pending token's row). */
+static void check_mtp_llama(const char *name, const char *args) {
+    char path[256], fx[512], err[512], cmd[700], sum[80] = "", want[80] = "";
+    const char *dir = getenv("DELTAFIN_REF_DIR") ? getenv("DELTAFIN_REF_DIR") : "tests/data/ref";
+    snprintf(path, sizeof path, "%s/%s.gguf", tmpdir, name);
+    tu_mkmodel(path, args);
+    /* the fixture is of this very file (mkmodel is deterministic) */
+    snprintf(fx, sizeof fx, "%s/%s.sha256", dir, name);
+    FILE *f = fopen(fx, "r");
+    if (!f) fail_msg("missing fixture %s (scripts/make-fixtures.sh)", fx);
+    if (!fgets(want, sizeof want, f)) want[0] = 0;
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "sha256sum '%s'", path);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    if (!fgets(sum, sizeof sum, p)) sum[0] = 0;
+    pclose(p);
+    if (strncmp(sum, want, 64) != 0) fail_msg("%s: the fixture is stale (mkmodel changed): scripts/make-fixtures.sh", name);
+    int32_t toks[64];
+    int n = 0;
+    snprintf(fx, sizeof fx, "%s/%s.tokens", dir, name);
+    if (!(f = fopen(fx, "r"))) fail_msg("missing fixture %s", fx);
+    while (n < 64 && fscanf(f, "%d", &toks[n]) == 1) n++;
+    fclose(f);
+    assert_true(n >= 2);
+    df_model *m = load_mtp(path, 0, 1);
+    const int nv = df_n_vocab(m);
+    float *ref = malloc(sizeof(float) * (size_t)nv);
+    assert_non_null(ref);
+    snprintf(fx, sizeof fx, "%s/%s.mtp", dir, name);
+    if (!(f = fopen(fx, "rb"))) fail_msg("missing fixture %s", fx);
+    assert_int_equal(fread(ref, sizeof(float), (size_t)nv, f), (size_t)nv);
+    fclose(f);
+    df_session_params spar = df_session_default_params();
+    spar.n_ctx = CTX;
+    spar.n_batch = 8; /* the prompt in two batches: the carried hidden row is used */
+    spar.kv_type = DF_KV_F32; /* as llama_ref's caches */
+    df_session *s;
+    if (df_session_new(m, &spar, &s, err, sizeof err) != 0) fail_msg("%s", err);
+    assert_int_equal(df_decode(s, toks, n - 1, NULL, 0, err, sizeof err), DF_OK);
+    int32_t g;
+    assert_int_equal(df_mtp_guess(s, toks[n - 1], 1, &g, err, sizeof err), DF_OK);
+    const float *lg = df_session_logits(s);
+    double maxd = 0, maxv = 0;
+    int ar = 0;
+    for (int i = 0; i < nv; i++) {
+        if (fabs(lg[i] - ref[i]) > maxd) maxd = fabs(lg[i] - ref[i]);
+        if (fabs(ref[i]) > maxv) maxv = fabs(ref[i]);
+        if (ref[i] > ref[ar]) ar = i;
+    }
+    printf("  %-20s MTP logits vs llama.cpp: max |diff| %.2e of max |logit| %.2e, guess %d / %d\n", name, maxd, maxv,
+           g, ar);
+    if (!(maxd <= 1e-4 * (maxv > 1 ? maxv : 1)))
+        fail_msg("%s: MTP logits differ from llama.cpp's by %g", name, maxd);
+    assert_int_equal(g, ar);
+    free(ref);
+    df_session_free(s);
+    df_model_free(m);
+}
+
+static void test_mtp_llama(void **state) {
+    (void)state;
+    check_mtp_llama("glm4moe-mtp-f32", "--preset glm4moe-tiny --type f32");
+    check_mtp_llama("deepseek-v3-mtp-f32", "--preset deepseek-v3-tiny --nextn 1 --type f32");
+}
+
 static int teardown(void **state) {
     (void)state;
     return tu_rmtree(tmpdir);
@@ -697,6 +767,7 @@ int main(void) {
         cmocka_unit_test(test_draft),
         cmocka_unit_test(test_sampling_distribution),
         cmocka_unit_test(test_mtp_reference),
+        cmocka_unit_test(test_mtp_llama),
         cmocka_unit_test(test_mtp_refused),
         cmocka_unit_test(test_mtp_greedy),
     };
