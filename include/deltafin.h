@@ -437,7 +437,8 @@ typedef struct df_model_desc {
     uint64_t n_expert_used;    /* experts per token (expert_used_count; 0 when missing) */
     uint64_t n_params_active;  /* parameters used per token (all but the unselected routed experts) */
     uint64_t expert_bytes;     /* one expert in every MoE layer, all types (the types' expert_bytes summed) */
-    /* NextN/MTP blocks (the last nextn_predict_layers of block_count): never run, read or counted as active. */
+    /* NextN/MTP blocks (the last nextn_predict_layers of block_count): never run, read or counted as
+     * active, except for MTP speculation (df_model_params.mtp, which reads and runs the first). */
     int64_t n_nextn, nextn_first_block;
     uint64_t nextn_params, nextn_bytes;
     /* Tokenizer. */
