@@ -90,6 +90,11 @@ typedef struct df_model_params {
     int spec_k_max;     /* the sessions it plans for (n_sessions of n_ctx tokens) run speculative
                          * decoding of up to this many guesses a pass (df_session_params.spec_k_max;
                          * 0 = none): a model with recurrent layers plans their rollback room */
+    /* 1: also bind, plan and read the model's first NextN/MTP block (glm4moe, deepseek2 files that
+     * carry blk.N.nextn.*), which speculative decoding's DF_SPEC_MTP guesses with; sessions then
+     * keep its KV cache (counted by the budget) and run it after every batch. 0 (default): the
+     * blocks are never read. Ignored by files without one (df_spec_new says why). */
+    int mtp;
 } df_model_params;
 
 /* How streamed weights are read: DF_IO_AUTO picks the engine measured
@@ -237,6 +242,13 @@ int df_session_trace_experts(df_session *s, const char *path, char *err, size_t 
  * rather than return garbage. A batch that fails is not part of the
  * sequence: the position stays after the last completed batch. */
 int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err, size_t errlen);
+/* df_decode that also hands out every row's last-layer hidden state after
+ * the final norm (what llama.cpp calls h_nextn, the input of a model's MTP
+ * block): hidden (NULL: none, then it is df_decode) receives n x n_embd
+ * floats. DF_E_UNSUPPORTED for architectures whose last hidden state is not
+ * one row (deepseek4's streams, kimi-k3's residual mix). */
+int df_decode_hidden(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, float *hidden,
+                     char *err, size_t errlen);
 
 /* Decode several sessions of one model in one call (a server's step):
  * session i consumes n_tokens[i] tokens[i] at its own position, and
@@ -302,7 +314,9 @@ int df_sampler_set_state(df_sampler *s, const void *buf, size_t len);
  * rows: its session must be opened with df_session_params.spec_k_max (k_max
  * is capped at it; 0: speculation is off, df_spec_stats.why says so, and each
  * step is one plain decode). */
-enum df_spec_source { DF_SPEC_NONE = 0, DF_SPEC_LOOKUP = 1, DF_SPEC_DRAFT = 2 };
+/* DF_SPEC_MTP: the model's own NextN/MTP block (loaded with df_model_params.mtp) guesses from the
+ * target's last hidden state, chained k deep (llama.cpp's draft-mtp). */
+enum df_spec_source { DF_SPEC_NONE = 0, DF_SPEC_LOOKUP = 1, DF_SPEC_DRAFT = 2, DF_SPEC_MTP = 3 };
 
 typedef struct df_spec_params {
     int source;           /* enum df_spec_source (default: lookup) */
@@ -437,7 +451,8 @@ typedef struct df_model_desc {
     uint64_t n_expert_used;    /* experts per token (expert_used_count; 0 when missing) */
     uint64_t n_params_active;  /* parameters used per token (all but the unselected routed experts) */
     uint64_t expert_bytes;     /* one expert in every MoE layer, all types (the types' expert_bytes summed) */
-    /* NextN/MTP blocks (the last nextn_predict_layers of block_count): never run, read or counted as active. */
+    /* NextN/MTP blocks (the last nextn_predict_layers of block_count): never run, read or counted as
+     * active, except for MTP speculation (df_model_params.mtp, which reads and runs the first). */
     int64_t n_nextn, nextn_first_block;
     uint64_t nextn_params, nextn_bytes;
     /* Tokenizer. */

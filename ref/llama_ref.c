@@ -21,6 +21,12 @@
  *       at a time, each from an empty KV cache; one JSON line with medians over the reps.
  *       --seqs S: S sequences generate together, one token of each in one llama_batch a step
  *       (unified KV cache); tg_tps counts the tokens of all of them
+ *   mtp --tokens "1 2 3 P" [--out FILE] [--top K]
+ *       the model's NextN/MTP block (loaded with load_mtp) after the prompt "1 2 3": the
+ *       target's hidden rows (its embeddings, after the final norm) go with the tokens one
+ *       position later into an LLAMA_CONTEXT_TYPE_MTP context (row p: token p, hidden p - 1,
+ *       zeros for p = 0), as common/speculative.cpp's draft-mtp does; FILE gets the float32
+ *       logits of the last row (the block's first guess after pending token P)
  *   info
  *       model / vocabulary / backend facts, for humans
  * Common options: -t THREADS (2), -c CTX (just enough), --ubatch N (512), --vocab-only,
@@ -121,6 +127,7 @@ static void usage(FILE *f) {
           "  logits   --tokens \"1 2 3\" [--out FILE] [--top K] [--one-by-one]\n"
           "  generate --tokens \"1 2 3\" -n N [--one-by-one]\n"
           "  bench    [-p 512] [-n 128] [-r 5] [--seqs S]  (S sequences generating in one llama_batch a step)\n"
+          "  mtp      --tokens \"1 2 3 P\" [--out FILE] [--top K]  (the NextN block's guess after P)\n"
           "  info\n"
           "options: -t THREADS (2)  -c CTX  --ubatch N (512)  --vocab-only  --fa on|off|auto (off)\n"
           "         --kv-f16  --no-repack  --no-threadpool  --cpu-variant NAME|best  -v\n"
@@ -182,7 +189,7 @@ static opts_t parse_args(int argc, char **argv) {
 #undef NEXT
     }
     if (!o.cmd) { usage(stderr); die("no command given"); }
-    static const char *const cmds[] = {"tokenize", "logits", "generate", "bench", "info"};
+    static const char *const cmds[] = {"tokenize", "logits", "generate", "bench", "info", "mtp"};
     bool known = false;
     for (size_t k = 0; k < sizeof cmds / sizeof *cmds; k++) known |= !strcmp(o.cmd, cmds[k]);
     if (!known) { usage(stderr); die("unknown command '%s'", o.cmd); }
@@ -307,6 +314,8 @@ static void load_backends(const opts_t *o) {
         fprintf(stderr, "llama_ref: cpu variant %s (%s)\n", g_cpu_variant, g_cpu_features);
 }
 
+static bool g_load_mtp; /* the mtp command: load the NextN/MTP layers too */
+
 static struct llama_model *load_model(const opts_t *o, bool vocab_only) {
     static ggml_backend_dev_t no_devices[1] = {NULL}; /* offload to nothing: CPU only */
     struct llama_model_params mp = llama_model_default_params();
@@ -315,6 +324,7 @@ static struct llama_model *load_model(const opts_t *o, bool vocab_only) {
     mp.split_mode = LLAMA_SPLIT_MODE_NONE;
     mp.vocab_only = vocab_only;
     mp.use_extra_bufts = !o->no_repack;
+    mp.load_mtp = g_load_mtp;
     FILE *f = fopen(o->model, "rb");
     if (!f) die("cannot open model %s: %s", o->model, strerror(errno));
     fclose(f);
@@ -532,6 +542,71 @@ static int cmd_logits(const opts_t *o) {
     return 0;
 }
 
+/* The NextN/MTP block's logits after the prompt t[0..n-1) for pending token t[n-1]. */
+static int cmd_mtp(const opts_t *o) {
+    if (!o->tokens) die("mtp needs --tokens \"ID ID ... PENDING\"");
+    int n;
+    llama_token *t = parse_tokens(o->tokens, &n);
+    if (n < 2) die("mtp needs a prompt and a pending token (at least 2 ids)");
+    g_load_mtp = true;
+    struct llama_model *m = load_model(o, false);
+    if (llama_model_n_layer_nextn(m) < 1) die("%s has no NextN/MTP layers", o->model);
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m)), n_embd = llama_model_n_embd(m);
+    check_tokens(t, n, n_vocab);
+    /* the target: its hidden rows after the final norm are its embeddings (pooling none) */
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = cp.n_batch = cp.n_ubatch = (uint32_t)n;
+    cp.n_seq_max = 1;
+    cp.n_threads = cp.n_threads_batch = o->threads;
+    cp.flash_attn_type = o->fa;
+    cp.type_k = cp.type_v = o->kv_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
+    cp.offload_kqv = cp.op_offload = false;
+    cp.embeddings = true;
+    cp.pooling_type = LLAMA_POOLING_TYPE_NONE;
+    cp.no_perf = true;
+    struct llama_context *tgt = llama_init_from_model(m, cp);
+    if (!tgt) die("failed to create the target context");
+    decode_span(tgt, t, n - 1, 0, true);
+    struct llama_batch b = llama_batch_init(n, n_embd, 1);
+    b.token = xmalloc(sizeof(llama_token) * (size_t)n); /* llama_batch_init gives embd only; MTP reads both */
+    for (int i = 0; i < n; i++) {
+        b.token[i] = t[i];
+        b.pos[i] = i;
+        b.n_seq_id[i] = 1;
+        b.seq_id[i][0] = 0;
+        b.logits[i] = i == n - 1;
+        const float *h = i ? llama_get_embeddings_ith(tgt, i - 1) : NULL;
+        if (i && !h) die("llama_get_embeddings_ith(%d) returned NULL", i - 1);
+        for (int k = 0; k < n_embd; k++) b.embd[(size_t)i * n_embd + k] = h ? h[k] : 0.0f;
+    }
+    b.n_tokens = n;
+    cp.embeddings = false;
+    cp.ctx_type = LLAMA_CONTEXT_TYPE_MTP;
+    struct llama_context *mtp = llama_init_from_model(m, cp);
+    if (!mtp) die("failed to create an MTP context");
+    decode_or_die(mtp, b, "mtp batch");
+    const float *lg = logits_at(mtp, n - 1);
+    if (o->out) {
+        FILE *f = fopen(o->out, "wb");
+        if (!f) die("cannot create %s: %s", o->out, strerror(errno));
+        write_f32_le(f, lg, (size_t)n_vocab, o->out);
+        if (fclose(f)) die("write error on %s", o->out);
+    }
+    if (o->top > 0) {
+        int *idx = xmalloc((size_t)o->top * sizeof *idx);
+        print_top(n - 1, lg, n_vocab, o->top, idx);
+        free(idx);
+    }
+    free(b.token);
+    b.token = NULL;
+    llama_batch_free(b);
+    llama_free(mtp);
+    llama_free(tgt);
+    llama_model_free(m);
+    free(t);
+    return 0;
+}
+
 static int cmd_generate(const opts_t *o) {
     if (!o->tokens) die("generate needs --tokens \"ID ID ...\" (the prompt)");
     if (o->n < 0) die("generate needs -n N");
@@ -676,6 +751,7 @@ int main(int argc, char **argv) {
     if (!strcmp(o.cmd, "tokenize")) rc = cmd_tokenize(&o);
     else if (!strcmp(o.cmd, "logits")) rc = cmd_logits(&o);
     else if (!strcmp(o.cmd, "generate")) rc = cmd_generate(&o);
+    else if (!strcmp(o.cmd, "mtp")) rc = cmd_mtp(&o);
     else if (!strcmp(o.cmd, "bench")) rc = cmd_bench(&o);
     else rc = cmd_info(&o);
 

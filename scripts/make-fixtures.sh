@@ -11,6 +11,9 @@
 #   NAME.sha256   checksum of the model file, so a stale fixture is recognised
 #   NAME.variant  the llama.cpp CPU variant that computed them (ref/llama_ref.c pins the AVX2
 #                 "haswell" variant for fidelity; $LLAMA_REF_CPU_VARIANT overrides it)
+# The NextN/MTP fixtures (tests/test_spec.c) are listed below the loop: NAME.mtp holds the
+# float32 logits of the model's MTP block for the pending token after the prompt
+# (llama_ref mtp), NAME.tokens the prompt and the pending token, NAME.sha256 the model's.
 # Models from mkmodel are written to a temporary folder and removed afterwards
 # (mkmodel rebuilds them bit for bit from the same arguments).
 # FIXTURES_ONLY=REGEX (an extended regex on NAME) remakes only those fixtures.
@@ -64,3 +67,18 @@ grep -v '^#' "$ROOT/tests/data/ref/models.txt" | while IFS='|' read -r name src 
     sha256sum "$model" | cut -d' ' -f1 > "$OUT/$name.sha256"
     echo "fixture $name: $(wc -w < "$OUT/$name.tokens") tokens, $(cat "$OUT/$name.variant")"
 done
+
+# NextN/MTP: the block's first guess after a prompt (tests/test_spec.c, test_mtp_llama)
+while IFS='|' read -r name args toks; do
+    [ -z "${FIXTURES_ONLY:-}" ] || [[ "$name" =~ ^(${FIXTURES_ONLY})$ ]] || continue
+    model="$MODELS/$name.gguf"
+    "$BUILD/mkmodel" -o "$model" $args 2>/dev/null
+    echo "$toks" > "$OUT/$name.tokens"
+    "$REF" -m "$model" mtp --tokens "$toks" --out "$OUT/$name.mtp" --top 1 2> "$MODELS/stderr" > /dev/null \
+        || { cat "$MODELS/stderr" >&2; exit 1; }
+    sha256sum "$model" | cut -d' ' -f1 > "$OUT/$name.sha256"
+    echo "fixture $name: MTP logits after $(wc -w < "$OUT/$name.tokens") tokens"
+done <<'LIST'
+glm4moe-mtp-f32|--preset glm4moe-tiny --type f32|1 8 15 22 1 8 15 22 5
+deepseek-v3-mtp-f32|--preset deepseek-v3-tiny --nextn 1 --type f32|1 8 15 22 1 8 15 22 5
+LIST

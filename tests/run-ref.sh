@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run-ref.sh - check the llama.cpp reference itself (tests/ref-variant.sh: it runs the CPU
 # variant it is asked for), then regenerate every llama.cpp reference live
-# (scripts/make-fixtures.sh) into a temporary folder and run the logits tests against it,
+# (scripts/make-fixtures.sh) into a temporary folder and run the logits tests (test_model,
+# and test_spec for the MTP block's guesses) against it,
 # so the committed fixtures can never drift from what llama.cpp actually computes; the same
 # for the chat templates' reference outputs (@huggingface/jinja, tests/jinja/make-fixtures.sh);
 # last, the tokenizer cases of tests/data/tokenizer-ref.txt recomputed by llama.cpp
@@ -33,6 +34,10 @@ if ./scripts/make-fixtures.sh "$BUILD" "$TMP" > "$TMP/make.log"; then
     result $stale "committed fixtures match the live ones"
     DELTAFIN_BUILD="$BUILD" DELTAFIN_REF_DIR="$TMP" "$BUILD/test_model"
     result $? "test_model against the live references"
+    DELTAFIN_BUILD="$BUILD" DELTAFIN_REF_DIR="$TMP" "$BUILD/test_spec" > "$TMP/spec.log" 2>&1
+    rc=$?
+    [ "$rc" -eq 0 ] || tail -20 "$TMP/spec.log"
+    result $rc "test_spec (the MTP block's guesses) against the live references"
 else
     cat "$TMP/make.log"
     result 1 "scripts/make-fixtures.sh"

@@ -4,7 +4,9 @@
  * logits bit-identical, every mkmodel architecture preset, in memory and
  * streamed under a budget); error codes; the abort callback cancels a long
  * prompt and leaves the session usable; a decode from inside the callback
- * is refused (DF_E_BUSY) rather than deadlocking.
+ * is refused (DF_E_BUSY) rather than deadlocking. df_decode_hidden's rows
+ * (the last hidden state after the final norm) are the same in a batch and
+ * one by one, and leave the logits as df_decode's; deepseek4 refuses them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -382,6 +384,44 @@ static void test_codes(void **state) {
     df_model_free(m);
 }
 
+static void test_hidden(void **state) {
+    (void)state;
+    char path[256], path4[256], err[512];
+    snprintf(path, sizeof path, "%s/hidden.gguf", tmpdir);
+    snprintf(path4, sizeof path4, "%s/hidden-ds4.gguf", tmpdir);
+    tu_mkmodel(path, "--arch llama --type f32");
+    df_model *m = load(path, 0);
+    df_model_info info;
+    df_model_get_info(m, &info);
+    const int nv = df_n_vocab(m), E = info.n_embd;
+    int32_t toks[NP];
+    int n;
+    prompt(0, nv, toks, &n);
+    float *ha = malloc(sizeof(float) * (size_t)(n * E)), *hb = malloc(sizeof(float) * (size_t)(n * E));
+    float *la = malloc(sizeof(float) * (size_t)(n * nv)), *lb = malloc(sizeof(float) * (size_t)(n * nv));
+    assert_true(ha && hb && la && lb);
+    df_session *a = session(m), *b = session(m), *c = session(m);
+    assert_int_equal(df_decode_hidden(a, toks, n, la, 1, ha, err, sizeof err), DF_OK); /* two batches of nbatch */
+    for (int i = 0; i < n; i++)
+        assert_int_equal(df_decode_hidden(b, toks + i, 1, NULL, 0, hb + (int64_t)i * E, err, sizeof err), DF_OK);
+    assert_memory_equal(ha, hb, sizeof(float) * (size_t)(n * E));
+    assert_int_equal(df_decode(c, toks, n, lb, 1, err, sizeof err), DF_OK);
+    assert_memory_equal(la, lb, sizeof(float) * (size_t)(n * nv));
+    double ss = 0;
+    for (int i = 0; i < E; i++) ss += (double)ha[i] * ha[i];
+    assert_true(ss > 0);
+    df_session_free(a), df_session_free(b), df_session_free(c);
+    df_model_free(m);
+    tu_mkmodel(path4, "--preset deepseek4-tiny --type q8_0");
+    m = load(path4, 0);
+    a = session(m);
+    assert_int_equal(df_decode_hidden(a, toks, 1, NULL, 0, hb, err, sizeof err), DF_E_UNSUPPORTED);
+    printf("  DF_E_UNSUPPORTED: %s\n", err);
+    df_session_free(a);
+    df_model_free(m);
+    free(ha), free(hb), free(la), free(lb);
+}
+
 static int setup(void **state) {
     (void)state;
     return tu_mkdtemp(tmpdir, sizeof tmpdir, "decode");
@@ -399,6 +439,7 @@ int main(void) {
         cmocka_unit_test(test_abort),
         cmocka_unit_test(test_busy),
         cmocka_unit_test(test_codes),
+        cmocka_unit_test(test_hidden),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -11,6 +11,13 @@
  * frequencies over many seeds against the model's softmax); a draft with
  * another vocabulary is refused; a prompt cache restores the longest
  * common prefix, and one of another model or a damaged one is refused.
+ * MTP (the model's own NextN block, glm4moe and DeepSeek V3): greedy output
+ * equals plain decoding in memory and under a budget, the guesses are made
+ * and compared, a file without the block is refused with the reason, and
+ * the block's first guess's logits match a float reference computed here
+ * from the same weights (position 0, where attention is the value itself)
+ * and llama.cpp's (tests/data/ref/NAME.mtp, llama_ref's mtp command: its
+ * MTP context fed the target's hidden rows, scripts/make-fixtures.sh).
  */
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +25,8 @@
 #include <string.h>
 
 #include "deltafin.h"
+#include "mtp.h"
+#include "quant.h"
 #include "testutil.h"
 
 #define NP 12 /* prompt */
@@ -55,9 +64,10 @@ static int is_recurrent(const char *name) {
     return 0;
 }
 
-static df_model *load(const char *path, int streamed) {
+static df_model *load_mtp(const char *path, int streamed, int mtp) {
     char err[512];
     df_model_params mp = df_model_default_params();
+    mp.mtp = mtp;
     mp.n_threads = 2;
     mp.n_ctx = CTX;
     mp.n_batch = 8;
@@ -73,6 +83,8 @@ static df_model *load(const char *path, int streamed) {
     if (df_model_load(path, &mp, &m, err, sizeof err) != 0) fail_msg("%s", err);
     return m;
 }
+
+static df_model *load(const char *path, int streamed) { return load_mtp(path, streamed, 0); }
 
 static df_session *session_k(df_model *m, int spec_k_max) {
     char err[512];
@@ -574,6 +586,416 @@ static int setup(void **state) {
     return tu_mkdtemp(tmpdir, sizeof tmpdir, "spec");
 }
 
+/* ---- MTP ---- */
+
+static const char *const mtp_presets[][2] = {
+    {"glm4moe-mtp", "--preset glm4moe-tiny --type q8_0"},
+    {"deepseek-v3-mtp", "--preset deepseek-v3-tiny --nextn 1 --type q8_0"},
+};
+
+/* Greedy with the MTP block's guesses equals plain greedy (of the model
+ * loaded without the block), in memory and under a budget. */
+static void check_mtp_greedy(const char *name, const char *args, int streamed) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s.gguf", tmpdir, name);
+    if (!streamed) tu_mkmodel(path, args);
+    int32_t ref[NG], got[NG];
+    df_model *plain = load(path, streamed);
+    generate(plain, NULL, 0, 1, ref, NULL);
+    df_model_free(plain);
+    df_model *m = load_mtp(path, streamed, 1);
+    const int ks[] = {4, -1, 1};
+    for (int i = 0; i < 3; i++) {
+        df_spec_params p = df_spec_default_params();
+        p.source = DF_SPEC_MTP;
+        p.k_fixed = ks[i];
+        p.k_max = 4;
+        df_spec_stats st;
+        generate(m, &p, 0, 1, got, &st);
+        if (memcmp(ref, got, sizeof ref) != 0)
+            fail_msg("%s%s: greedy output with MTP guesses (k %d) differs from plain decoding", name,
+                     streamed ? " (streamed)" : "", ks[i]);
+        /* guesses were made and compared: every pass at a fixed k guesses k */
+        assert_true(st.passes > 0 && st.guessed > 0);
+        if (ks[i] > 0) assert_true(st.guessed >= st.passes * ks[i] / 2);
+        assert_true(st.t_draft > 0);
+        if (ks[i] < 0 && st.passes > 4) assert_non_null(strstr(st.why, "MTP"));
+        if (i == 0)
+            printf("  %-16s %-9s MTP k=4: identical, %d of %d guesses kept in %d passes\n", name,
+                   streamed ? "streamed" : "in memory", st.accepted, st.guessed, st.passes);
+    }
+    /* plain decoding of the model with its block loaded is unchanged too */
+    generate(m, NULL, 0, 1, got, NULL);
+    assert_memory_equal(ref, got, sizeof ref);
+    df_model_free(m);
+}
+
+static void test_mtp_greedy(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof mtp_presets / sizeof mtp_presets[0]; i++)
+        check_mtp_greedy(mtp_presets[i][0], mtp_presets[i][1], 0);
+    for (size_t i = 0; i < sizeof mtp_presets / sizeof mtp_presets[0]; i++)
+        check_mtp_greedy(mtp_presets[i][0], mtp_presets[i][1], 1);
+}
+
+/* A file without a NextN block, and one loaded without it: refused with the reason. */
+static void test_mtp_refused(void **state) {
+    (void)state;
+    char path[256], path2[256], err[512];
+    snprintf(path, sizeof path, "%s/nonextn.gguf", tmpdir);
+    snprintf(path2, sizeof path2, "%s/withnextn.gguf", tmpdir);
+    tu_mkmodel(path, "--preset deepseek-v3-tiny --type q8_0");
+    tu_mkmodel(path2, "--preset glm4moe-tiny --type q8_0");
+    df_spec_params p = df_spec_default_params();
+    p.source = DF_SPEC_MTP;
+    const char *paths[2] = {path, path2};
+    const char *want[2] = {"has no NextN/MTP block", "loaded without its MTP block"};
+    for (int i = 0; i < 2; i++) {
+        df_model *m = load_mtp(paths[i], 0, i == 0);
+        df_session *s = session(m);
+        df_spec *sp = NULL;
+        err[0] = 0;
+        assert_int_not_equal(df_spec_new(s, &p, NULL, 0, &sp, err, sizeof err), 0);
+        assert_null(sp);
+        if (!strstr(err, want[i])) fail_msg("expected '%s', got '%s'", want[i], err);
+        df_session_free(s);
+        df_model_free(m);
+    }
+}
+
+/* ---- the MTP block against a float reference ---- */
+
+/* Tensor t as floats (malloc'd; the caller frees). */
+static float *weights(df_model *m, ws_tensor *t) {
+    char err[256];
+    assert_non_null(t);
+    const uint8_t *d = ws_fetch(m->ws, t, err, sizeof err);
+    if (!d) fail_msg("%s", err);
+    const int64_t rows = (int64_t)(t->nbytes / t->row_bytes);
+    float *f = malloc(sizeof(float) * (size_t)(rows * t->ne[0]));
+    assert_non_null(f);
+    for (int64_t r = 0; r < rows; r++) quant_traits_get(t->type)->to_float(d + r * t->row_bytes, f + r * t->ne[0], t->ne[0]);
+    ws_release(m->ws, t);
+    return f;
+}
+
+static void rms(float *out, const float *x, const float *w, int n, float eps) {
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    const float sc = (float)(1.0 / sqrt(ss / n + eps));
+    for (int i = 0; i < n; i++) out[i] = x[i] * sc * w[i];
+}
+
+static void rms_t(df_model *m, ws_tensor *t, float *out, const float *x, int n) {
+    float *w = weights(m, t);
+    rms(out, x, w, n, m->hp.norm_eps);
+    free(w);
+}
+
+/* y (rows) = W x, W rows of n (row r of W at W + r * n). */
+static void matvec(const float *W, const float *x, int n, int rows, float *y) {
+    for (int r = 0; r < rows; r++) {
+        double acc = 0;
+        for (int i = 0; i < n; i++) acc += (double)W[(int64_t)r * n + i] * x[i];
+        y[r] = (float)acc;
+    }
+}
+
+static void matvec_t(df_model *m, ws_tensor *t, const float *x, float *y) {
+    float *w = weights(m, t);
+    matvec(w, x, (int)t->ne[0], (int)t->ne[1], y);
+    free(w);
+}
+
+static float silu(float v) { return v / (1.0f + expf(-v)); }
+
+/* SwiGLU FFN of x (E) through gate/up (E -> F) and down (F -> E) at offsets of expert e, added times w to y. */
+static void swiglu_add(const float *g, const float *u, const float *d, int E, int F, const float *x, float w, float *y) {
+    float *a = malloc(sizeof(float) * (size_t)F), *b = malloc(sizeof(float) * (size_t)F);
+    float *o = malloc(sizeof(float) * (size_t)E);
+    assert_true(a && b && o);
+    matvec(g, x, E, F, a);
+    matvec(u, x, E, F, b);
+    for (int i = 0; i < F; i++) a[i] = silu(a[i]) * b[i];
+    matvec(d, a, F, E, o);
+    for (int i = 0; i < E; i++) y[i] += w * o[i];
+    free(a), free(b), free(o);
+}
+
+/* The MoE FFN of a sigmoid-routed layer (glm4moe, DeepSeek V3): selection by
+ * probability plus exp_probs_b, weights normalised and scaled, plus the shared expert. */
+static void moe_ref(df_model *m, const df_layer *L, const float *x, float *y) {
+    const df_hparams *h = &m->hp;
+    const int E = h->n_embd, X = h->n_expert, K = h->n_expert_used, F = h->n_ff_exp;
+    assert_int_equal(h->gating, 2); /* sigmoid */
+    assert_true(X <= 256 && K <= 64);
+    float *p = malloc(sizeof(float) * (size_t)X), *bias = weights(m, L->exp_probs_b);
+    assert_non_null(p);
+    matvec_t(m, L->ffn_gate_inp, x, p);
+    for (int e = 0; e < X; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));
+    float sel[256];
+    for (int e = 0; e < X; e++) sel[e] = p[e] + bias[e];
+    if (h->n_expert_groups > 1) { /* groups ranked by their two best; only n_group_used of them compete */
+        const int G = h->n_expert_groups, per = X / G;
+        float gs[256];
+        int keep[256] = {0};
+        for (int g = 0; g < G; g++) {
+            float b1 = -INFINITY, b2 = -INFINITY;
+            for (int e = g * per; e < (g + 1) * per; e++)
+                if (sel[e] > b1) b2 = b1, b1 = sel[e];
+                else if (sel[e] > b2) b2 = sel[e];
+            gs[g] = b1 + b2;
+        }
+        for (int j = 0; j < h->n_group_used; j++) {
+            int best = -1;
+            for (int g = 0; g < G; g++)
+                if (!keep[g] && (best < 0 || gs[g] > gs[best])) best = g;
+            keep[best] = 1;
+        }
+        for (int e = 0; e < X; e++)
+            if (!keep[e / per]) sel[e] = -INFINITY;
+    }
+    int ids[64];
+    float w[64], sum = 0;
+    int used[256] = {0};
+    for (int j = 0; j < K; j++) { /* the K largest p + bias */
+        int best = -1;
+        for (int e = 0; e < X; e++)
+            if (!used[e] && (best < 0 || sel[e] > sel[best])) best = e;
+        used[best] = 1, ids[j] = best, w[j] = p[best], sum += p[best];
+    }
+    for (int j = 0; j < K; j++) {
+        if (h->expert_weights_norm) w[j] /= sum;
+        if (h->expert_weights_scale != 0) w[j] *= h->expert_weights_scale;
+    }
+    float *g = weights(m, L->ffn_gate_exps), *u = weights(m, L->ffn_up_exps), *d = weights(m, L->ffn_down_exps);
+    for (int i = 0; i < E; i++) y[i] = 0;
+    for (int j = 0; j < K; j++)
+        swiglu_add(g + (int64_t)ids[j] * E * F, u + (int64_t)ids[j] * E * F, d + (int64_t)ids[j] * E * F, E, F, x, w[j],
+                   y);
+    free(g), free(u), free(d);
+    const int FS = (int)L->ffn_gate_shexp->ne[1];
+    g = weights(m, L->ffn_gate_shexp), u = weights(m, L->ffn_up_shexp), d = weights(m, L->ffn_down_shexp);
+    swiglu_add(g, u, d, E, FS, x, 1.0f, y);
+    free(g), free(u), free(d), free(p), free(bias);
+}
+
+/* Attention of the block's first row (position 0): each head's output is
+ * its value, so o (n_head * value size) from the normed input a. */
+static int attn_ref(df_model *m, const df_layer *L, const float *a, float *o) {
+    const df_hparams *h = &m->hp;
+    if (!L->wv_b) { /* glm4moe: V (+ bias) per KV head, shared by its query heads */
+        const int hd = h->head_dim, kvd = h->n_head_kv * hd;
+        float *v = malloc(sizeof(float) * (size_t)kvd);
+        assert_non_null(v);
+        matvec_t(m, L->wv, a, v);
+        if (L->bv) {
+            float *b = weights(m, L->bv);
+            for (int i = 0; i < kvd; i++) v[i] += b[i];
+            free(b);
+        }
+        for (int hh = 0; hh < h->n_head; hh++)
+            memcpy(o + hh * hd, v + (hh / (h->n_head / h->n_head_kv)) * hd, sizeof(float) * (size_t)hd);
+        free(v);
+        return h->n_head * hd;
+    }
+    /* MLA: the latent kv_a_norm(c) through each head's attn_v_b */
+    const int R = h->kv_lora_rank, hv = (int)L->wv_b->ne[1];
+    float *ca = malloc(sizeof(float) * (size_t)(R + h->n_rot)), *c = malloc(sizeof(float) * (size_t)R);
+    assert_true(ca && c);
+    matvec_t(m, L->wkv_a_mqa, a, ca);
+    rms_t(m, L->kv_a_norm, c, ca, R);
+    float *vb = weights(m, L->wv_b);
+    for (int hh = 0; hh < h->n_head; hh++) matvec(vb + (int64_t)hh * hv * R, c, R, hv, o + hh * hv);
+    free(vb), free(ca), free(c);
+    return h->n_head * hv;
+}
+
+/* The block's logits for token tok at position 0 paired with hidden row hid. */
+static void mtp_ref(df_model *m, int32_t tok, const float *hid, float *logits) {
+    const df_hparams *h = &m->hp;
+    const int E = h->n_embd;
+    const df_layer *L = &m->layers[h->n_layer];
+    float *emb = weights(m, L->nextn_embed ? L->nextn_embed : m->tok_embd);
+    float *cat = malloc(sizeof(float) * 2 * (size_t)E), *x = malloc(sizeof(float) * (size_t)E);
+    float *a = malloc(sizeof(float) * (size_t)E), *o = malloc(sizeof(float) * 4096), *y = malloc(sizeof(float) * (size_t)E);
+    assert_true(cat && x && a && o && y);
+    rms_t(m, L->nextn_enorm, cat, emb + (int64_t)tok * E, E); /* [enorm(embedding) | hnorm(hidden)] */
+    rms_t(m, L->nextn_hnorm, cat + E, hid, E);
+    matvec_t(m, L->nextn_eh_proj, cat, x);
+    rms_t(m, L->attn_norm, a, x, E);
+    const int od = attn_ref(m, L, a, o);
+    assert_int_equal(od, (int)L->wo->ne[0]);
+    matvec_t(m, L->wo, o, y);
+    for (int i = 0; i < E; i++) x[i] += y[i];
+    rms_t(m, L->ffn_norm, a, x, E);
+    moe_ref(m, L, a, y);
+    for (int i = 0; i < E; i++) x[i] += y[i];
+    rms_t(m, L->nextn_head_norm ? L->nextn_head_norm : m->output_norm, a, x, E);
+    matvec_t(m, L->nextn_head ? L->nextn_head : m->output, a, logits);
+    free(emb), free(cat), free(x), free(a), free(o), free(y);
+}
+
+/* The first guess's logits of Deltafin's MTP block (df_mtp_run at position 0
+ * with the target's hidden state of a decoded prompt) against mtp_ref. */
+static void check_mtp_logits(const char *name, const char *args) {
+    char path[256], err[512];
+    snprintf(path, sizeof path, "%s/%s-f32.gguf", tmpdir, name);
+    tu_mkmodel(path, args);
+    df_model *m = load_mtp(path, 0, 1);
+    const int nv = df_n_vocab(m), E = m->hp.n_embd;
+    int32_t toks[NP];
+    prompt(nv, toks);
+    df_session_params spar = df_session_default_params();
+    spar.n_ctx = CTX;
+    spar.n_batch = 8;
+    spar.kv_type = DF_KV_F32; /* the reference keeps f32 values */
+    df_session *s;
+    if (df_session_new(m, &spar, &s, err, sizeof err) != 0) fail_msg("%s", err);
+    float *hid = malloc(sizeof(float) * (size_t)(NP * E)), *lg = malloc(sizeof(float) * (size_t)nv);
+    float *ref = malloc(sizeof(float) * (size_t)nv);
+    assert_true(hid && lg && ref);
+    assert_int_equal(df_decode_hidden(s, toks, NP, NULL, 0, hid, err, sizeof err), DF_OK);
+    /* the hidden row handed out is the one the session keeps for the block */
+    assert_memory_equal(hid + (NP - 1) * E, df_mtp_hidden_row(s, NP - 1), sizeof(float) * (size_t)E);
+    df_session *s0; /* a fresh session: the block's row at position 0 */
+    if (df_session_new(m, &spar, &s0, err, sizeof err) != 0) fail_msg("%s", err);
+    const int32_t next = toks[3];
+    if (df_mtp_run(s0, &next, hid + (NP - 1) * E, 1, 0, NULL, lg, err, sizeof err) != 0) fail_msg("%s", err);
+    mtp_ref(m, next, hid + (NP - 1) * E, ref);
+    double maxd = 0, maxv = 0;
+    int am = 0, ar = 0;
+    for (int i = 0; i < nv; i++) {
+        if (fabs(lg[i] - ref[i]) > maxd) maxd = fabs(lg[i] - ref[i]);
+        if (fabs(ref[i]) > maxv) maxv = fabs(ref[i]);
+        if (lg[i] > lg[am]) am = i;
+        if (ref[i] > ref[ar]) ar = i;
+    }
+    printf("  %-16s MTP logits vs float reference: max |diff| %.2e of max |logit| %.2e, argmax %d / %d\n", name, maxd,
+           maxv, am, ar);
+    if (!(maxd <= 1e-3 * (maxv > 1 ? maxv : 1))) fail_msg("%s: MTP logits differ from the reference by %g", name, maxd);
+    assert_int_equal(am, ar);
+    /* and the hidden state matters: a zero row gives other logits */
+    float *zero = calloc((size_t)E, sizeof(float));
+    assert_non_null(zero);
+    if (df_mtp_run(s0, &next, zero, 1, 0, NULL, ref, err, sizeof err) != 0) fail_msg("%s", err);
+    double dz = 0;
+    for (int i = 0; i < nv; i++) dz += fabs(lg[i] - ref[i]);
+    assert_true(dz > 1e-3);
+    /* the pairing along the sequence: after the prompt (two batches), the
+     * first guess for a pending token t at position NP reads h of NP - 1,
+     * with the block's cache holding (token p, h of p - 1) for every p; the
+     * same rows run by hand in a fresh session give the same logits */
+    int32_t g[2];
+    const int32_t t = toks[5];
+    assert_int_equal(df_mtp_guess(s, t, 2, g, err, sizeof err), DF_OK);
+    memcpy(lg, df_session_logits(s), sizeof(float) * (size_t)nv); /* the second guess's */
+    df_session *s1;
+    if (df_session_new(m, &spar, &s1, err, sizeof err) != 0) fail_msg("%s", err);
+    float *hrows = calloc((size_t)(NP + 2) * (size_t)E, sizeof(float)), *hout = malloc(sizeof(float) * (size_t)E);
+    assert_true(hrows && hout);
+    memcpy(hrows + E, hid, sizeof(float) * (size_t)(NP * E)); /* row p: h of p - 1 (row 0: zeros) */
+    int32_t seq[NP + 2];
+    memcpy(seq, toks, sizeof toks);
+    seq[NP] = t;
+    for (int p0 = 0; p0 <= NP; p0 += 5) {
+        const int n = p0 + 5 <= NP + 1 ? 5 : NP + 1 - p0;
+        if (df_mtp_run(s1, seq + p0, hrows + (int64_t)p0 * E, n, p0, NULL, ref, err, sizeof err) != 0)
+            fail_msg("%s", err);
+    }
+    /* the guess at NP is the argmax of the last row; chained: that token with the block's own output */
+    int a0 = 0;
+    for (int i = 1; i < nv; i++)
+        if (ref[i] > ref[a0]) a0 = i;
+    assert_int_equal(g[0], a0);
+    seq[NP + 1] = g[0];
+    memcpy(hrows, hid + (NP - 1) * E, sizeof(float) * (size_t)E);
+    if (df_mtp_run(s1, seq + NP, hrows, 1, NP, hout, NULL, err, sizeof err) != 0 ||
+        df_mtp_run(s1, seq + NP + 1, hout, 1, NP + 1, NULL, ref, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    assert_memory_equal(lg, ref, sizeof(float) * (size_t)nv);
+    free(hrows), free(hout);
+    df_session_free(s1);
+    free(zero), free(hid), free(lg), free(ref);
+    df_session_free(s0);
+    df_session_free(s);
+    df_model_free(m);
+}
+
+static void test_mtp_reference(void **state) {
+    (void)state;
+    check_mtp_logits("glm4moe-mtp", "--preset glm4moe-tiny --type f32");
+    check_mtp_logits("deepseek-v3-mtp", "--preset deepseek-v3-tiny --nextn 1 --type f32");
+}
+
+/* The block's first guess after a prompt against llama.cpp's (the whole
+ * path: the target's hidden rows, the block's cache over the prompt, the
+ * pending token's row). */
+static void check_mtp_llama(const char *name, const char *args) {
+    char path[256], fx[512], err[512], cmd[700], sum[80] = "", want[80] = "";
+    const char *dir = getenv("DELTAFIN_REF_DIR") ? getenv("DELTAFIN_REF_DIR") : "tests/data/ref";
+    snprintf(path, sizeof path, "%s/%s.gguf", tmpdir, name);
+    tu_mkmodel(path, args);
+    /* the fixture is of this very file (mkmodel is deterministic) */
+    snprintf(fx, sizeof fx, "%s/%s.sha256", dir, name);
+    FILE *f = fopen(fx, "r");
+    if (!f) fail_msg("missing fixture %s (scripts/make-fixtures.sh)", fx);
+    if (!fgets(want, sizeof want, f)) want[0] = 0;
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "sha256sum '%s'", path);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    if (!fgets(sum, sizeof sum, p)) sum[0] = 0;
+    pclose(p);
+    if (strncmp(sum, want, 64) != 0) fail_msg("%s: the fixture is stale (mkmodel changed): scripts/make-fixtures.sh", name);
+    int32_t toks[64];
+    int n = 0;
+    snprintf(fx, sizeof fx, "%s/%s.tokens", dir, name);
+    if (!(f = fopen(fx, "r"))) fail_msg("missing fixture %s", fx);
+    while (n < 64 && fscanf(f, "%d", &toks[n]) == 1) n++;
+    fclose(f);
+    assert_true(n >= 2);
+    df_model *m = load_mtp(path, 0, 1);
+    const int nv = df_n_vocab(m);
+    float *ref = malloc(sizeof(float) * (size_t)nv);
+    assert_non_null(ref);
+    snprintf(fx, sizeof fx, "%s/%s.mtp", dir, name);
+    if (!(f = fopen(fx, "rb"))) fail_msg("missing fixture %s", fx);
+    assert_int_equal(fread(ref, sizeof(float), (size_t)nv, f), (size_t)nv);
+    fclose(f);
+    df_session_params spar = df_session_default_params();
+    spar.n_ctx = CTX;
+    spar.n_batch = 8; /* the prompt in two batches: the carried hidden row is used */
+    spar.kv_type = DF_KV_F32; /* as llama_ref's caches */
+    df_session *s;
+    if (df_session_new(m, &spar, &s, err, sizeof err) != 0) fail_msg("%s", err);
+    assert_int_equal(df_decode(s, toks, n - 1, NULL, 0, err, sizeof err), DF_OK);
+    int32_t g;
+    assert_int_equal(df_mtp_guess(s, toks[n - 1], 1, &g, err, sizeof err), DF_OK);
+    const float *lg = df_session_logits(s);
+    double maxd = 0, maxv = 0;
+    int ar = 0;
+    for (int i = 0; i < nv; i++) {
+        if (fabs(lg[i] - ref[i]) > maxd) maxd = fabs(lg[i] - ref[i]);
+        if (fabs(ref[i]) > maxv) maxv = fabs(ref[i]);
+        if (ref[i] > ref[ar]) ar = i;
+    }
+    printf("  %-20s MTP logits vs llama.cpp: max |diff| %.2e of max |logit| %.2e, guess %d / %d\n", name, maxd, maxv,
+           g, ar);
+    if (!(maxd <= 1e-4 * (maxv > 1 ? maxv : 1)))
+        fail_msg("%s: MTP logits differ from llama.cpp's by %g", name, maxd);
+    assert_int_equal(g, ar);
+    free(ref);
+    df_session_free(s);
+    df_model_free(m);
+}
+
+static void test_mtp_llama(void **state) {
+    (void)state;
+    check_mtp_llama("glm4moe-mtp-f32", "--preset glm4moe-tiny --type f32");
+    check_mtp_llama("deepseek-v3-mtp-f32", "--preset deepseek-v3-tiny --nextn 1 --type f32");
+}
+
 static int teardown(void **state) {
     (void)state;
     return tu_rmtree(tmpdir);
@@ -587,6 +1009,10 @@ int main(void) {
         cmocka_unit_test(test_draft),
         cmocka_unit_test(test_draft_recurrent),
         cmocka_unit_test(test_sampling_distribution),
+        cmocka_unit_test(test_mtp_reference),
+        cmocka_unit_test(test_mtp_llama),
+        cmocka_unit_test(test_mtp_refused),
+        cmocka_unit_test(test_mtp_greedy),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

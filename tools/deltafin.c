@@ -4,7 +4,7 @@
  *   deltafin run      -m MODEL (-p PROMPT | -f FILE | -f -) [-n N] [-t T] [-c CTX] [--temp T] [--top-k K]
  *                     [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--kv f16|f32] [--no-mmap]
  *                     [--ignore-eos] [--mem SIZE] [--hot FILE|none] [--prompt-cache FILE]
- *                     [--spec off|lookup|draft] [-md DRAFT] [--draft-max K] [--spec-k K|auto] ...
+ *                     [--spec off|lookup|draft|mtp] [-md DRAFT] [--draft-max K] [--spec-k K|auto] ...
  *   deltafin info     -m MODEL
  *   deltafin tokenize -m MODEL (-p TEXT | -f FILE) [--pieces] [--no-bos]
  *   deltafin logits   -m MODEL (-p TEXT | -f FILE | --tokens "1 2 3") [--top K] [--out FILE] [-t T] [--kv f16|f32]
@@ -65,11 +65,12 @@ static void usage(FILE *f, int status) {
             "            [--top-p P] [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--seed S] [--kv f16|f32]\n"
             "            [--no-mmap|--mmap] [--ignore-eos] [--trace-experts FILE] [--mem SIZE] [--io-threads N]\n"
             "            [--io pread|uring|auto] [--hot FILE|none] [--progress] [--resident-type q4_K|q8_0]\n"
-            "            [--prompt-cache FILE] [--spec off|lookup|draft] [-md DRAFT.gguf] [--draft-max K]\n"
+            "            [--prompt-cache FILE] [--spec off|lookup|draft|mtp] [-md DRAFT.gguf] [--draft-max K]\n"
             "            [--spec-k K|auto]\n"
             "            --prompt-cache: keep the state after the prompt in FILE and reuse its longest\n"
             "            common prefix next time; --spec: speculative decoding with guesses from n-grams of\n"
-            "            the context (lookup) or a draft model (-md; same vocabulary), at most K (default 4)\n"
+            "            the context (lookup), a draft model (-md; same vocabulary) or the model's own NextN/MTP\n"
+            "            block (mtp: glm4moe, DeepSeek V3 files that carry one), at most K (default 4)\n"
             "            per pass, K chosen as it runs to maximise tokens/s (--spec-k fixes it; 0 = off)\n"
             "  run       -m MODEL --batch-file PROMPTS [--parallel N] [run's options]   one prompt a line, up to N\n"
             "            (default 16) decoded together, one pass over the weights per step; completions in order\n"
@@ -242,7 +243,8 @@ static void parse(int argc, char **argv, opts *o) {
             if (!strcmp(v, "off")) o->spec = DF_SPEC_NONE;
             else if (!strcmp(v, "lookup")) o->spec = DF_SPEC_LOOKUP;
             else if (!strcmp(v, "draft")) o->spec = DF_SPEC_DRAFT;
-            else usage_error("--spec takes off, lookup or draft, not '%s'%s", v, "");
+            else if (!strcmp(v, "mtp")) o->spec = DF_SPEC_MTP;
+            else usage_error("--spec takes off, lookup, draft or mtp, not '%s'%s", v, "");
         }
         else if (!strcmp(a, "--draft-max")) o->draft_max = (int)parse_long(name, v, 1, 64);
         else if (!strcmp(a, "--spec-k")) o->spec_k = !strcmp(v, "auto") ? -1 : (int)parse_long(name, v, 0, 64);
@@ -360,6 +362,7 @@ static df_model_params model_params(const opts *o) {
     mp.hot_file = o->hot && !strcmp(o->hot, "none") ? "" : o->hot;
     mp.resident_type = o->resident_type;
     mp.spec_k_max = spec_rows(o);
+    mp.mtp = o->spec == DF_SPEC_MTP; /* the NextN block is read (and planned under --mem) only for it */
     return mp;
 }
 
@@ -944,7 +947,8 @@ static void print_spec_report(const opts *o, const df_spec *sp) {
     df_spec_stats st;
     df_spec_get_stats(sp, &st);
     fprintf(stderr, "speculation: %s, k=%d (%s, at most %d): %d of %d guesses kept in %d passes, %.2f tokens per pass\n",
-            o->spec == DF_SPEC_DRAFT ? "draft model" : "prompt lookup", st.k, o->spec_k < 0 ? "adaptive" : "fixed",
+            o->spec == DF_SPEC_DRAFT ? "draft model" : o->spec == DF_SPEC_MTP ? "MTP block" : "prompt lookup", st.k,
+            o->spec_k < 0 ? "adaptive" : "fixed",
             o->draft_max, st.accepted, st.guessed, st.passes, st.passes ? (double)st.emitted / st.passes : 0);
     fprintf(stderr, "speculation: why: %s\n", st.why);
 }

@@ -238,19 +238,24 @@ static void plan_indexer(const config *c, plan *p, int l) {
     add(p, c->type, INIT_LINEAR, E, H, "blk.%d.indexer.proj.weight", l);
 }
 
-/* DeepSeek V2/V3 (and V3.2, GLM-5 with an indexer): multi-head latent attention, then plan_ffn. */
+static void plan_nextn(const config *c, plan *p, int l);
+
+/* DeepSeek V2/V3 (and V3.2, GLM-5 with an indexer): multi-head latent attention, then plan_ffn;
+ * deepseek2's c->nextn MTP blocks past the layers (a whole block plus eh_proj and its norms). */
 static void plan_deepseek2(const config *c, plan *p) {
     const int64_t E = c->n_embd, H = c->n_head;
     add(p, c->type, INIT_EMBED, E, c->vocab, "token_embd.weight", 0);
     add(p, DF_TYPE_F32, INIT_NORM, E, 1, "output_norm.weight", 0);
     if (!c->tied) add(p, c->type, INIT_OUTPUT, E, c->vocab, "output.weight", 0);
-    for (int l = 0; l < c->n_layer; l++) {
+    const int nextn = strcmp(c->arch, "deepseek2") == 0 ? c->nextn : 0; /* DeepSeek V3's MTP blocks */
+    for (int l = 0; l < c->n_layer + nextn; l++) {
         add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.attn_norm.weight", l);
         plan_mla(c, p, l);
         if (is_dsa(c) && (!c->idx_types[0] || c->idx_types[l] == '1')) plan_indexer(c, p, l);
         add(p, c->type, INIT_LINEAR, H * c->v_head, E, "blk.%d.attn_output.weight", l);
         add(p, DF_TYPE_F32, INIT_NORM, E, 1, "blk.%d.ffn_norm.weight", l);
         plan_ffn(c, p, l);
+        if (l >= c->n_layer) plan_nextn(c, p, l);
     }
 }
 
@@ -832,6 +837,7 @@ static void write_hparams(gw *w, const config *c) {
             KU32("expert_group_count", c->groups);
             KU32("expert_group_used_count", c->group_used);
         }
+        if (strcmp(c->arch, "deepseek2") == 0 && c->nextn) KU32("nextn_predict_layers", c->nextn);
     } else {
         KU32("attention.key_length", c->head_dim);
         KU32("attention.value_length", c->head_dim);
@@ -1007,6 +1013,7 @@ static void usage(void) {
             "               [--conv N] [--attn-res BLOCK] [--latent N] [--gate-bound F (0: none)] [--situ BETA:LINEAR]\n"
             "               [--routed-norm 0|1] [--mla-gate 0|1]\n"
             "  glm4moe:     [--nextn N (NextN/MTP blocks)] [--rope-dims N (default head_dim / 2)] [--qk-norm 0|1]\n"
+            "  deepseek2:   [--nextn N (NextN/MTP blocks, DeepSeek V3)]\n"
             "  minimax-m2:  [--rope-dims N (default head_dim / 2)]; its experts are --n-ff wide\n"
             "  gpt-oss:     [--swa N (window)] [--swa-pattern P (0: all layers)] [--rope-base-swa F]\n"
             "  qwen35moe, qwen3next: [--gdn-heads V:K] [--gdn-head-dim N] [--conv N] [--attn-every N (full attention)]\n"
@@ -1192,8 +1199,10 @@ int main(int argc, char **argv) {
         die("--gdn-heads, --gdn-head-dim, --attn-every and --legacy-ssm-in are qwen35moe's and qwen3next's");
     } else if (c.swa || c.swa_pattern || c.rope_base_swa > 0.0f) {
         die("--swa, --swa-pattern and --rope-base-swa are gpt-oss's");
+    } else if (strcmp(c.arch, "deepseek2") == 0 && c.nextn > 0 && !c.n_rot && !c.qk_norm) {
+        if (c.nextn + c.n_layer > 127 || c.dense_lead > c.n_layer) die("bad --nextn for deepseek2");
     } else if (c.nextn || c.n_rot || c.qk_norm) {
-        die("--nextn and --qk-norm are glm4moe's, --rope-dims glm4moe's and minimax-m2's");
+        die("--nextn and --qk-norm are glm4moe's (--nextn deepseek2's too), --rope-dims glm4moe's and minimax-m2's");
     }
     if (c.n_embd < 1 || c.n_layer < 1 || c.n_head < 1 || c.n_head_kv < 1 || c.n_head % c.n_head_kv || c.head_dim < 2 ||
         c.head_dim % 2 || c.n_ff < 1 || c.ctx < 1)

@@ -231,7 +231,7 @@ static int store_config(df_model *m, const df_model_params *p, ws_config *cfg, c
         const uint64_t ram = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
         cfg->mode = bytes <= ram / 4 ? WS_RESIDENT : WS_MMAP;
     }
-    cfg->n_layer = m->hp.n_layer;
+    cfg->n_layer = m->hp.n_layer + m->hp.n_layer_mtp; /* the MTP block, when loaded, is planned as a layer */
     cfg->n_expert = m->hp.n_expert;
     cfg->n_expert_used = m->hp.n_expert_used;
     cfg->io_threads = p->io_threads;
@@ -290,7 +290,7 @@ static int open_store(df_model *m, const df_model_params *p, char *err, size_t e
 
 /* Bind the tensors and check them against the tokenizer. */
 static int bind_all(df_model *m, char *err, size_t errlen) {
-    if (!m->layers) m->layers = calloc((size_t)m->hp.n_layer, sizeof(df_layer));
+    if (!m->layers) m->layers = calloc((size_t)(m->hp.n_layer + m->hp.n_layer_mtp), sizeof(df_layer));
     if (!m->layers) return df_seterr(err, errlen, "%s: out of memory", m->path);
     if (m->arch->bind(m, err, errlen) != 0) return -1;
     if (tok_n_vocab(m->vocab) != m->hp.n_vocab)
@@ -307,14 +307,15 @@ static int validate(df_model *m, char *err, size_t errlen) {
     ws_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.mode = WS_PLAN;
-    cfg.n_layer = m->hp.n_layer;
+    cfg.n_layer = m->hp.n_layer + m->hp.n_layer_mtp;
     cfg.n_expert = m->hp.n_expert;
     cfg.n_expert_used = m->hp.n_expert_used;
     int rc = ws_open(m->g, &cfg, &m->ws, err, errlen);
     if (rc == 0) rc = bind_all(m, err, errlen);
     ws_close(m->ws); /* the handles bound here die with it: forget them */
     m->ws = NULL;
-    if (m->layers) memset(m->layers, 0, (size_t)m->hp.n_layer * sizeof(df_layer));
+    if (m->layers) memset(m->layers, 0, (size_t)(m->hp.n_layer + m->hp.n_layer_mtp) * sizeof(df_layer));
+    m->mtp_block = NULL;
     m->tok_embd = m->output_norm = m->output = m->rope_freqs = NULL;
     m->output_hc_fn = m->output_hc_base = m->output_hc_scale = NULL;
     return rc;
@@ -339,6 +340,15 @@ static int load_arch(df_model *m, const char *path, char *err, size_t errlen) {
     return 0;
 }
 
+/* df_model_params.mtp: run the first NextN block where the architecture
+ * can (per-layer arrays sized to block_count cover it; a model with
+ * recurrent, sliding-window, indexer or compressed layers is not one). */
+static void use_mtp(df_model *m) {
+    df_hparams *h = &m->hp;
+    h->n_layer_mtp = h->mtp_arch && h->n_layer_nextn > 0 && !h->recurrent && !h->swa && !h->idx_full &&
+                     !h->comp_ratio && !h->idx_n_head && !h->hc_mult;
+}
+
 /* Everything before the weights: metadata, hyperparameters, tokenizer
  * (vocab_only: metadata and tokenizer of any architecture, as in llama.cpp's
  * ggml-vocab-*.gguf files, which hold no tensors). */
@@ -351,6 +361,7 @@ static int load_header(df_model *m, const char *path, const df_model_params *p, 
     if (p->vocab_only && !m->arch_name) m->arch_name = "";
     int rc;
     if (!p->vocab_only && (rc = load_arch(m, path, err, errlen)) != 0) return rc;
+    if (!p->vocab_only && p->mtp) use_mtp(m);
     if (tok_load(m->g, &m->vocab, err, errlen) != 0) {
         char inner[400];
         snprintf(inner, sizeof inner, "%s", err ? err : "");
@@ -435,7 +446,7 @@ int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char
         out->dense_bytes = wp.dense_total;
         out->expert_bytes = wp.expert_total;
         out->n_dense_streamed = wp.n_dense_streamed;
-        out->n_layer = m->hp.n_layer;
+        out->n_layer = m->hp.n_layer + m->hp.n_layer_mtp; /* the MTP block, when loaded, runs as a layer */
         out->dense_slot_bytes = wp.dense_slot;
         out->n_expert_slots = wp.n_expert_slots;
         out->n_experts_total = wp.n_experts_total;

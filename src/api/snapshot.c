@@ -431,6 +431,7 @@ int df_session_load(df_session *s, const char *path, void *user, size_t user_cap
         goto done;
     }
     s->pos = (int)sh.pos;
+    s->mtp_rows = 0; /* the MTP block's hidden rows are not saved: it restarts from a zero row */
     s->rec_broken = 0;
     df_rec_unmark(s); /* the recurrent states were replaced: no speculative pass to roll back */
     if (user_len) *user_len = (size_t)sh.user;
@@ -500,6 +501,7 @@ int df_session_load_mem(df_session *s, const void *buf, size_t len, char *err, s
     cursor c = {(unsigned char *)b + HDR_BYTES + 8};
     each_piece(s, sh.pos, copy_in, &c);
     s->pos = (int)sh.pos;
+    s->mtp_rows = 0; /* the MTP block's hidden rows are not saved: it restarts from a zero row */
     s->rec_broken = 0;
     df_rec_unmark(s); /* the recurrent states were replaced: no speculative pass to roll back */
     return 0;

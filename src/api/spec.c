@@ -5,9 +5,13 @@
  *
  * DESIGN
  * Guess sources: prompt lookup (the longest recent n-gram of the context
- * that occurred before; the tokens that followed it then) and a draft model
+ * that occurred before; the tokens that followed it then), a draft model
  * (a session of a smaller model with the same vocabulary, decoding greedily
- * k tokens ahead; checked token by token at df_spec_new).
+ * k tokens ahead; checked token by token at df_spec_new), and the model's
+ * own NextN/MTP block (DF_SPEC_MTP, llama.cpp's draft-mtp: the model loaded
+ * with df_model_params.mtp; the block's cache follows every batch of the
+ * target, and df_mtp_guess chains it greedily from the target's last
+ * hidden state, src/model/mtp.c). Its guesses are verified like the others.
  *
  * One step (df_spec_step): the pending token (sampled, not yet decoded) and
  * the guesses g1..gk run through the target as one batch with logits for
@@ -69,6 +73,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mtp.h"
 #include "session.h"
 #include "util.h"
 
@@ -82,6 +87,7 @@
 
 struct df_spec {
     df_session *s, *draft;
+    int mtp; /* DF_SPEC_MTP: the target's own MTP block guesses */
     df_spec_params p;
     int32_t *hist; /* every token of the sequence: decoded ones, then the pending one */
     int n_hist, cap;
@@ -124,12 +130,27 @@ static int same_vocab(const df_model *a, const df_model *b, char *err, size_t er
     return 0;
 }
 
+/* DF_SPEC_MTP needs a NextN block in the file, an architecture that runs
+ * it, and the model loaded with it. */
+static int mtp_usable(const df_model *m, char *err, size_t errlen) {
+    const char *arch = m->arch_name ? m->arch_name : "the model";
+    if (m->hp.n_layer_nextn == 0)
+        return df_seterr(err, errlen, "%s has no NextN/MTP block (no nextn_predict_layers, no blk.N.nextn.* tensors): "
+                         "MTP speculation needs a model file that carries one", m->path);
+    if (!m->hp.mtp_arch)
+        return df_seterr(err, errlen, "%s: MTP speculation is not supported for %s (glm4moe and deepseek2 only)",
+                         m->path, arch);
+    if (!m->hp.n_layer_mtp || !m->mtp_block)
+        return df_seterr(err, errlen, "%s was loaded without its MTP block (df_model_params.mtp = 1)", m->path);
+    return 0;
+}
+
 int df_spec_new(df_session *target, const df_spec_params *p, const int32_t *history, int n_history, df_spec **out,
                 char *err, size_t errlen) {
     *out = NULL;
     if (!target || !p || n_history < 0 || (n_history > 0 && !history))
         return df_seterr(err, errlen, "df_spec_new: bad arguments");
-    if (p->source < DF_SPEC_NONE || p->source > DF_SPEC_DRAFT)
+    if (p->source < DF_SPEC_NONE || p->source > DF_SPEC_MTP)
         return df_seterr(err, errlen, "unknown guess source %d", p->source);
     if (p->source == DF_SPEC_DRAFT && !p->draft) return df_seterr(err, errlen, "a draft model's session is needed");
     if (p->k_max < 1 || p->k_max > 64 || p->k_fixed > p->k_max)
@@ -139,11 +160,13 @@ int df_spec_new(df_session *target, const df_spec_params *p, const int32_t *hist
         return df_seterr(err, errlen, "n-gram lengths %d..%d are not a range", p->ngram_min, p->ngram_max);
     if (p->draft && p->draft->m == target->m) return df_seterr(err, errlen, "the draft is the model itself");
     if (p->source == DF_SPEC_DRAFT && same_vocab(target->m, p->draft->m, err, errlen) != 0) return -1;
+    if (p->source == DF_SPEC_MTP && mtp_usable(target->m, err, errlen) != 0) return -1;
     df_spec *sp = calloc(1, sizeof *sp);
     if (!sp) return df_seterr(err, errlen, "out of memory");
     sp->s = target;
     sp->p = *p;
     sp->draft = p->source == DF_SPEC_DRAFT ? p->draft : NULL;
+    sp->mtp = p->source == DF_SPEC_MTP;
     sp->cap = df_session_n_ctx(target) + 1;
     sp->hist = malloc((size_t)sp->cap * sizeof(int32_t));
     if (sp->draft) sp->dlogits = malloc((size_t)df_n_vocab(target->m) * sizeof(float));
@@ -246,6 +269,16 @@ static int guess_draft(df_spec *sp, int k, int32_t *g, char *err, size_t errlen)
     return k;
 }
 
+/* The model's MTP block: k greedy guesses chained from the pending token
+ * and the target's last hidden state (timed as a draft's). */
+static int guess_mtp(df_spec *sp, int32_t pending, int k, int32_t *g, char *err, size_t errlen) {
+    const double t0 = df_time();
+    if (df_mtp_guess(sp->s, pending, k, g, err, errlen) != DF_OK) return -1;
+    sp->draft_t += df_time() - t0;
+    sp->draft_n += k;
+    return k;
+}
+
 /* ---- the choice of k ---- */
 
 /* Fitted cost of a pass with k guesses: a + b*k seconds. */
@@ -312,7 +345,8 @@ static int choose_k(df_spec *sp) {
     snprintf(sp->why, sizeof sp->why,
              "acceptance %.2f; a pass costs %.4f s + %.4f s per guess%s (%.2f MiB read per pass); "
              "predicted %.2f tokens/s at k=%d vs %.2f off",
-             accept_rate(sp), a, b + td, sp->draft ? " incl. draft" : "", mib, best_tps, best, predict(sp, 0, a, b));
+             accept_rate(sp), a, b + td, sp->draft ? " incl. draft" : sp->mtp ? " incl. MTP" : "", mib, best_tps, best,
+             predict(sp, 0, a, b));
     sp->k_now = best;
     if (++sp->since_probe < (sp->compared < EARLY_COMPARED ? PROBE_EVERY_EARLY : PROBE_EVERY)) return best;
     sp->since_probe = 0;
@@ -354,7 +388,9 @@ int df_spec_step(df_spec *sp, df_sampler *smp, int32_t pending, int32_t *out, in
     int32_t batch[65];
     batch[0] = pending;
     if (k > 0) {
-        k = sp->draft ? guess_draft(sp, k, batch + 1, err, errlen) : guess_lookup(sp, k, batch + 1);
+        k = sp->draft ? guess_draft(sp, k, batch + 1, err, errlen)
+            : sp->mtp ? guess_mtp(sp, pending, k, batch + 1, err, errlen)
+                      : guess_lookup(sp, k, batch + 1);
         if (k < 0) {
             sp->n_hist--;
             return DF_E_IO;

@@ -17,6 +17,8 @@ extern const df_arch df_arch_llama, df_arch_qwen2, df_arch_qwen3, df_arch_qwen2m
  * block with other tensors bound; arch_glm4moe.c, arch_minimax_m2.c). */
 int df_llama_forward(struct df_session *s, struct df_session *const *own, const int32_t *tokens, int n, float *logits,
                      int all_logits, char *err, size_t errlen);
+/* One of its decoder blocks, layer l over s->x's n rows in place (glm4moe's MTP block runs it too). */
+int df_llama_block(struct df_session *s, struct df_session *const *own, int l, int n, char *err, size_t errlen);
 
 /* arch_deepseek2.c's pieces, which deepseek32 and glm-dsa (arch_dsa.c) run
  * with the DSA indexer added to their MLA (mla.c, dsa.c). */
@@ -26,5 +28,7 @@ void df_deepseek_yarn(df_model *m, float log_mul_stored);
 int df_deepseek2_bind(df_model *m, char *err, size_t errlen);
 int df_deepseek2_forward(struct df_session *s, struct df_session *const *own, const int32_t *tokens, int n,
                          float *logits, int all_logits, char *err, size_t errlen);
+/* One of its decoder blocks (MLA + FFN), layer l over s->x's n rows in place (the MTP block runs it too). */
+int df_deepseek2_block(struct df_session *s, struct df_session *const *own, int l, int n, char *err, size_t errlen);
 
 #endif

@@ -9,6 +9,12 @@
  * route to experts (softmax or sigmoid gating, exp_probs_b bias, groups)
  * and add the shared experts; see moe.c.
  *
+ * NextN / MTP (DeepSeek V3): nextn_predict_layers blocks past the layers,
+ * skipped unless the model is loaded with df_model_params.mtp; then the
+ * first is bound as layers[n_layer] (MLA and MoE, plus its nextn.* tensors)
+ * and mtp.c runs it through df_deepseek2_block (llama.cpp's deepseek2.cpp
+ * graph_mtp).
+ *
  * YaRN follows llama.cpp's DeepSeek handling: yarn_log_multiplier is stored
  * divided by 10 by the converter, and the magnitude correction is moved from
  * RoPE into the attention scale (kq_scale = mscale^2 / sqrt(head_dim)).
@@ -67,12 +73,23 @@ int df_deepseek2_hparams(df_model *m, char *err, size_t errlen) {
     return 0;
 }
 
+/* deepseek2 itself (deepseek32 and glm-dsa read nextn_predict_layers in arch_dsa.c, and run no MTP block). */
+static int hparams_deepseek2(df_model *m, char *err, size_t errlen) {
+    if (df_hp_nextn(m, err, errlen) || df_deepseek2_hparams(m, err, errlen)) return -1;
+    m->hp.mtp_arch = 1;
+    return 0;
+}
+
+static int mtp_block(df_session *s, int l, int n, char *err, size_t errlen) {
+    return df_deepseek2_block(s, NULL, l, n, err, errlen);
+}
+
 int df_deepseek2_bind(df_model *m, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
 
     const int64_t E = h->n_embd;
     if (df_bind_embed_output(m, err, errlen)) return -1;
-    for (int l = 0; l < h->n_layer; l++) {
+    for (int l = 0; l < h->n_layer + h->n_layer_mtp; l++) { /* layers[n_layer]: the MTP block (mtp.c) */
         df_layer *L = &m->layers[l];
         if (df_bind(m, &L->attn_norm, "blk.%d.attn_norm.weight", l, 1, E, 1, 1, err, errlen) ||
             df_bind(m, &L->ffn_norm, "blk.%d.ffn_norm.weight", l, 1, E, 1, 1, err, errlen) ||
@@ -84,7 +101,25 @@ int df_deepseek2_bind(df_model *m, char *err, size_t errlen) {
             return -1;
         }
     }
+    if (h->n_layer_mtp) {
+        if (df_bind_nextn(m, h->n_layer, err, errlen)) return -1;
+        m->mtp_block = mtp_block;
+    }
     return 0;
+}
+
+/* Decoder block l (MLA, then the dense or MoE FFN) over the n rows of
+ * s->x, in place; s->rope_cache holds the rows' RoPE (own: layer.h,
+ * df_row_pos). The forward pass runs it for every layer, the MTP block
+ * (mtp.c) for its NextN layer. */
+int df_deepseek2_block(df_session *s, df_session *const *own, int l, int n, char *err, size_t errlen) {
+    df_layer *L = &s->m->layers[l];
+    const int64_t E = s->m->hp.n_embd;
+    if (df_norm_rows(s, L->attn_norm, s->x, n, E, E, s->xb, err, errlen)) return -1;
+    if (df_mla_attention(s, own, l, n, 1, err, errlen)) return -1;
+    if (df_matmul(s, L->wo, s->xb, n, s->xb2, E, err, errlen)) return -1;
+    for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
+    return df_ffn_block(s, l, n, err, errlen);
 }
 
 /* The forward pass of n rows in s's scratch (own: layer.h, df_row_pos). */
@@ -92,22 +127,15 @@ int df_deepseek2_forward(df_session *s, df_session *const *own, const int32_t *t
                          int all_logits, char *err, size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
-    const int64_t E = h->n_embd;
     if (df_embed(s, tokens, n, s->x, err, errlen) != 0) return -1;
     for (int t = 0; t < n; t++) rope_cache(&s->rope, df_row_pos(s, own, t), s->rope_cache + (int64_t)t * h->n_rot);
 
     for (int l = 0; l < h->n_layer; l++) {
-        df_layer *L = &m->layers[l];
         if (df_layer_abort(s, err, errlen)) return -1;
-        if (df_norm_rows(s, L->attn_norm, s->x, n, E, E, s->xb, err, errlen)) return -1;
-        if (df_mla_attention(s, own, l, n, 1, err, errlen)) return -1;
-        if (df_matmul(s, L->wo, s->xb, n, s->xb2, E, err, errlen)) return -1;
-        for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
-
-        if (df_ffn_block(s, l, n, err, errlen)) return -1;
+        if (df_deepseek2_block(s, own, l, n, err, errlen)) return -1;
     }
     if (!own) s->pos += n;
     return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }
 
-const df_arch df_arch_deepseek2 = {"deepseek2", 0, df_deepseek2_hparams, df_deepseek2_bind, df_deepseek2_forward};
+const df_arch df_arch_deepseek2 = {"deepseek2", 0, hparams_deepseek2, df_deepseek2_bind, df_deepseek2_forward};

@@ -17,10 +17,14 @@
  * NextN / MTP layers. block_count counts nextn_predict_layers extra blocks
  * at the end (blk.{n_layer}.*: a whole decoder block plus nextn.eh_proj,
  * enorm, hnorm, ...), used only for speculative decoding. They are not
- * layers of the forward pass: n_layer is block_count minus them, nothing
- * binds their tensors (so they are never read, resident or streamed), the
- * weight store's plan leaves them out (wstore.c: tensors of layers past
- * n_layer), and `info` does not count them as active.
+ * layers of the forward pass: n_layer is block_count minus them. Unless the
+ * model is loaded with df_model_params.mtp, nothing binds their tensors (so
+ * they are never read, resident or streamed), the weight store's plan
+ * leaves them out (wstore.c: tensors of layers past its n_layer), and `info`
+ * does not count them as active. With mtp the first one is bound as
+ * layers[n_layer] (attention and MoE as the other layers, plus its nextn.*
+ * tensors) and mtp.c runs it through df_llama_block, as llama.cpp's
+ * glm4-moe.cpp graph_mtp does.
  */
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +37,7 @@
 static int hparams(df_model *m, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
     if (df_hp_nextn(m, err, errlen)) return -1;
+    h->mtp_arch = 1;
     if (h->n_expert == 0) return df_seterr(err, errlen, "%s: glm4moe needs expert_count and expert_used_count", m->path);
     if (h->n_ff_exp == 0) h->n_ff_exp = h->n_ff / h->n_expert_used; /* llama.cpp's fallback */
     if (h->n_ff_exp < 1) return df_seterr(err, errlen, "%s: glm4moe needs expert_feed_forward_length", m->path);
@@ -82,10 +87,19 @@ static int bind_ffn(df_model *m, int l, char *err, size_t errlen) {
     return 0;
 }
 
+static int mtp_block(df_session *s, int l, int n, char *err, size_t errlen) {
+    return df_llama_block(s, NULL, l, n, err, errlen);
+}
+
 static int bind(df_model *m, char *err, size_t errlen) {
     if (df_bind_embed_output(m, err, errlen)) return -1;
-    for (int l = 0; l < m->hp.n_layer; l++) /* the NextN layers (l >= n_layer) are never bound */
+    /* the NextN layers (l >= n_layer) are bound only with df_model_params.mtp, and only the first */
+    for (int l = 0; l < m->hp.n_layer + m->hp.n_layer_mtp; l++)
         if (bind_attention(m, l, err, errlen) || bind_ffn(m, l, err, errlen)) return -1;
+    if (m->hp.n_layer_mtp) {
+        if (df_bind_nextn(m, m->hp.n_layer, err, errlen)) return -1;
+        m->mtp_block = mtp_block;
+    }
     return 0;
 }
 

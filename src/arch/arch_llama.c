@@ -159,48 +159,55 @@ static int head_norm(df_session *s, ws_tensor *w, float *x, int n_tok, int n_hea
     return df_norm_rows(s, w, x, n_tok * n_heads, hd, hd, x, err, errlen);
 }
 
+/* Decoder block l over the n rows of s->x (own: as df_arch.forward), in
+ * place; s->rope_cache holds the rows' RoPE. The forward pass runs it for
+ * every layer, and glm4moe's MTP block (mtp.c) for its NextN layer. */
+int df_llama_block(df_session *s, df_session *const *own, int l, int n, char *err, size_t errlen) {
+    df_model *m = s->m;
+    const df_hparams *h = &m->hp;
+    const int64_t E = h->n_embd;
+    const int64_t qdim = (int64_t)h->n_head * h->head_dim;
+    df_layer *L = &m->layers[l];
+    /* attention */
+    if (df_norm_rows(s, L->attn_norm, s->x, n, E, E, s->xb, err, errlen)) return -1;
+    ws_tensor *const wqkv[3] = {L->wq, L->wk, L->wv};
+    float *const yqkv[3] = {s->q, s->k, s->v};
+    const int64_t ldqkv[3] = {qdim, s->kv_dim_k, s->kv_dim_v};
+    if (df_matmul_n(s, 3, wqkv, s->xb, n, yqkv, ldqkv, err, errlen)) return -1;
+    if (df_add_bias(s, L->bq, s->q, n, qdim, err, errlen) || df_add_bias(s, L->bk, s->k, n, s->kv_dim_k, err, errlen) ||
+        df_add_bias(s, L->bv, s->v, n, s->kv_dim_v, err, errlen))
+        return -1;
+    /* Q/K norms per head (qwen3, glm4moe), or over all of Q and of K (minimax-m2) */
+    const int whole = L->q_norm && L->q_norm->ne[0] == qdim && h->n_head > 1;
+    if (L->q_norm &&
+        (head_norm(s, L->q_norm, s->q, n, whole ? 1 : h->n_head, whole ? (int)qdim : h->head_dim, err, errlen) ||
+         head_norm(s, L->k_norm, s->k, n, whole ? 1 : h->n_head_kv, whole ? (int)s->kv_dim_k : h->head_dim, err,
+                   errlen)))
+        return -1;
+    for (int t = 0; t < n; t++) {
+        const float *rc = s->rope_cache + (int64_t)t * h->n_rot;
+        rope_apply(&s->rope, rc, s->q + t * qdim, h->n_head, h->head_dim);
+        rope_apply(&s->rope, rc, s->k + t * s->kv_dim_k, h->n_head_kv, h->head_dim);
+    }
+    df_attend_rows(s, own, l, n, s->k, s->v, s->q, s->xb, NULL); /* each row against its own session's cache */
+    if (df_matmul(s, L->wo, s->xb, n, s->xb2, E, err, errlen)) return -1;
+    if (df_add_bias(s, L->bo, s->xb2, n, E, err, errlen)) return -1;
+    for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
+    return df_ffn_block(s, l, n, err, errlen); /* SwiGLU, dense or mixture of experts */
+}
+
 /* The forward pass of n rows in s's scratch (df_arch.forward: own NULL, n
  * consecutive tokens of s; otherwise row t is the next token of session own[t]). */
 int df_llama_forward(df_session *s, df_session *const *own, const int32_t *tokens, int n, float *logits,
                      int all_logits, char *err, size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
-    const int64_t E = h->n_embd;
-    const int64_t qdim = (int64_t)h->n_head * h->head_dim;
     if (df_embed(s, tokens, n, s->x, err, errlen) != 0) return -1;
     for (int t = 0; t < n; t++) rope_cache(&s->rope, df_row_pos(s, own, t), s->rope_cache + (int64_t)t * h->n_rot);
 
     for (int l = 0; l < h->n_layer; l++) {
-        df_layer *L = &m->layers[l];
         if (df_layer_abort(s, err, errlen)) return -1;
-        /* attention */
-        if (df_norm_rows(s, L->attn_norm, s->x, n, E, E, s->xb, err, errlen)) return -1;
-        ws_tensor *const wqkv[3] = {L->wq, L->wk, L->wv};
-        float *const yqkv[3] = {s->q, s->k, s->v};
-        const int64_t ldqkv[3] = {qdim, s->kv_dim_k, s->kv_dim_v};
-        if (df_matmul_n(s, 3, wqkv, s->xb, n, yqkv, ldqkv, err, errlen)) return -1;
-        if (df_add_bias(s, L->bq, s->q, n, qdim, err, errlen) ||
-            df_add_bias(s, L->bk, s->k, n, s->kv_dim_k, err, errlen) ||
-            df_add_bias(s, L->bv, s->v, n, s->kv_dim_v, err, errlen))
-            return -1;
-        /* Q/K norms per head (qwen3, glm4moe), or over all of Q and of K (minimax-m2) */
-        const int whole = L->q_norm && L->q_norm->ne[0] == qdim && h->n_head > 1;
-        if (L->q_norm && (head_norm(s, L->q_norm, s->q, n, whole ? 1 : h->n_head, whole ? (int)qdim : h->head_dim, err,
-                                    errlen) ||
-                          head_norm(s, L->k_norm, s->k, n, whole ? 1 : h->n_head_kv,
-                                    whole ? (int)s->kv_dim_k : h->head_dim, err, errlen)))
-            return -1;
-        for (int t = 0; t < n; t++) {
-            const float *rc = s->rope_cache + (int64_t)t * h->n_rot;
-            rope_apply(&s->rope, rc, s->q + t * qdim, h->n_head, h->head_dim);
-            rope_apply(&s->rope, rc, s->k + t * s->kv_dim_k, h->n_head_kv, h->head_dim);
-        }
-        df_attend_rows(s, own, l, n, s->k, s->v, s->q, s->xb, NULL); /* each row against its own session's cache */
-        if (df_matmul(s, L->wo, s->xb, n, s->xb2, E, err, errlen)) return -1;
-        if (df_add_bias(s, L->bo, s->xb2, n, E, err, errlen)) return -1;
-        for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
-
-        if (df_ffn_block(s, l, n, err, errlen)) return -1; /* SwiGLU, dense or mixture of experts */
+        if (df_llama_block(s, own, l, n, err, errlen)) return -1;
     }
     if (!own) s->pos += n;
     return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;

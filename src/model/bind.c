@@ -175,6 +175,20 @@ int df_bind_embed_output(df_model *m, char *err, size_t errlen) {
     return 0;
 }
 
+int df_bind_nextn(df_model *m, int l, char *err, size_t errlen) {
+    const int64_t E = m->hp.n_embd, V = m->hp.n_vocab;
+    df_layer *L = &m->layers[l];
+    return df_bind(m, &L->nextn_eh_proj, "blk.%d.nextn.eh_proj.weight", l, 1, 2 * E, E, 1, err, errlen) ||
+                   df_bind(m, &L->nextn_enorm, "blk.%d.nextn.enorm.weight", l, 1, E, 1, 1, err, errlen) ||
+                   df_bind(m, &L->nextn_hnorm, "blk.%d.nextn.hnorm.weight", l, 1, E, 1, 1, err, errlen) ||
+                   df_bind(m, &L->nextn_head_norm, "blk.%d.nextn.shared_head_norm.weight", l, 0, E, 1, 1, err,
+                           errlen) ||
+                   df_bind(m, &L->nextn_embed, "blk.%d.nextn.embed_tokens.weight", l, 0, E, V, 1, err, errlen) ||
+                   df_bind(m, &L->nextn_head, "blk.%d.nextn.shared_head_head.weight", l, 0, E, V, 1, err, errlen)
+               ? -1
+               : 0;
+}
+
 int df_check_shape(const ws_tensor *t, int64_t ne0, int64_t ne1, char *err, size_t errlen) {
     if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
         return df_seterr(err, errlen, "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",

@@ -19,6 +19,10 @@ int df_hp_layers(df_model *m, const char *suffix, int32_t **out, int lo, int hi,
 /* nextn_predict_layers: the NextN/MTP blocks past the layers (n_layer_nextn),
  * taken out of n_layer; the leading dense layers must fit in what is left. */
 int df_hp_nextn(df_model *m, char *err, size_t errlen);
+/* A NextN/MTP block's own tensors at layer l (after df_bind_embed_output):
+ * eh_proj [2 * n_embd, n_embd], enorm, hnorm; optional shared_head_norm,
+ * embed_tokens and shared_head_head [n_embd, n_vocab]. */
+int df_bind_nextn(df_model *m, int l, char *err, size_t errlen);
 
 ws_tensor *df_tensor(df_model *m, const char *fmt, int layer, int required, char *err, size_t errlen);
 /* Bind tensor fmt (with %d = layer l) and check its shape [ne0, ne1, ne2];

@@ -30,6 +30,14 @@
  * exactly what df_decode computes for it alone: the kernels compute each
  * row from its own data in a fixed order.
  *
+ * Hidden states and the MTP block: df_decode_hidden hands out each row's
+ * last hidden state after the final norm (mtp.c computes it from the
+ * forward pass's residual, only when asked). A model loaded with its MTP
+ * block (df_model_params.mtp) runs the block over every batch after the
+ * forward pass, so that its cache follows the sequence (mtp.c); such
+ * sessions never share a pass. df_mtp_guess chains the block's greedy
+ * guesses under the decode lock (spec.c's DF_SPEC_MTP).
+ *
  * Failure and cancellation: a batch whose forward pass fails or is
  * cancelled is not part of the sequence (pos goes back to where the batch
  * began); batches before it stay. Cancellation is checked before every
@@ -43,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mtp.h"
 #include "session.h"
 #include "util.h"
 
@@ -81,8 +90,8 @@ static int check_input(const df_session *s, const int32_t *tokens, int n, char *
 }
 
 /* df_decode's work, with the model's lock held and the input checked. */
-static int decode_locked(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
-                         size_t errlen) {
+static int decode_locked(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, float *hidden,
+                         char *err, size_t errlen) {
     const int nv = s->m->hp.n_vocab;
     for (int done = 0; done < n;) {
         int chunk = n - done < s->n_batch ? n - done : s->n_batch;
@@ -98,6 +107,13 @@ static int decode_locked(df_session *s, const int32_t *tokens, int n, float *log
             s->pos = pos0; /* the failed batch is not part of the sequence (its KV rows past pos are ignored) */
             if (s->cancelled) return DF_E_CANCELLED; /* between layers: only models without recurrent state */
             s->rec_broken = s->m->hp.n_layer_recurrent > 0; /* a recurrent state has changed */
+            return DF_E_IO;
+        }
+        /* the rows' hidden states, and the MTP block's cache following the sequence (mtp.c) */
+        if ((hidden || s->m->hp.n_layer_mtp) &&
+            df_mtp_after_batch(s, tokens + done, chunk, pos0, hidden ? hidden + (int64_t)done * s->m->hp.n_embd : NULL,
+                               err, errlen) != 0) {
+            s->pos = pos0;
             return DF_E_IO;
         }
         ws_tick(s->m->ws);
@@ -123,7 +139,47 @@ int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int al
     int rc = check_input(s, tokens, n, err, errlen);
     if (rc != DF_OK) return rc;
     if ((rc = lock_model(s->m, err, errlen)) != DF_OK) return rc;
-    rc = decode_locked(s, tokens, n, logits, all_logits, err, errlen);
+    rc = decode_locked(s, tokens, n, logits, all_logits, NULL, err, errlen);
+    unlock_model(s->m);
+    return rc;
+}
+
+int df_decode_hidden(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, float *hidden,
+                     char *err, size_t errlen) {
+    if (hidden && (s->m->hp.hc_mult > 0 || s->m->hp.attn_res_block > 0))
+        return df_seterr(err, errlen, "%s: %s's last hidden state is not one row per token", s->m->path,
+                         s->m->arch_name), DF_E_UNSUPPORTED;
+    int rc = check_input(s, tokens, n, err, errlen);
+    if (rc != DF_OK) return rc;
+    if ((rc = lock_model(s->m, err, errlen)) != DF_OK) return rc;
+    rc = decode_locked(s, tokens, n, logits, all_logits, hidden, err, errlen);
+    unlock_model(s->m);
+    return rc;
+}
+
+static int32_t argmax(const float *v, int n) {
+    int32_t b = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[b]) b = i;
+    return b;
+}
+
+int df_mtp_guess(df_session *s, int32_t pending, int k, int32_t *g, char *err, size_t errlen) {
+    const int64_t E = s->m->hp.n_embd;
+    if (k < 1 || k > s->n_batch || s->pos + k > s->n_ctx || pending < 0 || pending >= s->m->hp.n_vocab)
+        return df_seterr(err, errlen, "df_mtp_guess: %d guesses at position %d do not fit", k, s->pos), DF_E_INPUT;
+    int rc = lock_model(s->m, err, errlen);
+    if (rc != DF_OK) return rc;
+    float *row = s->mtp_out; /* the hidden row each guess reads and the next one gets */
+    const float *h = df_mtp_hidden_row(s, s->pos - 1);
+    if (h) memcpy(row, h, sizeof(float) * (size_t)E);
+    else memset(row, 0, sizeof(float) * (size_t)E);
+    int32_t tok = pending;
+    for (int j = 0; j < k && rc == DF_OK; j++) {
+        if (df_mtp_run(s, &tok, row, 1, s->pos + j, row, s->logits, err, errlen) != 0) rc = DF_E_IO;
+        else g[j] = tok = argmax(s->logits, s->m->hp.n_vocab);
+    }
+    ws_tick(s->m->ws);
     unlock_model(s->m);
     return rc;
 }
@@ -131,7 +187,9 @@ int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int al
 /* Can session s's n tokens be a run of a shared forward pass? A prompt
  * longer than its batch, an expert trace (written per df_decode) or an
  * abort callback (checked between batches and layers) run alone. */
-static int poolable(const df_session *s, int n) { return n <= s->n_batch && !s->trace && !s->abort_cb; }
+static int poolable(const df_session *s, int n) {
+    return n <= s->n_batch && !s->trace && !s->abort_cb && !s->m->hp.n_layer_mtp; /* the MTP block runs per session */
+}
 
 /* Sessions ss[0..n) (poolable, n >= 2, their tokens together at most
  * ss[0]->n_batch) as the runs of one forward pass in ss[0]'s scratch; base:
@@ -217,7 +275,7 @@ int df_decode_batch(df_session *const *sessions, int n_sessions, const int32_t *
             continue;
         }
         char inner[400] = "";
-        rc = decode_locked(sessions[i], tokens[i], n_tokens[i], logits ? logits[i] : NULL, 0, inner, sizeof inner);
+        rc = decode_locked(sessions[i], tokens[i], n_tokens[i], logits ? logits[i] : NULL, 0, NULL, inner, sizeof inner);
         if (rc != DF_OK) df_seterr(err, errlen, "session %d: %s", i, inner);
     }
     unlock_model(m);

@@ -45,7 +45,10 @@ typedef struct df_hparams {
     int n_ctx_train;
     int n_embd;
     int n_layer;         /* layers of the forward pass (block_count less n_layer_nextn) */
-    int n_layer_nextn;   /* NextN/MTP blocks after them (nextn_predict_layers): never run or read */
+    int n_layer_nextn;   /* NextN/MTP blocks after them (nextn_predict_layers): never run or read, */
+    int n_layer_mtp;     /* except the first one when the model is loaded with df_model_params.mtp: 1 here,
+                          * bound as layers[n_layer], planned and read (mtp.c runs it; spec.c guesses with it) */
+    int mtp_arch;        /* the architecture's hparams say it can run its NextN block (glm4moe, deepseek2) */
     int n_head;
     int n_head_kv;
     int head_dim;        /* key/query head size (attention.key_length) */
@@ -180,6 +183,9 @@ typedef struct df_layer {
     ws_tensor *ffn_tid2eid;                        /* hash routing: i32 (n_expert_used, n_vocab) expert ids */
     ws_tensor *comp_wkv, *comp_wgate, *comp_ape, *comp_norm; /* the attention's compressor */
     ws_tensor *lid_wkv, *lid_wgate, *lid_ape, *lid_norm;     /* the indexer's (ratio 4; idx_wq_b, idx_proj) */
+    /* a NextN/MTP block (layers[n_layer] when hp.n_layer_mtp): eh_proj (2 * n_embd -> n_embd) of
+     * [enorm(embedding) | hnorm(hidden)]; its own head's norm, embedding and head (optional) */
+    ws_tensor *nextn_eh_proj, *nextn_enorm, *nextn_hnorm, *nextn_head_norm, *nextn_embed, *nextn_head;
 } df_layer;
 
 struct df_session;
@@ -210,7 +216,10 @@ struct df_model {
     ws_tensor *tok_embd, *output_norm, *output, *rope_freqs;
     ws_tensor *output_res_score;  /* kimi-k3: the final residual mix */
     ws_tensor *output_hc_fn, *output_hc_base, *output_hc_scale; /* deepseek4: the streams' final collapse */
-    df_layer *layers;
+    df_layer *layers;       /* n_layer + hp.n_layer_mtp */
+    /* the MTP block's decoder block (hp.n_layer_mtp): layer l over n consecutive rows of s->x at
+     * s->pos.. (RoPE cache filled), in place, as the forward pass runs its layers (set by bind) */
+    int (*mtp_block)(struct df_session *s, int l, int n, char *err, size_t errlen);
     tp_pool *pool;
     int n_threads;
     int io_threads;         /* concurrent disk reads when streaming */

@@ -72,7 +72,7 @@ struct df_mem {
     size_t kv_elt;          /* bytes per cached element (4 or 2) */
     int64_t kv_dim_k, kv_dim_v;
     size_t k_head, v_head;  /* bytes between KV heads in a row (0: a latent row serves every head) */
-    layer_mem *layer;       /* (n_layer) pointing into the blocks below */
+    layer_mem *layer;       /* (n_layer + n_layer_mtp: the MTP block's KV or latent last) pointing into the blocks below */
     uint8_t *k_cache;       /* (attention layers, n_ctx, kv_dim_k) */
     uint8_t *v_cache;       /* (KV layers, n_ctx, kv_dim_v) */
     float *rec_conv;        /* (recurrent layers, df_rec_conv_floats) */
@@ -195,7 +195,7 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     mem->kv_elt = mem->kv_type == DF_TYPE_F32 ? 4 : 2;
     /* per-layer memory: attention layers cache n_ctx positions (keys and
      * values, or one MLA latent), recurrent layers a fixed-size state */
-    const int64_t n_rec = h->n_layer_recurrent, n_att = h->n_layer - n_rec;
+    const int64_t n_rec = h->n_layer_recurrent, n_att = h->n_layer + h->n_layer_mtp - n_rec;
     if (h->kv_lora_rank > 0) {
         /* MLA: the cache holds one latent per token (compressed kv + RoPE key), no values */
         s->kv_dim_k = (int64_t)h->kv_lora_rank + h->n_rot;
@@ -221,6 +221,7 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     if (d_inner > widest_in) widest_in = d_inner;
     if (h->q_lora_rank > widest_in) widest_in = h->q_lora_rank;
     if (s->kv_dim_k > widest_in) widest_in = s->kv_dim_k;
+    if (h->n_layer_mtp && 2 * (int64_t)h->n_embd > widest_in) widest_in = 2 * (int64_t)h->n_embd; /* eh_proj */
     const int64_t hcw = (int64_t)h->hc_mult * h->n_embd, o_gd = h->o_groups ? qdim / h->o_groups : 0;
     if (hcw > widest_in) widest_in = hcw;         /* deepseek4's mixers read all streams */
     if (o_gd > widest_in) widest_in = o_gd;       /* and its output groups */
@@ -241,12 +242,12 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
      * layer's ring (df_kv_ring) */
     const int64_t ring = df_kv_ring(h, s->n_ctx, s->n_batch);
     int64_t kv_rows = 0;
-    for (int l = 0; l < h->n_layer; l++)
+    for (int l = 0; l < h->n_layer + h->n_layer_mtp; l++) /* the MTP block has no window (load.c use_mtp) */
         if (!(h->recurrent && h->recurrent[l])) kv_rows += ring && h->swa && h->swa[l] ? ring : C;
     int ni = 0;
 #define ITEM(field, nbytes) (it[ni].dst = (void **)&(field), it[ni].bytes = (uint64_t)(nbytes), ni++)
 #define FLOATS(field, rows, cols) ITEM(s->field, (uint64_t)(rows) * (uint64_t)(cols) * sizeof(float))
-    ITEM(mem->layer, (uint64_t)h->n_layer * sizeof(layer_mem));
+    ITEM(mem->layer, (uint64_t)(h->n_layer + h->n_layer_mtp) * sizeof(layer_mem));
     ITEM(mem->k_cache, n_att ? (uint64_t)kv_rows * (uint64_t)s->kv_dim_k * elt : 64);
     ITEM(mem->v_cache, s->kv_dim_v && n_att ? (uint64_t)kv_rows * (uint64_t)s->kv_dim_v * elt : 64);
     ITEM(mem->rec_conv, (uint64_t)(n_rec ? n_rec : 1) * (uint64_t)(n_rec ? df_rec_conv_floats(h) : 16) * sizeof(float));
@@ -347,6 +348,11 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
         FLOATS(lat_in, B, h->n_embd);
         FLOATS(lat_out, B, h->n_embd);
     }
+    if (h->n_layer_mtp) { /* mtp.c: the target's hidden rows (and the one before), eh_proj's input, the head's */
+        FLOATS(mtp_h, B + 1, h->n_embd);
+        FLOATS(mtp_in, B, 2 * (int64_t)h->n_embd);
+        FLOATS(mtp_out, B, h->n_embd);
+    }
 #undef FLOATS
 #undef ITEM
     *n_items = ni;
@@ -410,7 +416,7 @@ static void mem_bind(df_session *s) {
     const int ring = df_kv_ring(h, s->n_ctx, s->n_batch);
     int64_t ia = 0, ir = 0, ii = 0; /* KV rows so far, recurrent layers so far, indexer caches so far */
     int64_t oc = 0, od = 0, os = 0; /* deepseek4's compressed floats so far */
-    for (int l = 0; l < h->n_layer; l++) {
+    for (int l = 0; l < h->n_layer + h->n_layer_mtp; l++) {
         layer_mem *lm = &mem->layer[l];
         memset(lm, 0, sizeof *lm);
         if (h->recurrent && h->recurrent[l]) {
@@ -690,6 +696,9 @@ void df_session_free(df_session *s) {
     free(s->idx_sel);
     free(s->lat_in);
     free(s->lat_out);
+    free(s->mtp_h);
+    free(s->mtp_in);
+    free(s->mtp_out);
     free(s->hc);
     free(s->hc_norm);
     free(s->hc_mixes);
@@ -788,6 +797,7 @@ int df_session_truncate(df_session *s, int pos, char *err, size_t errlen) {
         return df_seterr(err, errlen, "cannot truncate a session at position %d to position %d", s->pos, pos);
     if (pos == 0) {
         s->pos = 0;
+        s->mtp_rows = 0;
         mem_clear_recurrent(s);
         return 0;
     }

@@ -101,6 +101,11 @@ struct df_session {
     float *cmp;             /* (n_batch, max df_cstate_width) compressor rows of this pass (dsv4.c) */
     float *lid_q, *lid_w;   /* (n_batch, ds4_idx_heads * ds4_idx_dim), (n_batch, ds4_idx_heads) indexer queries, weights */
     const int32_t *moe_tokens; /* this pass's token ids while hash-routed layers run (moe.c), else NULL */
+    /* the MTP block (hp.n_layer_mtp; mtp.c): its KV cache is layer n_layer's memory */
+    float *mtp_h;           /* (n_batch + 1, n_embd) the target's hidden rows of positions mtp_base.. */
+    int mtp_base, mtp_rows; /* (after the final norm): those of the last batch and the one before it */
+    float *mtp_in;          /* (n_batch, 2 * n_embd) [enorm(embedding) | hnorm(hidden)] */
+    float *mtp_out;         /* (n_batch, n_embd) the block's output after shared_head_norm */
     mm_scratch mm;
 };
 

@@ -114,6 +114,17 @@ check "... and none for a model without them" lacks "$("$B/deltafin" info -m "$T
 check "a model without compressed layers reports none" test "$(field compressed_layers "$j")/$(field compressor_state_bytes "$j")" = 0/0
 check "... and no such line" lacks "$human" "compress their attention"
 
+# glm4moe's NextN block: left out of the plan, counted with --spec mtp (its weights, experts and KV cache)
+mkdir "$T/glm"
+"$B/mkmodel" -o "$T/glm/glm.gguf" --preset glm4moe-tiny --shape-only --type q8_0 2> "$T/glm/mk.err"
+jg=$("$B/deltafin" plan -m "$T/glm/glm.gguf" --mem 256M --disk-gbps 5 --mem-gbps 400 --json)
+jm=$("$B/deltafin" plan -m "$T/glm/glm.gguf" --mem 256M --disk-gbps 5 --mem-gbps 400 --json --spec mtp)
+check "mtp: the plan counts the NextN block's experts (32 -> 48)" \
+    test "$(field experts_total "$jg")/$(field experts_total "$jm")" = 32/48
+check "mtp: ... its weights and KV cache raise the minimum and the session" awk -v a="$(field minimum "$jg")" \
+    -v b="$(field minimum "$jm")" -v s="$(field session_bytes "$jg")" -v t="$(field session_bytes "$jm")" \
+    'BEGIN { exit !(b > a && t > s) }'
+
 # running it is refused with a clear message (there are no weights)
 if "$B/deltafin" run -m "$T/k3.gguf" -p hi -n 1 > /dev/null 2> "$T/err"; then r=0; else r=$?; fi
 check "run on a shape-only model fails ..." test "$r" -ne 0

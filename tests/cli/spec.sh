@@ -8,7 +8,10 @@
 # output; a draft with another vocabulary is refused; recurrent models
 # (kimi-linear, qwen3next) speculate too, rolling rejected guesses back, with
 # lookup, with a recurrent draft and under --mem, and their output is the
-# plain output.
+# plain output. --spec mtp (the model's own NextN block: glm4moe-tiny,
+# deepseek-v3-tiny --nextn 1) prints the plain text, in memory and under a
+# --mem that streams experts (and for deepseek its dense layers), and a file
+# without the block is refused saying so.
 set -u
 B=${1:-build}
 D="$B/deltafin"
@@ -23,6 +26,8 @@ mk moe --preset qwen3moe-tiny --type q8_0
 mk kimi --preset kimi-linear-tiny --type q8_0
 mk kimi4 --preset kimi-linear-tiny --type q4_0
 mk qnext --preset qwen3next-tiny --type q8_0
+mk glm --preset glm4moe-tiny --type q8_0
+mk ds3n --preset deepseek-v3-tiny --nextn 1 --type q8_0
 P="the cat sat on the mat and the cat sat on the mat and the dog sat on the log and the cat"
 run() { "$D" run -p "$P" -n 48 --temp 0 --hot none "$@"; }
 
@@ -95,6 +100,20 @@ check "draft under --mem: the model is planned with 80 MiB less the draft's shar
 run -m "$T/moe.gguf" -md "$T/moe.gguf" --mem 1M > /dev/null 2> "$T/f9"; rc=$?
 check "a --mem the draft alone fills: refused (exit 1), saying so" test "$rc" -eq 1
 check "...saying so" grep -q "the draft model alone needs" "$T/f9"
+# the model's own MTP block
+for f in glm ds3n; do
+    run -m "$T/$f.gguf" > "$T/${f}plain" 2>/dev/null
+    run -m "$T/$f.gguf" --spec mtp > "$T/${f}s1" 2> "$T/${f}f1"
+    check "mtp ($f): same output" cmp -s "$T/${f}plain" "$T/${f}s1"
+    check "mtp ($f): the report names the MTP block" grep -q "speculation: MTP block" "$T/${f}f1"
+    run -m "$T/$f.gguf" --spec mtp --spec-k 3 --mem 40M > "$T/${f}s2" 2> "$T/${f}f2"
+    check "mtp ($f) k=3 under --mem: same output" cmp -s "$T/${f}plain" "$T/${f}s2"
+    check "mtp ($f) k=3 under --mem: guesses made" \
+        grep -qE "speculation: MTP block, k=3 \(fixed, at most 4\): [0-9]+ of [1-9][0-9]* guesses" "$T/${f}f2"
+done
+run -m "$T/moe.gguf" --spec mtp > /dev/null 2> "$T/f10"; rc=$?
+check "mtp without a NextN block: refused (exit 1)" test "$rc" -eq 1
+check "...saying why" grep -q "has no NextN/MTP block" "$T/f10"
 out=$("$D" run -m "$T/dense.gguf" -p hi --spec draft 2>&1); rc=$?
 check "--spec draft without -md: usage error" test "$rc" -eq 2
 finish
