@@ -357,6 +357,9 @@ void df_spec_free(df_spec *sp);
 typedef struct df_plan {
     uint64_t budget, minimum;        /* bytes; minimum = smallest budget that can run it */
     uint64_t session_bytes;          /* KV cache and scratch for one session */
+    uint64_t scratch_bytes;          /* of which the scratch: one for all of a model's sessions (one decode
+                                      * at a time), so n_sessions cost n * (session_bytes - scratch_bytes)
+                                      * + scratch_bytes */
     uint64_t overhead_bytes;         /* metadata, tokenizer, thread stacks */
     uint64_t resident_bytes;         /* weights kept in memory */
     uint64_t dense_bytes, expert_bytes; /* all non-expert / routed-expert weights */

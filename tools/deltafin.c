@@ -366,12 +366,15 @@ static df_model_params model_params(const opts *o) {
     return mp;
 }
 
-static void print_plan(const df_plan *p, FILE *f) {
+static void print_plan(const df_plan *p, int n_sessions, FILE *f) {
     const double M = 1 << 20;
     char b[4][32];
     fprintf(f, "plan: budget %s: weights in memory %s, KV cache and scratch %s, overhead %s\n",
             df_fmt_bytes(p->budget, b[0], 32), df_fmt_bytes(p->resident_bytes, b[1], 32),
             df_fmt_bytes(p->session_bytes, b[2], 32), df_fmt_bytes(p->overhead_bytes, b[3], 32));
+    if (n_sessions > 1) /* each session's own memory; the scratch is one for all (one decode at a time) */
+        fprintf(f, "plan: %d sessions: %s each (KV cache, state, logits) and %s of scratch they share\n", n_sessions,
+                df_fmt_bytes(p->session_bytes - p->scratch_bytes, b[0], 32), df_fmt_bytes(p->scratch_bytes, b[1], 32));
     if (p->n_experts_total)
         fprintf(f, "plan: expert cache %d slots of %.2f MiB = %s (%.1f%% of %d routed experts)\n",
                 p->n_expert_slots, p->expert_slot_bytes / M,
@@ -412,7 +415,7 @@ static df_model *load(const opts *o, double *secs) {
     if (o->mem) {
         df_plan plan;
         if (df_model_plan(o->model, &mp, &plan, err, sizeof err) != 0) fail(err);
-        print_plan(&plan, stderr);
+        print_plan(&plan, mp.n_sessions, stderr);
     }
     if (df_model_load(o->model, &mp, &m, err, sizeof err) != 0) fail(err);
     if (secs) *secs = df_time() - t0;
@@ -559,6 +562,7 @@ static int cmd_plan(const opts *o) {
     const int spec_k = plan_spec(o, &p, disk, mem, spec_tps);
     if (o->json) {
         printf("{\"fits\":%s,\"budget\":%llu,\"minimum\":%llu,\"resident_bytes\":%llu,\"session_bytes\":%llu,"
+               "\"scratch_bytes\":%llu,"
                "\"expert_slots\":%d,\"experts_total\":%d,\"dense_layers_streamed\":%d,\"disk_bytes_per_s\":%.0f,"
                "\"memory_bytes_per_s\":%.0f,\"expected_hit_rate\":%.4f,\"disk_bytes_per_token\":%.0f,"
                "\"memory_bytes_per_token\":%.0f,\"predicted_tokens_per_s\":%.4f,\"disk_source\":\"%s\","
@@ -566,7 +570,8 @@ static int cmd_plan(const opts *o) {
                "\"spec_best_k\":%d,\"spec_tokens_per_s\":%.4f,\"compressed_layers\":%d,\"compressed_cache_bytes\":%llu,"
                "\"compressed_indexer_bytes\":%llu,\"compressor_state_bytes\":%llu}\n",
                fits ? "true" : "false", (unsigned long long)p.budget, (unsigned long long)p.minimum,
-               (unsigned long long)p.resident_bytes, (unsigned long long)p.session_bytes, p.n_expert_slots,
+               (unsigned long long)p.resident_bytes, (unsigned long long)p.session_bytes,
+               (unsigned long long)p.scratch_bytes, p.n_expert_slots,
                p.n_experts_total, p.n_dense_streamed, disk, mem, hit, disk_tok, mem_tok, tps,
                how == DISK_GIVEN ? "given" : how == DISK_SHAPED ? "decode-shaped" : how == DISK_SCRATCH ? "scratch" : "plain",
                o->mem_gbps > 0 ? "given" : "measured", sparse ? "true" : "false",
@@ -575,7 +580,7 @@ static int cmd_plan(const opts *o) {
                (unsigned long long)p.comp_state_bytes);
         return fits ? 0 : 1;
     }
-    print_plan(&p, stdout);
+    print_plan(&p, o->parallel, stdout);
     if (p.requant_saved_bytes)
         printf("plan: --resident-type %s: the resident dense weights take %s less than in the file\n", o->resident_type,
                df_fmt_bytes(p.requant_saved_bytes, (char[32]){0}, 32));

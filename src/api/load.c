@@ -196,6 +196,7 @@ void df_model_free(df_model *m) {
     /* a caller that did not save (df_model_save_hot) gets a best-effort save */
     if (m->ws && ws_streaming(m->ws) && !ws_hot_saved(m->ws)) ws_save_hot(m->ws, NULL, 0);
     free(m->hot_path);
+    df_scratch_free(m);
     tp_free(m->pool);
     tok_free(m->vocab);
     ws_close(m->ws);
@@ -250,16 +251,19 @@ static int store_config(df_model *m, const df_model_params *p, ws_config *cfg, c
     sp.kv_type = p->kv_type;
     sp.spec_k_max = p->spec_k_max; /* a recurrent model's rollback room (session.c) */
     /* only a budget reserves (and so limits) a session: without one any session may be opened */
-    m->session_reserve = 0;
+    m->session_reserve = m->scratch_reserve = 0;
     if (p->mem_budget) {
-        const uint64_t sb = df_session_bytes(m, &sp);
-        if (sb == UINT64_MAX)
+        uint64_t own, scratch;
+        if (df_session_split_bytes(m, &sp, &own, &scratch) != 0)
             return df_seterr(err, errlen, "%s: a session of this context (%d) and batch would be too large", m->path,
                              p->n_ctx);
-        m->session_reserve = sb;
+        m->session_reserve = own;
+        m->scratch_reserve = scratch;
     }
     cfg->budget = p->mem_budget;
-    cfg->reserve = (uint64_t)(p->n_sessions > 1 ? p->n_sessions : 1) * m->session_reserve + overhead_bytes(m);
+    /* n sessions' own memory, and the scratch they share (one decode at a time) */
+    cfg->reserve = (uint64_t)(p->n_sessions > 1 ? p->n_sessions : 1) * m->session_reserve + m->scratch_reserve +
+                   overhead_bytes(m);
     if (!p->mem_budget || (p->hot_file && !*p->hot_file)) {
         cfg->hot_path = NULL;
     } else if (p->hot_file) {
@@ -432,7 +436,8 @@ int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char
     if (rc == 0) rc = store_config(m, &q, &cfg, err, errlen);
     if (rc == 0) {
         cfg.mode = WS_STREAM;
-        out->session_bytes = m->session_reserve;
+        out->session_bytes = m->session_reserve + m->scratch_reserve; /* one session, its scratch included */
+        out->scratch_bytes = m->scratch_reserve;
         out->overhead_bytes = overhead_bytes(m);
         ws_plan wp;
         char perr[256] = "";

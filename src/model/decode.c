@@ -93,6 +93,7 @@ static int check_input(const df_session *s, const int32_t *tokens, int n, char *
 static int decode_locked(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, float *hidden,
                          char *err, size_t errlen) {
     const int nv = s->m->hp.n_vocab;
+    df_session_bind_scratch(s); /* the model's scratch is this decode's */
     for (int done = 0; done < n;) {
         int chunk = n - done < s->n_batch ? n - done : s->n_batch;
         int last = done + chunk == n;
@@ -170,6 +171,7 @@ int df_mtp_guess(df_session *s, int32_t pending, int k, int32_t *g, char *err, s
         return df_seterr(err, errlen, "df_mtp_guess: %d guesses at position %d do not fit", k, s->pos), DF_E_INPUT;
     int rc = lock_model(s->m, err, errlen);
     if (rc != DF_OK) return rc;
+    df_session_bind_scratch(s);
     float *row = s->mtp_out; /* the hidden row each guess reads and the next one gets */
     const float *h = df_mtp_hidden_row(s, s->pos - 1);
     if (h) memcpy(row, h, sizeof(float) * (size_t)E);
@@ -202,6 +204,7 @@ static int decode_pass(df_session *const *ss, int n, const int32_t *const *token
     df_model *m = s->m;
     const int nv = m->hp.n_vocab;
     int rows = 0, n_out = 0;
+    for (int i = 0; i < n; i++) df_session_bind_scratch(ss[i]); /* one scratch, the model's */
     for (int i = 0; i < n; i++) rows += n_tokens[i];
     int32_t *toks = malloc(sizeof *toks * (size_t)rows);
     df_session **own = malloc(sizeof *own * (size_t)rows);

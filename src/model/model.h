@@ -223,7 +223,9 @@ struct df_model {
     tp_pool *pool;
     int n_threads;
     int io_threads;         /* concurrent disk reads when streaming */
-    uint64_t session_reserve; /* memory budget: bytes reserved for one session (0: no budget) */
+    uint64_t session_reserve; /* memory budget: bytes reserved for one session's own memory (0: no budget) */
+    uint64_t scratch_reserve; /* and for the scratch all sessions share (session.c, df_session_bind_scratch) */
+    struct df_scratch *scratch; /* that shared scratch (session.c); NULL before the first session */
     char *hot_path;           /* learned hot-expert file beside the model (allocated: any path length) */
     int vocab_only;           /* df_model_params.vocab_only: metadata and tokenizer, no weights */
     pthread_mutex_t decode_mu; /* one decode at a time (decode.c); also guards the store's pins and counters */

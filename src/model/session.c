@@ -83,6 +83,8 @@ struct df_mem {
     int rb_rows;
     float *rb_conv, *rb_state; /* (recurrent layers, conv / state floats): the states at the mark */
     float *rb_in;           /* (recurrent layers, rb_rows, df_rec_row_floats): the rows decoded since */
+    float *rb_out;          /* (kda_n_head * kda_head_dim) the replay's output row, discarded (not scratch: a
+                             * truncation runs outside any decode) */
     int rb_pos;             /* the mark's position (-1: none) */
     dn_shape rb_sh;         /* the delta rule's shape as the forward pass gave it (for the replay) */
 };
@@ -182,9 +184,12 @@ typedef struct {
 #define MAX_ITEMS 80
 
 /* Fill s's sizes (n_ctx, n_batch, KV dims, s->mem's element type) and the
- * list of its buffers; s->mem must point to a df_mem. */
+ * list of its buffers; s->mem must point to a df_mem. Items [0, *n_own) are
+ * the session's own (its per-layer memory, its logits); the rest is scratch,
+ * shared by the model's sessions (df_session_bind_scratch): the same items
+ * in the same order for every session of a model, only their sizes differ. */
 static int session_layout(const df_model *m, const df_session_params *p, df_session *s, alloc_item *it, int *n_items,
-                          char *err, size_t errlen) {
+                          int *n_own, char *err, size_t errlen) {
     const df_hparams *h = &m->hp;
     df_mem *mem = s->mem;
     s->n_ctx = p->n_ctx > 0 ? p->n_ctx : (h->n_ctx_train < DEFAULT_CTX_CAP ? h->n_ctx_train : DEFAULT_CTX_CAP);
@@ -267,7 +272,12 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
         ITEM(mem->rb_conv, (uint64_t)n_rec * (uint64_t)df_rec_conv_floats(h) * sizeof(float));
         ITEM(mem->rb_state, (uint64_t)n_rec * (uint64_t)df_rec_state_floats(h) * sizeof(float));
         ITEM(mem->rb_in, (uint64_t)n_rec * (uint64_t)mem->rb_rows * (uint64_t)df_rec_row_floats(h) * sizeof(float));
+        ITEM(mem->rb_out, (uint64_t)d_inner * sizeof(float));
     }
+    FLOATS(logits, B, h->n_vocab); /* read after a decode (df_session_logits): the session's own */
+    if (h->n_layer_mtp) FLOATS(mtp_h, B + 1, h->n_embd); /* mtp.c: the target's hidden rows (and the one before) */
+    *n_own = ni;
+    /* scratch from here on */
     FLOATS(x, B, h->n_embd);
     FLOATS(xb, B, wide);
     FLOATS(xb2, B, h->n_embd);
@@ -278,7 +288,6 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     FLOATS(hb2, B, ff);
     FLOATS(att, m->n_threads, s->att_stride);
     FLOATS(rope_cache, B, h->n_rot);
-    FLOATS(logits, B, h->n_vocab);
     ITEM(s->mm.buf, mm_scratch_bytes(widest_in, s->n_batch));
     if (h->n_expert > 0) {
         const int64_t nk = B * h->n_expert_used;
@@ -348,14 +357,14 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
         FLOATS(lat_in, B, h->n_embd);
         FLOATS(lat_out, B, h->n_embd);
     }
-    if (h->n_layer_mtp) { /* mtp.c: the target's hidden rows (and the one before), eh_proj's input, the head's */
-        FLOATS(mtp_h, B + 1, h->n_embd);
+    if (h->n_layer_mtp) { /* mtp.c: eh_proj's input, the head's output */
         FLOATS(mtp_in, B, 2 * (int64_t)h->n_embd);
         FLOATS(mtp_out, B, h->n_embd);
     }
 #undef FLOATS
 #undef ITEM
     *n_items = ni;
+    if (ni - *n_own > DF_SCRATCH_MAX) return df_seterr(err, errlen, "internal: more scratch buffers than DF_SCRATCH_MAX");
     for (int i = 0; i < ni; i++)
         if (it[i].bytes > ((uint64_t)1 << 46)) return df_seterr(err, errlen, "session buffers too large");
     return 0;
@@ -365,10 +374,11 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
  * (planning: its ring, its bytes). */
 static int dry_layout(const df_model *m, const df_session_params *p, df_session *tmp, df_mem *tmem, alloc_item *it,
                       int *n) {
+    int n_own;
     memset(tmp, 0, sizeof *tmp);
     memset(tmem, 0, sizeof *tmem);
     tmp->mem = tmem;
-    return session_layout(m, p, tmp, it, n, NULL, 0);
+    return session_layout(m, p, tmp, it, n, &n_own, NULL, 0);
 }
 
 int df_session_kv_ring(const df_model *m, const df_session_params *p) {
@@ -396,15 +406,66 @@ int df_session_comp_bytes(const df_model *m, const df_session_params *p, uint64_
     return tmp.n_ctx;
 }
 
-uint64_t df_session_bytes(const df_model *m, const df_session_params *p) {
+int df_session_split_bytes(const df_model *m, const df_session_params *p, uint64_t *own, uint64_t *scratch) {
     df_session tmp;
     df_mem tmem;
     alloc_item it[MAX_ITEMS];
-    int n;
-    if (dry_layout(m, p, &tmp, &tmem, it, &n) != 0) return UINT64_MAX;
-    uint64_t total = sizeof(df_session) + sizeof(df_mem);
-    for (int i = 0; i < n; i++) total += it[i].bytes + 64;
-    return total;
+    int n, n_own;
+    memset(&tmp, 0, sizeof tmp);
+    memset(&tmem, 0, sizeof tmem);
+    tmp.mem = &tmem;
+    *own = *scratch = 0;
+    if (session_layout(m, p, &tmp, it, &n, &n_own, NULL, 0) != 0) return -1;
+    *own = sizeof(df_session) + sizeof(df_mem);
+    for (int i = 0; i < n; i++) *(i < n_own ? own : scratch) += it[i].bytes + 64;
+    return 0;
+}
+
+uint64_t df_session_bytes(const df_model *m, const df_session_params *p) {
+    uint64_t own, scratch;
+    return df_session_split_bytes(m, p, &own, &scratch) != 0 ? UINT64_MAX : own + scratch;
+}
+
+/* ---- the model's shared scratch ---- */
+
+struct df_scratch {
+    int n;                       /* buffers (every session of the model has the same list) */
+    void *buf[DF_SCRATCH_MAX];   /* 64-byte aligned */
+    uint64_t cap[DF_SCRATCH_MAX]; /* their sizes: the largest any session asked for */
+};
+
+/* Grow the model's scratch to what s needs (s->scr_need); the caller holds
+ * the model's lock. The old contents are not kept: scratch holds nothing
+ * between decodes. */
+static int scratch_grow(df_model *m, const df_session *s, char *err, size_t errlen) {
+    if (!m->scratch && !(m->scratch = calloc(1, sizeof *m->scratch))) return df_seterr(err, errlen, "out of memory");
+    struct df_scratch *sc = m->scratch;
+    if (sc->n == 0) sc->n = s->n_scr;
+    if (sc->n != s->n_scr) return df_seterr(err, errlen, "internal: sessions of one model with different scratch lists");
+    for (int i = 0; i < sc->n; i++) {
+        if (sc->cap[i] >= s->scr_need[i]) continue;
+        free(sc->buf[i]);
+        sc->cap[i] = 0;
+        if (!(sc->buf[i] = df_aligned_alloc(64, (size_t)s->scr_need[i])))
+            return df_seterr(err, errlen, "out of memory for %.1f MiB of scratch", (double)s->scr_need[i] / (1 << 20));
+        sc->cap[i] = s->scr_need[i];
+    }
+    return 0;
+}
+
+void df_session_bind_scratch(df_session *s) {
+    const struct df_scratch *sc = s->m->scratch;
+    for (int i = 0; i < s->n_scr; i++) {
+        memcpy(s->scr_dst[i], &sc->buf[i], sizeof sc->buf[i]); /* a float*, uint8_t* or void* field: same representation */
+        if (s->scr_dst[i] == (void **)&s->mm.buf) s->mm.size = (size_t)s->scr_need[i];
+    }
+}
+
+void df_scratch_free(df_model *m) {
+    if (!m->scratch) return;
+    for (int i = 0; i < m->scratch->n; i++) free(m->scratch->buf[i]);
+    free(m->scratch);
+    m->scratch = NULL;
 }
 
 /* ---- per-layer memory ---- */
@@ -595,8 +656,7 @@ static void replay_conv(float *st, int64_t ch, int ns, const float *in, int n, i
 /* Roll every recurrent layer back to the mark and replay its first n
  * journaled rows: the states the session had after those rows. The delta
  * rule's state never depends on the query or the output, so the replay
- * reads k as the query and writes the output into scratch (s->kda_o, room
- * for a batch). The pool is used when the model's lock is free (a decode of
+ * reads k as the query and writes the output into mem->rb_out (one row). The pool is used when the model's lock is free (a decode of
  * another session may hold it): the heads' results do not depend on it. */
 static void rec_replay(df_session *s, int n) {
     const df_hparams *h = &s->m->hp;
@@ -614,7 +674,7 @@ static void rec_replay(df_session *s, int n) {
         for (int t = 0; t < n; t++) { /* a row a call: dn_gated_delta's g and beta rows are packed */
             const float *j = lm->rb_in + t * rr.total;
             dn_gated_delta(locked ? s->m->pool : NULL, &sh, lm->state, j + rr.k, j + rr.k, j + rr.v, j + rr.g,
-                           j + rr.beta, 1, s->kda_o);
+                           j + rr.beta, 1, mem->rb_out);
         }
     }
     if (locked) pthread_mutex_unlock(&s->m->decode_mu);
@@ -637,6 +697,8 @@ void df_mem_idx_store(df_session *s, int l, int n_tok, const float *k) {
 
 void df_session_free(df_session *s) {
     if (!s) return;
+    void *none = NULL;
+    for (int i = 0; i < s->n_scr; i++) memcpy(s->scr_dst[i], &none, sizeof none); /* the model's scratch: not freed here */
     if (s->trace) fclose(s->trace);
     if (s->mem) {
         free(s->mem->layer);
@@ -651,6 +713,7 @@ void df_session_free(df_session *s) {
         free(s->mem->rb_conv);
         free(s->mem->rb_state);
         free(s->mem->rb_in);
+        free(s->mem->rb_out);
         free(s->mem);
     }
     free(s->x);
@@ -751,32 +814,45 @@ int df_session_new(df_model *m, const df_session_params *p, df_session **out, ch
         return df_seterr(err, errlen, "out of memory"), DF_E_NOMEM;
     }
     alloc_item it[MAX_ITEMS];
-    int n;
-    if (session_layout(m, p, s, it, &n, err, errlen) != 0) {
+    int n, n_own;
+    if (session_layout(m, p, s, it, &n, &n_own, err, errlen) != 0) {
         df_session_free(s);
         return DF_E_INPUT;
     }
-    uint64_t total = df_session_bytes(m, p);
-    if (m->session_reserve && total > m->session_reserve) {
+    uint64_t own = 0, scratch = 0;
+    df_session_split_bytes(m, p, &own, &scratch);
+    if (m->session_reserve && (own > m->session_reserve || scratch > m->scratch_reserve)) {
         const int n_ctx = s->n_ctx;
         df_session_free(s);
         return df_seterr(err, errlen,
-                         "a session of %d tokens needs %.1f MiB but the memory plan reserved %.1f MiB (load the model "
-                         "with this context length)", n_ctx, (double)total / (1 << 20),
-                         (double)m->session_reserve / (1 << 20)), DF_E_NOMEM;
+                         "a session of %d tokens needs %.1f MiB (and %.1f MiB of scratch) but the memory plan reserved "
+                         "%.1f MiB (and %.1f MiB) (load the model with this context length)", n_ctx,
+                         (double)own / (1 << 20), (double)scratch / (1 << 20), (double)m->session_reserve / (1 << 20),
+                         (double)m->scratch_reserve / (1 << 20)), DF_E_NOMEM;
     }
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n_own; i++) {
         void *buf = df_aligned_alloc(64, (size_t)it[i].bytes);
         memcpy(it[i].dst, &buf, sizeof buf); /* the field is a float*, uint8_t* or void*: same representation */
         if (!buf) {
             const int n_ctx = s->n_ctx; /* read before the session is freed */
             df_session_free(s);
             return df_seterr(err, errlen, "out of memory for a session of %d tokens (%.1f MiB)", n_ctx,
-                             (double)total / (1 << 20)), DF_E_NOMEM;
+                             (double)own / (1 << 20)), DF_E_NOMEM;
         }
     }
-    for (int i = 0; i < n; i++)
-        if (it[i].dst == (void **)&s->mm.buf) s->mm.size = (size_t)it[i].bytes;
+    /* the scratch: the model's, grown to what this session needs (other sessions may be decoding) */
+    for (int i = n_own; i < n; i++) {
+        s->scr_dst[s->n_scr] = it[i].dst;
+        s->scr_need[s->n_scr++] = it[i].bytes;
+    }
+    pthread_mutex_lock(&m->decode_mu);
+    const int grown = scratch_grow(m, s, err, errlen);
+    if (grown == 0) df_session_bind_scratch(s);
+    pthread_mutex_unlock(&m->decode_mu);
+    if (grown != 0) {
+        df_session_free(s);
+        return DF_E_NOMEM;
+    }
     mem_bind(s);
     mem_clear_recurrent(s);
     if (session_rope(s, err, errlen) != 0) {

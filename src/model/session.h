@@ -17,6 +17,15 @@
  * The scratch buffers (df_session's public fields) are sized from one table
  * (session_layout) that also tells the memory planner what a session costs
  * (df_session_bytes). Nothing is allocated per token.
+ *
+ * Scratch is the model's, not the session's: one decode runs at a time per
+ * model (decode.c holds its lock), so every session of a model computes in
+ * one set of scratch buffers, as large as its largest session needs. A
+ * session's scratch fields are pointed at them (df_session_bind_scratch)
+ * by each decode before its forward pass; outside a decode they are not to
+ * be used. What a session keeps between decodes -- its per-layer memory, its
+ * logits -- stays its own. N sessions under a budget therefore cost N times
+ * their own memory and the scratch once (df_session_split_bytes).
  */
 #ifndef DF_SESSION_H
 #define DF_SESSION_H
@@ -33,6 +42,8 @@
 enum { DF_MEM_KV = 1, DF_MEM_LATENT = 2, DF_MEM_RECURRENT = 3 };
 
 typedef struct df_mem df_mem; /* session.c */
+
+#define DF_SCRATCH_MAX 64 /* scratch buffers of a session (session_layout) */
 
 struct df_session {
     df_model *m;
@@ -107,11 +118,23 @@ struct df_session {
     float *mtp_in;          /* (n_batch, 2 * n_embd) [enorm(embedding) | hnorm(hidden)] */
     float *mtp_out;         /* (n_batch, n_embd) the block's output after shared_head_norm */
     mm_scratch mm;
+    /* where the scratch fields above live (session.c): their addresses and the bytes this session needs of each */
+    void **scr_dst[DF_SCRATCH_MAX];
+    uint64_t scr_need[DF_SCRATCH_MAX];
+    int n_scr;
 };
 
-/* Bytes a session with these parameters allocates (for the memory planner);
- * UINT64_MAX if it would be too large. */
+/* Bytes a session with these parameters allocates (for the memory planner):
+ * its own memory and the scratch it computes in; UINT64_MAX if it would be
+ * too large. df_session_split_bytes gives the two parts (-1 if too large):
+ * sessions of one model share the scratch. */
 uint64_t df_session_bytes(const df_model *m, const df_session_params *p);
+int df_session_split_bytes(const df_model *m, const df_session_params *p, uint64_t *own, uint64_t *scratch);
+/* Point s's scratch fields at the model's scratch; decode.c calls it, holding
+ * the model's lock, before a forward pass computes in s's scratch. */
+void df_session_bind_scratch(df_session *s);
+/* The model's shared scratch, freed with the model (df_model_free). */
+void df_scratch_free(df_model *m);
 /* The part of them that deepseek4's compressed layers keep (0s for other
  * models): compressed keys, indexer keys (ratio-4 layers) and compressor
  * states, in bytes. Returns the session's context (0: too large). */
