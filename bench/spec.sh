@@ -10,7 +10,6 @@
 #          memory and under --mem (experts streamed)
 #   glm    glm4moe-tiny made the same size, with its NextN block: --spec mtp (random weights: its guesses
 #          are almost never right, where the adaptive choice must turn speculation off)
-#   kimi   kimi-linear-tiny 512 wide (recurrent KDA layers: rejected guesses are rolled back), prompt lookup
 # ROUNDS=R runs every configuration R times, alternating, and reports each run and the median; per
 # group, the adaptive choice against the best fixed one (speculation off included).
 # Each configuration generates N tokens greedily (--ignore-eos); the table has
@@ -27,7 +26,6 @@ mk spec-dense --arch llama --type f32 --n-embd 768 --n-layer 8 --n-head 12 --n-h
 mk spec-draft --arch llama --type q8_0 --n-embd 768 --n-layer 8 --n-head 12 --n-head-kv 2 --n-ff 4096 --seed 11
 mk spec-moe --preset qwen3moe-tiny --type q8_0 --n-embd 512 --n-layer 8 --experts 64 --experts-used 8 --n-ff-exp 512 --seed 12
 mk spec-glm --preset glm4moe-tiny --type q8_0 --n-embd 512 --n-layer 8 --experts 64 --experts-used 8 --n-ff-exp 512 --seed 13
-mk spec-kimi --preset kimi-linear-tiny --type q8_0 --n-embd 512 --seed 14
 P="def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef mul(a, b):\n    return a * b\n\ndef div(a, b):\n    return a / b\n\n"
 P=$(printf "$P$P$P")
 T=$(mktemp -d /tmp/deltafin-benchspec-XXXXXX)
@@ -56,10 +54,6 @@ CONF=(
     "mtp|glm4moe q8_0, MTP block, adaptive|spec-glm|--spec mtp"
     "mtp|glm4moe q8_0, MTP block, k=1|spec-glm|--spec mtp --spec-k 1"
     "mtp|glm4moe q8_0, MTP block, k=2|spec-glm|--spec mtp --spec-k 2"
-    "kimi|kimi-linear q8_0, no speculation|spec-kimi|"
-    "kimi|kimi-linear q8_0, lookup, adaptive|spec-kimi|--spec lookup"
-    "kimi|kimi-linear q8_0, lookup, k=2|spec-kimi|--spec lookup --spec-k 2"
-    "kimi|kimi-linear q8_0, lookup, k=4|spec-kimi|--spec lookup --spec-k 4"
 )
 # MODEL ARGS...: one run; prints "tokens/s|k; kept|same|why"
 one() {
@@ -101,7 +95,7 @@ for i in "${!CONF[@]}"; do
     esac
 done
 echo
-for g in dense moe mem mtp kimi; do
+for g in dense moe mem mtp; do
     [ -n "${ADAPT[$g]:-}" ] && [ -n "${BEST[$g]:-}" ] || continue
     awk -v g="$g" -v a="${ADAPT[$g]}" -v b="${BEST[$g]}" 'BEGIN {
         printf "%s: adaptive %.1f tokens/s, best fixed choice (off included) %.1f: %+.1f%%\n", g, a, b, 100 * (a / b - 1) }'

@@ -66,7 +66,10 @@
  * costs near the optimum are measured rather than extrapolated; while
  * off, every 16th pass probes with 2 guesses so a change of text is noticed
  * (every 4th while fewer than 32 guesses were compared: an acceptance
- * rate from the warm-up's 6 guesses is too rough to stay off on).
+ * rate from the warm-up's 6 guesses is too rough to stay off on), and each
+ * probe that leaves it off doubles that interval (up to 256 passes). An MTP
+ * block whose guesses are kept less than 5% of 32+ times is stopped: its
+ * cache's upkeep costs a block's pass over every batch even while off.
  */
 #include <math.h>
 #include <stdio.h>
@@ -81,6 +84,9 @@
 #define PROBE_EVERY 16 /* one pass in this many re-tests a neighbour (on) or probes (off) */
 #define PROBE_EVERY_EARLY 4 /* ... while fewer than EARLY_COMPARED guesses were compared */
 #define EARLY_COMPARED 32
+#define PROBE_EVERY_MAX 256 /* while off, each probe that does not turn speculation on doubles the interval, to this */
+#define MTP_STOP_COMPARED 32 /* MTP guesses compared, and */
+#define MTP_STOP_ACCEPT 0.05 /* an acceptance below this: the block is stopped (mtp.c), speculation stays off */
 #define PROBE_K 2
 #define MEASURE_OFF 1.25 /* measure k = 0 when the best k's predicted gain is under this */
 #define K_CAP 64
@@ -99,6 +105,7 @@ struct df_spec {
     double draft_t, draft_n;         /* draft seconds and guesses */
     double kt[K_CAP + 1], kn[K_CAP + 1]; /* seconds and passes at each k */
     long compared, accepted, guessed, emitted, passes, since_probe, probes;
+    int off_probes; /* probes in a row that left speculation off (the interval doubles with each) */
     int k_now;
     char why[320];
 };
@@ -322,6 +329,28 @@ static int warmup_k(const df_spec *sp) {
     return sp->passes % 2 == 0 ? hi : lo;
 }
 
+/* Passes between probes: every 4th early on, then every 16th; while off,
+ * doubled by each probe that left it off (to PROBE_EVERY_MAX), so that a
+ * source whose guesses fail costs ever less. */
+static long probe_interval(const df_spec *sp, int best) {
+    if (sp->compared < EARLY_COMPARED) return PROBE_EVERY_EARLY;
+    if (best > 0) return PROBE_EVERY;
+    const long every = (long)PROBE_EVERY << sp->off_probes;
+    return every < PROBE_EVERY_MAX ? every : PROBE_EVERY_MAX;
+}
+
+/* An MTP block whose guesses have failed (MTP_STOP_*): stop it, since it
+ * costs a block's pass over every batch even while speculation is off; the
+ * session is then off for good (the report says why). 1 if stopped. */
+static int mtp_hopeless(df_spec *sp) {
+    if (!sp->mtp || sp->compared < MTP_STOP_COMPARED || accept_rate(sp) >= MTP_STOP_ACCEPT) return 0;
+    df_mtp_stop(sp->s);
+    snprintf(sp->off_why, sizeof sp->off_why,
+             "the MTP block's guesses were kept %ld of %ld times: it is stopped for the rest of the session (it costs a "
+             "block's pass over every batch)", sp->accepted, sp->compared);
+    return 1;
+}
+
 /* k for the next pass (before capping at what the source found). */
 static int choose_k(df_spec *sp) {
     if (sp->off_why[0]) return 0;
@@ -348,9 +377,14 @@ static int choose_k(df_spec *sp) {
              accept_rate(sp), a, b + td, sp->draft ? " incl. draft" : sp->mtp ? " incl. MTP" : "", mib, best_tps, best,
              predict(sp, 0, a, b));
     sp->k_now = best;
-    if (++sp->since_probe < (sp->compared < EARLY_COMPARED ? PROBE_EVERY_EARLY : PROBE_EVERY)) return best;
+    if (best > 0) sp->off_probes = 0;
+    if (best == 0 && mtp_hopeless(sp)) return 0;
+    if (++sp->since_probe < probe_interval(sp, best)) return best;
     sp->since_probe = 0;
-    if (best == 0) return PROBE_K < sp->p.k_max ? PROBE_K : sp->p.k_max;
+    if (best == 0) {
+        if (sp->compared >= EARLY_COMPARED && sp->off_probes < 30) sp->off_probes++;
+        return PROBE_K < sp->p.k_max ? PROBE_K : sp->p.k_max;
+    }
     /* a neighbour of the choice, alternately above and below (within 1..k_max) */
     const int up = (sp->probes++ % 2 == 0 && best < sp->p.k_max) || best == 1;
     return up ? (best < sp->p.k_max ? best + 1 : best) : best - 1;

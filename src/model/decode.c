@@ -169,6 +169,7 @@ int df_mtp_guess(df_session *s, int32_t pending, int k, int32_t *g, char *err, s
     const int64_t E = s->m->hp.n_embd;
     if (k < 1 || k > s->n_batch || s->pos + k > s->n_ctx || pending < 0 || pending >= s->m->hp.n_vocab)
         return df_seterr(err, errlen, "df_mtp_guess: %d guesses at position %d do not fit", k, s->pos), DF_E_INPUT;
+    if (s->mtp_stopped) return df_seterr(err, errlen, "df_mtp_guess: the session's MTP block was stopped"), DF_E_INPUT;
     int rc = lock_model(s->m, err, errlen);
     if (rc != DF_OK) return rc;
     df_session_bind_scratch(s);

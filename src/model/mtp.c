@@ -97,10 +97,15 @@ int df_hidden_rows(df_session *s, int n, float *out, char *err, size_t errlen) {
     return df_norm_rows(s, s->m->output_norm, s->x, n, E, E, out, err, errlen);
 }
 
+void df_mtp_stop(df_session *s) {
+    s->mtp_stopped = 1;
+    s->mtp_rows = 0;
+}
+
 int df_mtp_after_batch(df_session *s, const int32_t *tokens, int n, int pos0, float *hidden, char *err,
                        size_t errlen) {
     const int64_t E = s->m->hp.n_embd;
-    if (!s->m->hp.n_layer_mtp) return hidden ? df_hidden_rows(s, n, hidden, err, errlen) : 0;
+    if (!s->m->hp.n_layer_mtp || s->mtp_stopped) return hidden ? df_hidden_rows(s, n, hidden, err, errlen) : 0;
     const float *prev = df_mtp_hidden_row(s, pos0 - 1);
     if (prev) memmove(s->mtp_h, prev, sizeof(float) * (size_t)E);
     else memset(s->mtp_h, 0, sizeof(float) * (size_t)E);

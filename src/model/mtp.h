@@ -32,6 +32,11 @@ const float *df_mtp_hidden_row(const df_session *s, int pos);
 int df_mtp_after_batch(df_session *s, const int32_t *tokens, int n, int pos0, float *hidden, char *err,
                        size_t errlen);
 
+/* Stop running the MTP block after s's batches (speculation gave up on its
+ * guesses, spec.c): its cache no longer follows the sequence, so it must not
+ * guess again in this session; hidden rows are still handed out. */
+void df_mtp_stop(df_session *s);
+
 /* k greedy guesses of the MTP block after the sequence s holds, given its
  * next token pending (not yet decoded): row j is at position s->pos + j,
  * its token pending or guess j - 1, its hidden row the target's of

@@ -115,6 +115,7 @@ struct df_session {
     /* the MTP block (hp.n_layer_mtp; mtp.c): its KV cache is layer n_layer's memory */
     float *mtp_h;           /* (n_batch + 1, n_embd) the target's hidden rows of positions mtp_base.. */
     int mtp_base, mtp_rows; /* (after the final norm): those of the last batch and the one before it */
+    int mtp_stopped;        /* df_mtp_stop: the block no longer runs after batches (nor guesses) */
     float *mtp_in;          /* (n_batch, 2 * n_embd) [enorm(embedding) | hnorm(hidden)] */
     float *mtp_out;         /* (n_batch, n_embd) the block's output after shared_head_norm */
     mm_scratch mm;
