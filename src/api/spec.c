@@ -68,7 +68,7 @@
  * (every 4th while fewer than 32 guesses were compared: an acceptance
  * rate from the warm-up's 6 guesses is too rough to stay off on), and each
  * probe that leaves it off doubles that interval (up to 256 passes). An MTP
- * block whose guesses are kept less than 5% of 32+ times is stopped: its
+ * block whose guesses are kept less than 5% of 16+ times is stopped: its
  * cache's upkeep costs a block's pass over every batch even while off.
  */
 #include <math.h>
@@ -85,7 +85,7 @@
 #define PROBE_EVERY_EARLY 4 /* ... while fewer than EARLY_COMPARED guesses were compared */
 #define EARLY_COMPARED 32
 #define PROBE_EVERY_MAX 256 /* while off, each probe that does not turn speculation on doubles the interval, to this */
-#define MTP_STOP_COMPARED 32 /* MTP guesses compared, and */
+#define MTP_STOP_COMPARED 16 /* MTP guesses compared, and */
 #define MTP_STOP_ACCEPT 0.05 /* an acceptance below this: the block is stopped (mtp.c), speculation stays off */
 #define PROBE_K 2
 #define MEASURE_OFF 1.25 /* measure k = 0 when the best k's predicted gain is under this */

@@ -111,6 +111,12 @@ for f in glm ds3n; do
     check "mtp ($f) k=3 under --mem: guesses made" \
         grep -qE "speculation: MTP block, k=3 \(fixed, at most 4\): [0-9]+ of [1-9][0-9]* guesses" "$T/${f}f2"
 done
+# random weights: the block's guesses fail, so the adaptive choice stops it (and its upkeep) for the session
+"$D" run -m "$T/glm.gguf" -p "$P" -n 200 --temp 0 --hot none --ignore-eos > "$T/glmlong" 2>/dev/null
+"$D" run -m "$T/glm.gguf" -p "$P" -n 200 --temp 0 --hot none --ignore-eos --spec mtp > "$T/glmlongs" 2> "$T/glmlongf"
+check "mtp (glm, 200 tokens): same output" cmp -s "$T/glmlong" "$T/glmlongs"
+check "mtp (glm, 200 tokens): a block whose guesses fail is stopped, saying so" \
+    grep -q "speculation: why: the MTP block's guesses were kept 0 of [0-9]* times: it is stopped" "$T/glmlongf"
 run -m "$T/moe.gguf" --spec mtp > /dev/null 2> "$T/f10"; rc=$?
 check "mtp without a NextN block: refused (exit 1)" test "$rc" -eq 1
 check "...saying why" grep -q "has no NextN/MTP block" "$T/f10"
