@@ -354,6 +354,19 @@ static void test_greedy_every_arch(void **state) {
     assert_true(planned_session(path, 0) == planned_session(path, 8));
 }
 
+/* Greedy generation by m with the draft model at dpath (k fixed at 3). */
+static void generate_with_draft(df_model *m, const char *dpath, int32_t *got, df_spec_stats *st) {
+    df_model *dm = load(dpath, 0);
+    df_session *ds = session(dm);
+    df_spec_params p = df_spec_default_params();
+    p.source = DF_SPEC_DRAFT;
+    p.draft = ds;
+    p.k_fixed = 3;
+    generate(m, &p, 0, 1, got, st);
+    df_session_free(ds);
+    df_model_free(dm);
+}
+
 /* A draft model: the same model loaded twice (every guess kept), and another one. */
 static void test_draft(void **state) {
     (void)state;
@@ -371,20 +384,12 @@ static void test_draft(void **state) {
         if (streamed) df_model_free(m), m = load(path, 1);
         generate(m, NULL, 0, 1, ref, NULL);
         for (int d = 0; d < 2; d++) {
-            df_model *dm = load(drafts[d], 0);
-            df_session *ds = session(dm);
-            df_spec_params p = df_spec_default_params();
-            p.source = DF_SPEC_DRAFT;
-            p.draft = ds;
-            p.k_fixed = 3;
             df_spec_stats st;
-            generate(m, &p, 0, 1, got, &st);
+            generate_with_draft(m, drafts[d], got, &st);
             if (memcmp(ref, got, sizeof ref) != 0) fail_msg("greedy output with draft %d differs", d);
             printf("  draft %d %s: identical, %d of %d guesses kept\n", d, streamed ? "streamed" : "in memory",
                    st.accepted, st.guessed);
             if (d == 0) assert_int_equal(st.accepted, st.guessed);
-            df_session_free(ds);
-            df_model_free(dm);
         }
     }
     /* another vocabulary is refused */
@@ -424,21 +429,13 @@ static void test_draft_recurrent(void **state) {
                 gen_seed = seed;
                 generate(m, NULL, 0, 1, ref, NULL);
                 for (int d = 0; d < 2; d++) {
-                    df_model *dm = load(drafts[d], 0);
-                    df_session *ds = session(dm);
-                    df_spec_params p = df_spec_default_params();
-                    p.source = DF_SPEC_DRAFT;
-                    p.draft = ds;
-                    p.k_fixed = 3;
                     df_spec_stats st;
-                    generate(m, &p, 0, 1, got, &st);
+                    generate_with_draft(m, drafts[d], got, &st);
                     if (memcmp(ref, got, sizeof ref) != 0)
                         fail_msg("%s: prompt %d: greedy output with draft %d%s differs", recurrent[i][0], (int)seed, d,
                                  streamed ? " (streamed)" : "");
                     if (d == 0) assert_int_equal(st.accepted, st.guessed);
                     else kept += st.accepted, rejected += st.guessed - st.accepted;
-                    df_session_free(ds);
-                    df_model_free(dm);
                 }
             }
             gen_seed = -1;
