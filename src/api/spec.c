@@ -241,13 +241,6 @@ static int guess_lookup(const df_spec *sp, int k, int32_t *g) {
     return 0;
 }
 
-static int32_t argmax(const float *v, int n) {
-    int32_t b = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[b]) b = i;
-    return b;
-}
-
 /* Draft model: catch up with the history, then k greedy tokens. */
 static int guess_draft(df_spec *sp, int k, int32_t *g, char *err, size_t errlen) {
     df_session *d = sp->draft;
@@ -267,7 +260,7 @@ static int guess_draft(df_spec *sp, int k, int32_t *g, char *err, size_t errlen)
     if (rc == DF_OK && df_rec_mark(d, err, errlen) != 0) rc = DF_E_INPUT;
     if (rc == DF_OK) rc = df_decode(d, sp->hist + sp->n_hist - 1, 1, sp->dlogits, 0, err, errlen);
     for (int i = 0; rc == DF_OK && i < k; i++) {
-        g[i] = argmax(sp->dlogits, nv);
+        g[i] = df_argmax(sp->dlogits, nv);
         if (i + 1 < k) rc = df_decode(d, &g[i], 1, sp->dlogits, 0, err, errlen);
     }
     if (rc != DF_OK) return -1;

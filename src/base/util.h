@@ -40,6 +40,9 @@ static inline int df_add_u64(uint64_t a, uint64_t b, uint64_t *out) {
 /* Monotonic wall clock in seconds. */
 double df_time(void);
 
+/* Index of the largest of v[0..n) (ties to the lowest index: greedy sampling's choice). */
+int32_t df_argmax(const float *v, int n);
+
 /* Peak resident set size of this process in bytes (0 if unknown). */
 uint64_t df_peak_rss(void);
 

@@ -136,15 +136,6 @@ static int decode_locked(df_session *s, const int32_t *tokens, int n, float *log
     return DF_OK;
 }
 
-int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err, size_t errlen) {
-    int rc = check_input(s, tokens, n, err, errlen);
-    if (rc != DF_OK) return rc;
-    if ((rc = lock_model(s->m, err, errlen)) != DF_OK) return rc;
-    rc = decode_locked(s, tokens, n, logits, all_logits, NULL, err, errlen);
-    unlock_model(s->m);
-    return rc;
-}
-
 int df_decode_hidden(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, float *hidden,
                      char *err, size_t errlen) {
     if (hidden && (s->m->hp.hc_mult > 0 || s->m->hp.attn_res_block > 0))
@@ -158,11 +149,8 @@ int df_decode_hidden(df_session *s, const int32_t *tokens, int n, float *logits,
     return rc;
 }
 
-static int32_t argmax(const float *v, int n) {
-    int32_t b = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[b]) b = i;
-    return b;
+int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err, size_t errlen) {
+    return df_decode_hidden(s, tokens, n, logits, all_logits, NULL, err, errlen);
 }
 
 int df_mtp_guess(df_session *s, int32_t pending, int k, int32_t *g, char *err, size_t errlen) {
@@ -180,7 +168,7 @@ int df_mtp_guess(df_session *s, int32_t pending, int k, int32_t *g, char *err, s
     int32_t tok = pending;
     for (int j = 0; j < k && rc == DF_OK; j++) {
         if (df_mtp_run(s, &tok, row, 1, s->pos + j, row, s->logits, err, errlen) != 0) rc = DF_E_IO;
-        else g[j] = tok = argmax(s->logits, s->m->hp.n_vocab);
+        else g[j] = tok = df_argmax(s->logits, s->m->hp.n_vocab);
     }
     ws_tick(s->m->ws);
     unlock_model(s->m);

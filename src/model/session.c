@@ -373,20 +373,19 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
 /* The layout a session of these parameters would have, allocating nothing
  * (planning: its ring, its bytes). */
 static int dry_layout(const df_model *m, const df_session_params *p, df_session *tmp, df_mem *tmem, alloc_item *it,
-                      int *n) {
-    int n_own;
+                      int *n, int *n_own) {
     memset(tmp, 0, sizeof *tmp);
     memset(tmem, 0, sizeof *tmem);
     tmp->mem = tmem;
-    return session_layout(m, p, tmp, it, n, &n_own, NULL, 0);
+    return session_layout(m, p, tmp, it, n, n_own, NULL, 0);
 }
 
 int df_session_kv_ring(const df_model *m, const df_session_params *p) {
     df_session tmp;
     df_mem tmem;
     alloc_item it[MAX_ITEMS];
-    int n;
-    if (dry_layout(m, p, &tmp, &tmem, it, &n) != 0) return 0;
+    int n, n_own;
+    if (dry_layout(m, p, &tmp, &tmem, it, &n, &n_own) != 0) return 0;
     return df_kv_ring(&m->hp, tmp.n_ctx, tmp.n_batch);
 }
 
@@ -395,9 +394,9 @@ int df_session_comp_bytes(const df_model *m, const df_session_params *p, uint64_
     df_session tmp;
     df_mem tmem;
     alloc_item it[MAX_ITEMS];
-    int n;
+    int n, n_own;
     *comp = *lid = *state = 0;
-    if (dry_layout(m, p, &tmp, &tmem, it, &n) != 0) return 0;
+    if (dry_layout(m, p, &tmp, &tmem, it, &n, &n_own) != 0) return 0;
     int64_t c, d, st;
     comp_totals(&m->hp, tmp.n_ctx, &c, &d, &st);
     *comp = (uint64_t)c * sizeof(float);
@@ -411,11 +410,8 @@ int df_session_split_bytes(const df_model *m, const df_session_params *p, uint64
     df_mem tmem;
     alloc_item it[MAX_ITEMS];
     int n, n_own;
-    memset(&tmp, 0, sizeof tmp);
-    memset(&tmem, 0, sizeof tmem);
-    tmp.mem = &tmem;
     *own = *scratch = 0;
-    if (session_layout(m, p, &tmp, it, &n, &n_own, NULL, 0) != 0) return -1;
+    if (dry_layout(m, p, &tmp, &tmem, it, &n, &n_own) != 0) return -1;
     *own = sizeof(df_session) + sizeof(df_mem);
     for (int i = 0; i < n; i++) *(i < n_own ? own : scratch) += it[i].bytes + 64;
     return 0;
@@ -656,8 +652,9 @@ static void replay_conv(float *st, int64_t ch, int ns, const float *in, int n, i
 /* Roll every recurrent layer back to the mark and replay its first n
  * journaled rows: the states the session had after those rows. The delta
  * rule's state never depends on the query or the output, so the replay
- * reads k as the query and writes the output into mem->rb_out (one row). The pool is used when the model's lock is free (a decode of
- * another session may hold it): the heads' results do not depend on it. */
+ * reads k as the query and writes the output into mem->rb_out (one row).
+ * The pool is used when the model's lock is free (a decode of another
+ * session may hold it): the heads' results do not depend on it. */
 static void rec_replay(df_session *s, int n) {
     const df_hparams *h = &s->m->hp;
     df_mem *mem = s->mem;
