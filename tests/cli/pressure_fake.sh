@@ -5,12 +5,13 @@
 # This machine has cgroup v1, so the v2 paths are fed fake readings: a folder
 # of memory.max, memory.current, memory.stat, memory.events and
 # memory.pressure that DELTAFIN_CGROUP_DIR names (jobs/pressure.c). A worker
-# runs a streamed MoE job under --mem while the test writes, one at a time:
+# runs a streamed MoE job under --mem. The test first freezes the run (SIGSTOP,
+# 3 s): the monitor's next row is flagged collapse, with a collapse event, and
+# none before it was. Then it writes, one at a time:
 #  1. a new memory.events "high" count  -> a shrink event naming memory.high
 #  2. PSI "some avg10=42.00"            -> a shrink event naming PSI
 #  3. memory.stat anon at 90% of max    -> a shrink event naming anonymous memory
-# then freezes the run (SIGSTOP, 2.5 s): the monitor's next row is flagged
-# collapse, with a collapse event, and none before it was. The job completes
+# The job completes
 # with the text of a run without pressure (shrinking changes reads, not
 # results).
 set -u
@@ -34,7 +35,7 @@ wait_for() {
     return 1
 }
 shrinks() { echo "[.events[] | select(.kind == \"shrink\" and (.text | contains(\"$1\")))] | length"; }
-args=(-m "$T/m.gguf" -p "Once upon a time" -n 1200 --temp 0 --ignore-eos -c 1280 --mem 160M)
+args=(-m "$T/m.gguf" -p "Once upon a time" -n 1600 --temp 0 --ignore-eos -c 1700 --mem 160M)
 
 # the reference: the same job, no pressure
 ref=$(j submit "${args[@]}")
@@ -53,11 +54,26 @@ psi() { printf 'some avg10=%s avg60=0.00 avg300=0.00 total=1\nfull avg10=0.00 av
 stat_anon $((100 << 20)); events 0; psi 0.00
 
 id=$(j submit "${args[@]}")
-DELTAFIN_CGROUP_DIR="$CG" "$D" worker --drain --db "$DB" --monitor-every 0.3 2> "$T/w.log" &
+DELTAFIN_CGROUP_DIR="$CG" "$D" worker --drain --db "$DB" --monitor-every 0.5 2> "$T/w.log" &
 wpid=$!
 for _ in $(seq $((300 * SLOW))); do [ "$(count "$id" .n_done)" -ge 10 ] 2>/dev/null && break; sleep 0.1; done
 check "the job is running" test "$(count "$id" -r .state)" = running
 check "quiet readings: no shrink yet" test "$(count "$id" '[.events[] | select(.kind == "shrink")] | length')" = 0
+
+# the stability monitor, at the full budget (each shrink below slows the run,
+# three of them about 3x, too near the collapse line to test against): freeze
+# the run, its next row collapses
+for _ in $(seq $((100 * SLOW))); do [ "$(count "$id" '.stats | length')" -ge 3 ] 2>/dev/null && break; sleep 0.1; done
+check "no collapse before the freeze" test "$(count "$id" '[.stats[] | select(.collapse == 1)] | length')" = 0
+rpid=$(pgrep -P "$wpid" | head -n1)
+check "the run is a child of the worker ($rpid)" test -n "$rpid"
+kill -STOP "$rpid"; sleep 3; kill -CONT "$rpid"
+wait_for "$id" '[.stats[] | select(.collapse == 1)] | length'
+check "after the freeze a monitor row is flagged collapse" test $? -eq 0
+wait_for "$id" '[.events[] | select(.kind == "collapse")] | length'
+check "... with a collapse event" test $? -eq 0
+
+# the pressure readings, one at a time
 
 events 1
 wait_for "$id" "$(shrinks memory.high)"
@@ -73,15 +89,6 @@ stat_anon $((100 << 20))
 check "the shrinks are recorded with the budget they left" \
     contains "$(count "$id" -r '.events[] | select(.kind == "shrink") | .text')" "budget 160.0 MiB ->"
 
-# the stability monitor: freeze the run, its next row collapses
-check "no collapse before the freeze" test "$(count "$id" '[.stats[] | select(.collapse == 1)] | length')" = 0
-rpid=$(pgrep -P "$wpid" | head -n1)
-check "the run is a child of the worker ($rpid)" test -n "$rpid"
-kill -STOP "$rpid"; sleep 2.5; kill -CONT "$rpid"
-wait_for "$id" '[.stats[] | select(.collapse == 1)] | length'
-check "after the freeze a monitor row is flagged collapse" test $? -eq 0
-wait_for "$id" '[.events[] | select(.kind == "collapse")] | length'
-check "... with a collapse event" test $? -eq 0
 
 wait "$wpid"; rc=$?
 wpid=
