@@ -32,12 +32,14 @@
  *   blocks per step, one vpdpbusd per row and token (weights as w + 128,
  *   the accumulator started at -128 * sum(y)); the lane sums are folded and
  *   accumulated like kern_avx2.c's tile, so the outputs are the AVX2 gemm's
- *   bits. q4_K's tile uses q4_K_dot's 64-element maddubs + vpdpwssd per row
- *   and token, adds the two 256-bit halves into the AVX2 tile's lanes and
- *   folds them as it does (same bits); q6_K's tile is built the same way
- *   from q6_K_dot. Inherited from the AVX2 table (maddubs, no VNNI): the
- *   f32 and f16 gemms; types with no gemm at
- *   all (q4_1, q5_0, q5_1, q2_K, q3_K, q5_K, nvfp4, q1_0, q2_0, iq4_xs,
+ *   bits. The K-quant tiles (q2_K, q3_K, q4_K, q5_K, q6_K) decode each
+ *   row's super-block once (t5_k_decode) and use the lone dot's 64-element
+ *   maddubs + vpdpwssd per row and token, add the two 256-bit halves into
+ *   the AVX2 tiles' lanes and fold them as those do (q4_K, q6_K: the same
+ *   bits as AVX2; q2_K, q3_K and q5_K have no AVX2 tile). iq4_xs and the
+ *   grid i-quants run one row against up to 4 tokens (KX_IQ_ENTRY_POINTS).
+ *   Inherited from the AVX2 table (maddubs, no VNNI): the f32 and f16
+ *   gemms; types with no gemm at all (q4_1, q5_0, q5_1, nvfp4, q1_0, q2_0,
  *   tq1_0, tq2_0, bf16) run this file's vec_dot per (row, token) pair, VNNI
  *   where listed above.
  * - AMX (Intel's tile unit) lives in kern_amx.c / amx_gemm.c, as a table of
@@ -363,26 +365,39 @@ static void q2_0_dot(int64_t n, const void *w, const void *x, float *out) {
 /* iq4_nl (activations in q8_0); iq4_xs, tq1_0, tq2_0 (activations in q8_K) */
 
 /* iq4_xs: two sub-blocks per step; lane sums times their scale - 32 in
- * int32, one float scale per super-block. */
-static void iq4_xs_dot(int64_t n, const void *w, const void *x, float *out) {
-    const block_iq4_xs *a = w;
-    const block_q8_K *b = x;
+ * int32, one float scale per super-block. One weight row against NC <= 4
+ * activation rows (KX_IQ_ENTRY_POINTS: vec_dot is NC = 1, the gemm walks
+ * rows x 4 tokens), each block's codes looked up once. */
+static inline __attribute__((always_inline)) void iq4_xs_dot_tile(int64_t n, const block_iq4_xs *a, const uint8_t *xp,
+                                                                  size_t xs, float *out, const int NC) {
     const __m512i tbl = _mm512_broadcast_i32x4(kx_iq4nl_table());
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc[4];
+    for (int t = 0; t < NC; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        __m512i s = _mm512_setzero_si512();
-        for (int k = 0; k < 4; k++) {
+        __m512i s[4];
+        for (int t = 0; t < NC; t++) s[t] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
             const int h = a[i].scales_h >> (4 * k);
             const int l0 = ((a[i].scales_l[k] & 0xF) | ((h & 3) << 4)) - 32;
             const int l1 = ((a[i].scales_l[k] >> 4) | (((h >> 2) & 3) << 4)) - 32;
-            __m512i v = _mm512_shuffle_epi8(tbl, nibbles64(a[i].qs + 32 * k, a[i].qs + 32 * k + 16));
-            __m512i p = dot_i8_512(v, LD512(b[i].qs + 64 * k));
-            s = _mm512_add_epi32(s, _mm512_mullo_epi32(p, join256(_mm256_set1_epi32(l0), _mm256_set1_epi32(l1))));
+            const __m512i v = _mm512_shuffle_epi8(tbl, nibbles64(a[i].qs + 32 * k, a[i].qs + 32 * k + 16));
+            const __m512i av = _mm512_abs_epi8(v), l = join256(_mm256_set1_epi32(l0), _mm256_set1_epi32(l1));
+            const __mmask64 neg = _mm512_movepi8_mask(v);
+            for (int t = 0; t < NC; t++) { /* dot_i8_512, the weight side once */
+                const block_q8_K *b = (const block_q8_K *)(const void *)(xp + (size_t)t * xs) + i;
+                const __m512i y = LD512(b->qs + 64 * k);
+                const __m512i p = dpb(av, _mm512_mask_sub_epi8(y, neg, _mm512_setzero_si512(), y));
+                s[t] = _mm512_add_epi32(s[t], _mm512_mullo_epi32(p, l));
+            }
         }
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(h2f(a[i].d) * b[i].d), acc);
+        for (int t = 0; t < NC; t++) {
+            const block_q8_K *b = (const block_q8_K *)(const void *)(xp + (size_t)t * xs) + i;
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_set1_ps(h2f(a[i].d) * b->d), acc[t]);
+        }
     }
-    *out = _mm512_reduce_add_ps(acc);
+    for (int t = 0; t < NC; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
+KX_IQ_ENTRY_POINTS(iq4_xs_dot, block_iq4_xs)
 
 /* tq1_0 / tq2_0: the block's 256 values (kern_x86.h) in four 64-byte
  * vectors, one integer sum per block. */
@@ -813,21 +828,135 @@ T5_GEMM(mxfp4_t5)
 T5_GEMM(q4_0_t5)
 T5_GEMM(iq4_nl_t5)
 
-/* q4_K x q8_K tile, 4 rows x up to 4 tokens: per row and token the integer
- * vector of q4_K_dot (64 elements per maddubs, the sub-block scales by
- * vpdpwssd), its two 256-bit halves added (lane j: bytes 4j..4j+3 of a
- * 32-byte slice, low and high nibbles together, exactly the lanes of
- * kern_avx2.c's q4_K_tile), then that tile's hadd folding with the min
- * products and its float accumulation, lane for lane: the outputs are the
- * AVX2 tile's bits (tests/test_matmul.c), in about half the instructions. */
-T5_INL void q4_K_t5(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out,
+/* K-quant x q8_K tiles, 4 rows x up to 4 tokens. Per super-block, each
+ * row's weight side is decoded once (t5_k_decode): its four 64-element
+ * slices as unsigned bytes, the slices' scales spread to the int16 lanes
+ * of a maddubs result (idx_k4 / idx_k16), and the int16 vector whose madd
+ * with the activations' bsums gives the block's min products (q4_K, q5_K,
+ * q2_K: subtracted with dmin) or offset products (q6_K, q3_K: 32 or 4
+ * times, subtracted in int32). Per row and token the integer vector is the
+ * lone dot's (maddubs + vpdpwssd per slice), its two 256-bit halves added
+ * (lane j: bytes 4j..4j+3 of every 32-byte slice of the block, exactly the
+ * lanes of kern_avx2.c's q4_K_tile and q6_K_tile), then folded as those
+ * tiles fold, lane for lane: q4_K's and q6_K's outputs are the AVX2 tiles'
+ * bits (tests/test_matmul.c). q5_K, q2_K and q3_K have no AVX2 tile; theirs
+ * follow the same folding, and every (row, token) is summed on its own, so
+ * the outputs do not depend on the tiling (quant.h's gemm contract). */
+T5_INL size_t t5_k_size(const int type) {
+    switch (type) {
+    case DF_TYPE_Q2_K: return sizeof(block_q2_K);
+    case DF_TYPE_Q3_K: return sizeof(block_q3_K);
+    case DF_TYPE_Q4_K: return sizeof(block_q4_K);
+    case DF_TYPE_Q5_K: return sizeof(block_q5_K);
+    default: return sizeof(block_q6_K);
+    }
+}
+
+/* The block's f16 scale d and (q2_K, q4_K, q5_K) dmin. */
+T5_INL void t5_k_scales(const int type, const uint8_t *blk, uint16_t *d, uint16_t *dmin) {
+    switch (type) {
+    case DF_TYPE_Q2_K: *d = ((const block_q2_K *)(const void *)blk)->d, *dmin = ((const block_q2_K *)(const void *)blk)->dmin; break;
+    case DF_TYPE_Q3_K: *d = ((const block_q3_K *)(const void *)blk)->d, *dmin = 0; break;
+    case DF_TYPE_Q4_K: *d = ((const block_q4_K *)(const void *)blk)->d, *dmin = ((const block_q4_K *)(const void *)blk)->dmin; break;
+    case DF_TYPE_Q5_K: *d = ((const block_q5_K *)(const void *)blk)->d, *dmin = ((const block_q5_K *)(const void *)blk)->dmin; break;
+    default: *d = ((const block_q6_K *)(const void *)blk)->d, *dmin = 0; break;
+    }
+}
+
+/* q4_K / q5_K: slice k = qs[32k..32k+31], low nibbles then high (q5_K: qh bit 2k / 2k+1 as bit 4). */
+T5_INL void t5_k4_decode(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh, __m512i u[4], __m512i l[4],
+                         __m256i *mb) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1), sh = shifts2(0, 4);
+    uint32_t w[4];
+    quant_k4_unpack(scales, w);
+    const __m128i v = _mm_set_epi32((int)w[3], (int)w[2], (int)w[1], (int)w[0]);
+    const __m512i sc = zext256(_mm256_cvtepu8_epi16(v));
+    *mb = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(v, v)); /* m_j twice: pairs of bsums */
+    __m512i hb = qh ? _mm512_srlv_epi16(_mm512_broadcast_i64x4(LOADU(qh)), shifts2(0, 1)) : _mm512_setzero_si512();
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+        u[k] = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(LOADU(qs + 32 * k)), sh), m4);
+        if (qh) {
+            u[k] = _mm512_or_si512(u[k], _mm512_slli_epi16(_mm512_and_si512(hb, one), 4));
+            hb = _mm512_srli_epi16(hb, 2);
+        }
+        l[k] = _mm512_permutexvar_epi16(LD512(idx_k4[k]), sc);
+    }
+}
+
+T5_INL void t5_k_decode(const int type, const uint8_t *blk, __m512i u[4], __m512i l[4], __m256i *mb) {
+    const __m512i m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i one = _mm512_set1_epi8(1);
+    __m512i sc;
+    if (type == DF_TYPE_Q4_K) {
+        const block_q4_K *a = (const block_q4_K *)(const void *)blk;
+        t5_k4_decode(a->scales, a->qs, NULL, u, l, mb);
+        return;
+    }
+    if (type == DF_TYPE_Q5_K) {
+        const block_q5_K *a = (const block_q5_K *)(const void *)blk;
+        t5_k4_decode(a->scales, a->qs, a->qh, u, l, mb);
+        return;
+    }
+    if (type == DF_TYPE_Q2_K) { /* slice 2h + g: qs[32h..32h+31] bits 4g..4g+1 and 4g+2..4g+3 */
+        const block_q2_K *a = (const block_q2_K *)(const void *)blk;
+        const __m128i sb = LOADU128(a->scales);
+        sc = zext256(_mm256_cvtepu8_epi16(_mm_and_si128(sb, _mm_set1_epi8(0x0F))));
+        *mb = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(0x0F)));
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+            const __m512i q = _mm512_broadcast_i64x4(LOADU(a->qs + 32 * h));
+            u[2 * h] = _mm512_and_si512(_mm512_srlv_epi16(q, shifts2(0, 2)), m3);
+            u[2 * h + 1] = _mm512_and_si512(_mm512_srlv_epi16(q, shifts2(4, 6)), m3);
+        }
+    } else if (type == DF_TYPE_Q3_K) { /* as q2_K, plus hmask bit 4h + g as value bit 2 */
+        const block_q3_K *a = (const block_q3_K *)(const void *)blk;
+        uint32_t s32[4];
+        quant_k3_unpack(a->scales, s32);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(
+            _mm_sub_epi8(_mm_set_epi32((int)s32[3], (int)s32[2], (int)s32[1], (int)s32[0]), _mm_set1_epi8(32)));
+        sc = zext256(sc16);
+        *mb = sc16;
+        const __m512i hm = _mm512_broadcast_i64x4(LOADU(a->hmask));
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+            const __m512i q = _mm512_broadcast_i64x4(LOADU(a->qs + 32 * h));
+            const __m512i h01 = _mm512_slli_epi16(
+                _mm512_and_si512(_mm512_srlv_epi16(hm, shifts2((short)(4 * h), (short)(4 * h + 1))), one), 2);
+            const __m512i h23 = _mm512_slli_epi16(
+                _mm512_and_si512(_mm512_srlv_epi16(hm, shifts2((short)(4 * h + 2), (short)(4 * h + 3))), one), 2);
+            u[2 * h] = _mm512_or_si512(_mm512_and_si512(_mm512_srlv_epi16(q, shifts2(0, 2)), m3), h01);
+            u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srlv_epi16(q, shifts2(4, 6)), m3), h23);
+        }
+    } else { /* q6_K: slice 2h + g, low bits from ql[64h..64h+63], high bits from qh[32h..32h+31] */
+        const block_q6_K *a = (const block_q6_K *)(const void *)blk;
+        const __m256i sc16 = _mm256_cvtepi8_epi16(LOADU128(a->scales));
+        sc = zext256(sc16);
+        *mb = sc16;
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+            const __m512i lo = LD512(a->ql + 64 * h); /* [ql 0-31 | ql 32-63] of this half */
+            const __m512i qh = _mm512_broadcast_i64x4(LOADU(a->qh + 32 * h));
+            u[2 * h] = _mm512_or_si512(_mm512_and_si512(lo, m4),
+                                       _mm512_and_si512(_mm512_sllv_epi16(qh, shifts2(4, 2)), m30));
+            u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lo, 4), m4),
+                                           _mm512_and_si512(_mm512_srlv_epi16(qh, shifts2(0, 2)), m30));
+        }
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) l[k] = _mm512_permutexvar_epi16(LD512(idx_k16[k]), sc);
+}
+
+/* Per row and token of one super-block: the lone dot's integer vector, its halves added. */
+T5_INL __m256i t5_k_sum(const __m512i u[4], const __m512i l[4], const block_q8_K *x) {
+    __m512i s = _mm512_setzero_si512();
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+        s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(u[k], LD512(x->qs + 64 * k)), l[k]);
+    return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+}
+
+/* q4_K, q5_K, q2_K (d and dmin): kern_avx2.c's q4_K_tile folding, hadd(sums, mins) per row, [d, -dmin] pairs. */
+T5_INL void t5_kmin(const int type, int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out,
                     const uint8_t *pf, size_t pf_step, const int C) {
-    const block_q4_K *w[T5_ROWS];
+    const size_t bs = t5_k_size(type);
     const block_q8_K *x[4];
     __m512 acc[4];
-    const __m512i m4 = _mm512_set1_epi8(0x0F), sh = shifts2(0, 4);
     const __m512 sign = _mm512_setr_ps(1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1);
-    _Pragma("GCC unroll 4") for (int r = 0; r < T5_ROWS; r++) w[r] = (const block_q4_K *)(const void *)wp[r];
     _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
         x[c] = (const block_q8_K *)(const void *)(xp + (size_t)c * xs);
         acc[c] = _mm512_setzero_ps();
@@ -835,36 +964,24 @@ T5_INL void q4_K_t5(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size
     for (int64_t i = 0; i < n / QK_K; i++) {
         t5_prefetch(pf, pf_step, i);
         __m256i t[T5_ROWS][4]; /* per row and token: hadd(s, m) as in the AVX2 tile */
+        uint16_t d[T5_ROWS], dm[T5_ROWS];
         _Pragma("GCC unroll 4") for (int r = 0; r < T5_ROWS; r++) {
-            const block_q4_K *a = &w[r][i];
-            uint32_t u[4];
-            quant_k4_unpack(a->scales, u);
-            const __m128i v = _mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]);
-            const __m512i sc = zext256(_mm256_cvtepu8_epi16(v));
-            const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(v, v));
-            __m512i q[4], l[4];
-            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-                q[k] = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(LOADU(a->qs + 32 * k)), sh), m4);
-                l[k] = _mm512_permutexvar_epi16(LD512(idx_k4[k]), sc);
-            }
-            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
-                __m512i s = _mm512_setzero_si512();
-                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
-                    s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(q[k], LD512(x[c][i].qs + 64 * k)), l[k]);
-                const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
-                t[r][c] = _mm256_hadd_epi32(s8, _mm256_madd_epi16(LOADU(x[c][i].bsums), mins));
-            }
+            const uint8_t *blk = wp[r] + (size_t)i * bs;
+            __m512i u[4], l[4];
+            __m256i mins;
+            t5_k_decode(type, blk, u, l, &mins);
+            t5_k_scales(type, blk, &d[r], &dm[r]);
+            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++)
+                t[r][c] = _mm256_hadd_epi32(t5_k_sum(u, l, &x[c][i]), _mm256_madd_epi16(LOADU(x[c][i].bsums), mins));
         }
-        const __m256i dh = _mm256_setr_epi16((short)w[0][i].d, (short)w[0][i].dmin, (short)w[1][i].d,
-                                             (short)w[1][i].dmin, (short)w[0][i].d, (short)w[0][i].dmin,
-                                             (short)w[1][i].d, (short)w[1][i].dmin, (short)w[2][i].d,
-                                             (short)w[2][i].dmin, (short)w[3][i].d, (short)w[3][i].dmin,
-                                             (short)w[2][i].d, (short)w[2][i].dmin, (short)w[3][i].d,
-                                             (short)w[3][i].dmin);
-        const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(dh), sign); /* [d, -dmin] pairs of rows 0 1 | 2 3 */
+        const __m256i dh = _mm256_setr_epi16((short)d[0], (short)dm[0], (short)d[1], (short)dm[1], (short)d[0],
+                                             (short)dm[0], (short)d[1], (short)dm[1], (short)d[2], (short)dm[2],
+                                             (short)d[3], (short)dm[3], (short)d[2], (short)dm[2], (short)d[3],
+                                             (short)dm[3]);
+        const __m512 dd = _mm512_mul_ps(_mm512_cvtph_ps(dh), sign); /* [d, -dmin] pairs of rows 0 1 | 2 3 */
         _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
             const __m512i sm = join256(_mm256_hadd_epi32(t[0][c], t[1][c]), _mm256_hadd_epi32(t[2][c], t[3][c]));
-            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sm), _mm512_mul_ps(d, _mm512_set1_ps(x[c][i].d)), acc[c]);
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sm), _mm512_mul_ps(dd, _mm512_set1_ps(x[c][i].d)), acc[c]);
         }
     }
     _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) { /* kern_avx2.c's store_pairs */
@@ -873,23 +990,13 @@ T5_INL void q4_K_t5(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size
     }
 }
 
-T5_GEMM_BLK(q4_K_t5, QK_K)
-
-/* q6_K x q8_K tile, 4 rows x up to 4 tokens: per row and token q6_K_dot's
- * integer vector (two 64-element groups per maddubs, the 16-element scales
- * by vpdpwssd), its two 256-bit halves added (lane j: bytes 4j..4j+3 of
- * every 32-byte slice of the block, exactly the lanes of kern_avx2.c's
- * q6_K_tile), minus 32 x the scaled bsums; then that tile's folding (lane
- * r: row r's lanes 0-3, lane r + 4: its lanes 4-7) and float accumulation.
- * The outputs are the AVX2 tile's bits (tests/test_matmul.c). */
-T5_INL void q6_K_t5(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out,
+/* q6_K, q3_K (one d, an offset of 32 or 4): kern_avx2.c's q6_K_tile folding, the offset products subtracted. */
+T5_INL void t5_koff(const int type, int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out,
                     const uint8_t *pf, size_t pf_step, const int C) {
-    const block_q6_K *w[T5_ROWS];
+    const size_t bs = t5_k_size(type);
+    const int off_shift = type == DF_TYPE_Q6_K ? 5 : 2;
     const block_q8_K *x[4];
     __m256 acc[4];
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-    const __m512i shl = shifts2(4, 2), shr = shifts2(0, 2);
-    _Pragma("GCC unroll 4") for (int r = 0; r < T5_ROWS; r++) w[r] = (const block_q6_K *)(const void *)wp[r];
     _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
         x[c] = (const block_q8_K *)(const void *)(xp + (size_t)c * xs);
         acc[c] = _mm256_setzero_ps();
@@ -897,30 +1004,19 @@ T5_INL void q6_K_t5(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size
     for (int64_t i = 0; i < n / QK_K; i++) {
         t5_prefetch(pf, pf_step, i);
         __m256i t[T5_ROWS][4];
+        uint16_t d[T5_ROWS], unused;
         _Pragma("GCC unroll 4") for (int r = 0; r < T5_ROWS; r++) {
-            const block_q6_K *a = &w[r][i];
-            const __m256i sc16 = _mm256_cvtepi8_epi16(LOADU128(a->scales));
-            const __m512i sc = zext256(sc16);
+            const uint8_t *blk = wp[r] + (size_t)i * bs;
             __m512i u[4], l[4];
-            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
-                const __m512i lo = LD512(a->ql + 64 * h); /* [ql 0-31 | ql 32-63] of this half */
-                const __m512i qh = _mm512_broadcast_i64x4(LOADU(a->qh + 32 * h));
-                u[2 * h] = _mm512_or_si512(_mm512_and_si512(lo, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl), m30));
-                u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lo, 4), m4),
-                                               _mm512_and_si512(_mm512_srlv_epi16(qh, shr), m30));
-                l[2 * h] = _mm512_permutexvar_epi16(LD512(idx_k16[2 * h]), sc);
-                l[2 * h + 1] = _mm512_permutexvar_epi16(LD512(idx_k16[2 * h + 1]), sc);
-            }
+            __m256i sc16;
+            t5_k_decode(type, blk, u, l, &sc16);
+            t5_k_scales(type, blk, &d[r], &unused);
             _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
-                __m512i s = _mm512_setzero_si512();
-                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
-                    s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(u[k], LD512(x[c][i].qs + 64 * k)), l[k]);
-                const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
-                t[r][c] = _mm256_sub_epi32(s8, _mm256_slli_epi32(_mm256_madd_epi16(LOADU(x[c][i].bsums), sc16), 5));
+                const __m256i off = _mm256_madd_epi16(LOADU(x[c][i].bsums), sc16);
+                t[r][c] = _mm256_sub_epi32(t5_k_sum(u, l, &x[c][i]), _mm256_sll_epi32(off, _mm_cvtsi32_si128(off_shift)));
             }
         }
-        const __m128 d4 = _mm_cvtph_ps(_mm_setr_epi16((short)w[0][i].d, (short)w[1][i].d, (short)w[2][i].d,
-                                                      (short)w[3][i].d, 0, 0, 0, 0));
+        const __m128 d4 = _mm_cvtph_ps(_mm_setr_epi16((short)d[0], (short)d[1], (short)d[2], (short)d[3], 0, 0, 0, 0));
         const __m256 dw = _mm256_set_m128(d4, d4);
         _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) { /* kern_avx2.c's hsum4_epi32 */
             const __m256i f = _mm256_hadd_epi32(_mm256_hadd_epi32(t[0][c], t[1][c]), _mm256_hadd_epi32(t[2][c], t[3][c]));
@@ -933,7 +1029,17 @@ T5_INL void q6_K_t5(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size
     }
 }
 
-T5_GEMM_BLK(q6_K_t5, QK_K)
+#define T5_K_TILE(NAME, KIND, TYPE)                                                                                \
+    T5_INL void NAME(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out,               \
+                     const uint8_t *pf, size_t pf_step, const int C) {                                            \
+        KIND(TYPE, n, wp, xp, xs, out, pf, pf_step, C);                                                           \
+    }                                                                                                             \
+    T5_GEMM_BLK(NAME, QK_K)
+T5_K_TILE(q4_K_t5, t5_kmin, DF_TYPE_Q4_K)
+T5_K_TILE(q5_K_t5, t5_kmin, DF_TYPE_Q5_K)
+T5_K_TILE(q2_K_t5, t5_kmin, DF_TYPE_Q2_K)
+T5_K_TILE(q6_K_t5, t5_koff, DF_TYPE_Q6_K)
+T5_K_TILE(q3_K_t5, t5_koff, DF_TYPE_Q3_K)
 
 /* One token (generation) keeps the AVX2 tile, which measured faster there
  * (bench/kernels.c: its scale spreading is cheaper when no second token
@@ -991,4 +1097,8 @@ void kern_avx512_fill(quant_traits *t) {
     t[DF_TYPE_Q6_K].gemm = q6_K_gemm;
     t[DF_TYPE_Q4_0].gemm = q4_0_t5_gemm;
     t[DF_TYPE_IQ4_NL].gemm = iq4_nl_t5_gemm;
+    t[DF_TYPE_IQ4_XS].gemm = iq4_xs_dot_gemm;
+    t[DF_TYPE_Q2_K].gemm = q2_K_t5_gemm;
+    t[DF_TYPE_Q3_K].gemm = q3_K_t5_gemm;
+    t[DF_TYPE_Q5_K].gemm = q5_K_t5_gemm;
 }
