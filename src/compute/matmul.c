@@ -191,6 +191,8 @@ static void mm_pass(tp_pool *pool, mm_job *j) {
     if (rows == 0) return;
     int cb = (int)(X_BLOCK_BYTES / widest);
     cb = cb < 4 ? 4 : (cb > 64 ? 64 : cb & ~3);
+    for (int k = 0; k < j->n_part; k++) /* a tile unit's region (AMX) */
+        if (j->n_tok >= 8 && j->part[k].qt->gemm_cols > cb) cb = j->part[k].qt->gemm_cols;
     if (j->n_tok <= 4 || cb > j->n_tok) cb = j->n_tok;
     j->cb = cb;
     const long n_cb = (j->n_tok + cb - 1) / cb;
@@ -200,6 +202,8 @@ static void mm_pass(tp_pool *pool, mm_job *j) {
         /* at least 8 chunks per thread over the whole pass, shared by the parts by size */
         const long want = (long)((8 * nth * p->n_out + rows - 1) / rows);
         p->rb = rows_per_chunk(p->n_out, p->w_row, n_cb > 1 ? PP_CHUNK_BYTES : GEN_CHUNK_BYTES, n_cb > 1 ? 1 : want);
+        const long gr = p->qt->gemm_rows;
+        if (gr > 0 && j->n_tok >= 8) p->rb = (p->rb + gr - 1) / gr * gr;
         p->n_rb = (long)((p->n_out + p->rb - 1) / p->rb);
         j->per_cb += p->n_rb;
     }

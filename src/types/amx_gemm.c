@@ -53,4 +53,6 @@ void kern_amx_fill(quant_traits *t, int model) {
 #endif
     (void)model;
     t[DF_TYPE_Q8_0].gemm = amx_q8_0_gemm_model;
+    t[DF_TYPE_Q8_0].gemm_rows = 16 * AMX_RT;
+    t[DF_TYPE_Q8_0].gemm_cols = 16 * AMX_CG;
 }

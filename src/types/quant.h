@@ -106,6 +106,8 @@ typedef struct quant_traits {
     quant_exp_sum_fn exp_sum;
     quant_swiglu_fn swiglu;
     quant_situ_fn situ;
+    int gemm_rows, gemm_cols; /* 0, or the weight rows (a multiple) and tokens a gemm call of 8+
+                                 tokens should get: a tile unit's region (AMX), not the 4 x 4 tile */
 } quant_traits;
 
 /* Pick the best kernels for this CPU. Idempotent, thread-safe after the first call returns.
