@@ -1,8 +1,8 @@
 /*
  * test_amx.c - the AMX software model (amx_tile.h) against the
- * instructions' definitions, and the AMX q8_0 gemm (amx_q8_0.h) run on the
- * model against the scalar reference, float64 and the other tables' gemm
- * bits, on every machine. Under DELTAFIN_AMX=model / off it also checks
+ * instructions' definitions, and the AMX q8_0 and q4_K gemms (amx_q8_0.h,
+ * amx_q4_K.h) run on the model against the scalar reference, float64 and
+ * the other tables' gemm bits, on every machine. Under DELTAFIN_AMX=model / off it also checks
  * the run-time selection (tests/run.sh runs it both ways).
  */
 #include "testutil.h"
@@ -177,20 +177,22 @@ static void test_model_bf16(void **state) {
         }
 }
 
-/* Random q8_0 weights and activations. */
+/* Random weights of a type and activations of its vec_type. */
 typedef struct {
+    int type;
     int64_t n;
     int nr, nc;
-    size_t row;
+    size_t wrow, xrow;
     uint8_t *w, *x;
     float *wd, *xd;
-} q8;
+} mats8;
 
-static q8 make_q8(int64_t n, int nr, int nc, uint64_t seed) {
-    const quant_traits *t = quant_traits_ref(DF_TYPE_Q8_0);
-    q8 q = {.n = n, .nr = nr, .nc = nc, .row = quant_row_size(DF_TYPE_Q8_0, n)};
-    q.w = malloc(q.row * (size_t)nr);
-    q.x = malloc(q.row * (size_t)nc);
+static mats8 make_mats(int type, int64_t n, int nr, int nc, uint64_t seed) {
+    const quant_traits *t = quant_traits_ref(type), *v = quant_traits_ref(t->vec_type);
+    mats8 q = {.type = type, .n = n, .nr = nr, .nc = nc, .wrow = quant_row_size(type, n),
+               .xrow = quant_row_size(t->vec_type, n)};
+    q.w = malloc(q.wrow * (size_t)nr);
+    q.x = malloc(q.xrow * (size_t)nc);
     q.wd = malloc(sizeof(float) * (size_t)(n * nr));
     q.xd = malloc(sizeof(float) * (size_t)(n * nc));
     float *f = malloc(sizeof(float) * (size_t)n);
@@ -199,46 +201,48 @@ static q8 make_q8(int64_t n, int nr, int nc, uint64_t seed) {
     for (int r = 0; r < nr + nc; r++) {
         const float mag = r % 3 == 0 ? 4.0f : (r % 3 == 1 ? 0.05f : 1.0f);
         for (int64_t k = 0; k < n; k++) f[k] = tu_randf(&rng) * mag;
-        uint8_t *dst = r < nr ? q.w + (size_t)r * q.row : q.x + (size_t)(r - nr) * q.row;
+        const quant_traits *q_t = r < nr ? t : v;
+        uint8_t *dst = r < nr ? q.w + (size_t)r * q.wrow : q.x + (size_t)(r - nr) * q.xrow;
         float *dd = r < nr ? q.wd + (int64_t)r * n : q.xd + (int64_t)(r - nr) * n;
-        t->from_float(f, dst, n);
-        t->to_float(dst, dd, n);
+        q_t->from_float(f, dst, n);
+        q_t->to_float(dst, dd, n);
     }
     free(f);
     return q;
 }
 
-static void free_q8(q8 *q) {
+static void free_mats(mats8 *q) {
     free(q->w);
     free(q->x);
     free(q->wd);
     free(q->xd);
 }
 
-/* The model-backed gemm on nr x nc at (r0, c0) of q, into y (ldy). */
-static void model_gemm(const q8 *q, int r0, int nr, int c0, int nc, float *y, size_t ldy) {
-    amx_q8_0_gemm_model(q->n, q->w + (size_t)r0 * q->row, q->row, nr, q->x + (size_t)c0 * q->row, q->row, nc, y, ldy);
+/* A model-backed gemm on nr x nc at (r0, c0) of q, into y (ldy). */
+static void model_gemm(quant_gemm_fn fn, const mats8 *q, int r0, int nr, int c0, int nc, float *y, size_t ldy) {
+    fn(q->n, q->w + (size_t)r0 * q->wrow, q->wrow, nr, q->x + (size_t)c0 * q->xrow, q->xrow, nc, y, ldy);
 }
 
-static void test_q8_0_gemm_model(void **state) {
-    (void)state;
-    static const int64_t ns[] = {32, 96, 512, 2048 + 32};
-    static const int shapes[][2] = {{16, 16}, {17, 19}, {5, 3}, {1, 1}, {33, 8}};
+/* The model-backed gemm fn of type against the scalar reference and float64, alone vs in the product, and the
+ * same bits as every other table's gemm of the type that keeps the AVX2 tile's order (AVX2, AVX-512, and AMX on
+ * the hardware). */
+static void check_gemm_model(int type, quant_gemm_fn fn, const int64_t *ns, int n_ns) {
+    static const int shapes[][2] = {{16, 16}, {17, 19}, {5, 3}, {1, 1}, {33, 8}, {16, 70}};
     const long faults0 = amx_model_faults();
-    for (int ni = 0; ni < 4; ni++)
-        for (int si = 0; si < 5; si++) {
+    for (int ni = 0; ni < n_ns; ni++)
+        for (int si = 0; si < 6; si++) {
             const int64_t n = ns[ni];
             const int nr = shapes[si][0], nc = shapes[si][1];
-            q8 q = make_q8(n, nr, nc, 0xA3u + (uint64_t)(ni * 7 + si));
+            mats8 q = make_mats(type, n, nr, nc, 0xA3u + (uint64_t)(ni * 7 + si));
             float *y = malloc(sizeof(float) * (size_t)(nr * nc)), *y2 = malloc(sizeof(float) * (size_t)(nr * nc));
             assert_true(y && y2);
-            model_gemm(&q, 0, nr, 0, nc, y, (size_t)nr);
-            const quant_traits *ref = quant_traits_ref(DF_TYPE_Q8_0);
+            model_gemm(fn, &q, 0, nr, 0, nc, y, (size_t)nr);
+            const quant_traits *ref = quant_traits_ref(type);
             for (int c = 0; c < nc; c++)
                 for (int r = 0; r < nr; r++) {
                     const float got = y[(size_t)c * nr + r];
                     float want;
-                    ref->vec_dot(n, q.w + (size_t)r * q.row, q.x + (size_t)c * q.row, &want);
+                    ref->vec_dot(n, q.w + (size_t)r * q.wrow, q.x + (size_t)c * q.xrow, &want);
                     double exact = 0, mag = 0;
                     for (int64_t k = 0; k < n; k++) {
                         const double p = (double)q.wd[(int64_t)r * n + k] * q.xd[(int64_t)c * n + k];
@@ -246,30 +250,41 @@ static void test_q8_0_gemm_model(void **state) {
                         mag += fabs(p);
                     }
                     if (!(fabs((double)got - want) <= 1e-5 * mag + 1e-30) || !(fabs((double)got - exact) <= 1e-5 * mag + 1e-30))
-                        fail_msg("n=%lld %dx%d (%d,%d): amx model %.9g, scalar %.9g, float64 %.9g", (long long)n, nr, nc,
-                                 r, c, got, want, exact);
+                        fail_msg("%s n=%lld %dx%d (%d,%d): amx model %.9g, scalar %.9g, float64 %.9g", ref->name,
+                                 (long long)n, nr, nc, r, c, got, want, exact);
                     /* alone: the same bits */
                     float one;
-                    model_gemm(&q, r, 1, c, 1, &one, 1);
+                    model_gemm(fn, &q, r, 1, c, 1, &one, 1);
                     assert_memory_equal(&one, &got, 4);
                 }
-            /* the same bits as every other table's q8_0 gemm that keeps the
-             * AVX2 tile's order (AVX2, AVX-512, and AMX on the hardware) */
             for (int isa = QUANT_ISA_AVX2; isa < QUANT_ISA_COUNT; isa++) {
                 if (isa == QUANT_ISA_NEON || !quant_isa_available(isa)) continue;
-                const quant_traits *t = quant_traits_isa(DF_TYPE_Q8_0, isa);
+                const quant_traits *t = quant_traits_isa(type, isa);
                 assert_non_null(t->gemm);
-                t->gemm(n, q.w, q.row, nr, q.x, q.row, nc, y2, (size_t)nr);
+                t->gemm(n, q.w, q.wrow, nr, q.x, q.xrow, nc, y2, (size_t)nr);
                 for (int i = 0; i < nr * nc; i++)
                     if (memcmp(&y[i], &y2[i], 4))
-                        fail_msg("n=%lld %dx%d: [%d] amx model %.9g, %s gemm %.9g", (long long)n, nr, nc, i, y[i],
-                                 quant_isa_str(isa), y2[i]);
+                        fail_msg("%s n=%lld %dx%d: [%d] amx model %.9g, %s gemm %.9g", ref->name, (long long)n, nr, nc,
+                                 i, y[i], quant_isa_str(isa), y2[i]);
             }
             free(y);
             free(y2);
-            free_q8(&q);
+            free_mats(&q);
         }
     assert_int_equal(amx_model_faults(), faults0);
+}
+
+static void test_q8_0_gemm_model(void **state) {
+    (void)state;
+    static const int64_t ns[] = {32, 96, 512, 2048 + 32};
+    check_gemm_model(DF_TYPE_Q8_0, amx_q8_0_gemm_model, ns, 4);
+}
+
+/* q4_K: super-blocks in chunks of 4 (5 = a chunk and one more); the K-quant order is the AVX2 and AVX-512 tiles'. */
+static void test_q4_K_gemm_model(void **state) {
+    (void)state;
+    static const int64_t ns[] = {256, 768, 1280};
+    check_gemm_model(DF_TYPE_Q4_K, amx_q4_K_gemm_model, ns, 3);
 }
 
 /* DELTAFIN_AMX=model makes the AMX table (model-backed) the active one,
@@ -298,6 +313,7 @@ int main(void) {
         cmocka_unit_test(test_model_faults),
         cmocka_unit_test(test_model_bf16),
         cmocka_unit_test(test_q8_0_gemm_model),
+        cmocka_unit_test(test_q4_K_gemm_model),
         cmocka_unit_test(test_selection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -43,6 +43,9 @@ long amx_model_faults(void) { return atomic_load(&model_faults); }
 #define AMX_F16(h) quant_f16_to_f32(h)
 #define AMX_Q8_0_GEMM amx_q8_0_gemm_model
 #include "amx_q8_0.h"
+#define AMX_DPBSUD(c, a, b) amx_m_dpb(amx_st, (c), (a), (b), 1, 0)
+#define AMX_Q4_K_GEMM amx_q4_K_gemm_model
+#include "amx_q4_K.h"
 
 void kern_amx_fill(quant_traits *t, int model) {
 #if defined(__x86_64__)
@@ -55,4 +58,7 @@ void kern_amx_fill(quant_traits *t, int model) {
     t[DF_TYPE_Q8_0].gemm = amx_q8_0_gemm_model;
     t[DF_TYPE_Q8_0].gemm_rows = 16 * AMX_RT;
     t[DF_TYPE_Q8_0].gemm_cols = 16 * AMX_CG;
+    t[DF_TYPE_Q4_K].gemm = amx_q4_K_gemm_model;
+    t[DF_TYPE_Q4_K].gemm_rows = 16;
+    t[DF_TYPE_Q4_K].gemm_cols = 16 * AMXK_CG;
 }

@@ -38,7 +38,7 @@
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #define XFEATURE_XTILEDATA 18
 
-#define AMX_FN_ATTR __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
+#define AMX_FN_ATTR __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")))
 #define AMX_GEMM_LINKAGE static
 #define AMX_STATE_DECL
 #define AMX_STATE_PARAM
@@ -112,7 +112,93 @@ AMX_FN_ATTR static void amx_pack_group_512(const uint8_t *x, size_t xs, int cn, 
     }
 }
 
-static quant_gemm_fn q8_0_small; /* the table's gemm before the AMX one */
+#define AMX_DPBSUD(c, a, b) _tile_dpbsud(c, a, b)
+#define AMX_Q4_K_GEMM amx_q4_K_gemm_hw
+#define AMXK_DECODE amxk_decode_512
+#define AMXK_SACC amxk_s512
+#define AMXK_SZERO(s)                                                                                              \
+    do {                                                                                                           \
+        _Pragma("GCC unroll 16") for (int c_ = 0; c_ < 16; c_++) (s)->v[c_] = _mm512_setzero_si512();              \
+    } while (0)
+#define AMXK_SUB(s, cs, sc)                                                                                        \
+    do {                                                                                                           \
+        const __m512i sc_ = _mm512_loadu_si512((const void *)(sc));                                                \
+        _Pragma("GCC unroll 16") for (int c_ = 0; c_ < 16; c_++)(s)->v[c_] =                                       \
+            _mm512_add_epi32((s)->v[c_], _mm512_mullo_epi32(_mm512_loadu_si512((const void *)(cs)[c_]), sc_));    \
+    } while (0)
+#define AMXK_FINISH amxk_finish_512
+
+/* amx_q4_K.h's integer sums in 16 registers (a token each, the rows in the lanes). */
+typedef struct {
+    __m512i v[16];
+} amxk_s512;
+struct amxk_wk;
+AMX_FN_ATTR static void amxk_decode_512(const uint8_t *w, size_t ws, int rn, int64_t i, struct amxk_wk *o);
+AMX_FN_ATTR static inline void amxk_finish_512(const amxk_s512 *s, const struct amxk_wk *wk, const uint8_t *x, size_t xs,
+                                               int cn, int64_t i, float accs[16][16], float accm[16][16]);
+
+#include "amx_q4_K.h"
+
+/* amx_q4_K.h's amxk_decode: per 64-element slice the 16 rows' nibbles (as t5_k4_decode lays them out: 16 dwords
+ * of 4 values each), transposed 16 x 16 in dwords, so that output m is dword m of every row: the B tile row of
+ * sub-block 2k + m / 8. */
+AMX_FN_ATTR static void amxk_decode_512(const uint8_t *w, size_t ws, int rn, int64_t i, amxk_wk *o) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(4), 1);
+    for (int k = 0; k < 4; k++) {
+        __m512i r[16], t[16];
+        for (int q = 0; q < 16; q++) {
+            if (q >= rn) {
+                r[q] = _mm512_setzero_si512();
+                continue;
+            }
+            const block_q4_K *a = (const block_q4_K *)(const void *)(w + (size_t)q * ws) + i;
+            const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(a->qs + 32 * k)));
+            r[q] = _mm512_and_si512(_mm512_srlv_epi16(v, sh), m4);
+        }
+        for (int q = 0; q < 16; q += 4) { /* lane L of t[q + j]: rows q..q+3 of dword 4L + j */
+            const __m512i a0 = _mm512_unpacklo_epi32(r[q], r[q + 1]), a1 = _mm512_unpackhi_epi32(r[q], r[q + 1]);
+            const __m512i a2 = _mm512_unpacklo_epi32(r[q + 2], r[q + 3]), a3 = _mm512_unpackhi_epi32(r[q + 2], r[q + 3]);
+            t[q] = _mm512_unpacklo_epi64(a0, a2);
+            t[q + 1] = _mm512_unpackhi_epi64(a0, a2);
+            t[q + 2] = _mm512_unpacklo_epi64(a1, a3);
+            t[q + 3] = _mm512_unpackhi_epi64(a1, a3);
+        }
+        for (int j = 0; j < 4; j++) { /* the 4 x 4 transpose of 128-bit lanes across t[j], t[4 + j], t[8 + j], t[12 + j] */
+            const __m512i b0 = _mm512_shuffle_i32x4(t[j], t[4 + j], _MM_SHUFFLE(1, 0, 1, 0));
+            const __m512i b1 = _mm512_shuffle_i32x4(t[j], t[4 + j], _MM_SHUFFLE(3, 2, 3, 2));
+            const __m512i b2 = _mm512_shuffle_i32x4(t[8 + j], t[12 + j], _MM_SHUFFLE(1, 0, 1, 0));
+            const __m512i b3 = _mm512_shuffle_i32x4(t[8 + j], t[12 + j], _MM_SHUFFLE(3, 2, 3, 2));
+            const __m512i out[4] = {_mm512_shuffle_i32x4(b0, b2, _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm512_shuffle_i32x4(b0, b2, _MM_SHUFFLE(3, 1, 3, 1)),
+                                    _mm512_shuffle_i32x4(b1, b3, _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm512_shuffle_i32x4(b1, b3, _MM_SHUFFLE(3, 1, 3, 1))};
+            for (int L = 0; L < 4; L++) { /* dword m = 4L + j of the slice */
+                const int m = 4 * L + j;
+                _mm512_storeu_si512((void *)o->b[2 * k + m / 8][m % 8], out[L]);
+            }
+        }
+    }
+    amxk_meta(w, ws, rn, i, o);
+}
+
+/* amx_q4_K.h's amxk_finish: M by vpdpwssd (the rows' min pairs x a token's bsum pair), then the same fmas. */
+AMX_FN_ATTR static inline void amxk_finish_512(const amxk_s512 *s, const amxk_wk *wk, const uint8_t *x, size_t xs,
+                                               int cn, int64_t i, float accs[16][16], float accm[16][16]) {
+    const __m512 d = _mm512_loadu_ps(wk->d), nd = _mm512_loadu_ps(wk->ndmin);
+    for (int c = 0; c < cn; c++) {
+        const block_q8_K *xb = (const block_q8_K *)(const void *)(x + (size_t)c * xs) + i;
+        int32_t bp[8];
+        memcpy(bp, xb->bsums, sizeof bp);
+        __m512i m = _mm512_setzero_si512();
+        for (int p = 0; p < 8; p++) m = _mm512_dpwssd_epi32(m, _mm512_set1_epi32(bp[p]), _mm512_loadu_si512((const void *)wk->mn[p]));
+        const __m512 dy = _mm512_set1_ps(xb->d);
+        _mm512_storeu_ps(accs[c], _mm512_fmadd_ps(_mm512_cvtepi32_ps(s->v[c]), _mm512_mul_ps(d, dy), _mm512_loadu_ps(accs[c])));
+        _mm512_storeu_ps(accm[c], _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(nd, dy), _mm512_loadu_ps(accm[c])));
+    }
+}
+
+static quant_gemm_fn q8_0_small, q4_K_small; /* the table's gemms before the AMX ones */
 
 static void amx_q8_0_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y,
                           size_t ldy) {
@@ -122,11 +208,21 @@ static void amx_q8_0_gemm(int64_t n, const void *w, size_t ws, int nr, const voi
     else amx_q8_0_gemm_hw(n, w, ws, nr, x, xs, nc, y, ldy);
 }
 
+static void amx_q4_K_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y,
+                          size_t ldy) {
+    if (nc < AMX_MIN_TOKENS && q4_K_small) q4_K_small(n, w, ws, nr, x, xs, nc, y, ldy);
+    else amx_q4_K_gemm_hw(n, w, ws, nr, x, xs, nc, y, ldy);
+}
+
 void kern_amx_hw_fill(quant_traits *t) {
     q8_0_small = t[DF_TYPE_Q8_0].gemm;
     t[DF_TYPE_Q8_0].gemm = amx_q8_0_gemm;
     t[DF_TYPE_Q8_0].gemm_rows = 16 * AMX_RT; /* amx_q8_0.h's region */
     t[DF_TYPE_Q8_0].gemm_cols = 16 * AMX_CG;
+    q4_K_small = t[DF_TYPE_Q4_K].gemm;
+    t[DF_TYPE_Q4_K].gemm = amx_q4_K_gemm;
+    t[DF_TYPE_Q4_K].gemm_rows = 16;
+    t[DF_TYPE_Q4_K].gemm_cols = 16 * AMXK_CG;
 }
 
 int kern_amx_hw_available(void) {

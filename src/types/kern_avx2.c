@@ -863,16 +863,21 @@ GEMM_TILES4(iq4_nl_tile, 32)
 /* q4_K x q8_K. Per row and token the kernel forms q4_K_dot's two integer
  * vectors (scaled nibble products s, min products m) and folds them with one
  * hadd to [s s m m | s s m m]; a second hadd pairs two rows:
- * [s_a m_a s_b m_b | s_a m_a s_b m_b], scaled by [d_a -dmin_a d_b -dmin_b] * d_y.
- * A row's result is the sum of its four lanes (the pair layout of store_pairs). */
-INL void store_pairs(__m256 acc01, __m256 acc23, float *out) {
-    __m256 h = _mm256_hadd_ps(acc01, acc23); /* [r0 r1 r2 r3 | r0 r1 r2 r3] partials */
-    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+ * [s_a m_a s_b m_b | s_a m_a s_b m_b], and its halves added give each row's
+ * whole super-block sums S and M, exact: [S_a M_a S_b M_b]. Four rows,
+ * [S_0 M_0 S_1 M_1 | S_2 M_2 S_3 M_3], are scaled by [d -dmin ...] * d_y and
+ * accumulated; a row's result is accS + accM (the K-quant order, which
+ * kern_avx512.c's tiles and amx_q4_K.h reproduce). */
+INL __m128i fold_pair(__m256i v) { return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)); }
+
+INL void store_sm(__m256 acc, float *out) {
+    _mm_storeu_ps(out, _mm_hadd_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));
 }
 
-/* [d, -dmin] of two q4_K rows, as floats in both halves. */
-INL __m256 q4_K_dpair(const block_q4_K *a, const block_q4_K *b) {
-    __m256 v = dup4_h(a->d, a->dmin, b->d, b->dmin);
+/* [d, -dmin] of four q4_K rows, as floats. */
+INL __m256 q4_K_d4(const block_q4_K *a, const block_q4_K *b, const block_q4_K *c, const block_q4_K *e) {
+    const __m256 v = _mm256_cvtph_ps(_mm_setr_epi16((short)a->d, (short)a->dmin, (short)b->d, (short)b->dmin,
+                                                    (short)c->d, (short)c->dmin, (short)e->d, (short)e->dmin));
     return _mm256_mul_ps(v, _mm256_setr_ps(1, -1, 1, -1, 1, -1, 1, -1));
 }
 
@@ -880,12 +885,12 @@ INL void q4_K_tile(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_
                    size_t pf_step, const int C) {
     const block_q4_K *w[GR];
     const block_q8_K *x[4];
-    __m256 acc[4][2];
+    __m256 acc[4];
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     _Pragma("GCC unroll 4") for (int r = 0; r < GR; r++) w[r] = (const block_q4_K *)(const void *)wp[r];
     _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
         x[c] = (const block_q8_K *)(const void *)(xp + (size_t)c * xs);
-        acc[c][0] = acc[c][1] = _mm256_setzero_ps();
+        acc[c] = _mm256_setzero_ps();
     }
     for (int64_t i = 0; i < n / QK_K; i++) {
         prefetch_step(pf, pf_step, i);
@@ -913,14 +918,14 @@ INL void q4_K_tile(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_
             _Pragma("GCC unroll 4") for (int c = 0; c < C; c++)
                 t[r][c] = _mm256_hadd_epi32(s[c], _mm256_madd_epi16(LOADU(x[c][i].bsums), mins));
         }
-        const __m256 d01 = q4_K_dpair(&w[0][i], &w[1][i]), d23 = q4_K_dpair(&w[2][i], &w[3][i]);
+        const __m256 d4 = q4_K_d4(&w[0][i], &w[1][i], &w[2][i], &w[3][i]);
         _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
-            const __m256 dy = _mm256_set1_ps(x[c][i].d);
-            acc[c][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_hadd_epi32(t[0][c], t[1][c])), _mm256_mul_ps(d01, dy), acc[c][0]);
-            acc[c][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_hadd_epi32(t[2][c], t[3][c])), _mm256_mul_ps(d23, dy), acc[c][1]);
+            const __m256i sm = _mm256_set_m128i(fold_pair(_mm256_hadd_epi32(t[2][c], t[3][c])),
+                                                fold_pair(_mm256_hadd_epi32(t[0][c], t[1][c])));
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sm), _mm256_mul_ps(d4, _mm256_set1_ps(x[c][i].d)), acc[c]);
         }
     }
-    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) store_pairs(acc[c][0], acc[c][1], out + c * GR);
+    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) store_sm(acc[c], out + c * GR);
 }
 GEMM_TILES4(q4_K_tile, QK_K)
 

@@ -950,16 +950,18 @@ T5_INL __m256i t5_k_sum(const __m512i u[4], const __m512i l[4], const block_q8_K
     return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
 }
 
-/* q4_K, q5_K, q2_K (d and dmin): kern_avx2.c's q4_K_tile folding, hadd(sums, mins) per row, [d, -dmin] pairs. */
+/* q4_K, q5_K, q2_K (d and dmin): kern_avx2.c's q4_K_tile folding, hadd(sums, mins) per row to each row's exact
+ * super-block sums [S M], scaled by [d, -dmin] * d_y; a row's result is accS + accM. */
+T5_INL __m128i t5_fold_pair(__m256i v) { return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)); }
 T5_INL void t5_kmin(const int type, int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out,
                     const uint8_t *pf, size_t pf_step, const int C) {
     const size_t bs = t5_k_size(type);
     const block_q8_K *x[4];
-    __m512 acc[4];
-    const __m512 sign = _mm512_setr_ps(1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1);
+    __m256 acc[4];
+    const __m256 sign = _mm256_setr_ps(1, -1, 1, -1, 1, -1, 1, -1);
     _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
         x[c] = (const block_q8_K *)(const void *)(xp + (size_t)c * xs);
-        acc[c] = _mm512_setzero_ps();
+        acc[c] = _mm256_setzero_ps();
     }
     for (int64_t i = 0; i < n / QK_K; i++) {
         t5_prefetch(pf, pf_step, i);
@@ -974,20 +976,17 @@ T5_INL void t5_kmin(const int type, int64_t n, const uint8_t *const *wp, const u
             _Pragma("GCC unroll 4") for (int c = 0; c < C; c++)
                 t[r][c] = _mm256_hadd_epi32(t5_k_sum(u, l, &x[c][i]), _mm256_madd_epi16(LOADU(x[c][i].bsums), mins));
         }
-        const __m256i dh = _mm256_setr_epi16((short)d[0], (short)dm[0], (short)d[1], (short)dm[1], (short)d[0],
-                                             (short)dm[0], (short)d[1], (short)dm[1], (short)d[2], (short)dm[2],
-                                             (short)d[3], (short)dm[3], (short)d[2], (short)dm[2], (short)d[3],
-                                             (short)dm[3]);
-        const __m512 dd = _mm512_mul_ps(_mm512_cvtph_ps(dh), sign); /* [d, -dmin] pairs of rows 0 1 | 2 3 */
+        const __m128i dh = _mm_setr_epi16((short)d[0], (short)dm[0], (short)d[1], (short)dm[1], (short)d[2],
+                                          (short)dm[2], (short)d[3], (short)dm[3]);
+        const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(dh), sign); /* [d, -dmin] of rows 0..3 */
         _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
-            const __m512i sm = join256(_mm256_hadd_epi32(t[0][c], t[1][c]), _mm256_hadd_epi32(t[2][c], t[3][c]));
-            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sm), _mm512_mul_ps(dd, _mm512_set1_ps(x[c][i].d)), acc[c]);
+            const __m256i sm = _mm256_set_m128i(t5_fold_pair(_mm256_hadd_epi32(t[2][c], t[3][c])),
+                                                t5_fold_pair(_mm256_hadd_epi32(t[0][c], t[1][c])));
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sm), _mm256_mul_ps(dd, _mm256_set1_ps(x[c][i].d)), acc[c]);
         }
     }
-    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) { /* kern_avx2.c's store_pairs */
-        const __m256 h = _mm256_hadd_ps(_mm512_castps512_ps256(acc[c]), _mm512_extractf32x8_ps(acc[c], 1));
-        _mm_storeu_ps(out + c * T5_ROWS, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
-    }
+    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) /* kern_avx2.c's store_sm */
+        _mm_storeu_ps(out + c * T5_ROWS, _mm_hadd_ps(_mm256_castps256_ps128(acc[c]), _mm256_extractf128_ps(acc[c], 1)));
 }
 
 /* q6_K, q3_K (one d, an offset of 32 or 4): kern_avx2.c's q6_K_tile folding, the offset products subtracted. */

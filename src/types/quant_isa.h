@@ -74,6 +74,8 @@ int kern_amx_hw_available(void);
 #endif
 void amx_q8_0_gemm_model(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride, int nc,
                          float *y, size_t ldy);
+void amx_q4_K_gemm_model(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride, int nc,
+                         float *y, size_t ldy);
 long amx_model_faults(void);
 
 /* ggml_e8m0_to_fp32_half: the MXFP4 block scale 2^(e-128), exact (e >= 2 a

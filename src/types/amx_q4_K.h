@@ -1,0 +1,209 @@
+/*
+ * amx_q4_K.h - the AMX int8 gemm of q4_K weights x q8_K activations,
+ * written once against the tile operations of amx_q8_0.h (AMX_CFG,
+ * AMX_RELEASE, AMX_LOAD, AMX_ZERO, AMX_STORE; the including file defines
+ * them) plus AMX_DPBSUD(c, a, b) (tdpbsud: signed A bytes x unsigned B
+ * bytes), AMX_F16, the function's name AMX_Q4_K_GEMM and the AMX_FN_ATTR /
+ * AMX_GEMM_LINKAGE / AMX_STATE_* conventions, and optionally faster
+ * versions of its helpers with the same results (AMXK_DECODE, AMXK_SACC,
+ * AMXK_SZERO, AMXK_SUB, AMXK_FINISH).
+ *
+ * DESIGN
+ * - Output tiles of 16 tokens x 16 weight rows (C is tokens x rows). A =
+ *   16 tokens x one 32-element sub-block of the q8_K activations, loaded
+ *   straight from their rows (stride = the activation row stride, no
+ *   packing). B = the same sub-block of 16 weight rows as unsigned bytes
+ *   (the nibbles, 0..15) in the VNNI layout, decoded once per row tile and
+ *   super-block (amxk_decode) and used by every token group.
+ * - The K-quant order (kern_avx2.c's q4_K_tile, kern_avx512.c's t5_kmin):
+ *   per super-block and (token, row) the exact integer sums
+ *   S = sum_j sc_j * dot_j (the 8 sub-block products, one tdpbsud each,
+ *   scaled in int32) and M = sum_j m_j * (bsums of sub-block j), then
+ *   accS += float(S) * (d * dy), accM += float(M) * (-dmin * dy), and the
+ *   result is accS + accM. So the AMX gemm gives the AVX-512 tile's bits
+ *   (tests/test_amx.c) and small products (generation) can stay there.
+ * - Tiles 0, 1: C of two sub-blocks; 2, 3: their A; 4, 5: their B. Each
+ *   pair is stored, the next pair issued to the tile unit, and then the
+ *   stored pair scaled, so the tile unit and the epilogue overlap.
+ * - Blocking: tokens in blocks of 64 (4 groups), rows in tiles of 16, K in
+ *   chunks of AMXK_KC super-blocks; the float accumulators of one row tile
+ *   and 64 tokens live on the stack across the chunks.
+ */
+#ifndef AMX_Q4_K_GEMM
+#error "define AMX_Q4_K_GEMM and the tile operations before including amx_q4_K.h"
+#endif
+
+#define AMXK_KC 4 /* super-blocks per K chunk */
+#define AMXK_CG 4 /* token groups (of 16) per block */
+
+/* One super-block of a row tile, decoded: b[j][k][4r + i] = value 32j + 4k + i of row r (0..15), and per row the
+ * sub-block scales, the min pairs (m_j in both int16 halves, for the bsum pairs) and d, -dmin as floats
+ * (all 0 past the tile's rows). */
+struct amxk_wk {
+    uint8_t b[8][8][64];
+    int32_t sc[8][16];
+    int32_t mn[8][16];
+    float d[16], ndmin[16];
+};
+typedef struct amxk_wk amxk_wk;
+
+AMX_FN_ATTR static void amxk_cfg(amx_tilecfg *cfg, int rn, int cn) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->palette = 1;
+    for (int t = 0; t < 2; t++) { /* C: cn tokens of rn int32 */
+        cfg->rows[t] = (uint8_t)cn;
+        cfg->colsb[t] = (uint16_t)(4 * rn);
+    }
+    for (int t = 2; t < 4; t++) { /* A: cn tokens of 32 activation bytes */
+        cfg->rows[t] = (uint8_t)cn;
+        cfg->colsb[t] = 32;
+    }
+    for (int t = 4; t < 6; t++) { /* B: 8 rows of rn x 4 weight bytes */
+        cfg->rows[t] = 8;
+        cfg->colsb[t] = (uint16_t)(4 * rn);
+    }
+}
+
+/* The row-tile metadata of super-block i (shared by the plain and the fast decoders). */
+AMX_FN_ATTR static void amxk_meta(const uint8_t *w, size_t ws, int rn, int64_t i, amxk_wk *o) {
+    memset(o->sc, 0, sizeof o->sc);
+    memset(o->mn, 0, sizeof o->mn);
+    memset(o->d, 0, sizeof o->d);
+    memset(o->ndmin, 0, sizeof o->ndmin);
+    for (int r = 0; r < rn; r++) {
+        const block_q4_K *a = (const block_q4_K *)(const void *)(w + (size_t)r * ws) + i;
+        uint32_t u[4];
+        quant_k4_unpack(a->scales, u);
+        uint8_t s8[16];
+        memcpy(s8, u, 16); /* scales 0..7, then mins 0..7 */
+        for (int j = 0; j < 8; j++) {
+            o->sc[j][r] = s8[j];
+            o->mn[j][r] = (int32_t)((uint32_t)s8[8 + j] | (uint32_t)s8[8 + j] << 16);
+        }
+        o->d[r] = AMX_F16(a->d);
+        o->ndmin[r] = -AMX_F16(a->dmin);
+    }
+}
+
+#ifndef AMXK_DECODE
+/* Super-block i of rows 0..rn of w into o. */
+AMX_FN_ATTR static void amxk_decode(const uint8_t *w, size_t ws, int rn, int64_t i, amxk_wk *o) {
+    memset(o->b, 0, sizeof o->b);
+    for (int r = 0; r < rn; r++) {
+        const block_q4_K *a = (const block_q4_K *)(const void *)(w + (size_t)r * ws) + i;
+        for (int e = 0; e < QK_K; e++) {
+            const int k = e / 64, l = e % 64;
+            const uint8_t q = l < 32 ? a->qs[32 * k + l] & 0x0F : a->qs[32 * k + l - 32] >> 4;
+            o->b[e / 32][(e % 32) / 4][4 * r + e % 4] = q;
+        }
+    }
+    amxk_meta(w, ws, rn, i, o);
+}
+#define AMXK_DECODE amxk_decode
+#endif
+
+#ifndef AMXK_SACC
+/* The integer sums of one super-block of a 16 x 16 tile: S (scaled products) and M (min products). */
+typedef struct {
+    int32_t s[16][16];
+} amxk_s;
+#define AMXK_SACC amxk_s
+AMX_FN_ATTR static inline void amxk_szero(amxk_s *s) { memset(s, 0, sizeof *s); }
+#define AMXK_SZERO amxk_szero
+/* s[c][r] += cs[c][r] * sc[r] */
+AMX_FN_ATTR static inline void amxk_sub(amxk_s *s, const int32_t cs[16][16], const int32_t sc[16]) {
+    for (int c = 0; c < 16; c++)
+        for (int r = 0; r < 16; r++) s->s[c][r] += cs[c][r] * sc[r];
+}
+#define AMXK_SUB amxk_sub
+/* M from the tokens' bsums and the rows' mins, then the float accumulation of S and M (the K-quant order). */
+AMX_FN_ATTR static inline void amxk_finish(const amxk_s *s, const amxk_wk *wk, const uint8_t *x, size_t xs, int cn,
+                                           int64_t i, float accs[16][16], float accm[16][16]) {
+    for (int c = 0; c < 16; c++) {
+        const block_q8_K *xb = c < cn ? (const block_q8_K *)(const void *)(x + (size_t)c * xs) + i : NULL;
+        const float dy = xb ? xb->d : 0.0f;
+        for (int r = 0; r < 16; r++) {
+            int32_t m = 0;
+            for (int j = 0; j < 8 && xb; j++) m += (wk->mn[j][r] & 0xFFFF) * (xb->bsums[2 * j] + xb->bsums[2 * j + 1]);
+            accs[c][r] = fmaf((float)s->s[c][r], wk->d[r] * dy, accs[c][r]);
+            accm[c][r] = fmaf((float)m, wk->ndmin[r] * dy, accm[c][r]);
+        }
+    }
+}
+#define AMXK_FINISH amxk_finish
+#endif
+
+/* Super-block i of one tile: sub-blocks in pairs through C tiles 0 and 1. */
+#define AMXK_ISSUE(j)                                                                                               \
+    do {                                                                                                            \
+        AMX_ZERO(0);                                                                                                \
+        AMX_ZERO(1);                                                                                                \
+        AMX_LOAD(2, xq + 32 * (j), xs);                                                                             \
+        AMX_LOAD(3, xq + 32 * (j) + 32, xs);                                                                        \
+        AMX_LOAD(4, wk->b[j], 64);                                                                                  \
+        AMX_LOAD(5, wk->b[(j) + 1], 64);                                                                            \
+        AMX_DPBSUD(0, 2, 4);                                                                                        \
+        AMX_DPBSUD(1, 3, 5);                                                                                        \
+    } while (0)
+
+AMX_FN_ATTR static void amxk_run(const uint8_t *x, size_t xs, int cn, int64_t i, const amxk_wk *wk,
+                                 float accs[16][16], float accm[16][16] AMX_STATE_PARAM) {
+    int32_t cs[2][16][16];
+    memset(cs, 0, sizeof cs); /* rows/columns past the tile are never stored: keep them finite */
+    const uint8_t *xq = x + (size_t)i * sizeof(block_q8_K) + offsetof(block_q8_K, qs);
+    AMXK_SACC s;
+    AMXK_SZERO(&s);
+    AMXK_ISSUE(0);
+    for (int j = 0; j < 8; j += 2) {
+        AMX_STORE(0, cs[0], 64);
+        AMX_STORE(1, cs[1], 64);
+        if (j + 2 < 8) AMXK_ISSUE(j + 2);
+        AMXK_SUB(&s, cs[0], wk->sc[j]);
+        AMXK_SUB(&s, cs[1], wk->sc[j + 1]);
+    }
+    AMXK_FINISH(&s, wk, x, xs, cn, i, accs, accm);
+}
+#undef AMXK_ISSUE
+
+/* quant_gemm_fn: tokens in blocks of 64, rows in tiles of 16, K in chunks of AMXK_KC super-blocks. */
+AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_Q4_K_GEMM(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs,
+                                                int nc, float *y, size_t ldy) {
+    AMX_STATE_DECL;
+    amx_tilecfg cfg;
+    amxk_wk wk[AMXK_KC];
+    float acc[AMXK_CG][2][16][16];
+    int cur_rn = 0, cur_cn = 0;
+    const int64_t nb = n / QK_K;
+    const uint8_t *W = w, *X = x;
+    for (int C0 = 0; C0 < nc; C0 += 16 * AMXK_CG) {
+        const int ncg = (nc - C0 + 15) / 16 < AMXK_CG ? (nc - C0 + 15) / 16 : AMXK_CG;
+        for (int r0 = 0; r0 < nr; r0 += 16) {
+            const int rn = nr - r0 < 16 ? nr - r0 : 16;
+            const uint8_t *wr = W + (size_t)r0 * ws;
+            memset(acc, 0, sizeof acc);
+            for (int64_t k0 = 0; k0 < nb; k0 += AMXK_KC) {
+                const int kc = nb - k0 < AMXK_KC ? (int)(nb - k0) : AMXK_KC;
+                for (int b = 0; b < kc; b++) AMXK_DECODE(wr, ws, rn, k0 + b, &wk[b]);
+                for (int g = 0; g < ncg; g++) {
+                    const int c0 = C0 + 16 * g, cn = nc - c0 < 16 ? nc - c0 : 16;
+                    if (rn != cur_rn || cn != cur_cn) {
+                        amxk_cfg(&cfg, rn, cn);
+                        AMX_CFG(&cfg);
+                        cur_rn = rn;
+                        cur_cn = cn;
+                    }
+                    for (int b = 0; b < kc; b++)
+                        amxk_run(X + (size_t)c0 * xs, xs, cn, k0 + b, &wk[b], acc[g][0], acc[g][1] AMX_STATE_ARG);
+                }
+            }
+            for (int g = 0; g < ncg; g++) {
+                const int c0 = C0 + 16 * g, cn = nc - c0 < 16 ? nc - c0 : 16;
+                for (int c = 0; c < cn; c++)
+                    for (int r = 0; r < rn; r++)
+                        y[(size_t)(c0 + c) * ldy + (size_t)(r0 + r)] = acc[g][0][c][r] + acc[g][1][c][r];
+            }
+        }
+    }
+    if (cur_rn) AMX_RELEASE();
+    AMX_STATE_END;
+}
