@@ -189,7 +189,7 @@ static void mm_pass(tp_pool *pool, mm_job *j) {
         rows += j->part[k].n_out;
     }
     if (rows == 0) return;
-    int cb = (int)(X_BLOCK_BYTES / widest);
+    int cb = (int)(X_BLOCK_BYTES / widest); /* capped below at 64, unless a tile unit asks for more */
     cb = cb < 4 ? 4 : (cb > 64 ? 64 : cb & ~3);
     for (int k = 0; k < j->n_part; k++) /* a tile unit's region (AMX) */
         if (j->n_tok >= 8 && j->part[k].qt->gemm_cols > cb) cb = j->part[k].qt->gemm_cols;

@@ -25,16 +25,18 @@
  * - Tiles 0, 1: C of two sub-blocks; 2, 3: their A; 4, 5: their B. Each
  *   pair is stored, the next pair issued to the tile unit, and then the
  *   stored pair scaled, so the tile unit and the epilogue overlap.
- * - Blocking: tokens in blocks of 64 (4 groups), rows in tiles of 16, K in
- *   chunks of AMXK_KC super-blocks; the float accumulators of one row tile
- *   and 64 tokens live on the stack across the chunks.
+ * - Blocking: rows in tiles of 16, K in chunks of AMXK_KC super-blocks,
+ *   each chunk decoded once and used by all the call's tokens (up to 512,
+ *   in groups of 16; matmul gives this gemm 512-token calls, gemm_cols), so
+ *   a row tile's weights are read from memory once; the float accumulators
+ *   of one row tile and its tokens live on the stack across the chunks.
  */
 #ifndef AMX_Q4_K_GEMM
 #error "define AMX_Q4_K_GEMM and the tile operations before including amx_q4_K.h"
 #endif
 
 #define AMXK_KC 4 /* super-blocks per K chunk */
-#define AMXK_CG 4 /* token groups (of 16) per block */
+#define AMXK_CG 32 /* token groups (of 16) a row tile serves at a time */
 
 /* One super-block of a row tile, decoded: b[j][k][4r + i] = value 32j + 4k + i of row r (0..15), and per row the
  * sub-block scales, the min pairs (m_j in both int16 halves, for the bsum pairs) and d, -dmin as floats
@@ -165,7 +167,8 @@ AMX_FN_ATTR static void amxk_run(const uint8_t *x, size_t xs, int cn, int64_t i,
 }
 #undef AMXK_ISSUE
 
-/* quant_gemm_fn: tokens in blocks of 64, rows in tiles of 16, K in chunks of AMXK_KC super-blocks. */
+/* quant_gemm_fn: rows in tiles of 16, K in chunks of AMXK_KC super-blocks decoded once and used by the tokens
+ * of the call in groups of 16 (up to 16 * AMXK_CG at a time), so a row tile's weights are read once. */
 AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_Q4_K_GEMM(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs,
                                                 int nc, float *y, size_t ldy) {
     AMX_STATE_DECL;
@@ -180,7 +183,7 @@ AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_Q4_K_GEMM(int64_t n, const void *w, size_t
         for (int r0 = 0; r0 < nr; r0 += 16) {
             const int rn = nr - r0 < 16 ? nr - r0 : 16;
             const uint8_t *wr = W + (size_t)r0 * ws;
-            memset(acc, 0, sizeof acc);
+            memset(acc, 0, sizeof(acc[0]) * (size_t)ncg);
             for (int64_t k0 = 0; k0 < nb; k0 += AMXK_KC) {
                 const int kc = nb - k0 < AMXK_KC ? (int)(nb - k0) : AMXK_KC;
                 for (int b = 0; b < kc; b++) AMXK_DECODE(wr, ws, rn, k0 + b, &wk[b]);

@@ -9,34 +9,33 @@
  * (tile numbers are literal constants, as the intrinsics require), plus
  * AMX_F16(h) (f16 bits -> float), the function's name AMX_Q8_0_GEMM, its
  * attributes AMX_FN_ATTR and linkage AMX_GEMM_LINKAGE (static or empty),
- * how the tile state is passed (AMX_STATE_*), and optionally
- * AMX_PACK_GROUP, AMX_DW_TABLE and AMX_ACC / AMX_ACC_LOAD / AMX_ACC_STORE /
- * AMX_SCALE (faster versions of amx_q8_0_pack_group, amx_q8_0_dw_table and
- * the accumulators, with the same results).
+ * how the tile state is passed (AMX_STATE_*), and optionally faster
+ * versions of its helpers with the same results: AMX_DECODE, AMX_DX and
+ * AMX_ACC / AMX_ACC_LOAD / AMX_ACC_STORE / AMX_SCALE.
  *
  * DESIGN
- * - Output tiles of 16 weight rows x 16 tokens. A q8_0 block's two halves
- *   (elements 0..15 and 16..31) each take one tdpbssd: A = 16 rows x 16
- *   bytes straight from the weights (stride = the row stride, no
- *   repacking: a half-block's bytes are contiguous), B = the tokens' 16
- *   bytes in the VNNI layout (4 rows x 4 bytes per token), C = 16 x 16
- *   int32, stored and scaled into float after each block.
- * - Why per half-block: the AVX2 and AVX-512 q8_0 tiles accumulate, per
- *   output, two float sums (halves 0 and 1) of float(isum) * (dw * dx),
- *   one fma per block in block order, and return their sum. Doing the same
- *   here gives the same bits (tests/test_amx.c checks it), so the AMX gemm
- *   keeps quant.h's contract even though small products (generation) go
- *   to the AVX-512 tile instead, and switching it on changes no logits.
- *   The cost is a tdpbssd on K = 16 of its 64 bytes; the float epilogue,
- *   not the tile unit, is what bounds the speed.
- * - Blocking: the activations of up to 64 tokens and 32 blocks are packed
- *   once (the VNNI layout plus each block's 16 token scales as floats) and
- *   serve up to 64 weight rows (4 row tiles); the weight scales of a row
- *   tile are converted once per 32 blocks. The float accumulators of that
- *   64 x 64 region (two halves) live on the stack across the K chunks and
- *   are added into y at the end. Tiles 0 and 1 take C of two consecutive
- *   blocks (the tile unit works on the second while the first is scaled),
- *   2, 3 their A, 4, 5 their B.
+ * - Output tiles of 16 tokens x 16 weight rows (C is tokens x rows). A q8_0
+ *   block takes one tdpbssd: A = 16 tokens x the block's 32 activation
+ *   bytes, loaded straight from the activation rows (stride = their row
+ *   stride, no packing), B = the same block of 16 weight rows in the VNNI
+ *   layout (8 rows x 4 bytes per weight row), transposed once per row tile
+ *   and block (amx_q8_0_decode) and used by every token of the call. C =
+ *   16 x 16 int32, stored and scaled into float after each block.
+ * - The order of the AVX2 and AVX-512 q8_0 tiles: per output, the exact
+ *   integer sum of each block times (dw * dx), one fma per block in block
+ *   order. So the AMX gemm gives their bits (tests/test_amx.c), keeps
+ *   quant.h's contract although small products (generation) go to the
+ *   AVX-512 tile, and switching it on changes no logits. The float
+ *   epilogue, not the tile unit, bounds the speed.
+ * - Blocking: rows in tiles of 16, K in chunks of AMX_KC blocks decoded
+ *   once and used by all the call's tokens (up to 512 at a time, in groups
+ *   of 16; matmul gives this gemm 512-token calls, gemm_cols), so a row
+ *   tile's weights are read from memory once. The float accumulators of
+ *   one row tile and its tokens live on the stack across the chunks; a run
+ *   keeps its 16 x 16 in registers. Tiles 0 and 1 take
+ *   C of two consecutive blocks (each pair is stored, the next pair issued
+ *   to the tile unit, then the stored pair scaled, so the two overlap), 2,
+ *   3 their A, 4, 5 their B.
  * - Edge tiles (fewer than 16 rows or tokens) get their own configuration
  *   (rows, colsb) so no load reads past the last row; the configuration is
  *   loaded again only when the tile shape changes. Lanes past the edge
@@ -47,58 +46,56 @@
 #endif
 
 #define AMX_KC 32 /* blocks per K chunk */
-#define AMX_RT 8  /* row tiles (of 16) per region */
-#define AMX_CG 4  /* token groups (of 16) per region */
+#define AMX_CG 32 /* token groups (of 16) a row tile serves at a time */
 
-/* One block of 16 tokens, packed: bv[h][k][4c + i] = x_c[16h + 4k + i], dx[c] = x_c's scale (0 past the edge). */
-struct amx_q8_0_pk {
-    uint8_t bv[2][4][64];
-    float dx[16];
+/* One block of a row tile, decoded: b[k][4r + i] = byte 4k + i of row r's block, dw[r] its scale (0 past the
+ * tile's rows). */
+struct amx_q8_0_wk {
+    uint8_t b[8][64];
+    float dw[16];
 };
-typedef struct amx_q8_0_pk amx_q8_0_pk;
+typedef struct amx_q8_0_wk amx_q8_0_wk;
 
-/* The configuration for an rn x cn output tile. */
+/* The configuration for a cn tokens x rn rows output tile. */
 AMX_FN_ATTR static void amx_q8_0_cfg(amx_tilecfg *cfg, int rn, int cn) {
     memset(cfg, 0, sizeof *cfg);
     cfg->palette = 1;
-    for (int t = 0; t < 2; t++) { /* C: rn rows of cn int32 */
-        cfg->rows[t] = (uint8_t)rn;
-        cfg->colsb[t] = (uint16_t)(4 * cn);
+    for (int t = 0; t < 2; t++) { /* C: cn tokens of rn int32 */
+        cfg->rows[t] = (uint8_t)cn;
+        cfg->colsb[t] = (uint16_t)(4 * rn);
     }
-    for (int t = 2; t < 4; t++) { /* A: rn rows of 16 weight bytes */
-        cfg->rows[t] = (uint8_t)rn;
-        cfg->colsb[t] = 16;
+    for (int t = 2; t < 4; t++) { /* A: cn tokens of a block's 32 activation bytes */
+        cfg->rows[t] = (uint8_t)cn;
+        cfg->colsb[t] = 32;
     }
-    for (int t = 4; t < 6; t++) { /* B: 4 rows of cn x 4 activation bytes */
-        cfg->rows[t] = 4;
-        cfg->colsb[t] = (uint16_t)(4 * cn);
+    for (int t = 4; t < 6; t++) { /* B: 8 rows of rn x 4 weight bytes */
+        cfg->rows[t] = 8;
+        cfg->colsb[t] = (uint16_t)(4 * rn);
     }
 }
 
-#ifndef AMX_PACK_GROUP
-/* Blocks b0..b0+kc of cn <= 16 tokens into pk[0..kc). */
-AMX_FN_ATTR static void amx_q8_0_pack_group(const uint8_t *x, size_t xs, int cn, int64_t b0, int kc, amx_q8_0_pk *pk) {
+#ifndef AMX_DECODE
+/* Blocks b0..b0+kc of rows 0..rn of w into o[0..kc). */
+AMX_FN_ATTR static void amx_q8_0_decode(const uint8_t *w, size_t ws, int rn, int64_t b0, int kc, amx_q8_0_wk *o) {
     for (int b = 0; b < kc; b++) {
-        memset(&pk[b], 0, sizeof pk[b]);
-        for (int c = 0; c < cn; c++) {
-            const block_q8_0 *xb = (const block_q8_0 *)(const void *)(x + (size_t)c * xs) + b0 + b;
-            for (int h = 0; h < 2; h++)
-                for (int k = 0; k < 4; k++) memcpy(&pk[b].bv[h][k][4 * c], xb->qs + 16 * h + 4 * k, 4);
-            pk[b].dx[c] = AMX_F16(xb->d);
+        memset(&o[b], 0, sizeof o[b]);
+        for (int r = 0; r < rn; r++) {
+            const block_q8_0 *wb = (const block_q8_0 *)(const void *)(w + (size_t)r * ws) + b0 + b;
+            for (int k = 0; k < 8; k++) memcpy(&o[b].b[k][4 * r], wb->qs + 4 * k, 4);
+            o[b].dw[r] = AMX_F16(wb->d);
         }
     }
 }
-#define AMX_PACK_GROUP amx_q8_0_pack_group
+#define AMX_DECODE amx_q8_0_decode
 #endif
 
-#ifndef AMX_DW_TABLE
-/* dwt[b][r] = the scale of block b of row r (0 for r >= rn), w at the chunk's first block of the tile's first row. */
-AMX_FN_ATTR static void amx_q8_0_dw_table(const uint8_t *w, size_t ws, int rn, int kc, float dwt[][16]) {
-    for (int b = 0; b < kc; b++)
-        for (int r = 0; r < 16; r++)
-            dwt[b][r] = r < rn ? AMX_F16(((const block_q8_0 *)(const void *)(w + (size_t)r * ws))[b].d) : 0.0f;
+#ifndef AMX_DX
+/* dx[c] = the scale of block b of token c (0 for c >= cn). */
+AMX_FN_ATTR static void amx_q8_0_dx(const uint8_t *x, size_t xs, int cn, int64_t b, float dx[16]) {
+    for (int c = 0; c < 16; c++)
+        dx[c] = c < cn ? AMX_F16(((const block_q8_0 *)(const void *)(x + (size_t)c * xs))[b].d) : 0.0f;
 }
-#define AMX_DW_TABLE amx_q8_0_dw_table
+#define AMX_DX amx_q8_0_dx
 #endif
 
 #ifndef AMX_SCALE
@@ -109,38 +106,36 @@ typedef struct {
 #define AMX_ACC amx_q8_0_acc
 AMX_FN_ATTR static inline void amx_q8_0_acc_load(amx_q8_0_acc *a, float acc[16][16]) { memcpy(a->v, acc, sizeof a->v); }
 AMX_FN_ATTR static inline void amx_q8_0_acc_store(const amx_q8_0_acc *a, float acc[16][16]) { memcpy(acc, a->v, sizeof a->v); }
-/* a[r][c] += float(cs[r][c]) * (dw[r] * dx[c]) for a whole 16 x 16 tile (the AVX2 tile's fma). */
+/* a[c][r] += float(cs[c][r]) * (dw[r] * dx[c]) for a whole 16 x 16 tile (the AVX2 tile's fma). */
 AMX_FN_ATTR static inline void amx_q8_0_scale(amx_q8_0_acc *a, const int32_t cs[16][16], const float dw[16],
                                              const float dx[16]) {
-    for (int r = 0; r < 16; r++)
-        for (int c = 0; c < 16; c++) a->v[r][c] = fmaf((float)cs[r][c], dw[r] * dx[c], a->v[r][c]);
+    for (int c = 0; c < 16; c++)
+        for (int r = 0; r < 16; r++) a->v[c][r] = fmaf((float)cs[c][r], dw[r] * dx[c], a->v[c][r]);
 }
 #define AMX_ACC_LOAD amx_q8_0_acc_load
 #define AMX_ACC_STORE amx_q8_0_acc_store
 #define AMX_SCALE amx_q8_0_scale
 #endif
 
-/* Blocks b and b + 1 (if b + 1 < kc) of one half into C tiles 0 and 1. */
-#define AMX_Q8_0_ISSUE(b)                                                                                           \
+/* Blocks b and b + 1 (if b + 1 < kc) into C tiles 0 and 1. */
+#define AMX_Q8_0_ISSUE(bi)                                                                                           \
     do {                                                                                                            \
-        const uint8_t *wb_ = w + (size_t)(b) * sizeof(block_q8_0) + offsetof(block_q8_0, qs) + 16 * (size_t)h;      \
+        const uint8_t *xb_ = x + (size_t)(b0 + (bi)) * sizeof(block_q8_0) + offsetof(block_q8_0, qs);               \
         AMX_ZERO(0);                                                                                                \
-        AMX_LOAD(2, wb_, ws);                                                                                       \
-        AMX_LOAD(4, pk[b].bv[h], 64);                                                                               \
+        AMX_LOAD(2, xb_, xs);                                                                                       \
+        AMX_LOAD(4, wk[bi].b, 64);                                                                                   \
         AMX_DPBSSD(0, 2, 4);                                                                                        \
-        if ((b) + 1 < kc) {                                                                                         \
+        if ((bi) + 1 < kc) {                                                                                         \
             AMX_ZERO(1);                                                                                            \
-            AMX_LOAD(3, wb_ + sizeof(block_q8_0), ws);                                                              \
-            AMX_LOAD(5, pk[(b) + 1].bv[h], 64);                                                                     \
+            AMX_LOAD(3, xb_ + sizeof(block_q8_0), xs);                                                              \
+            AMX_LOAD(5, wk[(bi) + 1].b, 64);                                                                         \
             AMX_DPBSSD(1, 3, 5);                                                                                    \
         }                                                                                                           \
     } while (0)
 
-/* One rn x cn tile over kc blocks of one half: w at the chunk's first block of its first row. Each pair of
- * blocks is stored, the next pair issued to the tile unit, and then the stored pair scaled, so the tile
- * unit and the float epilogue overlap. */
-AMX_FN_ATTR static void amx_q8_0_run(const uint8_t *w, size_t ws, const amx_q8_0_pk *pk, int kc, int h,
-                                     float dwt[][16], float acc[16][16] AMX_STATE_PARAM) {
+/* One tile of cn tokens (x: their rows) over the kc blocks from b0; dxt[b] = their block scales. */
+AMX_FN_ATTR static void amx_q8_0_run(const uint8_t *x, size_t xs, int64_t b0, const amx_q8_0_wk *wk, int kc,
+                                     float dxt[][16], float acc[16][16] AMX_STATE_PARAM) {
     int32_t cs[2][16][16];
     memset(cs, 0, sizeof cs); /* rows/columns past the tile are never stored: keep them finite */
     AMX_ACC a;
@@ -150,59 +145,51 @@ AMX_FN_ATTR static void amx_q8_0_run(const uint8_t *w, size_t ws, const amx_q8_0
         AMX_STORE(0, cs[0], 64);
         if (b + 1 < kc) AMX_STORE(1, cs[1], 64);
         if (b + 2 < kc) AMX_Q8_0_ISSUE(b + 2);
-        AMX_SCALE(&a, cs[0], dwt[b], pk[b].dx);
-        if (b + 1 < kc) AMX_SCALE(&a, cs[1], dwt[b + 1], pk[b + 1].dx);
+        AMX_SCALE(&a, cs[0], wk[b].dw, dxt[b]);
+        if (b + 1 < kc) AMX_SCALE(&a, cs[1], wk[b + 1].dw, dxt[b + 1]);
     }
     AMX_ACC_STORE(&a, acc);
 }
 #undef AMX_Q8_0_ISSUE
 
-/* quant_gemm_fn: nr x nc in regions of 64 x 64, K in chunks of AMX_KC blocks. */
+/* quant_gemm_fn: rows in tiles of 16, K in chunks of AMX_KC blocks, tokens in groups of 16. */
 AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_Q8_0_GEMM(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs,
                                                 int nc, float *y, size_t ldy) {
     AMX_STATE_DECL;
     amx_tilecfg cfg;
-    amx_q8_0_pk pk[AMX_CG][AMX_KC];
-    float acc[AMX_RT][AMX_CG][2][16][16];
-    float dwt[AMX_KC][16];
+    amx_q8_0_wk wk[AMX_KC];
+    float acc[AMX_CG][16][16];
+    float dxt[AMX_KC][16];
     int cur_rn = 0, cur_cn = 0;
     const int64_t nb = n / 32;
     const uint8_t *W = w, *X = x;
-    for (int R0 = 0; R0 < nr; R0 += 16 * AMX_RT) {
-        const int nrt = (nr - R0 + 15) / 16 < AMX_RT ? (nr - R0 + 15) / 16 : AMX_RT;
-        for (int C0 = 0; C0 < nc; C0 += 16 * AMX_CG) {
-            const int ncg = (nc - C0 + 15) / 16 < AMX_CG ? (nc - C0 + 15) / 16 : AMX_CG;
-            memset(acc, 0, sizeof acc);
+    for (int C0 = 0; C0 < nc; C0 += 16 * AMX_CG) {
+        const int ncg = (nc - C0 + 15) / 16 < AMX_CG ? (nc - C0 + 15) / 16 : AMX_CG;
+        for (int r0 = 0; r0 < nr; r0 += 16) {
+            const int rn = nr - r0 < 16 ? nr - r0 : 16;
+            memset(acc, 0, sizeof(acc[0]) * (size_t)ncg);
             for (int64_t k0 = 0; k0 < nb; k0 += AMX_KC) {
                 const int kc = nb - k0 < AMX_KC ? (int)(nb - k0) : AMX_KC;
+                AMX_DECODE(W + (size_t)r0 * ws, ws, rn, k0, kc, wk);
                 for (int g = 0; g < ncg; g++) {
                     const int c0 = C0 + 16 * g, cn = nc - c0 < 16 ? nc - c0 : 16;
-                    AMX_PACK_GROUP(X + (size_t)c0 * xs, xs, cn, k0, kc, pk[g]);
-                }
-                for (int t = 0; t < nrt; t++) {
-                    const int r0 = R0 + 16 * t, rn = nr - r0 < 16 ? nr - r0 : 16;
-                    const uint8_t *wr = W + (size_t)r0 * ws + (size_t)k0 * sizeof(block_q8_0);
-                    AMX_DW_TABLE(wr, ws, rn, kc, dwt);
-                    for (int g = 0; g < ncg; g++) {
-                        const int cn = nc - (C0 + 16 * g) < 16 ? nc - (C0 + 16 * g) : 16;
-                        if (rn != cur_rn || cn != cur_cn) {
-                            amx_q8_0_cfg(&cfg, rn, cn);
-                            AMX_CFG(&cfg);
-                            cur_rn = rn;
-                            cur_cn = cn;
-                        }
-                        for (int h = 0; h < 2; h++) amx_q8_0_run(wr, ws, pk[g], kc, h, dwt, acc[t][g][h] AMX_STATE_ARG);
+                    const uint8_t *xg = X + (size_t)c0 * xs;
+                    if (rn != cur_rn || cn != cur_cn) {
+                        amx_q8_0_cfg(&cfg, rn, cn);
+                        AMX_CFG(&cfg);
+                        cur_rn = rn;
+                        cur_cn = cn;
                     }
+                    for (int b = 0; b < kc; b++) AMX_DX(xg, xs, cn, k0 + b, dxt[b]);
+                    amx_q8_0_run(xg, xs, k0, wk, kc, dxt, acc[g] AMX_STATE_ARG);
                 }
             }
-            for (int t = 0; t < nrt; t++)
-                for (int g = 0; g < ncg; g++) {
-                    const int r0 = R0 + 16 * t, rn = nr - r0 < 16 ? nr - r0 : 16;
-                    const int c0 = C0 + 16 * g, cn = nc - c0 < 16 ? nc - c0 : 16;
-                    for (int c = 0; c < cn; c++)
-                        for (int r = 0; r < rn; r++)
-                            y[(size_t)(c0 + c) * ldy + (size_t)(r0 + r)] = acc[t][g][0][r][c] + acc[t][g][1][r][c];
-                }
+            for (int g = 0; g < ncg; g++) {
+                const int c0 = C0 + 16 * g, cn = nc - c0 < 16 ? nc - c0 : 16;
+                for (int c = 0; c < cn; c++)
+                    for (int r = 0; r < rn; r++)
+                        y[(size_t)(c0 + c) * ldy + (size_t)(r0 + r)] = acc[g][c][r];
+            }
         }
     }
     if (cur_rn) AMX_RELEASE();

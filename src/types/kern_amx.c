@@ -52,63 +52,102 @@
 #define AMX_STORE(t, p, s) _tile_stored(t, p, (long)(s))
 #define AMX_F16(h) _cvtsh_ss(h)
 #define AMX_Q8_0_GEMM amx_q8_0_gemm_hw
-#define AMX_PACK_GROUP amx_pack_group_512
-#define AMX_DW_TABLE amx_dw_table_512
+#define AMX_DECODE amx_decode_512
+#define AMX_DX amx_dx_512
 
-/* amx_q8_0.h's amx_q8_0_dw_table: one gather of the 16 rows' f16 scales per block. */
-AMX_FN_ATTR static void amx_dw_table_512(const uint8_t *w, size_t ws, int rn, int kc, float dwt[][16]) {
-    int32_t off[16];
-    for (int r = 0; r < 16; r++) off[r] = (int32_t)((size_t)(r < rn ? r : rn - 1) * ws);
-    const __m512i idx = _mm512_loadu_si512((const void *)off);
-    const __mmask16 live = (__mmask16)((1u << rn) - 1);
-    for (int b = 0; b < kc; b++) {
-        const __m512i d = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, idx, w + (size_t)b * sizeof(block_q8_0), 1);
-        _mm512_storeu_ps(dwt[b], _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_and_si512(d, _mm512_set1_epi32(0xFFFF)))));
+/* out[m] = dword m of r[0..15]: a 16 x 16 transpose of dwords (in 128-bit lanes, then of the lanes). */
+AMX_FN_ATTR static inline void amx_tr16(const __m512i r[16], __m512i out[16]) {
+    __m512i t[16];
+    for (int q = 0; q < 16; q += 4) { /* lane L of t[q + j]: rows q..q+3 of dword 4L + j */
+        const __m512i a0 = _mm512_unpacklo_epi32(r[q], r[q + 1]), a1 = _mm512_unpackhi_epi32(r[q], r[q + 1]);
+        const __m512i a2 = _mm512_unpacklo_epi32(r[q + 2], r[q + 3]), a3 = _mm512_unpackhi_epi32(r[q + 2], r[q + 3]);
+        t[q] = _mm512_unpacklo_epi64(a0, a2);
+        t[q + 1] = _mm512_unpackhi_epi64(a0, a2);
+        t[q + 2] = _mm512_unpacklo_epi64(a1, a3);
+        t[q + 3] = _mm512_unpackhi_epi64(a1, a3);
+    }
+    for (int j = 0; j < 4; j++) { /* the 4 x 4 transpose of 128-bit lanes across t[j], t[4 + j], t[8 + j], t[12 + j] */
+        const __m512i b0 = _mm512_shuffle_i32x4(t[j], t[4 + j], _MM_SHUFFLE(1, 0, 1, 0));
+        const __m512i b1 = _mm512_shuffle_i32x4(t[j], t[4 + j], _MM_SHUFFLE(3, 2, 3, 2));
+        const __m512i b2 = _mm512_shuffle_i32x4(t[8 + j], t[12 + j], _MM_SHUFFLE(1, 0, 1, 0));
+        const __m512i b3 = _mm512_shuffle_i32x4(t[8 + j], t[12 + j], _MM_SHUFFLE(3, 2, 3, 2));
+        out[j] = _mm512_shuffle_i32x4(b0, b2, _MM_SHUFFLE(2, 0, 2, 0));
+        out[4 + j] = _mm512_shuffle_i32x4(b0, b2, _MM_SHUFFLE(3, 1, 3, 1));
+        out[8 + j] = _mm512_shuffle_i32x4(b1, b3, _MM_SHUFFLE(2, 0, 2, 0));
+        out[12 + j] = _mm512_shuffle_i32x4(b1, b3, _MM_SHUFFLE(3, 1, 3, 1));
     }
 }
 
-/* amx_q8_0.h's amx_q8_0_pack_group with gathers: dword j of the blocks of 16
- * tokens is one gather (token c at c * xs), lanes past cn zeroed. */
-typedef struct amx_q8_0_pk amx_q8_0_pk;
-AMX_FN_ATTR static void amx_pack_group_512(const uint8_t *x, size_t xs, int cn, int64_t b0, int kc, amx_q8_0_pk *pk);
+/* 16 lanes of f16 bits in the low halves of dwords -> floats. */
+AMX_FN_ATTR static inline __m512 amx_f16_lanes(__m512i d) {
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_and_si512(d, _mm512_set1_epi32(0xFFFF))));
+}
 
-/* amx_q8_0.h's accumulators in 16 registers, the same fma per lane. */
+/* Offsets of 16 rows stride apart (rows past n repeat the last), for gathers. */
+AMX_FN_ATTR static inline __m512i amx_row_offsets(int n, size_t stride) {
+    int32_t off[16];
+    for (int r = 0; r < 16; r++) off[r] = (int32_t)((size_t)(r < n ? r : n - 1) * stride);
+    return _mm512_loadu_si512((const void *)off);
+}
+
+/* amx_q8_0.h's amx_q8_0_decode: two blocks of the 16 rows per transpose (row q: [block b | block b + 1], 16
+ * dwords), the scales by one gather per block. */
+struct amx_q8_0_wk;
+AMX_FN_ATTR static void amx_decode_512(const uint8_t *w, size_t ws, int rn, int64_t b0, int kc, struct amx_q8_0_wk *o);
+
+/* amx_q8_0.h's amx_q8_0_dx: one gather of the 16 tokens' scales. */
+AMX_FN_ATTR static void amx_dx_512(const uint8_t *x, size_t xs, int cn, int64_t b, float dx[16]) {
+    const __m512i d = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), (__mmask16)((1u << cn) - 1),
+                                                  amx_row_offsets(cn, xs), x + (size_t)b * sizeof(block_q8_0), 1);
+    _mm512_storeu_ps(dx, amx_f16_lanes(d));
+}
+
+/* amx_q8_0.h's accumulators in 16 registers (a token each, the rows in the lanes), the same fma per lane. */
 typedef struct {
     __m512 v[16];
 } amx_acc_512;
 #define AMX_ACC amx_acc_512
 #define AMX_ACC_LOAD(a, acc)                                                                                       \
     do {                                                                                                           \
-        _Pragma("GCC unroll 16") for (int r_ = 0; r_ < 16; r_++) (a)->v[r_] = _mm512_loadu_ps((acc)[r_]);           \
+        _Pragma("GCC unroll 16") for (int c_ = 0; c_ < 16; c_++) (a)->v[c_] = _mm512_loadu_ps((acc)[c_]);           \
     } while (0)
 #define AMX_ACC_STORE(a, acc)                                                                                      \
     do {                                                                                                           \
-        _Pragma("GCC unroll 16") for (int r_ = 0; r_ < 16; r_++) _mm512_storeu_ps((acc)[r_], (a)->v[r_]);           \
+        _Pragma("GCC unroll 16") for (int c_ = 0; c_ < 16; c_++) _mm512_storeu_ps((acc)[c_], (a)->v[c_]);           \
     } while (0)
 #define AMX_SCALE(a, cs, dw, dx)                                                                                   \
     do {                                                                                                           \
-        const __m512 vx_ = _mm512_loadu_ps(dx);                                                                    \
-        _Pragma("GCC unroll 16") for (int r_ = 0; r_ < 16; r_++) {                                                 \
-            const __m512 f_ = _mm512_cvtepi32_ps(_mm512_loadu_si512((const void *)(cs)[r_]));                      \
-            (a)->v[r_] = _mm512_fmadd_ps(f_, _mm512_mul_ps(_mm512_set1_ps((dw)[r_]), vx_), (a)->v[r_]);           \
+        const __m512 vw_ = _mm512_loadu_ps(dw);                                                                    \
+        _Pragma("GCC unroll 16") for (int c_ = 0; c_ < 16; c_++) {                                                 \
+            const __m512 f_ = _mm512_cvtepi32_ps(_mm512_loadu_si512((const void *)(cs)[c_]));                      \
+            (a)->v[c_] = _mm512_fmadd_ps(f_, _mm512_mul_ps(vw_, _mm512_set1_ps((dx)[c_])), (a)->v[c_]);           \
         }                                                                                                          \
     } while (0)
 
 #include "amx_q8_0.h"
 
-AMX_FN_ATTR static void amx_pack_group_512(const uint8_t *x, size_t xs, int cn, int64_t b0, int kc, amx_q8_0_pk *pk) {
-    int32_t off[16];
-    for (int c = 0; c < 16; c++) off[c] = (int32_t)((size_t)(c < cn ? c : cn - 1) * xs);
-    const __m512i idx = _mm512_loadu_si512((const void *)off);
-    const __mmask16 live = (__mmask16)((1u << cn) - 1);
-    for (int b = 0; b < kc; b++) {
-        const uint8_t *base = x + (size_t)(b0 + b) * sizeof(block_q8_0);
-        for (int j = 0; j < 8; j++) {
-            const __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, idx, base + 2 + 4 * j, 1);
-            _mm512_storeu_si512((void *)pk[b].bv[j >> 2][j & 3], v);
+AMX_FN_ATTR static void amx_decode_512(const uint8_t *w, size_t ws, int rn, int64_t b0, int kc, amx_q8_0_wk *o) {
+    const __m512i idx = amx_row_offsets(rn, ws);
+    const __mmask16 live = (__mmask16)((1u << rn) - 1);
+    for (int b = 0; b < kc; b += 2) {
+        const int two = b + 1 < kc;
+        __m512i r[16], t[16];
+        for (int q = 0; q < 16; q++) {
+            if (q >= rn) {
+                r[q] = _mm512_setzero_si512();
+                continue;
+            }
+            const block_q8_0 *wb = (const block_q8_0 *)(const void *)(w + (size_t)q * ws) + b0 + b;
+            const __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)wb[0].qs);
+            const __m256i hi = two ? _mm256_loadu_si256((const __m256i *)(const void *)wb[1].qs) : _mm256_setzero_si256();
+            r[q] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
         }
-        const __m512i d = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, idx, base, 1);
-        _mm512_storeu_ps(pk[b].dx, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_and_si512(d, _mm512_set1_epi32(0xFFFF)))));
+        amx_tr16(r, t);
+        for (int m = 0; m < 8 * (1 + two); m++) _mm512_storeu_si512((void *)o[b + m / 8].b[m % 8], t[m]);
+        for (int k = 0; k < 1 + two; k++) {
+            const uint8_t *base = w + (size_t)(b0 + b + k) * sizeof(block_q8_0);
+            _mm512_storeu_ps(o[b + k].dw, amx_f16_lanes(_mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, idx, base, 1)));
+        }
     }
 }
 
@@ -156,28 +195,8 @@ AMX_FN_ATTR static void amxk_decode_512(const uint8_t *w, size_t ws, int rn, int
             const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(a->qs + 32 * k)));
             r[q] = _mm512_and_si512(_mm512_srlv_epi16(v, sh), m4);
         }
-        for (int q = 0; q < 16; q += 4) { /* lane L of t[q + j]: rows q..q+3 of dword 4L + j */
-            const __m512i a0 = _mm512_unpacklo_epi32(r[q], r[q + 1]), a1 = _mm512_unpackhi_epi32(r[q], r[q + 1]);
-            const __m512i a2 = _mm512_unpacklo_epi32(r[q + 2], r[q + 3]), a3 = _mm512_unpackhi_epi32(r[q + 2], r[q + 3]);
-            t[q] = _mm512_unpacklo_epi64(a0, a2);
-            t[q + 1] = _mm512_unpackhi_epi64(a0, a2);
-            t[q + 2] = _mm512_unpacklo_epi64(a1, a3);
-            t[q + 3] = _mm512_unpackhi_epi64(a1, a3);
-        }
-        for (int j = 0; j < 4; j++) { /* the 4 x 4 transpose of 128-bit lanes across t[j], t[4 + j], t[8 + j], t[12 + j] */
-            const __m512i b0 = _mm512_shuffle_i32x4(t[j], t[4 + j], _MM_SHUFFLE(1, 0, 1, 0));
-            const __m512i b1 = _mm512_shuffle_i32x4(t[j], t[4 + j], _MM_SHUFFLE(3, 2, 3, 2));
-            const __m512i b2 = _mm512_shuffle_i32x4(t[8 + j], t[12 + j], _MM_SHUFFLE(1, 0, 1, 0));
-            const __m512i b3 = _mm512_shuffle_i32x4(t[8 + j], t[12 + j], _MM_SHUFFLE(3, 2, 3, 2));
-            const __m512i out[4] = {_mm512_shuffle_i32x4(b0, b2, _MM_SHUFFLE(2, 0, 2, 0)),
-                                    _mm512_shuffle_i32x4(b0, b2, _MM_SHUFFLE(3, 1, 3, 1)),
-                                    _mm512_shuffle_i32x4(b1, b3, _MM_SHUFFLE(2, 0, 2, 0)),
-                                    _mm512_shuffle_i32x4(b1, b3, _MM_SHUFFLE(3, 1, 3, 1))};
-            for (int L = 0; L < 4; L++) { /* dword m = 4L + j of the slice */
-                const int m = 4 * L + j;
-                _mm512_storeu_si512((void *)o->b[2 * k + m / 8][m % 8], out[L]);
-            }
-        }
+        amx_tr16(r, t);
+        for (int m = 0; m < 16; m++) _mm512_storeu_si512((void *)o->b[2 * k + m / 8][m % 8], t[m]); /* dword m */
     }
     amxk_meta(w, ws, rn, i, o);
 }
@@ -217,12 +236,12 @@ static void amx_q4_K_gemm(int64_t n, const void *w, size_t ws, int nr, const voi
 void kern_amx_hw_fill(quant_traits *t) {
     q8_0_small = t[DF_TYPE_Q8_0].gemm;
     t[DF_TYPE_Q8_0].gemm = amx_q8_0_gemm;
-    t[DF_TYPE_Q8_0].gemm_rows = 16 * AMX_RT; /* amx_q8_0.h's region */
-    t[DF_TYPE_Q8_0].gemm_cols = 16 * AMX_CG;
+    t[DF_TYPE_Q8_0].gemm_rows = 16;
+    t[DF_TYPE_Q8_0].gemm_cols = 16 * AMX_CG; /* amx_q8_0.h: a row tile serves them all */
     q4_K_small = t[DF_TYPE_Q4_K].gemm;
     t[DF_TYPE_Q4_K].gemm = amx_q4_K_gemm;
     t[DF_TYPE_Q4_K].gemm_rows = 16;
-    t[DF_TYPE_Q4_K].gemm_cols = 16 * AMXK_CG;
+    t[DF_TYPE_Q4_K].gemm_cols = 16 * AMXK_CG; /* amx_q4_K.h: a row tile serves them all */
 }
 
 int kern_amx_hw_available(void) {

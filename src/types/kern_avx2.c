@@ -721,6 +721,8 @@ static void q6_K_dot(int64_t n, const void *w, const void *x, float *out) {
 INL __m256i hsum4_epi32(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
     return _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
 }
+/* The two 128-bit halves added (a row's two half-sums into one, exactly). */
+INL __m128i fold_pair(__m256i v) { return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)); }
 INL __m256 hsum4_ps(__m256 v0, __m256 v1, __m256 v2, __m256 v3) {
     return _mm256_hadd_ps(_mm256_hadd_ps(v0, v1), _mm256_hadd_ps(v2, v3));
 }
@@ -814,7 +816,10 @@ INL __m256 dup4_e8m0(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
 
 /* q8_0 / q4_0 / mxfp4 / iq4_nl weights x q8_0 activations: one 32-element block per
  * step. DECODE(blk) yields the block's signed weight bytes, SCALE4(b) the
- * four rows' block-b weight scales (dup4_h layout). */
+ * four rows' block-b weight scales (dup4_h layout). Per row and block the
+ * exact integer sum of the whole block (its two half-sums folded), times
+ * dw * dx, one fma per block in block order: the order kern_avx512.c's
+ * tiles and the AMX gemm (amx_q8_0.h) reproduce. */
 #define Q8_0_DECODE(blk) LOADU((blk)->qs)
 #define Q4_0_DECODE(blk) _mm256_sub_epi8(nibbles32((blk)->qs), _mm256_set1_epi8(8))
 #define MXFP4_DECODE(blk) _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(kx_mxfp4_table()), nibbles32((blk)->qs))
@@ -827,15 +832,15 @@ INL __m256 dup4_e8m0(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
         const WT *w0 = (const WT *)(const void *)wp[0], *w1 = (const WT *)(const void *)wp[1];                     \
         const WT *w2 = (const WT *)(const void *)wp[2], *w3 = (const WT *)(const void *)wp[3];                     \
         const block_q8_0 *x[4];                                                                                    \
-        __m256 acc[4];                                                                                             \
+        __m128 acc[4];                                                                                             \
         const __m256i ones = _mm256_set1_epi16(1);                                                                 \
         _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {                                                      \
             x[c] = (const block_q8_0 *)(const void *)(xp + (size_t)c * xs);                                        \
-            acc[c] = _mm256_setzero_ps();                                                                          \
+            acc[c] = _mm_setzero_ps();                                                                             \
         }                                                                                                          \
         for (int64_t b = 0; b < n / 32; b++) {                                                                     \
             prefetch_step(pf, pf_step, b);                                                                         \
-            const __m256 dw = SCALE4(b);                                                                           \
+            const __m128 dw = _mm256_castps256_ps128(SCALE4(b));                                                   \
             const __m256i q0 = DECODE(&w0[b]), q1 = DECODE(&w1[b]), q2 = DECODE(&w2[b]), q3 = DECODE(&w3[b]);      \
             const __m256i a0 = _mm256_sign_epi8(q0, q0), a1 = _mm256_sign_epi8(q1, q1);                            \
             const __m256i a2 = _mm256_sign_epi8(q2, q2), a3 = _mm256_sign_epi8(q3, q3);                            \
@@ -845,11 +850,11 @@ INL __m256 dup4_e8m0(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
                 const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(a1, _mm256_sign_epi8(y, q1)), ones);     \
                 const __m256i p2 = _mm256_madd_epi16(_mm256_maddubs_epi16(a2, _mm256_sign_epi8(y, q2)), ones);     \
                 const __m256i p3 = _mm256_madd_epi16(_mm256_maddubs_epi16(a3, _mm256_sign_epi8(y, q3)), ones);     \
-                const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(h2f(x[c][b].d)));                                \
-                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum4_epi32(p0, p1, p2, p3)), d, acc[c]);             \
+                const __m128 d = _mm_mul_ps(dw, _mm_set1_ps(h2f(x[c][b].d)));                                      \
+                acc[c] = _mm_fmadd_ps(_mm_cvtepi32_ps(fold_pair(hsum4_epi32(p0, p1, p2, p3))), d, acc[c]);        \
             }                                                                                                      \
         }                                                                                                          \
-        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) store_rows(acc[c], out + c * GR);                      \
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) _mm_storeu_ps(out + c * GR, acc[c]);                   \
     }
 GEMM_BLOCK32(q8_0_tile, block_q8_0, Q8_0_DECODE, F16_SCALE4)
 GEMM_BLOCK32(q4_0_tile, block_q4_0, Q4_0_DECODE, F16_SCALE4)
@@ -868,7 +873,6 @@ GEMM_TILES4(iq4_nl_tile, 32)
  * [S_0 M_0 S_1 M_1 | S_2 M_2 S_3 M_3], are scaled by [d -dmin ...] * d_y and
  * accumulated; a row's result is accS + accM (the K-quant order, which
  * kern_avx512.c's tiles and amx_q4_K.h reproduce). */
-INL __m128i fold_pair(__m256i v) { return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)); }
 
 INL void store_sm(__m256 acc, float *out) {
     _mm_storeu_ps(out, _mm_hadd_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));

@@ -693,18 +693,18 @@ T5_INL __m256i t5_sum4_256(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
     return _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
 }
 
-/* [r0 r1 r2 r3 r0 r1 r2 r3] (block b) | the same for block b + 1, from the
- * 8 scales as floats [b: r0..r3, b+1: r0..r3]. */
-T5_INL __m512 t5_spread8(__m256 f) {
-    const __m512 z = _mm512_castps256_ps512(f);
-    return _mm512_shuffle_f32x4(z, z, _MM_SHUFFLE(1, 1, 0, 0));
+/* Lanes [b h0 | b h1 | b+1 h0 | b+1 h1] (128 bits each, rows 0..3) -> [b | b+1]: each row's two half-block sums
+ * added, exactly. */
+T5_INL __m256i t5_fold_halves(__m512i s) {
+    const __m512i sum = _mm512_add_epi32(s, _mm512_shuffle_i32x4(s, s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm512_castsi512_si256(_mm512_shuffle_i32x4(sum, sum, _MM_SHUFFLE(2, 0, 2, 0)));
 }
 
 /* f16 scales of blocks b, b + 1 of the four rows. */
 #define T5_F16_SCALES2(b)                                                                                          \
-    t5_spread8(_mm256_cvtph_ps(_mm_setr_epi16((short)w0[b].d, (short)w1[b].d, (short)w2[b].d, (short)w3[b].d,      \
-                                              (short)w0[(b) + 1].d, (short)w1[(b) + 1].d, (short)w2[(b) + 1].d,    \
-                                              (short)w3[(b) + 1].d)))
+    _mm256_cvtph_ps(_mm_setr_epi16((short)w0[b].d, (short)w1[b].d, (short)w2[b].d, (short)w3[b].d,                 \
+                                   (short)w0[(b) + 1].d, (short)w1[(b) + 1].d, (short)w2[(b) + 1].d,               \
+                                   (short)w3[(b) + 1].d))
 #define T5_F16_SCALE1(b)                                                                                           \
     _mm256_castps128_ps256(_mm_cvtph_ps(_mm_setr_epi16((short)w0[b].d, (short)w1[b].d, (short)w2[b].d,            \
                                                        (short)w3[b].d, 0, 0, 0, 0)))
@@ -716,8 +716,8 @@ T5_INL __m256 t5_e8m0(__m256i e) {
     return _mm256_castsi256_ps(_mm256_mask_blend_epi32(_mm256_cmpge_epu32_mask(e, _mm256_set1_epi32(2)), small, big));
 }
 #define T5_E8M0_SCALES2(b)                                                                                         \
-    t5_spread8(t5_e8m0(_mm256_setr_epi32(w0[b].e, w1[b].e, w2[b].e, w3[b].e, w0[(b) + 1].e, w1[(b) + 1].e,        \
-                                         w2[(b) + 1].e, w3[(b) + 1].e)))
+    t5_e8m0(_mm256_setr_epi32(w0[b].e, w1[b].e, w2[b].e, w3[b].e, w0[(b) + 1].e, w1[(b) + 1].e, w2[(b) + 1].e,     \
+                              w3[(b) + 1].e))
 #define T5_E8M0_SCALE1(b) t5_e8m0(_mm256_setr_epi32(w0[b].e, w1[b].e, w2[b].e, w3[b].e, 0, 0, 0, 0))
 
 /* Weight bytes + 128 of blocks b, b + 1 (64 bytes) or of block b (32). */
@@ -754,20 +754,20 @@ T5_INL __m256i t5_nibbles32(const uint8_t *qs) {
         const WT *w0 = (const WT *)(const void *)wp[0], *w1 = (const WT *)(const void *)wp[1];                     \
         const WT *w2 = (const WT *)(const void *)wp[2], *w3 = (const WT *)(const void *)wp[3];                     \
         const block_q8_0 *x[4];                                                                                    \
-        __m256 acc[4];                                                                                             \
+        __m128 acc[4];                                                                                             \
         const __m512i k80 = _mm512_set1_epi8((char)0x80);                                                          \
         const __m512i tblu = _mm512_xor_si512(_mm512_broadcast_i32x4(kx_mxfp4_table()), k80);                      \
         (void)tblu;                                                                                                \
         _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {                                                      \
             x[c] = (const block_q8_0 *)(const void *)(xp + (size_t)c * xs);                                        \
-            acc[c] = _mm256_setzero_ps();                                                                          \
+            acc[c] = _mm_setzero_ps();                                                                             \
         }                                                                                                          \
         const int64_t nb = n / 32;                                                                                 \
         int64_t b = 0;                                                                                             \
         for (; b + 1 < nb; b += 2) {                                                                               \
             t5_prefetch(pf, pf_step, b);                                                                           \
             t5_prefetch(pf, pf_step, b + 1);                                                                       \
-            const __m512 dw = SCALES2(b);                                                                          \
+            const __m256 dw = SCALES2(b); /* [block b: rows 0..3 | block b + 1] */                                 \
             const __m512i u0 = LOAD2(w0, b), u1 = LOAD2(w1, b), u2 = LOAD2(w2, b), u3 = LOAD2(w3, b);              \
             _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {                                                  \
                 const __m512i y = join256(LOADU(x[c][b].qs), LOADU(x[c][b + 1].qs));                               \
@@ -775,10 +775,11 @@ T5_INL __m256i t5_nibbles32(const uint8_t *qs) {
                     _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), k80, y)); \
                 const __m512i s = t5_sum4(_mm512_dpbusd_epi32(corr, u0, y), _mm512_dpbusd_epi32(corr, u1, y),     \
                                           _mm512_dpbusd_epi32(corr, u2, y), _mm512_dpbusd_epi32(corr, u3, y));    \
-                const __m512 f = _mm512_cvtepi32_ps(s);                                                            \
-                const __m512 d = _mm512_mul_ps(dw, join_ps(h2f(x[c][b].d), h2f(x[c][b + 1].d)));                   \
-                acc[c] = _mm256_fmadd_ps(_mm512_castps512_ps256(f), _mm512_castps512_ps256(d), acc[c]);            \
-                acc[c] = _mm256_fmadd_ps(_mm512_extractf32x8_ps(f, 1), _mm512_extractf32x8_ps(d, 1), acc[c]);      \
+                const __m256 f = _mm256_cvtepi32_ps(t5_fold_halves(s));                                            \
+                const __m256 d = _mm256_mul_ps(dw, _mm256_set_m128(_mm_set1_ps(h2f(x[c][b + 1].d)),                \
+                                                                   _mm_set1_ps(h2f(x[c][b].d))));                  \
+                acc[c] = _mm_fmadd_ps(_mm256_castps256_ps128(f), _mm256_castps256_ps128(d), acc[c]);               \
+                acc[c] = _mm_fmadd_ps(_mm256_extractf128_ps(f, 1), _mm256_extractf128_ps(d, 1), acc[c]);          \
             }                                                                                                      \
         }                                                                                                          \
         if (b < nb) {                                                                                              \
@@ -792,15 +793,12 @@ T5_INL __m256i t5_nibbles32(const uint8_t *qs) {
                     _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), k80h, y)); \
                 const __m256i s = t5_sum4_256(_mm256_dpbusd_epi32(corr, u0, y), _mm256_dpbusd_epi32(corr, u1, y), \
                                               _mm256_dpbusd_epi32(corr, u2, y), _mm256_dpbusd_epi32(corr, u3, y));\
-                const __m256 dd = _mm256_permutevar8x32_ps(dw, _mm256_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3));         \
-                const __m256 d = _mm256_mul_ps(dd, _mm256_set1_ps(h2f(x[c][b].d)));                                \
-                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc[c]);                                        \
+                const __m128 d = _mm_mul_ps(_mm256_castps256_ps128(dw), _mm_set1_ps(h2f(x[c][b].d)));              \
+                const __m128i sf = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));       \
+                acc[c] = _mm_fmadd_ps(_mm_cvtepi32_ps(sf), d, acc[c]);                                             \
             }                                                                                                      \
         }                                                                                                          \
-        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {                                                      \
-            const __m128 lo = _mm256_castps256_ps128(acc[c]), hi = _mm256_extractf128_ps(acc[c], 1);              \
-            _mm_storeu_ps(out + c * T5_ROWS, _mm_add_ps(lo, hi));                                                  \
-        }                                                                                                          \
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) _mm_storeu_ps(out + c * T5_ROWS, acc[c]);              \
     }
 
 #define T5_GEMM(NAME) T5_GEMM_BLK(NAME, 32)
