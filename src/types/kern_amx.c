@@ -3,12 +3,12 @@
  * run-time check that the CPU and the OS allow them.
  *
  * DESIGN
- * - amx_q8_0.h instantiated with the tile intrinsics (this file is built
- *   with -mamx-tile -mamx-int8 -mamx-bf16; the kernel functions also carry
- *   an AVX-512 target attribute for the float epilogue, and are only
- *   reached when the AVX-512 table exists). amx_gemm.c instantiates the
- *   same kernel on the software model, which is what the tests run where
- *   the CPU has no AMX.
+ * - amx_q8_0.h and amx_q4_K.h instantiated with the tile intrinsics
+ *   (this file is built with -mamx-tile -mamx-int8 -mamx-bf16; the kernel
+ *   functions also carry an AVX-512 target attribute for the epilogues, and
+ *   are only reached when the AVX-512 table exists). amx_gemm.c
+ *   instantiates the same kernels on the software model, which is what the
+ *   tests run where the CPU has no AMX.
  * - kern_amx_hw_available: CPUID leaf 7 reports AMX-TILE and AMX-INT8, the
  *   OS enables the tile state in XCR0 (bits 17, 18), and Linux grants this
  *   process the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM for
@@ -18,8 +18,13 @@
  *   products (generation) stay on the AVX-512 tile it replaced, whose
  *   outputs are the same bits (amx_q8_0.h says why), so the choice never
  *   changes a result.
- * - The activation packing and the float epilogue of amx_q8_0.h are given
- *   AVX-512 versions here (gathers; 16-lane fma), with the same results.
+ * - The weight decoding (a 16 x 16 dword transpose into the VNNI layout,
+ *   amx_tr16), the scale gathers and the epilogues of the two headers are
+ *   given AVX-512 versions here, with the same results; the accumulators of
+ *   a tile live in 16 registers.
+ * - matmul gives these gemms calls of 16 rows x up to 512 tokens
+ *   (quant_traits.gemm_rows / gemm_cols): each row tile's weights are
+ *   decoded once and serve every token of the prompt.
  */
 #include "quant_isa.h"
 #include "amx_tile.h"

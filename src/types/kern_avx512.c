@@ -30,13 +30,15 @@
  *   activations; maddubs + vpdpwssd with the 16-element scales (as q6_K).
  * - gemm (matmul's tiles) for q8_0, mxfp4, q4_0 and iq4_nl: 4 rows x up to 4 tokens, two
  *   blocks per step, one vpdpbusd per row and token (weights as w + 128,
- *   the accumulator started at -128 * sum(y)); the lane sums are folded and
- *   accumulated like kern_avx2.c's tile, so the outputs are the AVX2 gemm's
- *   bits. The K-quant tiles (q2_K, q3_K, q4_K, q5_K, q6_K) decode each
- *   row's super-block once (t5_k_decode) and use the lone dot's 64-element
- *   maddubs + vpdpwssd per row and token, add the two 256-bit halves into
- *   the AVX2 tiles' lanes and fold them as those do (q4_K, q6_K: the same
- *   bits as AVX2; q2_K, q3_K and q5_K have no AVX2 tile). iq4_xs and the
+ *   the accumulator started at -128 * sum(y)); the lane sums are folded to
+ *   one exact sum per row and block and accumulated like kern_avx2.c's
+ *   tile, so the outputs are the AVX2 gemm's bits. The K-quant tiles (q2_K,
+ *   q3_K, q4_K, q5_K, q6_K) decode each row's super-block once
+ *   (t5_k_decode) and use the lone dot's 64-element maddubs + vpdpwssd per
+ *   row and token, add the two 256-bit halves into the AVX2 tiles' lanes
+ *   and fold them as those do (q4_K, q6_K: the same bits as AVX2; q2_K,
+ *   q3_K and q5_K have no AVX2 tile; q2_K, q4_K, q5_K in the K-quant order:
+ *   exact S and M per super-block, accS + accM). iq4_xs and the
  *   grid i-quants run one row against up to 4 tokens (KX_IQ_ENTRY_POINTS).
  *   Inherited from the AVX2 table (maddubs, no VNNI): the f32 and f16
  *   gemms; types with no gemm at all (q4_1, q5_0, q5_1, nvfp4, q1_0, q2_0,
@@ -641,11 +643,11 @@ static void q3_K_dot(int64_t n, const void *w, const void *x, float *out) {
  * mxfp4, iq4_nl: ggml's tables shifted by 128; q4_0: nibble + 120), and the accumulator starts at
  * -128 * (sum of the four activations of the lane), so every int32 lane is
  * the exact signed sum of its four products: one instruction per row and
- * token. The per-lane sums are then folded exactly as kern_avx2.c's tile
- * does (lane r = row r's elements 0..15, lane r + 4 its elements 16..31 of
- * a block), and block b and b + 1 go into the same float accumulator one
- * after the other with the same scale products: the results are bit for
- * bit those of the AVX2 tile (tests/test_matmul.c checks it), only faster. */
+ * token. The per-lane sums are then folded to each row's exact sum of the
+ * whole block (t5_fold_halves), and block b and b + 1 go into the same
+ * float accumulator one after the other with the same scale products, as
+ * kern_avx2.c's tile does: the results are bit for bit those of the AVX2
+ * tile and of the AMX gemm (tests/test_matmul.c, tests/test_amx.c). */
 
 #define T5_ROWS 4
 #define T5_INL static inline __attribute__((always_inline))
