@@ -45,6 +45,7 @@ long amx_model_faults(void) { return atomic_load(&model_faults); }
 #include "amx_q8_0.h"
 #define AMX_DPBSUD(c, a, b) amx_m_dpb(amx_st, (c), (a), (b), 1, 0)
 #define AMX_Q4_K_GEMM amx_q4_K_gemm_model
+#define AMX_Q5_K_GEMM amx_q5_K_gemm_model
 #include "amx_q4_K.h"
 
 void kern_amx_fill(quant_traits *t, int model) {
@@ -61,4 +62,7 @@ void kern_amx_fill(quant_traits *t, int model) {
     t[DF_TYPE_Q4_K].gemm = amx_q4_K_gemm_model;
     t[DF_TYPE_Q4_K].gemm_rows = 16;
     t[DF_TYPE_Q4_K].gemm_cols = 16 * AMXK_CG; /* amx_q4_K.h: a row tile serves them all */
+    t[DF_TYPE_Q5_K].gemm = amx_q5_K_gemm_model;
+    t[DF_TYPE_Q5_K].gemm_rows = 16;
+    t[DF_TYPE_Q5_K].gemm_cols = 16 * AMXK_CG;
 }

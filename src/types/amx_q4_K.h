@@ -1,9 +1,9 @@
 /*
- * amx_q4_K.h - the AMX int8 gemm of q4_K weights x q8_K activations,
+ * amx_q4_K.h - the AMX int8 gemms of q4_K and q5_K weights x q8_K activations,
  * written once against the tile operations of amx_q8_0.h (AMX_CFG,
  * AMX_RELEASE, AMX_LOAD, AMX_ZERO, AMX_STORE; the including file defines
  * them) plus AMX_DPBSUD(c, a, b) (tdpbsud: signed A bytes x unsigned B
- * bytes), AMX_F16, the function's name AMX_Q4_K_GEMM and the AMX_FN_ATTR /
+ * bytes), AMX_F16, the functions' names AMX_Q4_K_GEMM and AMX_Q5_K_GEMM and the AMX_FN_ATTR /
  * AMX_GEMM_LINKAGE / AMX_STATE_* conventions, and optionally faster
  * versions of its helpers with the same results (AMXK_DECODE, AMXK_SACC,
  * AMXK_SZERO, AMXK_SUB, AMXK_FINISH).
@@ -13,8 +13,10 @@
  *   16 tokens x one 32-element sub-block of the q8_K activations, loaded
  *   straight from their rows (stride = the activation row stride, no
  *   packing). B = the same sub-block of 16 weight rows as unsigned bytes
- *   (the nibbles, 0..15) in the VNNI layout, decoded once per row tile and
- *   super-block (amxk_decode) and used by every token group.
+ *   (q4_K's nibbles, 0..15; q5_K's 5-bit values, 0..31) in the VNNI layout,
+ *   decoded once per row tile and super-block (amxk_decode) and used by
+ *   every token group. The two types share the header fields (d, dmin, the
+ *   12 bytes of scales) and so everything but the decoding.
  * - The K-quant order (kern_avx2.c's q4_K_tile, kern_avx512.c's t5_kmin):
  *   per super-block and (token, row) the exact integer sums
  *   S = sum_j sc_j * dot_j (the 8 sub-block products, one tdpbsud each,
@@ -66,14 +68,20 @@ AMX_FN_ATTR static void amxk_cfg(amx_tilecfg *cfg, int rn, int cn) {
     }
 }
 
+/* A row's super-block i of the type (q4_K or q5_K; their d, dmin and scales sit alike). */
+AMX_FN_ATTR static inline const block_q4_K *amxk_head(int type, const uint8_t *row, int64_t i) {
+    const size_t bs = type == DF_TYPE_Q5_K ? sizeof(block_q5_K) : sizeof(block_q4_K);
+    return (const block_q4_K *)(const void *)(row + (size_t)i * bs);
+}
+
 /* The row-tile metadata of super-block i (shared by the plain and the fast decoders). */
-AMX_FN_ATTR static void amxk_meta(const uint8_t *w, size_t ws, int rn, int64_t i, amxk_wk *o) {
+AMX_FN_ATTR static void amxk_meta(int type, const uint8_t *w, size_t ws, int rn, int64_t i, amxk_wk *o) {
     memset(o->sc, 0, sizeof o->sc);
     memset(o->mn, 0, sizeof o->mn);
     memset(o->d, 0, sizeof o->d);
     memset(o->ndmin, 0, sizeof o->ndmin);
     for (int r = 0; r < rn; r++) {
-        const block_q4_K *a = (const block_q4_K *)(const void *)(w + (size_t)r * ws) + i;
+        const block_q4_K *a = amxk_head(type, w + (size_t)r * ws, i);
         uint32_t u[4];
         quant_k4_unpack(a->scales, u);
         uint8_t s8[16];
@@ -88,18 +96,23 @@ AMX_FN_ATTR static void amxk_meta(const uint8_t *w, size_t ws, int rn, int64_t i
 }
 
 #ifndef AMXK_DECODE
-/* Super-block i of rows 0..rn of w into o. */
-AMX_FN_ATTR static void amxk_decode(const uint8_t *w, size_t ws, int rn, int64_t i, amxk_wk *o) {
+/* Super-block i of rows 0..rn of w into o. Element e = 64k + l: the low nibble of qs[32k + l] (l < 32) or
+ * the high one of qs[32k + l - 32]; q5_K adds bit 2k (l < 32) or 2k + 1 of qh[l % 32] as bit 4. */
+AMX_FN_ATTR static void amxk_decode(int type, const uint8_t *w, size_t ws, int rn, int64_t i, amxk_wk *o) {
     memset(o->b, 0, sizeof o->b);
     for (int r = 0; r < rn; r++) {
-        const block_q4_K *a = (const block_q4_K *)(const void *)(w + (size_t)r * ws) + i;
+        const uint8_t *row = w + (size_t)r * ws;
+        const uint8_t *qs = type == DF_TYPE_Q5_K ? ((const block_q5_K *)(const void *)row)[i].qs
+                                                 : ((const block_q4_K *)(const void *)row)[i].qs;
         for (int e = 0; e < QK_K; e++) {
             const int k = e / 64, l = e % 64;
-            const uint8_t q = l < 32 ? a->qs[32 * k + l] & 0x0F : a->qs[32 * k + l - 32] >> 4;
+            uint8_t q = l < 32 ? qs[32 * k + l] & 0x0F : qs[32 * k + l - 32] >> 4;
+            if (type == DF_TYPE_Q5_K)
+                q |= (uint8_t)(((((const block_q5_K *)(const void *)row)[i].qh[l % 32] >> (2 * k + l / 32)) & 1) << 4);
             o->b[e / 32][(e % 32) / 4][4 * r + e % 4] = q;
         }
     }
-    amxk_meta(w, ws, rn, i, o);
+    amxk_meta(type, w, ws, rn, i, o);
 }
 #define AMXK_DECODE amxk_decode
 #endif
@@ -167,10 +180,11 @@ AMX_FN_ATTR static void amxk_run(const uint8_t *x, size_t xs, int cn, int64_t i,
 }
 #undef AMXK_ISSUE
 
-/* quant_gemm_fn: rows in tiles of 16, K in chunks of AMXK_KC super-blocks decoded once and used by the tokens
- * of the call in groups of 16 (up to 16 * AMXK_CG at a time), so a row tile's weights are read once. */
-AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_Q4_K_GEMM(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs,
-                                                int nc, float *y, size_t ldy) {
+/* quant_gemm_fn for the type: rows in tiles of 16, K in chunks of AMXK_KC super-blocks decoded once and used by
+ * the tokens of the call in groups of 16 (up to 16 * AMXK_CG at a time), so a row tile's weights are read once. */
+AMX_FN_ATTR static inline __attribute__((always_inline)) void amxk_gemm(int type, int64_t n, const void *w, size_t ws,
+                                                                         int nr, const void *x, size_t xs, int nc,
+                                                                         float *y, size_t ldy) {
     AMX_STATE_DECL;
     amx_tilecfg cfg;
     amxk_wk wk[AMXK_KC];
@@ -186,7 +200,7 @@ AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_Q4_K_GEMM(int64_t n, const void *w, size_t
             memset(acc, 0, sizeof(acc[0]) * (size_t)ncg);
             for (int64_t k0 = 0; k0 < nb; k0 += AMXK_KC) {
                 const int kc = nb - k0 < AMXK_KC ? (int)(nb - k0) : AMXK_KC;
-                for (int b = 0; b < kc; b++) AMXK_DECODE(wr, ws, rn, k0 + b, &wk[b]);
+                for (int b = 0; b < kc; b++) AMXK_DECODE(type, wr, ws, rn, k0 + b, &wk[b]);
                 for (int g = 0; g < ncg; g++) {
                     const int c0 = C0 + 16 * g, cn = nc - c0 < 16 ? nc - c0 : 16;
                     if (rn != cur_rn || cn != cur_cn) {
@@ -209,4 +223,14 @@ AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_Q4_K_GEMM(int64_t n, const void *w, size_t
     }
     if (cur_rn) AMX_RELEASE();
     AMX_STATE_END;
+}
+
+AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_Q4_K_GEMM(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs,
+                                                int nc, float *y, size_t ldy) {
+    amxk_gemm(DF_TYPE_Q4_K, n, w, ws, nr, x, xs, nc, y, ldy);
+}
+
+AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_Q5_K_GEMM(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs,
+                                                int nc, float *y, size_t ldy) {
+    amxk_gemm(DF_TYPE_Q5_K, n, w, ws, nr, x, xs, nc, y, ldy);
 }

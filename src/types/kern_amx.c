@@ -158,6 +158,7 @@ AMX_FN_ATTR static void amx_decode_512(const uint8_t *w, size_t ws, int rn, int6
 
 #define AMX_DPBSUD(c, a, b) _tile_dpbsud(c, a, b)
 #define AMX_Q4_K_GEMM amx_q4_K_gemm_hw
+#define AMX_Q5_K_GEMM amx_q5_K_gemm_hw
 #define AMXK_DECODE amxk_decode_512
 #define AMXK_SACC amxk_s512
 #define AMXK_SZERO(s)                                                                                              \
@@ -177,7 +178,7 @@ typedef struct {
     __m512i v[16];
 } amxk_s512;
 struct amxk_wk;
-AMX_FN_ATTR static void amxk_decode_512(const uint8_t *w, size_t ws, int rn, int64_t i, struct amxk_wk *o);
+AMX_FN_ATTR static void amxk_decode_512(int type, const uint8_t *w, size_t ws, int rn, int64_t i, struct amxk_wk *o);
 AMX_FN_ATTR static inline void amxk_finish_512(const amxk_s512 *s, const struct amxk_wk *wk, const uint8_t *x, size_t xs,
                                                int cn, int64_t i, float accs[16][16], float accm[16][16]);
 
@@ -186,24 +187,33 @@ AMX_FN_ATTR static inline void amxk_finish_512(const amxk_s512 *s, const struct 
 /* amx_q4_K.h's amxk_decode: per 64-element slice the 16 rows' nibbles (as t5_k4_decode lays them out: 16 dwords
  * of 4 values each), transposed 16 x 16 in dwords, so that output m is dword m of every row: the B tile row of
  * sub-block 2k + m / 8. */
-AMX_FN_ATTR static void amxk_decode_512(const uint8_t *w, size_t ws, int rn, int64_t i, amxk_wk *o) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
+AMX_FN_ATTR static void amxk_decode_512(int type, const uint8_t *w, size_t ws, int rn, int64_t i, amxk_wk *o) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
     const __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(4), 1);
     for (int k = 0; k < 4; k++) {
         __m512i r[16], t[16];
+        /* q5_K: qh bit 2k for the slice's low half, 2k + 1 for its high half */
+        const __m512i hsh = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * k)), _mm256_set1_epi16((short)(2 * k + 1)), 1);
         for (int q = 0; q < 16; q++) {
             if (q >= rn) {
                 r[q] = _mm512_setzero_si512();
                 continue;
             }
-            const block_q4_K *a = (const block_q4_K *)(const void *)(w + (size_t)q * ws) + i;
-            const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(a->qs + 32 * k)));
+            const uint8_t *row = w + (size_t)q * ws;
+            const uint8_t *qs = type == DF_TYPE_Q5_K ? ((const block_q5_K *)(const void *)row)[i].qs
+                                                     : ((const block_q4_K *)(const void *)row)[i].qs;
+            const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * k)));
             r[q] = _mm512_and_si512(_mm512_srlv_epi16(v, sh), m4);
+            if (type == DF_TYPE_Q5_K) {
+                const uint8_t *qh = ((const block_q5_K *)(const void *)row)[i].qh;
+                const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)qh));
+                r[q] = _mm512_or_si512(r[q], _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(h, hsh), one), 4));
+            }
         }
         amx_tr16(r, t);
         for (int m = 0; m < 16; m++) _mm512_storeu_si512((void *)o->b[2 * k + m / 8][m % 8], t[m]); /* dword m */
     }
-    amxk_meta(w, ws, rn, i, o);
+    amxk_meta(type, w, ws, rn, i, o);
 }
 
 /* amx_q4_K.h's amxk_finish: M by vpdpwssd (the rows' min pairs x a token's bsum pair), then the same fmas. */
@@ -222,7 +232,7 @@ AMX_FN_ATTR static inline void amxk_finish_512(const amxk_s512 *s, const amxk_wk
     }
 }
 
-static quant_gemm_fn q8_0_small, q4_K_small; /* the table's gemms before the AMX ones */
+static quant_gemm_fn q8_0_small, q4_K_small, q5_K_small; /* the table's gemms before the AMX ones */
 
 static void amx_q8_0_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y,
                           size_t ldy) {
@@ -238,6 +248,12 @@ static void amx_q4_K_gemm(int64_t n, const void *w, size_t ws, int nr, const voi
     else amx_q4_K_gemm_hw(n, w, ws, nr, x, xs, nc, y, ldy);
 }
 
+static void amx_q5_K_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y,
+                          size_t ldy) {
+    if (nc < AMX_MIN_TOKENS && q5_K_small) q5_K_small(n, w, ws, nr, x, xs, nc, y, ldy);
+    else amx_q5_K_gemm_hw(n, w, ws, nr, x, xs, nc, y, ldy);
+}
+
 void kern_amx_hw_fill(quant_traits *t) {
     q8_0_small = t[DF_TYPE_Q8_0].gemm;
     t[DF_TYPE_Q8_0].gemm = amx_q8_0_gemm;
@@ -247,6 +263,10 @@ void kern_amx_hw_fill(quant_traits *t) {
     t[DF_TYPE_Q4_K].gemm = amx_q4_K_gemm;
     t[DF_TYPE_Q4_K].gemm_rows = 16;
     t[DF_TYPE_Q4_K].gemm_cols = 16 * AMXK_CG; /* amx_q4_K.h: a row tile serves them all */
+    q5_K_small = t[DF_TYPE_Q5_K].gemm;
+    t[DF_TYPE_Q5_K].gemm = amx_q5_K_gemm;
+    t[DF_TYPE_Q5_K].gemm_rows = 16;
+    t[DF_TYPE_Q5_K].gemm_cols = 16 * AMXK_CG;
 }
 
 int kern_amx_hw_available(void) {
