@@ -56,13 +56,7 @@ void kern_amx_fill(quant_traits *t, int model) {
     }
 #endif
     (void)model;
-    t[DF_TYPE_Q8_0].gemm = amx_q8_0_gemm_model;
-    t[DF_TYPE_Q8_0].gemm_rows = 16;
-    t[DF_TYPE_Q8_0].gemm_cols = 16 * AMX_CG; /* amx_q8_0.h: a row tile serves them all */
-    t[DF_TYPE_Q4_K].gemm = amx_q4_K_gemm_model;
-    t[DF_TYPE_Q4_K].gemm_rows = 16;
-    t[DF_TYPE_Q4_K].gemm_cols = 16 * AMXK_CG; /* amx_q4_K.h: a row tile serves them all */
-    t[DF_TYPE_Q5_K].gemm = amx_q5_K_gemm_model;
-    t[DF_TYPE_Q5_K].gemm_rows = 16;
-    t[DF_TYPE_Q5_K].gemm_cols = 16 * AMXK_CG;
+    amx_put_gemm(&t[DF_TYPE_Q8_0], amx_q8_0_gemm_model, 16 * AMX_CG);
+    amx_put_gemm(&t[DF_TYPE_Q4_K], amx_q4_K_gemm_model, 16 * AMXK_CG);
+    amx_put_gemm(&t[DF_TYPE_Q5_K], amx_q5_K_gemm_model, 16 * AMXK_CG);
 }

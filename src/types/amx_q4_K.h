@@ -51,23 +51,6 @@ struct amxk_wk {
 };
 typedef struct amxk_wk amxk_wk;
 
-AMX_FN_ATTR static void amxk_cfg(amx_tilecfg *cfg, int rn, int cn) {
-    memset(cfg, 0, sizeof *cfg);
-    cfg->palette = 1;
-    for (int t = 0; t < 2; t++) { /* C: cn tokens of rn int32 */
-        cfg->rows[t] = (uint8_t)cn;
-        cfg->colsb[t] = (uint16_t)(4 * rn);
-    }
-    for (int t = 2; t < 4; t++) { /* A: cn tokens of 32 activation bytes */
-        cfg->rows[t] = (uint8_t)cn;
-        cfg->colsb[t] = 32;
-    }
-    for (int t = 4; t < 6; t++) { /* B: 8 rows of rn x 4 weight bytes */
-        cfg->rows[t] = 8;
-        cfg->colsb[t] = (uint16_t)(4 * rn);
-    }
-}
-
 /* A row's super-block i of the type (q4_K or q5_K; their d, dmin and scales sit alike). */
 AMX_FN_ATTR static inline const block_q4_K *amxk_head(int type, const uint8_t *row, int64_t i) {
     const size_t bs = type == DF_TYPE_Q5_K ? sizeof(block_q5_K) : sizeof(block_q4_K);
@@ -204,7 +187,7 @@ AMX_FN_ATTR static inline __attribute__((always_inline)) void amxk_gemm(int type
                 for (int g = 0; g < ncg; g++) {
                     const int c0 = C0 + 16 * g, cn = nc - c0 < 16 ? nc - c0 : 16;
                     if (rn != cur_rn || cn != cur_cn) {
-                        amxk_cfg(&cfg, rn, cn);
+                        amx_cfg_pairs(&cfg, cn, rn, 32); /* tokens x rows over a sub-block's 32 bytes */
                         AMX_CFG(&cfg);
                         cur_rn = rn;
                         cur_cn = cn;

@@ -56,24 +56,6 @@ struct amx_q8_0_wk {
 };
 typedef struct amx_q8_0_wk amx_q8_0_wk;
 
-/* The configuration for a cn tokens x rn rows output tile. */
-AMX_FN_ATTR static void amx_q8_0_cfg(amx_tilecfg *cfg, int rn, int cn) {
-    memset(cfg, 0, sizeof *cfg);
-    cfg->palette = 1;
-    for (int t = 0; t < 2; t++) { /* C: cn tokens of rn int32 */
-        cfg->rows[t] = (uint8_t)cn;
-        cfg->colsb[t] = (uint16_t)(4 * rn);
-    }
-    for (int t = 2; t < 4; t++) { /* A: cn tokens of a block's 32 activation bytes */
-        cfg->rows[t] = (uint8_t)cn;
-        cfg->colsb[t] = 32;
-    }
-    for (int t = 4; t < 6; t++) { /* B: 8 rows of rn x 4 weight bytes */
-        cfg->rows[t] = 8;
-        cfg->colsb[t] = (uint16_t)(4 * rn);
-    }
-}
-
 #ifndef AMX_DECODE
 /* Blocks b0..b0+kc of rows 0..rn of w into o[0..kc). */
 AMX_FN_ATTR static void amx_q8_0_decode(const uint8_t *w, size_t ws, int rn, int64_t b0, int kc, amx_q8_0_wk *o) {
@@ -118,17 +100,17 @@ AMX_FN_ATTR static inline void amx_q8_0_scale(amx_q8_0_acc *a, const int32_t cs[
 #endif
 
 /* Blocks b and b + 1 (if b + 1 < kc) into C tiles 0 and 1. */
-#define AMX_Q8_0_ISSUE(bi)                                                                                           \
+#define AMX_Q8_0_ISSUE(bi)                                                                                          \
     do {                                                                                                            \
         const uint8_t *xb_ = x + (size_t)(b0 + (bi)) * sizeof(block_q8_0) + offsetof(block_q8_0, qs);               \
         AMX_ZERO(0);                                                                                                \
         AMX_LOAD(2, xb_, xs);                                                                                       \
-        AMX_LOAD(4, wk[bi].b, 64);                                                                                   \
+        AMX_LOAD(4, wk[bi].b, 64);                                                                                  \
         AMX_DPBSSD(0, 2, 4);                                                                                        \
-        if ((bi) + 1 < kc) {                                                                                         \
+        if ((bi) + 1 < kc) {                                                                                        \
             AMX_ZERO(1);                                                                                            \
             AMX_LOAD(3, xb_ + sizeof(block_q8_0), xs);                                                              \
-            AMX_LOAD(5, wk[(bi) + 1].b, 64);                                                                         \
+            AMX_LOAD(5, wk[(bi) + 1].b, 64);                                                                        \
             AMX_DPBSSD(1, 3, 5);                                                                                    \
         }                                                                                                           \
     } while (0)
@@ -175,7 +157,7 @@ AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_Q8_0_GEMM(int64_t n, const void *w, size_t
                     const int c0 = C0 + 16 * g, cn = nc - c0 < 16 ? nc - c0 : 16;
                     const uint8_t *xg = X + (size_t)c0 * xs;
                     if (rn != cur_rn || cn != cur_cn) {
-                        amx_q8_0_cfg(&cfg, rn, cn);
+                        amx_cfg_pairs(&cfg, cn, rn, 32); /* tokens x rows over a block's 32 bytes */
                         AMX_CFG(&cfg);
                         cur_rn = rn;
                         cur_cn = cn;

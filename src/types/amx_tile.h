@@ -37,6 +37,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define AMX_TILES 8
 #define AMX_MAX_ROWS 16
@@ -50,6 +51,18 @@ typedef struct {
     uint16_t colsb[16];
     uint8_t rows[16];
 } amx_tilecfg;
+
+/* The layout of the AMX gemms (amx_q8_0.h, amx_q4_K.h), for an output tile of m rows x n int32 columns
+ * reduced over k bytes: tiles 0, 1 are C (m x 4n bytes), 2, 3 their A (m x k), 4, 5 their B (k / 4 rows x 4n). */
+static inline void amx_cfg_pairs(amx_tilecfg *cfg, int m, int n, int k) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->palette = 1;
+    for (int t = 0; t < 6; t += 2)
+        for (int i = t; i < t + 2; i++) {
+            cfg->rows[i] = (uint8_t)(t == 4 ? k / 4 : m);
+            cfg->colsb[i] = (uint16_t)(t == 2 ? k : 4 * n);
+        }
+}
 
 enum amx_fault { AMX_OK = 0, AMX_FAULT_GP = 1, AMX_FAULT_UD = 2 };
 

@@ -232,41 +232,27 @@ AMX_FN_ATTR static inline void amxk_finish_512(const amxk_s512 *s, const amxk_wk
     }
 }
 
-static quant_gemm_fn q8_0_small, q4_K_small, q5_K_small; /* the table's gemms before the AMX ones */
-
-static void amx_q8_0_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y,
-                          size_t ldy) {
-    /* (the gathers take 32-bit offsets of up to 15 rows) */
-    const int far = ws > INT32_MAX / 16 || xs > INT32_MAX / 16;
-    if ((nc < AMX_MIN_TOKENS || far) && q8_0_small) q8_0_small(n, w, ws, nr, x, xs, nc, y, ldy);
-    else amx_q8_0_gemm_hw(n, w, ws, nr, x, xs, nc, y, ldy);
-}
-
-static void amx_q4_K_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y,
-                          size_t ldy) {
-    if (nc < AMX_MIN_TOKENS && q4_K_small) q4_K_small(n, w, ws, nr, x, xs, nc, y, ldy);
-    else amx_q4_K_gemm_hw(n, w, ws, nr, x, xs, nc, y, ldy);
-}
-
-static void amx_q5_K_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y,
-                          size_t ldy) {
-    if (nc < AMX_MIN_TOKENS && q5_K_small) q5_K_small(n, w, ws, nr, x, xs, nc, y, ldy);
-    else amx_q5_K_gemm_hw(n, w, ws, nr, x, xs, nc, y, ldy);
-}
+/* The AMX gemm of a type, and the table's gemm before it (the AVX-512 tile: the same bits) for products of
+ * fewer than AMX_MIN_TOKENS tokens, or where STAY (a condition on ws and xs) says so. */
+#define AMX_ROUTE(TYPE, STAY)                                                                                      \
+    static quant_gemm_fn TYPE##_small;                                                                             \
+    static void amx_##TYPE##_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc,   \
+                                  float *y, size_t ldy) {                                                          \
+        if ((nc < AMX_MIN_TOKENS || (STAY)) && TYPE##_small) TYPE##_small(n, w, ws, nr, x, xs, nc, y, ldy);        \
+        else amx_##TYPE##_gemm_hw(n, w, ws, nr, x, xs, nc, y, ldy);                                                \
+    }
+AMX_ROUTE(q8_0, ws > INT32_MAX / 16 || xs > INT32_MAX / 16) /* its gathers take 32-bit offsets of up to 15 rows */
+AMX_ROUTE(q4_K, 0)
+AMX_ROUTE(q5_K, 0)
+#undef AMX_ROUTE
 
 void kern_amx_hw_fill(quant_traits *t) {
     q8_0_small = t[DF_TYPE_Q8_0].gemm;
-    t[DF_TYPE_Q8_0].gemm = amx_q8_0_gemm;
-    t[DF_TYPE_Q8_0].gemm_rows = 16;
-    t[DF_TYPE_Q8_0].gemm_cols = 16 * AMX_CG; /* amx_q8_0.h: a row tile serves them all */
     q4_K_small = t[DF_TYPE_Q4_K].gemm;
-    t[DF_TYPE_Q4_K].gemm = amx_q4_K_gemm;
-    t[DF_TYPE_Q4_K].gemm_rows = 16;
-    t[DF_TYPE_Q4_K].gemm_cols = 16 * AMXK_CG; /* amx_q4_K.h: a row tile serves them all */
     q5_K_small = t[DF_TYPE_Q5_K].gemm;
-    t[DF_TYPE_Q5_K].gemm = amx_q5_K_gemm;
-    t[DF_TYPE_Q5_K].gemm_rows = 16;
-    t[DF_TYPE_Q5_K].gemm_cols = 16 * AMXK_CG;
+    amx_put_gemm(&t[DF_TYPE_Q8_0], amx_q8_0_gemm, 16 * AMX_CG); /* a row tile serves the whole call */
+    amx_put_gemm(&t[DF_TYPE_Q4_K], amx_q4_K_gemm, 16 * AMXK_CG);
+    amx_put_gemm(&t[DF_TYPE_Q5_K], amx_q5_K_gemm, 16 * AMXK_CG);
 }
 
 int kern_amx_hw_available(void) {
