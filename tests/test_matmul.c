@@ -20,7 +20,9 @@
  *      swiglu kernel against the scalar ones (1e-5 relative, a few ulp for
  *      exp), and dot_rows' independence of how many rows one call covers;
  *  (5) tp_run_dyn runs every claimed item exactly once with more threads
- *      than cores, interleaved with static tp_run jobs.
+ *      than cores, interleaved with static tp_run jobs;
+ *  (6) the packed layouts (pack.h): round trip, and packed gemms give the
+ *      row-major gemms' bits, alone and through mm_mul_n.
  */
 #include "testutil.h"
 
@@ -30,6 +32,7 @@
 
 #include "attn.h"
 #include "matmul.h"
+#include "pack.h"
 #include "quant.h"
 #include "quant_isa.h"
 #include "threads.h"
@@ -215,6 +218,86 @@ static void test_gemm_avx512_same_as_avx2(void **state) {
         }
 }
 
+/* (6) packed layouts (pack.h): unpacking gives the file's bytes back; for
+ * every table with a packed gemm, the packed gemm's outputs are that
+ * table's row-major gemm's bits, and through mm_mul_n (1..3 threads, 1..70
+ * tokens, row counts with and without a row-major tail past the last group
+ * of 16) they are mm_mul's on the unpacked copy. */
+static void test_packed(void **state) {
+    (void)state;
+    static const int types[] = {DF_TYPE_Q8_0, DF_TYPE_MXFP4};
+    static const int rows[] = {16, 37, 203};
+    static const int toks[] = {1, 2, 5, 9, 70};
+    int tested = 0;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+        for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
+            const int type = types[ti], nr = rows[ri];
+            const int64_t n = ri == 1 ? 96 : 512;
+            assert_true(pack_has_layout(type));
+            mats m = make(type, n, nr, 70, 0x5eedu + (uint64_t)(type * 7 + nr));
+            uint8_t *pk = xalloc(m.wrow * (size_t)nr), *scratch = xalloc(m.wrow * PACK_ROWS);
+            memcpy(pk, m.w, m.wrow * (size_t)nr);
+            pack_matrix(type, pk, m.wrow, nr, scratch, 0);
+            assert_true(memcmp(pk, m.w, m.wrow * (size_t)(nr / PACK_ROWS * PACK_ROWS)) != 0);
+            assert_memory_equal(pk + m.wrow * (size_t)(nr / PACK_ROWS * PACK_ROWS),
+                                m.w + m.wrow * (size_t)(nr / PACK_ROWS * PACK_ROWS), m.wrow * (size_t)(nr % PACK_ROWS));
+            uint8_t *back = xalloc(m.wrow * (size_t)nr);
+            memcpy(back, pk, m.wrow * (size_t)nr);
+            pack_matrix(type, back, m.wrow, nr, scratch, 1);
+            assert_memory_equal(back, m.w, m.wrow * (size_t)nr);
+            /* each table's packed gemm against its own gemm, on x rows with the trailer */
+            const size_t xr = pack_x_row_bytes(m.vtype, n);
+            uint8_t *xt = xalloc(xr * 70);
+            for (int c = 0; c < 70; c++) {
+                memcpy(xt + (size_t)c * xr, m.x + (size_t)c * m.xrow, m.xrow);
+                pack_x_trailer(m.vtype, xt + (size_t)c * xr, n);
+            }
+            const int full = nr / PACK_ROWS * PACK_ROWS;
+            float *ya = xalloc(sizeof(float) * (size_t)nr * 70), *yb = xalloc(sizeof(float) * (size_t)nr * 70);
+            for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
+                const quant_traits *t = quant_traits_isa(type, isa);
+                if (!t || !t->gemm_packed) continue;
+                tested++;
+                for (int nc = 1; nc <= 9; nc++) {
+                    gemm(t, &m, 0, full, 0, nc, ya, (size_t)nr);
+                    memset(yb, 0xff, sizeof(float) * (size_t)nr * 70);
+                    t->gemm_packed(n, pk, m.wrow, full, xt, xr, nc, yb, (size_t)nr);
+                    for (int c = 0; c < nc; c++)
+                        for (int r = 0; r < full; r++)
+                            if (!bits_equal(ya[c * nr + r], yb[c * nr + r]))
+                                fail_msg("%s %s n=%lld: packed gemm y[%d,%d] = %.9g, gemm %.9g", quant_isa_str(isa),
+                                         t->name, (long long)n, r, c, yb[c * nr + r], ya[c * nr + r]);
+                }
+            }
+            /* through the pool, with the table in use */
+            if (quant_traits_get(type)->gemm_packed) {
+                mm_scratch sc = {NULL, mm_scratch_bytes(n, 70)};
+                sc.buf = xalloc(sc.size);
+                for (int nth = 1; nth <= 3; nth++) {
+                    tp_pool *pool = tp_create(nth);
+                    for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
+                        const int nt = toks[k];
+                        assert_int_equal(mm_mul(pool, type, m.w, n, nr, m.xf, nt, ya, nr, &sc), 0);
+                        const mm_op op = {type, pk, nr, yb, nr, NULL, 1};
+                        memset(yb, 0xff, sizeof(float) * (size_t)nr * 70);
+                        assert_int_equal(mm_mul_n(pool, &op, 1, n, m.xf, nt, &sc), 0);
+                        assert_memory_equal(ya, yb, sizeof(float) * (size_t)nr * (size_t)nt);
+                    }
+                    tp_free(pool);
+                }
+                free(sc.buf);
+            }
+            free(ya);
+            free(yb);
+            free(xt);
+            free(back);
+            free(scratch);
+            free(pk);
+            mats_free(&m);
+        }
+    if (quant_isa_available(QUANT_ISA_AVX512)) assert_true(tested > 0); /* the AVX-512 table packs q8_0 and mxfp4 */
+}
+
 /* (3) matmul through the pool: all thread counts and token counts give the
  * gemm's bits; mm_mul_n equals separate calls. */
 static void test_mm_mul(void **state) {
@@ -262,7 +345,8 @@ static void test_mm_mul(void **state) {
     sc.buf = xalloc(sc.size);
     float *ya = xalloc(sizeof(float) * 64 * 9), *yb = xalloc(sizeof(float) * 64 * 9), *yc = xalloc(sizeof(float) * 24 * 9);
     float *za = xalloc(sizeof(float) * 64 * 9), *zb = xalloc(sizeof(float) * 40 * 9), *zc = xalloc(sizeof(float) * 24 * 9);
-    const mm_op ops[3] = {{DF_TYPE_Q4_K, a.w, 64, ya, 64, NULL}, {DF_TYPE_Q8_0, c.w, 24, yc, 24, NULL}, {DF_TYPE_Q6_K, b.w, 40, yb, 40, NULL}};
+    const mm_op ops[3] = {{DF_TYPE_Q4_K, a.w, 64, ya, 64, NULL, 0}, {DF_TYPE_Q8_0, c.w, 24, yc, 24, NULL, 0},
+                          {DF_TYPE_Q6_K, b.w, 40, yb, 40, NULL, 0}};
     assert_int_equal(mm_mul_n(pool, ops, 3, n, a.xf, 9, &sc), 0);
     assert_int_equal(mm_mul(pool, DF_TYPE_Q4_K, a.w, n, 64, a.xf, 9, za, 64, &sc), 0);
     assert_int_equal(mm_mul(pool, DF_TYPE_Q6_K, b.w, n, 40, a.xf, 9, zb, 40, &sc), 0);
@@ -272,10 +356,11 @@ static void test_mm_mul(void **state) {
     assert_memory_equal(yc, zc, sizeof(float) * 24 * 9);
     /* products with their own inputs (a, b and c's activations), in one call and
      * with a scratch that holds one converted input at a time (three passes) */
-    const mm_op own[3] = {{DF_TYPE_Q4_K, a.w, 64, ya, 64, b.xf}, {DF_TYPE_Q8_0, c.w, 24, yc, 24, c.xf},
-                          {DF_TYPE_Q4_K, a.w, 64, yb, 64, NULL}};
+    const mm_op own[3] = {{DF_TYPE_Q4_K, a.w, 64, ya, 64, b.xf, 0}, {DF_TYPE_Q8_0, c.w, 24, yc, 24, c.xf, 0},
+                          {DF_TYPE_Q4_K, a.w, 64, yb, 64, NULL, 0}};
     for (int pass = 0; pass < 2; pass++) {
-        mm_scratch one = {sc.buf, pass ? (quant_row_size(DF_TYPE_Q8_K, n) + 64) * 9 : sc.size};
+        const size_t q8k = quant_row_size(DF_TYPE_Q8_K, n) + 64, q80 = pack_x_row_bytes(DF_TYPE_Q8_0, n);
+        mm_scratch one = {sc.buf, pass ? (q8k > q80 ? q8k : q80) * 9 : sc.size};
         memset(ya, 0, sizeof(float) * 64 * 9);
         memset(yb, 0, sizeof(float) * 40 * 9);
         memset(yc, 0, sizeof(float) * 24 * 9);
@@ -521,6 +606,7 @@ int main(void) {
         cmocka_unit_test(test_gemm),
         cmocka_unit_test(test_gemm_avx512_same_as_avx2),
         cmocka_unit_test(test_mm_mul),
+        cmocka_unit_test(test_packed),
         cmocka_unit_test(test_attention_kernels),
         cmocka_unit_test(test_sparse_attention_reads_selected),
         cmocka_unit_test(test_dynamic_jobs),

@@ -238,6 +238,8 @@ static int store_config(df_model *m, const df_model_params *p, ws_config *cfg, c
     cfg->io_threads = p->io_threads;
     m->io_threads = p->io_threads > 0 ? p->io_threads : 8;
     cfg->io_engine = p->io_engine == DF_IO_PREAD ? WSIO_PREAD : p->io_engine == DF_IO_URING ? WSIO_URING : WSIO_AUTO;
+    const char *pack = getenv("DELTAFIN_PACK"); /* 0: matrices stay in the file's layout (tests, A/B runs) */
+    cfg->no_pack = pack && !strcmp(pack, "0");
     cfg->resident_type = rq_parse_type(p->resident_type);
     if (cfg->resident_type < 0)
         return df_seterr(err, errlen, "resident type '%s' is not one of q4_K, q8_0", p->resident_type);

@@ -34,6 +34,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "pack.h"
 #include "quant.h"
 
 #define GEN_CHUNK_BYTES (64 << 10)   /* weight bytes per chunk when generating */
@@ -57,11 +58,13 @@ typedef struct {
     const uint8_t *xq;      /* its converted input */
     size_t xq_row;
     long rb, n_rb;          /* rows per chunk, chunks per token block */
+    int64_t n_packed;       /* rows [0, n_packed) are packed groups (pack.h) */
 } mm_part;
 
 /* One input converted to one activation type. */
 typedef struct {
     const quant_traits *vt;
+    int vtype;
     const float *x;
     uint8_t *xq;
     size_t xq_row;
@@ -88,15 +91,19 @@ typedef struct {
     atomic_long next;       /* next (input, row) to convert */
 } mm_job;
 
+/* Token t of input c converted, with the packed kernels' trailer where its type has one. */
+static void convert_row(const mm_job *j, const mm_conv *c, long t) {
+    uint8_t *xq = c->xq + (size_t)t * c->xq_row;
+    c->vt->from_float(c->x + t * j->n_in, xq, j->n_in);
+    pack_x_trailer(c->vtype, xq, j->n_in);
+}
+
 static void quantize_rows(void *arg, int ith, int nth) {
     mm_job *j = arg;
     (void)ith;
     (void)nth;
-    for (long i; (i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < (long)j->n_conv * j->n_tok;) {
-        const mm_conv *c = &j->conv[i / j->n_tok];
-        const long t = i % j->n_tok;
-        c->vt->from_float(c->x + t * j->n_in, c->xq + (size_t)t * c->xq_row, j->n_in);
-    }
+    for (long i; (i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < (long)j->n_conv * j->n_tok;)
+        convert_row(j, &j->conv[i / j->n_tok], i % j->n_tok);
 }
 
 /* Chunk i: token block i / per_cb, then the part and row block within it. */
@@ -106,12 +113,20 @@ static void run_chunk(const mm_job *j, long i) {
     const mm_part *p = j->part;
     while (k >= p->n_rb) k -= p++->n_rb;
     const long r0 = k * p->rb;
-    const int nr = (int)(p->n_out - r0 < p->rb ? p->n_out - r0 : p->rb);
+    int nr = (int)(p->n_out - r0 < p->rb ? p->n_out - r0 : p->rb);
     const int c0 = (int)cbi * j->cb;
     const int nc = j->n_tok - c0 < j->cb ? j->n_tok - c0 : j->cb;
     const uint8_t *w = p->w + (size_t)r0 * p->w_row;
     const uint8_t *x = p->xq + (size_t)c0 * p->xq_row;
     float *y = p->y + (int64_t)c0 * p->ldy + r0;
+    if (r0 < p->n_packed) { /* whole groups (r0 and rb are multiples of 16), then any row-major tail */
+        const int np = (int)(p->n_packed - r0 < nr ? p->n_packed - r0 : nr);
+        p->qt->gemm_packed(j->n_in, w, p->w_row, np, x, p->xq_row, nc, y, (size_t)p->ldy);
+        if (np == nr) return;
+        w += (size_t)np * p->w_row;
+        y += np;
+        nr -= np;
+    }
     if (p->qt->gemm) {
         p->qt->gemm(j->n_in, w, p->w_row, nr, x, p->xq_row, nc, y, (size_t)p->ldy);
         return;
@@ -151,19 +166,22 @@ static void set_homes(mm_job *j, int nth) {
 }
 
 /* Rows per chunk for a weight of n_out rows of w_row bytes: about `bytes`
- * of weights, a multiple of 4 (the gemm tile), and small enough for
- * `min_chunks` chunks when the matrix allows. */
-static long rows_per_chunk(int64_t n_out, size_t w_row, size_t bytes, long min_chunks) {
+ * of weights, a multiple of `unit` (the gemm tile: 4, or a packed group's
+ * 16), and small enough for `min_chunks` chunks when the matrix allows. */
+static long rows_per_chunk(int64_t n_out, size_t w_row, size_t bytes, long min_chunks, long unit) {
     long rb = (long)(bytes / (w_row ? w_row : 1));
     long cap = (long)((n_out + min_chunks - 1) / min_chunks);
     if (rb > cap) rb = cap;
-    rb = (rb + 3) & ~3L;
-    return rb < 4 ? 4 : rb;
+    rb = (rb + unit - 1) / unit * unit;
+    return rb < unit ? unit : rb;
 }
 
-/* Bytes of one converted row of n_in elements (64-byte aligned rows). */
+/* Bytes of one converted row of n_in elements (64-byte aligned rows, with
+ * pack.h's trailer where the type has one). */
 static size_t xq_row_bytes(int vtype, int64_t n_in) {
-    return vtype == DF_TYPE_F32 ? (size_t)n_in * sizeof(float) : (quant_row_size(vtype, n_in) + 63) & ~(size_t)63;
+    if (vtype == DF_TYPE_F32) return (size_t)n_in * sizeof(float);
+    const size_t with_trailer = pack_x_row_bytes(vtype, n_in);
+    return with_trailer ? with_trailer : (quant_row_size(vtype, n_in) + 63) & ~(size_t)63;
 }
 
 /* One pass over the ops whose inputs j->conv holds (parts already set up
@@ -173,9 +191,7 @@ static void mm_pass(tp_pool *pool, mm_job *j) {
     if (j->n_conv > 0) {
         if ((int64_t)j->n_tok * j->n_in * j->n_conv <= CALLER_QUANT_ELEMS || nth == 1) {
             for (int k = 0; k < j->n_conv; k++)
-                for (int t = 0; t < j->n_tok; t++)
-                    j->conv[k].vt->from_float(j->conv[k].x + t * j->n_in, j->conv[k].xq + (size_t)t * j->conv[k].xq_row,
-                                              j->n_in);
+                for (int t = 0; t < j->n_tok; t++) convert_row(j, &j->conv[k], t);
         } else {
             atomic_init(&j->next, 0);
             tp_run_dyn(pool, quantize_rows, j);
@@ -201,7 +217,8 @@ static void mm_pass(tp_pool *pool, mm_job *j) {
         mm_part *p = &j->part[k];
         /* at least 8 chunks per thread over the whole pass, shared by the parts by size */
         const long want = (long)((8 * nth * p->n_out + rows - 1) / rows);
-        p->rb = rows_per_chunk(p->n_out, p->w_row, n_cb > 1 ? PP_CHUNK_BYTES : GEN_CHUNK_BYTES, n_cb > 1 ? 1 : want);
+        p->rb = rows_per_chunk(p->n_out, p->w_row, n_cb > 1 ? PP_CHUNK_BYTES : GEN_CHUNK_BYTES, n_cb > 1 ? 1 : want,
+                               p->n_packed ? PACK_ROWS : 4);
         const long gr = p->qt->gemm_rows;
         if (gr > 0 && j->n_tok >= 8) p->rb = (p->rb + gr - 1) / gr * gr;
         p->n_rb = (long)((p->n_out + p->rb - 1) / p->rb);
@@ -246,13 +263,15 @@ int mm_mul_n(tp_pool *pool, const mm_op *ops, int n_ops, int64_t n_in, const flo
                         continue;                     /* next pass */
                     }
                     mm_conv *c = &j.conv[j.n_conv++];
-                    *c = (mm_conv){quant_traits_get(vtype), in, (uint8_t *)sc->buf + used, xr};
+                    *c = (mm_conv){quant_traits_get(vtype), vtype, in, (uint8_t *)sc->buf + used, xr};
                     used += xr * (size_t)n_tok;
                     xq = c->xq;
                 }
             }
+            const int64_t n_packed = ops[k].packed && qt->gemm_packed ? ops[k].n_out / PACK_ROWS * PACK_ROWS : 0;
+            if (ops[k].packed && !qt->gemm_packed) return -1; /* packed weights need the packed kernel */
             j.part[j.n_part++] = (mm_part){qt, ops[k].w, quant_row_size(ops[k].wtype, n_in), ops[k].n_out, ops[k].y,
-                                           ops[k].ldy, xq, xr, 0, 0};
+                                           ops[k].ldy, xq, xr, 0, 0, n_packed};
             done[k] = 1;
             left--;
         }
@@ -263,6 +282,6 @@ int mm_mul_n(tp_pool *pool, const mm_op *ops, int n_ops, int64_t n_in, const flo
 
 int mm_mul(tp_pool *pool, int wtype, const void *w, int64_t n_in, int64_t n_out, const float *x, int n_tok,
            float *y, int64_t ldy, mm_scratch *sc) {
-    const mm_op op = {wtype, w, n_out, y, ldy, NULL};
+    const mm_op op = {wtype, w, n_out, y, ldy, NULL, 0};
     return mm_mul_n(pool, &op, 1, n_in, x, n_tok, sc);
 }

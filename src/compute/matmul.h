@@ -36,6 +36,7 @@ typedef struct mm_op {
     float *y;
     int64_t ldy;
     const float *x;
+    int packed;      /* w's full groups of 16 rows are in pack.h's layout (quant_traits.gemm_packed) */
 } mm_op;
 
 #define MM_MAX_OPS 32
@@ -43,7 +44,7 @@ typedef struct mm_op {
 /* Bytes of scratch needed for n_tok rows of n_in activations of any type. */
 size_t mm_scratch_bytes(int64_t n_in, int n_tok);
 
-/* W: n_out rows of n_in elements of type wtype at w (row stride = row size).
+/* W: n_out rows of n_in elements of type wtype at w (row stride = row size), in the file's layout.
  * x: n_tok rows of n_in floats (stride n_in). y: n_tok rows of n_out floats
  * (stride ldy). Returns 0, or -1 if the scratch is too small. */
 int mm_mul(tp_pool *pool, int wtype, const void *w, int64_t n_in, int64_t n_out, const float *x, int n_tok,

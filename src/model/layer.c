@@ -19,27 +19,24 @@
 
 int df_matmul(df_session *s, ws_tensor *w, const float *x, int n_tok, float *y, int64_t ldy, char *err,
               size_t errlen) {
-    const void *data = ws_fetch(s->m->ws, w, err, errlen);
-    if (!data) return -1;
-    int rc = mm_mul(s->m->pool, w->type, data, w->ne[0], w->ne[1], x, n_tok, y, ldy, &s->mm);
-    ws_release(s->m->ws, w);
-    if (rc != 0) return df_seterr(err, errlen, "internal: matmul scratch too small for '%s'", w->gt->name);
-    return 0;
+    ws_tensor *const one[1] = {w};
+    float *const ys[1] = {y};
+    return df_matmul_n(s, 1, one, x, n_tok, ys, &ldy, err, errlen);
 }
 
 int df_matmul_n(df_session *s, int n_w, ws_tensor *const *w, const float *x, int n_tok, float *const *y,
                 const int64_t *ldy, char *err, size_t errlen) {
-    mm_op ops[MM_MAX_OPS] = {{0, NULL, 0, NULL, 0, NULL}};
+    mm_op ops[MM_MAX_OPS] = {{0, NULL, 0, NULL, 0, NULL, 0}};
     int got = 0, rc = 0;
     if (n_w < 1 || n_w > MM_MAX_OPS) return df_seterr(err, errlen, "internal: %d products in one df_matmul_n", n_w);
     for (; got < n_w; got++) {
-        const void *data = w[got]->ne[0] == w[0]->ne[0] ? ws_fetch(s->m->ws, w[got], err, errlen) : NULL;
+        const void *data = w[got]->ne[0] == w[0]->ne[0] ? ws_fetch_mm(s->m->ws, w[got], err, errlen) : NULL;
         if (!data) {
             rc = w[got]->ne[0] == w[0]->ne[0] ? -1 : df_seterr(err, errlen, "internal: '%s' and '%s' have different inputs",
                                                              w[0]->gt->name, w[got]->gt->name);
             break;
         }
-        ops[got] = (mm_op){w[got]->type, data, w[got]->ne[1], y[got], ldy[got], NULL};
+        ops[got] = (mm_op){w[got]->type, data, w[got]->ne[1], y[got], ldy[got], NULL, w[got]->packed};
     }
     if (rc == 0 && mm_mul_n(s->m->pool, ops, n_w, w[0]->ne[0], x, n_tok, &s->mm) != 0)
         rc = df_seterr(err, errlen, "internal: matmul scratch too small for '%s'", w[0]->gt->name);

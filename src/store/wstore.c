@@ -67,6 +67,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pack.h"
 #include "quant.h"
 #include "requant.h"
 #include "util.h"
@@ -1297,6 +1298,28 @@ static int read_requantized(wstore *ws, ws_tensor *t, int type, char *err, size_
     return 0;
 }
 
+/* Pack (unpack = 0) or unpack a resident matrix in place, slice by slice
+ * for expert tensors (pack.h). Packed: matrices the store owns (not the
+ * mapping), of a type whose kernel table has a packed gemm, with a group of
+ * rows at least, other than the token embeddings (read by rows every token). */
+static int repack(ws_tensor *t, int unpack, char *err, size_t errlen) {
+    const int64_t rows = t->ne[1], slices = t->ne[2] * t->ne[3];
+    uint8_t *scratch = malloc(PACK_ROWS * t->row_bytes);
+    if (!scratch) return df_seterr(err, errlen, "out of memory for tensor '%s'", t->gt->name);
+    for (int64_t e = 0; e < slices; e++)
+        pack_matrix(t->type, (uint8_t *)t->data + (size_t)e * (size_t)rows * t->row_bytes, t->row_bytes, rows, scratch,
+                    unpack);
+    free(scratch);
+    t->packed = !unpack;
+    return 0;
+}
+
+static int packable(const wstore *ws, const ws_tensor *t) {
+    const quant_traits *q = quant_traits_get(t->type);
+    return !ws->cfg.no_pack && t->data && (ws->cfg.mode != WS_MMAP || t->requantized) && !t->streamed &&
+           q->gemm_packed && pack_has_layout(t->type) && t->ne[1] >= PACK_ROWS && strcmp(t->gt->name, "token_embd.weight");
+}
+
 /* ws_get and ws_get_table: one registration, the type check apart (i32
  * integer tables are read as they are, and only when asked for as one). */
 static ws_tensor *get_checked(wstore *ws, const char *name, int table, char *err, size_t errlen) {
@@ -1341,6 +1364,10 @@ static ws_tensor *get_checked(wstore *ws, const char *name, int table, char *err
         t->gt = NULL;
         return NULL;
     }
+    if (packable(ws, t) && repack(t, 0, err, errlen) != 0) {
+        t->gt = NULL;
+        return NULL;
+    }
     return t;
 }
 
@@ -1366,6 +1393,11 @@ static const void *injected(const ws_tensor *t, char *err, size_t errlen) {
 }
 
 const void *ws_fetch(wstore *ws, ws_tensor *t, char *err, size_t errlen) {
+    if (t->packed && repack(t, 1, err, errlen) != 0) return NULL; /* read by rows: the file's layout from now on */
+    return ws_fetch_mm(ws, t, err, errlen);
+}
+
+const void *ws_fetch_mm(wstore *ws, ws_tensor *t, char *err, size_t errlen) {
     if (t->fail) return injected(t, err, errlen);
     if (!t->streamed) {
         t->pins++;
@@ -1386,6 +1418,11 @@ void ws_release(wstore *ws, ws_tensor *t) {
 }
 
 const void *ws_fetch_expert(wstore *ws, ws_tensor *t, int e, char *err, size_t errlen) {
+    if (t->packed && repack(t, 1, err, errlen) != 0) return NULL;
+    return ws_fetch_expert_mm(ws, t, e, err, errlen);
+}
+
+const void *ws_fetch_expert_mm(wstore *ws, ws_tensor *t, int e, char *err, size_t errlen) {
     if (e < 0 || e >= t->ne[2]) {
         df_seterr(err, errlen, "expert %d out of range for '%s'", e, t->gt->name);
         return NULL;

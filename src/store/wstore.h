@@ -46,6 +46,7 @@ typedef struct ws_tensor {
     int streamed;           /* WS_STREAM: bytes live in a slot, not in data */
     size_t slot_off;        /* dense-streamed: offset of its segment in the layer slot */
     int requantized;        /* data is a copy requantized to `type` (ws_config.resident_type), owned by the store */
+    int packed;             /* data's full groups of 16 rows (per expert slice) are in pack.h's layout */
     int fail;               /* tests only (ws_inject_failure): every fetch of it fails */
 } ws_tensor;
 
@@ -62,6 +63,8 @@ typedef struct ws_config {
     int hot_explicit;       /* the caller named hot_path: a problem with it is an error, not a note */
     int resident_type;      /* 0: tensors keep the file's types; else (DF_TYPE_Q4_K, DF_TYPE_Q8_0) resident
                              * dense matrices are requantized to it at open (requant.h) */
+    int no_pack;            /* 1: keep every matrix in the file's layout (else resident matrices of types
+                             * with a packed kernel are packed at open: pack.h) */
 } ws_config;
 
 /* What the planner decided (ws_get_plan), in bytes. */
@@ -99,14 +102,20 @@ ws_tensor *ws_get_table(wstore *ws, const char *name, char *err, size_t errlen);
  * error would (on = 0: stop). -1 if the model has no such tensor bound. */
 int ws_inject_failure(wstore *ws, const char *name, int on);
 
-/* Pin a tensor's bytes (NULL and err on an I/O failure). */
+/* Pin a tensor's bytes (NULL and err on an I/O failure), in the file's
+ * layout: a packed tensor is unpacked first, once, and stays so. */
 const void *ws_fetch(wstore *ws, ws_tensor *t, char *err, size_t errlen);
+/* The same for a matrix product, which reads packed weights as they are
+ * (t->packed says which layout it gets; matmul.h's mm_op.packed). */
+const void *ws_fetch_mm(wstore *ws, ws_tensor *t, char *err, size_t errlen);
 void ws_release(wstore *ws, ws_tensor *t);
 
 /* Pin expert e's slice of an expert tensor (ne[2] = number of experts): ne[1]
  * rows of ne[0] elements, contiguous in the file. In WS_STREAM mode one
  * expert's gate, up and down slices travel together in one cache slot. */
 const void *ws_fetch_expert(wstore *ws, ws_tensor *t, int e, char *err, size_t errlen);
+/* ws_fetch_mm's counterpart (the slice as it is held: packed if t->packed). */
+const void *ws_fetch_expert_mm(wstore *ws, ws_tensor *t, int e, char *err, size_t errlen);
 void ws_release_expert(wstore *ws, ws_tensor *t, int e);
 
 /* Ask for experts of a layer ahead of use. demand = 1: they are needed now

@@ -52,6 +52,7 @@
  *   AVX-512 (the development machine may not).
  */
 #include "kern_x86.h"
+#include "pack.h"
 #include "quant_isa.h"
 
 #include <immintrin.h>
@@ -1044,6 +1045,119 @@ T5_K_TILE(q2_K_t5, t5_kmin, DF_TYPE_Q2_K)
 T5_K_TILE(q6_K_t5, t5_koff, DF_TYPE_Q6_K)
 T5_K_TILE(q3_K_t5, t5_koff, DF_TYPE_Q3_K)
 
+/* Packed gemms (pack.h): 16 weight rows in the 16 lanes, up to 4 tokens.
+ * Each line of a packed block is one vpdpbusd per token against the
+ * activation's matching 4 bytes (a broadcast from memory), so a block's
+ * exact integer sum per row builds up in its lane with no reduction; the
+ * accumulator starts at the trailer's -128 * sum(y) (the weights are
+ * unsigned w + 128), two chains summed exactly. Then, per row, as the
+ * row-major tiles: acc = fma(float(sum), dw * dx, acc), block by block, so
+ * the outputs are their bits (tests/test_matmul.c). */
+#define P16_INL static inline __attribute__((always_inline))
+
+/* Per token c: its q8_0 blocks, trailer sums and scales. */
+typedef struct {
+    const block_q8_0 *x[4];
+    const int32_t *corr[4];
+    const float *dx[4];
+} p16_x;
+
+/* One packed block's 16 row scales as floats. */
+P16_INL __m512 p16_q8_0_scales(const uint8_t *g) { return _mm512_cvtph_ps(LOADU(g)); }
+P16_INL __m512 p16_mxfp4_scales(const uint8_t *g) {
+    const __m512i e = _mm512_cvtepu8_epi32(LOADU128(g));
+    const __m512i big = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __m512i small = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmpge_epu32_mask(e, _mm512_set1_epi32(2)), small, big));
+}
+
+/* y's bytes 4k..4k+3 in every lane. */
+P16_INL __m512i p16_y4(const block_q8_0 *y, int k) { return _mm512_set1_epi32((int)load_u32((const uint8_t *)y->qs + 4 * k)); }
+
+/* The block's integer sums for token c from its 8 unsigned weight lines u[0..8). */
+P16_INL __m512i p16_sum8(const __m512i u[8], const p16_x *X, int c, int64_t b) {
+    const block_q8_0 *y = &X->x[c][b];
+    __m512i s0 = _mm512_set1_epi32(X->corr[c][b]), s1 = _mm512_setzero_si512();
+    s0 = _mm512_dpbusd_epi32(s0, u[0], p16_y4(y, 0));
+    s1 = _mm512_dpbusd_epi32(s1, u[1], p16_y4(y, 1));
+    s0 = _mm512_dpbusd_epi32(s0, u[2], p16_y4(y, 2));
+    s1 = _mm512_dpbusd_epi32(s1, u[3], p16_y4(y, 3));
+    s0 = _mm512_dpbusd_epi32(s0, u[4], p16_y4(y, 4));
+    s1 = _mm512_dpbusd_epi32(s1, u[5], p16_y4(y, 5));
+    s0 = _mm512_dpbusd_epi32(s0, u[6], p16_y4(y, 6));
+    s1 = _mm512_dpbusd_epi32(s1, u[7], p16_y4(y, 7));
+    return _mm512_add_epi32(s0, s1);
+}
+
+/* q8_0: 8 lines as they are; mxfp4: 4 lines of nibbles, low ones are elements 4k.., high ones 16 + 4k.. */
+P16_INL void p16_q8_0_lines(const uint8_t *g, __m512i u[8]) {
+    for (int k = 0; k < 8; k++) u[k] = LD512(g + 32 + 64 * k);
+}
+P16_INL void p16_mxfp4_lines(const uint8_t *g, __m512i u[8]) {
+    const __m512i tbl = _mm512_xor_si512(_mm512_broadcast_i32x4(kx_mxfp4_table()), _mm512_set1_epi8((char)0x80));
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int k = 0; k < 4; k++) {
+        const __m512i v = LD512(g + 16 + 64 * k);
+        u[k] = _mm512_shuffle_epi8(tbl, _mm512_and_si512(v, m4));
+        u[k + 4] = _mm512_shuffle_epi8(tbl, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+    }
+}
+
+#define P16_TILE(NAME, BLK_BYTES, SCALES, LINES)                                                                   \
+    P16_INL void NAME##_tile(int64_t nb, const uint8_t *g, const p16_x *X, float *out, const int C) {             \
+        __m512 acc[4];                                                                                             \
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();                          \
+        for (int64_t b = 0; b < nb; b++, g += (BLK_BYTES)) {                                                       \
+            _mm_prefetch((const char *)(g + 2048), _MM_HINT_T0);                                                   \
+            const __m512 dw = SCALES(g);                                                                           \
+            __m512i u[8];                                                                                          \
+            LINES(g, u);                                                                                           \
+            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {                                                  \
+                const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(X->dx[c][b]));                                   \
+                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p16_sum8(u, X, c, b)), d, acc[c]);                     \
+            }                                                                                                      \
+        }                                                                                                          \
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);               \
+    }                                                                                                              \
+    static void NAME##_1(int64_t nb, const uint8_t *g, const p16_x *X, float *o) { NAME##_tile(nb, g, X, o, 1); }  \
+    static void NAME##_2(int64_t nb, const uint8_t *g, const p16_x *X, float *o) { NAME##_tile(nb, g, X, o, 2); }  \
+    static void NAME##_3(int64_t nb, const uint8_t *g, const p16_x *X, float *o) { NAME##_tile(nb, g, X, o, 3); }  \
+    static void NAME##_4(int64_t nb, const uint8_t *g, const p16_x *X, float *o) { NAME##_tile(nb, g, X, o, 4); }  \
+    static void NAME##_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc,          \
+                            float *y, size_t ldy) {                                                                 \
+        static const p16_tile_fn tiles[4] = {NAME##_1, NAME##_2, NAME##_3, NAME##_4};                               \
+        p16_walk(n, w, ws, nr, x, xs, nc, y, ldy, tiles);                                                           \
+    }
+
+typedef void (*p16_tile_fn)(int64_t nb, const uint8_t *g, const p16_x *X, float *out);
+
+/* nr / 16 packed groups x nc tokens, tokens in fours inside each group (its
+ * weights stay in L1/L2 for the next four). */
+static void p16_walk(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y,
+                     size_t ldy, const p16_tile_fn *tiles) {
+    const int64_t nb = n / 32;
+    const size_t toff = pack_q8_0_trailer_off(nb);
+    for (int r0 = 0; r0 + 16 <= nr; r0 += 16) {
+        const uint8_t *g = (const uint8_t *)w + (size_t)r0 * ws;
+        for (int c0 = 0; c0 < nc; c0 += 4) {
+            const int cn = nc - c0 < 4 ? nc - c0 : 4;
+            p16_x X;
+            for (int c = 0; c < cn; c++) {
+                const uint8_t *xr = (const uint8_t *)x + (size_t)(c0 + c) * xs;
+                X.x[c] = (const block_q8_0 *)(const void *)xr;
+                X.corr[c] = (const int32_t *)(const void *)(xr + toff);
+                X.dx[c] = (const float *)(const void *)(xr + toff + 4 * (size_t)nb);
+            }
+            float out[4 * 16];
+            tiles[cn - 1](nb, g, &X, out);
+            for (int c = 0; c < cn; c++) memcpy(y + (size_t)(c0 + c) * ldy + r0, out + 16 * c, 16 * sizeof(float));
+        }
+    }
+}
+
+P16_TILE(q8_0_p16, 544, p16_q8_0_scales, p16_q8_0_lines)
+P16_TILE(mxfp4_p16, 272, p16_mxfp4_scales, p16_mxfp4_lines)
+
 /* One token (generation) keeps the AVX2 tile, which measured faster there
  * (bench/kernels.c: its scale spreading is cheaper when no second token
  * shares it); both give the same bits. */
@@ -1104,4 +1218,6 @@ void kern_avx512_fill(quant_traits *t) {
     t[DF_TYPE_Q2_K].gemm = q2_K_t5_gemm;
     t[DF_TYPE_Q3_K].gemm = q3_K_t5_gemm;
     t[DF_TYPE_Q5_K].gemm = q5_K_t5_gemm;
+    t[DF_TYPE_Q8_0].gemm_packed = q8_0_p16_gemm;
+    t[DF_TYPE_MXFP4].gemm_packed = mxfp4_p16_gemm;
 }

@@ -108,6 +108,10 @@ typedef struct quant_traits {
     quant_situ_fn situ;
     int gemm_rows, gemm_cols; /* 0, or the weight rows (a multiple) and tokens a gemm call of 8+
                                  tokens should get: a tile unit's region (AMX), not the 4 x 4 tile */
+    quant_gemm_fn gemm_packed; /* NULL, or the gemm of weights in pack.h's layout: w is the first of
+                                  nr / 16 packed groups (nr a multiple of 16, w_stride the row size),
+                                  x rows carry pack.h's trailer; same bits as gemm. Its presence is
+                                  what makes the store pack a type's resident matrices. */
 } quant_traits;
 
 /* Pick the best kernels for this CPU. Idempotent, thread-safe after the first call returns.

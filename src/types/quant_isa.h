@@ -85,6 +85,7 @@ static inline void amx_put_gemm(quant_traits *e, quant_gemm_fn fn, int cols) {
     e->gemm = fn;
     e->gemm_rows = 16;
     e->gemm_cols = cols;
+    e->gemm_packed = NULL; /* the AMX gemm reads the file's layout: no packing under it */
 }
 
 /* ggml_e8m0_to_fp32_half: the MXFP4 block scale 2^(e-128), exact (e >= 2 a
