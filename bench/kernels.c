@@ -12,7 +12,9 @@
  * quantizers are slow searches), then times mm_mul through the library's
  * thread pool for one token (generation: weight bytes streamed per second,
  * to compare with bench/membw) and for a 512-token prompt on 1024 rows
- * (GMAC/s). With -s the generation pass is a sequence of products of
+ * (GMAC/s). Types with a packed layout in this kernel table (pack.h) are
+ * packed first, as the store packs resident matrices (DELTAFIN_PACK=0:
+ * not; the last column says which ran). With -s the generation pass is a sequence of products of
  * SLICE_MIB each, like a model's layers, so per-call costs show. Each figure is the median of REPS runs. Built against
  * the library's internal headers (src/), like the tests:
  *   cc -O2 -Iinclude $(printf -- '-I%s ' src/[a-z]*) bench/kernels.c build/libdeltafin-internal.a \
@@ -25,6 +27,7 @@
 #include <unistd.h>
 
 #include "matmul.h"
+#include "pack.h"
 #include "quant.h"
 #include "threads.h"
 #include "util.h"
@@ -82,8 +85,10 @@ int main(int argc, char **argv) {
         rng = rng * 6364136223846793005ull + 1442695040888963407ull;
         x[i] = (float)((int64_t)(rng >> 40) - (1 << 23)) / (float)(1 << 23);
     }
-    printf("%-6s %12s %10s %14s  (isa %s, %d threads)\n", "type", "gen GB/s", "gen ms", "prompt GMAC/s", quant_isa_name(),
-           threads);
+    printf("%-6s %12s %10s %14s %7s  (isa %s, %d threads)\n", "type", "gen GB/s", "gen ms", "prompt GMAC/s", "layout",
+           quant_isa_name(), threads);
+    const char *pack_env = getenv("DELTAFIN_PACK");
+    const int may_pack = !pack_env || strcmp(pack_env, "0");
     for (int k = 0; k < n_names; k++) {
         const int t = type_of(names[k]);
         if (t < 0) {
@@ -103,13 +108,22 @@ int main(int argc, char **argv) {
             for (int64_t i = 0; i < n_in; i++) row[i] = x[(r * 7 + i) % (n_in * n_tok)];
             quant_traits_get(t)->from_float(row, w + (size_t)r * rb, n_in);
         }
-        /* generation: one token against the whole matrix, or slice by slice */
-        int64_t step = slice_mib > 0 ? (int64_t)(slice_mib * (1 << 20) / (double)rb) : n_out;
-        if (step < 1) step = 1;
+        const int packed = may_pack && quant_traits_get(t)->gemm_packed && pack_has_layout(t);
+        if (packed) {
+            uint8_t *scratch = malloc(rb * PACK_ROWS);
+            if (!scratch) return 1;
+            pack_matrix(t, w, rb, n_out, scratch, 0);
+            free(scratch);
+        }
+        /* generation: one token against the whole matrix, or slice by slice (multiples of 16 rows) */
+        int64_t step = slice_mib > 0 ? (int64_t)(slice_mib * (1 << 20) / (double)rb) & ~(int64_t)15 : n_out;
+        if (step < 16) step = 16;
         for (int i = -1; i < reps; i++) {
             double t0 = now();
-            for (int64_t r0 = 0; r0 < n_out; r0 += step)
-                mm_mul(pool, t, w + (size_t)r0 * rb, n_in, n_out - r0 < step ? n_out - r0 : step, x, 1, y, n_out, &sc);
+            for (int64_t r0 = 0; r0 < n_out; r0 += step) {
+                const mm_op op = {t, w + (size_t)r0 * rb, n_out - r0 < step ? n_out - r0 : step, y, n_out, NULL, packed};
+                mm_mul_n(pool, &op, 1, n_in, x, 1, &sc);
+            }
             if (i >= 0) v[i] = now() - t0;
         }
         qsort(v, (size_t)reps, sizeof(double), cmp);
@@ -118,13 +132,14 @@ int main(int argc, char **argv) {
         const int64_t pr = n_out < 1024 ? n_out : 1024;
         for (int i = -1; i < reps; i++) {
             double t0 = now();
-            mm_mul(pool, t, w, n_in, pr, x, (int)n_tok, y, pr, &sc);
+            const mm_op op = {t, w, pr, y, pr, NULL, packed};
+            mm_mul_n(pool, &op, 1, n_in, x, (int)n_tok, &sc);
             if (i >= 0) v[i] = now() - t0;
         }
         qsort(v, (size_t)reps, sizeof(double), cmp);
         const double pp = v[reps / 2];
-        printf("%-6s %12.2f %10.3f %14.1f\n", names[k], (double)rb * (double)n_out / gen / 1e9, gen * 1e3,
-               (double)pr * (double)n_in * (double)n_tok / pp / 1e9);
+        printf("%-6s %12.2f %10.3f %14.1f %7s\n", names[k], (double)rb * (double)n_out / gen / 1e9, gen * 1e3,
+               (double)pr * (double)n_in * (double)n_tok / pp / 1e9, packed ? "packed" : "rows");
         free(w);
         free(y);
     }

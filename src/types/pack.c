@@ -2,13 +2,14 @@
  * pack.c - see pack.h.
  *
  * DESIGN
- * The layouts share one shape: a block of `hdr` header bytes followed by
- * `qs` quantized bytes (a multiple of 4). A packed block of a group is the
- * 16 headers side by side, then qs / 4 lines of 64 bytes (line k: bytes
- * 4k..4k+3 of row r at 4r), each byte xor-ed with `flip` (q8_0: 0x80, so
- * the signed weights become vpdpbusd's unsigned operand; the nibble formats
- * are unsigned already). Unpacking is the same walk backwards. A group is
- * copied to the scratch and written back, so packing is in place.
+ * A type's block is described as a list of fields (shape_of), each moved
+ * as a whole for the 16 rows: headers side by side, q4_K's 12 scale bytes
+ * transposed (byte j of the 16 rows in one 16-byte vector), and the
+ * quantized bytes as lines of 64 (bytes 4k..4k+3 of row r at 4r), xor-ed
+ * with `flip` (q8_0: 0x80, so the signed weights become vpdpbusd's
+ * unsigned operand; the nibble formats are unsigned already). Unpacking is
+ * the same walk backwards. A group is copied to the scratch and written
+ * back, so packing is in place.
  */
 #include "pack.h"
 
@@ -16,15 +17,28 @@
 
 #include "quant.h"
 
+/* A block is a list of fields; each field of `size` bytes per row becomes
+ * 16 * size bytes of the packed block, in order:
+ *   SIDE:  the 16 rows' copies side by side (row r at r * size)
+ *   TRANS: transposed (byte j of row r at 16j + r)
+ *   LINES: lines of 64 bytes (bytes 4k..4k+3 of row r at 64k + 4r), xor flip */
+enum { SIDE, TRANS, LINES };
 typedef struct {
-    int hdr, qs;
+    int off, size, kind;
     uint8_t flip;
+} pack_field;
+typedef struct {
+    int n;
+    pack_field f[4];
 } pack_shape;
 
 static int shape_of(int type, pack_shape *s) {
     switch (type) {
-    case DF_TYPE_Q8_0: *s = (pack_shape){2, 32, 0x80}; return 1;
-    case DF_TYPE_MXFP4: *s = (pack_shape){1, 16, 0}; return 1;
+    case DF_TYPE_Q8_0: *s = (pack_shape){2, {{0, 2, SIDE, 0}, {2, 32, LINES, 0x80}}}; return 1;
+    case DF_TYPE_MXFP4: *s = (pack_shape){2, {{0, 1, SIDE, 0}, {1, 16, LINES, 0}}}; return 1;
+    case DF_TYPE_Q4_K: /* d, dmin, scales[12], qs[128] */
+        *s = (pack_shape){4, {{0, 2, SIDE, 0}, {2, 2, SIDE, 0}, {4, 12, TRANS, 0}, {16, 128, LINES, 0}}};
+        return 1;
     default: return 0;
     }
 }
@@ -34,24 +48,31 @@ int pack_has_layout(int type) {
     return shape_of(type, &s);
 }
 
+/* Where byte i of row r's field f lands in the packed block. */
+static size_t field_pos(const pack_field *f, int r, int i) {
+    switch (f->kind) {
+    case SIDE: return (size_t)(r * f->size + i);
+    case TRANS: return (size_t)(16 * i + r);
+    default: return (size_t)(64 * (i / 4) + 4 * r + i % 4);
+    }
+}
+
 /* One group: rows (row-major, row_bytes apart) <-> packed bytes. */
-static void pack_group(const pack_shape *s, int64_t nb, uint8_t *rows, size_t row_bytes, uint8_t *packed, int unpack) {
-    const size_t bs = (size_t)(s->hdr + s->qs);
+static void pack_group(const pack_shape *s, size_t bs, int64_t nb, uint8_t *rows, size_t row_bytes, uint8_t *packed,
+                       int unpack) {
     for (int64_t b = 0; b < nb; b++) {
-        uint8_t *pb = packed + (size_t)b * bs * PACK_ROWS;
-        for (int r = 0; r < PACK_ROWS; r++) {
-            uint8_t *blk = rows + (size_t)r * row_bytes + (size_t)b * bs;
-            uint8_t *h = pb + (size_t)r * (size_t)s->hdr;
-            if (unpack) memcpy(blk, h, (size_t)s->hdr);
-            else memcpy(h, blk, (size_t)s->hdr);
-            for (int k = 0; k < s->qs / 4; k++) {
-                uint8_t *l = pb + PACK_ROWS * (size_t)s->hdr + 64 * (size_t)k + 4 * (size_t)r;
-                uint8_t *q = blk + s->hdr + 4 * k;
-                for (int i = 0; i < 4; i++) {
-                    if (unpack) q[i] = l[i] ^ s->flip;
-                    else l[i] = q[i] ^ s->flip;
+        uint8_t *pf = packed + (size_t)b * bs * PACK_ROWS;
+        for (int k = 0; k < s->n; k++) {
+            const pack_field *f = &s->f[k];
+            for (int r = 0; r < PACK_ROWS; r++) {
+                uint8_t *src = rows + (size_t)r * row_bytes + (size_t)b * bs + (size_t)f->off;
+                for (int i = 0; i < f->size; i++) {
+                    uint8_t *dst = pf + field_pos(f, r, i);
+                    if (unpack) src[i] = *dst ^ f->flip;
+                    else *dst = src[i] ^ f->flip;
                 }
             }
+            pf += (size_t)PACK_ROWS * (size_t)f->size;
         }
     }
 }
@@ -59,13 +80,15 @@ static void pack_group(const pack_shape *s, int64_t nb, uint8_t *rows, size_t ro
 void pack_matrix(int type, uint8_t *w, size_t row_bytes, int64_t n_rows, uint8_t *scratch, int unpack) {
     pack_shape s;
     if (!shape_of(type, &s)) return;
-    const int64_t nb = (int64_t)(row_bytes / (size_t)(s.hdr + s.qs));
+    size_t bs = 0;
+    for (int k = 0; k < s.n; k++) bs += (size_t)s.f[k].size;
+    const int64_t nb = (int64_t)(row_bytes / bs);
     const size_t group = PACK_ROWS * row_bytes;
     for (int64_t r0 = 0; r0 + PACK_ROWS <= n_rows; r0 += PACK_ROWS) {
         uint8_t *g = w + (size_t)r0 * row_bytes;
         memcpy(scratch, g, group);
-        if (unpack) pack_group(&s, nb, g, row_bytes, scratch, 1);
-        else pack_group(&s, nb, scratch, row_bytes, g, 0);
+        if (unpack) pack_group(&s, bs, nb, g, row_bytes, scratch, 1);
+        else pack_group(&s, bs, nb, scratch, row_bytes, g, 0);
     }
 }
 

@@ -23,6 +23,10 @@
  *   mxfp4: per block 16 x e (E8M0), then 4 lines of the nibble bytes as
  *          they are (line k: qs[4k..4k+3]: elements 4k.. low, 16+4k.. high)
  *          = 272 bytes = 16 blocks
+ *   q4_K:  per super-block 16 x d, 16 x dmin (f16), the 12 scale bytes
+ *          transposed (12 vectors of 16 bytes: byte j of every row), then
+ *          32 lines of the nibble bytes (line 8p + k: qs[32p+4k..+3], low
+ *          nibbles sub-block 2p, high 2p + 1) = 2304 bytes = 16 blocks
  *
  * A packed group takes exactly the bytes of its 16 rows, so a matrix is
  * packed in place (the store does it once, at load, for resident matrices
