@@ -125,6 +125,8 @@ typedef struct df_model_info {
     uint64_t n_params_active; /* parameters used per token (all but the unselected routed experts) */
     uint64_t expert_bytes;   /* bytes of one routed expert in one layer (gate+up+down) */
     int n_threads;           /* compute threads in use */
+    uint64_t packed_bytes;   /* weight bytes held interleaved for the SIMD kernels (now; a matrix read
+                                by rows is given back the file's layout) */
 } df_model_info;
 void df_model_get_info(const df_model *m, df_model_info *out);
 

@@ -1045,8 +1045,8 @@ static int cmd_run(const opts *o) {
     print_share_report(&gen0, &gen1, generated);
     df_model_info info;
     df_model_get_info(m, &info);
-    fprintf(stderr, "peak memory: %.1f MiB (RSS), threads: %d, isa: %s\n", (double)df_peak_rss() / (1 << 20),
-            info.n_threads, df_isa());
+    fprintf(stderr, "peak memory: %.1f MiB (RSS), threads: %d, isa: %s, packed weights: %.1f MiB\n",
+            (double)df_peak_rss() / (1 << 20), info.n_threads, df_isa(), (double)info.packed_bytes / (1 << 20));
     print_io_report(m, fed + generated, t_prompt + t_gen);
     int rc = df_session_trace_experts(s, NULL, err, sizeof err) != 0 ? (fprintf(stderr, "deltafin: %s\n", err), 1) : 0;
     rc |= save_hot(m); /* the learned hot set survives an interrupted run too */
@@ -1336,15 +1336,18 @@ static int cmd_bench(opts *o, int n_prompt) {
     if (o->json)
         printf("{\"pp_tokens\":%d,\"pp_tps\":%.2f,\"tg_tokens\":%d,\"tg_tps\":%.2f,\"threads\":%d,\"reps\":%d,"
                "\"model_bytes\":%llu,\"isa\":\"%s\",\"streaming\":%d,\"tg_disk_bytes_per_token\":%.0f,"
-               "\"tg_disk_bytes_per_s\":%.0f,\"tg_hit_rate\":%.4f,\"tg_io_wait_fraction\":%.4f,\"io_engine\":\"%s\"}\n",
+               "\"tg_disk_bytes_per_s\":%.0f,\"tg_hit_rate\":%.4f,\"tg_io_wait_fraction\":%.4f,\"io_engine\":\"%s\","
+               "\"packed_bytes\":%llu}\n",
                n_prompt, pp_m, ng, tg_m, threads, reps, (unsigned long long)info.n_bytes, df_isa(), io1.streaming,
                ng ? rd / ng : 0.0, tg_secs > 0 ? rd / tg_secs : 0.0,
                looks > 0 ? (double)(io1.hits - io0.hits) / looks : 0.0,
                tg_secs > 0 ? (io1.wait_seconds - io0.wait_seconds) / tg_secs : 0.0,
-               *io1.io_engine ? io1.io_engine : "none");
+               *io1.io_engine ? io1.io_engine : "none", (unsigned long long)info.packed_bytes);
     else
-        printf("model %s (%.1f MiB), threads %d, isa %s\n  pp%-5d %10.2f tokens/s\n  tg%-5d %10.2f tokens/s\n",
-               o->model, (double)info.n_bytes / (1 << 20), threads, df_isa(), n_prompt, pp_m, ng, tg_m);
+        printf("model %s (%.1f MiB), threads %d, isa %s, packed %.1f MiB\n  pp%-5d %10.2f tokens/s\n"
+               "  tg%-5d %10.2f tokens/s\n",
+               o->model, (double)info.n_bytes / (1 << 20), threads, df_isa(), (double)info.packed_bytes / (1 << 20),
+               n_prompt, pp_m, ng, tg_m);
     free(pp);
     free(tg);
     free(toks);

@@ -577,6 +577,7 @@ void df_model_get_info(const df_model *m, df_model_info *o) {
         if (m->hp.n_expert > 0 && strstr(t->name, "_exps.") && t->ne[2] == m->hp.n_expert) expert_params += t->n_elements;
     }
     o->n_params_active = o->n_params - unused;
+    o->packed_bytes = m->ws ? ws_packed_bytes(m->ws) : 0;
     if (m->hp.n_expert > 0) {
         o->n_params_active -= expert_params - expert_params / (uint64_t)m->hp.n_expert * (uint64_t)m->hp.n_expert_used;
         for (int l = 0; l < m->hp.n_layer; l++) {

@@ -1460,6 +1460,13 @@ void ws_get_stats(const wstore *ws, ws_stats *out) { *out = ws->stats; }
 
 uint64_t ws_resident_bytes(const wstore *ws) { return ws->resident; }
 
+uint64_t ws_packed_bytes(const wstore *ws) {
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < ws->g->n_tensors; i++)
+        if (ws->handles[i].gt && ws->handles[i].packed) n += ws->handles[i].nbytes;
+    return n;
+}
+
 const char *ws_io_engine(const wstore *ws, const char **note) {
     if (note) *note = ws->io_note;
     return ws->io ? wsio_name(ws->io) : NULL;

@@ -163,6 +163,8 @@ const char *ws_io_engine(const wstore *ws, const char **note);
 
 /* Bytes held in memory by the store (resident copies and slots). */
 uint64_t ws_resident_bytes(const wstore *ws);
+/* Bytes of the tensors held in pack.h's layout now. */
+uint64_t ws_packed_bytes(const wstore *ws);
 
 /* Persist the learned hot-expert counts (WS_STREAM with a hot_path) through
  * a new temporary file, fsync and rename (docs/files.md). 0 when there is

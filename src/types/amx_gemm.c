@@ -3,8 +3,9 @@
  * table's fill function (every architecture).
  *
  * DESIGN
- * amx_q8_0.h is instantiated here with amx_tile.h's model as its tile
- * operations: amx_q8_0_gemm_model. It is what the tests run against the
+ * amx_q8_0.h and amx_q4_K.h are instantiated here with amx_tile.h's model
+ * as their tile operations: amx_q8_0_gemm_model and the rest (the packed
+ * versions too, put where the table below packs the type). It is what the tests run against the
  * scalar reference, float64 and the AVX-512 gemm on every machine, and
  * what the AMX table uses when DELTAFIN_AMX=model forces the model (to
  * test the selection end to end where the CPU has no AMX; slow).
@@ -42,10 +43,12 @@ long amx_model_faults(void) { return atomic_load(&model_faults); }
 #define AMX_STORE(t, p, s) amx_m_stored(amx_st, (t), (p), (s))
 #define AMX_F16(h) quant_f16_to_f32(h)
 #define AMX_Q8_0_GEMM amx_q8_0_gemm_model
+#define AMX_Q8_0_GEMM_PACKED amx_q8_0_packed_gemm_model
 #include "amx_q8_0.h"
 #define AMX_DPBSUD(c, a, b) amx_m_dpb(amx_st, (c), (a), (b), 1, 0)
 #define AMX_Q4_K_GEMM amx_q4_K_gemm_model
 #define AMX_Q5_K_GEMM amx_q5_K_gemm_model
+#define AMX_Q4_K_GEMM_PACKED amx_q4_K_packed_gemm_model
 #include "amx_q4_K.h"
 
 void kern_amx_fill(quant_traits *t, int model) {
@@ -56,7 +59,10 @@ void kern_amx_fill(quant_traits *t, int model) {
     }
 #endif
     (void)model;
+    const int pack_q8_0 = t[DF_TYPE_Q8_0].gemm_packed != NULL, pack_q4_K = t[DF_TYPE_Q4_K].gemm_packed != NULL;
     amx_put_gemm(&t[DF_TYPE_Q8_0], amx_q8_0_gemm_model, 16 * AMX_CG);
     amx_put_gemm(&t[DF_TYPE_Q4_K], amx_q4_K_gemm_model, 16 * AMXK_CG);
     amx_put_gemm(&t[DF_TYPE_Q5_K], amx_q5_K_gemm_model, 16 * AMXK_CG);
+    if (pack_q8_0) t[DF_TYPE_Q8_0].gemm_packed = amx_q8_0_packed_gemm_model; /* where the table below packs */
+    if (pack_q4_K) t[DF_TYPE_Q4_K].gemm_packed = amx_q4_K_packed_gemm_model;
 }

@@ -3,7 +3,8 @@
  * written once against the tile operations of amx_q8_0.h (AMX_CFG,
  * AMX_RELEASE, AMX_LOAD, AMX_ZERO, AMX_STORE; the including file defines
  * them) plus AMX_DPBSUD(c, a, b) (tdpbsud: signed A bytes x unsigned B
- * bytes), AMX_F16, the functions' names AMX_Q4_K_GEMM and AMX_Q5_K_GEMM and the AMX_FN_ATTR /
+ * bytes), AMX_F16, the functions' names AMX_Q4_K_GEMM, AMX_Q5_K_GEMM and
+ * AMX_Q4_K_GEMM_PACKED (q4_K on pack.h's layout) and the AMX_FN_ATTR /
  * AMX_GEMM_LINKAGE / AMX_STATE_* conventions, and optionally faster
  * versions of its helpers with the same results (AMXK_DECODE, AMXK_SACC,
  * AMXK_SZERO, AMXK_SUB, AMXK_FINISH).
@@ -163,6 +164,37 @@ AMX_FN_ATTR static void amxk_run(const uint8_t *x, size_t xs, int cn, int64_t i,
 }
 #undef AMXK_ISSUE
 
+/* Super-block i of a packed q4_K group (pack.h) into o: line 8p + k's low nibbles are sub-block 2p's B tile row
+ * k, its high ones sub-block 2p + 1's; the scales come transposed (byte j of row r at 16j + r). */
+#define AMXK_Q4_K_PACKED (-DF_TYPE_Q4_K)
+AMX_FN_ATTR static void amxk_decode_packed(const uint8_t *w, int64_t i, amxk_wk *o) {
+    const uint8_t *g = w + (size_t)i * 16 * sizeof(block_q4_K), *t = g + 64, *qs = g + 256;
+    for (int p = 0; p < 4; p++)
+        for (int k = 0; k < 8; k++)
+            for (int q = 0; q < 64; q++) {
+                const uint8_t v = qs[64 * (8 * p + k) + q];
+                o->b[2 * p][k][q] = v & 0x0F;
+                o->b[2 * p + 1][k][q] = v >> 4;
+            }
+    for (int r = 0; r < 16; r++) {
+        uint8_t sc[12];
+        for (int j = 0; j < 12; j++) sc[j] = t[16 * j + r];
+        uint32_t u[4];
+        quant_k4_unpack(sc, u);
+        uint8_t s8[16];
+        memcpy(s8, u, 16); /* scales 0..7, then mins 0..7 (as amxk_meta) */
+        for (int j = 0; j < 8; j++) {
+            o->sc[j][r] = s8[j];
+            o->mn[j][r] = (int32_t)((uint32_t)s8[8 + j] | (uint32_t)s8[8 + j] << 16);
+        }
+        uint16_t d, dmin;
+        memcpy(&d, g + 2 * r, 2);
+        memcpy(&dmin, g + 32 + 2 * r, 2);
+        o->d[r] = AMX_F16(d);
+        o->ndmin[r] = -AMX_F16(dmin);
+    }
+}
+
 /* quant_gemm_fn for the type: rows in tiles of 16, K in chunks of AMXK_KC super-blocks decoded once and used by
  * the tokens of the call in groups of 16 (up to 16 * AMXK_CG at a time), so a row tile's weights are read once. */
 AMX_FN_ATTR static inline __attribute__((always_inline)) void amxk_gemm(int type, int64_t n, const void *w, size_t ws,
@@ -183,7 +215,10 @@ AMX_FN_ATTR static inline __attribute__((always_inline)) void amxk_gemm(int type
             memset(acc, 0, sizeof(acc[0]) * (size_t)ncg);
             for (int64_t k0 = 0; k0 < nb; k0 += AMXK_KC) {
                 const int kc = nb - k0 < AMXK_KC ? (int)(nb - k0) : AMXK_KC;
-                for (int b = 0; b < kc; b++) AMXK_DECODE(type, wr, ws, rn, k0 + b, &wk[b]);
+                for (int b = 0; b < kc; b++) {
+                    if (type == AMXK_Q4_K_PACKED) amxk_decode_packed(wr, k0 + b, &wk[b]);
+                    else AMXK_DECODE(type, wr, ws, rn, k0 + b, &wk[b]);
+                }
                 for (int g = 0; g < ncg; g++) {
                     const int c0 = C0 + 16 * g, cn = nc - c0 < 16 ? nc - c0 : 16;
                     if (rn != cur_rn || cn != cur_cn) {
@@ -216,4 +251,10 @@ AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_Q4_K_GEMM(int64_t n, const void *w, size_t
 AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_Q5_K_GEMM(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs,
                                                 int nc, float *y, size_t ldy) {
     amxk_gemm(DF_TYPE_Q5_K, n, w, ws, nr, x, xs, nc, y, ldy);
+}
+
+/* The q4_K gemm on pack.h's layout (gemm_packed: nr a multiple of 16). */
+AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_Q4_K_GEMM_PACKED(int64_t n, const void *w, size_t ws, int nr, const void *x,
+                                                       size_t xs, int nc, float *y, size_t ldy) {
+    amxk_gemm(AMXK_Q4_K_PACKED, n, w, ws, nr, x, xs, nc, y, ldy);
 }

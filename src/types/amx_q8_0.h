@@ -7,7 +7,8 @@
  *   AMX_LOAD(t, p, stride)  tileloadd          AMX_ZERO(t)     tilezero
  *   AMX_DPBSSD(c, a, b)     tdpbssd            AMX_STORE(t, p, stride) tilestored
  * (tile numbers are literal constants, as the intrinsics require), plus
- * AMX_F16(h) (f16 bits -> float), the function's name AMX_Q8_0_GEMM, its
+ * AMX_F16(h) (f16 bits -> float), the functions' names AMX_Q8_0_GEMM and
+ * AMX_Q8_0_GEMM_PACKED (the same gemm on pack.h's layout), their
  * attributes AMX_FN_ATTR and linkage AMX_GEMM_LINKAGE (static or empty),
  * how the tile state is passed (AMX_STATE_*), and optionally faster
  * versions of its helpers with the same results: AMX_DECODE, AMX_DX and
@@ -36,6 +37,9 @@
  *   C of two consecutive blocks (each pair is stored, the next pair issued
  *   to the tile unit, then the stored pair scaled, so the two overlap), 2,
  *   3 their A, 4, 5 their B.
+ * - Packed weights (pack.h) are a row tile's B operand as they lie: the
+ *   packed decoder only takes the 128 offset back off and converts the
+ *   scales (no transpose); everything else is shared.
  * - Edge tiles (fewer than 16 rows or tokens) get their own configuration
  *   (rows, colsb) so no load reads past the last row; the configuration is
  *   loaded again only when the tile shape changes. Lanes past the edge
@@ -134,9 +138,27 @@ AMX_FN_ATTR static void amx_q8_0_run(const uint8_t *x, size_t xs, int64_t b0, co
 }
 #undef AMX_Q8_0_ISSUE
 
-/* quant_gemm_fn: rows in tiles of 16, K in chunks of AMX_KC blocks, tokens in groups of 16. */
-AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_Q8_0_GEMM(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs,
-                                                int nc, float *y, size_t ldy) {
+/* Blocks b0..b0+kc of a packed group (pack.h: per block 16 f16 scales, then 8 lines of 16 rows' 4 bytes, + 128)
+ * into o: the lines are the B tile's rows already. */
+AMX_FN_ATTR static void amx_q8_0_decode_packed(const uint8_t *w, int64_t b0, int kc, amx_q8_0_wk *o) {
+    for (int b = 0; b < kc; b++) {
+        const uint8_t *g = w + (size_t)(b0 + b) * 16 * sizeof(block_q8_0);
+        for (int r = 0; r < 16; r++) {
+            uint16_t h;
+            memcpy(&h, g + 2 * r, 2);
+            o[b].dw[r] = AMX_F16(h);
+        }
+        for (int k = 0; k < 8; k++)
+            for (int q = 0; q < 64; q++) o[b].b[k][q] = (uint8_t)(g[32 + 64 * k + q] ^ 0x80);
+    }
+}
+
+/* Rows in tiles of 16, K in chunks of AMX_KC blocks, tokens in groups of 16; packed: w holds nr / 16 packed
+ * groups (pack.h), else rows in the file's layout. */
+AMX_FN_ATTR static inline __attribute__((always_inline)) void amx_q8_0_gemm_any(int packed, int64_t n, const void *w,
+                                                                                 size_t ws, int nr, const void *x,
+                                                                                 size_t xs, int nc, float *y,
+                                                                                 size_t ldy) {
     AMX_STATE_DECL;
     amx_tilecfg cfg;
     amx_q8_0_wk wk[AMX_KC];
@@ -152,7 +174,8 @@ AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_Q8_0_GEMM(int64_t n, const void *w, size_t
             memset(acc, 0, sizeof(acc[0]) * (size_t)ncg);
             for (int64_t k0 = 0; k0 < nb; k0 += AMX_KC) {
                 const int kc = nb - k0 < AMX_KC ? (int)(nb - k0) : AMX_KC;
-                AMX_DECODE(W + (size_t)r0 * ws, ws, rn, k0, kc, wk);
+                if (packed) amx_q8_0_decode_packed(W + (size_t)r0 * ws, k0, kc, wk);
+                else AMX_DECODE(W + (size_t)r0 * ws, ws, rn, k0, kc, wk);
                 for (int g = 0; g < ncg; g++) {
                     const int c0 = C0 + 16 * g, cn = nc - c0 < 16 ? nc - c0 : 16;
                     const uint8_t *xg = X + (size_t)c0 * xs;
@@ -176,4 +199,14 @@ AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_Q8_0_GEMM(int64_t n, const void *w, size_t
     }
     if (cur_rn) AMX_RELEASE();
     AMX_STATE_END;
+}
+
+/* quant_gemm_fn, the file's layout (gemm) and pack.h's (gemm_packed: nr a multiple of 16). */
+AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_Q8_0_GEMM(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs,
+                                                int nc, float *y, size_t ldy) {
+    amx_q8_0_gemm_any(0, n, w, ws, nr, x, xs, nc, y, ldy);
+}
+AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_Q8_0_GEMM_PACKED(int64_t n, const void *w, size_t ws, int nr, const void *x,
+                                                       size_t xs, int nc, float *y, size_t ldy) {
+    amx_q8_0_gemm_any(1, n, w, ws, nr, x, xs, nc, y, ldy);
 }

@@ -22,6 +22,9 @@
  *   amx_tr16), the scale gathers and the epilogues of the two headers are
  *   given AVX-512 versions here, with the same results; the accumulators of
  *   a tile live in 16 registers.
+ * - Weights the store packed (pack.h) go to the gemms' packed versions
+ *   (gemm_packed), routed the same way (small products to the AVX-512
+ *   packed gemm, which gives the same bits).
  * - matmul gives these gemms calls of 16 rows x up to 512 tokens
  *   (quant_traits.gemm_rows / gemm_cols): each row tile's weights are
  *   decoded once and serve every token of the prompt.
@@ -57,6 +60,7 @@
 #define AMX_STORE(t, p, s) _tile_stored(t, p, (long)(s))
 #define AMX_F16(h) _cvtsh_ss(h)
 #define AMX_Q8_0_GEMM amx_q8_0_gemm_hw
+#define AMX_Q8_0_GEMM_PACKED amx_q8_0_packed_gemm_hw
 #define AMX_DECODE amx_decode_512
 #define AMX_DX amx_dx_512
 
@@ -159,6 +163,7 @@ AMX_FN_ATTR static void amx_decode_512(const uint8_t *w, size_t ws, int rn, int6
 #define AMX_DPBSUD(c, a, b) _tile_dpbsud(c, a, b)
 #define AMX_Q4_K_GEMM amx_q4_K_gemm_hw
 #define AMX_Q5_K_GEMM amx_q5_K_gemm_hw
+#define AMX_Q4_K_GEMM_PACKED amx_q4_K_packed_gemm_hw
 #define AMXK_DECODE amxk_decode_512
 #define AMXK_SACC amxk_s512
 #define AMXK_SZERO(s)                                                                                              \
@@ -244,15 +249,21 @@ AMX_FN_ATTR static inline void amxk_finish_512(const amxk_s512 *s, const amxk_wk
 AMX_ROUTE(q8_0, ws > INT32_MAX / 16 || xs > INT32_MAX / 16) /* its gathers take 32-bit offsets of up to 15 rows */
 AMX_ROUTE(q4_K, 0)
 AMX_ROUTE(q5_K, 0)
+AMX_ROUTE(q8_0_packed, xs > INT32_MAX / 16) /* on pack.h's layout; the small products on the AVX-512 packed gemm */
+AMX_ROUTE(q4_K_packed, 0)
 #undef AMX_ROUTE
 
 void kern_amx_hw_fill(quant_traits *t) {
     q8_0_small = t[DF_TYPE_Q8_0].gemm;
     q4_K_small = t[DF_TYPE_Q4_K].gemm;
     q5_K_small = t[DF_TYPE_Q5_K].gemm;
+    q8_0_packed_small = t[DF_TYPE_Q8_0].gemm_packed;
+    q4_K_packed_small = t[DF_TYPE_Q4_K].gemm_packed;
     amx_put_gemm(&t[DF_TYPE_Q8_0], amx_q8_0_gemm, 16 * AMX_CG); /* a row tile serves the whole call */
     amx_put_gemm(&t[DF_TYPE_Q4_K], amx_q4_K_gemm, 16 * AMXK_CG);
     amx_put_gemm(&t[DF_TYPE_Q5_K], amx_q5_K_gemm, 16 * AMXK_CG);
+    if (q8_0_packed_small) t[DF_TYPE_Q8_0].gemm_packed = amx_q8_0_packed_gemm;
+    if (q4_K_packed_small) t[DF_TYPE_Q4_K].gemm_packed = amx_q4_K_packed_gemm;
 }
 
 int kern_amx_hw_available(void) {

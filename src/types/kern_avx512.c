@@ -44,6 +44,11 @@
  *   gemms; types with no gemm at all (q4_1, q5_0, q5_1, nvfp4, q1_0, q2_0,
  *   tq1_0, tq2_0, bf16) run this file's vec_dot per (row, token) pair, VNNI
  *   where listed above.
+ * - Packed gemms (gemm_packed) for q8_0, mxfp4 and q4_K read pack.h's
+ *   layout: 16 rows in the 16 lanes, one vpdpbusd per 64-byte line and
+ *   token against 4 broadcast activation bytes, so a block's exact sum per
+ *   row builds up with no reduction across lanes (the row-major tiles'
+ *   order and bits). The store packs resident matrices of these types.
  * - AMX (Intel's tile unit) lives in kern_amx.c / amx_gemm.c, as a table of
  *   its own built on top of this one.
  * - The integer sums per block are exactly the scalar reference's; only the

@@ -78,6 +78,10 @@ void amx_q4_K_gemm_model(int64_t n, const void *w, size_t w_stride, int nr, cons
                          float *y, size_t ldy);
 void amx_q5_K_gemm_model(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride, int nc,
                          float *y, size_t ldy);
+void amx_q8_0_packed_gemm_model(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride,
+                                int nc, float *y, size_t ldy);
+void amx_q4_K_packed_gemm_model(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride,
+                                int nc, float *y, size_t ldy);
 long amx_model_faults(void);
 /* An AMX gemm into a table entry, with the call shape matmul should give it: 16-row tiles, each serving up to
  * cols tokens (quant_traits.gemm_rows / gemm_cols). */
@@ -85,7 +89,7 @@ static inline void amx_put_gemm(quant_traits *e, quant_gemm_fn fn, int cols) {
     e->gemm = fn;
     e->gemm_rows = 16;
     e->gemm_cols = cols;
-    e->gemm_packed = NULL; /* the AMX gemm reads the file's layout: no packing under it */
+    e->gemm_packed = NULL; /* packed only where the caller puts the AMX gemm's packed version too */
 }
 
 /* ggml_e8m0_to_fp32_half: the MXFP4 block scale 2^(e-128), exact (e >= 2 a

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# pack.sh - packed weights (src/types/pack.h) end to end (tests/cli/pack.sh BUILD_DIR).
+# The store packs resident q8_0, MXFP4 and q4_K matrices at load where the
+# kernel table has packed gemms (AVX-512). Packing must change no result: for
+# models of every shape the packer meets - dense q8_0, MoE q4_K (expert
+# slices packed one by one), gpt-oss (MXFP4 experts beside q8_0), DeepSeek
+# (MLA's per-head matrices, which are read by rows: the store hands them
+# back unpacked), the same under --mem (streamed layers and experts stay in
+# the file's layout, resident ones are packed) and with the AMX table on the
+# software tile model (its packed gemms) - the logits of a prompt of several
+# token tiles are byte for byte those with DELTAFIN_PACK=0. Where the CPU
+# has AVX-512 the run must report packed weights (else the comparison would
+# prove nothing); with DELTAFIN_PACK=0 it reports none.
+set -euo pipefail
+B=${1:-build}
+D="$B/deltafin"
+T=$(mktemp -d /tmp/deltafin-pack-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/../cli_common.sh"
+
+P="Once upon a time there was a little robot who lived in a garden full of tall flowers and singing birds, and every day"
+mk() { "$B/mkmodel" -o "$T/$1.gguf" "${@:2}" 2>/dev/null || { echo "mkmodel $1 failed"; exit 1; }; }
+mk dense --preset small --type q8_0
+mk moe --preset qwen3moe-tiny --type q4_K
+mk oss --preset gpt-oss-tiny --type q8_0 --expert-type mxfp4
+mk ds --preset deepseek-v3-tiny --type q4_K
+
+same() { # NAME [ENV...] -- [ARGS...]: logits packed == not packed
+    local name=$1; shift
+    local envs=()
+    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    env "${envs[@]}" DELTAFIN_PACK=0 "$D" logits -m "$T/$name.gguf" -p "$P" "$@" --out "$T/a.f32" > /dev/null 2>&1
+    env "${envs[@]}" "$D" logits -m "$T/$name.gguf" -p "$P" "$@" --out "$T/b.f32" > /dev/null 2>&1
+    test -s "$T/a.f32" && cmp -s "$T/a.f32" "$T/b.f32"
+}
+check "dense q8_0: logits packed == file layout" same dense --
+check "qwen3moe q4_K: logits packed == file layout" same moe --
+check "gpt-oss q8_0 + mxfp4: logits packed == file layout" same oss --
+check "deepseek q4_K (MLA rows read unpacked): logits packed == file layout" same ds --
+check "deepseek under --mem 24M: logits packed == file layout" same ds -- --mem 24M
+check "qwen3moe, AMX table on the tile model: packed == file layout" same moe DELTAFIN_AMX=model --
+check "dense q8_0, AMX table on the tile model: packed == file layout" same dense DELTAFIN_AMX=model --
+
+e=$("$D" run -m "$T/dense.gguf" -p hi -n 1 2>&1 >/dev/null)
+if contains "$e" "isa: avx512"; then
+    check "AVX-512: the run reports packed weights" contains "$e" "packed weights:"
+    check "AVX-512: a q8_0 model is packed" lacks "$e" "packed weights: 0.0 MiB"
+else
+    echo "ok   (no AVX-512 here: nothing is packed; the comparisons above ran the file layout twice)"
+fi
+e=$(DELTAFIN_PACK=0 "$D" run -m "$T/dense.gguf" -p hi -n 1 2>&1 >/dev/null)
+check "DELTAFIN_PACK=0: nothing packed" contains "$e" "packed weights: 0.0 MiB"
+finish
