@@ -44,7 +44,7 @@
  *   gemms; types with no gemm at all (q4_1, q5_0, q5_1, nvfp4, q1_0, q2_0,
  *   tq1_0, tq2_0, bf16) run this file's vec_dot per (row, token) pair, VNNI
  *   where listed above.
- * - Packed gemms (gemm_packed) for q8_0, mxfp4 and q4_K read pack.h's
+ * - Packed gemms (gemm_packed) for q8_0, mxfp4, q4_K and q6_K read pack.h's
  *   layout: 16 rows in the 16 lanes, one vpdpbusd per 64-byte line and
  *   token against 4 broadcast activation bytes, so a block's exact sum per
  *   row builds up with no reduction across lanes (the row-major tiles'
@@ -1235,14 +1235,73 @@ P16_INL void q4_K_p16_tile(int64_t nsb, const uint8_t *g, const uint8_t *xp, siz
     _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) _mm512_storeu_ps(out + 16 * c, _mm512_add_ps(accS[c], accM[c]));
 }
 
-static void q4_K_p16_1(int64_t n, const uint8_t *g, const uint8_t *x, size_t xs, float *o) { q4_K_p16_tile(n / QK_K, g, x, xs, o, 1); }
-static void q4_K_p16_2(int64_t n, const uint8_t *g, const uint8_t *x, size_t xs, float *o) { q4_K_p16_tile(n / QK_K, g, x, xs, o, 2); }
-static void q4_K_p16_3(int64_t n, const uint8_t *g, const uint8_t *x, size_t xs, float *o) { q4_K_p16_tile(n / QK_K, g, x, xs, o, 3); }
-static void q4_K_p16_4(int64_t n, const uint8_t *g, const uint8_t *x, size_t xs, float *o) { q4_K_p16_tile(n / QK_K, g, x, xs, o, 4); }
-static void q4_K_p16_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y,
-                          size_t ldy) {
-    static void (*const tiles[4])(int64_t, const uint8_t *, const uint8_t *, size_t, float *) = {
-        q4_K_p16_1, q4_K_p16_2, q4_K_p16_3, q4_K_p16_4};
+
+/* Packed q6_K (pack.h): 16 rows in the lanes, up to 4 tokens. Per
+ * super-block and row, the two exact partial sums of t5_koff (and of
+ * kern_avx2.c's q6_K tile): P0 over the even 16-element sub-blocks' scaled
+ * products less 32 x the scaled activation sums of sub-blocks 0..7, P1 over
+ * the odd ones less those of 8..15; acc0 = fma(P0, d * dx, acc0), acc1
+ * likewise, and acc0 + acc1: their bits. Line k of half h (ql bytes 4k..,
+ * 32 + 4k.. and qh bytes 4k..) holds elements 128h + 32m + 4k.. for m = 0..3
+ * (sub-blocks 8h + 2m + k / 4). */
+P16_INL void q6_K_p16_tile(int64_t nsb, const uint8_t *g, const uint8_t *xp, size_t xs, float *out, const int C) {
+    const block_q8_K *x[4];
+    __m512 acc0[4], acc1[4];
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+        x[c] = (const block_q8_K *)(const void *)(xp + (size_t)c * xs);
+        acc0[c] = acc1[c] = _mm512_setzero_ps();
+    }
+    for (int64_t i = 0; i < nsb; i++, g += 16 * sizeof(block_q6_K)) {
+        p16_prefetch(g + 4096, 16 * sizeof(block_q6_K));
+        const uint8_t *sc = g + 32, *ql = g + 288, *qh = g + 288 + 2048;
+        __m512i P[2][4];
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) { /* -32 x the scaled activation sums, by halves */
+            P[0][c] = P[1][c] = _mm512_setzero_si512();
+            _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++) {
+                const __m512i s = _mm512_cvtepi8_epi32(LOADU128(sc + 16 * j));
+                P[j / 8][c] = _mm512_sub_epi32(P[j / 8][c], _mm512_slli_epi32(
+                                                                 _mm512_mullo_epi32(s, _mm512_set1_epi32(x[c][i].bsums[j])), 5));
+            }
+        }
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) _Pragma("GCC unroll 2") for (int kk = 0; kk < 2; kk++) {
+            __m512i dot[4][4]; /* [m][c] */
+            _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) _Pragma("GCC unroll 4") for (int c = 0; c < C; c++)
+                dot[m][c] = _mm512_setzero_si512();
+            _Pragma("GCC unroll 4") for (int k = 4 * kk; k < 4 * kk + 4; k++) {
+                const __m512i a = LD512(ql + 64 * (16 * h + k)), b = LD512(ql + 64 * (16 * h + 8 + k));
+                const __m512i hb = LD512(qh + 64 * (8 * h + k));
+                const __m512i q[4] = {
+                    _mm512_or_si512(_mm512_and_si512(a, m4), _mm512_and_si512(_mm512_slli_epi16(hb, 4), m30)),
+                    _mm512_or_si512(_mm512_and_si512(b, m4), _mm512_and_si512(_mm512_slli_epi16(hb, 2), m30)),
+                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 4), m4), _mm512_and_si512(hb, m30)),
+                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(b, 4), m4),
+                                    _mm512_and_si512(_mm512_srli_epi16(hb, 2), m30))};
+                _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+                    const uint8_t *y = (const uint8_t *)x[c][i].qs + 128 * h + 32 * m + 4 * k;
+                    dot[m][c] = _mm512_dpbusd_epi32(dot[m][c], q[m], _mm512_set1_epi32((int)load_u32(y)));
+                }
+            }
+            _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
+                const __m512i s = _mm512_cvtepi8_epi32(LOADU128(sc + 16 * (8 * h + 2 * m + kk)));
+                _Pragma("GCC unroll 4") for (int c = 0; c < C; c++)
+                    P[kk][c] = _mm512_add_epi32(P[kk][c], _mm512_mullo_epi32(dot[m][c], s));
+            }
+        }
+        const __m512 d = _mm512_cvtph_ps(LOADU(g));
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+            const __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(x[c][i].d));
+            acc0[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(P[0][c]), dd, acc0[c]);
+            acc1[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(P[1][c]), dd, acc1[c]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) _mm512_storeu_ps(out + 16 * c, _mm512_add_ps(acc0[c], acc1[c]));
+}
+
+/* The K-quant packed gemms: nr / 16 groups x nc tokens in fours. */
+typedef void (*p16_k_fn)(int64_t n, const uint8_t *g, const uint8_t *x, size_t xs, float *out);
+static void p16_k_walk(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y,
+                       size_t ldy, const p16_k_fn *tiles) {
     for (int r0 = 0; r0 + 16 <= nr; r0 += 16)
         for (int c0 = 0; c0 < nc; c0 += 4) {
             const int cn = nc - c0 < 4 ? nc - c0 : 4;
@@ -1252,6 +1311,18 @@ static void q4_K_p16_gemm(int64_t n, const void *w, size_t ws, int nr, const voi
         }
     _mm256_zeroupper();
 }
+#define P16_K_GEMM(NAME)                                                                                           \
+    static void NAME##_1(int64_t n, const uint8_t *g, const uint8_t *x, size_t xs, float *o) { NAME##_tile(n / QK_K, g, x, xs, o, 1); } \
+    static void NAME##_2(int64_t n, const uint8_t *g, const uint8_t *x, size_t xs, float *o) { NAME##_tile(n / QK_K, g, x, xs, o, 2); } \
+    static void NAME##_3(int64_t n, const uint8_t *g, const uint8_t *x, size_t xs, float *o) { NAME##_tile(n / QK_K, g, x, xs, o, 3); } \
+    static void NAME##_4(int64_t n, const uint8_t *g, const uint8_t *x, size_t xs, float *o) { NAME##_tile(n / QK_K, g, x, xs, o, 4); } \
+    static void NAME##_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y,  \
+                            size_t ldy) {                                                                           \
+        static const p16_k_fn tiles[4] = {NAME##_1, NAME##_2, NAME##_3, NAME##_4};                                  \
+        p16_k_walk(n, w, ws, nr, x, xs, nc, y, ldy, tiles);                                                         \
+    }
+P16_K_GEMM(q4_K_p16)
+P16_K_GEMM(q6_K_p16)
 
 /* One token (generation) keeps the AVX2 tile, which measured faster there
  * (bench/kernels.c: its scale spreading is cheaper when no second token
@@ -1316,4 +1387,5 @@ void kern_avx512_fill(quant_traits *t) {
     t[DF_TYPE_Q8_0].gemm_packed = q8_0_p16_gemm;
     t[DF_TYPE_MXFP4].gemm_packed = mxfp4_p16_gemm;
     t[DF_TYPE_Q4_K].gemm_packed = q4_K_p16_gemm;
+    t[DF_TYPE_Q6_K].gemm_packed = q6_K_p16_gemm;
 }
