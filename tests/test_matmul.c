@@ -225,14 +225,14 @@ static void test_gemm_avx512_same_as_avx2(void **state) {
  * of 16) they are mm_mul's on the unpacked copy. */
 static void test_packed(void **state) {
     (void)state;
-    static const int types[] = {DF_TYPE_Q8_0, DF_TYPE_MXFP4, DF_TYPE_Q4_K, DF_TYPE_Q6_K};
+    static const int types[] = {DF_TYPE_Q8_0, DF_TYPE_MXFP4, DF_TYPE_Q4_K, DF_TYPE_Q5_K, DF_TYPE_Q6_K};
     static const int rows[] = {16, 37, 203};
     static const int toks[] = {1, 2, 5, 9, 70};
     int tested = 0;
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
         for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
             const int type = types[ti], nr = rows[ri];
-            const int64_t n = type == DF_TYPE_Q4_K || type == DF_TYPE_Q6_K ? (ri == 1 ? 256 : 768) : (ri == 1 ? 96 : 512);
+            const int64_t n = quant_traits_ref(type)->blck == QK_K ? (ri == 1 ? 256 : 768) : (ri == 1 ? 96 : 512);
             assert_true(pack_has_layout(type));
             mats m = make(type, n, nr, 70, 0x5eedu + (uint64_t)(type * 7 + nr));
             uint8_t *pk = xalloc(m.wrow * (size_t)nr), *scratch = xalloc(m.wrow * PACK_ROWS);
@@ -295,7 +295,7 @@ static void test_packed(void **state) {
             free(pk);
             mats_free(&m);
         }
-    if (quant_isa_available(QUANT_ISA_AVX512)) assert_true(tested > 0); /* the AVX-512 table packs q8_0, mxfp4, q4_K and q6_K */
+    if (quant_isa_available(QUANT_ISA_AVX512)) assert_true(tested > 0); /* the AVX-512 table packs q8_0, mxfp4 and the K-quants q4_K, q5_K, q6_K */
 }
 
 /* (3) matmul through the pool: all thread counts and token counts give the

@@ -44,7 +44,7 @@
  *   gemms; types with no gemm at all (q4_1, q5_0, q5_1, nvfp4, q1_0, q2_0,
  *   tq1_0, tq2_0, bf16) run this file's vec_dot per (row, token) pair, VNNI
  *   where listed above.
- * - Packed gemms (gemm_packed) for q8_0, mxfp4, q4_K and q6_K read pack.h's
+ * - Packed gemms (gemm_packed) for q8_0, mxfp4, q4_K, q5_K and q6_K read pack.h's
  *   layout: 16 rows in the 16 lanes, one vpdpbusd per 64-byte line and
  *   token against 4 broadcast activation bytes, so a block's exact sum per
  *   row builds up with no reduction across lanes (the row-major tiles'
@@ -1189,7 +1189,10 @@ P16_INL __m512i p16_k4_scale(const uint8_t *t, int j, int min) {
     return _mm512_cvtepu8_epi32(v);
 }
 
-P16_INL void q4_K_p16_tile(int64_t nsb, const uint8_t *g, const uint8_t *xp, size_t xs, float *out, const int C) {
+/* q4_K, and q5_K (q5 = 1: its packed qh lines - line k: qh[4k..4k+3] of each row, bit 2p / 2p + 1 the fifth bit of
+ * sub-block 2p / 2p + 1 - sit between the scales and the nibble lines). */
+P16_INL void k45_p16_tile(int64_t nsb, const uint8_t *g, const uint8_t *xp, size_t xs, float *out, const int C,
+                          const int q5) {
     const block_q8_K *x[4];
     __m512 accS[4], accM[4];
     const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -1197,9 +1200,11 @@ P16_INL void q4_K_p16_tile(int64_t nsb, const uint8_t *g, const uint8_t *xp, siz
         x[c] = (const block_q8_K *)(const void *)(xp + (size_t)c * xs);
         accS[c] = accM[c] = _mm512_setzero_ps();
     }
-    for (int64_t i = 0; i < nsb; i++, g += 16 * sizeof(block_q4_K)) {
-        p16_prefetch(g + 4096, 16 * sizeof(block_q4_K));
-        const uint8_t *sc = g + 64, *qs = g + 256;
+    const size_t gs = 16 * (q5 ? sizeof(block_q5_K) : sizeof(block_q4_K));
+    const __m512i m10 = _mm512_set1_epi8(0x10);
+    for (int64_t i = 0; i < nsb; i++, g += gs) {
+        p16_prefetch(g + 4096, gs);
+        const uint8_t *sc = g + 64, *qh = g + 256, *qs = g + (q5 ? 256 + 512 : 256);
         __m512i S[4], M[4];
         _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) S[c] = M[c] = _mm512_setzero_si512();
         _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
@@ -1214,7 +1219,14 @@ P16_INL void q4_K_p16_tile(int64_t nsb, const uint8_t *g, const uint8_t *xp, siz
             _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) lo[c] = hi[c] = _mm512_setzero_si512();
             _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
                 const __m512i v = LD512(qs + 64 * (8 * p + k));
-                const __m512i l = _mm512_and_si512(v, m4), h = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                __m512i l = _mm512_and_si512(v, m4), h = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                if (q5) { /* bit 2p of the qh line to bit 4 of l, bit 2p + 1 to bit 4 of h */
+                    const __m512i hb = LD512(qh + 64 * k);
+                    const __m512i b0 = 2 * p <= 4 ? _mm512_slli_epi16(hb, 4 - 2 * p) : _mm512_srli_epi16(hb, 2 * p - 4);
+                    const __m512i b1 = 2 * p + 1 <= 4 ? _mm512_slli_epi16(hb, 3 - 2 * p) : _mm512_srli_epi16(hb, 2 * p - 3);
+                    l = _mm512_or_si512(l, _mm512_and_si512(b0, m10));
+                    h = _mm512_or_si512(h, _mm512_and_si512(b1, m10));
+                }
                 _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
                     const uint8_t *y = (const uint8_t *)x[c][i].qs + 64 * p + 4 * k;
                     lo[c] = _mm512_dpbusd_epi32(lo[c], l, _mm512_set1_epi32((int)load_u32(y)));
@@ -1321,7 +1333,14 @@ static void p16_k_walk(int64_t n, const void *w, size_t ws, int nr, const void *
         static const p16_k_fn tiles[4] = {NAME##_1, NAME##_2, NAME##_3, NAME##_4};                                  \
         p16_k_walk(n, w, ws, nr, x, xs, nc, y, ldy, tiles);                                                         \
     }
+P16_INL void q4_K_p16_tile(int64_t nsb, const uint8_t *g, const uint8_t *x, size_t xs, float *out, const int C) {
+    k45_p16_tile(nsb, g, x, xs, out, C, 0);
+}
+P16_INL void q5_K_p16_tile(int64_t nsb, const uint8_t *g, const uint8_t *x, size_t xs, float *out, const int C) {
+    k45_p16_tile(nsb, g, x, xs, out, C, 1);
+}
 P16_K_GEMM(q4_K_p16)
+P16_K_GEMM(q5_K_p16)
 P16_K_GEMM(q6_K_p16)
 
 /* One token (generation) keeps the AVX2 tile, which measured faster there
@@ -1388,4 +1407,5 @@ void kern_avx512_fill(quant_traits *t) {
     t[DF_TYPE_MXFP4].gemm_packed = mxfp4_p16_gemm;
     t[DF_TYPE_Q4_K].gemm_packed = q4_K_p16_gemm;
     t[DF_TYPE_Q6_K].gemm_packed = q6_K_p16_gemm;
+    t[DF_TYPE_Q5_K].gemm_packed = q5_K_p16_gemm;
 }

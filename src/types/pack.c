@@ -29,7 +29,7 @@ typedef struct {
 } pack_field;
 typedef struct {
     int n;
-    pack_field f[4];
+    pack_field f[5];
 } pack_shape;
 
 static int shape_of(int type, pack_shape *s) {
@@ -38,6 +38,9 @@ static int shape_of(int type, pack_shape *s) {
     case DF_TYPE_MXFP4: *s = (pack_shape){2, {{0, 1, SIDE, 0}, {1, 16, LINES, 0}}}; return 1;
     case DF_TYPE_Q4_K: /* d, dmin, scales[12], qs[128] */
         *s = (pack_shape){4, {{0, 2, SIDE, 0}, {2, 2, SIDE, 0}, {4, 12, TRANS, 0}, {16, 128, LINES, 0}}};
+        return 1;
+    case DF_TYPE_Q5_K: /* d, dmin, scales[12], qh[32], qs[128] */
+        *s = (pack_shape){5, {{0, 2, SIDE, 0}, {2, 2, SIDE, 0}, {4, 12, TRANS, 0}, {16, 32, LINES, 0}, {48, 128, LINES, 0}}};
         return 1;
     case DF_TYPE_Q6_K: /* ql[128], qh[64], scales[16], d: packed as d, scales, ql, qh */
         *s = (pack_shape){4, {{208, 2, SIDE, 0}, {192, 16, TRANS, 0}, {0, 128, LINES, 0}, {128, 64, LINES, 0}}};

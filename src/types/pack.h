@@ -27,6 +27,8 @@
  *          transposed (12 vectors of 16 bytes: byte j of every row), then
  *          32 lines of the nibble bytes (line 8p + k: qs[32p+4k..+3], low
  *          nibbles sub-block 2p, high 2p + 1) = 2304 bytes = 16 blocks
+ *   q5_K:  as q4_K with the 8 lines of qh (line k: qh[4k..4k+3]) between
+ *          the scales and the nibble lines = 2816 bytes
  *   q6_K:  per super-block 16 x d, the 16 scales transposed (16 vectors of
  *          16 bytes), 32 lines of ql, then 16 lines of qh = 3360 bytes
  *

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # pack.sh - packed weights (src/types/pack.h) end to end (tests/cli/pack.sh BUILD_DIR).
-# The store packs resident q8_0, MXFP4, q4_K and q6_K matrices at load where the
+# The store packs resident q8_0, MXFP4, q4_K, q5_K and q6_K matrices at load where the
 # kernel table has packed gemms (AVX-512). Packing must change no result: for
 # models of every shape the packer meets - dense q8_0, MoE q4_K (expert
 # slices packed one by one), gpt-oss (MXFP4 experts beside q8_0), DeepSeek
@@ -25,6 +25,7 @@ mk moe --preset qwen3moe-tiny --type q4_K
 mk oss --preset gpt-oss-tiny --type q8_0 --expert-type mxfp4
 mk ds --preset deepseek-v3-tiny --type q4_K
 mk q6 --preset qwen3moe-tiny --type q6_K
+mk q5 --preset small --type q5_K
 
 same() { # NAME [ENV...] -- [ARGS...]: logits packed == not packed
     local name=$1; shift
@@ -38,6 +39,7 @@ same() { # NAME [ENV...] -- [ARGS...]: logits packed == not packed
 check "dense q8_0: logits packed == file layout" same dense --
 check "qwen3moe q4_K: logits packed == file layout" same moe --
 check "qwen3moe q6_K: logits packed == file layout" same q6 --
+check "dense q5_K: logits packed == file layout" same q5 --
 check "gpt-oss q8_0 + mxfp4: logits packed == file layout" same oss --
 check "deepseek q4_K (MLA rows read unpacked): logits packed == file layout" same ds --
 check "deepseek under --mem 24M: logits packed == file layout" same ds -- --mem 24M
