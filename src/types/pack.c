@@ -54,12 +54,32 @@ int pack_has_layout(int type) {
     return shape_of(type, &s);
 }
 
-/* Where byte i of row r's field f lands in the packed block. */
-static size_t field_pos(const pack_field *f, int r, int i) {
-    switch (f->kind) {
-    case SIDE: return (size_t)(r * f->size + i);
-    case TRANS: return (size_t)(16 * i + r);
-    default: return (size_t)(64 * (i / 4) + 4 * r + i % 4);
+/* One field of 16 rows: row r's `size` bytes at src + r * row_bytes <-> their packed places at p. */
+static void pack_field_rows(const pack_field *f, uint8_t *src, size_t row_bytes, uint8_t *p, int unpack) {
+    const uint32_t flip = 0x01010101u * f->flip;
+    for (int r = 0; r < PACK_ROWS; r++) {
+        uint8_t *q = src + (size_t)r * row_bytes;
+        switch (f->kind) {
+        case SIDE:
+            if (unpack) memcpy(q, p + (size_t)(r * f->size), (size_t)f->size);
+            else memcpy(p + (size_t)(r * f->size), q, (size_t)f->size);
+            break;
+        case TRANS:
+            for (int i = 0; i < f->size; i++) {
+                if (unpack) q[i] = p[16 * i + r];
+                else p[16 * i + r] = q[i];
+            }
+            break;
+        default: /* LINES: 4 bytes at a time */
+            for (int k = 0; k < f->size / 4; k++) {
+                uint8_t *l = p + 64 * (size_t)k + 4 * (size_t)r;
+                uint32_t v;
+                memcpy(&v, unpack ? l : q + 4 * k, 4);
+                v ^= flip;
+                memcpy(unpack ? q + 4 * k : l, &v, 4);
+            }
+            break;
+        }
     }
 }
 
@@ -70,14 +90,7 @@ static void pack_group(const pack_shape *s, size_t bs, int64_t nb, uint8_t *rows
         uint8_t *pf = packed + (size_t)b * bs * PACK_ROWS;
         for (int k = 0; k < s->n; k++) {
             const pack_field *f = &s->f[k];
-            for (int r = 0; r < PACK_ROWS; r++) {
-                uint8_t *src = rows + (size_t)r * row_bytes + (size_t)b * bs + (size_t)f->off;
-                for (int i = 0; i < f->size; i++) {
-                    uint8_t *dst = pf + field_pos(f, r, i);
-                    if (unpack) src[i] = *dst ^ f->flip;
-                    else *dst = src[i] ^ f->flip;
-                }
-            }
+            pack_field_rows(f, rows + (size_t)b * bs + (size_t)f->off, row_bytes, pf, unpack);
             pf += (size_t)PACK_ROWS * (size_t)f->size;
         }
     }
