@@ -165,9 +165,10 @@ AMX_FN_ATTR static void amxk_run(const uint8_t *x, size_t xs, int cn, int64_t i,
 #undef AMXK_ISSUE
 
 /* Super-block i of a packed q4_K group (pack.h) into o: line 8p + k's low nibbles are sub-block 2p's B tile row
- * k, its high ones sub-block 2p + 1's; the scales come transposed (byte j of row r at 16j + r). */
+ * k, its high ones sub-block 2p + 1's; the scales come transposed (byte j of row r at 16j + r). Not inlined, as
+ * amx_q8_0_decode_packed. */
 #define AMXK_Q4_K_PACKED (-DF_TYPE_Q4_K)
-AMX_FN_ATTR static void amxk_decode_packed(const uint8_t *w, int64_t i, amxk_wk *o) {
+AMX_FN_ATTR __attribute__((noinline)) static void amxk_decode_packed(const uint8_t *w, int64_t i, amxk_wk *o) {
     const uint8_t *g = w + (size_t)i * 16 * sizeof(block_q4_K), *t = g + 64, *qs = g + 256;
     for (int p = 0; p < 4; p++)
         for (int k = 0; k < 8; k++)

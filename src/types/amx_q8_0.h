@@ -139,8 +139,9 @@ AMX_FN_ATTR static void amx_q8_0_run(const uint8_t *x, size_t xs, int64_t b0, co
 #undef AMX_Q8_0_ISSUE
 
 /* Blocks b0..b0+kc of a packed group (pack.h: per block 16 f16 scales, then 8 lines of 16 rows' 4 bytes, + 128)
- * into o: the lines are the B tile's rows already. */
-AMX_FN_ATTR static void amx_q8_0_decode_packed(const uint8_t *w, int64_t b0, int kc, amx_q8_0_wk *o) {
+ * into o: the lines are the B tile's rows already. Not inlined: inlined, its vector loop changed the gemm's
+ * register use and left a ymm16+ write after a vzeroupper (tests/cli/upper_state.sh). */
+AMX_FN_ATTR __attribute__((noinline)) static void amx_q8_0_decode_packed(const uint8_t *w, int64_t b0, int kc, amx_q8_0_wk *o) {
     for (int b = 0; b < kc; b++) {
         const uint8_t *g = w + (size_t)(b0 + b) * 16 * sizeof(block_q8_0);
         for (int r = 0; r < 16; r++) {

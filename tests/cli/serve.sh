@@ -146,10 +146,10 @@ start "$T/c.log" -m "$T/moe.gguf" --parallel 8 -c 256
 CURLS=()
 U="http://127.0.0.1:$PORT"
 for i in $(seq 1 8); do
-    curl -s "${H[@]}" "$U/v1/completions" -d "{\"prompt\":\"tale $i of $((i * 7))\",\"max_tokens\":20,\"temperature\":0,\"ignore_eos\":true}" | jq -r '.choices[0].text' > "$T/alone.$i"
+    curl -s "${H[@]}" "$U/v1/completions" -d "{\"prompt\":\"tale $i of $((i * 7))\",\"max_tokens\":120,\"temperature\":0,\"ignore_eos\":true}" | jq -r '.choices[0].text' > "$T/alone.$i"
 done
 for i in $(seq 1 8); do
-    curl -s "${H[@]}" "$U/v1/completions" -d "{\"prompt\":\"tale $i of $((i * 7))\",\"max_tokens\":20,\"temperature\":0,\"ignore_eos\":true}" | jq -r '.choices[0].text' > "$T/together.$i" &
+    curl -s "${H[@]}" "$U/v1/completions" -d "{\"prompt\":\"tale $i of $((i * 7))\",\"max_tokens\":120,\"temperature\":0,\"ignore_eos\":true}" | jq -r '.choices[0].text' > "$T/together.$i" &
     CURLS+=($!)
 done
 wait "${CURLS[@]}"
