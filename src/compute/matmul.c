@@ -68,6 +68,7 @@ typedef struct {
     const float *x;
     uint8_t *xq;
     size_t xq_row;
+    int trailer;            /* a packed weight reads it: write pack.h's trailer */
 } mm_conv;
 
 /* A thread's home run of chunks, claimed front to back (own cache line). */
@@ -91,11 +92,11 @@ typedef struct {
     atomic_long next;       /* next (input, row) to convert */
 } mm_job;
 
-/* Token t of input c converted, with the packed kernels' trailer where its type has one. */
+/* Token t of input c converted, with the packed kernels' trailer when a packed weight reads it. */
 static void convert_row(const mm_job *j, const mm_conv *c, long t) {
     uint8_t *xq = c->xq + (size_t)t * c->xq_row;
     c->vt->from_float(c->x + t * j->n_in, xq, j->n_in);
-    pack_x_trailer(c->vtype, xq, j->n_in);
+    if (c->trailer) pack_x_trailer(c->vtype, xq, j->n_in);
 }
 
 static void quantize_rows(void *arg, int ith, int nth) {
@@ -250,26 +251,28 @@ int mm_mul_n(tp_pool *pool, const mm_op *ops, int n_ops, int64_t n_in, const flo
             const quant_traits *qt = quant_traits_get(ops[k].wtype);
             const int vtype = qt->vec_type;
             const float *in = ops[k].x ? ops[k].x : x;
+            if (ops[k].packed && !qt->gemm_packed) return -1; /* packed weights need the packed kernel */
+            const int64_t n_packed = ops[k].packed ? ops[k].n_out / PACK_ROWS * PACK_ROWS : 0;
             const uint8_t *xq = NULL;
             const size_t xr = xq_row_bytes(vtype, n_in);
             if (vtype == DF_TYPE_F32) {
                 xq = (const uint8_t *)in;
             } else {
-                for (int c = 0; c < j.n_conv && !xq; c++)
-                    if (j.conv[c].x == in && j.conv[c].vt == quant_traits_get(vtype)) xq = j.conv[c].xq;
-                if (!xq) {
+                mm_conv *c = NULL;
+                for (int i = 0; i < j.n_conv && !c; i++)
+                    if (j.conv[i].x == in && j.conv[i].vt == quant_traits_get(vtype)) c = &j.conv[i];
+                if (!c) {
                     if (used + xr * (size_t)n_tok > sc->size) {
                         if (j.n_part == 0) return -1; /* not even one input fits */
                         continue;                     /* next pass */
                     }
-                    mm_conv *c = &j.conv[j.n_conv++];
-                    *c = (mm_conv){quant_traits_get(vtype), vtype, in, (uint8_t *)sc->buf + used, xr};
+                    c = &j.conv[j.n_conv++];
+                    *c = (mm_conv){quant_traits_get(vtype), vtype, in, (uint8_t *)sc->buf + used, xr, 0};
                     used += xr * (size_t)n_tok;
-                    xq = c->xq;
                 }
+                c->trailer |= n_packed > 0;
+                xq = c->xq;
             }
-            const int64_t n_packed = ops[k].packed && qt->gemm_packed ? ops[k].n_out / PACK_ROWS * PACK_ROWS : 0;
-            if (ops[k].packed && !qt->gemm_packed) return -1; /* packed weights need the packed kernel */
             j.part[j.n_part++] = (mm_part){qt, ops[k].w, quant_row_size(ops[k].wtype, n_in), ops[k].n_out, ops[k].y,
                                            ops[k].ldy, xq, xr, 0, 0, n_packed};
             done[k] = 1;
