@@ -33,14 +33,15 @@
  *          16 bytes), 32 lines of ql, then 16 lines of qh = 3360 bytes
  *
  * A packed group takes exactly the bytes of its 16 rows, so a matrix is
- * packed in place (the store does it once, at load, for resident matrices
- * that only matrix products read; ws_fetch gives the file's layout back to
- * anything else) and row r0 of a multiple of 16 starts where it did. Rows
+ * packed in place (the store does it once, at load, for its resident
+ * matrices but the token embeddings; ws_fetch, the accessor of readers by
+ * rows, unpacks a matrix for good) and row r0 of a multiple of 16 starts
+ * where it did. Rows
  * past the last full group keep the file's layout. The packed kernels give
  * the same bits as the row-major ones (tests/test_matmul.c).
  *
- * Activations (q8_0 rows converted by matmul) carry a trailer after their
- * blocks: per block -128 * sum(qs) (int32: starts the accumulator so that
+ * Activations (q8_0 rows converted by matmul) that a packed weight reads
+ * carry a trailer after their blocks: per block -128 * sum(qs) (int32: starts the accumulator so that
  * the unsigned weight bytes' offset cancels) and the scale as a float.
  */
 #ifndef DF_PACK_H
