@@ -27,6 +27,9 @@
  * The gemm kernels prefetch the next tile's weights themselves (kern_*.c);
  * that, more than any chunking, is what brings generation near the memory
  * bandwidth (bench/RESULTS.md).
+ * Weights in pack.h's layout (mm_op.packed) go to the type's gemm_packed,
+ * whole groups of 16 rows per chunk, any rows past the last group to the
+ * row-major gemm.
  * Types without a gemm kernel fall back to vec_dot per (row, token).
  */
 #include "matmul.h"

@@ -1316,7 +1316,7 @@ static int repack(ws_tensor *t, int unpack, char *err, size_t errlen) {
 
 static int packable(const wstore *ws, const ws_tensor *t) {
     const quant_traits *q = quant_traits_get(t->type);
-    return !ws->cfg.no_pack && t->data && (ws->cfg.mode != WS_MMAP || t->requantized) && !t->streamed &&
+    return !ws->cfg.no_pack && t->data && (ws->cfg.mode != WS_MMAP || t->requantized) && !t->streamed && q &&
            q->gemm_packed && pack_has_layout(t->type) && t->ne[1] >= PACK_ROWS && strcmp(t->gt->name, "token_embd.weight");
 }
 
