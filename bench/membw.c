@@ -2,7 +2,7 @@
  * membw.c - read bandwidth of main memory, for the bandwidth bound of
  * bench/compare.sh.
  *
- *   membw [-t THREADS] [-s MIB] [-r REPS]
+ *   membw [-t THREADS] [-s MIB] [-r REPS] [-H]
  *
  * DESIGN
  * Decoding one token streams every active weight byte from memory once, so
@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -75,15 +76,16 @@ static int cmp(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    int t = 2, reps = 7;
+    int t = 2, reps = 7, huge = 0;
     size_t mib = 1024;
     int o;
-    while ((o = getopt(argc, argv, "t:s:r:")) != -1) {
+    while ((o = getopt(argc, argv, "t:s:r:H")) != -1) {
         if (o == 't') t = atoi(optarg);
         else if (o == 's') mib = (size_t)atol(optarg);
         else if (o == 'r') reps = atoi(optarg);
+        else if (o == 'H') huge = 1;
         else {
-            fprintf(stderr, "usage: membw [-t THREADS] [-s MIB] [-r REPS]\n");
+            fprintf(stderr, "usage: membw [-t THREADS] [-s MIB] [-r REPS] [-H]\n");
             return 2;
         }
     }
@@ -92,11 +94,12 @@ int main(int argc, char **argv) {
         return 2;
     }
     const size_t bytes = mib << 20, words = bytes / 8;
-    uint64_t *buf = aligned_alloc(4096, bytes);
+    uint64_t *buf = aligned_alloc(huge ? (size_t)2 << 20 : 4096, bytes);
     if (!buf) {
         fprintf(stderr, "membw: cannot allocate %zu MiB\n", mib);
         return 1;
     }
+    if (huge) (void)madvise(buf, bytes, MADV_HUGEPAGE);
     for (size_t i = 0; i < words; i++) buf[i] = i; /* fault every page in */
     double *gbs = calloc((size_t)reps, sizeof(double));
     slice *sl = calloc((size_t)t, sizeof(slice));

@@ -286,6 +286,7 @@ static int store_config(df_model *m, const df_model_params *p, ws_config *cfg, c
 static int open_store(df_model *m, const df_model_params *p, char *err, size_t errlen) {
     ws_config cfg;
     if (store_config(m, p, &cfg, err, errlen) != 0) return -1;
+    cfg.pool = m->pool;
     if (ws_open(m->g, &cfg, &m->ws, err, errlen) != 0) {
         char inner[512];
         snprintf(inner, sizeof inner, "%s", err ? err : "");
@@ -409,11 +410,11 @@ int df_model_load(const char *path, const df_model_params *p, df_model **out, ch
     rc = DF_E_INPUT;
     if (p->mem_budget && validate(m, err, errlen) != 0) goto fail; /* the file's defects before the budget's */
     rc = p->mem_budget ? DF_E_NOMEM : DF_E_IO; /* the file is sound: what fails now is the budget or the reading */
+    m->pool = tp_create(m->n_threads); /* the store reads with it too */
+    if (!m->pool) goto oom;
     if (open_store(m, p, err, errlen) != 0) goto fail;
     rc = DF_E_INPUT;
     if (bind_all(m, err, errlen) != 0) goto fail;
-    m->pool = tp_create(m->n_threads);
-    if (!m->pool) goto oom;
     *out = m;
     return DF_OK;
 oom:

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -34,6 +35,19 @@ void *df_calloc(size_t n, size_t size) {
 void *df_aligned_alloc(size_t align, size_t size) {
     void *p = NULL;
     if (posix_memalign(&p, align, size ? size : align) != 0) return NULL;
+    return p;
+}
+
+void *df_alloc_big(size_t align, size_t size) {
+    const size_t huge = (size_t)2 << 20;
+    static int off = -1; /* DELTAFIN_HUGEPAGES=0: no advice */
+    if (off < 0) {
+        const char *e = getenv("DELTAFIN_HUGEPAGES");
+        off = e && strcmp(e, "0") == 0;
+    }
+    if (size < DF_HUGE_MIN || off) return df_aligned_alloc(align, size);
+    void *p = df_aligned_alloc(align > huge ? align : huge, size);
+    if (p) (void)madvise(p, size & ~(huge - 1), MADV_HUGEPAGE); /* advice: failing it costs only speed */
     return p;
 }
 

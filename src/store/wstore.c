@@ -70,6 +70,7 @@
 #include "pack.h"
 #include "quant.h"
 #include "requant.h"
+#include "threads.h"
 #include "util.h"
 #include "wsio.h"
 
@@ -1071,7 +1072,7 @@ static int open_stream(wstore *ws, char *err, size_t errlen) {
         for (int i = 0; i < L * X; i++) ws->where[i] = -1;
         for (int i = 0; i < ws->n_es; i++) {
             ws->es[i].layer = ws->es[i].expert = -1;
-            ws->es[i].buf = df_aligned_alloc(ALIGN, (size_t)ws->plan.expert_slot);
+            ws->es[i].buf = df_alloc_big(ALIGN, (size_t)ws->plan.expert_slot);
             if (!ws->es[i].buf) return df_seterr(err, errlen, "out of memory for the expert cache");
             ws->resident += ws->plan.expert_slot;
         }
@@ -1079,7 +1080,7 @@ static int open_stream(wstore *ws, char *err, size_t errlen) {
     for (int i = 0; i < 2; i++) {
         ws->ds[i].layer = ws->ds[i].expert = -1;
         if (!ws->plan.n_dense_streamed) continue;
-        ws->ds[i].buf = df_aligned_alloc(ALIGN, (size_t)ws->plan.dense_slot);
+        ws->ds[i].buf = df_alloc_big(ALIGN, (size_t)ws->plan.dense_slot);
         if (!ws->ds[i].buf) return df_seterr(err, errlen, "out of memory for the layer buffers");
         ws->resident += ws->plan.dense_slot;
     }
@@ -1197,12 +1198,102 @@ void ws_close(wstore *ws) {
     free(ws);
 }
 
+/* Whether a registered matrix is to be packed, its bytes apart (read_resident
+ * asks before reading); packable: and it holds them, as the store's own. */
+static int pack_wanted(const wstore *ws, const ws_tensor *t) {
+    const quant_traits *q = quant_traits_get(t->type);
+    return !ws->cfg.no_pack && !t->streamed && q && q->gemm_packed && pack_has_layout(t->type) &&
+           t->ne[1] >= PACK_ROWS && strcmp(t->gt->name, "token_embd.weight");
+}
+
+static int packable(const wstore *ws, const ws_tensor *t) {
+    return t->data && !t->packed && (ws->cfg.mode != WS_MMAP || t->requantized) && pack_wanted(ws, t);
+}
+
+/* n bytes of file f at off into buf, or an error naming the tensor. */
+static int pread_full(const gguf_file *f, const char *name, uint8_t *buf, size_t n, uint64_t off, char *err,
+                      size_t errlen) {
+    for (size_t done = 0; done < n;) {
+        ssize_t r = pread(f->fd, buf + done, n - done, (off_t)(off + done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0)
+            return df_seterr(err, errlen, "%s: reading tensor '%s': %s", f->path, name,
+                             r < 0 ? strerror(errno) : "unexpected end of file");
+        done += (size_t)r;
+    }
+    return 0;
+}
+
+/* A matrix that will be packed (pack.h), read through staging buffers of
+ * about 1 MiB and packed from them into dst: each byte of dst is written
+ * once, where reading in place and packing after would pass over the
+ * matrix three times. The work is a list of units (a run of groups of one
+ * slice; the slice's last unit also reads the rows past its last full
+ * group as they are), split across the threads of ws_config.pool. */
+typedef struct {
+    const gguf_file *f;
+    const ws_tensor *t;
+    uint8_t *dst;
+    int64_t per, units_per_slice, units;
+    int rc[64]; /* per thread */
+    char err[64][160];
+} pack_read;
+
+static void read_packing_part(void *arg, int ith, int nth) {
+    pack_read *j = arg;
+    const ws_tensor *t = j->t;
+    const size_t rb = t->row_bytes, group = PACK_ROWS * rb;
+    const int64_t rows = t->ne[1], full = rows / PACK_ROWS;
+    long lo, hi;
+    tp_range((long)j->units, ith, nth, &lo, &hi);
+    uint8_t *stage = lo < hi ? malloc((size_t)j->per * group) : NULL;
+    int rc = lo < hi && !stage ? df_seterr(j->err[ith], sizeof j->err[ith], "out of memory for tensor '%s'", t->gt->name) : 0;
+    for (long u = lo; rc == 0 && u < hi; u++) {
+        const int64_t e = u / j->units_per_slice, g0 = (u % j->units_per_slice) * j->per;
+        const int64_t n = full - g0 < j->per ? full - g0 : j->per;
+        uint8_t *d = j->dst + (size_t)e * (size_t)rows * rb;
+        const uint64_t off = t->gt->offset + (uint64_t)e * (uint64_t)rows * rb;
+        rc = pread_full(j->f, t->gt->name, stage, (size_t)n * group, off + (uint64_t)g0 * group, j->err[ith], sizeof j->err[ith]);
+        if (rc == 0) pack_groups_to(t->type, stage, rb, n, d + (size_t)g0 * group);
+        const size_t tail = (size_t)(rows - full * PACK_ROWS) * rb;
+        if (rc == 0 && g0 + n == full && tail)
+            rc = pread_full(j->f, t->gt->name, d + (size_t)full * group, tail, off + (uint64_t)full * group, j->err[ith],
+                            sizeof j->err[ith]);
+    }
+    free(stage);
+    j->rc[ith] = rc;
+}
+
+static int read_packing(const wstore *ws, const gguf_file *f, const ws_tensor *t, uint8_t *dst, char *err,
+                        size_t errlen) {
+    pack_read *j = calloc(1, sizeof *j);
+    if (!j) return df_seterr(err, errlen, "out of memory for tensor '%s'", t->gt->name);
+    const size_t group = PACK_ROWS * t->row_bytes;
+    const int64_t full = t->ne[1] / PACK_ROWS;
+    j->f = f;
+    j->t = t;
+    j->dst = dst;
+    j->per = (int64_t)((1u << 20) / group);
+    j->per = j->per < 1 ? 1 : j->per > full ? full : j->per;
+    j->units_per_slice = (full + j->per - 1) / j->per;
+    j->units = j->units_per_slice * t->ne[2] * t->ne[3];
+    const int nth = ws->cfg.pool ? tp_size(ws->cfg.pool) : 1;
+    if (nth > 1 && nth <= 64 && j->units > 1) tp_run(ws->cfg.pool, read_packing_part, j);
+    else read_packing_part(j, 0, 1);
+    int rc = 0;
+    for (int i = 0; i < 64 && rc == 0; i++)
+        if (j->rc[i] != 0) rc = df_seterr(err, errlen, "%s", j->err[i]);
+    free(j);
+    return rc;
+}
+
 /* Read a tensor's bytes into an aligned buffer (WS_RESIDENT and resident
- * tensors of WS_STREAM, which read with O_DIRECT). */
+ * tensors of WS_STREAM, which read with O_DIRECT); a matrix to pack comes
+ * out packed (t->packed) under WS_RESIDENT. */
 static int read_resident(wstore *ws, ws_tensor *t, char *err, size_t errlen) {
     const gguf_tensor *gt = t->gt;
     if (ws->cfg.mode == WS_STREAM) {
-        uint8_t *buf = df_aligned_alloc(ALIGN, (size_t)span_bytes(gt->nbytes));
+        uint8_t *buf = df_alloc_big(ALIGN, (size_t)span_bytes(gt->nbytes));
         if (!buf) return df_seterr(err, errlen, "out of memory for tensor '%s'", gt->name);
         const ws_read r = span_read(ws, gt->file, gt->offset, gt->nbytes, buf);
         if (wsio_pread_span(&r, err, errlen) != 0) {
@@ -1219,20 +1310,15 @@ static int read_resident(wstore *ws, ws_tensor *t, char *err, size_t errlen) {
     }
     const gguf_file *f = &ws->g->files[gt->file];
     size_t n = (size_t)t->nbytes;
-    uint8_t *buf = df_aligned_alloc(64, n);
+    uint8_t *buf = df_alloc_big(64, n);
     if (!buf) return df_seterr(err, errlen, "out of memory for tensor '%s' (%zu bytes)", gt->name, n);
-    size_t done = 0;
-    while (done < n) {
-        ssize_t r = pread(f->fd, buf + done, n - done, (off_t)(gt->offset + done));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            free(buf);
-            return df_seterr(err, errlen, "%s: reading tensor '%s': %s", f->path, gt->name,
-                             r < 0 ? strerror(errno) : "unexpected end of file");
-        }
-        done += (size_t)r;
+    const int pack = pack_wanted(ws, t);
+    if ((pack ? read_packing(ws, f, t, buf, err, errlen) : pread_full(f, gt->name, buf, n, gt->offset, err, errlen)) != 0) {
+        free(buf);
+        return -1;
     }
     t->data = buf;
+    t->packed = pack;
     ws->resident += n;
     return 0;
 }
@@ -1250,18 +1336,7 @@ static const uint8_t *file_rows(wstore *ws, const gguf_tensor *gt, size_t row, u
         ws->stats.bytes_read += len;
         return buf + (off & (ALIGN - 1));
     }
-    const gguf_file *f = &ws->g->files[gt->file];
-    for (uint64_t done = 0; done < len;) {
-        ssize_t k = pread(f->fd, buf + done, (size_t)(len - done), (off_t)(off + done));
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) {
-            df_seterr(err, errlen, "%s: reading tensor '%s': %s", f->path, gt->name,
-                      k < 0 ? strerror(errno) : "unexpected end of file");
-            return NULL;
-        }
-        done += (uint64_t)k;
-    }
-    return buf;
+    return pread_full(&ws->g->files[gt->file], gt->name, buf, (size_t)len, off, err, errlen) == 0 ? buf : NULL;
 }
 
 /* A resident dense matrix requantized to `type` (requant.h): the file's rows
@@ -1272,7 +1347,7 @@ static int read_requantized(wstore *ws, ws_tensor *t, int type, char *err, size_
     const size_t row = quant_row_size(gt->type, gt->ne[0]), row_new = quant_row_size(type, gt->ne[0]);
     const uint64_t rows = gt->nbytes / row, nb = rq_nbytes(gt, type);
     const uint64_t per = row < (1u << 20) ? (1u << 20) / row : 1;
-    uint8_t *dst = df_aligned_alloc(ALIGN, (size_t)nb);
+    uint8_t *dst = df_alloc_big(ALIGN, (size_t)nb);
     uint8_t *buf = ws->cfg.mode == WS_MMAP ? NULL : df_aligned_alloc(ALIGN, (size_t)span_bytes(per * row));
     float *fl = malloc((size_t)gt->ne[0] * sizeof(float));
     int rc = !dst || !fl || (ws->cfg.mode != WS_MMAP && !buf)
@@ -1312,12 +1387,6 @@ static int repack(ws_tensor *t, int unpack, char *err, size_t errlen) {
     free(scratch);
     t->packed = !unpack;
     return 0;
-}
-
-static int packable(const wstore *ws, const ws_tensor *t) {
-    const quant_traits *q = quant_traits_get(t->type);
-    return !ws->cfg.no_pack && t->data && (ws->cfg.mode != WS_MMAP || t->requantized) && !t->streamed && q &&
-           q->gemm_packed && pack_has_layout(t->type) && t->ne[1] >= PACK_ROWS && strcmp(t->gt->name, "token_embd.weight");
 }
 
 /* ws_get and ws_get_table: one registration, the type check apart (i32

@@ -65,6 +65,7 @@ typedef struct ws_config {
                              * dense matrices are requantized to it at open (requant.h) */
     int no_pack;            /* 1: keep every matrix in the file's layout (else resident matrices of types
                              * with a packed kernel are packed at open: pack.h) */
+    struct tp_pool *pool;   /* threads to read and pack resident matrices with at open (NULL: the caller's) */
 } ws_config;
 
 /* What the planner decided (ws_get_plan), in bytes. */

@@ -8,8 +8,9 @@
  * quantized bytes as lines of 64 (bytes 4k..4k+3 of row r at 4r), xor-ed
  * with `flip` (q8_0: 0x80, so the signed weights become vpdpbusd's
  * unsigned operand; the nibble formats are unsigned already). Unpacking is
- * the same walk backwards. A group is copied to the scratch and written
- * back, so packing is in place.
+ * the same walk backwards. In place, a group is copied to the scratch and
+ * written back; pack_groups_to packs from a separate buffer (the store's
+ * staging buffer at load), so each destination byte is written once.
  */
 #include "pack.h"
 
@@ -54,61 +55,102 @@ int pack_has_layout(int type) {
     return shape_of(type, &s);
 }
 
-/* One field of 16 rows: row r's `size` bytes at src + r * row_bytes <-> their packed places at p. */
-static void pack_field_rows(const pack_field *f, uint8_t *src, size_t row_bytes, uint8_t *p, int unpack) {
+/* A field's `size` bytes of one row, in either direction (sizes 1 and 2,
+ * the headers, are by far the most frequent: no call for them). */
+static inline void move_bytes(uint8_t *to, const uint8_t *from, int size) {
+    if (size == 2) memcpy(to, from, 2);
+    else if (size == 1) *to = *from;
+    else memcpy(to, from, (size_t)size);
+}
+
+/* One field of 16 rows: row r's bytes at rows + r * row_bytes -> their packed places at p. */
+static void field_pack(const pack_field *f, const uint8_t *rows, size_t row_bytes, uint8_t *p) {
     const uint32_t flip = 0x01010101u * f->flip;
     for (int r = 0; r < PACK_ROWS; r++) {
-        uint8_t *q = src + (size_t)r * row_bytes;
-        switch (f->kind) {
-        case SIDE:
-            if (unpack) memcpy(q, p + (size_t)(r * f->size), (size_t)f->size);
-            else memcpy(p + (size_t)(r * f->size), q, (size_t)f->size);
-            break;
-        case TRANS:
-            for (int i = 0; i < f->size; i++) {
-                if (unpack) q[i] = p[16 * i + r];
-                else p[16 * i + r] = q[i];
+        const uint8_t *q = rows + (size_t)r * row_bytes;
+        if (f->kind == SIDE) move_bytes(p + (size_t)(r * f->size), q, f->size);
+        else if (f->kind == TRANS)
+            for (int i = 0; i < f->size; i++) p[16 * i + r] = q[i];
+    }
+    if (f->kind == LINES) /* line by line, 4 bytes of each row: the writes in order */
+        for (int k = 0; k < f->size / 4; k++) {
+            uint32_t l[PACK_ROWS];
+            for (int r = 0; r < PACK_ROWS; r++) {
+                memcpy(&l[r], rows + (size_t)r * row_bytes + 4 * k, 4);
+                l[r] ^= flip;
             }
-            break;
-        default: /* LINES: 4 bytes at a time */
+            memcpy(p + 64 * (size_t)k, l, sizeof l);
+        }
+}
+
+/* The inverse of field_pack. */
+static void field_unpack(const pack_field *f, const uint8_t *p, uint8_t *rows, size_t row_bytes) {
+    const uint32_t flip = 0x01010101u * f->flip;
+    for (int r = 0; r < PACK_ROWS; r++) {
+        uint8_t *q = rows + (size_t)r * row_bytes;
+        if (f->kind == SIDE) move_bytes(q, p + (size_t)(r * f->size), f->size);
+        else if (f->kind == TRANS)
+            for (int i = 0; i < f->size; i++) q[i] = p[16 * i + r];
+        else
             for (int k = 0; k < f->size / 4; k++) {
-                uint8_t *l = p + 64 * (size_t)k + 4 * (size_t)r;
                 uint32_t v;
-                memcpy(&v, unpack ? l : q + 4 * k, 4);
+                memcpy(&v, p + 64 * (size_t)k + 4 * (size_t)r, 4);
                 v ^= flip;
-                memcpy(unpack ? q + 4 * k : l, &v, 4);
+                memcpy(q + 4 * k, &v, 4);
             }
-            break;
+    }
+}
+
+/* One group of nb blocks of bs bytes per row: rows (row-major, row_bytes
+ * apart) -> packed bytes, or back. */
+static void group_pack(const pack_shape *s, size_t bs, int64_t nb, const uint8_t *rows, size_t row_bytes,
+                       uint8_t *packed) {
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *pf = packed + (size_t)b * bs * PACK_ROWS;
+        for (int k = 0; k < s->n; k++) {
+            field_pack(&s->f[k], rows + (size_t)b * bs + (size_t)s->f[k].off, row_bytes, pf);
+            pf += (size_t)PACK_ROWS * (size_t)s->f[k].size;
         }
     }
 }
 
-/* One group: rows (row-major, row_bytes apart) <-> packed bytes. */
-static void pack_group(const pack_shape *s, size_t bs, int64_t nb, uint8_t *rows, size_t row_bytes, uint8_t *packed,
-                       int unpack) {
+static void group_unpack(const pack_shape *s, size_t bs, int64_t nb, const uint8_t *packed, uint8_t *rows,
+                         size_t row_bytes) {
     for (int64_t b = 0; b < nb; b++) {
-        uint8_t *pf = packed + (size_t)b * bs * PACK_ROWS;
+        const uint8_t *pf = packed + (size_t)b * bs * PACK_ROWS;
         for (int k = 0; k < s->n; k++) {
-            const pack_field *f = &s->f[k];
-            pack_field_rows(f, rows + (size_t)b * bs + (size_t)f->off, row_bytes, pf, unpack);
-            pf += (size_t)PACK_ROWS * (size_t)f->size;
+            field_unpack(&s->f[k], pf, rows + (size_t)b * bs + (size_t)s->f[k].off, row_bytes);
+            pf += (size_t)PACK_ROWS * (size_t)s->f[k].size;
         }
     }
+}
+
+/* The block size of a shape (the sum of its fields). */
+static size_t block_bytes(const pack_shape *s) {
+    size_t bs = 0;
+    for (int k = 0; k < s->n; k++) bs += (size_t)s->f[k].size;
+    return bs;
 }
 
 void pack_matrix(int type, uint8_t *w, size_t row_bytes, int64_t n_rows, uint8_t *scratch, int unpack) {
     pack_shape s;
     if (!shape_of(type, &s)) return;
-    size_t bs = 0;
-    for (int k = 0; k < s.n; k++) bs += (size_t)s.f[k].size;
+    const size_t bs = block_bytes(&s), group = PACK_ROWS * row_bytes;
     const int64_t nb = (int64_t)(row_bytes / bs);
-    const size_t group = PACK_ROWS * row_bytes;
     for (int64_t r0 = 0; r0 + PACK_ROWS <= n_rows; r0 += PACK_ROWS) {
         uint8_t *g = w + (size_t)r0 * row_bytes;
         memcpy(scratch, g, group);
-        if (unpack) pack_group(&s, bs, nb, g, row_bytes, scratch, 1);
-        else pack_group(&s, bs, nb, scratch, row_bytes, g, 0);
+        if (unpack) group_unpack(&s, bs, nb, scratch, g, row_bytes);
+        else group_pack(&s, bs, nb, scratch, row_bytes, g);
     }
+}
+
+void pack_groups_to(int type, const uint8_t *rows, size_t row_bytes, int64_t n_groups, uint8_t *dst) {
+    pack_shape s;
+    if (!shape_of(type, &s)) return;
+    const size_t bs = block_bytes(&s), group = PACK_ROWS * row_bytes;
+    const int64_t nb = (int64_t)(row_bytes / bs);
+    for (int64_t g = 0; g < n_groups; g++) group_pack(&s, bs, nb, rows + (size_t)g * group, row_bytes, dst + (size_t)g * group);
 }
 
 size_t pack_x_row_bytes(int vtype, int64_t n) {

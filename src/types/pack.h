@@ -60,6 +60,9 @@ int pack_has_layout(int type);
  * n_rows x row_bytes matrix at w, in place; rows past the last full group
  * are left alone. scratch: PACK_ROWS * row_bytes bytes. */
 void pack_matrix(int type, uint8_t *w, size_t row_bytes, int64_t n_rows, uint8_t *scratch, int unpack);
+/* Pack n_groups full groups of row-major rows (row_bytes each) at `rows`
+ * into dst (n_groups * PACK_ROWS * row_bytes bytes, not overlapping). */
+void pack_groups_to(int type, const uint8_t *rows, size_t row_bytes, int64_t n_groups, uint8_t *dst);
 
 /* Bytes of an activation row of n elements in vec_type `vtype` with the
  * trailer (q8_0), or 0 when the type has none. */

@@ -26,6 +26,10 @@ mk oss --preset gpt-oss-tiny --type q8_0 --expert-type mxfp4
 mk ds --preset deepseek-v3-tiny --type q4_K
 mk q6 --preset qwen3moe-tiny --type q6_K
 mk q5 --preset small --type q5_K
+# rows past the last group of 16 (feed-forward 4104 = 256 groups + 8; experts 264 = 16 + 8 each), and
+# matrices larger than the store's 1 MiB staging buffer (read and packed in several pieces, on two threads)
+mk odd --preset small --type q8_0 --n-ff 4104
+mk oddmoe --preset qwen3moe-tiny --type q4_K --n-ff-exp 264
 
 same() { # NAME [ENV...] -- [ARGS...]: logits packed == not packed
     local name=$1; shift
@@ -40,6 +44,9 @@ check "dense q8_0: logits packed == file layout" same dense --
 check "qwen3moe q4_K: logits packed == file layout" same moe --
 check "qwen3moe q6_K: logits packed == file layout" same q6 --
 check "dense q5_K: logits packed == file layout" same q5 --
+check "dense q8_0, rows past the last group, 1 thread: packed at load == file layout" same odd -- -t 1
+check "dense q8_0, rows past the last group, 2 threads: packed at load == file layout" same odd -- -t 2
+check "qwen3moe q4_K, 264-row experts, 2 threads: packed at load == file layout" same oddmoe -- -t 2
 check "gpt-oss q8_0 + mxfp4: logits packed == file layout" same oss --
 check "deepseek q4_K (MLA rows read unpacked): logits packed == file layout" same ds --
 check "deepseek under --mem 24M: logits packed == file layout" same ds -- --mem 24M
