@@ -25,7 +25,7 @@
 #
 # Method: the machine's read bandwidth is measured before and after the
 # runs (bench/membw.c, THREADS threads, AVX2 loads, median of 15 passes over
-# 1 GiB) and the higher of the two is used (the stricter bound). Then for each model the
+# 1 GiB in transparent huge pages) and the higher of the two is used (the stricter bound). Then for each model the
 # two engines run alternately REPS times (`deltafin bench -r 1` and the
 # llama.cpp reference program's `bench -r 1`, each with one warm-up round,
 # same THREADS, prompt of PROMPT tokens in one batch, GEN tokens generated
@@ -117,7 +117,9 @@ has_output() { # 1 if the file has its own output.weight (embedding not tied)
 
 # Bandwidth before and after the runs (it drifts on a shared machine): the
 # higher median, so the bound is the stricter one.
-BW1=$(json "$("$BUILD/membw" -t "$T" -r 15)" median_gbs)
+# membw -H: in transparent huge pages, as Deltafin holds its weights (df_alloc_big);
+# on the machine of bench/RESULTS.md it reads ~15-25% faster than in small pages
+BW1=$(json "$("$BUILD/membw" -t "$T" -r 15 -H)" median_gbs)
 COMMIT=$(git rev-parse --short HEAD)$(git diff --quiet -- src include tools 2>/dev/null || echo "+dirty")
 CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)
 DATE=$(date -u +%F)
@@ -170,7 +172,7 @@ for m in "${models[@]}"; do
     echo "$name $bytes $Dpp $Lpp $Dtg $Ltg$extra" >> "$ROWS"
     echo "  $name: pp $Dpp / $Lpp, tg $Dtg / $Ltg$([ -n "$extra" ] && echo ", other variants (pp tg):$extra")" >&2
 done
-BW2=$(json "$("$BUILD/membw" -t "$T" -r 15)" median_gbs)
+BW2=$(json "$("$BUILD/membw" -t "$T" -r 15 -H)" median_gbs)
 BW=$(awk -v a="$BW1" -v b="$BW2" 'BEGIN { print (a > b ? a : b) }')
 VARIANT=$( (printf '%s\n' "${VARIANTS[@]}" | sort -u | paste -sd/) || true); VARIANT=${VARIANT:-unknown}
 {
@@ -220,7 +222,7 @@ fi
     echo "## $DATE — bench/compare.sh (commit $COMMIT)"
     echo
     echo "\`bench/compare.sh $ARGS\` (-t $T -p $P -n $N -r $R) at commit $COMMIT, $CPU ($(nproc) CPUs), $T threads,"
-    echo "read bandwidth $BW GB/s (bench/membw.c, higher of the medians before/after: $BW1, $BW2). Medians of $R alternating runs; bound = bandwidth / bytes per token."
+    echo "read bandwidth $BW GB/s (bench/membw.c -H, higher of the medians before/after: $BW1, $BW2). Medians of $R alternating runs; bound = bandwidth / bytes per token."
     echo "llama.cpp ran its default CPU variant for this machine, \`$VARIANT\` (what a user gets; the reference program's \`bench\` loads ggml's best)."
     echo
     echo "| model | MB/token | Deltafin pp t/s | llama.cpp pp t/s | ratio | Deltafin tg t/s | llama.cpp tg t/s | ratio | tg bound | Deltafin / bound | llama.cpp / bound |"

@@ -97,7 +97,7 @@ int main(int argc, char **argv) {
         }
         const size_t rb = quant_row_size(t, n_in);
         const int64_t n_out = (int64_t)((mib << 20) / rb) & ~(int64_t)63;
-        uint8_t *w = df_aligned_alloc(64, rb * (size_t)n_out);
+        uint8_t *w = df_alloc_big(64, rb * (size_t)n_out); /* huge pages, as the store holds weights */
         float *y = malloc(sizeof(float) * (size_t)(n_out > 4096 ? n_out : 4096) * (size_t)n_tok);
         if (!w || !y) return 1;
         for (int64_t r = 0; r < n_out; r++) {

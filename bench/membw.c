@@ -11,7 +11,8 @@
  * (default 1 GiB), touches it, then REPS times lets THREADS threads each sum
  * their own contiguous slice (the way matmul threads stream their rows) and
  * times the slowest thread. It prints one JSON line with the best and the
- * median GB/s (1e9 bytes/s). Independent of Deltafin's library on purpose:
+ * median GB/s (1e9 bytes/s). -H puts the buffer in transparent huge pages
+ * (madvise), as Deltafin's store holds weights. Independent of Deltafin's library on purpose:
  * it measures the machine, not our code. Build it with -march=native: with
  * AVX2 the loop is 32-byte loads and adds (the cheapest way to pull bytes
  * in, so the figure is the memory's, not the loop's; a scalar loop reads
