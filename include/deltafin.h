@@ -61,9 +61,10 @@ enum df_status {
 typedef struct df_model_params {
     int n_threads;      /* worker threads for compute (0 = number of online CPUs) */
     int use_mmap;       /* 1: map the file (default); 0: read weights into memory; -1: read them
-                         * in when they take at most a quarter of the RAM, else map (the CLI's
-                         * default: generation reads anonymous memory faster than a mapped
-                         * page cache, bench/RESULTS.md). A mapped file
+                         * in when they take at most half of the RAM and of df_memory_room(),
+                         * else map (the CLI's default: generation reads anonymous memory
+                         * faster than a mapped page cache, and only weights read in are
+                         * packed for the kernels: bench/RESULTS.md). A mapped file
                          * truncated under a running model can only raise SIGBUS (the CLI
                          * reports it); other changes to it fail df_decode (docs/files.md) */
     /* Memory budget (0 = none). With a budget, Deltafin plans everything it
@@ -489,6 +490,15 @@ double df_file_allocated(const char *path);
  * removes it. -1 with err on failure. */
 double df_probe_disk_scratch(const char *dir, uint64_t bytes, double seconds, int threads, uint64_t chunk, char *err,
                              size_t errlen);
+/* This process's memory cgroup: its folder (DELTAFIN_CGROUP_DIR names
+ * another: a test hook for fake readings) and whether it is cgroup v2
+ * (memory.current) or v1. -1 when there is none or it cannot be read. */
+int df_cgroup_dir(char *dir, size_t n, int *v2);
+/* Memory this process can still fill with data the kernel cannot reclaim
+ * (bytes): /proc/meminfo's MemAvailable and, in a memory cgroup with a
+ * limit, the limit less the cgroup's anonymous memory, whichever is smaller.
+ * 0 if neither is known. */
+uint64_t df_memory_room(void);
 /* Disk read throughput (bytes/s) as streaming decode will see it: opens the
  * model under p's budget and I/O settings and, for about `seconds`, reads
  * the routed experts of random tokens layer by layer (and the streamed dense

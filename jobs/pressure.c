@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "deltafin.h"
 #include "pressure.h"
 
 #define ANON_SHARE 0.85
@@ -47,56 +48,9 @@ static uint64_t read_key(const char *dir, const char *name, const char *key) {
     return v;
 }
 
-/* DELTAFIN_CGROUP_DIR (tests: a fake cgroup's readings): v2 where it holds memory.current, else v1. */
-static int open_named(pr_cgroup *c, const char *dir) {
-    char probe[600];
-    const int w = snprintf(c->dir, sizeof c->dir, "%s", dir);
-    const int wp = snprintf(probe, sizeof probe, "%s/memory.current", dir);
-    if (w <= 0 || (size_t)w >= sizeof c->dir || wp <= 0 || (size_t)wp >= sizeof probe || access(dir, R_OK) != 0) {
-        c->dir[0] = 0;
-        return -1;
-    }
-    c->v2 = access(probe, R_OK) == 0;
-    return 0;
-}
-
 int pr_open(pr_cgroup *c) {
     memset(c, 0, sizeof *c);
-    const char *named = getenv("DELTAFIN_CGROUP_DIR");
-    if (named && *named) return open_named(c, named);
-    FILE *f = fopen("/proc/self/cgroup", "r");
-    if (!f) return -1;
-    char line[1024], v1[512] = "", v2[512] = "";
-    int have1 = 0, have2 = 0;
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = 0;
-        char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
-        if (!a || !b) continue;
-        *a = *b = 0;
-        const char *ctrls = a + 1, *path = b + 1;
-        if (!strcmp(line, "0") && !*ctrls) {
-            have2 = snprintf(v2, sizeof v2, "%s", path) < (int)sizeof v2;
-        }
-        for (char *t = strtok((char *)ctrls, ","); t; t = strtok(NULL, ","))
-            if (!strcmp(t, "memory")) {
-                have1 = snprintf(v1, sizeof v1, "%s", path) < (int)sizeof v1;
-            }
-    }
-    fclose(f);
-    int w;
-    if (have1) {
-        w = snprintf(c->dir, sizeof c->dir, "/sys/fs/cgroup/memory%s", v1);
-        if (w > 0 && (size_t)w < sizeof c->dir && access(c->dir, R_OK) == 0) return 0;
-    }
-    if (have2) {
-        char probe[600];
-        w = snprintf(c->dir, sizeof c->dir, "/sys/fs/cgroup%s", v2);
-        const int wp = snprintf(probe, sizeof probe, "%s/memory.current", c->dir);
-        if (w > 0 && (size_t)w < sizeof c->dir && wp > 0 && (size_t)wp < sizeof probe && access(probe, R_OK) == 0) {
-            c->v2 = 1;
-            return 0;
-        }
-    }
+    if (df_cgroup_dir(c->dir, sizeof c->dir, &c->v2) == 0) return 0;
     c->dir[0] = 0;
     return -1;
 }

@@ -103,7 +103,8 @@ build_obj src/store/wstore.c "$OUT/obj/wstore.o" "${STRICT[@]}" -fsanitize=fuzze
 build_obj src/store/wsio.c "$OUT/obj/wsio.o" -w
 build_obj src/store/requant.c "$OUT/obj/requant.o" -w   # --resident-type sizes, which the planner reads
 build_obj src/types/pack.c "$OUT/obj/pack.o" -w         # the packed layouts the store keeps resident matrices in
-OBJS=("$OUT/obj/gguf.o" "$OUT/obj/util.o" "$OUT/obj/quant.o" "$OUT/obj/quant_grids.o" "$OUT/obj/amx_gemm.o" "$OUT/obj/amx_model.o" "$OUT/obj/wstore.o" "$OUT/obj/wsio.o" "$OUT/obj/requant.o" "$OUT/obj/pack.o")
+build_obj src/base/threads.c "$OUT/obj/threads.o" -w    # the pool the store reads and packs with at load
+OBJS=("$OUT/obj/gguf.o" "$OUT/obj/util.o" "$OUT/obj/quant.o" "$OUT/obj/quant_grids.o" "$OUT/obj/amx_gemm.o" "$OUT/obj/amx_model.o" "$OUT/obj/wstore.o" "$OUT/obj/wsio.o" "$OUT/obj/requant.o" "$OUT/obj/pack.o" "$OUT/obj/threads.o")
 case "$(uname -m)" in
 x86_64)
     build_obj src/types/kern_avx2.c "$OUT/obj/kern_avx2.o" -w -mavx2 -mfma -mf16c

@@ -225,12 +225,13 @@ static uint64_t overhead_bytes(const df_model *m) {
 static int store_config(df_model *m, const df_model_params *p, ws_config *cfg, char *err, size_t errlen) {
     memset(cfg, 0, sizeof *cfg);
     cfg->mode = p->mem_budget ? WS_STREAM : p->use_mmap > 0 ? WS_MMAP : WS_RESIDENT;
-    if (!p->mem_budget && p->use_mmap < 0) { /* auto: resident when the weights fit 4 times over */
+    if (!p->mem_budget && p->use_mmap < 0) { /* auto: resident when the weights fit twice over */
         uint64_t bytes = 0;
         for (int i = 0; i < m->g->n_files; i++) bytes += m->g->files[i].size;
         const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
         const uint64_t ram = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
-        cfg->mode = bytes <= ram / 4 ? WS_RESIDENT : WS_MMAP;
+        const uint64_t room = df_memory_room(); /* what is free now, and the cgroup's limit */
+        cfg->mode = bytes <= ram / 2 && (room ? bytes <= room / 2 : bytes <= ram / 4) ? WS_RESIDENT : WS_MMAP;
     }
     cfg->n_layer = m->hp.n_layer + m->hp.n_layer_mtp; /* the MTP block, when loaded, is planned as a layer */
     cfg->n_expert = m->hp.n_expert;

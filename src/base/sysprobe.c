@@ -171,3 +171,93 @@ double df_probe_memory(double seconds, uint64_t max_bytes) {
     free(buf);
     return sum == 42 ? 0.0 : (double)bytes / (t - t0); /* sum keeps the loop alive */
 }
+
+/* The memory cgroup: DELTAFIN_CGROUP_DIR (v2 where it holds memory.current,
+ * else v1), else the memory controller's folder of /proc/self/cgroup (v1),
+ * else the unified hierarchy's (v2). */
+static int named_cgroup(const char *named, char *dir, size_t n, int *v2) {
+    char probe[600];
+    const int w = snprintf(dir, n, "%s", named), wp = snprintf(probe, sizeof probe, "%s/memory.current", named);
+    if (w <= 0 || (size_t)w >= n || wp <= 0 || (size_t)wp >= sizeof probe || access(named, R_OK) != 0) return -1;
+    *v2 = access(probe, R_OK) == 0;
+    return 0;
+}
+
+int df_cgroup_dir(char *dir, size_t n, int *v2) {
+    *v2 = 0;
+    const char *named = getenv("DELTAFIN_CGROUP_DIR");
+    if (named && *named) return named_cgroup(named, dir, n, v2);
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f) return -1;
+    char line[1024], p1[512] = "", p2[512] = "";
+    int have1 = 0, have2 = 0;
+    while (fgets(line, sizeof line, f)) { /* "ID:CONTROLLERS:PATH" */
+        line[strcspn(line, "\n")] = 0;
+        char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
+        if (!a || !b) continue;
+        *a = *b = 0;
+        const char *path = b + 1;
+        if (!strcmp(line, "0") && a + 1 == b) have2 = snprintf(p2, sizeof p2, "%s", path) < (int)sizeof p2;
+        char *save = NULL;
+        for (char *t = strtok_r(a + 1, ",", &save); t; t = strtok_r(NULL, ",", &save))
+            if (!strcmp(t, "memory")) have1 = snprintf(p1, sizeof p1, "%s", path) < (int)sizeof p1;
+    }
+    fclose(f);
+    char probe[600];
+    int w;
+    if (have1 && (w = snprintf(dir, n, "/sys/fs/cgroup/memory%s", p1)) > 0 && (size_t)w < n && access(dir, R_OK) == 0)
+        return 0;
+    if (have2 && (w = snprintf(dir, n, "/sys/fs/cgroup%s", p2)) > 0 && (size_t)w < n &&
+        snprintf(probe, sizeof probe, "%s/memory.current", dir) < (int)sizeof probe && access(probe, R_OK) == 0) {
+        *v2 = 1;
+        return 0;
+    }
+    return -1;
+}
+
+/* A number from dir/file: the first one (key NULL), or the one after "key "
+ * on a line of its own (memory.stat); 0 when absent or "max". */
+static uint64_t cg_number(const char *dir, const char *file, const char *key) {
+    char path[700], line[256];
+    if (snprintf(path, sizeof path, "%s/%s", dir, file) >= (int)sizeof path) return 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    uint64_t v = 0;
+    const size_t kl = key ? strlen(key) : 0;
+    while (fgets(line, sizeof line, f)) {
+        if (!key) {
+            v = strtoull(line, NULL, 10);
+            break;
+        }
+        if (!strncmp(line, key, kl) && line[kl] == ' ') {
+            v = strtoull(line + kl + 1, NULL, 10);
+            break;
+        }
+    }
+    fclose(f);
+    return v;
+}
+
+uint64_t df_memory_room(void) {
+    uint64_t room = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        unsigned long long kib;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) room = (uint64_t)kib << 10;
+        fclose(f);
+    }
+    char dir[512];
+    int v2;
+    if (df_cgroup_dir(dir, sizeof dir, &v2) == 0) {
+        uint64_t limit = cg_number(dir, v2 ? "memory.max" : "memory.limit_in_bytes", NULL);
+        const uint64_t anon = cg_number(dir, "memory.stat", v2 ? "anon" : "total_rss");
+        if (limit >= (uint64_t)1 << 62) limit = 0; /* v1's "no limit" */
+        if (limit) {
+            const uint64_t left = limit > anon ? limit - anon : 0;
+            if (!room || left < room) room = left;
+        }
+    }
+    return room;
+}

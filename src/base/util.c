@@ -40,14 +40,12 @@ void *df_aligned_alloc(size_t align, size_t size) {
 
 void *df_alloc_big(size_t align, size_t size) {
     const size_t huge = (size_t)2 << 20;
-    static int off = -1; /* DELTAFIN_HUGEPAGES=0: no advice */
-    if (off < 0) {
-        const char *e = getenv("DELTAFIN_HUGEPAGES");
-        off = e && strcmp(e, "0") == 0;
-    }
-    if (size < DF_HUGE_MIN || off) return df_aligned_alloc(align, size);
+    const char *e = getenv("DELTAFIN_HUGEPAGES"); /* 0: no advice (read per call: no shared state) */
+    if (size < DF_HUGE_MIN || (e && strcmp(e, "0") == 0)) return df_aligned_alloc(align, size);
     void *p = df_aligned_alloc(align > huge ? align : huge, size);
+#ifdef MADV_HUGEPAGE
     if (p) (void)madvise(p, size & ~(huge - 1), MADV_HUGEPAGE); /* advice: failing it costs only speed */
+#endif
     return p;
 }
 

@@ -10,7 +10,9 @@
 # software tile model (its packed gemms) - the logits of a prompt of several
 # token tiles are byte for byte those with DELTAFIN_PACK=0. Where the CPU
 # has AVX-512 the run must report packed weights (else the comparison would
-# prove nothing); with DELTAFIN_PACK=0 it reports none.
+# prove nothing); with DELTAFIN_PACK=0 it reports none. Also: the rule that
+# decides whether the CLI reads a model in (and so packs it) or maps it,
+# against a fake cgroup's limit and anonymous memory.
 set -euo pipefail
 B=${1:-build}
 D="$B/deltafin"
@@ -59,6 +61,23 @@ if contains "$e" "isa: avx512"; then
     check "AVX-512: a q8_0 model is packed" lacks "$e" "packed weights: 0.0 MiB"
 else
     echo "ok   (no AVX-512 here: nothing is packed; the comparisons above ran the file layout twice)"
+fi
+# The CLI's default reads a model in (and packs it) only where it fits twice in the memory left: a fake
+# cgroup v1 (DELTAFIN_CGROUP_DIR) whose limit is just under twice the file maps it, one of 4 times reads it in.
+size=$(stat -c %s "$T/dense.gguf")
+mkdir "$T/cg"
+echo "total_rss 0" > "$T/cg/memory.stat"
+echo $((2 * size - 4096)) > "$T/cg/memory.limit_in_bytes"
+e=$(DELTAFIN_CGROUP_DIR="$T/cg" "$D" run -m "$T/dense.gguf" -p hi -n 1 2>&1 >/dev/null)
+check "a cgroup limit under twice the model: mapped, nothing packed" contains "$e" "packed weights: 0.0 MiB"
+echo $((4 * size)) > "$T/cg/memory.limit_in_bytes"
+echo "total_rss $((2 * size + 8192))" > "$T/cg/memory.stat"
+e=$(DELTAFIN_CGROUP_DIR="$T/cg" "$D" run -m "$T/dense.gguf" -p hi -n 1 2>&1 >/dev/null)
+check "... the same with half of a larger limit taken by anonymous memory: mapped" contains "$e" "packed weights: 0.0 MiB"
+echo "total_rss 0" > "$T/cg/memory.stat"
+e=$(DELTAFIN_CGROUP_DIR="$T/cg" "$D" run -m "$T/dense.gguf" -p hi -n 1 2>&1 >/dev/null)
+if contains "$e" "isa: avx512"; then
+    check "... and a limit of 4 times the model: read in and packed" lacks "$e" "packed weights: 0.0 MiB"
 fi
 e=$(DELTAFIN_PACK=0 "$D" run -m "$T/dense.gguf" -p hi -n 1 2>&1 >/dev/null)
 check "DELTAFIN_PACK=0: nothing packed" contains "$e" "packed weights: 0.0 MiB"
