@@ -32,12 +32,12 @@
  *   q6_K:  per super-block 16 x d, the 16 scales transposed (16 vectors of
  *          16 bytes), 32 lines of ql, then 16 lines of qh = 3360 bytes
  *
- * A packed group takes exactly the bytes of its 16 rows, so a matrix is
- * packed in place (the store does it once, at load, for its resident
- * matrices but the token embeddings; ws_fetch, the accessor of readers by
- * rows, unpacks a matrix for good) and row r0 of a multiple of 16 starts
- * where it did. Rows
- * past the last full group keep the file's layout. The packed kernels give
+ * A packed group takes exactly the bytes of its 16 rows, so a matrix can
+ * be packed in place, and row r0 of a multiple of 16 starts where it did.
+ * The store packs its resident matrices but the token embeddings once, at
+ * load: as it reads them (pack_groups_to from a staging buffer) or in place
+ * (pack_matrix); ws_fetch, the accessor of readers by rows, unpacks a
+ * matrix for good. Rows past the last full group keep the file's layout. The packed kernels give
  * the same bits as the row-major ones (tests/test_matmul.c).
  *
  * Activations (q8_0 rows converted by matmul) that a packed weight reads
