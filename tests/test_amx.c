@@ -1,6 +1,6 @@
 /*
  * test_amx.c - the AMX software model (amx_tile.h) against the
- * instructions' definitions, and the AMX q8_0, q4_K and q5_K gemms
+ * instructions' definitions, and the AMX q8_0, q4_K, q5_K and q6_K gemms
  * (amx_q8_0.h, amx_q4_K.h) run on the model against the scalar reference, float64 and
  * the other tables' gemm bits, on every machine. Under DELTAFIN_AMX=model / off it also checks
  * the run-time selection (tests/run.sh runs it both ways).
@@ -295,6 +295,14 @@ static void test_q5_K_gemm_model(void **state) {
     check_gemm_model(DF_TYPE_Q5_K, amx_q5_K_gemm_model, ns, 2);
 }
 
+/* q6_K: 16 sub-blocks of 16 per super-block (a tdpbsud of K = 16 each), the even and odd ones in two sums as the
+ * AVX2 and AVX-512 tiles keep them. */
+static void test_q6_K_gemm_model(void **state) {
+    (void)state;
+    static const int64_t ns[] = {256, 768, 1280};
+    check_gemm_model(DF_TYPE_Q6_K, amx_q6_K_gemm_model, ns, 3);
+}
+
 /* DELTAFIN_AMX=model makes the AMX table (model-backed) the active one,
  * =off leaves it out; unset, it exists only where the CPU has AMX. */
 static void test_selection(void **state) {
@@ -323,6 +331,7 @@ int main(void) {
         cmocka_unit_test(test_q8_0_gemm_model),
         cmocka_unit_test(test_q4_K_gemm_model),
         cmocka_unit_test(test_q5_K_gemm_model),
+        cmocka_unit_test(test_q6_K_gemm_model),
         cmocka_unit_test(test_selection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

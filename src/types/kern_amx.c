@@ -3,7 +3,7 @@
  * run-time check that the CPU and the OS allow them.
  *
  * DESIGN
- * - amx_q8_0.h and amx_q4_K.h instantiated with the tile intrinsics
+ * - amx_q8_0.h and amx_q4_K.h (q4_K, q5_K, q6_K) instantiated with the tile intrinsics
  *   (this file is built with -mamx-tile -mamx-int8 -mamx-bf16; the kernel
  *   functions also carry an AVX-512 target attribute for the epilogues, and
  *   are only reached when the AVX-512 table exists). amx_gemm.c
@@ -164,6 +164,9 @@ AMX_FN_ATTR static void amx_decode_512(const uint8_t *w, size_t ws, int rn, int6
 #define AMX_Q4_K_GEMM amx_q4_K_gemm_hw
 #define AMX_Q5_K_GEMM amx_q5_K_gemm_hw
 #define AMX_Q4_K_GEMM_PACKED amx_q4_K_packed_gemm_hw
+#define AMX_Q5_K_GEMM_PACKED amx_q5_K_packed_gemm_hw
+#define AMX_Q6_K_GEMM amx_q6_K_gemm_hw
+#define AMX_Q6_K_GEMM_PACKED amx_q6_K_packed_gemm_hw
 #define AMXK_DECODE amxk_decode_512
 #define AMXK_SACC amxk_s512
 #define AMXK_SZERO(s)                                                                                              \
@@ -177,6 +180,7 @@ AMX_FN_ATTR static void amx_decode_512(const uint8_t *w, size_t ws, int rn, int6
             _mm512_add_epi32((s)->v[c_], _mm512_mullo_epi32(_mm512_loadu_si512((const void *)(cs)[c_]), sc_));    \
     } while (0)
 #define AMXK_FINISH amxk_finish_512
+#define AMXK6_FINISH amxk6_finish_512
 
 /* amx_q4_K.h's integer sums in 16 registers (a token each, the rows in the lanes). */
 typedef struct {
@@ -186,6 +190,9 @@ struct amxk_wk;
 AMX_FN_ATTR static void amxk_decode_512(int type, const uint8_t *w, size_t ws, int rn, int64_t i, struct amxk_wk *o);
 AMX_FN_ATTR static inline void amxk_finish_512(const amxk_s512 *s, const struct amxk_wk *wk, const uint8_t *x, size_t xs,
                                                int cn, int64_t i, float accs[16][16], float accm[16][16]);
+AMX_FN_ATTR static inline void amxk6_finish_512(const amxk_s512 *s0, const amxk_s512 *s1, const struct amxk_wk *wk,
+                                                const uint8_t *x, size_t xs, int cn, int64_t i, float acc0[16][16],
+                                                float acc1[16][16]);
 
 #include "amx_q4_K.h"
 
@@ -237,6 +244,29 @@ AMX_FN_ATTR static inline void amxk_finish_512(const amxk_s512 *s, const amxk_wk
     }
 }
 
+/* amx_q4_K.h's amxk6_finish: the scaled activation sums by vpdpwssd (the rows' scale pairs x a token's bsum pair),
+ * times 32 off P0 (sub-blocks 0..7) and P1 (8..15), then the same fmas. */
+AMX_FN_ATTR static inline void amxk6_finish_512(const amxk_s512 *s0, const amxk_s512 *s1, const amxk_wk *wk,
+                                                const uint8_t *x, size_t xs, int cn, int64_t i, float acc0[16][16],
+                                                float acc1[16][16]) {
+    const __m512 d = _mm512_loadu_ps(wk->d);
+    for (int c = 0; c < cn; c++) {
+        const block_q8_K *xb = (const block_q8_K *)(const void *)(x + (size_t)c * xs) + i;
+        int32_t bp[8];
+        memcpy(bp, xb->bsums, sizeof bp);
+        __m512i o0 = _mm512_setzero_si512(), o1 = _mm512_setzero_si512();
+        for (int p = 0; p < 4; p++) {
+            o0 = _mm512_dpwssd_epi32(o0, _mm512_set1_epi32(bp[p]), _mm512_loadu_si512((const void *)wk->mn[p]));
+            o1 = _mm512_dpwssd_epi32(o1, _mm512_set1_epi32(bp[p + 4]), _mm512_loadu_si512((const void *)wk->mn[p + 4]));
+        }
+        const __m512i p0 = _mm512_sub_epi32(s0->v[c], _mm512_slli_epi32(o0, 5));
+        const __m512i p1 = _mm512_sub_epi32(s1->v[c], _mm512_slli_epi32(o1, 5));
+        const __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(xb->d));
+        _mm512_storeu_ps(acc0[c], _mm512_fmadd_ps(_mm512_cvtepi32_ps(p0), dd, _mm512_loadu_ps(acc0[c])));
+        _mm512_storeu_ps(acc1[c], _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), dd, _mm512_loadu_ps(acc1[c])));
+    }
+}
+
 /* The AMX gemm of a type, and the table's gemm before it (the AVX-512 tile: the same bits) for products of
  * fewer than AMX_MIN_TOKENS tokens, or where STAY (a condition on ws and xs) says so. */
 #define AMX_ROUTE(TYPE, STAY)                                                                                      \
@@ -249,21 +279,30 @@ AMX_FN_ATTR static inline void amxk_finish_512(const amxk_s512 *s, const amxk_wk
 AMX_ROUTE(q8_0, ws > INT32_MAX / 16 || xs > INT32_MAX / 16) /* its gathers take 32-bit offsets of up to 15 rows */
 AMX_ROUTE(q4_K, 0)
 AMX_ROUTE(q5_K, 0)
+AMX_ROUTE(q6_K, 0)
 AMX_ROUTE(q8_0_packed, xs > INT32_MAX / 16) /* on pack.h's layout; the small products on the AVX-512 packed gemm */
 AMX_ROUTE(q4_K_packed, 0)
+AMX_ROUTE(q5_K_packed, 0)
+AMX_ROUTE(q6_K_packed, 0)
 #undef AMX_ROUTE
 
 void kern_amx_hw_fill(quant_traits *t) {
     q8_0_small = t[DF_TYPE_Q8_0].gemm;
     q4_K_small = t[DF_TYPE_Q4_K].gemm;
     q5_K_small = t[DF_TYPE_Q5_K].gemm;
+    q6_K_small = t[DF_TYPE_Q6_K].gemm;
     q8_0_packed_small = t[DF_TYPE_Q8_0].gemm_packed;
     q4_K_packed_small = t[DF_TYPE_Q4_K].gemm_packed;
+    q5_K_packed_small = t[DF_TYPE_Q5_K].gemm_packed;
+    q6_K_packed_small = t[DF_TYPE_Q6_K].gemm_packed;
     amx_put_gemm(&t[DF_TYPE_Q8_0], amx_q8_0_gemm, 16 * AMX_CG); /* a row tile serves the whole call */
     amx_put_gemm(&t[DF_TYPE_Q4_K], amx_q4_K_gemm, 16 * AMXK_CG);
     amx_put_gemm(&t[DF_TYPE_Q5_K], amx_q5_K_gemm, 16 * AMXK_CG);
+    amx_put_gemm(&t[DF_TYPE_Q6_K], amx_q6_K_gemm, 16 * AMXK_CG);
     if (q8_0_packed_small) t[DF_TYPE_Q8_0].gemm_packed = amx_q8_0_packed_gemm;
     if (q4_K_packed_small) t[DF_TYPE_Q4_K].gemm_packed = amx_q4_K_packed_gemm;
+    if (q5_K_packed_small) t[DF_TYPE_Q5_K].gemm_packed = amx_q5_K_packed_gemm;
+    if (q6_K_packed_small) t[DF_TYPE_Q6_K].gemm_packed = amx_q6_K_packed_gemm;
 }
 
 int kern_amx_hw_available(void) {
