@@ -1,6 +1,6 @@
 /*
  * test_amx.c - the AMX software model (amx_tile.h) against the
- * instructions' definitions, and the AMX q8_0, q4_K, q5_K and q6_K gemms
+ * instructions' definitions, and the AMX q8_0, mxfp4, q4_K, q5_K and q6_K gemms
  * (amx_q8_0.h, amx_q4_K.h) run on the model against the scalar reference, float64 and
  * the other tables' gemm bits, on every machine. Under DELTAFIN_AMX=model / off it also checks
  * the run-time selection (tests/run.sh runs it both ways).
@@ -281,6 +281,14 @@ static void test_q8_0_gemm_model(void **state) {
     check_gemm_model(DF_TYPE_Q8_0, amx_q8_0_gemm_model, ns, 4);
 }
 
+/* MXFP4: q8_0's gemm with the E2M1 codes decoded to int8 and the E8M0 scales; n = 2080 is a chunk of 32 blocks
+ * and one more. */
+static void test_mxfp4_gemm_model(void **state) {
+    (void)state;
+    static const int64_t ns[] = {32, 96, 512, 2048 + 32};
+    check_gemm_model(DF_TYPE_MXFP4, amx_mxfp4_gemm_model, ns, 4);
+}
+
 /* q4_K, q5_K: super-blocks in chunks of 4 (5 = a chunk and one more); the K-quant order is the AVX-512 tiles'
  * (and q4_K's AVX2 tile's). */
 static void test_q4_K_gemm_model(void **state) {
@@ -329,6 +337,7 @@ int main(void) {
         cmocka_unit_test(test_model_faults),
         cmocka_unit_test(test_model_bf16),
         cmocka_unit_test(test_q8_0_gemm_model),
+        cmocka_unit_test(test_mxfp4_gemm_model),
         cmocka_unit_test(test_q4_K_gemm_model),
         cmocka_unit_test(test_q5_K_gemm_model),
         cmocka_unit_test(test_q6_K_gemm_model),

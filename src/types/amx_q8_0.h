@@ -1,14 +1,15 @@
 /*
- * amx_q8_0.h - the AMX int8 gemm of q8_0 weights x q8_0 activations,
- * written once against six tile operations that the including file
+ * amx_q8_0.h - the AMX int8 gemms of q8_0 and MXFP4 weights x q8_0
+ * activations, written once against six tile operations that the including file
  * defines (kern_amx.c: the hardware instructions; amx_gemm.c: amx_tile.h's
  * software model):
  *   AMX_CFG(cfg)            ldtilecfg          AMX_RELEASE()   tilerelease
  *   AMX_LOAD(t, p, stride)  tileloadd          AMX_ZERO(t)     tilezero
  *   AMX_DPBSSD(c, a, b)     tdpbssd            AMX_STORE(t, p, stride) tilestored
  * (tile numbers are literal constants, as the intrinsics require), plus
- * AMX_F16(h) (f16 bits -> float), the functions' names AMX_Q8_0_GEMM and
- * AMX_Q8_0_GEMM_PACKED (the same gemm on pack.h's layout), their
+ * AMX_F16(h) (f16 bits -> float), the functions' names AMX_Q8_0_GEMM,
+ * AMX_MXFP4_GEMM and AMX_Q8_0_GEMM_PACKED / AMX_MXFP4_GEMM_PACKED (the same
+ * gemms on pack.h's layout), their
  * attributes AMX_FN_ATTR and linkage AMX_GEMM_LINKAGE (static or empty),
  * how the tile state is passed (AMX_STATE_*), and optionally faster
  * versions of its helpers with the same results: AMX_DECODE, AMX_DX and
@@ -40,6 +41,11 @@
  * - Packed weights (pack.h) are a row tile's B operand as they lie: the
  *   packed decoder only takes the 128 offset back off and converts the
  *   scales (no transpose); everything else is shared.
+ * - MXFP4 is the same gemm with another decoder: a block's 32 E2M1 codes
+ *   become their doubled values (df_kvalues_mxfp4, -12..12: int8), its
+ *   E8M0 exponent the scale 2^(e-128) (quant_e8m0_half), and the rest -
+ *   one tdpbssd per block, fma(float(sum), dw * dx) - is q8_0's, which is
+ *   also the order of the AVX-512 mxfp4 tiles (row-major and packed).
  * - Edge tiles (fewer than 16 rows or tokens) get their own configuration
  *   (rows, colsb) so no load reads past the last row; the configuration is
  *   loaded again only when the tile shape changes. Lanes past the edge
@@ -154,9 +160,44 @@ AMX_FN_ATTR __attribute__((noinline)) static void amx_q8_0_decode_packed(const u
     }
 }
 
-/* Rows in tiles of 16, K in chunks of AMX_KC blocks, tokens in groups of 16; packed: w holds nr / 16 packed
- * groups (pack.h), else rows in the file's layout. */
-AMX_FN_ATTR static inline __attribute__((always_inline)) void amx_q8_0_gemm_any(int packed, int64_t n, const void *w,
+/* MXFP4 blocks b0..b0+kc of rows 0..rn of w (the file's layout: element j < 16 the low nibble of qs[j], 16 + j
+ * the high one) into o. */
+AMX_FN_ATTR static void amx_mxfp4_decode(const uint8_t *w, size_t ws, int rn, int64_t b0, int kc, amx_q8_0_wk *o) {
+    for (int b = 0; b < kc; b++) {
+        memset(&o[b], 0, sizeof o[b]);
+        for (int r = 0; r < rn; r++) {
+            const block_mxfp4 *wb = (const block_mxfp4 *)(const void *)(w + (size_t)r * ws) + b0 + b;
+            for (int j = 0; j < 16; j++) {
+                o[b].b[j / 4][4 * r + j % 4] = (uint8_t)df_kvalues_mxfp4[wb->qs[j] & 0x0F];
+                o[b].b[4 + j / 4][4 * r + j % 4] = (uint8_t)df_kvalues_mxfp4[wb->qs[j] >> 4];
+            }
+            o[b].dw[r] = quant_e8m0_half(wb->e);
+        }
+    }
+}
+
+/* Blocks b0..b0+kc of a packed MXFP4 group (pack.h: per block 16 exponents, then 4 lines of 16 rows' 4 bytes of
+ * codes, the low nibbles elements 4k.., the high ones 16 + 4k..) into o. Not inlined, as amx_q8_0_decode_packed. */
+AMX_FN_ATTR __attribute__((noinline)) static void amx_mxfp4_decode_packed(const uint8_t *w, int64_t b0, int kc,
+                                                                          amx_q8_0_wk *o) {
+    for (int b = 0; b < kc; b++) {
+        const uint8_t *g = w + (size_t)(b0 + b) * 16 * sizeof(block_mxfp4);
+        for (int r = 0; r < 16; r++) o[b].dw[r] = quant_e8m0_half(g[r]);
+        for (int k = 0; k < 4; k++)
+            for (int q = 0; q < 64; q++) {
+                const uint8_t v = g[16 + 64 * k + q];
+                o[b].b[k][q] = (uint8_t)df_kvalues_mxfp4[v & 0x0F];
+                o[b].b[4 + k][q] = (uint8_t)df_kvalues_mxfp4[v >> 4];
+            }
+    }
+}
+
+/* What amx_q8_0_gemm_any multiplies: the weights' type and layout. */
+enum { AMX_Q8_0_ROWS, AMX_Q8_0_PACKED, AMX_MXFP4_ROWS, AMX_MXFP4_PACKED };
+
+/* Rows in tiles of 16, K in chunks of AMX_KC blocks, tokens in groups of 16; kind: the weights' type and
+ * layout (packed: w holds nr / 16 packed groups, pack.h; else rows in the file's layout). */
+AMX_FN_ATTR static inline __attribute__((always_inline)) void amx_q8_0_gemm_any(int kind, int64_t n, const void *w,
                                                                                  size_t ws, int nr, const void *x,
                                                                                  size_t xs, int nc, float *y,
                                                                                  size_t ldy) {
@@ -175,8 +216,11 @@ AMX_FN_ATTR static inline __attribute__((always_inline)) void amx_q8_0_gemm_any(
             memset(acc, 0, sizeof(acc[0]) * (size_t)ncg);
             for (int64_t k0 = 0; k0 < nb; k0 += AMX_KC) {
                 const int kc = nb - k0 < AMX_KC ? (int)(nb - k0) : AMX_KC;
-                if (packed) amx_q8_0_decode_packed(W + (size_t)r0 * ws, k0, kc, wk);
-                else AMX_DECODE(W + (size_t)r0 * ws, ws, rn, k0, kc, wk);
+                const uint8_t *wr = W + (size_t)r0 * ws;
+                if (kind == AMX_Q8_0_PACKED) amx_q8_0_decode_packed(wr, k0, kc, wk);
+                else if (kind == AMX_MXFP4_ROWS) amx_mxfp4_decode(wr, ws, rn, k0, kc, wk);
+                else if (kind == AMX_MXFP4_PACKED) amx_mxfp4_decode_packed(wr, k0, kc, wk);
+                else AMX_DECODE(wr, ws, rn, k0, kc, wk);
                 for (int g = 0; g < ncg; g++) {
                     const int c0 = C0 + 16 * g, cn = nc - c0 < 16 ? nc - c0 : 16;
                     const uint8_t *xg = X + (size_t)c0 * xs;
@@ -205,9 +249,17 @@ AMX_FN_ATTR static inline __attribute__((always_inline)) void amx_q8_0_gemm_any(
 /* quant_gemm_fn, the file's layout (gemm) and pack.h's (gemm_packed: nr a multiple of 16). */
 AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_Q8_0_GEMM(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs,
                                                 int nc, float *y, size_t ldy) {
-    amx_q8_0_gemm_any(0, n, w, ws, nr, x, xs, nc, y, ldy);
+    amx_q8_0_gemm_any(AMX_Q8_0_ROWS, n, w, ws, nr, x, xs, nc, y, ldy);
 }
 AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_Q8_0_GEMM_PACKED(int64_t n, const void *w, size_t ws, int nr, const void *x,
                                                        size_t xs, int nc, float *y, size_t ldy) {
-    amx_q8_0_gemm_any(1, n, w, ws, nr, x, xs, nc, y, ldy);
+    amx_q8_0_gemm_any(AMX_Q8_0_PACKED, n, w, ws, nr, x, xs, nc, y, ldy);
+}
+AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_MXFP4_GEMM(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs,
+                                                 int nc, float *y, size_t ldy) {
+    amx_q8_0_gemm_any(AMX_MXFP4_ROWS, n, w, ws, nr, x, xs, nc, y, ldy);
+}
+AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_MXFP4_GEMM_PACKED(int64_t n, const void *w, size_t ws, int nr, const void *x,
+                                                        size_t xs, int nc, float *y, size_t ldy) {
+    amx_q8_0_gemm_any(AMX_MXFP4_PACKED, n, w, ws, nr, x, xs, nc, y, ldy);
 }

@@ -3,7 +3,7 @@
  * run-time check that the CPU and the OS allow them.
  *
  * DESIGN
- * - amx_q8_0.h and amx_q4_K.h (q4_K, q5_K, q6_K) instantiated with the tile intrinsics
+ * - amx_q8_0.h (q8_0, mxfp4) and amx_q4_K.h (q4_K, q5_K, q6_K) instantiated with the tile intrinsics
  *   (this file is built with -mamx-tile -mamx-int8 -mamx-bf16; the kernel
  *   functions also carry an AVX-512 target attribute for the epilogues, and
  *   are only reached when the AVX-512 table exists). amx_gemm.c
@@ -61,6 +61,8 @@
 #define AMX_F16(h) _cvtsh_ss(h)
 #define AMX_Q8_0_GEMM amx_q8_0_gemm_hw
 #define AMX_Q8_0_GEMM_PACKED amx_q8_0_packed_gemm_hw
+#define AMX_MXFP4_GEMM amx_mxfp4_gemm_hw
+#define AMX_MXFP4_GEMM_PACKED amx_mxfp4_packed_gemm_hw
 #define AMX_DECODE amx_decode_512
 #define AMX_DX amx_dx_512
 
@@ -277,10 +279,12 @@ AMX_FN_ATTR static inline void amxk6_finish_512(const amxk_s512 *s0, const amxk_
         else amx_##TYPE##_gemm_hw(n, w, ws, nr, x, xs, nc, y, ldy);                                                \
     }
 AMX_ROUTE(q8_0, ws > INT32_MAX / 16 || xs > INT32_MAX / 16) /* its gathers take 32-bit offsets of up to 15 rows */
+AMX_ROUTE(mxfp4, xs > INT32_MAX / 16) /* amx_dx_512's gathers */
 AMX_ROUTE(q4_K, 0)
 AMX_ROUTE(q5_K, 0)
 AMX_ROUTE(q6_K, 0)
 AMX_ROUTE(q8_0_packed, xs > INT32_MAX / 16) /* on pack.h's layout; the small products on the AVX-512 packed gemm */
+AMX_ROUTE(mxfp4_packed, xs > INT32_MAX / 16)
 AMX_ROUTE(q4_K_packed, 0)
 AMX_ROUTE(q5_K_packed, 0)
 AMX_ROUTE(q6_K_packed, 0)
@@ -288,18 +292,22 @@ AMX_ROUTE(q6_K_packed, 0)
 
 void kern_amx_hw_fill(quant_traits *t) {
     q8_0_small = t[DF_TYPE_Q8_0].gemm;
+    mxfp4_small = t[DF_TYPE_MXFP4].gemm;
     q4_K_small = t[DF_TYPE_Q4_K].gemm;
     q5_K_small = t[DF_TYPE_Q5_K].gemm;
     q6_K_small = t[DF_TYPE_Q6_K].gemm;
     q8_0_packed_small = t[DF_TYPE_Q8_0].gemm_packed;
+    mxfp4_packed_small = t[DF_TYPE_MXFP4].gemm_packed;
     q4_K_packed_small = t[DF_TYPE_Q4_K].gemm_packed;
     q5_K_packed_small = t[DF_TYPE_Q5_K].gemm_packed;
     q6_K_packed_small = t[DF_TYPE_Q6_K].gemm_packed;
     amx_put_gemm(&t[DF_TYPE_Q8_0], amx_q8_0_gemm, 16 * AMX_CG); /* a row tile serves the whole call */
+    amx_put_gemm(&t[DF_TYPE_MXFP4], amx_mxfp4_gemm, 16 * AMX_CG);
     amx_put_gemm(&t[DF_TYPE_Q4_K], amx_q4_K_gemm, 16 * AMXK_CG);
     amx_put_gemm(&t[DF_TYPE_Q5_K], amx_q5_K_gemm, 16 * AMXK_CG);
     amx_put_gemm(&t[DF_TYPE_Q6_K], amx_q6_K_gemm, 16 * AMXK_CG);
     if (q8_0_packed_small) t[DF_TYPE_Q8_0].gemm_packed = amx_q8_0_packed_gemm;
+    if (mxfp4_packed_small) t[DF_TYPE_MXFP4].gemm_packed = amx_mxfp4_packed_gemm;
     if (q4_K_packed_small) t[DF_TYPE_Q4_K].gemm_packed = amx_q4_K_packed_gemm;
     if (q5_K_packed_small) t[DF_TYPE_Q5_K].gemm_packed = amx_q5_K_packed_gemm;
     if (q6_K_packed_small) t[DF_TYPE_Q6_K].gemm_packed = amx_q6_K_packed_gemm;

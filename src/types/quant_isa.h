@@ -65,7 +65,7 @@ void kern_neon_fill(quant_traits *tab);
  * (a copy of the best other table): on the hardware, or with model != 0 on
  * amx_tile.h's software model (DELTAFIN_AMX=model). kern_amx_hw_available
  * says whether the CPU and the OS allow the tiles (and asks Linux for the
- * tile state). amx_q8_0/q4_K/q5_K/q6_K_gemm_model are the model-backed gemms,
+ * tile state). amx_q8_0/mxfp4/q4_K/q5_K/q6_K_gemm_model are the model-backed gemms,
  * for the tests; amx_model_faults counts the model faults their runs raised. */
 void kern_amx_fill(quant_traits *tab, int model);
 #if defined(__x86_64__)
@@ -74,6 +74,10 @@ int kern_amx_hw_available(void);
 #endif
 void amx_q8_0_gemm_model(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride, int nc,
                          float *y, size_t ldy);
+void amx_mxfp4_gemm_model(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride, int nc,
+                          float *y, size_t ldy);
+void amx_mxfp4_packed_gemm_model(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride,
+                                 int nc, float *y, size_t ldy);
 void amx_q4_K_gemm_model(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride, int nc,
                          float *y, size_t ldy);
 void amx_q5_K_gemm_model(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride, int nc,
