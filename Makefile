@@ -35,7 +35,7 @@ LDLIBS  := -lpcre2-8 -lutf8proc -luring -lm -pthread $(LDSAN)
 # and the right kernels are picked at run time (quant_init).
 ISA_SRC := $(wildcard src/types/kern_*.c)
 ifeq ($(ARCH),x86_64)
-ISA_KEEP := $(filter src/types/kern_avx2.c src/types/kern_avx512.c src/types/kern_amx.c,$(ISA_SRC))
+ISA_KEEP := $(filter src/types/kern_avx2.c src/types/kern_avx512.c src/types/kern_amx.c src/types/kern_amx_model.c,$(ISA_SRC))
 else ifeq ($(ARCH),aarch64)
 ISA_KEEP := $(filter src/types/kern_neon.c,$(ISA_SRC))
 else
@@ -78,6 +78,7 @@ all: $(LIB) $(INTLIB) $(TOOLS) $(TESTS)
 $(BUILD)/obj/types/kern_avx2.o: CFLAGS += -mavx2 -mfma -mf16c
 $(BUILD)/obj/types/kern_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c
 $(BUILD)/obj/types/kern_amx.o: CFLAGS += -mamx-tile -mamx-int8 -mamx-bf16 -mf16c
+$(BUILD)/obj/types/kern_amx_model.o: CFLAGS += -mf16c
 
 $(BUILD)/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(dir $@)

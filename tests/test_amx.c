@@ -311,6 +311,27 @@ static void test_q6_K_gemm_model(void **state) {
     check_gemm_model(DF_TYPE_Q6_K, amx_q6_K_gemm_model, ns, 3);
 }
 
+/* The hardware kernels' code (amx_x86.h: the AVX-512 decoders, gathers and epilogues) on the model, where the
+ * CPU runs AVX-512: the same checks, so nothing of the AMX kernels but the tile instructions waits for an AMX
+ * machine to be run. */
+static void test_x86_gemms_model(void **state) {
+    (void)state;
+#if defined(__x86_64__)
+    if (!quant_isa_available(QUANT_ISA_AVX512)) {
+        print_message("no AVX-512 on this CPU: the x86 AMX helpers are not run\n");
+        return;
+    }
+    static const int64_t n32[] = {32, 96, 2048 + 32}, nk[] = {256, 1280};
+    check_gemm_model(DF_TYPE_Q8_0, amx_q8_0_gemm_model512, n32, 3);
+    check_gemm_model(DF_TYPE_MXFP4, amx_mxfp4_gemm_model512, n32, 3);
+    check_gemm_model(DF_TYPE_Q4_K, amx_q4_K_gemm_model512, nk, 2);
+    check_gemm_model(DF_TYPE_Q5_K, amx_q5_K_gemm_model512, nk, 2);
+    check_gemm_model(DF_TYPE_Q6_K, amx_q6_K_gemm_model512, nk, 2);
+#else
+    print_message("not x86-64: no x86 AMX helpers\n");
+#endif
+}
+
 /* DELTAFIN_AMX=model makes the AMX table (model-backed) the active one,
  * =off leaves it out; unset, it exists only where the CPU has AMX. */
 static void test_selection(void **state) {
@@ -320,7 +341,13 @@ static void test_selection(void **state) {
     if (e && !strcmp(e, "model")) {
         assert_true(quant_isa_available(QUANT_ISA_AMX));
         if (!isa_cap) assert_string_equal(quant_isa_name(), "amx");
-        assert_ptr_equal(quant_traits_isa(DF_TYPE_Q8_0, QUANT_ISA_AMX)->gemm, amx_q8_0_gemm_model);
+        /* the hardware kernels' code on the model where the AVX-512 table exists (kern_amx_model.c), else the
+         * headers' plain helpers */
+        const quant_gemm_fn g = quant_traits_isa(DF_TYPE_Q8_0, QUANT_ISA_AMX)->gemm;
+        if (quant_isa_available(QUANT_ISA_AVX512)) assert_ptr_not_equal(g, amx_q8_0_gemm_model);
+        else assert_ptr_equal(g, amx_q8_0_gemm_model);
+        assert_ptr_not_equal(g, quant_traits_isa(DF_TYPE_Q8_0, QUANT_ISA_AVX512)->gemm);
+        assert_int_equal(quant_traits_isa(DF_TYPE_Q8_0, QUANT_ISA_AMX)->gemm_rows, 16);
     } else if (e && !strcmp(e, "off")) {
         assert_false(quant_isa_available(QUANT_ISA_AMX));
         assert_string_not_equal(quant_isa_name(), "amx");
@@ -341,6 +368,7 @@ int main(void) {
         cmocka_unit_test(test_q4_K_gemm_model),
         cmocka_unit_test(test_q5_K_gemm_model),
         cmocka_unit_test(test_q6_K_gemm_model),
+        cmocka_unit_test(test_x86_gemms_model),
         cmocka_unit_test(test_selection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

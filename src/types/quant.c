@@ -2083,7 +2083,8 @@ static void init_amx_table(void) {
 #endif
     if (!hw && !model) return;
     memcpy(isa_tables[QUANT_ISA_AMX], isa_tables[base], sizeof ref_table);
-    kern_amx_fill(isa_tables[QUANT_ISA_AMX], model);
+    /* forced: the hardware kernels' code on the model where it can run (AVX-512), else the plain helpers */
+    kern_amx_fill(isa_tables[QUANT_ISA_AMX], model ? (isa_ok[QUANT_ISA_AVX512] ? 2 : 1) : 0);
     isa_ok[QUANT_ISA_AMX] = 1;
 }
 

@@ -62,8 +62,10 @@ void kern_neon_fill(quant_traits *tab);
 #endif
 
 /* AMX (amx_gemm.c, kern_amx.c): kern_amx_fill puts the AMX gemms into tab
- * (a copy of the best other table): on the hardware, or with model != 0 on
- * amx_tile.h's software model (DELTAFIN_AMX=model). kern_amx_hw_available
+ * (a copy of the best other table): on the hardware (model = 0), or on
+ * amx_tile.h's software model (DELTAFIN_AMX=model): the hardware kernels'
+ * code (model = 2, x86 with the AVX-512 table) or the gemm headers' plain
+ * helpers (model = 1). kern_amx_hw_available
  * says whether the CPU and the OS allow the tiles (and asks Linux for the
  * tile state). amx_q8_0/mxfp4/q4_K/q5_K/q6_K_gemm_model are the model-backed gemms,
  * for the tests; amx_model_faults counts the model faults their runs raised. */
@@ -71,6 +73,19 @@ void kern_amx_fill(quant_traits *tab, int model);
 #if defined(__x86_64__)
 void kern_amx_hw_fill(quant_traits *tab);
 int kern_amx_hw_available(void);
+/* kern_amx_model.c: the hardware kernels' code (amx_x86.h) on the model, where the AVX-512 table exists; what
+ * kern_amx_fill puts in for model == 2, and its gemms for the tests. */
+void kern_amx_model512_fill(quant_traits *tab);
+void amx_q8_0_gemm_model512(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride, int nc,
+                            float *y, size_t ldy);
+void amx_mxfp4_gemm_model512(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride, int nc,
+                             float *y, size_t ldy);
+void amx_q4_K_gemm_model512(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride, int nc,
+                            float *y, size_t ldy);
+void amx_q5_K_gemm_model512(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride, int nc,
+                            float *y, size_t ldy);
+void amx_q6_K_gemm_model512(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride, int nc,
+                            float *y, size_t ldy);
 #endif
 void amx_q8_0_gemm_model(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride, int nc,
                          float *y, size_t ldy);
@@ -100,6 +115,23 @@ static inline void amx_put_gemm(quant_traits *e, quant_gemm_fn fn, int cols) {
     e->gemm_rows = 16;
     e->gemm_cols = cols;
     e->gemm_packed = NULL; /* packed only where the caller puts the AMX gemm's packed version too */
+}
+
+/* The AMX gemms of one instantiation, by type in the order of amx_gemm_types: each type's gemm (into the table
+ * by amx_put_gemm, 16-row calls of up to `cols` tokens) and its packed version (put only where the table packs
+ * the type, i.e. had a packed gemm for it). */
+#define AMX_GEMM_TYPES 5
+static const int amx_gemm_types[AMX_GEMM_TYPES] = {DF_TYPE_Q8_0, DF_TYPE_MXFP4, DF_TYPE_Q4_K, DF_TYPE_Q5_K, DF_TYPE_Q6_K};
+typedef struct {
+    quant_gemm_fn gemm[AMX_GEMM_TYPES], packed[AMX_GEMM_TYPES];
+} amx_gemm_set;
+static inline void amx_put_gemms(quant_traits *t, const amx_gemm_set *s, int cols) {
+    for (int i = 0; i < AMX_GEMM_TYPES; i++) {
+        quant_traits *e = &t[amx_gemm_types[i]];
+        const int packs = e->gemm_packed != NULL;
+        amx_put_gemm(e, s->gemm[i], cols);
+        if (packs) e->gemm_packed = s->packed[i];
+    }
 }
 
 /* ggml_e8m0_to_fp32_half: the MXFP4 block scale 2^(e-128), exact (e >= 2 a
