@@ -516,6 +516,7 @@ double df_model_probe_disk(const char *path, const df_model_params *p, double se
 typedef struct df_io_stats {
     uint64_t bytes_read, hits, misses, prefetch_issued, prefetch_used, expert_fetches;
     uint64_t unguessed;         /* demanded experts absent from memory that no guess had asked for */
+    uint64_t bytes_packed;      /* expert bytes packed for the SIMD kernels in the cache (once reused) */
     double read_seconds, wait_seconds;
     uint64_t expert_bytes;      /* bytes of the expert slices the passes ran (resident or streamed) */
     uint64_t passes, pass_rows; /* forward passes (a batched step is one) and the tokens they ran */

@@ -6,7 +6,9 @@
  * the logits of a prompt and of the following decode steps are compared
  * byte for byte between the mapped model (no budget) and the same model
  * under a budget just above the planner's minimum, where most experts (or
- * most dense layers) come from disk through the cache. Also: a budget below
+ * most dense layers) come from disk through the cache - packed as they
+ * arrive where the kernels have a packed layout for the experts' type, and
+ * not with DELTAFIN_PACK=0. Also: a budget below
  * the minimum fails with a message naming it; the learned hot-expert file is
  * written and read back; the store never hands out more than it planned.
  */
@@ -19,7 +21,10 @@
 
 #include "deltafin.h"
 #include "model.h"
+#include "pack.h"
+#include "quant.h"
 #include "testutil.h"
+#include "wstore.h"
 
 static char tmpdir[128];
 
@@ -100,24 +105,45 @@ static uint64_t minimum_for(const char *path) {
     return p.minimum;
 }
 
+/* The routed experts' type of a mkmodel argument string (--expert-type, else --type), -1 if not named. */
+static int expert_type_of(const char *args) {
+    const char *p = strstr(args, "--expert-type ");
+    p = p ? p + strlen("--expert-type ") : strstr(args, "--type ");
+    if (p && !strncmp(p, "--type ", 7)) p += 7;
+    if (!p) return -1;
+    for (int t = 0; t < DF_TYPE_COUNT; t++) {
+        const quant_traits *q = quant_traits_get(t);
+        const size_t n = q && q->name ? strlen(q->name) : 0;
+        if (n && !strncmp(p, q->name, n) && (p[n] == ' ' || p[n] == 0)) return t;
+    }
+    return -1;
+}
+
+/* The budgeted runs (each reading engine, and pread with DELTAFIN_PACK=0: nothing packed) against the mapped
+ * model. Experts the cache keeps in use get packed (bytes_packed) where their type has a packed kernel:
+ * test_cached_experts_packed requires it. */
 static void check_identical(const char *args, const char *name, uint64_t extra) {
     char path[256];
     make_model(args, name, path, sizeof path);
     const uint64_t budget = minimum_for(path) + extra;
     int n1, n2;
     float *a = run(path, 0, DF_IO_AUTO, &n1, NULL);
-    for (int engine = DF_IO_PREAD; engine <= DF_IO_URING; engine++) {
+    for (int engine = DF_IO_PREAD; engine <= DF_IO_URING + 1; engine++) {
+        const int no_pack = engine > DF_IO_URING;
+        if (no_pack) setenv("DELTAFIN_PACK", "0", 1);
         df_io_stats io;
-        float *b = run(path, budget, engine, &n2, &io);
+        float *b = run(path, budget, no_pack ? DF_IO_PREAD : engine, &n2, &io);
+        if (no_pack) unsetenv("DELTAFIN_PACK");
         assert_int_equal(n1, n2);
-        printf("  %-12s %-8s budget %.1f MiB: %.1f MiB read from disk, hit rate %.0f%%: logits %s\n", name,
-               io.io_engine, budget / 1048576.0, io.bytes_read / 1048576.0,
-               io.hits + io.misses ? 100.0 * io.hits / (io.hits + io.misses) : 0.0,
+        printf("  %-12s %-8s budget %.1f MiB: %.1f MiB read from disk (%.1f packed), hit rate %.0f%%: logits %s\n",
+               name, no_pack ? "unpacked" : io.io_engine, budget / 1048576.0, io.bytes_read / 1048576.0,
+               io.bytes_packed / 1048576.0, io.hits + io.misses ? 100.0 * io.hits / (io.hits + io.misses) : 0.0,
                memcmp(a, b, sizeof(float) * (size_t)n1) == 0 ? "identical" : "DIFFERENT");
         if (*io.io_note) printf("    (%s: the pread engine ran instead)\n", io.io_note);
         else assert_string_equal(io.io_engine, engine == DF_IO_URING ? "io_uring" : "pread");
         assert_true(io.streaming);
         assert_true(io.bytes_read > 0);
+        if (no_pack) assert_true(io.bytes_packed == 0);
         assert_memory_equal(a, b, sizeof(float) * (size_t)n1);
         free(b);
     }
@@ -149,6 +175,89 @@ static void test_moe_streaming_identical(void **state) {
     check_identical("--preset deepseek4-tiny --type q8_0 --expert-type mxfp4 --idx-top-k 2", "deepseek4", 2 << 20);
     /* ... with i-quant experts (a pool of quantized rows: their quantizer is slow) */
     check_identical("--preset deepseek4-tiny --type q8_0 --expert-type iq2_xxs --row-pool 8 --idx-top-k 2", "deepseek4", 2 << 20);
+}
+
+/* A budget that holds every expert: each stays in its slot and is packed once it has served a few passes
+ * (WS_PACK_AFTER) where its type has a packed kernel in the table in use; the logits stay those of the mapped
+ * model. */
+static void test_cached_experts_packed(void **state) {
+    (void)state;
+    static const char *const models[][2] = {{"--preset qwen3moe-tiny --type q6_K", "qwen3moe-q6"},
+                                             {"--preset qwen2moe-tiny --type q8_0", "qwen2moe-q8"},
+                                             {"--preset deepseek-v3-tiny --type q4_K", "deepseek-v3-q4"},
+                                             {"--preset gpt-oss-tiny --type q8_0 --expert-type mxfp4", "gpt-oss-mx"}};
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        char path[256];
+        make_model(models[i][0], models[i][1], path, sizeof path);
+        struct stat st;
+        assert_int_equal(stat(path, &st), 0);
+        const uint64_t budget = minimum_for(path) + 2 * (uint64_t)st.st_size;
+        const int et = expert_type_of(models[i][0]);
+        const int packs = et >= 0 && quant_traits_get(et)->gemm_packed && pack_has_layout(et);
+        int n1, n2;
+        df_io_stats io;
+        float *a = run(path, 0, DF_IO_AUTO, &n1, NULL), *b = run(path, budget, DF_IO_PREAD, &n2, &io);
+        printf("  %-14s budget %.1f MiB: hit rate %.0f%%, %.1f of %.1f MiB read packed in the cache: logits %s\n",
+               models[i][1], budget / 1048576.0, 100.0 * io.hits / (double)(io.hits + io.misses),
+               io.bytes_packed / 1048576.0, io.bytes_read / 1048576.0,
+               n1 == n2 && !memcmp(a, b, sizeof(float) * (size_t)n1) ? "identical" : "DIFFERENT");
+        assert_true(io.streaming);
+        if (packs) assert_true(io.bytes_packed > 0 && io.bytes_packed <= io.bytes_read);
+        else assert_true(io.bytes_packed == 0);
+        assert_int_equal(n1, n2);
+        assert_memory_equal(a, b, sizeof(float) * (size_t)n1);
+        free(a);
+        free(b);
+    }
+}
+
+/* The store's side of it, on one expert: fetched for products more than WS_PACK_AFTER times it comes back
+ * packed (pack.h's layout of the file's rows), a fetch for the file's layout while a product holds it fails,
+ * and once released it gets the file's bytes back (the slot unpacked in place). */
+static void test_expert_slot_layouts(void **state) {
+    (void)state;
+    char path[256], err[512];
+    make_model("--preset qwen2moe-tiny --type q8_0", "slot-layouts", path, sizeof path);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    df_model *mm, *mb;
+    df_model_params mp = df_model_default_params();
+    mp.n_threads = 2;
+    mp.hot_file = "";
+    assert_int_equal(df_model_load(path, &mp, &mm, err, sizeof err), 0); /* mapped: the file's bytes */
+    mp.mem_budget = minimum_for(path) + 2 * (uint64_t)st.st_size;
+    assert_int_equal(df_model_load(path, &mp, &mb, err, sizeof err), 0);
+    ws_tensor *tf = mm->layers[0].ffn_up_exps, *tb = mb->layers[0].ffn_up_exps;
+    assert_true(tb->streamed);
+    const size_t bytes = (size_t)tb->ne[1] * tb->row_bytes;
+    const int packs = quant_traits_get(tb->type)->gemm_packed != NULL;
+    const uint8_t *file = ws_fetch_expert(mm->ws, tf, 3, err, sizeof err);
+    assert_non_null(file);
+    uint8_t *want = malloc(bytes), *scratch = malloc(PACK_ROWS * tb->row_bytes);
+    assert_true(want && scratch);
+    memcpy(want, file, bytes);
+    pack_matrix(tb->type, want, tb->row_bytes, tb->ne[1], scratch, 0);
+    for (int k = 0; k <= 3; k++) {
+        int packed = -1;
+        const uint8_t *w = ws_fetch_expert_mm(mb->ws, tb, 3, &packed, err, sizeof err);
+        assert_non_null(w);
+        assert_int_equal(packed, packs && k >= 2); /* WS_PACK_AFTER = 2 uses as read, packed for the third */
+        assert_memory_equal(w, packed ? want : file, bytes);
+        if (packed) {
+            assert_null(ws_fetch_expert(mb->ws, tb, 3, err, sizeof err));
+            assert_non_null(strstr(err, "held packed"));
+        }
+        ws_release_expert(mb->ws, tb, 3);
+    }
+    const uint8_t *rows = ws_fetch_expert(mb->ws, tb, 3, err, sizeof err);
+    assert_non_null(rows);
+    assert_memory_equal(rows, file, bytes);
+    ws_release_expert(mb->ws, tb, 3);
+    ws_release_expert(mm->ws, tf, 3);
+    free(want);
+    free(scratch);
+    df_model_free(mb);
+    df_model_free(mm);
 }
 
 /* gpt-oss with an 8-token window in a 256-token context: the sliding layers'
@@ -401,6 +510,8 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_moe_streaming_identical),
+        cmocka_unit_test(test_cached_experts_packed),
+        cmocka_unit_test(test_expert_slot_layouts),
         cmocka_unit_test_teardown(test_gptoss_ring_streaming_identical, default_lengths),
         cmocka_unit_test(test_nextn_block_skipped),
         cmocka_unit_test(test_shrink_mid_decode),

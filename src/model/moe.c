@@ -250,12 +250,13 @@ static int run_expert(df_session *s, df_layer *L, int e, int cnt, char *err, siz
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     const int F = (int)L->ffn_gate_exps->ne[1];
-    const void *g = ws_fetch_expert_mm(m->ws, L->ffn_gate_exps, e, err, errlen);
-    const void *u = g ? ws_fetch_expert_mm(m->ws, L->ffn_up_exps, e, err, errlen) : NULL;
-    const void *d = u ? ws_fetch_expert_mm(m->ws, L->ffn_down_exps, e, err, errlen) : NULL;
+    int pk[3] = {0, 0, 0}; /* each slice's layout */
+    const void *g = ws_fetch_expert_mm(m->ws, L->ffn_gate_exps, e, &pk[0], err, errlen);
+    const void *u = g ? ws_fetch_expert_mm(m->ws, L->ffn_up_exps, e, &pk[1], err, errlen) : NULL;
+    const void *d = u ? ws_fetch_expert_mm(m->ws, L->ffn_down_exps, e, &pk[2], err, errlen) : NULL;
     int rc = -1;
-    const mm_op gate_up[2] = {{L->ffn_gate_exps->type, g, F, s->ex_h, F, NULL, L->ffn_gate_exps->packed},
-                              {L->ffn_up_exps->type, u, F, s->ex_h2, F, NULL, L->ffn_up_exps->packed}};
+    const mm_op gate_up[2] = {{L->ffn_gate_exps->type, g, F, s->ex_h, F, NULL, pk[0]},
+                              {L->ffn_up_exps->type, u, F, s->ex_h2, F, NULL, pk[1]}};
     const int64_t W = L->ffn_gate_exps->ne[0]; /* n_embd, or the latent width */
     if (d && mm_mul_n(m->pool, gate_up, 2, W, s->ex_x, cnt, &s->mm) == 0) { /* one conversion, one pass */
         if (expert_bias(s, L->ffn_gate_exps_b, e, s->ex_h, cnt, F, err, errlen) ||
@@ -263,7 +264,7 @@ static int run_expert(df_session *s, df_layer *L, int e, int cnt, char *err, siz
             rc = -1;
         } else {
             df_glu_pool(m->pool, h, s->ex_h, s->ex_h2, cnt * F);
-            const mm_op down = {L->ffn_down_exps->type, d, W, s->ex_y, W, s->ex_h, L->ffn_down_exps->packed};
+            const mm_op down = {L->ffn_down_exps->type, d, W, s->ex_y, W, s->ex_h, pk[2]};
             rc = mm_mul_n(m->pool, &down, 1, F, NULL, cnt, &s->mm);
             if (rc != 0) df_seterr(err, errlen, "internal: expert scratch too small");
             else rc = expert_bias(s, L->ffn_down_exps_b, e, s->ex_y, cnt, W, err, errlen);
@@ -291,16 +292,17 @@ static int run_experts_one_token(df_session *s, df_layer *L, int l, const int32_
         if (!ws_expert_ready(m->ws, l, ids[u])) return 0;
     ws_tensor *const t3[3] = {L->ffn_gate_exps, L->ffn_up_exps, L->ffn_down_exps};
     const void *w[3][MM_MAX_OPS];
+    int pk[3][MM_MAX_OPS]; /* each slice's layout */
     int got = 0, rc = -1;
     for (; got < 3 * nu; got++) {
-        w[got / nu][got % nu] = ws_fetch_expert_mm(m->ws, t3[got / nu], ids[got % nu], err, errlen);
+        w[got / nu][got % nu] = ws_fetch_expert_mm(m->ws, t3[got / nu], ids[got % nu], &pk[got / nu][got % nu], err, errlen);
         if (!w[got / nu][got % nu]) break;
     }
     if (got == 3 * nu) {
         mm_op ops[MM_MAX_OPS];
         for (int u = 0; u < nu; u++) {
-            ops[2 * u] = (mm_op){L->ffn_gate_exps->type, w[0][u], F, s->ex_h + u * F, F, NULL, t3[0]->packed};
-            ops[2 * u + 1] = (mm_op){L->ffn_up_exps->type, w[1][u], F, s->ex_h2 + u * F, F, NULL, t3[1]->packed};
+            ops[2 * u] = (mm_op){L->ffn_gate_exps->type, w[0][u], F, s->ex_h + u * F, F, NULL, pk[0][u]};
+            ops[2 * u + 1] = (mm_op){L->ffn_up_exps->type, w[1][u], F, s->ex_h2 + u * F, F, NULL, pk[1][u]};
         }
         if (mm_mul_n(m->pool, ops, 2 * nu, E, x, 1, &s->mm) == 0) {
             int brc = 0;
@@ -311,7 +313,7 @@ static int run_experts_one_token(df_session *s, df_layer *L, int l, const int32_
                 df_glu_pool(m->pool, &m->hp, s->ex_h, s->ex_h2, (int)(nu * F));
                 for (int u = 0; u < nu; u++) /* slot u's output row (one token: slot = position in ids) */
                     ops[u] = (mm_op){L->ffn_down_exps->type, w[2][u], E, s->ex_out + u * E, E, s->ex_h + u * F,
-                                     t3[2]->packed};
+                                     pk[2][u]};
                 rc = mm_mul_n(m->pool, ops, nu, F, NULL, 1, &s->mm) == 0 ? 1 : -1;
                 if (rc < 0) df_seterr(err, errlen, "internal: expert scratch too small");
                 for (int u = 0; u < nu && rc > 0; u++)

@@ -42,6 +42,13 @@
  * loaded at open (they seed the counts, scaled to this run's units, and the
  * hottest experts are read ahead), saved at close.
  *
+ * Packing. A slot arrives in the file's layout; the fetch that finds it
+ * unpinned for the WS_PACK_AFTER + 1th time since its load packs its parts
+ * in place (pack.h, where the kernel table has a packed gemm for the type),
+ * holding the only pin and with the slot marked repacking, outside the
+ * lock. ws_fetch_expert_mm reports each slice's layout; ws_fetch_expert
+ * (the file's layout) unpacks a slot nobody holds.
+ *
  * Invariants
  *  1. A slot with pins > 0 or state LOADING is never chosen as a victim.
  *  2. where[key] == i  <=>  slots[i].key == key (both under the lock).
@@ -77,6 +84,11 @@
 #define ALIGN WSIO_ALIGN
 
 #define DECAY_AGES 1024 /* ages (steps) whose decay factor is tabled; 0.95^1024 is 1e-23 */
+/* Uses of an expert slot, as read, before it is packed for the products (acquire_expert). Packing costs about
+ * as much as 4 single-token products of the file's layout and makes each later one about twice as fast; at
+ * low hit rates (most experts used once or twice, then evicted) packing every arrival measured slower
+ * (Qwen3-MoE q4_K under 600M: 6.6-13 tokens/s against 11-14.5), with the whole cache hot 1.4-1.7x faster. */
+#define WS_PACK_AFTER 2
 
 enum { SLOT_EMPTY = 0, SLOT_LOADING, SLOT_READY, SLOT_ERROR };
 
@@ -89,6 +101,9 @@ typedef struct slot {
     uint32_t gen;        /* bumped at every (re)assignment: queue entries carry it */
     uint64_t touched;    /* tick of the last use */
     uint64_t used_seq;   /* order of the last use (ties between equal counts: older goes first) */
+    int uses;            /* expert slots: fetches that found it unpinned since it was loaded */
+    int packed;          /* expert slots: bit p, part p is in pack.h's layout (repack_slot) */
+    int repacking;       /* expert slots: its layout is being changed (by the thread holding its only pin) */
     uint8_t *buf;
 } slot;
 
@@ -425,6 +440,19 @@ static void touch(wstore *ws, slot *s) {
     s->used_seq = ++ws->use_seq;
 }
 
+/* Expert slot v starts loading (layer, e) (lock held; the caller queues it): a new key, generation and parts,
+ * in the file's layout. */
+static void assign_expert(wstore *ws, int v, int layer, int e) {
+    slot *s = &ws->es[v];
+    s->layer = layer;
+    s->expert = e;
+    s->state = SLOT_LOADING;
+    s->gen++;
+    s->done = 0;
+    s->uses = 0;
+    s->packed = 0;
+}
+
 enum { PICK_GUESS, PICK_PLAN, PICK_NOW };
 
 /* Pick a victim expert slot for (layer, e), or -1. Never a pinned or loading
@@ -461,11 +489,7 @@ static int start_load(wstore *ws, int layer, int e, int demand, int mode) {
     if (v < 0) return -1;
     slot *s = &ws->es[v];
     if (s->layer >= 0 && s->expert >= 0) ws->where[s->layer * ws->n_expert + s->expert] = -1;
-    s->layer = layer;
-    s->expert = e;
-    s->state = SLOT_LOADING;
-    s->gen++;
-    s->done = 0;
+    assign_expert(ws, v, layer, e);
     s->demand = demand;
     s->touched = demand ? ws->tick : 0;
     s->used_seq = ++ws->use_seq;
@@ -551,8 +575,53 @@ static int wait_ready(wstore *ws, slot *s, char *err, size_t errlen) {
     return 0;
 }
 
-/* Pin the expert slot of (layer, e), loading it on demand. */
-static slot *acquire_expert(wstore *ws, int layer, int e, char *err, size_t errlen) {
+/* Whether matrices of this type and row count are held packed (pack.h): the kernel table in use has a packed
+ * gemm for the type, and DELTAFIN_PACK=0 (cfg.no_pack) did not turn packing off. */
+static int type_packs(const wstore *ws, int type, int64_t rows) {
+    const quant_traits *q = quant_traits_get(type);
+    return !ws->cfg.no_pack && q && q->gemm_packed && pack_has_layout(type) && rows >= PACK_ROWS;
+}
+
+/* Part p of expert slot s: where its slice starts in the slot (after the read's alignment lead), its tensor. */
+static uint8_t *slot_part(const wstore *ws, const slot *s, int p, const gguf_tensor **gt) {
+    *gt = ws->exps[s->layer][p];
+    const uint64_t slice = (*gt)->nbytes / (uint64_t)(*gt)->ne[2];
+    return s->buf + ws->part_off[s->layer][p] + (((*gt)->offset + slice * (uint64_t)s->expert) & (ALIGN - 1));
+}
+
+/* Pack (unpack = 0) or unpack the parts of expert slot s whose type packs, in place; returns the slot's packed
+ * bits after it. The caller holds the only pin and has marked s repacking (no product reads it meanwhile, no
+ * one else changes its layout), so this runs without the lock. Packing is an optimization: without memory for
+ * the scratch rows a part stays as it is. */
+static int repack_slot(const wstore *ws, const slot *s, int unpack) {
+    int bits = s->packed;
+    for (int p = 0; p < 3; p++) {
+        const gguf_tensor *gt;
+        uint8_t *w = slot_part(ws, s, p, &gt);
+        if (!type_packs(ws, gt->type, gt->ne[1]) || ((bits >> p) & 1) != unpack) continue;
+        const size_t row = quant_row_size(gt->type, gt->ne[0]);
+        uint8_t *scratch = malloc(PACK_ROWS * row);
+        if (!scratch) continue;
+        pack_matrix(gt->type, w, row, gt->ne[1], scratch, unpack);
+        free(scratch);
+        bits ^= 1 << p;
+    }
+    return bits;
+}
+
+/* Bytes of slot s's parts held packed. */
+static uint64_t slot_bytes_packed(const wstore *ws, const slot *s) {
+    uint64_t n = 0;
+    for (int p = 0; p < 3; p++)
+        if ((s->packed >> p) & 1) n += ws->exps[s->layer][p]->nbytes / (uint64_t)ws->exps[s->layer][p]->ne[2];
+    return n;
+}
+
+/* Pin the expert slot of (layer, e), loading it on demand. mm: the pin is for matrix products, which read
+ * packed parts (an expert found unpinned for the WS_PACK_AFTER + 1th time since its load is packed first: by
+ * then it has shown it stays in use, and each product of a packed expert costs about half as much); else for
+ * the file's layout (a packed slot is unpacked, if nobody holds it). */
+static slot *acquire_expert(wstore *ws, int layer, int e, int mm, char *err, size_t errlen) {
     pthread_mutex_lock(&ws->mu);
     for (;;) {
         int w = ws->where[layer * ws->n_expert + e];
@@ -569,8 +638,30 @@ static slot *acquire_expert(wstore *ws, int layer, int e, char *err, size_t errl
             return NULL;
         }
         if (s->layer != layer || s->expert != e) continue; /* evicted meanwhile: retry */
+        if (s->repacking) { /* another thread is changing its layout: wait for it */
+            pthread_cond_wait(&ws->done_cv, &ws->mu);
+            continue;
+        }
+        const int alone = s->pins == 0;
+        if (alone) s->uses++;
+        if (!mm && s->packed && !alone) {
+            pthread_mutex_unlock(&ws->mu);
+            df_seterr(err, errlen, "internal: expert %d of layer %d is held packed by a running product", e, layer);
+            return NULL;
+        }
+        const int repack = alone && (mm ? !s->packed && s->uses > WS_PACK_AFTER : s->packed);
         s->pins++;
         touch(ws, s);
+        if (repack) { /* outside the lock, the readers and the policy going on: pinned, the slot stays */
+            s->repacking = 1;
+            pthread_mutex_unlock(&ws->mu);
+            const int bits = repack_slot(ws, s, !mm);
+            pthread_mutex_lock(&ws->mu);
+            s->packed = bits;
+            if (mm) ws->stats.bytes_packed += slot_bytes_packed(ws, s);
+            s->repacking = 0;
+            pthread_cond_broadcast(&ws->done_cv);
+        }
         pthread_mutex_unlock(&ws->mu);
         return s;
     }
@@ -733,7 +824,7 @@ int ws_probe(wstore *ws, double seconds, uint64_t seed, uint64_t *bytes, double 
                     ws_request_experts(ws, nl, ids[1 - cur], K, 0);
                 }
                 for (int i = 0; i < K; i++) {
-                    slot *s = acquire_expert(ws, l, ids[cur][i], err, errlen);
+                    slot *s = acquire_expert(ws, l, ids[cur][i], 1, err, errlen);
                     if (!s) return -1;
                     unpin(ws, s);
                 }
@@ -960,12 +1051,7 @@ static void preload_hot(wstore *ws) {
         for (int i = 0; i < ws->n_es && v < 0; i++)
             if (ws->es[i].state == SLOT_EMPTY) v = i;
         if (v < 0) break;
-        slot *s = &ws->es[v];
-        s->layer = l;
-        s->expert = e;
-        s->state = SLOT_LOADING;
-        s->gen++;
-        s->done = 0;
+        assign_expert(ws, v, l, e);
         ws->where[order[a]] = v;
         queue_slot(ws, v, 0);
     }
@@ -1201,9 +1287,7 @@ void ws_close(wstore *ws) {
 /* Whether a registered matrix is to be packed, its bytes apart (read_resident
  * asks before reading); packable: and it holds them, as the store's own. */
 static int pack_wanted(const wstore *ws, const ws_tensor *t) {
-    const quant_traits *q = quant_traits_get(t->type);
-    return !ws->cfg.no_pack && !t->streamed && q && q->gemm_packed && pack_has_layout(t->type) &&
-           t->ne[1] >= PACK_ROWS && strcmp(t->gt->name, "token_embd.weight");
+    return !t->streamed && type_packs(ws, t->type, t->ne[1]) && strcmp(t->gt->name, "token_embd.weight");
 }
 
 static int packable(const wstore *ws, const ws_tensor *t) {
@@ -1486,25 +1570,24 @@ void ws_release(wstore *ws, ws_tensor *t) {
     }
 }
 
-const void *ws_fetch_expert(wstore *ws, ws_tensor *t, int e, char *err, size_t errlen) {
-    if (t->packed && repack(t, 1, err, errlen) != 0) return NULL;
-    return ws_fetch_expert_mm(ws, t, e, err, errlen);
-}
-
-const void *ws_fetch_expert_mm(wstore *ws, ws_tensor *t, int e, char *err, size_t errlen) {
+/* ws_fetch_expert and ws_fetch_expert_mm: the slice, pinned, in the layout mm asks for (*packed: which). */
+static const void *fetch_expert(wstore *ws, ws_tensor *t, int e, int mm, int *packed, char *err, size_t errlen) {
     if (e < 0 || e >= t->ne[2]) {
         df_seterr(err, errlen, "expert %d out of range for '%s'", e, t->gt->name);
         return NULL;
     }
     if (t->fail) return injected(t, err, errlen);
+    if (!mm && t->packed && repack(t, 1, err, errlen) != 0) return NULL;
     const uint64_t slice = (uint64_t)t->ne[1] * t->row_bytes;
     const uint8_t *p;
     if (t->streamed) {
-        slot *s = acquire_expert(ws, t->layer, e, err, errlen);
+        slot *s = acquire_expert(ws, t->layer, e, mm, err, errlen);
         if (!s) return NULL;
         p = s->buf + ws->part_off[t->layer][t->part] + ((t->gt->offset + slice * (uint64_t)e) & (ALIGN - 1));
+        *packed = (s->packed >> t->part) & 1;
     } else {
         p = (const uint8_t *)t->data + slice * (uint64_t)e;
+        *packed = t->packed;
     }
     if (ws->locked) pthread_mutex_lock(&ws->mu);
     t->pins++;
@@ -1512,6 +1595,15 @@ const void *ws_fetch_expert_mm(wstore *ws, ws_tensor *t, int e, char *err, size_
     ws->stats.expert_bytes += slice;
     if (ws->locked) pthread_mutex_unlock(&ws->mu);
     return p;
+}
+
+const void *ws_fetch_expert(wstore *ws, ws_tensor *t, int e, char *err, size_t errlen) {
+    int packed;
+    return fetch_expert(ws, t, e, 0, &packed, err, errlen);
+}
+
+const void *ws_fetch_expert_mm(wstore *ws, ws_tensor *t, int e, int *packed, char *err, size_t errlen) {
+    return fetch_expert(ws, t, e, 1, packed, err, errlen);
 }
 
 void ws_release_expert(wstore *ws, ws_tensor *t, int e) {
@@ -1532,7 +1624,7 @@ uint64_t ws_resident_bytes(const wstore *ws) { return ws->resident; }
 uint64_t ws_packed_bytes(const wstore *ws) {
     uint64_t n = 0;
     for (uint64_t i = 0; i < ws->g->n_tensors; i++)
-        if (ws->handles[i].gt && ws->handles[i].packed) n += ws->handles[i].nbytes;
+        if (ws->handles[i].gt && ws->handles[i].packed && !ws->handles[i].streamed) n += ws->handles[i].nbytes;
     return n;
 }
 

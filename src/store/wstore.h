@@ -46,7 +46,8 @@ typedef struct ws_tensor {
     int streamed;           /* WS_STREAM: bytes live in a slot, not in data */
     size_t slot_off;        /* dense-streamed: offset of its segment in the layer slot */
     int requantized;        /* data is a copy requantized to `type` (ws_config.resident_type), owned by the store */
-    int packed;             /* data's full groups of 16 rows (per expert slice) are in pack.h's layout */
+    int packed;             /* data's full groups of 16 rows (per expert slice) are in pack.h's layout
+                             * (streamed experts: per slot, ws_fetch_expert_mm says) */
     int fail;               /* tests only (ws_inject_failure): every fetch of it fails */
 } ws_tensor;
 
@@ -112,11 +113,16 @@ const void *ws_fetch_mm(wstore *ws, ws_tensor *t, char *err, size_t errlen);
 void ws_release(wstore *ws, ws_tensor *t);
 
 /* Pin expert e's slice of an expert tensor (ne[2] = number of experts): ne[1]
- * rows of ne[0] elements, contiguous in the file. In WS_STREAM mode one
- * expert's gate, up and down slices travel together in one cache slot. */
+ * rows of ne[0] elements, contiguous in the file, in the file's layout. In
+ * WS_STREAM mode one expert's gate, up and down slices travel together in
+ * one cache slot. */
 const void *ws_fetch_expert(wstore *ws, ws_tensor *t, int e, char *err, size_t errlen);
-/* ws_fetch_mm's counterpart (the slice as it is held: packed if t->packed). */
-const void *ws_fetch_expert_mm(wstore *ws, ws_tensor *t, int e, char *err, size_t errlen);
+/* ws_fetch_mm's counterpart: the slice as it is held, *packed saying whether
+ * in pack.h's layout (resident: as t->packed; streamed: a slot is packed in
+ * place once it has been used a few times, WS_PACK_AFTER, where the kernels
+ * have a packed layout for the type). A slot pinned for products is not
+ * unpacked: ws_fetch_expert of it fails until it is released. */
+const void *ws_fetch_expert_mm(wstore *ws, ws_tensor *t, int e, int *packed, char *err, size_t errlen);
 void ws_release_expert(wstore *ws, ws_tensor *t, int e);
 
 /* Ask for experts of a layer ahead of use. demand = 1: they are needed now
@@ -152,6 +158,7 @@ typedef struct ws_stats {
     uint64_t prefetch_issued, prefetch_used;
     uint64_t unguessed;      /* demanded experts not in memory that no guess had asked for */
     uint64_t bytes_read;        /* from disk */
+    uint64_t bytes_packed;      /* expert slices packed (pack.h) in their slots after a few uses */
     double read_seconds;        /* summed over reader threads */
     double wait_seconds;        /* compute thread blocked on I/O */
     uint64_t *layer_hits, *layer_misses; /* (n_layer), owned by the store */
@@ -164,7 +171,7 @@ const char *ws_io_engine(const wstore *ws, const char **note);
 
 /* Bytes held in memory by the store (resident copies and slots). */
 uint64_t ws_resident_bytes(const wstore *ws);
-/* Bytes of the tensors held in pack.h's layout now. */
+/* Bytes of the tensors held in pack.h's layout now (not counting expert slots). */
 uint64_t ws_packed_bytes(const wstore *ws);
 
 /* Persist the learned hot-expert counts (WS_STREAM with a hot_path) through
