@@ -111,7 +111,8 @@ x86_64)
     build_obj src/types/kern_avx512.c "$OUT/obj/kern_avx512.o" -w -mavx512f -mavx512bw -mavx512vl -mavx512dq \
         -mavx512vnni -mavx2 -mfma -mf16c
     build_obj src/types/kern_amx.c "$OUT/obj/kern_amx.o" -w -mamx-tile -mamx-int8 -mamx-bf16 -mf16c
-    OBJS+=("$OUT/obj/kern_avx2.o" "$OUT/obj/kern_avx512.o" "$OUT/obj/kern_amx.o")
+    build_obj src/types/kern_amx_model.c "$OUT/obj/kern_amx_model.o" -w -mf16c   # the x86 AMX code on the tile model
+    OBJS+=("$OUT/obj/kern_avx2.o" "$OUT/obj/kern_avx512.o" "$OUT/obj/kern_amx.o" "$OUT/obj/kern_amx_model.o")
     ;;
 aarch64)
     build_obj src/types/kern_neon.c "$OUT/obj/kern_neon.o" -w

@@ -6,9 +6,9 @@
  * the logits of a prompt and of the following decode steps are compared
  * byte for byte between the mapped model (no budget) and the same model
  * under a budget just above the planner's minimum, where most experts (or
- * most dense layers) come from disk through the cache - packed as they
- * arrive where the kernels have a packed layout for the experts' type, and
- * not with DELTAFIN_PACK=0. Also: a budget below
+ * most dense layers) come from disk through the cache (experts packed in
+ * their slots once reused where the kernels have a packed layout for their
+ * type; not with DELTAFIN_PACK=0). Also: a budget below
  * the minimum fails with a message naming it; the learned hot-expert file is
  * written and read back; the store never hands out more than it planned.
  */

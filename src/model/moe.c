@@ -295,8 +295,9 @@ static int run_experts_one_token(df_session *s, df_layer *L, int l, const int32_
     int pk[3][MM_MAX_OPS]; /* each slice's layout */
     int got = 0, rc = -1;
     for (; got < 3 * nu; got++) {
-        w[got / nu][got % nu] = ws_fetch_expert_mm(m->ws, t3[got / nu], ids[got % nu], &pk[got / nu][got % nu], err, errlen);
-        if (!w[got / nu][got % nu]) break;
+        const int part = got / nu, u = got % nu;
+        w[part][u] = ws_fetch_expert_mm(m->ws, t3[part], ids[u], &pk[part][u], err, errlen);
+        if (!w[part][u]) break;
     }
     if (got == 3 * nu) {
         mm_op ops[MM_MAX_OPS];

@@ -87,7 +87,8 @@
 /* Uses of an expert slot, as read, before it is packed for the products (acquire_expert). Packing costs about
  * as much as 4 single-token products of the file's layout and makes each later one about twice as fast; at
  * low hit rates (most experts used once or twice, then evicted) packing every arrival measured slower
- * (Qwen3-MoE q4_K under 600M: 6.6-13 tokens/s against 11-14.5), with the whole cache hot 1.4-1.7x faster. */
+ * (Qwen3-MoE q4_K under 600M: 6.6-13 tokens/s against 11-14.5); with the whole cache hot, generation 1.1-1.9x
+ * and prompts 1.3-1.6x faster (bench/RESULTS.md). */
 #define WS_PACK_AFTER 2
 
 enum { SLOT_EMPTY = 0, SLOT_LOADING, SLOT_READY, SLOT_ERROR };

@@ -13,19 +13,13 @@
  * other table: the hardware kernel (kern_amx.c) when the CPU has AMX, the
  * model when forced - the hardware kernels' code on it (kern_amx_model.c)
  * where the AVX-512 table exists, else these plain versions. Faults the model raised (a kernel bug: the hardware
- * would have killed the process) are counted for the tests.
+ * would have killed the process) are counted for the tests (amx_model.c, amx_model_faults).
  */
 #include "amx_tile.h"
 #include "quant_isa.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <string.h>
-
-static atomic_long model_faults;
-
-long amx_model_faults(void) { return atomic_load(&model_faults); }
-void amx_model_fault_note(void) { atomic_fetch_add(&model_faults, 1); }
 
 #include "amx_model_ops.h"
 #define AMX_FN_ATTR

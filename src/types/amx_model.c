@@ -11,7 +11,14 @@
 #include "amx_tile.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
+
+/* Gemm runs on the model that raised a fault (amx_model_ops.h's AMX_STATE_END). */
+static atomic_long model_faults;
+
+long amx_model_faults(void) { return atomic_load(&model_faults); }
+void amx_model_fault_note(void) { atomic_fetch_add(&model_faults, 1); }
 
 static int fault(amx_model *m, int f) {
     if (m->fault == AMX_OK) m->fault = f;

@@ -160,6 +160,10 @@ AMX_FN_ATTR __attribute__((noinline)) static void amx_q8_0_decode_packed(const u
     }
 }
 
+/* The E2M1 codes' values doubled (ggml's kvalues_mxfp4, quant.c's df_kvalues_mxfp4), here so that the AMX files
+ * need nothing of quant.c's (tests/cli/seams.sh: no cycle); the tests hold them to the scalar reference. */
+static const int8_t amx_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
 /* MXFP4 blocks b0..b0+kc of rows 0..rn of w (the file's layout: element j < 16 the low nibble of qs[j], 16 + j
  * the high one) into o. */
 AMX_FN_ATTR static void amx_mxfp4_decode(const uint8_t *w, size_t ws, int rn, int64_t b0, int kc, amx_q8_0_wk *o) {
@@ -168,8 +172,8 @@ AMX_FN_ATTR static void amx_mxfp4_decode(const uint8_t *w, size_t ws, int rn, in
         for (int r = 0; r < rn; r++) {
             const block_mxfp4 *wb = (const block_mxfp4 *)(const void *)(w + (size_t)r * ws) + b0 + b;
             for (int j = 0; j < 16; j++) {
-                o[b].b[j / 4][4 * r + j % 4] = (uint8_t)df_kvalues_mxfp4[wb->qs[j] & 0x0F];
-                o[b].b[4 + j / 4][4 * r + j % 4] = (uint8_t)df_kvalues_mxfp4[wb->qs[j] >> 4];
+                o[b].b[j / 4][4 * r + j % 4] = (uint8_t)amx_mxfp4_values[wb->qs[j] & 0x0F];
+                o[b].b[4 + j / 4][4 * r + j % 4] = (uint8_t)amx_mxfp4_values[wb->qs[j] >> 4];
             }
             o[b].dw[r] = quant_e8m0_half(wb->e);
         }
@@ -186,8 +190,8 @@ AMX_FN_ATTR __attribute__((noinline)) static void amx_mxfp4_decode_packed(const 
         for (int k = 0; k < 4; k++)
             for (int q = 0; q < 64; q++) {
                 const uint8_t v = g[16 + 64 * k + q];
-                o[b].b[k][q] = (uint8_t)df_kvalues_mxfp4[v & 0x0F];
-                o[b].b[4 + k][q] = (uint8_t)df_kvalues_mxfp4[v >> 4];
+                o[b].b[k][q] = (uint8_t)amx_mxfp4_values[v & 0x0F];
+                o[b].b[4 + k][q] = (uint8_t)amx_mxfp4_values[v >> 4];
             }
     }
 }

@@ -68,7 +68,7 @@ void kern_neon_fill(quant_traits *tab);
  * helpers (model = 1). kern_amx_hw_available
  * says whether the CPU and the OS allow the tiles (and asks Linux for the
  * tile state). amx_q8_0/mxfp4/q4_K/q5_K/q6_K_gemm_model are the model-backed gemms,
- * for the tests; amx_model_faults counts the model faults their runs raised. */
+ * for the tests; amx_model_faults (amx_tile.h) counts the model faults their runs raised. */
 void kern_amx_fill(quant_traits *tab, int model);
 #if defined(__x86_64__)
 void kern_amx_hw_fill(quant_traits *tab);
@@ -107,7 +107,6 @@ void amx_q6_K_gemm_model(int64_t n, const void *w, size_t w_stride, int nr, cons
                          float *y, size_t ldy);
 void amx_q6_K_packed_gemm_model(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride,
                                 int nc, float *y, size_t ldy);
-long amx_model_faults(void);
 /* An AMX gemm into a table entry, with the call shape matmul should give it: 16-row tiles, each serving up to
  * cols tokens (quant_traits.gemm_rows / gemm_cols). */
 static inline void amx_put_gemm(quant_traits *e, quant_gemm_fn fn, int cols) {
