@@ -1,6 +1,6 @@
 /*
  * test_amx.c - the AMX software model (amx_tile.h) against the
- * instructions' definitions, and the AMX q8_0, mxfp4, q4_K, q5_K and q6_K gemms
+ * instructions' definitions, and the AMX q8_0, mxfp4, q4_0, iq4_nl, q4_K, q5_K and q6_K gemms
  * (amx_q8_0.h, amx_q4_K.h) run on the model against the scalar reference, float64 and
  * the other tables' gemm bits, on every machine. Under DELTAFIN_AMX=model / off it also checks
  * the run-time selection (tests/run.sh runs it both ways).
@@ -289,6 +289,14 @@ static void test_mxfp4_gemm_model(void **state) {
     check_gemm_model(DF_TYPE_MXFP4, amx_mxfp4_gemm_model, ns, 4);
 }
 
+/* q4_0, IQ4_NL: q8_0's gemm with their codes decoded to int8 and the f16 scales. */
+static void test_q4_0_iq4_nl_gemm_model(void **state) {
+    (void)state;
+    static const int64_t ns[] = {32, 96, 2048 + 32};
+    check_gemm_model(DF_TYPE_Q4_0, amx_q4_0_gemm_model, ns, 3);
+    check_gemm_model(DF_TYPE_IQ4_NL, amx_iq4_nl_gemm_model, ns, 3);
+}
+
 /* q4_K, q5_K: super-blocks in chunks of 4 (5 = a chunk and one more); the K-quant order is the AVX-512 tiles'
  * (and q4_K's AVX2 tile's). */
 static void test_q4_K_gemm_model(void **state) {
@@ -324,6 +332,8 @@ static void test_x86_gemms_model(void **state) {
     static const int64_t n32[] = {32, 96, 2048 + 32}, nk[] = {256, 1280};
     check_gemm_model(DF_TYPE_Q8_0, amx_q8_0_gemm_model512, n32, 3);
     check_gemm_model(DF_TYPE_MXFP4, amx_mxfp4_gemm_model512, n32, 3);
+    check_gemm_model(DF_TYPE_Q4_0, amx_q4_0_gemm_model512, n32, 3);
+    check_gemm_model(DF_TYPE_IQ4_NL, amx_iq4_nl_gemm_model512, n32, 3);
     check_gemm_model(DF_TYPE_Q4_K, amx_q4_K_gemm_model512, nk, 2);
     check_gemm_model(DF_TYPE_Q5_K, amx_q5_K_gemm_model512, nk, 2);
     check_gemm_model(DF_TYPE_Q6_K, amx_q6_K_gemm_model512, nk, 2);
@@ -344,9 +354,12 @@ static void test_selection(void **state) {
         /* the hardware kernels' code on the model where the AVX-512 table exists (kern_amx_model.c), else the
          * headers' plain helpers */
         const quant_gemm_fn g = quant_traits_isa(DF_TYPE_Q8_0, QUANT_ISA_AMX)->gemm;
-        if (quant_isa_available(QUANT_ISA_AVX512)) assert_ptr_not_equal(g, amx_q8_0_gemm_model);
-        else assert_ptr_equal(g, amx_q8_0_gemm_model);
-        assert_ptr_not_equal(g, quant_traits_isa(DF_TYPE_Q8_0, QUANT_ISA_AVX512)->gemm);
+        if (quant_isa_available(QUANT_ISA_AVX512)) {
+            assert_ptr_not_equal(g, amx_q8_0_gemm_model);
+            assert_ptr_not_equal(g, quant_traits_isa(DF_TYPE_Q8_0, QUANT_ISA_AVX512)->gemm);
+        } else {
+            assert_ptr_equal(g, amx_q8_0_gemm_model);
+        }
         assert_int_equal(quant_traits_isa(DF_TYPE_Q8_0, QUANT_ISA_AMX)->gemm_rows, 16);
     } else if (e && !strcmp(e, "off")) {
         assert_false(quant_isa_available(QUANT_ISA_AMX));
@@ -365,6 +378,7 @@ int main(void) {
         cmocka_unit_test(test_model_bf16),
         cmocka_unit_test(test_q8_0_gemm_model),
         cmocka_unit_test(test_mxfp4_gemm_model),
+        cmocka_unit_test(test_q4_0_iq4_nl_gemm_model),
         cmocka_unit_test(test_q4_K_gemm_model),
         cmocka_unit_test(test_q5_K_gemm_model),
         cmocka_unit_test(test_q6_K_gemm_model),

@@ -3,7 +3,7 @@
  * table's fill function (every architecture).
  *
  * DESIGN
- * amx_q8_0.h (q8_0, mxfp4) and amx_q4_K.h (q4_K, q5_K, q6_K) are instantiated here with amx_tile.h's model
+ * amx_q8_0.h (q8_0, mxfp4, q4_0, iq4_nl) and amx_q4_K.h (q4_K, q5_K, q6_K) are instantiated here with amx_tile.h's model
  * as their tile operations: amx_q8_0_gemm_model and the rest (the packed
  * versions too, put where the table below packs the type). It is what the tests run against the
  * scalar reference, float64 and the AVX-512 gemm on every machine, and
@@ -29,6 +29,8 @@
 #define AMX_Q8_0_GEMM_PACKED amx_q8_0_packed_gemm_model
 #define AMX_MXFP4_GEMM amx_mxfp4_gemm_model
 #define AMX_MXFP4_GEMM_PACKED amx_mxfp4_packed_gemm_model
+#define AMX_Q4_0_GEMM amx_q4_0_gemm_model
+#define AMX_IQ4_NL_GEMM amx_iq4_nl_gemm_model
 #include "amx_q8_0.h"
 #define AMX_Q4_K_GEMM amx_q4_K_gemm_model
 #define AMX_Q5_K_GEMM amx_q5_K_gemm_model
@@ -48,8 +50,9 @@ void kern_amx_fill(quant_traits *t, int model) {
 #endif
     (void)model;
     static const amx_gemm_set set = {
-        {amx_q8_0_gemm_model, amx_mxfp4_gemm_model, amx_q4_K_gemm_model, amx_q5_K_gemm_model, amx_q6_K_gemm_model},
+        {amx_q8_0_gemm_model, amx_mxfp4_gemm_model, amx_q4_K_gemm_model, amx_q5_K_gemm_model, amx_q6_K_gemm_model,
+         amx_q4_0_gemm_model, amx_iq4_nl_gemm_model},
         {amx_q8_0_packed_gemm_model, amx_mxfp4_packed_gemm_model, amx_q4_K_packed_gemm_model,
-         amx_q5_K_packed_gemm_model, amx_q6_K_packed_gemm_model}};
+         amx_q5_K_packed_gemm_model, amx_q6_K_packed_gemm_model, NULL, NULL}};
     amx_put_gemms(t, &set, 16 * AMX_CG);
 }

@@ -1,6 +1,6 @@
 /*
- * amx_q8_0.h - the AMX int8 gemms of q8_0 and MXFP4 weights x q8_0
- * activations, written once against six tile operations that the including file
+ * amx_q8_0.h - the AMX int8 gemms of q8_0, MXFP4, q4_0 and IQ4_NL weights
+ * x q8_0 activations, written once against six tile operations that the including file
  * defines (kern_amx.c: the hardware instructions; amx_gemm.c: amx_tile.h's
  * software model):
  *   AMX_CFG(cfg)            ldtilecfg          AMX_RELEASE()   tilerelease
@@ -8,8 +8,8 @@
  *   AMX_DPBSSD(c, a, b)     tdpbssd            AMX_STORE(t, p, stride) tilestored
  * (tile numbers are literal constants, as the intrinsics require), plus
  * AMX_F16(h) (f16 bits -> float), the functions' names AMX_Q8_0_GEMM,
- * AMX_MXFP4_GEMM and AMX_Q8_0_GEMM_PACKED / AMX_MXFP4_GEMM_PACKED (the same
- * gemms on pack.h's layout), their
+ * AMX_MXFP4_GEMM, AMX_Q4_0_GEMM, AMX_IQ4_NL_GEMM and AMX_Q8_0_GEMM_PACKED /
+ * AMX_MXFP4_GEMM_PACKED (the same gemms on pack.h's layout), their
  * attributes AMX_FN_ATTR and linkage AMX_GEMM_LINKAGE (static or empty),
  * how the tile state is passed (AMX_STATE_*), and optionally faster
  * versions of its helpers with the same results: AMX_DECODE, AMX_DX and
@@ -41,11 +41,12 @@
  * - Packed weights (pack.h) are a row tile's B operand as they lie: the
  *   packed decoder only takes the 128 offset back off and converts the
  *   scales (no transpose); everything else is shared.
- * - MXFP4 is the same gemm with another decoder: a block's 32 E2M1 codes
- *   become their doubled values (df_kvalues_mxfp4, -12..12: int8), its
- *   E8M0 exponent the scale 2^(e-128) (quant_e8m0_half), and the rest -
- *   one tdpbssd per block, fma(float(sum), dw * dx) - is q8_0's, which is
- *   also the order of the AVX-512 mxfp4 tiles (row-major and packed).
+ * - MXFP4, q4_0 and IQ4_NL are the same gemm with another decoder: a
+ *   block's 32 4-bit codes become their int8 values (MXFP4's E2M1 values
+ *   doubled, -12..12; q4_0's code - 8; IQ4_NL's grid, -127..113), the
+ *   scale a float (MXFP4's E8M0 exponent: 2^(e-128), quant_e8m0_half), and
+ *   the rest - one tdpbssd per block, fma(float(sum), dw * dx) - is
+ *   q8_0's, which is also the order of their AVX-512 tiles.
  * - Edge tiles (fewer than 16 rows or tokens) get their own configuration
  *   (rows, colsb) so no load reads past the last row; the configuration is
  *   loaded again only when the tile shape changes. Lanes past the edge
@@ -160,22 +161,30 @@ AMX_FN_ATTR __attribute__((noinline)) static void amx_q8_0_decode_packed(const u
     }
 }
 
-/* The E2M1 codes' values doubled (ggml's kvalues_mxfp4, quant.c's df_kvalues_mxfp4), here so that the AMX files
- * need nothing of quant.c's (tests/cli/seams.sh: no cycle); the tests hold them to the scalar reference. */
+/* The 16 values of the 4-bit codes, by type (here so that the AMX files need nothing of quant.c's:
+ * tests/cli/seams.sh, no cycle; the tests hold them to the scalar reference): MXFP4's E2M1 values doubled
+ * (ggml's kvalues_mxfp4), IQ4_NL's non-linear grid (kvalues_iq4nl), q4_0's code - 8. */
 static const int8_t amx_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+static const int8_t amx_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+static const int8_t amx_q4_0_values[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
 
-/* MXFP4 blocks b0..b0+kc of rows 0..rn of w (the file's layout: element j < 16 the low nibble of qs[j], 16 + j
- * the high one) into o. */
-AMX_FN_ATTR static void amx_mxfp4_decode(const uint8_t *w, size_t ws, int rn, int64_t b0, int kc, amx_q8_0_wk *o) {
+/* Blocks b0..b0+kc of rows 0..rn of w in the file's layout of a 32-element block of 4-bit codes (MXFP4: an E8M0
+ * exponent byte; q4_0, IQ4_NL: an f16 scale; then 16 bytes, element j < 16 the low nibble of byte j, 16 + j the
+ * high one) into o: the codes' values by vals, the scale as a float. */
+AMX_FN_ATTR static void amx_nib_decode(const uint8_t *w, size_t ws, int rn, int64_t b0, int kc, amx_q8_0_wk *o,
+                                       const int8_t vals[16], int e8m0) {
+    const size_t bs = e8m0 ? sizeof(block_mxfp4) : sizeof(block_q4_0), head = e8m0 ? 1 : 2;
     for (int b = 0; b < kc; b++) {
         memset(&o[b], 0, sizeof o[b]);
         for (int r = 0; r < rn; r++) {
-            const block_mxfp4 *wb = (const block_mxfp4 *)(const void *)(w + (size_t)r * ws) + b0 + b;
+            const uint8_t *blk = w + (size_t)r * ws + (size_t)(b0 + b) * bs, *qs = blk + head;
             for (int j = 0; j < 16; j++) {
-                o[b].b[j / 4][4 * r + j % 4] = (uint8_t)amx_mxfp4_values[wb->qs[j] & 0x0F];
-                o[b].b[4 + j / 4][4 * r + j % 4] = (uint8_t)amx_mxfp4_values[wb->qs[j] >> 4];
+                o[b].b[j / 4][4 * r + j % 4] = (uint8_t)vals[qs[j] & 0x0F];
+                o[b].b[4 + j / 4][4 * r + j % 4] = (uint8_t)vals[qs[j] >> 4];
             }
-            o[b].dw[r] = quant_e8m0_half(wb->e);
+            uint16_t h;
+            memcpy(&h, blk, 2);
+            o[b].dw[r] = e8m0 ? quant_e8m0_half(blk[0]) : AMX_F16(h);
         }
     }
 }
@@ -197,7 +206,7 @@ AMX_FN_ATTR __attribute__((noinline)) static void amx_mxfp4_decode_packed(const 
 }
 
 /* What amx_q8_0_gemm_any multiplies: the weights' type and layout. */
-enum { AMX_Q8_0_ROWS, AMX_Q8_0_PACKED, AMX_MXFP4_ROWS, AMX_MXFP4_PACKED };
+enum { AMX_Q8_0_ROWS, AMX_Q8_0_PACKED, AMX_MXFP4_ROWS, AMX_MXFP4_PACKED, AMX_Q4_0_ROWS, AMX_IQ4_NL_ROWS };
 
 /* Rows in tiles of 16, K in chunks of AMX_KC blocks, tokens in groups of 16; kind: the weights' type and
  * layout (packed: w holds nr / 16 packed groups, pack.h; else rows in the file's layout). */
@@ -222,7 +231,9 @@ AMX_FN_ATTR static inline __attribute__((always_inline)) void amx_q8_0_gemm_any(
                 const int kc = nb - k0 < AMX_KC ? (int)(nb - k0) : AMX_KC;
                 const uint8_t *wr = W + (size_t)r0 * ws;
                 if (kind == AMX_Q8_0_PACKED) amx_q8_0_decode_packed(wr, k0, kc, wk);
-                else if (kind == AMX_MXFP4_ROWS) amx_mxfp4_decode(wr, ws, rn, k0, kc, wk);
+                else if (kind == AMX_MXFP4_ROWS) amx_nib_decode(wr, ws, rn, k0, kc, wk, amx_mxfp4_values, 1);
+                else if (kind == AMX_Q4_0_ROWS) amx_nib_decode(wr, ws, rn, k0, kc, wk, amx_q4_0_values, 0);
+                else if (kind == AMX_IQ4_NL_ROWS) amx_nib_decode(wr, ws, rn, k0, kc, wk, amx_iq4nl_values, 0);
                 else if (kind == AMX_MXFP4_PACKED) amx_mxfp4_decode_packed(wr, k0, kc, wk);
                 else AMX_DECODE(wr, ws, rn, k0, kc, wk);
                 for (int g = 0; g < ncg; g++) {
@@ -266,4 +277,12 @@ AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_MXFP4_GEMM(int64_t n, const void *w, size_
 AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_MXFP4_GEMM_PACKED(int64_t n, const void *w, size_t ws, int nr, const void *x,
                                                         size_t xs, int nc, float *y, size_t ldy) {
     amx_q8_0_gemm_any(AMX_MXFP4_PACKED, n, w, ws, nr, x, xs, nc, y, ldy);
+}
+AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_Q4_0_GEMM(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs,
+                                                int nc, float *y, size_t ldy) {
+    amx_q8_0_gemm_any(AMX_Q4_0_ROWS, n, w, ws, nr, x, xs, nc, y, ldy);
+}
+AMX_FN_ATTR AMX_GEMM_LINKAGE void AMX_IQ4_NL_GEMM(int64_t n, const void *w, size_t ws, int nr, const void *x,
+                                                  size_t xs, int nc, float *y, size_t ldy) {
+    amx_q8_0_gemm_any(AMX_IQ4_NL_ROWS, n, w, ws, nr, x, xs, nc, y, ldy);
 }

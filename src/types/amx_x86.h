@@ -238,6 +238,8 @@ AMX_FN_ATTR static inline void amxk6_finish_512(const amxk_s512 *s0, const amxk_
     }
 AMX_ROUTE(q8_0, ws > INT32_MAX / 16 || xs > INT32_MAX / 16) /* its gathers take 32-bit offsets of up to 15 rows */
 AMX_ROUTE(mxfp4, xs > INT32_MAX / 16) /* amx_dx_512's gathers */
+AMX_ROUTE(q4_0, xs > INT32_MAX / 16)
+AMX_ROUTE(iq4_nl, xs > INT32_MAX / 16)
 AMX_ROUTE(q4_K, 0)
 AMX_ROUTE(q5_K, 0)
 AMX_ROUTE(q6_K, 0)
@@ -251,15 +253,17 @@ AMX_ROUTE(q6_K_packed, 0)
 /* The gemms into t (a copy of the AVX-512 table, whose gemms the routes keep for the small products), each
  * type's packed version where t packs the type. */
 static void amx_x86_fill(quant_traits *t) {
-    quant_gemm_fn *const small[AMX_GEMM_TYPES] = {&q8_0_small, &mxfp4_small, &q4_K_small, &q5_K_small, &q6_K_small};
+    quant_gemm_fn *const small[AMX_GEMM_TYPES] = {&q8_0_small, &mxfp4_small, &q4_K_small, &q5_K_small,
+                                                   &q6_K_small,  &q4_0_small,  &iq4_nl_small};
     quant_gemm_fn *const small_packed[AMX_GEMM_TYPES] = {&q8_0_packed_small, &mxfp4_packed_small, &q4_K_packed_small,
-                                                          &q5_K_packed_small, &q6_K_packed_small};
+                                                          &q5_K_packed_small, &q6_K_packed_small, NULL, NULL};
     for (int i = 0; i < AMX_GEMM_TYPES; i++) {
         *small[i] = t[amx_gemm_types[i]].gemm;
-        *small_packed[i] = t[amx_gemm_types[i]].gemm_packed;
+        if (small_packed[i]) *small_packed[i] = t[amx_gemm_types[i]].gemm_packed;
     }
     static const amx_gemm_set set = {
-        {amx_q8_0_gemm, amx_mxfp4_gemm, amx_q4_K_gemm, amx_q5_K_gemm, amx_q6_K_gemm},
-        {amx_q8_0_packed_gemm, amx_mxfp4_packed_gemm, amx_q4_K_packed_gemm, amx_q5_K_packed_gemm, amx_q6_K_packed_gemm}};
+        {amx_q8_0_gemm, amx_mxfp4_gemm, amx_q4_K_gemm, amx_q5_K_gemm, amx_q6_K_gemm, amx_q4_0_gemm, amx_iq4_nl_gemm},
+        {amx_q8_0_packed_gemm, amx_mxfp4_packed_gemm, amx_q4_K_packed_gemm, amx_q5_K_packed_gemm, amx_q6_K_packed_gemm,
+         NULL, NULL}};
     amx_put_gemms(t, &set, 16 * AMX_CG); /* a row tile serves the whole call */
 }

@@ -30,6 +30,8 @@
 #define AMX_Q8_0_GEMM_PACKED amx_q8_0_packed_gemm_model512
 #define AMX_MXFP4_GEMM amx_mxfp4_gemm_model512
 #define AMX_MXFP4_GEMM_PACKED amx_mxfp4_packed_gemm_model512
+#define AMX_Q4_0_GEMM amx_q4_0_gemm_model512
+#define AMX_IQ4_NL_GEMM amx_iq4_nl_gemm_model512
 #define AMX_Q4_K_GEMM amx_q4_K_gemm_model512
 #define AMX_Q5_K_GEMM amx_q5_K_gemm_model512
 #define AMX_Q4_K_GEMM_PACKED amx_q4_K_packed_gemm_model512

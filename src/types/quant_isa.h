@@ -67,7 +67,7 @@ void kern_neon_fill(quant_traits *tab);
  * code (model = 2, x86 with the AVX-512 table) or the gemm headers' plain
  * helpers (model = 1). kern_amx_hw_available
  * says whether the CPU and the OS allow the tiles (and asks Linux for the
- * tile state). amx_q8_0/mxfp4/q4_K/q5_K/q6_K_gemm_model are the model-backed gemms,
+ * tile state). amx_q8_0/mxfp4/q4_0/iq4_nl/q4_K/q5_K/q6_K_gemm_model are the model-backed gemms,
  * for the tests; amx_model_faults (amx_tile.h) counts the model faults their runs raised. */
 void kern_amx_fill(quant_traits *tab, int model);
 #if defined(__x86_64__)
@@ -80,6 +80,10 @@ void amx_q8_0_gemm_model512(int64_t n, const void *w, size_t w_stride, int nr, c
                             float *y, size_t ldy);
 void amx_mxfp4_gemm_model512(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride, int nc,
                              float *y, size_t ldy);
+void amx_q4_0_gemm_model512(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride, int nc,
+                            float *y, size_t ldy);
+void amx_iq4_nl_gemm_model512(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride,
+                              int nc, float *y, size_t ldy);
 void amx_q4_K_gemm_model512(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride, int nc,
                             float *y, size_t ldy);
 void amx_q5_K_gemm_model512(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride, int nc,
@@ -93,6 +97,10 @@ void amx_mxfp4_gemm_model(int64_t n, const void *w, size_t w_stride, int nr, con
                           float *y, size_t ldy);
 void amx_mxfp4_packed_gemm_model(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride,
                                  int nc, float *y, size_t ldy);
+void amx_q4_0_gemm_model(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride, int nc,
+                         float *y, size_t ldy);
+void amx_iq4_nl_gemm_model(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride, int nc,
+                           float *y, size_t ldy);
 void amx_q4_K_gemm_model(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride, int nc,
                          float *y, size_t ldy);
 void amx_q5_K_gemm_model(int64_t n, const void *w, size_t w_stride, int nr, const void *x, size_t x_stride, int nc,
@@ -118,18 +126,19 @@ static inline void amx_put_gemm(quant_traits *e, quant_gemm_fn fn, int cols) {
 
 /* The AMX gemms of one instantiation, by type in the order of amx_gemm_types: each type's gemm (into the table
  * by amx_put_gemm, 16-row calls of up to `cols` tokens) and its packed version (put only where the table packs
- * the type, i.e. had a packed gemm for it). */
-#define AMX_GEMM_TYPES 5
-static const int amx_gemm_types[AMX_GEMM_TYPES] = {DF_TYPE_Q8_0, DF_TYPE_MXFP4, DF_TYPE_Q4_K, DF_TYPE_Q5_K, DF_TYPE_Q6_K};
+ * the type, i.e. had a packed gemm for it; NULL: the type has no packed AMX gemm). */
+#define AMX_GEMM_TYPES 7
+static const int amx_gemm_types[AMX_GEMM_TYPES] = {DF_TYPE_Q8_0, DF_TYPE_MXFP4, DF_TYPE_Q4_K, DF_TYPE_Q5_K,
+                                                   DF_TYPE_Q6_K, DF_TYPE_Q4_0, DF_TYPE_IQ4_NL};
 typedef struct {
     quant_gemm_fn gemm[AMX_GEMM_TYPES], packed[AMX_GEMM_TYPES];
 } amx_gemm_set;
 static inline void amx_put_gemms(quant_traits *t, const amx_gemm_set *s, int cols) {
     for (int i = 0; i < AMX_GEMM_TYPES; i++) {
         quant_traits *e = &t[amx_gemm_types[i]];
-        const int packs = e->gemm_packed != NULL;
+        quant_gemm_fn packed = e->gemm_packed; /* the table's: kept where the AMX set has none (same bits) */
         amx_put_gemm(e, s->gemm[i], cols);
-        if (packs) e->gemm_packed = s->packed[i];
+        if (packed) e->gemm_packed = s->packed[i] ? s->packed[i] : packed;
     }
 }
 

@@ -3,7 +3,7 @@
 # DELTAFIN_AMX=model runs the whole engine with the AMX table on the
 # software tile model (kern_amx.c / amx_gemm.c), on any machine: a q8_0
 # model's logits over a prompt of more than 16 tokens (several token tiles)
-# and its greedy text, and the logits of mxfp4, q4_K, q5_K and q6_K models read in
+# and its greedy text, and the logits of mxfp4, q4_0, iq4_nl, q4_K, q5_K and q6_K models read in
 # (packed) and mapped, are byte for byte those without AMX (the AMX gemms
 # keep the other tables' float order), and DELTAFIN_AMX=off changes nothing
 # where the CPU has no AMX.
@@ -20,8 +20,8 @@ DELTAFIN_AMX=off "$D" logits -m "$T/m.gguf" -p "$P" --out "$T/off.f32" > /dev/nu
 DELTAFIN_AMX=model "$D" logits -m "$T/m.gguf" -p "$P" --out "$T/model.f32" > /dev/null 2>&1
 check "logits written" test -s "$T/off.f32"
 check "q8_0 logits: AMX model == no AMX, bit for bit" cmp -s "$T/off.f32" "$T/model.f32"
-# the mxfp4 and K-quant AMX gemms, in a model read in (packed: gemm_packed) and mapped (the file's rows: gemm)
-for ty in mxfp4 q4_K q5_K q6_K; do
+# the other AMX gemms, in a model read in (packed: gemm_packed) and mapped (the file's rows: gemm)
+for ty in mxfp4 q4_0 iq4_nl q4_K q5_K q6_K; do
     "$B/mkmodel" -o "$T/$ty.gguf" --preset small --type "$ty" 2>/dev/null || { echo "mkmodel $ty failed"; exit 1; }
     for io in --no-mmap --mmap; do
         DELTAFIN_AMX=off "$D" logits -m "$T/$ty.gguf" -p "$P" $io --out "$T/off.f32" > /dev/null 2>&1
