@@ -7,7 +7,8 @@
  * DESIGN
  * A gemm keeps its model state (the 8 tile registers and the
  * configuration) on its stack: AMX_STATE_DECL declares it, the helpers that
- * issue tile operations get it as a parameter (AMX_STATE_PARAM / _ARG),
+ * issue tile operations get it as a parameter (AMX_STATE_PARAM; passed as
+ * AMX_STATE_ARG by the gemm, AMX_STATE_PASS by a helper to another),
  * and AMX_STATE_END reports a fault the run raised (amx_model_fault_note;
  * the tests require none: the hardware would have killed the process).
  */
@@ -19,6 +20,7 @@
 #define AMX_STATE_DECL amx_model amx_st_ = {0}
 #define AMX_STATE_PARAM , amx_model *amx_st
 #define AMX_STATE_ARG , &amx_st_
+#define AMX_STATE_PASS , amx_st
 #define AMX_STATE_END                                                                                              \
     do {                                                                                                           \
         if (amx_st_.fault) amx_model_fault_note();                                                                 \

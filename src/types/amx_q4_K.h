@@ -143,37 +143,6 @@ AMX_FN_ATTR static inline void amxk_finish(const amxk_s *s, const amxk_wk *wk, c
 #define AMXK_FINISH amxk_finish
 #endif
 
-/* Super-block i of one tile: sub-blocks in pairs through C tiles 0 and 1. */
-#define AMXK_ISSUE(j)                                                                                               \
-    do {                                                                                                            \
-        AMX_ZERO(0);                                                                                                \
-        AMX_ZERO(1);                                                                                                \
-        AMX_LOAD(2, xq + 32 * (j), xs);                                                                             \
-        AMX_LOAD(3, xq + 32 * (j) + 32, xs);                                                                        \
-        AMX_LOAD(4, wk->b[j], 64);                                                                                  \
-        AMX_LOAD(5, wk->b[(j) + 1], 64);                                                                            \
-        AMX_DPBSUD(0, 2, 4);                                                                                        \
-        AMX_DPBSUD(1, 3, 5);                                                                                        \
-    } while (0)
-
-AMX_FN_ATTR static void amxk_run(const uint8_t *x, size_t xs, int cn, int64_t i, const amxk_wk *wk,
-                                 float accs[16][16], float accm[16][16] AMX_STATE_PARAM) {
-    int32_t cs[2][16][16];
-    memset(cs, 0, sizeof cs); /* rows/columns past the tile are never stored: keep them finite */
-    const uint8_t *xq = x + (size_t)i * sizeof(block_q8_K) + offsetof(block_q8_K, qs);
-    AMXK_SACC s;
-    AMXK_SZERO(&s);
-    AMXK_ISSUE(0);
-    for (int j = 0; j < 8; j += 2) {
-        AMX_STORE(0, cs[0], 64);
-        AMX_STORE(1, cs[1], 64);
-        if (j + 2 < 8) AMXK_ISSUE(j + 2);
-        AMXK_SUB(&s, cs[0], wk->sc[j]);
-        AMXK_SUB(&s, cs[1], wk->sc[j + 1]);
-    }
-    AMXK_FINISH(&s, wk, x, xs, cn, i, accs, accm);
-}
-#undef AMXK_ISSUE
 
 /* Super-block i of a packed q4_K or q5_K group (pack.h) into o: line 8p + k's low nibbles are sub-block 2p's B tile
  * row k, its high ones sub-block 2p + 1's; q5_K's qh line k (between the scales and the nibble lines) gives them
@@ -285,39 +254,55 @@ AMX_FN_ATTR static inline void amxk6_finish(const AMXK_SACC *s0, const AMXK_SACC
 #define AMXK6_FINISH amxk6_finish
 #endif
 
-/* Super-block i of one q6_K tile: sub-blocks (K = 16) in pairs through C tiles 0 and 1, the even ones to P0, the
- * odd ones to P1. */
-#define AMXK6_ISSUE(j)                                                                                              \
+/* Super-block i of one tile: its sub-blocks (kb bytes each: 32, q6_K's 16; B tiles 16 * kb bytes apart in wk->b)
+ * in pairs through C tiles 0 and 1, each scaled into S (q6_K: the even ones into P0, the odd ones into P1). */
+#define AMXK_ISSUE(j)                                                                                               \
     do {                                                                                                            \
         AMX_ZERO(0);                                                                                                \
         AMX_ZERO(1);                                                                                                \
-        AMX_LOAD(2, xq + 16 * (j), xs);                                                                             \
-        AMX_LOAD(3, xq + 16 * (j) + 16, xs);                                                                        \
-        AMX_LOAD(4, wk->b6[j], 64);                                                                                 \
-        AMX_LOAD(5, wk->b6[(j) + 1], 64);                                                                           \
+        AMX_LOAD(2, xq + (size_t)kb * (j), xs);                                                                     \
+        AMX_LOAD(3, xq + (size_t)kb * ((j) + 1), xs);                                                               \
+        AMX_LOAD(4, bt + (size_t)16 * kb * (j), 64);                                                                \
+        AMX_LOAD(5, bt + (size_t)16 * kb * ((j) + 1), 64);                                                          \
         AMX_DPBSUD(0, 2, 4);                                                                                        \
         AMX_DPBSUD(1, 3, 5);                                                                                        \
     } while (0)
 
-AMX_FN_ATTR static void amxk6_run(const uint8_t *x, size_t xs, int cn, int64_t i, const amxk_wk *wk,
-                                  float acc0[16][16], float acc1[16][16] AMX_STATE_PARAM) {
+AMX_FN_ATTR static inline __attribute__((always_inline)) void amxk_run(const int q6, const uint8_t *x, size_t xs,
+                                                                        int cn, int64_t i, const amxk_wk *wk,
+                                                                        float acc0[16][16],
+                                                                        float acc1[16][16] AMX_STATE_PARAM) {
+    const int kb = q6 ? 16 : 32, nsub = QK_K / kb;
     int32_t cs[2][16][16];
-    memset(cs, 0, sizeof cs);
-    const uint8_t *xq = x + (size_t)i * sizeof(block_q8_K) + offsetof(block_q8_K, qs);
+    memset(cs, 0, sizeof cs); /* rows/columns past the tile are never stored: keep them finite */
+    const uint8_t *xq = x + (size_t)i * sizeof(block_q8_K) + offsetof(block_q8_K, qs), *bt = &wk->b[0][0][0];
     AMXK_SACC s0, s1;
     AMXK_SZERO(&s0);
-    AMXK_SZERO(&s1);
-    AMXK6_ISSUE(0);
-    for (int j = 0; j < 16; j += 2) {
+    if (q6) AMXK_SZERO(&s1);
+    AMXK_ISSUE(0);
+    for (int j = 0; j < nsub; j += 2) {
         AMX_STORE(0, cs[0], 64);
         AMX_STORE(1, cs[1], 64);
-        if (j + 2 < 16) AMXK6_ISSUE(j + 2);
+        if (j + 2 < nsub) AMXK_ISSUE(j + 2);
         AMXK_SUB(&s0, cs[0], wk->sc[j]);
-        AMXK_SUB(&s1, cs[1], wk->sc[j + 1]);
+        if (q6) AMXK_SUB(&s1, cs[1], wk->sc[j + 1]);
+        else AMXK_SUB(&s0, cs[1], wk->sc[j + 1]);
     }
-    AMXK6_FINISH(&s0, &s1, wk, x, xs, cn, i, acc0, acc1);
+    if (q6) AMXK6_FINISH(&s0, &s1, wk, x, xs, cn, i, acc0, acc1);
+    else AMXK_FINISH(&s0, wk, x, xs, cn, i, acc0, acc1);
 }
-#undef AMXK6_ISSUE
+#undef AMXK_ISSUE
+
+/* amxk_run for each kind, as functions of their own: q4_K/q5_K keep one accumulator tile in registers, and
+ * neither sees the other's register pressure (q6_K's two tiles take all 32). */
+AMX_FN_ATTR static void amxk_run_k45(const uint8_t *x, size_t xs, int cn, int64_t i, const amxk_wk *wk,
+                                     float acc0[16][16], float acc1[16][16] AMX_STATE_PARAM) {
+    amxk_run(0, x, xs, cn, i, wk, acc0, acc1 AMX_STATE_PASS);
+}
+AMX_FN_ATTR static void amxk_run_k6(const uint8_t *x, size_t xs, int cn, int64_t i, const amxk_wk *wk,
+                                    float acc0[16][16], float acc1[16][16] AMX_STATE_PARAM) {
+    amxk_run(1, x, xs, cn, i, wk, acc0, acc1 AMX_STATE_PASS);
+}
 
 /* quant_gemm_fn for the type: rows in tiles of 16, K in chunks of AMXK_KC super-blocks decoded once and used by
  * the tokens of the call in groups of 16 (up to 16 * AMXK_CG at a time), so a row tile's weights are read once. */
@@ -356,8 +341,8 @@ AMX_FN_ATTR static inline __attribute__((always_inline)) void amxk_gemm(int type
                         cur_cn = cn;
                     }
                     for (int b = 0; b < kc; b++) {
-                        if (q6) amxk6_run(X + (size_t)c0 * xs, xs, cn, k0 + b, &wk[b], acc[g][0], acc[g][1] AMX_STATE_ARG);
-                        else amxk_run(X + (size_t)c0 * xs, xs, cn, k0 + b, &wk[b], acc[g][0], acc[g][1] AMX_STATE_ARG);
+                        (q6 ? amxk_run_k6 : amxk_run_k45)(X + (size_t)c0 * xs, xs, cn, k0 + b, &wk[b], acc[g][0],
+                                                          acc[g][1] AMX_STATE_ARG);
                     }
                 }
             }

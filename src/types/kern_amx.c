@@ -44,6 +44,7 @@
 #define AMX_STATE_DECL
 #define AMX_STATE_PARAM
 #define AMX_STATE_ARG
+#define AMX_STATE_PASS
 #define AMX_STATE_END
 #define AMX_CFG(cfg) _tile_loadconfig(cfg)
 #define AMX_RELEASE() _tile_release()
