@@ -1,8 +1,8 @@
 /*
  * amx_q8_0.h - the AMX int8 gemms of q8_0, MXFP4, q4_0 and IQ4_NL weights
  * x q8_0 activations, written once against six tile operations that the including file
- * defines (kern_amx.c: the hardware instructions; amx_gemm.c: amx_tile.h's
- * software model):
+ * defines (kern_amx.c, through amx_x86.h: the hardware instructions;
+ * amx_gemm.c and kern_amx_model.c: amx_tile.h's software model):
  *   AMX_CFG(cfg)            ldtilecfg          AMX_RELEASE()   tilerelease
  *   AMX_LOAD(t, p, stride)  tileloadd          AMX_ZERO(t)     tilezero
  *   AMX_DPBSSD(c, a, b)     tdpbssd            AMX_STORE(t, p, stride) tilestored
