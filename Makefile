@@ -147,15 +147,11 @@ demo: all
 debug:
 	$(MAKE) MODE=debug BUILD=build-debug all
 
-# Tests: the optimized build, then the same suite under ASan+UBSan, then the
-# aarch64 (NEON) build under qemu-user.
+# Tests: the optimized build (and its lower x86 tiers), then the same suite under
+# ASan+UBSan, ThreadSanitizer, and the aarch64 (NEON) build under qemu-user; every
+# suite runs to its end and the failures are reported together (scripts/test-all.sh).
 test: all
-	./scripts/llama-ref.sh build   # llama.cpp's vocabularies and test vectors (npm), used by the tokenizer tests
-	./tests/run.sh build
-	$(MAKE) MODE=debug BUILD=build-debug all
-	DELTAFIN_SANITIZED=1 ./tests/run.sh build-debug
-	$(MAKE) tsan
-	$(MAKE) test-cross
+	MAKE="$(MAKE)" ./scripts/test-all.sh
 
 # The aarch64 build's test programs under qemu-user (-L /: the multiarch arm64
 # libraries that scripts/install-deps.sh installs). Models come from the native mkmodel.

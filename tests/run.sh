@@ -4,7 +4,8 @@
 #   tests/run.sh BUILD_DIR
 #
 # Each build/test_* is a cmocka program; tests/cli/*.sh are shell tests of the
-# command-line tools (they get the build directory as $1). The last line is
+# command-line tools (they get the build directory as $1); on x86-64 the
+# kernel-selecting ones run again under every lower ISA tier (NAME@avx2). The last line is
 # "N passed, N failed"; the exit status is non-zero if anything failed.
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -43,6 +44,25 @@ done
 for t in tests/cli/*.sh; do
     [ -f "$t" ] || continue
     run "cli/$(basename "$t" .sh)" bash "$t" "$BUILD"
+done
+# Every lower x86 tier, whatever the machine: the tests that select kernels
+# again with the table capped (DELTAFIN_ISA makes the process behave as on a
+# CPU without the tiers above: quant.c init_tables), so the path an AVX2-only
+# laptop runs is tested on an AVX-512 machine, and an AVX-512 machine's on
+# an AMX one. The AMX table on the tile model is built on the capped base,
+# as on such a CPU (amx.sh, test_amx).
+caps=()
+if [ "$(uname -m)" = x86_64 ]; then
+    grep -qw avx512f /proc/cpuinfo && grep -qw avx512vnni /proc/cpuinfo && caps+=(avx2)
+    grep -qw amx_int8 /proc/cpuinfo && grep -qw avx512vnni /proc/cpuinfo && caps+=(avx512)
+fi
+for cap in "${caps[@]}"; do
+    for t in test_matmul test_quant test_stream test_decode test_amx; do
+        [ -x "$BUILD/$t" ] && run "$t@$cap" env DELTAFIN_ISA=$cap "$BUILD/$t"
+    done
+    run "test_amx-amx-model@$cap" env DELTAFIN_ISA=$cap DELTAFIN_AMX=model "$BUILD/test_amx"
+    run "test_matmul-amx-model@$cap" env DELTAFIN_ISA=$cap DELTAFIN_AMX=model "$BUILD/test_matmul"
+    for t in amx pack; do run "cli/$t@$cap" env DELTAFIN_ISA=$cap bash "tests/cli/$t.sh" "$BUILD"; done
 done
 echo
 [ ${#failed[@]} -eq 0 ] || echo "failed: ${failed[*]}"

@@ -19,7 +19,7 @@
  *   VNNI layout, decoded once per row tile and super-block (amxk_decode) and
  *   used by every token group. q4_K and q5_K share the header fields (d,
  *   dmin, the 12 bytes of scales) and so everything but the decoding.
- * - The K-quant order (kern_avx2.c's q4_K_tile, kern_avx512.c's t5_kmin):
+ * - The K-quant order (kern_avx2.c's kq_tile, kern_avx512.c's t5_kmin):
  *   per super-block and (token, row) the exact integer sums
  *   S = sum_j sc_j * dot_j (the 8 sub-block products, one tdpbsud each,
  *   scaled in int32) and M = sum_j m_j * (bsums of sub-block j), then

@@ -865,126 +865,180 @@ GEMM_TILES4(q4_0_tile, 32)
 GEMM_TILES4(mxfp4_tile, 32)
 GEMM_TILES4(iq4_nl_tile, 32)
 
-/* q4_K x q8_K. Per row and token the kernel forms q4_K_dot's two integer
- * vectors (scaled nibble products s, min products m) and folds them with one
- * hadd to [s s m m | s s m m]; a second hadd pairs two rows:
- * [s_a m_a s_b m_b | s_a m_a s_b m_b], and its halves added give each row's
- * whole super-block sums S and M, exact: [S_a M_a S_b M_b]. Four rows,
- * [S_0 M_0 S_1 M_1 | S_2 M_2 S_3 M_3], are scaled by [d -dmin ...] * d_y and
- * accumulated; a row's result is accS + accM (the K-quant order, which
- * kern_avx512.c's tiles and amx_q4_K.h reproduce). */
+/* K-quant x q8_K tiles. A super-block is eight 32-element chunks; chunk j
+ * of a row meets the activations' bytes 32j..32j+31. Per row and token the
+ * kernel forms the lone dot's integer vector (lane l: bytes 4l..4l+3 of every
+ * chunk, each times its sub-block's scale), exact, and:
+ * - q4_K, q5_K, q2_K (scale d and min dmin): one hadd with the min products
+ *   (bsums x mins) gives [s s m m | s s m m]; a second hadd pairs two rows:
+ *   [s_a m_a s_b m_b | s_a m_a s_b m_b], and its halves added give each
+ *   row's whole super-block sums S and M, exact: [S_a M_a S_b M_b]. Four
+ *   rows, [S_0 M_0 S_1 M_1 | S_2 M_2 S_3 M_3], are scaled by
+ *   [d -dmin ...] * d_y and accumulated; a row's result is accS + accM.
+ * - q6_K, q3_K (one scale d, values offset by 32 or 4): the offset products
+ *   (bsums x scales, times the offset) subtracted lane by lane, then reduced
+ *   across four rows like the 32-element formats (hsum4_epi32).
+ * This is the K-quant order that kern_avx512.c's tiles (t5_kmin, t5_koff)
+ * and amx_q4_K.h reproduce, so every x86 table gives these bits. */
 
 INL void store_sm(__m256 acc, float *out) {
     _mm_storeu_ps(out, _mm_hadd_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));
 }
 
-/* [d, -dmin] of four q4_K rows, as floats. */
-INL __m256 q4_K_d4(const block_q4_K *a, const block_q4_K *b, const block_q4_K *c, const block_q4_K *e) {
-    const __m256 v = _mm256_cvtph_ps(_mm_setr_epi16((short)a->d, (short)a->dmin, (short)b->d, (short)b->dmin,
-                                                    (short)c->d, (short)c->dmin, (short)e->d, (short)e->dmin));
+INL size_t kq_size(const int type) {
+    switch (type) {
+    case DF_TYPE_Q2_K: return sizeof(block_q2_K);
+    case DF_TYPE_Q3_K: return sizeof(block_q3_K);
+    case DF_TYPE_Q4_K: return sizeof(block_q4_K);
+    case DF_TYPE_Q5_K: return sizeof(block_q5_K);
+    default: return sizeof(block_q6_K);
+    }
+}
+
+/* One row's super-block, ready for its chunks: the scales as kq_chunk wants
+ * them, and the int16 vector whose madd with the bsums gives the min (q2_K,
+ * q4_K, q5_K) or offset (q3_K, q6_K) products. */
+typedef struct {
+    const uint8_t *qs, *qh; /* q6_K: ql in qs */
+    __m256i sc, mb;
+} kq_row;
+
+INL kq_row kq_begin(const int type, const uint8_t *blk) {
+    kq_row k;
+    if (type == DF_TYPE_Q4_K || type == DF_TYPE_Q5_K) {
+        const block_q4_K *a4 = (const block_q4_K *)(const void *)blk;
+        const block_q5_K *a5 = (const block_q5_K *)(const void *)blk;
+        uint32_t u[4];
+        quant_k4_unpack(type == DF_TYPE_Q4_K ? a4->scales : a5->scales, u);
+        const __m128i v = _mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]); /* 8 scales, 8 mins */
+        k.sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(v));
+        k.mb = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(v, v)); /* m_j twice: pairs of bsums */
+        k.qs = type == DF_TYPE_Q4_K ? a4->qs : a5->qs;
+        k.qh = type == DF_TYPE_Q4_K ? NULL : a5->qh;
+    } else if (type == DF_TYPE_Q2_K) {
+        const block_q2_K *a = (const block_q2_K *)(const void *)blk;
+        const __m128i sb = LOADU128(a->scales);
+        k.sc = _mm256_cvtepu8_epi16(_mm_and_si128(sb, _mm_set1_epi8(0x0F)));
+        k.mb = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(0x0F)));
+        k.qs = a->qs, k.qh = NULL;
+    } else if (type == DF_TYPE_Q3_K) {
+        const block_q3_K *a = (const block_q3_K *)(const void *)blk;
+        uint32_t s32[4];
+        quant_k3_unpack(a->scales, s32);
+        k.sc = _mm256_cvtepi8_epi16(
+            _mm_sub_epi8(_mm_set_epi32((int)s32[3], (int)s32[2], (int)s32[1], (int)s32[0]), _mm_set1_epi8(32)));
+        k.mb = k.sc;
+        k.qs = a->qs, k.qh = a->hmask;
+    } else {
+        const block_q6_K *a = (const block_q6_K *)(const void *)blk;
+        k.sc = _mm256_cvtepi8_epi16(LOADU128(a->scales));
+        k.mb = k.sc;
+        k.qs = a->ql, k.qh = a->qh;
+    }
+    return k;
+}
+
+/* Chunk j's unsigned values and the int16 scales of its sub-blocks (one for
+ * q4_K/q5_K, two of 16 elements for the others). j is a constant after
+ * unrolling, so the type's branches and shifts fold away. */
+INL void kq_chunk(const int type, const kq_row *k, const int j, __m256i *u, __m256i *scl) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    const int h = j / 4, g = j % 4;
+    if (type == DF_TYPE_Q4_K || type == DF_TYPE_Q5_K) { /* qs[32(j/2)..] low nibbles (j even) or high */
+        const __m256i q = LOADU(k->qs + 32 * (j / 2));
+        *u = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(q, 4) : q, m4);
+        if (type == DF_TYPE_Q5_K) /* qh bit j as bit 4 */
+            *u = _mm256_or_si256(*u, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(LOADU(k->qh), j), one), 4));
+        *scl = scale_bcast(k->sc, j);
+        return;
+    }
+    if (type == DF_TYPE_Q6_K) { /* low bits from ql[64h + 32(g%2)..], high bits from qh[32h..] */
+        const __m256i l = LOADU(k->qs + 64 * h + 32 * (g % 2)), qh = LOADU(k->qh + 32 * h);
+        const __m256i m30 = _mm256_set1_epi8(0x30);
+        const __m256i lo = _mm256_and_si256(g < 2 ? l : _mm256_srli_epi16(l, 4), m4);
+        const __m256i hi = g == 0 ? _mm256_slli_epi16(qh, 4) : g == 1 ? _mm256_slli_epi16(qh, 2)
+                           : g == 2 ? qh : _mm256_srli_epi16(qh, 2);
+        *u = _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
+    } else { /* q2_K, q3_K: qs[32h..] bits 2g..2g+1; q3_K: hmask bit 4h + g as bit 2 */
+        *u = _mm256_and_si256(_mm256_srli_epi16(LOADU(k->qs + 32 * h), 2 * g), m3);
+        if (type == DF_TYPE_Q3_K)
+            *u = _mm256_or_si256(*u, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(LOADU(k->qh), 4 * h + g), one), 2));
+    }
+    *scl = scale_pair(k->sc, h, g);
+}
+
+/* [d, -dmin] of four rows as floats (q2_K, q4_K, q5_K), or [d d d d | d d d d] (q3_K, q6_K, as dup4_h). */
+INL __m256 kq_d4(const int type, const uint8_t *const *b) {
+    uint16_t d[GR], dm[GR];
+    _Pragma("GCC unroll 4") for (int r = 0; r < GR; r++) switch (type) {
+        case DF_TYPE_Q2_K: d[r] = ((const block_q2_K *)(const void *)b[r])->d, dm[r] = ((const block_q2_K *)(const void *)b[r])->dmin; break;
+        case DF_TYPE_Q3_K: d[r] = ((const block_q3_K *)(const void *)b[r])->d, dm[r] = 0; break;
+        case DF_TYPE_Q4_K: d[r] = ((const block_q4_K *)(const void *)b[r])->d, dm[r] = ((const block_q4_K *)(const void *)b[r])->dmin; break;
+        case DF_TYPE_Q5_K: d[r] = ((const block_q5_K *)(const void *)b[r])->d, dm[r] = ((const block_q5_K *)(const void *)b[r])->dmin; break;
+        default: d[r] = ((const block_q6_K *)(const void *)b[r])->d, dm[r] = 0; break;
+        }
+    if (type == DF_TYPE_Q3_K || type == DF_TYPE_Q6_K) return dup4_h(d[0], d[1], d[2], d[3]);
+    const __m256 v = _mm256_cvtph_ps(_mm_setr_epi16((short)d[0], (short)dm[0], (short)d[1], (short)dm[1], (short)d[2],
+                                                    (short)dm[2], (short)d[3], (short)dm[3]));
     return _mm256_mul_ps(v, _mm256_setr_ps(1, -1, 1, -1, 1, -1, 1, -1));
 }
 
-INL void q4_K_tile(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out, const uint8_t *pf,
-                   size_t pf_step, const int C) {
-    const block_q4_K *w[GR];
+INL void kq_tile(const int type, int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out,
+                 const uint8_t *pf, size_t pf_step, const int C) {
+    const size_t bs = kq_size(type);
+    const int with_min = type == DF_TYPE_Q2_K || type == DF_TYPE_Q4_K || type == DF_TYPE_Q5_K;
+    const int off_shift = type == DF_TYPE_Q6_K ? 5 : 2; /* offsets 32 and 4 */
     const block_q8_K *x[4];
     __m256 acc[4];
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    _Pragma("GCC unroll 4") for (int r = 0; r < GR; r++) w[r] = (const block_q4_K *)(const void *)wp[r];
     _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
         x[c] = (const block_q8_K *)(const void *)(xp + (size_t)c * xs);
         acc[c] = _mm256_setzero_ps();
     }
     for (int64_t i = 0; i < n / QK_K; i++) {
         prefetch_step(pf, pf_step, i);
-        __m256i t[GR][4]; /* per row and token: hadd(s, m) */
+        const uint8_t *b[GR];
+        __m256i t[GR][4]; /* per row and token: hadd(s, m), or s less the offsets */
         _Pragma("GCC unroll 4") for (int r = 0; r < GR; r++) {
-            const block_q4_K *a = &w[r][i];
-            uint32_t u[4];
-            quant_k4_unpack(a->scales, u);
-            const __m128i v = _mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]);
-            const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(v));
-            const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(v, v));
+            b[r] = wp[r] + (size_t)i * bs;
+            const kq_row k = kq_begin(type, b[r]);
             __m256i s[4];
             _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) s[c] = _mm256_setzero_si256();
-            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-                const __m256i q = LOADU(a->qs + 32 * k);
-                const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-                const __m256i sl = scale_bcast(sc, 2 * k), sh = scale_bcast(sc, 2 * k + 1);
-                _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
-                    const int8_t *y = x[c][i].qs + 64 * k;
-                    const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, LOADU(y)), sl);
-                    const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, LOADU(y + 32)), sh);
-                    s[c] = _mm256_add_epi32(s[c], _mm256_add_epi32(p0, p1));
-                }
+            _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
+                __m256i u, scl;
+                kq_chunk(type, &k, j, &u, &scl);
+                _Pragma("GCC unroll 4") for (int c = 0; c < C; c++)
+                    s[c] = _mm256_add_epi32(s[c], _mm256_madd_epi16(_mm256_maddubs_epi16(u, LOADU(x[c][i].qs + 32 * j)), scl));
             }
-            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++)
-                t[r][c] = _mm256_hadd_epi32(s[c], _mm256_madd_epi16(LOADU(x[c][i].bsums), mins));
+            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+                const __m256i p = _mm256_madd_epi16(LOADU(x[c][i].bsums), k.mb);
+                t[r][c] = with_min ? _mm256_hadd_epi32(s[c], p) : _mm256_sub_epi32(s[c], _mm256_sll_epi32(p, _mm_cvtsi32_si128(off_shift)));
+            }
         }
-        const __m256 d4 = q4_K_d4(&w[0][i], &w[1][i], &w[2][i], &w[3][i]);
+        const __m256 d4 = kq_d4(type, b);
         _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
-            const __m256i sm = _mm256_set_m128i(fold_pair(_mm256_hadd_epi32(t[2][c], t[3][c])),
-                                                fold_pair(_mm256_hadd_epi32(t[0][c], t[1][c])));
-            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sm), _mm256_mul_ps(d4, _mm256_set1_ps(x[c][i].d)), acc[c]);
+            const __m256i v = with_min ? _mm256_set_m128i(fold_pair(_mm256_hadd_epi32(t[2][c], t[3][c])),
+                                                          fold_pair(_mm256_hadd_epi32(t[0][c], t[1][c])))
+                                       : hsum4_epi32(t[0][c], t[1][c], t[2][c], t[3][c]);
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(d4, _mm256_set1_ps(x[c][i].d)), acc[c]);
         }
     }
-    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) store_sm(acc[c], out + c * GR);
+    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+        if (with_min) store_sm(acc[c], out + c * GR);
+        else store_rows(acc[c], out + c * GR);
+    }
 }
-GEMM_TILES4(q4_K_tile, QK_K)
 
-/* q6_K x q8_K: q6_K_dot's integer vector per row and token (scaled products
- * minus 32 * scaled bsums), reduced across four rows like the 32-element formats. */
-INL void q6_K_tile(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out, const uint8_t *pf,
-                   size_t pf_step, const int C) {
-    const block_q6_K *w[GR];
-    const block_q8_K *x[4];
-    __m256 acc[4];
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-    _Pragma("GCC unroll 4") for (int r = 0; r < GR; r++) w[r] = (const block_q6_K *)(const void *)wp[r];
-    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
-        x[c] = (const block_q8_K *)(const void *)(xp + (size_t)c * xs);
-        acc[c] = _mm256_setzero_ps();
-    }
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        prefetch_step(pf, pf_step, i);
-        __m256i t[GR][4];
-        _Pragma("GCC unroll 4") for (int r = 0; r < GR; r++) {
-            const block_q6_K *a = &w[r][i];
-            const __m256i sc16 = _mm256_cvtepi8_epi16(LOADU128(a->scales));
-            __m256i s[4];
-            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) s[c] = _mm256_setzero_si256();
-            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
-                const __m256i l0 = LOADU(a->ql + 64 * h), l1 = LOADU(a->ql + 64 * h + 32);
-                const __m256i qh = LOADU(a->qh + 32 * h);
-                const __m256i u0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-                const __m256i u1 = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-                const __m256i u2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
-                const __m256i u3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                                   _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
-                const __m256i c0 = scale_pair(sc16, h, 0), c1 = scale_pair(sc16, h, 1);
-                const __m256i c2 = scale_pair(sc16, h, 2), c3 = scale_pair(sc16, h, 3);
-                _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
-                    const int8_t *y = x[c][i].qs + 128 * h;
-                    const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(u0, LOADU(y)), c0);
-                    const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(u1, LOADU(y + 32)), c1);
-                    const __m256i p2 = _mm256_madd_epi16(_mm256_maddubs_epi16(u2, LOADU(y + 64)), c2);
-                    const __m256i p3 = _mm256_madd_epi16(_mm256_maddubs_epi16(u3, LOADU(y + 96)), c3);
-                    s[c] = _mm256_add_epi32(s[c], _mm256_add_epi32(_mm256_add_epi32(p0, p1), _mm256_add_epi32(p2, p3)));
-                }
-            }
-            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++)
-                t[r][c] = _mm256_sub_epi32(s[c], _mm256_slli_epi32(_mm256_madd_epi16(LOADU(x[c][i].bsums), sc16), 5));
-        }
-        const __m256 dw = dup4_h(w[0][i].d, w[1][i].d, w[2][i].d, w[3][i].d);
-        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
-            const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(x[c][i].d));
-            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum4_epi32(t[0][c], t[1][c], t[2][c], t[3][c])), d, acc[c]);
-        }
-    }
-    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) store_rows(acc[c], out + c * GR);
-}
-GEMM_TILES4(q6_K_tile, QK_K)
+#define KQ_TILE(NAME, TYPE)                                                                                        \
+    INL void NAME(int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out, const uint8_t *pf, \
+                  size_t pf_step, const int C) {                                                                  \
+        kq_tile(TYPE, n, wp, xp, xs, out, pf, pf_step, C);                                                        \
+    }                                                                                                             \
+    GEMM_TILES4(NAME, QK_K)
+KQ_TILE(q2_K_tile, DF_TYPE_Q2_K)
+KQ_TILE(q3_K_tile, DF_TYPE_Q3_K)
+KQ_TILE(q4_K_tile, DF_TYPE_Q4_K)
+KQ_TILE(q5_K_tile, DF_TYPE_Q5_K)
+KQ_TILE(q6_K_tile, DF_TYPE_Q6_K)
 
 /* f32 / f16 weights: one 8-float accumulator per (row, token) over the
  * whole row (n % 8 tail through a zero-padded load), reduced across four
@@ -1267,7 +1321,10 @@ void kern_avx2_fill(quant_traits *t) {
     t[DF_TYPE_Q8_0].gemm = q8_0_tile_gemm;
     t[DF_TYPE_MXFP4].gemm = mxfp4_tile_gemm;
     t[DF_TYPE_IQ4_NL].gemm = iq4_nl_tile_gemm;
+    t[DF_TYPE_Q2_K].gemm = q2_K_tile_gemm;
+    t[DF_TYPE_Q3_K].gemm = q3_K_tile_gemm;
     t[DF_TYPE_Q4_K].gemm = q4_K_tile_gemm;
+    t[DF_TYPE_Q5_K].gemm = q5_K_tile_gemm;
     t[DF_TYPE_Q6_K].gemm = q6_K_tile_gemm;
     t[DF_TYPE_F32].dot_rows = f32_dot_rows;
     t[DF_TYPE_F16].dot_rows = f16_dot_rows;

@@ -36,9 +36,8 @@
  *   q3_K, q4_K, q5_K, q6_K) decode each row's super-block once
  *   (t5_k_decode) and use the lone dot's 64-element maddubs + vpdpwssd per
  *   row and token, add the two 256-bit halves into the AVX2 tiles' lanes
- *   and fold them as those do (q4_K, q6_K: the same bits as AVX2; q2_K,
- *   q3_K and q5_K have no AVX2 tile; q2_K, q4_K, q5_K in the K-quant order:
- *   exact S and M per super-block, accS + accM). iq4_xs and the
+ *   and fold them as those do: the same bits as AVX2 (q2_K, q4_K, q5_K in
+ *   the K-quant order: exact S and M per super-block, accS + accM). iq4_xs and the
  *   grid i-quants run one row against up to 4 tokens (KX_IQ_ENTRY_POINTS).
  *   Inherited from the AVX2 table (maddubs, no VNNI): the f32 and f16
  *   gemms; types with no gemm at all (q4_1, q5_0, q5_1, nvfp4, q1_0, q2_0,
@@ -843,11 +842,10 @@ T5_GEMM(iq4_nl_t5)
  * times, subtracted in int32). Per row and token the integer vector is the
  * lone dot's (maddubs + vpdpwssd per slice), its two 256-bit halves added
  * (lane j: bytes 4j..4j+3 of every 32-byte slice of the block, exactly the
- * lanes of kern_avx2.c's q4_K_tile and q6_K_tile), then folded as those
- * tiles fold, lane for lane: q4_K's and q6_K's outputs are the AVX2 tiles'
- * bits (tests/test_matmul.c). q5_K, q2_K and q3_K have no AVX2 tile; theirs
- * follow the same folding, and every (row, token) is summed on its own, so
- * the outputs do not depend on the tiling (quant.h's gemm contract). */
+ * lanes of kern_avx2.c's kq_tile), then folded as those
+ * tiles fold, lane for lane: the outputs are kern_avx2.c's kq_tile's
+ * bits (tests/test_matmul.c), and every (row, token) is summed on its own,
+ * so they do not depend on the tiling (quant.h's gemm contract). */
 T5_INL size_t t5_k_size(const int type) {
     switch (type) {
     case DF_TYPE_Q2_K: return sizeof(block_q2_K);
@@ -956,7 +954,7 @@ T5_INL __m256i t5_k_sum(const __m512i u[4], const __m512i l[4], const block_q8_K
     return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
 }
 
-/* q4_K, q5_K, q2_K (d and dmin): kern_avx2.c's q4_K_tile folding, hadd(sums, mins) per row to each row's exact
+/* q4_K, q5_K, q2_K (d and dmin): kern_avx2.c's kq_tile folding (with_min), hadd(sums, mins) per row to each row's exact
  * super-block sums [S M], scaled by [d, -dmin] * d_y; a row's result is accS + accM. */
 T5_INL __m128i t5_fold_pair(__m256i v) { return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)); }
 T5_INL void t5_kmin(const int type, int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out,
@@ -999,7 +997,7 @@ T5_INL void t5_kmin(const int type, int64_t n, const uint8_t *const *wp, const u
     _mm256_zeroupper();
 }
 
-/* q6_K, q3_K (one d, an offset of 32 or 4): kern_avx2.c's q6_K_tile folding, the offset products subtracted. */
+/* q6_K, q3_K (one d, an offset of 32 or 4): kern_avx2.c's kq_tile folding (offsets), the offset products subtracted. */
 T5_INL void t5_koff(const int type, int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out,
                     const uint8_t *pf, size_t pf_step, const int C) {
     const size_t bs = t5_k_size(type);

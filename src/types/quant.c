@@ -30,7 +30,8 @@
  *   a least-squares refit, then the super-block scales are quantized and the
  *   values re-quantized against the scales the decoder will actually see.
  * - quant_init picks the best ISA once (pthread_once), capped by the
- *   environment variable DELTAFIN_ISA. Each ISA table is the scalar table
+ *   environment variable DELTAFIN_ISA (tables above the cap are not built:
+ *   init_tables). Each ISA table is the scalar table
  *   overwritten by the ISA's fill function (see quant_isa.h).
  */
 #include "quant.h"
@@ -2070,7 +2071,7 @@ static int cpu_has_f16c(void) {
  * when the CPU and the OS allow them (x86 with AVX-512), or on the
  * software model when DELTAFIN_AMX=model forces it (any machine; slow,
  * for testing the selection). DELTAFIN_AMX=off leaves it out. */
-static void init_amx_table(void) {
+static void init_amx_table(int cap) {
     const char *env = getenv("DELTAFIN_AMX");
     if (env && !strcmp(env, "off")) return;
     const int model = env && !strcmp(env, "model");
@@ -2079,7 +2080,7 @@ static void init_amx_table(void) {
         if (isa_ok[isa]) base = isa;
     int hw = 0;
 #if defined(__x86_64__)
-    hw = !model && isa_ok[QUANT_ISA_AVX512] && kern_amx_hw_available();
+    hw = !model && cap > QUANT_ISA_AVX512 && isa_ok[QUANT_ISA_AVX512] && kern_amx_hw_available();
 #endif
     if (!hw && !model) return;
     memcpy(isa_tables[QUANT_ISA_AMX], isa_tables[base], sizeof ref_table);
@@ -2088,17 +2089,33 @@ static void init_amx_table(void) {
     isa_ok[QUANT_ISA_AMX] = 1;
 }
 
-/* Build every table this CPU can run and pick the active one. */
+/* DELTAFIN_ISA: the highest tier this process may believe the CPU has. */
+static int isa_cap(void) {
+    const char *env = getenv("DELTAFIN_ISA");
+    if (env && !strcmp(env, "scalar")) return QUANT_ISA_SCALAR;
+    if (env && !strcmp(env, "avx2")) return QUANT_ISA_AVX2;
+    if (env && !strcmp(env, "avx512")) return QUANT_ISA_AVX512;
+    return QUANT_ISA_COUNT;
+}
+
+/* Build every table this CPU can run, up to the DELTAFIN_ISA cap, and pick
+ * the active one. The cap makes the process behave as on a CPU without the
+ * tiers above it: their tables are not built (quant_traits_isa answers NULL),
+ * the AMX hardware is not used, and DELTAFIN_AMX=model builds its table on
+ * the capped base, as it would on such a CPU (how an AVX-512 machine tests
+ * the path an AVX2-only laptop runs; tests/run.sh). */
 static void init_tables(void) {
+    const int cap = isa_cap();
     memcpy(isa_tables[QUANT_ISA_SCALAR], ref_table, sizeof ref_table);
     isa_ok[QUANT_ISA_SCALAR] = 1;
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c()) {
+    if (cap >= QUANT_ISA_AVX2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        cpu_has_f16c()) {
         memcpy(isa_tables[QUANT_ISA_AVX2], ref_table, sizeof ref_table);
         kern_avx2_fill(isa_tables[QUANT_ISA_AVX2]);
         isa_ok[QUANT_ISA_AVX2] = 1;
-        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        if (cap >= QUANT_ISA_AVX512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
             __builtin_cpu_supports("avx512vnni")) {
             memcpy(isa_tables[QUANT_ISA_AVX512], isa_tables[QUANT_ISA_AVX2], sizeof ref_table);
@@ -2107,23 +2124,18 @@ static void init_tables(void) {
         }
     }
 #elif defined(__aarch64__)
-    memcpy(isa_tables[QUANT_ISA_NEON], ref_table, sizeof ref_table);
-    kern_neon_fill(isa_tables[QUANT_ISA_NEON]);
-    isa_ok[QUANT_ISA_NEON] = 1;
+    if (cap > QUANT_ISA_SCALAR) { /* on aarch64 only "scalar" changes anything */
+        memcpy(isa_tables[QUANT_ISA_NEON], ref_table, sizeof ref_table);
+        kern_neon_fill(isa_tables[QUANT_ISA_NEON]);
+        isa_ok[QUANT_ISA_NEON] = 1;
+    }
 #endif
-    init_amx_table();
-    /* DELTAFIN_ISA caps the choice: on x86 scalar < avx2 < avx512 < amx; on
-     * aarch64 only "scalar" changes anything. Other values are ignored. */
-    const char *env = getenv("DELTAFIN_ISA");
-    int cap = QUANT_ISA_COUNT;
-    if (env && !strcmp(env, "scalar")) cap = QUANT_ISA_SCALAR;
-    else if (env && !strcmp(env, "avx2")) cap = QUANT_ISA_AVX2;
-    else if (env && !strcmp(env, "avx512")) cap = QUANT_ISA_AVX512;
+    init_amx_table(cap);
     int pick = QUANT_ISA_SCALAR;
-    if (isa_ok[QUANT_ISA_AMX] && cap == QUANT_ISA_COUNT) pick = QUANT_ISA_AMX;
-    else if (isa_ok[QUANT_ISA_NEON]) pick = cap == QUANT_ISA_SCALAR ? QUANT_ISA_SCALAR : QUANT_ISA_NEON;
-    else if (isa_ok[QUANT_ISA_AVX512] && cap >= QUANT_ISA_AVX512) pick = QUANT_ISA_AVX512;
-    else if (isa_ok[QUANT_ISA_AVX2] && cap >= QUANT_ISA_AVX2) pick = QUANT_ISA_AVX2;
+    if (isa_ok[QUANT_ISA_AMX]) pick = QUANT_ISA_AMX;
+    else if (isa_ok[QUANT_ISA_NEON]) pick = QUANT_ISA_NEON;
+    else if (isa_ok[QUANT_ISA_AVX512]) pick = QUANT_ISA_AVX512;
+    else if (isa_ok[QUANT_ISA_AVX2]) pick = QUANT_ISA_AVX2;
     active_isa = pick;
     active = isa_tables[pick];
 }

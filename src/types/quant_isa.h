@@ -22,7 +22,8 @@
  * round-to-nearest-even on x * (127 / amax) exactly as the SIMD code does.
  *
  * Tests reach a given ISA's table through quant_traits_isa(), since the
- * DELTAFIN_ISA cap is read once at quant_init().
+ * DELTAFIN_ISA cap is read once at quant_init() (and no table above the cap
+ * is built: the process behaves as on a CPU without those tiers).
  */
 #ifndef DF_QUANT_ISA_H
 #define DF_QUANT_ISA_H
@@ -47,7 +48,7 @@ int quant_isa_available(int isa);
 const char *quant_isa_str(int isa);
 
 /* Traits of a type for a specific ISA, or NULL when the type id is outside the
- * table or the ISA is not available here. Independent of DELTAFIN_ISA. */
+ * table or the ISA is not available here (nor above the DELTAFIN_ISA cap: quant.c init_tables). */
 const quant_traits *quant_traits_isa(int type, int isa);
 
 /* Fill functions: overwrite the entries of tab (DF_TYPE_COUNT entries, already

@@ -38,6 +38,8 @@ e=$(DELTAFIN_AMX=model "$D" run -m "$T/m.gguf" -p hi -n 1 2>&1 >/dev/null)
 check "DELTAFIN_AMX=model: the run reports isa amx" contains "$e" "isa: amx"
 e=$(DELTAFIN_AMX=off "$D" run -m "$T/m.gguf" -p hi -n 1 2>&1 >/dev/null)
 check "DELTAFIN_AMX=off: not amx" lacks "$e" "isa: amx"
-e=$(DELTAFIN_AMX=model DELTAFIN_ISA=avx2 "$D" run -m "$T/m.gguf" -p hi -n 1 2>&1 >/dev/null)
-check "a DELTAFIN_ISA cap leaves AMX out" lacks "$e" "isa: amx"
+e=$(DELTAFIN_ISA=avx512 "$D" run -m "$T/m.gguf" -p hi -n 1 2>&1 >/dev/null)
+check "a DELTAFIN_ISA cap leaves the AMX hardware out" lacks "$e" "isa: amx"
+e=$(DELTAFIN_ISA=avx2 DELTAFIN_AMX=model "$D" run -m "$T/m.gguf" -p hi -n 1 2>&1 >/dev/null)
+check "DELTAFIN_AMX=model under a cap: the tile model on the capped base, as on such a CPU" contains "$e" "isa: amx"
 finish
