@@ -35,6 +35,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -114,6 +116,37 @@ int df_model_is_file(const df_model *m, const char *path);
 /* Save the learned hot experts now (with a budget; df_model_free does it
  * otherwise, silently). 0 when saved or there is nothing to save. */
 int df_model_save_hot(df_model *m, char *err, size_t errlen);
+
+/* Writing a file at a path somebody named (docs/files.md, "The rule"; every
+ * writer of Deltafin goes through these). A target that exists is replaced
+ * only if it is a regular file of this user, none of m's files (m may be
+ * NULL) and, when magic is given, begins with those magic_len bytes (a file
+ * of the same format) or is empty; a symbolic link, FIFO, device, folder,
+ * another user's or another format's file is left as it was: df_out_open
+ * returns NULL with the reason. The bytes go to a new temporary file beside
+ * the target (write to df_out_fd, or to df_out_stream's FILE); df_out_commit
+ * fsyncs it and puts it in place (never over a file that appeared or changed
+ * meanwhile) and frees the handle; df_out_abort removes it. df_out_check
+ * answers the same question without creating anything (0: may be written). */
+/* Reading the whole of a file somebody named (docs/files.md): "-" (or a name
+ * of the same file, as /dev/stdin) is standard input, read as it comes and
+ * given up as soon as *stop is set (stop may be NULL: a signal flag, checked
+ * every 100 ms); anything else must be a regular file (a FIFO, device or
+ * folder is refused at once, never waited on) of at most max bytes. With
+ * DF_INPUT_TEXT a NUL byte is refused. Returns the bytes, NUL-terminated
+ * (free() them), *len their count; NULL with err. */
+#define DF_INPUT_TEXT 1
+char *df_read_input(const char *path, size_t max, int flags, size_t *len, volatile sig_atomic_t *stop, char *err,
+                    size_t errlen);
+
+typedef struct df_out df_out;
+int df_out_check(const char *path, const char *magic, size_t magic_len, const df_model *m, char *err, size_t errlen);
+df_out *df_out_open(const char *path, const char *magic, size_t magic_len, const df_model *m, char *err,
+                    size_t errlen);
+int df_out_fd(const df_out *o);
+FILE *df_out_stream(df_out *o);
+int df_out_commit(df_out *o, char *err, size_t errlen);
+void df_out_abort(df_out *o);
 
 /* Summary facts about a loaded model. */
 typedef struct df_model_info {
@@ -230,9 +263,11 @@ int df_prompt_cache_peek(const df_model *m, const char *path, int32_t *tokens, i
                          size_t errlen);
 
 /* Record, for every token and MoE layer, the experts the router chose and
- * their weights, appending to the file at path (format: docs/trace.md).
- * path NULL stops tracing; -1 with err if writing the trace failed (a write
- * error also fails the df_decode that meets it). Returns 0 or -1 with err. */
+ * their weights, into a new file at path (format: docs/trace.md; written
+ * through df_out_open, so an existing path must be an earlier trace, and the
+ * file appears there when tracing stops: path NULL, another path, or
+ * df_session_free). -1 with err if the path is refused or writing the trace
+ * failed (a write error also fails the df_decode that meets it). */
 int df_session_trace_experts(df_session *s, const char *path, char *err, size_t errlen);
 
 /* Run n tokens at the session's current position. If logits != NULL it

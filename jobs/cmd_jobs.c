@@ -108,43 +108,12 @@ static int parse_deadline(const char *v, double *out) {
     return 0;
 }
 
+/* A prompt or chat file: df_read_input (a regular file or "-", never a FIFO waited on). */
 static char *read_file(const char *path, size_t max, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "deltafin: %s: %s\n", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        if (n == cap) {
-            if (cap >= max) {
-                fprintf(stderr, "deltafin: %s is larger than %zu MiB\n", path, max >> 20);
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            char *nb = realloc(buf, (cap *= 2) + 1);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-        }
-        const size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    if (buf && ferror(f)) {
-        fprintf(stderr, "deltafin: reading %s failed\n", path);
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) buf[n] = 0;
-    *len = n;
-    return buf;
+    char err[1024];
+    char *t = df_read_input(path, max, 0, len, NULL, err, sizeof err);
+    if (!t) fprintf(stderr, "deltafin: %s\n", err);
+    return t;
 }
 
 /* Options common to the subcommands. */

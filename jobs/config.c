@@ -9,6 +9,7 @@
  * user's arguments, so the user's own flags, coming later, win.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,8 +36,8 @@ static const cfg_key KEYS[] = {
     {"io", "--io", NULL, V_IO, 0, 0, " run plan bench logits ", "auto"},
     {"io-threads", "--io-threads", NULL, V_INT, 1, 256, " run plan bench logits ", "8"},
     {"threads", "--threads", "-t", V_INT, 1, 512, " run bench logits serve chat submit ", "all cores"},
-    {"db", "--db", NULL, V_PATH, 0, 0, " submit jobs job cancel worker ", NULL /* jq_default_path */},
-    {"remote", "--remote", NULL, V_URL, 0, 0, " submit ", "none"},
+    {"db", "--db", NULL, V_PATH, 0, 0, " submit jobs job cancel worker serve ", NULL /* jq_default_path */},
+    {"remote", "--remote", NULL, V_URL, 0, 0, " submit serve ", "none"},
     {"host", "--host", NULL, V_TEXT, 0, 0, " serve ", "127.0.0.1"},
     {"port", "--port", NULL, V_INT, 1, 65535, " serve ", "8080"},
     {"api-key", "--api-key", NULL, V_TEXT, 0, 0, " serve ", "none"},
@@ -189,7 +190,10 @@ static int parse_line(const char *path, int no, char *line, setting *st) {
 
 /* Read the file into st. explicit: it must exist. 0, or the exit status. */
 static int read_file(const char *path, int explicit, setting *st) {
-    FILE *f = fopen(path, "r");
+    /* O_NONBLOCK: a FIFO there is refused below, never waited on (docs/files.md) */
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (fd >= 0 && !f) close(fd);
     if (!f) {
         if (!explicit && (errno == ENOENT || errno == ENOTDIR)) return 0;
         if (!explicit && errno == EACCES) { /* e.g. another user's HOME under setpriv or sudo: not ours to read */

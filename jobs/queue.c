@@ -154,8 +154,50 @@ static int exec(jq *q, const char *sql, char *err, size_t errlen) {
     return 0;
 }
 
+/* A database this user may read but not write: listed as it is (no WAL switch, no schema change); any change
+ * fails with SQLite's "readonly database". */
+static int open_readonly(const char *path, jq **out, char *err, size_t errlen) {
+    jq *q = calloc(1, sizeof *q);
+    if (!q) return jq_err(err, errlen, "out of memory");
+    if (sqlite3_open_v2(path, &q->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_FULLMUTEX, NULL) !=
+        SQLITE_OK) {
+        if (err && errlen)
+            snprintf(err, errlen, "cannot open the jobs database %s (read-only): %s", path,
+                     q->db ? sqlite3_errmsg(q->db) : "out of memory");
+        jq_close(q);
+        return -1;
+    }
+    sqlite3_busy_timeout(q->db, 30000);
+    sqlite3_extended_result_codes(q->db, 1);
+    *out = q;
+    return 0;
+}
+
+/* The database must be a file on disk of this user (docs/files.md): not empty, not SQLite's memory or URI names
+ * (a job submitted there would vanish with the process), not a link, folder, FIFO, device or another user's
+ * file. *readonly: it exists and this user may not write it (it can still be listed). 0, or -1 with err. */
+static int check_db_path(const char *path, int *readonly, char *err, size_t errlen) {
+    *readonly = 0;
+    if (!path || !*path) return jq_err(err, errlen, "the jobs database needs a path (--db PATH)");
+    if (!strcmp(path, ":memory:") || !strncmp(path, "file:", 5))
+        return jq_err(err, errlen, "--db %s is not a file on disk: jobs would vanish with the process (give a path; "
+                                   "./%s for a file of that name)", path, path);
+    struct stat st;
+    if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : jq_err(err, errlen, "--db %s: %s", path, strerror(errno));
+    if (S_ISLNK(st.st_mode)) return jq_err(err, errlen, "--db %s is a symbolic link: refused, never followed", path);
+    if (S_ISDIR(st.st_mode)) return jq_err(err, errlen, "--db %s is a folder, not a database file", path);
+    if (!S_ISREG(st.st_mode))
+        return jq_err(err, errlen, "--db %s is not a regular file (a FIFO, socket or device): not a database", path);
+    if (st.st_uid != geteuid()) return jq_err(err, errlen, "--db %s belongs to another user: not opened", path);
+    *readonly = access(path, W_OK) != 0;
+    return 0;
+}
+
 int jq_open(const char *path, jq **out, char *err, size_t errlen) {
     *out = NULL;
+    int readonly = 0;
+    if (check_db_path(path, &readonly, err, errlen) != 0) return -1;
+    if (readonly) return open_readonly(path, out, err, errlen);
     if (make_parent(path, err, errlen) != 0) return -1;
     jq *q = calloc(1, sizeof *q);
     if (!q) return jq_err(err, errlen, "out of memory");
@@ -320,7 +362,7 @@ static int read_text(jq *q, jq_job *j, char *err, size_t errlen) {
     sqlite3_bind_int64(st, 1, j->id);
     size_t cap = 256, n = 0;
     char *t = malloc(cap);
-    int rc;
+    int rc = SQLITE_DONE;
     while (t && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         const size_t len = (size_t)sqlite3_column_bytes(st, 0);
         const void *p = sqlite3_column_blob(st, 0);
@@ -335,6 +377,12 @@ static int read_text(jq *q, jq_job *j, char *err, size_t errlen) {
         }
         if (t && len) memcpy(t + n, p, len);
         n += len;
+    }
+    if (t && rc != SQLITE_DONE) { /* a damaged database (SQLITE_CORRUPT...) is an error, not the end of the text */
+        seterr(err, errlen, "reading text", q->db);
+        sqlite3_finalize(st);
+        free(t);
+        return -1;
     }
     sqlite3_finalize(st);
     if (!t) return jq_err(err, errlen, "out of memory");

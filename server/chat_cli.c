@@ -59,17 +59,25 @@ static void clear(chat *c) {
     if (c->o.system) add_message(c, "system", c->o.system);
 }
 
+/* /save FILE: the conversation as {"messages": [...]}, written through df_out_open (an existing FILE must be an
+ * earlier save: it begins as cJSON_Print begins this object). */
+#define SAVE_MAGIC "{\n\t\"messages\":"
 static int save(chat *c, const char *path) {
-    if (df_model_is_file(c->m, path)) return fprintf(stderr, "deltafin: %s is the model; not writing there\n", path), -1;
+    char err[512];
+    df_out *o = df_out_open(path, SAVE_MAGIC, strlen(SAVE_MAGIC), c->m, err, sizeof err);
+    if (!o) return fprintf(stderr, "deltafin: not saved: %s\n", err), -1;
     cJSON *root = cJSON_CreateObject();
     cJSON_AddItemToObject(root, "messages", cJSON_Duplicate(c->msgs, 1));
     char *s = cJSON_Print(root);
     cJSON_Delete(root);
-    FILE *f = s ? fopen(path, "w") : NULL;
-    int bad = !f || fputs(s, f) < 0 || fputc('\n', f) < 0;
-    if (f) bad |= fclose(f) != 0;
+    FILE *f = df_out_stream(o);
+    if (!s || !f || fputs(s, f) < 0 || fputc('\n', f) < 0) {
+        cJSON_free(s);
+        df_out_abort(o);
+        return fprintf(stderr, "deltafin: cannot write %s: %s\n", path, strerror(errno)), -1;
+    }
     cJSON_free(s);
-    if (bad) return fprintf(stderr, "deltafin: cannot write %s: %s\n", path, strerror(errno)), -1;
+    if (df_out_commit(o, err, sizeof err) != 0) return fprintf(stderr, "deltafin: %s\n", err), -1;
     return 0;
 }
 
@@ -274,6 +282,7 @@ static char *read_line(chat *c) {
     return l;
 }
 
+/* A line starting with '/': 1 to quit, 0 done, -1 failed (said on stderr). */
 static int command(chat *c, const char *line) {
     char err[512];
     if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) return 1;
@@ -283,11 +292,14 @@ static int command(chat *c, const char *line) {
         c->n_hist = 0;
         fprintf(stderr, "[conversation cleared]\n");
     } else if (!strncmp(line, "/save ", 6)) {
-        if (save(c, line + 6) == 0) fprintf(stderr, "[saved %d messages to %s]\n", cJSON_GetArraySize(c->msgs), line + 6);
+        if (save(c, line + 6) != 0) return -1;
+        fprintf(stderr, "[saved %d messages to %s]\n", cJSON_GetArraySize(c->msgs), line + 6);
     } else if (!strncmp(line, "/load ", 6)) {
-        if (load_conv(c, line + 6) == 0) fprintf(stderr, "[loaded %d messages from %s]\n", cJSON_GetArraySize(c->msgs), line + 6);
+        if (load_conv(c, line + 6) != 0) return -1;
+        fprintf(stderr, "[loaded %d messages from %s]\n", cJSON_GetArraySize(c->msgs), line + 6);
     } else {
         fprintf(stderr, "commands: /clear, /save FILE, /load FILE, /exit\n");
+        return -1;
     }
     return 0;
 }
@@ -346,21 +358,29 @@ int df_cmd_chat(int argc, char **argv) {
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
     if (c.in_tty) fprintf(stderr, "deltafin chat: /clear, /save FILE, /load FILE, /exit; Ctrl-C stops an answer\n");
+    int turns = 0, failed_turns = 0, failed_cmds = 0;
     for (;;) {
         g_interrupt = 0;
         char *line = read_line(&c);
         if (!line) break;
         int quit = 0;
-        if (line[0] == '/') quit = command(&c, line);
-        else if (*line) {
+        if (line[0] == '/') {
+            quit = command(&c, line);
+            failed_cmds += quit < 0;
+        } else if (*line) {
             add_message(&c, "user", line);
-            if (turn(&c) != 0) /* nothing answered: the question leaves the conversation too */
+            turns++;
+            if (turn(&c) != 0) { /* nothing answered: the question leaves the conversation too */
                 cJSON_DeleteItemFromArray(c.msgs, cJSON_GetArraySize(c.msgs) - 1);
+                failed_turns++;
+            }
         }
         free(line);
-        if (quit) break;
+        if (quit > 0) break;
     }
-    rc = 0;
+    /* the exit status says whether it worked: a script (input not a terminal) fails on any failed turn or command,
+     * a person's session when every turn failed */
+    rc = c.in_tty ? (turns > 0 && failed_turns == turns) : (failed_turns + failed_cmds > 0);
 out:
     df_sampler_free(c.smp);
     df_session_free(c.s);

@@ -4,8 +4,11 @@
  *   POST   /v1/jobs      submit: {"prompt": TEXT} or {"messages": [...]}, and
  *                        max_tokens, temperature, top_k, top_p, min_p,
  *                        repeat_penalty, repeat_last_n, seed, ignore_eos,
- *                        n_ctx, threads, mem ("12G" or bytes), remote (a URL), deadline (Unix
- *                        seconds), priority: the fields of `deltafin submit`
+ *                        n_ctx, threads, mem ("12G" or bytes), deadline (Unix seconds),
+ *                        priority: the fields of `deltafin submit`, within the
+ *                        operator's limits (srv_jobs_limits); the remote
+ *                        endpoint is the operator's (serve --remote), never
+ *                        the client's: a request naming one is refused
  *   GET    /v1/jobs      {"object": "list", "data": [job, ...]}
  *   GET    /v1/jobs/ID   one job: state, tokens, text, events, stats
  *   DELETE /v1/jobs/ID   cancel it (409 if it has already ended)
@@ -23,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "job_json.h"
 #include "queue.h"
@@ -35,10 +39,11 @@ struct srv_jobs {
     pthread_mutex_t mu;
     char *model;       /* absolute path of the served model */
     const char *name;  /* the served model's id */
+    srv_jobs_limits lim;
 };
 
-int srv_jobs_open(const char *db_path, const char *model_path, const char *name, srv_jobs **out, char *err,
-                  size_t errlen) {
+int srv_jobs_open(const char *db_path, const char *model_path, const char *name, const srv_jobs_limits *lim,
+                  srv_jobs **out, char *err, size_t errlen) {
     char def[4096];
     if (!db_path || !*db_path) {
         if (jq_default_path(def, sizeof def, err, errlen) != 0) return -1;
@@ -58,6 +63,12 @@ int srv_jobs_open(const char *db_path, const char *model_path, const char *name,
     }
     pthread_mutex_init(&j->mu, NULL);
     j->name = name;
+    j->lim = *lim;
+    if (j->lim.threads <= 0) {
+        const long n = sysconf(_SC_NPROCESSORS_ONLN);
+        j->lim.threads = n > 0 && n < 512 ? (int)n : 512;
+    }
+    if (j->lim.n_ctx <= 0) j->lim.n_ctx = 1 << 24;
     *out = j;
     return 0;
 }
@@ -190,6 +201,25 @@ static int get_prompt(cJSON *body, jq_job *j, oai_error *e) {
     return j->prompt ? 0 : -1;
 }
 
+/* The resources a request asks for, against the operator's limits. 0, or -1 with e (400). */
+static int within_limits(const srv_jobs_limits *lim, long ctx, long threads, uint64_t mem, oai_error *e) {
+    if (ctx > lim->n_ctx) {
+        oai_set_error(e, 400, "invalid_request_error", "n_ctx", NULL, "'n_ctx' is at most %d on this server", lim->n_ctx);
+        return -1;
+    }
+    if (threads > lim->threads) {
+        oai_set_error(e, 400, "invalid_request_error", "threads", NULL, "'threads' is at most %d on this server",
+                      lim->threads);
+        return -1;
+    }
+    if (lim->mem && mem > lim->mem) {
+        oai_set_error(e, 400, "invalid_request_error", "mem", NULL,
+                      "'mem' is at most the server's budget, %llu bytes", (unsigned long long)lim->mem);
+        return -1;
+    }
+    return 0;
+}
+
 /* The request's fields into j (already holding the defaults). 0, or -1 with e. */
 static int parse_job(const srv_jobs *sj, cJSON *body, jq_job *j, oai_error *e) {
     if (!cJSON_IsObject(body)) {
@@ -212,8 +242,10 @@ static int parse_job(const srv_jobs *sj, cJSON *body, jq_job *j, oai_error *e) {
         oai_get_int(body, "seed", 0, 0x7fffffffL, &seed, e) || oai_get_num(body, "temperature", 0, 1e6, &temp, e) ||
         oai_get_num(body, "top_p", 0, 1, &top_p, e) || oai_get_num(body, "min_p", 0, 1, &min_p, e) ||
         oai_get_num(body, "repeat_penalty", 1e-6, 1e6, &rp, e) || oai_get_num(body, "deadline", 0, 1e12, &deadline, e) ||
-        oai_get_bool(body, "ignore_eos", &j->ignore_eos, e) || get_mem(body, &j->mem, e))
+        oai_get_bool(body, "ignore_eos", &j->ignore_eos, e) || get_mem(body, &j->mem, e) ||
+        within_limits(&sj->lim, ctx, threads, j->mem, e))
         return -1;
+    if (!j->mem) j->mem = sj->lim.mem; /* the server's budget holds its jobs too */
     j->n_predict = (int)n_predict;
     j->ctx = (int)ctx;
     j->threads = (int)threads;
@@ -227,17 +259,14 @@ static int parse_job(const srv_jobs *sj, cJSON *body, jq_job *j, oai_error *e) {
     j->sp.min_p = (float)min_p;
     j->sp.repeat_penalty = (float)rp;
     const cJSON *remote = cJSON_GetObjectItemCaseSensitive(body, "remote");
-    if (remote && !cJSON_IsNull(remote)) {
-        if (!cJSON_IsString(remote) ||
-            (strncmp(remote->valuestring, "http://", 7) && strncmp(remote->valuestring, "https://", 8))) {
-            oai_set_error(e, 400, "invalid_request_error", "remote", NULL,
-                          "'remote' must be an http:// or https:// URL");
-            return -1;
-        }
-        if (!(j->remote = strdup(remote->valuestring))) {
-            oai_set_error(e, 500, "server_error", NULL, NULL, "out of memory");
-            return -1;
-        }
+    if (remote && !cJSON_IsNull(remote)) { /* the remote gets the operator's key: the operator's choice alone */
+        oai_set_error(e, 400, "invalid_request_error", "remote", NULL,
+                      "'remote' is the server operator's setting (serve --remote), not a request field");
+        return -1;
+    }
+    if (sj->lim.remote && !(j->remote = strdup(sj->lim.remote))) {
+        oai_set_error(e, 500, "server_error", NULL, NULL, "out of memory");
+        return -1;
     }
     if (!(j->model = strdup(sj->model))) {
         oai_set_error(e, 500, "server_error", NULL, NULL, "out of memory");
@@ -247,6 +276,9 @@ static int parse_job(const srv_jobs *sj, cJSON *body, jq_job *j, oai_error *e) {
 }
 
 static char *submit_answer(srv_jobs *sj, const char *text, size_t len, int *status) {
+    if (srv_json_has_nul(text, len))
+        return error_body(status, 400, "invalid_request_error", NULL, "invalid_json",
+                          "a string holds a NUL character (\\u0000)");
     cJSON *body = cJSON_ParseWithLength(text, len);
     if (!body) return error_body(status, 400, "invalid_request_error", NULL, "invalid_json", "the body is not valid JSON");
     jq_job j;

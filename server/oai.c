@@ -339,6 +339,20 @@ static uint64_t fresh_seed(void) {
     return ((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20)) + __atomic_add_fetch(&counter, 7919, __ATOMIC_RELAXED);
 }
 
+int srv_json_has_nul(const char *t, size_t n) {
+    int in_str = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!t[i]) return 1; /* a raw NUL: cJSON would stop there */
+        if (t[i] == '"') in_str = !in_str;
+        else if (in_str && t[i] == '\\' && i + 1 < n) {
+            if (t[i + 1] == 'u' && i + 5 < n && t[i + 2] == '0' && t[i + 3] == '0' && t[i + 4] == '0' && t[i + 5] == '0')
+                return 1;
+            i++; /* the escaped character (a quote or backslash among them) */
+        }
+    }
+    return 0;
+}
+
 int oai_parse(const oai_ctx *c, const char *body, size_t len, int chat, oai_req *r, oai_error *e) {
     memset(r, 0, sizeof *r);
     r->chat = chat;
@@ -351,6 +365,7 @@ int oai_parse(const oai_ctx *c, const char *body, size_t len, int chat, oai_req 
     r->sp.top_p = 1.0f;
     r->sp.min_p = 0.0f;
     r->sp.repeat_penalty = 1.0f;
+    if (srv_json_has_nul(body, len)) return BAD(NULL, "invalid_json", "a string holds a NUL character (\\u0000)");
     cJSON *b = cJSON_ParseWithLength(body, len);
     if (!b) return BAD(NULL, "invalid_json", "the body is not valid JSON");
     int rc = -1;

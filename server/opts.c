@@ -26,14 +26,17 @@ static void usage(FILE *f, int chat, int status) {
                    "                     [--repeat-penalty R] [--seed S] [--kv f16|f32] [--ignore-eos]\n"
                    "  commands in the chat: /clear, /save FILE, /load FILE, /exit (or end of input)\n");
     else
-        fprintf(f, "usage: deltafin serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key K] [--parallel N]\n"
-                   "                      [--queue N] [--mem SIZE] [-c CTX] [-t THREADS] [--alias NAME]\n"
+        fprintf(f, "usage: deltafin serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key K | --api-key-file F]\n"
+                   "                      [--parallel N] [--queue N] [--mem SIZE] [-c CTX] [-t THREADS] [--alias NAME]\n"
                    "                      [--chat-template-file F] [--kv f16|f32] [--jobs] [--jobs-db PATH] [--worker]\n"
+                   "                      [--db PATH] [--remote URL]\n"
                    "                      [--prompt-cache-dir DIR] [--prompt-cache-mem SIZE (256M; 0 under --mem)]\n"
                    "                      [--prompt-cache-disk SIZE (4G)] [--prompt-cache-min TOKENS (32)]\n"
                    "  an OpenAI-compatible server: /v1/chat/completions /v1/completions /v1/models /health /metrics\n"
                    "  --jobs: also /v1/jobs, the durable job queue (docs/jobs.md); --jobs-db PATH: on that database\n"
-                   "  (implies --jobs); --worker: run `deltafin worker` on it beside the server (implies --jobs)\n");
+                   "  (implies --jobs); --worker: run `deltafin worker` on it beside the server (implies --jobs);\n"
+                   "  --db PATH: the database --jobs uses; --remote URL: where HTTP jobs may go (docs/jobs.md)\n"
+                   "  the key may come from DELTAFIN_API_KEY; without one, pages of other sites are refused\n");
     exit(status);
 }
 
@@ -76,6 +79,25 @@ static uint64_t size_arg(const char *flag, const char *v) {
     return n;
 }
 
+/* The API key: --api-key, else the first line of --api-key-file, else $DELTAFIN_API_KEY (the last two keep it
+ * out of `ps`); NULL if none. An empty key is refused: it would let anybody in. */
+static const char *api_key(const char *flag, const char *file) {
+    if (flag && file) bad("give --api-key or --api-key-file, not both%s", "");
+    if (flag) return flag;
+    if (file) {
+        char err[512];
+        size_t n = 0;
+        char *k = df_read_input(file, 4096, DF_INPUT_TEXT, &n, NULL, err, sizeof err);
+        if (!k) bad("--api-key-file: %s", err);
+        k[strcspn(k, "\r\n")] = 0;
+        if (!*k) bad("--api-key-file %s: the first line is empty", file);
+        return k; /* kept for the server's life */
+    }
+    const char *e = getenv("DELTAFIN_API_KEY");
+    if (e && !*e) bad("DELTAFIN_API_KEY is set but empty%s", "");
+    return e;
+}
+
 void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
     memset(o, 0, sizeof *o);
     o->host = "127.0.0.1";
@@ -86,6 +108,7 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
     o->pc_disk = (uint64_t)4 << 30;
     o->pc_min = 32;
     int pc_mem_set = 0;
+    const char *key_file = NULL, *db = NULL;
     o->sp = df_sampler_default_params();
     if (chat) o->sp.temp = 0.7f, o->sp.seed = (uint64_t)time(NULL);
     for (int i = 2; i < argc; i++) {
@@ -110,7 +133,7 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
                                                  "--repeat-penalty", "--seed", "-s", "--host", "--port", "--api-key",
                                                  "--parallel", "-np", "--queue", "--alias", "--jobs-db",
                                                  "--prompt-cache-dir", "--prompt-cache-mem", "--prompt-cache-disk",
-                                                 "--prompt-cache-min"};
+                                                 "--prompt-cache-min", "--api-key-file", "--remote", "--db"};
         int known = 0;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(name, with_value[k]);
         if (!known) bad("unknown option '%s'", name);
@@ -135,7 +158,17 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
         else if (chat && (!strcmp(name, "--seed") || !strcmp(name, "-s"))) o->sp.seed = (uint64_t)num(name, v, 0, 0x7fffffffL);
         else if (!chat && !strcmp(name, "--host")) o->host = v;
         else if (!chat && !strcmp(name, "--port")) o->port = (int)num(name, v, 0, 65535);
-        else if (!chat && !strcmp(name, "--api-key")) o->api_key = v;
+        else if (!chat && !strcmp(name, "--api-key")) {
+            if (!*v) bad("--api-key needs a key (an empty one would let anybody in)%s", "");
+            o->api_key = v;
+        } else if (!chat && !strcmp(name, "--api-key-file")) key_file = v;
+        else if (!chat && !strcmp(name, "--remote")) {
+            if (strncmp(v, "http://", 7) && strncmp(v, "https://", 8)) bad("--remote needs an http:// or https:// URL, not '%s'", v);
+            o->remote = v;
+        } else if (!chat && !strcmp(name, "--db")) {
+            if (!*v) bad("--db needs a path%s", "");
+            db = v;
+        }
         else if (!chat && (!strcmp(name, "--parallel") || !strcmp(name, "-np"))) o->parallel = (int)num(name, v, 1, 256);
         else if (!chat && !strcmp(name, "--queue")) o->queue = (int)num(name, v, 0, 1 << 20);
         else if (!chat && !strcmp(name, "--alias")) o->alias = v;
@@ -149,6 +182,9 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
         else if (!chat && !strcmp(name, "--prompt-cache-min")) o->pc_min = (int)num(name, v, 1, 1 << 24);
         else bad("unknown option '%s'", name);
     }
+    /* --db (the config file's db): the job database, where --jobs or --worker asks for the default one */
+    if (db && o->jobs_db && !*o->jobs_db) o->jobs_db = db;
+    if (!chat) o->api_key = api_key(o->api_key, key_file);
     /* the memory prefix cache is outside --mem's budget: off under --mem unless asked for */
     if (!pc_mem_set) o->pc_mem = o->mem ? 0 : (uint64_t)256 << 20;
     if (!o->model) {
@@ -158,33 +194,5 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
 }
 
 char *srv_read_file(const char *path, size_t max, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return snprintf(err, errlen, "%s: %s", path, strerror(errno)), NULL;
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap);
-    int oom = !b, big = 0;
-    while (!oom) {
-        if (n + 1 >= cap) {
-            char *t = cap > max ? NULL : realloc(b, cap * 2);
-            if (!t) {
-                big = cap > max;
-                oom = !big;
-                break;
-            }
-            b = t;
-            cap *= 2;
-        }
-        size_t r = fread(b + n, 1, cap - n - 1, f);
-        n += r;
-        if (r == 0) break;
-    }
-    const int bad_read = ferror(f);
-    fclose(f);
-    if (oom || big || bad_read) {
-        free(b);
-        snprintf(err, errlen, "%s: %s", path, big ? "file too large" : oom ? "out of memory" : "read error");
-        return NULL;
-    }
-    b[n] = 0;
-    return b;
+    return df_read_input(path, max, DF_INPUT_TEXT, NULL, NULL, err, errlen);
 }

@@ -13,11 +13,13 @@
  * step). A full queue answers 429. Errors are OpenAI-shaped JSON bodies.
  *
  * Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models
- * (with --api-key, these need "Authorization: Bearer KEY"), GET /health,
- * GET /metrics (Prometheus text); with --jobs, /v1/jobs (jobs_api.c), and
+ * and GET /metrics (Prometheus text) (with --api-key, these need
+ * "Authorization: Bearer KEY", compared in constant time), GET /health; with --jobs, /v1/jobs (jobs_api.c), and
  * with --worker a `deltafin worker` child process that runs those jobs
  * (given SIGTERM when the server stops: it hands its job back to the queue).
- * The listen address defaults to loopback.
+ * The listen address defaults to loopback. Without --api-key, a request that
+ * a web page of another site could have sent (a Host that is not ours, an
+ * Origin of another site) is refused: foreign_request.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -42,7 +44,8 @@ typedef struct server {
     srv_sched *sched;
     srv_jobs *jobs;        /* /v1/jobs; NULL without --jobs */
     oai_ctx oc;
-    const char *api_key;
+    const char *api_key;   /* NULL: none (then requests from other sites' pages are refused: foreign_request) */
+    const char *host;      /* --host */
     uint64_t mem_budget;
     volatile int stopping;
     unsigned long next_id;
@@ -228,6 +231,16 @@ static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc
         free(f);
         return send_error(mc, &e);
     }
+    srv_metrics mt;
+    sched_metrics(srv->sched, &mt);
+    if (f->req.n > mt.parallel + mt.queue_cap) { /* could never be queued: not a "retry later" */
+        oai_set_error(&e, 400, "invalid_request_error", "n", NULL,
+                      "'n' is at most %d on this server (--parallel + --queue)", mt.parallel + mt.queue_cap);
+        oai_req_free(&f->req);
+        pthread_cond_destroy(&f->cond);
+        free(f);
+        return send_error(mc, &e);
+    }
     f->jobs = oai_make_jobs(&f->req);
     f->sent = calloc((size_t)f->req.n, sizeof *f->sent);
     f->fin_sent = calloc((size_t)f->req.n, sizeof *f->fin_sent);
@@ -378,28 +391,82 @@ static char *metrics_text(server *srv) {
 }
 
 static char *models_json(server *srv) {
-    char *b = malloc(512 + strlen(srv->oc.name) * 6);
-    if (!b) return NULL;
     char *name = srv_utf8_clean(srv->oc.name, strlen(srv->oc.name));
-    /* the name is a file name: escape what JSON needs */
-    char esc[1024];
+    /* the name is a file name: escape what JSON needs (at most 6 bytes for one) */
+    char *esc = name ? malloc(strlen(name) * 6 + 1) : NULL, *b = esc ? malloc(strlen(name) * 6 + 256) : NULL;
+    if (!b) {
+        free(name);
+        free(esc);
+        return NULL;
+    }
     size_t k = 0;
-    for (const char *p = name ? name : ""; *p && k + 8 < sizeof esc; p++) {
+    for (const char *p = name; *p; p++) {
         if (*p == '"' || *p == '\\') esc[k++] = '\\', esc[k++] = *p;
-        else if ((unsigned char)*p < 0x20) k += (size_t)snprintf(esc + k, sizeof esc - k, "\\u%04x", *p);
+        else if ((unsigned char)*p < 0x20) k += (size_t)sprintf(esc + k, "\\u%04x", *p);
         else esc[k++] = *p;
     }
     esc[k] = 0;
     free(name);
     sprintf(b, "{\"object\":\"list\",\"data\":[{\"id\":\"%s\",\"object\":\"model\",\"created\":%ld,\"owned_by\":\"deltafin\"}]}",
             esc, (long)time(NULL));
+    free(esc);
     return b;
+}
+
+/* a and b equal, in a time that depends on their lengths only (no byte of the key leaks through timing) */
+static int same_secret(const char *a, const char *b) {
+    const size_t na = strlen(a), nb = strlen(b);
+    unsigned char d = na != nb;
+    for (size_t i = 0; i < na; i++) d |= (unsigned char)(a[i] ^ b[i % (nb ? nb : 1)]);
+    return nb > 0 && d == 0;
 }
 
 static int authorized(server *srv, struct MHD_Connection *mc) {
     if (!srv->api_key) return 1;
     const char *h = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Authorization");
-    return h && !strncmp(h, "Bearer ", 7) && !strcmp(h + 7, srv->api_key);
+    return h && !strncmp(h, "Bearer ", 7) && same_secret(h + 7, srv->api_key);
+}
+
+/* The host part of a Host header or of an Origin's authority ("[::1]:8080" -> "::1"), into out. */
+static void host_part(const char *v, char *out, size_t n) {
+    size_t k = 0;
+    if (*v == '[') {
+        for (v++; *v && *v != ']' && k + 1 < n; v++) out[k++] = *v;
+    } else {
+        for (; *v && *v != ':' && *v != '/' && k + 1 < n; v++) out[k++] = (char)(*v >= 'A' && *v <= 'Z' ? *v + 32 : *v);
+    }
+    out[k] = 0;
+}
+
+/* A name a browser page of another site cannot make resolve to us: an IP
+ * literal, localhost, or the --host the operator gave. */
+static int trusted_host(const server *srv, const char *h) {
+    struct in6_addr a6;
+    struct in_addr a4;
+    return !strcmp(h, "localhost") || !strcmp(h, srv->host) || inet_pton(AF_INET, h, &a4) == 1 ||
+           inet_pton(AF_INET6, h, &a6) == 1;
+}
+
+/* Requests a web page elsewhere could have made: a Host that is a DNS name
+ * other than ours (DNS rebinding) or an Origin of another site (a cross-site
+ * POST). Either is refused (403) unless --api-key guards the server. */
+static const char *foreign_request(const server *srv, struct MHD_Connection *mc) {
+    if (srv->api_key) return NULL;
+    char h[256], o[256];
+    const char *host = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Host");
+    if (host) {
+        host_part(host, h, sizeof h);
+        if (!trusted_host(srv, h)) return "the Host header names another site (DNS rebinding?)";
+    }
+    const char *origin = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Origin");
+    if (origin && strcmp(origin, "null")) {
+        const char *auth = strstr(origin, "://");
+        host_part(auth ? auth + 3 : origin, o, sizeof o);
+        if (!trusted_host(srv, o)) return "a page of another site (its Origin) may not use this server";
+    } else if (origin) {
+        return "a page of another site (Origin: null) may not use this server";
+    }
+    return NULL;
 }
 
 static enum MHD_Result jobs_route(server *srv, struct MHD_Connection *mc, conn *cc, const char *url,
@@ -443,12 +510,17 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
         return MHD_YES;
     }
     const int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+    const char *foreign = foreign_request(srv, mc);
+    if (foreign) return fail(mc, 403, "invalid_request_error", "forbidden", foreign);
     if (!strcmp(url, "/health")) {
         if (!get) return fail(mc, 405, "invalid_request_error", "method_not_allowed", "use GET");
         return send_text(mc, 200, strdup("{\"status\":\"ok\"}"), "application/json");
     }
     if (!strcmp(url, "/metrics")) {
         if (!get) return fail(mc, 405, "invalid_request_error", "method_not_allowed", "use GET");
+        if (!authorized(srv, mc))
+            return fail(mc, 401, "invalid_request_error", "invalid_api_key",
+                        "a valid API key is needed: send the header 'Authorization: Bearer KEY'");
         return send_text(mc, 200, metrics_text(srv), "text/plain; version=0.0.4");
     }
     if (!strncmp(url, "/v1/jobs", 8)) return jobs_route(srv, mc, cc, url, method);
@@ -494,6 +566,14 @@ static int resolve(const char *host, int port, struct sockaddr_storage *ss, int 
     return 0;
 }
 
+/* Is the address a loopback one (127.0.0.0/8, ::1)? */
+static int loopback(const struct sockaddr_storage *ss) {
+    if (ss->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)(const void *)ss)->sin_addr.s_addr) >> 24) == 127;
+    if (ss->ss_family == AF_INET6) return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)(const void *)ss)->sin6_addr);
+    return 0;
+}
+
 /* `deltafin worker [--db PATH]` as a child process that dies with the server. -1 if it could not start. */
 static pid_t start_worker(const char *db) {
     const pid_t pid = fork();
@@ -525,6 +605,12 @@ static const char *base_name(const char *p) {
 int df_cmd_serve(int argc, char **argv) {
     srv_opts o;
     srv_parse_opts(argc, argv, &o, 0);
+    char err[8192];
+    char *tmpl = NULL; /* read while SIGINT and SIGTERM still end the process (it may be standard input) */
+    if (o.template_file && !(tmpl = srv_read_file(o.template_file, 1 << 22, err, sizeof err))) {
+        fprintf(stderr, "deltafin: %s\n", err);
+        return 1;
+    }
     /* signals: the main thread waits for SIGINT/SIGTERM; every other thread blocks them */
     sigset_t stop;
     sigemptyset(&stop);
@@ -532,12 +618,6 @@ int df_cmd_serve(int argc, char **argv) {
     sigaddset(&stop, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN);
-    char err[8192];
-    char *tmpl = NULL;
-    if (o.template_file && !(tmpl = srv_read_file(o.template_file, 1 << 22, err, sizeof err))) {
-        fprintf(stderr, "deltafin: %s\n", err);
-        return 1;
-    }
     df_model_params mp = df_model_default_params();
     mp.n_threads = o.threads;
     mp.use_mmap = -1;
@@ -576,7 +656,9 @@ int df_cmd_serve(int argc, char **argv) {
     int rc = 1;
     pid_t worker = 0;
     struct MHD_Daemon *d = NULL;
-    if (o.jobs_db && srv_jobs_open(o.jobs_db, o.model, srv.oc.name, &srv.jobs, err, sizeof err) != 0) {
+    srv.host = o.host;
+    const srv_jobs_limits lim = {o.mem, srv.oc.n_ctx, o.threads, o.remote};
+    if (o.jobs_db && srv_jobs_open(o.jobs_db, o.model, srv.oc.name, &lim, &srv.jobs, err, sizeof err) != 0) {
         fprintf(stderr, "deltafin: job queue: %s\n", err);
         goto out;
     }
@@ -598,6 +680,10 @@ int df_cmd_serve(int argc, char **argv) {
                 o.port);
         goto out;
     }
+    if (!o.api_key && !loopback(&ss))
+        fprintf(stderr, "deltafin: warning: listening on %s without --api-key: anyone who reaches this address may "
+                        "use the server (give --api-key-file FILE or DELTAFIN_API_KEY)\n",
+                o.host);
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     fprintf(stderr, "deltafin: serving %s on http://%s:%d (%d parallel, context %d, queue %d)\n", srv.oc.name, o.host,
             di ? di->port : o.port, o.parallel, srv.oc.n_ctx, o.queue);

@@ -32,6 +32,7 @@
 typedef struct srv_opts {
     const char *model, *host, *api_key, *template_file, *alias, *system;
     const char *jobs_db;    /* serve: /v1/jobs on this database ("" = the default one), NULL = off */
+    const char *remote;     /* serve: the remote endpoint of HTTP jobs (--remote), NULL = none */
     int worker;             /* serve: run `deltafin worker` on jobs_db beside the API */
     int port, parallel, queue, ctx, threads, n_predict, kv_f32, ignore_eos;
     uint64_t mem;
@@ -187,6 +188,8 @@ char *oai_usage_chunk(const oai_ctx *c, const oai_req *r, srv_job *const *jobs, 
 const char *oai_finish_name(int finish);
 /* Field readers of a request object: absent or null leaves *out as it is;
  * a wrong type or range is a 400 naming the field (0, or -1 with e). */
+/* Does the JSON text hold a NUL, raw or as \u0000 inside a string? (cJSON's strings would silently end there.) */
+int srv_json_has_nul(const char *t, size_t n);
 struct cJSON;
 int oai_get_num(struct cJSON *o, const char *k, double lo, double hi, double *out, oai_error *e);
 int oai_get_int(struct cJSON *o, const char *k, long lo, long hi, long *out, oai_error *e);
@@ -194,10 +197,19 @@ int oai_get_bool(struct cJSON *o, const char *k, int *out, oai_error *e);
 
 /* ---- the durable job queue over HTTP (jobs_api.c; the queue is jobs/queue.h) ---- */
 typedef struct srv_jobs srv_jobs;
+/* What the operator allows a job submitted over HTTP (a client controls
+ * nothing beyond it): mem, n_ctx and threads at most these (0: mem free, the
+ * others at most the machine's), and the remote endpoint of every HTTP job,
+ * the operator's alone (serve --remote / the config file; NULL: none). */
+typedef struct srv_jobs_limits {
+    uint64_t mem;
+    int n_ctx, threads;
+    const char *remote;
+} srv_jobs_limits;
 /* Open the queue's database for the served model (its file path, absolute
  * or not; name: the id requests may give as "model"). */
-int srv_jobs_open(const char *db_path, const char *model_path, const char *name, srv_jobs **out, char *err,
-                  size_t errlen);
+int srv_jobs_open(const char *db_path, const char *model_path, const char *name, const srv_jobs_limits *lim,
+                  srv_jobs **out, char *err, size_t errlen);
 void srv_jobs_close(srv_jobs *j);
 /* Answer a request whose URL starts with /v1/jobs: the JSON body
  * (malloc'd; NULL when out of memory) and *status. */

@@ -53,8 +53,8 @@ done
 # as on such a CPU (amx.sh, test_amx).
 caps=()
 if [ "$(uname -m)" = x86_64 ]; then
-    grep -qw avx512f /proc/cpuinfo && grep -qw avx512vnni /proc/cpuinfo && caps+=(avx2)
-    grep -qw amx_int8 /proc/cpuinfo && grep -qw avx512vnni /proc/cpuinfo && caps+=(avx512)
+    grep -qw avx512f /proc/cpuinfo && grep -qw avx512_vnni /proc/cpuinfo && caps+=(avx2)
+    grep -qw amx_int8 /proc/cpuinfo && grep -qw avx512_vnni /proc/cpuinfo && caps+=(avx512)
 fi
 for cap in "${caps[@]}"; do
     for t in test_matmul test_quant test_stream test_decode test_amx; do

@@ -46,6 +46,7 @@ typedef struct {
     const char *model, *prompt, *prompt_file, *tokens, *out, *trace, *hot, *resident_type, *batch_file;
     const char *prompt_cache, *draft; /* run: --prompt-cache FILE, -md DRAFT.gguf */
     int spec, draft_max, spec_k;      /* run: enum df_spec_source (-1: draft if -md, else off), k_max, k_fixed */
+    int spec_tuned;                   /* --draft-max or --spec-k given */
     size_t prompt_len;      /* the prompt's bytes (a file's prompt may hold NUL bytes) */
     char *prompt_buf;       /* owned: a prompt read with -f */
     uint64_t mem;
@@ -132,38 +133,18 @@ static float parse_float(const char *flag, const char *v, double lo, double hi, 
     return (float)x;
 }
 
-/* The whole of a file (or stdin for "-"), which may hold any byte. */
+static volatile sig_atomic_t g_signal; /* SIGINT or SIGTERM received: finish the run cleanly */
+
+/* The whole of a file (or stdin for "-"), which may hold any byte: df_read_input (a FIFO or device refused, a
+ * signal while standard input is idle ends the command with 128 + its number). */
 static char *read_all(const char *path, size_t max, size_t *len) {
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f) {
-        fprintf(stderr, "deltafin: %s: %s\n", path, strerror(errno));
-        exit(1);
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    if (!buf) fail("out of memory");
-    for (;;) {
-        if (n == cap) {
-            if (cap >= max) {
-                fprintf(stderr, "deltafin: the prompt file is larger than %zu MiB%s\n", max >> 20,
-                        max < ((size_t)1 << 30) ? " (a quarter of --mem)" : "");
-                exit(1);
-            }
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) fail("out of memory");
-            buf = nb;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    if (ferror(f)) {
-        fprintf(stderr, "deltafin: reading %s failed: %s\n", strcmp(path, "-") ? path : "stdin", strerror(errno));
-        exit(1);
-    }
-    if (f != stdin) fclose(f);
-    *len = n;
-    return buf;
+    char err[ERRLEN];
+    char *buf = df_read_input(path, max, 0, len, &g_signal, err, sizeof err);
+    if (buf) return buf;
+    if (g_signal) exit(128 + g_signal);
+    fprintf(stderr, "deltafin: %s%s\n", err,
+            strstr(err, "larger than") && max < ((size_t)1 << 30) ? " (a prompt may take a quarter of --mem)" : "");
+    exit(1);
 }
 
 enum { FLAG, VALUE };
@@ -246,8 +227,8 @@ static void parse(int argc, char **argv, opts *o) {
             else if (!strcmp(v, "mtp")) o->spec = DF_SPEC_MTP;
             else usage_error("--spec takes off, lookup, draft or mtp, not '%s'%s", v, "");
         }
-        else if (!strcmp(a, "--draft-max")) o->draft_max = (int)parse_long(name, v, 1, 64);
-        else if (!strcmp(a, "--spec-k")) o->spec_k = !strcmp(v, "auto") ? -1 : (int)parse_long(name, v, 0, 64);
+        else if (!strcmp(a, "--draft-max")) o->draft_max = (int)parse_long(name, v, 1, 64), o->spec_tuned = 1;
+        else if (!strcmp(a, "--spec-k")) o->spec_k = !strcmp(v, "auto") ? -1 : (int)parse_long(name, v, 0, 64), o->spec_tuned = 1;
         else if (!strcmp(a, "--io-threads")) o->io_threads = (int)parse_long(name, v, 1, 256);
         else if (!strcmp(a, "--io")) {
             if (!strcmp(v, "pread")) o->io_engine = DF_IO_PREAD;
@@ -305,8 +286,6 @@ static void need_prompt(const opts *o, const char *cmd) {
 }
 
 /* ---- signals ---- */
-
-static volatile sig_atomic_t g_signal; /* SIGINT or SIGTERM received: finish the run cleanly */
 
 static void on_stop(int sig) { g_signal = sig; }
 
@@ -793,15 +772,12 @@ static int cmd_logits(const opts *o) {
     scored *sc = malloc((size_t)nv * sizeof(scored));
     if (!sc) fail("out of memory");
     FILE *f = NULL;
-    if (o->out && df_model_is_file(m, o->out)) {
-        fprintf(stderr, "deltafin: --out %s is the model file itself: refusing to write there\n", o->out);
-        exit(1);
-    }
-    if (o->out && !(f = fopen(o->out, "wb"))) {
-        fprintf(stderr, "deltafin: %s: %s\n", o->out, strerror(errno));
-        exit(1);
-    }
     char err[ERRLEN];
+    df_out *out = NULL; /* --out: raw floats, written through df_out_open (docs/files.md) */
+    if (o->out && (!(out = df_out_open(o->out, NULL, 0, m, err, sizeof err)) || !(f = df_out_stream(out)))) {
+        fprintf(stderr, "deltafin: --out: %s\n", out ? strerror(errno) : err);
+        exit(1);
+    }
     for (int done = 0; done < n; done += nb) {
         const int c = n - done < nb ? n - done : nb;
         if (df_decode(s, ids + done, c, logits, 1, err, sizeof err) != 0) fail(err);
@@ -816,7 +792,7 @@ static int cmd_logits(const opts *o) {
         if (f && fwrite(logits, sizeof(float), cnt, f) != cnt) fail("writing --out failed");
         check_stdout();
     }
-    if (f && (fflush(f) != 0 || ferror(f) | (fclose(f) != 0))) fail("writing --out failed");
+    if (out && df_out_commit(out, err, sizeof err) != 0) fail(err);
     free(sc);
     free(ids);
     const int rc = save_hot(m);
@@ -1016,6 +992,8 @@ static int cmd_run(const opts *o) {
     df_sampler *smp = df_sampler_new(&o->sp, nv);
     if (!logits || !smp) fail("out of memory");
     char err[ERRLEN];
+    /* a guess source this model cannot use (no MTP block, a draft of another vocabulary) fails before any output */
+    if (o->spec != DF_SPEC_NONE) df_spec_free(open_spec(o, s, ds, NULL, 0));
     fwrite(o->prompt, 1, o->prompt_len, stdout);
     check_stdout();
     double t0 = df_time();
@@ -1399,6 +1377,9 @@ static int dispatch(const char *cmd, int argc, char **argv, opts *o) {
     if (o->mem && (!strcmp(cmd, "info") || !strcmp(cmd, "tokenize")))
         usage_error("--mem applies to run, logits, bench and plan; %s reads no weights%s", cmd, "");
     if (o->batch_file && strcmp(cmd, "run")) usage_error("--batch-file applies to run only%s%s", "", "");
+    if (o->spec_tuned && o->spec == DF_SPEC_NONE && !strcmp(cmd, "run"))
+        usage_error("--draft-max and --spec-k tune speculative decoding: give --spec lookup|draft|mtp (or -md)%s%s",
+                    "", "");
     if (!strcmp(cmd, "run")) return o->batch_file ? cmd_run_batch(o) : cmd_run(o);
     if (!strcmp(cmd, "info")) return cmd_info(o);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(o);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "deltafin.h"
 #include "gguf.h"
 #include "quant.h"
 #include "util.h"
@@ -30,6 +31,7 @@ struct gw {
     uint64_t n_kv;
     gw_tensor_info *t;
     int n_t, cap_t;
+    df_out *out;             /* the file being written (outfile.c: put in place by gw_finish) */
     FILE *f;
     int cur;                 /* tensor being written */
     uint64_t cur_written;
@@ -40,7 +42,7 @@ gw *gw_new(void) { return calloc(1, sizeof(gw)); }
 
 void gw_free(gw *w) {
     if (!w) return;
-    if (w->f) fclose(w->f);
+    if (w->out) df_out_abort(w->out); /* never finished: nothing left at the path */
     for (int i = 0; i < w->n_t; i++) free(w->t[i].name);
     free(w->t);
     free(w->kv);
@@ -135,8 +137,8 @@ static int pad(gw *w, char *err, size_t errlen) {
 }
 
 int gw_begin(gw *w, const char *path, char *err, size_t errlen) {
-    w->f = fopen(path, "wb");
-    if (!w->f) return df_seterr(err, errlen, "%s: %s", path, strerror(errno));
+    if (!(w->out = df_out_open(path, "GGUF", 4, NULL, err, errlen))) return -1;
+    if (!(w->f = df_out_stream(w->out))) return df_seterr(err, errlen, "%s: %s", path, strerror(errno));
     uint32_t hdr[2] = {0x46554747u /* "GGUF" */, 3};
     uint64_t counts[2] = {(uint64_t)w->n_t, w->n_kv};
     if (fwrite_all(w, hdr, 8, err, errlen) || fwrite_all(w, counts, 16, err, errlen) ||
@@ -185,6 +187,16 @@ int gw_data(gw *w, const void *data, size_t n, char *err, size_t errlen) {
     return 0;
 }
 
+/* The file put in place (rc == 0) or removed. */
+static int finish(gw *w, int rc, char *err, size_t errlen) {
+    if (rc == 0) rc = df_out_commit(w->out, err, errlen);
+    else df_out_abort(w->out);
+    w->out = NULL;
+    w->f = NULL;
+    w->cur = w->n_t;
+    return rc;
+}
+
 int gw_finish_sparse(gw *w, char *err, size_t errlen) {
     if (w->cur != 0 || w->cur_written != 0) return df_seterr(err, errlen, "tensor data was already written");
     uint64_t end = w->pos; /* the data section starts here, aligned */
@@ -192,18 +204,12 @@ int gw_finish_sparse(gw *w, char *err, size_t errlen) {
     int rc = fflush(w->f) == 0 ? 0 : df_seterr(err, errlen, "flush failed: %s", strerror(errno));
     if (rc == 0 && (end > (uint64_t)INT64_MAX || ftruncate(fileno(w->f), (off_t)end) != 0))
         rc = df_seterr(err, errlen, "cannot extend the file to %llu bytes: %s", (unsigned long long)end, strerror(errno));
-    if (fclose(w->f) != 0 && rc == 0) rc = df_seterr(err, errlen, "close failed: %s", strerror(errno));
-    w->f = NULL;
-    w->cur = w->n_t;
-    return rc;
+    return finish(w, rc, err, errlen);
 }
 
 int gw_finish(gw *w, char *err, size_t errlen) {
     skip_empty(w);
     if (w->cur != w->n_t)
         return df_seterr(err, errlen, "tensor '%s' was not written in full", w->t[w->cur].name);
-    int rc = fflush(w->f) == 0 ? 0 : df_seterr(err, errlen, "flush failed: %s", strerror(errno));
-    if (fclose(w->f) != 0 && rc == 0) rc = df_seterr(err, errlen, "close failed: %s", strerror(errno));
-    w->f = NULL;
-    return rc;
+    return finish(w, fflush(w->f) == 0 ? 0 : df_seterr(err, errlen, "flush failed: %s", strerror(errno)), err, errlen);
 }

@@ -24,10 +24,10 @@
  * snapshot of another model, another shape or KV type, or a model file that
  * changed since, is refused ("stale").
  *
- * Writing is crash-safe: a new temporary file beside the target (mkostemp:
- * O_EXCL, never a planted symlink), written, fsync'ed, renamed over the
- * target, then the folder fsync'ed; a crash at any moment leaves the old
- * snapshot or the new one, never a mix. Loading checks the whole file
+ * Writing is crash-safe and never destroys what is not a snapshot
+ * (outfile.c: a new temporary file beside the target, fsync'ed and renamed
+ * over it; an existing target must be a snapshot of this user, or empty); a
+ * crash at any moment leaves the old snapshot or the new one, never a mix. Loading checks the whole file
  * (sizes, fingerprint, checksum) before it touches the session, so a
  * damaged file leaves the session as it was.
  */
@@ -244,30 +244,13 @@ static int hash_piece(void *ctx, void *p, size_t n) {
 
 static int write_piece(void *ctx, void *p, size_t n) { return write_all(((writer *)ctx)->fd, p, n); }
 
-/* fsync the folder holding path (the rename is durable only then). */
-static int sync_dir(const char *path) {
-    char *d = df_strdup(path);
-    if (!d) return -1;
-    char *slash = strrchr(d, '/');
-    const char *dir = ".";
-    if (slash == d) {
-        dir = "/";
-    } else if (slash) {
-        *slash = 0;
-        dir = d;
-    }
-    const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    const int rc = fd >= 0 && fsync(fd) == 0 ? 0 : -1;
-    if (fd >= 0) close(fd);
-    free(d);
-    return rc;
-}
-
 int df_session_save(df_session *s, const char *path, const void *user, size_t user_len, char *err, size_t errlen) {
     if (!path || !*path) return df_seterr(err, errlen, "df_session_save: no path");
     if (user_len && !user) return df_seterr(err, errlen, "df_session_save: no user bytes");
     if (s->rec_broken) return df_seterr(err, errlen, "the session's recurrent state is unusable: nothing to save");
-    if (df_model_is_file(s->m, path)) return df_seterr(err, errlen, "%s is the model: a snapshot never goes there", path);
+    df_out *o = df_out_open(path, SNAP_MAGIC, strlen(SNAP_MAGIC), s->m, err, errlen);
+    if (!o) return -1;
+    (void)fchmod(df_out_fd(o), 0600); /* a prompt's state: its owner's alone */
     const snap_shape sh = shape_of(s, user_len);
     unsigned char hdr[HDR_BYTES + 8];
     encode_header(&sh, hdr);
@@ -276,33 +259,17 @@ int df_session_save(df_session *s, const char *path, const void *user, size_t us
     if (user_len) hash_bytes(&hs, user, user_len);
     each_piece(s, sh.pos, hash_piece, &hs);
     put64(hdr + HDR_BYTES, hash_final(&hs));
-    const size_t plen = strlen(path);
-    char *tmp = malloc(plen + 16);
-    if (!tmp) return df_seterr(err, errlen, "out of memory");
-    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
-    const int fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0) {
-        df_seterr(err, errlen, "cannot create a snapshot beside %s: %s", path, strerror(errno));
-        free(tmp);
-        return -1;
-    }
+    const int fd = df_out_fd(o);
     writer w = {fd, NULL};
-    int rc = write_all(fd, hdr, sizeof hdr), e = 0;
+    int rc = write_all(fd, hdr, sizeof hdr);
     if (rc == 0 && user_len) rc = write_all(fd, user, user_len);
     if (rc == 0) rc = each_piece(s, sh.pos, write_piece, &w);
-    if (rc != 0) e = errno;
-    if (rc == 0 && fsync(fd) != 0) rc = -1, e = errno;
-    if (close(fd) != 0 && rc == 0) rc = -1, e = errno;
-    if (rc == 0 && rename(tmp, path) != 0) rc = -1, e = errno;
     if (rc != 0) {
-        df_seterr(err, errlen, "writing the snapshot %s failed: %s", path, strerror(e ? e : EIO));
-        unlink(tmp);
-        free(tmp);
-        return -1;
+        const int e = errno;
+        df_out_abort(o);
+        return df_seterr(err, errlen, "writing the snapshot %s failed: %s", path, strerror(e ? e : EIO));
     }
-    free(tmp);
-    if (sync_dir(path) != 0) return df_seterr(err, errlen, "syncing the folder of %s failed: %s", path, strerror(errno));
-    return 0;
+    return df_out_commit(o, err, errlen);
 }
 
 /* ---- loading ---- */
@@ -345,16 +312,24 @@ static int load_piece(void *ctx, void *p, size_t n) {
 }
 
 /* Check a header (b: HDR_BYTES + 8 bytes) against s. */
-static int check_header(df_session *s, const unsigned char *b, const char *path, snap_shape *out, uint64_t *sum,
-                        char *err, size_t errlen) {
+static int check_header(df_session *s, const unsigned char *b, uint64_t size, const char *path, snap_shape *out,
+                        uint64_t *sum, char *err, size_t errlen) {
     if (memcmp(b, SNAP_MAGIC, 8) || get32(b + 8) != SNAP_VERSION)
         return df_seterr(err, errlen, "%s: not a Deltafin snapshot (or another version)", path);
+    /* the sizes it records first: a cut or grown file is damaged, whatever model it was made for */
+    const uint64_t rec_user = get64(b + 64), rec_payload = get64(b + 72);
+    if (rec_user > size || rec_payload > size || size != HDR_BYTES + 8 + rec_user + rec_payload)
+        return df_seterr(err, errlen, "%s: damaged (%s)", path,
+                         rec_user > size || rec_payload > size || size < HDR_BYTES + 8 + rec_user + rec_payload
+                             ? "truncated"
+                             : "too long");
     const uint32_t pos = get32(b + 12);
     if (pos > (uint32_t)s->n_ctx) return df_seterr(err, errlen, "%s: position %u beyond the context of %d", path, pos, s->n_ctx);
     const snap_shape want = shape_of(s, get64(b + 64));
     snap_shape sh = want;
     sh.pos = pos;
-    if (get64(b + 16) != want.fp) return df_seterr(err, errlen, "%s: stale: made for another model, or the model file changed", path);
+    if (get64(b + 16) != want.fp)
+        return df_seterr(err, errlen, "%s: stale: made for another model, or the model file changed since", path);
     if (get32(b + 24) != want.n_layer || get32(b + 28) != want.kv_type || get64(b + 32) != want.k_row ||
         get64(b + 40) != want.v_row || get64(b + 48) != want.conv || get64(b + 56) != want.state ||
         get32(b + 80) != want.ring)
@@ -371,8 +346,10 @@ static int check_header(df_session *s, const unsigned char *b, const char *path,
 static int read_header(df_session *s, int fd, const char *path, snap_shape *out, uint64_t *sum, char *err,
                        size_t errlen) {
     unsigned char b[HDR_BYTES + 8];
+    struct stat st;
+    if (fstat(fd, &st) != 0) return df_seterr(err, errlen, "%s: %s", path, strerror(errno));
     if (read_all(fd, b, sizeof b) != 0) return df_seterr(err, errlen, "%s: too short for a snapshot", path);
-    return check_header(s, b, path, out, sum, err, errlen);
+    return check_header(s, b, (uint64_t)st.st_size, path, out, sum, err, errlen);
 }
 
 int df_session_load(df_session *s, const char *path, void *user, size_t user_cap, size_t *user_len, char *err,
@@ -493,7 +470,7 @@ int df_session_load_mem(df_session *s, const void *buf, size_t len, char *err, s
     const unsigned char *b = buf;
     snap_shape sh;
     uint64_t sum = 0;
-    if (check_header(s, b, "snapshot in memory", &sh, &sum, err, errlen) != 0) return -1;
+    if (check_header(s, b, len, "snapshot in memory", &sh, &sum, err, errlen) != 0) return -1;
     hasher hs = {0xC0FFEE, 0};
     hash_bytes(&hs, b, HDR_BYTES);
     if (hash_final(&hs) != sum || get64(b + 64) != 0 || len != HDR_BYTES + 8 + sh.payload)

@@ -696,7 +696,7 @@ void df_session_free(df_session *s) {
     if (!s) return;
     void *none = NULL;
     for (int i = 0; i < s->n_scr; i++) memcpy(s->scr_dst[i], &none, sizeof none); /* the model's scratch: not freed here */
-    if (s->trace) fclose(s->trace);
+    if (s->trace_out) df_out_commit(s->trace_out, NULL, 0); /* the records so far are kept */
     if (s->mem) {
         free(s->mem->layer);
         free(s->mem->k_cache);
@@ -895,24 +895,25 @@ int df_session_truncate(df_session *s, int pos, char *err, size_t errlen) {
 }
 
 int df_session_trace_experts(df_session *s, const char *path, char *err, size_t errlen) {
-    int failed = 0;
-    if (s->trace) failed = (fflush(s->trace) != 0) | (ferror(s->trace) != 0) | (fclose(s->trace) != 0);
+    int rc = 0;
+    if (s->trace_out) rc = df_out_commit(s->trace_out, err, errlen);
+    s->trace_out = NULL;
     s->trace = NULL;
-    if (failed) return df_seterr(err, errlen, "writing the expert trace failed: %s", strerror(errno));
-    if (!path) return 0;
+    if (rc != 0 || !path) return rc;
     const df_hparams *h = &s->m->hp;
     if (h->n_expert == 0) return df_seterr(err, errlen, "the model has no experts to trace");
-    if (s->m->ws && ws_is_model_file(s->m->ws, path))
-        return df_seterr(err, errlen, "%s: is the model file itself: not writing the trace there", path);
-    s->trace = fopen(path, "wb");
-    if (!s->trace) return df_seterr(err, errlen, "%s: %s", path, strerror(errno));
+    char e2[512];
+    df_out *o = df_out_open(path, "DFTR", 4, s->m, e2, sizeof e2);
+    if (!o) return df_seterr(err, errlen, "the expert trace: %s", e2);
+    FILE *f = df_out_stream(o);
     const uint32_t hdr[5] = {0x52544644u /* "DFTR" */, 1, (uint32_t)h->n_layer, (uint32_t)h->n_expert,
                              (uint32_t)h->n_expert_used};
-    if (fwrite(hdr, sizeof hdr, 1, s->trace) != 1) {
-        fclose(s->trace);
-        s->trace = NULL;
+    if (!f || fwrite(hdr, sizeof hdr, 1, f) != 1) {
+        df_out_abort(o);
         return df_seterr(err, errlen, "%s: write failed", path);
     }
+    s->trace_out = o;
+    s->trace = f;
     return 0;
 }
 

@@ -76,6 +76,7 @@ struct df_session {
     float *ex_x, *ex_h, *ex_h2, *ex_y; /* gathered rows for one expert */
     float *ex_out;          /* (n_batch * n_expert_used, n_embd) each (token, slot)'s expert output */
     FILE *trace;            /* --trace-experts: routing records, or NULL */
+    df_out *trace_out;      /* ... the file it goes to (outfile.c: put in place when the trace ends) */
     const float *moe_hint;  /* the residual the MoE lookahead reads (NULL: s->x); kimi-k3: the FFN's residual mix */
     /* MLA scratch */
     float *q_abs;           /* (n_batch, n_head, kv_lora_rank + n_rot) absorbed queries */

@@ -74,6 +74,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "deltafin.h"
 #include "pack.h"
 #include "quant.h"
 #include "requant.h"
@@ -853,35 +854,16 @@ int ws_probe(wstore *ws, double seconds, uint64_t seed, uint64_t *bytes, double 
  * File safety (docs/files.md): the hot file is read only if it is a regular
  * file (opened O_NONBLOCK, so a FIFO cannot block), is never the model itself
  * (same st_dev/st_ino as any of the model's files, e.g. a symlink to it or
- * --hot naming the model), and is written only through a temporary file this
- * process creates (mkstemp: O_CREAT|O_EXCL, a unique name in the target's
- * folder, so a planted symlink is never followed), fsynced and renamed over
- * the target (which replaces a symlink there rather than writing through it). */
+ * --hot naming the model), and is written only through outfile.c (df_out_*:
+ * a temporary file of this process, fsynced and renamed over a hot file of
+ * this user, never over a symlink, a FIFO, a device or another file). */
+#define HOT_MAGIC "deltafin-hot 1"
 
 /* 1 if path names one of the model's files (following symlinks). */
 static int is_model_file(const wstore *ws, const struct stat *st) {
     for (int f = 0; f < ws->g->n_files; f++)
         if (ws->fst && ws->fst[f].st_dev == st->st_dev && ws->fst[f].st_ino == st->st_ino) return 1;
     return 0;
-}
-
-/* A new temporary file beside path ("PATH.tmp.XXXXXX"); its name in *tmp (caller frees). */
-static int make_tmp(const char *path, char **tmp) {
-    const size_t n = strlen(path) + 12;
-    *tmp = malloc(n);
-    if (!*tmp) {
-        errno = ENOMEM;
-        return -1;
-    }
-    snprintf(*tmp, n, "%s.tmp.XXXXXX", path);
-    int fd = mkostemp(*tmp, O_CLOEXEC);
-    if (fd < 0) {
-        const int e = errno;
-        free(*tmp);
-        *tmp = NULL;
-        errno = e;
-    }
-    return fd;
 }
 
 /* Decide whether the hot file may be read and written. A problem with a path
@@ -904,18 +886,14 @@ static int hot_setup(wstore *ws, char *err, size_t errlen) {
         snprintf(why, sizeof why, "the hot file cannot be used (%s): %s", strerror(errno), p);
         ws->hot_read = ws->hot_save = 0;
     }
-    if (ws->hot_save) { /* can we write beside it? create (and remove) the temporary file */
-        char *tmp = NULL;
-        int fd = make_tmp(p, &tmp);
-        if (fd < 0) {
-            snprintf(why, sizeof why, "cannot write the hot file (%s): the learned hot set will not be saved: %s",
-                     strerror(errno), p);
+    if (ws->hot_save) { /* may it be written: the rule, and a temporary file created (and removed) beside it */
+        char e2[300];
+        df_out *o = df_out_open(p, HOT_MAGIC, strlen(HOT_MAGIC), NULL, e2, sizeof e2);
+        if (!o) {
+            snprintf(why, sizeof why, "cannot write the hot file (%s): the learned hot set will not be saved", e2);
             ws->hot_save = 0;
-        } else {
-            close(fd);
-            unlink(tmp);
-            free(tmp);
         }
+        df_out_abort(o);
     }
     if (!*why) return 0;
     if (ws->cfg.hot_explicit) return df_seterr(err, errlen, "%s", why);
@@ -936,7 +914,7 @@ static void load_hot(wstore *ws) {
     char line[128];
     int l, e;
     double c;
-    if (fgets(line, sizeof line, f) && strncmp(line, "deltafin-hot 1", 14) == 0)
+    if (fgets(line, sizeof line, f) && strncmp(line, HOT_MAGIC, strlen(HOT_MAGIC)) == 0)
         while (fscanf(f, "%d %d %lf", &l, &e, &c) == 3)
             if (l >= 0 && l < ws->n_layer && e >= 0 && e < ws->n_expert && c >= 0 && c < 1e12)
                 ws->hot[l * ws->n_expert + e] = c;
@@ -954,42 +932,21 @@ int ws_save_hot(wstore *ws, char *err, size_t errlen) {
     if (!ws->hot || !ws->cfg.hot_path || !ws->hot_save) return 0;
     const char *path = ws->cfg.hot_path;
     struct stat st;
-    if (stat(path, &st) == 0 && (is_model_file(ws, &st) || !S_ISREG(st.st_mode)))
-        return df_seterr(err, errlen, "%s: not saving the hot file: it is the model or not a regular file", path);
-    char *tmp = NULL;
-    int fd = make_tmp(path, &tmp);
-    if (fd < 0) return df_seterr(err, errlen, "%s: cannot save the hot file: %s", path, strerror(errno));
-    FILE *f = fdopen(fd, "w");
-    int rc = f ? 0 : -1, e = f ? 0 : errno;
-    if (!f) close(fd);
-    if (f) {
-        fprintf(f, "deltafin-hot 1\n");
-        for (int l = 0; l < ws->n_layer; l++)
-            for (int x = 0; x < ws->n_expert; x++)
-                if (ws->hot[l * ws->n_expert + x] > 0.01)
-                    fprintf(f, "%d %d %.2f\n", l, x, ws->hot[l * ws->n_expert + x] * 0.5); /* halve: older runs fade */
-        if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0) rc = -1, e = errno;
-        if (fclose(f) != 0 && rc == 0) rc = -1, e = errno;
+    if (stat(path, &st) == 0 && is_model_file(ws, &st))
+        return df_seterr(err, errlen, "%s: not saving the hot file: it is the model", path);
+    char e2[300];
+    df_out *o = df_out_open(path, HOT_MAGIC, strlen(HOT_MAGIC), NULL, e2, sizeof e2);
+    FILE *f = df_out_stream(o);
+    if (!f) {
+        df_out_abort(o);
+        return df_seterr(err, errlen, "cannot save the hot file: %s", o ? strerror(errno) : e2);
     }
-    if (rc == 0 && rename(tmp, path) != 0) rc = -1, e = errno;
-    if (rc != 0) {
-        unlink(tmp);
-        free(tmp);
-        return df_seterr(err, errlen, "%s: cannot save the hot file: %s", path, strerror(e ? e : EIO));
-    }
-    free(tmp);
-    /* make the rename itself durable: fsync the folder (best effort: some file systems refuse) */
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, (size_t)(slash - path) + 1) : strdup(".");
-    if (dir) {
-        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            (void)fsync(dfd);
-            close(dfd);
-        }
-        free(dir);
-    }
-    ws->hot_saved = 1;
+    fprintf(f, HOT_MAGIC "\n");
+    for (int l = 0; l < ws->n_layer; l++)
+        for (int x = 0; x < ws->n_expert; x++)
+            if (ws->hot[l * ws->n_expert + x] > 0.01)
+                fprintf(f, "%d %d %.2f\n", l, x, ws->hot[l * ws->n_expert + x] * 0.5); /* halve: older runs fade */
+    if (df_out_commit(o, e2, sizeof e2) != 0) return df_seterr(err, errlen, "cannot save the hot file: %s", e2);
     return 0;
 }
 

@@ -111,11 +111,12 @@ check "no sanitizer report in the workers' log" lacks "$(cat "$T/worker.log")" "
 
 # ---- two servers: one runs the queue (--worker), the other is its remote ----
 # A job posted to server A's /v1/jobs with a budget below the plan's minimum cannot
-# run on A's machine: A's worker sends it to server B, and it completes identically.
-serve_start "$T/a.log" -m "$S" -c 256 --jobs-db "$T/a.db" --worker
+# run on A's machine: A's worker sends it to server B (A's operator's --remote: a
+# client may not name one), and it completes identically.
+serve_start "$T/a.log" -m "$S" -c 256 --jobs-db "$T/a.db" --worker --remote "$RURL"
 AURL="http://127.0.0.1:$PORT"
 id=$(curl -s "$AURL/v1/jobs" -H 'Content-Type: application/json' \
-    -d "{\"prompt\":\"$P\",\"max_tokens\":$N,\"temperature\":0,\"n_ctx\":256,\"mem\":\"64K\",\"remote\":\"$RURL\"}" | jq -r .id)
+    -d "{\"prompt\":\"$P\",\"max_tokens\":$N,\"temperature\":0,\"n_ctx\":256,\"mem\":\"64K\"}" | jq -r .id)
 check "server A took the job ($id)" test -n "$id" -a "$id" != null
 st=""
 for _ in $(seq 1 $((300 * SLOW))); do

@@ -109,7 +109,7 @@ if [ -d "$OPENAI/node_modules/openai" ]; then
 else
     echo "SKIPPED (openai client): npm could not install the openai package (registry unreachable?)"
 fi
-m=$(curl -s "$U/metrics")
+m=$(curl -s -H "Authorization: Bearer $KEY" "$U/metrics")
 for k in tokens_per_second queue_depth active_sequences expert_cache_hit_rate disk_read_bytes_per_second memory_rss_bytes; do
     check "/metrics has deltafin_$k" grep -q "^deltafin_$k " <<< "$m"
 done
@@ -125,12 +125,12 @@ timeout 1 curl -sN "${H[@]}" "$U/v1/completions" -d '{"prompt":"hi","max_tokens"
 sleep 0.5
 r=$(post /v1/completions '{"prompt":"hi","max_tokens":3}')
 check "after the streaming client went away, its slot is free (200)" test "$(status "$r")" = 200
-g1=$(curl -s "$U/metrics" | awk '/^deltafin_tokens_generated_total/{print $2}')
+g1=$(curl -s -H "Authorization: Bearer $KEY" "$U/metrics" | awk '/^deltafin_tokens_generated_total/{print $2}')
 check "the cancelled generation stopped early ($g1 of 4000 tokens)" test "$g1" -lt 3000
 timeout 1 curl -s "${H[@]}" "$U/v1/completions" -d '{"prompt":"hi","max_tokens":4000,"ignore_eos":true}' > /dev/null
 sleep 0.5
 check "a non-streaming client that went away is cancelled too" \
-    test "$(curl -s "$U/metrics" | awk '/^deltafin_active_sequences /{print $2}')" = 0
+    test "$(curl -s -H "Authorization: Bearer $KEY" "$U/metrics" | awk '/^deltafin_active_sequences /{print $2}')" = 0
 curl -s "${H[@]}" "$U/v1/completions" -d '{"prompt":"hi","max_tokens":4000,"ignore_eos":true}' > /dev/null &
 CURL=$!
 sleep 0.5
@@ -155,9 +155,9 @@ done
 wait "${CURLS[@]}"
 same=0; for i in $(seq 1 8); do cmp -s "$T/alone.$i" "$T/together.$i" && same=$((same + 1)); done
 check "MoE, 8 concurrent greedy sequences: each as alone ($same/8)" test "$same" = 8
-steps=$(curl -s "$U/metrics" | awk '/^deltafin_sequences_per_step /{print $2}')
+steps=$(curl -s -H "Authorization: Bearer $KEY" "$U/metrics" | awk '/^deltafin_sequences_per_step /{print $2}')
 check "steps ran several sequences at once (average $steps per step)" awk -v s="$steps" 'BEGIN{exit !(s > 1.0)}'
-m=$(curl -s "$U/metrics")
+m=$(curl -s -H "Authorization: Bearer $KEY" "$U/metrics")
 mv() { awk -v k="deltafin_$1" '$1 == k {print $2}' <<< "$m"; }
 check "/metrics: expert union per MoE layer ($(mv expert_union_per_moe_layer)) between 4 (qwen3moe-tiny's experts a token) and its 16" \
     awk -v u="$(mv expert_union_per_moe_layer)" 'BEGIN{exit !(u >= 4 && u <= 16)}'
