@@ -29,7 +29,7 @@ static void usage(FILE *f, int chat, int status) {
         fprintf(f, "usage: deltafin serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key K | --api-key-file F]\n"
                    "                      [--parallel N] [--queue N] [--mem SIZE] [-c CTX] [-t THREADS] [--alias NAME]\n"
                    "                      [--chat-template-file F] [--kv f16|f32] [--jobs] [--jobs-db PATH] [--worker]\n"
-                   "                      [--db PATH] [--remote URL]\n"
+                   "                      [--db PATH] [--remote URL] [--max-conn-per-ip N (256)]\n"
                    "                      [--prompt-cache-dir DIR] [--prompt-cache-mem SIZE (256M; 0 under --mem)]\n"
                    "                      [--prompt-cache-disk SIZE (4G)] [--prompt-cache-min TOKENS (32)]\n"
                    "  an OpenAI-compatible server: /v1/chat/completions /v1/completions /v1/models /health /metrics\n"
@@ -79,10 +79,10 @@ static uint64_t size_arg(const char *flag, const char *v) {
     return n;
 }
 
-/* The API key: --api-key, else the first line of --api-key-file, else $DELTAFIN_API_KEY (the last two keep it
- * out of `ps`); NULL if none. An empty key is refused: it would let anybody in. */
+/* The API key: --api-key or the first line of --api-key-file, whichever came last (the config file's api-key and
+ * DELTAFIN_API_KEY arrive as an --api-key before the user's flags: jobs/config.c; the file and the variable keep
+ * the key out of `ps`); NULL if none. An empty key is refused: it would let anybody in. */
 static const char *api_key(const char *flag, const char *file) {
-    if (flag && file) bad("give --api-key or --api-key-file, not both%s", "");
     if (flag) return flag;
     if (file) {
         char err[512];
@@ -93,9 +93,7 @@ static const char *api_key(const char *flag, const char *file) {
         if (!*k) bad("--api-key-file %s: the first line is empty", file);
         return k; /* kept for the server's life */
     }
-    const char *e = getenv("DELTAFIN_API_KEY");
-    if (e && !*e) bad("DELTAFIN_API_KEY is set but empty%s", "");
-    return e;
+    return NULL;
 }
 
 void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
@@ -104,6 +102,7 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
     o->port = 8080;
     o->parallel = 4;
     o->queue = 256;
+    o->conn_per_ip = 256;
     o->n_predict = chat ? 1024 : 0;
     o->pc_disk = (uint64_t)4 << 30;
     o->pc_min = 32;
@@ -133,7 +132,8 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
                                                  "--repeat-penalty", "--seed", "-s", "--host", "--port", "--api-key",
                                                  "--parallel", "-np", "--queue", "--alias", "--jobs-db",
                                                  "--prompt-cache-dir", "--prompt-cache-mem", "--prompt-cache-disk",
-                                                 "--prompt-cache-min", "--api-key-file", "--remote", "--db"};
+                                                 "--prompt-cache-min", "--api-key-file", "--remote", "--db",
+                                                 "--max-conn-per-ip"};
         int known = 0;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(name, with_value[k]);
         if (!known) bad("unknown option '%s'", name);
@@ -160,8 +160,8 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
         else if (!chat && !strcmp(name, "--port")) o->port = (int)num(name, v, 0, 65535);
         else if (!chat && !strcmp(name, "--api-key")) {
             if (!*v) bad("--api-key needs a key (an empty one would let anybody in)%s", "");
-            o->api_key = v;
-        } else if (!chat && !strcmp(name, "--api-key-file")) key_file = v;
+            o->api_key = v, key_file = NULL;
+        } else if (!chat && !strcmp(name, "--api-key-file")) key_file = v, o->api_key = NULL;
         else if (!chat && !strcmp(name, "--remote")) {
             if (strncmp(v, "http://", 7) && strncmp(v, "https://", 8)) bad("--remote needs an http:// or https:// URL, not '%s'", v);
             o->remote = v;
@@ -172,6 +172,7 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
         else if (!chat && (!strcmp(name, "--parallel") || !strcmp(name, "-np"))) o->parallel = (int)num(name, v, 1, 256);
         else if (!chat && !strcmp(name, "--queue")) o->queue = (int)num(name, v, 0, 1 << 20);
         else if (!chat && !strcmp(name, "--alias")) o->alias = v;
+        else if (!chat && !strcmp(name, "--max-conn-per-ip")) o->conn_per_ip = (int)num(name, v, 0, 1 << 20);
         else if (!chat && !strcmp(name, "--jobs-db")) {
             if (!*v) bad("--jobs-db needs a path%s", "");
             o->jobs_db = v;

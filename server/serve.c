@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -38,6 +39,7 @@
 #include "server.h"
 
 #define MAX_BODY (16u << 20)
+#define CONN_IDLE_S 30 /* seconds a connection may send nothing while its request is read */
 
 typedef struct server {
     df_model *m;
@@ -670,11 +672,19 @@ int df_cmd_serve(int argc, char **argv) {
         fprintf(stderr, "deltafin: cannot resolve --host '%s'\n", o.host);
         goto out;
     }
+    /* Slow clients may not starve the others: at most --max-conn-per-ip connections from one address, and one that
+     * sends nothing for CONN_IDLE_S seconds while its request is read is closed (a request being answered is not
+     * idle: its thread is in handle()). The total stays under the descriptors the process may open. */
+    struct rlimit nofile;
+    unsigned conn_limit = 4096;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY && nofile.rlim_cur < conn_limit + 64)
+        conn_limit = nofile.rlim_cur > 128 ? (unsigned)nofile.rlim_cur - 64 : 64;
     d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_AUTO |
                              (v6 ? MHD_USE_IPv6 : 0),
                          (uint16_t)o.port, NULL, NULL, handle, &srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                         MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,
-                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600, MHD_OPTION_END);
+                         MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_CONNECTION_LIMIT, conn_limit,
+                         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)o.conn_per_ip,
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_IDLE_S, MHD_OPTION_END);
     if (!d) {
         fprintf(stderr, "deltafin: cannot listen on %s port %d (in use, or not an address of this machine?)\n", o.host,
                 o.port);

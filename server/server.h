@@ -35,6 +35,7 @@ typedef struct srv_opts {
     const char *remote;     /* serve: the remote endpoint of HTTP jobs (--remote), NULL = none */
     int worker;             /* serve: run `deltafin worker` on jobs_db beside the API */
     int port, parallel, queue, ctx, threads, n_predict, kv_f32, ignore_eos;
+    int conn_per_ip;        /* serve: connections one client address may hold (--max-conn-per-ip; 0: no limit) */
     uint64_t mem;
     const char *pc_dir;             /* --prompt-cache-dir */
     uint64_t pc_mem, pc_disk;       /* --prompt-cache-mem, --prompt-cache-disk (bytes) */
