@@ -50,6 +50,7 @@ typedef struct server {
     const char *host;      /* --host */
     uint64_t mem_budget;
     volatile int stopping;
+    int inflight;          /* generation requests being answered (under id_mu): stopping waits for them */
     unsigned long next_id;
     pthread_mutex_t id_mu;
 } server;
@@ -122,6 +123,9 @@ static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int ms) {
 
 static void flight_free(flight *f) {
     if (!f) return;
+    pthread_mutex_lock(&f->srv->id_mu);
+    f->srv->inflight--;
+    pthread_mutex_unlock(&f->srv->id_mu);
     for (int i = 0; f->jobs && i < f->req.n; i++)
         if (f->jobs[i]) sched_release(f->srv->sched, f->jobs[i]);
     pthread_cond_destroy(&f->cond);
@@ -160,6 +164,16 @@ static int pend_add(flight *f, char *ev) {
     return 0;
 }
 
+/* An OpenAI-shaped error as a Server-Sent Event (malloc'd; NULL when out of memory). */
+static char *sse_error(const char *msg) {
+    oai_error e;
+    oai_set_error(&e, 500, "server_error", NULL, NULL, "%s", msg);
+    char *body = oai_error_json(&e), *ev = body ? malloc(strlen(body) + 9) : NULL;
+    if (ev) sprintf(ev, "data: %s\n\n", body);
+    free(body);
+    return ev;
+}
+
 /* New events from the jobs' output (under the scheduler mutex). */
 static void collect_events(flight *f) {
     const oai_ctx *c = &f->srv->oc;
@@ -178,13 +192,9 @@ static void collect_events(flight *f) {
         if (j->finish == FIN_STOP || j->finish == FIN_LENGTH) {
             pend_add(f, oai_chunk(c, &f->req, f->id, f->created, i, NULL, j->finish, 0));
         } else {
-            oai_error e;
-            oai_set_error(&e, 500, "server_error", NULL, NULL, "generation failed: %s",
-                          *j->error ? j->error : "cancelled");
-            char *body = oai_error_json(&e), *ev = body ? malloc(strlen(body) + 9) : NULL;
-            if (ev) sprintf(ev, "data: %s\n\n", body);
-            free(body);
-            pend_add(f, ev);
+            char why[300];
+            snprintf(why, sizeof why, "generation failed: %s", *j->error ? j->error : "cancelled");
+            pend_add(f, sse_error(why));
         }
     }
     if (all_done(f) && !f->ended) {
@@ -204,7 +214,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             collect_events(f);
             if (f->plen || f->ended) break;
             timed_wait(&f->cond, mu, 200);
-            if (f->srv->stopping || gone(f->fd)) {
+            if (f->srv->stopping) { /* the client is told, and the stream ends as streams end */
+                pthread_mutex_unlock(mu);
+                cancel_all(f);
+                pend_add(f, sse_error("the server is stopping (SIGINT or SIGTERM); the generation was cut short"));
+                pend_add(f, strdup("data: [DONE]\n\n"));
+                f->ended = 1;
+                pthread_mutex_lock(mu);
+                break;
+            }
+            if (gone(f->fd)) {
                 pthread_mutex_unlock(mu);
                 cancel_all(f);
                 return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -243,6 +262,9 @@ static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc
         free(f);
         return send_error(mc, &e);
     }
+    pthread_mutex_lock(&srv->id_mu);
+    srv->inflight++; /* from here on flight_free ends the request, and takes it back */
+    pthread_mutex_unlock(&srv->id_mu);
     f->jobs = oai_make_jobs(&f->req);
     f->sent = calloc((size_t)f->req.n, sizeof *f->sent);
     f->fin_sent = calloc((size_t)f->req.n, sizeof *f->fin_sent);
@@ -284,7 +306,14 @@ static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc
     pthread_mutex_lock(mu);
     while (!all_done(f)) {
         timed_wait(&f->cond, mu, 200);
-        if (srv->stopping || gone(f->fd)) {
+        if (srv->stopping) {
+            pthread_mutex_unlock(mu);
+            cancel_all(f);
+            flight_free(f);
+            return fail(mc, 503, "server_error", "server_stopping",
+                        "the server is stopping (SIGINT or SIGTERM); the generation was cut short");
+        }
+        if (gone(f->fd)) {
             pthread_mutex_unlock(mu);
             cancel_all(f);
             flight_free(f);
@@ -702,6 +731,15 @@ int df_cmd_serve(int argc, char **argv) {
     sigwait(&stop, &sig);
     fprintf(stderr, "deltafin: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     srv.stopping = 1;
+    /* the requests being answered say so to their clients (an error event and [DONE], or a 503) before the
+     * daemon closes the connections: they notice within a wait (200 ms); give them 5 s at most */
+    for (int i = 0; i < 100; i++) {
+        pthread_mutex_lock(&srv.id_mu);
+        const int busy = srv.inflight;
+        pthread_mutex_unlock(&srv.id_mu);
+        if (!busy) break;
+        usleep(50000);
+    }
     rc = 0;
 out:
     if (d) MHD_stop_daemon(d);

@@ -13,6 +13,8 @@
 # - A JSON \u0000 in a prompt is a 400, not a prompt cut short; n beyond
 #   --parallel + --queue is a 400, not a 429 forever; a model id of 2000
 #   bytes is listed whole and then found.
+# - SIGTERM while answering: a stream ends with an error event and [DONE],
+#   a request waiting for its whole answer gets a 503 saying why.
 set -u
 B=${1:-build}
 D="$B/deltafin"
@@ -78,6 +80,24 @@ check "a 2000-byte model id: listed whole" test "${#id}" = 2000
 check "... and found by that id" \
     test "$(code "${J[@]}" "$U/v1/completions" -d "{\"model\":\"$id\",\"prompt\":\"hi\",\"max_tokens\":2}")" = 200
 kill "$SPID"; wait "$SPID" 2>/dev/null
+
+# ---- SIGTERM while answering: streams end with an error event and [DONE], others get a 503 ----
+serve_start "$T/t.log" -m "$S" -c 2048 --parallel 2
+U="http://127.0.0.1:$PORT"
+curl -sN "${J[@]}" "$U/v1/completions" -d '{"prompt":"Once","max_tokens":1900,"ignore_eos":true,"stream":true}' \
+    > "$T/stream" 2>/dev/null &
+C1=$!
+curl -s -w '\n%{http_code}' "${J[@]}" "$U/v1/completions" -d '{"prompt":"Once","max_tokens":1900,"ignore_eos":true}' \
+    > "$T/plain" 2>/dev/null &
+C2=$!
+for _ in $(seq 1 $((50 * SLOW))); do grep -q '^data: {' "$T/stream" 2>/dev/null && break; sleep 0.1; done
+kill -TERM "$SPID"; wait "$SPID"; src=$?
+wait "$C1" "$C2"
+check "SIGTERM: the server exits 0" test "$src" = 0
+check "... a stream's last event is [DONE]" test "$(grep '^data:' "$T/stream" | tail -n1)" = "data: [DONE]"
+check "... after an error event saying why" grep -q '"error".*stopping' "$T/stream"
+check "... a non-streaming client gets 503" test "$(tail -n1 "$T/plain")" = 503
+check "... saying why" grep -q 'server_stopping' "$T/plain"
 
 # ---- /v1/jobs: the operator's limits and remote ----
 serve_start "$T/j.log" -m "$S" -c 128 -t 1 --mem 256M --jobs-db "$T/j.db" --remote http://127.0.0.1:9/v1
