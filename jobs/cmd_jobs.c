@@ -7,6 +7,7 @@
  *   deltafin jobs   [--db PATH]                      a table: state, tokens done, tokens/s, ETA
  *   deltafin job ID [--json] [--follow] [--db PATH]  one job, and its text (--follow: as it grows)
  *   deltafin cancel ID [--db PATH]
+ *   deltafin requeue ID [--db PATH]                  a failed, canceled or expired job back in the queue
  *   deltafin worker [--db PATH] [--drain] [--commit-every SECONDS] [--no-checkpoints] [--checkpoint-ratio R]
  *                   [--max-restarts N] [--monitor-every SECONDS]
  *                   (checkpoints: DB's folder/checkpoints, 0700; each run a supervised child process)
@@ -35,7 +36,7 @@
 
 #define ERRLEN 8192
 
-static const char *const CMDS[] = {"submit", "jobs", "job", "cancel", "worker"};
+static const char *const CMDS[] = {"submit", "jobs", "job", "cancel", "requeue", "worker"};
 
 int jobs_is_command(const char *cmd) {
     for (size_t i = 0; i < sizeof CMDS / sizeof CMDS[0]; i++)
@@ -48,7 +49,7 @@ static int usage_err(const char *fmt, const char *a) {
     fprintf(stderr, fmt, a);
     fputs("\nusage: deltafin submit -m MODEL (-p TEXT | -f FILE | --chat FILE.json) [-n N] [sampling flags] [--mem SIZE]"
           " [--deadline TIME] [--priority P] [--remote URL]\n"
-          "       deltafin jobs | job ID [--json] [--follow] | cancel ID | worker [--drain] [--commit-every S]"
+          "       deltafin jobs | job ID [--json] [--follow] | cancel ID | requeue ID | worker [--drain] [--commit-every S]"
           " [--max-restarts N] [--monitor-every S] [--disk-gbps X --mem-gbps Y]"
           "   (all take --db PATH)\n",
           stderr);
@@ -401,23 +402,38 @@ static int cmd_show(jopts *o) {
     return rc;
 }
 
-static int cmd_cancel(jopts *o) {
-    if (!o->have_id) return usage_err("cancel needs an ID%s", "");
+/* cancel ID, requeue ID: one state change, said on stderr. */
+static int cmd_transition(jopts *o, int requeue) {
+    if (!o->have_id) return usage_err(requeue ? "requeue needs an ID%s" : "cancel needs an ID%s", "");
     jq *q;
     if (open_db(o, &q)) return 1;
     char err[ERRLEN], prev[16];
-    const int rc = jq_cancel(q, o->id, prev, sizeof prev, err, sizeof err);
+    const int rc = requeue ? jq_requeue(q, o->id, prev, sizeof prev, err, sizeof err)
+                           : jq_cancel(q, o->id, prev, sizeof prev, err, sizeof err);
+    if (rc == 0 && requeue && (!strcmp(prev, "failed") || !strcmp(prev, "canceled") || !strcmp(prev, "expired"))) {
+        char text[64];
+        snprintf(text, sizeof text, "back in the queue (was %s)", prev);
+        jq_event(q, o->id, "requeued", text, err, sizeof err);
+    }
     jq_close(q);
     if (rc != 0) return fail(err);
     if (!*prev) {
         fprintf(stderr, "deltafin: no job %lld\n", (long long)o->id);
         return 1;
     }
-    if (terminal(prev)) {
+    if (!requeue && terminal(prev)) {
         fprintf(stderr, "deltafin: job %lld already ended (%s)\n", (long long)o->id, prev);
         return 1;
     }
-    fprintf(stderr, "job %lld canceled (was %s)\n", (long long)o->id, prev);
+    if (requeue && !terminal(prev)) {
+        fprintf(stderr, "deltafin: job %lld is %s: nothing to requeue\n", (long long)o->id, prev);
+        return 1;
+    }
+    if (requeue && !strcmp(prev, "done")) {
+        fprintf(stderr, "deltafin: job %lld is done: nothing to requeue\n", (long long)o->id);
+        return 1;
+    }
+    fprintf(stderr, "job %lld %s (was %s)\n", (long long)o->id, requeue ? "queued again" : "canceled", prev);
     return 0;
 }
 
@@ -471,12 +487,13 @@ int jobs_main(int argc, char **argv) {
     jopts o;
     int rc = parse_args(&o, argc, argv);
     if (rc == 0) {
-        const int needs_id = !strcmp(cmd, "job") || !strcmp(cmd, "cancel");
+        const int needs_id = !strcmp(cmd, "job") || !strcmp(cmd, "cancel") || !strcmp(cmd, "requeue");
         if (o.have_id && !needs_id) rc = usage_err("%s takes no job ID", cmd);
         else if (!strcmp(cmd, "submit")) rc = cmd_submit(&o);
         else if (!strcmp(cmd, "jobs")) rc = cmd_list(&o);
         else if (!strcmp(cmd, "job")) rc = cmd_show(&o);
-        else if (!strcmp(cmd, "cancel")) rc = cmd_cancel(&o);
+        else if (!strcmp(cmd, "cancel")) rc = cmd_transition(&o, 0);
+        else if (!strcmp(cmd, "requeue")) rc = cmd_transition(&o, 1);
         else rc = cmd_worker(&o);
     }
     jq_job_free(&o.job);

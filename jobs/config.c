@@ -36,7 +36,7 @@ static const cfg_key KEYS[] = {
     {"io", "--io", NULL, V_IO, 0, 0, " run plan bench logits ", "auto"},
     {"io-threads", "--io-threads", NULL, V_INT, 1, 256, " run plan bench logits ", "8"},
     {"threads", "--threads", "-t", V_INT, 1, 512, " run bench logits serve chat submit ", "all cores"},
-    {"db", "--db", NULL, V_PATH, 0, 0, " submit jobs job cancel worker serve ", NULL /* jq_default_path */},
+    {"db", "--db", NULL, V_PATH, 0, 0, " submit jobs job cancel requeue worker serve ", NULL /* jq_default_path */},
     {"remote", "--remote", NULL, V_URL, 0, 0, " submit serve ", "none"},
     {"host", "--host", NULL, V_TEXT, 0, 0, " serve ", "127.0.0.1"},
     {"port", "--port", NULL, V_INT, 1, 65535, " serve ", "8080"},

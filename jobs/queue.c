@@ -35,6 +35,9 @@
 
 struct jq {
     sqlite3 *db;
+    char *path;     /* the database's path, and the file it named when opened (jq_still_there) */
+    dev_t dev;
+    ino_t ino;
 };
 
 static double now_unix(void) {
@@ -147,12 +150,15 @@ static const char SCHEMA[] =
 
 /* Columns added after the first schema (a database made before them gains them). */
 static const char *const ADDED[] = {"ALTER TABLE jobs ADD COLUMN remote TEXT",
-                                    "ALTER TABLE jobs ADD COLUMN place TEXT NOT NULL DEFAULT ''"};
+                                    "ALTER TABLE jobs ADD COLUMN place TEXT NOT NULL DEFAULT ''",
+                                    "ALTER TABLE jobs ADD COLUMN model_id TEXT"};
 
 static int exec(jq *q, const char *sql, char *err, size_t errlen) {
     if (sqlite3_exec(q->db, sql, NULL, NULL, NULL) != SQLITE_OK) return seterr(err, errlen, sql, q->db);
     return 0;
 }
+
+static void remember_file(jq *q, const char *path);
 
 /* A database this user may read but not write: listed as it is (no WAL switch, no schema change); any change
  * fails with SQLite's "readonly database". */
@@ -169,6 +175,7 @@ static int open_readonly(const char *path, jq **out, char *err, size_t errlen) {
     }
     sqlite3_busy_timeout(q->db, 30000);
     sqlite3_extended_result_codes(q->db, 1);
+    remember_file(q, path);
     *out = q;
     return 0;
 }
@@ -238,6 +245,7 @@ int jq_open(const char *path, jq **out, char *err, size_t errlen) {
         jq_close(q);
         return -1;
     }
+    remember_file(q, path);
     *out = q;
     return 0;
 }
@@ -245,7 +253,26 @@ int jq_open(const char *path, jq **out, char *err, size_t errlen) {
 void jq_close(jq *q) {
     if (!q) return;
     sqlite3_close(q->db);
+    free(q->path);
     free(q);
+}
+
+/* Remember which file the path named once it is open (it exists by then). */
+static void remember_file(jq *q, const char *path) {
+    struct stat st;
+    q->path = strdup(path);
+    if (stat(path, &st) == 0) q->dev = st.st_dev, q->ino = st.st_ino;
+}
+
+int jq_still_there(jq *q, char *err, size_t errlen) {
+    struct stat st;
+    if (!q->path) return 0;
+    if (stat(q->path, &st) != 0)
+        return jq_err(err, errlen, "jobs database: %s was removed while it was in use: nothing more is recorded",
+                      q->path);
+    if (st.st_dev != q->dev || st.st_ino != q->ino)
+        return jq_err(err, errlen, "jobs database: %s was replaced by another file while it was in use", q->path);
+    return 0;
 }
 
 /* ---- jobs ---- */
@@ -466,26 +493,42 @@ static int update(jq *q, const char *sql, const char *types, const void *const *
     return sqlite3_changes(q->db);
 }
 
-int jq_cancel(jq *q, int64_t id, char *prev, size_t prevlen, char *err, size_t errlen) {
+/* In one transaction: the job's state into *prev ("" if no such job), then sql (an UPDATE on the rows it allows). */
+static int transition(jq *q, int64_t id, char *prev, size_t prevlen, const char *sql, const char *types,
+                      const void *const *args, char *err, size_t errlen) {
     if (prevlen) prev[0] = 0;
     if (exec(q, "BEGIN IMMEDIATE", err, errlen) != 0) return -1;
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(q->db, "SELECT state FROM jobs WHERE id = ?", -1, &st, NULL) != SQLITE_OK) {
         exec(q, "ROLLBACK", NULL, 0);
-        return seterr(err, errlen, "cancel", q->db);
+        return seterr(err, errlen, "reading a job's state", q->db);
     }
     sqlite3_bind_int64(st, 1, id);
     if (sqlite3_step(st) == SQLITE_ROW) snprintf(prev, prevlen, "%s", (const char *)sqlite3_column_text(st, 0));
     sqlite3_finalize(st);
-    const double t = now_unix();
-    const void *args[] = {&t, &id};
-    if (update(q, "UPDATE jobs SET state = 'canceled', finished = ?, owner = NULL WHERE id = ?"
-                  " AND state IN ('queued', 'running')",
-               "di", args, err, errlen) < 0) {
+    if (update(q, sql, types, args, err, errlen) < 0) {
         exec(q, "ROLLBACK", NULL, 0);
         return -1;
     }
     return exec(q, "COMMIT", err, errlen);
+}
+
+int jq_cancel(jq *q, int64_t id, char *prev, size_t prevlen, char *err, size_t errlen) {
+    const double t = now_unix();
+    const void *args[] = {&t, &id};
+    return transition(q, id, prev, prevlen,
+                      "UPDATE jobs SET state = 'canceled', finished = ?, owner = NULL WHERE id = ?"
+                      " AND state IN ('queued', 'running')",
+                      "di", args, err, errlen);
+}
+
+int jq_requeue(jq *q, int64_t id, char *prev, size_t prevlen, char *err, size_t errlen) {
+    const void *args[] = {&id};
+    /* what it committed stays: the next run resumes after it (its checkpoint, or a replay of the tokens) */
+    return transition(q, id, prev, prevlen,
+                      "UPDATE jobs SET state = 'queued', finished = 0, error = NULL, owner = NULL WHERE id = ?"
+                      " AND state IN ('failed', 'canceled', 'expired')",
+                      "i", args, err, errlen);
 }
 
 /* ---- workers ---- */
@@ -747,6 +790,22 @@ int jq_set_mem(jq *q, int64_t id, const char *owner, uint64_t mem, char *err, si
     const void *args[] = {&m, &id, owner};
     return write1(q, "UPDATE jobs SET mem = ? WHERE id = ? AND state = 'running' AND owner = ?", "iit", args, err,
                   errlen);
+}
+
+int jq_bind_model(jq *q, int64_t id, const char *owner, const char *ident, char *bound, size_t n, char *err,
+                  size_t errlen) {
+    const void *args[] = {ident, &id, owner};
+    if (write1(q, "UPDATE jobs SET model_id = ? WHERE id = ? AND owner = ? AND model_id IS NULL", "tit", args, err,
+               errlen) != 0)
+        return -1;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(q->db, "SELECT model_id FROM jobs WHERE id = ?", -1, &st, NULL) != SQLITE_OK)
+        return seterr(err, errlen, "reading a job's model", q->db);
+    sqlite3_bind_int64(st, 1, id);
+    const int rc = sqlite3_step(st);
+    snprintf(bound, n, "%s", rc == SQLITE_ROW && sqlite3_column_text(st, 0) ? (const char *)sqlite3_column_text(st, 0) : "");
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? 0 : seterr(err, errlen, "reading a job's model", q->db);
 }
 
 int jq_set_place(jq *q, int64_t id, const char *owner, const char *place, char *err, size_t errlen) {

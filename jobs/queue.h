@@ -56,6 +56,9 @@ int jq_default_path(char *buf, size_t n, char *err, size_t errlen);
 /* Open (creating it and its directory, 0700, if missing) and set up the schema. */
 int jq_open(const char *path, jq **out, char *err, size_t errlen);
 void jq_close(jq *q);
+/* 0 while the database's path still names the file that was opened; -1 with err once it was removed or
+ * replaced (a worker then stops: what it would record is lost). */
+int jq_still_there(jq *q, char *err, size_t errlen);
 
 void jq_job_init(jq_job *j);   /* defaults for a new job */
 void jq_job_free(jq_job *j);   /* frees the strings, not j */
@@ -67,6 +70,13 @@ int jq_get(jq *q, int64_t id, int with_text, jq_job *out, int *found, char *err,
 int jq_list(jq *q, jq_job **out, int *n, char *err, size_t errlen);
 /* Cancel a queued or running job. *prev: its state before ("" if no such job). */
 int jq_cancel(jq *q, int64_t id, char *prev, size_t prevlen, char *err, size_t errlen);
+/* Put a failed, canceled or expired job back in the queue, its committed tokens kept (it resumes after them).
+ * *prev: its state before ("" if no such job); only those three states change. */
+/* The model a job runs: the first run records ident (the model file's identity), every later one reads it back
+ * into bound (n bytes) to compare. 0, or -1 with err. */
+int jq_bind_model(jq *q, int64_t id, const char *owner, const char *ident, char *bound, size_t n, char *err,
+                  size_t errlen);
+int jq_requeue(jq *q, int64_t id, char *prev, size_t prevlen, char *err, size_t errlen);
 
 /* This process as an owner: "bootid/pid/starttime". */
 int jq_self_owner(char *buf, size_t n);

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -135,6 +136,23 @@ static int load(run *r, char *err, size_t errlen) {
     r->state = r->smp ? malloc(r->state_cap) : NULL;
     if (!r->logits || !r->smp || !r->state) {
         snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* A job resumes on the model it began with, never on a file put in its place (its text would be two models'):
+ * the first run records the file's identity (size, modification time, inode), each later run compares. */
+static int same_model(run *r, char *err, size_t errlen) {
+    struct stat st;
+    if (stat(r->job->model, &st) != 0) return snprintf(err, errlen, "%s: %s", r->job->model, strerror(errno)), -1;
+    char ident[128], bound[128];
+    snprintf(ident, sizeof ident, "%lld %lld.%09ld %llu", (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+             st.st_mtim.tv_nsec, (unsigned long long)st.st_ino);
+    if (jq_bind_model(r->q, r->job->id, r->owner, ident, bound, sizeof bound, err, errlen) != 0) return -1;
+    if (*bound && strcmp(bound, ident)) {
+        snprintf(err, errlen, "the model file %s changed since the job began (size, time, inode: %s, now %s): its "
+                 "committed text came from the other model; submit the job again", r->job->model, bound, ident);
         return -1;
     }
     return 0;
@@ -394,6 +412,7 @@ static void monitor(run *r, int last) {
 /* Commit what is pending (with the sampler state after it). */
 static int commit(run *r, char *err, size_t errlen) {
     if (r->pend.n == 0 || r->lost) return 0;
+    if (jq_still_there(r->q, err, errlen) != 0) return -1;
     const size_t sl = df_sampler_get_state(r->smp, r->state, r->state_cap);
     const double gen = r->gen_prev + (mono() - r->t_gen0);
     if (jq_commit(r->q, r->job->id, r->owner, r->n_done, r->pend.toks, r->pend.n, r->pend.text, r->pend.off, r->state,
@@ -497,7 +516,8 @@ static int run_job(jq *q, const char *owner, jq_job *job, const jw_opts *o, vola
     char why[JW_ERR] = "";
     const char *how = "failed", *note = NULL;
     int dberr = 0;
-    if (load(&r, why, sizeof why) == 0 && build_prompt(&r, why, sizeof why) == 0 && replay(&r, why, sizeof why) == 0) {
+    if (load(&r, why, sizeof why) == 0 && same_model(&r, why, sizeof why) == 0 && build_prompt(&r, why, sizeof why) == 0 &&
+        replay(&r, why, sizeof why) == 0) {
         if (generate(&r, o->commit_every, stop, &how, &note, why, sizeof why) != 0) {
             how = "failed";
             dberr = strncmp(why, "jobs database", 13) == 0;
@@ -672,6 +692,13 @@ static int supervise(jq *q, const char *owner, jq_job *job, const jw_opts *o, vo
                 job->mem = next;
                 continue;
             }
+            if (restarts < o->max_restarts) { /* no budget to lower: the same run again, from its checkpoint */
+                snprintf(text, sizeof text, "the run was killed (SIGKILL%s, no --mem: nothing to lower): restart %d of "
+                         "%d from its last checkpoint", oom ? ", the cgroup counted an OOM kill" : "", restarts + 1,
+                         o->max_restarts);
+                parent_event(q, o, job->id, "restart", text);
+                continue;
+            }
             snprintf(text, sizeof text, "killed (SIGKILL%s) %d time%s, the last at a budget of %s%s",
                      oom ? ", OOM" : "", restarts + 1, restarts ? "s" : "", df_fmt_bytes(job->mem, b0, sizeof b0),
                      job->mem ? "" : " (no --mem: nothing to lower)");
@@ -695,6 +722,7 @@ int jw_run(jq *q, const jw_opts *o, volatile sig_atomic_t *stop, char *err, size
     while (!*stop) {
         jq_job job;
         int got;
+        if (jq_still_there(q, err, errlen) != 0) return -1;
         if (jq_claim(q, owner, &job, &got, err, errlen) != 0) return -1;
         if (!got) {
             jq_job_free(&job);
@@ -708,7 +736,7 @@ int jw_run(jq *q, const jw_opts *o, volatile sig_atomic_t *stop, char *err, size
                        : o->db_path             ? supervise(q, owner, &job, o, stop, err, errlen)
                                                 : run_job(q, owner, &job, o, stop, err, errlen);
         jq_job_free(&job);
-        if (rc != 0) return -1;
+        if (rc != 0 || jq_still_there(q, err, errlen) != 0) return -1; /* a job "done" into a removed file is lost */
     }
     return 0;
 }
