@@ -33,6 +33,7 @@
 #include "server.h"
 
 #define ERRLEN 1024
+#define JOB_MAX_VALUES (1L << 20) /* JSON values one submission may hold */
 
 struct srv_jobs {
     jq *q;
@@ -276,9 +277,13 @@ static int parse_job(const srv_jobs *sj, cJSON *body, jq_job *j, oai_error *e) {
 }
 
 static char *submit_answer(srv_jobs *sj, const char *text, size_t len, int *status) {
-    if (srv_json_has_nul(text, len))
+    long values = 0;
+    if (srv_json_scan(text, len, &values))
         return error_body(status, 400, "invalid_request_error", NULL, "invalid_json",
                           "a string holds a NUL character (\\u0000)");
+    if (values > JOB_MAX_VALUES) /* cJSON's nodes (~64 bytes each) are the request's memory too */
+        return error_body(status, 413, "invalid_request_error", NULL, "request_too_large",
+                          "the body holds too many JSON values");
     cJSON *body = cJSON_ParseWithLength(text, len);
     if (!body) return error_body(status, 400, "invalid_request_error", NULL, "invalid_json", "the body is not valid JSON");
     jq_job j;

@@ -181,6 +181,11 @@ int oai_get_bool(cJSON *o, const char *k, int *out, oai_error *e) {
 static int tokenize(const oai_ctx *c, const char *text, size_t len, oai_req *r, oai_error *e) {
     char err[512];
     int need = 0;
+    /* every token holds at most max_piece bytes: a longer text cannot fit, and is not tokenized to learn it */
+    if (c->max_piece > 0 && len / (size_t)c->max_piece >= (size_t)c->n_ctx)
+        return oai_set_error(e, 400, "invalid_request_error", NULL, "context_length_exceeded",
+                             "the prompt (%zu bytes, at least %zu tokens) does not fit in the context of %d tokens",
+                             len, len / (size_t)c->max_piece, c->n_ctx), -1;
     if (df_tokenize(c->m, text, len, 1, 1, NULL, 0, &need, err, sizeof err) != 0 && need == 0)
         return BAD("prompt", NULL, "cannot tokenize the prompt: %s", err);
     r->prompt = malloc((size_t)(need + 1) * sizeof(int32_t));
@@ -302,6 +307,8 @@ static int parse_stop(cJSON *body, oai_req *r, oai_error *e) {
     cJSON *st = cJSON_GetObjectItemCaseSensitive(body, "stop"), *it;
     if (!st || cJSON_IsNull(st)) return 0;
     if (cJSON_IsString(st)) {
+        if (strlen(st->valuestring) > SRV_MAX_STOP_LEN)
+            return BAD("stop", NULL, "a stop string is at most %d bytes", SRV_MAX_STOP_LEN);
         if (*st->valuestring) r->stop[r->n_stop++] = strdup(st->valuestring);
         return 0;
     }
@@ -309,6 +316,8 @@ static int parse_stop(cJSON *body, oai_req *r, oai_error *e) {
         return BAD("stop", NULL, "'stop' must be a string or an array of at most %d strings", SRV_MAX_STOP);
     cJSON_ArrayForEach(it, st) {
         if (!cJSON_IsString(it)) return BAD("stop", NULL, "'stop' must hold strings");
+        if (strlen(it->valuestring) > SRV_MAX_STOP_LEN)
+            return BAD("stop", NULL, "a stop string is at most %d bytes", SRV_MAX_STOP_LEN);
         if (*it->valuestring) r->stop[r->n_stop++] = strdup(it->valuestring);
     }
     return 0;
@@ -339,8 +348,9 @@ static uint64_t fresh_seed(void) {
     return ((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20)) + __atomic_add_fetch(&counter, 7919, __ATOMIC_RELAXED);
 }
 
-int srv_json_has_nul(const char *t, size_t n) {
+int srv_json_scan(const char *t, size_t n, long *values) {
     int in_str = 0;
+    long v = 1;
     for (size_t i = 0; i < n; i++) {
         if (!t[i]) return 1; /* a raw NUL: cJSON would stop there */
         if (t[i] == '"') in_str = !in_str;
@@ -348,8 +358,11 @@ int srv_json_has_nul(const char *t, size_t n) {
             if (t[i + 1] == 'u' && i + 5 < n && t[i + 2] == '0' && t[i + 3] == '0' && t[i + 4] == '0' && t[i + 5] == '0')
                 return 1;
             i++; /* the escaped character (a quote or backslash among them) */
+        } else if (!in_str && (t[i] == ',' || t[i] == '[' || t[i] == '{')) {
+            v++;
         }
     }
+    *values = v;
     return 0;
 }
 
@@ -365,7 +378,11 @@ int oai_parse(const oai_ctx *c, const char *body, size_t len, int chat, oai_req 
     r->sp.top_p = 1.0f;
     r->sp.min_p = 0.0f;
     r->sp.repeat_penalty = 1.0f;
-    if (srv_json_has_nul(body, len)) return BAD(NULL, "invalid_json", "a string holds a NUL character (\\u0000)");
+    long values = 0;
+    if (srv_json_scan(body, len, &values)) return BAD(NULL, "invalid_json", "a string holds a NUL character (\\u0000)");
+    if (values > c->max_values)
+        return oai_set_error(e, 413, "invalid_request_error", NULL, "request_too_large",
+                             "the body holds more than %ld JSON values", c->max_values), -1;
     cJSON *b = cJSON_ParseWithLength(body, len);
     if (!b) return BAD(NULL, "invalid_json", "the body is not valid JSON");
     int rc = -1;

@@ -29,7 +29,7 @@ static void usage(FILE *f, int chat, int status) {
         fprintf(f, "usage: deltafin serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key K | --api-key-file F]\n"
                    "                      [--parallel N] [--queue N] [--mem SIZE] [-c CTX] [-t THREADS] [--alias NAME]\n"
                    "                      [--chat-template-file F] [--kv f16|f32] [--jobs] [--jobs-db PATH] [--worker]\n"
-                   "                      [--db PATH] [--remote URL] [--max-conn-per-ip N (256)]\n"
+                   "                      [--db PATH] [--remote URL] [--max-conn-per-ip N (256)] [--request-mem SIZE]\n"
                    "                      [--prompt-cache-dir DIR] [--prompt-cache-mem SIZE (256M; 0 under --mem)]\n"
                    "                      [--prompt-cache-disk SIZE (4G)] [--prompt-cache-min TOKENS (32)]\n"
                    "  an OpenAI-compatible server: /v1/chat/completions /v1/completions /v1/models /health /metrics\n"
@@ -133,7 +133,7 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
                                                  "--parallel", "-np", "--queue", "--alias", "--jobs-db",
                                                  "--prompt-cache-dir", "--prompt-cache-mem", "--prompt-cache-disk",
                                                  "--prompt-cache-min", "--api-key-file", "--remote", "--db",
-                                                 "--max-conn-per-ip"};
+                                                 "--max-conn-per-ip", "--request-mem"};
         int known = 0;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(name, with_value[k]);
         if (!known) bad("unknown option '%s'", name);
@@ -173,6 +173,7 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
         else if (!chat && !strcmp(name, "--queue")) o->queue = (int)num(name, v, 0, 1 << 20);
         else if (!chat && !strcmp(name, "--alias")) o->alias = v;
         else if (!chat && !strcmp(name, "--max-conn-per-ip")) o->conn_per_ip = (int)num(name, v, 0, 1 << 20);
+        else if (!chat && !strcmp(name, "--request-mem")) o->request_mem = size_arg(name, v);
         else if (!chat && !strcmp(name, "--jobs-db")) {
             if (!*v) bad("--jobs-db needs a path%s", "");
             o->jobs_db = v;

@@ -51,6 +51,11 @@ typedef struct server {
     uint64_t mem_budget;
     volatile int stopping;
     int inflight;          /* generation requests being answered (under id_mu): stopping waits for them */
+    /* Request memory (docs/server.md, "Memory"): request bodies come out of a pool (under id_mu), and the
+     * parsing of bodies (cJSON trees, the template's arena, the tokens) runs parse_slots at a time. */
+    uint64_t pool, pool_used;
+    int parse_slots;
+    pthread_cond_t parse_cv;
     unsigned long next_id;
     pthread_mutex_t id_mu;
 } server;
@@ -59,6 +64,8 @@ typedef struct conn {
     char *body;
     size_t len, cap;
     int too_big;
+    int too_busy;          /* the request-memory pool could not hold its body */
+    size_t reserved;       /* bytes of the pool this connection holds */
 } conn;
 
 /* A request in flight: its jobs and, when streaming, what is left to send. */
@@ -117,6 +124,36 @@ static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int ms) {
     ts.tv_sec += ts.tv_nsec / 1000000000L;
     ts.tv_nsec %= 1000000000L;
     pthread_cond_timedwait(cv, mu, &ts);
+}
+
+/* n more bytes of a body from the pool; -1 when it has not that many left. */
+static int reserve(server *srv, conn *cc, size_t n) {
+    pthread_mutex_lock(&srv->id_mu);
+    const int ok = srv->pool_used + n <= srv->pool;
+    if (ok) srv->pool_used += n, cc->reserved += n;
+    pthread_mutex_unlock(&srv->id_mu);
+    return ok ? 0 : -1;
+}
+
+/* Parsing a body (its JSON tree, a chat template's arena, the tokens) costs a multiple of its size: at most
+ * parse_slots run at once; the others wait their turn. */
+static void parse_begin(server *srv) {
+    pthread_mutex_lock(&srv->id_mu);
+    while (srv->parse_slots == 0) pthread_cond_wait(&srv->parse_cv, &srv->id_mu);
+    srv->parse_slots--;
+    pthread_mutex_unlock(&srv->id_mu);
+}
+
+static void parse_end(server *srv) {
+    pthread_mutex_lock(&srv->id_mu);
+    srv->parse_slots++;
+    pthread_cond_signal(&srv->parse_cv);
+    pthread_mutex_unlock(&srv->id_mu);
+}
+
+static enum MHD_Result busy(struct MHD_Connection *mc) {
+    return fail(mc, 503, "server_error", "request_memory_full",
+                "the server is receiving too many bytes at once (its request memory, serve --request-mem); retry");
 }
 
 /* ---- requests in flight ---- */
@@ -246,7 +283,17 @@ static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc
     f->srv = srv;
     pthread_cond_init(&f->cond, NULL);
     oai_error e;
-    if (oai_parse(&srv->oc, cc->body ? cc->body : "", cc->len, chat, &f->req, &e) != 0) {
+    parse_begin(srv);
+    const int bad = oai_parse(&srv->oc, cc->body ? cc->body : "", cc->len, chat, &f->req, &e);
+    parse_end(srv);
+    free(cc->body); /* parsed: the body's bytes go back to the pool */
+    cc->body = NULL;
+    cc->len = cc->cap = 0;
+    pthread_mutex_lock(&srv->id_mu);
+    srv->pool_used -= cc->reserved;
+    cc->reserved = 0;
+    pthread_mutex_unlock(&srv->id_mu);
+    if (bad) {
         free(f->jobs);
         pthread_cond_destroy(&f->cond);
         free(f);
@@ -508,8 +555,11 @@ static enum MHD_Result jobs_route(server *srv, struct MHD_Connection *mc, conn *
         return fail(mc, 401, "invalid_request_error", "invalid_api_key",
                     "a valid API key is needed: send the header 'Authorization: Bearer KEY'");
     if (cc->too_big) return fail(mc, 413, "invalid_request_error", "request_too_large", "the body is larger than 16 MiB");
+    if (cc->too_busy) return busy(mc);
     int status = 500;
+    parse_begin(srv);
     char *body = srv_jobs_handle(srv->jobs, method, url, cc->body, cc->len, &status);
+    parse_end(srv);
     return send_text(mc, status, body, "application/json");
 }
 
@@ -524,7 +574,20 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
     }
     if (*upload_size) {
         if (cc->len + *upload_size > MAX_BODY) cc->too_big = 1;
-        if (!cc->too_big) {
+        if (!cc->len && !cc->reserved && !cc->too_big) { /* the whole declared body at once, or nothing */
+            const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+            const unsigned long long want = cl ? strtoull(cl, NULL, 10) : 0;
+            if (want > MAX_BODY) cc->too_big = 1;
+            else if (want > *upload_size && reserve(srv, cc, (size_t)want) != 0) cc->too_busy = 1;
+        }
+        const size_t more = cc->len + *upload_size > cc->reserved ? cc->len + *upload_size - cc->reserved : 0;
+        if (!cc->too_big && !cc->too_busy && more && reserve(srv, cc, more) != 0) {
+            cc->too_busy = 1; /* the rest is read and dropped; the answer is a 503 */
+            free(cc->body);
+            cc->body = NULL;
+            cc->len = cc->cap = 0;
+        }
+        if (!cc->too_big && !cc->too_busy) {
             if (cc->len + *upload_size + 1 > cc->cap) {
                 size_t cap = cc->cap ? cc->cap : 4096;
                 while (cap < cc->len + *upload_size + 1) cap *= 2;
@@ -570,12 +633,19 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
     }
     if (!post) return fail(mc, 405, "invalid_request_error", "method_not_allowed", "use POST");
     if (cc->too_big) return fail(mc, 413, "invalid_request_error", "request_too_large", "the body is larger than 16 MiB");
+    if (cc->too_busy) return busy(mc);
     return generate(srv, mc, cc, chat);
 }
 
 static void completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    server *srv = cls;
     conn *cc = *con_cls;
-    if (cc) free(cc->body);
+    if (cc) {
+        pthread_mutex_lock(&srv->id_mu);
+        srv->pool_used -= cc->reserved;
+        pthread_mutex_unlock(&srv->id_mu);
+        free(cc->body);
+    }
     free(cc);
     *con_cls = NULL;
 }
@@ -626,6 +696,17 @@ static void stop_worker(pid_t pid) {
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
+}
+
+/* The longest text of one token, in bytes. */
+static int longest_piece(const df_model *m) {
+    int most = 1;
+    char buf[512];
+    for (int32_t id = 0; id < df_n_vocab(m); id++) {
+        const int n = df_token_to_piece(m, id, buf, sizeof buf);
+        if (n > most) most = n;
+    }
+    return most;
 }
 
 static const char *base_name(const char *p) {
@@ -680,6 +761,11 @@ int df_cmd_serve(int argc, char **argv) {
     srv.oc.tmpl = tmpl;
     srv.oc.name = o.alias ? o.alias : base_name(o.model);
     srv.oc.n_ctx = sched_n_ctx(srv.sched);
+    srv.oc.max_piece = longest_piece(srv.m);
+    srv.oc.max_values = 2L * srv.oc.n_ctx + 65536;
+    srv.pool = o.request_mem ? o.request_mem : o.mem ? (uint64_t)64 << 20 : (uint64_t)1 << 30;
+    srv.parse_slots = o.mem ? 1 : 4;
+    pthread_cond_init(&srv.parse_cv, NULL);
     srv.api_key = o.api_key;
     srv.mem_budget = o.mem;
     struct sockaddr_storage ss;
@@ -711,7 +797,7 @@ int df_cmd_serve(int argc, char **argv) {
     d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_AUTO |
                              (v6 ? MHD_USE_IPv6 : 0),
                          (uint16_t)o.port, NULL, NULL, handle, &srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                         MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_CONNECTION_LIMIT, conn_limit,
+                         MHD_OPTION_NOTIFY_COMPLETED, completed, &srv, MHD_OPTION_CONNECTION_LIMIT, conn_limit,
                          MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)o.conn_per_ip,
                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_IDLE_S, MHD_OPTION_END);
     if (!d) {

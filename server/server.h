@@ -36,6 +36,7 @@ typedef struct srv_opts {
     int worker;             /* serve: run `deltafin worker` on jobs_db beside the API */
     int port, parallel, queue, ctx, threads, n_predict, kv_f32, ignore_eos;
     int conn_per_ip;        /* serve: connections one client address may hold (--max-conn-per-ip; 0: no limit) */
+    uint64_t request_mem;   /* serve: request bodies in memory at once (--request-mem; 0: 64 MiB under --mem, else 1 GiB) */
     uint64_t mem;
     const char *pc_dir;             /* --prompt-cache-dir */
     uint64_t pc_mem, pc_disk;       /* --prompt-cache-mem, --prompt-cache-disk (bytes) */
@@ -160,6 +161,8 @@ typedef struct oai_ctx {
     const char *tmpl;       /* --chat-template-file's text or NULL (the model's) */
     const char *name;       /* the model's id */
     int n_ctx;
+    int max_piece;          /* the longest token's text in bytes: a prompt of more than n_ctx times it cannot fit */
+    long max_values;        /* JSON values a request may hold (srv_json_scan) */
 } oai_ctx;
 
 typedef struct oai_req {
@@ -189,8 +192,10 @@ char *oai_usage_chunk(const oai_ctx *c, const oai_req *r, srv_job *const *jobs, 
 const char *oai_finish_name(int finish);
 /* Field readers of a request object: absent or null leaves *out as it is;
  * a wrong type or range is a 400 naming the field (0, or -1 with e). */
-/* Does the JSON text hold a NUL, raw or as \u0000 inside a string? (cJSON's strings would silently end there.) */
-int srv_json_has_nul(const char *t, size_t n);
+/* Look at a JSON text before it is parsed: 1 if it holds a NUL, raw or as \u0000 inside a string (cJSON's strings
+ * would silently end there); *values: how many values it holds at most (cJSON makes a node of ~64 bytes each). */
+int srv_json_scan(const char *t, size_t n, long *values);
+#define SRV_MAX_STOP_LEN 4096   /* bytes of one stop string */
 struct cJSON;
 int oai_get_num(struct cJSON *o, const char *k, double lo, double hi, double *out, oai_error *e);
 int oai_get_int(struct cJSON *o, const char *k, long lo, long hi, long *out, oai_error *e);

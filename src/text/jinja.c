@@ -2869,7 +2869,7 @@ int jinja_render(const char *tmpl, size_t tmpl_len, const char *const *vars_json
     }
     j->err = err;
     j->errlen = errlen;
-    j->mem_limit = opts && opts->max_memory ? opts->max_memory : (size_t)512 << 20;
+    j->mem_limit = opts && opts->max_memory ? opts->max_memory : (size_t)JINJA_MAX_MEMORY;
     j->out_limit = opts && opts->max_output ? opts->max_output : (size_t)64 << 20;
     j->max_steps = opts && opts->max_steps ? opts->max_steps : 50000000ull;
     j->now = opts ? opts->now : 0;

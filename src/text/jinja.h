@@ -19,10 +19,14 @@
 #include <stdint.h>
 #include <time.h>
 
+/* A render's working memory at most (its arena; an arena is not reused within a render, so a long loop uses it up):
+ * 128 MiB holds a prompt far longer than any context, and bounds what one request costs a server. */
+#define JINJA_MAX_MEMORY ((size_t)128 << 20)
+
 typedef struct jinja_opts {
     time_t now;              /* strftime_now's clock (0: the current time); local time */
     size_t max_output;       /* output bytes (0: 64 MiB) */
-    size_t max_memory;       /* bytes of working memory (0: 512 MiB) */
+    size_t max_memory;       /* bytes of working memory (0: JINJA_MAX_MEMORY) */
     uint64_t max_steps;      /* evaluation steps (0: 50 million) */
 } jinja_opts;
 
