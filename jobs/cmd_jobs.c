@@ -15,6 +15,7 @@
  * submit prints the job id alone on stdout. Exit status: 0 ok, 1 runtime
  * error, 2 usage error (as the rest of the CLI).
  */
+#include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -117,6 +118,25 @@ static char *read_file(const char *path, size_t max, size_t *len) {
     return t;
 }
 
+/* A chat job is checked when it is submitted, not when a worker meets it: {"messages": a non-empty list}, and a
+ * model that has a chat template to render it with (read without its weights). 0, or 1 (said on stderr). */
+static int check_chat(const jq_job *j) {
+    cJSON *root = cJSON_ParseWithLength(j->prompt, j->prompt_len);
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
+    const int ok = cJSON_IsArray(msgs) && cJSON_GetArraySize(msgs) > 0;
+    cJSON_Delete(root);
+    if (!ok) return fail("--chat: \"messages\" must be a non-empty JSON list of messages");
+    df_model_params mp = df_model_default_params();
+    mp.vocab_only = 1;
+    df_model *m = NULL;
+    char err[ERRLEN];
+    if (df_model_load(j->model, &mp, &m, err, sizeof err) != 0) return fail(err);
+    const int has = df_chat_template(m) != NULL;
+    df_model_free(m);
+    if (!has) return fail("--chat: the model has no chat template (tokenizer.chat_template) to render it with");
+    return 0;
+}
+
 /* Options common to the subcommands. */
 typedef struct {
     const char *db, *model, *prompt, *file, *chat;
@@ -167,6 +187,8 @@ static int parse_opt(jopts *o, int argc, char **argv, int *i) {
     } else if (!strcmp(name, "--deadline")) {
         if (parse_deadline(v, &j->deadline) != 0)
             return usage_err("--deadline expects +30m, +2h, 'YYYY-MM-DD HH:MM' or Unix seconds, got '%s'", v);
+        if (j->deadline <= (double)time(NULL))
+            return usage_err("--deadline %s is in the past: the job would only expire", v);
     } else {
         static const struct { const char *name; double lo, hi; } nums[] = {
             {"-n", 0, 1 << 24}, {"--n-predict", 0, 1 << 24}, {"-c", 0, 1 << 24}, {"--ctx-size", 0, 1 << 24},
@@ -261,6 +283,11 @@ static int cmd_submit(jopts *o) {
         return 1;
     }
     j->model = abs;
+    struct stat st; /* stat, not open: a FIFO never blocks here */
+    if (stat(abs, &st) != 0 || !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "deltafin: %s is not a regular file: not a model\n", o->model);
+        return 1;
+    }
     if (o->prompt) {
         j->prompt_len = strlen(o->prompt);
         j->prompt = strdup(o->prompt);
@@ -286,6 +313,7 @@ static int cmd_submit(jopts *o) {
                 return fail("--chat expects a JSON object with \"messages\" or a JSON list of messages");
             }
             j->chat = 1;
+            if (check_chat(j) != 0) return 1;
         }
     }
     if (!j->prompt) return fail("out of memory");

@@ -634,7 +634,7 @@ static int32_t *parse_tokens(const char *s, int *n) {
         char *end;
         errno = 0;
         long v = strtol(s, &end, 10);
-        if (end == s || errno || v < 0 || v > INT32_MAX) fail("--tokens expects non-negative integers");
+        if (end == s || errno || v < 0 || v > INT32_MAX) usage_error("--tokens expects non-negative integers%s%s", "", "");
         if (k == cap) {
             cap *= 2;
             int32_t *nb = realloc(ids, (size_t)cap * sizeof(int32_t));

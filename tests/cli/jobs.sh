@@ -27,7 +27,7 @@ id1=$(j submit -m "$T/moe.gguf" -p "Once upon a time" -n 24 --temp 0 --ignore-eo
 check "submit prints the id alone" grep -qx '[0-9][0-9]*' <<< "$id1"
 check "the database's directory is private (0700)" test "$(stat -c %a "$T/q")" = 700
 id2=$(j submit -m "$T/moe.gguf" -p "Cancel me" -n 8 --priority 5)
-id3=$(j submit -m "$T/moe.gguf" -p "Late" -n 8 --deadline 1)
+id3=$(j submit -m "$T/moe.gguf" -p "Late" -n 8 --deadline +1s)
 id4=$(j submit -m "$T/moe.gguf" -p "Urgent" -n 8 --priority 9 --temp 0.7 --seed 3)
 list=$(j jobs)
 check "jobs lists every job as queued" test "$(grep -c ' queued ' <<< "$list")" -eq 4
@@ -42,6 +42,18 @@ j submit -m "$T/moe.gguf" -n 3 >/dev/null 2>&1; rc=$?
 check "submit without a prompt: usage error" test "$rc" -eq 2
 j submit -m "$T/moe.gguf" -p x --deadline tomorrow >/dev/null 2>&1; rc=$?
 check "a bad --deadline: usage error" test "$rc" -eq 2
+j submit -m "$T/moe.gguf" -p x --deadline 1 >/dev/null 2>&1; rc=$?
+check "a --deadline in the past: usage error" test "$rc" -eq 2
+j submit -m "$T" -p x >/dev/null 2>&1; rc=$?
+check "a folder as the model: exit 1" test "$rc" -eq 1
+mkfifo "$T/fifo.gguf"; j submit -m "$T/fifo.gguf" -p x >/dev/null 2>&1; rc=$?
+check "a FIFO as the model: exit 1 (never waited on)" test "$rc" -eq 1
+echo '{"messages": {"role": "user"}}' > "$T/bad-chat.json"
+j submit -m "$T/moe.gguf" --chat "$T/bad-chat.json" >/dev/null 2>"$T/err"; rc=$?
+check "--chat whose messages are not a list: exit 1" test "$rc" -eq 1
+echo '[{"role": "user", "content": "hi"}]' > "$T/chat.json"
+j submit -m "$T/moe.gguf" --chat "$T/chat.json" >/dev/null 2>"$T/err"; rc=$?
+check "--chat for a model without a template: exit 1, saying so" test "$rc" -eq 1 -a -n "$(grep 'no chat template' "$T/err")"
 j submit -m "$T/none.gguf" -p x >/dev/null 2>&1; rc=$?
 check "a missing model: exit 1" test "$rc" -eq 1
 mkdir "$T/real"; ln -s "$T/real" "$T/link"
@@ -51,6 +63,7 @@ ln -s "$T/real/x.db" "$T/q/link.db"
 "$D" jobs --db "$T/q/link.db" >/dev/null 2>&1; rc=$?
 check "a database file that is a symbolic link is refused" test "$rc" -eq 1 -a ! -e "$T/real/x.db"
 
+sleep 1.2 # the "Late" job's deadline passes
 j worker --drain 2>"$T/worker.log"
 check "worker --drain ends with exit 0" test $? -eq 0
 check "the job ran to done" test "$(field "$id1" state)" = done

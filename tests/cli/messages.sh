@@ -134,4 +134,6 @@ if [ -f "$V/ggml-vocab-llama-bpe.gguf" ]; then
 else
     echo "skip vocabulary-only files: $V not fetched (scripts/llama-ref.sh)"
 fi
+e=$("$D" logits -m "$S" --tokens "1 -5" 2>&1 >/dev/null; echo "rc=$?")
+check "logits --tokens with a negative id: a usage error (exit 2)" contains "$e" "rc=2"
 finish
