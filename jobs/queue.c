@@ -160,23 +160,30 @@ static int exec(jq *q, const char *sql, char *err, size_t errlen) {
 
 static void remember_file(jq *q, const char *path);
 
-/* A database this user may read but not write: listed as it is (no WAL switch, no schema change); any change
- * fails with SQLite's "readonly database". */
-static int open_readonly(const char *path, jq **out, char *err, size_t errlen) {
+/* A connection to the database at path, opened with flags (never through a symbolic link), waiting up to 30 s for
+ * a lock. 0, or -1 with err (how names the mode in it). */
+static int connect_db(const char *path, int flags, const char *how, jq **out, char *err, size_t errlen) {
+    *out = NULL;
     jq *q = calloc(1, sizeof *q);
     if (!q) return jq_err(err, errlen, "out of memory");
-    if (sqlite3_open_v2(path, &q->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_FULLMUTEX, NULL) !=
-        SQLITE_OK) {
+    if (sqlite3_open_v2(path, &q->db, flags | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) {
         if (err && errlen)
-            snprintf(err, errlen, "cannot open the jobs database %s (read-only): %s", path,
+            snprintf(err, errlen, "cannot open the jobs database %s%s: %s", path, how,
                      q->db ? sqlite3_errmsg(q->db) : "out of memory");
         jq_close(q);
         return -1;
     }
     sqlite3_busy_timeout(q->db, 30000);
     sqlite3_extended_result_codes(q->db, 1);
-    remember_file(q, path);
     *out = q;
+    return 0;
+}
+
+/* A database this user may read but not write: listed as it is (no WAL switch, no schema change); any change
+ * fails with SQLite's "readonly database". */
+static int open_readonly(const char *path, jq **out, char *err, size_t errlen) {
+    if (connect_db(path, SQLITE_OPEN_READONLY, " (read-only)", out, err, errlen) != 0) return -1;
+    remember_file(*out, path);
     return 0;
 }
 
@@ -206,24 +213,12 @@ int jq_open(const char *path, jq **out, char *err, size_t errlen) {
     if (check_db_path(path, &readonly, err, errlen) != 0) return -1;
     if (readonly) return open_readonly(path, out, err, errlen);
     if (make_parent(path, err, errlen) != 0) return -1;
-    jq *q = calloc(1, sizeof *q);
-    if (!q) return jq_err(err, errlen, "out of memory");
     /* a new database file is created 0600 by us (umask alone may allow more) */
     const mode_t old = umask(077);
-    const int rc = sqlite3_open_v2(path, &q->db,
-                                   SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW |
-                                       SQLITE_OPEN_FULLMUTEX,
-                                   NULL);
+    jq *q;
+    const int rc = connect_db(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, "", &q, err, errlen);
     umask(old);
-    if (rc != SQLITE_OK) {
-        if (err && errlen)
-            snprintf(err, errlen, "cannot open the jobs database %s: %s", path,
-                     q->db ? sqlite3_errmsg(q->db) : "out of memory");
-        jq_close(q);
-        return -1;
-    }
-    sqlite3_busy_timeout(q->db, 30000);
-    sqlite3_extended_result_codes(q->db, 1);
+    if (rc != 0) return -1;
     /* journal_mode=WAL needs a moment alone: retry while another process sets it up */
     int ok = 0;
     for (int i = 0; i < 300 && !ok; i++) {

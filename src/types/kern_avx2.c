@@ -885,16 +885,6 @@ INL void store_sm(__m256 acc, float *out) {
     _mm_storeu_ps(out, _mm_hadd_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));
 }
 
-INL size_t kq_size(const int type) {
-    switch (type) {
-    case DF_TYPE_Q2_K: return sizeof(block_q2_K);
-    case DF_TYPE_Q3_K: return sizeof(block_q3_K);
-    case DF_TYPE_Q4_K: return sizeof(block_q4_K);
-    case DF_TYPE_Q5_K: return sizeof(block_q5_K);
-    default: return sizeof(block_q6_K);
-    }
-}
-
 /* One row's super-block, ready for its chunks: the scales as kq_chunk wants
  * them, and the int16 vector whose madd with the bsums gives the min (q2_K,
  * q4_K, q5_K) or offset (q3_K, q6_K) products. */
@@ -970,13 +960,7 @@ INL void kq_chunk(const int type, const kq_row *k, const int j, __m256i *u, __m2
 /* [d, -dmin] of four rows as floats (q2_K, q4_K, q5_K), or [d d d d | d d d d] (q3_K, q6_K, as dup4_h). */
 INL __m256 kq_d4(const int type, const uint8_t *const *b) {
     uint16_t d[GR], dm[GR];
-    _Pragma("GCC unroll 4") for (int r = 0; r < GR; r++) switch (type) {
-        case DF_TYPE_Q2_K: d[r] = ((const block_q2_K *)(const void *)b[r])->d, dm[r] = ((const block_q2_K *)(const void *)b[r])->dmin; break;
-        case DF_TYPE_Q3_K: d[r] = ((const block_q3_K *)(const void *)b[r])->d, dm[r] = 0; break;
-        case DF_TYPE_Q4_K: d[r] = ((const block_q4_K *)(const void *)b[r])->d, dm[r] = ((const block_q4_K *)(const void *)b[r])->dmin; break;
-        case DF_TYPE_Q5_K: d[r] = ((const block_q5_K *)(const void *)b[r])->d, dm[r] = ((const block_q5_K *)(const void *)b[r])->dmin; break;
-        default: d[r] = ((const block_q6_K *)(const void *)b[r])->d, dm[r] = 0; break;
-        }
+    _Pragma("GCC unroll 4") for (int r = 0; r < GR; r++) kx_k_scales(type, b[r], &d[r], &dm[r]);
     if (type == DF_TYPE_Q3_K || type == DF_TYPE_Q6_K) return dup4_h(d[0], d[1], d[2], d[3]);
     const __m256 v = _mm256_cvtph_ps(_mm_setr_epi16((short)d[0], (short)dm[0], (short)d[1], (short)dm[1], (short)d[2],
                                                     (short)dm[2], (short)d[3], (short)dm[3]));
@@ -985,7 +969,7 @@ INL __m256 kq_d4(const int type, const uint8_t *const *b) {
 
 INL void kq_tile(const int type, int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out,
                  const uint8_t *pf, size_t pf_step, const int C) {
-    const size_t bs = kq_size(type);
+    const size_t bs = kx_k_size(type);
     const int with_min = type == DF_TYPE_Q2_K || type == DF_TYPE_Q4_K || type == DF_TYPE_Q5_K;
     const int off_shift = type == DF_TYPE_Q6_K ? 5 : 2; /* offsets 32 and 4 */
     const block_q8_K *x[4];

@@ -845,27 +845,8 @@ T5_GEMM(iq4_nl_t5)
  * lanes of kern_avx2.c's kq_tile), then folded as those
  * tiles fold, lane for lane: the outputs are kern_avx2.c's kq_tile's
  * bits (tests/test_matmul.c), and every (row, token) is summed on its own,
- * so they do not depend on the tiling (quant.h's gemm contract). */
-T5_INL size_t t5_k_size(const int type) {
-    switch (type) {
-    case DF_TYPE_Q2_K: return sizeof(block_q2_K);
-    case DF_TYPE_Q3_K: return sizeof(block_q3_K);
-    case DF_TYPE_Q4_K: return sizeof(block_q4_K);
-    case DF_TYPE_Q5_K: return sizeof(block_q5_K);
-    default: return sizeof(block_q6_K);
-    }
-}
-
-/* The block's f16 scale d and (q2_K, q4_K, q5_K) dmin. */
-T5_INL void t5_k_scales(const int type, const uint8_t *blk, uint16_t *d, uint16_t *dmin) {
-    switch (type) {
-    case DF_TYPE_Q2_K: *d = ((const block_q2_K *)(const void *)blk)->d, *dmin = ((const block_q2_K *)(const void *)blk)->dmin; break;
-    case DF_TYPE_Q3_K: *d = ((const block_q3_K *)(const void *)blk)->d, *dmin = 0; break;
-    case DF_TYPE_Q4_K: *d = ((const block_q4_K *)(const void *)blk)->d, *dmin = ((const block_q4_K *)(const void *)blk)->dmin; break;
-    case DF_TYPE_Q5_K: *d = ((const block_q5_K *)(const void *)blk)->d, *dmin = ((const block_q5_K *)(const void *)blk)->dmin; break;
-    default: *d = ((const block_q6_K *)(const void *)blk)->d, *dmin = 0; break;
-    }
-}
+ * so they do not depend on the tiling (quant.h's gemm contract). Each
+ * row's size, d and dmin: kern_x86.h's kx_k_size and kx_k_scales. */
 
 /* q4_K / q5_K: slice k = qs[32k..32k+31], low nibbles then high (q5_K: qh bit 2k / 2k+1 as bit 4). */
 T5_INL void t5_k4_decode(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh, __m512i u[4], __m512i l[4],
@@ -959,7 +940,7 @@ T5_INL __m256i t5_k_sum(const __m512i u[4], const __m512i l[4], const block_q8_K
 T5_INL __m128i t5_fold_pair(__m256i v) { return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)); }
 T5_INL void t5_kmin(const int type, int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out,
                     const uint8_t *pf, size_t pf_step, const int C) {
-    const size_t bs = t5_k_size(type);
+    const size_t bs = kx_k_size(type);
     const block_q8_K *x[4];
     __m256 acc[4];
     const __m256 sign = _mm256_setr_ps(1, -1, 1, -1, 1, -1, 1, -1);
@@ -976,7 +957,7 @@ T5_INL void t5_kmin(const int type, int64_t n, const uint8_t *const *wp, const u
             __m512i u[4], l[4];
             __m256i mins;
             t5_k_decode(type, blk, u, l, &mins);
-            t5_k_scales(type, blk, &d[r], &dm[r]);
+            kx_k_scales(type, blk, &d[r], &dm[r]);
             _Pragma("GCC unroll 4") for (int c = 0; c < C; c++)
                 t[r][c] = _mm256_hadd_epi32(t5_k_sum(u, l, &x[c][i]), _mm256_madd_epi16(LOADU(x[c][i].bsums), mins));
         }
@@ -1000,7 +981,7 @@ T5_INL void t5_kmin(const int type, int64_t n, const uint8_t *const *wp, const u
 /* q6_K, q3_K (one d, an offset of 32 or 4): kern_avx2.c's kq_tile folding (offsets), the offset products subtracted. */
 T5_INL void t5_koff(const int type, int64_t n, const uint8_t *const *wp, const uint8_t *xp, size_t xs, float *out,
                     const uint8_t *pf, size_t pf_step, const int C) {
-    const size_t bs = t5_k_size(type);
+    const size_t bs = kx_k_size(type);
     const int off_shift = type == DF_TYPE_Q6_K ? 5 : 2;
     const block_q8_K *x[4];
     __m256 acc[4];
@@ -1017,7 +998,7 @@ T5_INL void t5_koff(const int type, int64_t n, const uint8_t *const *wp, const u
             __m512i u[4], l[4];
             __m256i sc16;
             t5_k_decode(type, blk, u, l, &sc16);
-            t5_k_scales(type, blk, &d[r], &unused);
+            kx_k_scales(type, blk, &d[r], &unused);
             _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
                 const __m256i off = _mm256_madd_epi16(LOADU(x[c][i].bsums), sc16);
                 t[r][c] = _mm256_sub_epi32(t5_k_sum(u, l, &x[c][i]), _mm256_sll_epi32(off, _mm_cvtsi32_si128(off_shift)));

@@ -114,6 +114,29 @@ static inline void kx_tq2_0_values(const block_tq2_0 *b, __m256i v[8]) {
 /* Block scale readers of the 4-bit table formats (the files' lut4_dot):
  * mxfp4's E8M0 byte, iq4_nl's f16 d. */
 static inline float kx_mxfp4_wd(const uint8_t *blk) { return quant_e8m0_half(blk[0]); }
+
+/* A K-quant super-block's bytes, and its f16 scale d and min dmin (0 for q3_K and q6_K, which have none): what
+ * the K-quant tiles of kern_avx2.c (kq_tile) and kern_avx512.c (t5_kmin, t5_koff) read of each row. */
+static inline size_t kx_k_size(const int type) {
+    switch (type) {
+    case DF_TYPE_Q2_K: return sizeof(block_q2_K);
+    case DF_TYPE_Q3_K: return sizeof(block_q3_K);
+    case DF_TYPE_Q4_K: return sizeof(block_q4_K);
+    case DF_TYPE_Q5_K: return sizeof(block_q5_K);
+    default: return sizeof(block_q6_K);
+    }
+}
+
+static inline void kx_k_scales(const int type, const uint8_t *blk, uint16_t *d, uint16_t *dmin) {
+    const void *b = blk;
+    switch (type) {
+    case DF_TYPE_Q2_K: *d = ((const block_q2_K *)b)->d, *dmin = ((const block_q2_K *)b)->dmin; break;
+    case DF_TYPE_Q3_K: *d = ((const block_q3_K *)b)->d, *dmin = 0; break;
+    case DF_TYPE_Q4_K: *d = ((const block_q4_K *)b)->d, *dmin = ((const block_q4_K *)b)->dmin; break;
+    case DF_TYPE_Q5_K: *d = ((const block_q5_K *)b)->d, *dmin = ((const block_q5_K *)b)->dmin; break;
+    default: *d = ((const block_q6_K *)b)->d, *dmin = 0; break;
+    }
+}
 static inline float kx_iq4_nl_wd(const uint8_t *blk) {
     uint16_t d;
     memcpy(&d, blk, 2);
