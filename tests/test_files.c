@@ -7,7 +7,8 @@
  *    same format (its magic, or empty) is replaced; a symbolic link, FIFO,
  *    device, folder, another format's file or (as root) another user's file
  *    is left as it was, and nothing is created beside it; a file that
- *    appears or is replaced while the output is written is never replaced;
+ *    appears or is replaced while the output is written is judged again
+ *    (another format: left alone; the same: replaced, as a second run's save);
  *    an aborted output leaves nothing behind;
  *  - inputs: a FIFO, a device and a folder are refused at once (never waited
  *    on), a size over the limit before it is read, a NUL in a text input;
@@ -157,18 +158,26 @@ static void test_out_refused(void **state) {
                      0);
 }
 
-/* Whatever appears at the path, or replaces the file there, while the output is written is never replaced. */
+/* What appears at the path, or replaces the file there, while the output is written is judged as at open: a file
+ * of another format is never replaced, one of the same format (another run saving the same file) is. */
 static void test_out_races(void **state) {
     (void)state;
     char p[512], err[512];
     path_of(p, sizeof p, "race-new.out");
-    df_out *o = df_out_open(p, NULL, 0, NULL, err, sizeof err);
+    df_out *o = df_out_open(p, "MAGIC", 5, NULL, err, sizeof err);
     assert_non_null(o);
-    assert_int_equal(write(df_out_fd(o), "ours", 4), 4);
+    assert_int_equal(write(df_out_fd(o), "MAGIC ours", 10), 10);
     put(p, "theirs"); /* appears meanwhile */
     assert_int_equal(df_out_commit(o, err, sizeof err), -1);
-    assert_non_null(strstr(err, "appeared"));
+    assert_non_null(strstr(err, "left alone"));
     assert_true(holds(p, "theirs"));
+    path_of(p, sizeof p, "race-twin.out");
+    o = df_out_open(p, "MAGIC", 5, NULL, err, sizeof err);
+    assert_non_null(o);
+    assert_int_equal(write(df_out_fd(o), "MAGIC second", 12), 12);
+    put(p, "MAGIC first"); /* another run's save of the same file */
+    assert_int_equal(df_out_commit(o, err, sizeof err), 0);
+    assert_true(holds(p, "MAGIC second"));
     path_of(p, sizeof p, "race-old.out");
     put(p, "MAGIC old");
     o = df_out_open(p, "MAGIC", 5, NULL, err, sizeof err);
@@ -177,9 +186,9 @@ static void test_out_races(void **state) {
     char q[512];
     path_of(q, sizeof q, "race-other");
     put(q, "other");
-    assert_int_equal(rename(q, p), 0); /* replaced by another file meanwhile */
+    assert_int_equal(rename(q, p), 0); /* replaced by a file of another format meanwhile */
     assert_int_equal(df_out_commit(o, err, sizeof err), -1);
-    assert_non_null(strstr(err, "changed"));
+    assert_non_null(strstr(err, "left alone"));
     assert_true(holds(p, "other"));
     /* aborted: nothing left */
     path_of(p, sizeof p, "aborted.out");
@@ -187,7 +196,8 @@ static void test_out_races(void **state) {
     assert_non_null(o);
     df_out_abort(o);
     assert_int_equal(access(p, F_OK), -1);
-    assert_int_equal(count_prefix("race-new.out.tmp") + count_prefix("race-old.out.tmp") + count_prefix("aborted.out"),
+    assert_int_equal(count_prefix("race-new.out.tmp") + count_prefix("race-old.out.tmp") + count_prefix("race-twin.out.tmp") +
+                         count_prefix("aborted.out"),
                      0);
 }
 

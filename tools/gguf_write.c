@@ -36,6 +36,8 @@ struct gw {
     int cur;                 /* tensor being written */
     uint64_t cur_written;
     uint64_t pos;            /* bytes written to the file */
+    const char *const *drop; /* metadata keys left out (gw_drop_keys), n_drop of them */
+    int n_drop;
 };
 
 gw *gw_new(void) { return calloc(1, sizeof(gw)); }
@@ -73,28 +75,54 @@ static int key(gw *w, const char *k, uint32_t type) {
     return put_s(w, k) || put_u32(w, type);
 }
 
-int gw_str(gw *w, const char *k, const char *v) { return key(w, k, GGUF_T_STRING) || put_s(w, v); }
-int gw_u32(gw *w, const char *k, uint32_t v) { return key(w, k, GGUF_T_U32) || put_u32(w, v); }
-int gw_i32(gw *w, const char *k, int32_t v) { return key(w, k, GGUF_T_I32) || put(w, &v, 4); }
-int gw_f32(gw *w, const char *k, float v) { return key(w, k, GGUF_T_F32) || put(w, &v, 4); }
-int gw_bool(gw *w, const char *k, int v) {
-    uint8_t b = v ? 1 : 0;
-    return key(w, k, GGUF_T_BOOL) || put(w, &b, 1);
+void gw_drop_keys(gw *w, const char *const *keys, int n) {
+    w->drop = keys;
+    w->n_drop = n;
 }
-int gw_raw(gw *w, const char *k, uint32_t type, const void *bytes, size_t n) {
-    return key(w, k, type) || put(w, bytes, n);
+
+/* Is k one of the keys to leave out? A dropped name matches the whole key or its part after the architecture
+ * ("feed_forward_length" drops "deepseek4.feed_forward_length"). */
+static int dropped(const gw *w, const char *k) {
+    const char *dot = strchr(k, '.');
+    for (int i = 0; i < w->n_drop; i++)
+        if (!strcmp(k, w->drop[i]) || (dot && !strcmp(dot + 1, w->drop[i]))) return 1;
+    return 0;
 }
-int gw_arr_str(gw *w, const char *k, const char *const *v, size_t n) {
+
+/* One metadata entry: EXPR writes it; a dropped key's bytes are taken back. */
+#define GW_ENTRY(w, k, expr)                                                                                       \
+    do {                                                                                                           \
+        const size_t mark_ = (w)->kv_len;                                                                          \
+        const uint64_t n_kv_ = (w)->n_kv;                                                                          \
+        const int rc_ = (expr) ? -1 : 0;                                                                           \
+        if (rc_ == 0 && dropped(w, k)) (w)->kv_len = mark_, (w)->n_kv = n_kv_;                                     \
+        return rc_;                                                                                                \
+    } while (0)
+
+static int arr_str(gw *w, const char *k, const char *const *v, size_t n) {
     if (key(w, k, GGUF_T_ARRAY) || put_u32(w, GGUF_T_STRING) || put_u64(w, n)) return -1;
     for (size_t i = 0; i < n; i++)
         if (put_s(w, v[i])) return -1;
     return 0;
 }
+
+int gw_str(gw *w, const char *k, const char *v) { GW_ENTRY(w, k, key(w, k, GGUF_T_STRING) || put_s(w, v)); }
+int gw_u32(gw *w, const char *k, uint32_t v) { GW_ENTRY(w, k, key(w, k, GGUF_T_U32) || put_u32(w, v)); }
+int gw_i32(gw *w, const char *k, int32_t v) { GW_ENTRY(w, k, key(w, k, GGUF_T_I32) || put(w, &v, 4)); }
+int gw_f32(gw *w, const char *k, float v) { GW_ENTRY(w, k, key(w, k, GGUF_T_F32) || put(w, &v, 4)); }
+int gw_bool(gw *w, const char *k, int v) {
+    uint8_t b = v ? 1 : 0;
+    GW_ENTRY(w, k, key(w, k, GGUF_T_BOOL) || put(w, &b, 1));
+}
+int gw_raw(gw *w, const char *k, uint32_t type, const void *bytes, size_t n) {
+    GW_ENTRY(w, k, key(w, k, type) || put(w, bytes, n));
+}
+int gw_arr_str(gw *w, const char *k, const char *const *v, size_t n) { GW_ENTRY(w, k, arr_str(w, k, v, n)); }
 int gw_arr_i32(gw *w, const char *k, const int32_t *v, size_t n) {
-    return key(w, k, GGUF_T_ARRAY) || put_u32(w, GGUF_T_I32) || put_u64(w, n) || put(w, v, n * 4);
+    GW_ENTRY(w, k, key(w, k, GGUF_T_ARRAY) || put_u32(w, GGUF_T_I32) || put_u64(w, n) || put(w, v, n * 4));
 }
 int gw_arr_f32(gw *w, const char *k, const float *v, size_t n) {
-    return key(w, k, GGUF_T_ARRAY) || put_u32(w, GGUF_T_F32) || put_u64(w, n) || put(w, v, n * 4);
+    GW_ENTRY(w, k, key(w, k, GGUF_T_ARRAY) || put_u32(w, GGUF_T_F32) || put_u64(w, n) || put(w, v, n * 4));
 }
 
 int gw_tensor(gw *w, const char *name, int type, int n_dims, const int64_t *ne) {

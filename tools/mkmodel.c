@@ -107,6 +107,8 @@ typedef struct {
     const char *out;
     const char *pre; /* --pre: tokenizer.ggml.pre (default: the architecture's) */
     int multilingual; /* --multilingual: bpe_vocab_build_multilingual */
+    const char *drop[16];  /* --drop-key: metadata keys left out (an optional key a published file may lack) */
+    int n_drop;
 } config;
 
 typedef struct {
@@ -998,7 +1000,7 @@ static void usage(void) {
             "                     iq4_nl iq4_xs tq1_0 tq2_0 iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s iq1_s iq1_m nvfp4\n"
             "               [--preset tiny|small|medium|1b] [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
             "               [--head-dim N] [--n-ff N] [--vocab N] [--ctx N] [--seed S] [--tied] [--rope-base F]\n"
-            "               [--rope-scaling linear:F | yarn:F:ORIG | llama3:F:ORIG]\n"
+            "               [--rope-scaling linear:F | yarn:F:ORIG | llama3:F:ORIG] [--drop-key KEY]...\n"
             "  vocabulary:  [--pre NAME] (tokenizer.ggml.pre) [--multilingual] (merges from CJK/emoji/... text)\n"
             "  experts:     [--experts N] [--experts-used K] [--n-ff-exp N] [--n-ff-shexp N] [--shared N]\n"
             "               [--dense-lead N] [--gating softmax|sigmoid] [--groups G:USED] [--norm-w 0|1]\n"
@@ -1062,6 +1064,10 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--ctx") == 0) c.ctx = atoi(v);
         else if (strcmp(a, "--pre") == 0) c.pre = v;
         else if (strcmp(a, "--seed") == 0) c.seed = strtoull(v, NULL, 10);
+        else if (strcmp(a, "--drop-key") == 0) {
+            if (c.n_drop == (int)(sizeof c.drop / sizeof c.drop[0])) die("too many --drop-key");
+            c.drop[c.n_drop++] = v;
+        }
         else if (strcmp(a, "--rope-base") == 0) c.rope_base = strtof(v, NULL);
         else if (strcmp(a, "--experts") == 0) c.n_expert = atoi(v);
         else if (strcmp(a, "--experts-used") == 0) c.n_used = atoi(v);
@@ -1233,6 +1239,7 @@ int main(int argc, char **argv) {
     else plan_llama(&c, &p);
     gw *w = gw_new();
     if (!w) die("out of memory");
+    gw_drop_keys(w, c.drop, c.n_drop);
     write_hparams(w, &c);
     if (c.shape_only && gw_bool(w, "deltafin.shape_only", 1)) die("out of memory");
     write_vocab(w, &c, &v);

@@ -93,13 +93,14 @@ static int read_layer_arrays(df_model *m, char *err, size_t errlen) {
     } else if (df_hp_int(m, "attention.head_count_kv", &h->n_head_kv, 1, h->n_head, 0, err, errlen)) {
         return -1;
     }
+    /* optional, as llama.cpp reads it (0 when absent): a model whose every layer is MoE (deepseek4) needs none, and a
+     * dense layer without one is refused where its FFN is bound (bind.c) */
+    h->n_ff = 0;
     if (df_hp_layers(m, "feed_forward_length", &h->n_ff_l, 0, MAX_DIM, err, errlen)) return -1;
     if (h->n_ff_l) {
-        h->n_ff = 0;
         for (int l = 0; l < h->n_layer; l++)
             if (h->n_ff_l[l] > h->n_ff) h->n_ff = h->n_ff_l[l];
-        if (h->n_ff < 1) return df_seterr(err, errlen, "%s: feed_forward_length is zero in every layer", m->path);
-    } else if (df_hp_int(m, "feed_forward_length", &h->n_ff, 1, MAX_DIM, 1, err, errlen)) {
+    } else if (df_hp_int(m, "feed_forward_length", &h->n_ff, 0, MAX_DIM, 0, err, errlen)) {
         return -1;
     }
     return 0;

@@ -17,11 +17,12 @@
  *   "TARGET.tmp.XXXXXX" (mkostemp: O_CREAT | O_EXCL, a unique name, so a
  *   planted symlink is never followed and concurrent writers never share
  *   one), given the mode a shell redirection would (0666 less the umask) or
- *   the mode of the file it replaces. df_out_commit flushes and fsyncs it, then puts it in place: over
- *   the target that was checked (after checking again that the same inode
- *   is still there), or, when there was none, with RENAME_NOREPLACE (link +
- *   unlink where the file system lacks it), so a file that appeared
- *   meanwhile is never replaced. Then the folder is fsynced. A crash leaves
+ *   the mode of the file it replaces. df_out_commit flushes and fsyncs it,
+ *   then puts it in place: over the target that was checked, or, when there
+ *   was none, with RENAME_NOREPLACE (link + unlink where the file system
+ *   lacks it). A target that appeared or was replaced meanwhile (another
+ *   run saving the same hot file) is checked again as at open: replaced if
+ *   it passes, left alone if not. Then the folder is fsynced. A crash leaves
  *   the old file or the new one, never a mix; a failure removes the
  *   temporary file.
  * - Looking at the target opens nothing that could block: the format check
@@ -44,6 +45,8 @@
 
 struct df_out {
     char *path, *tmp;
+    char magic[64];    /* the format's first bytes (magic_len of them), checked again if the target changes */
+    size_t magic_len;
     int fd;
     FILE *f;
     int replace;       /* 1: a checked file is there, to be replaced */
@@ -114,6 +117,7 @@ df_out *df_out_open(const char *path, const char *magic, size_t magic_len, const
     }
     struct stat st;
     if (lstat(path, &st) == 0) o->replace = 1, o->dev = st.st_dev, o->ino = st.st_ino;
+    if (magic && magic_len <= sizeof o->magic) memcpy(o->magic, magic, magic_len), o->magic_len = magic_len;
     snprintf(o->tmp, n + 12, "%s.tmp.XXXXXX", path);
     o->fd = mkostemp(o->tmp, O_CLOEXEC);
     /* the mode a shell redirection would give (mkostemp makes 0600), or the replaced file's */
@@ -166,13 +170,11 @@ static void sync_parent(const char *path) {
 static int place(df_out *o, char *err, size_t errlen) {
     struct stat st;
     const int there = lstat(o->path, &st) == 0;
-    if (o->replace) {
-        if (!there || st.st_dev != o->dev || st.st_ino != o->ino || !S_ISREG(st.st_mode))
-            return df_seterr(err, errlen, "%s changed while it was being written: left alone", o->path);
-        if (rename(o->tmp, o->path) != 0) return df_seterr(err, errlen, "%s: %s", o->path, strerror(errno));
-        return 0;
-    }
-    if (there) return df_seterr(err, errlen, "%s appeared while it was being written: left alone", o->path);
+    const int same = there && o->replace && st.st_dev == o->dev && st.st_ino == o->ino && S_ISREG(st.st_mode);
+    /* what appeared or replaced the target meanwhile (another run saving the same file) is judged as at open */
+    if (there && !same && df_out_check(o->path, o->magic_len ? o->magic : NULL, o->magic_len, NULL, err, errlen) != 0)
+        return -1;
+    if (there) return rename(o->tmp, o->path) == 0 ? 0 : df_seterr(err, errlen, "%s: %s", o->path, strerror(errno));
     if (renameat2(AT_FDCWD, o->tmp, AT_FDCWD, o->path, RENAME_NOREPLACE) == 0) return 0;
     if (errno == EEXIST) return df_seterr(err, errlen, "%s appeared while it was being written: left alone", o->path);
     if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)

@@ -79,6 +79,12 @@ static inline __m512 join_ps(float a, float b) {
     return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(a)), _mm256_set1_ps(b), 1);
 }
 
+/* The two 256-bit halves of 16 int32 lanes added (exact): lane j of each half covers the same bytes of its block,
+ * so the sum is kern_avx2.c's 8-lane vector for the two blocks together. */
+static inline __m256i halves_epi32(__m512i v) {
+    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+
 static inline float hsum256_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -186,20 +192,21 @@ static void q4_1_dot(int64_t n, const void *w, const void *x, float *out) {
     const block_q8_1 *b = x;
     const int64_t nb = n / QK4_1;
     __m512 acc = _mm512_setzero_ps();
-    float summ = 0;
+    float m0 = 0, m1 = 0; /* the offset terms of even and odd blocks apart: kern_avx2.c's DOT_2BLK order */
     int64_t i = 0;
     for (; i + 1 < nb; i += 2) {
         __m512i y = join256(LOADU(b[i].qs), LOADU(b[i + 1].qs));
         __m512i p = dpb(nibbles64(a[i].qs, a[i + 1].qs), y);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), join_ps(h2f(a[i].d) * h2f(b[i].d), h2f(a[i + 1].d) * h2f(b[i + 1].d)), acc);
-        summ += h2f(a[i].m) * h2f(b[i].s) + h2f(a[i + 1].m) * h2f(b[i + 1].s);
+        m0 += h2f(a[i].m) * h2f(b[i].s);
+        m1 += h2f(a[i + 1].m) * h2f(b[i + 1].s);
     }
     if (i < nb) {
         __m512i p = dpb(nibbles_one(a[i].qs), low256(LOADU(b[i].qs)));
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc);
-        summ += h2f(a[i].m) * h2f(b[i].s);
+        m0 += h2f(a[i].m) * h2f(b[i].s);
     }
-    *out = _mm512_reduce_add_ps(acc) + summ;
+    *out = _mm512_reduce_add_ps(acc) + (m0 + m1);
 }
 
 /* The fifth bits of two q5 blocks as a 64-lane byte mask (bit j = element j). */
@@ -237,22 +244,23 @@ static void q5_1_dot(int64_t n, const void *w, const void *x, float *out) {
     const int64_t nb = n / QK5_1;
     const __m512i h16 = _mm512_set1_epi8(16);
     __m512 acc = _mm512_setzero_ps();
-    float summ = 0;
+    float m0 = 0, m1 = 0; /* the offset terms of even and odd blocks apart: kern_avx2.c's DOT_2BLK order */
     int64_t i = 0;
     for (; i + 1 < nb; i += 2) {
         __m512i y = join256(LOADU(b[i].qs), LOADU(b[i + 1].qs));
         __m512i u = nibbles64(a[i].qs, a[i + 1].qs);
         u = _mm512_mask_add_epi8(u, qh_mask(a[i].qh, a[i + 1].qh), u, h16);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dpb(u, y)), join_ps(h2f(a[i].d) * h2f(b[i].d), h2f(a[i + 1].d) * h2f(b[i + 1].d)), acc);
-        summ += h2f(a[i].m) * h2f(b[i].s) + h2f(a[i + 1].m) * h2f(b[i + 1].s);
+        m0 += h2f(a[i].m) * h2f(b[i].s);
+        m1 += h2f(a[i + 1].m) * h2f(b[i + 1].s);
     }
     if (i < nb) {
         __m512i u = nibbles_one(a[i].qs);
         u = _mm512_mask_add_epi8(u, qh_mask(a[i].qh, NULL), u, h16);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dpb(u, low256(LOADU(b[i].qs)))), _mm512_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc);
-        summ += h2f(a[i].m) * h2f(b[i].s);
+        m0 += h2f(a[i].m) * h2f(b[i].s);
     }
-    *out = _mm512_reduce_add_ps(acc) + summ;
+    *out = _mm512_reduce_add_ps(acc) + (m0 + m1);
 }
 
 /* |w| times y negated where w < 0: the signed product through vpdpbusd. */
@@ -315,17 +323,17 @@ static void nvfp4_dot(int64_t n, const void *w, const void *x, float *out) {
     const block_nvfp4 *a = w;
     const block_q8_0 *b = x;
     const __m512i tbl = _mm512_broadcast_i32x4(kx_mxfp4_table());
-    __m512 acc = _mm512_setzero_ps();
+    __m256 acc = _mm256_setzero_ps(); /* one chain, the two halves in turn: kern_avx2.c's order */
     for (int64_t i = 0; i < n / QK_NVFP4; i++) {
         const __m512i v = _mm512_shuffle_epi8(tbl, join256(kx_nvfp4_codes(a[i].qs), kx_nvfp4_codes(a[i].qs + 16)));
         const __m512i p = dot_i8_512(v, join256(LOADU(b[2 * i].qs), LOADU(b[2 * i + 1].qs)));
         const float d0 = h2f(b[2 * i].d), d1 = h2f(b[2 * i + 1].d);
-        const __m512 sc = _mm512_insertf32x8(
-            _mm512_castps256_ps512(_mm256_set_m128(_mm_set1_ps(d0 * quant_ue4m3_half(a[i].d[1])), _mm_set1_ps(d0 * quant_ue4m3_half(a[i].d[0])))),
-            _mm256_set_m128(_mm_set1_ps(d1 * quant_ue4m3_half(a[i].d[3])), _mm_set1_ps(d1 * quant_ue4m3_half(a[i].d[2]))), 1);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, acc);
+        const __m256 s0 = _mm256_set_m128(_mm_set1_ps(d0 * quant_ue4m3_half(a[i].d[1])), _mm_set1_ps(d0 * quant_ue4m3_half(a[i].d[0])));
+        const __m256 s1 = _mm256_set_m128(_mm_set1_ps(d1 * quant_ue4m3_half(a[i].d[3])), _mm_set1_ps(d1 * quant_ue4m3_half(a[i].d[2])));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm512_castsi512_si256(p)), s0, acc);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm512_extracti64x4_epi64(p, 1)), s1, acc);
     }
-    *out = _mm512_reduce_add_ps(acc);
+    *out = hsum256_ps(acc);
 }
 
 /* q1_0: 64 sign bits are a byte mask directly; y is negated where the bit
@@ -334,7 +342,8 @@ static void q1_0_dot(int64_t n, const void *w, const void *x, float *out) {
     const block_q1_0 *a = w;
     const block_q8_0 *b = x;
     const __m512i ones = _mm512_set1_epi8(1);
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    /* lanes 0-7 hold kern_avx2.c's acc0 (q8_0 blocks 0 then 2 of each weight block), lanes 8-15 its acc1 (1, 3) */
+    __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK1_0; i++) {
         const float dw = h2f(a[i].d);
         const block_q8_0 *y = b + 4 * i;
@@ -344,10 +353,10 @@ static void q1_0_dot(int64_t n, const void *w, const void *x, float *out) {
         __m512i y0 = join256(LOADU(y[0].qs), LOADU(y[1].qs)), y1 = join256(LOADU(y[2].qs), LOADU(y[3].qs));
         y0 = _mm512_mask_sub_epi8(y0, (__mmask64)~m0, _mm512_setzero_si512(), y0);
         y1 = _mm512_mask_sub_epi8(y1, (__mmask64)~m1, _mm512_setzero_si512(), y1);
-        acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dpb(ones, y0)), join_ps(dw * h2f(y[0].d), dw * h2f(y[1].d)), acc0);
-        acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dpb(ones, y1)), join_ps(dw * h2f(y[2].d), dw * h2f(y[3].d)), acc1);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dpb(ones, y0)), join_ps(dw * h2f(y[0].d), dw * h2f(y[1].d)), acc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dpb(ones, y1)), join_ps(dw * h2f(y[2].d), dw * h2f(y[3].d)), acc);
     }
-    *out = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    *out = _mm512_reduce_add_ps(acc);
 }
 
 /* q2_0: unsigned codes (kern_x86.h) through vpdpbusd; the -1 offset folded
@@ -378,8 +387,8 @@ static void q2_0_dot(int64_t n, const void *w, const void *x, float *out) {
 static inline __attribute__((always_inline)) void iq4_xs_dot_tile(int64_t n, const block_iq4_xs *a, const uint8_t *xp,
                                                                   size_t xs, float *out, const int NC) {
     const __m512i tbl = _mm512_broadcast_i32x4(kx_iq4nl_table());
-    __m512 acc[4];
-    for (int t = 0; t < NC; t++) acc[t] = _mm512_setzero_ps();
+    __m256 acc[4];
+    for (int t = 0; t < NC; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m512i s[4];
         for (int t = 0; t < NC; t++) s[t] = _mm512_setzero_si512();
@@ -399,10 +408,10 @@ static inline __attribute__((always_inline)) void iq4_xs_dot_tile(int64_t n, con
         }
         for (int t = 0; t < NC; t++) {
             const block_q8_K *b = (const block_q8_K *)(const void *)(xp + (size_t)t * xs) + i;
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_set1_ps(h2f(a[i].d) * b->d), acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(halves_epi32(s[t])), _mm256_set1_ps(h2f(a[i].d) * b->d), acc[t]);
         }
     }
-    for (int t = 0; t < NC; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
+    for (int t = 0; t < NC; t++) out[t] = hsum256_ps(acc[t]);
 }
 KX_IQ_ENTRY_POINTS(iq4_xs_dot, block_iq4_xs)
 
@@ -445,9 +454,9 @@ static inline __m512i zext256(__m256i v) { return _mm512_inserti64x4(_mm512_setz
     /* one weight row against NC <= 4 activation rows, each block decoded once */                           \
     static inline __attribute__((always_inline)) void name##_tile(int64_t n, const btype *a, const uint8_t *xp, \
                                                                   size_t xs, float *out, const int NC) {      \
-        __m512 acc[4];                                                                                      \
+        __m256 acc[4];                                                                                      \
         int16_t ls[16];                                                                                     \
-        for (int t = 0; t < NC; t++) acc[t] = _mm512_setzero_ps();                                          \
+        for (int t = 0; t < NC; t++) acc[t] = _mm256_setzero_ps();                                          \
         for (int64_t i = 0; i < n / QK_K; i++) {                                                            \
             const float d = head(&a[i], ls);                                                                \
             const __m512i sc = zext256(LOADU(ls));                                                          \
@@ -472,10 +481,10 @@ static inline __m512i zext256(__m256i v) { return _mm512_inserti64x4(_mm512_setz
                     const __m256i k = _mm256_madd_epi16(LOADU(b->bsums), LOADU(ls));                        \
                     s[t] = _mm512_sub_epi32(s[t], zext256(_mm256_add_epi32(_mm256_slli_epi32(k, 3), k)));   \
                 }                                                                                           \
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_set1_ps(d * b->d), acc[t]);       \
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(halves_epi32(s[t])), _mm256_set1_ps(d * b->d), acc[t]); \
             }                                                                                               \
         }                                                                                                   \
-        for (int t = 0; t < NC; t++) out[t] = (factor) * _mm512_reduce_add_ps(acc[t]);                      \
+        for (int t = 0; t < NC; t++) out[t] = (factor) * hsum256_ps(acc[t]);                                \
     }                                                                                                       \
     KX_IQ_ENTRY_POINTS(name, btype)
 

@@ -60,4 +60,17 @@ dd if=/dev/zero of="$T/d2.gguf" bs=4096 seek=1 count=$(( (size - 4096) / 4096 ))
 wait_exit "$pid"; rc=$?
 check "model overwritten under a run: exit 1" test "$rc" -eq 1
 check "model overwritten under a run: says so" grep -qE "modified|non-finite" "$T/err"
+# a prompt read from an idle pipe (issue 31 item 11): the first SIGTERM ends the run at once, exit 143 (it was
+# swallowed: SA_RESTART resumed the read, and `timeout` never ended it); a FIFO named as -f is refused at once
+mkfifo "$T/idle"
+exec 3<> "$T/idle" # held open: no end of file, no data
+t0=$(date +%s.%N)
+timeout -s TERM --preserve-status -k 10 1 "$D" run -m "$T/dense.gguf" -f - -n 2 < "$T/idle" > /dev/null 2>&1; rc=$?
+dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')
+exec 3>&-
+check "run -f - on an idle pipe: SIGTERM ends it (exit $rc, 143 wanted)" test "$rc" -eq 143
+check "... within a second of the signal (${dt}s in all)" awk -v d="$dt" 'BEGIN{exit !(d < 3)}'
+e=$(timeout -k 5 10 "$D" run -m "$T/dense.gguf" -f "$T/idle" -n 2 2>&1 >/dev/null; echo "rc=$?")
+check "run -f FIFO: refused at once (exit 1)" contains "$e" "rc=1"
+check "... saying what it is" contains "$e" "FIFO"
 finish
