@@ -104,7 +104,8 @@ build_obj src/store/wsio.c "$OUT/obj/wsio.o" -w
 build_obj src/store/requant.c "$OUT/obj/requant.o" -w   # --resident-type sizes, which the planner reads
 build_obj src/types/pack.c "$OUT/obj/pack.o" -w         # the packed layouts the store keeps resident matrices in
 build_obj src/base/threads.c "$OUT/obj/threads.o" -w    # the pool the store reads and packs with at load
-OBJS=("$OUT/obj/gguf.o" "$OUT/obj/util.o" "$OUT/obj/quant.o" "$OUT/obj/quant_grids.o" "$OUT/obj/amx_gemm.o" "$OUT/obj/amx_model.o" "$OUT/obj/wstore.o" "$OUT/obj/wsio.o" "$OUT/obj/requant.o" "$OUT/obj/pack.o" "$OUT/obj/threads.o")
+build_obj src/base/outfile.c "$OUT/obj/outfile.o" -w    # the hot file's writer (the store saves through it)
+OBJS=("$OUT/obj/gguf.o" "$OUT/obj/util.o" "$OUT/obj/quant.o" "$OUT/obj/quant_grids.o" "$OUT/obj/amx_gemm.o" "$OUT/obj/amx_model.o" "$OUT/obj/wstore.o" "$OUT/obj/wsio.o" "$OUT/obj/requant.o" "$OUT/obj/pack.o" "$OUT/obj/threads.o" "$OUT/obj/outfile.o")
 case "$(uname -m)" in
 x86_64)
     build_obj src/types/kern_avx2.c "$OUT/obj/kern_avx2.o" -w -mavx2 -mfma -mf16c

@@ -1,7 +1,7 @@
 /*
  * test_files.c - the file rule (docs/files.md) in its two homes: df_out_*
- * (src/api/outfile.c), through which every named output is written, and
- * df_read_input (src/api/infile.c), through which every named input is read.
+ * (src/base/outfile.c), through which every named output is written, and
+ * df_read_input (src/base/infile.c), through which every named input is read.
  *
  *  - outputs: a new file appears whole, with the umask's mode; a file of the
  *    same format (its magic, or empty) is replaced; a symbolic link, FIFO,

@@ -24,6 +24,7 @@
 #include "quant.h"
 #include "requant.h"
 #include "session.h"
+#include "outfile.h"
 #include "util.h"
 #include "wsio.h"
 
@@ -183,6 +184,22 @@ static int read_hparams(df_model *m, char *err, size_t errlen) {
 /* ---- loading ---- */
 
 int df_model_is_file(const df_model *m, const char *path) { return m->ws && ws_is_model_file(m->ws, path); }
+
+/* The file rule (src/base/outfile.c) and the model check: no output is ever one of the model's files. */
+int df_out_check(const char *path, const char *magic, size_t magic_len, const df_model *m, char *err, size_t errlen) {
+    if (path && m && df_model_is_file(m, path))
+        return df_seterr(err, errlen, "%s is the model file itself: not written", path);
+    return df_outfile_check(path, magic, magic_len, err, errlen);
+}
+
+df_out *df_out_open(const char *path, const char *magic, size_t magic_len, const df_model *m, char *err,
+                    size_t errlen) {
+    if (path && m && df_model_is_file(m, path)) {
+        df_seterr(err, errlen, "%s is the model file itself: not written", path);
+        return NULL;
+    }
+    return df_outfile_open(path, magic, magic_len, err, errlen);
+}
 
 int df_model_save_hot(df_model *m, char *err, size_t errlen) {
     if (!m->ws || !ws_streaming(m->ws)) return 0;

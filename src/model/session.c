@@ -49,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "outfile.h"
 #include "quant.h"
 #include "util.h"
 
@@ -902,8 +903,10 @@ int df_session_trace_experts(df_session *s, const char *path, char *err, size_t 
     if (rc != 0 || !path) return rc;
     const df_hparams *h = &s->m->hp;
     if (h->n_expert == 0) return df_seterr(err, errlen, "the model has no experts to trace");
+    if (s->m->ws && ws_is_model_file(s->m->ws, path))
+        return df_seterr(err, errlen, "the expert trace: %s is the model file itself: not written", path);
     char e2[512];
-    df_out *o = df_out_open(path, "DFTR", 4, s->m, e2, sizeof e2);
+    df_out *o = df_outfile_open(path, "DFTR", 4, e2, sizeof e2);
     if (!o) return df_seterr(err, errlen, "the expert trace: %s", e2);
     FILE *f = df_out_stream(o);
     const uint32_t hdr[5] = {0x52544644u /* "DFTR" */, 1, (uint32_t)h->n_layer, (uint32_t)h->n_expert,

@@ -74,7 +74,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "deltafin.h"
+#include "outfile.h"
 #include "pack.h"
 #include "quant.h"
 #include "requant.h"
@@ -854,7 +854,7 @@ int ws_probe(wstore *ws, double seconds, uint64_t seed, uint64_t *bytes, double 
  * File safety (docs/files.md): the hot file is read only if it is a regular
  * file (opened O_NONBLOCK, so a FIFO cannot block), is never the model itself
  * (same st_dev/st_ino as any of the model's files, e.g. a symlink to it or
- * --hot naming the model), and is written only through outfile.c (df_out_*:
+ * --hot naming the model), and is written only through outfile.c (df_outfile_open:
  * a temporary file of this process, fsynced and renamed over a hot file of
  * this user, never over a symlink, a FIFO, a device or another file). */
 #define HOT_MAGIC "deltafin-hot 1"
@@ -888,7 +888,7 @@ static int hot_setup(wstore *ws, char *err, size_t errlen) {
     }
     if (ws->hot_save) { /* may it be written: the rule, and a temporary file created (and removed) beside it */
         char e2[300];
-        df_out *o = df_out_open(p, HOT_MAGIC, strlen(HOT_MAGIC), NULL, e2, sizeof e2);
+        df_out *o = df_outfile_open(p, HOT_MAGIC, strlen(HOT_MAGIC), e2, sizeof e2);
         if (!o) {
             snprintf(why, sizeof why, "cannot write the hot file (%s): the learned hot set will not be saved", e2);
             ws->hot_save = 0;
@@ -935,7 +935,7 @@ int ws_save_hot(wstore *ws, char *err, size_t errlen) {
     if (stat(path, &st) == 0 && is_model_file(ws, &st))
         return df_seterr(err, errlen, "%s: not saving the hot file: it is the model", path);
     char e2[300];
-    df_out *o = df_out_open(path, HOT_MAGIC, strlen(HOT_MAGIC), NULL, e2, sizeof e2);
+    df_out *o = df_outfile_open(path, HOT_MAGIC, strlen(HOT_MAGIC), e2, sizeof e2);
     FILE *f = df_out_stream(o);
     if (!f) {
         df_out_abort(o);

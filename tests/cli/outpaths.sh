@@ -79,11 +79,11 @@ walk "jobs --db" "$D" jobs --db @
 walk "serve --prompt-cache-dir" "$D" serve -m "$S" --port 0 --prompt-cache-dir @
 walk "mkmodel -o" "$B/mkmodel" -o @ --preset small --type q8_0
 
-# every writer of a named path goes through df_out (src/api/outfile.c): nothing else in the program's sources
+# every writer of a named path goes through df_out (src/base/outfile.c): nothing else in the program's sources
 # opens a file for writing (the disk probe's own scratch file, a unique O_EXCL name it removes, aside; the job
 # database is SQLite's, checked by jobs/queue.c's check_db_path)
 w=$(grep -rnE 'fopen\([^)]*"[wa]|O_CREAT|mkostemp|mkstemp|creat\(|O_WRONLY|O_RDWR' src server jobs tools --include=*.c |
-    grep -v '^src/api/outfile.c:' | grep -v '^src/base/sysprobe.c:[0-9]*: *int fd = mkostemp(path, O_CLOEXEC);')
+    grep -v '^src/base/outfile.c:' | grep -v '^src/base/sysprobe.c:[0-9]*: *int fd = mkostemp(path, O_CLOEXEC);')
 check "every writer of a named path goes through df_out_open" test -z "$w"
 [ -z "$w" ] || echo "$w"
 

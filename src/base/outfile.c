@@ -1,8 +1,11 @@
 /*
  * outfile.c - every file written at a path somebody named (df_out_*,
- * include/deltafin.h): prompt caches, session snapshots and job
+ * include/deltafin.h; outfile.h): prompt caches, session snapshots and job
  * checkpoints, the hot-expert file, expert traces, `logits --out`, the
- * chat's /save.
+ * chat's /save, mkmodel's output. The rule lives here, in the lowest layer,
+ * so the store and the sessions use it too; the public df_out_open and
+ * df_out_check (src/api/load.c) add the model check: never one of the
+ * model's files.
  *
  * DESIGN
  * The rule (docs/files.md) in one place, so no writer can forget a part:
@@ -36,7 +39,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "deltafin.h"
+#include "outfile.h"
 #include "util.h"
 
 #ifndef RENAME_NOREPLACE
@@ -74,7 +77,7 @@ static int has_magic(const char *path, const struct stat *st, const char *magic,
     return ok && got == len && memcmp(buf, magic, len) == 0;
 }
 
-int df_out_check(const char *path, const char *magic, size_t magic_len, const df_model *m, char *err, size_t errlen) {
+int df_outfile_check(const char *path, const char *magic, size_t magic_len, char *err, size_t errlen) {
     if (!path || !*path) return df_seterr(err, errlen, "no output file named");
     struct stat st;
     if (lstat(path, &st) != 0) {
@@ -86,7 +89,6 @@ int df_out_check(const char *path, const char *magic, size_t magic_len, const df
     if (S_ISDIR(st.st_mode)) return df_seterr(err, errlen, "%s is a folder: not written", path);
     if (!S_ISREG(st.st_mode))
         return df_seterr(err, errlen, "%s is not a regular file (a FIFO, socket or device): left alone", path);
-    if (m && df_model_is_file(m, path)) return df_seterr(err, errlen, "%s is the model file itself: not written", path);
     if (st.st_uid != geteuid()) return df_seterr(err, errlen, "%s belongs to another user: left alone", path);
     if (magic && magic_len && !has_magic(path, &st, magic, magic_len))
         return df_seterr(err, errlen, "%s exists and is not a file Deltafin wrote of this kind: left alone", path);
@@ -104,9 +106,8 @@ static mode_t process_umask(void) {
     return (mode_t)(m & 0777);
 }
 
-df_out *df_out_open(const char *path, const char *magic, size_t magic_len, const df_model *m, char *err,
-                    size_t errlen) {
-    if (df_out_check(path, magic, magic_len, m, err, errlen) != 0) return NULL;
+df_out *df_outfile_open(const char *path, const char *magic, size_t magic_len, char *err, size_t errlen) {
+    if (df_outfile_check(path, magic, magic_len, err, errlen) != 0) return NULL;
     df_out *o = calloc(1, sizeof *o);
     const size_t n = strlen(path);
     if (!o || !(o->path = strdup(path)) || !(o->tmp = malloc(n + 12))) {
@@ -172,7 +173,7 @@ static int place(df_out *o, char *err, size_t errlen) {
     const int there = lstat(o->path, &st) == 0;
     const int same = there && o->replace && st.st_dev == o->dev && st.st_ino == o->ino && S_ISREG(st.st_mode);
     /* what appeared or replaced the target meanwhile (another run saving the same file) is judged as at open */
-    if (there && !same && df_out_check(o->path, o->magic_len ? o->magic : NULL, o->magic_len, NULL, err, errlen) != 0)
+    if (there && !same && df_outfile_check(o->path, o->magic_len ? o->magic : NULL, o->magic_len, err, errlen) != 0)
         return -1;
     if (there) return rename(o->tmp, o->path) == 0 ? 0 : df_seterr(err, errlen, "%s: %s", o->path, strerror(errno));
     if (renameat2(AT_FDCWD, o->tmp, AT_FDCWD, o->path, RENAME_NOREPLACE) == 0) return 0;

@@ -25,7 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "deltafin.h"
+#include "deltafin.h" /* df_read_input, DF_INPUT_TEXT */
 #include "util.h"
 
 /* What a file that is not a regular one is, for the message. */
