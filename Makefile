@@ -3,6 +3,7 @@
 #   make debug      the same with AddressSanitizer + UndefinedBehaviorSanitizer in build-debug/
 #   make test       unit + reference tests, optimized and then under the sanitizers (ASan+UBSan, TSan)
 #   make test-ref   regenerate llama.cpp and chat-template references live and compare
+#   make test-sweep random configurations of every family against llama.cpp, longer (tests/sweep.sh)
 #   make bench      side-by-side speed comparison with llama.cpp
 #   make cross      build for aarch64 (NEON) with gcc-aarch64-linux-gnu
 #   make tsan       tests/test_threads.c under ThreadSanitizer in build-tsan/ (part of make test)
@@ -174,10 +175,15 @@ tsan:
 	$(MAKE) MODE=tsan BUILD=build-tsan build-tsan/mkmodel build-tsan/test_threads
 	DELTAFIN_BUILD=build-tsan TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/test_threads
 
+# More of tests/sweep.sh than test-ref runs: 20 random configurations per family and every optional key.
+test-sweep: all
+	./scripts/llama-ref.sh build
+	./tests/sweep.sh $(BUILD) --seeds 20 --keys all --quant 4
+
 fuzz:
 	./tests/fuzz.sh
 
 clean:
 	rm -rf build build-debug build-aarch64 build-fuzz build-tsan
 
-.PHONY: all demo debug test test-cross test-ref bench cross fuzz tsan clean
+.PHONY: all demo debug test test-cross test-ref test-sweep bench cross fuzz tsan clean

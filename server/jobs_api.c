@@ -169,7 +169,7 @@ static int get_mem(cJSON *body, uint64_t *out, oai_error *e) {
 }
 
 /* The prompt: "prompt" (a string) or "messages" (a list, kept as {"messages": [...]} for the worker to render). */
-static int get_prompt(cJSON *body, jq_job *j, oai_error *e) {
+static int get_prompt(cJSON *body, int chat, jq_job *j, oai_error *e) {
     cJSON *p = cJSON_GetObjectItemCaseSensitive(body, "prompt");
     cJSON *m = cJSON_GetObjectItemCaseSensitive(body, "messages");
     if (!!p == !!m) {
@@ -187,6 +187,11 @@ static int get_prompt(cJSON *body, jq_job *j, oai_error *e) {
     } else {
         if (!cJSON_IsArray(m) || cJSON_GetArraySize(m) == 0) {
             oai_set_error(e, 400, "invalid_request_error", "messages", NULL, "'messages' must be a non-empty list");
+            return -1;
+        }
+        if (!chat) {
+            oai_set_error(e, 400, "invalid_request_error", "messages", NULL,
+                          "the model has no chat template (tokenizer.chat_template) to render 'messages' with");
             return -1;
         }
         cJSON *w = cJSON_CreateObject();
@@ -273,7 +278,7 @@ static int parse_job(const srv_jobs *sj, cJSON *body, jq_job *j, oai_error *e) {
         oai_set_error(e, 500, "server_error", NULL, NULL, "out of memory");
         return -1;
     }
-    return get_prompt(body, j, e);
+    return get_prompt(body, sj->lim.chat, j, e);
 }
 
 static char *submit_answer(srv_jobs *sj, const char *text, size_t len, int *status) {

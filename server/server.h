@@ -206,11 +206,13 @@ typedef struct srv_jobs srv_jobs;
 /* What the operator allows a job submitted over HTTP (a client controls
  * nothing beyond it): mem, n_ctx and threads at most these (0: mem free, the
  * others at most the machine's), and the remote endpoint of every HTTP job,
- * the operator's alone (serve --remote / the config file; NULL: none). */
+ * the operator's alone (serve --remote / the config file; NULL: none).
+ * Chat jobs are taken only for a model with a chat template (lim->chat). */
 typedef struct srv_jobs_limits {
     uint64_t mem;
     int n_ctx, threads;
     const char *remote;
+    int chat;               /* the model has a chat template: jobs of "messages" can be rendered */
 } srv_jobs_limits;
 /* Open the queue's database for the served model (its file path, absolute
  * or not; name: the id requests may give as "model"). */

@@ -25,6 +25,22 @@
 # FUZZ_TARGET=jinja fuzzes the chat-template engine instead (tests/fuzz_jinja.c: a
 # template, a NUL, JSON variables), seeded with the real templates of
 # tests/data/jinja/templates, corpus and artifacts in $FUZZ_BUILD/jinja-*.
+#
+# FUZZ_TARGET=api fuzzes what the server makes of a request body (tests/fuzz_api.c:
+# the OpenAI request reader and /v1/jobs over the job queue), in process. The whole
+# library and the server's files are built with clang, ASan+UBSan and coverage, by the
+# Makefile into $FUZZ_BUILD/lib (minutes the first time); the model is made by mkmodel
+# (a qwen3 with a chat template); seeds in tests/data/api-corpus, corpus and
+# artifacts in $FUZZ_BUILD/api-*.
+#
+# FUZZ_TARGET=http fuzzes the HTTP layer over the network (tests/fuzz_http.c:
+# request lines, headers, chunked bodies, pieces, half-closes, pipelining)
+# against `deltafin serve --jobs --worker` of `make debug` (ASan+UBSan), with
+# FUZZ_CLIENTS (3) clients at once: the first half of the time without an API
+# key, the second with one and --mem 64M. Fails on a client's finding, a server
+# that stops answering, a server that does not exit 0 on SIGTERM or any
+# sanitizer report in its log ($FUZZ_BUILD/http-*.log); findings in
+# $FUZZ_BUILD/http-artifacts.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -56,6 +72,80 @@ fi
 # Every folder of src/ is on the include path (as in the Makefile).
 SRC_INC=()
 for d in src/*/; do SRC_INC+=("-I${d%/}"); done
+
+# A small model with a chat template, for the api and http targets.
+chat_model() { # OUT
+    [ -x build/mkmodel ] || make -s build/mkmodel
+    build/mkmodel -o "$1" --arch qwen3 --type q8_0 \
+        --chat-template tests/data/jinja/templates/Qwen-Qwen2.5-7B-Instruct.jinja > /dev/null 2>&1
+}
+
+if [ "${FUZZ_TARGET:-gguf}" = api ]; then
+    L="$OUT/lib"
+    make -s -j2 CC="$CC" MODE=debug BUILD="$L" WARN=-w \
+        OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=all" \
+        "$L/libdeltafin-internal.a" $(for f in oai jobs_api sched pcache opts; do echo "$L/obj/server/$f.o"; done) \
+        $(for f in queue job_json config; do echo "$L/obj/jobs/$f.o"; done) > "$OUT/api-build.log" 2>&1 ||
+        { tail -20 "$OUT/api-build.log"; exit 1; }
+    "$CC" -std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,fuzzer \
+        -fno-sanitize-recover=all -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Iinclude -Iserver -Ijobs \
+        -pthread tests/fuzz_api.c "$L"/obj/server/{oai,jobs_api,sched,pcache,opts}.o "$L"/obj/jobs/{queue,job_json,config}.o \
+        "$L/libdeltafin-internal.a" -lpcre2-8 -lutf8proc -luring -lm -lcjson -lsqlite3 -o "$OUT/fuzz_api"
+    mkdir -p "$OUT/api-corpus" "$OUT/api-artifacts"
+    [ -z "${FUZZ_FRESH:-}" ] || rm -f "$OUT"/api-corpus/*
+    cp -f tests/data/api-corpus/* "$OUT/api-corpus/"
+    chat_model "$OUT/api-model.gguf"
+    set +e
+    FUZZ_MODEL="$OUT/api-model.gguf" "$OUT/fuzz_api" -max_total_time="$SECONDS_RUN" -max_len=16384 -timeout=20 \
+        -rss_limit_mb=3072 -artifact_prefix="$OUT/api-artifacts/" -print_final_stats=1 "$OUT/api-corpus" \
+        > "$OUT/fuzz-api.log" 2>&1
+    rc=$?
+    set -e
+    grep -E '^stat::number_of_executed_units|^Done [0-9]+ runs' "$OUT/fuzz-api.log" || true
+    [ $rc -eq 0 ] || { tail -60 "$OUT/fuzz-api.log"; echo "fuzz.sh: api FAILED (exit $rc)" >&2; exit 1; }
+    echo "fuzz.sh: api, no crash in ${SECONDS_RUN}s"
+    exit 0
+fi
+
+if [ "${FUZZ_TARGET:-gguf}" = http ]; then
+    make -s -j2 debug > "$OUT/http-build.log" 2>&1 || { tail -20 "$OUT/http-build.log"; exit 1; }
+    cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -Wshadow -o "$OUT/fuzz_http" tests/fuzz_http.c
+    mkdir -p "$OUT/http-artifacts"
+    chat_model "$OUT/http-model.gguf"
+    CLIENTS=${FUZZ_CLIENTS:-3}
+    HALF=$((SECONDS_RUN / 2))
+    fail=0
+    for phase in open keyed; do
+        W=$(mktemp -d /tmp/deltafin-fuzz-http-XXXXXX)
+        PORT=$((20000 + RANDOM % 20000))
+        extra=()
+        key=
+        if [ $phase = keyed ]; then key=fuzzkey; extra=(--api-key "$key" --mem 64M); fi
+        ASAN_OPTIONS=detect_leaks=1 build-debug/deltafin serve -m "$OUT/http-model.gguf" --port "$PORT" -c 256 \
+            --parallel 2 --queue 8 --jobs-db "$W/jobs.db" --worker --prompt-cache-dir "$W/pc" "${extra[@]}" \
+            > "$OUT/http-$phase.log" 2>&1 &
+        spid=$!
+        for _ in $(seq 1 300); do grep -q 'serving' "$OUT/http-$phase.log" && break; sleep 0.1; done
+        seed=${FUZZ_SEED:-$RANDOM}
+        echo "fuzz.sh: http ($phase): $CLIENTS clients, ${HALF}s, seeds ${seed}1..${seed}$CLIENTS"
+        pids=()
+        for c in $(seq 1 "$CLIENTS"); do
+            "$OUT/fuzz_http" 127.0.0.1 "$PORT" "$HALF" "$seed$c" "$key" "$OUT/http-artifacts" &
+            pids+=($!)
+        done
+        for p in "${pids[@]}"; do wait "$p" || fail=1; done
+        kill -TERM "$spid" 2> /dev/null
+        wait "$spid" || { echo "fuzz.sh: http ($phase): the server did not exit 0 on SIGTERM" >&2; fail=1; }
+        if grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$OUT/http-$phase.log"; then
+            grep -m3 -A20 -E 'ERROR: |runtime error:' "$OUT/http-$phase.log" >&2
+            fail=1
+        fi
+        rm -rf "$W"
+    done
+    [ $fail = 0 ] || { echo "fuzz.sh: http FAILED (logs $OUT/http-*.log, findings $OUT/http-artifacts)" >&2; exit 1; }
+    echo "fuzz.sh: http, no finding in ${SECONDS_RUN}s"
+    exit 0
+fi
 
 if [ "${FUZZ_TARGET:-gguf}" = jinja ]; then
     J=(-std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -Iinclude "${SRC_INC[@]}" "-fsanitize=address,undefined"

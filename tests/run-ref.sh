@@ -6,8 +6,9 @@
 # so the committed fixtures can never drift from what llama.cpp actually computes; the same
 # for the chat templates' reference outputs (@huggingface/jinja, tests/jinja/make-fixtures.sh);
 # last, the tokenizer cases of tests/data/tokenizer-ref.txt recomputed by llama.cpp
-# (scripts/tokenizer-ref.sh --check) and quantized models against their float truth
-# (tests/truth.sh).
+# (scripts/tokenizer-ref.sh --check), quantized models against their float truth
+# (tests/truth.sh), and random configurations and dropped optional keys of every family
+# (tests/sweep.sh).
 #
 #   tests/run-ref.sh BUILD_DIR
 set -uo pipefail
@@ -62,5 +63,13 @@ result $? "scripts/tokenizer-ref.sh --check (tokenizer cases against llama.cpp, 
 
 ./tests/truth.sh "$BUILD"
 result $? "tests/truth.sh (quantized models against their float truth)"
+
+# Random configurations and dropped optional keys of every family against llama.cpp (issue 32; make test-sweep
+# runs more of them)
+./tests/sweep.sh "$BUILD" --seeds 3 --keys 3 --quant 1 > "$TMP/sweep.log" 2>&1
+rc=$?
+grep -E '^(FAIL|REF-REFUSES|ONE-POSITION|sweep:)|pooled|^truth:' "$TMP/sweep.log"
+[ $rc -eq 0 ] || cat "$TMP/sweep.log"
+result $rc "tests/sweep.sh (random configurations and optional keys against llama.cpp)"
 echo "$pass passed, $failn failed"
 [ "$failn" -eq 0 ]

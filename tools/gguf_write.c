@@ -38,6 +38,7 @@ struct gw {
     uint64_t pos;            /* bytes written to the file */
     const char *const *drop; /* metadata keys left out (gw_drop_keys), n_drop of them */
     int n_drop;
+    FILE *list;              /* gw_list_keys: each key written is named here */
 };
 
 gw *gw_new(void) { return calloc(1, sizeof(gw)); }
@@ -75,6 +76,8 @@ static int key(gw *w, const char *k, uint32_t type) {
     return put_s(w, k) || put_u32(w, type);
 }
 
+void gw_list_keys(gw *w, FILE *f) { w->list = f; }
+
 void gw_drop_keys(gw *w, const char *const *keys, int n) {
     w->drop = keys;
     w->n_drop = n;
@@ -96,6 +99,7 @@ static int dropped(const gw *w, const char *k) {
         const uint64_t n_kv_ = (w)->n_kv;                                                                          \
         const int rc_ = (expr) ? -1 : 0;                                                                           \
         if (rc_ == 0 && dropped(w, k)) (w)->kv_len = mark_, (w)->n_kv = n_kv_;                                     \
+        else if (rc_ == 0 && (w)->list) fprintf((w)->list, "%s\n", k);                                              \
         return rc_;                                                                                                \
     } while (0)
 

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef struct gw gw;
 
@@ -22,6 +23,8 @@ void gw_free(gw *w);
 /* Leave these metadata keys out of the file (their name, or the part after "ARCH."; keys stays the caller's): how
  * tests make a file without an optional key. */
 void gw_drop_keys(gw *w, const char *const *keys, int n);
+/* Name every metadata key written from now on, one a line, on f (NULL: stop). */
+void gw_list_keys(gw *w, FILE *f);
 int gw_str(gw *w, const char *key, const char *val);
 int gw_u32(gw *w, const char *key, uint32_t v);
 int gw_i32(gw *w, const char *key, int32_t v);

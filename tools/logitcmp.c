@@ -10,8 +10,17 @@
  * KL(p || q) = sum p (log p - log q), in nats, computed from log-softmax in
  * double precision; top-1 agrees when both argmaxes are the same id. Prints
  * one JSON line: {"positions":P,"vocab":N,"files":[{"file":...,"mean_kl":...,
- * "max_kl":...,"top1":...},...]}. Used by tests/truth.sh to check that
- * Deltafin is at least as close to the float truth as llama.cpp.
+ * "max_kl":...,"top1":...,"rel":...,"argmax_bad":...,"near_ties":...},...]}, where
+ * rel is max |engine - truth| / max |truth| over all logits, argmax_bad the
+ * positions whose argmax differs, and near_ties those of them where the
+ * engine's pick is within 1e-4 of the truth's best (relative to the row's
+ * largest magnitude): a tie that any rounding may break, and outliers the
+ * positions whose largest difference is over 1e-3 of the largest truth
+ * logit, with rel2 the largest relative difference over the other
+ * positions (a float-level tie inside the model, such as a sparse
+ * attention's k-th and (k+1)-th scores, moves one position). Used by
+ * tests/truth.sh (Deltafin at least as close to the float truth as
+ * llama.cpp) and tests/sweep.sh (f32 models against llama.cpp).
  */
 #include <math.h>
 #include <stdio.h>
@@ -73,8 +82,10 @@ int main(int argc, char **argv) {
         long pe;
         float *eng = load(argv[a], vocab, &pe);
         if (pe != pt) die("position count differs from the truth's: ", argv[a]);
-        double kl_sum = 0, kl_max = 0;
-        long agree = 0;
+        double kl_sum = 0, kl_max = 0, dmax = 0, rmax = 0;
+        long agree = 0, ties = 0;
+        double *dpos = malloc(sizeof(double) * (size_t)pt);
+        if (!dpos) die("out of memory", NULL);
         for (long p = 0; p < pt; p++) {
             const float *t = truth + p * vocab, *e = eng + p * vocab;
             log_softmax(t, vocab, lp);
@@ -84,10 +95,31 @@ int main(int argc, char **argv) {
             kl = kl > 0 ? kl : 0; /* rounding can leave -1e-17 */
             kl_sum += kl;
             kl_max = kl > kl_max ? kl : kl_max;
-            agree += argmax(t, vocab) == argmax(e, vocab);
+            double row = 0, drow = 0;
+            for (long i = 0; i < vocab; i++) {
+                const double r = fabs((double)t[i]), d = fabs((double)e[i] - (double)t[i]);
+                row = r > row ? r : row;
+                drow = d > drow ? d : drow;
+            }
+            dpos[p] = drow;
+            dmax = drow > dmax ? drow : dmax;
+            rmax = row > rmax ? row : rmax;
+            const long at = argmax(t, vocab), ae = argmax(e, vocab);
+            agree += at == ae;
+            ties += at != ae && (double)t[at] - (double)t[ae] <= 1e-4 * row;
         }
-        printf("%s{\"file\":\"%s\",\"mean_kl\":%.9g,\"max_kl\":%.9g,\"top1\":%.6f}", a > first + 1 ? "," : "", argv[a],
-               kl_sum / (double)pt, kl_max, (double)agree / (double)pt);
+        const double den = rmax > 0 ? rmax : 1.0;
+        long outliers = 0;
+        double rest = 0;
+        for (long p = 0; p < pt; p++) {
+            if (dpos[p] / den > 1e-3) outliers++;
+            else rest = dpos[p] / den > rest ? dpos[p] / den : rest;
+        }
+        free(dpos);
+        printf("%s{\"file\":\"%s\",\"mean_kl\":%.9g,\"max_kl\":%.9g,\"top1\":%.6f,\"rel\":%.3e,\"argmax_bad\":%ld,"
+               "\"near_ties\":%ld,\"outliers\":%ld,\"rel2\":%.3e}",
+               a > first + 1 ? "," : "", argv[a], kl_sum / (double)pt, kl_max, (double)agree / (double)pt, dmax / den,
+               pt - agree, ties, outliers, rest);
         free(eng);
     }
     printf("]}\n");

@@ -109,6 +109,7 @@ typedef struct {
     int multilingual; /* --multilingual: bpe_vocab_build_multilingual */
     const char *drop[16];  /* --drop-key: metadata keys left out (an optional key a published file may lack) */
     int n_drop;
+    const char *chat_template; /* --chat-template FILE: its text as tokenizer.chat_template */
 } config;
 
 typedef struct {
@@ -787,6 +788,22 @@ static int pad_vocab(bpe_vocab *v, int n) {
     return 0;
 }
 
+/* --chat-template FILE: the file's text, as tokenizer.chat_template. */
+static void write_template(gw *w, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) die("--chat-template: cannot open the file");
+    char *t = malloc(1 << 20);
+    if (!t) die("out of memory");
+    size_t n = fread(t, 1, (1 << 20) - 1, f);
+    const int bad = ferror(f) || !feof(f);
+    fclose(f);
+    if (bad) die("--chat-template: a read error, or a file over 1 MiB");
+    t[n] = 0;
+    if (strlen(t) != n) die("--chat-template: the file holds a NUL byte");
+    if (gw_str(w, "tokenizer.chat_template", t)) die("out of memory");
+    free(t);
+}
+
 static void write_vocab(gw *w, const config *c, const bpe_vocab *v) {
     const char *pre = c->pre ? c->pre : strcmp(c->arch, "llama") == 0 ? "llama-bpe" : strcmp(c->arch, "deepseek2") == 0 || strcmp(c->arch, "deepseek32") == 0 || is_ds4(c) ? "deepseek-v3" : is_glm4moe(c) || is_dsa(c) ? "glm4" : is_minimax(c) ? "minimax-m2" : is_gptoss(c) ? "gpt-4o" : "qwen2";
     if (gw_str(w, "tokenizer.ggml.model", "gpt2") || gw_str(w, "tokenizer.ggml.pre", pre) ||
@@ -993,6 +1010,246 @@ static void preset(config *c, const char *name) {
                "minimax-m2-tiny, gpt-oss-tiny, qwen35moe-tiny, qwen3next-tiny, deepseek32-tiny, glm-dsa-tiny, deepseek4-tiny)");
 }
 
+/* ---- --random-config SEED ----
+ * A configuration of the preset's family drawn at random: every
+ * hyperparameter llama.cpp reads for the architecture, independently of the
+ * others, within the range that a published file may hold and that both
+ * engines accept (head sizes apart from width / heads, q LoRA present or
+ * not, LoRA ranks, partial rotation, YaRN, windows, indexer heads, size and
+ * top-k, shared indexer layers, delta-net heads, conv kernels, gate bounds,
+ * residual-attention blocks, latent sizes, expert counts and groups, routing
+ * functions and scales, dense lead layers, MTP blocks). The preset gives the
+ * family; the seed also seeds the weights. The draw is printed as the
+ * equivalent flags, so a failing configuration can be rebuilt and shrunk by
+ * hand. tests/sweep.sh runs these against llama.cpp.
+ * Left out, because llama.cpp (the pinned v0.4.0 bundle) crashes on them or
+ * computes something else than the model means, while no published file
+ * has them: a DSA indexer head that is not a multiple of 64 (llama.cpp
+ * rotates it by Hadamard blocks of 64 or more: GGML_ASSERT in mul_mat);
+ * as many used expert groups as groups (GGML_ASSERT n_group_used <
+ * n_expert_groups); a kimi or qwen35/qwen3next model without both an
+ * attention and a recurrent layer (no KV or no recurrent cache: GGML_ASSERT
+ * buffer); a deepseek4 model without both compressed kinds, ratio 4 and 128
+ * (a division by zero); and a kimi-linear model without shared experts,
+ * where llama.cpp adds the FFN's input in place of the missing shared
+ * expert's output (kimi-linear.cpp builds build_ffn on null weights), which
+ * Kimi-Linear's own code does not: Deltafin adds nothing. */
+static uint64_t rc_state;
+static int rc_int(int lo, int hi) { /* uniform in [lo, hi] (splitmix64) */
+    uint64_t z = (rc_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return lo + (int)(z % (uint64_t)(hi - lo + 1));
+}
+static int rc_pick(const int *v, int n) { return v[rc_int(0, n - 1)]; }
+#define RC_PICK(...) rc_pick((const int[]){__VA_ARGS__}, (int)(sizeof((const int[]){__VA_ARGS__}) / sizeof(int)))
+
+static void rc_layers(char *out, int n, const char *alphabet) {
+    const int k = (int)strlen(alphabet);
+    for (int l = 0; l < n; l++) out[l] = alphabet[rc_int(0, k - 1)];
+    out[n] = 0;
+}
+
+/* The experts of any MoE family: count, used, width, routing. */
+static void rc_experts(config *c) {
+    c->n_expert = RC_PICK(4, 8, 16, 32);
+    c->n_used = rc_int(1, c->n_expert < 8 ? c->n_expert : 8);
+    c->n_ff_exp = RC_PICK(32, 64, 128);
+    c->norm_w = rc_int(0, 1);
+}
+
+/* Multi-head latent attention's ranks and head parts (deepseek2, DSA, kimi). */
+static void rc_mla(config *c, int q_lora_optional) {
+    c->q_lora = q_lora_optional && rc_int(0, 1) ? 0 : RC_PICK(32, 64, 96);
+    c->kv_lora = RC_PICK(32, 64, 128);
+    c->qk_nope = RC_PICK(16, 32, 64);
+    c->qk_rope = RC_PICK(8, 16, 32);
+    c->v_head = RC_PICK(16, 32, 64, 96);
+    c->n_head = RC_PICK(1, 2, 4, 8);
+}
+
+static void rc_rope(config *c, int yarn_only) {
+    c->rope_base = (float)RC_PICK(10000, 50000, 1000000);
+    const int kind = rc_int(0, yarn_only ? 1 : 2); /* none, yarn, linear */
+    c->scaling[0] = 0, c->scale_factor = 0.0f, c->scale_orig = 0, c->yarn_log_mul = 0.0f;
+    if (kind == 1) {
+        memcpy(c->scaling, "yarn", 5);
+        c->scale_factor = (float)RC_PICK(2, 4, 8, 40);
+        c->scale_orig = RC_PICK(32, 64, 128);
+        if (is_ds(c) || is_kimi(c)) c->yarn_log_mul = rc_int(0, 1) ? 0.1f : 0.0f;
+    } else if (kind == 2) {
+        memcpy(c->scaling, "linear", 7);
+        c->scale_factor = (float)RC_PICK(2, 4);
+    }
+}
+
+static void random_config(config *c, uint64_t seed, int *head_dim_set) {
+    rc_state = seed * 0x2545F4914F6CDD1Dull + 0x1234567ull;
+    c->seed = seed;
+    const quant_traits *qt = quant_traits_get(c->type), *qe = quant_traits_get(c->expert_type < 0 ? c->type : c->expert_type);
+    c->n_embd = (qt && qt->blck > 64) || (qe && qe->blck > 64) ? 256 : RC_PICK(64, 128, 256); /* rows of whole blocks */
+    if (is_ds(c)) {
+        c->n_layer = rc_int(2, 4);
+        rc_mla(c, 0); /* llama.cpp takes a deepseek2 without q LoRA for "lite" only at 26 or 27 layers */
+        c->mla_split = is_dsa(c) ? 1 : rc_int(0, 1);
+        c->n_head_kv = c->mla_split ? 1 : c->n_head;
+        rc_experts(c);
+        c->n_shared = rc_int(1, 2);
+        c->dense_lead = rc_int(0, c->n_layer - 1);
+        c->gating = rc_int(1, 2);
+        c->probs_bias = c->gating == 2;
+        c->w_scale = rc_int(0, 1) ? 2.5f : 1.0f;
+        c->groups = c->group_used = 0;
+        if (!(c->arch[0] == 'g') && c->n_expert >= 8 && rc_int(0, 1)) { /* glm-dsa has no groups */
+            c->groups = RC_PICK(2, 4);
+            c->group_used = rc_int(1, c->groups - 1);
+            const int room = c->group_used * (c->n_expert / c->groups);
+            if (c->n_used > room) c->n_used = room;
+        }
+        rc_rope(c, 1);
+        if (is_dsa(c)) {
+            c->idx_heads = RC_PICK(1, 2, 3, 4, 8, 16);
+            c->idx_hd = RC_PICK(64, 128);
+            c->idx_topk = RC_PICK(2, 4, 8, 16, 32, 64);
+            c->idx_types[0] = 0;
+            if (c->arch[0] == 'g' && rc_int(0, 1)) {
+                rc_layers(c->idx_types, c->n_layer, "01");
+                c->idx_types[0] = '1';
+            }
+        }
+    } else if (is_kimi(c)) {
+        c->n_layer = rc_int(2, 6);
+        rc_layers(c->schedule, c->n_layer, "KKM");
+        const int at = rc_int(0, c->n_layer - 1); /* a KDA and an MLA layer at least */
+        c->schedule[at] = 'M', c->schedule[(at + 1) % c->n_layer] = 'K';
+        rc_mla(c, 1);
+        if (!is_k3(c)) c->q_lora = 0;
+        c->n_head = RC_PICK(1, 2, 4, 8);
+        c->kda_hd = RC_PICK(16, 32, 64, 128);
+        c->d_conv = rc_int(2, 4);
+        rc_experts(c);
+        c->n_shared = rc_int(is_k3(c) ? 0 : 1, 2);
+        c->dense_lead = rc_int(0, 1);
+        c->gating = 2, c->probs_bias = 1;
+        c->w_scale = rc_int(0, 1) ? 2.5f : 1.0f;
+        if (is_k3(c)) {
+            c->attn_res = rc_int(0, c->n_layer);
+            c->latent = RC_PICK(0, 32, 64);
+            c->gate_lb = (float)RC_PICK(0, -2, -5);
+            c->situ_beta = (float)RC_PICK(1, 3);
+            c->situ_lb = (float)RC_PICK(2, 8);
+            c->routed_norm = rc_int(0, 1);
+            c->mla_gate = rc_int(0, 1);
+        }
+    } else if (is_ds4(c)) {
+        c->n_layer = rc_int(2, 5);
+        rc_layers(c->ds4_layers, c->n_layer, "SCCH");
+        const int at = rc_int(0, c->n_layer - 1);
+        c->ds4_layers[at] = 'C', c->ds4_layers[(at + 1) % c->n_layer] = 'H';
+        c->n_head = RC_PICK(2, 4, 8);
+        c->q_lora = RC_PICK(32, 64);
+        c->o_groups = RC_PICK(1, 2);
+        c->o_lora = RC_PICK(16, 32);
+        c->swa = RC_PICK(4, 8, 16, 32);
+        c->idx_heads = RC_PICK(1, 2, 4, 16);
+        c->idx_topk = RC_PICK(2, 4, 8);
+        c->hc_iters = RC_PICK(1, 5, 20);
+        c->hash_layers = rc_int(0, c->n_layer);
+        c->n_expert = RC_PICK(4, 8, 16);
+        c->n_used = rc_int(1, 4);
+        c->n_ff_exp = RC_PICK(32, 64);
+        c->swiglu_limit = (float)RC_PICK(2, 7, 10);
+        c->w_scale = rc_int(0, 1) ? 1.5f : 1.0f;
+    } else {
+        c->n_layer = rc_int(1, 4);
+        c->n_head = RC_PICK(1, 2, 4, 8);
+        c->n_head_kv = c->n_head / RC_PICK(1, 1, 2, 4);
+        if (c->n_head_kv < 1) c->n_head_kv = 1;
+        c->head_dim = RC_PICK(16, 32, 64, 96, 128);
+        if (strncmp(c->arch, "qwen2", 5) == 0) c->head_dim = c->n_embd / c->n_head; /* llama.cpp's qwen2 ignores key_length */
+        *head_dim_set = 1;
+        c->n_ff = RC_PICK(64, 128, 256, 512);
+        rc_rope(c, 0);
+        if (c->n_expert > 0) {
+            rc_experts(c);
+            if (strcmp(c->arch, "llama") == 0) c->n_ff_exp = c->n_ff;
+            if (strcmp(c->arch, "qwen2moe") == 0) c->n_ff_shexp = RC_PICK(64, 128, 256);
+        }
+        if (is_glm4moe(c)) {
+            c->n_layer = rc_int(1, 4);
+            c->n_rot = c->head_dim / RC_PICK(1, 2, 4);
+            c->n_rot -= c->n_rot % 2;
+            c->qk_norm = rc_int(0, 1);
+            c->nextn = rc_int(0, 1);
+            c->n_shared = rc_int(1, 2);
+            c->dense_lead = rc_int(0, c->n_layer);
+            c->gating = 2, c->probs_bias = 1;
+            c->w_scale = rc_int(0, 1) ? 2.5f : 1.0f;
+        } else if (is_minimax(c)) {
+            c->n_rot = c->head_dim / RC_PICK(1, 2, 4);
+            c->n_rot -= c->n_rot % 2;
+            c->n_ff = RC_PICK(32, 64, 128);
+        } else if (is_gptoss(c)) {
+            c->n_layer = rc_int(1, 4);
+            c->swa = RC_PICK(4, 8, 16, 32);
+            c->swa_pattern = RC_PICK(0, 0, -1, 2, 3);
+            if (c->swa_pattern > c->n_layer) c->swa_pattern = 0;
+            c->rope_base_swa = rc_int(0, 1) ? 10000.0f : 0.0f;
+            c->scaling[0] = 0; /* gpt-oss files carry YaRN; keep it as the preset has it */
+        } else if (is_qwen35(c)) {
+            c->n_layer = rc_int(2, 5);
+            c->attn_every = rc_int(2, c->n_layer < 4 ? c->n_layer : 4); /* a full-attention and a delta-net layer */
+            c->gdn_k_heads = RC_PICK(1, 2, 4);
+            c->gdn_v_heads = c->gdn_k_heads * RC_PICK(1, 2, 3);
+            c->gdn_hd = RC_PICK(16, 32, 64);
+            c->d_conv = rc_int(2, 4);
+            c->n_rot = c->head_dim / RC_PICK(2, 4);
+            c->n_rot -= c->n_rot % 2;
+            c->nextn = rc_int(0, 1);
+            c->n_ff_shexp = RC_PICK(64, 128);
+            if (strcmp(c->arch, "qwen3next") == 0) c->gdn_legacy = rc_int(0, 1);
+            c->scaling[0] = 0;
+        }
+    }
+    fprintf(stderr, "mkmodel: --random-config %llu: --n-embd %d --n-layer %d --n-head %d --n-head-kv %d", (unsigned long long)seed,
+            c->n_embd, c->n_layer, c->n_head, c->n_head_kv);
+    if (*head_dim_set) fprintf(stderr, " --head-dim %d", c->head_dim);
+    fprintf(stderr, " --n-ff %d --rope-base %g --seed %llu", c->n_ff, c->rope_base, (unsigned long long)seed);
+    if (c->scaling[0]) fprintf(stderr, " --rope-scaling %s:%g:%d", c->scaling, c->scale_factor, c->scale_orig);
+    else fprintf(stderr, " --rope-scaling none");
+    if (c->n_expert)
+        fprintf(stderr, " --experts %d --experts-used %d --n-ff-exp %d --shared %d --dense-lead %d --gating %s --norm-w %d"
+                " --w-scale %g --probs-bias %d", c->n_expert, c->n_used, c->n_ff_exp, c->n_shared, c->dense_lead,
+                c->gating == 2 ? "sigmoid" : "softmax", c->norm_w, c->w_scale, c->probs_bias);
+    if (c->groups) fprintf(stderr, " --groups %d:%d", c->groups, c->group_used);
+    if (c->n_ff_shexp && strcmp(c->arch, "qwen2moe") == 0) fprintf(stderr, " --n-ff-shexp %d", c->n_ff_shexp);
+    if (c->kv_lora)
+        fprintf(stderr, " --q-lora %d --kv-lora %d --qk-nope %d --qk-rope %d --v-head %d --mla-split %d", c->q_lora,
+                c->kv_lora, c->qk_nope, c->qk_rope, c->v_head, c->mla_split);
+    if (is_kimi(c)) fprintf(stderr, " --schedule %s --kda-head-dim %d --conv %d", c->schedule, c->kda_hd, c->d_conv);
+    if (is_k3(c))
+        fprintf(stderr, " --attn-res %d --latent %d --gate-bound %g --situ %g:%g --routed-norm %d --mla-gate %d",
+                c->attn_res, c->latent, c->gate_lb, c->situ_beta, c->situ_lb, c->routed_norm, c->mla_gate);
+    if (is_dsa(c)) {
+        fprintf(stderr, " --idx-heads %d --idx-head-dim %d --idx-top-k %d", c->idx_heads, c->idx_hd, c->idx_topk);
+        if (c->idx_types[0]) fprintf(stderr, " --idx-types %s", c->idx_types);
+    }
+    if (is_ds4(c))
+        fprintf(stderr, " --ds4-layers %s --q-lora %d --o-groups %d:%d --swa %d --idx-heads %d --idx-top-k %d"
+                " --hc-iters %d --hash-layers %d --swiglu-limit %g", c->ds4_layers, c->q_lora, c->o_groups, c->o_lora,
+                c->swa, c->idx_heads, c->idx_topk, c->hc_iters, c->hash_layers, c->swiglu_limit);
+    if (is_glm4moe(c) || is_minimax(c) || is_qwen35(c)) fprintf(stderr, " --rope-dims %d", c->n_rot);
+    if (is_glm4moe(c)) fprintf(stderr, " --qk-norm %d --nextn %d", c->qk_norm, c->nextn);
+    if (is_gptoss(c))
+        fprintf(stderr, " --swa %d --rope-base-swa %g", c->swa, c->rope_base_swa);
+    if (is_gptoss(c) && c->swa_pattern) fprintf(stderr, " --swa-pattern %d", c->swa_pattern < 0 ? 0 : c->swa_pattern);
+    if (is_qwen35(c))
+        fprintf(stderr, " --gdn-heads %d:%d --gdn-head-dim %d --conv %d --attn-every %d --nextn %d%s", c->gdn_v_heads,
+                c->gdn_k_heads, c->gdn_hd, c->d_conv, c->attn_every, c->nextn, c->gdn_legacy ? " --legacy-ssm-in 1" : "");
+    fprintf(stderr, "\n");
+}
+
 static void usage(void) {
     fprintf(stderr,
             "usage: mkmodel -o OUT.gguf [--arch llama|qwen2|qwen3] [--type TYPE] [--expert-type TYPE]\n"
@@ -1000,8 +1257,11 @@ static void usage(void) {
             "                     iq4_nl iq4_xs tq1_0 tq2_0 iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s iq1_s iq1_m nvfp4\n"
             "               [--preset tiny|small|medium|1b] [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
             "               [--head-dim N] [--n-ff N] [--vocab N] [--ctx N] [--seed S] [--tied] [--rope-base F]\n"
-            "               [--rope-scaling linear:F | yarn:F:ORIG | llama3:F:ORIG] [--drop-key KEY]...\n"
+            "               [--rope-scaling none | linear:F | yarn:F:ORIG | llama3:F:ORIG] [--drop-key KEY]...\n"
+            "               [--random-config SEED] (the preset's family, every hyperparameter drawn at random)\n"
+            "               [--list-keys] (name each metadata key written on stdout)\n"
             "  vocabulary:  [--pre NAME] (tokenizer.ggml.pre) [--multilingual] (merges from CJK/emoji/... text)\n"
+            "               [--chat-template FILE] (tokenizer.chat_template)\n"
             "  experts:     [--experts N] [--experts-used K] [--n-ff-exp N] [--n-ff-shexp N] [--shared N]\n"
             "               [--dense-lead N] [--gating softmax|sigmoid] [--groups G:USED] [--norm-w 0|1]\n"
             "               [--w-scale F] [--probs-bias 0|1] [--router-skew S] [--router-corr A]\n"
@@ -1040,13 +1300,15 @@ int main(int argc, char **argv) {
     c.topic_weight = 0.4f;
     quant_init();
     preset(&c, "tiny");
-    int head_dim_set = 0;
+    int head_dim_set = 0, random_set = 0, list_keys = 0;
+    uint64_t random_seed = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--tied") == 0) { c.tied = 1; continue; }
         if (strcmp(a, "--multilingual") == 0) { c.multilingual = 1; continue; }
         if (strcmp(a, "--shape-only") == 0) { c.shape_only = 1; continue; }
+        if (strcmp(a, "--list-keys") == 0) { list_keys = 1; continue; }
         if (!v) usage();
         i++;
         if (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0) c.out = v;
@@ -1064,6 +1326,8 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--ctx") == 0) c.ctx = atoi(v);
         else if (strcmp(a, "--pre") == 0) c.pre = v;
         else if (strcmp(a, "--seed") == 0) c.seed = strtoull(v, NULL, 10);
+        else if (strcmp(a, "--chat-template") == 0) c.chat_template = v;
+        else if (strcmp(a, "--random-config") == 0) { random_seed = strtoull(v, NULL, 10); random_set = 1; }
         else if (strcmp(a, "--drop-key") == 0) {
             if (c.n_drop == (int)(sizeof c.drop / sizeof c.drop[0])) die("too many --drop-key");
             c.drop[c.n_drop++] = v;
@@ -1131,6 +1395,7 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--gdn-head-dim") == 0) c.gdn_hd = atoi(v);
         else if (strcmp(a, "--attn-every") == 0) c.attn_every = atoi(v);
         else if (strcmp(a, "--legacy-ssm-in") == 0) c.gdn_legacy = atoi(v);
+        else if (strcmp(a, "--rope-scaling") == 0 && strcmp(v, "none") == 0) c.scaling[0] = 0, c.yarn_log_mul = 0.0f;
         else if (strcmp(a, "--rope-scaling") == 0) {
             char kind[16] = {0};
             if (sscanf(v, "%15[a-z0-9]:%f:%d", kind, &c.scale_factor, &c.scale_orig) < 2) die("bad --rope-scaling");
@@ -1139,6 +1404,7 @@ int main(int argc, char **argv) {
         } else usage();
     }
     if (!c.out) usage();
+    if (random_set) random_config(&c, random_seed, &head_dim_set);
     static const char *arches[] = {"llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "deepseek2", "kimi-linear", "kimi-k3", "glm4moe", "minimax-m2", "gpt-oss", "qwen35moe", "qwen3next", "deepseek32", "glm-dsa", "deepseek4"};
     int known = 0;
     for (size_t i = 0; i < sizeof arches / sizeof arches[0]; i++) known |= strcmp(c.arch, arches[i]) == 0;
@@ -1240,9 +1506,11 @@ int main(int argc, char **argv) {
     gw *w = gw_new();
     if (!w) die("out of memory");
     gw_drop_keys(w, c.drop, c.n_drop);
+    if (list_keys) gw_list_keys(w, stdout);
     write_hparams(w, &c);
     if (c.shape_only && gw_bool(w, "deltafin.shape_only", 1)) die("out of memory");
     write_vocab(w, &c, &v);
+    if (c.chat_template) write_template(w, c.chat_template);
     int64_t max_row = 0;
     for (int i = 0; i < p.n; i++) {
         if (gw_tensor(w, p.t[i].name, p.t[i].type, p.t[i].n_dims, p.t[i].ne) < 0) die("bad tensor");

@@ -118,7 +118,7 @@ static int bind_kda(df_model *m, int l, int k3, char *err, size_t errlen) {
         df_bind(m, &L->wv, "blk.%d.attn_v.weight", l, 1, E, D, 1, err, errlen) ||
         df_bind(m, &L->ssm_f_a, "blk.%d.ssm_f_a.weight", l, 1, E, hd, 1, err, errlen) ||
         df_bind(m, &L->ssm_f_b, "blk.%d.ssm_f_b.weight", l, 1, hd, D, 1, err, errlen) ||
-        df_bind(m, &L->ssm_beta, "blk.%d.ssm_beta.weight", l, 1, E, H, 1, err, errlen) ||
+        df_bind_mat(m, &L->ssm_beta, "blk.%d.ssm_beta.weight", l, 1, E, H, err, errlen) ||
         df_bind_f32(m, &L->ssm_a, "blk.%d.ssm_a", l, a_row ? 1 : H, a_row ? H : 1, 1, err, errlen) ||
         df_bind(m, &L->ssm_dt_b, "blk.%d.ssm_dt.bias", l, 1, D, 1, 1, err, errlen) ||
         df_bind(m, &L->ssm_o_norm, "blk.%d.ssm_norm.weight", l, 1, hd, 1, 1, err, errlen) ||

@@ -163,8 +163,8 @@ static int bind_gdn(df_model *m, int l, char *err, size_t errlen) {
             df_bind(m, &L->ssm_in, "blk.%d.ssm_in.weight", l, 0, E, C + V, 1, err, errlen))
             return -1;
         if (L->ssm_in) return 0; /* the legacy packing: no attn_qkv, attn_gate */
-    } else if (df_bind(m, &L->ssm_beta, "blk.%d.ssm_beta.weight", l, 1, E, H, 1, err, errlen) ||
-               df_bind(m, &L->ssm_alpha, "blk.%d.ssm_alpha.weight", l, 1, E, H, 1, err, errlen)) {
+    } else if (df_bind_mat(m, &L->ssm_beta, "blk.%d.ssm_beta.weight", l, 1, E, H, err, errlen) ||
+               df_bind_mat(m, &L->ssm_alpha, "blk.%d.ssm_alpha.weight", l, 1, E, H, err, errlen)) {
         return -1;
     }
     return df_bind(m, &L->wqkv, "blk.%d.attn_qkv.weight", l, 1, E, C, 1, err, errlen) ||

@@ -15,8 +15,9 @@
  * products, and with them the choice, are the same without it.
  *
  * The choice is a set: it is written as ascending positions (attn.c masks
- * the rest). The k-th largest score is found by quickselect on a copy; the
- * positions above it are taken, then ties with it in position order.
+ * the rest). Which of the scores tied with the k-th largest are taken is
+ * llama.cpp's choice (op_top_k_set, ops.c): ties are common, a ReLU'd score
+ * being exactly 0 wherever every head's dot product is negative.
  *
  * GLM-5.2's shared layers (attention.indexer.types 0) have no indexer of
  * their own: they reuse the selection of the last layer that made one,
@@ -81,7 +82,7 @@ int df_dsa_bind_layer(df_model *m, int l, char *err, size_t errlen) {
            df_bind(m, &L->idx_wk, "blk.%d.indexer.attn_k.weight", l, req, E, D, 1, err, errlen) ||
            df_bind(m, &L->idx_k_norm, "blk.%d.indexer.k_norm.weight", l, req, D, 1, 1, err, errlen) ||
            df_bind(m, &L->idx_k_norm_b, "blk.%d.indexer.k_norm.bias", l, req, D, 1, 1, err, errlen) ||
-           df_bind(m, &L->idx_proj, "blk.%d.indexer.proj.weight", l, req, E, H, 1, err, errlen)
+           df_bind_mat(m, &L->idx_proj, "blk.%d.indexer.proj.weight", l, req, E, H, err, errlen)
                ? -1
                : 0;
 }
@@ -109,43 +110,6 @@ static int layer_norm(df_session *s, df_layer *L, float *x, int n, int64_t d, ch
     return df_add_bias(s, L->idx_k_norm_b, x, n, d, err, errlen);
 }
 
-/* The value that a descending sort of a[0..n) would put at index k - 1
- * (quickselect; a is reordered). */
-static float kth_largest(float *a, int n, int k) {
-    int lo = 0, hi = n - 1;
-    const int want = k - 1;
-    while (lo < hi) {
-        const float pivot = a[lo + (hi - lo) / 2];
-        int i = lo, j = hi;
-        while (i <= j) {
-            while (a[i] > pivot) i++;
-            while (a[j] < pivot) j--;
-            if (i <= j) {
-                const float t = a[i];
-                a[i++] = a[j];
-                a[j--] = t;
-            }
-        }
-        if (want <= j) hi = j;
-        else if (want >= i) lo = i;
-        else break;
-    }
-    return a[want];
-}
-
-/* The k positions of the largest of score[0..n), ascending, into sel
- * (tmp: n floats of scratch). Unfilled entries (NaN scores) are INT32_MAX. */
-static void top_k(const float *score, int n, int k, float *tmp, int32_t *sel) {
-    memcpy(tmp, score, sizeof(float) * (size_t)n);
-    const float thr = kth_largest(tmp, n, k);
-    int above = 0;
-    for (int p = 0; p < n; p++) above += score[p] > thr;
-    int ties = k - above, c = 0;
-    for (int p = 0; p < n && c < k; p++)
-        if (score[p] > thr || (score[p] == thr && ties-- > 0)) sel[c++] = p;
-    while (c < k) sel[c++] = INT32_MAX;
-}
-
 typedef struct {
     df_session *s;
     df_session *const *own;
@@ -164,7 +128,7 @@ static void select_tokens(void *arg, int ith, int nth) {
         df_session *o = j->own ? j->own[t] : s;
         const int nk = df_row_pos(s, j->own, t) + 1;
         if (nk <= K) continue; /* every key is chosen */
-        float *score = o->att + (int64_t)ith * o->att_stride, *dot = score + o->n_ctx, *tmp = dot + o->n_ctx;
+        float *score = o->att + (int64_t)ith * o->att_stride, *dot = score + o->n_ctx;
         const uint8_t *keys = df_mem_idx_rows(o, j->l);
         const size_t stride = df_mem_idx_row_bytes(o, j->l);
         const float *w = s->idx_w + (int64_t)t * H;
@@ -173,7 +137,7 @@ static void select_tokens(void *arg, int ith, int nth) {
             kt->dot_rows(D, s->idx_q + ((int64_t)t * H + hh) * D, keys, stride, nk, dot);
             for (int p = 0; p < nk; p++) score[p] += w[hh] * (dot[p] > 0.0f ? dot[p] : 0.0f);
         }
-        top_k(score, nk, K, tmp, s->idx_sel + (int64_t)t * K);
+        op_top_k_set(score, nk, K, s->idx_sel + (int64_t)t * K);
     }
 }
 

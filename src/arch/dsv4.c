@@ -75,7 +75,7 @@ int df_dsv4_bind_layer(df_model *m, int l, char *err, size_t errlen) {
     if (L->comp_ape->type != DF_TYPE_F32)
         return df_seterr(err, errlen, "%s: blk.%d.attn_compressor_ape.weight must be f32", m->path, l);
     if (r != 4) return 0;
-    if (df_bind(m, &L->idx_proj, "blk.%d.indexer.proj.weight", l, 1, E, h->ds4_idx_heads, 1, err, errlen) ||
+    if (df_bind_mat(m, &L->idx_proj, "blk.%d.indexer.proj.weight", l, 1, E, h->ds4_idx_heads, err, errlen) ||
         df_bind(m, &L->idx_wq_b, "blk.%d.indexer.attn_q_b.weight", l, 1, h->q_lora_rank,
                 (int64_t)h->ds4_idx_heads * D, 1, err, errlen) ||
         df_bind(m, &L->lid_wkv, "blk.%d.indexer_compressor_kv.weight", l, 1, E, 2 * D, 1, err, errlen) ||
@@ -167,20 +167,6 @@ static int project(df_session *s, df_layer *L, int l, int n, const float *xn, ch
     return df_matmul_n(s, ov ? 4 : 2, w, xn, n, y, ld, err, errlen);
 }
 
-/* Indices of the k best of v[0..n) into out (ties: the lower index), k <= n. */
-static void top_k(const float *v, int n, int k, int32_t *out) {
-    int cnt = 0;
-    for (int i = 0; i < n; i++) {
-        if (cnt == k && !(v[i] > v[out[k - 1]])) continue;
-        int j = cnt < k ? cnt++ : k - 1;
-        while (j > 0 && v[i] > v[out[j - 1]]) {
-            out[j] = out[j - 1];
-            j--;
-        }
-        out[j] = i;
-    }
-}
-
 /* Query row t (position p, session o) of compressed layer l: scores over the
  * window and the chosen compressed keys, softmax with the sink, sum into out. */
 static void attend_row(df_session *s, df_session *o, int l, int t, int64_t p, const float *sinks, const float *lq,
@@ -204,7 +190,7 @@ static void attend_row(df_session *s, df_session *o, int l, int t, int64_t p, co
             }
             sc[b] = acc;
         }
-        top_k(sc, (int)nvis, h->ds4_idx_topk, sel);
+        op_top_k_set(sc, (int)nvis, h->ds4_idx_topk, sel); /* ties as llama.cpp settles them (ops.c) */
         nsel = h->ds4_idx_topk;
     } else {
         for (int64_t b = 0; b < nvis; b++) sel[b] = (int32_t)b;

@@ -6,6 +6,7 @@
 #include "ops.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "quant.h"
 
@@ -87,4 +88,52 @@ void op_softmax(float *x, int n) {
     }
     const float inv = (float)(1.0 / sum);
     for (int i = 0; i < n; i++) x[i] *= inv;
+}
+
+/* ---- top-k as ggml chooses it ----
+ * DeepSeek's sparse attention keeps the k best-scored positions. Which of the
+ * values tied with the k-th largest are kept is not a detail: a ReLU'd
+ * indexer score is often exactly 0 (every head's dot product negative), and
+ * when the head weights are negative, 0 is the best score, shared by dozens
+ * of positions. llama.cpp's CPU top_k is std::partial_sort of the indices
+ * 0..n-1 by value, descending, which libstdc++ does by heap selection: the
+ * first k indices form a heap whose top is the worst of them, and each later
+ * index that is strictly better replaces the top, the heap repaired by
+ * __adjust_heap (sift the hole to a leaf, then push the new index up). Ties
+ * are thus settled by the heap's layout; this is that procedure, step for
+ * step, so the set is the same. */
+static int better(const float *v, int32_t a, int32_t b) { return v[a] > v[b]; }
+
+static void adjust_heap(const float *v, int32_t *h, long hole, long len, int32_t val) {
+    const long top = hole;
+    long child = hole;
+    while (child < (len - 1) / 2) {
+        child = 2 * (child + 1);
+        if (better(v, h[child], h[child - 1])) child--;
+        h[hole] = h[child];
+        hole = child;
+    }
+    if ((len & 1) == 0 && child == (len - 2) / 2) {
+        child = 2 * (child + 1);
+        h[hole] = h[child - 1];
+        hole = child - 1;
+    }
+    for (long parent = (hole - 1) / 2; hole > top && better(v, h[parent], val); parent = (hole - 1) / 2) {
+        h[hole] = h[parent];
+        hole = parent;
+    }
+    h[hole] = val;
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+void op_top_k_set(const float *v, int n, int k, int32_t *sel) {
+    for (int i = 0; i < k; i++) sel[i] = i;
+    for (long parent = (k - 2) / 2; k >= 2 && parent >= 0; parent--) adjust_heap(v, sel, parent, k, sel[parent]);
+    for (int i = k; i < n; i++)
+        if (better(v, i, sel[0])) adjust_heap(v, sel, 0, k, i);
+    qsort(sel, (size_t)k, sizeof(int32_t), cmp_i32);
 }

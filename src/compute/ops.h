@@ -39,4 +39,9 @@ void op_situ(float *a, const float *b, int n, float beta, float lb);
 /* In-place softmax of n floats. */
 void op_softmax(float *x, int n);
 
+/* The k (1 <= k <= n) positions of the largest of v[0..n), ascending, into
+ * sel: the set ggml's CPU top_k picks, ties with the k-th largest included
+ * (see ops.c). */
+void op_top_k_set(const float *v, int n, int k, int32_t *sel);
+
 #endif

@@ -111,10 +111,13 @@ ws_tensor *df_tensor(df_model *m, const char *fmt, int layer, int required, char
     return t;
 }
 
-/* df_bind and df_bind_i32: the store refuses i32 (integer tables) except
- * where one is asked for (ws_get_table), and then anything else. */
+/* df_bind, df_bind_mat and df_bind_i32: the store refuses i32 (integer tables) except
+ * where one is asked for (ws_get_table), and then anything else. kind: BIND_VECTOR_RULE (a one-row shape is a
+ * vector, read as floats: f32 only), BIND_MATRIX (a matrix that may have one output row: any type), BIND_I32. */
+enum { BIND_VECTOR_RULE, BIND_MATRIX, BIND_I32 };
 static int bind_checked(df_model *m, ws_tensor **dst, const char *fmt, int l, int required, int64_t ne0, int64_t ne1,
-                        int64_t ne2, int i32, char *err, size_t errlen) {
+                        int64_t ne2, int kind, char *err, size_t errlen) {
+    const int i32 = kind == BIND_I32;
     char name[96];
     snprintf(name, sizeof name, fmt, l);
     *dst = NULL;
@@ -130,7 +133,7 @@ static int bind_checked(df_model *m, ws_tensor **dst, const char *fmt, int l, in
         return df_seterr(err, errlen, "%s: tensor '%s' has shape [%lld, %lld, %lld], expected [%lld, %lld, %lld]",
                          m->path, name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)ne0,
                          (long long)ne1, (long long)ne2);
-    if (!i32 && ne1 == 1 && ne2 == 1 && t->type != DF_TYPE_F32)
+    if (kind == BIND_VECTOR_RULE && ne1 == 1 && ne2 == 1 && t->type != DF_TYPE_F32)
         return df_seterr(err, errlen, "%s: tensor '%s' must be f32", m->path, name);
     *dst = t;
     return 0;
@@ -138,12 +141,17 @@ static int bind_checked(df_model *m, ws_tensor **dst, const char *fmt, int l, in
 
 int df_bind(df_model *m, ws_tensor **dst, const char *fmt, int l, int required, int64_t ne0, int64_t ne1,
             int64_t ne2, char *err, size_t errlen) {
-    return bind_checked(m, dst, fmt, l, required, ne0, ne1, ne2, 0, err, errlen);
+    return bind_checked(m, dst, fmt, l, required, ne0, ne1, ne2, BIND_VECTOR_RULE, err, errlen);
+}
+
+int df_bind_mat(df_model *m, ws_tensor **dst, const char *fmt, int l, int required, int64_t ne0, int64_t ne1,
+                char *err, size_t errlen) {
+    return bind_checked(m, dst, fmt, l, required, ne0, ne1, 1, BIND_MATRIX, err, errlen);
 }
 
 int df_bind_i32(df_model *m, ws_tensor **dst, const char *fmt, int l, int64_t ne0, int64_t ne1, char *err,
                 size_t errlen) {
-    return bind_checked(m, dst, fmt, l, 1, ne0, ne1, 1, 1, err, errlen);
+    return bind_checked(m, dst, fmt, l, 1, ne0, ne1, 1, BIND_I32, err, errlen);
 }
 
 int df_bind_dense_ffn(df_model *m, int l, char *err, size_t errlen) {

@@ -30,6 +30,10 @@ ws_tensor *df_tensor(df_model *m, const char *fmt, int layer, int required, char
  * leaves *dst NULL and succeeds. */
 int df_bind(df_model *m, ws_tensor **dst, const char *fmt, int l, int required, int64_t ne0, int64_t ne1,
             int64_t ne2, char *err, size_t errlen);
+/* df_bind of a matrix [ne0, ne1] that only matrix products read, whose output count ne1 comes from a
+ * hyperparameter that may be 1 (a head count): then it is not a vector, and may have any type. */
+int df_bind_mat(df_model *m, ws_tensor **dst, const char *fmt, int l, int required, int64_t ne0, int64_t ne1,
+                char *err, size_t errlen);
 /* df_bind of a required integer table (i32, [ne0, ne1]): the one place an
  * i32 tensor is accepted (df_bind refuses i32: no kernel computes with it). */
 int df_bind_i32(df_model *m, ws_tensor **dst, const char *fmt, int l, int64_t ne0, int64_t ne1, char *err,
