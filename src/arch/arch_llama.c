@@ -120,10 +120,12 @@ static int hp_llama(df_model *m, char *err, size_t errlen) {
     return 0;
 }
 
+/* Qwen MoE experts; without expert_feed_forward_length they are feed_forward_length / expert_used_count wide
+ * (llama.cpp's default). */
 static int need_experts(df_model *m, char *err, size_t errlen) {
+    if (m->hp.n_ff_exp == 0 && m->hp.n_expert_used > 0) m->hp.n_ff_exp = m->hp.n_ff / m->hp.n_expert_used;
     if (m->hp.n_expert == 0 || m->hp.n_ff_exp == 0)
-        return df_seterr(err, errlen, "%s: %s needs expert_count, expert_used_count and expert_feed_forward_length",
-                         m->path, m->arch_name);
+        return df_seterr(err, errlen, "%s: %s needs expert_count and expert_used_count", m->path, m->arch_name);
     return 0;
 }
 

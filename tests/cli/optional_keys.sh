@@ -7,7 +7,10 @@
 # whose every layer is MoE never uses it: deepseek4 files without it load
 # and give the logits of the same model with it (f32, and MXFP4 experts).
 # A dense model without it is refused with a message naming the key's
-# meaning, not a crash.
+# meaning, not a crash. expert_feed_forward_length of qwen2moe/qwen3moe:
+# llama.cpp's default is feed_forward_length / expert_used_count (found by
+# tests/sweep.sh). The whole list is tests/sweep.sh's to find: it drops every
+# key in turn and holds Deltafin to whatever llama.cpp still loads.
 set -u
 B=${1:-build}
 D="$B/deltafin"
@@ -27,6 +30,16 @@ for et in f32 mxfp4; do
     check "deepseek4 ($et experts) without feed_forward_length: loads and runs ($e)" test "$rc" -eq 0
     "$D" logits -m "$T/with.gguf" -p "$P" --out "$T/with.f32" >/dev/null 2>&1
     check "... the logits of the same model with it" cmp -s "$T/with.f32" "$T/without.f32"
+done
+for a in qwen2moe qwen3moe; do
+    "$B/mkmodel" -o "$T/with.gguf" --preset $a-tiny --n-ff 512 --experts-used 4 --n-ff-exp 128 2>/dev/null
+    "$B/mkmodel" -o "$T/without.gguf" --preset $a-tiny --n-ff 512 --experts-used 4 --n-ff-exp 128 \
+        --drop-key expert_feed_forward_length 2>/dev/null
+    e=$("$D" logits -m "$T/without.gguf" -p "$P" --out "$T/without.f32" 2>&1 >/dev/null); rc=$?
+    check "$a without expert_feed_forward_length: loads and runs ($e)" test "$rc" -eq 0
+    "$D" logits -m "$T/with.gguf" -p "$P" --out "$T/with.f32" >/dev/null 2>&1
+    check "... experts feed_forward_length / expert_used_count wide: the logits of the file with it" \
+        cmp -s "$T/with.f32" "$T/without.f32"
 done
 "$B/mkmodel" -o "$T/dense.gguf" --preset tiny --drop-key feed_forward_length 2>/dev/null
 e=$("$D" logits -m "$T/dense.gguf" -p hi 2>&1 >/dev/null); rc=$?
