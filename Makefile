@@ -7,9 +7,19 @@
 #   make bench      side-by-side speed comparison with llama.cpp
 #   make cross      build for aarch64 (NEON) with gcc-aarch64-linux-gnu
 #   make tsan       tests/test_threads.c under ThreadSanitizer in build-tsan/ (part of make test)
+#   make install    the program, libdeltafin.so and .a, the header, deltafin.pc, the man page and the docs
+#                   under $(DESTDIR)$(PREFIX) (default /usr/local); make uninstall takes them away
 CC      ?= cc
 MODE    ?= release
 BUILD   ?= build
+VERSION := 0.1.0
+SOMAJOR := 0
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+LIBDIR  ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR  ?= $(PREFIX)/share/man
+DOCDIR  ?= $(PREFIX)/share/doc/deltafin
 ARCH    := $(shell $(CC) -dumpmachine | cut -d- -f1)
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
@@ -54,6 +64,9 @@ LIB_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 LIB     := $(BUILD)/libdeltafin.a
 INTLIB  := $(BUILD)/libdeltafin-internal.a
 PUBSYMS := $(BUILD)/deltafin.syms
+# The shared library: the same objects (compiled position-independent, -fPIC), linked with a version script
+# that exports the header's functions only (deltafin.map, made from the same list as the archive's).
+SHLIB   := $(BUILD)/libdeltafin.so.$(VERSION)
 OBJCOPY ?= objcopy
 
 # Programs (one main each): those linked with the library, and small standalone ones.
@@ -74,16 +87,19 @@ JOBS_OBJ := $(patsubst jobs/%.c,$(BUILD)/obj/jobs/%.o,$(JOBS_SRC))
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(TEST_SRC))
 
-all: $(LIB) $(INTLIB) $(TOOLS) $(TESTS)
+all: $(LIB) $(INTLIB) $(SHLIB) $(TOOLS) $(TESTS)
 
 $(BUILD)/obj/types/kern_avx2.o: CFLAGS += -mavx2 -mfma -mf16c
 $(BUILD)/obj/types/kern_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c
 $(BUILD)/obj/types/kern_amx.o: CFLAGS += -mamx-tile -mamx-int8 -mamx-bf16 -mf16c
 $(BUILD)/obj/types/kern_amx_model.o: CFLAGS += -mf16c
 
-$(BUILD)/obj/%.o: src/%.c $(HDRS)
+# -fPIC so that the objects make a shared library too; -fno-semantic-interposition keeps calls between them as
+# direct (and inlinable) as in a program: no symbol of the library is meant to be replaced from outside.
+# (The Makefile is a prerequisite: a change of flags rebuilds them.)
+$(BUILD)/obj/%.o: src/%.c $(HDRS) Makefile
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) -fPIC -fno-semantic-interposition -c $< -o $@
 
 $(BUILD)/obj/tools/%.o: tools/%.c $(HDRS) $(wildcard tools/*.h)
 	@mkdir -p $(dir $@)
@@ -110,6 +126,15 @@ $(BUILD)/obj/deltafin-public.o: $(LIB_OBJ) $(PUBSYMS)
 
 $(LIB): $(BUILD)/obj/deltafin-public.o
 	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/deltafin.map: $(PUBSYMS)
+	{ echo '{ global:'; sed 's/$$/;/' $<; echo 'local: *; };'; } > $@.tmp && mv $@.tmp $@
+
+$(SHLIB): $(LIB_OBJ) $(BUILD)/deltafin.map
+	$(CC) -shared -Wl,-soname,libdeltafin.so.$(SOMAJOR) -Wl,--version-script=$(BUILD)/deltafin.map -o $@ \
+		$(LIB_OBJ) $(LDLIBS)
+	ln -sf libdeltafin.so.$(VERSION) $(BUILD)/libdeltafin.so.$(SOMAJOR)
+	ln -sf libdeltafin.so.$(SOMAJOR) $(BUILD)/libdeltafin.so
 
 # The CLI is compiled seeing the public header only, and links the public archive.
 $(BUILD)/obj/tools/deltafin.o: tools/deltafin.c include/deltafin.h
@@ -183,7 +208,31 @@ test-sweep: all
 fuzz:
 	./tests/fuzz.sh
 
+# The man page: the program's own help text (scripts/make-man.sh).
+$(BUILD)/deltafin.1: $(BUILD)/deltafin scripts/make-man.sh
+	./scripts/make-man.sh $(BUILD)/deltafin $(VERSION) > $@.tmp && mv $@.tmp $@
+
+install: all $(BUILD)/deltafin.1
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) \
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DOCDIR)
+	install -m 755 $(BUILD)/deltafin $(DESTDIR)$(BINDIR)/deltafin
+	install -m 644 $(LIB) $(DESTDIR)$(LIBDIR)/libdeltafin.a
+	install -m 755 $(SHLIB) $(DESTDIR)$(LIBDIR)/libdeltafin.so.$(VERSION)
+	ln -sf libdeltafin.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libdeltafin.so.$(SOMAJOR)
+	ln -sf libdeltafin.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/libdeltafin.so
+	install -m 644 include/deltafin.h $(DESTDIR)$(INCLUDEDIR)/deltafin.h
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
+		scripts/deltafin.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/deltafin.pc
+	install -m 644 $(BUILD)/deltafin.1 $(DESTDIR)$(MANDIR)/man1/deltafin.1
+	install -m 644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/deltafin $(DESTDIR)$(LIBDIR)/libdeltafin.a $(DESTDIR)$(LIBDIR)/libdeltafin.so \
+		$(DESTDIR)$(LIBDIR)/libdeltafin.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/libdeltafin.so.$(VERSION) \
+		$(DESTDIR)$(INCLUDEDIR)/deltafin.h $(DESTDIR)$(LIBDIR)/pkgconfig/deltafin.pc $(DESTDIR)$(MANDIR)/man1/deltafin.1
+	rm -rf $(DESTDIR)$(DOCDIR)
+
 clean:
 	rm -rf build build-debug build-aarch64 build-fuzz build-tsan
 
-.PHONY: all demo debug test test-cross test-ref test-sweep bench cross fuzz tsan clean
+.PHONY: all demo debug test test-cross test-ref test-sweep bench cross fuzz tsan clean install uninstall

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# install.sh - `make install` into a temporary DESTDIR gives a working package
+# (issue 36 item 1).
+#   tests/cli/install.sh BUILD_DIR
+# Checked: the program, libdeltafin.so (versioned soname, exporting exactly the
+# functions include/deltafin.h declares), libdeltafin.a, the header,
+# deltafin.pc, the man page and the docs land under DESTDIR/PREFIX; a C program
+# on the header alone builds with `pkg-config --cflags --libs deltafin`, linked
+# shared and static, and both print the model's vocabulary size; the
+# installed program runs; `make uninstall` takes every file away again.
+set -uo pipefail
+B=${1:-build}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT"
+. tests/cli_common.sh
+S=${DELTAFIN_SHARED:-../shared}/models/stories260K.gguf
+[ -f "$S" ] || { echo "SKIPPED: $S not found"; exit 0; }
+command -v pkg-config > /dev/null || { echo "SKIPPED: pkg-config not found"; exit 0; }
+# a sanitized build's library needs the sanitizer runtime in every program: the package is the optimized build's
+[ "$B" = build ] || { echo "SKIPPED: the package is made from build/ (this is $B)"; exit 0; }
+T=$(mktemp -d /tmp/deltafin-install-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+D="$T/root"
+P=/usr
+make -s install BUILD="$B" DESTDIR="$D" PREFIX="$P" > "$T/install.log" 2>&1
+check "make install DESTDIR=... PREFIX=/usr succeeds" test $? -eq 0
+for f in bin/deltafin lib/libdeltafin.a lib/libdeltafin.so lib/libdeltafin.so.0 include/deltafin.h \
+    lib/pkgconfig/deltafin.pc share/man/man1/deltafin.1 share/doc/deltafin/README.md share/doc/deltafin/design.md; do
+    check "installed: $P/$f" test -e "$D$P/$f"
+done
+check "libdeltafin.so.0 is the soname" bash -c "objdump -p '$D$P/lib/libdeltafin.so' | grep -q 'SONAME *libdeltafin.so.0\$'"
+./scripts/public-symbols.sh include/deltafin.h > "$T/want"
+nm -D --defined-only "$D$P/lib/libdeltafin.so" | awk '{ print $3 }' | sort -u > "$T/have"
+check "the shared library exports exactly the header's $(wc -l < "$T/want") functions ($(comm -3 "$T/want" "$T/have" | tr -d '\t' | tr '\n' ' '))" \
+    cmp -s "$T/want" "$T/have"
+check "the man page is the help text's (names 'serve')" grep -q 'serve' "$D$P/share/man/man1/deltafin.1"
+man -l "$D$P/share/man/man1/deltafin.1" > "$T/man.txt" 2> "$T/man.err" || true
+[ -s "$T/man.txt" ] && check "man renders it" grep -q 'DESCRIPTION' "$T/man.txt"
+
+cat > "$T/prog.c" << 'EOF'
+#include <stdio.h>
+#include "deltafin.h"
+int main(int argc, char **argv) {
+    char err[512];
+    df_model_params mp = df_model_default_params();
+    mp.vocab_only = 1;
+    df_model *m = NULL;
+    if (argc < 2 || df_model_load(argv[1], &mp, &m, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", argc < 2 ? "no model" : err);
+        return 1;
+    }
+    printf("%d\n", df_n_vocab(m));
+    df_model_free(m);
+    return 0;
+}
+EOF
+export PKG_CONFIG_PATH="$D$P/lib/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$D"
+check "pkg-config knows deltafin $(pkg-config --modversion deltafin 2> /dev/null)" pkg-config --exists deltafin
+# shellcheck disable=SC2046
+cc -std=c11 -o "$T/shared" "$T/prog.c" $(pkg-config --cflags --libs deltafin) 2> "$T/cc1.err"
+check "a program builds against the shared library ($(head -c 200 "$T/cc1.err"))" test -x "$T/shared"
+want=$("$B/deltafin" info -m "$S" | sed -n 's/^tokenizer:.*, \([0-9]*\) tokens,.*/\1/p')
+check "... and runs: the model's vocabulary ($want)" \
+    test "$(LD_LIBRARY_PATH="$D$P/lib" "$T/shared" "$S" 2>&1)" = "$want"
+check "... linked to libdeltafin.so.0" bash -c "LD_LIBRARY_PATH='$D$P/lib' ldd '$T/shared' | grep -q 'libdeltafin.so.0 => $D'"
+# static: the archive by name, with the private libraries pkg-config lists
+# shellcheck disable=SC2046
+cc -std=c11 -o "$T/static" "$T/prog.c" $(pkg-config --cflags --static --libs deltafin | sed 's/-ldeltafin/-l:libdeltafin.a/') \
+    2> "$T/cc2.err"
+check "a program builds against the static library ($(head -c 200 "$T/cc2.err"))" test -x "$T/static"
+check "... runs without the shared one" test "$("$T/static" "$S" 2>&1)" = "$want"
+check "... and does not need it" bash -c "! ldd '$T/static' | grep -q libdeltafin"
+check "the installed program runs" bash -c "LD_LIBRARY_PATH= '$D$P/bin/deltafin' info -m '$S' | grep -q stories"
+
+make -s uninstall BUILD="$B" DESTDIR="$D" PREFIX="$P" > /dev/null 2>&1
+left=$(find "$D" -type f -o -type l | sed "s|^$D||" | tr '\n' ' ')
+check "make uninstall leaves no file behind${left:+ (left: $left)}" test -z "$left"
+finish
