@@ -129,3 +129,21 @@ def test_no_leak_over_1000_sessions(model):
             s.decode([1, 2, 3])
     grown = rss_bytes() - before
     assert grown < 8 << 20, f"RSS grew {grown} bytes over 1000 sessions"
+
+
+def test_chat_with_the_models_template():
+    mk = os.path.join(os.path.dirname(BIN), "mkmodel")
+    tmpl = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "jinja", "templates",
+                        "Qwen-Qwen2.5-7B-Instruct.jinja")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "chat.gguf")
+        subprocess.run([mk, "-o", path, "--arch", "qwen3", "--type", "q8_0", "--chat-template", tmpl],
+                       capture_output=True, check=True)
+        with deltafin.Model(path) as m:
+            msgs = [{"role": "user", "content": "Hi"}]
+            p = m.chat_prompt(msgs)
+            assert "<|im_start|>user\nHi<|im_end|>" in p and p.endswith("<|im_start|>assistant\n")
+            want = "".join(m.generate(m.tokenize(p, parse_special=True), max_tokens=8, temp=0, stop_at_end=False))
+            assert "".join(m.chat(msgs, max_tokens=8, temp=0, stop_at_end=False)) == want
+    with deltafin.Model(MODEL) as m, pytest.raises(deltafin.DeltafinError):
+        m.chat_prompt([{"role": "user", "content": "Hi"}])  # stories260K has no template
