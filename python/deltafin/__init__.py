@@ -20,7 +20,7 @@ import ctypes
 import ctypes.util
 import json
 import os
-import threading
+import weakref
 from typing import Iterator, List, Optional, Sequence
 
 __all__ = ["DeltafinError", "Model", "Session", "Sampler", "plan", "version", "library_path"]
@@ -204,7 +204,30 @@ def plan(path: str, mem, n_ctx: int = 0, n_sessions: int = 0) -> dict:
     return {name: getattr(out, name) for name, _ in _Plan._fields_}
 
 
-class Sampler:
+class _Owned:
+    """A C object this Python object owns: freed by close(), at the end of a with block, or when it goes."""
+    _h = None
+
+    def _free(self, h) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Free the C object now (later uses raise DeltafinError)."""
+        if self._h:
+            self._free(self._h)
+            self._h = None
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Sampler(_Owned):
     """Token sampling (temperature, top-k, top-p, min-p, repetition penalty, seed); temp <= 0 is greedy."""
 
     def __init__(self, n_vocab: int, temp: float = 0.8, top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05,
@@ -222,15 +245,11 @@ class Sampler:
         _lib.df_sampler_accept(self._h, t)
         return int(t)
 
-    def close(self) -> None:
-        if getattr(self, "_h", None):
-            _lib.df_sampler_free(self._h)
-            self._h = None
-
-    __del__ = close
+    def _free(self, h) -> None:
+        _lib.df_sampler_free(h)
 
 
-class Model:
+class Model(_Owned):
     """A loaded GGUF model. mem: a memory budget ("12G", or bytes; None: none), within which the weights are
     planned, kept or streamed (docs/memory.md). Several sessions, in several threads, may share it."""
 
@@ -242,23 +261,17 @@ class Model:
         _check(_lib.df_model_load(os.fsencode(path), ctypes.byref(p), ctypes.byref(h), err, _ERRLEN), err)
         self._h = h
         self.path = path
-        self._sessions = 0
-        self._lock = threading.Lock()
+        self._sessions = weakref.WeakSet()
 
     def close(self) -> None:
-        """Free the model (its sessions must have gone first)."""
-        if getattr(self, "_h", None):
-            _lib.df_model_free(self._h)
-            self._h = None
+        """Free the model; its sessions must have been closed first (each holds a reference to it, so a model
+        that is merely dropped goes after them)."""
+        if self._h and any(s._h for s in self._sessions):
+            raise DeltafinError(DF_E_INPUT, "the model still has open sessions: close them first")
+        super().close()
 
-    def __del__(self):
-        self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    def _free(self, h) -> None:
+        _lib.df_model_free(h)
 
     def _handle(self):
         if not self._h:
@@ -376,7 +389,7 @@ def _utf8_complete(b: bytes) -> int:
     return n
 
 
-class Session:
+class Session(_Owned):
     """A sequence being decoded: the KV cache and the position. decode() feeds tokens and returns the last
     one's logits (a list of n_vocab floats)."""
 
@@ -390,21 +403,11 @@ class Session:
         _check(_lib.df_session_new(model._handle(), ctypes.byref(p), ctypes.byref(h), err, _ERRLEN), err)
         self._h = h
         self.model = model  # keeps the model alive while the session is
+        model._sessions.add(self)
         self._logits = (ctypes.c_float * model.n_vocab)()
 
-    def close(self) -> None:
-        if getattr(self, "_h", None):
-            _lib.df_session_free(self._h)
-            self._h = None
-
-    def __del__(self):
-        self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    def _free(self, h) -> None:
+        _lib.df_session_free(h)
 
     @property
     def pos(self) -> int:

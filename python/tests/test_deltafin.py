@@ -87,6 +87,14 @@ def test_errors_raise(model):
             s.decode([10 ** 9])  # no such token
     with pytest.raises(ValueError):
         deltafin.Model(MODEL, mem="lots")
+    m2 = deltafin.Model(MODEL)
+    s2 = m2.session(n_ctx=16)
+    with pytest.raises(deltafin.DeltafinError):
+        m2.close()  # a session is open
+    s2.close()
+    m2.close()
+    with pytest.raises(deltafin.DeltafinError):
+        m2.tokenize("closed")
 
 
 def test_plan():
