@@ -598,6 +598,22 @@ const char *df_chat_template(const df_model *m);
 /* Render any template with the variables of a JSON object (NULL: none). */
 int df_chat_render(const char *tmpl, const char *vars_json, char **out, char *err, size_t errlen);
 
+/* ---- the models a user already has (src/api/stores.c) ---- */
+
+/* A GGUF model found where the Hugging Face cache, llama.cpp, LM Studio or Ollama keep them. */
+typedef struct df_found_model {
+    char store[16];   /* "hf", "llama.cpp", "lmstudio", "ollama" */
+    char name[1024];  /* what df_model_resolve (and -m) accepts: hf:ORG/REPO:FILE, llama.cpp:FILE,
+                       * lmstudio:PUBLISHER/REPO/FILE, ollama:NAME:TAG */
+    char path[4096];  /* the file (a split model's first part) */
+    uint64_t size;    /* bytes, all parts */
+} df_found_model;
+/* Every model found (*out: malloc'd, free() it; *n of them). DF_OK or DF_E_NOMEM. */
+int df_models_find(df_found_model **out, int *n, char *err, size_t errlen);
+/* The file a model name means: a store name as above (hf:ORG/REPO:QUANT picks the repository's file whose name
+ * holds QUANT; ollama:NAME means NAME:latest), else name itself (a path). DF_OK, or DF_E_INPUT saying why. */
+int df_model_resolve(const char *name, char *path, size_t cap, char *err, size_t errlen);
+
 /* ---- misc ---- */
 
 const char *df_version(void);

@@ -277,7 +277,12 @@ static int cmd_submit(jopts *o) {
     if (!o->model) return usage_err("submit needs -m MODEL%s", "");
     const int kinds = !!o->prompt + !!o->file + !!o->chat;
     if (kinds != 1) return usage_err("submit needs exactly one of -p TEXT, -f FILE, --chat FILE.json%s", "");
-    char *abs = realpath(o->model, NULL);
+    char named[4096], rerr[1024]; /* -m NAME of a model store (hf:, ollama:, ...): its file */
+    if (df_model_resolve(o->model, named, sizeof named, rerr, sizeof rerr) != DF_OK) {
+        fprintf(stderr, "deltafin: %s\n", rerr);
+        return 1;
+    }
+    char *abs = realpath(named, NULL);
     if (!abs) {
         fprintf(stderr, "deltafin: %s: %s\n", o->model, strerror(errno));
         return 1;

@@ -193,6 +193,13 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
         fprintf(stderr, "deltafin: -m MODEL is required\n");
         exit(2);
     }
+    static char model_path[4096]; /* -m NAME of a model store (hf:, ollama:, ...): its file */
+    char err[1024];
+    if (df_model_resolve(o->model, model_path, sizeof model_path, err, sizeof err) != DF_OK) {
+        fprintf(stderr, "deltafin: %s\n", err);
+        exit(1);
+    }
+    o->model = model_path;
 }
 
 char *srv_read_file(const char *path, size_t max, char *err, size_t errlen) {

@@ -93,6 +93,9 @@ static void usage(FILE *f, int status) {
             "            [--deadline TIME] [--priority P] [--db PATH]     queue a job; prints its id\n"
             "  jobs | job ID [--json] [--follow] | cancel ID | worker [--drain]   the job queue (docs/jobs.md)\n"
             "  config    [--config FILE] [flags]   the settings in effect and where each came from (docs/config.md)\n"
+            "  models    [--json]   the GGUF models in the Hugging Face cache, llama.cpp's cache, LM Studio and\n"
+            "            Ollama, with size, architecture and whether this build runs them; -m takes their names\n"
+            "            (hf:ORG/REPO:Q4_K_M, ollama:NAME:TAG, lmstudio:PUB/REPO/FILE, llama.cpp:FILE)\n"
             "Every command takes --config FILE (default ~/.config/deltafin/config): defaults that flags override.\n"
             "Long options also take the form --flag=value. -f - reads the prompt from stdin.\n");
     exit(status);
@@ -162,6 +165,84 @@ static const struct { const char *name, *alias; int kind; } OPTIONS[] = {
     {"--probe-seconds", NULL, VALUE}, {"--spec-accept", NULL, VALUE}, {"--disk-gbps", NULL, VALUE}, {"--mem-gbps", NULL, VALUE}, {"--top-k", NULL, VALUE}, {"--top-p", NULL, VALUE}, {"--min-p", NULL, VALUE},
     {"--repeat-penalty", NULL, VALUE}, {"--repeat-last-n", NULL, VALUE}, {"--seed", "-s", VALUE}, {"--kv", NULL, VALUE},
 };
+
+/* -m NAME: a path, or a model of the stores df_model_resolve knows (hf:, ollama:, ...). Exits 1 when none. */
+static const char *resolve_model(const char *name) {
+    char path[4096], err[1024];
+    if (df_model_resolve(name, path, sizeof path, err, sizeof err) != DF_OK) {
+        fprintf(stderr, "deltafin: %s\n", err);
+        exit(1);
+    }
+    char *p = strdup(path);
+    if (!p) {
+        fprintf(stderr, "deltafin: out of memory\n");
+        exit(1);
+    }
+    return p; /* lives as long as the process */
+}
+
+/* s as a JSON string (bytes >= 0x80 pass as they are: paths and names are UTF-8 or, at worst, opaque). */
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        const unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* deltafin models [--json]: the models df_models_find finds, and whether this build runs each (its plan, which
+ * checks architecture, hyperparameters and every tensor without reading weights). */
+static int cmd_models(int argc, char **argv) {
+    int json = 0;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) json = 1;
+        else {
+            fprintf(stderr, "deltafin: models takes --json only, not '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    df_found_model *v = NULL;
+    int n = 0;
+    char err[1024];
+    if (df_models_find(&v, &n, err, sizeof err) != DF_OK) {
+        fprintf(stderr, "deltafin: %s\n", err);
+        return 1;
+    }
+    if (!json) printf("%-60s %10s  %-14s %s\n", "NAME", "SIZE", "ARCH", "RUNS");
+    for (int i = 0; i < n; i++) {
+        df_model_desc *d = NULL;
+        char arch[64] = "?", sz[32], why[1024] = "";
+        if (df_model_describe(v[i].path, &d, why, sizeof why) == DF_OK) {
+            snprintf(arch, sizeof arch, "%s", d->arch ? d->arch : "?");
+            df_model_desc_free(d);
+        }
+        df_model_params mp = df_model_default_params();
+        df_plan plan;
+        const int runs = !why[0] && df_model_plan(v[i].path, &mp, &plan, why, sizeof why) == DF_OK;
+        df_fmt_bytes(v[i].size, sz, sizeof sz);
+        if (json) {
+            printf("{\"name\":");
+            json_str(stdout, v[i].name);
+            printf(",\"store\":\"%s\",\"path\":", v[i].store);
+            json_str(stdout, v[i].path);
+            printf(",\"bytes\":%llu,\"arch\":", (unsigned long long)v[i].size);
+            json_str(stdout, arch);
+            printf(",\"runs\":%s,\"why\":", runs ? "true" : "false");
+            json_str(stdout, runs ? "" : why);
+            printf("}\n");
+        } else {
+            printf("%-60s %10s  %-14s %s\n", v[i].name, sz, arch, runs ? "yes" : "no");
+        }
+    }
+    if (!json && n == 0)
+        printf("(none found: the Hugging Face cache, ~/.cache/llama.cpp, ~/.lmstudio/models and ~/.ollama/models "
+               "hold no GGUF model)\n");
+    free(v);
+    return 0;
+}
 
 static void parse(int argc, char **argv, opts *o) {
     memset(o, 0, sizeof *o);
@@ -263,6 +344,8 @@ static void parse(int argc, char **argv, opts *o) {
         fprintf(stderr, "deltafin: -m MODEL is required\n");
         exit(2);
     }
+    o->model = resolve_model(o->model);
+    if (o->draft) o->draft = resolve_model(o->draft);
     if (o->spec < 0) o->spec = o->draft ? DF_SPEC_DRAFT : DF_SPEC_NONE;
     if (o->spec == DF_SPEC_DRAFT && !o->draft) usage_error("--spec draft needs a draft model: -md DRAFT.gguf%s%s", "", "");
     if (o->spec != DF_SPEC_DRAFT && o->draft) usage_error("-md is for --spec draft%s%s", "", "");
@@ -1399,6 +1482,7 @@ int main(int argc, char **argv) {
     check_isa_env();
     check_amx_env();
     if (!strcmp(cmd, "config")) return cfg_main(argc, argv);
+    if (!strcmp(cmd, "models")) return cmd_models(argc, argv);
     const int crc = cfg_apply(&argc, &argv);
     if (crc) return crc;
     if (!strcmp(cmd, "serve")) return df_cmd_serve(argc, argv); /* server/serve.c */

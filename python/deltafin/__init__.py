@@ -23,7 +23,7 @@ import os
 import weakref
 from typing import Iterator, List, Optional, Sequence
 
-__all__ = ["DeltafinError", "Model", "Session", "Sampler", "plan", "version", "library_path"]
+__all__ = ["DeltafinError", "Model", "Session", "Sampler", "plan", "models", "resolve", "version", "library_path"]
 
 DF_OK, DF_E_INPUT, DF_E_NOMEM, DF_E_IO, DF_E_CTX_FULL, DF_E_CANCELLED, DF_E_UNSUPPORTED, DF_E_BUSY = (
     0, -1, -2, -3, -4, -5, -6, -7)
@@ -88,6 +88,11 @@ class _Plan(ctypes.Structure):
                 ("comp_state_bytes", ctypes.c_uint64)]
 
 
+class _FoundModel(ctypes.Structure):
+    _fields_ = [("store", ctypes.c_char * 16), ("name", ctypes.c_char * 1024), ("path", ctypes.c_char * 4096),
+                ("size", ctypes.c_uint64)]
+
+
 class _ChatMessage(ctypes.Structure):
     _fields_ = [("role", ctypes.c_char_p), ("content", ctypes.c_char_p)]
 
@@ -145,6 +150,8 @@ _sig("df_chat_apply_template", ctypes.c_int, _P, ctypes.c_char_p, ctypes.POINTER
      ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), *_ERR)
 _sig("df_chat_template", ctypes.c_char_p, _P)
 _sig("df_parse_size", ctypes.c_uint64, ctypes.c_char_p)
+_sig("df_models_find", ctypes.c_int, ctypes.POINTER(ctypes.POINTER(_FoundModel)), ctypes.POINTER(ctypes.c_int), *_ERR)
+_sig("df_model_resolve", ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, *_ERR)
 _sig("df_version", ctypes.c_char_p)
 _libc = ctypes.CDLL(None)
 _libc.free.argtypes = [ctypes.c_void_p]
@@ -194,13 +201,35 @@ def _model_params(mem=None, n_threads: int = 0, n_ctx: int = 0, n_sessions: int 
     return p, keep
 
 
+def models() -> List[dict]:
+    """The GGUF models in the Hugging Face cache, llama.cpp's cache, LM Studio and Ollama: dicts of store, name (what
+    Model() and -m accept: hf:ORG/REPO:FILE, ollama:NAME:TAG, ...), path and size."""
+    v = ctypes.POINTER(_FoundModel)()
+    n = ctypes.c_int(0)
+    err = ctypes.create_string_buffer(_ERRLEN)
+    _check(_lib.df_models_find(ctypes.byref(v), ctypes.byref(n), err, _ERRLEN), err)
+    try:
+        return [{"store": v[i].store.decode(), "name": v[i].name.decode(errors="replace"),
+                 "path": os.fsdecode(v[i].path), "size": v[i].size} for i in range(n.value)]
+    finally:
+        _libc.free(v)
+
+
+def resolve(name: str) -> str:
+    """The file a model name means (hf:ORG/REPO:QUANT, ollama:NAME[:TAG], lmstudio:..., llama.cpp:..., or a path)."""
+    out = ctypes.create_string_buffer(4096)
+    err = ctypes.create_string_buffer(_ERRLEN)
+    _check(_lib.df_model_resolve(os.fsencode(name), out, 4096, err, _ERRLEN), err)
+    return os.fsdecode(out.value)
+
+
 def plan(path: str, mem, n_ctx: int = 0, n_sessions: int = 0) -> dict:
     """What a memory budget buys for the model at path, without loading it: a dict of df_plan's fields
     (budget, minimum, resident_bytes, n_expert_slots, ...). Raises DeltafinError if it cannot run at all."""
     p, _keep = _model_params(mem=mem, n_ctx=n_ctx, n_sessions=n_sessions)
     out = _Plan()
     err = ctypes.create_string_buffer(_ERRLEN)
-    _check(_lib.df_model_plan(os.fsencode(path), ctypes.byref(p), ctypes.byref(out), err, _ERRLEN), err)
+    _check(_lib.df_model_plan(os.fsencode(resolve(path)), ctypes.byref(p), ctypes.byref(out), err, _ERRLEN), err)
     return {name: getattr(out, name) for name, _ in _Plan._fields_}
 
 
@@ -250,15 +279,17 @@ class Sampler(_Owned):
 
 
 class Model(_Owned):
-    """A loaded GGUF model. mem: a memory budget ("12G", or bytes; None: none), within which the weights are
-    planned, kept or streamed (docs/memory.md). Several sessions, in several threads, may share it."""
+    """A loaded GGUF model: a path, or a name of deltafin.models() (ollama:NAME, hf:ORG/REPO:QUANT, ...). mem: a memory
+    budget ("12G", or bytes; None: none), within which the weights are
+    planned, kept or streamed (docs/memory.md). Several sessions, in several threads, may share
+    it."""
 
     def __init__(self, path: str, mem=None, n_threads: int = 0, n_ctx: int = 0, n_sessions: int = 0,
                  vocab_only: bool = False, hot_file: Optional[str] = None):
         p, self._keep = _model_params(mem, n_threads, n_ctx, n_sessions, vocab_only, hot_file)
         h = _P()
         err = ctypes.create_string_buffer(_ERRLEN)
-        _check(_lib.df_model_load(os.fsencode(path), ctypes.byref(p), ctypes.byref(h), err, _ERRLEN), err)
+        _check(_lib.df_model_load(os.fsencode(resolve(path)), ctypes.byref(p), ctypes.byref(h), err, _ERRLEN), err)
         self._h = h
         self.path = path
         self._sessions = weakref.WeakSet()

@@ -155,3 +155,19 @@ def test_chat_with_the_models_template():
             assert "".join(m.chat(msgs, max_tokens=8, temp=0, stop_at_end=False)) == want
     with deltafin.Model(MODEL) as m, pytest.raises(deltafin.DeltafinError):
         m.chat_prompt([{"role": "user", "content": "Hi"}])  # stories260K has no template
+
+
+def test_models_of_the_stores(monkeypatch):
+    with tempfile.TemporaryDirectory() as home:
+        d = os.path.join(home, ".lmstudio", "models", "acme", "tiny-GGUF")
+        os.makedirs(d)
+        with open(MODEL, "rb") as src, open(os.path.join(d, "tiny-Q8_0.gguf"), "wb") as dst:
+            dst.write(src.read())
+        monkeypatch.setenv("HOME", home)
+        found = deltafin.models()
+        assert [f["name"] for f in found] == ["lmstudio:acme/tiny-GGUF/tiny-Q8_0.gguf"]
+        assert found[0]["size"] == os.path.getsize(MODEL)
+        with deltafin.Model("lmstudio:acme/tiny-GGUF/tiny-Q8_0.gguf") as m:
+            assert "".join(m.generate(PROMPT, max_tokens=20, temp=0)) == run_text(20)
+        with pytest.raises(deltafin.DeltafinError):
+            deltafin.resolve("ollama:absent")
