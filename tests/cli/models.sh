@@ -58,7 +58,6 @@ sed "s/$hex/$(printf '%064d' 9)/" "$o/manifests/registry.ollama.ai/library/tiny/
 
 list=$(HOME="$H" timeout 20 "$D" models 2>&1); rc=$?
 check "deltafin models: exit 0 (no FIFO blocks it)" test "$rc" -eq 0
-size=$(numfmt --to=iec-i --suffix=B --format=%.1f "$(stat -c %s "$S")" 2> /dev/null | sed 's/\([0-9]\)\([KMG]\)iB/\1 \2iB/')
 for name in hf:acme/tiny-GGUF:tiny-Q4_K_M.gguf hf:acme/tiny-GGUF:tiny-Q8_0.gguf \
     llama.cpp:acme_tiny-GGUF_tiny-Q4_K_M.gguf lmstudio:acme/tiny-GGUF/tiny-Q4_K_M.gguf ollama:tiny:latest; do
     check "listed: $name, llama, runs" bash -c "grep -qE '^$name +[0-9.]+ [KMG]?i?B +llama +yes\$' <<< \"\$1\"" _ "$list"
