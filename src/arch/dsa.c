@@ -23,8 +23,8 @@
  * their own: they reuse the selection of the last layer that made one,
  * which s->idx_sel still holds (layers run in order over the same tokens).
  * Scores are computed per row on the thread pool, each thread in its own
- * scratch row of the row's session's att (n_ctx scores, n_ctx dot products,
- * n_ctx copies). In a batched pass (own) each row is a token of its own
+ * scratch row of the row's session's att (n_ctx scores, n_ctx dot
+ * products). In a batched pass (own) each row is a token of its own
  * session (a run of its rows at its own positions, layer.h): its key goes
  * to that session's cache, and it chooses among that session's keys.
  */

@@ -234,7 +234,7 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     if ((int64_t)h->o_groups * h->o_lora > widest_in) widest_in = (int64_t)h->o_groups * h->o_lora;
     s->att_stride = df_attn_scratch_floats(s->n_ctx);
     if (s->att_stride < h->kv_lora_rank) s->att_stride = h->kv_lora_rank; /* MLA's absorb borrows a latent-sized row */
-    if (h->idx_n_head && s->att_stride < 3 * (int64_t)s->n_ctx) s->att_stride = 3 * (int64_t)s->n_ctx; /* dsa.c's rows */
+    if (h->idx_n_head && s->att_stride < 2 * (int64_t)s->n_ctx) s->att_stride = 2 * (int64_t)s->n_ctx; /* dsa.c's rows */
     int64_t cw_max = 0; /* deepseek4: the widest compressor row; dsv4.c's scores, window keys and choice */
     for (int l = 0; h->comp_ratio && l < h->n_layer; l++)
         if (df_cstate_width(h, l) > cw_max) cw_max = df_cstate_width(h, l);
