@@ -62,7 +62,8 @@ typedef struct {
 static void usage(FILE *f, int status) {
     fprintf(f,
             "usage: deltafin COMMAND [options]\n"
-            "  run       -m MODEL (-p PROMPT | -f FILE | -f -) [-n N] [-t THREADS] [-c CTX] [--temp T] [--top-k K]\n"
+            "  run       -m MODEL (-p PROMPT | -f FILE | -f -) [-n N (-1: to the end of the context)] [-t THREADS]\n"
+            "            [-c CTX] [--temp T] [--top-k K]\n"
             "            [--top-p P] [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--seed S] [--kv f16|f32]\n"
             "            [--no-mmap|--mmap] [--ignore-eos] [--trace-experts FILE] [--mem SIZE] [--io-threads N]\n"
             "            [--io pread|uring|auto] [--hot FILE|none] [--progress] [--resident-type q4_K|q8_0]\n"
@@ -267,6 +268,8 @@ static void parse(int argc, char **argv, opts *o) {
         int k = -1;
         for (size_t j = 0; j < sizeof OPTIONS / sizeof OPTIONS[0] && k < 0; j++)
             if (!strcmp(name, OPTIONS[j].name) || (OPTIONS[j].alias && !strcmp(name, OPTIONS[j].alias))) k = (int)j;
+        if (k < 0 && (!strcmp(name, "-ngl") || !strcmp(name, "--n-gpu-layers") || !strcmp(name, "--gpu-layers")))
+            usage_error("%s: Deltafin computes on the CPU (there is nothing to offload); leave it out%s", name, "");
         if (k < 0) usage_error("unknown option '%s'%s", name, "");
         const char *a = OPTIONS[k].name;
         if (OPTIONS[k].kind == FLAG) {
@@ -319,7 +322,8 @@ static void parse(int argc, char **argv, opts *o) {
         } else if (!strcmp(a, "--mem")) {
             o->mem = df_parse_size(v);
             if (!o->mem) usage_error("--mem expects a size like 6G, 512M or 1.5GiB, got '%s'%s", v, "");
-        } else if (!strcmp(a, "--n-predict")) o->n_predict = (int)parse_long(name, v, 0, 1 << 24);
+        } else if (!strcmp(a, "--n-predict")) /* -1: until the context ends (llama.cpp's spelling) */
+            o->n_predict = !strcmp(v, "-1") ? 1 << 24 : (int)parse_long(name, v, 0, 1 << 24);
         else if (!strcmp(a, "--threads")) o->threads = (int)parse_long(name, v, 1, 512);
         else if (!strcmp(a, "--ctx-size")) o->ctx = (int)parse_long(name, v, 0, 1 << 24);
         else if (!strcmp(a, "--repetitions")) o->reps = (int)parse_long(name, v, 1, 1000);
@@ -746,6 +750,15 @@ static void info_compressed(const opts *o) {
            df_fmt_bytes(p.comp_idx_bytes, b[1], 32), df_fmt_bytes(p.comp_state_bytes, b[2], 32));
 }
 
+/* A count for people: 292.8 K, 35.2 M, 1.20 B. */
+static const char *fmt_count(uint64_t n, char *buf, size_t len) {
+    if (n < 1000) snprintf(buf, len, "%" PRIu64, n);
+    else if (n < 1000000) snprintf(buf, len, "%.1f K", (double)n / 1e3);
+    else if (n < 1000000000) snprintf(buf, len, "%.1f M", (double)n / 1e6);
+    else snprintf(buf, len, "%.2f B", (double)n / 1e9);
+    return buf;
+}
+
 static int cmd_info(const opts *o) {
     char err[ERRLEN];
     df_model_desc *d;
@@ -762,8 +775,9 @@ static int cmd_info(const opts *o) {
     }
     const uint64_t params = d->n_params, bytes = d->n_bytes;
     printf("tensors:       %" PRIu64 "\n", d->n_tensors);
-    printf("parameters:    %" PRIu64 " (%.3f B)\n", params, (double)params / 1e9);
-    printf("tensor bytes:  %" PRIu64 " (%.2f GiB, %.2f bits/weight)\n", bytes, (double)bytes / (1 << 30),
+    char cnt[32], sz[32];
+    printf("parameters:    %" PRIu64 " (%s)\n", params, fmt_count(params, cnt, sizeof cnt));
+    printf("tensor bytes:  %" PRIu64 " (%s, %.2f bits/weight)\n", bytes, df_fmt_bytes(bytes, sz, sizeof sz),
            params ? 8.0 * (double)bytes / (double)params : 0.0);
     for (int t = 0; t < d->n_types; t++) {
         const df_type_summary *q = &d->types[t];
@@ -778,7 +792,7 @@ static int cmd_info(const opts *o) {
         const uint64_t used = d->n_expert_used, n_moe_layers = d->n_moe_layers, active = d->n_params_active;
         printf("experts:       %" PRIu64 " per layer in %" PRIu64 " layers, %" PRIu64 " used per token\n", d->n_expert,
                n_moe_layers, used);
-        printf("active params: %" PRIu64 " per token (%.3f B, %.1f%% of all)\n", active, (double)active / 1e9,
+        printf("active params: %" PRIu64 " per token (%s, %.1f%% of all)\n", active, fmt_count(active, cnt, sizeof cnt),
                params ? 100.0 * (double)active / (double)params : 0.0);
         printf("one expert:    ");
         uint64_t tot = 0;
@@ -795,6 +809,11 @@ static int cmd_info(const opts *o) {
     printf("tokenizer:     %s%s%s, %" PRIu64 " tokens, %" PRIu64 " merges\n", d->tok_model ? d->tok_model : "(none)",
            d->tok_pre ? ", pre=" : "", d->tok_pre ? d->tok_pre : "", d->n_tokens, d->n_merges);
     df_model_desc_free(d);
+    /* whether this build runs it: the plan checks architecture, hyperparameters and every tensor, reading none */
+    df_model_params mp = df_model_default_params();
+    df_plan plan;
+    if (df_model_plan(o->model, &mp, &plan, err, sizeof err) == 0) printf("runnable:      yes\n");
+    else printf("runnable:      no: %s\n", err);
     return 0;
 }
 

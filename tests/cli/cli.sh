@@ -59,5 +59,18 @@ e=$(err run -m "$S" -p x -n abc);              check "bad number" contains "$e" 
 e=$(err frobnicate -m "$S");                   check "unknown command" contains "$e" "unknown command"
 e=$(err logits -m "$S" --tokens "1 99999");     check "token out of range" contains "$e" "outside the vocabulary"
 e=$(err run -m "$S" -p "$(head -c 3000 /dev/zero | tr '\0' a)" -c 64); check "prompt too long" contains "$e" "does not fit"
+e=$(err run -m "$S" -p x -ngl 99);              check "-ngl: refused, saying why ($e)" contains "$e" "computes on the CPU"
+check "-ngl: exit 2" contains "$e" "rc=2"
+# llama.cpp's -n -1: to the end of the context
+g=$("$D" run -m "$S" -p "Once" -n -1 -c 64 --temp 0 --ignore-eos 2>&1 | grep '^generation:')
+check "-n -1 generates to the end of the context ($g)" contains "$g" "63 tokens"
+# info: counts and sizes in units people read, and whether this build runs the file
+i=$("$D" info -m "$S")
+check "info: parameters in K/M/B ($(grep parameters <<< "$i"))" contains "$i" "(292.8 K)"
+check "info: tensor bytes in MiB" contains "$i" "(1.1 MiB,"
+check "info: runnable: yes" contains "$i" "runnable:      yes"
+"$B/mkmodel" -o "$T/noconv.gguf" --preset kimi-linear-tiny --drop-key ssm.conv_kernel 2> /dev/null
+i=$("$D" info -m "$T/noconv.gguf")
+check "info of a file this build refuses: runnable: no, and why" contains "$i" "runnable:      no: "
 set -e
 finish
