@@ -45,15 +45,18 @@ int jobs_is_command(const char *cmd) {
     return 0;
 }
 
+static const char JOBS_USAGE[] =
+    "usage: deltafin submit -m MODEL (-p TEXT | -f FILE | --chat FILE.json) [-n N] [sampling flags] [--mem SIZE]"
+    " [--deadline TIME] [--priority P] [--remote URL]\n"
+    "       deltafin jobs | job ID [--json] [--follow] | cancel ID | requeue ID | worker [--drain] [--commit-every S]"
+    " [--max-restarts N] [--monitor-every S] [--disk-gbps X --mem-gbps Y]"
+    "   (all take --db PATH; docs/jobs.md)\n";
+
 static int usage_err(const char *fmt, const char *a) {
     fputs("deltafin: ", stderr);
     fprintf(stderr, fmt, a);
-    fputs("\nusage: deltafin submit -m MODEL (-p TEXT | -f FILE | --chat FILE.json) [-n N] [sampling flags] [--mem SIZE]"
-          " [--deadline TIME] [--priority P] [--remote URL]\n"
-          "       deltafin jobs | job ID [--json] [--follow] | cancel ID | requeue ID | worker [--drain] [--commit-every S]"
-          " [--max-restarts N] [--monitor-every S] [--disk-gbps X --mem-gbps Y]"
-          "   (all take --db PATH)\n",
-          stderr);
+    fputs("\n", stderr);
+    fputs(JOBS_USAGE, stderr);
     return 2;
 }
 
@@ -517,6 +520,11 @@ static int cmd_worker(jopts *o) {
 
 int jobs_main(int argc, char **argv) {
     const char *cmd = argv[1];
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(JOBS_USAGE, stdout);
+            return 0;
+        }
     jopts o;
     int rc = parse_args(&o, argc, argv);
     if (rc == 0) {

@@ -59,8 +59,7 @@ typedef struct {
     df_sampler_params sp;
 } opts;
 
-static void usage(FILE *f, int status) {
-    fprintf(f,
+static const char USAGE[] =
             "usage: deltafin COMMAND [options]\n"
             "  run       -m MODEL (-p PROMPT | -f FILE | -f -) [-n N (-1: to the end of the context)] [-t THREADS]\n"
             "            [-c CTX] [--temp T] [--top-k K]\n"
@@ -98,8 +97,33 @@ static void usage(FILE *f, int status) {
             "            Ollama, with size, architecture and whether this build runs them; -m takes their names\n"
             "            (hf:ORG/REPO:Q4_K_M, ollama:NAME:TAG, lmstudio:PUB/REPO/FILE, llama.cpp:FILE)\n"
             "Every command takes --config FILE (default ~/.config/deltafin/config): defaults that flags override.\n"
-            "Long options also take the form --flag=value. -f - reads the prompt from stdin.\n");
+            "Long options also take the form --flag=value. -f - reads the prompt from stdin.\n";
+
+static void usage(FILE *f, int status) {
+    fputs(USAGE, f);
     exit(status);
+}
+
+/* CMD --help: the lines of USAGE about CMD (its "  CMD ..." lines and their indented continuations) and the lines
+ * every command shares (the last two), exit 0. */
+static void command_usage(const char *cmd) {
+    const size_t n = strlen(cmd);
+    int in = 0, any = 0;
+    printf("usage: deltafin %s [options]\n", cmd);
+    for (const char *l = USAGE; *l;) {
+        const char *e = strchr(l, '\n');
+        const size_t len = e ? (size_t)(e - l) + 1 : strlen(l);
+        if (l[0] == ' ' && l[1] == ' ' && l[2] != ' ') /* a command's first line: "  run       ..." */
+            in = !strncmp(l + 2, cmd, n) && l[2 + n] == ' ';
+        else if (l[0] != ' ')
+            in = 0;
+        if (in) fwrite(l, 1, len, stdout), any = 1;
+        l += len;
+    }
+    if (!any) usage(stdout, 0);
+    const char *tail = strstr(USAGE, "Every command takes");
+    if (tail) fputs(tail, stdout);
+    exit(0);
 }
 
 static void fail(const char *msg) {
@@ -200,6 +224,7 @@ static int cmd_models(int argc, char **argv) {
     int json = 0;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) command_usage("models");
         else {
             fprintf(stderr, "deltafin: models takes --json only, not '%s'\n", argv[i]);
             return 2;
@@ -288,7 +313,7 @@ static void parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = 1;
         else if (!strcmp(a, "--json")) o->json = 1;
         else if (!strcmp(a, "--progress")) o->progress = 1;
-        else if (!strcmp(a, "--help")) usage(stdout, 0);
+        else if (!strcmp(a, "--help")) command_usage(argv[1]);
         else if (!strcmp(a, "--model")) o->model = v;
         else if (!strcmp(a, "--prompt")) o->prompt = v;
         else if (!strcmp(a, "--file")) o->prompt_file = v;

@@ -29,6 +29,13 @@ check "--n-predict=4 means -n 4" test "$out" = "$a"
 check "--help exits 0" test "$rc" -eq 0
 check "--help prints the usage on stdout" grep -q "usage: deltafin" "$T/help"
 "$D" run --help > /dev/null 2>&1; check "run --help exits 0" test $? -eq 0
+# every command answers --help with its own usage, exit 0 (issue 37)
+for c in run plan info tokenize logits bench models config serve chat submit jobs job cancel requeue worker; do
+    h=$("$D" $c --help 2>&1); rc=$?
+    check "$c --help: exit 0 ($rc)" test "$rc" -eq 0
+    check "... its own usage, naming '$c'" bash -c "head -n 3 <<< \"\$1\" | grep -qw -- '$c'" _ "$h"
+done
+check "run --help is run's, not the whole list" bash -c "! \"\$1\" run --help | grep -q '^  serve'" _ "$D"
 e=$(err run -m "$S");                             check "run without a prompt says so" contains "$e" "run needs a prompt"
 check "run without a prompt: exit 2" contains "$e" "rc=2"
 e=$(err run -m "$T/moe.gguf" -p hi --mem 1K);      check "--mem 1K is reported as 1.0 KiB" contains "$e" "a budget of 1.0 KiB"
