@@ -349,7 +349,13 @@ static void parse(int argc, char **argv, opts *o) {
             if (!o->mem) usage_error("--mem expects a size like 6G, 512M or 1.5GiB, got '%s'%s", v, "");
         } else if (!strcmp(a, "--n-predict")) /* -1: until the context ends (llama.cpp's spelling) */
             o->n_predict = !strcmp(v, "-1") ? 1 << 24 : (int)parse_long(name, v, 0, 1 << 24);
-        else if (!strcmp(a, "--threads")) o->threads = (int)parse_long(name, v, 1, 512);
+        else if (!strcmp(a, "--threads")) {
+            o->threads = (int)parse_long(name, v, 1, 512);
+            const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+            if (cores > 0 && o->threads > cores)
+                fprintf(stderr, "deltafin: warning: -t %d is more than this machine's %ld cores: the threads would wait "
+                        "on each other (slower than -t %ld)\n", o->threads, cores, cores);
+        }
         else if (!strcmp(a, "--ctx-size")) o->ctx = (int)parse_long(name, v, 0, 1 << 24);
         else if (!strcmp(a, "--repetitions")) o->reps = (int)parse_long(name, v, 1, 1000);
         else if (!strcmp(a, "--top")) o->top = (int)parse_long(name, v, 1, 1 << 24);

@@ -61,6 +61,8 @@ e=$(err logits -m "$S" --tokens "1 99999");     check "token out of range" conta
 e=$(err run -m "$S" -p "$(head -c 3000 /dev/zero | tr '\0' a)" -c 64); check "prompt too long" contains "$e" "does not fit"
 e=$(err run -m "$S" -p x -ngl 99);              check "-ngl: refused, saying why ($e)" contains "$e" "computes on the CPU"
 check "-ngl: exit 2" contains "$e" "rc=2"
+w=$("$D" run -m "$S" -p x -n 1 -t 512 2>&1 >/dev/null)
+check "-t above the cores: a warning" contains "$w" "more than this machine's"
 # llama.cpp's -n -1: to the end of the context
 g=$("$D" run -m "$S" -p "Once" -n -1 -c 64 --temp 0 --ignore-eos 2>&1 | grep '^generation:')
 check "-n -1 generates to the end of the context ($g)" contains "$g" "63 tokens"
