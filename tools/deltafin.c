@@ -75,7 +75,8 @@ static const char USAGE[] =
             "            per pass, K chosen as it runs to maximise tokens/s (--spec-k fixes it; 0 = off)\n"
             "  run       -m MODEL --batch-file PROMPTS [--parallel N] [run's options]   one prompt a line, up to N\n"
             "            (default 16) decoded together, one pass over the weights per step; completions in order\n"
-            "  plan      -m MODEL --mem SIZE [-c CTX] [--json] [--probe-seconds S] [--io-threads N] [--io ENGINE]\n"
+            "  plan      -m MODEL [--mem SIZE (default: what this machine can give now)] [-c CTX] [--json]\n"
+            "            [--probe-seconds S] [--io-threads N] [--io ENGINE]\n"
             "            [--disk-gbps X] [--mem-gbps Y] [--resident-type q4_K|q8_0] [--spec-accept A] [--draft-max K]\n"
             "            will it fit, what streams, how fast: on this machine (measures the disk for S seconds,\n"
             "            default 5, and memory for 1 s), or on one whose disk reads X and memory Y GB/s\n"
@@ -379,6 +380,13 @@ static void parse(int argc, char **argv, opts *o) {
         fprintf(stderr, "deltafin: -m MODEL is required\n");
         exit(2);
     }
+    const uint64_t room = o->mem ? df_memory_room() : 0;
+    if (room && o->mem > room) {
+        char a[32], b[32];
+        fprintf(stderr, "deltafin: warning: --mem %s is more than the %s this machine can give now: a plan for it "
+                "holds, a run of it would swap or be killed\n", df_fmt_bytes(o->mem, a, sizeof a),
+                df_fmt_bytes(room, b, sizeof b));
+    }
     o->model = resolve_model(o->model);
     if (o->draft) o->draft = resolve_model(o->draft);
     if (o->spec < 0) o->spec = o->draft ? DF_SPEC_DRAFT : DF_SPEC_NONE;
@@ -598,10 +606,17 @@ static int plan_spec(const opts *o, const df_plan *p, double disk, double mem, d
     return best;
 }
 
-static int cmd_plan(const opts *o) {
-    if (!o->mem) {
-        fprintf(stderr, "deltafin: plan needs --mem SIZE\n");
-        exit(2);
+static int cmd_plan(const opts *given) {
+    opts with_mem = *given;
+    const opts *o = &with_mem;
+    if (!with_mem.mem) { /* no --mem: what this machine can give now */
+        char b[32];
+        if (!(with_mem.mem = df_memory_room())) {
+            fprintf(stderr, "deltafin: plan needs --mem SIZE (this machine's free memory cannot be read)\n");
+            exit(2);
+        }
+        fprintf(stderr, "deltafin: no --mem: planning for the %s this machine can give now\n",
+                df_fmt_bytes(with_mem.mem, b, sizeof b));
     }
     char err[ERRLEN];
     df_model_params mp = model_params(o);

@@ -63,6 +63,11 @@ e=$(err run -m "$S" -p x -ngl 99);              check "-ngl: refused, saying why
 check "-ngl: exit 2" contains "$e" "rc=2"
 w=$("$D" run -m "$S" -p x -n 1 -t 512 2>&1 >/dev/null)
 check "-t above the cores: a warning" contains "$w" "more than this machine's"
+p=$("$D" plan -m "$S" --probe-seconds 0.2 2>&1); rc=$?
+check "plan without --mem: exit 0 ($rc)" test "$rc" -eq 0
+check "... planning for what this machine can give now" contains "$p" "planning for the"
+w=$("$D" plan -m "$S" --mem 1000T --probe-seconds 0.2 2>&1 >/dev/null)
+check "--mem above the machine: a warning" contains "$w" "more than the"
 # llama.cpp's -n -1: to the end of the context
 g=$("$D" run -m "$S" -p "Once" -n -1 -c 64 --temp 0 --ignore-eos 2>&1 | grep '^generation:')
 check "-n -1 generates to the end of the context ($g)" contains "$g" "63 tokens"
