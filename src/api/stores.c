@@ -137,9 +137,12 @@ static int walk(found_list *l, const char *store, const char *prefix, const char
 /* The hub cache: models--ORG--REPO/snapshots/REV/FILE, named hf:ORG/REPO:FILE. */
 static int find_hf(found_list *l) {
     char hub[2048];
-    if (!base_dir(hub, sizeof hub, "HF_HUB_CACHE", NULL, ".cache/huggingface/hub")) return 0;
-    if (!getenv("HF_HUB_CACHE") && getenv("HF_HOME") && *getenv("HF_HOME"))
-        snprintf(hub, sizeof hub, "%s/hub", getenv("HF_HOME"));
+    const char *hc = getenv("HF_HUB_CACHE"), *hh = getenv("HF_HOME");
+    if ((!hc || !*hc) && hh && *hh) {
+        if (snprintf(hub, sizeof hub, "%s/hub", hh) >= (int)sizeof hub) return 0;
+    } else if (!base_dir(hub, sizeof hub, "HF_HUB_CACHE", NULL, ".cache/huggingface/hub")) {
+        return 0;
+    }
     DIR *d = opendir(hub);
     if (!d) return 0;
     struct dirent *e;
