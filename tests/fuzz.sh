@@ -73,6 +73,20 @@ fi
 SRC_INC=()
 for d in src/*/; do SRC_INC+=("-I${d%/}"); done
 
+# run_libfuzzer NAME BINARY LOG CORPUS ARTIFACTS [OPTIONS...]: one timed libFuzzer run; exits with its verdict.
+run_libfuzzer() {
+    local name=$1 bin=$2 log=$3 corpus=$4 art=$5 rc
+    shift 5
+    set +e
+    "$bin" -max_total_time="$SECONDS_RUN" -print_final_stats=1 -artifact_prefix="$art/" "$@" "$corpus" > "$log" 2>&1
+    rc=$?
+    set -e
+    grep -E '^stat::number_of_executed_units|^Done [0-9]+ runs' "$log" || true
+    [ $rc -eq 0 ] || { tail -60 "$log"; echo "fuzz.sh: $name FAILED (exit $rc)" >&2; exit 1; }
+    echo "fuzz.sh: $name, no crash in ${SECONDS_RUN}s"
+    exit 0
+}
+
 # A small model with a chat template, for the api and http targets.
 chat_model() { # OUT
     [ -x build/mkmodel ] || make -s build/mkmodel
@@ -95,16 +109,8 @@ if [ "${FUZZ_TARGET:-gguf}" = api ]; then
     [ -z "${FUZZ_FRESH:-}" ] || rm -f "$OUT"/api-corpus/*
     cp -f tests/data/api-corpus/* "$OUT/api-corpus/"
     chat_model "$OUT/api-model.gguf"
-    set +e
-    FUZZ_MODEL="$OUT/api-model.gguf" "$OUT/fuzz_api" -max_total_time="$SECONDS_RUN" -max_len=16384 -timeout=20 \
-        -rss_limit_mb=3072 -artifact_prefix="$OUT/api-artifacts/" -print_final_stats=1 "$OUT/api-corpus" \
-        > "$OUT/fuzz-api.log" 2>&1
-    rc=$?
-    set -e
-    grep -E '^stat::number_of_executed_units|^Done [0-9]+ runs' "$OUT/fuzz-api.log" || true
-    [ $rc -eq 0 ] || { tail -60 "$OUT/fuzz-api.log"; echo "fuzz.sh: api FAILED (exit $rc)" >&2; exit 1; }
-    echo "fuzz.sh: api, no crash in ${SECONDS_RUN}s"
-    exit 0
+    FUZZ_MODEL="$OUT/api-model.gguf" run_libfuzzer api "$OUT/fuzz_api" "$OUT/fuzz-api.log" "$OUT/api-corpus" \
+        "$OUT/api-artifacts" -max_len=16384 -timeout=20 -rss_limit_mb=3072
 fi
 
 if [ "${FUZZ_TARGET:-gguf}" = http ]; then
@@ -154,15 +160,8 @@ if [ "${FUZZ_TARGET:-gguf}" = jinja ]; then
     "$CC" "${J[@]}" -fsanitize=fuzzer tests/fuzz_jinja.c src/text/jinja.c -lutf8proc -lm -o "$OUT/fuzz_jinja"
     [ -z "${FUZZ_FRESH:-}" ] || rm -f "$OUT"/jinja-corpus/*
     cp -f tests/data/jinja/templates/*.jinja "$OUT/jinja-corpus/"
-    set +e
-    "$OUT/fuzz_jinja" -max_total_time="$SECONDS_RUN" -max_len="$MAX_LEN" -timeout=10 -rss_limit_mb=2048 \
-        -artifact_prefix="$OUT/jinja-artifacts/" -print_final_stats=1 "$OUT/jinja-corpus" > "$OUT/fuzz-jinja.log" 2>&1
-    rc=$?
-    set -e
-    grep -E '^stat::number_of_executed_units|^Done [0-9]+ runs' "$OUT/fuzz-jinja.log" || true
-    [ $rc -eq 0 ] || { tail -60 "$OUT/fuzz-jinja.log"; echo "fuzz.sh: jinja FAILED (exit $rc)" >&2; exit 1; }
-    echo "fuzz.sh: jinja, no crash in ${SECONDS_RUN}s"
-    exit 0
+    run_libfuzzer jinja "$OUT/fuzz_jinja" "$OUT/fuzz-jinja.log" "$OUT/jinja-corpus" "$OUT/jinja-artifacts" \
+        -max_len="$MAX_LEN" -timeout=10 -rss_limit_mb=2048
 fi
 
 BASE=(-std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -Iinclude "${SRC_INC[@]}" -pthread
