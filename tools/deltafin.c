@@ -192,19 +192,15 @@ static const struct { const char *name, *alias; int kind; } OPTIONS[] = {
     {"--repeat-penalty", NULL, VALUE}, {"--repeat-last-n", NULL, VALUE}, {"--seed", "-s", VALUE}, {"--kv", NULL, VALUE},
 };
 
-/* -m NAME: a path, or a model of the stores df_model_resolve knows (hf:, ollama:, ...). Exits 1 when none. */
-static const char *resolve_model(const char *name) {
-    char path[4096], err[1024];
-    if (df_model_resolve(name, path, sizeof path, err, sizeof err) != DF_OK) {
+/* -m NAME: a path, or a model of the stores df_model_resolve knows (hf:, ollama:, ...), into path (which
+ * lives as long as the process). Exits 1 when there is none. */
+static const char *resolve_model(const char *name, char *path, size_t cap) {
+    char err[1024];
+    if (df_model_resolve(name, path, cap, err, sizeof err) != DF_OK) {
         fprintf(stderr, "deltafin: %s\n", err);
         exit(1);
     }
-    char *p = strdup(path);
-    if (!p) {
-        fprintf(stderr, "deltafin: out of memory\n");
-        exit(1);
-    }
-    return p; /* lives as long as the process */
+    return path;
 }
 
 /* s as a JSON string (bytes >= 0x80 pass as they are: paths and names are UTF-8 or, at worst, opaque). */
@@ -387,8 +383,9 @@ static void parse(int argc, char **argv, opts *o) {
                 "holds, a run of it would swap or be killed\n", df_fmt_bytes(o->mem, a, sizeof a),
                 df_fmt_bytes(room, b, sizeof b));
     }
-    o->model = resolve_model(o->model);
-    if (o->draft) o->draft = resolve_model(o->draft);
+    static char model_path[4096], draft_path[4096];
+    o->model = resolve_model(o->model, model_path, sizeof model_path);
+    if (o->draft) o->draft = resolve_model(o->draft, draft_path, sizeof draft_path);
     if (o->spec < 0) o->spec = o->draft ? DF_SPEC_DRAFT : DF_SPEC_NONE;
     if (o->spec == DF_SPEC_DRAFT && !o->draft) usage_error("--spec draft needs a draft model: -md DRAFT.gguf%s%s", "", "");
     if (o->spec != DF_SPEC_DRAFT && o->draft) usage_error("-md is for --spec draft%s%s", "", "");
