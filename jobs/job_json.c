@@ -32,8 +32,7 @@ static size_t utf8_len(const unsigned char *s, size_t n) {
     return len;
 }
 
-/* A JSON string; bytes that are not UTF-8 become U+FFFD (`job ID` prints the exact bytes). */
-static void json_str(FILE *f, const char *s, size_t n) {
+void jq_json_str(FILE *f, const char *s, size_t n) {
     fputc('"', f);
     for (size_t i = 0; i < n; i++) {
         const unsigned char c = (unsigned char)s[i];
@@ -57,24 +56,24 @@ static void json_str(FILE *f, const char *s, size_t n) {
 void jq_write_json(FILE *f, const jq_job *j, const char *events, const char *stats) {
     const double tps = j->gen_seconds > 0 ? j->n_done / j->gen_seconds : 0;
     fprintf(f, "{\"id\":%lld,\"state\":\"%s\",\"model\":", (long long)j->id, j->state);
-    json_str(f, j->model, strlen(j->model));
+    jq_json_str(f, j->model, strlen(j->model));
     fprintf(f,
             ",\"chat\":%d,\"n_predict\":%d,\"n_done\":%d,\"tokens_per_s\":%.3f,\"gen_seconds\":%.3f,\"runs\":%d,"
             "\"priority\":%d,\"mem\":%llu,\"seed\":%llu,\"temp\":%g,\"created\":%.3f,\"started\":%.3f,"
             "\"finished\":%.3f,\"deadline\":%.3f,\"error\":",
             j->chat, j->n_predict, j->n_done, tps, j->gen_seconds, j->runs, j->priority, (unsigned long long)j->mem,
             (unsigned long long)j->sp.seed, j->sp.temp, j->created, j->started, j->finished, j->deadline);
-    if (j->error) json_str(f, j->error, strlen(j->error));
+    if (j->error) jq_json_str(f, j->error, strlen(j->error));
     else fputs("null", f);
     fputs(",\"note\":", f);
-    if (j->note) json_str(f, j->note, strlen(j->note));
+    if (j->note) jq_json_str(f, j->note, strlen(j->note));
     else fputs("null", f);
     fputs(",\"remote\":", f);
-    if (j->remote) json_str(f, j->remote, strlen(j->remote));
+    if (j->remote) jq_json_str(f, j->remote, strlen(j->remote));
     else fputs("null", f);
     fprintf(f, ",\"place\":\"%s\"", j->place);
     fprintf(f, ",\"events\":%s,\"stats\":%s", events, stats);
     fputs(",\"text\":", f);
-    json_str(f, j->text, j->text_len);
+    jq_json_str(f, j->text, j->text_len);
     fputs("}\n", f);
 }

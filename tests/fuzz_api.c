@@ -80,10 +80,9 @@ static void respond(const oai_req *r, const char *text, size_t n) {
         j->n_gen = (int)(n % 7);
         j->finish = (i & 1) ? FIN_LENGTH : FIN_STOP;
         (void)srv_find_stop(j, 0);
-        size_t safe = srv_safe_len(j);
+        (void)srv_safe_len(j);
         char *chunk = oai_chunk(&g_oc, r, "id", 1, i, j->text ? j->text : "", j->finish, i == 0);
         free(chunk);
-        (void)safe;
     }
     free(oai_response(&g_oc, r, jobs, "id", 1));
     free(oai_usage_chunk(&g_oc, r, jobs, "id", 1));

@@ -27,14 +27,17 @@
 # compares them. A configuration passes when the largest difference is within
 # 1e-3 of the largest logit and the argmax agrees at every position but near
 # ties (the engines' picks within 1e-4 of each other in llama.cpp's logits;
-# counted and reported). One position apart (within 5e-2) with every other
-# within 1e-3 is reported and counted as ONE-POSITION, not failed: that is a
-# float-level tie inside the model, such as DSA's k-th and (k+1)-th indexer
-# scores (measured on glm-dsa-tiny --random-config 305: 6e-8 apart at layer 2,
-# the one position that differed), which the engines' rounding settles apart. A configuration that llama.cpp refuses or crashes on
-# is reported as such (REF-REFUSES) and not held against Deltafin; one that
-# llama.cpp runs and Deltafin refuses is a failure. Every failure prints the
-# command that reproduces it: tests/sweep.sh BUILD --only PRESET:SEED.
+# counted and reported). For the families whose attention keeps a top-k of
+# scored positions (deepseek32, glm-dsa, deepseek4) alone, one position apart
+# (within 5e-2) with every other within 1e-3 is reported and counted as
+# ONE-POSITION, not failed: that is a float-level tie inside the model, the
+# k-th and (k+1)-th scores (measured on glm-dsa-tiny --random-config 305: 6e-8
+# apart at layer 2, the one position that differed), which the engines'
+# rounding settles apart. A drawn configuration that llama.cpp refuses or
+# crashes on fails the sweep (REF-REFUSES): random_config leaves out the known
+# ones, each with its reason. One that llama.cpp runs and Deltafin refuses
+# fails too, and so does a sweep in which nothing passed. Every failure prints
+# the command that reproduces it: tests/sweep.sh BUILD --only PRESET:SEED.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 B=${1:-build}
@@ -86,8 +89,11 @@ compare() {
     toks=$(tokens $NTOK "$vocab")
     if ! ($REF -m "$m" logits --tokens "$toks" --out "$T/ref.f32" --top 1 > /dev/null 2> "$T/ref.log") 2> /dev/null; then
         if [ -n "${KEYPART:-}" ]; then required=$((required + 1)); return; fi # the key is not optional to llama.cpp
-        echo "REF-REFUSES $what: llama.cpp: $(grep -v 'cpu variant' "$T/ref.log" | grep -m1 -iE 'error|assert|abort|fail' || tail -n1 "$T/ref.log")"
+        # random_config leaves out every configuration llama.cpp is known to crash on (tools/mkmodel.c): a new
+        # one is a failure, to be looked at and left out with its reason (or a broken reference)
+        echo "FAIL REF-REFUSES $what: llama.cpp: $(grep -v 'cpu variant' "$T/ref.log" | grep -m1 -iE 'error|assert|abort|fail' || tail -n1 "$T/ref.log")"
         refuse=$((refuse + 1))
+        fail=$((fail + 1))
         return
     fi
     if ! "$B/deltafin" logits -m "$m" --tokens "$toks" --kv f32 --out "$T/df.f32" --top 1 > /dev/null 2> "$T/df.log"; then
@@ -109,7 +115,8 @@ compare() {
     [ "$((bad - tie))" -gt "${worst_bad[$pre]:-0}" ] && worst_bad[$pre]=$((bad - tie))
     if awk -v r="$rel" 'BEGIN { exit !(r <= 1e-3) }' && [ "$bad" = "$tie" ]; then
         pass=$((pass + 1))
-    elif [ "$out" = 1 ] && [ "$bad" = "$tie" ] && awk -v r="$rel" 'BEGIN { exit !(r <= 0.05) }'; then
+    elif [[ "$pre" =~ ^(deepseek32|glm-dsa|deepseek4)-tiny$ ]] && [ "$out" = 1 ] && [ "$bad" = "$tie" ] &&
+        awk -v r="$rel" 'BEGIN { exit !(r <= 0.05) }'; then
         # one position apart, every other within 1e-3: a float-level tie inside the model (e.g. DSA's k-th and
         # (k+1)-th indexer scores 6e-8 apart, which llama.cpp's Hadamard-rotated dot products round the other way)
         echo "ONE-POSITION $what: max rel err $rel at one position, $rel2 elsewhere"
@@ -176,4 +183,5 @@ for p in $PRESETS; do
 done
 echo "sweep: $pass passed ($onepos with one position apart), $fail failed, $refuse refused by llama.cpp, $ties near ties;" \
     "$required keys llama.cpp requires"
-[ "$fail" -eq 0 ] && [ "$qfail" -eq 0 ]
+[ "$pass" -gt 0 ] || echo "sweep: FAIL: no configuration passed"
+[ "$fail" -eq 0 ] && [ "$qfail" -eq 0 ] && [ "$pass" -gt 0 ]

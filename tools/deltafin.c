@@ -31,6 +31,9 @@
 int jobs_is_command(const char *cmd);
 int jobs_main(int argc, char **argv);
 
+/* jobs/job_json.c: a JSON string, bytes that are not UTF-8 as U+FFFD */
+void jq_json_str(FILE *f, const char *s, size_t n);
+
 /* jobs/config.c: the config file's defaults, put before the user's flags; `deltafin config` */
 int cfg_apply(int *argc, char ***argv);
 int cfg_main(int argc, char **argv);
@@ -203,16 +206,14 @@ static const char *resolve_model(const char *name, char *path, size_t cap) {
     return path;
 }
 
-/* s as a JSON string (bytes >= 0x80 pass as they are: paths and names are UTF-8 or, at worst, opaque). */
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        const unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
+static void json_str(FILE *f, const char *s) { jq_json_str(f, s, strlen(s)); }
+
+/* Whether this build runs the model at path (its plan checks architecture, hyperparameters and every tensor,
+ * reading no weights): 1, or 0 with why. */
+static int model_runs(const char *path, char *why, size_t n) {
+    df_model_params mp = df_model_default_params();
+    df_plan plan;
+    return df_model_plan(path, &mp, &plan, why, n) == 0;
 }
 
 /* deltafin models [--json]: the models df_models_find finds, and whether this build runs each (its plan, which
@@ -242,9 +243,7 @@ static int cmd_models(int argc, char **argv) {
             snprintf(arch, sizeof arch, "%s", d->arch ? d->arch : "?");
             df_model_desc_free(d);
         }
-        df_model_params mp = df_model_default_params();
-        df_plan plan;
-        const int runs = !why[0] && df_model_plan(v[i].path, &mp, &plan, why, sizeof why) == DF_OK;
+        const int runs = !why[0] && model_runs(v[i].path, why, sizeof why);
         df_fmt_bytes(v[i].size, sz, sizeof sz);
         if (json) {
             printf("{\"name\":");
@@ -852,10 +851,7 @@ static int cmd_info(const opts *o) {
     printf("tokenizer:     %s%s%s, %" PRIu64 " tokens, %" PRIu64 " merges\n", d->tok_model ? d->tok_model : "(none)",
            d->tok_pre ? ", pre=" : "", d->tok_pre ? d->tok_pre : "", d->n_tokens, d->n_merges);
     df_model_desc_free(d);
-    /* whether this build runs it: the plan checks architecture, hyperparameters and every tensor, reading none */
-    df_model_params mp = df_model_default_params();
-    df_plan plan;
-    if (df_model_plan(o->model, &mp, &plan, err, sizeof err) == 0) printf("runnable:      yes\n");
+    if (model_runs(o->model, err, sizeof err)) printf("runnable:      yes\n");
     else printf("runnable:      no: %s\n", err);
     return 0;
 }

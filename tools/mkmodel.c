@@ -56,6 +56,7 @@
 #include <string.h>
 
 #include "bpe_vocab.h"
+#include "deltafin.h"
 #include "gguf_write.h"
 #include "quant.h"
 #include "util.h"
@@ -790,16 +791,9 @@ static int pad_vocab(bpe_vocab *v, int n) {
 
 /* --chat-template FILE: the file's text, as tokenizer.chat_template. */
 static void write_template(gw *w, const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) die("--chat-template: cannot open the file");
-    char *t = malloc(1 << 20);
-    if (!t) die("out of memory");
-    size_t n = fread(t, 1, (1 << 20) - 1, f);
-    const int bad = ferror(f) || !feof(f);
-    fclose(f);
-    if (bad) die("--chat-template: a read error, or a file over 1 MiB");
-    t[n] = 0;
-    if (strlen(t) != n) die("--chat-template: the file holds a NUL byte");
+    char err[1024], msg[1100];
+    char *t = df_read_input(path, 1 << 20, DF_INPUT_TEXT, NULL, NULL, err, sizeof err);
+    if (!t) snprintf(msg, sizeof msg, "--chat-template: %s", err), die(msg);
     if (gw_str(w, "tokenizer.chat_template", t)) die("out of memory");
     free(t);
 }
@@ -1222,8 +1216,10 @@ static void random_config(config *c, uint64_t seed, int *head_dim_set) {
         fprintf(stderr, " --experts %d --experts-used %d --n-ff-exp %d --shared %d --dense-lead %d --gating %s --norm-w %d"
                 " --w-scale %g --probs-bias %d", c->n_expert, c->n_used, c->n_ff_exp, c->n_shared, c->dense_lead,
                 c->gating == 2 ? "sigmoid" : "softmax", c->norm_w, c->w_scale, c->probs_bias);
-    if (c->groups) fprintf(stderr, " --groups %d:%d", c->groups, c->group_used);
-    if (c->n_ff_shexp && strcmp(c->arch, "qwen2moe") == 0) fprintf(stderr, " --n-ff-shexp %d", c->n_ff_shexp);
+    if (c->n_expert) fprintf(stderr, " --groups %d:%d", c->groups, c->group_used); /* 0:0 undoes a preset's */
+    if (c->n_ff_shexp && (strcmp(c->arch, "qwen2moe") == 0 || is_qwen35(c)))
+        fprintf(stderr, " --n-ff-shexp %d", c->n_ff_shexp);
+    if (c->yarn_log_mul != 0.0f || is_ds(c) || is_kimi(c)) fprintf(stderr, " --yarn-log-mul %g", c->yarn_log_mul);
     if (c->kv_lora)
         fprintf(stderr, " --q-lora %d --kv-lora %d --qk-nope %d --qk-rope %d --v-head %d --mla-split %d", c->q_lora,
                 c->kv_lora, c->qk_nope, c->qk_rope, c->v_head, c->mla_split);
@@ -1257,7 +1253,8 @@ static void usage(void) {
             "                     iq4_nl iq4_xs tq1_0 tq2_0 iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s iq1_s iq1_m nvfp4\n"
             "               [--preset tiny|small|medium|1b] [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
             "               [--head-dim N] [--n-ff N] [--vocab N] [--ctx N] [--seed S] [--tied] [--rope-base F]\n"
-            "               [--rope-scaling none | linear:F | yarn:F:ORIG | llama3:F:ORIG] [--drop-key KEY]...\n"
+            "               [--rope-scaling none | linear:F | yarn:F:ORIG | llama3:F:ORIG] [--yarn-log-mul F]\n"
+            "               [--drop-key KEY]...\n"
             "               [--random-config SEED] (the preset's family, every hyperparameter drawn at random)\n"
             "               [--list-keys] (name each metadata key written on stdout)\n"
             "  vocabulary:  [--pre NAME] (tokenizer.ggml.pre) [--multilingual] (merges from CJK/emoji/... text)\n"
@@ -1333,6 +1330,7 @@ int main(int argc, char **argv) {
             c.drop[c.n_drop++] = v;
         }
         else if (strcmp(a, "--rope-base") == 0) c.rope_base = strtof(v, NULL);
+        else if (strcmp(a, "--yarn-log-mul") == 0) c.yarn_log_mul = strtof(v, NULL);
         else if (strcmp(a, "--experts") == 0) c.n_expert = atoi(v);
         else if (strcmp(a, "--experts-used") == 0) c.n_used = atoi(v);
         else if (strcmp(a, "--n-ff-exp") == 0) c.n_ff_exp = atoi(v);

@@ -43,21 +43,22 @@ typedef struct found_list {
 } found_list;
 
 /* dir = $ENV, else $HOME/rel; 0 when there is none. */
-static int base_dir(char *out, size_t n, const char *env, const char *env_sub, const char *rel) {
+static int base_dir(char *out, size_t n, const char *env, const char *rel) {
     const char *e = env ? getenv(env) : NULL;
-    if (e && *e) return snprintf(out, n, "%s%s", e, env_sub ? env_sub : "") < (int)n;
+    if (e && *e) return snprintf(out, n, "%s", e) < (int)n;
     const char *home = getenv("HOME");
     if (!home || !*home) return 0;
     return snprintf(out, n, "%s/%s", home, rel) < (int)n;
 }
 
 static int is_gguf(const char *path, uint64_t *size) {
-    struct stat st;
+    struct stat st, fst;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0; /* a FIFO or device is never opened */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) return 0;
     char magic[4];
-    const int ok = read(fd, magic, 4) == 4 && memcmp(magic, "GGUF", 4) == 0;
+    const int ok = fstat(fd, &fst) == 0 && fst.st_dev == st.st_dev && fst.st_ino == st.st_ino && /* not swapped */
+                   read(fd, magic, 4) == 4 && memcmp(magic, "GGUF", 4) == 0;
     close(fd);
     *size = (uint64_t)st.st_size;
     return ok;
@@ -140,7 +141,7 @@ static int find_hf(found_list *l) {
     const char *hc = getenv("HF_HUB_CACHE"), *hh = getenv("HF_HOME");
     if ((!hc || !*hc) && hh && *hh) {
         if (snprintf(hub, sizeof hub, "%s/hub", hh) >= (int)sizeof hub) return 0;
-    } else if (!base_dir(hub, sizeof hub, "HF_HUB_CACHE", NULL, ".cache/huggingface/hub")) {
+    } else if (!base_dir(hub, sizeof hub, "HF_HUB_CACHE", ".cache/huggingface/hub")) {
         return 0;
     }
     DIR *d = opendir(hub);
@@ -195,76 +196,60 @@ static int ollama_digest(const char *json, char *hex, size_t n) {
     return -1;
 }
 
+/* One Ollama manifest, manifests/HOST/NS/NAME/TAG (part[0..3]): its model blob, if it is GGUF. */
+static int ollama_manifest(found_list *l, const char *root, const char *mf, char *const part[4]) {
+    char err[256], hex[80], blob[4096], name[4096];
+    size_t len = 0;
+    char *json = df_read_input(mf, 1 << 20, DF_INPUT_TEXT, &len, NULL, err, sizeof err);
+    if (!json) return 0;
+    const int ok = ollama_digest(json, hex, sizeof hex) == 0;
+    free(json);
+    uint64_t size;
+    if (!ok || snprintf(blob, sizeof blob, "%s/blobs/sha256-%s", root, hex) >= (int)sizeof blob || !is_gguf(blob, &size))
+        return 0;
+    const int ours = !strcmp(part[0], "registry.ollama.ai"), lib = ours && !strcmp(part[1], "library");
+    const int k = lib    ? snprintf(name, sizeof name, "ollama:%s:%s", part[2], part[3])
+                  : ours ? snprintf(name, sizeof name, "ollama:%s/%s:%s", part[1], part[2], part[3])
+                         : snprintf(name, sizeof name, "ollama:%s/%s/%s:%s", part[0], part[1], part[2], part[3]);
+    return k < (int)sizeof name ? add(l, "ollama", name, blob, size) : 0;
+}
+
+/* The manifests below dir, depth levels of HOST/NS/NAME above the TAG files; part[] the names so far. */
+static int ollama_walk(found_list *l, const char *root, const char *dir, char *part[4], int depth) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    int rc = 0;
+    while (rc == 0 && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[4096];
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) continue;
+        part[3 - depth] = e->d_name;
+        rc = depth ? ollama_walk(l, root, path, part, depth - 1) : ollama_manifest(l, root, path, part);
+    }
+    closedir(d);
+    return rc;
+}
+
 /* Ollama: manifests/HOST/NAMESPACE/NAME/TAG -> blobs/sha256-HEX, named ollama:NAME:TAG (library) or
  * ollama:NAMESPACE/NAME:TAG (others; HOST/NAMESPACE/NAME:TAG for other registries). */
 static int find_ollama(found_list *l) {
     char root[2048], man[4096];
-    if (!base_dir(root, sizeof root, "OLLAMA_MODELS", NULL, ".ollama/models")) return 0;
+    char *part[4] = {0};
+    if (!base_dir(root, sizeof root, "OLLAMA_MODELS", ".ollama/models")) return 0;
     if (snprintf(man, sizeof man, "%s/manifests", root) >= (int)sizeof man) return 0;
-    DIR *hosts = opendir(man);
-    if (!hosts) return 0;
-    struct dirent *h;
-    int rc = 0;
-    while (rc == 0 && (h = readdir(hosts))) {
-        if (h->d_name[0] == '.') continue;
-        char hp[4096];
-        if (snprintf(hp, sizeof hp, "%s/%s", man, h->d_name) >= (int)sizeof hp) continue;
-        DIR *nss = opendir(hp);
-        if (!nss) continue;
-        struct dirent *ns;
-        while (rc == 0 && (ns = readdir(nss))) {
-            if (ns->d_name[0] == '.') continue;
-            char np[4096];
-            if (snprintf(np, sizeof np, "%s/%s", hp, ns->d_name) >= (int)sizeof np) continue;
-            DIR *names = opendir(np);
-            if (!names) continue;
-            struct dirent *nm;
-            while (rc == 0 && (nm = readdir(names))) {
-                if (nm->d_name[0] == '.') continue;
-                char tp[4096];
-                if (snprintf(tp, sizeof tp, "%s/%s", np, nm->d_name) >= (int)sizeof tp) continue;
-                DIR *tags = opendir(tp);
-                if (!tags) continue;
-                struct dirent *t;
-                while (rc == 0 && (t = readdir(tags))) {
-                    if (t->d_name[0] == '.') continue;
-                    char mf[4096], err[256], hex[80], blob[4096], name[4096];
-                    if (snprintf(mf, sizeof mf, "%s/%s", tp, t->d_name) >= (int)sizeof mf) continue;
-                    size_t len = 0;
-                    char *json = df_read_input(mf, 1 << 20, DF_INPUT_TEXT, &len, NULL, err, sizeof err);
-                    if (!json) continue;
-                    const int ok = ollama_digest(json, hex, sizeof hex) == 0;
-                    free(json);
-                    uint64_t size;
-                    if (!ok || snprintf(blob, sizeof blob, "%s/blobs/sha256-%s", root, hex) >= (int)sizeof blob ||
-                        !is_gguf(blob, &size))
-                        continue;
-                    const int ours = !strcmp(h->d_name, "registry.ollama.ai"), lib = ours && !strcmp(ns->d_name, "library");
-                    const int k = lib  ? snprintf(name, sizeof name, "ollama:%s:%s", nm->d_name, t->d_name)
-                                  : ours ? snprintf(name, sizeof name, "ollama:%s/%s:%s", ns->d_name, nm->d_name, t->d_name)
-                                         : snprintf(name, sizeof name, "ollama:%s/%s/%s:%s", h->d_name, ns->d_name,
-                                                    nm->d_name, t->d_name);
-                    if (k < (int)sizeof name) rc = add(l, "ollama", name, blob, size);
-                }
-                closedir(tags);
-            }
-            closedir(names);
-        }
-        closedir(nss);
-    }
-    closedir(hosts);
-    return rc;
+    return ollama_walk(l, root, man, part, 3);
 }
 
 int df_models_find(df_found_model **out, int *n, char *err, size_t errlen) {
     found_list l = {0};
     char dir[2048];
     int rc = find_hf(&l);
-    if (rc == 0 && base_dir(dir, sizeof dir, "LLAMA_CACHE", NULL, ".cache/llama.cpp"))
+    if (rc == 0 && base_dir(dir, sizeof dir, "LLAMA_CACHE", ".cache/llama.cpp"))
         rc = walk(&l, "llama.cpp", "llama.cpp:", dir, "", 1);
-    if (rc == 0 && base_dir(dir, sizeof dir, NULL, NULL, ".lmstudio/models"))
+    if (rc == 0 && base_dir(dir, sizeof dir, NULL, ".lmstudio/models"))
         rc = walk(&l, "lmstudio", "lmstudio:", dir, "", 3);
-    if (rc == 0 && base_dir(dir, sizeof dir, NULL, NULL, ".cache/lm-studio/models"))
+    if (rc == 0 && base_dir(dir, sizeof dir, NULL, ".cache/lm-studio/models"))
         rc = walk(&l, "lmstudio", "lmstudio:", dir, "", 3);
     if (rc == 0) rc = find_ollama(&l);
     if (rc != 0) {

@@ -71,6 +71,11 @@ check "a text file named .gguf is not listed" bash -c "! grep -q notes <<< \"\$1
 check "a FIFO named .gguf is not listed" bash -c "! grep -q pipe <<< \"\$1\"" _ "$list"
 check "an Ollama tag whose blob is missing is not listed" bash -c "! grep -q 'tiny:broken' <<< \"\$1\"" _ "$list"
 check "--json: one object a line, every model" test "$(HOME="$H" "$D" models --json | grep -c '"runs":true')" = 6
+mkdir -p "$H/.lmstudio/models/acme/odd-$(printf '\377')-name"
+cp "$S" "$H/.lmstudio/models/acme/odd-$(printf '\377')-name/x.gguf"
+if command -v jq > /dev/null; then
+    check "--json is valid JSON when a path is not UTF-8" bash -c "HOME='$H' '$D' models --json | jq -e . > /dev/null"
+fi
 
 want=$("$D" run -m "$S" -p "Once upon a time" -n 16 --temp 0 2> /dev/null)
 for name in ollama:tiny ollama:tiny:latest hf:acme/tiny-GGUF:Q8_0 hf:acme/tiny-GGUF:q4_k_m \
