@@ -125,7 +125,8 @@ static int hp_llama(df_model *m, char *err, size_t errlen) {
 static int need_experts(df_model *m, char *err, size_t errlen) {
     if (m->hp.n_ff_exp == 0 && m->hp.n_expert_used > 0) m->hp.n_ff_exp = m->hp.n_ff / m->hp.n_expert_used;
     if (m->hp.n_expert == 0 || m->hp.n_ff_exp == 0)
-        return df_seterr(err, errlen, "%s: %s needs expert_count and expert_used_count", m->path, m->arch_name);
+        return df_seterr(err, errlen, "%s: %s needs expert_count, expert_used_count and an expert width "
+                         "(expert_feed_forward_length, or feed_forward_length)", m->path, m->arch_name);
     return 0;
 }
 
