@@ -7,7 +7,7 @@
 #   make bench      side-by-side speed comparison with llama.cpp
 #   make cross      build for aarch64 (NEON) with gcc-aarch64-linux-gnu
 #   make tsan       tests/test_threads.c under ThreadSanitizer in build-tsan/ (part of make test)
-#   make install    the program, libdeltafin.so and .a, the header, deltafin.pc, the man page and the docs
+#   make install    the program, libdeltafin.so and .a, the MPI plugin, the header, deltafin.pc, the man page and the docs
 #                   under $(DESTDIR)$(PREFIX) (default /usr/local); make uninstall takes them away
 CC      ?= cc
 MODE    ?= release
@@ -87,7 +87,16 @@ JOBS_OBJ := $(patsubst jobs/%.c,$(BUILD)/obj/jobs/%.o,$(JOBS_SRC))
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(TEST_SRC))
 
-all: $(LIB) $(INTLIB) $(SHLIB) $(TOOLS) $(TESTS)
+# The MPI plugin (plugin/mpi.c, src/base/comm.h): built where Open MPI's mpicc is, loaded only by a process
+# that mpirun started (docs/cluster.md). Without mpicc the rest builds and runs alone.
+MPICC   ?= mpicc
+MPI_PLUGIN := $(if $(shell command -v $(MPICC) 2> /dev/null),$(BUILD)/libdeltafin-mpi.so)
+
+all: $(LIB) $(INTLIB) $(SHLIB) $(TOOLS) $(TESTS) $(MPI_PLUGIN)
+
+$(BUILD)/libdeltafin-mpi.so: plugin/mpi.c src/base/comm.h Makefile
+	@mkdir -p $(dir $@)
+	OMPI_CC=$(CC) $(MPICC) $(CSTD) $(WARN) $(OPT) -Isrc/base -fPIC -shared -o $@ $< $(LDSAN)
 
 $(BUILD)/obj/types/kern_avx2.o: CFLAGS += -mavx2 -mfma -mf16c
 $(BUILD)/obj/types/kern_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c
@@ -192,7 +201,7 @@ bench: all
 	./bench/compare.sh
 
 cross:
-	$(MAKE) CC=aarch64-linux-gnu-gcc OBJCOPY=aarch64-linux-gnu-objcopy BUILD=build-aarch64 all
+	$(MAKE) CC=aarch64-linux-gnu-gcc OBJCOPY=aarch64-linux-gnu-objcopy BUILD=build-aarch64 MPI_PLUGIN= all
 
 # The threading contract under ThreadSanitizer: several threads drive sessions
 # of one model through the public API (tests/test_threads.c); any data race fails it.
@@ -221,6 +230,7 @@ install: all $(BUILD)/deltafin.1
 	ln -sf libdeltafin.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libdeltafin.so.$(SOMAJOR)
 	ln -sf libdeltafin.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/libdeltafin.so
 	install -m 644 include/deltafin.h $(DESTDIR)$(INCLUDEDIR)/deltafin.h
+	$(if $(MPI_PLUGIN),install -d $(DESTDIR)$(LIBDIR)/deltafin && install -m 755 $(MPI_PLUGIN) $(DESTDIR)$(LIBDIR)/deltafin/)
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
 		scripts/deltafin.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/deltafin.pc
 	install -m 644 $(BUILD)/deltafin.1 $(DESTDIR)$(MANDIR)/man1/deltafin.1
@@ -230,7 +240,7 @@ uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/deltafin $(DESTDIR)$(LIBDIR)/libdeltafin.a $(DESTDIR)$(LIBDIR)/libdeltafin.so \
 		$(DESTDIR)$(LIBDIR)/libdeltafin.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/libdeltafin.so.$(VERSION) \
 		$(DESTDIR)$(INCLUDEDIR)/deltafin.h $(DESTDIR)$(LIBDIR)/pkgconfig/deltafin.pc $(DESTDIR)$(MANDIR)/man1/deltafin.1
-	rm -rf $(DESTDIR)$(DOCDIR)
+	rm -rf $(DESTDIR)$(DOCDIR) $(DESTDIR)$(LIBDIR)/deltafin
 
 clean:
 	rm -rf build build-debug build-aarch64 build-fuzz build-tsan

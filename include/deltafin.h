@@ -608,6 +608,41 @@ typedef struct df_found_model {
     char path[4096];  /* the file (a split model's first part) */
     uint64_t size;    /* bytes, all parts */
 } df_found_model;
+/* ---- several machines: one model over a cluster (docs/cluster.md) ----
+ * Started by mpirun with N processes, every process calls df_cluster_init
+ * first. Rank 0 then goes on as a single process would (its df_model_load of
+ * a model with routed experts shares them out over the ranks); every other
+ * rank calls df_cluster_worker, which holds its share of each model rank 0
+ * loads and runs its experts at rank 0's word, until rank 0 leaves
+ * (df_cluster_finish, also called at exit). Without mpirun these are no-ops:
+ * rank 0 of 1. */
+/* DF_OK, or DF_E_UNSUPPORTED when started by mpirun with several processes
+ * but MPI cannot be used (the plugin is missing: err says what to do). */
+int df_cluster_init(char *err, size_t errlen);
+int df_cluster_rank(void);
+int df_cluster_size(void);
+/* Ranks other than 0: serve until rank 0 leaves. model: this rank's copy of
+ * the model when its path differs from rank 0's (NULL: rank 0's path);
+ * mem_budget: this rank's budget (0: rank 0's); n_threads: 0 = all cores.
+ * DF_OK when rank 0 left; a failure during a step stops the whole job. */
+int df_cluster_worker(const char *model, uint64_t mem_budget, int n_threads, char *err, size_t errlen);
+/* One rank's share of a model shared over a cluster. */
+typedef struct df_rank_stats {
+    int rank;
+    uint64_t bytes_read, hits, misses; /* its own experts: read from its disk, found in its cache or not */
+    int expert_slots;                  /* its expert cache */
+    uint64_t experts_owned;            /* the routed experts it runs, over all layers */
+    uint64_t net_sent, net_received;   /* payload bytes of this model's messages, on this rank */
+    uint64_t messages;                 /* collectives it took part in for this model */
+    double wait_seconds;               /* its compute waiting for its disk */
+} df_rank_stats;
+/* Rank 0: every rank's counters for model m, rank 0's first, into out (cap
+ * entries; *n: the number of ranks, 1 for a model that is not shared).
+ * Collective: the other ranks answer. DF_OK or DF_E_IO. */
+int df_cluster_stats(df_model *m, df_rank_stats *out, int cap, int *n, char *err, size_t errlen);
+/* Rank 0: tell the other ranks to leave, and leave (once; later calls do nothing). */
+void df_cluster_finish(void);
+
 /* Every model found (*out: malloc'd, free() it; *n of them). DF_OK or DF_E_NOMEM. */
 int df_models_find(df_found_model **out, int *n, char *err, size_t errlen);
 /* The file a model name means: a store name as above (hf:ORG/REPO:QUANT picks the repository's file whose name

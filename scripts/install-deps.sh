@@ -16,10 +16,11 @@ case "${1:-}" in
     --test) TEST=1 ;;
     *) echo "usage: scripts/install-deps.sh [--test]" >&2; exit 2 ;;
 esac
-# `make` builds the unit tests beside the program, so cmocka is a build dependency.
+# `make` builds the unit tests beside the program, so cmocka is a build dependency; Open MPI builds the plugin
+# that runs one model over several machines (docs/cluster.md; the program itself never needs it).
 BUILD_PKGS=(build-essential make pkg-config ca-certificates
     libpcre2-dev libutf8proc-dev libcmocka-dev liburing-dev libsqlite3-dev
-    libmicrohttpd-dev libcjson-dev libedit-dev libcurl4-openssl-dev)
+    libmicrohttpd-dev libcjson-dev libedit-dev libcurl4-openssl-dev openmpi-bin libopenmpi-dev)
 TEST_PKGS=(git curl jq clang llvm libclang-rt-14-dev man-db
     gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
     libc6:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 libcmocka-dev:arm64 liburing-dev:arm64 libsqlite3-dev:arm64

@@ -547,6 +547,29 @@ static int save_hot(df_model *m) {
     return 1;
 }
 
+/* A model shared over a cluster (docs/cluster.md): what each rank read and held, and the network. */
+static void print_cluster_report(df_model *m, int tokens) {
+    df_rank_stats rs[64];
+    int n = 0;
+    char err[ERRLEN];
+    if (df_cluster_size() < 2) return;
+    if (df_cluster_stats(m, rs, 64, &n, err, sizeof err) != DF_OK) {
+        fprintf(stderr, "cluster: %s\n", err);
+        return;
+    }
+    if (n < 2) return;
+    const double M = 1 << 20, t = tokens > 0 ? tokens : 1;
+    for (int r = 0; r < n && r < 64; r++) {
+        const uint64_t looks = rs[r].hits + rs[r].misses;
+        fprintf(stderr, "cluster: rank %d: %llu experts, %d cache slots, %.1f MiB read (%.2f MiB per token), hit rate "
+                "%.1f%%, waiting for its disk %.2f s\n", r, (unsigned long long)rs[r].experts_owned, rs[r].expert_slots,
+                rs[r].bytes_read / M, rs[r].bytes_read / M / t, looks ? 100.0 * rs[r].hits / looks : 0.0,
+                rs[r].wait_seconds);
+    }
+    fprintf(stderr, "cluster: network: rank 0 sent %.2f MiB and received %.2f MiB per token, %.0f messages per token\n",
+            rs[0].net_sent / M / t, rs[0].net_received / M / t, rs[0].messages / t);
+}
+
 /* After a run with a budget: what the disk and the cache did. */
 static void print_io_report(df_model *m, int tokens, double seconds) {
     df_io_stats st;
@@ -568,6 +591,7 @@ static void print_io_report(df_model *m, int tokens, double seconds) {
             wanted ? 100.0 * st.prefetch_used / wanted : 0.0);
     fprintf(stderr, "io: waiting for the disk %.2f s of %.2f s (%.0f%%), compute %.2f s\n", st.wait_seconds, seconds,
             seconds > 0 ? 100.0 * st.wait_seconds / seconds : 0.0, seconds - st.wait_seconds);
+    print_cluster_report(m, tokens);
 }
 
 /* Where the model does not fit (or its dense layers stream), what
@@ -1528,6 +1552,40 @@ static int dispatch(const char *cmd, int argc, char **argv, opts *o) {
     return cmd_plan(o);
 }
 
+/* Started by mpirun with several processes (docs/cluster.md): rank 0 goes on
+ * with the command; every other rank serves its share of the experts of the
+ * models rank 0 loads, with its own -m (its copy of the model), --mem and -t
+ * where its command line has them. Returns -1 on rank 0 (and alone), else
+ * the exit status. */
+static int cluster_join(int argc, char **argv) {
+    char err[1024], path[4096];
+    if (df_cluster_init(err, sizeof err) != DF_OK) {
+        fprintf(stderr, "deltafin: %s\n", err);
+        return 1;
+    }
+    if (df_cluster_rank() == 0) return -1;
+    const char *model = NULL;
+    uint64_t mem = 0;
+    int threads = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strncmp(a, "--model=", 8)) model = a + 8;
+        else if (!strncmp(a, "--mem=", 6)) mem = df_parse_size(a + 6);
+        else if (!strncmp(a, "--threads=", 10)) threads = atoi(a + 10);
+        else if (v && (!strcmp(a, "-m") || !strcmp(a, "--model"))) model = v, i++;
+        else if (v && !strcmp(a, "--mem")) mem = df_parse_size(v), i++;
+        else if (v && (!strcmp(a, "-t") || !strcmp(a, "--threads"))) threads = atoi(v), i++;
+    }
+    /* a name rank 0 resolves the same way is the same path; a store name this rank cannot resolve: rank 0's path */
+    if (model && df_model_resolve(model, path, sizeof path, err, sizeof err) == DF_OK) model = path;
+    else model = NULL;
+    if (df_cluster_worker(model, mem, threads > 0 && threads <= 512 ? threads : 0, err, sizeof err) != DF_OK) {
+        fprintf(stderr, "deltafin: rank %d: %s\n", df_cluster_rank(), err);
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) usage(stderr, 2);
     const char *cmd = argv[1];
@@ -1543,6 +1601,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "models")) return cmd_models(argc, argv);
     const int crc = cfg_apply(&argc, &argv);
     if (crc) return crc;
+    const int wrc = cluster_join(argc, argv);
+    if (wrc >= 0) return wrc;
     if (!strcmp(cmd, "serve")) return df_cmd_serve(argc, argv); /* server/serve.c */
     if (!strcmp(cmd, "chat")) return df_cmd_chat(argc, argv);   /* server/chat_cli.c */
     if (jobs_is_command(cmd)) return jobs_main(argc, argv); /* submit, jobs, job, cancel, worker: jobs/ */

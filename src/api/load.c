@@ -20,6 +20,8 @@
 
 #include "arch.h"
 #include "bind.h"
+#include "comm.h"
+#include "expar.h"
 #include "moe.h"
 #include "quant.h"
 #include "requant.h"
@@ -212,7 +214,12 @@ int df_model_save_hot(df_model *m, char *err, size_t errlen) {
 void df_model_free(df_model *m) {
     if (!m) return;
     /* a caller that did not save (df_model_save_hot) gets a best-effort save */
-    if (m->ws && ws_streaming(m->ws) && !ws_hot_saved(m->ws)) ws_save_hot(m->ws, NULL, 0);
+    if (m->ws && ws_streaming(m->ws) && !ws_hot_saved(m->ws) && (!m->ep || m->ep->rank == 0)) ws_save_hot(m->ws, NULL, 0);
+    if (m->ep && m->ep->rank == 0 && m->ep_loaded) { /* the other ranks free their share */
+        const ep_head h = {.op = EP_UNLOAD, .model = m->ep->id};
+        ep_send(m->ep, &h, NULL, NULL, 0);
+    }
+    ep_free(m->ep);
     free(m->hot_path);
     df_scratch_free(m);
     tp_free(m->pool);
@@ -250,6 +257,11 @@ static int store_config(df_model *m, const df_model_params *p, ws_config *cfg, c
         const uint64_t ram = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
         const uint64_t room = df_memory_room(); /* what is free now, and the cgroup's limit */
         cfg->mode = bytes <= ram / 2 && (room ? bytes <= room / 2 : bytes <= ram / 4) ? WS_RESIDENT : WS_MMAP;
+    }
+    if (m->ep) { /* a rank of a cluster: its share of the experts (expar.h); never read whole, so never resident */
+        cfg->mode = p->mem_budget ? WS_STREAM : WS_MMAP;
+        cfg->own = m->ep->own;
+        cfg->experts_only = cfg->hot_readonly = m->ep->rank > 0;
     }
     cfg->n_layer = m->hp.n_layer + m->hp.n_layer_mtp; /* the MTP block, when loaded, is planned as a layer */
     cfg->n_expert = m->hp.n_expert;
@@ -400,19 +412,183 @@ static int load_header(df_model *m, const char *path, const df_model_params *p, 
     return 0;
 }
 
+/* ---- a model shared out over a cluster (expar.h, docs/cluster.md) ---- */
+
+/* EP_LOAD's payload: what the other ranks need to load their share as rank 0
+ * loads the model; followed by the owner table (int16_t, n_layer x n_expert). */
+typedef struct load_msg {
+    char path[4096];
+    char resident_type[16];
+    uint64_t fingerprint, mem_budget;
+    int32_t n_batch, kv_type, io_threads, io_engine, mtp, no_hot, n_layer, n_expert;
+} load_msg;
+
+static int next_model_id; /* rank 0's names for the models it shares (one loader at a time in practice) */
+
+/* Which layers have routed experts, from the directory (nothing bound yet). */
+static void expert_layers(const df_model *m, int L, uint8_t *has) {
+    char name[64];
+    for (int l = 0; l < L; l++) {
+        snprintf(name, sizeof name, "blk.%d.ffn_gate_exps.weight", l);
+        has[l] = gguf_find_tensor(m->g, name) != NULL;
+    }
+}
+
+/* This rank's plan of its share (before any weight is read): 0 or -1 with why. */
+static int plan_share(df_model *m, const df_model_params *p, char *why, size_t n) {
+    ws_config cfg;
+    ws_plan plan;
+    if (store_config(m, p, &cfg, why, n) != 0) return -1;
+    return cfg.mode == WS_STREAM ? ws_make_plan(m->g, &cfg, &plan, why, n) : 0;
+}
+
+/* The store and the bindings of this rank's share: 0 or -1 with why. */
+static int open_share(df_model *m, const df_model_params *p, char *why, size_t n) {
+    m->pool = tp_create(m->n_threads);
+    if (!m->pool) return df_seterr(why, n, "out of memory");
+    return open_store(m, p, why, n) || bind_all(m, why, n) ? -1 : 0;
+}
+
+/* The learned uses that balance the shares: rank 0's hot file, if it has one. */
+static void share_uses(const df_model *m, const df_model_params *p, int L, double *uses) {
+    if (!p->mem_budget || (p->hot_file && !*p->hot_file)) return;
+    char def[4200];
+    snprintf(def, sizeof def, "%s.hot", m->path);
+    ws_hot_counts(p->hot_file ? p->hot_file : def, L, m->hp.n_expert, uses);
+}
+
+/* Rank 0: share the model's experts out, tell the others, and load its own
+ * share; every step agreed by every rank, so that a rank that cannot load
+ * (another file, a budget too small for its share) stops them all, with its
+ * reason, before any weight is read. */
+static int load_primary(df_model *m, const df_model_params *p, char *err, size_t errlen) {
+    const int R = comm_size(), L = m->hp.n_layer + m->hp.n_layer_mtp, X = m->hp.n_expert;
+    if (validate(m, err, errlen) != 0) return DF_E_INPUT;
+    if (R > X)
+        return df_seterr(err, errlen, "%s: %d ranks, but the model has %d experts per layer: at most %d ranks can "
+                         "share them", m->path, R, X, X), DF_E_INPUT;
+    if (strlen(m->path) >= sizeof ((load_msg *)0)->path)
+        return df_seterr(err, errlen, "%s: the path is too long to send to the other ranks", m->path), DF_E_INPUT;
+    uint64_t fp;
+    if (gguf_fingerprint(m->g, &fp, err, errlen) != 0) return DF_E_IO;
+    m->ep = ep_new(0, R, ++next_model_id, L, X, m->hp.n_expert_used);
+    const size_t cells = (size_t)L * (size_t)X, bytes = sizeof(load_msg) + cells * sizeof(int16_t);
+    uint8_t *has = calloc((size_t)L, 1), *buf = calloc(1, bytes);
+    double *uses = calloc(cells, sizeof(double));
+    if (!m->ep || !has || !buf || !uses) {
+        free(has), free(buf), free(uses);
+        return df_seterr(err, errlen, "out of memory"), DF_E_NOMEM;
+    }
+    expert_layers(m, L, has);
+    share_uses(m, p, L, uses);
+    ep_assign(m->ep, has, uses);
+    load_msg *lm = (load_msg *)buf;
+    snprintf(lm->path, sizeof lm->path, "%s", m->path);
+    snprintf(lm->resident_type, sizeof lm->resident_type, "%s", p->resident_type ? p->resident_type : "");
+    lm->fingerprint = fp;
+    lm->mem_budget = p->mem_budget;
+    lm->n_batch = p->n_batch > 0 ? p->n_batch : 512;
+    lm->kv_type = p->kv_type;
+    lm->io_threads = p->io_threads;
+    lm->io_engine = p->io_engine;
+    lm->mtp = p->mtp;
+    lm->no_hot = p->hot_file && !*p->hot_file;
+    lm->n_layer = L;
+    lm->n_expert = X;
+    memcpy(buf + sizeof *lm, m->ep->owner, cells * sizeof(int16_t));
+    const ep_head h = {.op = EP_LOAD, .model = m->ep->id, .bytes = bytes};
+    int rc = ep_send(m->ep, &h, buf, err, errlen);
+    free(has), free(buf), free(uses);
+    if (rc != 0) return DF_E_IO;
+    char why[500] = "";
+    if (ep_agree(plan_share(m, p, why, sizeof why), why, err, errlen) != 0) return DF_E_NOMEM;
+    if (ep_agree(open_share(m, p, why, sizeof why), why, err, errlen) != 0) return DF_E_NOMEM;
+    m->ep_loaded = 1;
+    return DF_OK;
+}
+
+/* A model, empty, with its lock. */
+static df_model *model_new(void) {
+    df_model *m = calloc(1, sizeof *m);
+    if (m && pthread_mutex_init(&m->decode_mu, NULL) != 0) {
+        free(m);
+        return NULL;
+    }
+    if (m) m->decode_mu_init = 1;
+    return m;
+}
+
+/* A rank other than 0, at EP_LOAD: the model rank 0 names (or path when the
+ * rank has its own copy elsewhere), checked to be the same, and this rank's
+ * share under mem_budget (0: rank 0's); the same agreed steps as rank 0. */
+int df_load_share(const ep_head *h, const void *payload, const char *path, uint64_t mem_budget, int n_threads,
+                  df_model **out, df_session **sess, char *err, size_t errlen) {
+    const load_msg *lm = payload;
+    char why[500] = "";
+    *out = NULL;
+    *sess = NULL;
+    df_model_params p = df_model_default_params();
+    df_model *m = NULL;
+    int rc = h->bytes < sizeof *lm || lm->n_layer < 0 || lm->n_expert < 1 ||
+             h->bytes != sizeof *lm + (uint64_t)lm->n_layer * (uint64_t)lm->n_expert * sizeof(int16_t)
+                 ? df_seterr(why, sizeof why, "internal: a damaged load message") : 0;
+    if (rc == 0) {
+        p.mem_budget = mem_budget ? mem_budget : lm->mem_budget;
+        p.n_ctx = p.n_batch = lm->n_batch; /* rows of a step: its session keeps no context */
+        p.kv_type = lm->kv_type;
+        p.io_threads = lm->io_threads;
+        p.io_engine = lm->io_engine;
+        p.mtp = lm->mtp;
+        p.hot_file = lm->no_hot ? "" : NULL;
+        p.resident_type = lm->resident_type[0] ? lm->resident_type : NULL;
+        p.n_threads = n_threads;
+        if (!path || !*path) path = lm->path;
+        m = model_new();
+        rc = !m ? df_seterr(why, sizeof why, "out of memory") : load_header(m, path, &p, why, sizeof why);
+    }
+    if (rc == 0) rc = validate(m, why, sizeof why);
+    uint64_t fp = 0;
+    if (rc == 0) rc = gguf_fingerprint(m->g, &fp, why, sizeof why);
+    if (rc == 0 && (fp != lm->fingerprint || m->hp.n_layer + m->hp.n_layer_mtp != lm->n_layer ||
+                    m->hp.n_expert != lm->n_expert))
+        rc = df_seterr(why, sizeof why, "%s is not the same model as rank 0's %s (another file, version or "
+                       "quantization): every rank must load the same model", path, lm->path);
+    if (rc == 0) {
+        const int L = lm->n_layer;
+        m->ep = ep_new(comm_rank(), comm_size(), h->model, L, lm->n_expert, m->hp.n_expert_used);
+        uint8_t *has = calloc((size_t)(L > 0 ? L : 1), 1);
+        if (!m->ep || !has) rc = df_seterr(why, sizeof why, "out of memory");
+        else expert_layers(m, L, has), ep_take(m->ep, has, (const int16_t *)(lm + 1));
+        free(has);
+    }
+    if (rc == 0) rc = plan_share(m, &p, why, sizeof why);
+    if (ep_agree(rc, why, err, errlen) != 0) goto fail;
+    rc = open_share(m, &p, why, sizeof why);
+    if (rc == 0) {
+        df_session_params sp = df_session_default_params();
+        sp.n_ctx = sp.n_batch = lm->n_batch;
+        sp.kv_type = lm->kv_type;
+        rc = df_session_new(m, &sp, sess, why, sizeof why) != DF_OK ? -1 : 0;
+    }
+    if (ep_agree(rc, why, err, errlen) != 0) goto fail;
+    *out = m;
+    return 0;
+fail:
+    df_session_free(*sess);
+    *sess = NULL;
+    if (m) ep_free(m->ep), m->ep = NULL; /* nothing to tell rank 0 */
+    df_model_free(m);
+    return -1;
+}
+
 int df_model_load(const char *path, const df_model_params *p, df_model **out, char *err, size_t errlen) {
     df_model_params defp = df_model_default_params();
     if (!p) p = &defp;
     *out = NULL;
     quant_init();
     if (access(path, R_OK) != 0) return df_seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno)), DF_E_IO;
-    df_model *m = calloc(1, sizeof *m);
+    df_model *m = model_new();
     if (!m) return df_seterr(err, errlen, "out of memory"), DF_E_NOMEM;
-    if (pthread_mutex_init(&m->decode_mu, NULL) != 0) {
-        free(m);
-        return df_seterr(err, errlen, "cannot create a mutex"), DF_E_NOMEM;
-    }
-    m->decode_mu_init = 1;
     int rc = load_header(m, path, p, err, errlen), shape_only = 0;
     if (rc != 0) goto fail;
     rc = DF_E_UNSUPPORTED;
@@ -423,6 +599,11 @@ int df_model_load(const char *path, const df_model_params *p, df_model **out, ch
         goto fail;
     }
     if (m->vocab_only) {
+        *out = m;
+        return DF_OK;
+    }
+    if (comm_size() > 1 && comm_rank() == 0 && m->hp.n_expert > 0) { /* its experts shared out over a cluster */
+        if ((rc = load_primary(m, p, err, errlen)) != DF_OK) goto fail;
         *out = m;
         return DF_OK;
     }

@@ -711,3 +711,43 @@ const gguf_kv *gguf_get_arr(const gguf_ctx *ctx, const char *key, int elem_type)
     if (elem_type >= 0 && k->arr_type != elem_type) return NULL;
     return k;
 }
+
+/* ---- fingerprint ---- */
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Hash n bytes of file f at off into *h. */
+static int hash_span(const gguf_file *f, uint64_t off, uint64_t n, uint64_t *h, char *err, size_t errlen) {
+    uint8_t buf[1 << 16];
+    while (n > 0) {
+        const size_t want = n < sizeof buf ? (size_t)n : sizeof buf;
+        const ssize_t got = pread(f->fd, buf, want, (off_t)off);
+        if (got <= 0) return df_seterr(err, errlen, "%s: cannot read: %s", f->path, got < 0 ? strerror(errno) : "short file");
+        *h = fnv(*h, buf, (size_t)got);
+        off += (uint64_t)got;
+        n -= (uint64_t)got;
+    }
+    return 0;
+}
+
+int gguf_fingerprint(const gguf_ctx *g, uint64_t *out, char *err, size_t errlen) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    h = fnv(h, &g->n_files, sizeof g->n_files);
+    for (int i = 0; i < g->n_files; i++) {
+        const gguf_file *f = &g->files[i];
+        if (f->fd < 0) return df_seterr(err, errlen, "%s: not open", f->path);
+        h = fnv(h, &f->size, sizeof f->size);
+        const uint64_t head = f->data_offset < (64u << 20) ? f->data_offset : (64u << 20);
+        if (hash_span(f, 0, head, &h, err, errlen) != 0) return -1;
+        const uint64_t data = f->size - f->data_offset, sample = 4096;
+        for (int k = 0; k < 16 && data >= sample; k++)
+            if (hash_span(f, f->data_offset + (data - sample) / 15 * (uint64_t)k, sample, &h, err, errlen) != 0)
+                return -1;
+    }
+    *out = h;
+    return 0;
+}

@@ -104,6 +104,12 @@ const gguf_kv *gguf_get_arr(const gguf_ctx *ctx, const char *key, int elem_type)
 /* Tensor lookup by name; NULL if absent. */
 const gguf_tensor *gguf_find_tensor(const gguf_ctx *ctx, const char *name);
 
+/* A 64-bit fingerprint of the model's files: their sizes, their headers
+ * (metadata and tensor directory) and 16 samples of 4 KiB spread over each
+ * file's data, so that two copies of a model on two machines can be checked
+ * to be the same without reading either (docs/cluster.md). 0 or -1 (err). */
+int gguf_fingerprint(const gguf_ctx *g, uint64_t *out, char *err, size_t errlen);
+
 /* Human-readable names. */
 const char *gguf_vtype_name(int t);
 

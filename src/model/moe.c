@@ -31,12 +31,13 @@
 #include <string.h>
 
 #include "bind.h"
+#include "expar.h"
 #include "moe.h"
 #include "quant.h"
 #include "util.h"
 
 #define MAX_EXPERTS 1024
-#define MAX_LOOKAHEAD_ROWS 64 /* rows of a pass that guess the next layer's experts */
+#define MAX_LOOKAHEAD_ROWS EP_MAX_GUESS_ROWS /* rows of a pass that guess the next layer's experts */
 
 int df_moe_read_hparams(df_model *m, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
@@ -278,13 +279,14 @@ static int run_expert(df_session *s, df_layer *L, int e, int cnt, char *err, siz
     return rc;
 }
 
-/* Generation (one token x, slots ids[0..nu) of distinct experts, all in
- * memory): every expert's gate and up products in one pass of the pool and
- * all down products in a second, straight into s->ex_out's slot rows; two
- * passes per layer instead of two per expert. Returns 1 if it ran, 0 if
- * this case does not apply (caller runs experts one by one), -1 on error. */
-static int run_experts_one_token(df_session *s, df_layer *L, int l, const int32_t *ids, int nu, const float *x,
-                                 char *err, size_t errlen) {
+/* Generation (one token x, experts ids[0..nu), distinct, all in memory, for
+ * slots slot[0..nu)): every expert's gate and up products in one pass of the
+ * pool and all down products in a second, straight into s->ex_out's slot
+ * rows; two passes per layer instead of two per expert. Returns 1 if it ran,
+ * 0 if this case does not apply (caller runs experts one by one), -1 on
+ * error. */
+static int run_experts_one_token(df_session *s, df_layer *L, int l, const int32_t *ids, const int *slot, int nu,
+                                 const float *x, char *err, size_t errlen) {
     df_model *m = s->m;
     const int64_t E = L->ffn_gate_exps->ne[0], F = L->ffn_gate_exps->ne[1];
     if (2 * nu > MM_MAX_OPS || nu > s->n_batch) return 0; /* ex_h/ex_h2 hold n_batch rows of F */
@@ -312,13 +314,14 @@ static int run_experts_one_token(df_session *s, df_layer *L, int l, const int32_
                       expert_bias(s, L->ffn_up_exps_b, ids[u], s->ex_h2 + u * F, 1, F, err, errlen);
             if (!brc) {
                 df_glu_pool(m->pool, &m->hp, s->ex_h, s->ex_h2, (int)(nu * F));
-                for (int u = 0; u < nu; u++) /* slot u's output row (one token: slot = position in ids) */
-                    ops[u] = (mm_op){L->ffn_down_exps->type, w[2][u], E, s->ex_out + u * E, E, s->ex_h + u * F,
-                                     pk[2][u]};
+                for (int u = 0; u < nu; u++) /* its slot's output row */
+                    ops[u] = (mm_op){L->ffn_down_exps->type, w[2][u], E, s->ex_out + slot[u] * E, E,
+                                     s->ex_h + u * F, pk[2][u]};
                 rc = mm_mul_n(m->pool, ops, nu, F, NULL, 1, &s->mm) == 0 ? 1 : -1;
                 if (rc < 0) df_seterr(err, errlen, "internal: expert scratch too small");
                 for (int u = 0; u < nu && rc > 0; u++)
-                    if (expert_bias(s, L->ffn_down_exps_b, ids[u], s->ex_out + u * E, 1, E, err, errlen)) rc = -1;
+                    if (expert_bias(s, L->ffn_down_exps_b, ids[u], s->ex_out + slot[u] * E, 1, E, err, errlen))
+                        rc = -1;
             }
         } else {
             df_seterr(err, errlen, "internal: expert scratch too small");
@@ -331,71 +334,105 @@ static int run_experts_one_token(df_session *s, df_layer *L, int l, const int32_
     return rc;
 }
 
-void df_moe_lookahead(df_session *s, int l, const float *x) {
+int df_moe_guess(df_session *s, int l, const float *x, int32_t *ids) {
     df_model *m = s->m;
     df_layer *L = &m->layers[l];
     const df_hparams *h = &m->hp;
-    if (!ws_streaming(m->ws) || !L->ffn_gate_inp || !L->ffn_norm || L->ffn_tid2eid) return; /* hash: needs the token */
-    if (L->ffn_norm->streamed || L->ffn_gate_inp->streamed) return; /* would wait for that layer's dense weights */
+    if (!ws_streaming(m->ws) || !L->ffn_gate_inp || !L->ffn_norm || L->ffn_tid2eid) return 0; /* hash: needs the token */
+    if (L->ffn_norm->streamed || L->ffn_gate_inp->streamed) return 0; /* would wait for that layer's dense weights */
     const float *fn = ws_fetch(m->ws, L->ffn_norm, NULL, 0);
-    if (!fn) return;
+    if (!fn) return 0;
     op_rmsnorm(s->ex_x, x, fn, h->n_embd, h->norm_eps);
     ws_release(m->ws, L->ffn_norm);
     float *p = s->router + (int64_t)(s->n_batch - 1) * h->n_expert; /* free: the choices are made (route) */
-    if (df_matmul(s, L->ffn_gate_inp, s->ex_x, 1, p, h->n_expert, NULL, 0) != 0) return;
-    if (df_add_bias(s, L->ffn_gate_inp_b, p, 1, h->n_expert, NULL, 0)) return;
+    if (df_matmul(s, L->ffn_gate_inp, s->ex_x, 1, p, h->n_expert, NULL, 0) != 0) return 0;
+    if (df_add_bias(s, L->ffn_gate_inp_b, p, 1, h->n_expert, NULL, 0)) return 0;
     df_moe_probs(h, p);
     const float *bias = L->exp_probs_b ? ws_fetch(m->ws, L->exp_probs_b, NULL, 0) : NULL;
-    if (L->exp_probs_b && !bias) return; /* only a guess: the demand read will report the error */
-    int32_t ids[MAX_EXPERTS];
+    if (L->exp_probs_b && !bias) return 0; /* only a guess: the demand read will report the error */
     float w[MAX_EXPERTS];
     df_moe_select(h, p, bias, ids, w);
     if (bias) ws_release(m->ws, L->exp_probs_b);
-    ws_request_experts(m->ws, l, ids, h->n_expert_used, 0);
+    return 1;
 }
 
-int df_ffn_moe_routed(df_session *s, int l, const float *xr, const float *x, int n, float *out, char *err,
-                      size_t errlen) {
+void df_moe_lookahead(df_session *s, int l, const float *x) {
+    int32_t ids[MAX_EXPERTS];
+    if (df_moe_guess(s, l, x, ids)) ws_request_experts(s->m->ws, l, ids, s->m->hp.n_expert_used, 0);
+}
+
+/* The next layer's likely experts, guessed from this layer's residual
+ * (s->x, or the architecture's hint) for each of n rows: into guess (rows of
+ * n_expert_used ids; returns how many rows) when the experts are shared out
+ * over a cluster, so that every rank hears them, else asked of the store at
+ * once (returns 0). They queue behind this layer's demand reads. Every row
+ * of a generation step guesses (the router's rows are free again once the
+ * choices are made); a long prompt chunk does not. */
+static int guess_next(df_session *s, int l, int n, int32_t *guess) {
+    const df_hparams *h = &s->m->hp;
+    if (n > MAX_LOOKAHEAD_ROWS || l + 1 >= h->n_layer || !s->m->layers[l + 1].ffn_gate_inp) return 0;
+    int rows = 0;
+    for (int t = 0; t < n; t++) {
+        const float *x = (s->moe_hint ? s->moe_hint : s->x) + (int64_t)t * h->n_embd;
+        if (guess) rows += df_moe_guess(s, l + 1, x, guess + (int64_t)rows * h->n_expert_used);
+        else df_moe_lookahead(s, l + 1, x);
+    }
+    return rows;
+}
+
+/* Is expert e of layer l this process's to run? (All of them, alone.) */
+static int mine(const df_model *m, int l, int e) { return !m->ep || m->ep->own[l * m->ep->n_expert + e]; }
+
+int df_moe_run_owned(df_session *s, int l, const float *x, int n, const int32_t *guess, int ng, char *err,
+                     size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     df_layer *L = &m->layers[l];
     const int X = h->n_expert, K = h->n_expert_used;
     const int64_t E = L->ffn_gate_exps->ne[0]; /* the experts' width: n_embd, or the latent width */
-    if (route(s, L, xr, n, err, errlen) != 0) return -1;
-    if (s->trace) trace(s, l, n);
 
-    /* group (token, slot) pairs by expert: counting sort */
+    /* group this process's (token, slot) pairs by expert: counting sort */
     int count[MAX_EXPERTS + 1];
     memset(count, 0, sizeof(int) * (size_t)(X + 1));
-    for (int i = 0; i < n * K; i++) count[s->topk_id[i] + 1]++;
+    for (int i = 0; i < n * K; i++)
+        if (mine(m, l, s->topk_id[i])) count[s->topk_id[i] + 1]++;
     for (int e = 0; e < X; e++) count[e + 1] += count[e];
     int fill[MAX_EXPERTS];
     memcpy(fill, count, sizeof(int) * (size_t)X);
     for (int t = 0; t < n; t++)
         for (int j = 0; j < K; j++) {
-            int e = s->topk_id[t * K + j], at = fill[e]++;
+            const int e = s->topk_id[t * K + j];
+            if (!mine(m, l, e)) continue;
+            const int at = fill[e]++;
             s->tok_of[at] = t;
             s->slot_of[at] = j;
         }
 
     /* ask the store for every selected expert at once (misses load in
-     * parallel), then run those already in memory while the rest arrive */
+     * parallel; it counts the uses of every one, reads only its own), then
+     * run those already in memory while the rest arrive */
     int32_t uniq[MAX_EXPERTS];
-    int nu = 0;
+    int nu = 0, nsel = 0;
     for (int e = 0; e < X; e++)
         if (count[e + 1] > count[e]) uniq[nu++] = e;
-    ws_request_experts(m->ws, l, uniq, nu, 1);
+    if (m->ep) { /* the store counts every expert's uses, whoever runs it (the hot file is rank 0's) */
+        int32_t all[MAX_EXPERTS];
+        uint8_t seen[MAX_EXPERTS] = {0};
+        for (int i = 0; i < n * K; i++)
+            if (!seen[s->topk_id[i]]) seen[s->topk_id[i]] = 1, all[nsel++] = s->topk_id[i];
+        ws_request_experts(m->ws, l, all, nsel, 1);
+    } else {
+        ws_request_experts(m->ws, l, uniq, nu, 1);
+        nsel = nu;
+    }
     m->n_moe_runs++;
-    m->n_union_experts += (uint64_t)nu;
-    /* lookahead: the next layer's router on this layer's residual (s->x)
-     * names likely experts; they queue behind this layer's demand reads.
-     * Every row of a generation step guesses (the router's rows are free
-     * again once the choices are made); a long prompt chunk does not. */
-    if (n <= MAX_LOOKAHEAD_ROWS && l + 1 < h->n_layer && m->layers[l + 1].ffn_gate_inp)
-        for (int t = 0; t < n; t++)
-            df_moe_lookahead(s, l + 1, (s->moe_hint ? s->moe_hint : s->x) + (int64_t)t * h->n_embd);
-    if (n == 1) {
-        const int rc = run_experts_one_token(s, L, l, s->topk_id, K, x, err, errlen);
+    m->n_union_experts += (uint64_t)nsel;
+    if (ng > 0) ws_request_experts(m->ws, l + 1, guess, ng * K, 0);
+    else if (!m->ep) guess_next(s, l, n, NULL);
+    if (n == 1 && nu > 0) {
+        int slot[MAX_EXPERTS];
+        for (int u = 0; u < nu; u++) slot[u] = s->slot_of[count[uniq[u]]];
+        const int rc = run_experts_one_token(s, L, l, uniq, slot, nu, x, err, errlen);
         if (rc < 0) return -1;
         if (rc > 0) nu = 0; /* done: outputs are in ex_out by slot */
     }
@@ -413,8 +450,30 @@ int df_ffn_moe_routed(df_session *s, int l, const float *xr, const float *x, int
                        sizeof(float) * (size_t)E);
         }
     }
+    return 0;
+}
+
+int df_ffn_moe_routed(df_session *s, int l, const float *xr, const float *x, int n, float *out, char *err,
+                      size_t errlen) {
+    df_model *m = s->m;
+    const df_hparams *h = &m->hp;
+    df_layer *L = &m->layers[l];
+    const int K = h->n_expert_used;
+    const int64_t E = L->ffn_gate_exps->ne[0]; /* the experts' width: n_embd, or the latent width */
+    if (route(s, L, xr, n, err, errlen) != 0) return -1;
+    if (s->trace) trace(s, l, n);
+    if (m->ep) { /* a cluster: every rank hears the work, runs its share; rank 0 gathers (expar.h) */
+        const int ng = guess_next(s, l, n, m->ep->guess);
+        if (ep_run_send(m, l, n, s->topk_id, m->ep->guess, ng, x, (int)E, err, errlen) != 0) return -1;
+        const int rc = df_moe_run_owned(s, l, x, n, m->ep->guess, ng, err, errlen);
+        char e2[256]; /* the others' rows are taken even when ours failed: they must not be left waiting */
+        if (ep_run_gather(m, l, n, s->topk_id, s->ex_out, (int)E, rc ? e2 : err, rc ? sizeof e2 : errlen) != 0 || rc)
+            return -1;
+    } else if (df_moe_run_owned(s, l, x, n, NULL, 0, err, errlen) != 0) {
+        return -1;
+    }
     /* weighted sum in slot order, so the result does not depend on which
-     * expert happened to be in memory first */
+     * expert happened to be in memory first, nor on which rank ran it */
     for (int t = 0; t < n; t++) {
         float *o = out + t * E;
         memset(o, 0, sizeof(float) * (size_t)E);

@@ -26,6 +26,14 @@ int df_ffn_moe_shared(df_session *s, int l, const float *x, int n, float *out, c
 /* Streaming only: guess layer l's experts from the hidden state x (one token,
  * before layer l's attention) and ask the store to read them ahead. */
 void df_moe_lookahead(df_session *s, int l, const float *x);
+/* Its guess alone: n_expert_used ids into ids; 0 when it cannot guess. */
+int df_moe_guess(df_session *s, int l, const float *x, int32_t *ids);
+/* The routed experts of layer l that this process runs (all of them, or its
+ * share in a cluster: expar.h) on the rows x (n rows at the experts' width)
+ * whose choices are in s->topk_id, into s->ex_out's slot rows ((t * K + j)
+ * * width); guess (ng rows of K ids) is read ahead for layer l + 1. */
+int df_moe_run_owned(df_session *s, int l, const float *x, int n, const int32_t *guess, int ng, char *err,
+                     size_t errlen);
 /* The router's pieces, exposed for tests: router logits -> probabilities
  * (softmax or sigmoid, in place), then top-k selection on one token's
  * probabilities (with optional bias and groups) giving ids and weights. */

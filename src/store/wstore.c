@@ -206,6 +206,10 @@ static int expert_part(const gguf_tensor *t) {
     return -1;
 }
 
+/* Per-expert tensors that are not the expert matrices (gpt-oss's blk.N.ffn_*_exps.bias): what a rank that
+ * only serves experts holds besides its slots. */
+static int serves_experts(const char *name) { return strstr(name, "_exps.") != NULL; }
+
 /* ---- planning ---- */
 
 /* Sums of sizes from a file: overflow makes the whole plan an error (a
@@ -234,6 +238,10 @@ int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err,
         const gguf_tensor *t = &g->tensors[i];
         const int l = layer_of(t->name), part = expert_part(t);
         if (l >= L) continue; /* a block past the model's layers (NextN/MTP): never bound, never read */
+        if (cfg->experts_only && part < 0 && !serves_experts(t->name)) {
+            ADD(p->dense_total, t->nbytes); /* another rank's */
+            continue;
+        }
         const uint64_t span = t->nbytes > UINT64_MAX / 2 ? (ovf = 1, 0) : span_bytes(t->nbytes);
         const uint64_t rq = rq_nbytes(t, rq_resident_type(t, part >= 0, cfg->resident_type));
         const uint64_t rspan = rq > UINT64_MAX / 2 ? (ovf = 1, 0) : span_bytes(rq);
@@ -265,6 +273,11 @@ int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err,
     p->requant_saved = saved_all;
     p->expert_slot = es;
     p->n_experts_total = moe_layers * cfg->n_expert;
+    if (cfg->own) { /* a rank of a cluster: its own share only */
+        p->n_experts_total = 0;
+        for (int l = 0; l < L; l++)
+            for (int e = 0; e < cfg->n_expert && eslot[l][0]; e++) p->n_experts_total += cfg->own[l * cfg->n_expert + e] != 0;
+    }
     const uint64_t min_slots = moe_layers ? (uint64_t)(2 * cfg->n_expert_used) : 0;
     const uint64_t slots_min = MULU(min_slots, es);
     const uint64_t two_bufs = L > 0 ? MULU(2, dmax) : 0;
@@ -500,6 +513,9 @@ static int start_load(wstore *ws, int layer, int e, int demand, int mode) {
     return v;
 }
 
+/* Does this process compute expert key (ws_config.own)? */
+static int owned(const wstore *ws, int key) { return !ws->cfg.own || ws->cfg.own[key]; }
+
 void ws_request_experts(wstore *ws, int layer, const int32_t *ids, int n, int demand) {
     if (ws->cfg.mode != WS_STREAM || !ws->es || layer < 0 || layer >= ws->n_layer || !ws->exps[layer][0]) return;
     pthread_mutex_lock(&ws->mu);
@@ -517,7 +533,7 @@ void ws_request_experts(wstore *ws, int layer, const int32_t *ids, int n, int de
             const int w = ws->where[key];
             if (ws->hot) ws->hot[key] += 1.0;
             count_use(ws, key);
-            if (ws->seen[key] == ws->request_no) continue;
+            if (!owned(ws, key) || ws->seen[key] == ws->request_no) continue;
             ws->seen[key] = ws->request_no;
             if (w >= 0 && !ws->es[w].demand) ws->stats.prefetch_used++; /* a right guess, read or still reading */
             if (w < 0) ws->stats.unguessed++;
@@ -534,7 +550,7 @@ void ws_request_experts(wstore *ws, int layer, const int32_t *ids, int n, int de
     }
     for (int i = 0; i < n; i++) {
         const int e = ids[i];
-        if (e < 0 || e >= ws->n_expert) continue;
+        if (e < 0 || e >= ws->n_expert || !owned(ws, layer * ws->n_expert + e)) continue;
         const int w = ws->where[layer * ws->n_expert + e];
         if (demand) {
             if (w < 0) {
@@ -886,6 +902,7 @@ static int hot_setup(wstore *ws, char *err, size_t errlen) {
         snprintf(why, sizeof why, "the hot file cannot be used (%s): %s", strerror(errno), p);
         ws->hot_read = ws->hot_save = 0;
     }
+    if (ws->cfg.hot_readonly) ws->hot_save = 0;
     if (ws->hot_save) { /* may it be written: the rule, and a temporary file created (and removed) beside it */
         char e2[300];
         df_out *o = df_outfile_open(p, HOT_MAGIC, strlen(HOT_MAGIC), e2, sizeof e2);
@@ -901,24 +918,31 @@ static int hot_setup(wstore *ws, char *err, size_t errlen) {
     return 0;
 }
 
-static void load_hot(wstore *ws) {
-    if (!ws->hot_read) return;
-    int fd = open(ws->cfg.hot_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return;
+int ws_hot_counts(const char *path, int n_layer, int n_expert, double *out) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return -1;
     struct stat st;
-    FILE *f = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && !is_model_file(ws, &st) ? fdopen(fd, "r") : NULL;
+    FILE *f = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? fdopen(fd, "r") : NULL;
     if (!f) {
         close(fd);
-        return;
+        return -1;
     }
     char line[128];
-    int l, e;
+    int l, e, rc = -1;
     double c;
-    if (fgets(line, sizeof line, f) && strncmp(line, HOT_MAGIC, strlen(HOT_MAGIC)) == 0)
+    if (fgets(line, sizeof line, f) && strncmp(line, HOT_MAGIC, strlen(HOT_MAGIC)) == 0) {
+        rc = 0;
         while (fscanf(f, "%d %d %lf", &l, &e, &c) == 3)
-            if (l >= 0 && l < ws->n_layer && e >= 0 && e < ws->n_expert && c >= 0 && c < 1e12)
-                ws->hot[l * ws->n_expert + e] = c;
+            if (l >= 0 && l < n_layer && e >= 0 && e < n_expert && c >= 0 && c < 1e12) out[l * n_expert + e] = c;
+    }
     fclose(f);
+    return rc;
+}
+
+static void load_hot(wstore *ws) {
+    struct stat st;
+    if (!ws->hot_read || (stat(ws->cfg.hot_path, &st) == 0 && is_model_file(ws, &st))) return;
+    ws_hot_counts(ws->cfg.hot_path, ws->n_layer, ws->n_expert, ws->hot);
 }
 
 const char *ws_hot_note(const wstore *ws) { return ws->hot_note; }
@@ -990,7 +1014,7 @@ static void preload_hot(wstore *ws) {
     if (!order) return;
     int n = 0;
     for (int i = 0; i < total; i++)
-        if (ws->hot[i] > 0 && ws->exps[i / ws->n_expert][0]) order[n++] = i;
+        if (ws->hot[i] > 0 && ws->exps[i / ws->n_expert][0] && owned(ws, i)) order[n++] = i;
     /* selection of the top n_es by count (n is small: a simple partial sort) */
     int take = n < ws->n_es ? n : ws->n_es;
     for (int a = 0; a < take; a++) {
@@ -1461,6 +1485,9 @@ static ws_tensor *get_checked(wstore *ws, const char *name, int table, char *err
     if (ws->cfg.mode == WS_PLAN) {
         t->data = NULL; /* checked, never read */
         t->type = rq;   /* as it would be held (architectures check types) */
+    } else if (ws->cfg.experts_only && ws->cfg.mode != WS_MMAP && t->part < 0 && !serves_experts(gt->name)) {
+        t->data = NULL; /* another rank runs the layer that uses it */
+        t->elsewhere = 1;
     } else if (rq != gt->type && !streamed) {
         if (read_requantized(ws, t, rq, err, errlen) != 0) {
             t->gt = NULL;
@@ -1508,8 +1535,16 @@ const void *ws_fetch(wstore *ws, ws_tensor *t, char *err, size_t errlen) {
     return ws_fetch_mm(ws, t, err, errlen);
 }
 
+/* A fetch of what this process does not hold (ws_config.own, experts_only): a bug, reported as one. */
+static const void *elsewhere(const ws_tensor *t, int e, char *err, size_t errlen) {
+    if (e < 0) df_seterr(err, errlen, "internal: '%s' is held by another rank of the cluster", t->gt->name);
+    else df_seterr(err, errlen, "internal: expert %d of '%s' belongs to another rank of the cluster", e, t->gt->name);
+    return NULL;
+}
+
 const void *ws_fetch_mm(wstore *ws, ws_tensor *t, char *err, size_t errlen) {
     if (t->fail) return injected(t, err, errlen);
+    if (t->elsewhere) return elsewhere(t, -1, err, errlen);
     if (!t->streamed) {
         t->pins++;
         return t->data;
@@ -1535,6 +1570,7 @@ static const void *fetch_expert(wstore *ws, ws_tensor *t, int e, int mm, int *pa
         return NULL;
     }
     if (t->fail) return injected(t, err, errlen);
+    if (t->layer >= 0 && !owned(ws, t->layer * ws->n_expert + e)) return elsewhere(t, e, err, errlen);
     if (!mm && t->packed && repack(t, 1, err, errlen) != 0) return NULL;
     const uint64_t slice = (uint64_t)t->ne[1] * t->row_bytes;
     const uint8_t *p;

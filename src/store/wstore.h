@@ -49,6 +49,7 @@ typedef struct ws_tensor {
     int packed;             /* data's full groups of 16 rows (per expert slice) are in pack.h's layout
                              * (streamed experts: per slot, ws_fetch_expert_mm says) */
     int fail;               /* tests only (ws_inject_failure): every fetch of it fails */
+    int elsewhere;          /* cfg.experts_only: a tensor this process does not hold (fetching it fails) */
 } ws_tensor;
 
 typedef struct wstore wstore;
@@ -67,6 +68,13 @@ typedef struct ws_config {
     int no_pack;            /* 1: keep every matrix in the file's layout (else resident matrices of types
                              * with a packed kernel are packed at open: pack.h) */
     struct tp_pool *pool;   /* threads to read and pack resident matrices with at open (NULL: the caller's) */
+    /* A rank of a cluster (docs/cluster.md): own[l * n_expert + e] != 0 for the routed experts this process
+     * computes (NULL: all). Others are never read, cached, planned or preloaded; their uses still count
+     * towards the learned hot set. experts_only: hold nothing but the owned experts and their per-expert
+     * tensors (blk.N.*_exps.*): a rank that serves experts and runs no layer. hot_readonly: read the hot
+     * file, never write it (rank 0 writes it). */
+    const uint8_t *own;
+    int experts_only, hot_readonly;
 } ws_config;
 
 /* What the planner decided (ws_get_plan), in bytes. */
@@ -179,6 +187,10 @@ uint64_t ws_packed_bytes(const wstore *ws);
  * nothing to save or it could not be saved and ws_hot_note says why. */
 int ws_save_hot(wstore *ws, char *err, size_t errlen);
 int ws_hot_saved(const wstore *ws);
+/* Read the learned counts of a hot file (a regular file of ws_save_hot's
+ * format) into out (n_layer * n_expert, entries it names): 0, or -1 when
+ * there is none to read. */
+int ws_hot_counts(const char *path, int n_layer, int n_expert, double *out);
 /* Why the hot file is not read or will not be saved ("" if nothing to say). */
 const char *ws_hot_note(const wstore *ws);
 /* 1 if path (following links) is one of the model's files (same st_dev/st_ino). */

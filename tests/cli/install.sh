@@ -71,6 +71,14 @@ check "a program builds against the static library ($(head -c 200 "$T/cc2.err"))
 check "... runs without the shared one" test "$("$T/static" "$S" 2>&1)" = "$want"
 check "... and does not need it" bash -c "! ldd '$T/static' | grep -q libdeltafin"
 check "the installed program runs" bash -c "LD_LIBRARY_PATH= '$D$P/bin/deltafin' info -m '$S' | grep -q stories"
+if [ -f "$B/libdeltafin-mpi.so" ] && command -v mpirun > /dev/null; then # the MPI plugin (docs/cluster.md)
+    check "installed: $P/lib/deltafin/libdeltafin-mpi.so" test -f "$D$P/lib/deltafin/libdeltafin-mpi.so"
+    "$B/mkmodel" -o "$T/moe.gguf" --preset qwen3moe-tiny --type q8_0 > /dev/null 2>&1
+    out=$(ASAN_OPTIONS=detect_leaks=0 timeout 120 mpirun --allow-run-as-root --oversubscribe --quiet -np 2 \
+        "$D$P/bin/deltafin" run -m "$T/moe.gguf" -p hi -n 4 --temp 0 2>&1)
+    rc=$?
+    check "the installed program finds its plugin under mpirun -np 2 (exit $rc: $(tail -c 200 <<< "$out"))" test $rc -eq 0
+fi
 
 make -s uninstall BUILD="$B" DESTDIR="$D" PREFIX="$P" > /dev/null 2>&1
 left=$(find "$D" -type f -o -type l | sed "s|^$D||" | tr '\n' ' ')

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# cluster.sh - one model over several processes started by mpirun (docs/cluster.md).
+#   tests/cli/cluster.sh BUILD_DIR
+# Greedy text from `mpirun -np 2` and `-np 4` equals the single process's for
+# every architecture preset (a dense one runs on rank 0 alone), and the
+# logits of a prompt are bit-identical; under --mem the experts stream on
+# every rank, each reading only its share: rank 0 reads at most 0.55x the
+# bytes per token of a single process with the same budget, and the report
+# names every rank. Refused before any weight is read, with the rank and the
+# reason: another model file on a rank, more ranks than experts, a rank whose
+# budget cannot hold its share; the plugin missing. A rank killed with kill -9
+# mid-generation stops the job within seconds, naming the rank; so does rank 0.
+# Ranks here share this machine and its disk (the network namespaces of
+# tests/cli/cluster_net.sh make them talk TCP over real interfaces).
+set -u
+B=${1:-build}
+D="$B/deltafin"
+. "$(dirname "${BASH_SOURCE[0]}")/../cli_common.sh"
+if ! command -v mpirun > /dev/null || [ ! -f "$B/libdeltafin-mpi.so" ]; then
+    if [ -n "${CI:-}" ]; then echo "FAIL mpirun or $B/libdeltafin-mpi.so missing (scripts/install-deps.sh installs Open MPI)"; exit 1; fi
+    echo "SKIPPED: Open MPI is not installed (scripts/install-deps.sh)"; exit 0
+fi
+T=$(mktemp -d /tmp/deltafin-cluster-XXXXXX)
+PIDS=()
+trap 'for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"' EXIT
+# Open MPI's own allocations outlive MPI_Finalize (its components are unloaded): not ours to count
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+MPI=(timeout 300 mpirun --allow-run-as-root --oversubscribe --quiet)
+mk() { "$B/mkmodel" -o "$T/$1.gguf" "${@:2}" > /dev/null 2>&1 || { echo "mkmodel $1 failed"; exit 1; }; }
+P="the cat sat on the mat and the dog sat on the log"
+run() { "$D" run -p "$P" -n 16 --temp 0 --hot none -t 1 "$@"; }
+
+# ---- every preset: the same text alone, over 2 and over 4 ranks ----
+for pre in tiny mixtral-tiny qwen2moe-tiny qwen3moe-tiny deepseek-v3-tiny deepseek-v2-tiny deepseek-v2-lite-tiny \
+    kimi-linear-tiny kimi-k3-tiny glm4moe-tiny minimax-m2-tiny gpt-oss-tiny qwen35moe-tiny qwen3next-tiny \
+    deepseek32-tiny glm-dsa-tiny deepseek4-tiny; do
+    extra=()
+    case $pre in gpt-oss-tiny) extra=(--expert-type mxfp4) ;; qwen3moe-tiny | glm4moe-tiny) extra=(--expert-type q4_K) ;; esac
+    mk "$pre" --preset "$pre" --type q8_0 "${extra[@]}"
+    run -m "$T/$pre.gguf" > "$T/$pre.1" 2> "$T/$pre.e1"
+    for np in 2 4; do
+        "${MPI[@]}" -np $np "$D" run -m "$T/$pre.gguf" -p "$P" -n 16 --temp 0 --hot none -t 1 > "$T/$pre.$np" 2> "$T/$pre.e$np"
+        rc=$?
+        check "$pre: $np ranks: exit 0${rc:+ (got $rc)}" test "$rc" -eq 0
+        check "$pre: $np ranks: the single process's text" cmp -s "$T/$pre.1" "$T/$pre.$np"
+    done
+done
+check "the texts are not empty" test -s "$T/deepseek4-tiny.1"
+# a prompt's logits, every row: bit for bit
+mk lg --preset deepseek-v3-tiny --type q8_0 --expert-type q4_K --seed 9
+"$D" logits -m "$T/lg.gguf" -p "$P" --out "$T/lg1.f32" > /dev/null 2>&1
+"${MPI[@]}" -np 3 "$D" logits -m "$T/lg.gguf" -p "$P" --out "$T/lg3.f32" > /dev/null 2>&1
+check "logits over 3 ranks are bit-identical to one process's" cmp -s "$T/lg1.f32" "$T/lg3.f32"
+check "... and written" test -s "$T/lg3.f32"
+
+# ---- under a budget: each rank streams its own share ----
+mk big --preset qwen3moe-tiny --type q8_0 --experts 64 --n-ff-exp 512 --n-embd 512 --n-layer 8 --seed 5
+Q=(-m "$T/big.gguf" --mem 60M -c 256 -p "Once upon a time there was" -n 24 --temp 0 --hot none -t 1)
+"$D" run "${Q[@]}" > "$T/big.1" 2> "$T/big.e1"
+"${MPI[@]}" -np 2 "$D" run "${Q[@]}" > "$T/big.2" 2> "$T/big.e2"
+check "--mem, 2 ranks: exit 0" test $? -eq 0
+check "--mem, 2 ranks: the single process's text" cmp -s "$T/big.1" "$T/big.2"
+one=$(sed -n 's/^io: .* read from disk, \([0-9.]*\) MiB per token.*/\1/p' "$T/big.e1")
+r0=$(sed -n 's/^cluster: rank 0: .*read (\([0-9.]*\) MiB per token.*/\1/p' "$T/big.e2")
+r1=$(sed -n 's/^cluster: rank 1: .*read (\([0-9.]*\) MiB per token.*/\1/p' "$T/big.e2")
+echo "bytes per token: one process $one MiB; 2 ranks: rank 0 $r0, rank 1 $r1 MiB"
+check "--mem: the report names every rank" test -n "$r0" -a -n "$r1"
+check "--mem: rank 0 reads at most 0.55x a single process's bytes per token" \
+    awk -v a="$r0" -v b="$one" 'BEGIN { exit !(b > 0 && a <= 0.55 * b) }'
+check "--mem: rank 1 reads its own share" awk -v a="$r1" 'BEGIN { exit !(a > 0) }'
+check "--mem: the network line" grep -q "^cluster: network: rank 0 sent" "$T/big.e2"
+
+# ---- refused before any weight is read ----
+mk other --preset qwen3moe-tiny --type q8_0 --experts 64 --n-ff-exp 512 --n-embd 512 --n-layer 8 --seed 6
+"${MPI[@]}" -np 1 "$D" run "${Q[@]}" : -np 1 "$D" run -m "$T/other.gguf" --mem 60M > /dev/null 2> "$T/mix.e"
+rc=$?
+check "another model on rank 1: refused" test "$rc" -ne 0
+check "... naming the rank and the reason" grep -q "rank 1 of 2: .*other.gguf is not the same model as rank 0's" "$T/mix.e"
+"${MPI[@]}" -np 1 "$D" run "${Q[@]}" : -np 1 "$D" run -m "$T/big.gguf" --mem 20M > /dev/null 2> "$T/mem.e"
+rc=$?
+check "a rank whose budget cannot hold its share: refused" test "$rc" -ne 0
+check "... naming the rank and its minimum" grep -q "rank 1 of 2: a budget of 20.0 MiB cannot run this model: the minimum is" "$T/mem.e"
+mk four --preset qwen3moe-tiny --type q8_0 --experts 4 --experts-used 2
+"${MPI[@]}" -np 5 "$D" run -m "$T/four.gguf" -p hi -n 2 > /dev/null 2> "$T/five.e"
+rc=$?
+check "more ranks than experts: refused" test "$rc" -ne 0
+check "... saying how many can share them" grep -q "5 ranks, but the model has 4 experts per layer: at most 4 ranks" "$T/five.e"
+DELTAFIN_MPI_PLUGIN=$T/none.so "${MPI[@]}" -x DELTAFIN_MPI_PLUGIN -np 2 "$D" run -m "$T/four.gguf" -p hi -n 2 \
+    > /dev/null 2> "$T/plug.e"
+rc=$?
+check "no MPI plugin: refused" test "$rc" -ne 0
+check "... saying what to do" grep -q "the MPI plugin cannot be loaded" "$T/plug.e"
+
+# ---- a rank killed mid-generation stops the job, naming it ----
+kill_rank() { # RANK: kill -9 it once the job is generating; prints the seconds the job took to end after
+    # (without --quiet: mpirun's report of the dead rank is the message checked)
+    timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$D" run -m "$T/big.gguf" --mem 100M -c 2048 -p "Once" -n 100000 --ignore-eos --temp 0 \
+        --hot none -t 1 > "$T/kill.o" 2> "$T/kill.e" &
+    local job=$! victim="" t0
+    PIDS+=($job)
+    for _ in $(seq 1 300); do [ -s "$T/kill.o" ] && break; sleep 0.1; done
+    for p in $(pgrep -f "deltafin run -m $T/big.gguf --mem 100M"); do
+        grep -qa "OMPI_COMM_WORLD_RANK=$1" "/proc/$p/environ" 2> /dev/null && victim=$p
+    done
+    [ -n "$victim" ] || { echo "no rank $1 found"; return; }
+    kill -9 "$victim"
+    t0=$(date +%s%N)
+    for _ in $(seq 1 600); do kill -0 "$job" 2> /dev/null || break; sleep 0.05; done
+    echo $(( ($(date +%s%N) - t0) / 1000000000 ))
+    wait "$job" 2> /dev/null
+}
+for r in 1 0; do
+    secs=$(kill_rank $r)
+    echo "rank $r killed: the job ended after ${secs}s"
+    check "rank $r killed: the job ends within 10 s" test -n "$secs" -a "${secs:-99}" -le 10 2> /dev/null
+    check "rank $r killed: it had generated" test -s "$T/kill.o"
+    check "rank $r killed: the message names rank $r" grep -q "process rank $r .*signal 9" "$T/kill.e"
+    check "rank $r killed: no process left" test -z "$(pgrep -f "deltafin run -m $T/big.gguf --mem 100M")"
+done
+finish
