@@ -418,6 +418,8 @@ typedef struct df_plan {
                                       * the lightning indexer (ratio 4) */
     uint64_t comp_bytes, comp_idx_bytes, comp_state_bytes; /* deepseek4, one session (in session_bytes):
                                       * compressed keys, indexer keys, compressors' partial-block states */
+    int expert_width;                /* floats in an expert's input and output row (n_embd, or the latent) */
+    int ranks, rank;                 /* df_model_plan_rank: the cluster and which rank (1 and 0: alone) */
 } df_plan;
 
 /* Plan p->mem_budget for the model at path (p->n_ctx etc. size the session).
@@ -426,6 +428,16 @@ typedef struct df_plan {
  * weights. Returns 0 and fills out even when the budget is too small
  * (out->minimum tells); -1 with err when the model cannot run at all. */
 int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char *err, size_t errlen);
+
+/* The plan of one rank of `ranks` processes sharing the model's routed
+ * experts (docs/cluster.md): rank 0 holds the dense part, the sessions and
+ * its share; any other rank (rank >= 1) only its share, and plans no context.
+ * n_experts_total is then the rank's share, n_expert_slots its cache, and
+ * dense_bytes, for a rank other than 0, what it holds besides its slots.
+ * ranks = 1 is df_model_plan. A model without routed experts, or with fewer
+ * per layer than ranks, is an error. */
+int df_model_plan_rank(const char *path, const df_model_params *p, int ranks, int rank, df_plan *out, char *err,
+                       size_t errlen);
 
 /* What a plan runs at on a machine whose disk reads disk_bytes_per_s and
  * whose memory reads memory_bytes_per_s (the CLI's `plan` prediction). Per
@@ -449,6 +461,22 @@ void df_plan_predict(const df_plan *p, double disk_bytes_per_s, double memory_by
  * grows with k, is not modelled (an upper bound where compute binds). */
 void df_plan_predict_spec(const df_plan *p, double disk_bytes_per_s, double memory_bytes_per_s, double accept, int k,
                           df_plan_speed *out);
+
+/* A cluster's tokens/s (docs/cluster.md): rank 0's plan r0 and any other
+ * rank's rn, on machines like the one the rates describe, joined by a network
+ * of net_bytes_per_s and net_latency_s per message. Per token, every rank
+ * reads the misses of its share (n_expert_used / ranks of each MoE layer's
+ * experts, uniform routing) from its own disk, or, with shared_disk (the ranks
+ * on one machine), all from one; memory as df_plan_predict per rank; and rank
+ * 0 exchanges three messages a MoE layer, which do not overlap the rest. */
+typedef struct df_cluster_speed {
+    df_plan_speed rank0, other;      /* each rank's own reads per token (tokens_per_s: alone at that pace) */
+    double net_bytes_per_token;      /* through rank 0's link, both ways */
+    double net_seconds, disk_seconds, memory_seconds; /* per token, of the cluster */
+    double tokens_per_s;             /* 0 when a rank's plan does not fit its budget */
+} df_cluster_speed;
+void df_plan_predict_ranks(const df_plan *r0, const df_plan *rn, double disk_bytes_per_s, double memory_bytes_per_s,
+                           double net_bytes_per_s, double net_latency_s, int shared_disk, df_cluster_speed *out);
 
 /* A size such as "6G", "512M", "1.5GiB", "4096" or "64 KB" (K, M, G, T are
  * powers of 1024): bytes, or 0 when s is not such a size. */

@@ -56,6 +56,8 @@ typedef struct {
     int io_threads, io_engine, progress;
     double probe_secs;
     double disk_gbps, mem_gbps; /* plan: a machine's speeds instead of measuring this one's (GB/s, 1e9 bytes) */
+    int ranks, shared_disk;     /* plan --ranks N: N machines sharing the experts (--shared-disk: on one machine) */
+    double net_gbps, net_latency_us; /* ... joined by this network (Gbit/s, 1e9 bits; microseconds per message) */
     double spec_accept;         /* plan: the acceptance rate speculation is predicted at */
     int n_predict, threads, ctx, batch, top, pieces, no_bos, no_mmap, ignore_eos, kv_f32, json, n_prompt, reps;
     int parallel;           /* run --batch-file: sequences decoded at once */
@@ -81,6 +83,7 @@ static const char USAGE[] =
             "  plan      -m MODEL [--mem SIZE (default: what this machine can give now)] [-c CTX] [--json]\n"
             "            [--probe-seconds S] [--io-threads N] [--io ENGINE]\n"
             "            [--disk-gbps X] [--mem-gbps Y] [--resident-type q4_K|q8_0] [--spec-accept A] [--draft-max K]\n"
+            "            [--ranks N [--net-gbps G (default 10)] [--net-latency-us U (default 50)] [--shared-disk]]\n"
             "            will it fit, what streams, how fast: on this machine (measures the disk for S seconds,\n"
             "            default 5, and memory for 1 s), or on one whose disk reads X and memory Y GB/s\n"
             "            and the effect of speculation at acceptance A (default 0.7), k up to K (default 4)\n"
@@ -183,7 +186,8 @@ enum { FLAG, VALUE };
 #define MAX_PARALLEL 256 /* run --batch-file: sequences in one step at most */
 static const struct { const char *name, *alias; int kind; } OPTIONS[] = {
     {"--pieces", NULL, FLAG}, {"--no-bos", NULL, FLAG}, {"--no-mmap", NULL, FLAG}, {"--mmap", NULL, FLAG}, {"--ignore-eos", NULL, FLAG},
-    {"--json", NULL, FLAG}, {"--progress", NULL, FLAG}, {"--help", "-h", FLAG},
+    {"--json", NULL, FLAG}, {"--progress", NULL, FLAG}, {"--shared-disk", NULL, FLAG},
+    {"--ranks", NULL, VALUE}, {"--net-gbps", NULL, VALUE}, {"--net-latency-us", NULL, VALUE}, {"--help", "-h", FLAG},
     {"--model", "-m", VALUE}, {"--prompt", "-p", VALUE}, {"--file", "-f", VALUE}, {"--tokens", NULL, VALUE},
     {"--out", NULL, VALUE}, {"--trace-experts", NULL, VALUE}, {"--hot", NULL, VALUE}, {"--io-threads", NULL, VALUE},
     {"--resident-type", NULL, VALUE}, {"--prompt-cache", NULL, VALUE}, {"--model-draft", "-md", VALUE},
@@ -275,6 +279,9 @@ static void parse(int argc, char **argv, opts *o) {
     o->spec = -1;
     o->draft_max = 4;
     o->spec_accept = 0.7;
+    o->ranks = 1;
+    o->net_gbps = 10;
+    o->net_latency_us = 50;
     o->spec_k = -1;
     for (int i = 2; i < argc; i++) {
         const char *arg = argv[i], *v = NULL;
@@ -309,6 +316,7 @@ static void parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = 1;
         else if (!strcmp(a, "--json")) o->json = 1;
         else if (!strcmp(a, "--progress")) o->progress = 1;
+        else if (!strcmp(a, "--shared-disk")) o->shared_disk = 1;
         else if (!strcmp(a, "--help")) command_usage(argv[1]);
         else if (!strcmp(a, "--model")) o->model = v;
         else if (!strcmp(a, "--prompt")) o->prompt = v;
@@ -359,6 +367,9 @@ static void parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--probe-seconds")) o->probe_secs = parse_float(name, v, 0.1, 600, 0);
         else if (!strcmp(a, "--disk-gbps")) o->disk_gbps = parse_float(name, v, 0, 1e6, 1);
         else if (!strcmp(a, "--mem-gbps")) o->mem_gbps = parse_float(name, v, 0, 1e6, 1);
+        else if (!strcmp(a, "--ranks")) o->ranks = (int)parse_long(name, v, 1, 4096);
+        else if (!strcmp(a, "--net-gbps")) o->net_gbps = parse_float(name, v, 0, 1e6, 1);
+        else if (!strcmp(a, "--net-latency-us")) o->net_latency_us = parse_float(name, v, 0, 1e7, 0);
         else if (!strcmp(a, "--spec-accept")) o->spec_accept = parse_float(name, v, 0, 0.999, 0);
         else if (!strcmp(a, "--top-k")) o->sp.top_k = (int)parse_long(name, v, 0, 1 << 24);
         else if (!strcmp(a, "--top-p")) o->sp.top_p = parse_float(name, v, 0, 1, 0);
@@ -626,6 +637,52 @@ static int plan_spec(const opts *o, const df_plan *p, double disk, double mem, d
     return best;
 }
 
+/* plan --ranks N (docs/cluster.md): what each rank of N machines like this
+ * one (or like --disk-gbps/--mem-gbps say) holds and reads, the network, and
+ * the tokens/s; alone_tps: one machine's, for the ratio. 0, or 1 when a rank
+ * does not fit. */
+static int plan_ranks(const opts *o, const df_model_params *mp, double disk, double mem, double alone_tps, int json) {
+    char err[ERRLEN], b[4][32];
+    df_plan r0, rn;
+    if (df_model_plan_rank(o->model, mp, o->ranks, 0, &r0, err, sizeof err) != 0 ||
+        df_model_plan_rank(o->model, mp, o->ranks, 1, &rn, err, sizeof err) != 0)
+        fail(err);
+    df_cluster_speed cs;
+    df_plan_predict_ranks(&r0, &rn, disk, mem, o->net_gbps * 1e9 / 8, o->net_latency_us * 1e-6, o->shared_disk, &cs);
+    const int fits = r0.budget >= r0.minimum && rn.budget >= rn.minimum;
+    const double M = 1 << 20;
+    if (json) {
+        printf("\"ranks\":%d,\"rank0_minimum\":%llu,\"rank_minimum\":%llu,\"rank0_expert_slots\":%d,"
+               "\"rank_expert_slots\":%d,\"rank0_experts\":%d,\"rank_experts\":%d,\"rank0_disk_bytes_per_token\":%.0f,"
+               "\"rank_disk_bytes_per_token\":%.0f,\"net_bytes_per_token\":%.0f,\"net_seconds_per_token\":%.6f,"
+               "\"cluster_tokens_per_s\":%.4f", o->ranks, (unsigned long long)r0.minimum, (unsigned long long)rn.minimum,
+               r0.n_expert_slots, rn.n_expert_slots, r0.n_experts_total, rn.n_experts_total, cs.rank0.disk_bytes_per_token,
+               cs.other.disk_bytes_per_token, cs.net_bytes_per_token, cs.net_seconds, cs.tokens_per_s);
+        return fits ? 0 : 1;
+    }
+    printf("cluster: %d ranks sharing the routed experts (expert parallel), each with --mem %s\n", o->ranks,
+           df_fmt_bytes(o->mem, b[0], 32));
+    printf("cluster: rank 0: the dense part and the sessions (%s), %d of the %d experts in %d cache slots (%.1f%%); "
+           "minimum %s\n", df_fmt_bytes(r0.resident_bytes + r0.session_bytes, b[1], 32), r0.n_experts_total,
+           r0.n_experts_total + (o->ranks - 1) * rn.n_experts_total, r0.n_expert_slots,
+           r0.n_experts_total ? 100.0 * r0.n_expert_slots / r0.n_experts_total : 0.0, df_fmt_bytes(r0.minimum, b[2], 32));
+    printf("cluster: each other rank: %d experts in %d cache slots (%.1f%%), no context; minimum %s\n",
+           rn.n_experts_total, rn.n_expert_slots, rn.n_experts_total ? 100.0 * rn.n_expert_slots / rn.n_experts_total : 0.0,
+           df_fmt_bytes(rn.minimum, b[3], 32));
+    if (!fits) {
+        printf("cluster: does NOT fit: a rank's budget is below its minimum\n");
+        return 1;
+    }
+    printf("cluster: per token: rank 0 reads %.2f MiB from disk, each other rank %.2f MiB%s; the network carries %.2f MiB "
+           "in %d messages (%.1f Gbit/s, %.0f us each: %.3f s)\n", cs.rank0.disk_bytes_per_token / M,
+           cs.other.disk_bytes_per_token / M, o->shared_disk ? " (one shared disk)" : " (each from its own disk)",
+           cs.net_bytes_per_token / M, 3 * r0.n_moe_layers, o->net_gbps, o->net_latency_us, cs.net_seconds);
+    printf("predicted: %.2f tokens/s on %d machines like this (%.2fx one machine's %.2f; disk %.3f s, memory %.3f s, "
+           "network %.3f s per token)\n", cs.tokens_per_s, o->ranks, alone_tps > 0 ? cs.tokens_per_s / alone_tps : 0.0,
+           alone_tps, cs.disk_seconds, cs.memory_seconds, cs.net_seconds);
+    return 0;
+}
+
 static int cmd_plan(const opts *given) {
     opts with_mem = *given;
     const opts *o = &with_mem;
@@ -701,7 +758,7 @@ static int cmd_plan(const opts *given) {
                "\"memory_bytes_per_token\":%.0f,\"predicted_tokens_per_s\":%.4f,\"disk_source\":\"%s\","
                "\"memory_source\":\"%s\",\"shape_only\":%s,\"requant_saved_bytes\":%llu,\"spec_accept\":%.3f,"
                "\"spec_best_k\":%d,\"spec_tokens_per_s\":%.4f,\"compressed_layers\":%d,\"compressed_cache_bytes\":%llu,"
-               "\"compressed_indexer_bytes\":%llu,\"compressor_state_bytes\":%llu}\n",
+               "\"compressed_indexer_bytes\":%llu,\"compressor_state_bytes\":%llu",
                fits ? "true" : "false", (unsigned long long)p.budget, (unsigned long long)p.minimum,
                (unsigned long long)p.resident_bytes, (unsigned long long)p.session_bytes,
                (unsigned long long)p.scratch_bytes, p.n_expert_slots,
@@ -711,7 +768,13 @@ static int cmd_plan(const opts *given) {
                (unsigned long long)p.requant_saved_bytes, o->spec_accept, spec_k, spec_tps[spec_k], p.n_comp_layers,
                (unsigned long long)p.comp_bytes, (unsigned long long)p.comp_idx_bytes,
                (unsigned long long)p.comp_state_bytes);
-        return fits ? 0 : 1;
+        int rrc = 0;
+        if (o->ranks > 1) {
+            printf(",");
+            rrc = plan_ranks(o, &mp, disk, mem, tps, 1);
+        }
+        printf("}\n");
+        return fits && !rrc ? 0 : 1;
     }
     print_plan(&p, o->parallel, stdout);
     if (p.requant_saved_bytes)
@@ -750,7 +813,7 @@ static int cmd_plan(const opts *given) {
                                                     tps > 0 ? spec_tps[k] / tps : 0, k < o->draft_max ? ";" : "");
     if (spec_k) printf("\npredicted: speculation pays: k=%d, %.2f tokens/s\n", spec_k, spec_tps[spec_k]);
     else printf("\npredicted: speculation does not pay here (off)\n");
-    return 0;
+    return o->ranks > 1 ? plan_ranks(o, &mp, disk, mem, tps, 0) : 0;
 }
 
 static df_session *session(df_model *m, const opts *o) {

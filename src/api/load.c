@@ -625,7 +625,37 @@ fail:
     return rc < 0 ? rc : DF_E_INPUT;
 }
 
+/* A plan for rank `rank` of `ranks` sharing m's experts (ranks 1: none):
+ * m->ep as load_primary or df_load_share would set it, and a rank other
+ * than 0 plans the session its steps run in (no context). */
+static int plan_as_rank(df_model *m, df_model_params *q, int ranks, int rank, char *err, size_t errlen) {
+    if (ranks <= 1) return 0;
+    const int L = m->hp.n_layer + m->hp.n_layer_mtp, X = m->hp.n_expert;
+    if (X == 0) return df_seterr(err, errlen, "%s has no routed experts: the ranks of a cluster have none to share",
+                                 m->path);
+    if (ranks > X)
+        return df_seterr(err, errlen, "%s: %d ranks, but the model has %d experts per layer: at most %d ranks can "
+                         "share them", m->path, ranks, X, X);
+    if (rank < 0 || rank >= ranks) return df_seterr(err, errlen, "rank %d of %d", rank, ranks);
+    m->ep = ep_new(rank, ranks, 0, L, X, m->hp.n_expert_used);
+    uint8_t *has = calloc((size_t)(L > 0 ? L : 1), 1);
+    if (!m->ep || !has) {
+        free(has);
+        return df_seterr(err, errlen, "out of memory");
+    }
+    expert_layers(m, L, has);
+    ep_assign(m->ep, has, NULL); /* every rank's count of experts is the same however they are dealt */
+    free(has);
+    if (rank > 0) q->n_ctx = q->n_batch = q->n_batch > 0 ? q->n_batch : 512;
+    return 0;
+}
+
 int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char *err, size_t errlen) {
+    return df_model_plan_rank(path, p, 1, 0, out, err, errlen);
+}
+
+int df_model_plan_rank(const char *path, const df_model_params *p, int ranks, int rank, df_plan *out, char *err,
+                       size_t errlen) {
     memset(out, 0, sizeof *out);
     quant_init();
     df_model *m = calloc(1, sizeof *m);
@@ -635,6 +665,7 @@ int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char
     if (!q.mem_budget) q.mem_budget = 1; /* size the session as a budget would */
     int rc = load_header(m, path, &q, err, errlen);
     if (rc == 0) rc = validate(m, err, errlen);
+    if (rc == 0) rc = plan_as_rank(m, &q, ranks, rank, err, errlen);
     ws_config cfg;
     if (rc == 0) rc = store_config(m, &q, &cfg, err, errlen);
     if (rc == 0) {
@@ -660,7 +691,16 @@ int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char
         out->n_experts_total = wp.n_experts_total;
         out->expert_slot_bytes = wp.expert_slot;
         out->n_expert_used = m->hp.n_expert_used;
-        out->n_moe_layers = m->hp.n_expert ? wp.n_experts_total / m->hp.n_expert : 0;
+        for (int l = 0; l < out->n_layer; l++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%d.ffn_gate_exps.weight", l);
+            const gguf_tensor *t = gguf_find_tensor(m->g, name);
+            out->n_moe_layers += t != NULL;
+            if (t) out->expert_width = (int)t->ne[0];
+        }
+        if (m->ep && m->ep->rank > 0) out->dense_bytes = wp.resident; /* all it holds besides its slots */
+        out->ranks = ranks > 1 ? ranks : 1;
+        out->rank = ranks > 1 ? rank : 0;
         out->dense_layer_bytes = m->hp.n_layer ? wp.dense_total / (uint64_t)m->hp.n_layer : 0;
         out->swa_window = m->hp.swa ? m->hp.n_swa : 0;
         for (int l = 0; m->hp.swa && l < m->hp.n_layer; l++) out->n_swa_layers += m->hp.swa[l];

@@ -231,4 +231,29 @@ void df_plan_predict_spec(const df_plan *p, double disk_bytes_per_s, double memo
     predict_pass(p, disk_bytes_per_s, memory_bytes_per_s, union_layer, tokens, out);
 }
 
+void df_plan_predict_ranks(const df_plan *r0, const df_plan *rn, double disk_bytes_per_s, double memory_bytes_per_s,
+                           double net_bytes_per_s, double net_latency_s, int shared_disk, df_cluster_speed *out) {
+    memset(out, 0, sizeof *out);
+    const int R = r0->ranks > 1 ? r0->ranks : 1;
+    const double share = (double)r0->n_expert_used / R; /* of each MoE layer's selections, per rank */
+    predict_pass(r0, disk_bytes_per_s, memory_bytes_per_s, share, 1.0, &out->rank0);
+    predict_pass(R > 1 ? rn : r0, disk_bytes_per_s, memory_bytes_per_s, share, 1.0, &out->other);
+    const double d0 = out->rank0.disk_bytes_per_token, dn = out->other.disk_bytes_per_token;
+    const double disk = shared_disk ? d0 + (R - 1) * dn : (d0 > dn ? d0 : dn);
+    out->disk_seconds = disk_bytes_per_s > 0 ? disk / disk_bytes_per_s : 0;
+    out->memory_seconds = out->rank0.memory_seconds > out->other.memory_seconds ? out->rank0.memory_seconds
+                                                                                  : out->other.memory_seconds;
+    if (R > 1) { /* per MoE layer: rows and choices out to every rank, the others' expert rows back */
+        const double row = 4.0 * r0->expert_width, out_bytes = (R - 1) * (row + 4.0 * r0->n_expert_used);
+        const double back = (double)r0->n_expert_used * (R - 1) / R * row;
+        out->net_bytes_per_token = r0->n_moe_layers * (out_bytes + back);
+        out->net_seconds = r0->n_moe_layers * 3.0 * net_latency_s +
+                           (net_bytes_per_s > 0 ? out->net_bytes_per_token / net_bytes_per_s : 0);
+    }
+    const double t = (out->disk_seconds > out->memory_seconds ? out->disk_seconds : out->memory_seconds) +
+                     out->net_seconds;
+    const int fits = r0->budget >= r0->minimum && (R == 1 || rn->budget >= rn->minimum);
+    out->tokens_per_s = fits && t > 0 ? 1.0 / t : 0.0;
+}
+
 uint64_t df_parse_size(const char *s) { return s ? ws_parse_size(s) : 0; }

@@ -70,6 +70,26 @@ check "--mem: rank 0 reads at most 0.55x a single process's bytes per token" \
 check "--mem: rank 1 reads its own share" awk -v a="$r1" 'BEGIN { exit !(a > 0) }'
 check "--mem: the network line" grep -q "^cluster: network: rank 0 sent" "$T/big.e2"
 
+# ---- plan --ranks: what each rank holds, reads and sends, and the tokens/s ----
+pj() { "$D" plan -m "$T/big.gguf" --mem 60M -c 256 --disk-gbps 2 --mem-gbps 20 --json "$@" 2> /dev/null; }
+j1=$(pj); j2=$(pj --ranks 2 --net-gbps 1000 --net-latency-us 0); j4=$(pj --ranks 4 --net-gbps 1000 --net-latency-us 0)
+total=$(jq .experts_total <<< "$j1")
+check "plan --ranks 4: rank 0's share and the others' make the model's $total experts" \
+    test "$(jq '.rank0_experts + 3 * .rank_experts' <<< "$j4")" = "$total"
+check "plan --ranks: with their own disks and a fast network, 2 ranks beat one machine" \
+    jq -e '.cluster_tokens_per_s > .predicted_tokens_per_s' <<< "$j2"
+check "plan --ranks: ... and 4 beat 2" test "$(jq -n --argjson a "$j2" --argjson b "$j4" '$b.cluster_tokens_per_s > $a.cluster_tokens_per_s')" = true
+slow=$(pj --ranks 4 --net-gbps 0.01 --net-latency-us 5000)
+check "plan --ranks: a slow network costs what it carries" \
+    jq -e --argjson f "$j4" '.cluster_tokens_per_s < $f.cluster_tokens_per_s and .net_seconds_per_token > 0.1' <<< "$slow"
+txt=$("$D" plan -m "$T/big.gguf" --mem 60M -c 256 --disk-gbps 2 --mem-gbps 20 --ranks 2 --shared-disk 2>&1)
+check "plan --ranks: says what rank 0 and the others hold" bash -c 'grep -q "^cluster: rank 0: the dense part" <<< "$1" &&
+    grep -q "^cluster: each other rank: " <<< "$1" && grep -q "^predicted: .* tokens/s on 2 machines like this" <<< "$1"' _ "$txt"
+out=$("$D" plan -m "$T/big.gguf" --mem 60M --ranks 65 --disk-gbps 2 --mem-gbps 20 2>&1)
+check "plan --ranks beyond the experts: refused" contains "$out" "65 ranks, but the model has 64 experts per layer"
+out=$("$D" plan -m "$T/tiny.gguf" --mem 60M --ranks 2 --disk-gbps 2 --mem-gbps 20 2>&1)
+check "plan --ranks of a dense model: refused" contains "$out" "has no routed experts"
+
 # ---- refused before any weight is read ----
 mk other --preset qwen3moe-tiny --type q8_0 --experts 64 --n-ff-exp 512 --n-embd 512 --n-layer 8 --seed 6
 "${MPI[@]}" -np 1 "$D" run "${Q[@]}" : -np 1 "$D" run -m "$T/other.gguf" --mem 60M > /dev/null 2> "$T/mix.e"
