@@ -419,6 +419,12 @@ typedef struct df_plan {
     uint64_t comp_bytes, comp_idx_bytes, comp_state_bytes; /* deepseek4, one session (in session_bytes):
                                       * compressed keys, indexer keys, compressors' partial-block states */
     int expert_width;                /* floats in an expert's input and output row (n_embd, or the latent) */
+    /* From the learned hot file (p->hot_file or MODEL.hot), when there is one (hot_known): the share of
+     * all expert uses that fall on the planned experts (1 alone; a rank's share in a cluster), and the hit
+     * rate of a cache holding the hottest n_expert_slots of them. Without one, routing is taken as
+     * uniform: the hit rate is the cached fraction. */
+    int hot_known;
+    double hot_share, hot_hit_rate;
     int ranks, rank;                 /* df_model_plan_rank: the cluster and which rank (1 and 0: alone) */
 } df_plan;
 
@@ -466,9 +472,10 @@ void df_plan_predict_spec(const df_plan *p, double disk_bytes_per_s, double memo
  * rank's rn, on machines like the one the rates describe, joined by a network
  * of net_bytes_per_s and net_latency_s per message. Per token, every rank
  * reads the misses of its share (n_expert_used / ranks of each MoE layer's
- * experts, uniform routing) from its own disk, or, with shared_disk (the ranks
- * on one machine), all from one; memory as df_plan_predict per rank; and rank
- * 0 exchanges three messages a MoE layer, which do not overlap the rest. */
+ * experts, uniform routing, or its learned share: df_plan.hot_share) from its
+ * own disk and memory, or, with one_machine (the ranks on one machine), all
+ * from one disk and one memory; and rank 0 exchanges three messages a MoE
+ * layer, which do not overlap the rest. Compute is not modelled (bytes only). */
 typedef struct df_cluster_speed {
     df_plan_speed rank0, other;      /* each rank's own reads per token (tokens_per_s: alone at that pace) */
     double net_bytes_per_token;      /* through rank 0's link, both ways */
@@ -476,7 +483,7 @@ typedef struct df_cluster_speed {
     double tokens_per_s;             /* 0 when a rank's plan does not fit its budget */
 } df_cluster_speed;
 void df_plan_predict_ranks(const df_plan *r0, const df_plan *rn, double disk_bytes_per_s, double memory_bytes_per_s,
-                           double net_bytes_per_s, double net_latency_s, int shared_disk, df_cluster_speed *out);
+                           double net_bytes_per_s, double net_latency_s, int one_machine, df_cluster_speed *out);
 
 /* A size such as "6G", "512M", "1.5GiB", "4096" or "64 KB" (K, M, G, T are
  * powers of 1024): bytes, or 0 when s is not such a size. */

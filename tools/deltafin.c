@@ -56,7 +56,7 @@ typedef struct {
     int io_threads, io_engine, progress;
     double probe_secs;
     double disk_gbps, mem_gbps; /* plan: a machine's speeds instead of measuring this one's (GB/s, 1e9 bytes) */
-    int ranks, shared_disk;     /* plan --ranks N: N machines sharing the experts (--shared-disk: on one machine) */
+    int ranks, one_machine;     /* plan --ranks N: N machines sharing the experts (--one-machine: N ranks on one: one disk, one memory) */
     double net_gbps, net_latency_us; /* ... joined by this network (Gbit/s, 1e9 bits; microseconds per message) */
     double spec_accept;         /* plan: the acceptance rate speculation is predicted at */
     int n_predict, threads, ctx, batch, top, pieces, no_bos, no_mmap, ignore_eos, kv_f32, json, n_prompt, reps;
@@ -83,7 +83,7 @@ static const char USAGE[] =
             "  plan      -m MODEL [--mem SIZE (default: what this machine can give now)] [-c CTX] [--json]\n"
             "            [--probe-seconds S] [--io-threads N] [--io ENGINE]\n"
             "            [--disk-gbps X] [--mem-gbps Y] [--resident-type q4_K|q8_0] [--spec-accept A] [--draft-max K]\n"
-            "            [--ranks N [--net-gbps G (default 10)] [--net-latency-us U (default 50)] [--shared-disk]]\n"
+            "            [--ranks N [--net-gbps G (default 10)] [--net-latency-us U (default 50)] [--one-machine]]\n"
             "            will it fit, what streams, how fast: on this machine (measures the disk for S seconds,\n"
             "            default 5, and memory for 1 s), or on one whose disk reads X and memory Y GB/s\n"
             "            and the effect of speculation at acceptance A (default 0.7), k up to K (default 4)\n"
@@ -186,7 +186,7 @@ enum { FLAG, VALUE };
 #define MAX_PARALLEL 256 /* run --batch-file: sequences in one step at most */
 static const struct { const char *name, *alias; int kind; } OPTIONS[] = {
     {"--pieces", NULL, FLAG}, {"--no-bos", NULL, FLAG}, {"--no-mmap", NULL, FLAG}, {"--mmap", NULL, FLAG}, {"--ignore-eos", NULL, FLAG},
-    {"--json", NULL, FLAG}, {"--progress", NULL, FLAG}, {"--shared-disk", NULL, FLAG},
+    {"--json", NULL, FLAG}, {"--progress", NULL, FLAG}, {"--one-machine", NULL, FLAG},
     {"--ranks", NULL, VALUE}, {"--net-gbps", NULL, VALUE}, {"--net-latency-us", NULL, VALUE}, {"--help", "-h", FLAG},
     {"--model", "-m", VALUE}, {"--prompt", "-p", VALUE}, {"--file", "-f", VALUE}, {"--tokens", NULL, VALUE},
     {"--out", NULL, VALUE}, {"--trace-experts", NULL, VALUE}, {"--hot", NULL, VALUE}, {"--io-threads", NULL, VALUE},
@@ -316,7 +316,7 @@ static void parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = 1;
         else if (!strcmp(a, "--json")) o->json = 1;
         else if (!strcmp(a, "--progress")) o->progress = 1;
-        else if (!strcmp(a, "--shared-disk")) o->shared_disk = 1;
+        else if (!strcmp(a, "--one-machine")) o->one_machine = 1;
         else if (!strcmp(a, "--help")) command_usage(argv[1]);
         else if (!strcmp(a, "--model")) o->model = v;
         else if (!strcmp(a, "--prompt")) o->prompt = v;
@@ -648,7 +648,7 @@ static int plan_ranks(const opts *o, const df_model_params *mp, double disk, dou
         df_model_plan_rank(o->model, mp, o->ranks, 1, &rn, err, sizeof err) != 0)
         fail(err);
     df_cluster_speed cs;
-    df_plan_predict_ranks(&r0, &rn, disk, mem, o->net_gbps * 1e9 / 8, o->net_latency_us * 1e-6, o->shared_disk, &cs);
+    df_plan_predict_ranks(&r0, &rn, disk, mem, o->net_gbps * 1e9 / 8, o->net_latency_us * 1e-6, o->one_machine, &cs);
     const int fits = r0.budget >= r0.minimum && rn.budget >= rn.minimum;
     const double M = 1 << 20;
     if (json) {
@@ -675,10 +675,11 @@ static int plan_ranks(const opts *o, const df_model_params *mp, double disk, dou
     }
     printf("cluster: per token: rank 0 reads %.2f MiB from disk, each other rank %.2f MiB%s; the network carries %.2f MiB "
            "in %d messages (%.1f Gbit/s, %.0f us each: %.3f s)\n", cs.rank0.disk_bytes_per_token / M,
-           cs.other.disk_bytes_per_token / M, o->shared_disk ? " (one shared disk)" : " (each from its own disk)",
+           cs.other.disk_bytes_per_token / M, o->one_machine ? " (one disk and memory for all)" : " (each from its own disk)",
            cs.net_bytes_per_token / M, 3 * r0.n_moe_layers, o->net_gbps, o->net_latency_us, cs.net_seconds);
-    printf("predicted: %.2f tokens/s on %d machines like this (%.2fx one machine's %.2f; disk %.3f s, memory %.3f s, "
-           "network %.3f s per token)\n", cs.tokens_per_s, o->ranks, alone_tps > 0 ? cs.tokens_per_s / alone_tps : 0.0,
+    printf("predicted: %.2f tokens/s on %s%d%s (%.2fx one machine's %.2f; disk %.3f s, memory %.3f s, "
+           "network %.3f s per token)\n", cs.tokens_per_s, o->one_machine ? "this machine as " : "", o->ranks,
+           o->one_machine ? " ranks" : " machines like this", alone_tps > 0 ? cs.tokens_per_s / alone_tps : 0.0,
            alone_tps, cs.disk_seconds, cs.memory_seconds, cs.net_seconds);
     return 0;
 }
@@ -804,8 +805,9 @@ static int cmd_plan(const opts *given) {
     else
         printf("machine: disk %.0f MiB/s (%d concurrent %s reads of this file), memory %.1f GiB/s\n", disk / (1 << 20),
                readers, df_fmt_bytes(chunk, (char[32]){0}, 32), mem / (1 << 30));
-    printf("per token: %.2f MiB from disk (expected cache hit rate %.1f%%), %.2f MiB from memory\n", disk_tok / (1 << 20),
-           100.0 * hit, mem_tok / (1 << 20));
+    printf("per token: %.2f MiB from disk (expected cache hit rate %.1f%%, %s), %.2f MiB from memory\n",
+           disk_tok / (1 << 20), 100.0 * hit, p.hot_known ? "from the learned hot file" : "routing taken as uniform",
+           mem_tok / (1 << 20));
     printf("predicted: %.2f tokens/s (%s-bound: disk %.3f s, memory %.3f s per token)\n", tps,
            t_disk >= t_mem ? "disk" : "memory", t_disk, t_mem);
     printf("speculation at acceptance %.2f (--spec-accept; uniform routing, bytes only):", o->spec_accept);

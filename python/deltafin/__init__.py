@@ -85,7 +85,8 @@ class _Plan(ctypes.Structure):
                 ("swa_window", ctypes.c_int), ("swa_ring", ctypes.c_int), ("n_idx_layers", ctypes.c_int),
                 ("idx_top_k", ctypes.c_int), ("n_comp_layers", ctypes.c_int), ("n_comp_idx_layers", ctypes.c_int),
                 ("comp_bytes", ctypes.c_uint64), ("comp_idx_bytes", ctypes.c_uint64),
-                ("comp_state_bytes", ctypes.c_uint64), ("expert_width", ctypes.c_int), ("ranks", ctypes.c_int),
+                ("comp_state_bytes", ctypes.c_uint64), ("expert_width", ctypes.c_int), ("hot_known", ctypes.c_int),
+                ("hot_share", ctypes.c_double), ("hot_hit_rate", ctypes.c_double), ("ranks", ctypes.c_int),
                 ("rank", ctypes.c_int)]
 
 

@@ -418,6 +418,7 @@ static int load_header(df_model *m, const char *path, const df_model_params *p, 
  * loads the model; followed by the owner table (int16_t, n_layer x n_expert). */
 typedef struct load_msg {
     char path[4096];
+    char hot[4096];       /* rank 0's hot file, read (never written) by the others where they find it */
     char resident_type[16];
     uint64_t fingerprint, mem_budget;
     int32_t n_batch, kv_type, io_threads, io_engine, mtp, no_hot, n_layer, n_expert;
@@ -493,6 +494,7 @@ static int load_primary(df_model *m, const df_model_params *p, char *err, size_t
     lm->io_engine = p->io_engine;
     lm->mtp = p->mtp;
     lm->no_hot = p->hot_file && !*p->hot_file;
+    if (p->hot_file && strlen(p->hot_file) < sizeof lm->hot) snprintf(lm->hot, sizeof lm->hot, "%s", p->hot_file);
     lm->n_layer = L;
     lm->n_expert = X;
     memcpy(buf + sizeof *lm, m->ep->owner, cells * sizeof(int16_t));
@@ -539,7 +541,7 @@ int df_load_share(const ep_head *h, const void *payload, const char *path, uint6
         p.io_threads = lm->io_threads;
         p.io_engine = lm->io_engine;
         p.mtp = lm->mtp;
-        p.hot_file = lm->no_hot ? "" : NULL;
+        p.hot_file = lm->no_hot ? "" : lm->hot[0] ? lm->hot : NULL;
         p.resident_type = lm->resident_type[0] ? lm->resident_type : NULL;
         p.n_threads = n_threads;
         if (!path || !*path) path = lm->path;
@@ -643,11 +645,54 @@ static int plan_as_rank(df_model *m, df_model_params *q, int ranks, int rank, ch
         free(has);
         return df_seterr(err, errlen, "out of memory");
     }
+    double *uses = calloc((size_t)L * (size_t)X + 1, sizeof(double));
+    if (uses) share_uses(m, q, L, uses);
     expert_layers(m, L, has);
-    ep_assign(m->ep, has, NULL); /* every rank's count of experts is the same however they are dealt */
+    ep_assign(m->ep, has, uses); /* the deal load_primary makes */
     free(has);
+    free(uses);
     if (rank > 0) q->n_ctx = q->n_batch = q->n_batch > 0 ? q->n_batch : 512;
     return 0;
+}
+
+static int by_count_desc(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* What the learned hot file says of plan out (df_plan.hot_*): the share of
+ * all uses on the planned experts (this rank's, or all), and the hit rate of
+ * the best static cache of out->n_expert_slots of them, which the store's
+ * policy comes within a few points of (wstore.c). */
+static void plan_hot(df_model *m, const df_model_params *q, df_plan *out) {
+    const int L = out->n_layer, X = m->hp.n_expert;
+    if (X == 0 || L == 0) return;
+    const size_t cells = (size_t)L * (size_t)X;
+    double *uses = calloc(cells, sizeof(double)), *mine = calloc(cells, sizeof(double));
+    uint8_t *has = calloc((size_t)L, 1);
+    if (uses && mine && has) {
+        share_uses(m, q, L, uses);
+        expert_layers(m, L, has);
+        double all = 0, own = 0, top = 0;
+        size_t n = 0;
+        for (size_t i = 0; i < cells; i++) {
+            if (!has[i / (size_t)X]) continue;
+            all += uses[i];
+            if (m->ep && !m->ep->own[i]) continue;
+            own += uses[i];
+            mine[n++] = uses[i];
+        }
+        if (all > 0 && own > 0) {
+            qsort(mine, n, sizeof *mine, by_count_desc);
+            for (size_t i = 0; i < n && i < (size_t)out->n_expert_slots; i++) top += mine[i];
+            out->hot_known = 1;
+            out->hot_share = own / all;
+            out->hot_hit_rate = top / own;
+        }
+    }
+    free(uses);
+    free(mine);
+    free(has);
 }
 
 int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char *err, size_t errlen) {
@@ -699,6 +744,7 @@ int df_model_plan_rank(const char *path, const df_model_params *p, int ranks, in
             if (t) out->expert_width = (int)t->ne[0];
         }
         if (m->ep && m->ep->rank > 0) out->dense_bytes = wp.resident; /* all it holds besides its slots */
+        plan_hot(m, &q, out);
         out->ranks = ranks > 1 ? ranks : 1;
         out->rank = ranks > 1 ? rank : 0;
         out->dense_layer_bytes = m->hp.n_layer ? wp.dense_total / (uint64_t)m->hp.n_layer : 0;

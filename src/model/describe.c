@@ -195,7 +195,8 @@ void df_model_desc_free(df_model_desc *d) {
 static void predict_pass(const df_plan *p, double disk_bytes_per_s, double memory_bytes_per_s, double experts_layer,
                          double tokens, df_plan_speed *out) {
     const int fits = p->budget >= p->minimum;
-    const double hit = p->n_experts_total ? (double)p->n_expert_slots / p->n_experts_total : 1.0;
+    const double hit = p->hot_known ? p->hot_hit_rate
+                       : p->n_experts_total ? (double)p->n_expert_slots / p->n_experts_total : 1.0;
     const double experts_pass = (double)p->n_moe_layers * experts_layer * (double)p->expert_slot_bytes;
     const double disk_tok = (experts_pass * (1.0 - hit) + (double)p->n_dense_streamed * p->dense_layer_bytes) / tokens;
     const double mem_tok = ((double)(p->dense_bytes - p->requant_saved_bytes) + experts_pass) / tokens; /* --resident-type */
@@ -232,17 +233,21 @@ void df_plan_predict_spec(const df_plan *p, double disk_bytes_per_s, double memo
 }
 
 void df_plan_predict_ranks(const df_plan *r0, const df_plan *rn, double disk_bytes_per_s, double memory_bytes_per_s,
-                           double net_bytes_per_s, double net_latency_s, int shared_disk, df_cluster_speed *out) {
+                           double net_bytes_per_s, double net_latency_s, int one_machine, df_cluster_speed *out) {
     memset(out, 0, sizeof *out);
     const int R = r0->ranks > 1 ? r0->ranks : 1;
-    const double share = (double)r0->n_expert_used / R; /* of each MoE layer's selections, per rank */
-    predict_pass(r0, disk_bytes_per_s, memory_bytes_per_s, share, 1.0, &out->rank0);
-    predict_pass(R > 1 ? rn : r0, disk_bytes_per_s, memory_bytes_per_s, share, 1.0, &out->other);
+    /* each rank's part of a MoE layer's selections: its learned share of the uses, else 1 / R */
+    const double K = r0->n_expert_used;
+    const double share0 = r0->hot_known ? K * r0->hot_share : K / R, share = rn->hot_known ? K * rn->hot_share : K / R;
+    predict_pass(r0, disk_bytes_per_s, memory_bytes_per_s, share0, 1.0, &out->rank0);
+    predict_pass(R > 1 ? rn : r0, disk_bytes_per_s, memory_bytes_per_s, R > 1 ? share : share0, 1.0, &out->other);
+    /* ranks on one machine share its disk and its memory: their reads add up; on their own machines the
+     * slowest rank sets the pace */
     const double d0 = out->rank0.disk_bytes_per_token, dn = out->other.disk_bytes_per_token;
-    const double disk = shared_disk ? d0 + (R - 1) * dn : (d0 > dn ? d0 : dn);
+    const double disk = one_machine ? d0 + (R - 1) * dn : (d0 > dn ? d0 : dn);
     out->disk_seconds = disk_bytes_per_s > 0 ? disk / disk_bytes_per_s : 0;
-    out->memory_seconds = out->rank0.memory_seconds > out->other.memory_seconds ? out->rank0.memory_seconds
-                                                                                  : out->other.memory_seconds;
+    const double m0 = out->rank0.memory_seconds, mn = out->other.memory_seconds;
+    out->memory_seconds = one_machine ? m0 + (R - 1) * mn : m0 > mn ? m0 : mn;
     if (R > 1) { /* per MoE layer: rows and choices out to every rank, the others' expert rows back */
         const double row = 4.0 * r0->expert_width, out_bytes = (R - 1) * (row + 4.0 * r0->n_expert_used);
         const double back = (double)r0->n_expert_used * (R - 1) / R * row;

@@ -82,9 +82,9 @@ check "plan --ranks: ... and 4 beat 2" test "$(jq -n --argjson a "$j2" --argjson
 slow=$(pj --ranks 4 --net-gbps 0.01 --net-latency-us 5000)
 check "plan --ranks: a slow network costs what it carries" \
     jq -e --argjson f "$j4" '.cluster_tokens_per_s < $f.cluster_tokens_per_s and .net_seconds_per_token > 0.1' <<< "$slow"
-txt=$("$D" plan -m "$T/big.gguf" --mem 60M -c 256 --disk-gbps 2 --mem-gbps 20 --ranks 2 --shared-disk 2>&1)
+txt=$("$D" plan -m "$T/big.gguf" --mem 60M -c 256 --disk-gbps 2 --mem-gbps 20 --ranks 2 --one-machine 2>&1)
 check "plan --ranks: says what rank 0 and the others hold" bash -c 'grep -q "^cluster: rank 0: the dense part" <<< "$1" &&
-    grep -q "^cluster: each other rank: " <<< "$1" && grep -q "^predicted: .* tokens/s on 2 machines like this" <<< "$1"' _ "$txt"
+    grep -q "^cluster: each other rank: " <<< "$1" && grep -q "^predicted: .* tokens/s on this machine as 2 ranks" <<< "$1"' _ "$txt"
 out=$("$D" plan -m "$T/big.gguf" --mem 60M --ranks 65 --disk-gbps 2 --mem-gbps 20 2>&1)
 check "plan --ranks beyond the experts: refused" contains "$out" "65 ranks, but the model has 64 experts per layer"
 out=$("$D" plan -m "$T/tiny.gguf" --mem 60M --ranks 2 --disk-gbps 2 --mem-gbps 20 2>&1)
