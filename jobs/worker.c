@@ -660,6 +660,9 @@ static int place_and_run(jq *q, const char *owner, jq_job *job, const jw_opts *o
  * kernel kills it for memory. -1 only when the database failed. */
 static int supervise(jq *q, const char *owner, jq_job *job, const jw_opts *o, volatile sig_atomic_t *stop, char *err,
                      size_t errlen) {
+    /* over a cluster (docs/cluster.md) the run stays in this process: MPI does not cross a fork, and a rank
+     * that dies ends the whole job, which the cluster started again resumes */
+    if (df_cluster_size() > 1) return run_job(q, owner, job, o, stop, err, errlen);
     pr_cgroup cg;
     pr_open(&cg);
     for (int restarts = 0;; restarts++) {

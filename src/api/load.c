@@ -533,7 +533,8 @@ int df_load_share(const ep_head *h, const void *payload, const char *path, uint6
     df_model *m = NULL;
     int rc = h->bytes < sizeof *lm || lm->n_layer < 0 || lm->n_expert < 1 ||
              h->bytes != sizeof *lm + (uint64_t)lm->n_layer * (uint64_t)lm->n_expert * sizeof(int16_t)
-                 ? df_seterr(why, sizeof why, "internal: a damaged load message") : 0;
+                 ? df_seterr(why, sizeof why, "internal: a damaged load message (%llu bytes, %d x %d)",
+                             (unsigned long long)h->bytes, lm->n_layer, lm->n_expert) : 0;
     if (rc == 0) {
         p.mem_budget = mem_budget ? mem_budget : lm->mem_budget;
         p.n_ctx = p.n_batch = lm->n_batch; /* rows of a step: its session keeps no context */

@@ -137,4 +137,35 @@ for r in 1 0; do
     check "rank $r killed: the message names rank $r" grep -q "process rank $r .*signal 9" "$T/kill.e"
     check "rank $r killed: no process left" test -z "$(pgrep -f "deltafin run -m $T/big.gguf --mem 100M")"
 done
+# ---- a durable job: a rank killed mid-job, the cluster started again, the same text ----
+DB=$T/q.db
+jf() { "$D" job "$1" --db "$DB" --json | grep -o "\"$2\":[^,}]*" | head -1 | cut -d: -f2- | tr -d '"'; }
+JA=(-m "$T/big.gguf" -p "The dragon" -n 300 -c 512 --temp 0.9 --top-k 20 --seed 11 --ignore-eos --mem 100M)
+ref=$("$D" submit "${JA[@]}" --db "$T/ref.db")
+"$D" worker --drain --db "$T/ref.db" 2> /dev/null
+"$D" job "$ref" --db "$T/ref.db" > "$T/ref.txt" 2> /dev/null
+jid=$("$D" submit "${JA[@]}" --db "$DB")
+timeout 300 mpirun --allow-run-as-root --oversubscribe --quiet -np 2 "$D" worker --commit-every 0 --db "$DB" \
+    > /dev/null 2> "$T/jw1.e" &
+job=$!
+PIDS+=($job)
+for _ in $(seq 1 400); do [ "$(jf "$jid" n_done)" -gt 20 ] 2> /dev/null && break; sleep 0.05; done
+r0=""
+for p in $(pgrep -f "deltafin worker --commit-every 0 --db $DB"); do
+    grep -qa "OMPI_COMM_WORLD_RANK=0" "/proc/$p/environ" 2> /dev/null && r0=$p
+    grep -qa "OMPI_COMM_WORLD_RANK=1" "/proc/$p/environ" 2> /dev/null && kill -9 "$p"
+done
+wait "$job" 2> /dev/null
+# mpirun may end before its rank 0 is gone; a job whose owner still lives is not an orphan yet
+for _ in $(seq 1 200); do [ -n "$r0" ] && [ -e "/proc/$r0" ] || break; sleep 0.05; done
+mid=$(jf "$jid" n_done)
+"$D" job "$jid" --db "$DB" > "$T/mid.txt" 2> /dev/null
+check "job: killed mid-way (after $mid of 300 tokens)" test "$(jf "$jid" state)" != done -a "${mid:-0}" -gt 0
+check "job: what it committed is the uninterrupted text's start" \
+    cmp -s -n "$(stat -c %s "$T/mid.txt")" "$T/mid.txt" "$T/ref.txt"
+timeout 300 mpirun --allow-run-as-root --oversubscribe --quiet -np 2 "$D" worker --drain --db "$DB" > /dev/null 2> "$T/jw2.e"
+check "job: the cluster started again finishes it ($(jf "$jid" state); $(tail -c 300 "$T/jw2.e"))" test "$(jf "$jid" state)" = done
+"$D" job "$jid" --db "$DB" > "$T/final.txt" 2> /dev/null
+check "job: byte-identical to the uninterrupted run ($(stat -c %s "$T/final.txt") bytes)" cmp -s "$T/final.txt" "$T/ref.txt"
+check "job: it ran twice" test "$(jf "$jid" runs)" -ge 2
 finish
