@@ -35,8 +35,6 @@ typedef struct {
     int id;
     df_model *m;
     df_session *s;
-    float *out; /* a step's output rows when they take several passes of the session's batch */
-    size_t out_cap;
     uint64_t pass;
 } shared_model;
 
@@ -128,7 +126,6 @@ static shared_model *find(shared_model *ms, int id) {
 static void drop(shared_model *sm) {
     df_session_free(sm->s);
     df_model_free(sm->m);
-    free(sm->out);
     memset(sm, 0, sizeof *sm);
 }
 
@@ -149,26 +146,17 @@ static int run_step(shared_model *sm, const ep_head *h, char *err, size_t errlen
     const float *x = (const float *)(ep->buf + nid + ngs);
     for (int i = 0; i < n * K; i++)
         if (ids[i] < 0 || ids[i] >= m->hp.n_expert) return df_seterr(err, errlen, "internal: expert %d in a step", ids[i]);
-    const size_t need = (size_t)n * (size_t)K * (size_t)W;
-    if (need > sm->out_cap) {
-        float *o = realloc(sm->out, need * sizeof(float));
-        if (!o) return df_seterr(err, errlen, "out of memory for %zu expert rows", (size_t)n * K);
-        sm->out = o;
-        sm->out_cap = need;
-    }
     df_session_bind_scratch(s);
     const int B = s->n_batch;
     for (int t0 = 0; t0 < n; t0 += B) {
         const int c = n - t0 < B ? n - t0 : B;
         memcpy(s->topk_id, ids + (size_t)t0 * K, sizeof(int32_t) * (size_t)c * K);
         if (df_moe_run_owned(s, L, x + (size_t)t0 * W, c, t0 == 0 ? guess : NULL, t0 == 0 ? h->n_guess : 0, err,
-                             errlen) != 0)
+                             errlen) != 0 ||
+            ep_pack(ep, L, c, s->topk_id, s->ex_out, W, err, errlen) != 0)
             return -1;
-        for (int i = 0; i < c * K; i++)
-            if (ep->own[L * ep->n_expert + s->topk_id[i]])
-                memcpy(sm->out + ((size_t)t0 * K + i) * W, s->ex_out + (size_t)i * W, sizeof(float) * (size_t)W);
     }
-    return ep_reply(m, L, n, ids, sm->out, W, err, errlen);
+    return ep_reply(ep, err, errlen);
 }
 
 int df_cluster_worker(const char *model, uint64_t mem_budget, int n_threads, char *err, size_t errlen) {

@@ -39,6 +39,7 @@ void ep_free(ep_state *ep) {
     free(ep->buf);
     free(ep->counts);
     free(ep->guess);
+    free(ep->pack);
     free(ep);
 }
 
@@ -199,21 +200,28 @@ int ep_run_gather(df_model *m, int l, int n, const int32_t *ids, float *ex_out, 
     return 0;
 }
 
-int ep_reply(df_model *m, int l, int n, const int32_t *ids, const float *ex_out, int W, char *err, size_t errlen) {
-    ep_state *ep = m->ep;
+int ep_pack(ep_state *ep, int l, int n, const int32_t *ids, const float *ex_out, int W, char *err, size_t errlen) {
     const int K = ep->n_used;
-    size_t mine = 0;
-    for (int i = 0; i < n * K; i++) mine += ep->owner[l * ep->n_expert + ids[i]] == ep->rank;
-    const size_t bytes = mine * (size_t)W * sizeof(float);
-    float *pack = malloc(bytes ? bytes : 1);
-    if (!pack) return df_seterr(err, errlen, "out of memory for %zu bytes of expert rows", bytes);
-    size_t k = 0;
-    for (int i = 0; i < n * K; i++)
-        if (ep->owner[l * ep->n_expert + ids[i]] == ep->rank)
-            memcpy(pack + (k++) * (size_t)W, ex_out + (int64_t)i * W, (size_t)W * sizeof(float));
-    const int rc = comm_gatherv(pack, bytes, NULL, NULL, 0, err, errlen);
+    const int16_t *owner = ep->owner + (size_t)l * (size_t)ep->n_expert;
+    for (int i = 0; i < n * K; i++) {
+        if (owner[ids[i]] != ep->rank) continue;
+        if (ep->pack_n + (size_t)W > ep->pack_cap) { /* grows to a step's rows once, then stays */
+            const size_t cap = 2 * ep->pack_cap > ep->pack_n + (size_t)W ? 2 * ep->pack_cap : ep->pack_n + (size_t)W;
+            float *p = realloc(ep->pack, cap * sizeof(float));
+            if (!p) return df_seterr(err, errlen, "out of memory for %zu floats of expert rows", cap);
+            ep->pack = p;
+            ep->pack_cap = cap;
+        }
+        memcpy(ep->pack + ep->pack_n, ex_out + (int64_t)i * W, (size_t)W * sizeof(float));
+        ep->pack_n += (size_t)W;
+    }
+    return 0;
+}
+
+int ep_reply(ep_state *ep, char *err, size_t errlen) {
+    const size_t bytes = ep->pack_n * sizeof(float);
+    ep->pack_n = 0;
     ep->messages++;
     ep->sent += bytes;
-    free(pack);
-    return rc;
+    return comm_gatherv(ep->pack, bytes, NULL, NULL, 0, err, errlen);
 }

@@ -45,6 +45,8 @@ typedef struct ep_state {
     size_t cap;
     size_t *counts;           /* (size) bytes per rank of a gather */
     int32_t *guess;           /* (EP_MAX_GUESS_ROWS * n_used): a step's guesses for the next layer */
+    float *pack;              /* another rank: its output rows of a step, in (t, j) order, until ep_reply */
+    size_t pack_n, pack_cap;  /* floats */
     uint64_t sent, received, messages; /* this rank's traffic, payload bytes and collectives */
 } ep_state;
 
@@ -78,8 +80,10 @@ int ep_recv_payload(ep_state *ep, const ep_head *h, char *err, size_t errlen); /
 int ep_run_send(df_model *m, int l, int n, const int32_t *ids, const int32_t *guess, int ng, const float *x, int W,
                 char *err, size_t errlen);
 int ep_run_gather(df_model *m, int l, int n, const int32_t *ids, float *ex_out, int W, char *err, size_t errlen);
-/* Another rank: send rank 0 the output rows of its own experts (ex_out's slot
- * rows, in (t, j) order) for rows ids of a received EP_RUN. */
-int ep_reply(df_model *m, int l, int n, const int32_t *ids, const float *ex_out, int W, char *err, size_t errlen);
+/* Another rank: add the output rows of its own experts for n rows of a
+ * received EP_RUN (choices ids, outputs in ex_out's slot rows) to the reply,
+ * a pass of its batch at a time, in order; then send rank 0 the reply. */
+int ep_pack(ep_state *ep, int l, int n, const int32_t *ids, const float *ex_out, int W, char *err, size_t errlen);
+int ep_reply(ep_state *ep, char *err, size_t errlen);
 
 #endif
