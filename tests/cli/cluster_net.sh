@@ -38,7 +38,8 @@ cleanup() {
     rm -rf "$T"
 }
 trap cleanup EXIT
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+# the processes mpirun starts only (the single-process runs here keep LeakSanitizer)
+NOLEAK=(env "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
 
 # ---- four "machines": namespaces at 10.199.0.2-5/24 on one bridge (10.199.0.1), nothing else routed ----
 ip link add "$BR" type bridge || skip "cannot make a bridge here"
@@ -69,7 +70,7 @@ chmod +x "$T/agent"
 hosts() { local h=(); for i in $(seq 1 "$1"); do h+=("${NS[$((i - 1))]}"); done; (IFS=,; echo "${h[*]}"); }
 mpi() { # RANKS ARGS...: one rank a namespace, TCP over the bridge only
     local np=$1; shift
-    timeout 300 mpirun --allow-run-as-root --quiet --host "$(hosts "$np")" -np "$np" --mca plm_rsh_agent "$T/agent" \
+    "${NOLEAK[@]}" timeout 300 mpirun --allow-run-as-root --quiet --host "$(hosts "$np")" -np "$np" --mca plm_rsh_agent "$T/agent" \
         --mca oob_tcp_if_include 10.199.0.0/24 --mca btl_tcp_if_include 10.199.0.0/24 --mca btl tcp,self "$D" "$@"
 }
 veth_bytes() { local s=0; for i in 1 2 3 4; do s=$((s + $(cat "/sys/class/net/dfv$TAG$i/statistics/rx_bytes"))); done; echo $s; }
