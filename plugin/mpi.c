@@ -104,15 +104,15 @@ static int p_gatherv(const void *send, size_t n, void *recv, const size_t *count
             at += counts[r];
         }
     }
-    int rc = too_big(n, err, errlen) ? -2 : MPI_SUCCESS;
+    int rc = -1;
     MPI_Request r;
-    if (rc == MPI_SUCCESS)
-        rc = MPI_Igatherv(send, (int)n, MPI_BYTE, recv, cnt, disp, MPI_BYTE, root, MPI_COMM_WORLD, &r);
-    if (rc == MPI_SUCCESS) rc = wait_for(&r, "gather", err, errlen);
-    else if (rc != -2) rc = fail(err, errlen, "gather", rc);
+    if (!too_big(n, err, errlen)) {
+        const int mrc = MPI_Igatherv(send, (int)n, MPI_BYTE, recv, cnt, disp, MPI_BYTE, root, MPI_COMM_WORLD, &r);
+        rc = mrc != MPI_SUCCESS ? fail(err, errlen, "gather", mrc) : wait_for(&r, "gather", err, errlen);
+    }
     free(cnt);
     free(disp);
-    return rc ? -1 : 0;
+    return rc;
 }
 
 static int p_allgather(const void *send, size_t n, void *recv, char *err, size_t errlen) {
