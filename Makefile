@@ -84,6 +84,10 @@ SERVER_LIBS := -lmicrohttpd -lcjson -ledit
 # like the CLI they see the public header alone.
 JOBS_SRC := $(wildcard jobs/*.c)
 JOBS_OBJ := $(patsubst jobs/%.c,$(BUILD)/obj/jobs/%.o,$(JOBS_SRC))
+# hub/: `deltafin pull` and -hf, models from the Hugging Face Hub (libcurl, cJSON, OpenSSL's sha256), linked into
+# the CLI only and seeing the public header alone.
+HUB_SRC := $(wildcard hub/*.c)
+HUB_OBJ := $(patsubst hub/%.c,$(BUILD)/obj/hub/%.o,$(HUB_SRC))
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(TEST_SRC))
 
@@ -154,8 +158,12 @@ $(BUILD)/obj/jobs/%.o: jobs/%.c include/deltafin.h $(wildcard jobs/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -Ijobs -pthread -c $< -o $@
 
-$(BUILD)/deltafin: $(BUILD)/obj/tools/deltafin.o $(SERVER_OBJ) $(JOBS_OBJ) $(LIB)
-	$(CC) $(CFLAGS) -o $@ $^ $(SERVER_LIBS) $(LDLIBS) -lsqlite3 -lcurl
+$(BUILD)/obj/hub/%.o: hub/%.c hub/hub.h include/deltafin.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -Ihub -pthread -c $< -o $@
+
+$(BUILD)/deltafin: $(BUILD)/obj/tools/deltafin.o $(SERVER_OBJ) $(JOBS_OBJ) $(HUB_OBJ) $(LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(SERVER_LIBS) $(LDLIBS) -lsqlite3 -lcurl -lcrypto
 
 $(patsubst %,$(BUILD)/%,$(LIB_TOOLS)): $(BUILD)/%: $(BUILD)/obj/tools/%.o $(TOOL_COMMON_OBJ) $(INTLIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)

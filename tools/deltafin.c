@@ -38,6 +38,10 @@ void jq_json_str(FILE *f, const char *s, size_t n);
 int cfg_apply(int *argc, char ***argv);
 int cfg_main(int argc, char **argv);
 
+/* hub/hub.c: `deltafin pull`, and -hf ORG/REPO[:QUANT] made -m PATH on every command */
+int hub_main(int argc, char **argv);
+int hub_apply(int *argc, char ***argv);
+
 /* server/: `deltafin serve` and `deltafin chat` */
 int df_cmd_serve(int argc, char **argv);
 int df_cmd_chat(int argc, char **argv);
@@ -103,7 +107,11 @@ static const char USAGE[] =
             "  models    [--json]   the GGUF models in the Hugging Face cache, llama.cpp's cache, LM Studio and\n"
             "            Ollama, with size, architecture and whether this build runs them; -m takes their names\n"
             "            (hf:ORG/REPO:Q4_K_M, ollama:NAME:TAG, lmstudio:PUB/REPO/FILE, llama.cpp:FILE)\n"
+            "  pull      ORG/REPO[:QUANT] [--file PATH] [--revision REV] [--quiet]   download a GGUF model from the\n"
+            "            Hugging Face Hub into its cache (resumed, sha256-checked; HF_TOKEN, HF_ENDPOINT) and print its\n"
+            "            path (deltafin pull --help)\n"
             "Every command takes --config FILE (default ~/.config/deltafin/config): defaults that flags override.\n"
+            "Every command that takes -m also takes -hf ORG/REPO[:QUANT] [-hff FILE]: the model pulled from the Hub.\n"
             "Long options also take the form --flag=value. -f - reads the prompt from stdin.\n";
 
 static void usage(FILE *f, int status) {
@@ -1664,8 +1672,11 @@ int main(int argc, char **argv) {
     check_amx_env();
     if (!strcmp(cmd, "config")) return cfg_main(argc, argv);
     if (!strcmp(cmd, "models")) return cmd_models(argc, argv);
+    if (!strcmp(cmd, "pull")) return hub_main(argc, argv);
     const int crc = cfg_apply(&argc, &argv);
     if (crc) return crc;
+    const int hrc = hub_apply(&argc, &argv);
+    if (hrc > 0) return hrc;
     const int wrc = cluster_join(argc, argv);
     if (wrc >= 0) return wrc;
     if (!strcmp(cmd, "serve")) return df_cmd_serve(argc, argv); /* server/serve.c */

@@ -7,7 +7,8 @@
 # deltafin.pc, the man page and the docs land under DESTDIR/PREFIX; a C program
 # on the header alone builds with `pkg-config --cflags --libs deltafin`, linked
 # shared and static, and both print the model's vocabulary size; the
-# installed program runs; `make uninstall` takes every file away again.
+# installed program runs; `pip install ./python` works offline and its package runs on the installed library;
+# `make uninstall` takes every file away again.
 set -uo pipefail
 B=${1:-build}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -71,6 +72,25 @@ check "a program builds against the static library ($(head -c 200 "$T/cc2.err"))
 check "... runs without the shared one" test "$("$T/static" "$S" 2>&1)" = "$want"
 check "... and does not need it" bash -c "! ldd '$T/static' | grep -q libdeltafin"
 check "the installed program runs" bash -c "LD_LIBRARY_PATH= '$D$P/bin/deltafin' info -m '$S' | grep -q stories"
+# Python: `pip install ./python` offline (no index, nothing compiled) into a virtual environment; imported from
+# another folder, the package loads the installed library and generates run --temp 0's text
+PY=/usr/bin/python3 # Debian's (scripts/install-deps.sh --test), not another on the PATH
+[ -x "$PY" ] || PY=$(command -v python3 || echo python3)
+if "$PY" -c 'import venv, setuptools, wheel' 2> /dev/null; then
+    "$PY" -m venv --system-site-packages "$T/venv" > "$T/venv.log" 2>&1 &&
+        "$T/venv/bin/pip" install --no-index --no-build-isolation --no-cache-dir "$ROOT/python" > "$T/pip.log" 2>&1
+    check "pip install ./python offline into a virtual environment ($(tail -n 1 "$T/pip.log"))" test $? -eq 0
+    py=$(cd "$T" && LD_LIBRARY_PATH="$D$P/lib" "$T/venv/bin/python" -c '
+import sys, deltafin
+print(deltafin.__file__)
+print("".join(deltafin.Model(sys.argv[1]).generate("Once upon a time", max_tokens=24, temp=0)), end="")' "$S" 2>&1)
+    want=$("$B/deltafin" run -m "$S" -p "Once upon a time" -n 24 --temp 0 2> /dev/null)
+    check "... imported from the environment, not the source ($(head -n 1 <<< "$py"))" \
+        test "${py#"$T/venv/"}" != "$py"
+    check "... it generates run --temp 0's text" test "Once upon a time$(tail -n +2 <<< "$py")" = "$want"
+else
+    echo "(pip install not checked: python3 venv, setuptools or wheel missing)"
+fi
 if [ -f "$B/libdeltafin-mpi.so" ] && command -v mpirun > /dev/null; then # the MPI plugin (docs/cluster.md)
     check "installed: $P/lib/deltafin/libdeltafin-mpi.so" test -f "$D$P/lib/deltafin/libdeltafin-mpi.so"
     "$B/mkmodel" -o "$T/moe.gguf" --preset qwen3moe-tiny --type q8_0 > /dev/null 2>&1
