@@ -78,7 +78,8 @@ PY=/usr/bin/python3 # Debian's (scripts/install-deps.sh --test), not another on 
 [ -x "$PY" ] || PY=$(command -v python3 || echo python3)
 if "$PY" -c 'import venv, setuptools, wheel' 2> /dev/null; then
     "$PY" -m venv --system-site-packages "$T/venv" > "$T/venv.log" 2>&1 &&
-        "$T/venv/bin/pip" install --no-index --no-build-isolation --no-cache-dir "$ROOT/python" > "$T/pip.log" 2>&1
+        cp -r "$ROOT/python" "$T/pysrc" && # pip builds in the folder it is given: not in the source tree
+        "$T/venv/bin/pip" install --no-index --no-build-isolation --no-cache-dir "$T/pysrc" > "$T/pip.log" 2>&1
     check "pip install ./python offline into a virtual environment ($(tail -n 1 "$T/pip.log"))" test $? -eq 0
     py=$(cd "$T" && LD_LIBRARY_PATH="$D$P/lib" "$T/venv/bin/python" -c '
 import sys, deltafin
