@@ -5,7 +5,7 @@
 //   GET /api/models/ORG/REPO/tree/C?recursive=true    the files, two a page, `Link: <...>; rel="next"`
 //   GET /ORG/REPO/resolve/C/PATH                      302 to the "CDN": the same port on 127.0.0.2
 //   GET /cdn/ORG/REPO/PATH                            the bytes, Range honoured (206 + Content-Range)
-// REPOS.json: {"ORG/REPO": {"private": bool, "evil_link": bool, "files": [{"path", "src", "lfs" (default
+// REPOS.json: {"ORG/REPO": {"private": bool, "evil_link": bool, "raw_tree": TEXT (the tree answer), "files": [{"path", "src", "lfs" (default
 // true), "bad_sha": bool, "cut": N (the first whole-file answer stops after N bytes), "slow": B (bytes per
 // 100 ms), "norange": bool (answers a range with the whole file)}]}}. Private repositories want
 // "Authorization: Bearer hf_test", on the API and resolve endpoints only (the CDN never needs it).
@@ -102,6 +102,10 @@ function handle(req, res) {
         if (url.pathname.startsWith('/api/')) {
             if (m[2] === 'refs') return json(res, 200, { branches: [{ name: 'main', ref: 'refs/heads/main', targetCommit: r.commit }], tags: [], converts: [] });
             if (m[3] !== r.commit) return json(res, 404, { error: 'Invalid rev id' });
+            if (r.raw_tree !== undefined) { // a malformed answer, as given
+                res.writeHead(200, { 'Content-Type': 'application/json' });
+                return res.end(r.raw_tree);
+            }
             const all = treeEntries(r), at = Number(url.searchParams.get('cursor') || 0), page = all.slice(at, at + 2);
             const headers = {};
             if (at + 2 < all.length) {

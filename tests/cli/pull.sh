@@ -57,6 +57,21 @@ cat > "$T/repos.json" << JSON
    {"path": "a-Q4_0.gguf", "src": "$F/small.gguf"}, {"path": "b-Q8_0.gguf", "src": "$F/small.gguf"},
    {"path": "c-Q6_K.gguf", "src": "$F/small.gguf"}]}}
 JSON
+# malformed file lists: each must fail with a message, never crash
+GARBAGE=('not json' '{"a":1}' '[1,2,"x",null]' '[{"type":"file","path":"m.gguf"}]'
+    '[{"type":"file","path":"m.gguf","size":-5,"lfs":{"oid":"'"$(printf '%064d' 0)"'","size":-5}}]'
+    '[{"type":"file","path":"m.gguf","lfs":{"oid":"ABC","size":10}}]'
+    '[{"type":"file","path":"m.gguf","lfs":{"oid":"'"$(printf '%064d' 0)"'","size":1e300}}]'
+    '[{"type":"file","path":"m.gguf","lfs":{"oid":"'"$(printf '%064d' 0)"'","size":"10"}}]'
+    '[{"type":"file","path":"a/\u0001/m.gguf","oid":"'"$(printf '%040d' 0)"'","size":3}]'
+    '[{"type":"file","path":"/etc/m.gguf","oid":"'"$(printf '%040d' 0)"'","size":3}]'
+    '[{"type":"file","path":"a//m.gguf","oid":"'"$(printf '%040d' 0)"'","size":3}]'
+    '[{"type":"file","path":"m.gguf","lfs":{"oid":"'"$(printf '%064d' 0)"'","size":0.5}}]'
+    '[{"type":"file","path":"m.gguf","oid":"'"$(printf '%040d' 0)"'","size":3}' '[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]')
+for i in "${!GARBAGE[@]}"; do
+    jq --arg id "acme/garbage$i-GGUF" --arg raw "${GARBAGE[$i]}" \
+        '.[$id] = {"raw_tree": $raw, "files": []}' "$T/repos.json" > "$T/repos.tmp" && mv "$T/repos.tmp" "$T/repos.json"
+done
 L="$T/requests.log"
 : > "$L"
 node "$ROOT/tests/hub_server.js" "$T/repos.json" "$T/port" "$L" 2> "$T/server.err" &
@@ -202,6 +217,13 @@ ln -s "$T/target" "$RP/$(sha "$F/drop.gguf").incomplete"
 pull acme/drop-GGUF > /dev/null; rc=$?
 check "a link planted where the download goes: exit 1" test "$rc" -eq 1
 check "... its target untouched" test "$(cat "$T/target")" = precious
+
+bad=""
+for i in "${!GARBAGE[@]}"; do
+    timeout 30 "$D" pull "acme/garbage$i-GGUF" > /dev/null 2> "$T/err"; rc=$?
+    [ "$rc" -eq 1 ] && grep -q "^deltafin: acme/garbage$i-GGUF" "$T/err" || bad="$bad $i(rc $rc: $(head -c 150 "$T/err"))"
+done
+check "${#GARBAGE[@]} malformed file lists: each exit 1 with a message naming the repository${bad:+ (not:$bad)}" test -z "$bad"
 
 # ---- offline ----
 out=$(HF_HUB_OFFLINE=1 pull acme/tiny-GGUF:Q8_0); rc=$?
