@@ -648,12 +648,14 @@ static void print_plan(const df_plan *p, int n_sessions, FILE *f) {
     if (n_sessions > 1) /* each session's own memory; the scratch is one for all (one decode at a time) */
         fprintf(f, "plan: %d sessions: %s each (KV cache, state, logits) and %s of scratch they share\n", n_sessions,
                 df_fmt_bytes(p->session_bytes - p->scratch_bytes, b[0], 32), df_fmt_bytes(p->scratch_bytes, b[1], 32));
-    if (p->n_experts_total)
+    if (p->n_experts_total && p->budget >= p->minimum)
         fprintf(f, "plan: expert cache %d slots of %.2f MiB = %s (%.1f%% of %d routed experts)\n",
                 p->n_expert_slots, p->expert_slot_bytes / M,
                 df_fmt_bytes((uint64_t)p->n_expert_slots * p->expert_slot_bytes, b[0], 32),
                 100.0 * p->n_expert_slots / p->n_experts_total, p->n_experts_total);
-    if (p->n_dense_streamed)
+    if (p->budget < p->minimum)
+        ; /* nothing is placed: the verdict says so */
+    else if (p->n_dense_streamed)
         fprintf(f, "plan: %d of %d layers stream their dense weights through two %.1f MiB buffers\n",
                 p->n_dense_streamed, p->n_layer, p->dense_slot_bytes / M);
     else
@@ -783,6 +785,81 @@ static void suggest_requant(const opts *o, const df_model_params *mp, const df_p
         printf(", %d of %d layers stream their dense weights (now %d)", r.n_dense_streamed, r.n_layer,
                p->n_dense_streamed);
     printf("\n");
+}
+
+/* The smallest budget under which the plan of the model at path (settings mp) keeps every weight in memory:
+ * its resident part, session and overhead, every expert and every dense layer. */
+static uint64_t all_in_memory(const char *path, const df_model_params *given) {
+    char err[ERRLEN];
+    df_model_params mp = *given;
+    mp.mem_budget = (uint64_t)1 << 60;
+    df_plan p;
+    if (df_model_plan(path, &mp, &p, err, sizeof err) != 0) fail(err);
+    uint64_t need = p.resident_bytes + p.session_bytes + p.overhead_bytes;
+    if (need < p.minimum) need = p.minimum;
+    for (int i = 0; i < 8; i++) {
+        mp.mem_budget = need;
+        if (df_model_plan(path, &mp, &p, err, sizeof err) != 0) fail(err);
+        const uint64_t short_by = (uint64_t)(p.n_experts_total - p.n_expert_slots) * p.expert_slot_bytes +
+                                  (uint64_t)p.n_dense_streamed * p.dense_layer_bytes +
+                                  (p.minimum > need ? p.minimum - need : 0);
+        if (!short_by) break;
+        need += short_by;
+    }
+    return need;
+}
+
+/* The tokens/s of the model planned under budget b, at these speeds (0 when it does not fit). */
+static double tps_at(const opts *o, const df_model_params *mp, uint64_t b, double disk, double mem) {
+    char err[ERRLEN];
+    df_model_params q = *mp;
+    q.mem_budget = b;
+    df_plan p;
+    df_plan_speed sp;
+    if (df_model_plan(o->model, &q, &p, err, sizeof err) != 0) return 0;
+    df_plan_predict(&p, disk, mem, &sp);
+    return sp.tokens_per_s;
+}
+
+/* tokens/s as a person reads them: 2.06e+03 is 2060, 0.0687 keeps its digits. */
+static const char *tps_str(double t, char *b, size_t n) {
+    snprintf(b, n, t >= 100 ? "%.0f" : t >= 10 ? "%.1f" : t >= 1 ? "%.2f" : "%.3g", t);
+    return b;
+}
+
+/* The plan's first sentence: fits or not, the budget to give, the tokens/s to expect; then the predictions
+ * for a few budgets from the same measurements (so they never fall as the budget grows). room: what this
+ * machine can give now (0: unknown). */
+static void plan_verdict(const opts *o, const df_model_params *mp, const df_plan *p, double tps, double disk,
+                         double mem, uint64_t room) {
+    char b[4][32], t0[32], t1[32];
+    const uint64_t all = all_in_memory(o->model, mp);
+    if (p->budget < p->minimum) {
+        printf("plan: does NOT fit: %s is below the minimum of %s for this model and context; give --mem %s or "
+               "more (everything in memory from %s)\n",
+               df_fmt_bytes(p->budget, b[0], 32), df_fmt_bytes(p->minimum, b[1], 32),
+               df_fmt_bytes(p->minimum, b[2], 32), df_fmt_bytes(all, b[3], 32));
+    } else if (p->budget >= all) {
+        printf("plan: fits: every weight stays in memory (%s of the %s budget); expect about %s tokens/s on this "
+               "machine\n", df_fmt_bytes(all, b[0], 32), df_fmt_bytes(p->budget, b[1], 32), tps_str(tps, t0, 32));
+    } else {
+        const double full = tps_at(o, mp, all, disk, mem);
+        printf("plan: fits, streaming from disk: expect about %s tokens/s on this machine; with --mem %s (every "
+               "weight in memory%s) about %s\n",
+               tps_str(tps, t0, 32), df_fmt_bytes(all, b[0], 32),
+               room && all > room ? ", more than this machine can give now" : "", tps_str(full, t1, 32));
+    }
+    /* the ladder: the minimum, the budget, all in memory, and between */
+    uint64_t at[8];
+    int n = 0;
+    const uint64_t lo = p->minimum, hi = all > p->budget ? all : p->budget;
+    for (int i = 0; i <= 4 && hi > lo; i++) at[n++] = lo + (hi - lo) / 4 * (uint64_t)i;
+    if (n < 2) return;
+    at[n - 1] = hi;
+    printf("plan: tokens/s by budget:");
+    for (int i = 0; i < n; i++)
+        printf(" %s %s%s", df_fmt_bytes(at[i], b[0], 32), tps_str(tps_at(o, mp, at[i], disk, mem), t0, 32),
+               i + 1 < n ? ";" : "\n");
 }
 
 /* Speculation's predicted effect (df_plan_predict_spec): the best k in
@@ -938,17 +1015,13 @@ static int cmd_plan(const opts *given) {
         printf("}\n");
         return fits && !rrc ? 0 : 1;
     }
+    plan_verdict(o, &mp, &p, tps, disk, mem, df_memory_room());
     print_plan(&p, o->parallel, stdout);
     if (p.requant_saved_bytes)
         printf("plan: --resident-type %s: the resident dense weights take %s less than in the file\n", o->resident_type,
                df_fmt_bytes(p.requant_saved_bytes, (char[32]){0}, 32));
     if (!fits || p.n_dense_streamed) suggest_requant(o, &mp, &p);
-    if (!fits) {
-        char b0[32], b1[32];
-        printf("plan: does NOT fit: %s is below the minimum of %s\n", df_fmt_bytes(p.budget, b0, sizeof b0),
-               df_fmt_bytes(p.minimum, b1, sizeof b1));
-        return 1;
-    }
+    if (!fits) return 1;
     if (sparse)
         printf("plan: %s is a shape-only file (%.2f%% of it is on disk): it reads no tensor data\n", o->model,
                100.0 * allocated);
@@ -966,9 +1039,13 @@ static int cmd_plan(const opts *given) {
     else
         printf("machine: disk %.0f MiB/s (%d concurrent %s reads of this file), memory %.1f GiB/s\n", disk / (1 << 20),
                readers, df_fmt_bytes(chunk, (char[32]){0}, 32), mem / (1 << 30));
-    printf("per token: %.2f MiB from disk (expected cache hit rate %.1f%%, %s), %.2f MiB from memory\n",
-           disk_tok / (1 << 20), 100.0 * hit, p.hot_known ? "from the learned hot file" : "routing taken as uniform",
-           mem_tok / (1 << 20));
+    if (p.n_experts_total)
+        printf("per token: %.2f MiB from disk (expected expert cache hit rate %.1f%%, %s%s), %.2f MiB from memory\n",
+               disk_tok / (1 << 20), 100.0 * hit, p.hot_known ? "from the learned hot file" : "routing taken as uniform",
+               p.n_dense_streamed ? ", and the streamed dense layers" : "", mem_tok / (1 << 20));
+    else
+        printf("per token: %.2f MiB from disk (%s), %.2f MiB from memory\n", disk_tok / (1 << 20),
+               p.n_dense_streamed ? "the streamed dense layers, every token" : "nothing streams", mem_tok / (1 << 20));
     printf("predicted: %.2f tokens/s (%s-bound: disk %.3f s, memory %.3f s per token)\n", tps,
            t_disk >= t_mem ? "disk" : "memory", t_disk, t_mem);
     printf("speculation at acceptance %.2f (--spec-accept; uniform routing, bytes only):", o->spec_accept);
@@ -1266,21 +1343,8 @@ static df_model_params draft_params(const opts *o, uint64_t budget) {
 static uint64_t draft_share(const opts *o) {
     if (!o->mem || !o->draft) return 0;
     char err[ERRLEN];
-    df_model_params mp = draft_params(o, (uint64_t)1 << 60);
-    df_plan p;
-    if (df_model_plan(o->draft, &mp, &p, err, sizeof err) != 0) fail(err);
-    uint64_t need = p.resident_bytes + p.session_bytes + p.overhead_bytes;
-    if (need < p.minimum) need = p.minimum;
-    /* the smallest such budget under which the plan keeps every weight in memory */
-    for (int i = 0; i < 8; i++) {
-        mp.mem_budget = need;
-        if (df_model_plan(o->draft, &mp, &p, err, sizeof err) != 0) fail(err);
-        const uint64_t short_by = (uint64_t)(p.n_experts_total - p.n_expert_slots) * p.expert_slot_bytes +
-                                  (uint64_t)p.n_dense_streamed * p.dense_layer_bytes +
-                                  (p.minimum > need ? p.minimum - need : 0);
-        if (!short_by) break;
-        need += short_by;
-    }
+    df_model_params mp = draft_params(o, 0);
+    const uint64_t need = all_in_memory(o->draft, &mp);
     char b0[32], b1[32];
     if (need >= o->mem) {
         snprintf(err, sizeof err, "the draft model alone needs %s, all of --mem %s", df_fmt_bytes(need, b0, sizeof b0),

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # plan.sh - `deltafin plan` on a shape-only model (mkmodel --shape-only: real
 # header and tensor directory, data left as holes), for another machine
-# (--disk-gbps/--mem-gbps) and for this one (a scratch file measures the disk).
+# (--disk-gbps/--mem-gbps) and for this one (a scratch file measures the disk); the first sentence (fits or
+# not, the budget to give, the tokens/s), lines that agree with it, predictions that never fall as the budget
+# grows (issue 37).
 #   tests/cli/plan.sh BUILD_DIR
 set -euo pipefail
 B=${1:-build}
@@ -124,6 +126,46 @@ check "mtp: the plan counts the NextN block's experts (32 -> 48)" \
 check "mtp: ... its weights and KV cache raise the minimum and the session" awk -v a="$(field minimum "$jg")" \
     -v b="$(field minimum "$jm")" -v s="$(field session_bytes "$jg")" -v t="$(field session_bytes "$jm")" \
     'BEGIN { exit !(b > a && t > s) }'
+
+# the first sentence answers "does it fit?" (issue 37), every line agrees with it, and a larger budget never
+# predicts fewer tokens/s (from the same speeds: the ladder, and budget after budget with given speeds)
+S=${DELTAFIN_SHARED:-../shared}/models/stories260K.gguf
+"$B/mkmodel" -o "$T/moe.gguf" --preset qwen3moe-tiny --type q8_0 > /dev/null 2>&1
+"$B/mkmodel" -o "$T/ds.gguf" --preset deepseek-v3-tiny --type q4_K > /dev/null 2>&1
+given=(--disk-gbps 1 --mem-gbps 20)
+first() { "$B/deltafin" plan "$@" "${given[@]}" 2> /dev/null | head -n 1; }
+if [ -f "$S" ]; then
+    check "a model that fits whole: 'plan: fits: every weight stays in memory'" \
+        grep -q "^plan: fits: every weight stays in memory.*expect about [0-9]* tokens/s" <<< "$(first -m "$S" --mem 64M)"
+    h=$("$B/deltafin" plan -m "$S" --mem 22M "${given[@]}" 2> /dev/null)
+    check "a dense model streaming its layers: 'fits, streaming from disk'" grep -q "^plan: fits, streaming from disk" <<< "$h"
+    check "... and no expert cache hit rate beside its disk bytes" \
+        grep -q "^per token: [0-9.]* MiB from disk (the streamed dense layers, every token)" <<< "$h"
+fi
+h=$("$B/deltafin" plan -m "$T/moe.gguf" --mem 36M "${given[@]}" 2> /dev/null)
+check "an MoE model under a small budget: 'fits, streaming from disk', naming the budget for all in memory" \
+    grep -q "^plan: fits, streaming from disk: expect about .* tokens/s on this machine; with --mem [0-9.]* MiB (every weight in memory) about" <<< "$h"
+if h=$("$B/deltafin" plan -m "$T/moe.gguf" --mem 8M "${given[@]}" 2> /dev/null); then r=0; else r=$?; fi
+check "too small: exit 1, the first line says does NOT fit and the budget to give" \
+    test "$r" = 1 -a -n "$(head -n 1 <<< "$h" | grep '^plan: does NOT fit: 8.0 MiB is below the minimum of .*; give --mem')"
+check "... and no line says what stays in memory" test -z "$(grep 'stay in memory\|expert cache' <<< "$h")"
+ladder_ok() { # the "tokens/s by budget" line never falls
+    sed -n 's/^plan: tokens\/s by budget: //p' <<< "$1" | tr ';' '\n' | awk '{ t = $NF; if (t + 0 < last) bad = 1; last = t + 0; n++ }
+        END { exit !(n >= 2 && !bad) }'
+}
+for m in moe ds; do
+    h=$("$B/deltafin" plan -m "$T/$m.gguf" --mem 40M "${given[@]}" 2> /dev/null) || true
+    check "$m: the tokens/s by budget never fall ($(sed -n 's/^plan: tokens\/s by budget: //p' <<< "$h"))" ladder_ok "$h"
+    min=$(field minimum "$("$B/deltafin" plan -m "$T/$m.gguf" --mem 1G "${given[@]}" --json)")
+    prev=0; bad=""
+    for i in $(seq 0 24); do
+        b=$((min + i * (1 << 18)))
+        t=$(field predicted_tokens_per_s "$("$B/deltafin" plan -m "$T/$m.gguf" --mem "$b" "${given[@]}" --json)" || true)
+        awk -v a="$prev" -v b="$t" 'BEGIN { exit !(b + 0 < a + 0) }' && bad="$bad $b:$prev>$t"
+        prev=$t
+    done
+    check "$m: 25 budgets 256 KiB apart from the minimum: the predicted tokens/s never fall${bad:+ (not:$bad)}" test -z "$bad"
+done
 
 # running it is refused with a clear message (there are no weights)
 if "$B/deltafin" run -m "$T/k3.gguf" -p hi -n 1 > /dev/null 2> "$T/err"; then r=0; else r=$?; fi
