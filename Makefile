@@ -84,6 +84,9 @@ SERVER_LIBS := -lmicrohttpd -lcjson -ledit
 # like the CLI they see the public header alone.
 JOBS_SRC := $(wildcard jobs/*.c)
 JOBS_OBJ := $(patsubst jobs/%.c,$(BUILD)/obj/jobs/%.o,$(JOBS_SRC))
+# cli/: what the program's commands share at the terminal (the status line), public header only.
+CLI_SRC := $(wildcard cli/*.c)
+CLI_OBJ := $(patsubst cli/%.c,$(BUILD)/obj/cli/%.o,$(CLI_SRC))
 # hub/: `deltafin pull` and -hf, models from the Hugging Face Hub (libcurl, cJSON, OpenSSL's sha256), linked into
 # the CLI only and seeing the public header alone.
 HUB_SRC := $(wildcard hub/*.c)
@@ -154,15 +157,19 @@ $(BUILD)/obj/tools/deltafin.o: tools/deltafin.c include/deltafin.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -pthread -c $< -o $@
 
-$(BUILD)/obj/jobs/%.o: jobs/%.c include/deltafin.h $(wildcard jobs/*.h)
+$(BUILD)/obj/jobs/%.o: jobs/%.c include/deltafin.h $(wildcard jobs/*.h) cli/status.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -Ijobs -pthread -c $< -o $@
+	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -Ijobs -Icli -pthread -c $< -o $@
+
+$(BUILD)/obj/cli/%.o: cli/%.c cli/status.h include/deltafin.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -Icli -pthread -c $< -o $@
 
 $(BUILD)/obj/hub/%.o: hub/%.c hub/hub.h include/deltafin.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -Ihub -pthread -c $< -o $@
 
-$(BUILD)/deltafin: $(BUILD)/obj/tools/deltafin.o $(SERVER_OBJ) $(JOBS_OBJ) $(HUB_OBJ) $(LIB)
+$(BUILD)/deltafin: $(BUILD)/obj/tools/deltafin.o $(SERVER_OBJ) $(JOBS_OBJ) $(HUB_OBJ) $(CLI_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(SERVER_LIBS) $(LDLIBS) -lsqlite3 -lcurl -lcrypto
 
 $(patsubst %,$(BUILD)/%,$(LIB_TOOLS)): $(BUILD)/%: $(BUILD)/obj/tools/%.o $(TOOL_COMMON_OBJ) $(INTLIB)

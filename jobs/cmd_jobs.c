@@ -18,18 +18,21 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cmd_jobs.h"
 #include "job_json.h"
+#include "status.h"
 #include "queue.h"
 #include "remote.h"
 #include "worker.h"
@@ -296,6 +299,22 @@ static int cmd_submit(jopts *o) {
         fprintf(stderr, "deltafin: %s is not a regular file: not a model\n", o->model);
         return 1;
     }
+    /* what the worker would find out later, now: a model this build cannot run, a budget below its minimum */
+    df_model_params mp = df_model_default_params();
+    mp.mem_budget = j->mem;
+    mp.n_ctx = j->ctx;
+    df_plan plan;
+    char perr[ERRLEN], b0[32], b1[32];
+    if (df_model_plan(abs, &mp, &plan, perr, sizeof perr) != 0) {
+        fprintf(stderr, "deltafin: %s: not submitted: %s\n", o->model, perr);
+        return 1;
+    }
+    if (j->mem && plan.budget < plan.minimum) {
+        fprintf(stderr, "deltafin: not submitted: --mem %s is below the %s this model needs at a context of %d "
+                "(deltafin plan -m %s --mem ... says more)\n", df_fmt_bytes(j->mem, b0, sizeof b0),
+                df_fmt_bytes(plan.minimum, b1, sizeof b1), plan.n_ctx, o->model);
+        return 1;
+    }
     if (o->prompt) {
         j->prompt_len = strlen(o->prompt);
         j->prompt = strdup(o->prompt);
@@ -352,6 +371,18 @@ static void fmt_eta(const jq_job *j, char *buf, size_t n) {
     }
 }
 
+/* Why a job stopped, in a few words: the worker's note, the error, the state's own reason. */
+static const char *why_ended(const jq_job *j, char *buf, size_t n) {
+    const char *s = j->state;
+    if (!strcmp(s, "done") && j->note && strstr(j->note, "context was full")) snprintf(buf, n, "the context filled");
+    else if (!strcmp(s, "done") && j->note && strstr(j->note, "end-of-generation")) snprintf(buf, n, "end of text");
+    else if (!strcmp(s, "done")) snprintf(buf, n, j->n_done >= j->n_predict ? "all tokens" : "%s", j->note ? j->note : "");
+    else if (!strcmp(s, "failed") || !strcmp(s, "expired")) snprintf(buf, n, "%.80s", j->error ? j->error : "");
+    else if (!strcmp(s, "canceled")) snprintf(buf, n, "canceled");
+    else buf[0] = 0;
+    return buf;
+}
+
 static int cmd_list(jopts *o) {
     jq *q;
     if (open_db(o, &q)) return 1;
@@ -361,14 +392,15 @@ static int cmd_list(jopts *o) {
     const int rc = jq_list(q, &v, &n, err, sizeof err);
     jq_close(q);
     if (rc != 0) return fail(err);
-    printf("%6s  %-9s %4s %13s %9s %7s  %s\n", "ID", "STATE", "PRIO", "TOKENS", "TOKENS/S", "ETA", "MODEL");
+    printf("%6s  %-9s %4s %13s %9s %7s  %-24s %s\n", "ID", "STATE", "PRIO", "TOKENS", "TOKENS/S", "ETA", "MODEL",
+           "WHY");
     for (int i = 0; i < n; i++) {
-        char tok[32], eta[16];
+        char tok[32], eta[16], why[96];
         snprintf(tok, sizeof tok, "%d/%d", v[i].n_done, v[i].n_predict);
         fmt_eta(&v[i], eta, sizeof eta);
         const char *base = strrchr(v[i].model, '/');
-        printf("%6lld  %-9s %4d %13s %9.2f %7s  %s\n", (long long)v[i].id, v[i].state, v[i].priority, tok,
-               tps_of(&v[i]), eta, base ? base + 1 : v[i].model);
+        printf("%6lld  %-9s %4d %13s %9.2f %7s  %-24s %s\n", (long long)v[i].id, v[i].state, v[i].priority, tok,
+               tps_of(&v[i]), eta, base ? base + 1 : v[i].model, why_ended(&v[i], why, sizeof why));
         jq_job_free(&v[i]);
     }
     free(v);
@@ -377,14 +409,37 @@ static int cmd_list(jopts *o) {
 
 static int terminal(const char *state) { return strcmp(state, "queued") && strcmp(state, "running"); }
 
+/* A worker holds a shared flock on the database file while it runs (SQLite's locks are POSIX record locks,
+ * which flock leaves alone): the fd, kept open; -1 when it cannot be taken. */
+static int worker_mark(const char *db) {
+    const int fd = open(db, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* 1 when some worker serves the database at db, 0 when none does, -1 when it cannot be told. */
+static int worker_running(const char *db) {
+    const int fd = open(db, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) return -1;
+    const int free_ = flock(fd, LOCK_EX | LOCK_NB) == 0; /* nobody holds it shared */
+    close(fd);
+    return !free_;
+}
+
 static int cmd_show(jopts *o) {
     if (!o->have_id) return usage_err("job needs an ID%s", "");
     if (o->json && o->follow) return usage_err("give --json or --follow, not both%s", "");
     jq *q;
     if (open_db(o, &q)) return 1;
-    char err[ERRLEN];
+    char err[ERRLEN], db[PATH_MAX];
     size_t shown = 0;
-    int rc = 0;
+    int rc = 0, said_idle = 0;
+    double checked = (double)time(NULL); /* a worker started beside this command has 2 s to take its mark */
+    if (db_path(o, db, sizeof db)) db[0] = 0;
+    if (o->follow) status_open(1); /* the job's figures, apart from its text */
     for (;;) {
         jq_job j;
         int found;
@@ -419,14 +474,31 @@ static int cmd_show(jopts *o) {
             free(ev);
             free(stt);
         } else {
-            if (j.text_len > shown) fwrite(j.text + shown, 1, j.text_len - shown, stdout);
+            if (j.text_len > shown) {
+                fwrite(j.text + shown, 1, j.text_len - shown, stdout);
+                status_text(j.text + shown, j.text_len - shown);
+            }
             shown = j.text_len > shown ? j.text_len : shown;
             fflush(stdout);
+            status_show(j.state, j.n_done, j.n_predict, tps_of(&j), 0);
+            const double now = (double)time(NULL);
+            if (!strcmp(j.state, "queued") && !said_idle && *db && now - checked >= 2) {
+                checked = now;
+                if (worker_running(db) == 0) {
+                    status_close();
+                    fprintf(stderr, "deltafin: job %lld is queued and no worker serves %s: start one with `deltafin "
+                            "worker` (or `deltafin serve --jobs --worker`); waiting\n", (long long)j.id, db);
+                    said_idle = 1;
+                    status_open(1);
+                }
+            }
         }
         const int end = !o->follow || terminal(j.state);
         if (end && o->follow) {
-            fprintf(stderr, "\njob %lld: %s%s%s\n", (long long)j.id, j.state, j.error ? ": " : "",
-                    j.error ? j.error : "");
+            char why[96];
+            status_close();
+            fprintf(stderr, "\njob %lld: %s, %d/%d tokens, %.2f tokens/s%s%s\n", (long long)j.id, j.state, j.n_done,
+                    j.n_predict, tps_of(&j), *why_ended(&j, why, sizeof why) ? ": " : "", why);
             rc = strcmp(j.state, "done") ? 1 : 0;
         }
         jq_job_free(&j);
@@ -490,6 +562,7 @@ static int cmd_worker(jopts *o) {
     if (open_db(o, &q)) return 1;
     char path[PATH_MAX];
     if (db_path(o, path, sizeof path)) return 1;
+    const int mark = worker_mark(path); /* `job --follow` sees that a worker serves this queue */
     jw_opts w = {.commit_every = o->commit_every, .drain = o->drain, .poll = 1.0, .log = stderr,
                  .ckpt_ratio = o->ckpt_ratio, .db_path = path, .max_restarts = o->max_restarts,
                  .pressure_every = 0.25, .monitor_every = o->monitor_every, .disk_bps = o->disk_gbps * 1e9,
@@ -514,6 +587,7 @@ static int cmd_worker(jopts *o) {
     }
     const int rc = jw_run(q, &w, &g_stop, err, sizeof err);
     jq_close(q);
+    if (mark >= 0) close(mark);
     if (rc != 0) return fail(err);
     return g_stop ? 128 + g_stop : 0;
 }

@@ -172,6 +172,38 @@ wait
 check "50 submits from 5 processes: 50 distinct ids" test "$(cat "$T"/sub? | grep -x '[0-9]*' | sort -u | wc -l)" -eq 50
 for w in 1 2 3; do "$D" worker --drain --db "$CDB" 2> "$T/w$w.log" & pids+=("$!"); done
 wait
+# ---- why a job stopped; what submit refuses; --follow without a worker (issue 37) ----
+WDB="$T/why/jobs.db"
+w() { "$D" "$@" --db "$WDB"; }
+w submit -m "$T/moe.gguf" -p "Once" -n 8 --mem 1K > /dev/null 2> "$T/err"; rc=$?
+check "submit --mem 1K: refused at once (exit 1), naming the minimum" \
+    test "$rc" -eq 1 -a -n "$(grep 'not submitted: --mem 1.0 KiB is below the .* this model needs' "$T/err")"
+echo "not a model" > "$T/text.gguf"
+w submit -m "$T/text.gguf" -p "Once" -n 8 > /dev/null 2> "$T/err"; rc=$?
+check "submit of a file that is not a model: refused at once" test "$rc" -eq 1 -a -n "$(grep 'not submitted' "$T/err")"
+check "... and neither is queued" test -z "$(w jobs 2> /dev/null | grep -v '^ *ID')"
+full=$(w submit -m "$T/moe.gguf" -p "Once upon a time" -n 500 -c 32 --temp 0 --ignore-eos)
+whole=$(w submit -m "$T/moe.gguf" -p "Once upon a time" -n 6 --temp 0 --ignore-eos)
+timeout 20 "$D" job "$full" --follow --db "$WDB" > /dev/null 2> "$T/follow.err" &
+fpid=$!
+sleep 3
+kill "$fpid" 2> /dev/null; wait "$fpid" 2> /dev/null
+check "job --follow of a queued job with no worker says so" grep -q "is queued and no worker serves" "$T/follow.err"
+w worker --drain > /dev/null 2>&1
+list=$(w jobs)
+check "jobs says why a job stopped early: the context filled" grep -q "^ *$full .*the context filled" <<< "$list"
+check "... and when it ran to its end: all tokens" grep -q "^ *$whole .*all tokens" <<< "$list"
+late=$(w submit -m "$T/moe.gguf" -p "Once upon a time" -n 40 --temp 0 --ignore-eos)
+w worker > "$T/late-worker.log" 2>&1 &
+wpid=$!
+pids+=("$wpid")
+w job "$late" --follow > "$T/late.out" 2> "$T/late.err"; rc=$?
+kill "$wpid" 2> /dev/null; wait "$wpid" 2> /dev/null
+check "job --follow with a worker running: exit 0, no word of a missing worker" \
+    test "$rc" -eq 0 -a -z "$(grep 'no worker' "$T/late.err")"
+check "... its figures at the end (tokens, tokens/s)" grep -q "^job $late: done, 40/40 tokens, .* tokens/s: all tokens" "$T/late.err"
+check "... and the text alone on stdout" test -z "$(grep -a 'tokens/s' "$T/late.out")" -a -s "$T/late.out"
+
 list=$("$D" jobs --db "$CDB")
 check "all 50 done" test "$(grep -c ' done ' <<< "$list")" -eq 50
 check "none ran twice (each started once)" test "$(cat "$T"/w?.log | grep -c ' starts ')" -eq 50
