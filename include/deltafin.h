@@ -630,6 +630,11 @@ int df_chat_apply_template(const df_model *m, const char *template_override, con
                            size_t errlen);
 /* The model's tokenizer.chat_template, or NULL if it has none. */
 const char *df_chat_template(const df_model *m);
+/* A common format by name, as llama.cpp's --chat-template NAME: chatml, llama3, phi3, zephyr, gemma,
+ * mistral-v7, deepseek3 (the same bytes as llama.cpp's built-in formats); NULL for another name.
+ * df_chat_template_builtin_name(i) names the i-th (NULL past the last). */
+const char *df_chat_template_builtin(const char *name);
+const char *df_chat_template_builtin_name(int i);
 /* Render any template with the variables of a JSON object (NULL: none). */
 int df_chat_render(const char *tmpl, const char *vars_json, char **out, char *err, size_t errlen);
 

@@ -10,18 +10,30 @@
  * <think>...</think> section is shown dim on a terminal. Ctrl-C stops the
  * answer (the partial answer stays in the conversation), not the program.
  *
- * Input: libedit (line editing, history) on a terminal; plain lines from a
- * pipe. Commands: /clear, /save FILE, /load FILE (the conversation as
- * {"messages":[...]}), /exit. A model without a chat template needs
- * --chat-template-file: said before anything is loaded into a session.
+ * Input: libedit (line editing, a history kept in
+ * $XDG_DATA_HOME/deltafin/chat_history, else ~/.local/share/...) on a
+ * terminal; plain lines from a pipe. A message of several lines: between
+ * two lines of """, or pasted (the terminal's bracketed paste: the pasted
+ * text stands in the line as "[pasted: N lines]" and is sent whole). Ctrl-C
+ * at the prompt clears the line; pressed again on an empty line (or Ctrl-D)
+ * it leaves. Commands: /help, /set NAME VALUE (system, temp, top-k, top-p,
+ * min-p, repeat-penalty, seed, n), /info, /clear, /save FILE, /load FILE
+ * (the conversation as {"messages":[...]}), /exit; another /word is said to
+ * be unknown. The template (the model's, --chat-template NAME or TEXT, or
+ * --chat-template-file, with --chat-template-kwargs) renders a sample
+ * conversation before the weights load: a model without one, or a template
+ * that fails (a -sys it has no role for), ends the chat at once with exit 1.
  */
 #include <cjson/cJSON.h>
-#include <editline/readline.h>
 #include <errno.h>
+#include <histedit.h>
+#include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "server.h"
@@ -36,12 +48,19 @@ typedef struct chat {
     srv_opts o;
     const char *tmpl;
     cJSON *msgs;
-    int32_t *hist;       /* tokens in the session */
+    int32_t *hist_tokens; /* tokens in the session */
     int n_hist;
     float *logits;
     int tty;             /* stdout is a terminal: prompts, colours */
     int in_tty;
     int turn;
+    double last_tps;     /* the last answer's tokens/s */
+    EditLine *el;        /* the terminal's line editor (in_tty) */
+    History *hist;
+    char hist_path[PATH_MAX];
+    char *paste[16];     /* texts pasted into the line being edited, shown there as "[pasted: N lines]" */
+    int n_paste;
+    char *system_buf;    /* /set system's text */
 } chat;
 
 /* ---- the conversation ---- */
@@ -175,20 +194,28 @@ static int feed(chat *c, const int32_t *toks, int from, int n) {
             c->n_hist = 0;
             return -1;
         }
-        memcpy(c->hist + c->n_hist, toks + from, (size_t)k * sizeof(int32_t));
+        memcpy(c->hist_tokens + c->n_hist, toks + from, (size_t)k * sizeof(int32_t));
         c->n_hist += k;
         from += k;
     }
     return 0;
 }
 
+/* The template's variables: --chat-template-kwargs, then the messages. */
+static char *template_vars(const chat *c, const cJSON *msgs) {
+    cJSON *v = c->o.template_kwargs ? cJSON_Parse(c->o.template_kwargs) : cJSON_CreateObject();
+    if (!v) return NULL;
+    cJSON_DeleteItemFromObjectCaseSensitive(v, "messages");
+    cJSON_AddItemToObject(v, "messages", cJSON_Duplicate(msgs, 1));
+    char *s = cJSON_PrintUnformatted(v);
+    cJSON_Delete(v);
+    return s;
+}
+
 static int turn(chat *c) {
     char err[1024];
     char *vars;
-    cJSON *v = cJSON_CreateObject();
-    cJSON_AddItemToObject(v, "messages", cJSON_Duplicate(c->msgs, 1));
-    vars = cJSON_PrintUnformatted(v);
-    cJSON_Delete(v);
+    vars = template_vars(c, c->msgs);
     char *text = NULL;
     if (!vars || df_chat_apply_template(c->m, c->tmpl, NULL, 0, 1, vars, &text, err, sizeof err) != 0) {
         cJSON_free(vars);
@@ -207,7 +234,7 @@ static int turn(chat *c) {
     }
     /* keep the common prefix; decode at least the last token again for its logits */
     int keep = 0;
-    while (keep < n && keep < c->n_hist && c->hist[keep] == toks[keep]) keep++;
+    while (keep < n && keep < c->n_hist && c->hist_tokens[keep] == toks[keep]) keep++;
     if (keep >= n) keep = n - 1;
     if (df_session_truncate(c->s, keep, err, sizeof err) != 0) {
         keep = 0;
@@ -217,6 +244,7 @@ static int turn(chat *c) {
     c->turn++;
     if (feed(c, toks, keep, n) != 0) {
         free(toks);
+        if (g_interrupt) fprintf(stderr, "[interrupted while your message was read: it was not sent (Up recalls it)]\n");
         return -1;
     }
     df_sampler_free(c->smp);
@@ -229,6 +257,7 @@ static int turn(chat *c) {
     if (!ans) return -1;
     shower sh = {{0}, 0, 0};
     int gen = 0;
+    const double t0 = srv_now();
     while (gen < c->o.n_predict && !g_interrupt) {
         int32_t t = df_sampler_sample(c->smp, c->logits);
         df_sampler_accept(c->smp, t);
@@ -258,18 +287,176 @@ static int turn(chat *c) {
     add_message(c, "assistant", clean ? clean : "");
     free(clean);
     free(ans);
-    fprintf(stderr, "%s[turn %d: %d prompt tokens, %d reused from the cache, %d generated]%s\n", c->tty ? "\033[2m" : "",
-            c->turn, n, keep, gen, c->tty ? "\033[0m" : "");
+    const double el = srv_now() - t0;
+    c->last_tps = el > 0 ? gen / el : 0;
+    fprintf(stderr, "%s[turn %d: %d prompt tokens, %d reused from the cache, %d generated, %.2f tokens/s]%s\n",
+            c->tty ? "\033[2m" : "", c->turn, n, keep, gen, c->last_tps, c->tty ? "\033[0m" : "");
     return 0;
 }
 
 /* ---- input ---- */
 
-static char *read_line(chat *c) {
-    if (c->in_tty) {
-        char *l = readline(c->o.system ? "> " : "> ");
-        if (l && *l) add_history(l);
-        return l;
+static const char PASTE_MARK[] = "[pasted: "; /* "[pasted: N lines]" stands for c->paste[k] in the line */
+
+/* The terminal's bracketed paste (ESC [200~ ... ESC [201~): the text goes into the line, or, when it holds
+ * line breaks, into c->paste with a mark in the line (expand_pastes puts it back). */
+static unsigned char on_paste(EditLine *el, int ch) {
+    (void)ch;
+    chat *c = NULL;
+    el_get(el, EL_CLIENTDATA, &c);
+    size_t n = 0, cap = 256, lines = 1;
+    char *t = malloc(cap), k;
+    if (!t) return CC_ERROR;
+    while (el_getc(el, &k) == 1) {
+        if (n + 2 > cap && !(t = realloc(t, cap *= 2))) return CC_ERROR;
+        t[n++] = k == '\r' ? '\n' : k;
+        if (n >= 6 && !memcmp(t + n - 6, "\033[201~", 6)) {
+            n -= 6;
+            break;
+        }
+    }
+    t[n] = 0;
+    while (n > 0 && t[n - 1] == '\n') t[--n] = 0; /* a copied line's own end */
+    for (size_t i = 0; i < n; i++) lines += t[i] == '\n';
+    if (lines == 1 || c->n_paste == (int)(sizeof c->paste / sizeof c->paste[0])) {
+        for (size_t i = 0; i < n; i++) t[i] = t[i] == '\n' ? ' ' : t[i];
+        el_insertstr(el, t);
+        free(t);
+        return CC_REFRESH;
+    }
+    char mark[64];
+    snprintf(mark, sizeof mark, "%s%zu lines #%d]", PASTE_MARK, lines, c->n_paste + 1);
+    c->paste[c->n_paste++] = t;
+    el_insertstr(el, mark);
+    return CC_REFRESH;
+}
+
+/* The line with each "[pasted: N lines #K]" mark replaced by its text (malloc'd). */
+static char *expand_pastes(chat *c, const char *line) {
+    size_t cap = strlen(line) + 1;
+    for (int i = 0; i < c->n_paste; i++) cap += strlen(c->paste[i]);
+    char *out = malloc(cap), *o = out;
+    if (!out) return NULL;
+    for (const char *p = line; *p;) {
+        int lines, k, used = 0;
+        if (!strncmp(p, PASTE_MARK, sizeof PASTE_MARK - 1) &&
+            sscanf(p + sizeof PASTE_MARK - 1, "%d lines #%d]%n", &lines, &k, &used) == 2 && used > 0 && k >= 1 &&
+            k <= c->n_paste && c->paste[k - 1]) {
+            o += sprintf(o, "%s", c->paste[k - 1]);
+            p += sizeof PASTE_MARK - 1 + (size_t)used;
+        } else {
+            *o++ = *p++;
+        }
+    }
+    *o = 0;
+    return out;
+}
+
+static void drop_pastes(chat *c) {
+    for (int i = 0; i < c->n_paste; i++) free(c->paste[i]);
+    c->n_paste = 0;
+}
+
+static const char *prompt_of(EditLine *el) {
+    (void)el;
+    return "> ";
+}
+
+static const char *prompt_more(EditLine *el) {
+    (void)el;
+    return "... ";
+}
+
+/* $XDG_DATA_HOME/deltafin/chat_history, else ~/.local/share/deltafin/chat_history (the folder made 0700). */
+static void history_path(chat *c) {
+    const char *x = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
+    char dir[PATH_MAX];
+    c->hist_path[0] = 0;
+    if (x && *x) snprintf(dir, sizeof dir, "%s/deltafin", x);
+    else if (home && *home) snprintf(dir, sizeof dir, "%s/.local/share/deltafin", home);
+    else return;
+    for (char *sl = strchr(dir + 1, '/'); sl; sl = strchr(sl + 1, '/')) { /* ~/.local/share, if missing */
+        *sl = 0;
+        mkdir(dir, 0755);
+        *sl = '/';
+    }
+    struct stat st;
+    if ((mkdir(dir, 0700) != 0 && errno != EEXIST) || lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return;
+    if (snprintf(c->hist_path, sizeof c->hist_path, "%s/chat_history", dir) >= (int)sizeof c->hist_path)
+        c->hist_path[0] = 0;
+}
+
+#define HIST_MAGIC "_HiStOrY_V2_"
+
+/* The history file, written as every file Deltafin writes (df_out: never through a link, replacing only an
+ * earlier history). */
+static void history_save(chat *c) {
+    if (!c->hist || !*c->hist_path) return;
+    char err[512];
+    df_out *o = df_out_open(c->hist_path, HIST_MAGIC, strlen(HIST_MAGIC), c->m, err, sizeof err);
+    HistEvent ev;
+    if (!o || history(c->hist, &ev, H_SAVE_FP, df_out_stream(o)) < 0) {
+        if (o) df_out_abort(o);
+        fprintf(stderr, "deltafin: the chat history was not saved: %s\n", o ? "cannot write it" : err);
+        return;
+    }
+    if (df_out_commit(o, err, sizeof err) != 0) fprintf(stderr, "deltafin: the chat history was not saved: %s\n", err);
+}
+
+static void input_open(chat *c) {
+    if (!c->in_tty) return;
+    c->el = el_init("deltafin", stdin, stdout, stderr);
+    c->hist = history_init();
+    if (!c->el || !c->hist) return;
+    HistEvent ev;
+    history(c->hist, &ev, H_SETSIZE, 1000);
+    history(c->hist, &ev, H_SETUNIQUE, 1);
+    history_path(c);
+    struct stat st;
+    if (*c->hist_path && lstat(c->hist_path, &st) == 0 && S_ISREG(st.st_mode)) history(c->hist, &ev, H_LOAD, c->hist_path);
+    el_set(c->el, EL_EDITOR, "emacs");
+    el_set(c->el, EL_HIST, history, c->hist);
+    el_set(c->el, EL_PROMPT, prompt_of);
+    el_set(c->el, EL_CLIENTDATA, c);
+    /* the wide calls: libedit keeps these names as given (its narrow EL_ADDFN copies them and never frees them) */
+    el_wset(c->el, EL_ADDFN, L"deltafin-paste", L"bracketed paste", on_paste);
+    el_wset(c->el, EL_BIND, L"\\e[200~", L"deltafin-paste", NULL);
+    el_source(c->el, NULL); /* the user's ~/.editrc */
+}
+
+static void input_close(chat *c) {
+    history_save(c);
+    drop_pastes(c);
+    if (c->el) el_end(c->el);
+    if (c->hist) history_end(c->hist);
+}
+
+/* One line from the terminal (libedit) or the pipe, without its line end; NULL at the end of input. *ctrl_c:
+ * Ctrl-C was pressed at the prompt (the line is then "" and was cleared). */
+static char *read_one(chat *c, int more, int *ctrl_c) {
+    *ctrl_c = 0;
+    if (c->el) {
+        el_set(c->el, EL_PROMPT, more ? prompt_more : prompt_of);
+        fputs("\033[?2004h", stdout); /* bracketed paste on while the line is edited */
+        fflush(stdout);
+        int n = 0;
+        const char *l = el_gets(c->el, &n);
+        fputs("\033[?2004l", stdout);
+        fflush(stdout);
+        if (!l && g_interrupt) {
+            g_interrupt = 0;
+            *ctrl_c = 1;
+            el_reset(c->el);
+            fputs("^C\n", stdout);
+            drop_pastes(c);
+            return strdup("");
+        }
+        if (!l) return NULL;
+        char *r = strdup(l);
+        if (!r) return NULL;
+        size_t k = strlen(r);
+        while (k > 0 && (r[k - 1] == '\n' || r[k - 1] == '\r')) r[--k] = 0;
+        return r;
     }
     char *l = NULL;
     size_t cap = 0;
@@ -282,10 +469,153 @@ static char *read_line(chat *c) {
     return l;
 }
 
+/* The next message or command: one line, or the lines between two lines of """ (joined by new lines), pasted
+ * texts put back. NULL at the end of input or when Ctrl-C was pressed twice at an empty prompt. */
+static char *read_message(chat *c) {
+    static int last_ctrl_c;
+    for (;;) {
+        int cc;
+        char *l = read_one(c, 0, &cc);
+        if (!l) return NULL;
+        if (cc) {
+            if (last_ctrl_c) {
+                free(l);
+                return NULL;
+            }
+            last_ctrl_c = 1;
+            fprintf(stderr, "%s(Ctrl-C again or Ctrl-D to leave; /help lists the commands)%s\n", c->tty ? "\033[2m" : "",
+                    c->tty ? "\033[0m" : "");
+            free(l);
+            continue;
+        }
+        last_ctrl_c = 0;
+        if (strcmp(l, "\"\"\"") != 0) {
+            char *x = c->n_paste ? expand_pastes(c, l) : NULL;
+            if (x) free(l), l = x;
+            if (c->hist && *l) {
+                HistEvent ev;
+                history(c->hist, &ev, H_ENTER, l);
+            }
+            drop_pastes(c);
+            return l;
+        }
+        /* """ ... """: a message of several lines */
+        size_t n = 0, cap = 256;
+        char *msg = malloc(cap);
+        if (!msg) return free(l), NULL;
+        msg[0] = 0;
+        free(l);
+        for (;;) {
+            char *m = read_one(c, 1, &cc);
+            if (!m || cc) { /* the end of input, or Ctrl-C: the message is dropped */
+                if (m) fprintf(stderr, "[the message of several lines was dropped]\n");
+                free(m);
+                free(msg);
+                if (!m) return NULL;
+                msg = NULL;
+                break;
+            }
+            if (!strcmp(m, "\"\"\"")) {
+                free(m);
+                break;
+            }
+            char *x = c->n_paste ? expand_pastes(c, m) : NULL;
+            if (x) free(m), m = x;
+            drop_pastes(c);
+            const size_t k = strlen(m);
+            if (n + k + 2 > cap) {
+                while (n + k + 2 > cap) cap *= 2;
+                char *g = realloc(msg, cap);
+                if (!g) return free(m), free(msg), NULL;
+                msg = g;
+            }
+            if (n) msg[n++] = '\n';
+            memcpy(msg + n, m, k + 1);
+            n += k;
+            free(m);
+        }
+        if (!msg) continue;
+        if (c->hist && *msg) {
+            HistEvent ev;
+            history(c->hist, &ev, H_ENTER, msg);
+        }
+        return msg;
+    }
+}
+
+/* /set NAME VALUE: one sampler setting, the system message or the answer's length. */
+static int set_option(chat *c, const char *args) {
+    char name[32];
+    int used = 0;
+    if (sscanf(args, "%31s %n", name, &used) != 1 || !used) {
+        fprintf(stderr, "usage: /set system TEXT | temp T | top-k K | top-p P | min-p P | repeat-penalty R | seed S | "
+                        "n N\n");
+        return -1;
+    }
+    const char *v = args + used;
+    char *end = NULL;
+    const double x = strtod(v, &end);
+    const int num = end != v && *end == 0;
+    if (!strcmp(name, "system")) {
+        free(c->system_buf);
+        c->system_buf = *v ? strdup(v) : NULL;
+        c->o.system = c->system_buf;
+        cJSON *first = cJSON_GetArrayItem(c->msgs, 0);
+        const cJSON *role = first ? cJSON_GetObjectItemCaseSensitive(first, "role") : NULL;
+        if (cJSON_IsString(role) && !strcmp(role->valuestring, "system")) cJSON_DeleteItemFromArray(c->msgs, 0);
+        if (c->o.system) {
+            cJSON *m = cJSON_CreateObject();
+            cJSON_AddStringToObject(m, "role", "system");
+            cJSON_AddStringToObject(m, "content", c->o.system);
+            cJSON_InsertItemInArray(c->msgs, 0, m);
+        }
+        fprintf(stderr, "[system message %s]\n", c->o.system ? "set" : "removed");
+        return 0;
+    }
+    if (!num) {
+        fprintf(stderr, "deltafin: /set %s needs a number, not '%s'\n", name, v);
+        return -1;
+    }
+    df_sampler_params *sp = &c->o.sp;
+    if (!strcmp(name, "temp") && x >= 0) sp->temp = (float)x;
+    else if (!strcmp(name, "top-k") && x >= 0 && x == (int)x) sp->top_k = (int)x;
+    else if (!strcmp(name, "top-p") && x >= 0 && x <= 1) sp->top_p = (float)x;
+    else if (!strcmp(name, "min-p") && x >= 0 && x <= 1) sp->min_p = (float)x;
+    else if (!strcmp(name, "repeat-penalty") && x > 0) sp->repeat_penalty = (float)x;
+    else if (!strcmp(name, "seed") && x >= 0 && x == (double)(uint64_t)x) sp->seed = (uint64_t)x;
+    else if (!strcmp(name, "n") && x >= 1 && x <= (1 << 24) && x == (int)x) c->o.n_predict = (int)x;
+    else {
+        fprintf(stderr, "deltafin: /set %s %s: unknown setting or value out of range (/help)\n", name, v);
+        return -1;
+    }
+    fprintf(stderr, "[%s = %s]\n", name, v);
+    return 0;
+}
+
+/* /info: the model, the context in use, the budget, the settings, the last answer's speed. */
+static void info(chat *c) {
+    char b[32];
+    df_model_info mi;
+    df_model_get_info(c->m, &mi);
+    fprintf(stderr, "model: %s (%s)\n", c->o.model, mi.arch ? mi.arch : "?");
+    fprintf(stderr, "context: %d of %d tokens in use; %d messages; %d turns\n", df_session_pos(c->s),
+            df_session_n_ctx(c->s), cJSON_GetArraySize(c->msgs), c->turn);
+    fprintf(stderr, "memory: %s\n", c->o.mem ? df_fmt_bytes(c->o.mem, b, sizeof b) : "no budget (--mem)");
+    const df_sampler_params *sp = &c->o.sp;
+    fprintf(stderr, "sampling: temp %g, top-k %d, top-p %g, min-p %g, repeat-penalty %g, seed %llu; at most %d tokens "
+                    "an answer\n", sp->temp, sp->top_k, sp->top_p, sp->min_p, sp->repeat_penalty,
+            (unsigned long long)sp->seed, c->o.n_predict);
+    fprintf(stderr, "system: %s\n", c->o.system ? c->o.system : "(none)");
+    if (c->turn) fprintf(stderr, "last answer: %.2f tokens/s\n", c->last_tps);
+}
+
+static const char HELP[] = "commands: /help, /set system|temp|top-k|top-p|min-p|repeat-penalty|seed|n VALUE, /info, "
+                           "/clear, /save FILE, /load FILE, /exit; \"\"\" starts and ends a message of several lines";
+
 /* A line starting with '/': 1 to quit, 0 done, -1 failed (said on stderr). */
 static int command(chat *c, const char *line) {
     char err[512];
-    if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) return 1;
+    if (!strcmp(line, "/exit") || !strcmp(line, "/quit") || !strcmp(line, "/bye")) return 1;
     if (!strcmp(line, "/clear")) {
         clear(c);
         df_session_truncate(c->s, 0, err, sizeof err);
@@ -297,11 +627,42 @@ static int command(chat *c, const char *line) {
     } else if (!strncmp(line, "/load ", 6)) {
         if (load_conv(c, line + 6) != 0) return -1;
         fprintf(stderr, "[loaded %d messages from %s]\n", cJSON_GetArraySize(c->msgs), line + 6);
+    } else if (!strcmp(line, "/set") || !strncmp(line, "/set ", 5)) {
+        return set_option(c, line[4] ? line + 5 : "");
+    } else if (!strcmp(line, "/info")) {
+        info(c);
+    } else if (!strcmp(line, "/help") || !strcmp(line, "/?")) {
+        fprintf(stderr, "%s\n", HELP);
     } else {
-        fprintf(stderr, "commands: /clear, /save FILE, /load FILE, /exit\n");
+        fprintf(stderr, "deltafin: unknown command %.*s; %s\n", (int)strcspn(line, " "), line, HELP);
         return -1;
     }
     return 0;
+}
+
+/* The template renders a sample conversation (with the -sys message, if any): 0, or -1 saying why. */
+static int check_template(chat *c) {
+    cJSON *msgs = cJSON_CreateArray();
+    if (c->o.system) {
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "role", "system");
+        cJSON_AddStringToObject(m, "content", c->o.system);
+        cJSON_AddItemToArray(msgs, m);
+    }
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddStringToObject(u, "role", "user");
+    cJSON_AddStringToObject(u, "content", "Hello");
+    cJSON_AddItemToArray(msgs, u);
+    char *vars = template_vars(c, msgs), *text = NULL, err[1024];
+    cJSON_Delete(msgs);
+    const int rc = vars ? df_chat_apply_template(c->m, c->tmpl, NULL, 0, 1, vars, &text, err, sizeof err) : -1;
+    cJSON_free(vars);
+    free(text);
+    if (rc == 0) return 0;
+    fprintf(stderr, "deltafin: the chat template cannot render a conversation%s: %s\n",
+            c->o.system ? " with a system message (-sys; does this template have a system role?)" : "",
+            vars ? err : "out of memory");
+    return -1;
 }
 
 int df_cmd_chat(int argc, char **argv) {
@@ -314,19 +675,28 @@ int df_cmd_chat(int argc, char **argv) {
         fprintf(stderr, "deltafin: %s\n", err);
         return 1;
     }
-    /* the template first: a model without one is refused before its weights load */
+    c.tmpl = tmpl_buf ? tmpl_buf : c.o.template_text;
+    /* the template first, on the vocabulary alone: a model without one, or a template that cannot render a
+     * conversation, is refused before the weights load */
     df_model_params mp = df_model_default_params();
     mp.vocab_only = 1;
-    if (!tmpl_buf) {
-        if (df_model_load(c.o.model, &mp, &c.m, err, sizeof err) != 0) return fprintf(stderr, "deltafin: %s\n", err), 1;
-        const int none = df_chat_template(c.m) == NULL;
-        df_model_free(c.m);
-        if (none) {
-            fprintf(stderr, "deltafin: %s has no chat template (tokenizer.chat_template); give one with "
-                            "--chat-template-file FILE (for example tests/data/jinja/templates/), or use deltafin run\n",
-                    c.o.model);
-            return 1;
-        }
+    if (df_model_load(c.o.model, &mp, &c.m, err, sizeof err) != 0) {
+        free(tmpl_buf);
+        return fprintf(stderr, "deltafin: %s\n", err), 1;
+    }
+    int bad = 0;
+    if (!c.tmpl && !df_chat_template(c.m)) {
+        fprintf(stderr, "deltafin: %s has no chat template (tokenizer.chat_template); give one with --chat-template NAME "
+                        "(chatml, llama3, ...) or --chat-template-file FILE, or use deltafin run\n", c.o.model);
+        bad = 1;
+    } else {
+        bad = check_template(&c) != 0;
+    }
+    df_model_free(c.m);
+    c.m = NULL;
+    if (bad) {
+        free(tmpl_buf);
+        return 1;
     }
     mp = df_model_default_params();
     mp.n_threads = c.o.threads;
@@ -338,7 +708,6 @@ int df_cmd_chat(int argc, char **argv) {
         free(tmpl_buf);
         return fprintf(stderr, "deltafin: %s\n", err), 1;
     }
-    c.tmpl = tmpl_buf;
     df_session_params sp = df_session_default_params();
     sp.n_ctx = c.o.ctx;
     sp.kv_type = mp.kv_type;
@@ -347,21 +716,33 @@ int df_cmd_chat(int argc, char **argv) {
         fprintf(stderr, "deltafin: %s\n", err);
         goto out;
     }
-    c.hist = malloc((size_t)(df_session_n_ctx(c.s) + 1) * sizeof(int32_t));
+    c.hist = NULL;
+    c.hist_tokens = malloc((size_t)(df_session_n_ctx(c.s) + 1) * sizeof(int32_t));
     c.logits = malloc((size_t)df_n_vocab(c.m) * sizeof(float));
-    if (!c.hist || !c.logits) goto out;
+    if (!c.hist_tokens || !c.logits) goto out;
     c.tty = isatty(1);
     c.in_tty = isatty(0);
     clear(&c);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
+    sa.sa_handler = on_sigint; /* no SA_RESTART: Ctrl-C at the prompt ends the read */
     sigaction(SIGINT, &sa, NULL);
-    if (c.in_tty) fprintf(stderr, "deltafin chat: /clear, /save FILE, /load FILE, /exit; Ctrl-C stops an answer\n");
+    input_open(&c);
+    if (c.in_tty) {
+        char b[32];
+        df_model_info mi;
+        df_model_get_info(c.m, &mi);
+        fprintf(stderr, "%sdeltafin chat: %s (%s), context %d tokens, %s; /help for commands; Ctrl-C stops an answer, "
+                        "twice at the prompt (or Ctrl-D) leaves%s\n", c.tty ? "\033[2m" : "", c.o.model,
+                mi.arch ? mi.arch : "?", df_session_n_ctx(c.s),
+                c.o.mem ? (snprintf(b, sizeof b, "budget %s", df_fmt_bytes(c.o.mem, (char[32]){0}, 32)), b)
+                        : "no memory budget",
+                c.tty ? "\033[0m" : "");
+    }
     int turns = 0, failed_turns = 0, failed_cmds = 0;
     for (;;) {
         g_interrupt = 0;
-        char *line = read_line(&c);
+        char *line = read_message(&c);
         if (!line) break;
         int quit = 0;
         if (line[0] == '/') {
@@ -382,12 +763,14 @@ int df_cmd_chat(int argc, char **argv) {
      * a person's session when every turn failed */
     rc = c.in_tty ? (turns > 0 && failed_turns == turns) : (failed_turns + failed_cmds > 0);
 out:
+    input_close(&c);
     df_sampler_free(c.smp);
     df_session_free(c.s);
     df_model_free(c.m);
     cJSON_Delete(c.msgs);
-    free(c.hist);
+    free(c.hist_tokens);
     free(c.logits);
+    free(c.system_buf);
     free(tmpl_buf);
     return rc;
 }

@@ -282,6 +282,12 @@ static int chat_prompt(const oai_ctx *c, cJSON *body, oai_req *r, oai_error *e) 
         else cJSON_AddItemToObject(vars, "tools", cJSON_Duplicate(tools, 1));
     }
     cJSON *kw = cJSON_GetObjectItemCaseSensitive(body, "chat_template_kwargs"), *it;
+    cJSON *dkw = c->kwargs ? cJSON_Parse(c->kwargs) : NULL; /* the server's, checked when it started */
+    cJSON_ArrayForEach(it, dkw) {
+        cJSON_DeleteItemFromObjectCaseSensitive(vars, it->string);
+        cJSON_AddItemToObject(vars, it->string, cJSON_Duplicate(it, 1));
+    }
+    cJSON_Delete(dkw);
     if (!rc && kw && !cJSON_IsNull(kw)) {
         if (!cJSON_IsObject(kw)) rc = BAD("chat_template_kwargs", NULL, "'chat_template_kwargs' must be an object");
         else

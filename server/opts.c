@@ -4,6 +4,7 @@
  * Spelled as the rest of the CLI (llama.cpp's names; --flag=value works).
  * A mistake prints one line naming it and exits with status 2.
  */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,14 +22,21 @@ double srv_now(void) {
 
 static void usage(FILE *f, int chat, int status) {
     if (chat)
-        fprintf(f, "usage: deltafin chat -m MODEL [-sys TEXT] [--chat-template-file F] [-c CTX] [-t THREADS]\n"
+        fprintf(f, "usage: deltafin chat -m MODEL [-sys TEXT] [--chat-template-file F | --chat-template NAME]\n"
+                   "                     [--chat-template-kwargs JSON] [-c CTX] [-t THREADS]\n"
                    "                     [--mem SIZE] [-n MAX_TOKENS] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
                    "                     [--repeat-penalty R] [--seed S] [--kv f16|f32] [--ignore-eos]\n"
-                   "  commands in the chat: /clear, /save FILE, /load FILE, /exit (or end of input)\n");
+                   "  --chat-template: chatml, llama3, phi3, zephyr, gemma, mistral-v7, deepseek3 (llama.cpp's), or a\n"
+                   "  Jinja template; --chat-template-kwargs '{\"enable_thinking\":false}': variables for the template\n"
+                   "  in the chat: /help, /set system|temp|top-k|top-p|min-p|repeat-penalty|seed|n VALUE, /info, /clear,\n"
+                   "  /save FILE, /load FILE, /exit; \"\"\" starts and ends a message of several lines (a pasted text is\n"
+                   "  one message); Ctrl-C stops an answer, clears the line, and leaves when pressed twice (or Ctrl-D);\n"
+                   "  the input history is kept in $XDG_DATA_HOME/deltafin/chat_history\n");
     else
         fprintf(f, "usage: deltafin serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key K | --api-key-file F]\n"
                    "                      [--parallel N] [--queue N] [--mem SIZE] [-c CTX] [-t THREADS] [--alias NAME]\n"
-                   "                      [--chat-template-file F] [--kv f16|f32] [--jobs] [--jobs-db PATH] [--worker]\n"
+                   "                      [--chat-template-file F | --chat-template NAME] [--chat-template-kwargs JSON]\n"
+                   "                      [--kv f16|f32] [--jobs] [--jobs-db PATH] [--worker]\n"
                    "                      [--db PATH] [--remote URL] [--max-conn-per-ip N (256)] [--request-mem SIZE]\n"
                    "                      [--prompt-cache-dir DIR] [--prompt-cache-mem SIZE (256M; 0 under --mem)]\n"
                    "                      [--prompt-cache-disk SIZE (4G)] [--prompt-cache-min TOKENS (32)]\n"
@@ -96,6 +104,29 @@ static const char *api_key(const char *flag, const char *file) {
     return NULL;
 }
 
+/* --chat-template: a built-in format's name (llama.cpp's), else a Jinja template given inline. */
+static const char *template_arg(const char *v) {
+    const char *t = df_chat_template_builtin(v);
+    if (t) return t;
+    if (strstr(v, "{{") || strstr(v, "{%")) return v;
+    char names[256] = "";
+    for (int i = 0; df_chat_template_builtin_name(i); i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                 df_chat_template_builtin_name(i));
+    fprintf(stderr, "deltafin: --chat-template '%s' is not a built-in format (%s) nor a Jinja template "
+            "(--chat-template-file reads one from a file)\n", v, names);
+    exit(2);
+}
+
+/* --chat-template-kwargs: a JSON object. */
+static const char *kwargs_arg(const char *v) {
+    cJSON *j = cJSON_Parse(v);
+    const int ok = cJSON_IsObject(j);
+    cJSON_Delete(j);
+    if (!ok) bad("--chat-template-kwargs expects a JSON object like '{\"enable_thinking\":false}', not '%s'", v);
+    return v;
+}
+
 void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
     memset(o, 0, sizeof *o);
     o->host = "127.0.0.1";
@@ -126,7 +157,8 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
             continue;
         }
         if (chat && !strcmp(name, "--ignore-eos")) { o->ignore_eos = 1; continue; }
-        static const char *const with_value[] = {"-m", "--model", "--chat-template-file", "-c", "--ctx-size", "-t",
+        static const char *const with_value[] = {"-m", "--model", "--chat-template-file", "--chat-template",
+                                                 "--chat-template-kwargs", "-c", "--ctx-size", "-t",
                                                  "--threads", "--mem", "--kv", "-sys", "--system-prompt", "-n",
                                                  "--n-predict", "--temp", "--top-k", "--top-p", "--min-p",
                                                  "--repeat-penalty", "--seed", "-s", "--host", "--port", "--api-key",
@@ -142,6 +174,8 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
         else bad("%s needs a value", name);
         if (!strcmp(name, "-m") || !strcmp(name, "--model")) o->model = v;
         else if (!strcmp(name, "--chat-template-file")) o->template_file = v;
+        else if (!strcmp(name, "--chat-template")) o->template_text = template_arg(v);
+        else if (!strcmp(name, "--chat-template-kwargs")) o->template_kwargs = kwargs_arg(v);
         else if (!strcmp(name, "-c") || !strcmp(name, "--ctx-size")) o->ctx = (int)num(name, v, 0, 1 << 24);
         else if (!strcmp(name, "-t") || !strcmp(name, "--threads")) o->threads = (int)num(name, v, 1, 512);
         else if (!strcmp(name, "--mem")) o->mem = size_arg(name, v);
@@ -184,6 +218,7 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
         else if (!chat && !strcmp(name, "--prompt-cache-min")) o->pc_min = (int)num(name, v, 1, 1 << 24);
         else bad("unknown option '%s'", name);
     }
+    if (o->template_file && o->template_text) bad("give --chat-template-file or --chat-template, not both%s", "");
     /* --db (the config file's db): the job database, where --jobs or --worker asks for the default one */
     if (db && o->jobs_db && !*o->jobs_db) o->jobs_db = db;
     if (!chat) o->api_key = api_key(o->api_key, key_file);

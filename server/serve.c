@@ -758,7 +758,8 @@ int df_cmd_serve(int argc, char **argv) {
         return 1;
     }
     srv.oc.m = srv.m;
-    srv.oc.tmpl = tmpl;
+    srv.oc.tmpl = tmpl ? tmpl : o.template_text;
+    srv.oc.kwargs = o.template_kwargs;
     srv.oc.name = o.alias ? o.alias : base_name(o.model);
     srv.oc.n_ctx = sched_n_ctx(srv.sched);
     srv.oc.max_piece = longest_piece(srv.m);

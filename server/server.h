@@ -31,6 +31,8 @@
 /* ---- command-line options (opts.c) ---- */
 typedef struct srv_opts {
     const char *model, *host, *api_key, *template_file, *alias, *system;
+    const char *template_text;  /* --chat-template NAME (a built-in format) or a Jinja template given inline */
+    const char *template_kwargs; /* --chat-template-kwargs: a JSON object of extra template variables */
     const char *jobs_db;    /* serve: /v1/jobs on this database ("" = the default one), NULL = off */
     const char *remote;     /* serve: the remote endpoint of HTTP jobs (--remote), NULL = none */
     int worker;             /* serve: run `deltafin worker` on jobs_db beside the API */
@@ -158,7 +160,8 @@ typedef struct oai_error {
 
 typedef struct oai_ctx {
     df_model *m;
-    const char *tmpl;       /* --chat-template-file's text or NULL (the model's) */
+    const char *tmpl;       /* --chat-template-file's text, --chat-template's, or NULL (the model's) */
+    const char *kwargs;     /* --chat-template-kwargs (a JSON object) or NULL: a request's own override them */
     const char *name;       /* the model's id */
     int n_ctx;
     int max_piece;          /* the longest token's text in bytes: a prompt of more than n_ctx times it cannot fit */

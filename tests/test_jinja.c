@@ -446,6 +446,50 @@ static void test_api(void **state) {
     df_model_free(m);
 }
 
+/* --chat-template NAME: each built-in format renders one conversation exactly as llama.cpp's built-in formats
+ * write it (src/llama-chat.cpp: roles, separators, trimmed contents where it trims, gemma's system turn merged
+ * into the first user turn, mistral-v7 without a generation prompt); an unknown name is NULL. */
+static void test_builtin_templates(void **state) {
+    (void)state;
+    const df_chat_message msgs[] = {{"system", "You are terse."}, {"user", "Hi there "}, {"assistant", " Hello! "},
+                                    {"user", "Who are you?"}};
+    static const struct { const char *name, *want; } formats[] = {
+        {"chatml", "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHi there <|im_end|>\n"
+                   "<|im_start|>assistant\n Hello! <|im_end|>\n<|im_start|>user\nWho are you?<|im_end|>\n"
+                   "<|im_start|>assistant\n"},
+        {"llama3", "<|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|>"
+                   "<|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|>"
+                   "<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>"
+                   "<|start_header_id|>user<|end_header_id|>\n\nWho are you?<|eot_id|>"
+                   "<|start_header_id|>assistant<|end_header_id|>\n\n"},
+        {"phi3", "<|system|>\nYou are terse.<|end|>\n<|user|>\nHi there <|end|>\n<|assistant|>\n Hello! <|end|>\n"
+                 "<|user|>\nWho are you?<|end|>\n<|assistant|>\n"},
+        {"zephyr", "<|system|>\nYou are terse.<|endoftext|>\n<|user|>\nHi there <|endoftext|>\n<|assistant|>\n"
+                   " Hello! <|endoftext|>\n<|user|>\nWho are you?<|endoftext|>\n<|assistant|>\n"},
+        {"gemma", "<start_of_turn>user\nYou are terse.\n\nHi there<end_of_turn>\n<start_of_turn>model\nHello!"
+                  "<end_of_turn>\n<start_of_turn>user\nWho are you?<end_of_turn>\n<start_of_turn>model\n"},
+        {"mistral-v7", "[SYSTEM_PROMPT] You are terse.[/SYSTEM_PROMPT][INST] Hi there [/INST]  Hello! </s>"
+                       "[INST] Who are you?[/INST]"},
+        {"deepseek3", "You are terse.\n\n<｜User｜>Hi there <｜Assistant｜> Hello! <｜end▁of▁sentence｜>"
+                      "<｜User｜>Who are you?<｜Assistant｜>"},
+    };
+    char err[256];
+    int n = 0;
+    while (df_chat_template_builtin_name(n)) n++;
+    assert_int_equal(n, (int)(sizeof formats / sizeof formats[0]));
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+        const char *t = df_chat_template_builtin(formats[i].name);
+        assert_non_null(t);
+        char *out = NULL;
+        assert_int_equal(df_chat_apply_template(NULL, t, msgs, 4, 1, NULL, &out, err, sizeof err), 0);
+        if (strcmp(out, formats[i].want)) fprintf(stderr, "%s:\n[%s]\n[%s]\n", formats[i].name, out, formats[i].want);
+        assert_string_equal(out, formats[i].want);
+        free(out);
+    }
+    assert_null(df_chat_template_builtin("chatml2"));
+    assert_null(df_chat_template_builtin(NULL));
+}
+
 int main(int argc, char **argv) {
     setenv("TZ", "UTC", 1);
     tzset();
@@ -464,6 +508,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference), cmocka_unit_test(test_cases), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_limits),    cmocka_unit_test(test_hostile), cmocka_unit_test(test_api),
+        cmocka_unit_test(test_builtin_templates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1146,8 +1146,12 @@ static void print_share_report(const df_io_stats *a, const df_io_stats *b, int g
     if (runs)
         fprintf(stderr, "steps: expert union %.1f experts a step (%.2f per MoE layer)\n", (double)uni / (double)passes,
                 (double)uni / (double)runs);
-    fprintf(stderr, "steps: %.3f MiB of experts read per generated token, %.3f MiB from disk\n",
-            (double)(b->expert_bytes - a->expert_bytes) / M / g, (double)(b->bytes_read - a->bytes_read) / M / g);
+    const uint64_t ex = b->expert_bytes - a->expert_bytes, disk = b->bytes_read - a->bytes_read;
+    if (runs || ex) /* a dense model has no experts to speak of */
+        fprintf(stderr, "steps: %.3f MiB of experts read per generated token, %.3f MiB from disk\n", (double)ex / M / g,
+                (double)disk / M / g);
+    else if (disk)
+        fprintf(stderr, "steps: %.3f MiB from disk per generated token\n", (double)disk / M / g);
 }
 
 /* Print a token's bytes. */

@@ -57,6 +57,45 @@ const char *df_chat_template(const df_model *m) {
     return m && m->g ? gguf_get_str(m->g, "tokenizer.chat_template") : NULL;
 }
 
+/* Common formats by name, as llama.cpp's --chat-template NAME writes them (src/llama-chat.cpp's built-in
+ * formats, the same bytes), as Jinja so that they render through the one engine. */
+static const struct { const char *name, *tmpl; } BUILTIN[] = {
+    {"chatml", "{%- for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}"
+               "{%- endfor %}{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{%- endif %}"},
+    {"llama3", "{%- for m in messages %}{{ '<|start_header_id|>' + m.role + '<|end_header_id|>\\n\\n' + "
+               "(m.content | trim) + '<|eot_id|>' }}{%- endfor %}{%- if add_generation_prompt %}"
+               "{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}"},
+    {"phi3", "{%- for m in messages %}{{ '<|' + m.role + '|>\\n' + m.content + '<|end|>\\n' }}{%- endfor %}"
+             "{%- if add_generation_prompt %}{{ '<|assistant|>\\n' }}{%- endif %}"},
+    {"zephyr", "{%- for m in messages %}{{ '<|' + m.role + '|>\\n' + m.content + '<|endoftext|>\\n' }}"
+               "{%- endfor %}{%- if add_generation_prompt %}{{ '<|assistant|>\\n' }}{%- endif %}"},
+    {"gemma", "{%- set sys = namespace(p='') %}{%- for m in messages %}{%- if m.role == 'system' %}"
+              "{%- set sys.p = sys.p + (m.content | trim) %}{%- else %}"
+              "{%- set role = 'model' if m.role == 'assistant' else m.role %}{{ '<start_of_turn>' + role + '\\n' }}"
+              "{%- if sys.p and role != 'model' %}{{ sys.p + '\\n\\n' }}{%- set sys.p = '' %}{%- endif %}"
+              "{{ (m.content | trim) + '<end_of_turn>\\n' }}{%- endif %}{%- endfor %}"
+              "{%- if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{%- endif %}"},
+    {"mistral-v7", "{%- for m in messages %}{%- if m.role == 'system' %}{{ '[SYSTEM_PROMPT] ' + m.content + "
+                   "'[/SYSTEM_PROMPT]' }}{%- elif m.role == 'user' %}{{ '[INST] ' + m.content + '[/INST]' }}"
+                   "{%- else %}{{ ' ' + m.content + '</s>' }}{%- endif %}{%- endfor %}"},
+    {"deepseek3", "{%- for m in messages %}{%- if m.role == 'system' %}{{ m.content + '\\n\\n' }}"
+                  "{%- elif m.role == 'user' %}{{ '<｜User｜>' + m.content }}"
+                  "{%- elif m.role == 'assistant' %}{{ '<｜Assistant｜>' + m.content + "
+                  "'<｜end▁of▁sentence｜>' }}{%- endif %}"
+                  "{%- endfor %}{%- if add_generation_prompt %}{{ '<｜Assistant｜>' }}"
+                  "{%- endif %}"},
+};
+
+const char *df_chat_template_builtin(const char *name) {
+    for (size_t i = 0; name && i < sizeof BUILTIN / sizeof BUILTIN[0]; i++)
+        if (!strcmp(BUILTIN[i].name, name)) return BUILTIN[i].tmpl;
+    return NULL;
+}
+
+const char *df_chat_template_builtin_name(int i) {
+    return i >= 0 && (size_t)i < sizeof BUILTIN / sizeof BUILTIN[0] ? BUILTIN[i].name : NULL;
+}
+
 int df_chat_apply_template(const df_model *m, const char *template_override, const df_chat_message *msgs, int n_msgs,
                            int add_generation_prompt, const char *extra_vars_json, char **out, char *err,
                            size_t errlen) {

@@ -35,7 +35,7 @@ expect "$S" -n 24 --temp 0 -t 2 > "$T/want"
 check "stories260K: 4 prompts together, each as alone" cmp -s "$T/want" "$T/got"
 check "the report counts the prompts" grep -q "prompts: *4 (4 decoded together at most)" "$T/err"
 check "the report counts steps and their sequences" grep -q "^steps: .* passes over the weights" "$T/err"
-check "the report gives the bytes per generated token" grep -q "MiB of experts read per generated token" "$T/err"
+check "a dense model's report has no expert line (issue 37)" test -z "$(grep 'experts read' "$T/err")"
 "$D" run -m "$S" --batch-file "$T/p.txt" -n 24 --temp 0 -t 2 --parallel 2 > "$T/got2" 2> "$T/err2"
 check "--parallel 2: slots reused, same completions in order" cmp -s "$T/want" "$T/got2"
 check "--parallel 2 is reported" grep -q "prompts: *4 (2 decoded together at most)" "$T/err2"
@@ -47,6 +47,7 @@ expect "$T/moe.gguf" -n 12 --temp 0 -t 2 -c 128 > "$T/want-moe"
 check "deepseek-v3 (MLA + MoE): batched completions as alone" cmp -s "$T/want-moe" "$T/got-moe"
 check "the report gives the expert union per step" grep -q "^steps: expert union .* experts a step (.* per MoE layer)" \
     "$T/err-moe"
+check "... and the expert bytes per generated token" grep -q "MiB of experts read per generated token" "$T/err-moe"
 minimum() { # the plan's minimum budget for $1 sessions
     "$D" plan -m "$T/moe.gguf" --mem 1G -c 128 --disk-gbps 1 --mem-gbps 10 --parallel "$1" --json 2>/dev/null |
         sed -n 's/.*"minimum":\([0-9]*\).*/\1/p'

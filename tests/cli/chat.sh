@@ -66,6 +66,28 @@ exec 3>&-
 wait "$CP"; rc=$?
 check "SIGINT during an answer: the chat goes on and exits 0" test "$rc" -eq 0
 check "SIGINT: the answer is marked interrupted" grep -q "\[interrupted\]" "$T/out6"
-g=$(sed -n 's/.*\[turn 1: .* \([0-9]*\) generated\].*/\1/p' "$T/err6")
+g=$(sed -n 's/.*\[turn 1: .* \([0-9]*\) generated, .*/\1/p' "$T/err6")
 check "SIGINT: the answer stopped early ($g of 3500 tokens)" test "${g:-3500}" -lt 3500
+
+# --chat-template NAME, --chat-template-kwargs, the template checked before the weights load (issue 37)
+QT="$(dirname "${BASH_SOURCE[0]}")/../data/jinja/templates/Qwen-Qwen3-0.6B.jinja"
+toks() { sed -n 's/.*\[turn 1: \([0-9]*\) prompt tokens.*/\1/p' <<< "$1"; }
+a=$(echo hi | "$D" chat -m "$S" --chat-template-file "$QT" -n 2 2>&1)
+b=$(echo hi | "$D" chat -m "$S" --chat-template-file "$QT" -n 2 --chat-template-kwargs '{"enable_thinking":false}' 2>&1)
+check "--chat-template-kwargs reaches the template (enable_thinking false adds an empty think: $(toks "$a") -> $(toks "$b") tokens)" \
+    test -n "$(toks "$a")" -a "$(toks "$b")" -gt "$(toks "$a")"
+check "--chat-template chatml answers" grep -q "\[turn 1:" <<< "$(echo hi | "$D" chat -m "$S" --chat-template chatml -n 2 2>&1)"
+echo hi | "$D" chat -m "$S" --chat-template nonesuch > /dev/null 2> "$T/err7"; rc=$?
+check "--chat-template of an unknown name: exit 2 naming the built-in ones" test "$rc" -eq 2 -a -n "$(grep 'chatml, llama3' "$T/err7")"
+echo hi | "$D" chat -m "$S" -sys "Be brief." \
+    --chat-template-file "$(dirname "${BASH_SOURCE[0]}")/../data/jinja/templates/google-gemma-2-2b-it.jinja" > /dev/null 2> "$T/err8"
+rc=$?
+check "-sys with a template without a system role: exit 1 at once, saying so" \
+    test "$rc" -eq 1 -a -n "$(grep 'cannot render a conversation with a system message.*System role not supported' "$T/err8")"
+check "... before any turn" test -z "$(grep 'turn 1' "$T/err8")"
+printf '/set temp 0\n/set seed 7\n/set bogus 1\n/info\n/nope\n' | "$D" chat -m "$S" --chat-template chatml > /dev/null 2> "$T/err9"
+rc=$?
+check "piped commands: /set said, /info the settings, unknown ones named; exit 1 for the failed ones" \
+    test "$rc" -eq 1 -a -n "$(grep '\[temp = 0\]' "$T/err9")" -a -n "$(grep 'sampling: temp 0, .*seed 7' "$T/err9")" \
+    -a -n "$(grep 'unknown command /nope' "$T/err9")" -a -n "$(grep '/set bogus 1: unknown setting' "$T/err9")"
 finish

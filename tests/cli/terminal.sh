@@ -6,7 +6,10 @@
 # widths (the text wraps at different places, also where the cursor waits to wrap); the prompt phase has its
 # status too; afterwards the whole screen scrolls again (the region reset, the status row cleared). With the
 # text redirected, the status is one rewritten stderr line and the file holds the text alone; with stderr
-# a log, the status comes as lines.
+# a log, the status comes as lines. deltafin chat: a pasted text of three lines is one message; """ starts and
+# ends a typed one of several lines; /set, /info, an unknown command said; Ctrl-C at the prompt clears the line
+# and twice leaves (exit 0); the input history is kept and recalled with Up in the next chat; Ctrl-C during an
+# answer stops it and the chat goes on.
 set -u
 B=${1:-build}
 D="$(cd "$(dirname "$B")" && pwd)/$(basename "$B")/deltafin"
@@ -16,7 +19,7 @@ S=$(cd "$(dirname "${DELTAFIN_SHARED:-../shared}/models/stories260K.gguf")" 2> /
 command -v tmux > /dev/null || { echo "SKIPPED: tmux not found"; exit 0; }
 T=$(mktemp -d /tmp/deltafin-terminal-XXXXXX)
 X=(tmux -L "deltafin-test-$$" -f /dev/null)
-trap '"${X[@]}" kill-server 2> /dev/null; [ -n "${TERM_KEEP:-}" ] || rm -rf "$T"' EXIT
+trap '"${X[@]}" kill-server 2> /dev/null; sleep 0.3; [ -n "${TERM_KEEP:-}" ] || rm -rf "$T"' EXIT
 SLOW=1; [ -n "${DELTAFIN_SANITIZED:-}" ] && SLOW=4
 ROWS=12
 
@@ -62,6 +65,85 @@ type_wait "seq 101 120"
 check "afterwards the scroll region is reset (the prompt in the last row, 120 above it)" \
     test "$(sed -n "$((ROWS - 1))p" "$T/after")" = "DONE-MARK-$n" -a "$(sed -n "$((ROWS - 2))p" "$T/after")" = 120
 check "... and the status row is cleared" test -z "$(grep -a 'tokens/s\]' "$T/after")"
+
+# ---- deltafin chat at a terminal ----
+# wait until the pane shows TEXT (a fixed string), at most 15 s
+screen_has() {
+    for _ in $(seq 1 $((150 * SLOW))); do
+        "${X[@]}" capture-pane -t p -p -J -S - | grep -qF -- "$1" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+keys() { "${X[@]}" send-keys -t p "$@"; }
+CH="$T/chat"
+mkdir -p "$CH"
+chat="${DELTAFIN_ISA:+DELTAFIN_ISA=$DELTAFIN_ISA }$D chat -m $S --chat-template chatml -n 16 --temp 0"
+pane 120
+keys "HOME=$CH $chat; echo CHAT-EXIT=\$?" Enter
+check "chat: the start names the model, the context and the commands" screen_has "context 2048 tokens, no memory budget; /help"
+# a pasted text of three lines is one message
+"${X[@]}" set-buffer -b three "$(printf 'first line\nsecond line\nthird line')"
+"${X[@]}" paste-buffer -p -b three -t p
+check "a paste of three lines stands in the line as one mark" screen_has "> [pasted: 3 lines #1]"
+keys Enter
+screen_has "[turn 1:" > /dev/null
+keys "/save $CH/s1.json" Enter
+screen_has "[saved" > /dev/null
+check "... and is sent as one message" test "$(jq -r '.messages[0].content' "$CH/s1.json" 2> /dev/null)" = \
+    "$(printf 'first line\nsecond line\nthird line')"
+check "... the only question (one turn, not three)" test "$(jq '.messages | length' "$CH/s1.json" 2> /dev/null)" = 2
+# """ ... """: a message of several lines, typed
+keys '"""' Enter
+screen_has "... " > /dev/null
+keys "alpha" Enter "beta" Enter '"""' Enter
+screen_has "[turn 2:" > /dev/null
+keys "/save $CH/s2.json" Enter
+screen_has "[saved 4" > /dev/null
+check '""" ... """ typed: one message of two lines' test "$(jq -r '.messages[2].content' "$CH/s2.json" 2> /dev/null)" = \
+    "$(printf 'alpha\nbeta')"
+# commands
+keys "/set temp 0.25" Enter
+check "/set temp 0.25: said" screen_has "[temp = 0.25]"
+keys "/set nothing 1" Enter
+check "/set of an unknown setting: said" screen_has "/set nothing 1: unknown setting"
+keys "/info" Enter
+check "/info: the settings in effect and the last answer's speed" screen_has "sampling: temp 0.25"
+keys "/frobnicate" Enter
+check "an unknown command is said to be unknown" screen_has "unknown command /frobnicate"
+# Ctrl-C at the prompt clears the line and stays; twice on an empty line leaves
+keys "half a thought"
+screen_has "> half a thought" > /dev/null
+keys C-c
+check "Ctrl-C at the prompt: the line is dropped, the chat stays" screen_has "(Ctrl-C again or Ctrl-D to leave"
+keys "/set seed 4242" Enter
+check "... the next line starts empty (a command again, not 'half a thought/set ...')" screen_has "[seed = 4242]"
+keys C-c
+screen_has "(Ctrl-C again" > /dev/null
+keys C-c
+check "Ctrl-C twice at an empty prompt: the chat ends, exit 0" screen_has "CHAT-EXIT=0"
+check "the input history is kept" grep -q "alpha" "$CH/.local/share/deltafin/chat_history"
+# the next chat recalls it with Up
+keys "HOME=$CH $chat; echo CHAT2-EXIT=\$?" Enter
+screen_has "/help for commands" > /dev/null
+sleep 0.3
+keys Up
+sleep 0.3
+check "a new chat: Up recalls the last line of the one before" \
+    test "$("${X[@]}" capture-pane -t p -p | grep -v '^ *$' | tail -n 1)" = "> /set seed 4242"
+keys C-u "/exit" Enter
+screen_has "CHAT2-EXIT=" > /dev/null
+# Ctrl-C during an answer stops it; the chat goes on
+"$B/mkmodel" -o "$T/slow.gguf" --preset small --type q8_0 --ctx 4096 > /dev/null 2>&1
+keys "HOME=$CH ${DELTAFIN_ISA:+DELTAFIN_ISA=$DELTAFIN_ISA }$D chat -m $T/slow.gguf --chat-template chatml -n 3500 -c 4096 --ignore-eos -t 1; echo CHAT3-EXIT=\$?" Enter
+screen_has "/help for commands" > /dev/null
+keys "go on" Enter
+sleep 1
+keys C-c
+check "Ctrl-C during an answer: it stops, marked [interrupted]" screen_has "[interrupted]"
+check "... with its figures" screen_has "generated,"
+keys "/exit" Enter
+check "... and the chat went on to /exit (exit 0)" screen_has "CHAT3-EXIT=0"
 
 # the text redirected: the status is a stderr line of its own, the file the text alone
 pane 100
