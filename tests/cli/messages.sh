@@ -30,7 +30,7 @@ check "--help exits 0" test "$rc" -eq 0
 check "--help prints the usage on stdout" grep -q "usage: deltafin" "$T/help"
 "$D" run --help > /dev/null 2>&1; check "run --help exits 0" test $? -eq 0
 # every command answers --help with its own usage, exit 0 (issue 37)
-for c in run plan info tokenize logits bench models config serve chat submit jobs job cancel requeue worker; do
+for c in run plan info tokenize logits bench models pull config serve chat submit jobs job cancel requeue worker; do
     h=$("$D" $c --help 2>&1); rc=$?
     check "$c --help: exit 0 ($rc)" test "$rc" -eq 0
     check "... its own usage, naming '$c'" bash -c "head -n 3 <<< \"\$1\" | grep -qw -- '$c'" _ "$h"
