@@ -49,8 +49,8 @@ check "a short flag too" grep -q '^threads *= 4 *# flag' <<< "$out"
 id=$("$D" submit -m "$T/moe.gguf" -p "Hello" -n 2)
 check "submit uses the file's database" test -f "$HOME/q/jobs.db"
 check "and the file's budget" test "$(field "$id")" = $((64 << 20))
-id=$("$D" submit -m "$T/moe.gguf" -p "Hello" -n 2 --mem 32M)
-check "a flag overrides the file's budget" test "$(field "$id")" = $((32 << 20))
+id=$("$D" submit -m "$T/moe.gguf" -p "Hello" -n 2 --mem 48M)
+check "a flag overrides the file's budget" test "$(field "$id")" = $((48 << 20))
 check "jobs reads the same database" test "$("$D" jobs | grep -c queued)" -eq 2
 check "the CLI's own --db still wins" test "$("$D" jobs --db "$T/other.db" | grep -c queued)" -eq 0
 out=$("$D" run -m "$T/moe.gguf" -p "Hi" -n 1 --temp 0 2>&1)
