@@ -253,7 +253,8 @@ static int content_text(cJSON *content, int i, cJSON **out, oai_error *e) {
     return 0;
 }
 
-static int chat_prompt(const oai_ctx *c, cJSON *body, oai_req *r, oai_error *e) {
+/* The conversation of body (messages, tools, chat_template_kwargs) rendered with the template: *out malloc'd. */
+static int render_chat(const oai_ctx *c, cJSON *body, char **out, oai_error *e) {
     cJSON *msgs = cJSON_GetObjectItemCaseSensitive(body, "messages");
     if (!msgs) return BAD("messages", NULL, "'messages' is required");
     if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
@@ -300,11 +301,17 @@ static int chat_prompt(const oai_ctx *c, cJSON *body, oai_req *r, oai_error *e) 
     cJSON_Delete(vars);
     if (rc) return rc;
     if (!vj) return oai_set_error(e, 500, "server_error", NULL, NULL, "out of memory"), -1;
-    char *text = NULL, err[512];
-    rc = df_chat_apply_template(c->m, c->tmpl, NULL, 0, 1, vj, &text, err, sizeof err);
+    char err[512];
+    rc = df_chat_apply_template(c->m, c->tmpl, NULL, 0, 1, vj, out, err, sizeof err);
     cJSON_free(vj);
     if (rc != 0) return BAD("messages", "template_error", "the chat template failed: %s", err);
-    rc = tokenize(c, text, strlen(text), r, e);
+    return 0;
+}
+
+static int chat_prompt(const oai_ctx *c, cJSON *body, oai_req *r, oai_error *e) {
+    char *text = NULL;
+    if (render_chat(c, body, &text, e) != 0) return -1;
+    const int rc = tokenize(c, text, strlen(text), r, e);
     free(text);
     return rc;
 }
@@ -404,7 +411,7 @@ int oai_parse(const oai_ctx *c, const char *body, size_t len, int chat, oai_req 
             BAD("model", NULL, "'model' must be a string");
             goto out;
         }
-        if (strcmp(model->valuestring, c->name)) {
+        if (c->strict_model && strcmp(model->valuestring, c->name)) { /* else the one model answers any name */
             oai_set_error(e, 404, "invalid_request_error", "model", "model_not_found",
                           "The model '%.200s' does not exist (this server has '%.200s')", model->valuestring, c->name);
             goto out;
@@ -658,4 +665,139 @@ char *oai_usage_chunk(const oai_ctx *c, const oai_req *r, srv_job *const *jobs, 
     cJSON_AddArrayToObject(root, "choices");
     cJSON_AddItemToObject(root, "usage", usage_json(r, jobs));
     return sse(root);
+}
+
+/* ---- llama-server's extras: /tokenize, /detokenize, /apply-template (docs/server.md) ---- */
+
+/* A request body as a JSON object within the request limits, or NULL with e filled. */
+static cJSON *parse_object(const oai_ctx *c, const char *body, size_t len, oai_error *e) {
+    long values = 0;
+    if (srv_json_scan(body, len, &values)) return BAD(NULL, "invalid_json", "a string holds a NUL character (\\u0000)"), NULL;
+    if (values > c->max_values)
+        return oai_set_error(e, 413, "invalid_request_error", NULL, "request_too_large",
+                             "the body holds more than %ld JSON values", c->max_values), NULL;
+    cJSON *b = cJSON_ParseWithLength(body ? body : "", len);
+    if (!cJSON_IsObject(b)) {
+        cJSON_Delete(b);
+        return BAD(NULL, "invalid_json", "the body must be a JSON object"), NULL;
+    }
+    return b;
+}
+
+/* cJSON's text of j (deleted), or NULL with e filled. */
+static char *print_json(cJSON *j, oai_error *e) {
+    char *s = j ? cJSON_PrintUnformatted(j) : NULL;
+    cJSON_Delete(j);
+    if (!s) oai_set_error(e, 500, "server_error", NULL, NULL, "out of memory");
+    return s;
+}
+
+char *oai_tokenize(const oai_ctx *c, const char *body, size_t len, oai_error *e) {
+    cJSON *b = parse_object(c, body, len, e);
+    if (!b) return NULL;
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(b, "content");
+    int add_special = 0, with_pieces = 0, parse_special = 1;
+    char *out = NULL, err[512];
+    int32_t *ids = NULL;
+    cJSON *res = NULL;
+    if (!cJSON_IsString(content)) {
+        BAD("content", NULL, "'content' must be a string");
+        goto done;
+    }
+    if (oai_get_bool(b, "add_special", &add_special, e) || oai_get_bool(b, "with_pieces", &with_pieces, e) ||
+        oai_get_bool(b, "parse_special", &parse_special, e))
+        goto done;
+    const size_t n = strlen(content->valuestring);
+    int need = 0, got = 0;
+    if (df_tokenize(c->m, content->valuestring, n, add_special, parse_special, NULL, 0, &need, err, sizeof err) != 0 &&
+        need == 0) {
+        BAD("content", NULL, "cannot tokenize: %s", err);
+        goto done;
+    }
+    if (!(ids = malloc((size_t)(need + 1) * sizeof *ids)) ||
+        df_tokenize(c->m, content->valuestring, n, add_special, parse_special, ids, need + 1, &got, err, sizeof err) != 0) {
+        BAD("content", NULL, "cannot tokenize: %s", ids ? err : "out of memory");
+        goto done;
+    }
+    res = cJSON_CreateObject();
+    cJSON *list = cJSON_AddArrayToObject(res, "tokens");
+    for (int i = 0; i < got && list; i++) {
+        if (!with_pieces) {
+            cJSON_AddItemToArray(list, cJSON_CreateNumber(ids[i]));
+            continue;
+        }
+        char piece[512];
+        int pn = df_token_to_piece(c->m, ids[i], piece, sizeof piece);
+        pn = pn < 0 ? 0 : pn > (int)sizeof piece ? (int)sizeof piece : pn;
+        char *clean = srv_utf8_clean(piece, (size_t)pn);
+        cJSON *t = cJSON_CreateObject();
+        cJSON_AddNumberToObject(t, "id", ids[i]);
+        cJSON_AddStringToObject(t, "piece", clean ? clean : "");
+        free(clean);
+        cJSON_AddItemToArray(list, t);
+    }
+    out = print_json(res, e);
+done:
+    free(ids);
+    cJSON_Delete(b);
+    return out;
+}
+
+char *oai_detokenize(const oai_ctx *c, const char *body, size_t len, oai_error *e) {
+    cJSON *b = parse_object(c, body, len, e);
+    if (!b) return NULL;
+    const cJSON *toks = cJSON_GetObjectItemCaseSensitive(b, "tokens"), *t;
+    const int nv = df_n_vocab(c->m);
+    char *text = NULL, *out = NULL;
+    size_t n = 0, cap = 0;
+    if (!cJSON_IsArray(toks)) {
+        BAD("tokens", NULL, "'tokens' must be an array of token ids");
+        goto done;
+    }
+    int i = 0;
+    cJSON_ArrayForEach(t, toks) {
+        if (!cJSON_IsNumber(t) || t->valuedouble < 0 || t->valuedouble >= nv || t->valuedouble != (int)t->valuedouble) {
+            BAD("tokens", NULL, "tokens[%d] is not a token id of this model (0 to %d)", i, nv - 1);
+            goto done;
+        }
+        char piece[512];
+        int pn = df_token_to_piece(c->m, (int32_t)t->valuedouble, piece, sizeof piece);
+        pn = pn < 0 ? 0 : pn > (int)sizeof piece ? (int)sizeof piece : pn;
+        if (n + (size_t)pn + 1 > cap) {
+            char *g = realloc(text, cap = 2 * (n + (size_t)pn + 1));
+            if (!g) {
+                oai_set_error(e, 500, "server_error", NULL, NULL, "out of memory");
+                goto done;
+            }
+            text = g;
+        }
+        memcpy(text + n, piece, (size_t)pn);
+        n += (size_t)pn;
+        i++;
+    }
+    char *clean = srv_utf8_clean(text ? text : "", n);
+    cJSON *res = cJSON_CreateObject();
+    cJSON_AddStringToObject(res, "content", clean ? clean : "");
+    free(clean);
+    out = print_json(res, e);
+done:
+    free(text);
+    cJSON_Delete(b);
+    return out;
+}
+
+char *oai_apply_template(const oai_ctx *c, const char *body, size_t len, oai_error *e) {
+    cJSON *b = parse_object(c, body, len, e);
+    if (!b) return NULL;
+    char *text = NULL, *out = NULL;
+    if (render_chat(c, b, &text, e) == 0) {
+        char *clean = srv_utf8_clean(text, strlen(text));
+        cJSON *res = cJSON_CreateObject();
+        cJSON_AddStringToObject(res, "prompt", clean ? clean : "");
+        free(clean);
+        out = print_json(res, e);
+    }
+    free(text);
+    cJSON_Delete(b);
+    return out;
 }

@@ -37,10 +37,13 @@ static void usage(FILE *f, int chat, int status) {
                    "                      [--parallel N] [--queue N] [--mem SIZE] [-c CTX] [-t THREADS] [--alias NAME]\n"
                    "                      [--chat-template-file F | --chat-template NAME] [--chat-template-kwargs JSON]\n"
                    "                      [--kv f16|f32] [--jobs] [--jobs-db PATH] [--worker]\n"
+                   "                      [--cors ORIGIN[,ORIGIN] | --cors '*'] [--strict-model]\n"
                    "                      [--db PATH] [--remote URL] [--max-conn-per-ip N (256)] [--request-mem SIZE]\n"
                    "                      [--prompt-cache-dir DIR] [--prompt-cache-mem SIZE (256M; 0 under --mem)]\n"
                    "                      [--prompt-cache-disk SIZE (4G)] [--prompt-cache-min TOKENS (32)]\n"
-                   "  an OpenAI-compatible server: /v1/chat/completions /v1/completions /v1/models /health /metrics\n"
+                   "  an OpenAI-compatible server: /v1/chat/completions /v1/completions /v1/models /health /metrics,\n"
+                   "  and llama-server's /tokenize /detokenize /apply-template /props; --cors: pages of these origins may\n"
+                   "  call it; --strict-model: a request naming another model is refused (else the model answers it)\n"
                    "  --jobs: also /v1/jobs, the durable job queue (docs/jobs.md); --jobs-db PATH: on that database\n"
                    "  (implies --jobs); --worker: run `deltafin worker` on it beside the server (implies --jobs);\n"
                    "  --db PATH: the database --jobs uses; --remote URL: where HTTP jobs may go (docs/jobs.md)\n"
@@ -118,6 +121,19 @@ static const char *template_arg(const char *v) {
     exit(2);
 }
 
+/* --cors ORIGIN[,ORIGIN]: each "*" or scheme://host[:port], as a browser sends its Origin (no path, no spaces). */
+static const char *cors_arg(const char *v) {
+    for (const char *p = v; *p;) {
+        const size_t n = strcspn(p, ",");
+        const size_t scheme = n > 7 && !strncmp(p, "http://", 7) ? 7 : n > 8 && !strncmp(p, "https://", 8) ? 8 : 0;
+        int ok = (n == 1 && *p == '*') || scheme;
+        for (size_t i = scheme; ok && i < n; i++) ok = (unsigned char)p[i] > 0x20 && p[i] != '/';
+        if (!ok) bad("--cors takes origins like http://localhost:3000 (or *), comma-separated, not '%s'", v);
+        p += n + (p[n] == ',');
+    }
+    return v;
+}
+
 /* --chat-template-kwargs: a JSON object. */
 static const char *kwargs_arg(const char *v) {
     cJSON *j = cJSON_Parse(v);
@@ -157,6 +173,7 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
             continue;
         }
         if (chat && !strcmp(name, "--ignore-eos")) { o->ignore_eos = 1; continue; }
+        if (!chat && !strcmp(name, "--strict-model")) { o->strict_model = 1; continue; }
         static const char *const with_value[] = {"-m", "--model", "--chat-template-file", "--chat-template",
                                                  "--chat-template-kwargs", "-c", "--ctx-size", "-t",
                                                  "--threads", "--mem", "--kv", "-sys", "--system-prompt", "-n",
@@ -165,7 +182,7 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
                                                  "--parallel", "-np", "--queue", "--alias", "--jobs-db",
                                                  "--prompt-cache-dir", "--prompt-cache-mem", "--prompt-cache-disk",
                                                  "--prompt-cache-min", "--api-key-file", "--remote", "--db",
-                                                 "--max-conn-per-ip", "--request-mem"};
+                                                 "--max-conn-per-ip", "--request-mem", "--cors"};
         int known = 0;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(name, with_value[k]);
         if (!known) bad("unknown option '%s'", name);
@@ -206,6 +223,7 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
         else if (!chat && (!strcmp(name, "--parallel") || !strcmp(name, "-np"))) o->parallel = (int)num(name, v, 1, 256);
         else if (!chat && !strcmp(name, "--queue")) o->queue = (int)num(name, v, 0, 1 << 20);
         else if (!chat && !strcmp(name, "--alias")) o->alias = v;
+        else if (!chat && !strcmp(name, "--cors")) o->cors = cors_arg(v);
         else if (!chat && !strcmp(name, "--max-conn-per-ip")) o->conn_per_ip = (int)num(name, v, 0, 1 << 20);
         else if (!chat && !strcmp(name, "--request-mem")) o->request_mem = size_arg(name, v);
         else if (!chat && !strcmp(name, "--jobs-db")) {

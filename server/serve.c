@@ -22,6 +22,7 @@
  * Origin of another site) is refused: foreign_request.
  */
 #include <arpa/inet.h>
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -49,6 +50,8 @@ typedef struct server {
     const char *api_key;   /* NULL: none (then requests from other sites' pages are refused: foreign_request) */
     const char *host;      /* --host */
     uint64_t mem_budget;
+    int n_slots;           /* --parallel */
+    const char *model_path;
     volatile int stopping;
     int inflight;          /* generation requests being answered (under id_mu): stopping waits for them */
     /* Request memory (docs/server.md, "Memory"): request bodies come out of a pool (under id_mu), and the
@@ -86,6 +89,30 @@ typedef struct flight {
 
 /* ---- small helpers ---- */
 
+/* --cors: the origins whose pages may call the server ("*": any), NULL: none (one server per process). */
+static const char *g_cors;
+
+/* The request's Origin when --cors allows it, else NULL. */
+static const char *cors_origin(struct MHD_Connection *c) {
+    const char *o = g_cors ? MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin") : NULL;
+    if (!o || !*o) return NULL;
+    const size_t n = strlen(o);
+    for (const char *p = g_cors; *p;) {
+        const size_t k = strcspn(p, ",");
+        if ((k == 1 && *p == '*') || (k == n && !strncasecmp(p, o, n))) return o;
+        p += k + (p[k] == ',');
+    }
+    return NULL;
+}
+
+/* Access-Control-Allow-Origin on an answer to an allowed origin. */
+static void cors_headers(struct MHD_Connection *c, struct MHD_Response *r) {
+    const char *o = cors_origin(c);
+    if (!o) return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", o);
+    MHD_add_response_header(r, "Vary", "Origin");
+}
+
 static enum MHD_Result send_text(struct MHD_Connection *c, int status, char *text, const char *type) {
     if (!text) return MHD_NO;
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
@@ -93,6 +120,7 @@ static enum MHD_Result send_text(struct MHD_Connection *c, int status, char *tex
         free(text);
         return MHD_NO;
     }
+    cors_headers(c, r);
     MHD_add_response_header(r, "Content-Type", type);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
@@ -343,6 +371,7 @@ static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc
             flight_free(f);
             return MHD_NO;
         }
+        cors_headers(mc, r);
         MHD_add_response_header(r, "Content-Type", "text/event-stream");
         MHD_add_response_header(r, "Cache-Control", "no-cache");
         enum MHD_Result ret = MHD_queue_response(mc, MHD_HTTP_OK, r);
@@ -485,10 +514,41 @@ static char *models_json(server *srv) {
     }
     esc[k] = 0;
     free(name);
-    sprintf(b, "{\"object\":\"list\",\"data\":[{\"id\":\"%s\",\"object\":\"model\",\"created\":%ld,\"owned_by\":\"deltafin\"}]}",
-            esc, (long)time(NULL));
+    df_model_info mi;
+    df_model_get_info(srv->m, &mi);
+    sprintf(b, "{\"object\":\"list\",\"data\":[{\"id\":\"%s\",\"object\":\"model\",\"created\":%ld,\"owned_by\":\"deltafin\","
+               "\"context_length\":%d,\"meta\":{\"n_ctx\":%d,\"n_ctx_train\":%d,\"n_vocab\":%d,\"n_params\":%llu,"
+               "\"size\":%llu}}]}",
+            esc, (long)time(NULL), srv->oc.n_ctx, srv->oc.n_ctx, mi.n_ctx_train, mi.n_vocab,
+            (unsigned long long)mi.n_params, (unsigned long long)mi.n_bytes);
     free(esc);
     return b;
+}
+
+/* /props, as llama-server answers it: the context, the slots, the template, the build. */
+static char *props_json(server *srv) {
+    df_model_info mi;
+    df_model_get_info(srv->m, &mi);
+    cJSON *p = cJSON_CreateObject(), *g = cJSON_AddObjectToObject(p, "default_generation_settings");
+    cJSON_AddNumberToObject(g, "n_ctx", srv->oc.n_ctx);
+    cJSON_AddNumberToObject(p, "n_ctx", srv->oc.n_ctx);
+    cJSON_AddNumberToObject(p, "n_ctx_train", mi.n_ctx_train);
+    cJSON_AddNumberToObject(p, "total_slots", srv->n_slots);
+    cJSON_AddStringToObject(p, "model_alias", srv->oc.name);
+    cJSON_AddStringToObject(p, "model_path", srv->model_path);
+    const char *t = srv->oc.tmpl ? srv->oc.tmpl : df_chat_template(srv->m);
+    char *clean = t ? srv_utf8_clean(t, strlen(t)) : NULL;
+    cJSON_AddStringToObject(p, "chat_template", clean ? clean : "");
+    free(clean);
+    char build[64];
+    snprintf(build, sizeof build, "deltafin %s", df_version());
+    cJSON_AddStringToObject(p, "build_info", build);
+    cJSON *mod = cJSON_AddObjectToObject(p, "modalities");
+    cJSON_AddBoolToObject(mod, "vision", 0);
+    cJSON_AddBoolToObject(mod, "audio", 0);
+    char *s = cJSON_PrintUnformatted(p);
+    cJSON_Delete(p);
+    return s;
 }
 
 /* a and b equal, in a time that depends on their lengths only (no byte of the key leaks through timing) */
@@ -537,6 +597,7 @@ static const char *foreign_request(const server *srv, struct MHD_Connection *mc)
         if (!trusted_host(srv, h)) return "the Host header names another site (DNS rebinding?)";
     }
     const char *origin = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Origin");
+    if (origin && cors_origin(mc)) return NULL; /* the operator allowed its pages (--cors) */
     if (origin && strcmp(origin, "null")) {
         const char *auth = strstr(origin, "://");
         host_part(auth ? auth + 3 : origin, o, sizeof o);
@@ -604,6 +665,21 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
         return MHD_YES;
     }
     const int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+    if (!strcmp(method, "OPTIONS")) { /* a browser's preflight: answered before any key is asked for */
+        if (!cors_origin(mc))
+            return fail(mc, 403, "invalid_request_error", "forbidden",
+                        "cross-origin requests need the server started with --cors ORIGIN");
+        struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        if (!r) return MHD_NO;
+        const char *want = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+        cors_headers(mc, r);
+        MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+        MHD_add_response_header(r, "Access-Control-Allow-Headers", want && *want ? want : "Authorization, Content-Type");
+        MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+        const enum MHD_Result ret = MHD_queue_response(mc, 204, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
     const char *foreign = foreign_request(srv, mc);
     if (foreign) return fail(mc, 403, "invalid_request_error", "forbidden", foreign);
     if (!strcmp(url, "/health")) {
@@ -621,15 +697,30 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
     const int chat = !strcmp(url, "/v1/chat/completions") || !strcmp(url, "/chat/completions");
     const int comp = !strcmp(url, "/v1/completions") || !strcmp(url, "/completions");
     const int models = !strcmp(url, "/v1/models") || !strcmp(url, "/models");
-    if (!chat && !comp && !models)
+    const int extra = !strcmp(url, "/tokenize") || !strcmp(url, "/detokenize") || !strcmp(url, "/apply-template");
+    const int props = !strcmp(url, "/props");
+    if (!chat && !comp && !models && !extra && !props)
         return fail(mc, 404, "invalid_request_error", "not_found", "unknown URL (see /v1/models, /v1/chat/completions, "
-                                                                   "/v1/completions, /health, /metrics)");
+                                                                   "/v1/completions, /tokenize, /detokenize, "
+                                                                   "/apply-template, /props, /health, /metrics)");
     if (!authorized(srv, mc))
         return fail(mc, 401, "invalid_request_error", "invalid_api_key",
                     "a valid API key is needed: send the header 'Authorization: Bearer KEY'");
-    if (models) {
+    if (models || props) {
         if (!get) return fail(mc, 405, "invalid_request_error", "method_not_allowed", "use GET");
-        return send_text(mc, 200, models_json(srv), "application/json");
+        return send_text(mc, 200, models ? models_json(srv) : props_json(srv), "application/json");
+    }
+    if (extra) {
+        if (!post) return fail(mc, 405, "invalid_request_error", "method_not_allowed", "use POST");
+        if (cc->too_big) return fail(mc, 413, "invalid_request_error", "request_too_large", "the body is larger than 16 MiB");
+        if (cc->too_busy) return busy(mc);
+        oai_error e;
+        parse_begin(srv);
+        char *out = url[1] == 't' ? oai_tokenize(&srv->oc, cc->body, cc->len, &e)
+                    : url[1] == 'd' ? oai_detokenize(&srv->oc, cc->body, cc->len, &e)
+                                    : oai_apply_template(&srv->oc, cc->body, cc->len, &e);
+        parse_end(srv);
+        return out ? send_text(mc, 200, out, "application/json") : send_error(mc, &e);
     }
     if (!post) return fail(mc, 405, "invalid_request_error", "method_not_allowed", "use POST");
     if (cc->too_big) return fail(mc, 413, "invalid_request_error", "request_too_large", "the body is larger than 16 MiB");
@@ -761,6 +852,10 @@ int df_cmd_serve(int argc, char **argv) {
     srv.oc.tmpl = tmpl ? tmpl : o.template_text;
     srv.oc.kwargs = o.template_kwargs;
     srv.oc.name = o.alias ? o.alias : base_name(o.model);
+    srv.oc.strict_model = o.strict_model;
+    srv.n_slots = o.parallel;
+    srv.model_path = o.model;
+    g_cors = o.cors;
     srv.oc.n_ctx = sched_n_ctx(srv.sched);
     srv.oc.max_piece = longest_piece(srv.m);
     srv.oc.max_values = 2L * srv.oc.n_ctx + 65536;

@@ -33,6 +33,8 @@ typedef struct srv_opts {
     const char *model, *host, *api_key, *template_file, *alias, *system;
     const char *template_text;  /* --chat-template NAME (a built-in format) or a Jinja template given inline */
     const char *template_kwargs; /* --chat-template-kwargs: a JSON object of extra template variables */
+    const char *cors;           /* serve --cors ORIGIN[,ORIGIN] ("*": any), NULL: none */
+    int strict_model;           /* serve --strict-model */
     const char *jobs_db;    /* serve: /v1/jobs on this database ("" = the default one), NULL = off */
     const char *remote;     /* serve: the remote endpoint of HTTP jobs (--remote), NULL = none */
     int worker;             /* serve: run `deltafin worker` on jobs_db beside the API */
@@ -163,6 +165,7 @@ typedef struct oai_ctx {
     const char *tmpl;       /* --chat-template-file's text, --chat-template's, or NULL (the model's) */
     const char *kwargs;     /* --chat-template-kwargs (a JSON object) or NULL: a request's own override them */
     const char *name;       /* the model's id */
+    int strict_model;       /* --strict-model: a request naming another model is a 404 (else the one model answers) */
     int n_ctx;
     int max_piece;          /* the longest token's text in bytes: a prompt of more than n_ctx times it cannot fit */
     long max_values;        /* JSON values a request may hold (srv_json_scan) */
@@ -180,6 +183,11 @@ typedef struct oai_req {
  * with the template). 0, or -1 with e filled (4xx). */
 int oai_parse(const oai_ctx *c, const char *body, size_t len, int chat, oai_req *r, oai_error *e);
 void oai_req_free(oai_req *r);
+/* llama-server's extras: the JSON answer of /tokenize ({"content", "add_special", "parse_special",
+ * "with_pieces"}), /detokenize ({"tokens"}) and /apply-template ({"messages", ...}: {"prompt"}); NULL with e. */
+char *oai_tokenize(const oai_ctx *c, const char *body, size_t len, oai_error *e);
+char *oai_detokenize(const oai_ctx *c, const char *body, size_t len, oai_error *e);
+char *oai_apply_template(const oai_ctx *c, const char *body, size_t len, oai_error *e);
 /* The jobs of a parsed request (one per choice); NULL when out of memory. */
 srv_job **oai_make_jobs(const oai_req *r);
 char *oai_error_json(const oai_error *e);

@@ -126,7 +126,7 @@ if [ "${FUZZ_TARGET:-gguf}" = http ]; then
         PORT=$((20000 + RANDOM % 20000))
         extra=()
         key=
-        if [ $phase = keyed ]; then key=fuzzkey; extra=(--api-key "$key" --mem 64M); fi
+        if [ $phase = keyed ]; then key=fuzzkey; extra=(--api-key "$key" --mem 64M --cors http://localhost:3000); fi
         ASAN_OPTIONS=detect_leaks=1 build-debug/deltafin serve -m "$OUT/http-model.gguf" --port "$PORT" -c 256 \
             --parallel 2 --queue 8 --jobs-db "$W/jobs.db" --worker --prompt-cache-dir "$W/pc" "${extra[@]}" \
             > "$OUT/http-$phase.log" 2>&1 &

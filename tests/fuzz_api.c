@@ -107,6 +107,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (e.status < 400 || e.status > 499) abort(); /* a bad body is the client's error */
             free(oai_error_json(&e));
         }
+        /* the same bytes to llama-server's extras: an answer, or a 4xx */
+        char *(*const extra[3])(const oai_ctx *, const char *, size_t, oai_error *) = {oai_tokenize, oai_detokenize,
+                                                                                      oai_apply_template};
+        for (int k = 0; k < 3; k++) {
+            memset(&e, 0, sizeof e);
+            char *out = extra[k](&g_oc, body, len, &e);
+            if (!out && (e.status < 400 || e.status > 499)) abort();
+            if (out) free(out);
+            else free(oai_error_json(&e));
+        }
         return 0;
     }
     char method[16] = "POST", url[512] = "/v1/jobs";

@@ -90,13 +90,15 @@ static const char *const BODIES[] = {
     "\"max_tokens\":2,\"repeat_penalty\":1.1,\"ignore_eos\":true}",
     "{\"prompt\":\"job\",\"max_tokens\":3,\"priority\":2,\"deadline\":4102444800,\"mem\":\"64M\",\"n_ctx\":64}",
     "{\"messages\":[{\"role\":\"user\",\"content\":\"job\"}],\"max_tokens\":2,\"threads\":1}",
+    "{\"content\":\"Once upon a time\",\"with_pieces\":true,\"add_special\":true}",
+    "{\"tokens\":[1,403,407,0,511]}",
     "{}", "[]", "null", "",
 };
 static const char *const PATHS[] = {
     "/v1/chat/completions", "/v1/completions", "/v1/models", "/metrics", "/health", "/v1/jobs",
     "/v1/jobs/1", "/v1/jobs/2", "/v1/jobs/99999999999999999999", "/v1/jobs/-1", "/v1/jobs/1/x", "/",
     "/v1/chat/completions?x=1", "/v1/%63ompletions", "//v1/models", "/v1/jobs?limit=1", "*",
-    "http://127.0.0.1/v1/models", "/v1/../v1/models",
+    "http://127.0.0.1/v1/models", "/v1/../v1/models", "/tokenize", "/detokenize", "/apply-template", "/props",
 };
 static const char *const METHODS[] = {"POST", "GET", "DELETE", "PUT", "HEAD", "OPTIONS", "PATCH", "CONNECT", "TRACE", "post", "GE T"};
 static const char *const VERSIONS[] = {"HTTP/1.1", "HTTP/1.0", "HTTP/2.0", "HTTP/1.9", "HTTP/1", "http/1.1", ""};
@@ -211,7 +213,8 @@ static void make_request(buf *req) {
     }
     putf(req, " %s%s", chance(95) ? "HTTP/1.1" : PICK(VERSIONS), eol);
     if (chance(90)) putf(req, "Host: %s%s", chance(85) ? "127.0.0.1" : (chance(50) ? "evil.example" : ""), eol);
-    if (chance(15)) putf(req, "Origin: %s%s", chance(50) ? "http://evil.example" : "null", eol);
+    if (chance(15)) putf(req, "Origin: %s%s", chance(50) ? "http://evil.example" : chance(50) ? "null" : "http://localhost:3000", eol);
+    if (chance(5)) putf(req, "Access-Control-Request-Headers: authorization, x-%u%s", rnd(), eol);
     if (g_key && chance(85)) putf(req, "Authorization: Bearer %s%s", g_key, eol);
     else if (chance(10)) putf(req, "Authorization: %s%s", chance(50) ? "Bearer " : "Basic eA==", eol);
     if (chance(80)) putf(req, "Content-Type: %s%s", chance(85) ? "application/json" : PICK(CTYPES), eol);

@@ -21,7 +21,8 @@ SLOW=1; [ -n "${DELTAFIN_SANITIZED:-}" ] && SLOW=4
 
 start() { serve_start "$@"; }
 KEY=sekrit
-start "$T/a.log" -m "$S" --chat-template-file "$TMPL" --parallel 4 -c 256 --api-key "$KEY"
+# --strict-model: a request naming another model is a 404 (the default serves it: tests/cli/serve_extras.sh)
+start "$T/a.log" -m "$S" --chat-template-file "$TMPL" --parallel 4 -c 256 --api-key "$KEY" --strict-model
 U="http://127.0.0.1:$PORT"
 H=(-H "Authorization: Bearer $KEY" -H "Content-Type: application/json")
 post() { curl -s -w '\n%{http_code}' "${H[@]}" "$U$1" -d "$2"; }          # body, then the status on the last line

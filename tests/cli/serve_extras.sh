@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# serve_extras.sh - what `deltafin serve` answers beyond OpenAI's chat and completions (issue 40, items 2 and 5):
+# llama-server's /tokenize, /detokenize, /apply-template and /props, the context length in /v1/models, any model
+# name served by the one model (--strict-model: 404), and CORS (--cors).
+#   tests/cli/serve_extras.sh BUILD_DIR
+# Checked: /tokenize gives `deltafin tokenize`'s ids (with pieces that spell the text back); /detokenize gives the
+# text back and refuses an id outside the vocabulary (400 naming it); /apply-template renders --chat-template
+# chatml byte for byte; /props and /v1/models name the context; a request for "gpt-4o-mini" is answered by the
+# loaded model, and refused under --strict-model; without --cors a preflight is refused (403) and a page of
+# another site too; with --cors ORIGIN the preflight is answered before any key (204, the origin, the methods,
+# the headers asked for), answers to that origin carry it (also a 401), another origin gets neither; --cors '*'
+# allows any; a malformed --cors is a usage error.
+set -u
+B=${1:-build}
+D="$B/deltafin"
+S=${DELTAFIN_SHARED:-../shared}/models/stories260K.gguf
+T=$(mktemp -d /tmp/deltafin-extras-XXXXXX)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$T"; }
+trap cleanup EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/../cli_common.sh"
+[ -f "$S" ] || { echo "SKIPPED: $S not found"; exit 0; }
+command -v jq > /dev/null && command -v curl > /dev/null || { echo "SKIPPED: jq or curl not found"; exit 0; }
+SLOW=1; [ -n "${DELTAFIN_SANITIZED:-}" ] && SLOW=4
+
+serve_start "$T/s1.log" -m "$S" -c 256 --chat-template chatml --parallel 2
+U="http://127.0.0.1:$PORT"
+post() { curl -s -w '\n%{http_code}' "$U$1" -H 'Content-Type: application/json' -d "$2"; }
+body() { sed '$d' <<< "$1"; }
+code() { tail -n 1 <<< "$1"; }
+
+P="Once upon a time, there was a girl"
+r=$(post /tokenize "{\"content\":\"$P\"}")
+want=$("$D" tokenize -m "$S" -p "$P" --no-bos 2> /dev/null | tr -s ' \n' ' ' | sed 's/^ //; s/ $//')
+got=$(body "$r" | jq -r '.tokens | map(tostring) | join(" ")')
+check "/tokenize: deltafin tokenize's ids ($got)" test -n "$got" -a "$got" = "$want"
+r=$(post /tokenize "{\"content\":\"$P\",\"with_pieces\":true,\"add_special\":true}")
+check "... with pieces that spell the text back (SentencePiece's leading space; BOS with add_special)" \
+    test "$(body "$r" | jq -r '[.tokens[1:][].piece] | join("")')" = " $P" -a "$(body "$r" | jq '.tokens[0].id')" = 1
+ids=$(body "$(post /tokenize "{\"content\":\"$P\"}")" | jq -c .tokens)
+r=$(post /detokenize "{\"tokens\":$ids}")
+check "/detokenize: the text back (as llama-server: the pieces joined)" test "$(body "$r" | jq -r .content)" = " $P"
+r=$(post /detokenize '{"tokens":[1, 99999999]}')
+check "/detokenize of an id outside the vocabulary: 400 naming it" \
+    test "$(code "$r")" = 400 -a "$(body "$r" | jq -r .error.param)" = tokens
+r=$(post /apply-template '{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}]}')
+check "/apply-template: --chat-template chatml, byte for byte" test "$(body "$r" | jq -r .prompt)" = \
+    "$(printf '<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant')"
+r=$(curl -s "$U/props")
+check "/props: the context, the slots, the template, the build" \
+    test "$(jq -r '[.n_ctx, .default_generation_settings.n_ctx, .total_slots, (.chat_template | test("im_start")), (.build_info | startswith("deltafin"))] | map(tostring) | join(",")' <<< "$r")" = "256,256,2,true,true"
+check "/v1/models: the context length" test "$(curl -s "$U/v1/models" | jq '.data[0].context_length, .data[0].meta.n_ctx_train' | tr '\n' ,)" = "256,$("$D" info -m "$S" | awk '$1 == "context_length" { print $2; exit }'),"
+r=$(post /v1/chat/completions '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hi"}],"max_tokens":4}')
+check "a request naming another model is answered by the loaded one" test "$(code "$r")" = 200
+r=$(post /tokenize '{"content":5}')
+check "/tokenize of a number: 400 naming content" test "$(code "$r")/$(body "$r" | jq -r .error.param)" = 400/content
+
+# CORS: none without --cors
+h=$(curl -s -o /dev/null -w '%{http_code}' -X OPTIONS "$U/v1/chat/completions" -H 'Origin: http://localhost:3000' \
+    -H 'Access-Control-Request-Method: POST')
+check "no --cors: a preflight is refused (403)" test "$h" = 403
+kill "$SPID"; wait "$SPID" 2> /dev/null
+
+serve_start "$T/s2.log" -m "$S" -c 256 --chat-template chatml --cors http://localhost:3000,https://app.example --api-key k1 --strict-model
+U="http://127.0.0.1:$PORT"
+curl -s -D "$T/h1" -o /dev/null -X OPTIONS "$U/v1/chat/completions" -H 'Origin: http://localhost:3000' \
+    -H 'Access-Control-Request-Method: POST' -H 'Access-Control-Request-Headers: authorization,content-type'
+check "--cors: the preflight is answered before any key (204)" grep -q '^HTTP/1.1 204' "$T/h1"
+check "... naming the origin" grep -qi '^Access-Control-Allow-Origin: http://localhost:3000' "$T/h1"
+check "... the methods" grep -qi '^Access-Control-Allow-Methods: .*POST' "$T/h1"
+check "... and the headers asked for" grep -qi '^Access-Control-Allow-Headers: authorization,content-type' "$T/h1"
+curl -s -D "$T/h2" -o "$T/b2" "$U/v1/chat/completions" -H 'Origin: https://app.example' -H 'Authorization: Bearer k1' \
+    -H 'Content-Type: application/json' -d '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4}'
+check "... an answer to an allowed origin carries it" grep -qi '^Access-Control-Allow-Origin: https://app.example' "$T/h2"
+check "... and is the answer (200)" grep -q '^HTTP/1.1 200' "$T/h2"
+curl -s -D "$T/h3" -o /dev/null "$U/v1/models" -H 'Origin: http://localhost:3000'
+check "... a 401 to an allowed origin carries it too (the page can read why)" \
+    test -n "$(grep '^HTTP/1.1 401' "$T/h3")" -a -n "$(grep -i '^Access-Control-Allow-Origin: http://localhost:3000' "$T/h3")"
+curl -s -D "$T/h4" -o /dev/null -X OPTIONS "$U/v1/models" -H 'Origin: http://evil.example' -H 'Access-Control-Request-Method: GET'
+check "another origin: its preflight refused, without the header" \
+    test -n "$(grep '^HTTP/1.1 403' "$T/h4")" -a -z "$(grep -i '^Access-Control-Allow-Origin' "$T/h4")"
+r=$(curl -s -w '\n%{http_code}' "$U/v1/chat/completions" -H 'Authorization: Bearer k1' -H 'Content-Type: application/json' \
+    -d '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hi"}],"max_tokens":4}')
+check "--strict-model: a request naming another model is a 404" \
+    test "$(code "$r")/$(body "$r" | jq -r .error.code)" = 404/model_not_found
+kill "$SPID"; wait "$SPID" 2> /dev/null
+
+serve_start "$T/s3.log" -m "$S" -c 256 --cors '*'
+U="http://127.0.0.1:$PORT"
+curl -s -D "$T/h5" -o /dev/null "$U/v1/models" -H 'Origin: http://anything.example:8000'
+check "--cors '*': any origin is answered, with its name" \
+    test -n "$(grep '^HTTP/1.1 200' "$T/h5")" -a -n "$(grep -i '^Access-Control-Allow-Origin: http://anything.example:8000' "$T/h5")"
+kill "$SPID"; wait "$SPID" 2> /dev/null
+"$D" serve -m "$S" --cors 'localhost:3000/x' --port 0 > /dev/null 2> "$T/err"; rc=$?
+check "a malformed --cors: exit 2 saying what it takes" test "$rc" -eq 2 -a -n "$(grep 'origins like http://localhost:3000' "$T/err")"
+finish
