@@ -37,13 +37,14 @@ static void usage(FILE *f, int chat, int status) {
                    "                      [--parallel N] [--queue N] [--mem SIZE] [-c CTX] [-t THREADS] [--alias NAME]\n"
                    "                      [--chat-template-file F | --chat-template NAME] [--chat-template-kwargs JSON]\n"
                    "                      [--kv f16|f32] [--jobs] [--jobs-db PATH] [--worker]\n"
-                   "                      [--cors ORIGIN[,ORIGIN] | --cors '*'] [--strict-model]\n"
+                   "                      [--cors ORIGIN[,ORIGIN] | --cors '*'] [--strict-model] [--log-format text|json|none]\n"
                    "                      [--db PATH] [--remote URL] [--max-conn-per-ip N (256)] [--request-mem SIZE]\n"
                    "                      [--prompt-cache-dir DIR] [--prompt-cache-mem SIZE (256M; 0 under --mem)]\n"
                    "                      [--prompt-cache-disk SIZE (4G)] [--prompt-cache-min TOKENS (32)]\n"
                    "  an OpenAI-compatible server: /v1/chat/completions /v1/completions /v1/models /health /metrics,\n"
                    "  and llama-server's /tokenize /detokenize /apply-template /props; --cors: pages of these origins may\n"
-                   "  call it; --strict-model: a request naming another model is refused (else the model answers it)\n"
+                   "  call it; --strict-model: a request naming another model is refused (else the model answers it);\n"
+                   "  --log-format: a line on stderr per request (method, path, status, tokens, time, tokens/s)\n"
                    "  --jobs: also /v1/jobs, the durable job queue (docs/jobs.md); --jobs-db PATH: on that database\n"
                    "  (implies --jobs); --worker: run `deltafin worker` on it beside the server (implies --jobs);\n"
                    "  --db PATH: the database --jobs uses; --remote URL: where HTTP jobs may go (docs/jobs.md)\n"
@@ -182,7 +183,7 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
                                                  "--parallel", "-np", "--queue", "--alias", "--jobs-db",
                                                  "--prompt-cache-dir", "--prompt-cache-mem", "--prompt-cache-disk",
                                                  "--prompt-cache-min", "--api-key-file", "--remote", "--db",
-                                                 "--max-conn-per-ip", "--request-mem", "--cors"};
+                                                 "--max-conn-per-ip", "--request-mem", "--cors", "--log-format"};
         int known = 0;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(name, with_value[k]);
         if (!known) bad("unknown option '%s'", name);
@@ -224,6 +225,10 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
         else if (!chat && !strcmp(name, "--queue")) o->queue = (int)num(name, v, 0, 1 << 20);
         else if (!chat && !strcmp(name, "--alias")) o->alias = v;
         else if (!chat && !strcmp(name, "--cors")) o->cors = cors_arg(v);
+        else if (!chat && !strcmp(name, "--log-format")) {
+            o->log_format = !strcmp(v, "text") ? 0 : !strcmp(v, "json") ? 1 : !strcmp(v, "none") ? 2 : -1;
+            if (o->log_format < 0) bad("--log-format is text, json or none, not '%s'", v);
+        }
         else if (!chat && !strcmp(name, "--max-conn-per-ip")) o->conn_per_ip = (int)num(name, v, 0, 1 << 20);
         else if (!chat && !strcmp(name, "--request-mem")) o->request_mem = size_arg(name, v);
         else if (!chat && !strcmp(name, "--jobs-db")) {

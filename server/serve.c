@@ -42,6 +42,8 @@
 #define MAX_BODY (16u << 20)
 #define CONN_IDLE_S 30 /* seconds a connection may send nothing while its request is read */
 
+enum { LOG_TEXT, LOG_JSON, LOG_NONE };
+
 typedef struct server {
     df_model *m;
     srv_sched *sched;
@@ -51,6 +53,7 @@ typedef struct server {
     const char *host;      /* --host */
     uint64_t mem_budget;
     int n_slots;           /* --parallel */
+    int log_format;        /* --log-format: LOG_TEXT, LOG_JSON, LOG_NONE */
     const char *model_path;
     volatile int stopping;
     int inflight;          /* generation requests being answered (under id_mu): stopping waits for them */
@@ -69,11 +72,16 @@ typedef struct conn {
     int too_big;
     int too_busy;          /* the request-memory pool could not hold its body */
     size_t reserved;       /* bytes of the pool this connection holds */
+    /* the request's log line (log_request) */
+    double t0;
+    char method[12], path[128];
+    int n_prompt, n_cached, n_gen; /* a generation's tokens (-1: not one) */
 } conn;
 
 /* A request in flight: its jobs and, when streaming, what is left to send. */
 typedef struct flight {
     server *srv;
+    conn *cc;              /* its connection, for the log's token counts (while it streams: alive) */
     oai_req req;
     srv_job **jobs;
     pthread_cond_t cond;
@@ -88,6 +96,15 @@ typedef struct flight {
 } flight;
 
 /* ---- small helpers ---- */
+
+/* A client's words for the log: printable ASCII, at most n - 1 bytes ("..." when cut). */
+static void printable(char *out, size_t n, const char *s) {
+    size_t k = 0;
+    for (; s && *s && k + 1 < n; s++) out[k++] = *s > 0x20 && *s < 0x7f ? *s : '?';
+    out[k] = 0;
+    if (s && *s && n > 4) memcpy(out + n - 4, "...", 4);
+}
+
 
 /* --cors: the origins whose pages may call the server ("*": any), NULL: none (one server per process). */
 static const char *g_cors;
@@ -240,6 +257,14 @@ static char *sse_error(const char *msg) {
 }
 
 /* New events from the jobs' output (under the scheduler mutex). */
+/* The request's tokens, for its log line: prompt, reused from a cache, generated (all choices). */
+static void count_tokens(const flight *f, conn *cc) {
+    cc->n_prompt = f->req.n_prompt;
+    cc->n_cached = f->req.n > 0 ? f->jobs[0]->n_cached : 0;
+    cc->n_gen = 0;
+    for (int i = 0; i < f->req.n; i++) cc->n_gen += f->jobs[i]->n_gen;
+}
+
 static void collect_events(flight *f) {
     const oai_ctx *c = &f->srv->oc;
     for (int i = 0; i < f->req.n; i++) {
@@ -263,6 +288,7 @@ static void collect_events(flight *f) {
         }
     }
     if (all_done(f) && !f->ended) {
+        if (f->cc) count_tokens(f, f->cc);
         if (f->req.include_usage) pend_add(f, oai_usage_chunk(c, &f->req, f->jobs, f->id, f->created));
         pend_add(f, strdup("data: [DONE]\n\n"));
         f->ended = 1;
@@ -309,6 +335,7 @@ static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc
     flight *f = calloc(1, sizeof *f);
     if (!f) return fail(mc, 500, "server_error", NULL, "out of memory");
     f->srv = srv;
+    f->cc = cc;
     pthread_cond_init(&f->cond, NULL);
     oai_error e;
     parse_begin(srv);
@@ -406,6 +433,7 @@ static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc
     } else {
         body = oai_response(&srv->oc, &f->req, f->jobs, f->id, f->created);
     }
+    count_tokens(f, cc);
     pthread_mutex_unlock(mu);
     flight_free(f);
     if (failed >= 0) return send_error(mc, &e);
@@ -631,6 +659,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
     if (!cc) {
         if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
         *con_cls = cc;
+        cc->t0 = srv_now();
+        cc->n_prompt = cc->n_cached = cc->n_gen = -1;
+        printable(cc->method, sizeof cc->method, method);
+        printable(cc->path, sizeof cc->path, url);
         return MHD_YES;
     }
     if (*upload_size) {
@@ -728,9 +760,43 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
     return generate(srv, mc, cc, chat);
 }
 
+/* One line on stderr for every request answered (--log-format text, json or none). */
+static void log_request(const server *srv, struct MHD_Connection *mc, const conn *cc, int toe) {
+    if (srv->log_format == LOG_NONE) return;
+    const union MHD_ConnectionInfo *st = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_HTTP_STATUS);
+    const union MHD_ConnectionInfo *ca = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    char ip[INET6_ADDRSTRLEN] = "?";
+    if (ca && ca->client_addr) {
+        const struct sockaddr *sa = ca->client_addr;
+        if (sa->sa_family == AF_INET) inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, ip, sizeof ip);
+        else if (sa->sa_family == AF_INET6)
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, ip, sizeof ip);
+    }
+    const int status = st ? (int)st->http_status : 0;
+    const double secs = srv_now() - cc->t0, tps = cc->n_gen > 0 && secs > 0 ? cc->n_gen / secs : 0;
+    const char *cut = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT
+                                                                      ? "client gone" : "ended early";
+    if (srv->log_format == LOG_JSON) {
+        fprintf(stderr, "{\"time\":%.3f,\"client\":\"%s\",\"method\":\"%s\",\"path\":\"%s\",\"status\":%d,"
+                        "\"seconds\":%.4f", (double)time(NULL), ip, cc->method, cc->path, status, secs);
+        if (cc->n_gen >= 0)
+            fprintf(stderr, ",\"prompt_tokens\":%d,\"cached_tokens\":%d,\"generated_tokens\":%d,\"tokens_per_s\":%.2f",
+                    cc->n_prompt, cc->n_cached, cc->n_gen, tps);
+        fprintf(stderr, "%s%s%s}\n", *cut ? ",\"note\":\"" : "", cut, *cut ? "\"" : "");
+    } else if (cc->n_gen >= 0) {
+        fprintf(stderr, "request: %s %s %s %d: prompt %d tokens (%d cached), %d generated in %.3f s, %.2f tokens/s%s%s\n",
+                ip, cc->method, cc->path, status, cc->n_prompt, cc->n_cached, cc->n_gen, secs, tps, *cut ? "; " : "",
+                cut);
+    } else {
+        fprintf(stderr, "request: %s %s %s %d in %.3f s%s%s\n", ip, cc->method, cc->path, status, secs,
+                *cut ? "; " : "", cut);
+    }
+}
+
 static void completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum MHD_RequestTerminationCode toe) {
     server *srv = cls;
     conn *cc = *con_cls;
+    if (cc) log_request(srv, mc, cc, (int)toe);
     if (cc) {
         pthread_mutex_lock(&srv->id_mu);
         srv->pool_used -= cc->reserved;
@@ -854,6 +920,7 @@ int df_cmd_serve(int argc, char **argv) {
     srv.oc.name = o.alias ? o.alias : base_name(o.model);
     srv.oc.strict_model = o.strict_model;
     srv.n_slots = o.parallel;
+    srv.log_format = o.log_format;
     srv.model_path = o.model;
     g_cors = o.cors;
     srv.oc.n_ctx = sched_n_ctx(srv.sched);

@@ -35,6 +35,7 @@ typedef struct srv_opts {
     const char *template_kwargs; /* --chat-template-kwargs: a JSON object of extra template variables */
     const char *cors;           /* serve --cors ORIGIN[,ORIGIN] ("*": any), NULL: none */
     int strict_model;           /* serve --strict-model */
+    int log_format;             /* serve --log-format: 0 text, 1 json, 2 none (a line on stderr per request) */
     const char *jobs_db;    /* serve: /v1/jobs on this database ("" = the default one), NULL = off */
     const char *remote;     /* serve: the remote endpoint of HTTP jobs (--remote), NULL = none */
     int worker;             /* serve: run `deltafin worker` on jobs_db beside the API */

@@ -9,7 +9,7 @@
 # loaded model, and refused under --strict-model; without --cors a preflight is refused (403) and a page of
 # another site too; with --cors ORIGIN the preflight is answered before any key (204, the origin, the methods,
 # the headers asked for), answers to that origin carry it (also a 401), another origin gets neither; --cors '*'
-# allows any; a malformed --cors is a usage error.
+# allows any; a malformed --cors is a usage error. A line on stderr per request (text, json, none).
 set -u
 B=${1:-build}
 D="$B/deltafin"
@@ -55,6 +55,11 @@ check "a request naming another model is answered by the loaded one" test "$(cod
 r=$(post /tokenize '{"content":5}')
 check "/tokenize of a number: 400 naming content" test "$(code "$r")/$(body "$r" | jq -r .error.param)" = 400/content
 
+# a log line per request (issue 40 item 7)
+check "the log has a line per request, with its tokens and speed" \
+    grep -q '^request: 127.0.0.1 POST /v1/chat/completions 200: prompt [0-9]* tokens ([0-9]* cached), 4 generated in .* tokens/s$' "$T/s1.log"
+check "... and one for a request that generates nothing" grep -q '^request: 127.0.0.1 POST /tokenize 200 in ' "$T/s1.log"
+
 # CORS: none without --cors
 h=$(curl -s -o /dev/null -w '%{http_code}' -X OPTIONS "$U/v1/chat/completions" -H 'Origin: http://localhost:3000' \
     -H 'Access-Control-Request-Method: POST')
@@ -85,12 +90,20 @@ check "--strict-model: a request naming another model is a 404" \
     test "$(code "$r")/$(body "$r" | jq -r .error.code)" = 404/model_not_found
 kill "$SPID"; wait "$SPID" 2> /dev/null
 
-serve_start "$T/s3.log" -m "$S" -c 256 --cors '*'
+serve_start "$T/s3.log" -m "$S" -c 256 --cors '*' --log-format json
 U="http://127.0.0.1:$PORT"
 curl -s -D "$T/h5" -o /dev/null "$U/v1/models" -H 'Origin: http://anything.example:8000'
 check "--cors '*': any origin is answered, with its name" \
     test -n "$(grep '^HTTP/1.1 200' "$T/h5")" -a -n "$(grep -i '^Access-Control-Allow-Origin: http://anything.example:8000' "$T/h5")"
+curl -s "$U/v1/completions" -d '{"prompt":"Once","max_tokens":5,"stream":true}' > /dev/null
 kill "$SPID"; wait "$SPID" 2> /dev/null
+j=$(grep '^{' "$T/s3.log" | grep '"path":"/v1/completions"')
+check "--log-format json: a JSON object per request (a stream's tokens counted at its end)" \
+    test "$(jq -r '[.method, .status, .generated_tokens, (.tokens_per_s > 0)] | map(tostring) | join(",")' <<< "$j" 2> /dev/null)" = "POST,200,5,true"
+serve_start "$T/s4.log" -m "$S" -c 256 --log-format none
+curl -s "http://127.0.0.1:$PORT/health" > /dev/null
+kill "$SPID"; wait "$SPID" 2> /dev/null
+check "--log-format none: no request lines" test -z "$(grep '^request:' "$T/s4.log")"
 "$D" serve -m "$S" --cors 'localhost:3000/x' --port 0 > /dev/null 2> "$T/err"; rc=$?
 check "a malformed --cors: exit 2 saying what it takes" test "$rc" -eq 2 -a -n "$(grep 'origins like http://localhost:3000' "$T/err")"
 finish
