@@ -43,6 +43,7 @@
 #define CONN_IDLE_S 30 /* seconds a connection may send nothing while its request is read */
 
 enum { LOG_TEXT, LOG_JSON, LOG_NONE };
+enum { DIALECT_OPENAI, DIALECT_OLLAMA_CHAT, DIALECT_OLLAMA_GENERATE };
 
 typedef struct server {
     df_model *m;
@@ -82,6 +83,8 @@ typedef struct conn {
 typedef struct flight {
     server *srv;
     conn *cc;              /* its connection, for the log's token counts (while it streams: alive) */
+    int dialect;           /* DIALECT_OPENAI, or Ollama's chat or generate (ollama.c) */
+    double t0, t_first;    /* when it was submitted; when its first text came (0: not yet) */
     oai_req req;
     srv_job **jobs;
     pthread_cond_t cond;
@@ -265,8 +268,37 @@ static void count_tokens(const flight *f, conn *cc) {
     for (int i = 0; i < f->req.n; i++) cc->n_gen += f->jobs[i]->n_gen;
 }
 
+/* Ollama's stream: NDJSON pieces, then the last object with the counts (one choice: Ollama has no n). */
+static void collect_ollama(flight *f) {
+    const oai_ctx *c = &f->srv->oc;
+    srv_job *j = f->jobs[0];
+    const int chat = f->dialect == DIALECT_OLLAMA_CHAT;
+    const size_t upto = j->finish != FIN_NONE ? j->len : srv_safe_len(j);
+    if (upto > f->sent[0]) {
+        if (!f->t_first) f->t_first = srv_now();
+        pend_add(f, ollama_answer(c, chat, j->text + f->sent[0], upto - f->sent[0], 0, j, 0, 0, 0));
+        f->sent[0] = upto;
+    }
+    if (j->finish == FIN_NONE || f->ended) return;
+    const double now = srv_now();
+    if (j->finish == FIN_STOP || j->finish == FIN_LENGTH) {
+        pend_add(f, ollama_answer(c, chat, "", 0, 1, j, f->req.n_prompt, now - f->t0, (f->t_first ? f->t_first : now) - f->t0));
+    } else {
+        char why[300];
+        snprintf(why, sizeof why, "generation failed: %s", *j->error ? j->error : "cancelled");
+        pend_add(f, ollama_error(why));
+    }
+    if (f->cc) count_tokens(f, f->cc);
+    f->fin_sent[0] = 1;
+    f->ended = 1;
+}
+
 static void collect_events(flight *f) {
     const oai_ctx *c = &f->srv->oc;
+    if (f->dialect != DIALECT_OPENAI) {
+        collect_ollama(f);
+        return;
+    }
     for (int i = 0; i < f->req.n; i++) {
         srv_job *j = f->jobs[i];
         if (f->fin_sent[i]) continue;
@@ -308,8 +340,12 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             if (f->srv->stopping) { /* the client is told, and the stream ends as streams end */
                 pthread_mutex_unlock(mu);
                 cancel_all(f);
-                pend_add(f, sse_error("the server is stopping (SIGINT or SIGTERM); the generation was cut short"));
-                pend_add(f, strdup("data: [DONE]\n\n"));
+                if (f->dialect != DIALECT_OPENAI) {
+                    pend_add(f, ollama_error("the server is stopping (SIGINT or SIGTERM); the generation was cut short"));
+                } else {
+                    pend_add(f, sse_error("the server is stopping (SIGINT or SIGTERM); the generation was cut short"));
+                    pend_add(f, strdup("data: [DONE]\n\n"));
+                }
                 f->ended = 1;
                 pthread_mutex_lock(mu);
                 break;
@@ -331,15 +367,33 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static void stream_free(void *cls) { flight_free(cls); }
 
-static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc, int chat) {
+/* An error in the request's own dialect: OpenAI's object, or Ollama's {"error"}. */
+static enum MHD_Result send_error_in(struct MHD_Connection *mc, int dialect, const oai_error *e) {
+    if (dialect == DIALECT_OPENAI) return send_error(mc, e);
+    return send_text(mc, e->status, ollama_error(e->message), "application/json");
+}
+
+static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc, int chat, int dialect) {
     flight *f = calloc(1, sizeof *f);
     if (!f) return fail(mc, 500, "server_error", NULL, "out of memory");
     f->srv = srv;
     f->cc = cc;
+    f->dialect = dialect;
+    f->t0 = srv_now();
     pthread_cond_init(&f->cond, NULL);
     oai_error e;
     parse_begin(srv);
-    const int bad = oai_parse(&srv->oc, cc->body ? cc->body : "", cc->len, chat, &f->req, &e);
+    char *translated = NULL, *err_json = NULL;
+    int ostream = 0, ostatus = 0, bad;
+    if (dialect != DIALECT_OPENAI &&
+        !(translated = ollama_to_openai(&srv->oc, cc->body, cc->len, dialect == DIALECT_OLLAMA_CHAT, &ostream, &chat,
+                                        &ostatus, &err_json))) {
+        bad = 1;
+    } else {
+        bad = oai_parse(&srv->oc, translated ? translated : cc->body ? cc->body : "",
+                        translated ? strlen(translated) : cc->len, chat, &f->req, &e);
+    }
+    free(translated);
     parse_end(srv);
     free(cc->body); /* parsed: the body's bytes go back to the pool */
     cc->body = NULL;
@@ -352,7 +406,8 @@ static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc
         free(f->jobs);
         pthread_cond_destroy(&f->cond);
         free(f);
-        return send_error(mc, &e);
+        if (err_json) return send_text(mc, ostatus, err_json, "application/json");
+        return send_error_in(mc, dialect, &e);
     }
     srv_metrics mt;
     sched_metrics(srv->sched, &mt);
@@ -362,7 +417,7 @@ static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc
         oai_req_free(&f->req);
         pthread_cond_destroy(&f->cond);
         free(f);
-        return send_error(mc, &e);
+        return send_error_in(mc, dialect, &e);
     }
     pthread_mutex_lock(&srv->id_mu);
     srv->inflight++; /* from here on flight_free ends the request, and takes it back */
@@ -390,7 +445,7 @@ static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc
                     "the server's queue is full; retry later (deltafin serve --queue, --parallel)");
     }
     if (f->req.stream) {
-        if (chat)
+        if (chat && dialect == DIALECT_OPENAI)
             for (int i = 0; i < f->req.n; i++)
                 pend_add(f, oai_chunk(&srv->oc, &f->req, f->id, f->created, i, "", FIN_NONE, 1));
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, f, stream_free);
@@ -399,7 +454,7 @@ static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc
             return MHD_NO;
         }
         cors_headers(mc, r);
-        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Content-Type", dialect == DIALECT_OPENAI ? "text/event-stream" : "application/x-ndjson");
         MHD_add_response_header(r, "Cache-Control", "no-cache");
         enum MHD_Result ret = MHD_queue_response(mc, MHD_HTTP_OK, r);
         MHD_destroy_response(r);
@@ -430,13 +485,18 @@ static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc
     if (failed >= 0) {
         oai_set_error(&e, 500, "server_error", NULL, NULL, "generation failed: %s",
                       *f->jobs[failed]->error ? f->jobs[failed]->error : "cancelled");
-    } else {
+    } else if (dialect == DIALECT_OPENAI) {
         body = oai_response(&srv->oc, &f->req, f->jobs, f->id, f->created);
+    } else {
+        const srv_job *j = f->jobs[0];
+        const double now = srv_now();
+        body = ollama_answer(&srv->oc, dialect == DIALECT_OLLAMA_CHAT, j->text, j->len, 1, j, f->req.n_prompt, now - f->t0,
+                             now - f->t0);
     }
     count_tokens(f, cc);
     pthread_mutex_unlock(mu);
     flight_free(f);
-    if (failed >= 0) return send_error(mc, &e);
+    if (failed >= 0) return send_error_in(mc, dialect, &e);
     return send_text(mc, 200, body, "application/json");
 }
 
@@ -652,6 +712,32 @@ static enum MHD_Result jobs_route(server *srv, struct MHD_Connection *mc, conn *
     return send_text(mc, status, body, "application/json");
 }
 
+/* Ollama's API (ollama.c): /api/version, /api/tags, /api/ps, /api/show, /api/chat, /api/generate. */
+static enum MHD_Result ollama_route(server *srv, struct MHD_Connection *mc, conn *cc, const char *url, int get,
+                                    int post) {
+    const char *u = url + 5;
+    const int chat = !strcmp(u, "chat"), gen = !strcmp(u, "generate"), show = !strcmp(u, "show");
+    const int version = !strcmp(u, "version"), tags = !strcmp(u, "tags") || !strcmp(u, "ps");
+    if (!chat && !gen && !show && !version && !tags)
+        return send_text(mc, 404, ollama_error("unknown URL (this server answers /api/chat, /api/generate, /api/tags, "
+                                               "/api/ps, /api/show, /api/version)"), "application/json");
+    if (!version && !authorized(srv, mc))
+        return send_text(mc, 401, ollama_error("a valid API key is needed: send the header 'Authorization: Bearer KEY'"),
+                         "application/json");
+    if ((version || tags) ? !get : !post)
+        return send_text(mc, 405, ollama_error((version || tags) ? "use GET" : "use POST"), "application/json");
+    if (version) return send_text(mc, 200, ollama_version(), "application/json");
+    if (tags) return send_text(mc, 200, ollama_tags(&srv->oc), "application/json");
+    if (cc->too_big) return send_text(mc, 413, ollama_error("the body is larger than 16 MiB"), "application/json");
+    if (cc->too_busy) return busy(mc);
+    if (show) {
+        int status = 500;
+        char *out = ollama_show(&srv->oc, cc->body, cc->len, &status);
+        return send_text(mc, status, out, "application/json");
+    }
+    return generate(srv, mc, cc, chat, chat ? DIALECT_OLLAMA_CHAT : DIALECT_OLLAMA_GENERATE);
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     server *srv = cls;
@@ -731,6 +817,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
     const int models = !strcmp(url, "/v1/models") || !strcmp(url, "/models");
     const int extra = !strcmp(url, "/tokenize") || !strcmp(url, "/detokenize") || !strcmp(url, "/apply-template");
     const int props = !strcmp(url, "/props");
+    if (!strncmp(url, "/api/", 5)) return ollama_route(srv, mc, cc, url, get, post);
     if (!chat && !comp && !models && !extra && !props)
         return fail(mc, 404, "invalid_request_error", "not_found", "unknown URL (see /v1/models, /v1/chat/completions, "
                                                                    "/v1/completions, /tokenize, /detokenize, "
@@ -757,7 +844,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
     if (!post) return fail(mc, 405, "invalid_request_error", "method_not_allowed", "use POST");
     if (cc->too_big) return fail(mc, 413, "invalid_request_error", "request_too_large", "the body is larger than 16 MiB");
     if (cc->too_busy) return busy(mc);
-    return generate(srv, mc, cc, chat);
+    return generate(srv, mc, cc, chat, DIALECT_OPENAI);
 }
 
 /* One line on stderr for every request answered (--log-format text, json or none). */

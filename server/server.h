@@ -184,6 +184,18 @@ typedef struct oai_req {
  * with the template). 0, or -1 with e filled (4xx). */
 int oai_parse(const oai_ctx *c, const char *body, size_t len, int chat, oai_req *r, oai_error *e);
 void oai_req_free(oai_req *r);
+/* ollama.c: Ollama's API (docs/server.md). Answers end with a new line (NDJSON); errors are {"error"}. */
+char *ollama_error(const char *msg);
+char *ollama_version(void);
+char *ollama_tags(const oai_ctx *c);
+char *ollama_show(const oai_ctx *c, const char *body, size_t len, int *status);
+/* /api/chat (chat 1) or /api/generate as the OpenAI body oai_parse checks (*as_chat: parse it as a chat);
+ * NULL with *status and *err_json. */
+char *ollama_to_openai(const oai_ctx *c, const char *body, size_t len, int chat, int *stream, int *as_chat,
+                       int *status, char **err_json);
+/* A streamed piece (done 0) or the last object (done 1: reason, counts, durations from secs and first_secs). */
+char *ollama_answer(const oai_ctx *c, int chat, const char *text, size_t n, int done, const srv_job *j,
+                    int n_prompt, double secs, double first_secs);
 /* llama-server's extras: the JSON answer of /tokenize ({"content", "add_special", "parse_special",
  * "with_pieces"}), /detokenize ({"tokens"}) and /apply-template ({"messages", ...}: {"prompt"}); NULL with e. */
 char *oai_tokenize(const oai_ctx *c, const char *body, size_t len, oai_error *e);

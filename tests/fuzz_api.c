@@ -117,6 +117,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (out) free(out);
             else free(oai_error_json(&e));
         }
+        /* and to Ollama's: its translation must parse, or be a 4xx (or the 200 of "load the model") */
+        for (int chat = 0; chat < 2; chat++) {
+            int stream = 0, as_chat = 0, status = 0;
+            char *err_json = NULL, *t = ollama_to_openai(&g_oc, body, len, chat, &stream, &as_chat, &status, &err_json);
+            if (!t && !err_json) abort();
+            if (!t && status != 200 && (status < 400 || status > 499)) abort();
+            if (t) {
+                memset(&e, 0, sizeof e);
+                if (oai_parse(&g_oc, t, strlen(t), as_chat, &r, &e) == 0) oai_req_free(&r);
+                else if (e.status < 400 || e.status > 499) abort();
+            }
+            free(t);
+            free(err_json);
+        }
+        int status = 0;
+        free(ollama_show(&g_oc, body, len, &status));
         return 0;
     }
     char method[16] = "POST", url[512] = "/v1/jobs";

@@ -92,6 +92,8 @@ static const char *const BODIES[] = {
     "{\"messages\":[{\"role\":\"user\",\"content\":\"job\"}],\"max_tokens\":2,\"threads\":1}",
     "{\"content\":\"Once upon a time\",\"with_pieces\":true,\"add_special\":true}",
     "{\"tokens\":[1,403,407,0,511]}",
+    "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"options\":{\"num_predict\":3,\"temperature\":0}}",
+    "{\"model\":\"m\",\"prompt\":\"Once\",\"stream\":false,\"raw\":true,\"options\":{\"num_predict\":2,\"stop\":[\"a\"]}}",
     "{}", "[]", "null", "",
 };
 static const char *const PATHS[] = {
@@ -99,6 +101,7 @@ static const char *const PATHS[] = {
     "/v1/jobs/1", "/v1/jobs/2", "/v1/jobs/99999999999999999999", "/v1/jobs/-1", "/v1/jobs/1/x", "/",
     "/v1/chat/completions?x=1", "/v1/%63ompletions", "//v1/models", "/v1/jobs?limit=1", "*",
     "http://127.0.0.1/v1/models", "/v1/../v1/models", "/tokenize", "/detokenize", "/apply-template", "/props",
+    "/api/chat", "/api/generate", "/api/show", "/api/tags", "/api/version", "/api/ps", "/api/pull",
 };
 static const char *const METHODS[] = {"POST", "GET", "DELETE", "PUT", "HEAD", "OPTIONS", "PATCH", "CONNECT", "TRACE", "post", "GE T"};
 static const char *const VERSIONS[] = {"HTTP/1.1", "HTTP/1.0", "HTTP/2.0", "HTTP/1.9", "HTTP/1", "http/1.1", ""};

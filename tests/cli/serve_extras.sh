@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # serve_extras.sh - what `deltafin serve` answers beyond OpenAI's chat and completions (issue 40, items 2 and 5):
 # llama-server's /tokenize, /detokenize, /apply-template and /props, the context length in /v1/models, any model
-# name served by the one model (--strict-model: 404), and CORS (--cors).
+# name served by the one model (--strict-model: 404), CORS (--cors), Ollama's API (tests/server/ollama.mjs with
+# the real `ollama` client) and a log line per request.
 #   tests/cli/serve_extras.sh BUILD_DIR
 # Checked: /tokenize gives `deltafin tokenize`'s ids (with pieces that spell the text back); /detokenize gives the
 # text back and refuses an id outside the vocabulary (400 naming it); /apply-template renders --chat-template
@@ -54,6 +55,25 @@ r=$(post /v1/chat/completions '{"model":"gpt-4o-mini","messages":[{"role":"user"
 check "a request naming another model is answered by the loaded one" test "$(code "$r")" = 200
 r=$(post /tokenize '{"content":5}')
 check "/tokenize of a number: 400 naming content" test "$(code "$r")/$(body "$r" | jq -r .error.param)" = 400/content
+
+# Ollama's API (server/ollama.c) with the official `ollama` npm client: list, ps, show, chat (greedy: the OpenAI
+# answer; streamed pieces join to it), generate, load, format refused
+OLLAMA=.cache/npm-ollama
+if [ ! -d "$OLLAMA/node_modules/ollama" ] && command -v npm > /dev/null; then
+    mkdir -p "$OLLAMA"
+    npm install --silent --no-save --no-audit --no-fund --prefix "$OLLAMA" ollama@0.6 > "$T/npm.log" 2>&1 ||
+        rm -rf "$OLLAMA/node_modules/ollama"
+fi
+if [ -d "$OLLAMA/node_modules/ollama" ] && command -v node > /dev/null; then
+    g=$(body "$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Tell me a story."}],"max_tokens":24,"temperature":0}')" |
+        jq -r '.choices[0].message.content')
+    node "$(dirname "${BASH_SOURCE[0]}")/../server/ollama.mjs" "$OLLAMA" "$U" "$g"; check "the ollama client: every check" test $? -eq 0
+    r=$(post /api/chat '{"model":"m","messages":[{"role":"user","content":"Hi"}],"options":{"num_predict":"many"}}')
+    check "an Ollama option of the wrong type: 400 in Ollama's shape" \
+        test "$(code "$r")/$(body "$r" | jq -r .error)" = "400/options.num_predict must be a number"
+else
+    echo "(the ollama client was not checked: npm or node missing)"
+fi
 
 # a log line per request (issue 40 item 7)
 check "the log has a line per request, with its tokens and speed" \
