@@ -692,6 +692,15 @@ static char *print_json(cJSON *j, oai_error *e) {
     return s;
 }
 
+/* {"key": text} (its bytes that are not UTF-8 as U+FFFD), or NULL with e filled. */
+static char *one_string(const char *key, const char *text, size_t n, oai_error *e) {
+    char *clean = srv_utf8_clean(text, n);
+    cJSON *res = cJSON_CreateObject();
+    cJSON_AddStringToObject(res, key, clean ? clean : "");
+    free(clean);
+    return print_json(res, e);
+}
+
 char *oai_tokenize(const oai_ctx *c, const char *body, size_t len, oai_error *e) {
     cJSON *b = parse_object(c, body, len, e);
     if (!b) return NULL;
@@ -775,11 +784,7 @@ char *oai_detokenize(const oai_ctx *c, const char *body, size_t len, oai_error *
         n += (size_t)pn;
         i++;
     }
-    char *clean = srv_utf8_clean(text ? text : "", n);
-    cJSON *res = cJSON_CreateObject();
-    cJSON_AddStringToObject(res, "content", clean ? clean : "");
-    free(clean);
-    out = print_json(res, e);
+    out = one_string("content", text ? text : "", n, e);
 done:
     free(text);
     cJSON_Delete(b);
@@ -790,13 +795,7 @@ char *oai_apply_template(const oai_ctx *c, const char *body, size_t len, oai_err
     cJSON *b = parse_object(c, body, len, e);
     if (!b) return NULL;
     char *text = NULL, *out = NULL;
-    if (render_chat(c, b, &text, e) == 0) {
-        char *clean = srv_utf8_clean(text, strlen(text));
-        cJSON *res = cJSON_CreateObject();
-        cJSON_AddStringToObject(res, "prompt", clean ? clean : "");
-        free(clean);
-        out = print_json(res, e);
-    }
+    if (render_chat(c, b, &text, e) == 0) out = one_string("prompt", text, strlen(text), e);
     free(text);
     cJSON_Delete(b);
     return out;
