@@ -437,12 +437,10 @@ static char *read_one(chat *c, int more, int *ctrl_c) {
     *ctrl_c = 0;
     if (c->el) {
         el_set(c->el, EL_PROMPT, more ? prompt_more : prompt_of);
-        fputs("\033[?2004h", stdout); /* bracketed paste on while the line is edited */
-        fflush(stdout);
+        if (c->tty) fputs("\033[?2004h", stdout), fflush(stdout); /* bracketed paste on while the line is edited */
         int n = 0;
         const char *l = el_gets(c->el, &n);
-        fputs("\033[?2004l", stdout);
-        fflush(stdout);
+        if (c->tty) fputs("\033[?2004l", stdout), fflush(stdout);
         if (!l && g_interrupt) {
             g_interrupt = 0;
             *ctrl_c = 1;
