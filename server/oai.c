@@ -599,6 +599,23 @@ static cJSON *usage_json(const oai_req *r, srv_job *const *jobs) {
     return u;
 }
 
+cJSON *oai_timings(const srv_job *j) {
+    cJSON *t = cJSON_CreateObject();
+    const int prompt_n = j->n_prompt - j->n_cached;
+    const double pms = j->t_first > j->t_start ? (j->t_first - j->t_start) * 1e3 : 0;
+    const double gms = j->t_end > j->t_first ? (j->t_end - j->t_first) * 1e3 : 0;
+    cJSON_AddNumberToObject(t, "cache_n", j->n_cached);
+    cJSON_AddNumberToObject(t, "prompt_n", prompt_n);
+    cJSON_AddNumberToObject(t, "prompt_ms", pms);
+    cJSON_AddNumberToObject(t, "prompt_per_token_ms", prompt_n > 0 ? pms / prompt_n : 0);
+    cJSON_AddNumberToObject(t, "prompt_per_second", pms > 0 ? prompt_n * 1e3 / pms : 0);
+    cJSON_AddNumberToObject(t, "predicted_n", j->n_gen);
+    cJSON_AddNumberToObject(t, "predicted_ms", gms);
+    cJSON_AddNumberToObject(t, "predicted_per_token_ms", j->n_gen > 0 ? gms / j->n_gen : 0);
+    cJSON_AddNumberToObject(t, "predicted_per_second", gms > 0 ? j->n_gen * 1e3 / gms : 0);
+    return t;
+}
+
 static char *print_free(cJSON *root) {
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
@@ -624,6 +641,7 @@ char *oai_response(const oai_ctx *c, const oai_req *r, srv_job *const *jobs, con
         cJSON_AddItemToArray(choices, ch);
     }
     cJSON_AddItemToObject(root, "usage", usage_json(r, jobs));
+    if (r->n > 0) cJSON_AddItemToObject(root, "timings", oai_timings(jobs[0])); /* llama-server's: the first choice */
     return print_free(root);
 }
 
@@ -664,6 +682,7 @@ char *oai_usage_chunk(const oai_ctx *c, const oai_req *r, srv_job *const *jobs, 
     cJSON *root = envelope(c, r, id, created, r->chat ? "chat.completion.chunk" : "text_completion");
     cJSON_AddArrayToObject(root, "choices");
     cJSON_AddItemToObject(root, "usage", usage_json(r, jobs));
+    if (r->n > 0) cJSON_AddItemToObject(root, "timings", oai_timings(jobs[0]));
     return sse(root);
 }
 

@@ -275,9 +275,12 @@ char *ollama_answer(const oai_ctx *c, int chat, const char *text, size_t n, int 
         cJSON_AddNumberToObject(o, "total_duration", (double)(long long)(secs * ns));
         cJSON_AddNumberToObject(o, "load_duration", 0);
         cJSON_AddNumberToObject(o, "prompt_eval_count", n_prompt - j->n_cached);
-        cJSON_AddNumberToObject(o, "prompt_eval_duration", (double)(long long)(first_secs * ns));
+        /* the scheduler's own times when it has them (the job's prompt and its tokens), else the request's */
+        const double pe = j->t_first > j->t_start && j->t_start > 0 ? j->t_first - j->t_start : first_secs;
+        const double ev = j->t_end > j->t_first && j->t_first > 0 ? j->t_end - j->t_first : secs - first_secs;
+        cJSON_AddNumberToObject(o, "prompt_eval_duration", (double)(long long)(pe * ns));
         cJSON_AddNumberToObject(o, "eval_count", j->n_gen);
-        cJSON_AddNumberToObject(o, "eval_duration", (double)(long long)((secs - first_secs) * ns));
+        cJSON_AddNumberToObject(o, "eval_duration", (double)(long long)(ev * ns));
     }
     return print_line(o);
 }

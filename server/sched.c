@@ -173,6 +173,7 @@ static int pick_slot(srv_sched *s, const srv_job *j) {
 /* Give a slot its job: keep the cached common prefix (at least one prompt
  * token is decoded again, for the logits), a fresh sampler. */
 static void slot_start(srv_sched *s, slot *sl, srv_job *j) {
+    j->t_start = srv_now();
     char err[256];
     sl->j = j;
     sl->failed = 0;
@@ -208,6 +209,8 @@ static void slot_start(srv_sched *s, slot *sl, srv_job *j) {
 
 static void slot_finish(srv_sched *s, slot *sl, int why, const char *msg) {
     srv_job *j = sl->j;
+    j->t_end = srv_now();
+    if (!j->t_first) j->t_first = j->t_end;
     j->finish = why;
     if (msg) snprintf(j->error, sizeof j->error, "%s", msg);
     if (j->cond) pthread_cond_broadcast(j->cond);
@@ -265,7 +268,7 @@ static void slot_emit(srv_sched *s, slot *sl) {
         slot_finish(s, sl, FIN_ERROR, "out of memory");
         return;
     }
-    j->n_gen++;
+    if (j->n_gen++ == 0) j->t_first = srv_now();
     s->mt.gen_tokens++;
     if (j->n_stop) {
         size_t longest = 0;

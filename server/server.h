@@ -83,6 +83,7 @@ typedef struct srv_job {
     int n_lps, cap_lps;
     int n_gen;              /* tokens generated */
     int n_cached;           /* prompt tokens not processed again (reused) */
+    double t_start, t_first, t_end; /* srv_now() when a slot took it, its first token came, it ended (0: not yet) */
     int finish;             /* enum srv_finish; != FIN_NONE when done */
     char error[256];
     int cancelled;          /* the client went away: stop at the next step */
@@ -196,6 +197,8 @@ char *ollama_to_openai(const oai_ctx *c, const char *body, size_t len, int chat,
 /* A streamed piece (done 0) or the last object (done 1: reason, counts, durations from secs and first_secs). */
 char *ollama_answer(const oai_ctx *c, int chat, const char *text, size_t n, int done, const srv_job *j,
                     int n_prompt, double secs, double first_secs);
+/* llama-server's "timings" of job j: prompt and generation tokens, milliseconds and rates (cJSON object). */
+struct cJSON *oai_timings(const srv_job *j);
 /* llama-server's extras: the JSON answer of /tokenize ({"content", "add_special", "parse_special",
  * "with_pieces"}), /detokenize ({"tokens"}) and /apply-template ({"messages", ...}: {"prompt"}); NULL with e. */
 char *oai_tokenize(const oai_ctx *c, const char *body, size_t len, oai_error *e);

@@ -53,6 +53,14 @@ check "/props: the context, the slots, the template, the build" \
 check "/v1/models: the context length" test "$(curl -s "$U/v1/models" | jq '.data[0].context_length, .data[0].meta.n_ctx_train' | tr '\n' ,)" = "256,$("$D" info -m "$S" | awk '$1 == "context_length" { print $2; exit }'),"
 r=$(post /v1/chat/completions '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hi"}],"max_tokens":4}')
 check "a request naming another model is answered by the loaded one" test "$(code "$r")" = 200
+r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":6}')
+check "llama-server's timings: predicted_n the completion's tokens, prompt_n + cache_n the prompt's, rates > 0" \
+    test "$(body "$r" | jq '(.timings.predicted_n == .usage.completion_tokens) and
+        (.timings.prompt_n + .timings.cache_n == .usage.prompt_tokens) and .timings.predicted_per_second > 0 and
+        .timings.prompt_ms >= 0')" = true
+s=$(curl -s "$U/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"prompt":"Once","max_tokens":5,"stream":true,"stream_options":{"include_usage":true}}' | grep '"timings"')
+check "... and in a stream's usage chunk" test "$(sed 's/^data: //' <<< "$s" | jq '.timings.predicted_n')" = 5
 r=$(post /tokenize '{"content":5}')
 check "/tokenize of a number: 400 naming content" test "$(code "$r")/$(body "$r" | jq -r .error.param)" = 400/content
 
