@@ -781,23 +781,35 @@ static int fetch_blob(hub *h, int blobs, const char *repo, const char *commit, c
     if (have_blob(blobs, e)) return HUB_OK;
     char part[96], url[4096], *esc = NULL;
     snprintf(part, sizeof part, "%s.incomplete", e->oid);
-    const int fd = openat(blobs, part, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
-    if (fd < 0) return fail(h, "%s: cannot open its download (blobs/%s): %s", e->path, part, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != geteuid()) {
-        close(fd);
-        return fail(h, "blobs/%s is not a plain file of ours with one link; refused", part);
-    }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        if (!h->quiet) fprintf(stderr, "%s: another pull is downloading it; waiting\n", e->path);
-        if (flock(fd, LOCK_EX) != 0) {
+    int fd = -1;
+    struct stat st, now;
+    for (int tries = 0; fd < 0; tries++) {
+        fd = openat(blobs, part, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
+        if (fd < 0) return fail(h, "%s: cannot open its download (blobs/%s): %s", e->path, part, strerror(errno));
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != geteuid()) {
             close(fd);
-            return fail(h, "%s: cannot lock its download: %s", e->path, strerror(errno));
+            return fail(h, "blobs/%s is not a plain file of ours with one link; refused", part);
+        }
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            if (!h->quiet && tries == 0) fprintf(stderr, "%s: another pull is downloading it; waiting\n", e->path);
+            if (flock(fd, LOCK_EX) != 0) {
+                close(fd);
+                return fail(h, "%s: cannot lock its download: %s", e->path, strerror(errno));
+            }
+        }
+        /* the other pull may have renamed it (done) or removed it (failed) meanwhile: the name must still be ours */
+        if (have_blob(blobs, e)) {
+            close(fd);
+            return HUB_OK;
+        }
+        if (fstatat(blobs, part, &now, AT_SYMLINK_NOFOLLOW) != 0 || now.st_ino != st.st_ino || now.st_dev != st.st_dev) {
+            close(fd);
+            fd = -1;
+            if (tries == 3) return fail(h, "blobs/%s keeps changing under this pull; try again", part);
         }
     }
     int rc = HUB_OK;
     dl d = {.h = h, .e = e, .name = base_name(e->path), .fd = fd, .t0 = mono(), .shown = mono(), .last_pct = -1};
-    if (have_blob(blobs, e)) goto done; /* the other pull finished it */
     if (fstat(fd, &st) != 0) {
         rc = fail(h, "%s: %s", part, strerror(errno));
         goto done;
