@@ -331,9 +331,11 @@ static unsigned char on_paste(EditLine *el, int ch) {
     return CC_REFRESH;
 }
 
-/* The line with each "[pasted: N lines #K]" mark replaced by its text (malloc'd). */
+/* The line with each "[pasted: N lines #K]" mark replaced by its text (malloc'd); a mark repeated (typed, or
+ * yanked twice) is replaced once, so that the room counted here holds it. */
 static char *expand_pastes(chat *c, const char *line) {
     size_t cap = strlen(line) + 1;
+    int done[sizeof c->paste / sizeof c->paste[0]] = {0};
     for (int i = 0; i < c->n_paste; i++) cap += strlen(c->paste[i]);
     char *out = malloc(cap), *o = out;
     if (!out) return NULL;
@@ -341,8 +343,11 @@ static char *expand_pastes(chat *c, const char *line) {
         int lines, k, used = 0;
         if (!strncmp(p, PASTE_MARK, sizeof PASTE_MARK - 1) &&
             sscanf(p + sizeof PASTE_MARK - 1, "%d lines #%d]%n", &lines, &k, &used) == 2 && used > 0 && k >= 1 &&
-            k <= c->n_paste && c->paste[k - 1]) {
-            o += sprintf(o, "%s", c->paste[k - 1]);
+            k <= c->n_paste && c->paste[k - 1] && !done[k - 1]) {
+            const size_t n = strlen(c->paste[k - 1]);
+            memcpy(o, c->paste[k - 1], n);
+            o += n;
+            done[k - 1] = 1;
             p += sizeof PASTE_MARK - 1 + (size_t)used;
         } else {
             *o++ = *p++;

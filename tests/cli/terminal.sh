@@ -93,14 +93,26 @@ screen_has "[saved" > /dev/null
 check "... and is sent as one message" test "$(jq -r '.messages[0].content' "$CH/s1.json" 2> /dev/null)" = \
     "$(printf 'first line\nsecond line\nthird line')"
 check "... the only question (one turn, not three)" test "$(jq '.messages | length' "$CH/s1.json" 2> /dev/null)" = 2
+# the mark typed again after a paste: the paste once, the typed copy as text (its room was counted for one)
+"${X[@]}" paste-buffer -p -b three -t p
+screen_has "> [pasted: 3 lines #1]" > /dev/null
+keys " [pasted: 3 lines #1]" Enter
+screen_has "[turn 2:" > /dev/null
+keys "/save $CH/s1b.json" Enter
+screen_has "[saved 4" > /dev/null
+check "a paste mark typed twice: the text once, the copy kept as typed" \
+    test "$(jq -r '.messages[2].content' "$CH/s1b.json" 2> /dev/null)" = \
+    "$(printf 'first line\nsecond line\nthird line [pasted: 3 lines #1]')"
+keys "/clear" Enter
+screen_has "[conversation cleared]" > /dev/null
 # """ ... """: a message of several lines, typed
 keys '"""' Enter
 screen_has "... " > /dev/null
 keys "alpha" Enter "beta" Enter '"""' Enter
-screen_has "[turn 2:" > /dev/null
+screen_has "[turn 3:" > /dev/null
 keys "/save $CH/s2.json" Enter
-screen_has "[saved 4" > /dev/null
-check '""" ... """ typed: one message of two lines' test "$(jq -r '.messages[2].content' "$CH/s2.json" 2> /dev/null)" = \
+screen_has "[saved 2" > /dev/null
+check '""" ... """ typed: one message of two lines' test "$(jq -r '.messages[0].content' "$CH/s2.json" 2> /dev/null)" = \
     "$(printf 'alpha\nbeta')"
 # commands
 keys "/set temp 0.25" Enter
