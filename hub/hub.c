@@ -59,7 +59,6 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "deltafin.h"
@@ -104,12 +103,6 @@ static int fail(hub *h, const char *fmt, ...) {
     vsnprintf(h->err, sizeof h->err, fmt, ap);
     va_end(ap);
     return HUB_FAIL;
-}
-
-static double mono(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* ---- names ---- */
@@ -625,7 +618,7 @@ static void fmt_time(double s, char *out, size_t n) {
 
 static void progress(dl *d, int done) {
     if (d->h->quiet) return;
-    const double now = mono();
+    const double now = df_time();
     const int pct = d->e->size ? (int)(100.0 * (double)d->off / (double)d->e->size) : 100;
     /* a terminal: one line rewritten 4 times a second; a log: a line each 10% at most every 5 s, and the last */
     if (!done && (d->h->tty ? now - d->shown < 0.25 : pct / 10 == d->last_pct / 10 || now - d->shown < 5)) return;
@@ -809,7 +802,7 @@ static int fetch_blob(hub *h, int blobs, const char *repo, const char *commit, c
         }
     }
     int rc = HUB_OK;
-    dl d = {.h = h, .e = e, .name = base_name(e->path), .fd = fd, .t0 = mono(), .shown = mono(), .last_pct = -1};
+    dl d = {.h = h, .e = e, .name = base_name(e->path), .fd = fd, .t0 = df_time(), .shown = df_time(), .last_pct = -1};
     if (fstat(fd, &st) != 0) {
         rc = fail(h, "%s: %s", part, strerror(errno));
         goto done;
@@ -916,9 +909,8 @@ static int link_snapshot(hub *h, int snap, const hub_file *e) {
 
 /* refs/REV = commit, by a rename of a unique temporary file. */
 static void write_ref(int refs, const char *rev, const char *commit) {
-    char tmp[64];
+    char tmp[160]; /* a revision is at most 96 bytes (plain_name) */
     snprintf(tmp, sizeof tmp, ".%s.%ld.tmp", rev, (long)getpid());
-    if (strlen(rev) > 40) return;
     const int fd = openat(refs, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) return;
     const int ok = write(fd, commit, 40) == 40 && fsync(fd) == 0;

@@ -296,7 +296,8 @@ static int turn(chat *c) {
 
 /* ---- input ---- */
 
-static const char PASTE_MARK[] = "[pasted: "; /* "[pasted: N lines]" stands for c->paste[k] in the line */
+static const char PASTE_MARK[] = "[pasted: ";
+#define PASTE_MAX ((size_t)64 << 20) /* bytes of one paste kept (as /load's file) */ /* "[pasted: N lines]" stands for c->paste[k] in the line */
 
 /* The terminal's bracketed paste (ESC [200~ ... ESC [201~): the text goes into the line, or, when it holds
  * line breaks, into c->paste with a mark in the line (expand_pastes puts it back). */
@@ -304,16 +305,22 @@ static unsigned char on_paste(EditLine *el, int ch) {
     (void)ch;
     chat *c = NULL;
     el_get(el, EL_CLIENTDATA, &c);
-    size_t n = 0, cap = 256, lines = 1;
-    char *t = malloc(cap), k;
+    size_t n = 0, cap = 256, lines = 1, seen = 0;
+    char *t = malloc(cap), k, tail[6] = {0};
     if (!t) return CC_ERROR;
-    while (el_getc(el, &k) == 1) {
-        if (n + 2 > cap && !(t = realloc(t, cap *= 2))) return CC_ERROR;
-        t[n++] = k == '\r' ? '\n' : k;
-        if (n >= 6 && !memcmp(t + n - 6, "\033[201~", 6)) {
-            n -= 6;
+    while (el_getc(el, &k) == 1) { /* to the end mark; past PASTE_MAX the rest is read and dropped */
+        memmove(tail, tail + 1, 5), tail[5] = k, seen++;
+        if (seen >= 6 && !memcmp(tail, "\033[201~", 6)) {
+            if (n > seen - 6) n = seen - 6; /* the mark's bytes that were kept go */
             break;
         }
+        if (n == PASTE_MAX) continue;
+        if (n + 2 > cap) {
+            char *g = realloc(t, cap *= 2);
+            if (!g) return free(t), CC_ERROR;
+            t = g;
+        }
+        t[n++] = k == '\r' ? '\n' : k;
     }
     t[n] = 0;
     while (n > 0 && t[n - 1] == '\n') t[--n] = 0; /* a copied line's own end */

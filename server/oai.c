@@ -379,6 +379,22 @@ int srv_json_scan(const char *t, size_t n, long *values) {
     return 0;
 }
 
+cJSON *oai_parse_object(const oai_ctx *c, const char *body, size_t len, oai_error *e) {
+    long values = 0;
+    if (!body) body = "", len = 0;
+    if (srv_json_scan(body, len, &values)) return BAD(NULL, "invalid_json", "a string holds a NUL character (\\u0000)"), NULL;
+    if (values > c->max_values)
+        return oai_set_error(e, 413, "invalid_request_error", NULL, "request_too_large",
+                             "the body holds more than %ld JSON values", c->max_values), NULL;
+    cJSON *b = cJSON_ParseWithLength(body, len);
+    if (!b) return BAD(NULL, "invalid_json", "the body is not valid JSON"), NULL;
+    if (!cJSON_IsObject(b)) {
+        cJSON_Delete(b);
+        return BAD(NULL, "invalid_json", "the body must be a JSON object"), NULL;
+    }
+    return b;
+}
+
 int oai_parse(const oai_ctx *c, const char *body, size_t len, int chat, oai_req *r, oai_error *e) {
     memset(r, 0, sizeof *r);
     r->chat = chat;
@@ -391,20 +407,11 @@ int oai_parse(const oai_ctx *c, const char *body, size_t len, int chat, oai_req 
     r->sp.top_p = 1.0f;
     r->sp.min_p = 0.0f;
     r->sp.repeat_penalty = 1.0f;
-    long values = 0;
-    if (srv_json_scan(body, len, &values)) return BAD(NULL, "invalid_json", "a string holds a NUL character (\\u0000)");
-    if (values > c->max_values)
-        return oai_set_error(e, 413, "invalid_request_error", NULL, "request_too_large",
-                             "the body holds more than %ld JSON values", c->max_values), -1;
-    cJSON *b = cJSON_ParseWithLength(body, len);
-    if (!b) return BAD(NULL, "invalid_json", "the body is not valid JSON");
+    cJSON *b = oai_parse_object(c, body, len, e);
+    if (!b) return -1;
     int rc = -1;
     long l;
     double d;
-    if (!cJSON_IsObject(b)) {
-        BAD(NULL, "invalid_json", "the body must be a JSON object");
-        goto out;
-    }
     cJSON *model = cJSON_GetObjectItemCaseSensitive(b, "model");
     if (model && !cJSON_IsNull(model)) {
         if (!cJSON_IsString(model)) {
@@ -688,21 +695,6 @@ char *oai_usage_chunk(const oai_ctx *c, const oai_req *r, srv_job *const *jobs, 
 
 /* ---- llama-server's extras: /tokenize, /detokenize, /apply-template (docs/server.md) ---- */
 
-/* A request body as a JSON object within the request limits, or NULL with e filled. */
-static cJSON *parse_object(const oai_ctx *c, const char *body, size_t len, oai_error *e) {
-    long values = 0;
-    if (srv_json_scan(body, len, &values)) return BAD(NULL, "invalid_json", "a string holds a NUL character (\\u0000)"), NULL;
-    if (values > c->max_values)
-        return oai_set_error(e, 413, "invalid_request_error", NULL, "request_too_large",
-                             "the body holds more than %ld JSON values", c->max_values), NULL;
-    cJSON *b = cJSON_ParseWithLength(body ? body : "", len);
-    if (!cJSON_IsObject(b)) {
-        cJSON_Delete(b);
-        return BAD(NULL, "invalid_json", "the body must be a JSON object"), NULL;
-    }
-    return b;
-}
-
 /* cJSON's text of j (deleted), or NULL with e filled. */
 static char *print_json(cJSON *j, oai_error *e) {
     char *s = j ? cJSON_PrintUnformatted(j) : NULL;
@@ -721,7 +713,7 @@ static char *one_string(const char *key, const char *text, size_t n, oai_error *
 }
 
 char *oai_tokenize(const oai_ctx *c, const char *body, size_t len, oai_error *e) {
-    cJSON *b = parse_object(c, body, len, e);
+    cJSON *b = oai_parse_object(c, body, len, e);
     if (!b) return NULL;
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(b, "content");
     int add_special = 0, with_pieces = 0, parse_special = 1;
@@ -772,7 +764,7 @@ done:
 }
 
 char *oai_detokenize(const oai_ctx *c, const char *body, size_t len, oai_error *e) {
-    cJSON *b = parse_object(c, body, len, e);
+    cJSON *b = oai_parse_object(c, body, len, e);
     if (!b) return NULL;
     const cJSON *toks = cJSON_GetObjectItemCaseSensitive(b, "tokens"), *t;
     const int nv = df_n_vocab(c->m);
@@ -811,7 +803,7 @@ done:
 }
 
 char *oai_apply_template(const oai_ctx *c, const char *body, size_t len, oai_error *e) {
-    cJSON *b = parse_object(c, body, len, e);
+    cJSON *b = oai_parse_object(c, body, len, e);
     if (!b) return NULL;
     char *text = NULL, *out = NULL;
     if (render_chat(c, b, &text, e) == 0) out = one_string("prompt", text, strlen(text), e);

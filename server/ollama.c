@@ -103,13 +103,15 @@ char *ollama_tags(const oai_ctx *c) {
 }
 
 char *ollama_show(const oai_ctx *c, const char *body, size_t len, int *status) {
-    cJSON *b = cJSON_ParseWithLength(body ? body : "", len);
-    const cJSON *nm = b ? cJSON_GetObjectItemCaseSensitive(b, "model") : NULL;
-    if (!nm && b) nm = cJSON_GetObjectItemCaseSensitive(b, "name");
-    if (!cJSON_IsObject(b) || !cJSON_IsString(nm)) {
+    oai_error e;
+    cJSON *b = oai_parse_object(c, body, len, &e);
+    if (!b) return *status = e.status, ollama_error(e.message);
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(b, "model");
+    if (!nm) nm = cJSON_GetObjectItemCaseSensitive(b, "name");
+    if (!cJSON_IsString(nm)) {
         cJSON_Delete(b);
         *status = 400;
-        return ollama_error("the body must be a JSON object naming the model ({\"model\": \"...\"})");
+        return ollama_error("the body must name the model ({\"model\": \"...\"})");
     }
     if (c->strict_model && strcmp(nm->valuestring, c->name)) {
         char msg[400];
@@ -153,12 +155,13 @@ static int copy_num(const cJSON *opts, const char *name, cJSON *out, const char 
 char *ollama_to_openai(const oai_ctx *c, const char *body, size_t len, int chat, int *stream, int *as_chat,
                        int *status, char **err_json) {
     char err[300] = "";
-    cJSON *b = cJSON_ParseWithLength(body ? body : "", len), *o = cJSON_CreateObject();
-    const cJSON *opts = b ? cJSON_GetObjectItemCaseSensitive(b, "options") : NULL, *v;
+    oai_error e;
+    cJSON *b = oai_parse_object(c, body, len, &e), *o = b ? cJSON_CreateObject() : NULL;
     *status = 400;
     *as_chat = chat;
-    if (!cJSON_IsObject(b)) snprintf(err, sizeof err, "the body must be a JSON object");
-    else if (opts && !cJSON_IsObject(opts)) snprintf(err, sizeof err, "'options' must be an object");
+    if (!b) return *status = e.status, *err_json = ollama_error(e.message), NULL;
+    const cJSON *opts = cJSON_GetObjectItemCaseSensitive(b, "options"), *v;
+    if (opts && !cJSON_IsObject(opts)) snprintf(err, sizeof err, "'options' must be an object");
     else if ((v = cJSON_GetObjectItemCaseSensitive(b, "format")) && !cJSON_IsNull(v) &&
              !(cJSON_IsString(v) && !*v->valuestring))
         snprintf(err, sizeof err, "'format' (JSON output) is not supported yet: this server has no constrained "
@@ -233,7 +236,7 @@ char *ollama_to_openai(const oai_ctx *c, const char *body, size_t len, int chat,
     }
     if (!*err && opts && (v = cJSON_GetObjectItemCaseSensitive(opts, "stop")) && !cJSON_IsNull(v))
         cJSON_AddItemToObject(o, "stop", cJSON_Duplicate(v, 1));
-    const cJSON *think = b ? cJSON_GetObjectItemCaseSensitive(b, "think") : NULL;
+    const cJSON *think = cJSON_GetObjectItemCaseSensitive(b, "think");
     if (!*err && think && !cJSON_IsNull(think)) {
         if (!cJSON_IsBool(think)) snprintf(err, sizeof err, "'think' must be true or false");
         cJSON *kw = cJSON_AddObjectToObject(o, "chat_template_kwargs");

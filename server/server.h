@@ -184,6 +184,9 @@ typedef struct oai_req {
 /* Parse and check a request body; tokenize its prompt (rendering a chat
  * with the template). 0, or -1 with e filled (4xx). */
 int oai_parse(const oai_ctx *c, const char *body, size_t len, int chat, oai_req *r, oai_error *e);
+/* A request body as a JSON object within the request limits (no NUL in a string, at most max_values values),
+ * or NULL with e filled (400 or 413): every route parses its body here. */
+struct cJSON *oai_parse_object(const oai_ctx *c, const char *body, size_t len, oai_error *e);
 void oai_req_free(oai_req *r);
 /* ollama.c: Ollama's API (docs/server.md). Answers end with a new line (NDJSON); errors are {"error"}. */
 char *ollama_error(const char *msg);

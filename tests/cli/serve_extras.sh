@@ -79,6 +79,9 @@ if [ -d "$OLLAMA/node_modules/ollama" ] && command -v node > /dev/null; then
     r=$(post /api/chat '{"model":"m","messages":[{"role":"user","content":"Hi"}],"options":{"num_predict":"many"}}')
     check "an Ollama option of the wrong type: 400 in Ollama's shape" \
         test "$(code "$r")/$(body "$r" | jq -r .error)" = "400/options.num_predict must be a number"
+    r=$(post /api/chat '{"model":"m","messages":[{"role":"user","content":"a\u0000b"}]}')
+    check "an Ollama body goes through the same limits (a NUL in a string: 400)" \
+        test "$(code "$r")/$(body "$r" | jq -r .error | grep -c NUL)" = 400/1
 else
     echo "(the ollama client was not checked: npm or node missing)"
 fi
