@@ -76,14 +76,14 @@ char *srv_utf8_clean(const char *s, size_t n) {
     return out;
 }
 
-long srv_find_stop(const srv_job *j, size_t from) {
+long srv_find_stop(const srv_job *j, size_t from, int *which) {
     long best = -1;
     for (int i = 0; i < j->n_stop; i++) {
         const size_t sl = strlen(j->stop[i]);
         if (!sl || j->len < sl) continue;
         for (size_t p = from; p + sl <= j->len; p++)
             if (!memcmp(j->text + p, j->stop[i], sl)) {
-                if (best < 0 || (long)p < best) best = (long)p;
+                if (best < 0 || (long)p < best) best = (long)p, *which = i;
                 break;
             }
     }
@@ -178,14 +178,10 @@ int oai_get_bool(cJSON *o, const char *k, int *out, oai_error *e) {
 
 /* ---- prompts ---- */
 
-static int tokenize(const oai_ctx *c, const char *text, size_t len, oai_req *r, oai_error *e) {
+/* text as the prompt's tokens (a BOS first where the model wants one, and one only) into r. */
+static int tokenize_text(const oai_ctx *c, const char *text, size_t len, oai_req *r, oai_error *e) {
     char err[512];
     int need = 0;
-    /* every token holds at most max_piece bytes: a longer text cannot fit, and is not tokenized to learn it */
-    if (c->max_piece > 0 && len / (size_t)c->max_piece >= (size_t)c->n_ctx)
-        return oai_set_error(e, 400, "invalid_request_error", NULL, "context_length_exceeded",
-                             "the prompt (%zu bytes, at least %zu tokens) does not fit in the context of %d tokens",
-                             len, len / (size_t)c->max_piece, c->n_ctx), -1;
     if (df_tokenize(c->m, text, len, 1, 1, NULL, 0, &need, err, sizeof err) != 0 && need == 0)
         return BAD("prompt", NULL, "cannot tokenize the prompt: %s", err);
     r->prompt = malloc((size_t)(need + 1) * sizeof(int32_t));
@@ -199,6 +195,15 @@ static int tokenize(const oai_ctx *c, const char *text, size_t len, oai_req *r, 
         r->n_prompt--;
     }
     return 0;
+}
+
+static int tokenize(const oai_ctx *c, const char *text, size_t len, oai_req *r, oai_error *e) {
+    /* every token holds at most max_piece bytes: a longer text cannot fit, and is not tokenized to learn it */
+    if (c->max_piece > 0 && len / (size_t)c->max_piece >= (size_t)c->n_ctx)
+        return oai_set_error(e, 400, "invalid_request_error", NULL, "context_length_exceeded",
+                             "the prompt (%zu bytes, at least %zu tokens) does not fit in the context of %d tokens",
+                             len, len / (size_t)c->max_piece, c->n_ctx), -1;
+    return tokenize_text(c, text, len, r, e);
 }
 
 static int completion_prompt(const oai_ctx *c, cJSON *body, oai_req *r, oai_error *e) {
@@ -810,4 +815,19 @@ char *oai_apply_template(const oai_ctx *c, const char *body, size_t len, oai_err
     free(text);
     cJSON_Delete(b);
     return out;
+}
+
+int oai_count_chat(const oai_ctx *c, const char *body, size_t len, int *n_tokens, oai_error *e) {
+    cJSON *b = oai_parse_object(c, body, len, e);
+    if (!b) return -1;
+    char *text = NULL;
+    oai_req r;
+    memset(&r, 0, sizeof r);
+    int rc = render_chat(c, b, &text, e);
+    cJSON_Delete(b);
+    if (!rc) rc = tokenize_text(c, text, strlen(text), &r, e);
+    *n_tokens = r.n_prompt;
+    free(text);
+    free(r.prompt);
+    return rc;
 }

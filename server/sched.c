@@ -80,6 +80,7 @@ srv_job *srv_job_new(const int32_t *prompt, int n_prompt) {
     if (n_prompt > 0) memcpy(j->prompt, prompt, (size_t)n_prompt * sizeof(int32_t));
     j->n_prompt = n_prompt;
     j->logprobs = -1;
+    j->stop_hit = -1;
     j->sp = df_sampler_default_params();
     return j;
 }
@@ -273,7 +274,7 @@ static void slot_emit(srv_sched *s, slot *sl) {
     if (j->n_stop) {
         size_t longest = 0;
         for (int i = 0; i < j->n_stop; i++) longest = strlen(j->stop[i]) > longest ? strlen(j->stop[i]) : longest;
-        const long at = srv_find_stop(j, before + 1 > longest ? before + 1 - longest : 0);
+        const long at = srv_find_stop(j, before + 1 > longest ? before + 1 - longest : 0, &j->stop_hit);
         if (at >= 0) {
             j->len = (size_t)at;
             j->text[j->len] = 0;

@@ -43,7 +43,7 @@
 #define CONN_IDLE_S 30 /* seconds a connection may send nothing while its request is read */
 
 enum { LOG_TEXT, LOG_JSON, LOG_NONE };
-enum { DIALECT_OPENAI, DIALECT_OLLAMA_CHAT, DIALECT_OLLAMA_GENERATE };
+enum { DIALECT_OPENAI, DIALECT_OLLAMA_CHAT, DIALECT_OLLAMA_GENERATE, DIALECT_ANTHROPIC };
 
 typedef struct server {
     df_model *m;
@@ -83,7 +83,7 @@ typedef struct conn {
 typedef struct flight {
     server *srv;
     conn *cc;              /* its connection, for the log's token counts (while it streams: alive) */
-    int dialect;           /* DIALECT_OPENAI, or Ollama's chat or generate (ollama.c) */
+    int dialect;           /* DIALECT_OPENAI, Ollama's chat or generate (ollama.c), Anthropic's (anthropic.c) */
     double t0, t_first;    /* when it was submitted; when its first text came (0: not yet) */
     oai_req req;
     srv_job **jobs;
@@ -293,8 +293,33 @@ static void collect_ollama(flight *f) {
     f->ended = 1;
 }
 
+/* Anthropic's stream: text deltas, then the block's and the message's ends (one choice). */
+static void collect_anthropic(flight *f) {
+    srv_job *j = f->jobs[0];
+    const size_t upto = j->finish != FIN_NONE ? j->len : srv_safe_len(j);
+    if (upto > f->sent[0]) {
+        pend_add(f, anth_stream_delta(j->text + f->sent[0], upto - f->sent[0]));
+        f->sent[0] = upto;
+    }
+    if (j->finish == FIN_NONE || f->ended) return;
+    if (j->finish == FIN_STOP || j->finish == FIN_LENGTH) {
+        pend_add(f, anth_stream_end(j, f->req.n_prompt));
+    } else {
+        char why[300];
+        snprintf(why, sizeof why, "generation failed: %s", *j->error ? j->error : "cancelled");
+        pend_add(f, anth_error_event(why));
+    }
+    if (f->cc) count_tokens(f, f->cc);
+    f->fin_sent[0] = 1;
+    f->ended = 1;
+}
+
 static void collect_events(flight *f) {
     const oai_ctx *c = &f->srv->oc;
+    if (f->dialect == DIALECT_ANTHROPIC) {
+        collect_anthropic(f);
+        return;
+    }
     if (f->dialect != DIALECT_OPENAI) {
         collect_ollama(f);
         return;
@@ -340,7 +365,9 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             if (f->srv->stopping) { /* the client is told, and the stream ends as streams end */
                 pthread_mutex_unlock(mu);
                 cancel_all(f);
-                if (f->dialect != DIALECT_OPENAI) {
+                if (f->dialect == DIALECT_ANTHROPIC) {
+                    pend_add(f, anth_error_event("the server is stopping (SIGINT or SIGTERM); the generation was cut short"));
+                } else if (f->dialect != DIALECT_OPENAI) {
                     pend_add(f, ollama_error("the server is stopping (SIGINT or SIGTERM); the generation was cut short"));
                 } else {
                     pend_add(f, sse_error("the server is stopping (SIGINT or SIGTERM); the generation was cut short"));
@@ -367,10 +394,18 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static void stream_free(void *cls) { flight_free(cls); }
 
-/* An error in the request's own dialect: OpenAI's object, or Ollama's {"error"}. */
+/* An error in the request's own dialect: OpenAI's object, Ollama's {"error"} or Anthropic's. */
 static enum MHD_Result send_error_in(struct MHD_Connection *mc, int dialect, const oai_error *e) {
     if (dialect == DIALECT_OPENAI) return send_error(mc, e);
+    if (dialect == DIALECT_ANTHROPIC) return send_text(mc, e->status, anth_error(e->status, e->message), "application/json");
     return send_text(mc, e->status, ollama_error(e->message), "application/json");
+}
+
+static enum MHD_Result fail_in(struct MHD_Connection *mc, int dialect, int status, const char *type, const char *code,
+                               const char *msg) {
+    oai_error e;
+    oai_set_error(&e, status, type, NULL, code, "%s", msg);
+    return send_error_in(mc, dialect, &e);
 }
 
 static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc, int chat, int dialect) {
@@ -385,9 +420,12 @@ static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc
     parse_begin(srv);
     char *translated = NULL, *err_json = NULL;
     int ostream = 0, ostatus = 0, bad;
-    if (dialect != DIALECT_OPENAI &&
-        !(translated = ollama_to_openai(&srv->oc, cc->body, cc->len, dialect == DIALECT_OLLAMA_CHAT, &ostream, &chat,
-                                        &ostatus, &err_json))) {
+    if (dialect == DIALECT_ANTHROPIC &&
+        !(translated = anth_to_openai(&srv->oc, cc->body, cc->len, 0, &ostream, &ostatus, &err_json))) {
+        bad = 1;
+    } else if (dialect != DIALECT_OPENAI && dialect != DIALECT_ANTHROPIC &&
+               !(translated = ollama_to_openai(&srv->oc, cc->body, cc->len, dialect == DIALECT_OLLAMA_CHAT, &ostream,
+                                               &chat, &ostatus, &err_json))) {
         bad = 1;
     } else {
         bad = oai_parse(&srv->oc, translated ? translated : cc->body ? cc->body : "",
@@ -427,11 +465,12 @@ static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc
     f->fin_sent = calloc((size_t)f->req.n, sizeof *f->fin_sent);
     if (!f->jobs || !f->sent || !f->fin_sent) {
         flight_free(f);
-        return fail(mc, 500, "server_error", NULL, "out of memory");
+        return fail_in(mc, dialect, 500, "server_error", NULL, "out of memory");
     }
     for (int i = 0; i < f->req.n; i++) f->jobs[i]->cond = &f->cond;
     pthread_mutex_lock(&srv->id_mu);
-    snprintf(f->id, sizeof f->id, "%s-%lu", chat ? "chatcmpl" : "cmpl", ++srv->next_id);
+    snprintf(f->id, sizeof f->id, "%s%lu", dialect == DIALECT_ANTHROPIC ? "msg_" : chat ? "chatcmpl-" : "cmpl-",
+             ++srv->next_id);
     pthread_mutex_unlock(&srv->id_mu);
     f->created = (long)time(NULL);
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -441,20 +480,22 @@ static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc
         free(f->jobs);
         f->jobs = NULL;
         flight_free(f);
-        return fail(mc, 429, "rate_limit_error", "queue_full",
-                    "the server's queue is full; retry later (deltafin serve --queue, --parallel)");
+        return fail_in(mc, dialect, 429, "rate_limit_error", "queue_full",
+                       "the server's queue is full; retry later (deltafin serve --queue, --parallel)");
     }
     if (f->req.stream) {
         if (chat && dialect == DIALECT_OPENAI)
             for (int i = 0; i < f->req.n; i++)
                 pend_add(f, oai_chunk(&srv->oc, &f->req, f->id, f->created, i, "", FIN_NONE, 1));
+        if (dialect == DIALECT_ANTHROPIC) pend_add(f, anth_stream_start(&srv->oc, f->id, f->req.n_prompt));
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, f, stream_free);
         if (!r) {
             flight_free(f);
             return MHD_NO;
         }
         cors_headers(mc, r);
-        MHD_add_response_header(r, "Content-Type", dialect == DIALECT_OPENAI ? "text/event-stream" : "application/x-ndjson");
+        MHD_add_response_header(r, "Content-Type", dialect == DIALECT_OPENAI || dialect == DIALECT_ANTHROPIC
+                                                       ? "text/event-stream" : "application/x-ndjson");
         MHD_add_response_header(r, "Cache-Control", "no-cache");
         enum MHD_Result ret = MHD_queue_response(mc, MHD_HTTP_OK, r);
         MHD_destroy_response(r);
@@ -468,8 +509,8 @@ static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc
             pthread_mutex_unlock(mu);
             cancel_all(f);
             flight_free(f);
-            return fail(mc, 503, "server_error", "server_stopping",
-                        "the server is stopping (SIGINT or SIGTERM); the generation was cut short");
+            return fail_in(mc, dialect, 503, "server_error", "server_stopping",
+                           "the server is stopping (SIGINT or SIGTERM); the generation was cut short");
         }
         if (gone(f->fd)) {
             pthread_mutex_unlock(mu);
@@ -487,6 +528,8 @@ static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc
                       *f->jobs[failed]->error ? f->jobs[failed]->error : "cancelled");
     } else if (dialect == DIALECT_OPENAI) {
         body = oai_response(&srv->oc, &f->req, f->jobs, f->id, f->created);
+    } else if (dialect == DIALECT_ANTHROPIC) {
+        body = anth_message(&srv->oc, f->jobs[0], f->req.n_prompt, f->id);
     } else {
         const srv_job *j = f->jobs[0];
         const double now = srv_now();
@@ -647,10 +690,12 @@ static int same_secret(const char *a, const char *b) {
     return nb > 0 && d == 0;
 }
 
+/* The key as OpenAI's clients send it (Authorization: Bearer KEY) or Anthropic's (x-api-key: KEY). */
 static int authorized(server *srv, struct MHD_Connection *mc) {
     if (!srv->api_key) return 1;
     const char *h = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Authorization");
-    return h && !strncmp(h, "Bearer ", 7) && same_secret(h + 7, srv->api_key);
+    const char *x = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "x-api-key");
+    return (h && !strncmp(h, "Bearer ", 7) && same_secret(h + 7, srv->api_key)) || (x && same_secret(x, srv->api_key));
 }
 
 /* The host part of a Host header or of an Origin's authority ("[::1]:8080" -> "::1"), into out. */
@@ -710,6 +755,23 @@ static enum MHD_Result jobs_route(server *srv, struct MHD_Connection *mc, conn *
     char *body = srv_jobs_handle(srv->jobs, method, url, cc->body, cc->len, &status);
     parse_end(srv);
     return send_text(mc, status, body, "application/json");
+}
+
+/* Anthropic's Messages API (anthropic.c): /v1/messages, /v1/messages/count_tokens. */
+static enum MHD_Result anthropic_route(server *srv, struct MHD_Connection *mc, conn *cc, const char *url, int post) {
+    const int count = !strcmp(url, "/v1/messages/count_tokens");
+    if (!authorized(srv, mc))
+        return send_text(mc, 401, anth_error(401, "a valid API key is needed: send the header 'x-api-key: KEY' or "
+                                                  "'Authorization: Bearer KEY'"), "application/json");
+    if (!post) return send_text(mc, 405, anth_error(405, "use POST"), "application/json");
+    if (cc->too_big) return send_text(mc, 413, anth_error(413, "the body is larger than 16 MiB"), "application/json");
+    if (cc->too_busy) return busy(mc);
+    if (!count) return generate(srv, mc, cc, 1, DIALECT_ANTHROPIC);
+    int status = 500;
+    parse_begin(srv);
+    char *out = anth_count_tokens(&srv->oc, cc->body, cc->len, &status);
+    parse_end(srv);
+    return send_text(mc, status, out, "application/json");
 }
 
 /* Ollama's API (ollama.c): /api/version, /api/tags, /api/ps, /api/show, /api/chat, /api/generate. */
@@ -818,10 +880,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
     const int extra = !strcmp(url, "/tokenize") || !strcmp(url, "/detokenize") || !strcmp(url, "/apply-template");
     const int props = !strcmp(url, "/props");
     if (!strncmp(url, "/api/", 5)) return ollama_route(srv, mc, cc, url, get, post);
+    if (!strcmp(url, "/v1/messages") || !strcmp(url, "/v1/messages/count_tokens"))
+        return anthropic_route(srv, mc, cc, url, post);
     if (!chat && !comp && !models && !extra && !props)
         return fail(mc, 404, "invalid_request_error", "not_found", "unknown URL (see /v1/models, /v1/chat/completions, "
-                                                                   "/v1/completions, /tokenize, /detokenize, "
-                                                                   "/apply-template, /props, /health, /metrics)");
+                                                                   "/v1/completions, /v1/messages, /api/chat, "
+                                                                   "/tokenize, /detokenize, /apply-template, /props, "
+                                                                   "/health, /metrics)");
     if (!authorized(srv, mc))
         return fail(mc, 401, "invalid_request_error", "invalid_api_key",
                     "a valid API key is needed: send the header 'Authorization: Bearer KEY'");

@@ -85,6 +85,7 @@ typedef struct srv_job {
     int n_cached;           /* prompt tokens not processed again (reused) */
     double t_start, t_first, t_end; /* srv_now() when a slot took it, its first token came, it ended (0: not yet) */
     int finish;             /* enum srv_finish; != FIN_NONE when done */
+    int stop_hit;           /* FIN_STOP by a stop string: its index in stop[] (-1: an end-of-generation token) */
     char error[256];
     int cancelled;          /* the client went away: stop at the next step */
     int refs;               /* the HTTP side and the scheduler */
@@ -150,8 +151,8 @@ char *srv_utf8_clean(const char *s, size_t n);
 /* Bytes of text[0..len) that may be sent now: not an incomplete UTF-8
  * sequence at the end nor a prefix of a stop string. */
 size_t srv_safe_len(const srv_job *j);
-/* The stop strings: first occurrence of any at or after from; -1 if none. */
-long srv_find_stop(const srv_job *j, size_t from);
+/* The stop strings: first occurrence of any at or after from (*which: that string's index); -1 if none. */
+long srv_find_stop(const srv_job *j, size_t from, int *which);
 
 /* ---- OpenAI requests and responses (oai.c) ---- */
 typedef struct oai_error {
@@ -207,6 +208,22 @@ struct cJSON *oai_timings(const srv_job *j);
 char *oai_tokenize(const oai_ctx *c, const char *body, size_t len, oai_error *e);
 char *oai_detokenize(const oai_ctx *c, const char *body, size_t len, oai_error *e);
 char *oai_apply_template(const oai_ctx *c, const char *body, size_t len, oai_error *e);
+/* The prompt tokens of a chat request's conversation (what oai_parse would make of it, with no context limit). */
+int oai_count_chat(const oai_ctx *c, const char *body, size_t len, int *n_tokens, oai_error *e);
+/* anthropic.c: Anthropic's Messages API (docs/server.md). Errors are {"type":"error","error":{"type","message"}}. */
+char *anth_error(int status, const char *msg);
+char *anth_error_event(const char *msg); /* the same as a stream's "error" event */
+/* /v1/messages (count_only 0) or /v1/messages/count_tokens as the OpenAI chat body oai_parse checks; NULL with
+ * *status and *err_json. */
+char *anth_to_openai(const oai_ctx *c, const char *body, size_t len, int count_only, int *stream, int *status,
+                     char **err_json);
+char *anth_count_tokens(const oai_ctx *c, const char *body, size_t len, int *status);
+/* The whole answer (a "message"), or a stream's events: its start (message_start, content_block_start, ping),
+ * a text delta, its end (content_block_stop, message_delta with the stop reason and usage, message_stop). */
+char *anth_message(const oai_ctx *c, const srv_job *j, int n_prompt, const char *id);
+char *anth_stream_start(const oai_ctx *c, const char *id, int n_prompt);
+char *anth_stream_delta(const char *text, size_t n);
+char *anth_stream_end(const srv_job *j, int n_prompt);
 /* The jobs of a parsed request (one per choice); NULL when out of memory. */
 srv_job **oai_make_jobs(const oai_req *r);
 char *oai_error_json(const oai_error *e);

@@ -4,6 +4,8 @@
 #   finish                      the summary line tests/run.sh reads; the exit status
 #   serve_start LOG ARGS...     `$D serve --port 0 ARGS` in the background (pid in SPID, added to PIDS);
 #                               sets PORT from its log, or fails the test (needs D, PIDS, SLOW)
+#   npm_pkg DIR SPEC NAME       the npm package SPEC in DIR/node_modules/NAME (installed there once, from the
+#                               registry); status 0 when it is there, else 1 saying the checks were skipped
 #   cgroup_setup TAG            skip (exit 0, saying why) unless a cgroup v1 memory limit can be set;
 #                               then T (a temporary folder) and CG (a cgroup path, not yet made), removed on exit
 #   cgroup_tenfold MODEL NTOK   (after cgroup_setup) `logits --mem 64M` of NTOK tokens on MODEL inside a cgroup of
@@ -31,6 +33,17 @@ serve_start() {
         sleep 0.1
     done
     echo "server did not start:"; cat "$log"; exit 1
+}
+npm_pkg() {
+    local dir=$1 spec=$2 name=$3
+    if [ ! -d "$dir/node_modules/$name" ] && command -v npm > /dev/null; then
+        mkdir -p "$dir"
+        npm install --silent --no-save --no-audit --no-fund --prefix "$dir" "$spec" > "$dir/npm.log" 2>&1 ||
+            rm -rf "${dir:?}/node_modules/$name"
+    fi
+    [ -d "$dir/node_modules/$name" ] && command -v node > /dev/null && return 0
+    echo "SKIPPED ($name): npm could not install $spec, or node is missing (registry unreachable?)"
+    return 1
 }
 CGROOT=/sys/fs/cgroup/memory
 cgroup_setup() { # ASan's shadow memory is not part of Deltafin's budget

@@ -79,7 +79,8 @@ static void respond(const oai_req *r, const char *text, size_t n) {
         if (j->text) memcpy(j->text, text, n), j->text[n] = 0, j->len = j->cap = n;
         j->n_gen = (int)(n % 7);
         j->finish = (i & 1) ? FIN_LENGTH : FIN_STOP;
-        (void)srv_find_stop(j, 0);
+        int which = -1;
+        (void)srv_find_stop(j, 0, &which);
         (void)srv_safe_len(j);
         char *chunk = oai_chunk(&g_oc, r, "id", 1, i, j->text ? j->text : "", j->finish, i == 0);
         free(chunk);
@@ -133,6 +134,35 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         int status = 0;
         free(ollama_show(&g_oc, body, len, &status));
+        /* and to Anthropic's: a translation that parses, or a 4xx; then its answer shapes */
+        for (int count = 0; count < 2; count++) {
+            int stream = 0;
+            char *err_json = NULL, *t = anth_to_openai(&g_oc, body, len, count, &stream, &status, &err_json);
+            if (!t && (!err_json || status < 400 || status > 499)) abort();
+            if (t && !count) {
+                memset(&e, 0, sizeof e);
+                if (oai_parse(&g_oc, t, strlen(t), 1, &r, &e) == 0) {
+                    srv_job **jobs = oai_make_jobs(&r);
+                    if (jobs) {
+                        jobs[0]->text = strdup(t), jobs[0]->len = strlen(t), jobs[0]->stop_hit = r.n_stop - 1;
+                        jobs[0]->finish = FIN_STOP;
+                        free(anth_message(&g_oc, jobs[0], r.n_prompt, "msg_1"));
+                        free(anth_stream_start(&g_oc, "msg_1", r.n_prompt));
+                        free(anth_stream_delta(t, strlen(t)));
+                        free(anth_stream_end(jobs[0], r.n_prompt));
+                        for (int i = 0; i < r.n; i++) srv_job_free(jobs[i]);
+                        free(jobs);
+                    }
+                    oai_req_free(&r);
+                } else if (e.status < 400 || e.status > 499) {
+                    abort();
+                }
+            }
+            free(t);
+            free(err_json);
+        }
+        free(anth_count_tokens(&g_oc, body, len, &status));
+        if (status != 200 && (status < 400 || status > 499)) abort();
         return 0;
     }
     char method[16] = "POST", url[512] = "/v1/jobs";

@@ -99,16 +99,10 @@ check "still healthy after the bad requests" test "$(curl -s "$U/health")" = '{"
 
 # the official openai client: chat, streaming, completions, stop, seed, n, logprobs, errors; then 100 concurrent clients
 OPENAI=.cache/npm-openai
-if [ ! -d "$OPENAI/node_modules/openai" ]; then
-    mkdir -p "$OPENAI"
-    npm install --silent --no-save --no-audit --no-fund --prefix "$OPENAI" openai@6 > "$T/npm.log" 2>&1 || rm -rf "$OPENAI/node_modules/openai"
-fi
-if [ -d "$OPENAI/node_modules/openai" ]; then
+if npm_pkg "$OPENAI" openai@6 openai; then
     node tests/server/client.mjs "$OPENAI" "$U/v1" "$KEY" basic; check "openai client: basic" test $? -eq 0
     timeout $((120 * SLOW)) node tests/server/client.mjs "$OPENAI" "$U/v1" "$KEY" load 100
     check "openai client: 100 concurrent clients, each gets its own answer, in bounded time" test $? -eq 0
-else
-    echo "SKIPPED (openai client): npm could not install the openai package (registry unreachable?)"
 fi
 m=$(curl -s -H "Authorization: Bearer $KEY" "$U/metrics")
 for k in tokens_per_second queue_depth active_sequences expert_cache_hit_rate disk_read_bytes_per_second memory_rss_bytes; do

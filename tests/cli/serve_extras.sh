@@ -2,7 +2,8 @@
 # serve_extras.sh - what `deltafin serve` answers beyond OpenAI's chat and completions (issue 40, items 2 and 5):
 # llama-server's /tokenize, /detokenize, /apply-template and /props, the context length in /v1/models, any model
 # name served by the one model (--strict-model: 404), CORS (--cors), Ollama's API (tests/server/ollama.mjs with
-# the real `ollama` client) and a log line per request.
+# the real `ollama` client), Anthropic's Messages API (tests/server/anthropic.mjs with the real
+# `@anthropic-ai/sdk`) and a log line per request.
 #   tests/cli/serve_extras.sh BUILD_DIR
 # Checked: /tokenize gives `deltafin tokenize`'s ids (with pieces that spell the text back); /detokenize gives the
 # text back and refuses an id outside the vocabulary (400 naming it); /apply-template renders --chat-template
@@ -66,25 +67,27 @@ check "/tokenize of a number: 400 naming content" test "$(code "$r")/$(body "$r"
 
 # Ollama's API (server/ollama.c) with the official `ollama` npm client: list, ps, show, chat (greedy: the OpenAI
 # answer; streamed pieces join to it), generate, load, format refused
-OLLAMA=.cache/npm-ollama
-if [ ! -d "$OLLAMA/node_modules/ollama" ] && command -v npm > /dev/null; then
-    mkdir -p "$OLLAMA"
-    npm install --silent --no-save --no-audit --no-fund --prefix "$OLLAMA" ollama@0.6 > "$T/npm.log" 2>&1 ||
-        rm -rf "$OLLAMA/node_modules/ollama"
-fi
-if [ -d "$OLLAMA/node_modules/ollama" ] && command -v node > /dev/null; then
-    g=$(body "$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Tell me a story."}],"max_tokens":24,"temperature":0}')" |
-        jq -r '.choices[0].message.content')
-    node "$(dirname "${BASH_SOURCE[0]}")/../server/ollama.mjs" "$OLLAMA" "$U" "$g"; check "the ollama client: every check" test $? -eq 0
+g=$(body "$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Tell me a story."}],"max_tokens":24,"temperature":0}')" |
+    jq -r '.choices[0].message.content') # the greedy answer both clients must give
+if npm_pkg .cache/npm-ollama ollama@0.6 ollama; then
+    node "$(dirname "${BASH_SOURCE[0]}")/../server/ollama.mjs" .cache/npm-ollama "$U" "$g"; check "the ollama client: every check" test $? -eq 0
     r=$(post /api/chat '{"model":"m","messages":[{"role":"user","content":"Hi"}],"options":{"num_predict":"many"}}')
     check "an Ollama option of the wrong type: 400 in Ollama's shape" \
         test "$(code "$r")/$(body "$r" | jq -r .error)" = "400/options.num_predict must be a number"
     r=$(post /api/chat '{"model":"m","messages":[{"role":"user","content":"a\u0000b"}]}')
     check "an Ollama body goes through the same limits (a NUL in a string: 400)" \
         test "$(code "$r")/$(body "$r" | jq -r .error | grep -c NUL)" = 400/1
-else
-    echo "(the ollama client was not checked: npm or node missing)"
 fi
+
+# Anthropic's Messages API (server/anthropic.c) with the official `@anthropic-ai/sdk` client: create (greedy: the
+# OpenAI answer), streamed events, countTokens, stop_sequences, tool history, refusals
+if npm_pkg .cache/npm-anthropic @anthropic-ai/sdk@0.137 @anthropic-ai/sdk; then
+    node "$(dirname "${BASH_SOURCE[0]}")/../server/anthropic.mjs" .cache/npm-anthropic "$U" "$g"
+    check "the Anthropic client: every check" test $? -eq 0
+fi
+r=$(post /v1/messages '{"max_tokens":4,"messages":[{"role":"user","content":"Hi"}],"stop_sequences":[1]}')
+check "an Anthropic request goes through the same checks, answered in Anthropic's error shape" \
+    test "$(code "$r")/$(body "$r" | jq -r '.type + " " + .error.type')" = "400/error invalid_request_error"
 
 # a log line per request (issue 40 item 7)
 check "the log has a line per request, with its tokens and speed" \
@@ -119,6 +122,12 @@ r=$(curl -s -w '\n%{http_code}' "$U/v1/chat/completions" -H 'Authorization: Bear
     -d '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hi"}],"max_tokens":4}')
 check "--strict-model: a request naming another model is a 404" \
     test "$(code "$r")/$(body "$r" | jq -r .error.code)" = 404/model_not_found
+r=$(curl -s -w '\n%{http_code}' "$U/v1/messages/count_tokens" -H 'x-api-key: k1' -H 'Content-Type: application/json' \
+    -d '{"messages":[{"role":"user","content":"Hi"}]}')
+check "Anthropic's x-api-key header is a key too" test "$(code "$r")/$(body "$r" | jq '.input_tokens > 0')" = 200/true
+r=$(curl -s -w '\n%{http_code}' "$U/v1/messages" -H 'x-api-key: k2' -H 'Content-Type: application/json' \
+    -d '{"max_tokens":4,"messages":[{"role":"user","content":"Hi"}]}')
+check "... a wrong one: 401 in Anthropic's shape" test "$(code "$r")/$(body "$r" | jq -r .error.type)" = 401/authentication_error
 kill "$SPID"; wait "$SPID" 2> /dev/null
 
 serve_start "$T/s3.log" -m "$S" -c 256 --cors '*' --log-format json
