@@ -78,7 +78,7 @@ TOOLS   := $(BUILD)/deltafin $(patsubst %,$(BUILD)/%,$(LIB_TOOLS) $(SOLO_TOOLS))
 # `deltafin serve` and `deltafin chat` (server/): linked into the deltafin program only,
 # compiled (as the CLI) seeing the public header only.
 SERVER_SRC := $(wildcard server/*.c)
-SERVER_OBJ := $(patsubst server/%.c,$(BUILD)/obj/server/%.o,$(SERVER_SRC))
+SERVER_OBJ := $(patsubst server/%.c,$(BUILD)/obj/server/%.o,$(SERVER_SRC)) $(BUILD)/obj/server/web.o
 SERVER_LIBS := -lmicrohttpd -lcjson -ledit
 # jobs/: the durable job queue (SQLite) and its worker (libcurl: the remote fallback), linked into the CLI only;
 # like the CLI they see the public header alone.
@@ -124,6 +124,11 @@ $(BUILD)/obj/tools/%.o: tools/%.c $(HDRS) $(wildcard tools/*.h)
 $(BUILD)/obj/server/%.o: server/%.c server/server.h include/deltafin.h $(wildcard jobs/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -Iserver -Ijobs -pthread -c $< -o $@
+
+# the chat page, inside the program (server/web.S: .incbin from the repository's root)
+$(BUILD)/obj/server/web.o: server/web.S server/web/index.html
+	@mkdir -p $(dir $@)
+	$(CC) -c $< -o $@
 
 $(INTLIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)

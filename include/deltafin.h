@@ -98,6 +98,9 @@ typedef struct df_model_params {
      * keep its KV cache (counted by the budget) and run it after every batch. 0 (default): the
      * blocks are never read. Ignored by files without one (df_spec_new says why). */
     int mtp;
+    /* Bytes the caller itself holds under mem_budget (a server's prefix caches and per-slot buffers):
+     * the plan leaves them out, and its minimum counts them. */
+    uint64_t mem_reserve;
 } df_model_params;
 
 /* How streamed weights are read: DF_IO_AUTO picks the engine measured

@@ -27,6 +27,11 @@
  *       position later into an LLAMA_CONTEXT_TYPE_MTP context (row p: token p, hidden p - 1,
  *       zeros for p = 0), as common/speculative.cpp's draft-mtp does; FILE gets the float32
  *       logits of the last row (the block's first guess after pending token P)
+ *   embed --tokens "1 2 3" --pooling mean|last|cls [--out FILE]
+ *       the sequence's embedding as llama-server's /v1/embeddings gives it for a generative
+ *       model: the hidden rows after the final norm, pooled by llama.cpp (embeddings on,
+ *       that pooling type), then L2-normalised as llama-server does; FILE gets the n_embd
+ *       float32 values, stdout the first eight
  *   info
  *       model / vocabulary / backend facts, for humans
  * Common options: -t THREADS (2), -c CTX (just enough), --ubatch N (512), --vocab-only,
@@ -44,6 +49,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -114,7 +120,7 @@ static void *xmalloc(size_t n) {
 /* options                                                                               */
 
 typedef struct {
-    const char *model, *cmd, *file, *tokens, *out, *cpu_variant;
+    const char *model, *cmd, *file, *tokens, *out, *cpu_variant, *pooling;
     int top, threads, n_ctx, n_ubatch, n, p, reps, seqs;
     enum llama_flash_attn_type fa;
     bool vocab_only, no_special, no_parse_special, one_by_one, kv_f16, no_repack, no_threadpool;
@@ -128,6 +134,7 @@ static void usage(FILE *f) {
           "  generate --tokens \"1 2 3\" -n N [--one-by-one]\n"
           "  bench    [-p 512] [-n 128] [-r 5] [--seqs S]  (S sequences generating in one llama_batch a step)\n"
           "  mtp      --tokens \"1 2 3 P\" [--out FILE] [--top K]  (the NextN block's guess after P)\n"
+          "  embed    --tokens \"1 2 3\" --pooling mean|last|cls [--out FILE]  (llama-server's embedding)\n"
           "  info\n"
           "options: -t THREADS (2)  -c CTX  --ubatch N (512)  --vocab-only  --fa on|off|auto (off)\n"
           "         --kv-f16  --no-repack  --no-threadpool  --cpu-variant NAME|best  -v\n"
@@ -162,6 +169,7 @@ static opts_t parse_args(int argc, char **argv) {
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) g_verbose = true;
         else if (!strcmp(a, "--tokens")) o.tokens = NEXT();
         else if (!strcmp(a, "--out")) o.out = NEXT();
+        else if (!strcmp(a, "--pooling")) o.pooling = NEXT();
         else if (!strcmp(a, "--top")) o.top = parse_int(a, NEXT(), 0, INT_MAX);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) o.threads = parse_int(a, NEXT(), 1, 1024);
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) o.n_ctx = parse_int(a, NEXT(), 1, INT_MAX);
@@ -189,7 +197,7 @@ static opts_t parse_args(int argc, char **argv) {
 #undef NEXT
     }
     if (!o.cmd) { usage(stderr); die("no command given"); }
-    static const char *const cmds[] = {"tokenize", "logits", "generate", "bench", "info", "mtp"};
+    static const char *const cmds[] = {"tokenize", "logits", "generate", "bench", "info", "mtp", "embed"};
     bool known = false;
     for (size_t k = 0; k < sizeof cmds / sizeof *cmds; k++) known |= !strcmp(o.cmd, cmds[k]);
     if (!known) { usage(stderr); die("unknown command '%s'", o.cmd); }
@@ -740,6 +748,53 @@ static int cmd_info(const opts_t *o) {
     return 0;
 }
 
+static int cmd_embed(const opts_t *o) {
+    if (!o->tokens || !o->pooling) die("embed needs --tokens \"ID ID ...\" and --pooling mean|last|cls");
+    const enum llama_pooling_type pt = !strcmp(o->pooling, "mean") ? LLAMA_POOLING_TYPE_MEAN
+                                       : !strcmp(o->pooling, "last") ? LLAMA_POOLING_TYPE_LAST
+                                       : !strcmp(o->pooling, "cls") ? LLAMA_POOLING_TYPE_CLS
+                                                                    : LLAMA_POOLING_TYPE_UNSPECIFIED;
+    if (pt == LLAMA_POOLING_TYPE_UNSPECIFIED) die("--pooling: mean, last or cls, not '%s'", o->pooling);
+    int n;
+    llama_token *t = parse_tokens(o->tokens, &n);
+    struct llama_model *m = load_model(o, false);
+    const int n_embd = llama_model_n_embd(m);
+    check_tokens(t, n, llama_vocab_n_tokens(llama_model_get_vocab(m)));
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = cp.n_batch = cp.n_ubatch = (uint32_t)n;
+    cp.n_seq_max = 1;
+    cp.n_threads = cp.n_threads_batch = o->threads;
+    cp.flash_attn_type = o->fa;
+    cp.type_k = cp.type_v = o->kv_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
+    cp.offload_kqv = cp.op_offload = false;
+    cp.embeddings = true;
+    cp.pooling_type = pt;
+    cp.no_perf = true;
+    struct llama_context *ctx = llama_init_from_model(m, cp);
+    if (!ctx) die("failed to create the context");
+    decode_span(ctx, t, n, 0, true);
+    const float *e = llama_get_embeddings_seq(ctx, 0);
+    if (!e) die("llama_get_embeddings_seq returned NULL");
+    double sum = 0; /* llama-server's default normalisation: Euclidean (common_embd_normalize, 2) */
+    for (int k = 0; k < n_embd; k++) sum += (double)e[k] * e[k];
+    const double norm = sum > 0 ? 1.0 / sqrt(sum) : 0.0;
+    float *v = xmalloc((size_t)n_embd * sizeof *v);
+    for (int k = 0; k < n_embd; k++) v[k] = (float)(e[k] * norm);
+    if (o->out) {
+        FILE *f = fopen(o->out, "wb");
+        if (!f) die("cannot create %s: %s", o->out, strerror(errno));
+        write_f32_le(f, v, (size_t)n_embd, o->out);
+        if (fclose(f)) die("write error on %s", o->out);
+    }
+    for (int k = 0; k < n_embd && k < 8; k++) printf("%s%.6f", k ? " " : "", v[k]);
+    printf("\n");
+    free(v);
+    llama_free(ctx);
+    llama_model_free(m);
+    free(t);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     opts_t o = parse_args(argc, argv);
     /* Logging must be redirected before anything else logs (backend loading does). */
@@ -752,6 +807,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(o.cmd, "logits")) rc = cmd_logits(&o);
     else if (!strcmp(o.cmd, "generate")) rc = cmd_generate(&o);
     else if (!strcmp(o.cmd, "mtp")) rc = cmd_mtp(&o);
+    else if (!strcmp(o.cmd, "embed")) rc = cmd_embed(&o);
     else if (!strcmp(o.cmd, "bench")) rc = cmd_bench(&o);
     else rc = cmd_info(&o);
 

@@ -206,6 +206,16 @@ static int tokenize(const oai_ctx *c, const char *text, size_t len, oai_req *r, 
     return tokenize_text(c, text, len, r, e);
 }
 
+int oai_tokenize_text(const oai_ctx *c, const char *text, size_t len, int32_t **toks, int *n, oai_error *e) {
+    oai_req r;
+    memset(&r, 0, sizeof r);
+    const int rc = tokenize(c, text, len, &r, e);
+    if (rc) free(r.prompt), r.prompt = NULL, r.n_prompt = 0;
+    *toks = r.prompt;
+    *n = r.n_prompt;
+    return rc;
+}
+
 static int completion_prompt(const oai_ctx *c, cJSON *body, oai_req *r, oai_error *e) {
     cJSON *p = cJSON_GetObjectItemCaseSensitive(body, "prompt");
     if (!p) return BAD("prompt", NULL, "'prompt' is required");

@@ -38,11 +38,14 @@ static void usage(FILE *f, int chat, int status) {
                    "                      [--chat-template-file F | --chat-template NAME] [--chat-template-kwargs JSON]\n"
                    "                      [--kv f16|f32] [--jobs] [--jobs-db PATH] [--worker]\n"
                    "                      [--cors ORIGIN[,ORIGIN] | --cors '*'] [--strict-model] [--log-format text|json|none]\n"
+                   "                      [--pooling mean|last|cls]\n"
                    "                      [--db PATH] [--remote URL] [--max-conn-per-ip N (256)] [--request-mem SIZE]\n"
                    "                      [--prompt-cache-dir DIR] [--prompt-cache-mem SIZE (256M; 0 under --mem)]\n"
                    "                      [--prompt-cache-disk SIZE (4G)] [--prompt-cache-min TOKENS (32)]\n"
-                   "  an OpenAI-compatible server: /v1/chat/completions /v1/completions /v1/models /health /metrics,\n"
-                   "  and llama-server's /tokenize /detokenize /apply-template /props; --cors: pages of these origins may\n"
+                   "  a chat page at /; OpenAI's API (/v1/chat/completions /v1/completions /v1/embeddings /v1/models),\n"
+                   "  Anthropic's (/v1/messages), Ollama's (/api/chat ...), /health /metrics, and llama-server's /tokenize\n"
+                   "  /detokenize /apply-template /props /slots (docs/server.md); --pooling: how /v1/embeddings pools the\n"
+                   "  last hidden states (mean: the default); --cors: pages of these origins may\n"
                    "  call it; --strict-model: a request naming another model is refused (else the model answers it);\n"
                    "  --log-format: a line on stderr per request (method, path, status, tokens, time, tokens/s)\n"
                    "  --jobs: also /v1/jobs, the durable job queue (docs/jobs.md); --jobs-db PATH: on that database\n"
@@ -154,6 +157,7 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
     o->n_predict = chat ? 1024 : 0;
     o->pc_disk = (uint64_t)4 << 30;
     o->pc_min = 32;
+    o->pooling = SRV_POOL_MEAN;
     int pc_mem_set = 0;
     const char *key_file = NULL, *db = NULL;
     o->sp = df_sampler_default_params();
@@ -175,6 +179,8 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
         }
         if (chat && !strcmp(name, "--ignore-eos")) { o->ignore_eos = 1; continue; }
         if (!chat && !strcmp(name, "--strict-model")) { o->strict_model = 1; continue; }
+        if (!chat && (!strcmp(name, "--embeddings") || !strcmp(name, "--embedding"))) continue; /* llama-server's:
+                                                                  /v1/embeddings is always there */
         static const char *const with_value[] = {"-m", "--model", "--chat-template-file", "--chat-template",
                                                  "--chat-template-kwargs", "-c", "--ctx-size", "-t",
                                                  "--threads", "--mem", "--kv", "-sys", "--system-prompt", "-n",
@@ -183,7 +189,8 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
                                                  "--parallel", "-np", "--queue", "--alias", "--jobs-db",
                                                  "--prompt-cache-dir", "--prompt-cache-mem", "--prompt-cache-disk",
                                                  "--prompt-cache-min", "--api-key-file", "--remote", "--db",
-                                                 "--max-conn-per-ip", "--request-mem", "--cors", "--log-format"};
+                                                 "--max-conn-per-ip", "--request-mem", "--cors", "--log-format",
+                                                 "--pooling"};
         int known = 0;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(name, with_value[k]);
         if (!known) bad("unknown option '%s'", name);
@@ -229,6 +236,11 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
             o->log_format = !strcmp(v, "text") ? 0 : !strcmp(v, "json") ? 1 : !strcmp(v, "none") ? 2 : -1;
             if (o->log_format < 0) bad("--log-format is text, json or none, not '%s'", v);
         }
+        else if (!chat && !strcmp(name, "--pooling")) {
+            o->pooling = !strcmp(v, "mean") ? SRV_POOL_MEAN : !strcmp(v, "last") ? SRV_POOL_LAST
+                         : !strcmp(v, "cls") ? SRV_POOL_CLS : SRV_POOL_NONE;
+            if (o->pooling == SRV_POOL_NONE) bad("--pooling is mean, last or cls, not '%s'", v);
+        }
         else if (!chat && !strcmp(name, "--max-conn-per-ip")) o->conn_per_ip = (int)num(name, v, 0, 1 << 20);
         else if (!chat && !strcmp(name, "--request-mem")) o->request_mem = size_arg(name, v);
         else if (!chat && !strcmp(name, "--jobs-db")) {
@@ -245,7 +257,7 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
     /* --db (the config file's db): the job database, where --jobs or --worker asks for the default one */
     if (db && o->jobs_db && !*o->jobs_db) o->jobs_db = db;
     if (!chat) o->api_key = api_key(o->api_key, key_file);
-    /* the memory prefix cache is outside --mem's budget: off under --mem unless asked for */
+    /* the memory prefix cache is inside --mem's budget (serve.c): off under --mem unless asked for */
     if (!pc_mem_set) o->pc_mem = o->mem ? 0 : (uint64_t)256 << 20;
     if (!o->model) {
         fprintf(stderr, "deltafin: -m MODEL is required\n");

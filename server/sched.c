@@ -11,7 +11,10 @@
  * the one place that calls the model: df_decode_batch, one pass over the
  * weights for all generating sequences - and sample, append text, check stop strings, the token limit and
  * end of generation. New requests join between steps (continuous batching);
- * a cancelled job leaves at the next step. A slot that has just decoded a
+ * a cancelled job leaves at the next step. An embedding job (srv_job.embed)
+ * decodes its prompt alone (df_decode_hidden, from an empty cache: every
+ * row's hidden state is needed), in chunks whose hidden rows fit EMBED_BUF,
+ * pools them as it goes and ends with its vector; it samples nothing. A slot that has just decoded a
  * whole prompt hands its state to the prefix caches (after the step, outside
  * the mutex). Loading from them happens at admission, under the mutex.
  *
@@ -40,12 +43,18 @@ typedef struct slot {
     int n_in;
     int failed;
     int store;          /* the whole prompt decoded this step: keep its state */
+    int fail_status;    /* the HTTP status of its failure (0: 500) */
     char err[256];
+    /* an embedding job's: this chunk's hidden rows, and the pooled sum or row so far (n_embd each) */
+    float *hidden;
+    double *pool;
 } slot;
+
+#define EMBED_BUF ((size_t)1 << 20) /* bytes of hidden rows an embedding job decodes at once, at most */
 
 struct srv_sched {
     df_model *m;
-    int nv, n_ctx, n_batch;
+    int nv, n_ctx, n_batch, n_embd, embed_rows;
     pthread_mutex_t mu;
     pthread_cond_t work;
     srv_job *qhead, *qtail;
@@ -60,7 +69,7 @@ struct srv_sched {
     uint64_t mark_tokens;
     /* A step's arrays, n_slots entries each, allocated once (the scheduler
      * thread alone uses them). */
-    slot **act;
+    slot **act, **gen;   /* the active slots; of those, the generating ones (not embedding) */
     df_session **ss;
     const int32_t **toks;
     int *nt, *pos0;
@@ -91,6 +100,7 @@ void srv_job_free(srv_job *j) {
     free(j->prompt);
     free(j->text);
     free(j->lps);
+    free(j->embd);
     free(j);
 }
 
@@ -171,6 +181,51 @@ static int pick_slot(srv_sched *s, const srv_job *j) {
     return best;
 }
 
+static void slot_finish(srv_sched *s, slot *sl, int why, const char *msg);
+
+/* An embedding job: an empty cache, the buffers of its rows (kept for the next). */
+static void slot_start_embed(srv_sched *s, slot *sl, srv_job *j) {
+    char err[256];
+    df_session_truncate(sl->s, 0, err, sizeof err);
+    sl->n_hist = sl->fed = 0;
+    j->n_cached = 0;
+    if (!sl->hidden) sl->hidden = malloc((size_t)s->embed_rows * (size_t)s->n_embd * sizeof(float));
+    if (!sl->pool) sl->pool = malloc((size_t)s->n_embd * sizeof(double));
+    j->embd = malloc((size_t)s->n_embd * sizeof(float));
+    if (!sl->hidden || !sl->pool || !j->embd) {
+        sl->failed = 1;
+        snprintf(sl->err, sizeof sl->err, "out of memory");
+        return;
+    }
+    memset(sl->pool, 0, (size_t)s->n_embd * sizeof(double));
+}
+
+/* Pool this chunk's rows (the prompt's rows first..first+n): a sum for mean, the row for last, row 0 for cls. */
+static void embed_pool(const srv_sched *s, slot *sl, int first, int n) {
+    const int d = s->n_embd, mode = sl->j->embed;
+    for (int r = 0; r < n; r++) {
+        const float *h = sl->hidden + (size_t)r * (size_t)d;
+        if (mode == SRV_POOL_MEAN) {
+            for (int k = 0; k < d; k++) sl->pool[k] += h[k];
+        } else if ((mode == SRV_POOL_LAST && first + r == sl->j->n_prompt - 1) || (mode == SRV_POOL_CLS && first + r == 0)) {
+            for (int k = 0; k < d; k++) sl->pool[k] = h[k];
+        }
+    }
+}
+
+/* The pooled vector, L2-normalised (llama-server's default), into the job. Under the mutex. */
+static void embed_finish(srv_sched *s, slot *sl) {
+    srv_job *j = sl->j;
+    const int d = s->n_embd;
+    const double scale = j->embed == SRV_POOL_MEAN ? 1.0 / j->n_prompt : 1.0;
+    double sum = 0;
+    for (int k = 0; k < d; k++) sum += (sl->pool[k] * scale) * (sl->pool[k] * scale);
+    const double norm = sum > 0 ? 1.0 / sqrt(sum) : 0.0;
+    for (int k = 0; k < d; k++) j->embd[k] = (float)(sl->pool[k] * scale * norm);
+    j->n_embd = d;
+    slot_finish(s, sl, FIN_STOP, NULL);
+}
+
 /* Give a slot its job: keep the cached common prefix (at least one prompt
  * token is decoded again, for the logits), a fresh sampler. */
 static void slot_start(srv_sched *s, slot *sl, srv_job *j) {
@@ -179,6 +234,11 @@ static void slot_start(srv_sched *s, slot *sl, srv_job *j) {
     sl->j = j;
     sl->failed = 0;
     sl->store = 0;
+    sl->fail_status = 0;
+    if (j->embed) {
+        slot_start_embed(s, sl, j);
+        return;
+    }
     int keep = (int)common_prefix(sl->hist, sl->n_hist, j->prompt, j->n_prompt);
     if (keep >= j->n_prompt) keep = j->n_prompt - 1;
     if (keep < 0) keep = 0;
@@ -228,18 +288,29 @@ static void slot_finish(srv_sched *s, slot *sl, int why, const char *msg) {
  * weight is read once for all sequences. If it fails, the sequences it had
  * not advanced run alone, so only the one at fault fails. */
 static void decode_all(srv_sched *s, int n) {
-    slot **act = s->act;
+    slot **act = s->act, **gen = s->gen;
+    int ng = 0;
     for (int i = 0; i < n; i++) {
-        s->ss[i] = act[i]->s;
-        s->toks[i] = act[i]->in;
-        s->nt[i] = act[i]->n_in;
-        s->lg[i] = act[i]->logits;
-        s->pos0[i] = df_session_pos(act[i]->s);
+        slot *sl = act[i];
+        if (sl->j->embed) { /* alone, for its hidden rows */
+            const int first = df_session_pos(sl->s);
+            const int rc = df_decode_hidden(sl->s, sl->in, sl->n_in, sl->logits, 0, sl->hidden, sl->err, sizeof sl->err);
+            if (rc != 0) sl->failed = 1, sl->fail_status = rc == DF_E_UNSUPPORTED ? 501 : rc == DF_E_INPUT ? 400 : 0;
+            else embed_pool(s, sl, first, sl->n_in);
+            continue;
+        }
+        gen[ng] = sl;
+        s->ss[ng] = sl->s;
+        s->toks[ng] = sl->in;
+        s->nt[ng] = sl->n_in;
+        s->lg[ng] = sl->logits;
+        s->pos0[ng] = df_session_pos(sl->s);
+        ng++;
     }
     char err[256];
-    if (df_decode_batch(s->ss, n, s->toks, s->nt, s->lg, err, sizeof err) != 0)
-        for (int i = 0; i < n; i++) {
-            slot *sl = act[i];
+    if (ng > 0 && df_decode_batch(s->ss, ng, s->toks, s->nt, s->lg, err, sizeof err) != 0)
+        for (int i = 0; i < ng; i++) {
+            slot *sl = gen[i];
             if (df_session_pos(sl->s) == s->pos0[i] + sl->n_in) continue; /* it ran */
             if (df_decode(sl->s, sl->in, sl->n_in, sl->logits, 0, sl->err, sizeof sl->err) != 0) sl->failed = 1;
         }
@@ -327,14 +398,15 @@ static int sched_step(srv_sched *s) {
             continue;
         }
         if (sl->failed) {
+            sl->j->status = sl->fail_status;
             slot_finish(s, sl, FIN_ERROR, sl->err);
             continue;
         }
         const srv_job *j = sl->j;
         if (sl->fed < j->n_prompt) {
-            const int left = j->n_prompt - sl->fed;
+            const int left = j->n_prompt - sl->fed, most = j->embed ? s->embed_rows : s->n_batch;
             sl->in = j->prompt + sl->fed;
-            sl->n_in = left < s->n_batch ? left : s->n_batch;
+            sl->n_in = left < most ? left : most;
         } else {
             sl->in = &sl->next_tok;
             sl->n_in = 1;
@@ -356,6 +428,7 @@ static int sched_step(srv_sched *s) {
             char e[256];
             df_session_truncate(sl->s, 0, e, sizeof e);
             sl->n_hist = 0;
+            sl->j->status = sl->fail_status;
             slot_finish(s, sl, FIN_ERROR, sl->err);
             continue;
         }
@@ -364,6 +437,10 @@ static int sched_step(srv_sched *s) {
             sl->fed += sl->n_in;
             s->mt.prompt_tokens += (uint64_t)sl->n_in;
             if (sl->fed < sl->j->n_prompt) continue;
+            if (sl->j->embed) {
+                embed_finish(s, sl);
+                continue;
+            }
             sl->store = s->pc != NULL;
         }
         slot_emit(s, sl);
@@ -430,17 +507,24 @@ int sched_new(df_model *m, int n_slots, int queue_cap, const df_session_params *
     pthread_cond_init(&s->work, NULL);
     s->slots = calloc((size_t)n_slots, sizeof *s->slots);
     s->act = calloc((size_t)n_slots, sizeof *s->act);
+    s->gen = calloc((size_t)n_slots, sizeof *s->gen);
     s->ss = calloc((size_t)n_slots, sizeof *s->ss);
     s->toks = calloc((size_t)n_slots, sizeof *s->toks);
     s->nt = calloc((size_t)n_slots, sizeof *s->nt);
     s->pos0 = calloc((size_t)n_slots, sizeof *s->pos0);
     s->lg = calloc((size_t)n_slots, sizeof *s->lg);
-    if (!s->slots || !s->act || !s->ss || !s->toks || !s->nt || !s->pos0 || !s->lg) return sched_free(s), snprintf(err, errlen, "out of memory"), -1;
+    if (!s->slots || !s->act || !s->gen || !s->ss || !s->toks || !s->nt || !s->pos0 || !s->lg) return sched_free(s), snprintf(err, errlen, "out of memory"), -1;
     for (int i = 0; i < n_slots; i++) {
         slot *sl = &s->slots[i];
         if (df_session_new(m, sp, &sl->s, err, errlen) != 0) return sched_free(s), -1;
         s->n_ctx = df_session_n_ctx(sl->s);
         s->n_batch = df_session_n_batch(sl->s);
+        df_model_info mi;
+        df_model_get_info(m, &mi);
+        s->n_embd = mi.n_embd;
+        s->embed_rows = (int)(EMBED_BUF / ((size_t)s->n_embd * sizeof(float)));
+        if (s->embed_rows > s->n_batch) s->embed_rows = s->n_batch;
+        if (s->embed_rows < 1) s->embed_rows = 1;
         sl->logits = malloc((size_t)s->nv * sizeof(float));
         sl->hist = malloc((size_t)(s->n_ctx + 1) * sizeof(int32_t));
         if (!sl->logits || !sl->hist) return sched_free(s), snprintf(err, errlen, "out of memory"), -1;
@@ -481,9 +565,12 @@ void sched_free(srv_sched *s) {
         df_session_free(sl->s);
         free(sl->logits);
         free(sl->hist);
+        free(sl->hidden);
+        free(sl->pool);
     }
     free(s->slots);
     free(s->act);
+    free(s->gen);
     free(s->ss);
     free(s->toks);
     free(s->nt);
@@ -534,6 +621,36 @@ void sched_release(srv_sched *s, srv_job *j) {
 pthread_mutex_t *sched_mutex(srv_sched *s) { return &s->mu; }
 
 int sched_n_ctx(const srv_sched *s) { return s->n_ctx; }
+
+uint64_t sched_slot_bytes(int n_vocab, int n_ctx, int n_embd) {
+    const uint64_t logits = (uint64_t)n_vocab * sizeof(float), hist = (uint64_t)(n_ctx + 1) * sizeof(int32_t);
+    const uint64_t sampler = (uint64_t)n_vocab * 16 + 4096; /* its work, candidates (8 bytes) and probabilities */
+    const uint64_t embed = EMBED_BUF + (uint64_t)n_embd * (sizeof(double) + sizeof(float)); /* rows, pool, vector */
+    return logits + hist + sampler + embed;
+}
+
+int sched_slots(srv_sched *s, srv_slot_info *out, int max) {
+    pthread_mutex_lock(&s->mu);
+    int n = 0;
+    for (; n < s->n_slots && n < max; n++) {
+        const slot *sl = &s->slots[n];
+        srv_slot_info *o = &out[n];
+        memset(o, 0, sizeof *o);
+        o->id = n;
+        o->busy = sl->j != NULL;
+        o->n_past = sl->n_hist;
+        if (sl->j) {
+            o->embedding = sl->j->embed != 0;
+            o->n_prompt = sl->j->n_prompt;
+            o->n_cached = sl->j->n_cached;
+            o->n_decoded = sl->j->n_gen;
+            o->max_tokens = sl->j->max_tokens;
+            o->seconds = srv_now() - sl->j->t_start;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
 
 void sched_metrics(srv_sched *s, srv_metrics *out) {
     pthread_mutex_lock(&s->mu);

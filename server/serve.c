@@ -53,8 +53,13 @@ typedef struct server {
     const char *api_key;   /* NULL: none (then requests from other sites' pages are refused: foreign_request) */
     const char *host;      /* --host */
     uint64_t mem_budget;
+    /* the plan the server runs under, for /metrics' prediction (plan_ok: it could be made) */
+    df_plan plan;
+    int plan_ok;
+    double mem_bps;        /* this machine's memory bandwidth (a short probe at start) */
     int n_slots;           /* --parallel */
     int log_format;        /* --log-format: LOG_TEXT, LOG_JSON, LOG_NONE */
+    int pooling;           /* --pooling: how /v1/embeddings pools (enum srv_pooling) */
     const char *model_path;
     volatile int stopping;
     int inflight;          /* generation requests being answered (under id_mu): stopping waits for them */
@@ -408,6 +413,46 @@ static enum MHD_Result fail_in(struct MHD_Connection *mc, int dialect, int statu
     return send_error_in(mc, dialect, &e);
 }
 
+/* A parsed request's body goes back to the request pool. */
+static void drop_body(server *srv, conn *cc) {
+    free(cc->body);
+    cc->body = NULL;
+    cc->len = cc->cap = 0;
+    pthread_mutex_lock(&srv->id_mu);
+    srv->pool_used -= cc->reserved;
+    cc->reserved = 0;
+    pthread_mutex_unlock(&srv->id_mu);
+}
+
+/* Wait until every job of f has ended: 0 with the scheduler mutex held; -1 (the server is stopping) or -2 (the
+ * client went away) with the mutex released and the jobs cancelled. */
+static int wait_done(flight *f) {
+    pthread_mutex_t *mu = sched_mutex(f->srv->sched);
+    pthread_mutex_lock(mu);
+    while (!all_done(f)) {
+        timed_wait(&f->cond, mu, 200);
+        if (f->srv->stopping || gone(f->fd)) {
+            pthread_mutex_unlock(mu);
+            cancel_all(f);
+            return f->srv->stopping ? -1 : -2;
+        }
+    }
+    return 0;
+}
+
+/* Submit f's jobs (f->req.n of them, made) for the connection: 0, or -1 when the queue is full (f freed). */
+static int submit(server *srv, struct MHD_Connection *mc, flight *f) {
+    for (int i = 0; i < f->req.n; i++) f->jobs[i]->cond = &f->cond;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+    f->fd = ci ? ci->connect_fd : -1;
+    if (sched_submit(srv->sched, f->jobs, f->req.n) == 0) return 0;
+    for (int i = 0; i < f->req.n; i++) srv_job_free(f->jobs[i]);
+    free(f->jobs);
+    f->jobs = NULL;
+    flight_free(f);
+    return -1;
+}
+
 static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc, int chat, int dialect) {
     flight *f = calloc(1, sizeof *f);
     if (!f) return fail(mc, 500, "server_error", NULL, "out of memory");
@@ -433,13 +478,7 @@ static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc
     }
     free(translated);
     parse_end(srv);
-    free(cc->body); /* parsed: the body's bytes go back to the pool */
-    cc->body = NULL;
-    cc->len = cc->cap = 0;
-    pthread_mutex_lock(&srv->id_mu);
-    srv->pool_used -= cc->reserved;
-    cc->reserved = 0;
-    pthread_mutex_unlock(&srv->id_mu);
+    drop_body(srv, cc);
     if (bad) {
         free(f->jobs);
         pthread_cond_destroy(&f->cond);
@@ -467,19 +506,12 @@ static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc
         flight_free(f);
         return fail_in(mc, dialect, 500, "server_error", NULL, "out of memory");
     }
-    for (int i = 0; i < f->req.n; i++) f->jobs[i]->cond = &f->cond;
     pthread_mutex_lock(&srv->id_mu);
     snprintf(f->id, sizeof f->id, "%s%lu", dialect == DIALECT_ANTHROPIC ? "msg_" : chat ? "chatcmpl-" : "cmpl-",
              ++srv->next_id);
     pthread_mutex_unlock(&srv->id_mu);
     f->created = (long)time(NULL);
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
-    f->fd = ci ? ci->connect_fd : -1;
-    if (sched_submit(srv->sched, f->jobs, f->req.n) != 0) {
-        for (int i = 0; i < f->req.n; i++) srv_job_free(f->jobs[i]);
-        free(f->jobs);
-        f->jobs = NULL;
-        flight_free(f);
+    if (submit(srv, mc, f) != 0) {
         return fail_in(mc, dialect, 429, "rate_limit_error", "queue_full",
                        "the server's queue is full; retry later (deltafin serve --queue, --parallel)");
     }
@@ -501,24 +533,14 @@ static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc
         MHD_destroy_response(r);
         return ret;
     }
-    pthread_mutex_t *mu = sched_mutex(srv->sched);
-    pthread_mutex_lock(mu);
-    while (!all_done(f)) {
-        timed_wait(&f->cond, mu, 200);
-        if (srv->stopping) {
-            pthread_mutex_unlock(mu);
-            cancel_all(f);
-            flight_free(f);
-            return fail_in(mc, dialect, 503, "server_error", "server_stopping",
-                           "the server is stopping (SIGINT or SIGTERM); the generation was cut short");
-        }
-        if (gone(f->fd)) {
-            pthread_mutex_unlock(mu);
-            cancel_all(f);
-            flight_free(f);
-            return MHD_NO; /* closes the connection */
-        }
+    const int w = wait_done(f);
+    if (w != 0) {
+        flight_free(f);
+        if (w == -2) return MHD_NO; /* the client is gone: close the connection */
+        return fail_in(mc, dialect, 503, "server_error", "server_stopping",
+                       "the server is stopping (SIGINT or SIGTERM); the generation was cut short");
     }
+    pthread_mutex_t *mu = sched_mutex(srv->sched);
     int failed = -1;
     for (int i = 0; i < f->req.n; i++)
         if (f->jobs[i]->finish != FIN_STOP && f->jobs[i]->finish != FIN_LENGTH) failed = i;
@@ -541,6 +563,60 @@ static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc
     flight_free(f);
     if (failed >= 0) return send_error_in(mc, dialect, &e);
     return send_text(mc, 200, body, "application/json");
+}
+
+/* /v1/embeddings (embed.c): one embedding job per input, answered when all have their vectors. */
+static enum MHD_Result embeddings(server *srv, struct MHD_Connection *mc, conn *cc) {
+    srv_metrics mt;
+    sched_metrics(srv->sched, &mt);
+    embed_req er;
+    oai_error e;
+    parse_begin(srv);
+    const int bad = embed_parse(&srv->oc, cc->body ? cc->body : "", cc->len, mt.parallel + mt.queue_cap, &er, &e);
+    parse_end(srv);
+    drop_body(srv, cc);
+    if (bad) return send_error(mc, &e);
+    flight *f = calloc(1, sizeof *f);
+    if (!f) return embed_req_free(&er), fail(mc, 500, "server_error", NULL, "out of memory");
+    f->srv = srv;
+    f->cc = cc;
+    pthread_cond_init(&f->cond, NULL);
+    f->req.n = er.n;
+    pthread_mutex_lock(&srv->id_mu);
+    srv->inflight++; /* from here on flight_free ends the request */
+    pthread_mutex_unlock(&srv->id_mu);
+    if (!(f->jobs = embed_make_jobs(&er, srv->pooling))) {
+        f->req.n = 0;
+        flight_free(f);
+        embed_req_free(&er);
+        return fail(mc, 500, "server_error", NULL, "out of memory");
+    }
+    if (submit(srv, mc, f) != 0) {
+        embed_req_free(&er);
+        return fail(mc, 429, "rate_limit_error", "queue_full",
+                    "the server's queue is full; retry later (deltafin serve --queue, --parallel)");
+    }
+    const int w = wait_done(f);
+    if (w != 0) {
+        flight_free(f);
+        embed_req_free(&er);
+        if (w == -2) return MHD_NO;
+        return fail(mc, 503, "server_error", "server_stopping", "the server is stopping (SIGINT or SIGTERM)");
+    }
+    int failed = -1;
+    for (int i = 0; i < er.n; i++)
+        if (f->jobs[i]->finish != FIN_STOP) failed = i;
+    if (failed >= 0) {
+        const srv_job *j = f->jobs[failed];
+        oai_set_error(&e, j->status ? j->status : 500, j->status && j->status < 500 ? "invalid_request_error" : "server_error",
+                      "input", NULL, "embedding failed: %s", *j->error ? j->error : "cancelled");
+    }
+    char *body = failed < 0 ? embed_response(&srv->oc, &er, f->jobs) : NULL;
+    cc->n_prompt = er.total, cc->n_cached = 0, cc->n_gen = 0;
+    pthread_mutex_unlock(sched_mutex(srv->sched));
+    flight_free(f);
+    embed_req_free(&er);
+    return failed >= 0 ? send_error(mc, &e) : send_text(mc, 200, body, "application/json");
 }
 
 /* ---- other routes ---- */
@@ -624,6 +700,14 @@ static char *metrics_text(server *srv) {
     M("memory_rss_bytes", "gauge", "Resident memory.", "%llu", (unsigned long long)mem_field("VmRSS") * 1024ull);
     M("memory_peak_rss_bytes", "gauge", "Peak resident memory.", "%llu", (unsigned long long)mem_field("VmHWM") * 1024ull);
     M("memory_budget_bytes", "gauge", "The --mem budget (0: none).", "%llu", (unsigned long long)srv->mem_budget);
+    df_plan_speed ps = {0};
+    const double disk = io.read_seconds > 0 ? (double)io.bytes_read / io.read_seconds : 0;
+    if (srv->plan_ok) df_plan_predict(&srv->plan, disk > 0 ? disk : 1e15, srv->mem_bps, &ps);
+    const int known = srv->plan_ok && (disk > 0 || ps.disk_bytes_per_token == 0); /* streaming needs a measured disk */
+    M("plan_expert_hit_rate", "gauge", "The plan's expected expert cache hit rate (0: unknown).", "%.4f",
+      srv->plan_ok ? ps.hit_rate : 0.0);
+    M("plan_tokens_per_second", "gauge", "What the plan predicts for one sequence at the measured disk and memory "
+      "speeds (0: unknown).", "%.3f", known ? ps.tokens_per_s : 0.0);
 #undef M
     return b;
 }
@@ -680,6 +764,54 @@ static char *props_json(server *srv) {
     char *s = cJSON_PrintUnformatted(p);
     cJSON_Delete(p);
     return s;
+}
+
+/* /slots, as llama-server answers it: each slot, whether it is busy, its cache and its job's progress. */
+static char *slots_json(server *srv) {
+    srv_slot_info info[256];
+    const int n = sched_slots(srv->sched, info, 256);
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) {
+        const srv_slot_info *si = &info[i];
+        cJSON *o = cJSON_CreateObject(), *nt = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "id", si->id);
+        cJSON_AddNumberToObject(o, "n_ctx", srv->oc.n_ctx);
+        cJSON_AddBoolToObject(o, "is_processing", si->busy);
+        cJSON_AddStringToObject(o, "task", !si->busy ? "" : si->embedding ? "embedding" : "generation");
+        cJSON_AddNumberToObject(o, "n_past", si->n_past);
+        cJSON_AddNumberToObject(o, "n_prompt_tokens", si->n_prompt);
+        cJSON_AddNumberToObject(o, "n_cached_tokens", si->n_cached);
+        cJSON_AddNumberToObject(o, "seconds", si->seconds);
+        cJSON_AddNumberToObject(nt, "n_decoded", si->n_decoded);
+        cJSON_AddNumberToObject(nt, "n_remain", si->busy ? si->max_tokens - si->n_decoded : 0);
+        cJSON_AddBoolToObject(nt, "has_next_token", si->busy && !si->embedding);
+        cJSON_AddItemToObject(o, "next_token", nt);
+        cJSON_AddItemToArray(a, o);
+    }
+    char *s = cJSON_PrintUnformatted(a);
+    cJSON_Delete(a);
+    return s;
+}
+
+/* The chat page (server/web/index.html, in the binary: server/web.S). */
+extern const char srv_web_page[];
+extern const uint64_t srv_web_page_len;
+
+static enum MHD_Result web_page(struct MHD_Connection *mc) {
+    struct MHD_Response *r = MHD_create_response_from_buffer((size_t)srv_web_page_len, (void *)srv_web_page,
+                                                             MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "text/html; charset=utf-8");
+    /* its own scripts and styles, and requests to this server only */
+    MHD_add_response_header(r, "Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; "
+                                                          "style-src 'unsafe-inline'; img-src data:; connect-src 'self'; "
+                                                          "base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    const enum MHD_Result ret = MHD_queue_response(mc, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
 }
 
 /* a and b equal, in a time that depends on their lengths only (no byte of the key leaks through timing) */
@@ -862,6 +994,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
     }
     const char *foreign = foreign_request(srv, mc);
     if (foreign) return fail(mc, 403, "invalid_request_error", "forbidden", foreign);
+    if (!strcmp(url, "/") || !strcmp(url, "/index.html")) { /* the page holds no secret: it asks for the key */
+        if (!get) return fail(mc, 405, "invalid_request_error", "method_not_allowed", "use GET");
+        return web_page(mc);
+    }
     if (!strcmp(url, "/health")) {
         if (!get) return fail(mc, 405, "invalid_request_error", "method_not_allowed", "use GET");
         return send_text(mc, 200, strdup("{\"status\":\"ok\"}"), "application/json");
@@ -878,21 +1014,24 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
     const int comp = !strcmp(url, "/v1/completions") || !strcmp(url, "/completions");
     const int models = !strcmp(url, "/v1/models") || !strcmp(url, "/models");
     const int extra = !strcmp(url, "/tokenize") || !strcmp(url, "/detokenize") || !strcmp(url, "/apply-template");
-    const int props = !strcmp(url, "/props");
+    const int props = !strcmp(url, "/props"), slots = !strcmp(url, "/slots");
+    const int embed = !strcmp(url, "/v1/embeddings") || !strcmp(url, "/embeddings");
     if (!strncmp(url, "/api/", 5)) return ollama_route(srv, mc, cc, url, get, post);
     if (!strcmp(url, "/v1/messages") || !strcmp(url, "/v1/messages/count_tokens"))
         return anthropic_route(srv, mc, cc, url, post);
-    if (!chat && !comp && !models && !extra && !props)
+    if (!chat && !comp && !models && !extra && !props && !slots && !embed)
         return fail(mc, 404, "invalid_request_error", "not_found", "unknown URL (see /v1/models, /v1/chat/completions, "
-                                                                   "/v1/completions, /v1/messages, /api/chat, "
+                                                                   "/v1/completions, /v1/embeddings, /v1/messages, "
+                                                                   "/api/chat, /slots, "
                                                                    "/tokenize, /detokenize, /apply-template, /props, "
                                                                    "/health, /metrics)");
     if (!authorized(srv, mc))
         return fail(mc, 401, "invalid_request_error", "invalid_api_key",
                     "a valid API key is needed: send the header 'Authorization: Bearer KEY'");
-    if (models || props) {
+    if (models || props || slots) {
         if (!get) return fail(mc, 405, "invalid_request_error", "method_not_allowed", "use GET");
-        return send_text(mc, 200, models ? models_json(srv) : props_json(srv), "application/json");
+        return send_text(mc, 200, models ? models_json(srv) : props ? props_json(srv) : slots_json(srv),
+                         "application/json");
     }
     if (extra) {
         if (!post) return fail(mc, 405, "invalid_request_error", "method_not_allowed", "use POST");
@@ -909,6 +1048,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
     if (!post) return fail(mc, 405, "invalid_request_error", "method_not_allowed", "use POST");
     if (cc->too_big) return fail(mc, 413, "invalid_request_error", "request_too_large", "the body is larger than 16 MiB");
     if (cc->too_busy) return busy(mc);
+    if (embed) return embeddings(srv, mc, cc);
     return generate(srv, mc, cc, chat, DIALECT_OPENAI);
 }
 
@@ -1023,6 +1163,50 @@ static const char *base_name(const char *p) {
     return s ? s + 1 : p;
 }
 
+/* The most slots (0..o->parallel) of per_slot bytes each that o->mem holds, with the memory prefix cache. */
+static int slots_that_fit(const srv_opts *o, df_model_params mp, uint64_t per_slot) {
+    int lo = 0, hi = o->parallel;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        df_plan pl;
+        char e[256];
+        mp.n_sessions = mid;
+        mp.mem_reserve = o->pc_mem + (uint64_t)mid * per_slot;
+        if (df_model_plan(o->model, &mp, &pl, e, sizeof e) == 0 && pl.minimum <= o->mem) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Load the model. Under --mem the budget holds, beside the weights, every slot's session and buffers
+ * (sched_slot_bytes) and the memory prefix cache (--prompt-cache-mem): mp->mem_reserve. A budget that cannot
+ * hold --parallel slots says how many it holds. */
+static int load_model(const srv_opts *o, df_model_params *mp, df_model **m, char *err, size_t errlen) {
+    uint64_t per_slot = (uint64_t)4 << 20; /* a first guess: exact once the model's sizes are known */
+    for (;;) {
+        mp->mem_reserve = o->mem ? o->pc_mem + (uint64_t)o->parallel * per_slot : 0;
+        if (df_model_load(o->model, mp, m, err, errlen) != 0) {
+            const size_t n = strlen(err);
+            const int fit = o->mem ? slots_that_fit(o, *mp, per_slot) : o->parallel;
+            if (fit < o->parallel && fit > 0)
+                snprintf(err + n, errlen - n, " for --parallel %d; this budget holds --parallel %d at this context "
+                         "(-c) and --prompt-cache-mem", o->parallel, fit);
+            else if (fit < o->parallel)
+                snprintf(err + n, errlen - n, "; this budget does not hold one slot at this context (-c) and "
+                         "--prompt-cache-mem");
+            return -1;
+        }
+        if (!o->mem) return 0;
+        df_model_info mi;
+        df_model_get_info(*m, &mi);
+        const uint64_t need = sched_slot_bytes(mi.n_vocab, o->ctx > 0 ? o->ctx : mi.n_ctx_train, mi.n_embd);
+        if (need <= per_slot) return 0;
+        df_model_free(*m); /* the guess was short: plan again with the slots' real size */
+        *m = NULL;
+        per_slot = need;
+    }
+}
+
 int df_cmd_serve(int argc, char **argv) {
     srv_opts o;
     srv_parse_opts(argc, argv, &o, 0);
@@ -1049,11 +1233,15 @@ int df_cmd_serve(int argc, char **argv) {
     server srv;
     memset(&srv, 0, sizeof srv);
     pthread_mutex_init(&srv.id_mu, NULL);
-    if (df_model_load(o.model, &mp, &srv.m, err, sizeof err) != 0) {
+    srv.mem_bps = df_probe_memory(0.2, (uint64_t)32 << 20); /* before the model: outside its budget's peak */
+    if (load_model(&o, &mp, &srv.m, err, sizeof err) != 0) {
         fprintf(stderr, "deltafin: %s\n", err);
         free(tmpl);
         return 1;
     }
+    df_model_params pp = mp; /* the plan it runs under (without --mem: all in memory), for /metrics */
+    if (!pp.mem_budget) pp.mem_budget = (uint64_t)1 << 50;
+    srv.plan_ok = df_model_plan(o.model, &pp, &srv.plan, err, sizeof err) == 0 && srv.plan.minimum <= pp.mem_budget;
     df_session_params sp = df_session_default_params();
     sp.n_ctx = o.ctx;
     sp.kv_type = mp.kv_type;
@@ -1073,6 +1261,7 @@ int df_cmd_serve(int argc, char **argv) {
     srv.oc.strict_model = o.strict_model;
     srv.n_slots = o.parallel;
     srv.log_format = o.log_format;
+    srv.pooling = o.pooling;
     srv.model_path = o.model;
     g_cors = o.cors;
     srv.oc.n_ctx = sched_n_ctx(srv.sched);

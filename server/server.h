@@ -36,6 +36,7 @@ typedef struct srv_opts {
     const char *cors;           /* serve --cors ORIGIN[,ORIGIN] ("*": any), NULL: none */
     int strict_model;           /* serve --strict-model */
     int log_format;             /* serve --log-format: 0 text, 1 json, 2 none (a line on stderr per request) */
+    int pooling;                /* serve --pooling mean|last|cls: how /v1/embeddings pools (enum srv_pooling) */
     const char *jobs_db;    /* serve: /v1/jobs on this database ("" = the default one), NULL = off */
     const char *remote;     /* serve: the remote endpoint of HTTP jobs (--remote), NULL = none */
     int worker;             /* serve: run `deltafin worker` on jobs_db beside the API */
@@ -65,6 +66,8 @@ typedef struct srv_logprob {
 } srv_logprob;
 
 enum srv_finish { FIN_NONE = 0, FIN_STOP, FIN_LENGTH, FIN_ERROR, FIN_CANCELLED };
+/* How an embedding pools the prompt's last hidden states (llama.cpp's --pooling). */
+enum srv_pooling { SRV_POOL_NONE = 0, SRV_POOL_MEAN, SRV_POOL_LAST, SRV_POOL_CLS };
 
 typedef struct srv_job {
     /* input (set before submit, read-only afterwards) */
@@ -76,6 +79,7 @@ typedef struct srv_job {
     char *stop[SRV_MAX_STOP];
     int logprobs; /* -1: none; else how many alternatives per token (0..20) */
     int ignore_eos; /* generate past end-of-generation tokens (llama.cpp's extension) */
+    int embed;      /* an embedding job (SRV_POOL_*): the prompt's pooled hidden state, nothing sampled */
     /* output (guarded by the scheduler mutex) */
     char *text;
     size_t len, cap;
@@ -87,6 +91,9 @@ typedef struct srv_job {
     int finish;             /* enum srv_finish; != FIN_NONE when done */
     int stop_hit;           /* FIN_STOP by a stop string: its index in stop[] (-1: an end-of-generation token) */
     char error[256];
+    int status;             /* FIN_ERROR: the HTTP status it calls for (0: 500; 501 when the model cannot) */
+    float *embd;            /* an embedding job's vector (n_embd floats, L2-normalised) once it ends */
+    int n_embd;
     int cancelled;          /* the client went away: stop at the next step */
     int refs;               /* the HTTP side and the scheduler */
     pthread_cond_t *cond;   /* broadcast on progress (the request's) */
@@ -139,6 +146,17 @@ void sched_release(srv_sched *s, srv_job *j);
 pthread_mutex_t *sched_mutex(srv_sched *s);
 void sched_metrics(srv_sched *s, srv_metrics *out);
 int sched_n_ctx(const srv_sched *s);
+/* What one slot holds beside its session (logits, token history, sampler, an embedding's rows and vector):
+ * what the budget reserves per slot (serve.c). */
+uint64_t sched_slot_bytes(int n_vocab, int n_ctx, int n_embd);
+/* What each slot is doing (llama-server's /slots): at most max entries; returns how many. */
+typedef struct srv_slot_info {
+    int id, busy, embedding;
+    int n_past;             /* tokens its cache holds */
+    int n_prompt, n_cached, n_decoded, max_tokens; /* its job's (busy) */
+    double seconds;         /* since its job started */
+} srv_slot_info;
+int sched_slots(srv_sched *s, srv_slot_info *out, int max);
 /* Create a job (copies prompt and stop strings); NULL when out of memory. */
 srv_job *srv_job_new(const int32_t *prompt, int n_prompt);
 void srv_job_free(srv_job *j);
@@ -208,6 +226,20 @@ struct cJSON *oai_timings(const srv_job *j);
 char *oai_tokenize(const oai_ctx *c, const char *body, size_t len, oai_error *e);
 char *oai_detokenize(const oai_ctx *c, const char *body, size_t len, oai_error *e);
 char *oai_apply_template(const oai_ctx *c, const char *body, size_t len, oai_error *e);
+/* text as a prompt's tokens (*toks malloc'd); 0, or -1 with e (400: it cannot fit the context). */
+int oai_tokenize_text(const oai_ctx *c, const char *text, size_t len, int32_t **toks, int *n, oai_error *e);
+/* embed.c: /v1/embeddings. A request's inputs as tokens (at most max_inputs of them). */
+typedef struct embed_req {
+    int n, base64, total;   /* inputs; encoding_format "base64"; their tokens in all */
+    int32_t **toks;
+    int *n_toks;
+} embed_req;
+int embed_parse(const oai_ctx *c, const char *body, size_t len, int max_inputs, embed_req *r, oai_error *e);
+void embed_req_free(embed_req *r);
+/* One embedding job per input (srv_job.embed = pooling); NULL when out of memory. */
+srv_job **embed_make_jobs(const embed_req *r, int pooling);
+/* The answer once every job has its vector. */
+char *embed_response(const oai_ctx *c, const embed_req *r, srv_job *const *jobs);
 /* The prompt tokens of a chat request's conversation (what oai_parse would make of it, with no context limit). */
 int oai_count_chat(const oai_ctx *c, const char *body, size_t len, int *n_tokens, oai_error *e);
 /* anthropic.c: Anthropic's Messages API (docs/server.md). Errors are {"type":"error","error":{"type","message"}}. */

@@ -295,8 +295,10 @@ static int store_config(df_model *m, const df_model_params *p, ws_config *cfg, c
     }
     cfg->budget = p->mem_budget;
     /* n sessions' own memory, and the scratch they share (one decode at a time) */
+    if (p->mem_reserve > ((uint64_t)1 << 50))
+        return df_seterr(err, errlen, "mem_reserve of %llu bytes is out of range", (unsigned long long)p->mem_reserve);
     cfg->reserve = (uint64_t)(p->n_sessions > 1 ? p->n_sessions : 1) * m->session_reserve + m->scratch_reserve +
-                   overhead_bytes(m);
+                   overhead_bytes(m) + p->mem_reserve;
     if (!p->mem_budget || (p->hot_file && !*p->hot_file)) {
         cfg->hot_path = NULL;
     } else if (p->hot_file) {
