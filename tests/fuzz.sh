@@ -98,12 +98,12 @@ if [ "${FUZZ_TARGET:-gguf}" = api ]; then
     L="$OUT/lib"
     make -s -j2 CC="$CC" MODE=debug BUILD="$L" WARN=-w \
         OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=all" \
-        "$L/libdeltafin-internal.a" $(for f in oai ollama anthropic jobs_api sched pcache opts; do echo "$L/obj/server/$f.o"; done) \
+        "$L/libdeltafin-internal.a" $(for f in oai ollama anthropic embed jobs_api sched pcache opts; do echo "$L/obj/server/$f.o"; done) \
         $(for f in queue job_json config; do echo "$L/obj/jobs/$f.o"; done) > "$OUT/api-build.log" 2>&1 ||
         { tail -20 "$OUT/api-build.log"; exit 1; }
     "$CC" -std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,fuzzer \
         -fno-sanitize-recover=all -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Iinclude -Iserver -Ijobs \
-        -pthread tests/fuzz_api.c "$L"/obj/server/{oai,ollama,anthropic,jobs_api,sched,pcache,opts}.o "$L"/obj/jobs/{queue,job_json,config}.o \
+        -pthread tests/fuzz_api.c "$L"/obj/server/{oai,ollama,anthropic,embed,jobs_api,sched,pcache,opts}.o "$L"/obj/jobs/{queue,job_json,config}.o \
         "$L/libdeltafin-internal.a" -lpcre2-8 -lutf8proc -luring -lm -lcjson -lsqlite3 -o "$OUT/fuzz_api"
     mkdir -p "$OUT/api-corpus" "$OUT/api-artifacts"
     [ -z "${FUZZ_FRESH:-}" ] || rm -f "$OUT"/api-corpus/*

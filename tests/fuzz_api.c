@@ -163,6 +163,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         free(anth_count_tokens(&g_oc, body, len, &status));
         if (status != 200 && (status < 400 || status > 499)) abort();
+        /* and to /v1/embeddings: its inputs, or a 4xx; then the answer's shape (zero vectors) */
+        embed_req er;
+        memset(&e, 0, sizeof e);
+        if (embed_parse(&g_oc, body, len, 8, &er, &e) == 0) {
+            srv_job **jobs = embed_make_jobs(&er, SRV_POOL_MEAN);
+            for (int i = 0; jobs && i < er.n; i++) jobs[i]->embd = calloc(4, sizeof(float)), jobs[i]->n_embd = 4;
+            if (jobs) free(embed_response(&g_oc, &er, jobs));
+            for (int i = 0; jobs && i < er.n; i++) srv_job_free(jobs[i]);
+            free(jobs);
+            embed_req_free(&er);
+        } else if (e.status < 400 || e.status > 499) {
+            abort();
+        }
         return 0;
     }
     char method[16] = "POST", url[512] = "/v1/jobs";

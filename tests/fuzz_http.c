@@ -102,7 +102,7 @@ static const char *const PATHS[] = {
     "/v1/chat/completions?x=1", "/v1/%63ompletions", "//v1/models", "/v1/jobs?limit=1", "*",
     "http://127.0.0.1/v1/models", "/v1/../v1/models", "/tokenize", "/detokenize", "/apply-template", "/props",
     "/api/chat", "/api/generate", "/api/show", "/api/tags", "/api/version", "/api/ps", "/api/pull",
-    "/v1/messages", "/v1/messages/count_tokens",
+    "/v1/messages", "/v1/messages/count_tokens", "/v1/embeddings", "/embeddings", "/slots", "/index.html",
 };
 static const char *const METHODS[] = {"POST", "GET", "DELETE", "PUT", "HEAD", "OPTIONS", "PATCH", "CONNECT", "TRACE", "post", "GE T"};
 static const char *const VERSIONS[] = {"HTTP/1.1", "HTTP/1.0", "HTTP/2.0", "HTTP/1.9", "HTTP/1", "http/1.1", ""};
