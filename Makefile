@@ -40,7 +40,7 @@ OPT     := -O2 -g
 LDSAN   :=
 endif
 CFLAGS  += $(CSTD) $(WARN) $(OPT) $(INC) -pthread
-LDLIBS  := -lpcre2-8 -lutf8proc -luring -lm -pthread $(LDSAN)
+LDLIBS  := -lpcre2-8 -lutf8proc -luring -lcjson -lm -pthread $(LDSAN)
 
 # Per-ISA kernel files get their own target flags; the rest of the code stays portable
 # and the right kernels are picked at run time (quant_init).

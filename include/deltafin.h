@@ -322,8 +322,11 @@ typedef struct df_sampler_params {
     float top_p;           /* >= 1: off */
     float min_p;           /* <= 0: off */
     float repeat_penalty;  /* 1: off */
-    int repeat_last_n;     /* window for the penalty */
+    int repeat_last_n;     /* window for the penalties */
     uint64_t seed;
+    /* OpenAI's additive penalties over the same window: a token seen there loses presence_penalty, and
+     * frequency_penalty for each time it was seen (0: off) */
+    float presence_penalty, frequency_penalty;
 } df_sampler_params;
 
 df_sampler_params df_sampler_default_params(void);
@@ -331,6 +334,10 @@ df_sampler *df_sampler_new(const df_sampler_params *p, int n_vocab);
 void df_sampler_free(df_sampler *s);
 /* Pick a token from logits (n_vocab floats; not modified). */
 int32_t df_sampler_sample(df_sampler *s, const float *logits);
+/* Add bias[i] to token ids[i]'s logit before anything else (OpenAI's logit_bias: -100 bans a token, +100 all but
+ * forces it); n = 0 removes them. DF_OK, DF_E_INPUT (an id outside the vocabulary, a bias not finite) or
+ * DF_E_NOMEM. */
+int df_sampler_set_logit_bias(df_sampler *s, const int32_t *ids, const float *bias, int n);
 /* Tell the sampler a token was emitted (for the repetition penalty). */
 void df_sampler_accept(df_sampler *s, int32_t id);
 /* The sampler's changing state (its generator and the repetition window) as
@@ -341,6 +348,25 @@ void df_sampler_accept(df_sampler *s, int32_t id);
  * parameters; -1 (state unchanged) if they are damaged or from another. */
 size_t df_sampler_get_state(const df_sampler *s, void *buf, size_t cap);
 int df_sampler_set_state(df_sampler *s, const void *buf, size_t len);
+
+/* ---- constrained sampling (src/api/constrain.c; docs/server.md, "Constrained output") ---- */
+
+typedef struct df_grammar df_grammar;
+/* A grammar in llama.cpp's GBNF syntax (start rule `root`) for model m's vocabulary. A sampler given it picks
+ * only tokens whose text continues a text the grammar accepts (control tokens never), and an end-of-generation
+ * token only where that text is complete. DF_OK, DF_E_INPUT with err (the line and what is wrong: syntax, an
+ * undefined rule, left recursion, a size limit) or DF_E_NOMEM. It must outlive the samplers given it. */
+int df_grammar_new(const df_model *m, const char *gbnf, size_t len, df_grammar **out, char *err, size_t errlen);
+void df_grammar_free(df_grammar *g);
+/* Constrain s by g from its next token on (NULL: no longer); df_sampler_accept advances it. A sampler's state
+ * (df_sampler_get_state) does not include its grammar's. DF_OK or DF_E_NOMEM. */
+int df_sampler_set_grammar(df_sampler *s, const df_grammar *g);
+/* 1 when s's grammar is complete and only end-of-generation may follow (0 without a grammar). */
+int df_sampler_grammar_done(const df_sampler *s);
+/* A JSON Schema (the text of a JSON object, or true) as a GBNF grammar (*gbnf malloc'd) matching exactly the
+ * JSON texts valid under it. DF_OK, or DF_E_INPUT with err naming what the schema asks that cannot be compiled
+ * (the keyword and where), never a grammar that drops a constraint. */
+int df_json_schema_to_grammar(const char *schema, size_t len, char **gbnf, char *err, size_t errlen);
 
 /* ---- speculative decoding (src/api/spec.c) ---- */
 

@@ -32,6 +32,11 @@
  *       model: the hidden rows after the final norm, pooled by llama.cpp (embeddings on,
  *       that pooling type), then L2-normalised as llama-server does; FILE gets the n_embd
  *       float32 values, stdout the first eight
+ *   grammar --grammar-file FILE --tokens "1 2 3" [-r REPS]
+ *       llama.cpp's grammar sampler (llama_sampler_init_grammar, root rule "root") after accepting the
+ *       tokens: the time of one llama_sampler_apply over the whole vocabulary (median of REPS, default 20)
+ *       and how many tokens it leaves allowed, as one JSON line (bench/grammar.sh); needs only the
+ *       vocabulary (--vocab-only)
  *   info
  *       model / vocabulary / backend facts, for humans
  * Common options: -t THREADS (2), -c CTX (just enough), --ubatch N (512), --vocab-only,
@@ -56,6 +61,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "llama.h"
 
@@ -120,7 +126,7 @@ static void *xmalloc(size_t n) {
 /* options                                                                               */
 
 typedef struct {
-    const char *model, *cmd, *file, *tokens, *out, *cpu_variant, *pooling;
+    const char *model, *cmd, *file, *tokens, *out, *cpu_variant, *pooling, *grammar_file;
     int top, threads, n_ctx, n_ubatch, n, p, reps, seqs;
     enum llama_flash_attn_type fa;
     bool vocab_only, no_special, no_parse_special, one_by_one, kv_f16, no_repack, no_threadpool;
@@ -135,6 +141,7 @@ static void usage(FILE *f) {
           "  bench    [-p 512] [-n 128] [-r 5] [--seqs S]  (S sequences generating in one llama_batch a step)\n"
           "  mtp      --tokens \"1 2 3 P\" [--out FILE] [--top K]  (the NextN block's guess after P)\n"
           "  embed    --tokens \"1 2 3\" --pooling mean|last|cls [--out FILE]  (llama-server's embedding)\n"
+          "  grammar  --grammar-file FILE --tokens \"1 2 3\" [-r REPS]  (the grammar sampler's cost over the vocabulary)\n"
           "  info\n"
           "options: -t THREADS (2)  -c CTX  --ubatch N (512)  --vocab-only  --fa on|off|auto (off)\n"
           "         --kv-f16  --no-repack  --no-threadpool  --cpu-variant NAME|best  -v\n"
@@ -170,6 +177,7 @@ static opts_t parse_args(int argc, char **argv) {
         else if (!strcmp(a, "--tokens")) o.tokens = NEXT();
         else if (!strcmp(a, "--out")) o.out = NEXT();
         else if (!strcmp(a, "--pooling")) o.pooling = NEXT();
+        else if (!strcmp(a, "--grammar-file")) o.grammar_file = NEXT();
         else if (!strcmp(a, "--top")) o.top = parse_int(a, NEXT(), 0, INT_MAX);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) o.threads = parse_int(a, NEXT(), 1, 1024);
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) o.n_ctx = parse_int(a, NEXT(), 1, INT_MAX);
@@ -197,13 +205,13 @@ static opts_t parse_args(int argc, char **argv) {
 #undef NEXT
     }
     if (!o.cmd) { usage(stderr); die("no command given"); }
-    static const char *const cmds[] = {"tokenize", "logits", "generate", "bench", "info", "mtp", "embed"};
+    static const char *const cmds[] = {"tokenize", "logits", "generate", "bench", "info", "mtp", "embed", "grammar"};
     bool known = false;
     for (size_t k = 0; k < sizeof cmds / sizeof *cmds; k++) known |= !strcmp(o.cmd, cmds[k]);
     if (!known) { usage(stderr); die("unknown command '%s'", o.cmd); }
     if (!o.model) die("no model given (-m MODEL)");
     if (o.file && strcmp(o.cmd, "tokenize")) die("unexpected argument '%s'", o.file);
-    if (o.vocab_only && strcmp(o.cmd, "tokenize") && strcmp(o.cmd, "info"))
+    if (o.vocab_only && strcmp(o.cmd, "tokenize") && strcmp(o.cmd, "info") && strcmp(o.cmd, "grammar"))
         die("--vocab-only only makes sense with tokenize or info");
     return o;
 }
@@ -551,6 +559,22 @@ static int cmd_logits(const opts_t *o) {
 }
 
 /* The NextN/MTP block's logits after the prompt t[0..n-1) for pending token t[n-1]. */
+/* A context of n tokens, one sequence, that hands out its hidden rows after the final norm (embeddings on),
+ * pooled by pt (NONE: every row). */
+static struct llama_context_params embedding_params(const opts_t *o, int n, enum llama_pooling_type pt) {
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = cp.n_batch = cp.n_ubatch = (uint32_t)n;
+    cp.n_seq_max = 1;
+    cp.n_threads = cp.n_threads_batch = o->threads;
+    cp.flash_attn_type = o->fa;
+    cp.type_k = cp.type_v = o->kv_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
+    cp.offload_kqv = cp.op_offload = false;
+    cp.embeddings = true;
+    cp.pooling_type = pt;
+    cp.no_perf = true;
+    return cp;
+}
+
 static int cmd_mtp(const opts_t *o) {
     if (!o->tokens) die("mtp needs --tokens \"ID ID ... PENDING\"");
     int n;
@@ -562,16 +586,7 @@ static int cmd_mtp(const opts_t *o) {
     const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m)), n_embd = llama_model_n_embd(m);
     check_tokens(t, n, n_vocab);
     /* the target: its hidden rows after the final norm are its embeddings (pooling none) */
-    struct llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = cp.n_batch = cp.n_ubatch = (uint32_t)n;
-    cp.n_seq_max = 1;
-    cp.n_threads = cp.n_threads_batch = o->threads;
-    cp.flash_attn_type = o->fa;
-    cp.type_k = cp.type_v = o->kv_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
-    cp.offload_kqv = cp.op_offload = false;
-    cp.embeddings = true;
-    cp.pooling_type = LLAMA_POOLING_TYPE_NONE;
-    cp.no_perf = true;
+    struct llama_context_params cp = embedding_params(o, n, LLAMA_POOLING_TYPE_NONE);
     struct llama_context *tgt = llama_init_from_model(m, cp);
     if (!tgt) die("failed to create the target context");
     decode_span(tgt, t, n - 1, 0, true);
@@ -760,16 +775,7 @@ static int cmd_embed(const opts_t *o) {
     struct llama_model *m = load_model(o, false);
     const int n_embd = llama_model_n_embd(m);
     check_tokens(t, n, llama_vocab_n_tokens(llama_model_get_vocab(m)));
-    struct llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = cp.n_batch = cp.n_ubatch = (uint32_t)n;
-    cp.n_seq_max = 1;
-    cp.n_threads = cp.n_threads_batch = o->threads;
-    cp.flash_attn_type = o->fa;
-    cp.type_k = cp.type_v = o->kv_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
-    cp.offload_kqv = cp.op_offload = false;
-    cp.embeddings = true;
-    cp.pooling_type = pt;
-    cp.no_perf = true;
+    struct llama_context_params cp = embedding_params(o, n, pt);
     struct llama_context *ctx = llama_init_from_model(m, cp);
     if (!ctx) die("failed to create the context");
     decode_span(ctx, t, n, 0, true);
@@ -795,6 +801,50 @@ static int cmd_embed(const opts_t *o) {
     return 0;
 }
 
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmd_grammar(const opts_t *o) {
+    if (!o->grammar_file || !o->tokens) die("grammar needs --grammar-file FILE and --tokens \"ID ...\"");
+    FILE *f = fopen(o->grammar_file, "rb");
+    if (!f) die("cannot open %s: %s", o->grammar_file, strerror(errno));
+    char *text = xmalloc(1 << 20);
+    const size_t n_text = fread(text, 1, (1 << 20) - 1, f);
+    fclose(f);
+    text[n_text] = 0;
+    int n;
+    llama_token *t = parse_tokens(o->tokens, &n);
+    struct llama_model *m = load_model(o, true);
+    const struct llama_vocab *vocab = llama_model_get_vocab(m);
+    const int n_vocab = llama_vocab_n_tokens(vocab);
+    check_tokens(t, n, n_vocab);
+    struct llama_sampler *g = llama_sampler_init_grammar(vocab, text, "root");
+    if (!g) die("llama.cpp could not parse the grammar in %s", o->grammar_file);
+    for (int i = 0; i < n; i++) llama_sampler_accept(g, t[i]);
+    llama_token_data *data = xmalloc((size_t)n_vocab * sizeof *data);
+    const int reps = o->reps > 0 ? o->reps : 20;
+    double *ms = xmalloc((size_t)reps * sizeof *ms);
+    int allowed = 0;
+    for (int r = 0; r < reps; r++) {
+        for (int i = 0; i < n_vocab; i++) data[i] = (llama_token_data){i, (float)((i * 7919) % 1000) / 100.0f, 0.0f};
+        llama_token_data_array arr = {data, (size_t)n_vocab, -1, false};
+        const double t0 = now_ms();
+        llama_sampler_apply(g, &arr);
+        ms[r] = now_ms() - t0;
+        allowed = 0;
+        for (int i = 0; i < n_vocab; i++) allowed += arr.data[i].logit != -INFINITY;
+    }
+    printf("{\"engine\":\"llama.cpp\",\"n_vocab\":%d,\"prefix_tokens\":%d,\"apply_ms\":%.4f,\"allowed\":%d}\n", n_vocab, n,
+           median(ms, reps), allowed);
+    free(ms), free(data), free(text), free(t);
+    llama_sampler_free(g);
+    llama_model_free(m);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     opts_t o = parse_args(argc, argv);
     /* Logging must be redirected before anything else logs (backend loading does). */
@@ -808,6 +858,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(o.cmd, "generate")) rc = cmd_generate(&o);
     else if (!strcmp(o.cmd, "mtp")) rc = cmd_mtp(&o);
     else if (!strcmp(o.cmd, "embed")) rc = cmd_embed(&o);
+    else if (!strcmp(o.cmd, "grammar")) rc = cmd_grammar(&o);
     else if (!strcmp(o.cmd, "bench")) rc = cmd_bench(&o);
     else rc = cmd_info(&o);
 

@@ -76,6 +76,45 @@ char *srv_utf8_clean(const char *s, size_t n) {
     return out;
 }
 
+static size_t skip_ws(const char *t, size_t i, size_t n) {
+    while (i < n && (t[i] == ' ' || t[i] == '\n' || t[i] == '\r' || t[i] == '\t')) i++;
+    return i;
+}
+
+/* The longest k < len(tag) such that t ends with tag's first k bytes: what may still become the tag. */
+static size_t tag_tail(const char *t, size_t n, const char *tag) {
+    const size_t tl = strlen(tag);
+    for (size_t k = tl - 1; k > 0; k--)
+        if (k <= n && !memcmp(t + n - k, tag, k)) return k;
+    return 0;
+}
+
+void srv_split_think(const char *t, size_t n, int open, int final, srv_split *out) {
+    out->r0 = out->r1 = out->c0 = 0;
+    if (!t || n == 0) return; /* nothing yet */
+    size_t p = 0;
+    if (!open) {
+        const size_t w = skip_ws(t, 0, n);
+        if (n - w >= 7 && !memcmp(t + w, "<think>", 7)) {
+            p = w + 7;
+        } else if (!final && (n - w < 7 && !memcmp(t + w, "<think>", n - w))) {
+            out->c0 = n; /* it may still open one: nothing yet */
+            return;
+        } else {
+            return; /* no reasoning: all content */
+        }
+    }
+    out->r0 = p;
+    const char *end = n > p ? memmem(t + p, n - p, "</think>", 8) : NULL;
+    if (!end) {
+        out->r1 = final ? n : n - tag_tail(t + p, n - p, "</think>");
+        out->c0 = n;
+        return;
+    }
+    out->r1 = (size_t)(end - t);
+    out->c0 = skip_ws(t, out->r1 + 8, n); /* the blank after the tag is neither */
+}
+
 long srv_find_stop(const srv_job *j, size_t from, int *which) {
     long best = -1;
     for (int i = 0; i < j->n_stop; i++) {
@@ -297,6 +336,8 @@ static int render_chat(const oai_ctx *c, cJSON *body, char **out, oai_error *e) 
         if (!cJSON_IsArray(tools)) rc = BAD("tools", NULL, "'tools' must be an array");
         else cJSON_AddItemToObject(vars, "tools", cJSON_Duplicate(tools, 1));
     }
+    const cJSON *effort = cJSON_GetObjectItemCaseSensitive(body, "reasoning_effort"); /* gpt-oss's templates read it */
+    if (!rc && cJSON_IsString(effort)) cJSON_AddStringToObject(vars, "reasoning_effort", effort->valuestring);
     cJSON *kw = cJSON_GetObjectItemCaseSensitive(body, "chat_template_kwargs"), *it;
     cJSON *dkw = c->kwargs ? cJSON_Parse(c->kwargs) : NULL; /* the server's, checked when it started */
     cJSON_ArrayForEach(it, dkw) {
@@ -323,9 +364,18 @@ static int render_chat(const oai_ctx *c, cJSON *body, char **out, oai_error *e) 
     return 0;
 }
 
+/* Whether a rendered prompt ends inside an opened <think> section (DeepSeek R1's and others' templates open it
+ * for the model). */
+static int opens_think(const char *t) {
+    size_t n = strlen(t);
+    while (n && (t[n - 1] == '\n' || t[n - 1] == ' ')) n--;
+    return n >= 7 && !memcmp(t + n - 7, "<think>", 7);
+}
+
 static int chat_prompt(const oai_ctx *c, cJSON *body, oai_req *r, oai_error *e) {
     char *text = NULL;
     if (render_chat(c, body, &text, e) != 0) return -1;
+    r->think_open = opens_think(text);
     const int rc = tokenize(c, text, strlen(text), r, e);
     free(text);
     return rc;
@@ -410,6 +460,151 @@ cJSON *oai_parse_object(const oai_ctx *c, const char *body, size_t len, oai_erro
     return b;
 }
 
+/* A JSON Schema (a cJSON value) as r's grammar; 400 naming param when it cannot be compiled. */
+static int schema_grammar(const cJSON *schema, const char *param, oai_req *r, oai_error *e) {
+    char *text = cJSON_PrintUnformatted(schema), err[512];
+    if (!text) return oai_set_error(e, 500, "server_error", NULL, NULL, "out of memory"), -1;
+    const int rc = df_json_schema_to_grammar(text, strlen(text), &r->gbnf, err, sizeof err);
+    cJSON_free(text);
+    if (rc != DF_OK) return BAD(param, "invalid_schema", "the JSON Schema cannot be used: %s", err);
+    return 0;
+}
+
+/* The output's constraint: llama-server's grammar (GBNF) or json_schema, or OpenAI's response_format
+ * (json_object, json_schema); at most one. The grammar is checked here (a 400 naming the field), and each job
+ * makes its own (oai_make_jobs). */
+static int parse_format(const oai_ctx *c, cJSON *body, oai_req *r, oai_error *e) {
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(body, "grammar");
+    const cJSON *js = cJSON_GetObjectItemCaseSensitive(body, "json_schema");
+    const cJSON *rf = cJSON_GetObjectItemCaseSensitive(body, "response_format");
+    if (g && cJSON_IsNull(g)) g = NULL;
+    if (js && cJSON_IsNull(js)) js = NULL;
+    if (rf && cJSON_IsNull(rf)) rf = NULL;
+    const cJSON *type = rf ? cJSON_GetObjectItemCaseSensitive(rf, "type") : NULL;
+    if (rf && (!cJSON_IsObject(rf) || !cJSON_IsString(type)))
+        return BAD("response_format", NULL, "'response_format' must be an object with a string 'type'");
+    if (rf && !strcmp(type->valuestring, "text")) rf = NULL;
+    if ((g != NULL) + (js != NULL) + (rf != NULL) > 1)
+        return BAD(g ? "grammar" : "json_schema", NULL, "give one of 'grammar', 'json_schema' and 'response_format'");
+    r->m = c->m;
+    if (g) {
+        if (!cJSON_IsString(g)) return BAD("grammar", NULL, "'grammar' must be a string (GBNF)");
+        if (!(r->gbnf = strdup(g->valuestring))) return oai_set_error(e, 500, "server_error", NULL, NULL, "out of memory"), -1;
+    } else if (js) {
+        if (schema_grammar(js, "json_schema", r, e)) return -1;
+    } else if (rf && !strcmp(type->valuestring, "json_object")) {
+        cJSON *any = cJSON_CreateObject();
+        cJSON_AddStringToObject(any, "type", "object");
+        const int rc = schema_grammar(any, "response_format", r, e);
+        cJSON_Delete(any);
+        if (rc) return -1;
+    } else if (rf && !strcmp(type->valuestring, "json_schema")) {
+        const cJSON *w = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
+        const cJSON *sc = cJSON_IsObject(w) ? cJSON_GetObjectItemCaseSensitive(w, "schema") : NULL;
+        if (!sc) return BAD("response_format", NULL, "'response_format.json_schema.schema' is required");
+        if (schema_grammar(sc, "response_format", r, e)) return -1;
+    } else if (rf) {
+        return BAD("response_format", NULL, "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\"");
+    }
+    if (!r->gbnf) return 0;
+    df_grammar *check = NULL;
+    char err[512];
+    const int rc = df_grammar_new(c->m, r->gbnf, strlen(r->gbnf), &check, err, sizeof err);
+    df_grammar_free(check);
+    if (rc == DF_E_NOMEM) return oai_set_error(e, 500, "server_error", NULL, NULL, "out of memory"), -1;
+    if (rc != DF_OK) return BAD(g ? "grammar" : js ? "json_schema" : "response_format", "invalid_grammar", "%s", err);
+    return 0;
+}
+
+/* Every field a request may hold (docs/server.md, "Requests"): each is implemented, or is one of OpenAI's hints
+ * (user, metadata, store, service_tier, safety_identifier, prompt_cache_key) or llama-server's (cache_prompt),
+ * accepted with no effect; any other is a 400 naming it, never ignored in silence. */
+static const char *const known_fields[] = {
+    "model", "messages", "prompt", "max_tokens", "max_completion_tokens", "n", "temperature", "top_p", "min_p",
+    "top_k", "repeat_penalty", "presence_penalty", "frequency_penalty", "seed", "stop", "stream", "stream_options",
+    "logprobs", "top_logprobs", "logit_bias", "echo", "tools", "tool_choice", "parallel_tool_calls", "response_format",
+    "grammar", "json_schema", "chat_template_kwargs", "reasoning_format", "reasoning_effort", "ignore_eos",
+    "best_of", "suffix", "typical_p", "mirostat", "modalities",
+    /* hints */
+    "user", "metadata", "store", "service_tier", "safety_identifier", "prompt_cache_key", "cache_prompt", NULL};
+
+/* Fields known but only their neutral values are served: best_of (n), suffix (none), typical_p (1), mirostat (0),
+ * modalities (text), tool_choice (auto or none, until tool calls are parsed); unknown fields. */
+static int check_fields(cJSON *b, int chat, const oai_req *r, oai_error *e) {
+    const cJSON *v;
+    cJSON_ArrayForEach(v, b) {
+        int known = 0;
+        for (int i = 0; known_fields[i]; i++) known |= !strcmp(v->string, known_fields[i]);
+        if (!known) return BAD(v->string, "unknown_parameter", "Unrecognized request argument supplied: %.60s", v->string);
+        if (cJSON_IsNull(v)) continue;
+        const char *k = v->string;
+        if (!strcmp(k, "best_of") && !(cJSON_IsNumber(v) && (v->valuedouble == 1 || v->valuedouble == r->n)))
+            return BAD(k, NULL, "'best_of' other than 'n' is not supported (every choice is returned)");
+        if (!strcmp(k, "suffix") && !(cJSON_IsString(v) && !*v->valuestring))
+            return BAD(k, NULL, "'suffix' (fill in the middle) is not supported");
+        if (!strcmp(k, "typical_p") && !(cJSON_IsNumber(v) && v->valuedouble >= 1))
+            return BAD(k, NULL, "'typical_p' sampling is not supported (1: off)");
+        if (!strcmp(k, "mirostat") && !(cJSON_IsNumber(v) && v->valuedouble == 0))
+            return BAD(k, NULL, "'mirostat' sampling is not supported (0: off)");
+        if (!strcmp(k, "modalities") &&
+            !(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 1 && cJSON_IsString(v->child) && !strcmp(v->child->valuestring, "text")))
+            return BAD(k, NULL, "only the 'text' modality is supported");
+        if (!strcmp(k, "echo") && chat) return BAD(k, NULL, "'echo' is for /v1/completions");
+        if (!strcmp(k, "tool_choice") && !(cJSON_IsString(v) && (!strcmp(v->valuestring, "auto") || !strcmp(v->valuestring, "none"))))
+            return BAD(k, NULL, "'tool_choice' %s is not supported yet (a call the model must make needs tool-call parsing; "
+                                "\"auto\" and \"none\" are)", cJSON_IsString(v) ? v->valuestring : "as an object");
+        if (!strcmp(k, "parallel_tool_calls") && !cJSON_IsBool(v)) return BAD(k, NULL, "'parallel_tool_calls' must be true or false");
+        if (!strcmp(k, "reasoning_effort") && !cJSON_IsString(v)) return BAD(k, NULL, "'reasoning_effort' must be a string");
+    }
+    return 0;
+}
+
+/* logit_bias: {"TOKEN_ID": BIAS, ...}, biases in [-100, 100]. */
+static int parse_logit_bias(const oai_ctx *c, cJSON *body, oai_req *r, oai_error *e) {
+    const cJSON *lb = cJSON_GetObjectItemCaseSensitive(body, "logit_bias"), *v;
+    if (!lb || cJSON_IsNull(lb)) return 0;
+    if (!cJSON_IsObject(lb)) return BAD("logit_bias", NULL, "'logit_bias' must be an object of token ids and biases");
+    const int n = cJSON_GetArraySize(lb), nv = df_n_vocab(c->m);
+    if (n > 1024) return BAD("logit_bias", NULL, "'logit_bias' holds at most 1024 tokens");
+    r->bias_id = malloc((size_t)(n ? n : 1) * sizeof *r->bias_id);
+    r->bias = malloc((size_t)(n ? n : 1) * sizeof *r->bias);
+    if (!r->bias_id || !r->bias) return oai_set_error(e, 500, "server_error", NULL, NULL, "out of memory"), -1;
+    cJSON_ArrayForEach(v, lb) {
+        char *end;
+        const long id = strtol(v->string, &end, 10);
+        if (*end || end == v->string || id < 0 || id >= nv)
+            return BAD("logit_bias", NULL, "'logit_bias' keys are token ids in [0, %d), not '%.40s'", nv, v->string);
+        if (!cJSON_IsNumber(v) || v->valuedouble < -100 || v->valuedouble > 100)
+            return BAD("logit_bias", NULL, "'logit_bias' biases are numbers in [-100, 100]");
+        r->bias_id[r->n_bias] = (int32_t)id;
+        r->bias[r->n_bias++] = (float)v->valuedouble;
+    }
+    return 0;
+}
+
+/* echo: the prompt's text as given (a string), or its tokens' pieces. */
+static int echo_text(const oai_ctx *c, cJSON *body, oai_req *r) {
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(body, "prompt");
+    if (cJSON_IsArray(p) && cJSON_IsString(p->child)) p = p->child;
+    if (cJSON_IsString(p)) return (r->echo_text = strdup(p->valuestring)) ? 0 : -1;
+    size_t cap = (size_t)r->n_prompt * 16 + 1, n = 0;
+    if (!(r->echo_text = malloc(cap))) return -1;
+    for (int i = 0; i < r->n_prompt; i++) {
+        char buf[256];
+        int k = df_token_to_piece(c->m, r->prompt[i], buf, sizeof buf);
+        if (k < 0 || k > (int)sizeof buf) k = 0;
+        if (n + (size_t)k + 1 > cap) {
+            char *t = realloc(r->echo_text, cap = 2 * (n + (size_t)k + 1));
+            if (!t) return -1;
+            r->echo_text = t;
+        }
+        memcpy(r->echo_text + n, buf, (size_t)k);
+        n += (size_t)k;
+    }
+    r->echo_text[n] = 0;
+    return 0;
+}
+
 int oai_parse(const oai_ctx *c, const char *body, size_t len, int chat, oai_req *r, oai_error *e) {
     memset(r, 0, sizeof *r);
     r->chat = chat;
@@ -469,16 +664,42 @@ int oai_parse(const oai_ctx *c, const char *body, size_t len, int chat, oai_req 
     d = 1.0;
     if (oai_get_num(b, "repeat_penalty", 0.01, 100, &d, e)) goto out;
     r->sp.repeat_penalty = (float)d;
-    if (oai_get_num(b, "presence_penalty", -2, 2, &d, e) || oai_get_num(b, "frequency_penalty", -2, 2, &d, e)) goto out;
+    d = 0.0;
+    if (oai_get_num(b, "presence_penalty", -2, 2, &d, e)) goto out;
+    r->sp.presence_penalty = (float)d;
+    d = 0.0;
+    if (oai_get_num(b, "frequency_penalty", -2, 2, &d, e)) goto out;
+    r->sp.frequency_penalty = (float)d;
+    if (oai_get_bool(b, "echo", &r->echo, e)) goto out;
     cJSON *seed = cJSON_GetObjectItemCaseSensitive(b, "seed");
     r->seed_set = seed && !cJSON_IsNull(seed);
     l = 0;
     if (oai_get_int(b, "seed", -(1L << 53), 1L << 53, &l, e)) goto out;
     r->sp.seed = r->seed_set ? (uint64_t)l : fresh_seed();
-    if (parse_stop(b, r, e) || parse_logprobs(b, chat, r, e)) goto out;
+    if (check_fields(b, chat, r, e) || parse_stop(b, r, e) || parse_logprobs(b, chat, r, e) || parse_format(c, b, r, e) ||
+        parse_logit_bias(c, b, r, e))
+        goto out;
+    cJSON *rfm = cJSON_GetObjectItemCaseSensitive(b, "reasoning_format");
+    r->reasoning = chat;
+    if (rfm && !cJSON_IsNull(rfm)) { /* llama-server's: "none" keeps <think> in the content */
+        if (!cJSON_IsString(rfm) || (strcmp(rfm->valuestring, "none") && strcmp(rfm->valuestring, "auto") &&
+                                     strcmp(rfm->valuestring, "deepseek"))) {
+            BAD("reasoning_format", NULL, "'reasoning_format' must be \"auto\", \"deepseek\" or \"none\"");
+            goto out;
+        }
+        r->reasoning = chat && strcmp(rfm->valuestring, "none");
+    }
     if ((chat ? chat_prompt(c, b, r, e) : completion_prompt(c, b, r, e)) != 0) goto out;
     if (r->n_prompt == 0) {
         BAD(chat ? "messages" : "prompt", NULL, "the prompt is empty");
+        goto out;
+    }
+    if (r->echo && r->logprobs >= 0) {
+        BAD("echo", NULL, "'echo' with 'logprobs' (the prompt's own logprobs) is not supported");
+        goto out;
+    }
+    if (r->echo && echo_text(c, b, r) != 0) {
+        oai_set_error(e, 500, "server_error", NULL, NULL, "out of memory");
         goto out;
     }
     if (r->n_prompt >= c->n_ctx) {
@@ -501,6 +722,12 @@ void oai_req_free(oai_req *r) {
     r->n_stop = 0;
     free(r->prompt);
     r->prompt = NULL;
+    free(r->gbnf);
+    r->gbnf = NULL;
+    free(r->bias_id), free(r->bias);
+    r->bias_id = NULL, r->bias = NULL, r->n_bias = 0;
+    free(r->echo_text);
+    r->echo_text = NULL;
 }
 
 srv_job **oai_make_jobs(const oai_req *r) {
@@ -514,6 +741,16 @@ srv_job **oai_make_jobs(const oai_req *r) {
         j->max_tokens = r->max_tokens;
         j->logprobs = r->logprobs;
         j->ignore_eos = r->ignore_eos;
+        char err[256];
+        if (r->gbnf && df_grammar_new(r->m, r->gbnf, strlen(r->gbnf), &j->grammar, err, sizeof err) != DF_OK) goto fail;
+        if (r->n_bias && (!(j->bias_id = malloc((size_t)r->n_bias * sizeof *j->bias_id)) ||
+                          !(j->bias = malloc((size_t)r->n_bias * sizeof *j->bias))))
+            goto fail;
+        if (r->n_bias) {
+            memcpy(j->bias_id, r->bias_id, (size_t)r->n_bias * sizeof *j->bias_id);
+            memcpy(j->bias, r->bias, (size_t)r->n_bias * sizeof *j->bias);
+            j->n_bias = r->n_bias;
+        }
         for (int k = 0; k < r->n_stop; k++)
             if (!(j->stop[j->n_stop++] = strdup(r->stop[k]))) goto fail;
     }
@@ -653,8 +890,18 @@ char *oai_response(const oai_ctx *c, const oai_req *r, srv_job *const *jobs, con
         cJSON_AddNumberToObject(ch, "index", i);
         if (r->chat) {
             cJSON *msg = cJSON_AddObjectToObject(ch, "message");
+            const char *t = j->text ? j->text : "";
+            srv_split sp = {0, 0, 0};
+            if (r->reasoning) srv_split_think(t, j->len, r->think_open, 1, &sp);
             cJSON_AddStringToObject(msg, "role", "assistant");
-            cJSON_AddItemToObject(msg, "content", clean_string(j->text ? j->text : "", j->len));
+            cJSON_AddItemToObject(msg, "content", clean_string(t + sp.c0, j->len - sp.c0));
+            if (sp.r1 > sp.r0) cJSON_AddItemToObject(msg, "reasoning_content", clean_string(t + sp.r0, sp.r1 - sp.r0));
+        } else if (r->echo_text) {
+            const size_t pl = strlen(r->echo_text);
+            char *both = malloc(pl + j->len + 1);
+            if (both) memcpy(both, r->echo_text, pl), memcpy(both + pl, j->text ? j->text : "", j->len), both[pl + j->len] = 0;
+            cJSON_AddItemToObject(ch, "text", clean_string(both ? both : "", both ? pl + j->len : 0));
+            free(both);
         } else {
             cJSON_AddItemToObject(ch, "text", clean_string(j->text ? j->text : "", j->len));
         }
@@ -696,6 +943,18 @@ char *oai_chunk(const oai_ctx *c, const oai_req *r, const char *id, long created
     cJSON_AddNullToObject(ch, "logprobs");
     if (finish != FIN_NONE) cJSON_AddStringToObject(ch, "finish_reason", oai_finish_name(finish));
     else cJSON_AddNullToObject(ch, "finish_reason");
+    cJSON_AddItemToArray(choices, ch);
+    return sse(root);
+}
+
+char *oai_reasoning_chunk(const oai_ctx *c, const oai_req *r, const char *id, long created, int idx, const char *text) {
+    cJSON *root = envelope(c, r, id, created, "chat.completion.chunk");
+    cJSON *choices = cJSON_AddArrayToObject(root, "choices"), *ch = cJSON_CreateObject();
+    cJSON_AddNumberToObject(ch, "index", idx);
+    cJSON *delta = cJSON_AddObjectToObject(ch, "delta");
+    cJSON_AddStringToObject(delta, "reasoning_content", text);
+    cJSON_AddNullToObject(ch, "logprobs");
+    cJSON_AddNullToObject(ch, "finish_reason");
     cJSON_AddItemToArray(choices, ch);
     return sse(root);
 }

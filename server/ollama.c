@@ -13,9 +13,9 @@
  * where a field is absent: temperature 0.8, top_k 40, top_p 0.9, repeat_penalty 1.1, until the end of the
  * context), so that one set of checks and limits guards both APIs; `think` becomes the template's
  * enable_thinking. Options that size the runtime (num_ctx, num_gpu, num_thread, ...) and keep_alive are
- * accepted and have no effect: the server's own flags decide those. `format` (JSON output) is refused with
- * a 400 until constrained sampling exists; `images`, `tools` in generate and `raw` with a template are
- * refused the same way, never dropped in silence. Answers are one JSON object, or NDJSON lines when
+ * accepted and have no effect: the server's own flags decide those. `format` ("json" or a JSON Schema)
+ * constrains the output through the grammar (oai.c's response_format / json_schema); `images`, `tools` in
+ * generate and `raw` with a template are refused with a 400, never dropped in silence. Answers are one JSON object, or NDJSON lines when
  * streaming ("done": false pieces, then the last with done_reason, the token counts and durations in ns).
  * Errors are {"error": "..."} with the status. A generate without a prompt is Ollama's "load the model": done at
  * once (done_reason "load").
@@ -163,9 +163,8 @@ char *ollama_to_openai(const oai_ctx *c, const char *body, size_t len, int chat,
     const cJSON *opts = cJSON_GetObjectItemCaseSensitive(b, "options"), *v;
     if (opts && !cJSON_IsObject(opts)) snprintf(err, sizeof err, "'options' must be an object");
     else if ((v = cJSON_GetObjectItemCaseSensitive(b, "format")) && !cJSON_IsNull(v) &&
-             !(cJSON_IsString(v) && !*v->valuestring))
-        snprintf(err, sizeof err, "'format' (JSON output) is not supported yet: this server has no constrained "
-                                  "sampling");
+             !(cJSON_IsString(v) && (!*v->valuestring || !strcmp(v->valuestring, "json"))) && !cJSON_IsObject(v))
+        snprintf(err, sizeof err, "'format' must be \"json\" or a JSON Schema object");
     else if ((v = cJSON_GetObjectItemCaseSensitive(b, "images")) && cJSON_GetArraySize(v) > 0)
         snprintf(err, sizeof err, "'images': this model reads text only");
     else if (!chat && (v = cJSON_GetObjectItemCaseSensitive(b, "template")) && cJSON_IsString(v) && *v->valuestring)
@@ -236,6 +235,11 @@ char *ollama_to_openai(const oai_ctx *c, const char *body, size_t len, int chat,
     }
     if (!*err && opts && (v = cJSON_GetObjectItemCaseSensitive(opts, "stop")) && !cJSON_IsNull(v))
         cJSON_AddItemToObject(o, "stop", cJSON_Duplicate(v, 1));
+    if (!*err && (v = cJSON_GetObjectItemCaseSensitive(b, "format")) && (cJSON_IsObject(v) || cJSON_IsString(v)) &&
+        !(cJSON_IsString(v) && !*v->valuestring)) { /* JSON output: through the grammar (oai_parse) */
+        if (cJSON_IsObject(v)) cJSON_AddItemToObject(o, "json_schema", cJSON_Duplicate(v, 1));
+        else cJSON_AddItemToObject(o, "response_format", cJSON_Parse("{\"type\":\"json_object\"}"));
+    }
     const cJSON *think = cJSON_GetObjectItemCaseSensitive(b, "think");
     if (!*err && think && !cJSON_IsNull(think)) {
         if (!cJSON_IsBool(think)) snprintf(err, sizeof err, "'think' must be true or false");

@@ -101,6 +101,9 @@ void srv_job_free(srv_job *j) {
     free(j->text);
     free(j->lps);
     free(j->embd);
+    df_grammar_free(j->grammar);
+    free(j->bias_id);
+    free(j->bias);
     free(j);
 }
 
@@ -266,10 +269,16 @@ static void slot_start(srv_sched *s, slot *sl, srv_job *j) {
         return;
     }
     for (int i = 0; i < j->n_prompt; i++) df_sampler_accept(sl->smp, j->prompt[i]);
+    if ((j->grammar && df_sampler_set_grammar(sl->smp, j->grammar) != DF_OK) || /* after the prompt: the output's */
+        (j->n_bias && df_sampler_set_logit_bias(sl->smp, j->bias_id, j->bias, j->n_bias) != DF_OK)) {
+        sl->failed = 1;
+        snprintf(sl->err, sizeof sl->err, "out of memory");
+    }
 }
 
 static void slot_finish(srv_sched *s, slot *sl, int why, const char *msg) {
     srv_job *j = sl->j;
+    if (sl->smp) df_sampler_set_grammar(sl->smp, NULL); /* the job's grammar goes with it */
     j->t_end = srv_now();
     if (!j->t_first) j->t_first = j->t_end;
     j->finish = why;

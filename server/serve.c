@@ -96,7 +96,8 @@ typedef struct flight {
     char id[64];
     long created;
     int fd;
-    size_t *sent;          /* bytes of each job's text already sent */
+    size_t *sent;          /* bytes of each job's text already sent (a chat with reasoning: of its content) */
+    size_t *sent_r;        /* ... of its reasoning (up to where in the text) */
     int *fin_sent;         /* each choice's finish chunk sent */
     char *pend;            /* formatted events not yet handed to MHD */
     size_t plen, poff, pcap;
@@ -221,6 +222,7 @@ static void flight_free(flight *f) {
     pthread_cond_destroy(&f->cond);
     free(f->jobs);
     free(f->sent);
+    free(f->sent_r);
     free(f->fin_sent);
     free(f->pend);
     oai_req_free(&f->req);
@@ -333,8 +335,17 @@ static void collect_events(flight *f) {
         srv_job *j = f->jobs[i];
         if (f->fin_sent[i]) continue;
         const size_t upto = j->finish != FIN_NONE ? j->len : srv_safe_len(j);
-        if (upto > f->sent[i]) {
-            char *t = srv_utf8_clean(j->text + f->sent[i], upto - f->sent[i]);
+        srv_split sp = {0, 0, 0};
+        if (f->req.reasoning) srv_split_think(j->text, upto, f->req.think_open, j->finish != FIN_NONE, &sp);
+        const size_t rs = f->sent_r[i] > sp.r0 ? f->sent_r[i] : sp.r0, cs = f->sent[i] > sp.c0 ? f->sent[i] : sp.c0;
+        if (sp.r1 > rs) {
+            char *t = srv_utf8_clean(j->text + rs, sp.r1 - rs);
+            if (t) pend_add(f, oai_reasoning_chunk(c, &f->req, f->id, f->created, i, t));
+            free(t);
+            f->sent_r[i] = sp.r1;
+        }
+        if (upto > cs) {
+            char *t = srv_utf8_clean(j->text + cs, upto - cs);
             if (t) pend_add(f, oai_chunk(c, &f->req, f->id, f->created, i, t, FIN_NONE, 0));
             free(t);
             f->sent[i] = upto;
@@ -501,8 +512,9 @@ static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc
     pthread_mutex_unlock(&srv->id_mu);
     f->jobs = oai_make_jobs(&f->req);
     f->sent = calloc((size_t)f->req.n, sizeof *f->sent);
+    f->sent_r = calloc((size_t)f->req.n, sizeof *f->sent_r);
     f->fin_sent = calloc((size_t)f->req.n, sizeof *f->fin_sent);
-    if (!f->jobs || !f->sent || !f->fin_sent) {
+    if (!f->jobs || !f->sent || !f->sent_r || !f->fin_sent) {
         flight_free(f);
         return fail_in(mc, dialect, 500, "server_error", NULL, "out of memory");
     }
@@ -520,6 +532,12 @@ static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc
             for (int i = 0; i < f->req.n; i++)
                 pend_add(f, oai_chunk(&srv->oc, &f->req, f->id, f->created, i, "", FIN_NONE, 1));
         if (dialect == DIALECT_ANTHROPIC) pend_add(f, anth_stream_start(&srv->oc, f->id, f->req.n_prompt));
+        if (!chat && dialect == DIALECT_OPENAI && f->req.echo_text) /* echo: the prompt first */
+            for (int i = 0; i < f->req.n; i++) {
+                char *t = srv_utf8_clean(f->req.echo_text, strlen(f->req.echo_text));
+                if (t) pend_add(f, oai_chunk(&srv->oc, &f->req, f->id, f->created, i, t, FIN_NONE, 0));
+                free(t);
+            }
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, f, stream_free);
         if (!r) {
             flight_free(f);

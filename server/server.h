@@ -80,6 +80,10 @@ typedef struct srv_job {
     int logprobs; /* -1: none; else how many alternatives per token (0..20) */
     int ignore_eos; /* generate past end-of-generation tokens (llama.cpp's extension) */
     int embed;      /* an embedding job (SRV_POOL_*): the prompt's pooled hidden state, nothing sampled */
+    df_grammar *grammar; /* the output's grammar (owned), or NULL */
+    int32_t *bias_id;    /* logit_bias (owned) */
+    float *bias;
+    int n_bias;
     /* output (guarded by the scheduler mutex) */
     char *text;
     size_t len, cap;
@@ -169,6 +173,13 @@ char *srv_utf8_clean(const char *s, size_t n);
 /* Bytes of text[0..len) that may be sent now: not an incomplete UTF-8
  * sequence at the end nor a prefix of a stop string. */
 size_t srv_safe_len(const srv_job *j);
+/* Where a chat answer's reasoning and content lie in its text t[0..n) (oai.c): reasoning t[r0..r1), content
+ * t[c0..n). open: the prompt opened a <think> section; final: the text is whole (else what may still become a
+ * tag is held back: c0 or r1 short of n). */
+typedef struct srv_split {
+    size_t r0, r1, c0;
+} srv_split;
+void srv_split_think(const char *t, size_t n, int open, int final, srv_split *out);
 /* The stop strings: first occurrence of any at or after from (*which: that string's index); -1 if none. */
 long srv_find_stop(const srv_job *j, size_t from, int *which);
 
@@ -194,10 +205,19 @@ typedef struct oai_ctx {
 
 typedef struct oai_req {
     int chat, stream, include_usage, n, max_tokens, logprobs, n_stop, seed_set, ignore_eos;
+    int reasoning;          /* chat: <think> sections go to reasoning_content (reasoning_format, default on) */
+    int think_open;         /* ... and the prompt opened one: the output starts inside it */
     df_sampler_params sp;
     char *stop[SRV_MAX_STOP];
     int32_t *prompt;
     int n_prompt;
+    char *gbnf;             /* the output's grammar (grammar, response_format, json_schema), or NULL */
+    int32_t *bias_id;       /* logit_bias */
+    float *bias;
+    int n_bias;
+    int echo;               /* completions: the prompt's text before the output */
+    char *echo_text;        /* ... that text */
+    const df_model *m;      /* the model the grammar is for */
 } oai_req;
 
 /* Parse and check a request body; tokenize its prompt (rendering a chat
@@ -267,6 +287,8 @@ char *oai_response(const oai_ctx *c, const oai_req *r, srv_job *const *jobs, con
  * NULL), its finish reason (FIN_NONE: none), the role on a chat's first. */
 char *oai_chunk(const oai_ctx *c, const oai_req *r, const char *id, long created, int idx, const char *text,
                 int finish, int first);
+/* A chat chunk of reasoning (delta.reasoning_content). */
+char *oai_reasoning_chunk(const oai_ctx *c, const oai_req *r, const char *id, long created, int idx, const char *text);
 char *oai_usage_chunk(const oai_ctx *c, const oai_req *r, srv_job *const *jobs, const char *id, long created);
 const char *oai_finish_name(int finish);
 /* Field readers of a request object: absent or null leaves *out as it is;

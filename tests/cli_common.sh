@@ -4,8 +4,12 @@
 #   finish                      the summary line tests/run.sh reads; the exit status
 #   serve_start LOG ARGS...     `$D serve --port 0 ARGS` in the background (pid in SPID, added to PIDS);
 #                               sets PORT from its log, or fails the test (needs D, PIDS, SLOW)
-#   npm_pkg DIR SPEC NAME       the npm package SPEC in DIR/node_modules/NAME (installed there once, from the
-#                               registry); status 0 when it is there, else 1 saying the checks were skipped
+#   npm_pkg DIR SPEC NAME       the npm package SPEC (or packages: "a@1 b@2") in DIR/node_modules/NAME (installed
+#                               there once, from the registry); status 0 when it is there, else 1 saying the checks
+#                               were skipped
+#   serve_test_setup TAG        the start of a server test: S (stories260K), T (a temporary folder), PIDS (killed,
+#                               with T removed, on exit), SLOW; exits 0 saying SKIPPED without the model, jq or curl
+#   post PATH JSON, body R, code R   a POST to $U (body, then the status on the last line) and its two parts
 #   cgroup_setup TAG            skip (exit 0, saying why) unless a cgroup v1 memory limit can be set;
 #                               then T (a temporary folder) and CG (a cgroup path, not yet made), removed on exit
 #   cgroup_tenfold MODEL NTOK   (after cgroup_setup) `logits --mem 64M` of NTOK tokens on MODEL inside a cgroup of
@@ -34,11 +38,26 @@ serve_start() {
     done
     echo "server did not start:"; cat "$log"; exit 1
 }
+serve_test_setup() {
+    S=${DELTAFIN_SHARED:-../shared}/models/stories260K.gguf
+    T=$(mktemp -d "/tmp/deltafin-$1-XXXXXX")
+    PIDS=()
+    trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$T"' EXIT
+    [ -f "$S" ] || { echo "SKIPPED: $S not found"; exit 0; }
+    command -v jq > /dev/null && command -v curl > /dev/null || { echo "SKIPPED: jq or curl not found"; exit 0; }
+    SLOW=1
+    [ -n "${DELTAFIN_SANITIZED:-}" ] && SLOW=4
+    return 0
+}
+post() { curl -s -w '\n%{http_code}' "$U$1" -H 'Content-Type: application/json' -d "$2"; }
+body() { sed '$d' <<< "$1"; }
+code() { tail -n 1 <<< "$1"; }
 npm_pkg() {
     local dir=$1 spec=$2 name=$3
     if [ ! -d "$dir/node_modules/$name" ] && command -v npm > /dev/null; then
         mkdir -p "$dir"
-        npm install --silent --no-save --no-audit --no-fund --prefix "$dir" "$spec" > "$dir/npm.log" 2>&1 ||
+        # shellcheck disable=SC2086 # SPEC may name several packages, installed together
+        npm install --silent --no-save --no-audit --no-fund --prefix "$dir" $spec > "$dir/npm.log" 2>&1 ||
             rm -rf "${dir:?}/node_modules/$name"
     fi
     [ -d "$dir/node_modules/$name" ] && command -v node > /dev/null && return 0

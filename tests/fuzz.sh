@@ -26,6 +26,10 @@
 # template, a NUL, JSON variables), seeded with the real templates of
 # tests/data/jinja/templates, corpus and artifacts in $FUZZ_BUILD/jinja-*.
 #
+# FUZZ_TARGET=grammar fuzzes constrained sampling (tests/fuzz_grammar.c: GBNF grammars walked over a small
+# vocabulary, the mask checked against token-by-token answers; JSON Schemas compiled, their grammars parsed),
+# seeded with tests/data/grammar-corpus and llama.cpp's grammars, corpus and artifacts in $FUZZ_BUILD/grammar-*.
+#
 # FUZZ_TARGET=api fuzzes what the server makes of a request body (tests/fuzz_api.c:
 # the OpenAI request reader and /v1/jobs over the job queue), in process. The whole
 # library and the server's files are built with clang, ASan+UBSan and coverage, by the
@@ -162,6 +166,19 @@ if [ "${FUZZ_TARGET:-gguf}" = jinja ]; then
     cp -f tests/data/jinja/templates/*.jinja "$OUT/jinja-corpus/"
     run_libfuzzer jinja "$OUT/fuzz_jinja" "$OUT/fuzz-jinja.log" "$OUT/jinja-corpus" "$OUT/jinja-artifacts" \
         -max_len="$MAX_LEN" -timeout=10 -rss_limit_mb=2048
+fi
+
+if [ "${FUZZ_TARGET:-gguf}" = grammar ]; then
+    J=(-std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -Iinclude "${SRC_INC[@]}" "-fsanitize=address,undefined"
+        -fno-sanitize-recover=all -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter)
+    mkdir -p "$OUT/grammar-corpus" "$OUT/grammar-artifacts"
+    "$CC" "${J[@]}" -fsanitize=fuzzer tests/fuzz_grammar.c src/text/grammar.c src/text/schema.c -lcjson -lm \
+        -o "$OUT/fuzz_grammar"
+    [ -z "${FUZZ_FRESH:-}" ] || rm -f "$OUT"/grammar-corpus/*
+    cp -f tests/data/grammar-corpus/* "$OUT/grammar-corpus/"
+    for f in .cache/llama/llama.cpp/grammars/*.gbnf; do [ -f "$f" ] && { printf g; cat "$f"; } > "$OUT/grammar-corpus/$(basename "$f")"; done
+    run_libfuzzer grammar "$OUT/fuzz_grammar" "$OUT/fuzz-grammar.log" "$OUT/grammar-corpus" "$OUT/grammar-artifacts" \
+        -max_len=16384 -timeout=10 -rss_limit_mb=2048
 fi
 
 BASE=(-std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -Iinclude "${SRC_INC[@]}" -pthread

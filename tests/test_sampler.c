@@ -3,6 +3,7 @@
  * a sampler restored from another's state continues with the same tokens,
  * and damaged or foreign states are refused without changing the sampler.
  */
+#include <math.h>
 #include <string.h>
 
 #include "deltafin.h"
@@ -114,9 +115,46 @@ static void test_bad_states_refused(void **st) {
     df_sampler_free(b);
 }
 
+/* logit_bias and OpenAI's penalties: a bias moves the greedy pick, bad biases are refused; a presence penalty
+ * of a seen token and a frequency penalty that grows with its count, over the window. */
+static void test_bias_and_penalties(void **state) {
+    (void)state;
+    float l[NV];
+    for (int i = 0; i < NV; i++) l[i] = (float)i * 0.01f; /* greedy: the last token */
+    df_sampler_params p = df_sampler_default_params();
+    p.temp = 0.0f;
+    df_sampler *s = df_sampler_new(&p, NV);
+    const int32_t id = 3, bad = NV;
+    const float up = 100.0f, nan = NAN;
+    assert_int_equal(df_sampler_sample(s, l), NV - 1);
+    assert_int_equal(df_sampler_set_logit_bias(s, &id, &up, 1), DF_OK);
+    assert_int_equal(df_sampler_sample(s, l), 3);
+    assert_int_equal(df_sampler_set_logit_bias(s, &bad, &up, 1), DF_E_INPUT);
+    assert_int_equal(df_sampler_set_logit_bias(s, &id, &nan, 1), DF_E_INPUT);
+    assert_int_equal(df_sampler_sample(s, l), 3); /* a refusal changes nothing */
+    assert_int_equal(df_sampler_set_logit_bias(s, NULL, NULL, 0), DF_OK);
+    assert_int_equal(df_sampler_sample(s, l), NV - 1);
+    df_sampler_free(s);
+    /* the last token seen once: a presence penalty above its lead moves the pick to the one before */
+    p.presence_penalty = 0.02f;
+    s = df_sampler_new(&p, NV);
+    df_sampler_accept(s, NV - 1);
+    assert_int_equal(df_sampler_sample(s, l), NV - 2);
+    df_sampler_free(s);
+    /* a frequency penalty counts: seen twice at 0.006 each (0.012 > 0.01) moves it; seen once (0.006) does not */
+    p.presence_penalty = 0.0f, p.frequency_penalty = 0.006f;
+    s = df_sampler_new(&p, NV);
+    df_sampler_accept(s, NV - 1);
+    assert_int_equal(df_sampler_sample(s, l), NV - 1);
+    df_sampler_accept(s, NV - 1);
+    assert_int_equal(df_sampler_sample(s, l), NV - 2);
+    df_sampler_free(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_state_round_trip),
+        cmocka_unit_test(test_bias_and_penalties),
         cmocka_unit_test(test_fresh_sampler_differs),
         cmocka_unit_test(test_bad_states_refused),
     };

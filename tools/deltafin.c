@@ -52,6 +52,7 @@ int df_cmd_chat(int argc, char **argv);
 typedef struct {
     const char *model, *prompt, *prompt_file, *tokens, *out, *trace, *hot, *resident_type, *batch_file;
     const char *prompt_cache, *draft; /* run: --prompt-cache FILE, -md DRAFT.gguf */
+    const char *grammar, *json_schema; /* run: --grammar GBNF / --grammar-file FILE, --json-schema / --json-schema-file */
     int spec, draft_max, spec_k;      /* run: enum df_spec_source (-1: draft if -md, else off), k_max, k_fixed */
     int spec_tuned;                   /* --draft-max or --spec-k given */
     size_t prompt_len;      /* the prompt's bytes (a file's prompt may hold NUL bytes) */
@@ -76,7 +77,9 @@ static const char USAGE[] =
             "            [--no-mmap|--mmap] [--ignore-eos] [--trace-experts FILE] [--mem SIZE] [--io-threads N]\n"
             "            [--io pread|uring|auto] [--hot FILE|none] [--progress] [--resident-type q4_K|q8_0]\n"
             "            [--prompt-cache FILE] [--spec off|lookup|draft|mtp] [-md DRAFT.gguf] [--draft-max K]\n"
-            "            [--spec-k K|auto]\n"
+            "            [--spec-k K|auto] [--grammar GBNF | --grammar-file FILE | -j SCHEMA | --json-schema-file FILE]\n"
+            "            --grammar: the output must be a sentence of this GBNF grammar (llama.cpp's syntax);\n"
+            "            -j / --json-schema: JSON valid under this JSON Schema\n"
             "            --prompt-cache: keep the state after the prompt in FILE and reuse its longest\n"
             "            common prefix next time; --spec: speculative decoding with guesses from n-grams of\n"
             "            the context (lookup), a draft model (-md; same vocabulary) or the model's own NextN/MTP\n"
@@ -200,7 +203,8 @@ static const struct { const char *name, *alias; int kind; } OPTIONS[] = {
     {"--out", NULL, VALUE}, {"--trace-experts", NULL, VALUE}, {"--hot", NULL, VALUE}, {"--io-threads", NULL, VALUE},
     {"--resident-type", NULL, VALUE}, {"--prompt-cache", NULL, VALUE}, {"--model-draft", "-md", VALUE},
     {"--spec", NULL, VALUE}, {"--draft-max", NULL, VALUE}, {"--spec-k", NULL, VALUE},
-    {"--batch-file", NULL, VALUE}, {"--parallel", NULL, VALUE},
+    {"--batch-file", NULL, VALUE}, {"--parallel", NULL, VALUE}, {"--grammar", NULL, VALUE},
+    {"--grammar-file", NULL, VALUE}, {"--json-schema", "-j", VALUE}, {"--json-schema-file", NULL, VALUE},
     {"--io", NULL, VALUE}, {"--mem", NULL, VALUE}, {"--n-predict", "-n", VALUE}, {"--threads", "-t", VALUE},
     {"--ctx-size", "-c", VALUE}, {"--repetitions", "-r", VALUE}, {"--top", NULL, VALUE}, {"--temp", NULL, VALUE},
     {"--probe-seconds", NULL, VALUE}, {"--spec-accept", NULL, VALUE}, {"--disk-gbps", NULL, VALUE}, {"--mem-gbps", NULL, VALUE}, {"--top-k", NULL, VALUE}, {"--top-p", NULL, VALUE}, {"--min-p", NULL, VALUE},
@@ -380,6 +384,10 @@ static void parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--net-latency-us")) o->net_latency_us = parse_float(name, v, 0, 1e7, 0);
         else if (!strcmp(a, "--spec-accept")) o->spec_accept = parse_float(name, v, 0, 0.999, 0);
         else if (!strcmp(a, "--top-k")) o->sp.top_k = (int)parse_long(name, v, 0, 1 << 24);
+        else if (!strcmp(a, "--grammar")) o->grammar = v;
+        else if (!strcmp(a, "--grammar-file")) o->grammar = read_all(v, 1 << 22, NULL);
+        else if (!strcmp(a, "--json-schema")) o->json_schema = v;
+        else if (!strcmp(a, "--json-schema-file")) o->json_schema = read_all(v, 1 << 22, NULL);
         else if (!strcmp(a, "--top-p")) o->sp.top_p = parse_float(name, v, 0, 1, 0);
         else if (!strcmp(a, "--min-p")) o->sp.min_p = parse_float(name, v, 0, 1, 0);
         else if (!strcmp(a, "--repeat-penalty")) o->sp.repeat_penalty = parse_float(name, v, 0, 1e6, 1);
@@ -1299,8 +1307,24 @@ static int generate(const opts *o, df_model *m, df_session *s, df_spec *sp, df_s
     }
 }
 
+/* --grammar / --json-schema: the output's grammar (NULL: none). Exits 2 when it cannot be used. */
+static df_grammar *output_grammar(const opts *o, df_model *m) {
+    if (!o->grammar && !o->json_schema) return NULL;
+    if (o->grammar && o->json_schema) usage_error("give --grammar or --json-schema, not both%s%s", "", "");
+    char err[ERRLEN], *gbnf = NULL;
+    if (o->json_schema && df_json_schema_to_grammar(o->json_schema, strlen(o->json_schema), &gbnf, err, sizeof err) != DF_OK)
+        usage_error("--json-schema: %s%s", err, "");
+    df_grammar *g = NULL;
+    const char *text = gbnf ? gbnf : o->grammar;
+    if (df_grammar_new(m, text, strlen(text), &g, err, sizeof err) != DF_OK) usage_error("--grammar: %s%s", err, "");
+    free(gbnf);
+    return g;
+}
+
 static int cmd_run(const opts *o) {
     need_prompt(o, "run");
+    if ((o->grammar || o->json_schema) && o->spec != DF_SPEC_NONE)
+        usage_error("--grammar and --json-schema do not go with --spec yet%s%s", "", "");
     double t_load;
     opts om = *o; /* under --mem, the draft's share comes out of the model's budget */
     const uint64_t share = draft_share(o);
@@ -1316,6 +1340,7 @@ static int cmd_run(const opts *o) {
     float *logits = malloc((size_t)nv * sizeof(float));
     df_sampler *smp = df_sampler_new(&o->sp, nv);
     if (!logits || !smp) fail("out of memory");
+    df_grammar *gr = output_grammar(o, m); /* checked before any output; set after the prompt, the output's */
     char err[ERRLEN];
     /* a guess source this model cannot use (no MTP block, a draft of another vocabulary) fails before any output */
     if (o->spec != DF_SPEC_NONE) df_spec_free(open_spec(o, s, ds, NULL, 0));
@@ -1330,6 +1355,7 @@ static int cmd_run(const opts *o) {
                                     : prefill(s, ids, 0, n, logits); /* prompt tokens evaluated */
     double t_prompt = df_time() - t0;
     for (int i = 0; i < n; i++) df_sampler_accept(smp, ids[i]);
+    if (gr && df_sampler_set_grammar(smp, gr) != DF_OK) fail("out of memory");
     df_spec *sp = o->spec != DF_SPEC_NONE && !g_signal ? open_spec(o, s, ds, ids, n) : NULL;
     df_io_stats gen0, gen1;
     df_model_io_stats(m, &gen0);
@@ -1360,6 +1386,7 @@ static int cmd_run(const opts *o) {
     rc |= save_hot(m); /* the learned hot set survives an interrupted run too */
     df_spec_free(sp);
     df_sampler_free(smp);
+    df_grammar_free(gr);
     free(logits);
     free(ids);
     df_session_free(s);
@@ -1464,6 +1491,7 @@ static int admit(df_model *m, const opts *o, batch_slot *b, batch_seq *q, int k,
 }
 
 static int cmd_run_batch(opts *o) {
+    if (o->grammar || o->json_schema) usage_error("--grammar and --json-schema do not go with --batch-file yet%s%s", "", "");
     int np;
     batch_seq *q = split_prompts(o->prompt_buf, o->prompt_len, &np);
     if (np == 0) fail("the batch file holds no prompt (one a line)");

@@ -54,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bpe_vocab.h"
 #include "deltafin.h"
@@ -789,9 +790,27 @@ static int pad_vocab(bpe_vocab *v, int n) {
     return 0;
 }
 
-/* --chat-template FILE: the file's text, as tokenizer.chat_template. */
+/* --chat-template NAME: each family's published template, from the real ones the Jinja tests hold (run from the
+ * repository's root). */
+static const char *const template_names[][2] = {
+    {"qwen3", "Qwen-Qwen3-0.6B"}, {"qwen3-coder", "Qwen3-Coder"}, {"qwen3.5", "Qwen3.5-4B"},
+    {"qwen2.5", "Qwen-Qwen2.5-7B-Instruct"}, {"deepseek-v3.1", "deepseek-ai-DeepSeek-V3.1"},
+    {"deepseek-v3.2", "deepseek-ai-DeepSeek-V3.2"}, {"deepseek-v4", "deepseek-ai-DeepSeek-V4"},
+    {"deepseek-r1", "llama-cpp-deepseek-r1"}, {"kimi-k2", "Kimi-K2-Instruct"}, {"kimi-k2-thinking", "Kimi-K2-Thinking"},
+    {"kimi-k3", "Kimi-K3"}, {"glm-4.6", "GLM-4.6"}, {"glm-4.7", "GLM-4.7-Flash"}, {"minimax-m2", "MiniMax-M2"},
+    {"gpt-oss", "openai-gpt-oss-120b"}, {"llama3.1", "meta-llama-Llama-3.1-8B-Instruct"},
+    {"llama3.2", "meta-llama-Llama-3.2-3B-Instruct"}, {"mistral", "Mistral-Small-3.2-24B-Instruct-2506"},
+    {"mistral-nemo", "mistralai-Mistral-Nemo-Instruct-2407"}, {"hermes", "NousResearch-Hermes-3-Llama-3.1-8B-tool_use"},
+};
+
+/* --chat-template FILE|NAME: the file's text (or the named family's template), as tokenizer.chat_template. */
 static void write_template(gw *w, const char *path) {
-    char err[1024], msg[1100];
+    char err[1024], msg[1100], named[512];
+    for (size_t i = 0; i < sizeof template_names / sizeof *template_names; i++)
+        if (!strcmp(path, template_names[i][0]) && access(path, F_OK) != 0) {
+            snprintf(named, sizeof named, "tests/data/jinja/templates/%s.jinja", template_names[i][1]);
+            path = named;
+        }
     char *t = df_read_input(path, 1 << 20, DF_INPUT_TEXT, NULL, NULL, err, sizeof err);
     if (!t) snprintf(msg, sizeof msg, "--chat-template: %s", err), die(msg);
     if (gw_str(w, "tokenizer.chat_template", t)) die("out of memory");
@@ -1258,7 +1277,9 @@ static void usage(void) {
             "               [--random-config SEED] (the preset's family, every hyperparameter drawn at random)\n"
             "               [--list-keys] (name each metadata key written on stdout)\n"
             "  vocabulary:  [--pre NAME] (tokenizer.ggml.pre) [--multilingual] (merges from CJK/emoji/... text)\n"
-            "               [--chat-template FILE] (tokenizer.chat_template)\n"
+            "               [--chat-template FILE|NAME] (tokenizer.chat_template; NAME: a family's own, qwen3 qwen3-coder\n"
+            "               qwen3.5 qwen2.5 deepseek-v3.1 deepseek-v3.2 deepseek-v4 deepseek-r1 kimi-k2 kimi-k2-thinking\n"
+            "               kimi-k3 glm-4.6 glm-4.7 minimax-m2 gpt-oss llama3.1 llama3.2 mistral mistral-nemo hermes)\n"
             "  experts:     [--experts N] [--experts-used K] [--n-ff-exp N] [--n-ff-shexp N] [--shared N]\n"
             "               [--dense-lead N] [--gating softmax|sigmoid] [--groups G:USED] [--norm-w 0|1]\n"
             "               [--w-scale F] [--probs-bias 0|1] [--router-skew S] [--router-corr A]\n"

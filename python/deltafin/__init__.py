@@ -59,7 +59,7 @@ class _SessionParams(ctypes.Structure):
 class _SamplerParams(ctypes.Structure):
     _fields_ = [("temp", ctypes.c_float), ("top_k", ctypes.c_int), ("top_p", ctypes.c_float),
                 ("min_p", ctypes.c_float), ("repeat_penalty", ctypes.c_float), ("repeat_last_n", ctypes.c_int),
-                ("seed", ctypes.c_uint64)]
+                ("seed", ctypes.c_uint64), ("presence_penalty", ctypes.c_float), ("frequency_penalty", ctypes.c_float)]
 
 
 class _ModelInfo(ctypes.Structure):

@@ -22,6 +22,7 @@
 #include "bind.h"
 #include "comm.h"
 #include "expar.h"
+#include "grammar.h"
 #include "moe.h"
 #include "quant.h"
 #include "requant.h"
@@ -233,7 +234,8 @@ void df_model_free(df_model *m) {
     free(m->hp.idx_full);
     free(m->hp.comp_ratio);
     free(m->path);
-    if (m->decode_mu_init) pthread_mutex_destroy(&m->decode_mu);
+    gram_vocab_free(m->gram_vocab);
+    if (m->decode_mu_init) pthread_mutex_destroy(&m->decode_mu), pthread_mutex_destroy(&m->gram_mu);
     free(m);
 }
 
@@ -515,6 +517,11 @@ static int load_primary(df_model *m, const df_model_params *p, char *err, size_t
 static df_model *model_new(void) {
     df_model *m = calloc(1, sizeof *m);
     if (m && pthread_mutex_init(&m->decode_mu, NULL) != 0) {
+        free(m);
+        return NULL;
+    }
+    if (m && pthread_mutex_init(&m->gram_mu, NULL) != 0) {
+        pthread_mutex_destroy(&m->decode_mu);
         free(m);
         return NULL;
     }

@@ -234,6 +234,9 @@ struct df_model {
      * step is one) and the tokens they ran (decode.c); MoE layers run and the
      * distinct experts they ran, the union of the rows' choices (moe.c) */
     uint64_t n_passes, n_pass_rows, n_moe_runs, n_union_experts;
+    struct gram_vocab *gram_vocab; /* the vocabulary sorted for constrained sampling (api/constrain.c), built on
+                              * first use under gram_mu */
+    pthread_mutex_t gram_mu;
     struct ep_state *ep;      /* expert parallel over a cluster (expar.h); NULL: this process runs every expert */
     int ep_loaded;            /* rank 0: the other ranks hold their share (df_model_free tells them to drop it) */
 };

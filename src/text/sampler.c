@@ -1,20 +1,29 @@
 /*
  * sampler.c - choosing the next token from logits.
  *
- * Pipeline, in llama.cpp's usual order: repetition penalty over the last
- * repeat_last_n emitted tokens, then (unless greedy) top-k, temperature,
+ * Pipeline, in llama.cpp's usual order: the logit biases, the penalties over
+ * the last repeat_last_n emitted tokens (repetition; presence and frequency),
+ * then (unless greedy) top-k, temperature,
  * softmax, top-p and min-p filtering, and a draw from the seeded generator.
  * Greedy (temp <= 0) takes the argmax after the penalty, ties to the lowest id.
  *
  * The generator is xoshiro256** seeded through splitmix64, so the same seed
  * and the same logits give the same tokens on every machine. All buffers are
  * allocated once in df_sampler_new: sampling allocates nothing.
+ *
+ * With a grammar (df_sampler_set_grammar, grammar.c): the token picked is
+ * checked against it; if refused, every token the grammar refuses is masked
+ * and the pipeline runs again from the penalised logits (llama.cpp's order: the
+ * same distribution as masking first, since a refused draw is redrawn from
+ * the rest, at the cost of one check when the model already complies). A
+ * grammar no token can continue ends the text with an end-of-generation token.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "deltafin.h"
+#include "grammar.h"
 
 typedef struct { float v; int32_t id; } cand;
 
@@ -27,6 +36,12 @@ struct df_sampler {
     float *prob;     /* (n_vocab) candidate probabilities */
     int32_t *recent; /* ring of the last repeat_last_n tokens */
     int n_recent, recent_head;
+    int32_t *bias_id; /* the logit biases (df_sampler_set_logit_bias) */
+    float *bias;
+    int n_bias;
+    gram_state *gs;  /* the grammar's state, or NULL */
+    const gram_vocab *gv;
+    uint8_t *allowed; /* (n_vocab) the grammar's mask */
 };
 
 df_sampler_params df_sampler_default_params(void) {
@@ -38,6 +53,7 @@ df_sampler_params df_sampler_default_params(void) {
     p.repeat_penalty = 1.0f;
     p.repeat_last_n = 64;
     p.seed = 0x5EED;
+    p.presence_penalty = p.frequency_penalty = 0.0f;
     return p;
 }
 
@@ -86,6 +102,10 @@ df_sampler *df_sampler_new(const df_sampler_params *p, int n_vocab) {
 
 void df_sampler_free(df_sampler *s) {
     if (!s) return;
+    gram_state_free(s->gs);
+    free(s->allowed);
+    free(s->bias_id);
+    free(s->bias);
     free(s->work);
     free(s->cand);
     free(s->prob);
@@ -93,7 +113,31 @@ void df_sampler_free(df_sampler *s) {
     free(s);
 }
 
+int sampler_set_grammar(df_sampler *s, gram_state *st, const gram_vocab *v) {
+    if (st && !s->allowed && !(s->allowed = malloc((size_t)s->n_vocab))) return -1;
+    gram_state_free(s->gs);
+    s->gs = st;
+    s->gv = v;
+    return 0;
+}
+
+int df_sampler_set_logit_bias(df_sampler *s, const int32_t *ids, const float *bias, int n) {
+    if (n < 0) return DF_E_INPUT;
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= s->n_vocab || !isfinite(bias[i])) return DF_E_INPUT;
+    int32_t *a = n ? malloc((size_t)n * sizeof *a) : NULL;
+    float *b = n ? malloc((size_t)n * sizeof *b) : NULL;
+    if (n && (!a || !b)) return free(a), free(b), DF_E_NOMEM;
+    if (n) memcpy(a, ids, (size_t)n * sizeof *a), memcpy(b, bias, (size_t)n * sizeof *b);
+    free(s->bias_id), free(s->bias);
+    s->bias_id = a, s->bias = b, s->n_bias = n;
+    return DF_OK;
+}
+
+int df_sampler_grammar_done(const df_sampler *s) { return s->gs ? gram_done(s->gs) : 0; }
+
 void df_sampler_accept(df_sampler *s, int32_t id) {
+    if (s->gs) gram_accept(s->gs, id);
     if (s->p.repeat_last_n <= 0) return;
     s->recent[s->recent_head] = id;
     s->recent_head = (s->recent_head + 1) % s->p.repeat_last_n;
@@ -135,21 +179,41 @@ static int select_top(const float *w, int n, int k, cand *c) {
     return size;
 }
 
+static int32_t pick(df_sampler *s, const float *w);
+
 int32_t df_sampler_sample(df_sampler *s, const float *logits) {
     const int n = s->n_vocab;
     float *w = s->work;
     memcpy(w, logits, (size_t)n * sizeof(float));
-    if (s->p.repeat_penalty != 1.0f && s->p.repeat_penalty > 0.0f) {
+    for (int i = 0; i < s->n_bias; i++) w[s->bias_id[i]] += s->bias[i];
+    const int repeat = s->p.repeat_penalty != 1.0f && s->p.repeat_penalty > 0.0f;
+    if (repeat || s->p.presence_penalty != 0.0f || s->p.frequency_penalty != 0.0f) {
         for (int i = 0; i < s->n_recent; i++) {
             int32_t id = s->recent[i];
             if (id < 0 || id >= n) continue;
-            /* apply once per distinct token */
-            int seen = 0;
+            /* apply once per distinct token: its first place in the window, counting the others */
+            int seen = 0, count = 1;
             for (int j = 0; j < i; j++) seen |= s->recent[j] == id;
             if (seen) continue;
-            w[id] = w[id] > 0 ? w[id] / s->p.repeat_penalty : w[id] * s->p.repeat_penalty;
+            for (int j = i + 1; j < s->n_recent; j++) count += s->recent[j] == id;
+            if (repeat) w[id] = w[id] > 0 ? w[id] / s->p.repeat_penalty : w[id] * s->p.repeat_penalty;
+            w[id] -= s->p.presence_penalty + s->p.frequency_penalty * (float)count;
         }
     }
+    const int32_t tok = pick(s, w);
+    if (!s->gs || gram_allows(s->gs, tok)) return tok;
+    if (gram_mask(s->gs, s->allowed) == 0) { /* nothing continues the grammar: end the text */
+        const int32_t end = gram_vocab_eog(s->gv);
+        return end >= 0 ? end : tok;
+    }
+    for (int i = 0; i < n; i++)
+        if (!s->allowed[i]) w[i] = -INFINITY;
+    return pick(s, w);
+}
+
+/* The token the pipeline picks from penalised logits w (-INFINITY: never). */
+static int32_t pick(df_sampler *s, const float *w) {
+    const int n = s->n_vocab;
     if (s->p.temp <= 0.0f) {
         int best = 0;
         for (int i = 1; i < n; i++)
@@ -190,6 +254,7 @@ int32_t df_sampler_sample(df_sampler *s, const float *logits) {
         acc += s->prob[i];
         if (r < acc) return s->cand[i].id;
     }
+    while (m > 1 && s->prob[m - 1] <= 0.0f) m--; /* rounding left r at the end: the last possible one */
     return s->cand[m - 1].id;
 }
 

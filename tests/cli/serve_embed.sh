@@ -15,19 +15,9 @@
 set -u
 B=${1:-build}
 D="$B/deltafin"
-S=${DELTAFIN_SHARED:-../shared}/models/stories260K.gguf
-T=$(mktemp -d /tmp/deltafin-embed-XXXXXX)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$T"; }
-trap cleanup EXIT
 . "$(dirname "${BASH_SOURCE[0]}")/../cli_common.sh"
-[ -f "$S" ] || { echo "SKIPPED: $S not found"; exit 0; }
-command -v jq > /dev/null && command -v curl > /dev/null || { echo "SKIPPED: jq or curl not found"; exit 0; }
-SLOW=1; [ -n "${DELTAFIN_SANITIZED:-}" ] && SLOW=4
+serve_test_setup embed
 REF="$(dirname "${BASH_SOURCE[0]}")/../../scripts/llama-ref.sh"
-post() { curl -s -w '\n%{http_code}' "$U$1" -H 'Content-Type: application/json' -d "$2"; }
-body() { sed '$d' <<< "$1"; }
-code() { tail -n 1 <<< "$1"; }
 # largest |a - b| of two JSON arrays of numbers
 maxdiff() { jq -n --argjson a "$1" --argjson b "$2" '[range($a | length)] | map(($a[.] - $b[.]) | fabs) | max'; }
 # llama.cpp's embedding of the ids "$2" with pooling $3 in model $1, as a JSON array

@@ -15,21 +15,11 @@
 set -u
 B=${1:-build}
 D="$B/deltafin"
-S=${DELTAFIN_SHARED:-../shared}/models/stories260K.gguf
-T=$(mktemp -d /tmp/deltafin-extras-XXXXXX)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$T"; }
-trap cleanup EXIT
 . "$(dirname "${BASH_SOURCE[0]}")/../cli_common.sh"
-[ -f "$S" ] || { echo "SKIPPED: $S not found"; exit 0; }
-command -v jq > /dev/null && command -v curl > /dev/null || { echo "SKIPPED: jq or curl not found"; exit 0; }
-SLOW=1; [ -n "${DELTAFIN_SANITIZED:-}" ] && SLOW=4
+serve_test_setup extras
 
 serve_start "$T/s1.log" -m "$S" -c 256 --chat-template chatml --parallel 2
 U="http://127.0.0.1:$PORT"
-post() { curl -s -w '\n%{http_code}' "$U$1" -H 'Content-Type: application/json' -d "$2"; }
-body() { sed '$d' <<< "$1"; }
-code() { tail -n 1 <<< "$1"; }
 
 P="Once upon a time, there was a girl"
 r=$(post /tokenize "{\"content\":\"$P\"}")
@@ -88,6 +78,33 @@ fi
 r=$(post /v1/messages '{"max_tokens":4,"messages":[{"role":"user","content":"Hi"}],"stop_sequences":[1]}')
 check "an Anthropic request goes through the same checks, answered in Anthropic's error shape" \
     test "$(code "$r")/$(body "$r" | jq -r '.type + " " + .error.type')" = "400/error invalid_request_error"
+
+# every field is implemented or refused (issue 35 item 4): unknown ones and unsupported values are a 400 naming
+# them, OpenAI's hints are accepted; logit_bias, presence/frequency penalties and echo work
+r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":2,"frobnicate":1}')
+check "an unknown field: 400 naming it" test "$(code "$r")/$(body "$r" | jq -r .error.param)" = 400/frobnicate
+for f in '"best_of":3' '"suffix":"x"' '"typical_p":0.5' '"mirostat":2' '"tool_choice":"required"' '"modalities":["audio"]'; do
+    r=$(post /v1/completions "{\"prompt\":\"Hi\",\"max_tokens\":2,$f}")
+    check "$f: 400 naming it, never ignored" test "$(code "$r")/$(body "$r" | jq -r .error.param)" = "400/$(cut -d'"' -f2 <<< "$f")"
+done
+r=$(post /v1/completions '{"prompt":"Hi","max_tokens":2,"user":"u1","metadata":{"a":"b"},"store":false,"cache_prompt":true}')
+check "OpenAI's hints (user, metadata, store) and llama-server's cache_prompt are accepted" test "$(code "$r")" = 200
+tok=$(body "$(post /tokenize '{"content":" the"}')" | jq '.tokens[-1]')
+r=$(post /v1/completions "{\"prompt\":\"Once\",\"max_tokens\":5,\"temperature\":0,\"logit_bias\":{\"$tok\":100}}")
+check "logit_bias +100: that token every time" test "$(body "$r" | jq -r '.choices[0].text')" = " the the the the the"
+g0=$(body "$(post /v1/completions '{"prompt":"Once upon","max_tokens":24,"temperature":0}')" | jq -r '.choices[0].text')
+r=$(post /v1/completions "{\"prompt\":\"Once upon\",\"max_tokens\":24,\"temperature\":0,\"logit_bias\":{\"$(body "$(post /tokenize '{"content":" a"}')" | jq '.tokens[-1]')\":-100}}")
+check "logit_bias -100: the token never comes" test -z "$(body "$r" | jq -r '.choices[0].text' | grep -w a)"
+g40=$(body "$(post /v1/completions '{"prompt":"Once upon","max_tokens":40,"temperature":0}')" | jq -r '.choices[0].text')
+r=$(post /v1/completions '{"prompt":"Once upon","max_tokens":40,"temperature":0,"frequency_penalty":2,"presence_penalty":2}')
+check "presence and frequency penalties change a greedy answer" test "$(body "$r" | jq -r '.choices[0].text')" != "$g40"
+r=$(post /v1/completions '{"prompt":"Once upon","max_tokens":24,"temperature":0,"echo":true}')
+check "echo: the prompt, then the answer" test "$(body "$r" | jq -r '.choices[0].text')" = "Once upon$g0"
+s=$(curl -s "$U/v1/completions" -H 'Content-Type: application/json' -d '{"prompt":"Once upon","max_tokens":24,"temperature":0,"echo":true,"stream":true}' |
+    grep '^data: {' | sed 's/^data: //' | jq -rj '.choices[0].text')
+check "... streamed too" test "$s" = "Once upon$g0"
+r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":2,"echo":true}')
+check "echo on a chat: 400" test "$(code "$r")/$(body "$r" | jq -r .error.param)" = 400/echo
 
 # a log line per request (issue 40 item 7)
 check "the log has a line per request, with its tokens and speed" \

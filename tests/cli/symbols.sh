@@ -23,7 +23,7 @@ T=$(mktemp -d /tmp/deltafin-symbols-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 LIB="$B/libdeltafin.a"
 INTLIB="$B/libdeltafin-internal.a"
-LIBS=(-lpcre2-8 -lutf8proc -luring -lm -pthread)
+LIBS=(-lpcre2-8 -lutf8proc -luring -lcjson -lm -pthread)
 # a sanitized archive needs the sanitizer runtimes in the program too
 sanitized=$(nm -u "$LIB" 2> /dev/null | grep -c __asan_)
 [ "${sanitized:-0}" -gt 0 ] && LIBS+=(-fsanitize=address,undefined)
