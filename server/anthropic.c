@@ -102,13 +102,23 @@ static void add_message(cJSON *msgs, const char *role, const char *content) {
     cJSON_AddItemToArray(msgs, m);
 }
 
-/* Append text to the growing string *acc (malloc'd). */
-static int append(char **acc, const char *text) {
-    const size_t a = *acc ? strlen(*acc) : 0, b = strlen(text);
-    char *s = realloc(*acc, a + b + 1);
-    if (!s) return -1;
-    memcpy(s + a, text, b + 1);
-    *acc = s;
+/* A growing string: its bytes (malloc'd, NUL-terminated), length and room. */
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+} sbuf;
+
+static int append(sbuf *b, const char *text) {
+    const size_t k = strlen(text);
+    if (b->n + k + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + k + 1) cap *= 2;
+        char *t = realloc(b->p, cap);
+        if (!t) return -1;
+        b->p = t, b->cap = cap;
+    }
+    memcpy(b->p + b->n, text, k + 1);
+    b->n += k;
     return 0;
 }
 
@@ -140,7 +150,7 @@ static int translate_message(const cJSON *m, int i, cJSON *msgs, char *err, size
     const int user = role->valuestring[0] == 'u';
     if (cJSON_IsString(content)) return add_message(msgs, role->valuestring, content->valuestring), 0;
     if (!cJSON_IsArray(content)) return FAIL("messages[%d].content must be a string or an array of content blocks", i);
-    char *text = NULL, *thinking = NULL;
+    sbuf text = {0}, thinking = {0};
     cJSON *calls = cJSON_CreateArray();
     const cJSON *b;
     int rc = 0;
@@ -168,7 +178,7 @@ static int translate_message(const cJSON *m, int i, cJSON *msgs, char *err, size
             if (!cJSON_IsString(id)) rc = FAIL("messages[%d]: a tool_result block needs a string tool_use_id", i);
             else if (rc_content && block_text(rc_content, what, &out, err, errlen)) rc = -1;
             else {
-                if (text) add_message(msgs, "user", text), free(text), text = NULL; /* the order kept */
+                if (text.p) add_message(msgs, "user", text.p), free(text.p), text = (sbuf){0}; /* the order kept */
                 cJSON *tm = cJSON_CreateObject();
                 cJSON_AddStringToObject(tm, "role", "tool");
                 cJSON_AddStringToObject(tm, "tool_call_id", id->valuestring);
@@ -184,17 +194,17 @@ static int translate_message(const cJSON *m, int i, cJSON *msgs, char *err, size
         }
         if (rc) break;
     }
-    if (!rc && (text || cJSON_GetArraySize(calls) || thinking)) {
+    if (!rc && (text.p || cJSON_GetArraySize(calls) || thinking.p)) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "role", role->valuestring);
-        cJSON_AddStringToObject(o, "content", text ? text : "");
-        if (thinking) cJSON_AddStringToObject(o, "reasoning_content", thinking);
+        cJSON_AddStringToObject(o, "content", text.p ? text.p : "");
+        if (thinking.p) cJSON_AddStringToObject(o, "reasoning_content", thinking.p);
         if (cJSON_GetArraySize(calls)) cJSON_AddItemToObject(o, "tool_calls", calls), calls = NULL;
         cJSON_AddItemToArray(msgs, o);
     }
     cJSON_Delete(calls);
-    free(text);
-    free(thinking);
+    free(text.p);
+    free(thinking.p);
     return rc;
 }
 

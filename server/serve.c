@@ -1259,7 +1259,8 @@ int df_cmd_serve(int argc, char **argv) {
     }
     df_model_params pp = mp; /* the plan it runs under (without --mem: all in memory), for /metrics */
     if (!pp.mem_budget) pp.mem_budget = (uint64_t)1 << 50;
-    srv.plan_ok = df_model_plan(o.model, &pp, &srv.plan, err, sizeof err) == 0 && srv.plan.minimum <= pp.mem_budget;
+    srv.plan_ok = srv.mem_bps > 0 && df_model_plan(o.model, &pp, &srv.plan, err, sizeof err) == 0 &&
+                  srv.plan.minimum <= pp.mem_budget; /* no prediction without a measured memory speed */
     df_session_params sp = df_session_default_params();
     sp.n_ctx = o.ctx;
     sp.kv_type = mp.kv_type;

@@ -61,6 +61,8 @@ typedef struct gparse {
     gvec *rules;
     char **names;      /* NULL for a rule the parser made (a group or a repetition) */
     int nr, cap;
+    int *index;        /* the named rules by name: open addressing, id + 1 (0: empty), hcap a power of two */
+    int hcap, nnamed;
     long total;        /* elements in all rules */
     char *err;
     size_t errlen;
@@ -99,11 +101,37 @@ static int push(gparse *ps, int r, uint32_t type, uint32_t value) {
     return 0;
 }
 
+static uint32_t hash_name(const char *s, size_t n) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
+}
+
+/* The index's slot for name: where the rule is, or the empty slot where it would go. */
+static int *name_slot(gparse *ps, const char *name, size_t len) {
+    for (uint32_t h = hash_name(name, len) & (uint32_t)(ps->hcap - 1);; h = (h + 1) & (uint32_t)(ps->hcap - 1)) {
+        const int id = ps->index[h] - 1;
+        if (id < 0 || (strlen(ps->names[id]) == len && !memcmp(ps->names[id], name, len))) return &ps->index[h];
+    }
+}
+
+/* Keep the index at most half full. 0, or -1 when out of memory. */
+static int index_grow(gparse *ps) {
+    if (2 * (ps->nnamed + 1) <= ps->hcap) return 0;
+    int *old = ps->index, ocap = ps->hcap;
+    ps->hcap = ocap ? 2 * ocap : 64;
+    if (!(ps->index = calloc((size_t)ps->hcap, sizeof *ps->index))) return ps->index = old, ps->hcap = ocap, -1;
+    for (int i = 0; i < ocap; i++)
+        if (old[i]) *name_slot(ps, ps->names[old[i] - 1], strlen(ps->names[old[i] - 1])) = old[i];
+    free(old);
+    return 0;
+}
+
 /* A rule's id: the named one (made on first use), or a new unnamed one (name NULL). -1 on failure. */
 static int rule_id(gparse *ps, const char *name, size_t len) {
-    if (name)
-        for (int i = 0; i < ps->nr; i++)
-            if (ps->names[i] && strlen(ps->names[i]) == len && !memcmp(ps->names[i], name, len)) return i;
+    if (name && index_grow(ps) != 0) return fail(ps, "out of memory"), -1;
+    int *slot = name ? name_slot(ps, name, len) : NULL;
+    if (slot && *slot) return *slot - 1;
     if (ps->nr == GRAM_MAX_RULES) return fail(ps, "more than %d rules", GRAM_MAX_RULES), -1;
     if (ps->nr == ps->cap) {
         const int cap = ps->cap ? 2 * ps->cap : 32;
@@ -117,6 +145,7 @@ static int rule_id(gparse *ps, const char *name, size_t len) {
     memset(&ps->rules[ps->nr], 0, sizeof ps->rules[ps->nr]);
     ps->names[ps->nr] = NULL;
     if (name && !(ps->names[ps->nr] = strndup(name, len))) return fail(ps, "out of memory"), -1;
+    if (slot) *slot = ps->nr + 1, ps->nnamed++;
     return ps->nr++;
 }
 
@@ -489,6 +518,7 @@ gram *gram_parse(const char *text, size_t len, char *err, size_t errlen) {
     for (int r = 0; r < ps.nr; r++) free(ps.rules[r].v), free(ps.names[r]);
     free(ps.rules);
     free(ps.names);
+    free(ps.index);
     if (ps.failed) {
         gram_free(g);
         return NULL;
