@@ -144,10 +144,12 @@ static void test_router_matches_float64(void **state) {
             df_moe_probs(&h, pf);
             int32_t ids[64];
             float w[64];
-            df_moe_select(&h, pf, vr->bias ? biasf : NULL, ids, w);
+            const float margin = df_moe_select(&h, pf, vr->bias ? biasf : NULL, ids, w);
             int rid[64];
             double rw[64];
             double gap = ref_route(vr, X, K, lg, vr->bias ? bias : NULL, rid, rw);
+            if (isinf(gap) != isinf(margin) || (!isinf(gap) && fabs(margin - gap) > 1e-5 * fmax(1.0, fabs(gap))))
+                fail_msg("variant %zu token %d: routing margin %.9g, float64 reference %.9g", v, t, margin, gap);
             if (gap < 1e-5) { /* a tie at float32 resolution: either answer is right */
                 ties++;
                 continue;
@@ -218,9 +220,13 @@ static void test_only_selected_experts_are_fetched(void **state) {
     memset(seen, 0, sizeof seen);
     int32_t pos;
     int16_t lk[2];
+    float margin;
+    assert_int_equal(hdr[1], 2);
     while (fread(&pos, 4, 1, f) == 1) {
         assert_int_equal(fread(lk, 2, 2, f), 2);
         assert_int_equal(lk[1], K);
+        assert_int_equal(fread(&margin, 4, 1, f), 1);
+        assert_true(margin >= 0); /* the last chosen is at least as good as the best unchosen */
         assert_true(lk[0] >= m->hp.n_layer_dense_lead && lk[0] < m->hp.n_layer);
         float wsum = 0;
         for (int j = 0; j < K; j++) {

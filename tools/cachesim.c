@@ -3,6 +3,7 @@
  * policies and print each one's hit rate.
  *
  *   cachesim TRACE --slots N [--decay D] [--json]
+ *   cachesim TRACE --near-ties EPS
  *
  * Why: out of core, tokens/s is disk throughput over bytes read per token, so
  * the expert cache's hit rate is speed. A trace from `deltafin run
@@ -30,6 +31,11 @@
  * miss, as Deltafin counts them. Deltafin's prefetch guesses are not
  * modelled: these are the demand policies. overlap measures how alike
  * consecutive tokens route (mkmodel's --topics and --router-corr knobs).
+ *
+ * --near-ties lists the routing choices whose margin (docs/trace.md) is at
+ * most EPS, one "position P layer L margin M" line each: the choices any
+ * rounding may flip, which tests/sweep.sh asks for when two engines part at
+ * one position of a Mixture-of-Experts model.
  */
 #include <errno.h>
 #include <math.h>
@@ -76,14 +82,16 @@ static uint32_t le32(const uint8_t *b) { return (uint32_t)b[0] | (uint32_t)b[1] 
  * tokens of one forward pass (a prompt batch, or one generated token) ask for
  * one layer's experts at once, and an expert named by several of them is read
  * once. A new forward pass starts when the layer does not go up, except
- * within a batch (same layer, next position). */
-static void load_trace(const char *path, trace *t) {
+ * within a batch (same layer, next position). With tie_eps >= 0, prints the
+ * records whose margin is at most tie_eps (version 2 traces) as it reads. */
+static void load_trace(const char *path, trace *t, double tie_eps) {
     FILE *f = fopen(path, "rb");
     if (!f) die("cannot open %s", path);
     uint8_t h[20];
     if (fread(h, 1, 20, f) != 20) die("%s: not a routing trace (short header)", path);
     const uint32_t magic = le32(h), ver = le32(h + 4), nl = le32(h + 8), ne = le32(h + 12), k = le32(h + 16);
-    if (magic != 0x52544644u || ver != 1) die("%s: not a version-1 routing trace", path);
+    if (magic != 0x52544644u || (ver != 1 && ver != 2)) die("%s: not a version-1 or 2 routing trace", path);
+    if (tie_eps >= 0 && ver < 2) die("%s: a version-1 trace has no margins", path);
     if (nl < 1 || nl > 4096 || ne < 1 || ne > 65536 || k < 1 || k > ne) die("%s: implausible trace header", path);
     t->n_layer = (int)nl;
     t->n_expert = (int)ne;
@@ -104,6 +112,14 @@ static void load_trace(const char *path, trace *t) {
         const int32_t pos = (int32_t)le32(rec);
         const int layer = (int16_t)(rec[4] | rec[5] << 8), rk = (int16_t)(rec[6] | rec[7] << 8);
         if (layer < 0 || layer >= t->n_layer || rk != t->k) die("%s: corrupt record", path);
+        uint8_t mb[4];
+        if (ver >= 2 && fread(mb, 1, 4, f) != 4) die("%s: truncated record", path);
+        if (ver >= 2 && tie_eps >= 0) {
+            const uint32_t u = le32(mb);
+            float margin;
+            memcpy(&margin, &u, 4);
+            if (margin <= tie_eps) printf("position %d layer %d margin %.3g\n", pos, layer, (double)margin);
+        }
         const int same_batch = layer == prev_layer && pos == prev_pos + 1;
         const int new_step = t->n_group > 0 && layer <= prev_layer && !same_batch;
         if (t->n_group == 0 || new_step || layer != prev_layer) { /* a new group */
@@ -317,21 +333,28 @@ static double overlap(const trace *t) {
 int main(int argc, char **argv) {
     const char *path = NULL;
     int slots = 0, json = 0;
-    double decay = WS_FREQ_DECAY;
+    double decay = WS_FREQ_DECAY, tie_eps = -1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--slots") && i + 1 < argc) slots = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--decay") && i + 1 < argc) decay = strtod(argv[++i], NULL);
         else if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--near-ties") && i + 1 < argc) tie_eps = strtod(argv[++i], NULL);
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: cachesim TRACE --slots N [--decay D] [--json]\n");
+            printf("usage: cachesim TRACE --slots N [--decay D] [--json]\n       cachesim TRACE --near-ties EPS\n");
             return 0;
         } else if (argv[i][0] != '-' && !path) path = argv[i];
         else die("unknown argument '%s' (usage: cachesim TRACE --slots N [--decay D] [--json])", argv[i]);
     }
+    if (path && tie_eps >= 0) { /* list the near ties, simulate nothing */
+        trace t;
+        load_trace(path, &t, tie_eps);
+        free(t.off), free(t.key), free(t.mult), free(t.step), free(t.next);
+        return 0;
+    }
     if (!path || slots < 1) die("%s", "usage: cachesim TRACE --slots N [--decay D] [--json]");
     if (!(decay > 0 && decay <= 1)) die("%s", "--decay must be in (0, 1]");
     trace t;
-    load_trace(path, &t);
+    load_trace(path, &t, -1);
     const double lru = run_policy(&t, P_LRU, slots, decay), lfu = run_policy(&t, P_LFU, slots, decay);
     const double freq = run_policy(&t, P_FREQ, slots, decay), bel = run_policy(&t, P_BELADY, slots, decay);
     double stc;

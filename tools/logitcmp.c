@@ -16,9 +16,12 @@
  * engine's pick is within 1e-4 of the truth's best (relative to the row's
  * largest magnitude): a tie that any rounding may break, and outliers the
  * positions whose largest difference is over 1e-3 of the largest truth
- * logit, with rel2 the largest relative difference over the other
- * positions (a float-level tie inside the model, such as a sparse
- * attention's k-th and (k+1)-th scores, moves one position). Used by
+ * logit (first_outlier the first of them, -1 if none), with rel2 the largest
+ * relative difference over the other positions (a float-level tie inside
+ * the model, such as a sparse attention's k-th and (k+1)-th scores, moves one
+ * position). kl_trim is the mean KL without the worst 2% of positions
+ * (rounded up): what tests/truth.sh pools for Mixture-of-Experts models,
+ * where a router flip moves a position by nats either way. Used by
  * tests/truth.sh (Deltafin at least as close to the float truth as
  * llama.cpp) and tests/sweep.sh (f32 models against llama.cpp).
  */
@@ -58,6 +61,20 @@ static void log_softmax(const float *x, long n, double *out) {
     for (long i = 0; i < n; i++) out[i] = (double)x[i] - lse;
 }
 
+static int by_value(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The mean of kl[0..n) without its ceil(2% of n) largest (sorts kl). */
+static double trimmed_mean(double *kl, long n) {
+    qsort(kl, (size_t)n, sizeof *kl, by_value);
+    const long keep = n - (n * 2 + 99) / 100;
+    double s = 0;
+    for (long i = 0; i < keep; i++) s += kl[i];
+    return keep > 0 ? s / (double)keep : 0;
+}
+
 static long argmax(const float *x, long n) {
     long b = 0;
     for (long i = 1; i < n; i++)
@@ -84,8 +101,8 @@ int main(int argc, char **argv) {
         if (pe != pt) die("position count differs from the truth's: ", argv[a]);
         double kl_sum = 0, kl_max = 0, dmax = 0, rmax = 0;
         long agree = 0, ties = 0;
-        double *dpos = malloc(sizeof(double) * (size_t)pt);
-        if (!dpos) die("out of memory", NULL);
+        double *dpos = malloc(sizeof(double) * (size_t)pt), *kpos = malloc(sizeof(double) * (size_t)pt);
+        if (!dpos || !kpos) die("out of memory", NULL);
         for (long p = 0; p < pt; p++) {
             const float *t = truth + p * vocab, *e = eng + p * vocab;
             log_softmax(t, vocab, lp);
@@ -93,6 +110,7 @@ int main(int argc, char **argv) {
             double kl = 0;
             for (long i = 0; i < vocab; i++) kl += exp(lp[i]) * (lp[i] - lq[i]);
             kl = kl > 0 ? kl : 0; /* rounding can leave -1e-17 */
+            kpos[p] = kl;
             kl_sum += kl;
             kl_max = kl > kl_max ? kl : kl_max;
             double row = 0, drow = 0;
@@ -109,17 +127,22 @@ int main(int argc, char **argv) {
             ties += at != ae && (double)t[at] - (double)t[ae] <= 1e-4 * row;
         }
         const double den = rmax > 0 ? rmax : 1.0;
-        long outliers = 0;
+        long outliers = 0, first_out = -1;
         double rest = 0;
         for (long p = 0; p < pt; p++) {
-            if (dpos[p] / den > 1e-3) outliers++;
-            else rest = dpos[p] / den > rest ? dpos[p] / den : rest;
+            if (dpos[p] / den > 1e-3) {
+                if (!outliers++) first_out = p;
+            } else {
+                rest = dpos[p] / den > rest ? dpos[p] / den : rest;
+            }
         }
+        const double trim = trimmed_mean(kpos, pt);
         free(dpos);
-        printf("%s{\"file\":\"%s\",\"mean_kl\":%.9g,\"max_kl\":%.9g,\"top1\":%.6f,\"rel\":%.3e,\"argmax_bad\":%ld,"
-               "\"near_ties\":%ld,\"outliers\":%ld,\"rel2\":%.3e}",
-               a > first + 1 ? "," : "", argv[a], kl_sum / (double)pt, kl_max, (double)agree / (double)pt, dmax / den,
-               pt - agree, ties, outliers, rest);
+        free(kpos);
+        printf("%s{\"file\":\"%s\",\"mean_kl\":%.9g,\"max_kl\":%.9g,\"kl_trim\":%.9g,\"top1\":%.6f,\"rel\":%.3e,"
+               "\"argmax_bad\":%ld,\"near_ties\":%ld,\"outliers\":%ld,\"first_outlier\":%ld,\"rel2\":%.3e}",
+               a > first + 1 ? "," : "", argv[a], kl_sum / (double)pt, kl_max, trim, (double)agree / (double)pt,
+               dmax / den, pt - agree, ties, outliers, first_out, rest);
         free(eng);
     }
     printf("]}\n");

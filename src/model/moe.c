@@ -130,9 +130,12 @@ static void top_k(const float *v, int n, int k, int32_t *out) {
     }
 }
 
-void df_moe_select(const df_hparams *h, const float *probs, const float *bias, int32_t *ids, float *w) {
+/* Choose one token's experts (moe.h); returns the choice's margin: the
+ * smaller of the group choice's (the last kept group's score minus the best
+ * left out) and the expert choice's. */
+float df_moe_select(const df_hparams *h, const float *probs, const float *bias, int32_t *ids, float *w) {
     const int X = h->n_expert, K = h->n_expert_used;
-    float sel[MAX_EXPERTS];
+    float sel[MAX_EXPERTS] = {0}, margin = INFINITY; /* zeroed: the compiler cannot see X <= MAX_EXPERTS */
     for (int e = 0; e < X; e++) sel[e] = bias ? probs[e] + bias[e] : probs[e];
     if (h->n_expert_groups > 1) {
         const int G = h->n_expert_groups, per = X / G;
@@ -143,15 +146,26 @@ void df_moe_select(const df_hparams *h, const float *probs, const float *bias, i
             gscore[g] = sel[g * per + best2[0]] + sel[g * per + best2[1]];
         }
         top_k(gscore, G, h->n_group_used, keep);
+        float gnext = -INFINITY; /* the best group left out */
         for (int g = 0; g < G; g++) {
             int kept = 0;
             for (int j = 0; j < h->n_group_used; j++) kept |= keep[j] == g;
-            if (!kept)
-                for (int e = 0; e < per; e++) sel[g * per + e] = -INFINITY;
+            if (kept) continue;
+            gnext = gscore[g] > gnext ? gscore[g] : gnext;
+            for (int e = 0; e < per; e++) sel[g * per + e] = -INFINITY;
         }
+        if (gnext > -INFINITY) margin = gscore[keep[h->n_group_used - 1]] - gnext;
     }
     top_k(sel, X, K, ids);
     df_moe_weights(h, probs, ids, w);
+    float next = -INFINITY; /* the best unchosen expert (of the groups kept) */
+    for (int e = 0; e < X; e++) {
+        int chosen = 0;
+        for (int j = 0; j < K; j++) chosen |= ids[j] == e;
+        if (!chosen && sel[e] > next) next = sel[e];
+    }
+    if (next > -INFINITY && sel[ids[K - 1]] - next < margin) margin = sel[ids[K - 1]] - next;
+    return margin;
 }
 
 void df_moe_weights(const df_hparams *h, const float *probs, const int32_t *ids, float *w) {
@@ -196,6 +210,7 @@ static int route_hash(df_session *s, df_layer *L, int n, char *err, size_t errle
         if (rc) break;
         memcpy(s->topk_id + (int64_t)t * K, ids, sizeof(int32_t) * (size_t)K);
         df_moe_weights(h, s->router + (int64_t)t * h->n_expert, ids, s->topk_w + (int64_t)t * K);
+        s->topk_margin[t] = INFINITY; /* chosen by the token, not by scores */
     }
     ws_release(s->m->ws, L->ffn_tid2eid);
     return rc;
@@ -212,8 +227,9 @@ static int route(df_session *s, df_layer *L, const float *x, int n, char *err, s
     const float *bias = L->exp_probs_b ? ws_fetch(s->m->ws, L->exp_probs_b, err, errlen) : NULL;
     if (L->exp_probs_b && !bias) return -1;
     for (int t = 0; t < n; t++)
-        df_moe_select(h, s->router + (int64_t)t * X, bias, s->topk_id + (int64_t)t * h->n_expert_used,
-                      s->topk_w + (int64_t)t * h->n_expert_used);
+        s->topk_margin[t] = df_moe_select(h, s->router + (int64_t)t * X, bias,
+                                          s->topk_id + (int64_t)t * h->n_expert_used,
+                                          s->topk_w + (int64_t)t * h->n_expert_used);
     if (bias) ws_release(s->m->ws, L->exp_probs_b);
     return 0;
 }
@@ -226,6 +242,7 @@ static void trace(df_session *s, int l, int n) {
         int16_t hdr[2] = {(int16_t)l, (int16_t)K};
         fwrite(&pos, 4, 1, s->trace);
         fwrite(hdr, 2, 2, s->trace);
+        fwrite(&s->topk_margin[t], 4, 1, s->trace);
         for (int j = 0; j < K; j++) {
             fwrite(&s->topk_id[t * K + j], 4, 1, s->trace);
             fwrite(&s->topk_w[t * K + j], 4, 1, s->trace);

@@ -36,9 +36,13 @@ int df_moe_run_owned(df_session *s, int l, const float *x, int n, const int32_t 
                      size_t errlen);
 /* The router's pieces, exposed for tests: router logits -> probabilities
  * (softmax or sigmoid, in place), then top-k selection on one token's
- * probabilities (with optional bias and groups) giving ids and weights. */
+ * probabilities (with optional bias and groups) giving ids and weights, and
+ * returning the choice's margin: the last chosen expert's selection score
+ * minus the best unchosen one's, or the same for groups where that is
+ * smaller (INFINITY when every expert is chosen). A
+ * margin at float resolution is a tie any rounding may break (docs/trace.md). */
 void df_moe_probs(const df_hparams *h, float *p);
-void df_moe_select(const df_hparams *h, const float *probs, const float *bias, int32_t *ids, float *w);
+float df_moe_select(const df_hparams *h, const float *probs, const float *bias, int32_t *ids, float *w);
 /* The weights of the chosen ids (df_moe_select's second half; deepseek4's
  * hash routing chooses by token id): their probabilities, normalised and
  * scaled as the hyperparameters say. */

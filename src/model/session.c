@@ -295,6 +295,7 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
         FLOATS(router, B, h->n_expert);
         ITEM(s->topk_id, (uint64_t)nk * sizeof(int32_t));
         FLOATS(topk_w, nk, 1);
+        FLOATS(topk_margin, B, 1);
         ITEM(s->tok_of, (uint64_t)nk * sizeof(int32_t));
         ITEM(s->slot_of, (uint64_t)nk * sizeof(int32_t));
         FLOATS(ex_x, B, h->n_embd);
@@ -729,6 +730,7 @@ void df_session_free(df_session *s) {
     free(s->router);
     free(s->topk_id);
     free(s->topk_w);
+    free(s->topk_margin);
     free(s->tok_of);
     free(s->slot_of);
     free(s->ex_x);
@@ -909,7 +911,7 @@ int df_session_trace_experts(df_session *s, const char *path, char *err, size_t 
     df_out *o = df_outfile_open(path, "DFTR", 4, e2, sizeof e2);
     if (!o) return df_seterr(err, errlen, "the expert trace: %s", e2);
     FILE *f = df_out_stream(o);
-    const uint32_t hdr[5] = {0x52544644u /* "DFTR" */, 1, (uint32_t)h->n_layer, (uint32_t)h->n_expert,
+    const uint32_t hdr[5] = {0x52544644u /* "DFTR" */, 2, (uint32_t)h->n_layer, (uint32_t)h->n_expert,
                              (uint32_t)h->n_expert_used};
     if (!f || fwrite(hdr, sizeof hdr, 1, f) != 1) {
         df_out_abort(o);

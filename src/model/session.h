@@ -71,6 +71,7 @@ struct df_session {
     float *router;          /* (n_batch, n_expert) router probabilities */
     int32_t *topk_id;       /* (n_batch, n_expert_used) */
     float *topk_w;          /* (n_batch, n_expert_used) */
+    float *topk_margin;     /* (n_batch) each token's routing margin (df_moe_select) */
     int32_t *tok_of;        /* (n_batch * n_expert_used) tokens grouped by expert */
     int32_t *slot_of;       /* same, the slot within the token's top-k */
     float *ex_x, *ex_h, *ex_h2, *ex_y; /* gathered rows for one expert */

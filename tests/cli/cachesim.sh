@@ -53,6 +53,25 @@ out=$("$B/cachesim" "$T/batch.bin" --slots 4 --json)
 check "a batch is one request per layer" test "$(field requests "$out")/$(field steps "$out")" = "4/2"
 check "a batch's repeated expert counts once (2 hits of 5)" test "$(field lru "$out")" = 0.4000
 
+# Version 2 (what Deltafin writes) adds each record's routing margin; --near-ties lists the small ones
+record2() { # POS LAYER EXPERT MARGIN-AS-4-BYTES (K = 1, weight 1.0f)
+    le32 "$1"; le16 "$2"; le16 1; printf "$4"; le32 "$3"; printf '\x00\x00\x80\x3f'
+}
+{
+    printf 'DFTR'; le32 2; le32 2; le32 4; le32 1
+    record2 0 0 1 '\x00\x00\x00\x3f'      # 0.5
+    record2 0 1 2 '\xcc\xbc\x0c\x32'      # about 8.2e-9: a tie
+    record2 1 0 3 '\x00\x00\x80\x7f'      # +inf: nothing was left to choose
+} > "$T/v2.bin"
+out=$("$B/cachesim" "$T/v2.bin" --slots 2 --json)
+check "a version-2 trace is read: 3 requests" test "$(field requests "$out")" = 3
+out=$("$B/cachesim" "$T/v2.bin" --near-ties 1e-6)
+echo "    near ties: $out"
+check "--near-ties lists the one tie, no other" test "$(wc -l <<< "$out")/$(cut -d' ' -f1-4 <<< "$out")" = \
+    "1/position 0 layer 1"
+if "$B/cachesim" "$T/abc.bin" --near-ties 1e-6 2> "$T/err"; then r=0; else r=$?; fi
+check "a version-1 trace has no margins to list" test "$r" = 1
+
 # A real trace: Belady is an upper bound of every demand policy
 "$B/mkmodel" -o "$T/m.gguf" --preset qwen3moe-tiny --n-layer 4 --experts 32 --experts-used 4 --router-skew 0.6 \
     --router-corr 0.5 2>/dev/null
@@ -62,6 +81,8 @@ out=$("$B/cachesim" "$T/real.bin" --slots 24 --json)
 echo "    $out"
 le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b + 1e-9) }'; }
 check "LRU <= Belady" le "$(field lru "$out")" "$(field belady "$out")"
+check "Deltafin's trace lists its margins (none negative)" \
+    bash -c "\"$B/cachesim\" \"$T/real.bin\" --near-ties 1e30 | awk '\$6 < 0 { exit 1 } END { exit NR < 40 }'"
 ov0=$(field overlap "$out")
 
 # mkmodel --topics: generation stays on a subject, so consecutive tokens route more alike
@@ -81,7 +102,7 @@ check "hit rates are rates" le "$(field static "$out")" 1
 printf 'this is not a routing trace at all' > "$T/bad.bin"
 if "$B/cachesim" "$T/bad.bin" --slots 3 2> "$T/err"; then r=0; else r=$?; fi
 check "garbage is refused with exit 1" test "$r" = 1
-check "... and says why" grep -q "not a version-1 routing trace" "$T/err"
+check "... and says why" grep -q "not a version-1 or 2 routing trace" "$T/err"
 head -c 30 "$T/abc.bin" > "$T/cut.bin"
 if "$B/cachesim" "$T/cut.bin" --slots 3 2> "$T/err"; then r=0; else r=$?; fi
 check "a truncated trace is refused" test "$r" = 1
