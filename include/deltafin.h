@@ -175,6 +175,8 @@ int df_tokenize(const df_model *m, const char *text, size_t len, int add_special
                 int max, int *n_out, char *err, size_t errlen);
 /* Bytes of one token (see tok_piece); returns length or -1 for a bad id. */
 int df_token_to_piece(const df_model *m, int32_t id, char *buf, int buflen);
+/* The same, with a control token's own text (<|channel|>, [TOOL_CALLS]...) where df_token_to_piece gives none. */
+int df_token_text(const df_model *m, int32_t id, char *buf, int buflen);
 int32_t df_token_bos(const df_model *m);
 int32_t df_token_eos(const df_model *m);
 int df_token_is_eog(const df_model *m, int32_t id);
@@ -361,12 +363,70 @@ void df_grammar_free(df_grammar *g);
 /* Constrain s by g from its next token on (NULL: no longer); df_sampler_accept advances it. A sampler's state
  * (df_sampler_get_state) does not include its grammar's. DF_OK or DF_E_NOMEM. */
 int df_sampler_set_grammar(df_sampler *s, const df_grammar *g);
+/* The same, lazily (llama.cpp's lazy grammars): nothing is constrained until the output writes one of the n
+ * trigger texts; from there on g applies, fed the output from the trigger (g's root matches from the trigger's
+ * first byte). Tokens without text (control tokens) never trigger. DF_OK, DF_E_INPUT (an empty trigger),
+ * DF_E_NOMEM. */
+int df_sampler_set_grammar_lazy(df_sampler *s, const df_grammar *g, const char *const *triggers, int n);
 /* 1 when s's grammar is complete and only end-of-generation may follow (0 without a grammar). */
 int df_sampler_grammar_done(const df_sampler *s);
 /* A JSON Schema (the text of a JSON object, or true) as a GBNF grammar (*gbnf malloc'd) matching exactly the
  * JSON texts valid under it. DF_OK, or DF_E_INPUT with err naming what the schema asks that cannot be compiled
  * (the keyword and where), never a grammar that drops a constraint. */
 int df_json_schema_to_grammar(const char *schema, size_t len, char **gbnf, char *err, size_t errlen);
+
+/* ---- tool calls (src/text/toolcall.c; docs/server.md, "Tool calls") ---- */
+
+/* How a family's model writes a call to a tool, detected from its chat template as llama.cpp does. */
+typedef enum {
+    DF_TOOLS_GENERIC,      /* any other template: {"tool_calls": [{"name": ..., "arguments": {...}}]} */
+    DF_TOOLS_HERMES,       /* Qwen3, Qwen2.5, Hermes: <tool_call>{"name": ..., "arguments": {...}}</tool_call> */
+    DF_TOOLS_QWEN_XML,     /* Qwen3-Coder, Qwen3.5: <tool_call><function=f><parameter=k>v</parameter>... */
+    DF_TOOLS_GLM,          /* GLM-4.5 to 5: <tool_call>f<arg_key>k</arg_key><arg_value>v</arg_value>... */
+    DF_TOOLS_MINIMAX,      /* MiniMax M2: <minimax:tool_call><invoke name="f"><parameter name="k">v</parameter>... */
+    DF_TOOLS_KIMI_K2,      /* Kimi K2: <|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{...}... */
+    DF_TOOLS_KIMI_K3,      /* Kimi K3: <|open|>call tool="f"<|sep|><|open|>argument key="k"...<|sep|>v... */
+    DF_TOOLS_DEEPSEEK_R1,  /* DeepSeek V3, R1: <｜tool▁call▁begin｜>function<｜tool▁sep｜>f ```json {...}``` */
+    DF_TOOLS_DEEPSEEK_V31, /* DeepSeek V3.1: <｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜> */
+    DF_TOOLS_DSML,         /* DeepSeek V3.2: <｜DSML｜function_calls><｜DSML｜invoke name="f">... */
+    DF_TOOLS_DSML_V4,      /* DeepSeek V4: the same in <｜DSML｜tool_calls> */
+    DF_TOOLS_HARMONY,      /* gpt-oss: <|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}<|call|> */
+    DF_TOOLS_LLAMA3,       /* Llama 3.x: {"name": ..., "parameters": {...}} */
+    DF_TOOLS_MISTRAL,      /* Mistral v0.3, Nemo: [TOOL_CALLS][{"name": ..., "arguments": {...}}] */
+    DF_TOOLS_MISTRAL_ARGS  /* Mistral Small 3.2, Magistral: [TOOL_CALLS]f[ARGS]{...} */
+} df_tool_format;
+df_tool_format df_tool_format_detect(const char *chat_template);
+const char *df_tool_format_name(df_tool_format f);
+/* The format's marker texts (NULL-terminated): special tokens in published files, to be kept in the output's
+ * text (df_token_text) so that the calls can be read. */
+const char *const *df_tool_format_markers(df_tool_format f);
+/* The text a call in format f begins with, as df_tool_calls_grammar spells it: where a lazy grammar of the calls
+ * starts (df_sampler_set_grammar_lazy; tool_choice "auto"). */
+const char *df_tool_format_trigger(df_tool_format f);
+typedef struct {
+    char *id;        /* as the model wrote it (Kimi: functions.f:0), or NULL */
+    char *name;
+    char *arguments; /* a JSON object's text; while partial, the start of it that will not change */
+    int done;        /* the call is complete */
+} df_tool_call;
+typedef struct {
+    char *content;   /* the text that is not a call (never NULL) */
+    char *reasoning; /* harmony's analysis channel, or NULL */
+    df_tool_call *calls;
+    int n_calls;
+} df_tool_parse;
+/* The calls in a model's output text[0..len) written in format f (tools_json: the request's tools, whose schemas
+ * type XML arguments; may be NULL). partial: the text may still grow; what may become a marker is held back,
+ * and arguments are given as far as they are sure. A call that does not parse is content. DF_OK or DF_E_NOMEM;
+ * free *out with df_tool_parse_free. */
+int df_tool_calls_parse(df_tool_format f, const char *tools_json, const char *text, size_t len, int partial,
+                        df_tool_parse *out);
+void df_tool_parse_free(df_tool_parse *p);
+/* A GBNF grammar (*gbnf malloc'd) matching one call (up to 8 with parallel) in format f to the tools of tools_json
+ * (an OpenAI tools array), or only to the one named only, with arguments valid under each function's
+ * parameters schema. DF_OK, DF_E_INPUT with err, DF_E_NOMEM. */
+int df_tool_calls_grammar(df_tool_format f, const char *tools_json, const char *only, int parallel, char **gbnf,
+                          char *err, size_t errlen);
 
 /* ---- speculative decoding (src/api/spec.c) ---- */
 

@@ -12,9 +12,13 @@
  * "tool" messages, thinking blocks the message's reasoning_content (what the templates read); tools' input_schema
  * becomes a function's parameters; thinking.type becomes the template's enable_thinking. As Anthropic's own API
  * does, a field it does not know is a 400 naming it; what it knows and this server cannot do yet (images and
- * documents, tool_choice "any" or a named tool, server tools) is a 400 saying so, never dropped in silence.
+ * documents, server tools) is a 400 saying so, never dropped in silence. tool_choice auto, any, tool (a name)
+ * and none become OpenAI's auto, required, a named function and none; disable_parallel_tool_use becomes
+ * parallel_tool_calls false.
  * Answers are a "message" object, or the event stream (message_start, content_block_start, ping,
- * content_block_delta..., content_block_stop, message_delta with the stop reason and usage, message_stop).
+ * content_block_delta..., content_block_stop, message_delta with the stop reason and usage, message_stop). The
+ * model's tool calls (tools.c reads them) are tool_use blocks after the text, stop_reason "tool_use"; a stream
+ * sends the text as it comes and each tool_use block whole at the end (one input_json_delta each).
  * Errors are {"type":"error","error":{"type","message"}} with the status; in a stream, an "error" event.
  */
 #include <cjson/cJSON.h>
@@ -264,10 +268,21 @@ static int translate_conversation(const cJSON *b, cJSON *o, char *err, size_t er
     if ((v = cJSON_GetObjectItemCaseSensitive(b, "tool_choice")) && !cJSON_IsNull(v)) {
         const cJSON *ty = cJSON_GetObjectItemCaseSensitive(v, "type");
         if (!cJSON_IsString(ty)) return FAIL("tool_choice: must be an object with a string 'type'");
-        if (!strcmp(ty->valuestring, "none")) cJSON_DeleteItemFromObjectCaseSensitive(o, "tools"); /* not offered */
-        else if (strcmp(ty->valuestring, "auto"))
-            return FAIL("tool_choice: type '%.40s' is not supported yet (a call the model must make needs constrained "
-                        "sampling; use \"auto\" or \"none\")", ty->valuestring);
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(v, "name");
+        const cJSON *dp = cJSON_GetObjectItemCaseSensitive(v, "disable_parallel_tool_use");
+        if (cJSON_IsTrue(dp)) cJSON_AddFalseToObject(o, "parallel_tool_calls");
+        if (!strcmp(ty->valuestring, "none")) {
+            cJSON_DeleteItemFromObjectCaseSensitive(o, "tools"); /* not offered */
+        } else if (!strcmp(ty->valuestring, "any")) {
+            cJSON_AddStringToObject(o, "tool_choice", "required");
+        } else if (!strcmp(ty->valuestring, "tool")) {
+            if (!cJSON_IsString(nm)) return FAIL("tool_choice: type \"tool\" needs a string 'name'");
+            cJSON *tc = cJSON_AddObjectToObject(o, "tool_choice");
+            cJSON_AddStringToObject(tc, "type", "function");
+            cJSON_AddStringToObject(cJSON_AddObjectToObject(tc, "function"), "name", nm->valuestring);
+        } else if (strcmp(ty->valuestring, "auto")) {
+            return FAIL("tool_choice: type must be \"auto\", \"any\", \"tool\" or \"none\", not '%.40s'", ty->valuestring);
+        }
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(b, "thinking")) && !cJSON_IsNull(v)) {
         const cJSON *ty = cJSON_GetObjectItemCaseSensitive(v, "type");
@@ -324,13 +339,14 @@ char *anth_to_openai(const oai_ctx *c, const char *body, size_t len, int count_o
 
 /* ---- the answer ---- */
 
-static const char *stop_reason(const srv_job *j) {
+static const char *stop_reason(const srv_job *j, int calls) {
     if (j->finish == FIN_LENGTH) return "max_tokens";
+    if (calls > 0) return "tool_use";
     return j->stop_hit >= 0 ? "stop_sequence" : "end_turn";
 }
 
-static void add_stop(cJSON *o, const srv_job *j) {
-    cJSON_AddStringToObject(o, "stop_reason", stop_reason(j));
+static void add_stop(cJSON *o, const srv_job *j, int calls) {
+    cJSON_AddStringToObject(o, "stop_reason", stop_reason(j, calls));
     if (j->finish == FIN_STOP && j->stop_hit >= 0 && j->stop_hit < j->n_stop) {
         char *s = srv_utf8_clean(j->stop[j->stop_hit], strlen(j->stop[j->stop_hit]));
         cJSON_AddStringToObject(o, "stop_sequence", s ? s : "");
@@ -368,10 +384,44 @@ static cJSON *text_block(const char *text, size_t n) {
     return t;
 }
 
-char *anth_message(const oai_ctx *c, const srv_job *j, int n_prompt, const char *id) {
-    cJSON *m = message(c, id), *content = cJSON_AddArrayToObject(m, "content");
-    cJSON_AddItemToArray(content, text_block(j->text, j->len));
-    add_stop(m, j);
+/* A call as a tool_use block (its arguments as the input object; {} where they are not one). */
+static cJSON *tool_use_block(const cJSON *call) {
+    const cJSON *fn = cJSON_GetObjectItemCaseSensitive(call, "function");
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(call, "id"), *nm = cJSON_GetObjectItemCaseSensitive(fn, "name");
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+    cJSON *b = cJSON_CreateObject(), *in = cJSON_IsString(args) ? cJSON_Parse(args->valuestring) : NULL;
+    char tid[64];
+    snprintf(tid, sizeof tid, "toolu_%s", cJSON_IsString(id) && !strncmp(id->valuestring, "call_", 5) ? id->valuestring + 5
+                                           : cJSON_IsString(id) ? id->valuestring : "0");
+    cJSON_AddStringToObject(b, "type", "tool_use");
+    cJSON_AddStringToObject(b, "id", tid);
+    cJSON_AddStringToObject(b, "name", cJSON_IsString(nm) ? nm->valuestring : "");
+    if (!cJSON_IsObject(in)) cJSON_Delete(in), in = cJSON_CreateObject();
+    cJSON_AddItemToObject(b, "input", in);
+    return b;
+}
+
+/* The text and calls of j's output (tools.c's reading, as OpenAI's message): *text malloc'd, the calls as an
+ * OpenAI tool_calls array (or NULL). */
+static cJSON *read_calls(const oai_req *r, const srv_job *j, char **text) {
+    cJSON *msg = cJSON_CreateObject();
+    tools_message(r, j->text ? j->text : "", j->len, msg);
+    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(msg, "content");
+    *text = strdup(cJSON_IsString(ct) ? ct->valuestring : "");
+    cJSON *calls = cJSON_DetachItemFromObjectCaseSensitive(msg, "tool_calls");
+    cJSON_Delete(msg);
+    return calls;
+}
+
+char *anth_message(const oai_ctx *c, const oai_req *r, const srv_job *j, int n_prompt, const char *id) {
+    cJSON *m = message(c, id), *content = cJSON_AddArrayToObject(m, "content"), *calls = NULL, *call;
+    char *text = NULL;
+    if (r->calls) calls = read_calls(r, j, &text);
+    if (!calls || (text && *text)) cJSON_AddItemToArray(content, text ? text_block(text, strlen(text)) : text_block(j->text, j->len));
+    cJSON_ArrayForEach(call, calls) cJSON_AddItemToArray(content, tool_use_block(call));
+    add_stop(m, j, cJSON_GetArraySize(calls));
+    cJSON_Delete(calls);
+    free(text);
     cJSON_AddItemToObject(m, "usage", usage(j, n_prompt, 1));
     char *s = cJSON_PrintUnformatted(m);
     cJSON_Delete(m);
@@ -410,19 +460,51 @@ char *anth_stream_delta(const char *text, size_t n) {
     return event("content_block_delta", ev);
 }
 
-char *anth_stream_end(const srv_job *j, int n_prompt) {
-    cJSON *bs = cJSON_CreateObject(), *md = cJSON_CreateObject(), *ms = cJSON_CreateObject();
+/* content_block_stop of block i */
+static char *block_stop(int i) {
+    cJSON *bs = cJSON_CreateObject();
     cJSON_AddStringToObject(bs, "type", "content_block_stop");
-    cJSON_AddNumberToObject(bs, "index", 0);
+    cJSON_AddNumberToObject(bs, "index", i);
+    return event("content_block_stop", bs);
+}
+
+/* a + b (both freed) */
+static char *join(char *a, char *b) {
+    char *out = a && b ? malloc(strlen(a) + strlen(b) + 1) : NULL;
+    if (out) sprintf(out, "%s%s", a, b);
+    free(a), free(b);
+    return out;
+}
+
+char *anth_stream_end(const oai_req *r, const srv_job *j, int n_prompt) {
+    cJSON *md = cJSON_CreateObject(), *ms = cJSON_CreateObject(), *calls = NULL, *call;
+    char *text = NULL, *out = block_stop(0);
+    if (r->calls) calls = read_calls(r, j, &text);
+    int i = 1;
+    cJSON_ArrayForEach(call, calls) { /* each tool_use block whole: start, its input in one delta, stop */
+        cJSON *b = tool_use_block(call), *bs = cJSON_CreateObject(), *bd = cJSON_CreateObject();
+        char *in = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(b, "input"));
+        cJSON_ReplaceItemInObjectCaseSensitive(b, "input", cJSON_CreateObject());
+        cJSON_AddStringToObject(bs, "type", "content_block_start");
+        cJSON_AddNumberToObject(bs, "index", i);
+        cJSON_AddItemToObject(bs, "content_block", b);
+        cJSON_AddStringToObject(bd, "type", "content_block_delta");
+        cJSON_AddNumberToObject(bd, "index", i);
+        cJSON *d = cJSON_AddObjectToObject(bd, "delta");
+        cJSON_AddStringToObject(d, "type", "input_json_delta");
+        cJSON_AddStringToObject(d, "partial_json", in ? in : "{}");
+        cJSON_free(in);
+        out = join(join(out, event("content_block_start", bs)), join(event("content_block_delta", bd), block_stop(i)));
+        i++;
+    }
     cJSON_AddStringToObject(md, "type", "message_delta");
     cJSON *d = cJSON_AddObjectToObject(md, "delta");
-    add_stop(d, j);
+    add_stop(d, j, cJSON_GetArraySize(calls));
     cJSON_AddItemToObject(md, "usage", usage(j, n_prompt, 1));
     cJSON_AddStringToObject(ms, "type", "message_stop");
-    char *a = event("content_block_stop", bs), *b = event("message_delta", md), *s = event("message_stop", ms), *out = NULL;
-    if (a && b && s && (out = malloc(strlen(a) + strlen(b) + strlen(s) + 1))) sprintf(out, "%s%s%s", a, b, s);
-    free(a), free(b), free(s);
-    return out;
+    cJSON_Delete(calls);
+    free(text);
+    return join(out, join(event("message_delta", md), event("message_stop", ms)));
 }
 
 char *anth_count_tokens(const oai_ctx *c, const char *body, size_t len, int *status) {

@@ -307,6 +307,41 @@ static int content_text(cJSON *content, int i, cJSON **out, oai_error *e) {
     return 0;
 }
 
+/* Whether the template knows no tool format and the request lets the model call tools: it is then told how. */
+static int generic_tools(const oai_ctx *c, cJSON *body) {
+    const cJSON *choice = cJSON_GetObjectItemCaseSensitive(body, "tool_choice");
+    if (cJSON_IsString(choice) && !strcmp(choice->valuestring, "none")) return 0;
+    return df_tool_format_detect(c->tmpl ? c->tmpl : df_chat_template(c->m)) == DF_TOOLS_GENERIC;
+}
+
+/* The generic tool format (src/text/toolcall.c) told to the model in a system message: the tools and the one
+ * JSON form of a call. */
+static int tell_tools(cJSON *msgs, const cJSON *tools, oai_error *e) {
+    char *tj = cJSON_PrintUnformatted(tools);
+    if (!tj) return oai_set_error(e, 500, "server_error", NULL, NULL, "out of memory"), -1;
+    static const char head[] = "You can call these tools (each with a JSON Schema of its parameters):\n";
+    static const char tail[] = "\nTo call tools, answer with only a JSON object: {\"tool_calls\": [{\"name\": "
+                               "\"<the tool's name>\", \"arguments\": {<its arguments>}}]}. Otherwise answer normally.";
+    cJSON *first = cJSON_GetArrayItem(msgs, 0), *role = cJSON_GetObjectItemCaseSensitive(first, "role");
+    cJSON *content = cJSON_GetObjectItemCaseSensitive(first, "content");
+    const int sys = cJSON_IsString(role) && !strcmp(role->valuestring, "system") && cJSON_IsString(content);
+    const char *had = sys ? content->valuestring : "";
+    char *text = malloc(strlen(had) + 2 + sizeof head + strlen(tj) + sizeof tail);
+    if (!text) return cJSON_free(tj), oai_set_error(e, 500, "server_error", NULL, NULL, "out of memory"), -1;
+    sprintf(text, "%s%s%s%s%s", had, *had ? "\n\n" : "", head, tj, tail);
+    cJSON_free(tj);
+    if (sys) {
+        cJSON_ReplaceItemInObjectCaseSensitive(first, "content", cJSON_CreateString(text));
+    } else {
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "role", "system");
+        cJSON_AddStringToObject(m, "content", text);
+        cJSON_InsertItemInArray(msgs, 0, m);
+    }
+    free(text);
+    return 0;
+}
+
 /* The conversation of body (messages, tools, chat_template_kwargs) rendered with the template: *out malloc'd. */
 static int render_chat(const oai_ctx *c, cJSON *body, char **out, oai_error *e) {
     cJSON *msgs = cJSON_GetObjectItemCaseSensitive(body, "messages");
@@ -336,6 +371,7 @@ static int render_chat(const oai_ctx *c, cJSON *body, char **out, oai_error *e) 
         if (!cJSON_IsArray(tools)) rc = BAD("tools", NULL, "'tools' must be an array");
         else cJSON_AddItemToObject(vars, "tools", cJSON_Duplicate(tools, 1));
     }
+    if (!rc && cJSON_GetArraySize(tools) > 0 && generic_tools(c, body)) rc = tell_tools(list, tools, e);
     const cJSON *effort = cJSON_GetObjectItemCaseSensitive(body, "reasoning_effort"); /* gpt-oss's templates read it */
     if (!rc && cJSON_IsString(effort)) cJSON_AddStringToObject(vars, "reasoning_effort", effort->valuestring);
     cJSON *kw = cJSON_GetObjectItemCaseSensitive(body, "chat_template_kwargs"), *it;
@@ -529,7 +565,7 @@ static const char *const known_fields[] = {
     "user", "metadata", "store", "service_tier", "safety_identifier", "prompt_cache_key", "cache_prompt", NULL};
 
 /* Fields known but only their neutral values are served: best_of (n), suffix (none), typical_p (1), mirostat (0),
- * modalities (text), tool_choice (auto or none, until tool calls are parsed); unknown fields. */
+ * modalities (text); unknown fields. tools, tool_choice and parallel_tool_calls: tools.c. */
 static int check_fields(cJSON *b, int chat, const oai_req *r, oai_error *e) {
     const cJSON *v;
     cJSON_ArrayForEach(v, b) {
@@ -550,10 +586,8 @@ static int check_fields(cJSON *b, int chat, const oai_req *r, oai_error *e) {
             !(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 1 && cJSON_IsString(v->child) && !strcmp(v->child->valuestring, "text")))
             return BAD(k, NULL, "only the 'text' modality is supported");
         if (!strcmp(k, "echo") && chat) return BAD(k, NULL, "'echo' is for /v1/completions");
-        if (!strcmp(k, "tool_choice") && !(cJSON_IsString(v) && (!strcmp(v->valuestring, "auto") || !strcmp(v->valuestring, "none"))))
-            return BAD(k, NULL, "'tool_choice' %s is not supported yet (a call the model must make needs tool-call parsing; "
-                                "\"auto\" and \"none\" are)", cJSON_IsString(v) ? v->valuestring : "as an object");
-        if (!strcmp(k, "parallel_tool_calls") && !cJSON_IsBool(v)) return BAD(k, NULL, "'parallel_tool_calls' must be true or false");
+        if (!chat && (!strcmp(k, "tools") || !strcmp(k, "tool_choice")))
+            return BAD(k, NULL, "'%s' is for /v1/chat/completions", k);
         if (!strcmp(k, "reasoning_effort") && !cJSON_IsString(v)) return BAD(k, NULL, "'reasoning_effort' must be a string");
     }
     return 0;
@@ -690,6 +724,7 @@ int oai_parse(const oai_ctx *c, const char *body, size_t len, int chat, oai_req 
         r->reasoning = chat && strcmp(rfm->valuestring, "none");
     }
     if ((chat ? chat_prompt(c, b, r, e) : completion_prompt(c, b, r, e)) != 0) goto out;
+    if (chat && tools_parse(c, b, r, e) != 0) goto out;
     if (r->n_prompt == 0) {
         BAD(chat ? "messages" : "prompt", NULL, "the prompt is empty");
         goto out;
@@ -728,6 +763,8 @@ void oai_req_free(oai_req *r) {
     r->bias_id = NULL, r->bias = NULL, r->n_bias = 0;
     free(r->echo_text);
     r->echo_text = NULL;
+    free(r->tools_json);
+    r->tools_json = NULL;
 }
 
 srv_job **oai_make_jobs(const oai_req *r) {
@@ -753,6 +790,9 @@ srv_job **oai_make_jobs(const oai_req *r) {
         }
         for (int k = 0; k < r->n_stop; k++)
             if (!(j->stop[j->n_stop++] = strdup(r->stop[k]))) goto fail;
+        memcpy(j->keep, r->keep, sizeof j->keep);
+        memcpy(j->trigger, r->trigger, sizeof j->trigger);
+        j->n_keep = r->n_keep;
     }
     return jobs;
 fail:
@@ -764,7 +804,8 @@ fail:
 /* ---- responses ---- */
 
 const char *oai_finish_name(int finish) {
-    return finish == FIN_STOP ? "stop" : finish == FIN_LENGTH ? "length" : finish == FIN_NONE ? NULL : "error";
+    return finish == FIN_STOP ? "stop" : finish == FIN_LENGTH ? "length" : finish == FIN_TOOL_CALLS ? "tool_calls"
+         : finish == FIN_NONE ? NULL : "error";
 }
 
 static cJSON *clean_string(const char *s, size_t n) {
@@ -887,6 +928,7 @@ char *oai_response(const oai_ctx *c, const oai_req *r, srv_job *const *jobs, con
     for (int i = 0; i < r->n; i++) {
         const srv_job *j = jobs[i];
         cJSON *ch = cJSON_CreateObject();
+        int calls = 0;
         cJSON_AddNumberToObject(ch, "index", i);
         if (r->chat) {
             cJSON *msg = cJSON_AddObjectToObject(ch, "message");
@@ -894,8 +936,9 @@ char *oai_response(const oai_ctx *c, const oai_req *r, srv_job *const *jobs, con
             srv_split sp = {0, 0, 0};
             if (r->reasoning) srv_split_think(t, j->len, r->think_open, 1, &sp);
             cJSON_AddStringToObject(msg, "role", "assistant");
-            cJSON_AddItemToObject(msg, "content", clean_string(t + sp.c0, j->len - sp.c0));
             if (sp.r1 > sp.r0) cJSON_AddItemToObject(msg, "reasoning_content", clean_string(t + sp.r0, sp.r1 - sp.r0));
+            if (r->calls) calls = tools_message(r, t + sp.c0, j->len - sp.c0, msg);
+            else cJSON_AddItemToObject(msg, "content", clean_string(t + sp.c0, j->len - sp.c0));
         } else if (r->echo_text) {
             const size_t pl = strlen(r->echo_text);
             char *both = malloc(pl + j->len + 1);
@@ -906,7 +949,7 @@ char *oai_response(const oai_ctx *c, const oai_req *r, srv_job *const *jobs, con
             cJSON_AddItemToObject(ch, "text", clean_string(j->text ? j->text : "", j->len));
         }
         cJSON_AddItemToObject(ch, "logprobs", logprobs_json(c, r, j));
-        cJSON_AddStringToObject(ch, "finish_reason", oai_finish_name(j->finish));
+        cJSON_AddStringToObject(ch, "finish_reason", calls > 0 && j->finish == FIN_STOP ? "tool_calls" : oai_finish_name(j->finish));
         cJSON_AddItemToArray(choices, ch);
     }
     cJSON_AddItemToObject(root, "usage", usage_json(r, jobs));

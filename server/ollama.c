@@ -259,8 +259,30 @@ char *ollama_to_openai(const oai_ctx *c, const char *body, size_t len, int chat,
 }
 
 /* One answer object: a streamed piece (done 0) or the last (done 1, with its reason, counts and durations). */
-char *ollama_answer(const oai_ctx *c, int chat, const char *text, size_t n, int done, const srv_job *j,
-                    int n_prompt, double secs, double first_secs) {
+/* The last chat answer's tool calls as Ollama gives them: [{"function": {"name", "arguments": {...}}}] into m,
+ * read from j's whole output (tools.c); the content read is in *content (malloc'd). */
+static void ollama_calls(const oai_req *r, const srv_job *j, cJSON *m, char **content) {
+    cJSON *msg = cJSON_CreateObject(), *tc;
+    tools_message(r, j->text ? j->text : "", j->len, msg);
+    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(msg, "content");
+    *content = strdup(cJSON_IsString(ct) ? ct->valuestring : "");
+    cJSON *out = NULL;
+    cJSON_ArrayForEach(tc, cJSON_GetObjectItemCaseSensitive(msg, "tool_calls")) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+        cJSON *a = cJSON_IsString(args) ? cJSON_Parse(args->valuestring) : NULL, *c = cJSON_CreateObject();
+        if (!cJSON_IsObject(a)) cJSON_Delete(a), a = cJSON_CreateObject();
+        cJSON *f = cJSON_AddObjectToObject(c, "function");
+        cJSON_AddItemToObject(f, "name", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(fn, "name"), 1));
+        cJSON_AddItemToObject(f, "arguments", a);
+        if (!out) out = cJSON_AddArrayToObject(m, "tool_calls");
+        cJSON_AddItemToArray(out, c);
+    }
+    cJSON_Delete(msg);
+}
+
+char *ollama_answer(const oai_ctx *c, const oai_req *r, int chat, const char *text, size_t n, int done,
+                    const srv_job *j, int n_prompt, double secs, double first_secs) {
     char at[48];
     created_at(at, sizeof at);
     cJSON *o = cJSON_CreateObject();
@@ -270,7 +292,10 @@ char *ollama_answer(const oai_ctx *c, int chat, const char *text, size_t n, int 
     if (chat) {
         cJSON *m = cJSON_AddObjectToObject(o, "message");
         cJSON_AddStringToObject(m, "role", "assistant");
-        cJSON_AddStringToObject(m, "content", clean ? clean : "");
+        char *read = NULL;
+        if (done && r && r->calls) ollama_calls(r, j, m, &read); /* the calls; the content, when text is all */
+        cJSON_AddStringToObject(m, "content", read && text == j->text ? read : clean ? clean : "");
+        free(read);
     } else {
         cJSON_AddStringToObject(o, "response", clean ? clean : "");
     }

@@ -269,7 +269,9 @@ static void slot_start(srv_sched *s, slot *sl, srv_job *j) {
         return;
     }
     for (int i = 0; i < j->n_prompt; i++) df_sampler_accept(sl->smp, j->prompt[i]);
-    if ((j->grammar && df_sampler_set_grammar(sl->smp, j->grammar) != DF_OK) || /* after the prompt: the output's */
+    const char *trig[1] = {j->trigger}; /* a lazy grammar (tool calls the model may make) waits for it */
+    if ((j->grammar && (*j->trigger ? df_sampler_set_grammar_lazy(sl->smp, j->grammar, trig, 1)
+                                    : df_sampler_set_grammar(sl->smp, j->grammar)) != DF_OK) || /* the output's */
         (j->n_bias && df_sampler_set_logit_bias(sl->smp, j->bias_id, j->bias, j->n_bias) != DF_OK)) {
         sl->failed = 1;
         snprintf(sl->err, sizeof sl->err, "out of memory");
@@ -339,7 +341,9 @@ static void slot_emit(srv_sched *s, slot *sl) {
         return;
     }
     char buf[512];
-    int n = df_token_to_piece(s->m, tok, buf, sizeof buf);
+    int keep = 0; /* a tool format's marker (a control token): its text goes in (tools.c) */
+    for (int k = 0; k < j->n_keep; k++) keep |= j->keep[k] == tok;
+    int n = keep ? df_token_text(s->m, tok, buf, sizeof buf) : df_token_to_piece(s->m, tok, buf, sizeof buf);
     if (n > (int)sizeof buf) n = (int)sizeof buf;
     if (n < 0) n = 0;
     const size_t before = j->len;

@@ -99,6 +99,7 @@ typedef struct flight {
     size_t *sent;          /* bytes of each job's text already sent (a chat with reasoning: of its content) */
     size_t *sent_r;        /* ... of its reasoning (up to where in the text) */
     int *fin_sent;         /* each choice's finish chunk sent */
+    tools_stream_state *ts; /* each choice's tool calls sent (a chat that reads calls: req.calls) */
     char *pend;            /* formatted events not yet handed to MHD */
     size_t plen, poff, pcap;
     int ended;             /* [DONE] queued */
@@ -224,6 +225,7 @@ static void flight_free(flight *f) {
     free(f->sent);
     free(f->sent_r);
     free(f->fin_sent);
+    free(f->ts);
     free(f->pend);
     oai_req_free(&f->req);
     free(f);
@@ -256,6 +258,8 @@ static int pend_add(flight *f, char *ev) {
     return 0;
 }
 
+static void emit_event(void *arg, char *ev) { pend_add(arg, ev); }
+
 /* An OpenAI-shaped error as a Server-Sent Event (malloc'd; NULL when out of memory). */
 static char *sse_error(const char *msg) {
     oai_error e;
@@ -275,21 +279,38 @@ static void count_tokens(const flight *f, conn *cc) {
     for (int i = 0; i < f->req.n; i++) cc->n_gen += f->jobs[i]->n_gen;
 }
 
-/* Ollama's stream: NDJSON pieces, then the last object with the counts (one choice: Ollama has no n). */
+/* What job j's stream may send so far (*text; returns its length): its text, or where the output is read for
+ * tool calls (tools.c), the content read so far (p holds it: the caller frees p). */
+static size_t stream_text(const flight *f, const srv_job *j, const char **text, df_tool_parse *p) {
+    const size_t upto = j->finish != FIN_NONE ? j->len : srv_safe_len(j);
+    *text = j->text;
+    if (!f->req.calls || df_tool_calls_parse((df_tool_format)f->req.tool_fmt, f->req.tools_json, j->text, upto,
+                                             j->finish == FIN_NONE, p) != DF_OK)
+        return upto;
+    *text = p->content;
+    return srv_utf8_valid_prefix(p->content, strlen(p->content));
+}
+
+/* Ollama's stream: NDJSON pieces, then the last object with the counts (and the tool calls) (one choice: Ollama
+ * has no n). */
 static void collect_ollama(flight *f) {
     const oai_ctx *c = &f->srv->oc;
     srv_job *j = f->jobs[0];
     const int chat = f->dialect == DIALECT_OLLAMA_CHAT;
-    const size_t upto = j->finish != FIN_NONE ? j->len : srv_safe_len(j);
+    df_tool_parse p = {0};
+    const char *text;
+    const size_t upto = stream_text(f, j, &text, &p);
     if (upto > f->sent[0]) {
         if (!f->t_first) f->t_first = srv_now();
-        pend_add(f, ollama_answer(c, chat, j->text + f->sent[0], upto - f->sent[0], 0, j, 0, 0, 0));
+        pend_add(f, ollama_answer(c, NULL, chat, text + f->sent[0], upto - f->sent[0], 0, j, 0, 0, 0));
         f->sent[0] = upto;
     }
+    df_tool_parse_free(&p);
     if (j->finish == FIN_NONE || f->ended) return;
     const double now = srv_now();
     if (j->finish == FIN_STOP || j->finish == FIN_LENGTH) {
-        pend_add(f, ollama_answer(c, chat, "", 0, 1, j, f->req.n_prompt, now - f->t0, (f->t_first ? f->t_first : now) - f->t0));
+        pend_add(f, ollama_answer(c, &f->req, chat, "", 0, 1, j, f->req.n_prompt, now - f->t0,
+                                  (f->t_first ? f->t_first : now) - f->t0));
     } else {
         char why[300];
         snprintf(why, sizeof why, "generation failed: %s", *j->error ? j->error : "cancelled");
@@ -300,17 +321,21 @@ static void collect_ollama(flight *f) {
     f->ended = 1;
 }
 
-/* Anthropic's stream: text deltas, then the block's and the message's ends (one choice). */
+/* Anthropic's stream: text deltas, then the block's and the message's ends (one choice); with tools, the text is
+ * what tools.c reads as content so far, and the tool_use blocks come at the end. */
 static void collect_anthropic(flight *f) {
     srv_job *j = f->jobs[0];
-    const size_t upto = j->finish != FIN_NONE ? j->len : srv_safe_len(j);
+    df_tool_parse p = {0};
+    const char *text;
+    const size_t upto = stream_text(f, j, &text, &p);
     if (upto > f->sent[0]) {
-        pend_add(f, anth_stream_delta(j->text + f->sent[0], upto - f->sent[0]));
+        pend_add(f, anth_stream_delta(text + f->sent[0], upto - f->sent[0]));
         f->sent[0] = upto;
     }
+    df_tool_parse_free(&p);
     if (j->finish == FIN_NONE || f->ended) return;
     if (j->finish == FIN_STOP || j->finish == FIN_LENGTH) {
-        pend_add(f, anth_stream_end(j, f->req.n_prompt));
+        pend_add(f, anth_stream_end(&f->req, j, f->req.n_prompt));
     } else {
         char why[300];
         snprintf(why, sizeof why, "generation failed: %s", *j->error ? j->error : "cancelled");
@@ -344,7 +369,12 @@ static void collect_events(flight *f) {
             free(t);
             f->sent_r[i] = sp.r1;
         }
-        if (upto > cs) {
+        int calls = 0;
+        if (f->req.calls) { /* content and calls from the parse of the content so far (tools.c) */
+            if (upto > sp.c0)
+                calls = tools_stream(c, &f->req, f->id, f->created, i, j->text + sp.c0, upto - sp.c0,
+                                     j->finish != FIN_NONE, &f->ts[i], emit_event, f);
+        } else if (upto > cs) {
             char *t = srv_utf8_clean(j->text + cs, upto - cs);
             if (t) pend_add(f, oai_chunk(c, &f->req, f->id, f->created, i, t, FIN_NONE, 0));
             free(t);
@@ -353,7 +383,8 @@ static void collect_events(flight *f) {
         if (j->finish == FIN_NONE) continue;
         f->fin_sent[i] = 1;
         if (j->finish == FIN_STOP || j->finish == FIN_LENGTH) {
-            pend_add(f, oai_chunk(c, &f->req, f->id, f->created, i, NULL, j->finish, 0));
+            pend_add(f, oai_chunk(c, &f->req, f->id, f->created, i, NULL,
+                                  calls > 0 && j->finish == FIN_STOP ? FIN_TOOL_CALLS : j->finish, 0));
         } else {
             char why[300];
             snprintf(why, sizeof why, "generation failed: %s", *j->error ? j->error : "cancelled");
@@ -514,7 +545,8 @@ static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc
     f->sent = calloc((size_t)f->req.n, sizeof *f->sent);
     f->sent_r = calloc((size_t)f->req.n, sizeof *f->sent_r);
     f->fin_sent = calloc((size_t)f->req.n, sizeof *f->fin_sent);
-    if (!f->jobs || !f->sent || !f->sent_r || !f->fin_sent) {
+    f->ts = calloc((size_t)f->req.n, sizeof *f->ts);
+    if (!f->jobs || !f->sent || !f->sent_r || !f->fin_sent || !f->ts) {
         flight_free(f);
         return fail_in(mc, dialect, 500, "server_error", NULL, "out of memory");
     }
@@ -569,11 +601,11 @@ static enum MHD_Result generate(server *srv, struct MHD_Connection *mc, conn *cc
     } else if (dialect == DIALECT_OPENAI) {
         body = oai_response(&srv->oc, &f->req, f->jobs, f->id, f->created);
     } else if (dialect == DIALECT_ANTHROPIC) {
-        body = anth_message(&srv->oc, f->jobs[0], f->req.n_prompt, f->id);
+        body = anth_message(&srv->oc, &f->req, f->jobs[0], f->req.n_prompt, f->id);
     } else {
         const srv_job *j = f->jobs[0];
         const double now = srv_now();
-        body = ollama_answer(&srv->oc, dialect == DIALECT_OLLAMA_CHAT, j->text, j->len, 1, j, f->req.n_prompt, now - f->t0,
+        body = ollama_answer(&srv->oc, &f->req, dialect == DIALECT_OLLAMA_CHAT, j->text, j->len, 1, j, f->req.n_prompt, now - f->t0,
                              now - f->t0);
     }
     count_tokens(f, cc);

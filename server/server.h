@@ -26,6 +26,8 @@
 #include "deltafin.h"
 
 #define SRV_MAX_STOP 4
+#define SRV_MAX_KEEP 16  /* control tokens a tool format keeps in the text (tools.c) */
+#define SRV_MAX_CALLS 64 /* tool calls streamed per choice */
 #define SRV_MAX_TOP_LOGPROBS 20
 
 /* ---- command-line options (opts.c) ---- */
@@ -65,7 +67,7 @@ typedef struct srv_logprob {
     float top_lp[SRV_MAX_TOP_LOGPROBS];
 } srv_logprob;
 
-enum srv_finish { FIN_NONE = 0, FIN_STOP, FIN_LENGTH, FIN_ERROR, FIN_CANCELLED };
+enum srv_finish { FIN_NONE = 0, FIN_STOP, FIN_LENGTH, FIN_ERROR, FIN_CANCELLED, FIN_TOOL_CALLS /* named only: a stop with calls */ };
 /* How an embedding pools the prompt's last hidden states (llama.cpp's --pooling). */
 enum srv_pooling { SRV_POOL_NONE = 0, SRV_POOL_MEAN, SRV_POOL_LAST, SRV_POOL_CLS };
 
@@ -81,9 +83,12 @@ typedef struct srv_job {
     int ignore_eos; /* generate past end-of-generation tokens (llama.cpp's extension) */
     int embed;      /* an embedding job (SRV_POOL_*): the prompt's pooled hidden state, nothing sampled */
     df_grammar *grammar; /* the output's grammar (owned), or NULL */
+    char trigger[64];    /* "": the grammar applies from the start; else from where the output writes this */
     int32_t *bias_id;    /* logit_bias (owned) */
     float *bias;
     int n_bias;
+    int32_t keep[SRV_MAX_KEEP]; /* control tokens whose text goes into text (a tool format's markers) */
+    int n_keep;
     /* output (guarded by the scheduler mutex) */
     char *text;
     size_t len, cap;
@@ -218,7 +223,30 @@ typedef struct oai_req {
     int echo;               /* completions: the prompt's text before the output */
     char *echo_text;        /* ... that text */
     const df_model *m;      /* the model the grammar is for */
+    int tool_fmt;           /* df_tool_format of the chat template (tools.c) */
+    int calls;              /* read the output for tool calls (tools allowed, or gpt-oss's channels) */
+    int parallel;           /* parallel_tool_calls */
+    char *tools_json;       /* the request's tools, or NULL */
+    char trigger[64];       /* the grammar is lazy: it applies from this text on (tool_choice auto) */
+    int32_t keep[SRV_MAX_KEEP]; /* the format's marker tokens, kept in the text */
+    int n_keep;
 } oai_req;
+
+struct cJSON;
+/* tools.c: tools, tool_choice and parallel_tool_calls of a chat body into r (after its prompt: r->think_open
+ * is known); a grammar for "required" or a named function. 0, or -1 with e filled (400). */
+int tools_parse(const oai_ctx *c, const struct cJSON *body, oai_req *r, oai_error *e);
+/* The answer's content, reasoning (gpt-oss) and tool_calls from text[0..n) into msg; returns the calls. */
+int tools_message(const oai_req *r, const char *text, size_t n, struct cJSON *msg);
+typedef struct {
+    size_t content, reasoning; /* bytes sent of the parsed content and reasoning */
+    int n_calls;               /* calls whose id and name were sent */
+    size_t args[SRV_MAX_CALLS]; /* bytes of each one's arguments sent */
+} tools_stream_state;
+/* The chunks for what is new in text[0..n) (final: it is whole), each given to emit; returns the calls so far,
+ * -1 when out of memory. */
+int tools_stream(const oai_ctx *c, const oai_req *r, const char *id, long created, int idx, const char *text, size_t n,
+                 int final, tools_stream_state *st, void (*emit)(void *arg, char *event), void *arg);
 
 /* Parse and check a request body; tokenize its prompt (rendering a chat
  * with the template). 0, or -1 with e filled (4xx). */
@@ -237,8 +265,8 @@ char *ollama_show(const oai_ctx *c, const char *body, size_t len, int *status);
 char *ollama_to_openai(const oai_ctx *c, const char *body, size_t len, int chat, int *stream, int *as_chat,
                        int *status, char **err_json);
 /* A streamed piece (done 0) or the last object (done 1: reason, counts, durations from secs and first_secs). */
-char *ollama_answer(const oai_ctx *c, int chat, const char *text, size_t n, int done, const srv_job *j,
-                    int n_prompt, double secs, double first_secs);
+char *ollama_answer(const oai_ctx *c, const oai_req *r, int chat, const char *text, size_t n, int done,
+                    const srv_job *j, int n_prompt, double secs, double first_secs);
 /* llama-server's "timings" of job j: prompt and generation tokens, milliseconds and rates (cJSON object). */
 struct cJSON *oai_timings(const srv_job *j);
 /* llama-server's extras: the JSON answer of /tokenize ({"content", "add_special", "parse_special",
@@ -272,10 +300,10 @@ char *anth_to_openai(const oai_ctx *c, const char *body, size_t len, int count_o
 char *anth_count_tokens(const oai_ctx *c, const char *body, size_t len, int *status);
 /* The whole answer (a "message"), or a stream's events: its start (message_start, content_block_start, ping),
  * a text delta, its end (content_block_stop, message_delta with the stop reason and usage, message_stop). */
-char *anth_message(const oai_ctx *c, const srv_job *j, int n_prompt, const char *id);
+char *anth_message(const oai_ctx *c, const oai_req *r, const srv_job *j, int n_prompt, const char *id);
 char *anth_stream_start(const oai_ctx *c, const char *id, int n_prompt);
 char *anth_stream_delta(const char *text, size_t n);
-char *anth_stream_end(const srv_job *j, int n_prompt);
+char *anth_stream_end(const oai_req *r, const srv_job *j, int n_prompt);
 /* The jobs of a parsed request (one per choice); NULL when out of memory. */
 srv_job **oai_make_jobs(const oai_req *r);
 char *oai_error_json(const oai_error *e);

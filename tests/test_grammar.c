@@ -284,6 +284,48 @@ static void test_sampler(void **state) {
     gram_free(g);
 }
 
+/* A lazy grammar (tool_choice auto): nothing is constrained before the trigger; the token that completes it (here
+ * "ab", whose "a" ends the trigger "(a" and whose "b" is the grammar's) starts the grammar fed from the trigger on;
+ * then only its sentences; a grammar that refuses what followed the trigger is dropped, not a dead end. */
+static void test_lazy(void **state) {
+    (void)state;
+    char err[256];
+    gram *g = parse("root ::= \"(ab\" [0-9]{2} \")\"", err, sizeof err);
+    gram_vocab *v = make_vocab();
+    df_sampler_params p = df_sampler_default_params();
+    p.temp = 0.0f; /* greedy: the logits decide */
+    df_sampler *s = df_sampler_new(&p, g_n);
+    const char *trig[1] = {"(a"};
+    assert_int_equal(sampler_set_grammar_lazy(s, gram_state_new(g, v), v, trig, 1), 0);
+    float logits[V_MAX];
+    for (int t = 0; t < g_n; t++) logits[t] = 0;
+    logits[tok_of("x")] = 10; /* the model wants x: before the trigger it gets it */
+    assert_int_equal(df_sampler_sample(s, logits), tok_of("x"));
+    df_sampler_accept(s, tok_of("x"));
+    assert_int_equal(df_sampler_grammar_done(s), 0);
+    df_sampler_accept(s, tok_of("("));
+    assert_int_equal(df_sampler_sample(s, logits), tok_of("x")); /* "(" alone is not the trigger */
+    df_sampler_accept(s, tok_of("ab")); /* "(a" + "b": triggered, the grammar has read "(ab" */
+    const int32_t t1 = df_sampler_sample(s, logits);
+    assert_true(t1 == tok_of("12") || t1 == tok_of("123") || (g_len[t1] == 1 && g_piece[t1][0] >= '0' && g_piece[t1][0] <= '9'));
+    df_sampler_accept(s, tok_of("12"));
+    logits[tok_of("x")] = 0, logits[g_eog_id] = 10; /* a model that wants to stop: the grammar wants ")" first */
+    assert_int_equal(df_sampler_sample(s, logits), tok_of(")"));
+    df_sampler_accept(s, tok_of(")"));
+    assert_int_equal(df_sampler_grammar_done(s), 1);
+    df_sampler_free(s);
+    /* refused after the trigger: the grammar is dropped, the model goes on as it likes */
+    s = df_sampler_new(&p, g_n);
+    assert_int_equal(sampler_set_grammar_lazy(s, gram_state_new(g, v), v, trig, 1), 0);
+    df_sampler_accept(s, tok_of("("));
+    df_sampler_accept(s, tok_of("a\xC3")); /* "(a" then a byte the grammar refuses */
+    logits[g_eog_id] = 0, logits[tok_of("x")] = 10;
+    assert_int_equal(df_sampler_sample(s, logits), tok_of("x"));
+    df_sampler_free(s);
+    gram_vocab_free(v);
+    gram_free(g);
+}
+
 /* test_grammar --accepts GRAMMAR.gbnf TEXTS: every text (a JSON string a line: tests/schema/check.mjs's
  * SCHEMA_DUMP) must be a sentence of the grammar, fed to the engine a byte a token. Prints a summary; exit 1 on any
  * refusal. */
@@ -340,7 +382,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_match),
         cmocka_unit_test(test_mask_equals_check),
         cmocka_unit_test(test_hostile),
-        cmocka_unit_test(test_sampler),
+        cmocka_unit_test(test_lazy), cmocka_unit_test(test_sampler),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -83,6 +83,19 @@ int df_sampler_set_grammar(df_sampler *s, const df_grammar *g) {
     return DF_OK;
 }
 
+int df_sampler_set_grammar_lazy(df_sampler *s, const df_grammar *g, const char *const *triggers, int n) {
+    if (!g || n < 1) return df_sampler_set_grammar(s, g);
+    for (int i = 0; i < n; i++)
+        if (!triggers[i] || !*triggers[i]) return DF_E_INPUT;
+    gram_state *st = gram_state_new(g->g, g->v);
+    if (!st) return DF_E_NOMEM;
+    if (sampler_set_grammar_lazy(s, st, g->v, triggers, n) != 0) {
+        gram_state_free(st);
+        return DF_E_NOMEM;
+    }
+    return DF_OK;
+}
+
 int df_json_schema_to_grammar(const char *schema, size_t len, char **gbnf, char *err, size_t errlen) {
     *gbnf = NULL;
     if (!schema) return df_seterr(err, errlen, "no schema");

@@ -897,6 +897,7 @@ int df_tokenize(const df_model *m, const char *text, size_t len, int add_special
 int df_token_to_piece(const df_model *m, int32_t id, char *buf, int buflen) {
     return tok_piece(m->vocab, id, 0, buf, buflen);
 }
+int df_token_text(const df_model *m, int32_t id, char *buf, int buflen) { return tok_piece(m->vocab, id, 1, buf, buflen); }
 int32_t df_token_bos(const df_model *m) { return tok_bos(m->vocab); }
 int32_t df_token_eos(const df_model *m) { return tok_eos(m->vocab); }
 int df_token_is_eog(const df_model *m, int32_t id) { return tok_is_eog(m->vocab, id); }

@@ -940,6 +940,23 @@ int gram_accept(gram_state *st, int32_t id) {
     return 0;
 }
 
+int gram_accept_text(gram_state *st, const char *b, size_t n) {
+    if (st->dead) return -1;
+    for (size_t i = 0; i < n; i++) {
+        gset *next = level(st, 1), t;
+        accept_byte(st, &st->cur, (unsigned char)b[i], next);
+        if (next->ns == 0) return st->dead = 1, -1;
+        t = st->cur, st->cur = *next, *next = t;
+    }
+    return 0;
+}
+
+const char *gram_vocab_text(const gram_vocab *v, int32_t id, int *len) {
+    if (id < 0 || id >= v->n) return *len = 0, "";
+    *len = v->len[id];
+    return v->bytes + v->off[id];
+}
+
 int gram_done(const gram_state *st) {
     if (st->dead) return 1;
     for (int i = 0; i < st->cur.ns; i++)

@@ -32,8 +32,13 @@ int gram_mask(gram_state *st, uint8_t *allowed);
 /* Advance by token id (emitted). 0, or -1 when it does not continue the grammar (the state is then dead: only
  * end-of-generation tokens are allowed... none, in fact: gram_mask allows nothing). */
 int gram_accept(gram_state *st, int32_t id);
+/* Advance by the bytes b[0..n) (text that came before the grammar applied: a lazy grammar's trigger onwards).
+ * 0, or -1 when they do not continue the grammar (the state is then dead). */
+int gram_accept_text(gram_state *st, const char *b, size_t n);
 /* 1 when the text so far is complete and nothing else may follow (only end-of-generation). */
 int gram_done(const gram_state *st);
+/* Token id's text in v (*len bytes; control tokens have none). */
+const char *gram_vocab_text(const gram_vocab *v, int32_t id, int *len);
 /* The first end-of-generation token, or -1. */
 int32_t gram_vocab_eog(const gram_vocab *v);
 
@@ -41,5 +46,9 @@ int32_t gram_vocab_eog(const gram_vocab *v);
  * memory (nothing changed). */
 struct df_sampler;
 int sampler_set_grammar(struct df_sampler *s, gram_state *st, const gram_vocab *v);
+/* The same, lazily: st applies from the first of the n triggers (texts) the output writes, fed the output from
+ * that trigger on; before it, nothing is constrained. 0, or -1 when out of memory (nothing changed). */
+int sampler_set_grammar_lazy(struct df_sampler *s, gram_state *st, const gram_vocab *v, const char *const *triggers,
+                             int n);
 
 #endif

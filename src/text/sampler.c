@@ -42,6 +42,12 @@ struct df_sampler {
     gram_state *gs;  /* the grammar's state, or NULL */
     const gram_vocab *gv;
     uint8_t *allowed; /* (n_vocab) the grammar's mask */
+    /* a lazy grammar (sampler_set_grammar_lazy): gs waits for a trigger in the output */
+    char **trig;
+    int n_trig, lazy;
+    size_t trig_max;  /* the longest trigger's length */
+    char *tail;       /* the output's last bytes (up to trig_max - 1 before the next token's) */
+    size_t tail_n;
 };
 
 df_sampler_params df_sampler_default_params(void) {
@@ -100,8 +106,16 @@ df_sampler *df_sampler_new(const df_sampler_params *p, int n_vocab) {
     return s;
 }
 
+static void lazy_clear(df_sampler *s) {
+    for (int i = 0; i < s->n_trig; i++) free(s->trig[i]);
+    free(s->trig);
+    free(s->tail);
+    s->trig = NULL, s->tail = NULL, s->n_trig = 0, s->lazy = 0, s->tail_n = 0, s->trig_max = 0;
+}
+
 void df_sampler_free(df_sampler *s) {
     if (!s) return;
+    lazy_clear(s);
     gram_state_free(s->gs);
     free(s->allowed);
     free(s->bias_id);
@@ -115,10 +129,56 @@ void df_sampler_free(df_sampler *s) {
 
 int sampler_set_grammar(df_sampler *s, gram_state *st, const gram_vocab *v) {
     if (st && !s->allowed && !(s->allowed = malloc((size_t)s->n_vocab))) return -1;
+    lazy_clear(s);
     gram_state_free(s->gs);
     s->gs = st;
     s->gv = v;
     return 0;
+}
+
+int sampler_set_grammar_lazy(df_sampler *s, gram_state *st, const gram_vocab *v, const char *const *triggers, int n) {
+    char **t = calloc((size_t)(n > 0 ? n : 1), sizeof *t);
+    size_t most = 0;
+    int ok = t != NULL;
+    for (int i = 0; ok && i < n; i++) {
+        ok = (t[i] = strdup(triggers[i])) != NULL;
+        if (ok && strlen(t[i]) > most) most = strlen(t[i]);
+    }
+    if (!ok || sampler_set_grammar(s, st, v) != 0) {
+        for (int i = 0; t && i < n; i++) free(t[i]);
+        free(t);
+        return -1;
+    }
+    s->trig = t, s->n_trig = n, s->trig_max = most, s->lazy = st != NULL && n > 0 && most > 0;
+    return 0;
+}
+
+/* A lazy grammar's wait: token id's text joins the tail; at a trigger the grammar starts, fed the text from it
+ * (a grammar that refuses it is dropped: the output goes on unconstrained, as it would have without). */
+static void lazy_accept(df_sampler *s, int32_t id) {
+    int len;
+    const char *text = gram_vocab_text(s->gv, id, &len);
+    char *g = realloc(s->tail, s->tail_n + (size_t)len + 1);
+    if (!g) return;
+    s->tail = g;
+    memcpy(s->tail + s->tail_n, text, (size_t)len);
+    s->tail_n += (size_t)len;
+    s->tail[s->tail_n] = 0;
+    size_t at = SIZE_MAX;
+    for (int i = 0; i < s->n_trig; i++) {
+        const char *hit = memmem(s->tail, s->tail_n, s->trig[i], strlen(s->trig[i]));
+        if (hit && (size_t)(hit - s->tail) < at) at = (size_t)(hit - s->tail);
+    }
+    if (at != SIZE_MAX) {
+        s->lazy = 0;
+        if (gram_accept_text(s->gs, s->tail + at, s->tail_n - at) != 0) {
+            gram_state_free(s->gs);
+            s->gs = NULL;
+        }
+        return;
+    }
+    const size_t keep = s->trig_max - 1; /* what may be the start of a trigger */
+    if (s->tail_n > keep) memmove(s->tail, s->tail + s->tail_n - keep, keep), s->tail_n = keep;
 }
 
 int df_sampler_set_logit_bias(df_sampler *s, const int32_t *ids, const float *bias, int n) {
@@ -134,10 +194,11 @@ int df_sampler_set_logit_bias(df_sampler *s, const int32_t *ids, const float *bi
     return DF_OK;
 }
 
-int df_sampler_grammar_done(const df_sampler *s) { return s->gs ? gram_done(s->gs) : 0; }
+int df_sampler_grammar_done(const df_sampler *s) { return s->gs && !s->lazy ? gram_done(s->gs) : 0; }
 
 void df_sampler_accept(df_sampler *s, int32_t id) {
-    if (s->gs) gram_accept(s->gs, id);
+    if (s->gs && s->lazy) lazy_accept(s, id);
+    else if (s->gs) gram_accept(s->gs, id);
     if (s->p.repeat_last_n <= 0) return;
     s->recent[s->recent_head] = id;
     s->recent_head = (s->recent_head + 1) % s->p.repeat_last_n;
@@ -201,7 +262,7 @@ int32_t df_sampler_sample(df_sampler *s, const float *logits) {
         }
     }
     const int32_t tok = pick(s, w);
-    if (!s->gs || gram_allows(s->gs, tok)) return tok;
+    if (!s->gs || s->lazy || gram_allows(s->gs, tok)) return tok;
     if (gram_mask(s->gs, s->allowed) == 0) { /* nothing continues the grammar: end the text */
         const int32_t end = gram_vocab_eog(s->gv);
         return end >= 0 ? end : tok;

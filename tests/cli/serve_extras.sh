@@ -18,7 +18,7 @@ D="$B/deltafin"
 . "$(dirname "${BASH_SOURCE[0]}")/../cli_common.sh"
 serve_test_setup extras
 
-serve_start "$T/s1.log" -m "$S" -c 256 --chat-template chatml --parallel 2
+serve_start "$T/s1.log" -m "$S" -c 1024 --chat-template chatml --parallel 2
 U="http://127.0.0.1:$PORT"
 
 P="Once upon a time, there was a girl"
@@ -40,8 +40,8 @@ check "/apply-template: --chat-template chatml, byte for byte" test "$(body "$r"
     "$(printf '<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant')"
 r=$(curl -s "$U/props")
 check "/props: the context, the slots, the template, the build" \
-    test "$(jq -r '[.n_ctx, .default_generation_settings.n_ctx, .total_slots, (.chat_template | test("im_start")), (.build_info | startswith("deltafin"))] | map(tostring) | join(",")' <<< "$r")" = "256,256,2,true,true"
-check "/v1/models: the context length" test "$(curl -s "$U/v1/models" | jq '.data[0].context_length, .data[0].meta.n_ctx_train' | tr '\n' ,)" = "256,$("$D" info -m "$S" | awk '$1 == "context_length" { print $2; exit }'),"
+    test "$(jq -r '[.n_ctx, .default_generation_settings.n_ctx, .total_slots, (.chat_template | test("im_start")), (.build_info | startswith("deltafin"))] | map(tostring) | join(",")' <<< "$r")" = "1024,1024,2,true,true"
+check "/v1/models: the context length" test "$(curl -s "$U/v1/models" | jq '.data[0].context_length, .data[0].meta.n_ctx_train' | tr '\n' ,)" = "1024,$("$D" info -m "$S" | awk '$1 == "context_length" { print $2; exit }'),"
 r=$(post /v1/chat/completions '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hi"}],"max_tokens":4}')
 check "a request naming another model is answered by the loaded one" test "$(code "$r")" = 200
 r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":6}')

@@ -7,7 +7,8 @@
 // same greedy sampler), with Anthropic's stop reason and usage (input + cache read = countTokens's count);
 // streamed, the events come in Anthropic's order and the text deltas join to the same text; stop_sequences end
 // the answer before the sequence, named in stop_sequence; a system prompt as blocks and a tool_use /
-// tool_result history are taken; an image block, a field Anthropic's API does not know and tool_choice "any" are
+// tool_result history are taken; tool_choice any and tool (a name) give a tool_use block (stop_reason tool_use),
+// streamed too; an image block, a field Anthropic's API does not know and an unknown tool_choice are
 // refused with the SDK's BadRequestError (400, the field named), never ignored. With API_KEY: a wrong key is the
 // SDK's AuthenticationError (401).
 // Prints "ok ..." / "FAIL ..." lines; the exit status counts failures.
@@ -85,8 +86,24 @@ try {
     { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } }] }] }, /image/);
   await refused('a field Anthropic does not know: 400 naming it', { model, max_tokens: 4, messages, frequency_penalty: 1 },
                 /frequency_penalty/);
-  await refused('tool_choice "any": 400 (not yet), never ignored',
-                { model, max_tokens: 4, messages, tools, tool_choice: { type: 'any' } }, /tool_choice/);
+  // tool_choice any / tool: the grammar makes even this model call; tool_use blocks, stop_reason tool_use
+  const small = [{ name: 'get_weather', description: 'The weather in a city',
+                   input_schema: { type: 'object', properties: { city: { type: 'string', maxLength: 8 } },
+                                   required: ['city'], additionalProperties: false } }];
+  for (const tool_choice of [{ type: 'any', disable_parallel_tool_use: true }, { type: 'tool', name: 'get_weather', disable_parallel_tool_use: true }]) {
+    const r = await client.messages.create({ model, max_tokens: 200, temperature: 1, messages, tools: small, tool_choice });
+    const uses = r.content.filter(b => b.type === 'tool_use');
+    check(`tool_choice ${tool_choice.type}: a tool_use block (get_weather, input.city a string), stop_reason tool_use`,
+          r.stop_reason === 'tool_use' && uses.length === 1 && uses[0].name === 'get_weather' &&
+          typeof uses[0].input.city === 'string' && /^toolu_/.test(uses[0].id), JSON.stringify(r));
+    const s = client.messages.stream({ model, max_tokens: 200, temperature: 1, messages, tools: small, tool_choice });
+    const fin = await s.finalMessage();
+    const su = fin.content.filter(b => b.type === 'tool_use');
+    check(`... streamed: the SDK assembles the same kind of tool_use block from input_json_delta`,
+          fin.stop_reason === 'tool_use' && su.length === 1 && typeof su[0].input.city === 'string', JSON.stringify(fin));
+  }
+  await refused('tool_choice of an unknown type: 400', { model, max_tokens: 4, messages, tools, tool_choice: { type: 'some' } },
+                /tool_choice/);
   await refused('no max_tokens: 400 naming it', { model, messages }, /max_tokens/);
   if (apiKey) {
     const wrong = new Anthropic({ baseURL, apiKey: apiKey + 'x', maxRetries: 0 });
