@@ -172,8 +172,8 @@ if [ "${FUZZ_TARGET:-gguf}" = grammar ]; then
     J=(-std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -Iinclude "${SRC_INC[@]}" "-fsanitize=address,undefined"
         -fno-sanitize-recover=all -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter)
     mkdir -p "$OUT/grammar-corpus" "$OUT/grammar-artifacts"
-    "$CC" "${J[@]}" -fsanitize=fuzzer tests/fuzz_grammar.c src/text/grammar.c src/text/schema.c -lcjson -lm \
-        -o "$OUT/fuzz_grammar"
+    "$CC" "${J[@]}" -fsanitize=fuzzer tests/fuzz_grammar.c src/text/grammar.c src/text/schema.c src/text/toolcall.c \
+        -lcjson -lm -o "$OUT/fuzz_grammar"
     [ -z "${FUZZ_FRESH:-}" ] || rm -f "$OUT"/grammar-corpus/*
     cp -f tests/data/grammar-corpus/* "$OUT/grammar-corpus/"
     for f in .cache/llama/llama.cpp/grammars/*.gbnf; do [ -f "$f" ] && { printf g; cat "$f"; } > "$OUT/grammar-corpus/$(basename "$f")"; done

@@ -6,7 +6,12 @@
  *   'g' GBNF text, a NUL, then bytes choosing tokens: the grammar parses or fails with a message; if it parses,
  *       a walk over a small vocabulary (every byte and some words) takes, at each step, the allowed token the
  *       next input byte picks, checking that the mask equals the token-by-token answer;
- *   's' a JSON Schema: it compiles or fails with a message; a grammar it compiles must parse (gram_parse).
+ *   's' a JSON Schema: it compiles or fails with a message; a grammar it compiles must parse (gram_parse);
+ *   't' a tool format (the next byte), then a model's output: the tool-call parser (src/text/toolcall.c) reads it
+ *       whole and at every 7th prefix while it grows; each growing reading's content and arguments must begin the
+ *       whole reading's (what a stream sent stays true);
+ *   'T' a tool format, then an OpenAI tools array: the calls' grammar is made or refused with a message; one made
+ *       must parse.
  * Every crash, sanitizer report, leak, hang (-timeout) or memory blow-up (-rss_limit_mb) is a bug. Built and run
  * by tests/fuzz.sh (FUZZ_TARGET=grammar), seeded with tests/data/grammar-corpus and llama.cpp's grammars.
  */
@@ -15,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "deltafin.h"
 #include "grammar.h"
 #include "schema.h"
 
@@ -49,9 +55,53 @@ static void walk(const gram *g, const uint8_t *choice, size_t n) {
     gram_state_free(st);
 }
 
+static int begins(const char *s, const char *prefix) { return !strncmp(s, prefix, strlen(prefix)); }
+
+static void tool_parse(df_tool_format f, const char *t, size_t n) {
+    df_tool_parse fin, p;
+    if (df_tool_calls_parse(f, NULL, t, n, 0, &fin) != DF_OK) return;
+    for (size_t m = 0; m <= n; m += 7) {
+        if (df_tool_calls_parse(f, NULL, t, m, 1, &p) != DF_OK) continue;
+        /* a malformed call makes the whole text content: then only the calls' part can differ */
+        int consistent = begins(fin.content, p.content) || fin.n_calls == 0;
+        for (int i = 0; i < p.n_calls && i < fin.n_calls && fin.n_calls >= p.n_calls; i++)
+            consistent &= !strcmp(p.calls[i].name, fin.calls[i].name) && begins(fin.calls[i].arguments, p.calls[i].arguments);
+        if (!consistent && fin.n_calls >= p.n_calls && fin.n_calls > 0) {
+            fprintf(stderr, "format %s, prefix %zu of %zu: the growing reading is not the start of the whole one\n",
+                    df_tool_format_name(f), m, n);
+            abort();
+        }
+        df_tool_parse_free(&p);
+    }
+    df_tool_parse_free(&fin);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!g_vocab) make_vocab();
     if (size < 1) return 0;
+    if ((data[0] == 't' || data[0] == 'T') && size >= 2) {
+        const df_tool_format f = (df_tool_format)(data[1] % (DF_TOOLS_MISTRAL_ARGS + 1));
+        char *text = malloc(size - 1);
+        if (!text) return 0;
+        memcpy(text, data + 2, size - 2);
+        text[size - 2] = 0;
+        if (data[0] == 't') {
+            tool_parse(f, text, size - 2);
+        } else {
+            char *gbnf = NULL, err[256];
+            if (df_tool_calls_grammar(f, text, NULL, data[1] & 0x80, &gbnf, err, sizeof err) == DF_OK) {
+                gram *g = gram_parse(gbnf, strlen(gbnf), err, sizeof err);
+                if (!g) {
+                    fprintf(stderr, "the tool-call grammar is refused by the engine: %s\n%s\n", err, gbnf);
+                    abort();
+                }
+                gram_free(g);
+            }
+            free(gbnf);
+        }
+        free(text);
+        return 0;
+    }
     const char *t = (const char *)data + 1;
     char err[256];
     if (data[0] == 's') {
