@@ -89,15 +89,20 @@ static size_t tag_tail(const char *t, size_t n, const char *tag) {
     return 0;
 }
 
-void srv_split_think(const char *t, size_t n, int open, int final, srv_split *out) {
+/* The reasoning sections' tags (oai_req.think_kind). */
+static const char *const think_tags[2][2] = {{"<think>", "</think>"}, {"<|open|>think<|sep|>", "<|close|>think<|sep|>"}};
+
+void srv_split_think(const char *t, size_t n, int open, int kind, int final, srv_split *out) {
+    const char *ot = think_tags[kind & 1][0], *ct = think_tags[kind & 1][1];
+    const size_t ol = strlen(ot), cl = strlen(ct);
     out->r0 = out->r1 = out->c0 = 0;
     if (!t || n == 0) return; /* nothing yet */
     size_t p = 0;
     if (!open) {
         const size_t w = skip_ws(t, 0, n);
-        if (n - w >= 7 && !memcmp(t + w, "<think>", 7)) {
-            p = w + 7;
-        } else if (!final && (n - w < 7 && !memcmp(t + w, "<think>", n - w))) {
+        if (n - w >= ol && !memcmp(t + w, ot, ol)) {
+            p = w + ol;
+        } else if (!final && (n - w < ol && !memcmp(t + w, ot, n - w))) {
             out->c0 = n; /* it may still open one: nothing yet */
             return;
         } else {
@@ -105,14 +110,14 @@ void srv_split_think(const char *t, size_t n, int open, int final, srv_split *ou
         }
     }
     out->r0 = p;
-    const char *end = n > p ? memmem(t + p, n - p, "</think>", 8) : NULL;
+    const char *end = n > p ? memmem(t + p, n - p, ct, cl) : NULL;
     if (!end) {
-        out->r1 = final ? n : n - tag_tail(t + p, n - p, "</think>");
+        out->r1 = final ? n : n - tag_tail(t + p, n - p, ct);
         out->c0 = n;
         return;
     }
     out->r1 = (size_t)(end - t);
-    out->c0 = skip_ws(t, out->r1 + 8, n); /* the blank after the tag is neither */
+    out->c0 = skip_ws(t, out->r1 + cl, n); /* the blank after the tag is neither */
 }
 
 long srv_find_stop(const srv_job *j, size_t from, int *which) {
@@ -400,18 +405,24 @@ static int render_chat(const oai_ctx *c, cJSON *body, char **out, oai_error *e) 
     return 0;
 }
 
-/* Whether a rendered prompt ends inside an opened <think> section (DeepSeek R1's and others' templates open it
- * for the model). */
-static int opens_think(const char *t) {
+/* Whether a rendered prompt ends inside an opened reasoning section (DeepSeek R1's and others' templates open
+ * <think> for the model, Kimi K3's <|open|>think<|sep|>); *kind: which (oai_req.think_kind). */
+static int opens_think(const char *t, int *kind) {
     size_t n = strlen(t);
     while (n && (t[n - 1] == '\n' || t[n - 1] == ' ')) n--;
-    return n >= 7 && !memcmp(t + n - 7, "<think>", 7);
+    for (int k = 0; k < 2; k++) {
+        const size_t l = strlen(think_tags[k][0]);
+        if (n >= l && !memcmp(t + n - l, think_tags[k][0], l)) return *kind = k, 1;
+    }
+    return 0;
 }
 
 static int chat_prompt(const oai_ctx *c, cJSON *body, oai_req *r, oai_error *e) {
     char *text = NULL;
     if (render_chat(c, body, &text, e) != 0) return -1;
-    r->think_open = opens_think(text);
+    r->think_open = opens_think(text, &r->think_kind);
+    if (!r->think_open && df_tool_format_detect(c->tmpl ? c->tmpl : df_chat_template(c->m)) == DF_TOOLS_KIMI_K3)
+        r->think_kind = 1; /* its output may still open a think section of its own */
     const int rc = tokenize(c, text, strlen(text), r, e);
     free(text);
     return rc;
@@ -934,7 +945,7 @@ char *oai_response(const oai_ctx *c, const oai_req *r, srv_job *const *jobs, con
             cJSON *msg = cJSON_AddObjectToObject(ch, "message");
             const char *t = j->text ? j->text : "";
             srv_split sp = {0, 0, 0};
-            if (r->reasoning) srv_split_think(t, j->len, r->think_open, 1, &sp);
+            if (r->reasoning) srv_split_think(t, j->len, r->think_open, r->think_kind, 1, &sp);
             cJSON_AddStringToObject(msg, "role", "assistant");
             if (sp.r1 > sp.r0) cJSON_AddItemToObject(msg, "reasoning_content", clean_string(t + sp.r0, sp.r1 - sp.r0));
             if (r->calls) calls = tools_message(r, t + sp.c0, j->len - sp.c0, msg);

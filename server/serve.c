@@ -361,7 +361,8 @@ static void collect_events(flight *f) {
         if (f->fin_sent[i]) continue;
         const size_t upto = j->finish != FIN_NONE ? j->len : srv_safe_len(j);
         srv_split sp = {0, 0, 0};
-        if (f->req.reasoning) srv_split_think(j->text, upto, f->req.think_open, j->finish != FIN_NONE, &sp);
+        if (f->req.reasoning)
+            srv_split_think(j->text, upto, f->req.think_open, f->req.think_kind, j->finish != FIN_NONE, &sp);
         const size_t rs = f->sent_r[i] > sp.r0 ? f->sent_r[i] : sp.r0, cs = f->sent[i] > sp.c0 ? f->sent[i] : sp.c0;
         if (sp.r1 > rs) {
             char *t = srv_utf8_clean(j->text + rs, sp.r1 - rs);

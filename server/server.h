@@ -184,7 +184,7 @@ size_t srv_safe_len(const srv_job *j);
 typedef struct srv_split {
     size_t r0, r1, c0;
 } srv_split;
-void srv_split_think(const char *t, size_t n, int open, int final, srv_split *out);
+void srv_split_think(const char *t, size_t n, int open, int kind, int final, srv_split *out);
 /* The stop strings: first occurrence of any at or after from (*which: that string's index); -1 if none. */
 long srv_find_stop(const srv_job *j, size_t from, int *which);
 
@@ -212,6 +212,7 @@ typedef struct oai_req {
     int chat, stream, include_usage, n, max_tokens, logprobs, n_stop, seed_set, ignore_eos;
     int reasoning;          /* chat: <think> sections go to reasoning_content (reasoning_format, default on) */
     int think_open;         /* ... and the prompt opened one: the output starts inside it */
+    int think_kind;         /* its tags: 0 <think> </think>, 1 Kimi K3's <|open|>think<|sep|> <|close|>think<|sep|> */
     df_sampler_params sp;
     char *stop[SRV_MAX_STOP];
     int32_t *prompt;

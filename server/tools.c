@@ -16,7 +16,8 @@
  * A format whose markers are control tokens in published files (gpt-oss's
  * <|channel|>, Kimi's, Mistral's [TOOL_CALLS]) has those tokens kept in the
  * output's text (srv_job.keep) so that the calls can be read. gpt-oss's
- * channels are read with or without tools: analysis is reasoning.
+ * channels are read with or without tools (analysis is reasoning), and so
+ * are Kimi K3's sections (the response's wrappers are not content).
  *
  * Streaming: each step parses the text so far (partial) and sends what is
  * new: content, then for each call its id and name once, then its arguments
@@ -105,8 +106,9 @@ int tools_parse(const oai_ctx *c, const cJSON *body, oai_req *r, oai_error *e) {
         mode = "function";
     }
     if (!tools && !strcmp(mode, "required")) return BAD("tool_choice", "'tool_choice' is \"required\" but there are no 'tools'");
-    const int harmony = r->tool_fmt == DF_TOOLS_HARMONY;
-    r->calls = (tools && strcmp(mode, "none")) || harmony; /* read the output for calls (gpt-oss: channels) */
+    /* read the output for calls; gpt-oss's channels and Kimi K3's sections are read with or without */
+    const int sections = r->tool_fmt == DF_TOOLS_HARMONY || r->tool_fmt == DF_TOOLS_KIMI_K3;
+    r->calls = (tools && strcmp(mode, "none")) || sections;
     if (!r->calls) return 0;
     if (tools && !(r->tools_json = cJSON_PrintUnformatted(tools)))
         return oai_set_error(e, 500, "server_error", NULL, NULL, "out of memory"), -1;
@@ -124,7 +126,9 @@ int tools_parse(const oai_ctx *c, const cJSON *body, oai_req *r, oai_error *e) {
     if (lazy) { /* the calls' grammar, from the format's first marker on */
         snprintf(r->trigger, sizeof r->trigger, "%s", df_tool_format_trigger((df_tool_format)r->tool_fmt));
     } else if (r->think_open) { /* the prompt opened <think>: the model closes it, then calls */
-        const char *pre = "root ::= \"</think>\\n\\n\" root0\nroot0 ::=";
+        const char *pre = r->think_kind ? "root ::= \"<|close|>think<|sep|><|open|>response<|sep|><|close|>response<|sep|>\" "
+                                          "root0\nroot0 ::="
+                                        : "root ::= \"</think>\\n\\n\" root0\nroot0 ::=";
         char *g2 = malloc(strlen(g) + strlen(pre) + 1);
         if (!g2) return free(g), oai_set_error(e, 500, "server_error", NULL, NULL, "out of memory"), -1;
         strcpy(g2, pre);

@@ -76,6 +76,13 @@ static const transcript T[] = {
      "type=\"string\"<|sep|>Rome<|close|>argument<|sep|><|open|>argument key=\"days\" type=\"number\"<|sep|>4"
      "<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>",
      "", NULL, 1, {"get_weather"}, {"{\"city\":\"Rome\",\"days\":4}"}, {NULL}},
+    {DF_TOOLS_KIMI_K3,
+     "<|open|>response<|sep|>Let me see.<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"search\"<|sep|>"
+     "<|open|>argument key=\"query\" type=\"string\"<|sep|>tea<|close|>argument<|sep|><|close|>call<|sep|>"
+     "<|close|>tools<|sep|><|close|>message<|sep|>",
+     "Let me see.", NULL, 1, {"search"}, {"{\"query\":\"tea\"}"}, {NULL}},
+    {DF_TOOLS_KIMI_K3, "<|open|>response<|sep|>Just words.<|close|>response<|sep|><|close|>message<|sep|>", "Just words.",
+     NULL, 0, {NULL}, {NULL}, {NULL}},
     {DF_TOOLS_DEEPSEEK_R1,
      "Sure." TB "calls\xe2\x96\x81" "begin" DSB ">" TB "call\xe2\x96\x81" "begin" DSB ">function" TB "sep" DSB ">get_weather\n"
      "```json\n{\"city\": \"Lima\", \"days\": 2}\n```" TB "call\xe2\x96\x81" "end" DSB ">" TB "calls\xe2\x96\x81" "end" DSB ">",

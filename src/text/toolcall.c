@@ -650,6 +650,31 @@ static int harmony(rd *r, df_tool_parse *p, sb *content, sb *reasoning) {
     return 0;
 }
 
+/* Kimi K3 writes its answer in sections: <|open|>response<|sep|> ... <|close|>response<|sep|>, then the tools
+ * section, then <|close|>message<|sep|> (the think section is the server's reasoning split). The wrappers are no
+ * content: removed, and in a growing text a tail that may become one held back. */
+static void k3_unwrap(sb *c, int partial) {
+    static const char *const wrap[] = {"<|open|>response<|sep|>", "<|close|>response<|sep|>", "<|close|>message<|sep|>",
+                                       "<|end_of_msg|>"};
+    if (!c->buf) return;
+    for (size_t w = 0; w < sizeof wrap / sizeof *wrap; w++) {
+        const size_t k = strlen(wrap[w]);
+        long at;
+        while ((at = find(c->buf, c->n, 0, wrap[w])) >= 0) {
+            memmove(c->buf + at, c->buf + at + k, c->n - (size_t)at - k + 1);
+            c->n -= k;
+        }
+    }
+    size_t hold = 0;
+    for (size_t w = 0; partial && w < sizeof wrap / sizeof *wrap; w++) {
+        const size_t h = prefix_tail(c->buf, c->n, wrap[w]);
+        hold = h > hold ? h : hold;
+    }
+    c->n -= hold;
+    while (c->n && isspace((unsigned char)c->buf[c->n - 1])) c->n--;
+    c->buf[c->n] = 0;
+}
+
 /* The generic form: the whole answer is one JSON object, {"tool_calls": [{"name", "arguments"}...]} (or
  * {"tool_call": {...}}, or {"response": "..."}, which is content); anything else is content. A model told the
  * form in prose spaces it as it likes, so the object is read whole, with cJSON, once complete. */
@@ -828,6 +853,7 @@ int df_tool_calls_parse(df_tool_format fmt, const char *tools_json, const char *
         }
     }
 done:
+    if (fmt == DF_TOOLS_KIMI_K3) k3_unwrap(&content, partial);
     if (content.oom || reasoning.oom) goto oom;
     out->content = content.buf ? content.buf : strdup("");
     out->reasoning = reasoning.buf;

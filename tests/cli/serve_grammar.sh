@@ -50,6 +50,21 @@ r=$(post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"H
 check "a template that opens <think>: the answer up to </think> is reasoning ($(body "$r" | jq -c '.choices[0].message | [.reasoning_content, .content]'))" \
     test "$(body "$r" | jq -r '.choices[0].message | (.reasoning_content | test("^[a-z ]{3,12}$")) and (.content | test("^[a-z]{2,6}$"))')" = true
 kill "$SPID"; wait "$SPID" 2> /dev/null
+# Kimi K3's template opens <|open|>think<|sep|> for the model: reasoning up to its close, the response's wrappers
+# are no content (streamed the same)
+serve_start "$T/s4.log" -m "$S" -c 2048 --chat-template-file tests/data/jinja/templates/Kimi-K3.jinja
+U="http://127.0.0.1:$PORT"
+G3='root ::= [a-z ]{3,12} \"<|close|>think<|sep|><|open|>response<|sep|>\" [a-z]{2,6} \"<|close|>response<|sep|><|close|>message<|sep|>\"'
+r=$(post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"grammar\":\"$G3\",\"max_tokens\":100,\"seed\":9}")
+k3=$(body "$r" | jq -c '.choices[0].message | [.reasoning_content, .content]')
+check "Kimi K3: its think section is reasoning, its response's text the content ($k3)" \
+    test "$(jq -r '(.[0] | test("^[a-z ]{3,12}$")) and (.[1] | test("^[a-z]{2,6}$"))' <<< "$k3")" = true
+s=$(curl -s "$U/v1/chat/completions" -d "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"grammar\":\"$G3\",\"max_tokens\":100,\"seed\":9,\"stream\":true}" |
+    grep '^data: {' | sed 's/^data: //')
+check "... streamed: the same two texts" \
+    test "$(jq -rj '.choices[0].delta.reasoning_content // empty' <<< "$s")|$(jq -rj '.choices[0].delta.content // empty' <<< "$s")" = \
+    "$(jq -r '.[0] + "|" + .[1]' <<< "$k3")"
+kill "$SPID"; wait "$SPID" 2> /dev/null
 serve_start "$T/s1.log" -m "$S" -c 2048 --chat-template chatml --parallel 2
 U="http://127.0.0.1:$PORT"
 
