@@ -360,6 +360,10 @@ typedef struct df_grammar df_grammar;
  * undefined rule, left recursion, a size limit) or DF_E_NOMEM. It must outlive the samplers given it. */
 int df_grammar_new(const df_model *m, const char *gbnf, size_t len, df_grammar **out, char *err, size_t errlen);
 void df_grammar_free(df_grammar *g);
+/* Let g's samplers emit the control tokens ids[0..n) where g spells their text (a tool format's markers that are
+ * special tokens in the model's file: <|channel|>, [TOOL_CALLS]...); other control tokens stay refused. Set it
+ * before giving g to a sampler. DF_OK, DF_E_INPUT, DF_E_NOMEM. */
+int df_grammar_allow_tokens(df_grammar *g, const int32_t *ids, int n);
 /* Constrain s by g from its next token on (NULL: no longer); df_sampler_accept advances it. A sampler's state
  * (df_sampler_get_state) does not include its grammar's. DF_OK or DF_E_NOMEM. */
 int df_sampler_set_grammar(df_sampler *s, const df_grammar *g);

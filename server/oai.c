@@ -791,6 +791,7 @@ srv_job **oai_make_jobs(const oai_req *r) {
         j->ignore_eos = r->ignore_eos;
         char err[256];
         if (r->gbnf && df_grammar_new(r->m, r->gbnf, strlen(r->gbnf), &j->grammar, err, sizeof err) != DF_OK) goto fail;
+        if (j->grammar && r->n_keep && df_grammar_allow_tokens(j->grammar, r->keep, r->n_keep) != DF_OK) goto fail;
         if (r->n_bias && (!(j->bias_id = malloc((size_t)r->n_bias * sizeof *j->bias_id)) ||
                           !(j->bias = malloc((size_t)r->n_bias * sizeof *j->bias))))
             goto fail;

@@ -36,7 +36,7 @@ static void make_vocab(void) {
     for (int i = 0; i < 256; i++) bytes[i] = (char)i, piece[g_n] = &bytes[i], len[g_n++] = 1;
     for (size_t i = 0; i < sizeof words / sizeof *words; i++) piece[g_n] = words[i], len[g_n++] = (int)strlen(words[i]);
     piece[g_n] = "", len[g_n] = 0, eog[g_n++] = 1;
-    g_vocab = gram_vocab_new(g_n, piece, len, eog);
+    g_vocab = gram_vocab_new(g_n, piece, len, eog, NULL);
 }
 
 static void walk(const gram *g, const uint8_t *choice, size_t n) {

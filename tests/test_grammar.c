@@ -28,7 +28,7 @@
 enum { V_MAX = 300 };
 static const char *g_piece[V_MAX];
 static int g_len[V_MAX], g_n;
-static uint8_t g_eog[V_MAX];
+static uint8_t g_eog[V_MAX], g_special[V_MAX];
 static int32_t g_eog_id;
 
 static void add_tok(const char *s, int len, int eog) {
@@ -49,10 +49,12 @@ static gram_vocab *make_vocab(void) {
     for (size_t i = 0; i < sizeof words / sizeof *words; i++) add_tok(words[i], (int)strlen(words[i]), 0);
     static char high[128];
     for (int c = 0; c < 128; c++) high[c] = (char)(0x80 + c), add_tok(&high[c], 1, 0); /* every byte above ASCII */
-    add_tok("", 0, 0); /* a control token */
+    add_tok("", 0, 0); /* a control token without text */
+    g_special[g_n] = 1;
+    add_tok("<|x|>", 5, 0); /* a control token with text: only where a state allows it */
     g_eog_id = g_n;
     add_tok("", 0, 1);
-    return gram_vocab_new(g_n, g_piece, g_len, g_eog);
+    return gram_vocab_new(g_n, g_piece, g_len, g_eog, g_special);
 }
 
 static int tok_of(const char *s) {
@@ -284,6 +286,35 @@ static void test_sampler(void **state) {
     gram_free(g);
 }
 
+/* A control token with text (a tool format's marker): refused by a state unless it allows it, even where the
+ * grammar spells its text (which plain tokens may still spell); allowed, it is taken where the text fits and
+ * nowhere else. */
+static void test_special(void **state) {
+    (void)state;
+    char err[256];
+    gram *g = parse("root ::= \"<|x|>\" [a-z] | \"<\" [0-9]", err, sizeof err);
+    gram_vocab *v = make_vocab();
+    const int32_t x = tok_of("<|x|>");
+    assert_int_equal(g_special[x], 1);
+    gram_state *st = gram_state_new(g, v);
+    uint8_t mask[V_MAX];
+    assert_false(gram_allows(st, x));
+    gram_mask(st, mask);
+    assert_false(mask[x]);
+    assert_true(mask[tok_of("<")]);
+    assert_int_equal(gram_state_allow(st, &x, 1), 0);
+    assert_true(gram_allows(st, x));
+    gram_mask(st, mask);
+    assert_true(mask[x] && mask[tok_of("<")]);
+    assert_int_equal(gram_accept(st, x), 0);
+    assert_true(gram_allows(st, tok_of("a")));
+    assert_false(gram_allows(st, tok_of("1")));
+    assert_false(gram_allows(st, x)); /* allowed, but not where its text does not fit */
+    gram_state_free(st);
+    gram_vocab_free(v);
+    gram_free(g);
+}
+
 /* A lazy grammar (tool_choice auto): nothing is constrained before the trigger; the token that completes it (here
  * "ab", whose "a" ends the trigger "(a" and whose "b" is the grammar's) starts the grammar fed from the trigger on;
  * then only its sentences; a grammar that refuses what followed the trigger is dropped, not a dead end. */
@@ -348,7 +379,7 @@ static int accepts(const char *gpath, const char *tpath) {
     uint8_t eog[257] = {0};
     for (int i = 0; i < 256; i++) bytes[i] = (char)i, piece[i] = &bytes[i], len[i] = 1;
     piece[256] = "", len[256] = 0, eog[256] = 1;
-    gram_vocab *v = gram_vocab_new(257, piece, len, eog);
+    gram_vocab *v = gram_vocab_new(257, piece, len, eog, NULL);
     FILE *t = fopen(tpath, "rb");
     int total = 0, bad = 0;
     size_t cap = 0;
@@ -382,7 +413,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_match),
         cmocka_unit_test(test_mask_equals_check),
         cmocka_unit_test(test_hostile),
-        cmocka_unit_test(test_lazy), cmocka_unit_test(test_sampler),
+        cmocka_unit_test(test_special), cmocka_unit_test(test_lazy), cmocka_unit_test(test_sampler),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

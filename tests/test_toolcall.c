@@ -268,7 +268,7 @@ static char *first_sentence(const char *gbnf) {
     uint8_t eog[257] = {0};
     for (int i = 0; i < 256; i++) bytes[i] = (char)i, piece[i] = &bytes[i], len[i] = 1;
     piece[256] = "", len[256] = 0, eog[256] = 1;
-    gram_vocab *v = gram_vocab_new(257, piece, len, eog);
+    gram_vocab *v = gram_vocab_new(257, piece, len, eog, NULL);
     gram_state *s = gram_state_new(g, v);
     static const char pref[] = "\"}]>\n<0123456789abcdefghijklmnopqrstuvwxyz{[:, /=|_.-`";
     char *out = calloc(1, 8192);

@@ -112,6 +112,7 @@ typedef struct {
     const char *drop[16];  /* --drop-key: metadata keys left out (an optional key a published file may lack) */
     int n_drop;
     const char *chat_template; /* --chat-template FILE: its text as tokenizer.chat_template */
+    const char *special;       /* --special-tokens A,B,...: control tokens added at the vocabulary's end */
 } config;
 
 typedef struct {
@@ -772,6 +773,28 @@ static void write_pooled(gw *w, const tensor_plan *t, const config *c, uint64_t 
     free(pool);
 }
 
+/* --special-tokens A,B,...: each a control token (llama.cpp type 3) at v's end, as published files have their
+ * chat and tool markers. Returns how many (0 for NULL), -1 when out of memory or one is empty. */
+static int add_special_tokens(bpe_vocab *v, const char *list) {
+    int n = 0;
+    for (const char *s = list; s && *s; n++) {
+        const char *e = strchr(s, ',');
+        const size_t l = e ? (size_t)(e - s) : strlen(s);
+        char **t = realloc(v->tokens, sizeof *t * (size_t)(v->n_tokens + 1));
+        if (!t || !l) return -1;
+        v->tokens = t;
+        int32_t *ty = realloc(v->types, sizeof *ty * (size_t)(v->n_tokens + 1));
+        if (!ty) return -1;
+        v->types = ty;
+        if (!(v->tokens[v->n_tokens] = malloc(l + 1))) return -1;
+        memcpy(v->tokens[v->n_tokens], s, l);
+        v->tokens[v->n_tokens][l] = 0;
+        v->types[v->n_tokens++] = 3;
+        s = e ? e + 1 : s + l;
+    }
+    return n;
+}
+
 /* Extend v to n tokens with unused ones ("<|unused_N|>", llama.cpp type 5). */
 static int pad_vocab(bpe_vocab *v, int n) {
     char **t = realloc(v->tokens, sizeof *t * (size_t)n);
@@ -1280,6 +1303,7 @@ static void usage(void) {
             "               [--chat-template FILE|NAME] (tokenizer.chat_template; NAME: a family's own, qwen3 qwen3-coder\n"
             "               qwen3.5 qwen2.5 deepseek-v3.1 deepseek-v3.2 deepseek-v4 deepseek-r1 kimi-k2 kimi-k2-thinking\n"
             "               kimi-k3 glm-4.6 glm-4.7 minimax-m2 gpt-oss llama3.1 llama3.2 mistral mistral-nemo hermes)\n"
+            "               [--special-tokens A,B,...] (control tokens at the vocabulary's end: a family's markers)\n"
             "  experts:     [--experts N] [--experts-used K] [--n-ff-exp N] [--n-ff-shexp N] [--shared N]\n"
             "               [--dense-lead N] [--gating softmax|sigmoid] [--groups G:USED] [--norm-w 0|1]\n"
             "               [--w-scale F] [--probs-bias 0|1] [--router-skew S] [--router-corr A]\n"
@@ -1345,6 +1369,7 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--pre") == 0) c.pre = v;
         else if (strcmp(a, "--seed") == 0) c.seed = strtoull(v, NULL, 10);
         else if (strcmp(a, "--chat-template") == 0) c.chat_template = v;
+        else if (strcmp(a, "--special-tokens") == 0) c.special = v;
         else if (strcmp(a, "--random-config") == 0) { random_seed = strtoull(v, NULL, 10); random_set = 1; }
         else if (strcmp(a, "--drop-key") == 0) {
             if (c.n_drop == (int)(sizeof c.drop / sizeof c.drop[0])) die("too many --drop-key");
@@ -1510,9 +1535,14 @@ int main(int argc, char **argv) {
     bpe_vocab v;
     /* Vocabularies learn at most 4096 tokens; a larger --vocab (real models' 150k+) is
      * padded with unused tokens, so embeddings and outputs get their real size. */
+    int n_special = 0; /* --special-tokens: the vocabulary grows by them */
+    for (const char *s = c.special; s && *s; s++) n_special += *s == ',';
+    n_special += c.special && *c.special;
     const int learned = c.vocab > 4096 ? 4096 : c.vocab;
     if ((c.multilingual ? bpe_vocab_build_multilingual : bpe_vocab_build)(&v, learned, err, sizeof err) != 0) die(err);
     if (c.vocab > learned && pad_vocab(&v, c.vocab) != 0) die("out of memory");
+    if (add_special_tokens(&v, c.special) != n_special) die("--special-tokens: a list of texts, A,B,... (none empty)");
+    c.vocab += n_special;
     plan p = {0};
     if (is_ds(&c)) plan_deepseek2(&c, &p);
     else if (is_kimi(&c)) plan_kimi(&c, &p);

@@ -541,6 +541,7 @@ struct gram_vocab {
     size_t *off;
     int *len;
     uint8_t *eog;
+    uint8_t *special;  /* control tokens: allowed only where a state allows them (gram_state_allow) */
     int *order;        /* the tokens with text, sorted by their bytes */
     int *lcp;          /* order[k]'s common prefix with order[k - 1] */
     int n_order, max_len;
@@ -565,7 +566,7 @@ static void sort_tokens(const gram_vocab *v, int *a, int *tmp, int n) {
     memcpy(a, tmp, (size_t)n * sizeof *a);
 }
 
-gram_vocab *gram_vocab_new(int n, const char *const *piece, const int *len, const uint8_t *eog) {
+gram_vocab *gram_vocab_new(int n, const char *const *piece, const int *len, const uint8_t *eog, const uint8_t *special) {
     gram_vocab *v = calloc(1, sizeof *v);
     if (!v || n < 1) return free(v), NULL;
     size_t total = 0;
@@ -575,10 +576,11 @@ gram_vocab *gram_vocab_new(int n, const char *const *piece, const int *len, cons
     v->off = malloc((size_t)n * sizeof *v->off);
     v->len = malloc((size_t)n * sizeof *v->len);
     v->eog = malloc((size_t)n);
+    v->special = calloc((size_t)n, 1);
     v->order = malloc((size_t)n * sizeof *v->order);
     v->lcp = malloc((size_t)n * sizeof *v->lcp);
     int *tmp = malloc((size_t)n * sizeof *tmp);
-    if (!v->bytes || !v->off || !v->len || !v->eog || !v->order || !v->lcp || !tmp) {
+    if (!v->bytes || !v->off || !v->len || !v->eog || !v->special || !v->order || !v->lcp || !tmp) {
         free(tmp);
         gram_vocab_free(v);
         return NULL;
@@ -589,6 +591,7 @@ gram_vocab *gram_vocab_new(int n, const char *const *piece, const int *len, cons
         v->off[i] = at;
         v->len[i] = l;
         v->eog[i] = eog[i] != 0;
+        v->special[i] = special && special[i];
         if (l) memcpy(v->bytes + at, piece[i], (size_t)l);
         at += (size_t)l;
         if (l && !v->eog[i]) v->order[v->n_order++] = i;
@@ -620,6 +623,7 @@ void gram_vocab_free(gram_vocab *v) {
     free(v->off);
     free(v->len);
     free(v->eog);
+    free(v->special);
     free(v->order);
     free(v->lcp);
     free(v);
@@ -650,7 +654,27 @@ struct gram_state {
     int *hash_idx;
     int overflow;      /* a reading was dropped at a bound (for tests and messages) */
     int dead;
+    int32_t *spec_ok;  /* the control tokens this state may take (gram_state_allow) */
+    int n_spec_ok;
 };
+
+/* Whether token id is not a control token, or one this state may take. */
+static int special_ok(const gram_state *st, int32_t id) {
+    if (!st->v->special[id]) return 1;
+    for (int i = 0; i < st->n_spec_ok; i++)
+        if (st->spec_ok[i] == id) return 1;
+    return 0;
+}
+
+int gram_state_allow(gram_state *st, const int32_t *ids, int n) {
+    int32_t *c = n > 0 ? malloc((size_t)n * sizeof *c) : NULL;
+    if (n > 0 && !c) return -1;
+    if (n > 0) memcpy(c, ids, (size_t)n * sizeof *c);
+    free(st->spec_ok);
+    st->spec_ok = c;
+    st->n_spec_ok = n > 0 ? n : 0;
+    return 0;
+}
 
 static void set_clear(gset *s) { s->n = 0, s->ns = 0, s->partial = 0, s->rem = 0, s->clen = 0; }
 
@@ -877,6 +901,7 @@ void gram_state_free(gram_state *st) {
     free(st->st);
     free(st->hash_mark);
     free(st->hash_idx);
+    free(st->spec_ok);
     free(st);
 }
 
@@ -895,7 +920,7 @@ static const gset *walk(gram_state *st, int32_t id) {
 int gram_allows(gram_state *st, int32_t id) {
     if (id < 0 || id >= st->v->n || st->dead) return 0;
     if (st->v->eog[id]) return can_end(&st->cur);
-    if (st->v->len[id] == 0) return 0;
+    if (st->v->len[id] == 0 || !special_ok(st, id)) return 0;
     return walk(st, id)->ns > 0;
 }
 
@@ -922,7 +947,7 @@ int gram_mask(gram_state *st, uint8_t *allowed) {
                 break;
             }
         }
-        if (dead_at > n) allowed[id] = 1, count++;
+        if (dead_at > n && special_ok(st, id)) allowed[id] = 1, count++;
     }
     return count;
 }
@@ -930,7 +955,7 @@ int gram_mask(gram_state *st, uint8_t *allowed) {
 int gram_accept(gram_state *st, int32_t id) {
     if (id < 0 || id >= st->v->n || st->dead) return st->dead = 1, -1;
     if (st->v->eog[id]) return can_end(&st->cur) ? 0 : (st->dead = 1, -1);
-    if (st->v->len[id] == 0) return st->dead = 1, -1;
+    if (st->v->len[id] == 0 || !special_ok(st, id)) return st->dead = 1, -1;
     const gset *to = walk(st, id);
     if (to->ns == 0) return st->dead = 1, -1;
     /* the result becomes the current set (swap buffers with its level) */

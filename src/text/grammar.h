@@ -16,14 +16,18 @@ typedef struct gram_state gram_state; /* where a generation is in a grammar */
 gram *gram_parse(const char *text, size_t len, char *err, size_t errlen);
 void gram_free(gram *g);
 
-/* n tokens: piece[i][0..len[i]) their bytes ("" for control tokens: never allowed), eog[i] whether an
- * end-of-generation token. Copies what it needs. NULL when out of memory. */
-gram_vocab *gram_vocab_new(int n, const char *const *piece, const int *len, const uint8_t *eog);
+/* n tokens: piece[i][0..len[i]) their bytes ("": never allowed), eog[i] whether an end-of-generation token,
+ * special[i] (NULL: none) whether a control token: its text is matched, but it is allowed only where a state
+ * allows it (gram_state_allow). Copies what it needs. NULL when out of memory. */
+gram_vocab *gram_vocab_new(int n, const char *const *piece, const int *len, const uint8_t *eog, const uint8_t *special);
 void gram_vocab_free(gram_vocab *v);
 
 /* The start of generation for g over v (both must outlive it). NULL when out of memory. */
 gram_state *gram_state_new(const gram *g, const gram_vocab *v);
 void gram_state_free(gram_state *st);
+/* The control tokens ids[0..n) may come where the grammar spells their text (a tool format's markers). 0, or -1
+ * when out of memory. */
+int gram_state_allow(gram_state *st, const int32_t *ids, int n);
 /* Whether token id may come next (an end-of-generation token: when the text so far is complete). */
 int gram_allows(gram_state *st, int32_t id);
 /* allowed[i] = whether token i may come next, for every token (the vocabulary walked in sorted order, tokens that

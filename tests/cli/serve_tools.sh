@@ -67,4 +67,22 @@ for fam in Qwen-Qwen3-0.6B:qwen3 Qwen3.5-4B:qwen3.5 Qwen3-Coder:qwen3-coder GLM-
     fi
     kill "$SPID"; wait "$SPID" 2> /dev/null
 done
+
+# A family whose markers are control tokens in its files (Kimi K2's): the grammar lets the model emit them where
+# it spells their text (biased here towards them: a trained model prefers them), they are kept in the text, and the
+# call is read; a grammar of a plain request never emits a control token, even one that spells its text.
+MK='<|tool_calls_section_begin|>,<|tool_calls_section_end|>,<|tool_call_begin|>,<|tool_call_argument_begin|>,<|tool_call_end|>'
+"$B/mkmodel" -o "$T/k2.gguf" --preset tiny --chat-template kimi-k2 --special-tokens "$MK" 2> /dev/null || { echo "mkmodel failed"; exit 1; }
+serve_start "$T/k2.log" -m "$T/k2.gguf" -c 4096
+U="http://127.0.0.1:$PORT"
+BIAS='{"320":30,"321":30,"322":30,"323":30,"324":30}'
+W='[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":6}},"required":["city"],"additionalProperties":false}}}]'
+r=$(post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"weather?\"}],\"max_tokens\":300,\"seed\":1,\"logprobs\":true,\"parallel_tool_calls\":false,\"tools\":$W,\"tool_choice\":\"required\",\"logit_bias\":$BIAS}")
+check "Kimi K2 with its markers as control tokens: 5 emitted, kept, the call read ($(body "$r" | jq -c '[.choices[0].finish_reason, .choices[0].message.tool_calls[0].id]'))" \
+    test "$(body "$r" | jq -r '[.choices[0].finish_reason, .choices[0].message.tool_calls[0].function.name, ([.choices[0].logprobs.content[] | select(.bytes == [])] | length)] | map(tostring) | join(",")')" = "tool_calls,get_weather,5"
+r=$(post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":60,\"seed\":1,\"logprobs\":true,\"grammar\":\"root ::= \\\"<|tool_call_begin|>\\\" [a-z]{2}\",\"logit_bias\":$BIAS}")
+ct=$(body "$r" | jq -r .choices[0].message.content)
+check "a plain grammar spelling a control token's text: the text ($ct), never the token" \
+    test "$(grep -cxE '<[|]tool_call_begin[|]>[a-z]{2}' <<< "$ct")/$(body "$r" | jq '[.choices[0].logprobs.content[] | select(.bytes == [])] | length')" = 1/0
+kill "$SPID"; wait "$SPID" 2> /dev/null
 finish
