@@ -295,8 +295,8 @@ static void slot_finish(srv_sched *s, slot *sl, int why, const char *msg) {
 
 /* The forward pass of every active sequence: each slot's n_in tokens at its
  * session's position; its last token's logits into its buffer. One
- * df_decode_batch call: for a generation step of the llama family every
- * weight is read once for all sequences. If it fails, the sequences it had
+ * df_decode_batch call: for a generation step every weight is read once for
+ * all sequences (decode.c says which sessions share a pass). If it fails, the sequences it had
  * not advanced run alone, so only the one at fault fails. */
 static void decode_all(srv_sched *s, int n) {
     slot **act = s->act, **gen = s->gen;

@@ -23,8 +23,9 @@
  *   the output's last n_rot values; the grouped low-rank output projection:
  *   the heads in o_groups groups, group g through rows [g R, (g+1) R) of
  *   attn_output_a, then attn_output_b.
- * Layers with compress_ratios 4 or 128 also attend to compressed keys; that
- * part is not implemented yet and such files are refused at load.
+ * Layers with compress_ratios 4 or 128 also attend to compressed keys, one
+ * per block of 4 or 128 positions, chosen by an indexer where the ratio is 4
+ * (dsv4.c: the compressors, the indexer and their caches).
  *
  * FFN: routed experts with sqrt(softplus) gating and a selection bias, or,
  * in the hash_layer_count lead layers, the experts ffn_gate_tid2eid names for

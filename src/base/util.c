@@ -21,12 +21,6 @@ int df_seterr(char *err, size_t errlen, const char *fmt, ...) {
     return -1;
 }
 
-void *df_malloc(size_t n, size_t size) {
-    size_t total;
-    if (__builtin_mul_overflow(n, size, &total)) return NULL;
-    return malloc(total ? total : 1);
-}
-
 void *df_calloc(size_t n, size_t size) {
     if (n == 0 || size == 0) return calloc(1, 1);
     return calloc(n, size);

@@ -22,10 +22,9 @@
  * so that "return df_seterr(...)" reads naturally. */
 int df_seterr(char *err, size_t errlen, const char *fmt, ...) DF_PRINTF(3, 4);
 
-/* Checked allocation: return NULL on failure (callers check). The _z variant
- * zero-fills; the n*size product is overflow-checked. */
+/* Checked allocation: NULL on failure (callers check); zero-filled, the n*size product overflow-checked (by
+ * calloc). */
 void *df_calloc(size_t n, size_t size);
-void *df_malloc(size_t n, size_t size);
 /* Aligned allocation (align a power of two >= sizeof(void*)); free with free(). */
 void *df_aligned_alloc(size_t align, size_t size);
 /* A large buffer read over and over (weights, stream slots): df_aligned_alloc

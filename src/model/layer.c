@@ -147,10 +147,6 @@ int df_norm_rows(df_session *s, ws_tensor *w, const float *x, int n, int64_t wid
     return 0;
 }
 
-void df_attention(df_session *s, int l, int n_tok, const float *q, float *out) {
-    df_attention_sinks(s, l, n_tok, q, out, NULL);
-}
-
 void df_attention_sinks(df_session *s, int l, int n_tok, const float *q, float *out, const float *sinks) {
     const df_hparams *h = &s->m->hp;
     df_attn_desc d;

@@ -25,10 +25,9 @@ int df_norm_rows(df_session *s, ws_tensor *w, const float *x, int n, int64_t wid
                  size_t errlen);
 /* Causal attention of n_tok queries (n_head * head_dim each) at positions
  * s->pos.. against KV layer l's cache (already holding their own keys and
- * values, df_mem_store) into out (n_tok rows of n_head * head_dim_v). */
-void df_attention(df_session *s, int l, int n_tok, const float *q, float *out);
-/* The same with one sink logit per head (gpt-oss; NULL: none). Both honour
- * the layer's sliding window (hparams swa / n_swa) and its cache's ring. */
+ * values, df_mem_store) into out (n_tok rows of n_head * head_dim_v), with one
+ * sink logit per head (gpt-oss; NULL: none). It honours the layer's sliding
+ * window (hparams swa / n_swa) and its cache's ring. */
 void df_attention_sinks(df_session *s, int l, int n_tok, const float *q, float *out, const float *sinks);
 /* The rows of one forward pass: own NULL, n consecutive tokens of s from
  * s->pos; otherwise row t is a token of session own[t] (a batched pass,

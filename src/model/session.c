@@ -7,7 +7,7 @@
  * DESIGN
  * One size table (session_layout) lists every buffer of a session with its
  * size; it serves both the allocation and the memory planner's estimate
- * (df_session_bytes), so the two cannot disagree. Attention layers share one
+ * (df_session_split_bytes), so the two cannot disagree. Attention layers share one
  * block of n_ctx rows per layer for keys and one for values (an MLA layer
  * keeps one latent row per position and no values); recurrent layers share
  * one block of fixed-size states. The per-layer descriptors point into
@@ -182,7 +182,7 @@ typedef struct {
     uint64_t bytes;
 } alloc_item;
 
-#define MAX_ITEMS 80
+#define MAX_ITEMS DF_SESSION_ITEMS
 
 /* Fill s's sizes (n_ctx, n_batch, KV dims, s->mem's element type) and the
  * list of its buffers; s->mem must point to a df_mem. Items [0, *n_own) are
@@ -419,11 +419,6 @@ int df_session_split_bytes(const df_model *m, const df_session_params *p, uint64
     return 0;
 }
 
-uint64_t df_session_bytes(const df_model *m, const df_session_params *p) {
-    uint64_t own, scratch;
-    return df_session_split_bytes(m, p, &own, &scratch) != 0 ? UINT64_MAX : own + scratch;
-}
-
 /* ---- the model's shared scratch ---- */
 
 struct df_scratch {
@@ -535,7 +530,6 @@ static uint8_t *v_row(const df_session *s, int l, int64_t pos) {
 }
 
 const uint8_t *df_mem_k_row(const df_session *s, int l, int pos) { return k_row(s, l, pos); }
-const uint8_t *df_mem_v_row(const df_session *s, int l, int pos) { return v_row(s, l, pos); }
 
 void df_mem_store(df_session *s, int l, int n_tok, const float *k, const float *v) {
     const df_mem *mem = s->mem;
@@ -699,79 +693,12 @@ void df_session_free(df_session *s) {
     void *none = NULL;
     for (int i = 0; i < s->n_scr; i++) memcpy(s->scr_dst[i], &none, sizeof none); /* the model's scratch: not freed here */
     if (s->trace_out) df_out_commit(s->trace_out, NULL, 0); /* the records so far are kept */
-    if (s->mem) {
-        free(s->mem->layer);
-        free(s->mem->k_cache);
-        free(s->mem->v_cache);
-        free(s->mem->rec_conv);
-        free(s->mem->rec_state);
-        free(s->mem->idx_cache);
-        free(s->mem->ds4_comp);
-        free(s->mem->ds4_lid);
-        free(s->mem->ds4_state);
-        free(s->mem->rb_conv);
-        free(s->mem->rb_state);
-        free(s->mem->rb_in);
-        free(s->mem->rb_out);
-        free(s->mem);
+    for (int i = 0; i < s->n_own; i++) { /* the buffers session_layout listed as the session's own */
+        void *buf;
+        memcpy(&buf, s->own_dst[i], sizeof buf);
+        free(buf);
     }
-    free(s->x);
-    free(s->xb);
-    free(s->xb2);
-    free(s->q);
-    free(s->k);
-    free(s->v);
-    free(s->hb);
-    free(s->hb2);
-    free(s->att);
-    free(s->rope_cache);
-    free(s->logits);
-    free(s->mm.buf);
-    free(s->router);
-    free(s->topk_id);
-    free(s->topk_w);
-    free(s->topk_margin);
-    free(s->tok_of);
-    free(s->slot_of);
-    free(s->ex_x);
-    free(s->ex_h);
-    free(s->ex_h2);
-    free(s->ex_y);
-    free(s->q_abs);
-    free(s->lat);
-    free(s->o_lat);
-    free(s->mla_tmp);
-    free(s->ex_out);
-    free(s->kda_q);
-    free(s->kda_k);
-    free(s->kda_v);
-    free(s->kda_g);
-    free(s->kda_o);
-    free(s->kda_beta);
-    free(s->kda_lo);
-    free(s->res_stack);
-    free(s->res_mix);
-    free(s->res_scores);
-    free(s->attn_gate);
-    free(s->idx_q);
-    free(s->idx_k);
-    free(s->idx_w);
-    free(s->idx_sel);
-    free(s->lat_in);
-    free(s->lat_out);
-    free(s->mtp_h);
-    free(s->mtp_in);
-    free(s->mtp_out);
-    free(s->hc);
-    free(s->hc_norm);
-    free(s->hc_mixes);
-    free(s->hc_mix);
-    free(s->qr);
-    free(s->o_grp);
-    free(s->o_low);
-    free(s->cmp);
-    free(s->lid_q);
-    free(s->lid_w);
+    free(s->mem);
     free(s);
 }
 
@@ -833,6 +760,7 @@ int df_session_new(df_model *m, const df_session_params *p, df_session **out, ch
     for (int i = 0; i < n_own; i++) {
         void *buf = df_aligned_alloc(64, (size_t)it[i].bytes);
         memcpy(it[i].dst, &buf, sizeof buf); /* the field is a float*, uint8_t* or void*: same representation */
+        s->own_dst[s->n_own++] = it[i].dst;  /* freed by df_session_free */
         if (!buf) {
             const int n_ctx = s->n_ctx; /* read before the session is freed */
             df_session_free(s);

@@ -16,7 +16,7 @@
  *
  * The scratch buffers (df_session's public fields) are sized from one table
  * (session_layout) that also tells the memory planner what a session costs
- * (df_session_bytes). Nothing is allocated per token.
+ * (df_session_split_bytes). Nothing is allocated per token.
  *
  * Scratch is the model's, not the session's: one decode runs at a time per
  * model (decode.c holds its lock), so every session of a model computes in
@@ -44,6 +44,7 @@ enum { DF_MEM_KV = 1, DF_MEM_LATENT = 2, DF_MEM_RECURRENT = 3 };
 typedef struct df_mem df_mem; /* session.c */
 
 #define DF_SCRATCH_MAX 64 /* scratch buffers of a session (session_layout) */
+#define DF_SESSION_ITEMS 80 /* buffers of a session, its own and scratch (session_layout) */
 
 struct df_session {
     df_model *m;
@@ -125,13 +126,14 @@ struct df_session {
     void **scr_dst[DF_SCRATCH_MAX];
     uint64_t scr_need[DF_SCRATCH_MAX];
     int n_scr;
+    /* the fields of the buffers the session owns (session_layout's own items), which df_session_free frees */
+    void **own_dst[DF_SESSION_ITEMS];
+    int n_own;
 };
 
-/* Bytes a session with these parameters allocates (for the memory planner):
- * its own memory and the scratch it computes in; UINT64_MAX if it would be
- * too large. df_session_split_bytes gives the two parts (-1 if too large):
- * sessions of one model share the scratch. */
-uint64_t df_session_bytes(const df_model *m, const df_session_params *p);
+/* Bytes a session with these parameters allocates (for the memory planner),
+ * in two parts: its own memory and the scratch it computes in (sessions of
+ * one model share the scratch); -1 if it would be too large. */
 int df_session_split_bytes(const df_model *m, const df_session_params *p, uint64_t *own, uint64_t *scratch);
 /* Point s's scratch fields at the model's scratch; decode.c calls it, holding
  * the model's lock, before a forward pass computes in s's scratch. */
@@ -191,7 +193,6 @@ void df_mem_store(df_session *s, int l, int n_tok, const float *k, const float *
 /* The cached row of position pos (< s->pos + rows just stored) of layer l:
  * keys (or the latent) and values (NULL for a latent cache). */
 const uint8_t *df_mem_k_row(const df_session *s, int l, int pos);
-const uint8_t *df_mem_v_row(const df_session *s, int l, int pos);
 /* Describe layer l's cache for df_attention_run: k, v, their strides,
  * the bytes between KV heads (a latent cache: 0, one row serves every head),
  * the element type, its ring (0: none) and pos = s->pos. The caller adds
