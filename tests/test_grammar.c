@@ -373,13 +373,7 @@ static int accepts(const char *gpath, const char *tpath) {
     gram *g = gram_parse(gtext, n, err, sizeof err);
     free(gtext);
     if (!g) return fprintf(stderr, "%s: %s\n", gpath, err), 1;
-    static char bytes[256];
-    const char *piece[257];
-    int len[257];
-    uint8_t eog[257] = {0};
-    for (int i = 0; i < 256; i++) bytes[i] = (char)i, piece[i] = &bytes[i], len[i] = 1;
-    piece[256] = "", len[256] = 0, eog[256] = 1;
-    gram_vocab *v = gram_vocab_new(257, piece, len, eog, NULL);
+    gram_vocab *v = gram_vocab_bytes();
     FILE *t = fopen(tpath, "rb");
     int total = 0, bad = 0;
     size_t cap = 0;

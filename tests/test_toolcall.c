@@ -262,13 +262,7 @@ static char *first_sentence(const char *gbnf) {
     char err[256];
     gram *g = gram_parse(gbnf, strlen(gbnf), err, sizeof err);
     if (!g) fail_msg("grammar refused: %s\n%s", err, gbnf);
-    static char bytes[256];
-    const char *piece[257];
-    int len[257];
-    uint8_t eog[257] = {0};
-    for (int i = 0; i < 256; i++) bytes[i] = (char)i, piece[i] = &bytes[i], len[i] = 1;
-    piece[256] = "", len[256] = 0, eog[256] = 1;
-    gram_vocab *v = gram_vocab_new(257, piece, len, eog, NULL);
+    gram_vocab *v = gram_vocab_bytes();
     gram_state *s = gram_state_new(g, v);
     static const char pref[] = "\"}]>\n<0123456789abcdefghijklmnopqrstuvwxyz{[:, /=|_.-`";
     char *out = calloc(1, 8192);

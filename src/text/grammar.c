@@ -611,6 +611,16 @@ gram_vocab *gram_vocab_new(int n, const char *const *piece, const int *len, cons
     return v;
 }
 
+gram_vocab *gram_vocab_bytes(void) {
+    char b[256];
+    const char *piece[257];
+    int len[257];
+    uint8_t eog[257] = {0};
+    for (int i = 0; i < 256; i++) b[i] = (char)i, piece[i] = &b[i], len[i] = 1;
+    piece[256] = "", len[256] = 0, eog[256] = 1;
+    return gram_vocab_new(257, piece, len, eog, NULL); /* it copies the bytes */
+}
+
 int32_t gram_vocab_eog(const gram_vocab *v) {
     for (int i = 0; v && i < v->n; i++)
         if (v->eog[i]) return i;

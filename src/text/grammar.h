@@ -21,6 +21,9 @@ void gram_free(gram *g);
  * allows it (gram_state_allow). Copies what it needs. NULL when out of memory. */
 gram_vocab *gram_vocab_new(int n, const char *const *piece, const int *len, const uint8_t *eog, const uint8_t *special);
 void gram_vocab_free(gram_vocab *v);
+/* Every byte a token (ids 0..255) and an end-of-generation token (256): for reading texts against a grammar a
+ * byte at a time (tests, tools). NULL when out of memory. */
+gram_vocab *gram_vocab_bytes(void);
 
 /* The start of generation for g over v (both must outlive it). NULL when out of memory. */
 gram_state *gram_state_new(const gram *g, const gram_vocab *v);

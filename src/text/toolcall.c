@@ -922,6 +922,19 @@ static int add_schema_rules(sb *b, const cJSON *schema, const char *pre, char *e
     return DF_OK;
 }
 
+/* The end of a call's rule whose arguments are one JSON object: its schema's root (then the text after, or
+ * NULL), the call's close, and the schema's rules. */
+static int args_rule(sb *b, const tool_fmt *f, const char *pre, const char *after, const cJSON *params, char *err,
+                     size_t errlen) {
+    sb_str(b, " ");
+    sb_str(b, pre);
+    sb_str(b, "root");
+    lit(b, after);
+    lit(b, f->g_call_close);
+    sb_str(b, "\n");
+    return add_schema_rules(b, params, pre, err, errlen);
+}
+
 /* An XML argument's string value: one of its enum's strings, or text without '<' within minLength and maxLength
  * (characters, at most 4096; the text is not JSON: no escapes). */
 static void xml_string_value(sb *b, const cJSON *pr) {
@@ -993,22 +1006,13 @@ int df_tool_calls_grammar(df_tool_format fmt, const char *tools_json, const char
             sb_gbnf_chars(&b, nm->valuestring);
             sb_str(&b, "\\\", \\\"");
             sb_gbnf_chars(&b, f->args_key);
-            sb_str(&b, "\\\": \" ");
-            sb_str(&b, pre);
-            sb_str(&b, "root \"}\"");
-            lit(&b, f->g_call_close);
-            sb_str(&b, "\n");
-            if ((rc = add_schema_rules(&b, params, pre, err, errlen)) != DF_OK) break;
+            sb_str(&b, "\\\": \"");
+            if ((rc = args_rule(&b, f, pre, "}", params, err, errlen)) != DF_OK) break;
         } else if (f->shape == SH_MARKUP || f->shape == SH_HARMONY) {
             lit(&b, f->g_call_open);
             lit(&b, nm->valuestring);
             lit(&b, f->g_name_tail);
-            sb_str(&b, " ");
-            sb_str(&b, pre);
-            sb_str(&b, "root");
-            lit(&b, f->g_call_close);
-            sb_str(&b, "\n");
-            if ((rc = add_schema_rules(&b, params, pre, err, errlen)) != DF_OK) break;
+            if ((rc = args_rule(&b, f, pre, NULL, params, err, errlen)) != DF_OK) break;
         } else { /* XML: each property, the required ones always, in the schema's order */
             lit(&b, f->g_call_open);
             lit(&b, nm->valuestring);

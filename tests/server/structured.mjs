@@ -9,19 +9,13 @@
 // response_format json_object gives a JSON object (or, cut at max_tokens, the start of one); llama-server's `grammar` field a text of that grammar; a
 // schema the compiler cannot honour, or a grammar that does not parse, is a 400 naming the field.
 // Prints "ok ..." / "FAIL ..." lines; the exit status counts failures.
-import { createRequire } from 'node:module';
-import path from 'node:path';
+import { need, checker } from './common.mjs';
 
 const [openaiDir, ajvDir, baseURL] = process.argv.slice(2);
-const need = dir => createRequire(path.join(path.resolve(dir), 'node_modules', 'x.js'));
 const OpenAI = need(openaiDir)('openai');
 const Ajv = need(ajvDir)('ajv').default ?? need(ajvDir)('ajv');
 const client = new OpenAI({ baseURL, apiKey: 'none', maxRetries: 0 });
-let fails = 0;
-const check = (what, cond, extra = '') => {
-  console.log(`${cond ? 'ok  ' : 'FAIL'} ${what}${cond ? '' : ' ' + extra}`);
-  if (!cond) fails++;
-};
+const { check, fails } = checker();
 
 const schema = {
   type: 'object',
@@ -120,4 +114,4 @@ try {
 } catch (e) {
   check('the client ran without an exception', false, String(e && e.stack || e));
 }
-process.exit(fails ? 1 : 0);
+process.exit(fails() ? 1 : 0);

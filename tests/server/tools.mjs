@@ -9,19 +9,13 @@
 // no content, finish_reason "tool_calls"; a stream's deltas (id and name once, then argument pieces) join to
 // exactly the non-streamed calls of the same seed; parallel_tool_calls false gives exactly one call; a named
 // function is the one called. Prints "ok ..." / "FAIL ..." lines; the exit status counts failures.
-import { createRequire } from 'node:module';
-import path from 'node:path';
+import { need, checker } from './common.mjs';
 
 const [openaiDir, ajvDir, baseURL, family] = process.argv.slice(2);
-const need = dir => createRequire(path.join(path.resolve(dir), 'node_modules', 'x.js'));
 const OpenAI = need(openaiDir)('openai');
 const Ajv = need(ajvDir)('ajv').default ?? need(ajvDir)('ajv');
 const client = new OpenAI({ baseURL, apiKey: 'none', maxRetries: 0 });
-let fails = 0;
-const check = (what, cond, extra = '') => {
-  console.log(`${cond ? 'ok  ' : 'FAIL'} ${family}: ${what}${cond ? '' : ' ' + extra}`);
-  if (!cond) fails++;
-};
+const { check, fails } = checker(`${family}: `);
 
 const tools = [
   {
@@ -122,4 +116,4 @@ for (const seed of [4, 5]) {
 // none: no calls read, the text is content
 const n = await client.chat.completions.create({ ...base, tool_choice: 'none', seed: 1, max_tokens: 20 });
 check('tool_choice none: no tool_calls', !n.choices[0].message.tool_calls && n.choices[0].finish_reason !== 'tool_calls');
-process.exit(fails);
+process.exit(fails());
