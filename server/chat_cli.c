@@ -7,7 +7,9 @@
  * the longest common token prefix with what the session already holds
  * (df_session_truncate to it), so only the new part is decoded: the KV
  * cache carries over between turns. The answer streams to stdout; a
- * <think>...</think> section is shown dim on a terminal. Ctrl-C stops the
+ * <think>...</think> section is shown dim on a terminal, and so is gpt-oss's
+ * analysis channel (its answer read as the server reads it, src/text/
+ * toolcall.c: the final channel is what the conversation keeps). Ctrl-C stops the
  * answer (the partial answer stays in the conversation), not the program.
  *
  * Input: libedit (line editing, a history kept in
@@ -61,6 +63,9 @@ typedef struct chat {
     char *paste[16];     /* texts pasted into the line being edited, shown there as "[pasted: N lines]" */
     int n_paste;
     char *system_buf;    /* /set system's text */
+    int harmony;         /* the template is gpt-oss's: the answer's channels are read (toolcall.c) */
+    int32_t keep[SRV_MAX_KEEP]; /* ... and its marker tokens kept in the text */
+    int n_keep;
 } chat;
 
 /* ---- the conversation ---- */
@@ -165,6 +170,28 @@ static void show(chat *c, shower *sh, const char *p, size_t n, int flush) {
     fflush(stdout);
 }
 
+/* gpt-oss's answer so far (ans[0..n)) read into channels: the reasoning and the final text not yet shown, the
+ * reasoning dim on a terminal; *r_sent and *c_sent count what was. final: the answer is whole. */
+static void show_channels(chat *c, const char *ans, size_t n, int final, size_t *r_sent, size_t *c_sent) {
+    df_tool_parse p;
+    if (df_tool_calls_parse(DF_TOOLS_HARMONY, NULL, ans, n, !final, &p) != DF_OK) return;
+    const size_t rl = p.reasoning ? srv_utf8_valid_prefix(p.reasoning, strlen(p.reasoning)) : 0;
+    const size_t cl = srv_utf8_valid_prefix(p.content, strlen(p.content));
+    if (rl > *r_sent) {
+        if (c->tty) fputs("\033[2m", stdout);
+        fwrite(p.reasoning + *r_sent, 1, rl - *r_sent, stdout);
+        if (c->tty) fputs("\033[0m", stdout);
+        *r_sent = rl;
+    }
+    if (cl > *c_sent) {
+        if (*c_sent == 0 && *r_sent) fputc('\n', stdout);
+        fwrite(p.content + *c_sent, 1, cl - *c_sent, stdout);
+        *c_sent = cl;
+    }
+    fflush(stdout);
+    df_tool_parse_free(&p);
+}
+
 /* ---- a turn ---- */
 
 static int32_t *tokenize(chat *c, const char *text, int *n) {
@@ -256,6 +283,7 @@ static int turn(chat *c) {
     char *ans = malloc(acap);
     if (!ans) return -1;
     shower sh = {{0}, 0, 0};
+    size_t r_sent = 0, c_sent = 0; /* gpt-oss: its channels shown so far */
     int gen = 0;
     const double t0 = srv_now();
     while (gen < c->o.n_predict && !g_interrupt) {
@@ -263,7 +291,9 @@ static int turn(chat *c) {
         df_sampler_accept(c->smp, t);
         if (!c->o.ignore_eos && df_token_is_eog(c->m, t)) break;
         char piece[512];
-        int pn = df_token_to_piece(c->m, t, piece, sizeof piece);
+        int kept = 0; /* gpt-oss's markers (control tokens) are kept: its channels are read from the text */
+        for (int k = 0; k < c->n_keep; k++) kept |= c->keep[k] == t;
+        int pn = kept ? df_token_text(c->m, t, piece, sizeof piece) : df_token_to_piece(c->m, t, piece, sizeof piece);
         pn = pn < 0 ? 0 : pn > (int)sizeof piece ? (int)sizeof piece : pn;
         if (alen + (size_t)pn + 1 > acap) {
             char *na = realloc(ans, acap = 2 * (alen + (size_t)pn + 1));
@@ -272,13 +302,23 @@ static int turn(chat *c) {
         }
         memcpy(ans + alen, piece, (size_t)pn);
         alen += (size_t)pn;
-        show(c, &sh, piece, (size_t)pn, 0);
+        if (c->harmony) show_channels(c, ans, alen, 0, &r_sent, &c_sent);
+        else show(c, &sh, piece, (size_t)pn, 0);
         gen++;
         if (df_session_pos(c->s) >= n_ctx || gen >= c->o.n_predict) break;
         if (feed(c, &t, 0, 1) != 0) break;
     }
-    show(c, &sh, "", 0, 1);
+    if (c->harmony) show_channels(c, ans, alen, 1, &r_sent, &c_sent);
+    else show(c, &sh, "", 0, 1);
     ans[alen] = 0;
+    if (c->harmony) { /* the conversation keeps the final channel's text */
+        df_tool_parse p;
+        if (df_tool_calls_parse(DF_TOOLS_HARMONY, NULL, ans, alen, 0, &p) == DF_OK) {
+            memcpy(ans, p.content, strlen(p.content) + 1);
+            alen = strlen(p.content);
+            df_tool_parse_free(&p);
+        }
+    }
     const int stopped = g_interrupt;
     g_interrupt = 0;
     fputs(stopped ? " [interrupted]\n" : "\n", stdout);
@@ -732,6 +772,8 @@ int df_cmd_chat(int argc, char **argv) {
     if (!c.hist_tokens || !c.logits) goto out;
     c.tty = isatty(1);
     c.in_tty = isatty(0);
+    c.harmony = df_tool_format_detect(c.tmpl ? c.tmpl : df_chat_template(c.m)) == DF_TOOLS_HARMONY;
+    if (c.harmony) c.n_keep = tools_keep_markers(c.m, DF_TOOLS_HARMONY, c.keep);
     clear(&c);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -237,6 +237,9 @@ struct cJSON;
 /* tools.c: tools, tool_choice and parallel_tool_calls of a chat body into r (after its prompt: r->think_open
  * is known); a grammar for "required" or a named function. 0, or -1 with e filled (400). */
 int tools_parse(const oai_ctx *c, const struct cJSON *body, oai_req *r, oai_error *e);
+/* The control tokens of model m that spell one of format fmt's markers (to be kept in the output's text), into
+ * keep[0..SRV_MAX_KEEP); returns how many. */
+int tools_keep_markers(const df_model *m, int fmt, int32_t *keep);
 /* The answer's content, reasoning (gpt-oss) and tool_calls from text[0..n) into msg; returns the calls. */
 int tools_message(const oai_req *r, const char *text, size_t n, struct cJSON *msg);
 typedef struct {

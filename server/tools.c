@@ -36,16 +36,17 @@
 #define BAD(param, ...) (oai_set_error(e, 400, "invalid_request_error", param, NULL, __VA_ARGS__), -1)
 #define BADNULL(param, ...) (oai_set_error(e, 400, "invalid_request_error", param, NULL, __VA_ARGS__), (const char *)NULL)
 
-/* The control tokens that spell one of the format's markers, into r->keep. */
-static void keep_markers(const oai_ctx *c, oai_req *r) {
-    const char *const *mk = df_tool_format_markers((df_tool_format)r->tool_fmt);
-    for (int i = 0; mk[i] && r->n_keep < SRV_MAX_KEEP; i++) {
+int tools_keep_markers(const df_model *m, int fmt, int32_t *keep) {
+    const char *const *mk = df_tool_format_markers((df_tool_format)fmt);
+    int k = 0;
+    for (int i = 0; mk[i] && k < SRV_MAX_KEEP; i++) {
         int32_t ids[4];
         int n = 0;
         char err[128], buf[64];
-        if (df_tokenize(c->m, mk[i], strlen(mk[i]), 0, 1, ids, 4, &n, err, sizeof err) != 0 || n != 1) continue;
-        if (df_token_to_piece(c->m, ids[0], buf, sizeof buf) == 0) r->keep[r->n_keep++] = ids[0]; /* no text: control */
+        if (df_tokenize(m, mk[i], strlen(mk[i]), 0, 1, ids, 4, &n, err, sizeof err) != 0 || n != 1) continue;
+        if (df_token_to_piece(m, ids[0], buf, sizeof buf) == 0) keep[k++] = ids[0]; /* no text: a control token */
     }
+    return k;
 }
 
 /* The function tool_choice names, checked against the tools; NULL with e filled. */
@@ -112,7 +113,7 @@ int tools_parse(const oai_ctx *c, const cJSON *body, oai_req *r, oai_error *e) {
     if (!r->calls) return 0;
     if (tools && !(r->tools_json = cJSON_PrintUnformatted(tools)))
         return oai_set_error(e, 500, "server_error", NULL, NULL, "out of memory"), -1;
-    keep_markers(c, r);
+    r->n_keep = tools_keep_markers(c->m, r->tool_fmt, r->keep);
     const int lazy = !strcmp(mode, "auto");
     if (!tools || (lazy && r->gbnf)) return 0; /* auto beside response_format: the format's grammar rules */
     if (r->gbnf)

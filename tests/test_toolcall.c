@@ -110,6 +110,8 @@ static const transcript T[] = {
     {DF_TOOLS_HARMONY,
      "<|channel|>analysis<|message|>Simple.<|end|><|start|>assistant<|channel|>final<|message|>Hello there.<|return|>",
      "Hello there.", "Simple.", 0, {NULL}, {NULL}, {NULL}},
+    {DF_TOOLS_HARMONY, "A model that writes no channels.", "A model that writes no channels.", NULL, 0, {NULL}, {NULL},
+     {NULL}},
     {DF_TOOLS_LLAMA3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Austin\", \"days\": 1}}", "", NULL, 1,
      {"get_weather"}, {"{\"city\":\"Austin\",\"days\":1}"}, {NULL}},
     {DF_TOOLS_LLAMA3, "<|python_tag|>{\"name\": \"search\", \"parameters\": {\"query\": \"q\"}}", "", NULL, 1, {"search"},

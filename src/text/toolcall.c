@@ -593,12 +593,28 @@ oom:
  * (to=functions.NAME, before or after the channel). */
 static int harmony(rd *r, df_tool_parse *p, sb *content, sb *reasoning) {
     while (r->i < r->n) {
+        /* text before the next message (a model that writes no channels): content */
+        long m = find(r->t, r->n, r->i, "<|channel|>");
+        const long st = find(r->t, r->n, r->i, "<|start|>");
+        if (st >= 0 && (m < 0 || st < m)) m = st;
+        if (m < 0) {
+            size_t e = r->n;
+            if (r->partial) { /* what may still become a marker is held back */
+                const size_t a = prefix_tail(r->t + r->i, r->n - r->i, "<|channel|>");
+                const size_t b = prefix_tail(r->t + r->i, r->n - r->i, "<|start|>");
+                e -= a > b ? a : b;
+                r->cut = 1;
+            }
+            sb_add(content, r->t + r->i, e - r->i);
+            return 0;
+        }
+        sb_add(content, r->t + r->i, (size_t)m - r->i);
+        r->i = (size_t)m;
         take(r, "<|start|>");
-        if (r->cut) return 0;
         const long hm = find(r->t, r->n, r->i, "<|message|>");
-        if (hm < 0) { /* a header still being written, or plain text */
+        if (hm < 0) { /* a header still being written; one never finished is content */
             if (r->partial) return r->cut = 1, 0;
-            if (find(r->t, r->n, r->i, "<|channel|>") < 0) sb_add(content, r->t + r->i, r->n - r->i);
+            sb_add(content, r->t + r->i, r->n - r->i);
             return 0;
         }
         const size_t h0 = r->i, h1 = (size_t)hm;

@@ -39,6 +39,12 @@ printf 'Tell me a story.\nAnd then?\nAnd then?\n/save %s\n' "$T/conv3.json" | "$
 check "/load: the next answer is the uninterrupted conversation's" test "$(cat "$T/out2")" = "$(jq -r '.messages[5].content' "$T/conv3.json")"
 printf 'Tell me a story.\n/save %s\n/clear\nTell me a story.\n/save %s\n' "$T/c1.json" "$T/c2.json" | "$D" "${C[@]}" > /dev/null 2>&1
 check "/clear: the conversation starts over (the same question, the same answer)" cmp -s "$T/c1.json" "$T/c2.json"
+# gpt-oss's template: the answer is read as channels (what the conversation keeps is the final text); a model
+# that writes none shows and keeps its text as it came
+printf 'Tell me a story.\n/save %s\n' "$T/oss.json" | "$D" chat -m "$S" --temp 0 -n 24 -c 1024 \
+    --chat-template-file tests/data/jinja/templates/openai-gpt-oss-120b.jinja > "$T/oss.out" 2> /dev/null
+check "gpt-oss's template, a model without channels: the text shown is the text kept ($(head -c 40 "$T/oss.out"))" \
+    test -s "$T/oss.out" -a "$(jq -r '.messages[1].content' "$T/oss.json")" = "$(cat "$T/oss.out")"
 printf '/load %s\n' "$T/none.json" | "$D" "${C[@]}" > /dev/null 2> "$T/err5"
 check "/load of a missing file: said, not fatal" grep -q "none.json" "$T/err5"
 check "/save onto the model is refused" contains "$(printf '/save %s\n' "$S" | "$D" "${C[@]}" 2>&1)" "is the model"
