@@ -8,8 +8,10 @@
  *       next input byte picks, checking that the mask equals the token-by-token answer;
  *   's' a JSON Schema: it compiles or fails with a message; a grammar it compiles must parse (gram_parse);
  *   't' a tool format (the next byte), then a model's output: the tool-call parser (src/text/toolcall.c) reads it
- *       whole and at every 7th prefix while it grows; each growing reading's content and arguments must begin the
- *       whole reading's (what a stream sent stays true);
+ *       whole and at every 7th prefix while it grows; each growing reading's content must begin the whole
+ *       reading's (what a stream sent as content stays true). Arguments are not compared: a call that turns out
+ *       malformed after its start was streamed becomes content, by design (tests/test_toolcall.c checks every
+ *       prefix of well-formed transcripts, arguments included);
  *   'T' a tool format, then an OpenAI tools array: the calls' grammar is made or refused with a message; one made
  *       must parse.
  * Every crash, sanitizer report, leak, hang (-timeout) or memory blow-up (-rss_limit_mb) is a bug. Built and run
@@ -62,11 +64,7 @@ static void tool_parse(df_tool_format f, const char *t, size_t n) {
     if (df_tool_calls_parse(f, NULL, t, n, 0, &fin) != DF_OK) return;
     for (size_t m = 0; m <= n; m += 7) {
         if (df_tool_calls_parse(f, NULL, t, m, 1, &p) != DF_OK) continue;
-        /* a malformed call makes the whole text content: then only the calls' part can differ */
-        int consistent = begins(fin.content, p.content) || fin.n_calls == 0;
-        for (int i = 0; i < p.n_calls && i < fin.n_calls && fin.n_calls >= p.n_calls; i++)
-            consistent &= !strcmp(p.calls[i].name, fin.calls[i].name) && begins(fin.calls[i].arguments, p.calls[i].arguments);
-        if (!consistent && fin.n_calls >= p.n_calls && fin.n_calls > 0) {
+        if (!begins(fin.content, p.content)) {
             fprintf(stderr, "format %s, prefix %zu of %zu: the growing reading is not the start of the whole one\n",
                     df_tool_format_name(f), m, n);
             abort();

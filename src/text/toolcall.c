@@ -202,6 +202,7 @@ static void skip_ws(rd *r) {
 /* Whether the text at r->i starts with s (consumed). At the end of a partial text with a prefix of s there, sets
  * cut. */
 static int take(rd *r, const char *s) {
+    if (r->i > r->n) return 0;
     const size_t k = strlen(s), left = r->n - r->i;
     if (left >= k) {
         if (memcmp(r->t + r->i, s, k)) return 0;
@@ -357,6 +358,7 @@ static int json_call(const tool_fmt *f, rd *r, df_tool_parse *p) {
     if (!end) {
         if (!r->partial || (start < r->n && r->t[start] != '{')) return 0;
         r->cut = 1;
+        if (start >= r->n) return 0; /* the object has not begun */
         /* the streamed prefix: {"name": "f", "arguments": <its text so far>, when written in that order */
         rd q = *r;
         q.i = start + 1;
@@ -420,16 +422,15 @@ static int json_call(const tool_fmt *f, rd *r, df_tool_parse *p) {
     return rc ? -1 : 1;
 }
 
-/* The name: up to f->name_end (then up to and through f->name_skip); for XML also up to the first argument or the
- * call's end (GLM writes <tool_call>f</tool_call> for a call without arguments). 1 read, 0 not there (cut when
+/* The name: up to f->name_end (then up to and through f->name_skip); for XML also up to the first '<' (GLM writes
+ * <tool_call>f</tool_call> for a call without arguments, <tool_call>f<arg_key>... with no new line). 1 read, 0 not there (cut when
  * the partial text may still complete it). *id1 is where the name's markers end. */
 static int read_name(const tool_fmt *f, rd *r, size_t *n0, size_t *n1, size_t *id1) {
     long e = find(r->t, r->n, r->i, f->name_end);
     size_t skip = strlen(f->name_end);
-    if (f->shape == SH_XML) {
-        const long a = find(r->t, r->n, r->i, f->p_open), c = find(r->t, r->n, r->i, f->call_close);
-        if (a >= 0 && (e < 0 || a < e)) e = a, skip = 0;
-        if (c >= 0 && (e < 0 || c < e)) e = c, skip = 0;
+    if (f->shape == SH_XML) { /* a name holds no '<': where one comes first, the name ends (the markers start) */
+        const long lt = find(r->t, r->n, r->i, "<");
+        if (lt >= 0 && (e < 0 || lt < e)) e = lt, skip = 0;
     }
     *n0 = *n1 = r->i;
     if (e < 0 || (size_t)e - r->i > 256) {
