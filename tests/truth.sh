@@ -57,7 +57,7 @@ while IFS='|' read -r name args npos; do
     j=$("$B/logitcmp" --vocab "$V" "$T/truth.f32" "$T/ll.f32" "$T/df.f32") || { echo "FAIL $name: logitcmp"; fails=$((fails + 1)); continue; }
     read -r kll trll t1ll kdf trdf t1df < <(sed 's/},{/}\n{/g' <<< "$j" |
         sed -n 's/.*"mean_kl":\([^,]*\),.*"kl_trim":\([^,]*\),.*"top1":\([^,}]*\)[,}].*/\1 \2 \3/p' | tr '\n' ' ')
-    moe=0; case "$args" in *--experts*|*preset*moe*|*mixtral*|*deepseek*|*kimi*|*minimax*|*gpt-oss*|*qwen3next*) moe=1 ;; esac
+    moe=0; case "$args" in *--experts*|*preset*moe*|*mixtral*|*deepseek*|*glm-dsa*|*kimi*|*minimax*|*gpt-oss*|*qwen3next*) moe=1 ;; esac
     if [ "$moe" = 1 ]; then
         verdict=$(awk -v d="$trdf" -v l="$trll" -v td="$t1df" -v tl="$t1ll" \
             'BEGIN { print (d <= 2 * l + 1e-3 && td >= tl - 0.05) ? "ok (pooled below)" : "FAIL" }')
