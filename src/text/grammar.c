@@ -986,6 +986,8 @@ int gram_accept_text(gram_state *st, const char *b, size_t n) {
     return 0;
 }
 
+int gram_vocab_max_len(const gram_vocab *v) { return v->max_len; }
+
 const char *gram_vocab_text(const gram_vocab *v, int32_t id, int *len) {
     if (id < 0 || id >= v->n) return *len = 0, "";
     *len = v->len[id];

@@ -46,6 +46,8 @@ int gram_accept_text(gram_state *st, const char *b, size_t n);
 int gram_done(const gram_state *st);
 /* Token id's text in v (*len bytes; control tokens have none). */
 const char *gram_vocab_text(const gram_vocab *v, int32_t id, int *len);
+/* The longest token's length in bytes. */
+int gram_vocab_max_len(const gram_vocab *v);
 /* The first end-of-generation token, or -1. */
 int32_t gram_vocab_eog(const gram_vocab *v);
 

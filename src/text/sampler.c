@@ -47,7 +47,7 @@ struct df_sampler {
     int n_trig, lazy;
     size_t trig_max;  /* the longest trigger's length */
     char *tail;       /* the output's last bytes (up to trig_max - 1 before the next token's) */
-    size_t tail_n;
+    size_t tail_n, tail_cap; /* allocated once: trig_max + the longest token */
 };
 
 df_sampler_params df_sampler_default_params(void) {
@@ -110,7 +110,7 @@ static void lazy_clear(df_sampler *s) {
     for (int i = 0; i < s->n_trig; i++) free(s->trig[i]);
     free(s->trig);
     free(s->tail);
-    s->trig = NULL, s->tail = NULL, s->n_trig = 0, s->lazy = 0, s->tail_n = 0, s->trig_max = 0;
+    s->trig = NULL, s->tail = NULL, s->n_trig = 0, s->lazy = 0, s->tail_n = 0, s->tail_cap = 0, s->trig_max = 0;
 }
 
 void df_sampler_free(df_sampler *s) {
@@ -144,12 +144,16 @@ int sampler_set_grammar_lazy(df_sampler *s, gram_state *st, const gram_vocab *v,
         ok = (t[i] = strdup(triggers[i])) != NULL;
         if (ok && strlen(t[i]) > most) most = strlen(t[i]);
     }
-    if (!ok || sampler_set_grammar(s, st, v) != 0) {
+    const size_t cap = most + (size_t)(v ? gram_vocab_max_len(v) : 0) + 1;
+    char *tail = ok ? malloc(cap) : NULL;
+    if (!tail || sampler_set_grammar(s, st, v) != 0) {
         for (int i = 0; t && i < n; i++) free(t[i]);
         free(t);
+        free(tail);
         return -1;
     }
     s->trig = t, s->n_trig = n, s->trig_max = most, s->lazy = st != NULL && n > 0 && most > 0;
+    s->tail = tail, s->tail_cap = cap, s->tail_n = 0;
     return 0;
 }
 
@@ -158,9 +162,7 @@ int sampler_set_grammar_lazy(df_sampler *s, gram_state *st, const gram_vocab *v,
 static void lazy_accept(df_sampler *s, int32_t id) {
     int len;
     const char *text = gram_vocab_text(s->gv, id, &len);
-    char *g = realloc(s->tail, s->tail_n + (size_t)len + 1);
-    if (!g) return;
-    s->tail = g;
+    if (s->tail_n + (size_t)len + 1 > s->tail_cap) return; /* cannot happen: the tail holds < trig_max bytes */
     memcpy(s->tail + s->tail_n, text, (size_t)len);
     s->tail_n += (size_t)len;
     s->tail[s->tail_n] = 0;

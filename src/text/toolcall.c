@@ -737,7 +737,8 @@ int df_tool_calls_parse(df_tool_format fmt, const char *tools_json, const char *
                         df_tool_parse *out) {
     memset(out, 0, sizeof *out);
     const tool_fmt *f = fmt_of(fmt);
-    cJSON *tools = tools_json ? cJSON_Parse(tools_json) : NULL;
+    /* the tools' schemas type XML arguments only: other shapes do not read them (this runs at every streamed step) */
+    cJSON *tools = tools_json && f->shape == SH_XML ? cJSON_Parse(tools_json) : NULL;
     rd r = {text ? text : "", text ? len : 0, 0, partial, 0};
     sb content = {0}, reasoning = {0};
     int rc = 0;
