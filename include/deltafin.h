@@ -275,6 +275,16 @@ int df_prompt_cache_peek(const df_model *m, const char *path, int32_t *tokens, i
  * failed (a write error also fails the df_decode that meets it). */
 int df_session_trace_experts(df_session *s, const char *path, char *err, size_t errlen);
 
+/* Record every discrete choice inside the model whose margin is at most eps
+ * into a new text file at path (as df_session_trace_experts: path NULL ends
+ * it): a line "position P layer L KIND margin M" per choice, KIND "router"
+ * (the experts; M as docs/trace.md's margin) or "indexer" (the keys a sparse
+ * attention attends: the worst chosen score minus the best left out, over the
+ * largest score). A margin at float resolution is a tie that any rounding may
+ * break: where two exact engines part, it says whether such a tie is why
+ * (tests/sweep.sh). */
+int df_session_trace_ties(df_session *s, const char *path, float eps, char *err, size_t errlen);
+
 /* Run n tokens at the session's current position. If logits != NULL it
  * receives n_vocab floats: for every token (all_logits = 1, n x n_vocab,
  * row-major) or only for the last (all_logits = 0). Returns DF_OK or a

@@ -68,14 +68,14 @@ result $? "tests/truth.sh (quantized models against their float truth)"
 # runs more of them)
 ./tests/sweep.sh "$BUILD" --seeds 3 --keys 3 --quant 1 > "$TMP/sweep.log" 2>&1
 rc=$?
-grep -E '^(FAIL|ONE-POSITION|sweep:)|pooled|^truth:' "$TMP/sweep.log"
+grep -E '^(FAIL|TIE|sweep:)|pooled|^truth:' "$TMP/sweep.log"
 [ $rc -eq 0 ] || cat "$TMP/sweep.log"
 result $rc "tests/sweep.sh (random configurations and optional keys against llama.cpp)"
 # ... and once more with the kernel table capped at AVX2 (the path of an AVX2-only machine), on machines with more
 if grep -qw avx512f /proc/cpuinfo 2> /dev/null; then
     DELTAFIN_ISA=avx2 ./tests/sweep.sh "$BUILD" --seeds 1 --keys 0 --quant 1 > "$TMP/sweep2.log" 2>&1
     rc=$?
-    grep -E '^(FAIL|ONE-POSITION|sweep:)|pooled|^truth:' "$TMP/sweep2.log"
+    grep -E '^(FAIL|TIE|sweep:)|pooled|^truth:' "$TMP/sweep2.log"
     [ $rc -eq 0 ] || cat "$TMP/sweep2.log"
     result $rc "tests/sweep.sh at DELTAFIN_ISA=avx2"
 fi

@@ -25,6 +25,7 @@
 #include "bpe_vocab.h"
 #include "matmul.h"
 #include "moe.h"
+#include "ops.h"
 #include "quant.h"
 #include "testutil.h"
 
@@ -180,6 +181,40 @@ static void make_model(const char *args, char *path, size_t n) {
     static int k;
     snprintf(path, n, "%s/m%d.gguf", tmpdir, k++);
     tu_mkmodel(path, args);
+}
+
+/* op_top_k_margin (an indexer's choice, df_session_trace_ties): the worst chosen minus the best left out, over the
+ * largest |value|, on random sets with and without exact ties, against a brute-force reading of the same choice. */
+static void test_top_k_margin(void **state) {
+    (void)state;
+    uint32_t x = 7;
+    for (int trial = 0; trial < 2000; trial++) {
+        float v[64];
+        int32_t sel[64];
+        const int n = 2 + trial % 60, k = 1 + (trial / 7) % n;
+        for (int i = 0; i < n; i++) {
+            x = x * 1664525u + 1013904223u;
+            v[i] = trial % 3 == 0 ? (float)((x >> 24) % 4) : (float)((int32_t)(x >> 8) - (1 << 23)) / (1 << 20);
+        }
+        op_top_k_set(v, n, k, sel);
+        const float m = op_top_k_margin(v, n, k, sel);
+        if (k >= n) {
+            assert_true(isinf(m));
+            continue;
+        }
+        double worst = INFINITY, best = -INFINITY, scale = 0;
+        for (int i = 0; i < n; i++) {
+            int chosen = 0;
+            for (int j = 0; j < k; j++) chosen |= sel[j] == i;
+            if (chosen && v[i] < worst) worst = v[i];
+            if (!chosen && v[i] > best) best = v[i];
+            if (fabs(v[i]) > scale) scale = fabs(v[i]);
+        }
+        assert_true(worst >= best); /* a top-k set: nothing left out is better */
+        const double want = worst == best ? 0 : (worst - best) / scale;
+        assert_true(fabs(m - want) <= 1e-6 * want);
+        if (trial % 3 == 0) assert_true(m == 0.0f || m >= 0.25f); /* small integers: a tie is exact */
+    }
 }
 
 static void test_only_selected_experts_are_fetched(void **state) {
@@ -373,6 +408,7 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_router_matches_float64),
+        cmocka_unit_test(test_top_k_margin),
         cmocka_unit_test(test_only_selected_experts_are_fetched),
         cmocka_unit_test(test_moe_batch_equals_sequential),
         cmocka_unit_test(test_inconsistent_experts_rejected),

@@ -52,6 +52,8 @@ int df_cmd_chat(int argc, char **argv);
 typedef struct {
     const char *model, *prompt, *prompt_file, *tokens, *out, *trace, *hot, *resident_type, *batch_file;
     const char *prompt_cache, *draft; /* run: --prompt-cache FILE, -md DRAFT.gguf */
+    const char *ties;                 /* --trace-ties FILE: the choices within tie_margin (df_session_trace_ties) */
+    float tie_margin;
     const char *grammar, *json_schema; /* run: --grammar GBNF / --grammar-file FILE, --json-schema / --json-schema-file */
     int spec, draft_max, spec_k;      /* run: enum df_spec_source (-1: draft if -md, else off), k_max, k_fixed */
     int spec_tuned;                   /* --draft-max or --spec-k given */
@@ -98,6 +100,7 @@ static const char USAGE[] =
             "  tokenize  -m MODEL (-p TEXT | -f FILE) [--pieces] [--no-bos]\n"
             "  logits    -m MODEL (-p TEXT | -f FILE | --tokens \"1 2 3\") [--top K] [--out FILE] [-t THREADS]\n"
             "            [--kv f16|f32] [-c CTX] [--mem SIZE] [--resident-type q4_K|q8_0]\n"
+            "            [--trace-ties FILE [--tie-margin EPS]] (the router's and indexers' choices within EPS, 1e-6)\n"
             "  bench     -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json] [--mem SIZE] [--resident-type T]\n"
             "  --resident-type requantizes the resident dense (non-expert) weights at load, for a dense part\n"
             "            that does not fit the budget at its published type (costs accuracy: bench/RESULTS.md)\n"
@@ -200,7 +203,7 @@ static const struct { const char *name, *alias; int kind; } OPTIONS[] = {
     {"--json", NULL, FLAG}, {"--progress", NULL, FLAG}, {"--one-machine", NULL, FLAG},
     {"--ranks", NULL, VALUE}, {"--net-gbps", NULL, VALUE}, {"--net-latency-us", NULL, VALUE}, {"--help", "-h", FLAG},
     {"--model", "-m", VALUE}, {"--prompt", "-p", VALUE}, {"--file", "-f", VALUE}, {"--tokens", NULL, VALUE},
-    {"--out", NULL, VALUE}, {"--trace-experts", NULL, VALUE}, {"--hot", NULL, VALUE}, {"--io-threads", NULL, VALUE},
+    {"--out", NULL, VALUE}, {"--trace-experts", NULL, VALUE}, {"--trace-ties", NULL, VALUE}, {"--tie-margin", NULL, VALUE}, {"--hot", NULL, VALUE}, {"--io-threads", NULL, VALUE},
     {"--resident-type", NULL, VALUE}, {"--prompt-cache", NULL, VALUE}, {"--model-draft", "-md", VALUE},
     {"--spec", NULL, VALUE}, {"--draft-max", NULL, VALUE}, {"--spec-k", NULL, VALUE},
     {"--batch-file", NULL, VALUE}, {"--parallel", NULL, VALUE}, {"--grammar", NULL, VALUE},
@@ -295,6 +298,7 @@ static void parse(int argc, char **argv, opts *o) {
     o->net_gbps = 10;
     o->net_latency_us = 50;
     o->spec_k = -1;
+    o->tie_margin = 1e-6f;
     for (int i = 2; i < argc; i++) {
         const char *arg = argv[i], *v = NULL;
         if (arg[0] != '-' || !arg[1]) usage_error("unexpected argument '%s'%s", arg, "");
@@ -338,6 +342,8 @@ static void parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--parallel")) o->parallel = (int)parse_long(name, v, 1, MAX_PARALLEL);
         else if (!strcmp(a, "--out")) o->out = v;
         else if (!strcmp(a, "--trace-experts")) o->trace = v;
+        else if (!strcmp(a, "--trace-ties")) o->ties = v;
+        else if (!strcmp(a, "--tie-margin")) o->tie_margin = parse_float(name, v, 0, 1, 0);
         else if (!strcmp(a, "--hot")) o->hot = v;
         else if (!strcmp(a, "--resident-type")) {
             if (strcmp(v, "q4_K") && strcmp(v, "q8_0")) usage_error("--resident-type takes q4_K or q8_0, not '%s'%s", v, "");
@@ -938,6 +944,7 @@ static df_session *session(df_model *m, const opts *o) {
     df_session *s;
     if (df_session_new(m, &sp, &s, err, sizeof err) != 0) fail(err);
     if (o->trace && df_session_trace_experts(s, o->trace, err, sizeof err) != 0) fail(err);
+    if (o->ties && df_session_trace_ties(s, o->ties, o->tie_margin, err, sizeof err) != 0) fail(err);
     return s;
 }
 
@@ -1133,6 +1140,7 @@ static int cmd_logits(const opts *o) {
         check_stdout();
     }
     if (out && df_out_commit(out, err, sizeof err) != 0) fail(err);
+    if (df_session_trace_ties(s, NULL, 0, err, sizeof err) != 0) fail(err);
     free(sc);
     free(ids);
     const int rc = save_hot(m);
@@ -1383,6 +1391,7 @@ static int cmd_run(const opts *o) {
             (double)df_peak_rss() / (1 << 20), info.n_threads, df_isa(), (double)info.packed_bytes / (1 << 20));
     print_io_report(m, fed + generated, t_prompt + t_gen);
     int rc = df_session_trace_experts(s, NULL, err, sizeof err) != 0 ? (fprintf(stderr, "deltafin: %s\n", err), 1) : 0;
+    if (df_session_trace_ties(s, NULL, 0, err, sizeof err) != 0) rc = (fprintf(stderr, "deltafin: %s\n", err), 1);
     rc |= save_hot(m); /* the learned hot set survives an interrupted run too */
     df_spec_free(sp);
     df_sampler_free(smp);

@@ -138,6 +138,7 @@ static void select_tokens(void *arg, int ith, int nth) {
             for (int p = 0; p < nk; p++) score[p] += w[hh] * (dot[p] > 0.0f ? dot[p] : 0.0f);
         }
         op_top_k_set(score, nk, K, s->idx_sel + (int64_t)t * K);
+        if (o->ties) df_note_choice(o, nk - 1, j->l, "indexer", op_top_k_margin(score, nk, K, s->idx_sel + (int64_t)t * K));
     }
 }
 

@@ -191,6 +191,7 @@ static void attend_row(df_session *s, df_session *o, int l, int t, int64_t p, co
             sc[b] = acc;
         }
         op_top_k_set(sc, (int)nvis, h->ds4_idx_topk, sel); /* ties as llama.cpp settles them (ops.c) */
+        if (o->ties) df_note_choice(o, p, l, "indexer", op_top_k_margin(sc, (int)nvis, h->ds4_idx_topk, sel));
         nsel = h->ds4_idx_topk;
     } else {
         for (int64_t b = 0; b < nvis; b++) sel[b] = (int32_t)b;

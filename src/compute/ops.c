@@ -137,3 +137,19 @@ void op_top_k_set(const float *v, int n, int k, int32_t *sel) {
         if (better(v, i, sel[0])) adjust_heap(v, sel, 0, k, i);
     qsort(sel, (size_t)k, sizeof(int32_t), cmp_i32);
 }
+
+float op_top_k_margin(const float *v, int n, int k, const int32_t *sel) {
+    if (k >= n) return INFINITY;
+    float worst = INFINITY, best_out = -INFINITY, scale = 0.0f;
+    for (int i = 0, j = 0; i < n; i++) {
+        if (j < k && sel[j] == i) {
+            j++;
+            if (v[i] < worst) worst = v[i];
+        } else if (v[i] > best_out) {
+            best_out = v[i];
+        }
+        if (fabsf(v[i]) > scale) scale = fabsf(v[i]);
+    }
+    const float d = worst - best_out;
+    return d <= 0.0f ? 0.0f : d / scale;
+}

@@ -43,5 +43,10 @@ void op_softmax(float *x, int n);
  * sel: the set ggml's CPU top_k picks, ties with the k-th largest included
  * (see ops.c). */
 void op_top_k_set(const float *v, int n, int k, int32_t *sel);
+/* How decisive op_top_k_set's choice sel (k indices, ascending) of v[0..n) was: the
+ * worst chosen value minus the best one left out, over the largest |v| (0 where all
+ * are 0); never negative; +inf where nothing was left out (k >= n). A value at float
+ * resolution is a tie that any rounding may break (df_note_choice). */
+float op_top_k_margin(const float *v, int n, int k, const int32_t *sel);
 
 #endif

@@ -121,6 +121,7 @@ static int decode_locked(df_session *s, const int32_t *tokens, int n, float *log
         s->m->n_passes++;
         s->m->n_pass_rows += (uint64_t)chunk;
         if (s->trace && ferror(s->trace)) return df_seterr(err, errlen, "writing the expert trace failed"), DF_E_IO;
+        if (s->ties && ferror(s->ties)) return df_seterr(err, errlen, "writing the near-tie trace failed"), DF_E_IO;
         done += chunk;
     }
     /* never hand out garbage: a model file changed under us, or weights
@@ -176,10 +177,10 @@ int df_mtp_guess(df_session *s, int32_t pending, int k, int32_t *g, char *err, s
 }
 
 /* Can session s's n tokens be a run of a shared forward pass? A prompt
- * longer than its batch, an expert trace (written per df_decode) or an
- * abort callback (checked between batches and layers) run alone. */
+ * longer than its batch, an expert or near-tie trace (written per df_decode)
+ * or an abort callback (checked between batches and layers) run alone. */
 static int poolable(const df_session *s, int n) {
-    return n <= s->n_batch && !s->trace && !s->abort_cb && !s->m->hp.n_layer_mtp; /* the MTP block runs per session */
+    return n <= s->n_batch && !s->trace && !s->ties && !s->abort_cb && !s->m->hp.n_layer_mtp; /* the MTP block runs per session */
 }
 
 /* Sessions ss[0..n) (poolable, n >= 2, their tokens together at most

@@ -479,6 +479,7 @@ int df_ffn_moe_routed(df_session *s, int l, const float *xr, const float *x, int
     const int64_t E = L->ffn_gate_exps->ne[0]; /* the experts' width: n_embd, or the latent width */
     if (route(s, L, xr, n, err, errlen) != 0) return -1;
     if (s->trace) trace(s, l, n);
+    for (int t = 0; s->ties && t < n; t++) df_note_choice(s, s->pos + t, l, "router", s->topk_margin[t]); /* alone */
     if (m->ep) { /* a cluster: every rank hears the work, runs its share; rank 0 gathers (expar.h) */
         const int ng = guess_next(s, l, n, m->ep->guess);
         if (ep_run_send(m, l, n, s->topk_id, m->ep->guess, ng, x, (int)E, err, errlen) != 0) return -1;

@@ -693,6 +693,7 @@ void df_session_free(df_session *s) {
     void *none = NULL;
     for (int i = 0; i < s->n_scr; i++) memcpy(s->scr_dst[i], &none, sizeof none); /* the model's scratch: not freed here */
     if (s->trace_out) df_out_commit(s->trace_out, NULL, 0); /* the records so far are kept */
+    if (s->ties_out) df_out_commit(s->ties_out, NULL, 0);
     for (int i = 0; i < s->n_own; i++) { /* the buffers session_layout listed as the session's own */
         void *buf;
         memcpy(&buf, s->own_dst[i], sizeof buf);
@@ -848,6 +849,36 @@ int df_session_trace_experts(df_session *s, const char *path, char *err, size_t 
     s->trace_out = o;
     s->trace = f;
     return 0;
+}
+
+#define TIES_MAGIC "# deltafin near ties\n"
+
+int df_session_trace_ties(df_session *s, const char *path, float eps, char *err, size_t errlen) {
+    int rc = 0;
+    if (s->ties_out) rc = df_out_commit(s->ties_out, err, errlen);
+    s->ties_out = NULL;
+    s->ties = NULL;
+    if (rc != 0 || !path) return rc;
+    if (!(eps >= 0.0f)) return df_seterr(err, errlen, "the near-tie trace: the margin must be a number >= 0");
+    if (s->m->ws && ws_is_model_file(s->m->ws, path))
+        return df_seterr(err, errlen, "the near-tie trace: %s is the model file itself: not written", path);
+    char e2[512];
+    df_out *o = df_outfile_open(path, TIES_MAGIC, strlen(TIES_MAGIC), e2, sizeof e2);
+    if (!o) return df_seterr(err, errlen, "the near-tie trace: %s", e2);
+    FILE *f = df_out_stream(o);
+    if (!f || fputs(TIES_MAGIC, f) == EOF) {
+        df_out_abort(o);
+        return df_seterr(err, errlen, "%s: write failed", path);
+    }
+    s->ties_out = o;
+    s->ties = f;
+    s->ties_eps = eps;
+    return 0;
+}
+
+void df_note_choice(df_session *o, int64_t pos, int l, const char *what, float margin) {
+    if (o->ties && margin <= o->ties_eps)
+        fprintf(o->ties, "position %lld layer %d %s margin %.3g\n", (long long)pos, l, what, (double)margin);
 }
 
 float *df_mem_comp(df_session *s, int l) { return s->mem->layer[l].comp; }

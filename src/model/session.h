@@ -79,6 +79,9 @@ struct df_session {
     float *ex_out;          /* (n_batch * n_expert_used, n_embd) each (token, slot)'s expert output */
     FILE *trace;            /* --trace-experts: routing records, or NULL */
     df_out *trace_out;      /* ... the file it goes to (outfile.c: put in place when the trace ends) */
+    FILE *ties;             /* df_session_trace_ties: the near ties, or NULL */
+    df_out *ties_out;       /* ... the file they go to */
+    float ties_eps;         /* ... the largest margin written */
     const float *moe_hint;  /* the residual the MoE lookahead reads (NULL: s->x); kimi-k3: the FFN's residual mix */
     /* MLA scratch */
     float *q_abs;           /* (n_batch, n_head, kv_lora_rank + n_rot) absorbed queries */
@@ -223,6 +226,11 @@ uint8_t *df_mem_idx_rows(df_session *s, int l);
  * df_cstate_rows rows of df_cstate_width floats, position p in row
  * p % df_cstate_rows (kv, score, then for ratio 4 the indexer's kv, score). */
 float *df_mem_comp(df_session *s, int l);
+/* A discrete choice inside the model (a router's experts, an indexer's keys) made
+ * for session o's row at position pos in layer l with this margin (df_moe_select,
+ * op_top_k_margin): written to o's near-tie trace when it is at most the trace's
+ * eps (format: df_session_trace_ties). */
+void df_note_choice(df_session *o, int64_t pos, int l, const char *what, float margin);
 float *df_mem_lid(df_session *s, int l);
 float *df_mem_cstate(df_session *s, int l);
 /* deepseek4 layer l's floats of compressed keys and indexer keys for n_ctx

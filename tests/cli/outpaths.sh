@@ -3,7 +3,7 @@
 # must never be written (docs/files.md; issue 31 item 1).
 #   tests/cli/outpaths.sh BUILD_DIR
 # For each output option - run --prompt-cache, --hot, --trace-experts,
-# logits --out, chat's /save, submit and jobs --db, serve --prompt-cache-dir,
+# logits --out and --trace-ties, chat's /save, submit and jobs --db, serve --prompt-cache-dir,
 # mkmodel -o - the target is, in turn, a text file of the user's (the prompt
 # itself as --prompt-cache; not for --out, whose raw floats have no format to
 # recognise), a regular file of another user (as root), a
@@ -70,6 +70,7 @@ walk "run --prompt-cache" "$D" run -m "$S" -p "Once upon a time" -n 2 --temp 0 -
 walk "run -f P --prompt-cache P" "$D" run -m "$S" -f @ -n 2 --temp 0 --prompt-cache @
 walk "run --hot" "$D" run -m "$T/moe.gguf" --mem 64M -p hi -n 2 --temp 0 --hot @
 walk "run --trace-experts" "$D" run -m "$T/moe.gguf" -p hi -n 2 --temp 0 --trace-experts @
+walk "logits --trace-ties" "$D" logits -m "$T/moe.gguf" -p hi --trace-ties @ --tie-margin 1
 # raw floats have no format to recognise: a regular file of the user's is replaced, as `>` would (checked below)
 skip=text walk "logits --out" "$D" logits -m "$S" -p hi --out @
 walk "chat /save" bash -c "printf 'hi\n/save %s\n' \"\$1\" | \"\$0\" chat -m \"\$2\" --chat-template-file \"\$3\" -n 4 --temp 0" \
@@ -106,4 +107,8 @@ check "a prompt cache of ours is reused and replaced" grep -q "prompt cache: [1-
 "$D" logits -m "$S" -p hi --out "$T/l.f32" >/dev/null 2>&1; n1=$(stat -c %s "$T/l.f32")
 "$D" logits -m "$S" -p "hi there, how are you" --out "$T/l.f32" >/dev/null 2>&1; n2=$(stat -c %s "$T/l.f32")
 check "logits --out: a file of ours is replaced (longer prompt, more logits)" test "$n2" -gt "$n1"
+"$D" logits -m "$T/moe.gguf" -p hi --trace-ties "$T/ties" --tie-margin 1 >/dev/null 2>&1
+"$D" logits -m "$T/moe.gguf" -p "hi there" --trace-ties "$T/ties" --tie-margin 1 >/dev/null 2>&1
+check "logits --trace-ties: a trace of ours is replaced, a line per choice (margin 1: every one)" \
+    test "$(grep -c '^position [0-9]* layer [0-9]* router margin ' "$T/ties")" -gt "$(grep -c '^position 0 ' "$T/ties")"
 finish
