@@ -29,6 +29,23 @@
 # sum of Deltafin's trimmed KLs over a family <= 1.10 x llama.cpp's sum, and
 # for every model top-1 agreement >= llama.cpp's - 0.05 and trimmed KL <= 2 x
 # llama.cpp's + 1e-3 (a real bug breaks every position, or many).
+#
+# The recurrent families (kimi's KDA, qwen35's delta net) carry anything to
+# every later position, and on quantized files the two engines part without a
+# bug: both quantize the activations to Q8 with the same rounding, so a value
+# a float from a rounding boundary, which the engines' last-bit differences
+# put on the two sides, changes one code, and the state keeps it (measured:
+# kimi-k3-tiny --random-config 1517682 with Q8_0 weights and IQ4_XS experts:
+# the engines agree within 1e-7 at positions 0-22, part at 23 and never
+# agree again (1e-2 to 0.3); with F32 weights they agree within 2e-6 to the end,
+# with only the Q8_0 dense part or only the IQ4_XS experts at 1 and 6 isolated
+# positions; of 200 random kimi models, 196 parted before position 160, and
+# which engine then lands closer to the truth was even: each worse by over 10%
+# on about 20). What follows that parting measures which side of a rounding
+# tie each engine took, not its kernels; so such a model is judged (per model
+# and pooled) on the positions before the engines first differ by over 1e-3 on
+# the quantized file, when that is at least an eighth of them (so a bug that
+# breaks the first positions is judged on all of them).
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 B=${1:-build}
@@ -54,6 +71,15 @@ while IFS='|' read -r name args npos; do
            && "$B/deltafin" logits -m "$T/q.gguf" --tokens "$toks" --kv f32 --out "$T/df.f32" --top 1 > /dev/null; }; then
         echo "FAIL $name: an engine failed"; fails=$((fails + 1)); continue
     fi
+    # the recurrent families: judged on the positions before the engines part on the quantized file (above)
+    upto=
+    case "$args" in *kimi*|*qwen35*|*qwen3next*)
+        first=$("$B/logitcmp" --vocab "$V" "$T/ll.f32" "$T/df.f32" | sed -n 's/.*"first_outlier":\([-0-9]*\),.*/\1/p')
+        if [ "${first:--1}" -ge $((npos / 8)) ]; then
+            upto=$first
+            for f in truth ll df; do head -c $((upto * V * 4)) "$T/$f.f32" > "$T/$f.cut" && mv "$T/$f.cut" "$T/$f.f32"; done
+        fi ;;
+    esac
     j=$("$B/logitcmp" --vocab "$V" "$T/truth.f32" "$T/ll.f32" "$T/df.f32") || { echo "FAIL $name: logitcmp"; fails=$((fails + 1)); continue; }
     read -r kll trll t1ll kdf trdf t1df < <(sed 's/},{/}\n{/g' <<< "$j" |
         sed -n 's/.*"mean_kl":\([^,]*\),.*"kl_trim":\([^,]*\),.*"top1":\([^,}]*\)[,}].*/\1 \2 \3/p' | tr '\n' ' ')
@@ -68,7 +94,7 @@ while IFS='|' read -r name args npos; do
         verdict=$(awk -v d="$kdf" -v l="$kll" 'BEGIN { print (d <= 1.10 * l + 1e-6) ? "ok" : "FAIL" }')
     fi
     printf '%-20s %12.3g %12.3g %10.3g %10.3g %8.3f %8.3f  %s\n' "$name" "$kll" "$kdf" "$trll" "$trdf" "$t1ll" "$t1df" \
-        "$verdict"
+        "$verdict${upto:+ (positions 0-$((upto - 1)): the engines part at $upto)}"
     [ "${verdict:0:2}" = ok ] || fails=$((fails + 1))
 done < "$LIST"
 for fam in "${!pool_ll[@]}"; do
