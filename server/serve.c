@@ -374,7 +374,8 @@ static void collect_events(flight *f) {
         if (f->req.calls) { /* content and calls from the parse of the content so far (tools.c) */
             if (upto > sp.c0)
                 calls = tools_stream(c, &f->req, f->id, f->created, i, j->text + sp.c0, upto - sp.c0,
-                                     j->finish != FIN_NONE, &f->ts[i], emit_event, f);
+                                     j->finish == FIN_NONE ? 0 : j->finish == FIN_LENGTH ? TOOLS_CUT : 1, &f->ts[i],
+                                     emit_event, f);
         } else if (upto > cs) {
             char *t = srv_utf8_clean(j->text + cs, upto - cs);
             if (t) pend_add(f, oai_chunk(c, &f->req, f->id, f->created, i, t, FIN_NONE, 0));

@@ -251,6 +251,7 @@ typedef struct {
  * -1 when out of memory. */
 int tools_stream(const oai_ctx *c, const oai_req *r, const char *id, long created, int idx, const char *text, size_t n,
                  int final, tools_stream_state *st, void (*emit)(void *arg, char *event), void *arg);
+#define TOOLS_CUT 2 /* tools_stream's final: the text ended by max_tokens (1: ended by the model or a stop) */
 
 /* Parse and check a request body; tokenize its prompt (rendering a chat
  * with the template). 0, or -1 with e filled (4xx). */

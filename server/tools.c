@@ -23,7 +23,12 @@
  * new: content, then for each call its id and name once, then its arguments
  * as they grow (the library gives only what cannot change), as OpenAI sends
  * them; the last step parses the whole text, so the pieces join to exactly
- * the non-streamed answer.
+ * the non-streamed answer. But for one case: a call that max_tokens cuts
+ * short. Not streamed, its text is content (a call whose arguments do not
+ * parse is never dropped); streamed, once its name and arguments have gone
+ * out as a call they cannot be taken back, so it ends as the call it was,
+ * with finish_reason "length" (as OpenAI's own API ends one), and its text
+ * is not sent again as content.
  */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -227,7 +232,8 @@ static size_t fresh(const char *s, size_t sent, size_t n) {
 int tools_stream(const oai_ctx *c, const oai_req *r, const char *id, long created, int idx, const char *text, size_t n,
                  int final, tools_stream_state *st, void (*emit)(void *arg, char *event), void *arg) {
     df_tool_parse p;
-    if (df_tool_calls_parse((df_tool_format)r->tool_fmt, r->tools_json, text, n, !final, &p) != DF_OK) return -1;
+    const int partial = !final || (final == TOOLS_CUT && st->n_calls > 0); /* a call cut short stays the call it was */
+    if (df_tool_calls_parse((df_tool_format)r->tool_fmt, r->tools_json, text, n, partial, &p) != DF_OK) return -1;
     const size_t rl = p.reasoning ? strlen(p.reasoning) : 0, cl = strlen(p.content);
     size_t k = fresh(p.reasoning ? p.reasoning : "", st->reasoning, rl);
     if (k) {

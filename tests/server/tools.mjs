@@ -8,7 +8,7 @@
 // tool_calls (ids, type "function", a tool's name, arguments that parse and validate against that tool's schema),
 // no content, finish_reason "tool_calls"; a stream's deltas (id and name once, then argument pieces) join to
 // exactly the non-streamed calls of the same seed; parallel_tool_calls false gives exactly one call; a named
-// function is the one called. Prints "ok ..." / "FAIL ..." lines; the exit status counts failures.
+// function is the one called; a call max_tokens cuts short is content, or streamed the call it was. Prints "ok ..." / "FAIL ..." lines; the exit status counts failures.
 import { need, checker } from './common.mjs';
 
 const [openaiDir, ajvDir, baseURL, family] = process.argv.slice(2);
@@ -112,6 +112,26 @@ for (const seed of [4, 5]) {
   check(`named, parallel_tool_calls false, seed ${seed}: exactly one call`, m.tool_calls?.length === 1, JSON.stringify(m.tool_calls));
   const s = await streamed({ ...base, tool_choice: choice, seed, parallel_tool_calls: false });
   wellFormed(s.calls, `named streamed, seed ${seed}`, 'get_weather');
+}
+// a call max_tokens cuts short (two tokens before its end): not streamed, its text is content; streamed, a call
+// whose name had gone out stays the call it was, its text never sent again as content (else, as the generic
+// format's JSON, read whole, the text is content as not streamed); finish_reason "length" both ways
+{
+  const opts = { ...base, tool_choice: 'required', seed: 1, parallel_tool_calls: false };
+  const whole = await client.chat.completions.create(opts);
+  const cut = { ...opts, max_tokens: Math.max(1, whole.usage.completion_tokens - 2) };
+  const r = await client.chat.completions.create(cut);
+  const m = r.choices[0].message;
+  check(`cut by max_tokens ${cut.max_tokens}: finish length, the text as content, no tool_calls`,
+    r.choices[0].finish_reason === 'length' && !m.tool_calls && typeof m.content === 'string' && m.content.length > 0,
+    `${r.choices[0].finish_reason} ${JSON.stringify(m)}`);
+  const s = await streamed(cut);
+  const name = whole.choices[0].message.tool_calls?.[0]?.function.name;
+  const asCall = s.content === '' && s.calls.length === 1 && s.calls[0].function.name === name &&
+    whole.choices[0].message.tool_calls[0].function.arguments.startsWith(s.calls[0].function.arguments);
+  check(`cut by max_tokens, streamed: finish length, the call it was (or, none sent, the same content)`,
+    s.finish === 'length' && (asCall || (s.calls.length === 0 && s.content === m.content)),
+    `${s.finish} ${JSON.stringify(s.content)} ${JSON.stringify(s.calls)}`);
 }
 // none: no calls read, the text is content
 const n = await client.chat.completions.create({ ...base, tool_choice: 'none', seed: 1, max_tokens: 20 });
