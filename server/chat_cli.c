@@ -7,9 +7,11 @@
  * the longest common token prefix with what the session already holds
  * (df_session_truncate to it), so only the new part is decoded: the KV
  * cache carries over between turns. The answer streams to stdout; a
- * <think>...</think> section is shown dim on a terminal, and so is gpt-oss's
- * analysis channel (its answer read as the server reads it, src/text/
- * toolcall.c: the final channel is what the conversation keeps). Ctrl-C stops the
+ * <think>...</think> section is shown dim on a terminal, and so are gpt-oss's
+ * analysis channel and Kimi K3's think section (the answer read as the server
+ * reads it, src/text/toolcall.c and srv_split_think: the conversation keeps
+ * the final channel's text, K3's response without its wrappers). --grammar or
+ * --grammar-file constrains every answer. Ctrl-C stops the
  * answer (the partial answer stays in the conversation), not the program.
  *
  * Input: libedit (line editing, a history kept in
@@ -63,9 +65,12 @@ typedef struct chat {
     char *paste[16];     /* texts pasted into the line being edited, shown there as "[pasted: N lines]" */
     int n_paste;
     char *system_buf;    /* /set system's text */
-    int harmony;         /* the template is gpt-oss's: the answer's channels are read (toolcall.c) */
-    int32_t keep[SRV_MAX_KEEP]; /* ... and its marker tokens kept in the text */
+    int sections;        /* DF_TOOLS_HARMONY (gpt-oss's channels) or DF_TOOLS_KIMI_K3 (its sections): the
+                          * answer is read into reasoning and content (toolcall.c); else 0 */
+    int32_t keep[SRV_MAX_KEEP]; /* ... and their marker tokens kept in the text */
     int n_keep;
+    int think_open;      /* K3: this turn's prompt opened the think section */
+    df_grammar *grammar; /* --grammar / --grammar-file, or NULL */
 } chat;
 
 /* ---- the conversation ---- */
@@ -170,16 +175,32 @@ static void show(chat *c, shower *sh, const char *p, size_t n, int flush) {
     fflush(stdout);
 }
 
-/* gpt-oss's answer so far (ans[0..n)) read into channels: the reasoning and the final text not yet shown, the
- * reasoning dim on a terminal; *r_sent and *c_sent count what was. final: the answer is whole. */
-static void show_channels(chat *c, const char *ans, size_t n, int final, size_t *r_sent, size_t *c_sent) {
+/* The answer so far (ans[0..n)) read into its reasoning (*reasoning[0..*rl), NULL if none) and content, as the
+ * server reads it: gpt-oss's channels, Kimi K3's think section and response (srv_split_think, the response's
+ * wrappers dropped). final: the answer is whole. DF_OK, or an error (nothing to free then). */
+static int read_sections(const chat *c, const char *ans, size_t n, int final, df_tool_parse *p, const char **reasoning,
+                         size_t *rl) {
+    srv_split sp = {0, 0, 0};
+    if (c->sections == DF_TOOLS_KIMI_K3) srv_split_think(ans, n, c->think_open, 1, final, &sp);
+    const int rc = df_tool_calls_parse((df_tool_format)c->sections, NULL, ans + sp.c0, n - sp.c0, !final, p);
+    if (rc != DF_OK) return rc;
+    *reasoning = sp.r1 > sp.r0 ? ans + sp.r0 : p->reasoning;
+    *rl = sp.r1 > sp.r0 ? sp.r1 - sp.r0 : p->reasoning ? strlen(p->reasoning) : 0;
+    return DF_OK;
+}
+
+/* The reasoning and content not yet shown of the answer so far, the reasoning dim on a terminal; *r_sent and
+ * *c_sent count what was. final: the answer is whole. */
+static void show_sections(chat *c, const char *ans, size_t n, int final, size_t *r_sent, size_t *c_sent) {
     df_tool_parse p;
-    if (df_tool_calls_parse(DF_TOOLS_HARMONY, NULL, ans, n, !final, &p) != DF_OK) return;
-    const size_t rl = p.reasoning ? srv_utf8_valid_prefix(p.reasoning, strlen(p.reasoning)) : 0;
+    const char *reasoning;
+    size_t rl;
+    if (read_sections(c, ans, n, final, &p, &reasoning, &rl) != DF_OK) return;
+    rl = srv_utf8_valid_prefix(reasoning, rl);
     const size_t cl = srv_utf8_valid_prefix(p.content, strlen(p.content));
     if (rl > *r_sent) {
         if (c->tty) fputs("\033[2m", stdout);
-        fwrite(p.reasoning + *r_sent, 1, rl - *r_sent, stdout);
+        fwrite(reasoning + *r_sent, 1, rl - *r_sent, stdout);
         if (c->tty) fputs("\033[0m", stdout);
         *r_sent = rl;
     }
@@ -251,6 +272,8 @@ static int turn(chat *c) {
     cJSON_free(vars);
     int n = 0;
     int32_t *toks = tokenize(c, text, &n);
+    int kind = 0;
+    c->think_open = c->sections == DF_TOOLS_KIMI_K3 && srv_opens_think(text, &kind) && kind == 1;
     free(text);
     const int n_ctx = df_session_n_ctx(c->s);
     if (!toks) return fprintf(stderr, "deltafin: cannot tokenize the conversation\n"), -1;
@@ -279,11 +302,12 @@ static int turn(chat *c) {
     if (!c->smp) return free(toks), -1;
     for (int i = 0; i < n; i++) df_sampler_accept(c->smp, toks[i]);
     free(toks);
+    if (c->grammar && df_sampler_set_grammar(c->smp, c->grammar) != DF_OK) return -1; /* from the answer's start */
     size_t alen = 0, acap = 256;
     char *ans = malloc(acap);
     if (!ans) return -1;
     shower sh = {{0}, 0, 0};
-    size_t r_sent = 0, c_sent = 0; /* gpt-oss: its channels shown so far */
+    size_t r_sent = 0, c_sent = 0; /* gpt-oss, K3: the reasoning and content shown so far */
     int gen = 0;
     const double t0 = srv_now();
     while (gen < c->o.n_predict && !g_interrupt) {
@@ -291,7 +315,7 @@ static int turn(chat *c) {
         df_sampler_accept(c->smp, t);
         if (!c->o.ignore_eos && df_token_is_eog(c->m, t)) break;
         char piece[512];
-        int kept = 0; /* gpt-oss's markers (control tokens) are kept: its channels are read from the text */
+        int kept = 0; /* gpt-oss's and K3's markers (control tokens) are kept: the sections are read from the text */
         for (int k = 0; k < c->n_keep; k++) kept |= c->keep[k] == t;
         int pn = kept ? df_token_text(c->m, t, piece, sizeof piece) : df_token_to_piece(c->m, t, piece, sizeof piece);
         pn = pn < 0 ? 0 : pn > (int)sizeof piece ? (int)sizeof piece : pn;
@@ -302,18 +326,20 @@ static int turn(chat *c) {
         }
         memcpy(ans + alen, piece, (size_t)pn);
         alen += (size_t)pn;
-        if (c->harmony) show_channels(c, ans, alen, 0, &r_sent, &c_sent);
+        if (c->sections) show_sections(c, ans, alen, 0, &r_sent, &c_sent);
         else show(c, &sh, piece, (size_t)pn, 0);
         gen++;
-        if (df_session_pos(c->s) >= n_ctx || gen >= c->o.n_predict) break;
+        if (df_session_pos(c->s) >= n_ctx || gen >= c->o.n_predict || df_sampler_grammar_done(c->smp)) break;
         if (feed(c, &t, 0, 1) != 0) break;
     }
-    if (c->harmony) show_channels(c, ans, alen, 1, &r_sent, &c_sent);
+    if (c->sections) show_sections(c, ans, alen, 1, &r_sent, &c_sent);
     else show(c, &sh, "", 0, 1);
     ans[alen] = 0;
-    if (c->harmony) { /* the conversation keeps the final channel's text */
+    if (c->sections) { /* the conversation keeps the content: the final channel's text, K3's response */
         df_tool_parse p;
-        if (df_tool_calls_parse(DF_TOOLS_HARMONY, NULL, ans, alen, 0, &p) == DF_OK) {
+        const char *reasoning;
+        size_t rl;
+        if (read_sections(c, ans, alen, 1, &p, &reasoning, &rl) == DF_OK) {
             memcpy(ans, p.content, strlen(p.content) + 1);
             alen = strlen(p.content);
             df_tool_parse_free(&p);
@@ -772,8 +798,20 @@ int df_cmd_chat(int argc, char **argv) {
     if (!c.hist_tokens || !c.logits) goto out;
     c.tty = isatty(1);
     c.in_tty = isatty(0);
-    c.harmony = df_tool_format_detect(c.tmpl ? c.tmpl : df_chat_template(c.m)) == DF_TOOLS_HARMONY;
-    if (c.harmony) c.n_keep = tools_keep_markers(c.m, DF_TOOLS_HARMONY, c.keep);
+    const df_tool_format fmt = df_tool_format_detect(c.tmpl ? c.tmpl : df_chat_template(c.m));
+    c.sections = fmt == DF_TOOLS_HARMONY || fmt == DF_TOOLS_KIMI_K3 ? (int)fmt : 0;
+    if (c.sections) c.n_keep = tools_keep_markers(c.m, fmt, c.keep);
+    if (c.o.grammar || c.o.grammar_file) {
+        char *gtext = c.o.grammar_file ? srv_read_file(c.o.grammar_file, 1 << 22, err, sizeof err) : NULL;
+        const char *g = c.o.grammar_file ? gtext : c.o.grammar;
+        const int grc = g ? df_grammar_new(c.m, g, strlen(g), &c.grammar, err, sizeof err) : DF_E_INPUT;
+        free(gtext);
+        if (grc != DF_OK) {
+            fprintf(stderr, "deltafin: the grammar: %s\n", err);
+            goto out;
+        }
+        if (df_grammar_allow_tokens(c.grammar, c.keep, c.n_keep) != DF_OK) goto out; /* the markers it spells */
+    }
     clear(&c);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -817,6 +855,7 @@ int df_cmd_chat(int argc, char **argv) {
 out:
     input_close(&c);
     df_sampler_free(c.smp);
+    df_grammar_free(c.grammar);
     df_session_free(c.s);
     df_model_free(c.m);
     cJSON_Delete(c.msgs);

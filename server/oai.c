@@ -405,9 +405,7 @@ static int render_chat(const oai_ctx *c, cJSON *body, char **out, oai_error *e) 
     return 0;
 }
 
-/* Whether a rendered prompt ends inside an opened reasoning section (DeepSeek R1's and others' templates open
- * <think> for the model, Kimi K3's <|open|>think<|sep|>); *kind: which (oai_req.think_kind). */
-static int opens_think(const char *t, int *kind) {
+int srv_opens_think(const char *t, int *kind) {
     size_t n = strlen(t);
     while (n && (t[n - 1] == '\n' || t[n - 1] == ' ')) n--;
     for (int k = 0; k < 2; k++) {
@@ -420,7 +418,7 @@ static int opens_think(const char *t, int *kind) {
 static int chat_prompt(const oai_ctx *c, cJSON *body, oai_req *r, oai_error *e) {
     char *text = NULL;
     if (render_chat(c, body, &text, e) != 0) return -1;
-    r->think_open = opens_think(text, &r->think_kind);
+    r->think_open = srv_opens_think(text, &r->think_kind);
     if (!r->think_open && df_tool_format_detect(c->tmpl ? c->tmpl : df_chat_template(c->m)) == DF_TOOLS_KIMI_K3)
         r->think_kind = 1; /* its output may still open a think section of its own */
     const int rc = tokenize(c, text, strlen(text), r, e);

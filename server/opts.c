@@ -26,6 +26,7 @@ static void usage(FILE *f, int chat, int status) {
                    "                     [--chat-template-kwargs JSON] [-c CTX] [-t THREADS]\n"
                    "                     [--mem SIZE] [-n MAX_TOKENS] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
                    "                     [--repeat-penalty R] [--seed S] [--kv f16|f32] [--ignore-eos]\n"
+                   "                     [--grammar GBNF | --grammar-file FILE] (every answer in llama.cpp's GBNF)\n"
                    "  --chat-template: chatml, llama3, phi3, zephyr, gemma, mistral-v7, deepseek3 (llama.cpp's), or a\n"
                    "  Jinja template; --chat-template-kwargs '{\"enable_thinking\":false}': variables for the template\n"
                    "  in the chat: /help, /set system|temp|top-k|top-p|min-p|repeat-penalty|seed|n VALUE, /info, /clear,\n"
@@ -190,7 +191,7 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
                                                  "--prompt-cache-dir", "--prompt-cache-mem", "--prompt-cache-disk",
                                                  "--prompt-cache-min", "--api-key-file", "--remote", "--db",
                                                  "--max-conn-per-ip", "--request-mem", "--cors", "--log-format",
-                                                 "--pooling"};
+                                                 "--pooling", "--grammar", "--grammar-file"};
         int known = 0;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(name, with_value[k]);
         if (!known) bad("unknown option '%s'", name);
@@ -215,6 +216,8 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
         else if (chat && !strcmp(name, "--min-p")) o->sp.min_p = fnum(name, v, 0, 1);
         else if (chat && !strcmp(name, "--repeat-penalty")) o->sp.repeat_penalty = fnum(name, v, 1e-6, 1e6);
         else if (chat && (!strcmp(name, "--seed") || !strcmp(name, "-s"))) o->sp.seed = (uint64_t)num(name, v, 0, 0x7fffffffL);
+        else if (chat && !strcmp(name, "--grammar")) o->grammar = v, o->grammar_file = NULL;
+        else if (chat && !strcmp(name, "--grammar-file")) o->grammar_file = v, o->grammar = NULL;
         else if (!chat && !strcmp(name, "--host")) o->host = v;
         else if (!chat && !strcmp(name, "--port")) o->port = (int)num(name, v, 0, 65535);
         else if (!chat && !strcmp(name, "--api-key")) {

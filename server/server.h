@@ -35,6 +35,7 @@ typedef struct srv_opts {
     const char *model, *host, *api_key, *template_file, *alias, *system;
     const char *template_text;  /* --chat-template NAME (a built-in format) or a Jinja template given inline */
     const char *template_kwargs; /* --chat-template-kwargs: a JSON object of extra template variables */
+    const char *grammar, *grammar_file; /* chat --grammar GBNF, --grammar-file FILE: every answer constrained */
     const char *cors;           /* serve --cors ORIGIN[,ORIGIN] ("*": any), NULL: none */
     int strict_model;           /* serve --strict-model */
     int log_format;             /* serve --log-format: 0 text, 1 json, 2 none (a line on stderr per request) */
@@ -178,6 +179,9 @@ char *srv_utf8_clean(const char *s, size_t n);
 /* Bytes of text[0..len) that may be sent now: not an incomplete UTF-8
  * sequence at the end nor a prefix of a stop string. */
 size_t srv_safe_len(const srv_job *j);
+/* Whether a rendered prompt ends inside an opened reasoning section (DeepSeek R1's and others' templates open
+ * <think> for the model, Kimi K3's <|open|>think<|sep|>); *kind: which (oai_req.think_kind). */
+int srv_opens_think(const char *t, int *kind);
 /* Where a chat answer's reasoning and content lie in its text t[0..n) (oai.c): reasoning t[r0..r1), content
  * t[c0..n). open: the prompt opened a <think> section; final: the text is whole (else what may still become a
  * tag is held back: c0 or r1 short of n). */

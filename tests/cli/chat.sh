@@ -45,6 +45,19 @@ printf 'Tell me a story.\n/save %s\n' "$T/oss.json" | "$D" chat -m "$S" --temp 0
     --chat-template-file tests/data/jinja/templates/openai-gpt-oss-120b.jinja > "$T/oss.out" 2> /dev/null
 check "gpt-oss's template, a model without channels: the text shown is the text kept ($(head -c 40 "$T/oss.out"))" \
     test -s "$T/oss.out" -a "$(jq -r '.messages[1].content' "$T/oss.json")" = "$(cat "$T/oss.out")"
+# Kimi K3's template opens its think section: the answer (forced by --grammar) shows the reasoning, then the
+# response's text, which is all the conversation keeps (the section markers and wrappers are neither)
+G3='root ::= [a-z ]{3,12} "<|close|>think<|sep|><|open|>response<|sep|>" [a-z]{2,6} "<|close|>response<|sep|><|close|>message<|sep|>"'
+printf 'Hi\n/save %s\n' "$T/k3.json" | "$D" chat -m "$S" --temp 0 -n 100 -c 2048 --grammar "$G3" \
+    --chat-template-file tests/data/jinja/templates/Kimi-K3.jinja > "$T/k3.out" 2> /dev/null
+k3=$(jq -r '.messages[1].content' "$T/k3.json")
+check "Kimi K3: the reasoning, then the response's text, which the conversation keeps ($(tr '\n' '|' < "$T/k3.out"))" \
+    test "$(sed -n 2p "$T/k3.out")" = "$k3" -a "$(wc -l < "$T/k3.out")" -eq 2
+check "... the reasoning as the grammar wrote it, the response's text without wrappers" \
+    test "$(grep -cE '^[a-z ]{3,12}$' "$T/k3.out")" -ge 1 -a "$(grep -cE '^[a-z]{2,6}$' <<< "$k3")" = 1
+e=$(printf 'Hi\n' | "$D" "${C[@]}" --grammar 'root ::= undefined' 2>&1 > /dev/null; echo "rc=$?")
+check "--grammar that does not parse: said, exit 1 before any turn" contains "$e" "rc=1"
+check "... naming the grammar" contains "$e" "the grammar"
 printf '/load %s\n' "$T/none.json" | "$D" "${C[@]}" > /dev/null 2> "$T/err5"
 check "/load of a missing file: said, not fatal" grep -q "none.json" "$T/err5"
 check "/save onto the model is refused" contains "$(printf '/save %s\n' "$S" | "$D" "${C[@]}" 2>&1)" "is the model"
