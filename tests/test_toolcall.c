@@ -259,7 +259,9 @@ static void test_malformed(void **st) {
 
 /* A text of grammar g from rule `root`, built by the engine itself: at each step a byte drawn among the allowed ones
  * of a list (markup, digits, letters; any other allowed byte when none of them is), until the grammar is complete;
- * drawn again from the start when it grows past 4,000 bytes. */
+ * drawn again from the start when it grows past 4,000 bytes. Half the time a closer instead, as far as the grammar
+ * allows it: an XML format's argument close marker (a string value may hold any other text, so that only the whole
+ * marker ends it), or a byte that ends a string, an object, an array or a value without '<'. */
 static char *first_sentence(const char *gbnf) {
     char err[256];
     gram *g = gram_parse(gbnf, strlen(gbnf), err, sizeof err);
@@ -276,9 +278,21 @@ static char *first_sentence(const char *gbnf) {
         n = 0;
         while (n < 4000 && !gram_allows(s, 256)) {
             int opts[64], k = 0, pick = -1;
-            if (tu_rand(&seed) % 2) /* half the time, whatever closes (so that nesting stays shallow) */
-                for (const char *c = "\"}]<"; *c && pick < 0; c++)
-                    if (gram_allows(s, (unsigned char)*c)) pick = (unsigned char)*c;
+            static const char *const closers[] = {"\n</parameter>\n", "</parameter>", "</arg_value>",
+                                                  "</\xef\xbd\x9c" "DSML\xef\xbd\x9cparameter>",
+                                                  "<|close|>argument<|sep|>", "\"", "}", "]", "<"};
+            if (tu_rand(&seed) % 2) { /* half the time, whatever closes (so that nesting stays shallow) */
+                const char *can[sizeof closers / sizeof *closers];
+                int nc = 0;
+                for (size_t c = 0; c < sizeof closers / sizeof *closers; c++)
+                    if (gram_allows(s, (unsigned char)*closers[c])) can[nc++] = closers[c];
+                const char *cl = nc ? can[tu_rand(&seed) % (uint64_t)nc] : "";
+                for (; *cl && cl[1] && n < 4000 && gram_allows(s, (unsigned char)*cl); cl++) { /* all but its last byte */
+                    assert_int_equal(gram_accept(s, (unsigned char)*cl), 0);
+                    out[n++] = *cl;
+                }
+                if (*cl && gram_allows(s, (unsigned char)*cl)) pick = (unsigned char)*cl;
+            }
             for (const char *c = pref; *c && pick < 0; c++)
                 if (gram_allows(s, (unsigned char)*c)) opts[k++] = (unsigned char)*c;
             if (k && pick < 0) pick = opts[tu_rand(&seed) % (uint64_t)k];
@@ -295,6 +309,62 @@ static char *first_sentence(const char *gbnf) {
     gram_vocab_free(v);
     gram_free(g);
     return out;
+}
+
+/* How far grammar g reads text: 0 whole and complete, 1 whole but incomplete, -1 a byte refused. */
+static int reads(const char *gbnf, const char *text) {
+    char err[256];
+    gram *g = gram_parse(gbnf, strlen(gbnf), err, sizeof err);
+    if (!g) fail_msg("grammar refused: %s", err);
+    gram_vocab *v = gram_vocab_bytes();
+    gram_state *s = gram_state_new(g, v);
+    int rc = 0;
+    for (const char *c = text; *c && rc == 0; c++)
+        if (!gram_allows(s, (unsigned char)*c) || gram_accept(s, (unsigned char)*c) != 0) rc = -1;
+    if (rc == 0 && !gram_allows(s, 256)) rc = 1;
+    gram_state_free(s);
+    gram_vocab_free(v);
+    gram_free(g);
+    return rc;
+}
+
+/* An XML format's string argument under its grammar holds any text but its close marker: markup, a '<', the
+ * marker's start. The grammar's own sentence with such text put into the city's value reads whole, and the
+ * parse gives that text back; with the whole marker put in, the grammar refuses it. */
+static void xml_values_with_markup(void) {
+    static const struct { df_tool_format f; const char *at, *close; } xml[] = {
+        {DF_TOOLS_QWEN_XML, "<parameter=city>\n", "</parameter>"},
+        {DF_TOOLS_GLM, "<arg_key>city</arg_key>\n<arg_value>", "</arg_value>"},
+        {DF_TOOLS_MINIMAX, "<parameter name=\"city\">", "</parameter>"},
+        {DF_TOOLS_DSML, "parameter name=\"city\" string=\"true\">", "</\xef\xbd\x9c" "DSML\xef\xbd\x9cparameter>"},
+        {DF_TOOLS_KIMI_K3, "<|open|>argument key=\"city\" type=\"string\"<|sep|>", "<|close|>argument<|sep|>"},
+    };
+    for (size_t k = 0; k < sizeof xml / sizeof *xml; k++) {
+        char *g = NULL, err[256], text[8192], put[256];
+        if (df_tool_calls_grammar(xml[k].f, TOOLS, "get_weather", 0, &g, err, sizeof err) != DF_OK) fail_msg("%s", err);
+        char *s = first_sentence(g);
+        const char *at = strstr(s, xml[k].at);
+        if (!at) fail_msg("%s: no '%s' in the grammar's sentence %s", df_tool_format_name(xml[k].f), xml[k].at, s);
+        const size_t off = (size_t)(at - s) + strlen(xml[k].at);
+        const size_t cl = strlen(xml[k].close);
+        /* markup, a lone '<', and all of the marker but its last byte */
+        snprintf(put, sizeof put, "if (a<b) x = \"<b>\";<%.*s", (int)(cl - 1), xml[k].close);
+        snprintf(text, sizeof text, "%.*s%s%s", (int)off, s, put, s + off);
+        if (reads(g, text) != 0) fail_msg("%s: the grammar refuses a value with markup:\n%s", df_tool_format_name(xml[k].f), text);
+        df_tool_parse p;
+        assert_int_equal(df_tool_calls_parse(xml[k].f, TOOLS, text, strlen(text), 0, &p), DF_OK);
+        assert_int_equal(p.n_calls, 1);
+        cJSON *a = cJSON_Parse(p.calls[0].arguments);
+        const cJSON *city = cJSON_GetObjectItemCaseSensitive(a, "city");
+        if (!cJSON_IsString(city) || strncmp(city->valuestring, put, strlen(put)))
+            fail_msg("%s: city %s, not what was put: %s", df_tool_format_name(xml[k].f), p.calls[0].arguments, put);
+        cJSON_Delete(a);
+        df_tool_parse_free(&p);
+        snprintf(text, sizeof text, "%.*sa%sb%s", (int)off, s, xml[k].close, s + off); /* the whole marker */
+        if (reads(g, text) != -1) fail_msg("%s: the grammar reads a value holding its close marker:\n%s", df_tool_format_name(xml[k].f), text);
+        free(s);
+        free(g);
+    }
 }
 
 static void test_grammars(void **st) {
@@ -326,6 +396,7 @@ static void test_grammars(void **st) {
             free(g);
         }
     char *g = NULL, err[256];
+    xml_values_with_markup();
     assert_int_equal(df_tool_calls_grammar(DF_TOOLS_HERMES, TOOLS, "nope", 1, &g, err, sizeof err), DF_E_INPUT);
     assert_non_null(strstr(err, "nope"));
     assert_int_equal(df_tool_calls_grammar(DF_TOOLS_HERMES, "{}", NULL, 1, &g, err, sizeof err), DF_E_INPUT);

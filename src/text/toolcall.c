@@ -32,9 +32,13 @@
  *
  * The grammar (tool_choice "required" or a named function) is GBNF: the
  * format's markers as literals and each function's parameters compiled from
- * its JSON Schema (schema.c), the rule names prefixed per function. XML
- * string values are text without '<' there (the grammar cannot say "up to
- * this marker" more precisely).
+ * its JSON Schema (schema.c), the rule names prefixed per function. An XML
+ * string value is any text in which the argument's close marker does not
+ * occur (where the parser ends the value): a rule per state of the marker's
+ * Knuth-Morris-Pratt automaton (no_marker_rules), so that code or markup with
+ * '<' in it can be an argument; with minLength or maxLength, text without '<'
+ * of that length (a length and a marker together would need a rule per
+ * state and count).
  */
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -953,9 +957,68 @@ static int args_rule(sb *b, const tool_fmt *f, const char *pre, const char *afte
     return add_schema_rules(b, params, pre, err, errlen);
 }
 
-/* An XML argument's string value: one of its enum's strings, or text without '<' within minLength and maxLength
- * (characters, at most 4096; the text is not JSON: no escapes). */
-static void xml_string_value(sb *b, const cJSON *pr) {
+/* The code points of UTF-8 text s into cp[0..max); how many, or -1 if more or not UTF-8. */
+static int code_points(const char *s, uint32_t *cp, int max) {
+    int n = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; n++) {
+        const int k = *p < 0x80 ? 1 : (*p & 0xE0) == 0xC0 ? 2 : (*p & 0xF0) == 0xE0 ? 3 : (*p & 0xF8) == 0xF0 ? 4 : 0;
+        if (!k || n == max) return -1;
+        uint32_t c = k == 1 ? *p : *p & (0x7F >> k);
+        for (int i = 1; i < k; i++) {
+            if ((p[i] & 0xC0) != 0x80) return -1;
+            c = c << 6 | (p[i] & 0x3F);
+        }
+        cp[n] = c;
+        p += k;
+    }
+    return n;
+}
+
+/* Rules pre "v0" .. pre "v(m-1)": any text in which marker (m code points) does not occur. Rule vi reads on
+ * from having matched the marker's first i code points (the automaton of Knuth, Morris and Pratt): each code
+ * point of the marker leads to the state it makes, every other one back to v0; the text may end in any state.
+ * Right recursion only (grammar.c keeps no frame for a rule's last symbol). 0, or -1 where the marker is too
+ * long or not UTF-8 (the caller keeps text without '<'). */
+static int no_marker_rules(sb *b, const char *pre, const char *marker) {
+    uint32_t cp[64], uniq[64];
+    int pi[64], nu = 0;
+    const int m = code_points(marker, cp, 64);
+    if (m < 1) return -1;
+    pi[0] = 0; /* pi[i]: the longest proper border of cp[0..i] */
+    for (int i = 1, k = 0; i < m; i++) {
+        while (k > 0 && cp[i] != cp[k]) k = pi[k - 1];
+        if (cp[i] == cp[k]) k++;
+        pi[i] = k;
+    }
+    for (int i = 0; i < m; i++) {
+        int seen = 0;
+        for (int j = 0; j < nu; j++) seen |= uniq[j] == cp[i];
+        if (!seen) uniq[nu++] = cp[i];
+    }
+    char t[64];
+    for (int i = 0; i < m; i++) {
+        snprintf(t, sizeof t, "%sv%d ::= \"\"", pre, i);
+        sb_str(b, t);
+        for (int u = 0; u < nu; u++) {
+            int k = i; /* the state after uniq[u] */
+            while (k > 0 && cp[k] != uniq[u]) k = pi[k - 1];
+            if (cp[k] == uniq[u]) k++;
+            if (k == m) continue; /* the marker would be whole */
+            snprintf(t, sizeof t, " | [\\U%08X] %sv%d", (unsigned)uniq[u], pre, k);
+            sb_str(b, t);
+        }
+        sb_str(b, " | [^");
+        for (int u = 0; u < nu; u++) snprintf(t, sizeof t, "\\U%08X", (unsigned)uniq[u]), sb_str(b, t);
+        snprintf(t, sizeof t, "] %sv0\n", pre);
+        sb_str(b, t);
+    }
+    return 0;
+}
+
+/* An XML argument's string value: one of its enum's strings; with minLength or maxLength, text without '<' of that
+ * length (characters, at most 4096); else any text without the close marker (no_marker_rules into vrules, the
+ * rules named pre "v0"...). The text is not JSON: no escapes. */
+static void xml_string_value(sb *b, sb *vrules, const cJSON *pr, const char *pre, const char *close) {
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(pr, "enum"), *v;
     int all_str = cJSON_IsArray(en) && cJSON_GetArraySize(en) > 0;
     cJSON_ArrayForEach(v, en) all_str &= cJSON_IsString(v) && !strchr(v->valuestring, '<');
@@ -974,9 +1037,10 @@ static void xml_string_value(sb *b, const cJSON *pr) {
     const cJSON *lo = cJSON_GetObjectItemCaseSensitive(pr, "minLength"), *hi = cJSON_GetObjectItemCaseSensitive(pr, "maxLength");
     const int mn = cJSON_IsNumber(lo) && lo->valuedouble > 0 ? (int)(lo->valuedouble < 4096 ? lo->valuedouble : 4096) : 0;
     const int mx = cJSON_IsNumber(hi) && hi->valuedouble >= mn ? (int)(hi->valuedouble < 4096 ? hi->valuedouble : 4096) : -1;
-    char q[48];
+    char q[80];
     if (mx >= 0) snprintf(q, sizeof q, " [^<]{%d,%d}", mn, mx);
     else if (mn > 0) snprintf(q, sizeof q, " [^<]{%d,}", mn);
+    else if (no_marker_rules(vrules, pre, close) == 0) snprintf(q, sizeof q, " %sv0", pre);
     else snprintf(q, sizeof q, " [^<]*");
     sb_str(b, q);
 }
@@ -1038,7 +1102,7 @@ int df_tool_calls_grammar(df_tool_format fmt, const char *tools_json, const char
             const cJSON *props = cJSON_GetObjectItemCaseSensitive(params, "properties"), *pr;
             const cJSON *req = cJSON_GetObjectItemCaseSensitive(params, "required");
             int k = 0;
-            sb rules = {0};
+            sb rules = {0}, vrules = {0};
             cJSON_ArrayForEach(pr, props) {
                 int required = 0;
                 const cJSON *q;
@@ -1056,7 +1120,7 @@ int df_tool_calls_grammar(df_tool_format fmt, const char *tools_json, const char
                 lit(&rules, pr->string);
                 lit(&rules, is_str ? f->g_p_tail_str : f->g_p_tail_json);
                 if (is_str) {
-                    xml_string_value(&rules, pr);
+                    xml_string_value(&rules, &vrules, pr, ppre, f->p_close);
                 } else {
                     sb_str(&rules, " ");
                     sb_str(&rules, ppre);
@@ -1064,13 +1128,16 @@ int df_tool_calls_grammar(df_tool_format fmt, const char *tools_json, const char
                 }
                 lit(&rules, f->g_p_close);
                 sb_str(&rules, "\n");
+                sb_add(&rules, vrules.buf ? vrules.buf : "", vrules.n);
+                vrules.n = 0;
                 if (!is_str && (rc = add_schema_rules(&rules, pr, ppre, err, errlen)) != DF_OK) break;
                 k++;
             }
             lit(&b, f->g_call_close);
             sb_str(&b, "\n");
             sb_add(&b, rules.buf ? rules.buf : "", rules.n);
-            free(rules.buf);
+            b.oom |= rules.oom | vrules.oom;
+            free(rules.buf), free(vrules.buf);
             if (rc != DF_OK) break;
         }
         sb_str(&alt, alt.n ? " | " : "");
