@@ -101,6 +101,12 @@ typedef struct df_model_params {
     /* Bytes the caller itself holds under mem_budget (a server's prefix caches and per-slot buffers):
      * the plan leaves them out, and its minimum counts them. */
     uint64_t mem_reserve;
+    /* 1: under mem_budget, read what streams through the kernel's page cache and leave it there (the
+     * CLI's --page-cache): a second tier of expert cache in memory the budget does not count and the
+     * kernel may take back at any time, so that a miss of the budget's cache costs a copy, not a disk
+     * read, while the machine has room (df_plan_predict_tiers says what it gives). 0 (default): reads
+     * bypass the page cache (O_DIRECT, else dropped after reading), which then never holds the model. */
+    int page_cache;
 } df_model_params;
 
 /* How streamed weights are read: DF_IO_AUTO picks the engine measured
@@ -559,8 +565,15 @@ typedef struct df_plan_speed {
     double disk_bytes_per_token, memory_bytes_per_token;
     double disk_seconds, memory_seconds; /* per token */
     double tokens_per_s;             /* 0 when the plan does not fit its budget */
+    double page_cache_hit_rate;      /* df_plan_predict_tiers: the share of expert uses the page cache serves */
 } df_plan_speed;
 void df_plan_predict(const df_plan *p, double disk_bytes_per_s, double memory_bytes_per_s, df_plan_speed *out);
+/* The same with the page cache as a second tier (df_model_params.page_cache) holding page_cache_bytes of
+ * what streams: the streamed dense layers first (every token reads them), then experts outside the budget's
+ * cache, as many as fit (taken as uniformly used, whatever the hot file says of them); what it serves costs
+ * a copy in memory (its bytes read and written), not a disk read. page_cache_bytes 0 is df_plan_predict. */
+void df_plan_predict_tiers(const df_plan *p, double disk_bytes_per_s, double memory_bytes_per_s,
+                           uint64_t page_cache_bytes, df_plan_speed *out);
 /* The same with speculative decoding: each pass verifies k guesses, each
  * kept with probability accept (a guess after a rejected one is not). A
  * pass reads the dense weights once and, per MoE layer, the union of k + 1

@@ -778,6 +778,7 @@ int df_cmd_chat(int argc, char **argv) {
     mp.n_threads = c.o.threads;
     mp.use_mmap = -1;
     mp.mem_budget = c.o.mem;
+    mp.page_cache = c.o.page_cache;
     mp.n_ctx = c.o.ctx;
     mp.kv_type = c.o.kv_f32 ? DF_KV_F32 : DF_KV_F16;
     if (df_model_load(c.o.model, &mp, &c.m, err, sizeof err) != 0) {

@@ -25,7 +25,7 @@ static void usage(FILE *f, int chat, int status) {
         fprintf(f, "usage: deltafin chat -m MODEL [-sys TEXT] [--chat-template-file F | --chat-template NAME]\n"
                    "                     [--chat-template-kwargs JSON] [-c CTX] [-t THREADS]\n"
                    "                     [--mem SIZE] [-n MAX_TOKENS] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
-                   "                     [--repeat-penalty R] [--seed S] [--kv f16|f32] [--ignore-eos]\n"
+                   "                     [--repeat-penalty R] [--seed S] [--kv f16|f32] [--ignore-eos] [--page-cache]\n"
                    "                     [--grammar GBNF | --grammar-file FILE] (every answer in llama.cpp's GBNF)\n"
                    "  --chat-template: chatml, llama3, phi3, zephyr, gemma, mistral-v7, deepseek3 (llama.cpp's), or a\n"
                    "  Jinja template; --chat-template-kwargs '{\"enable_thinking\":false}': variables for the template\n"
@@ -37,7 +37,7 @@ static void usage(FILE *f, int chat, int status) {
         fprintf(f, "usage: deltafin serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key K | --api-key-file F]\n"
                    "                      [--parallel N] [--queue N] [--mem SIZE] [-c CTX] [-t THREADS] [--alias NAME]\n"
                    "                      [--chat-template-file F | --chat-template NAME] [--chat-template-kwargs JSON]\n"
-                   "                      [--kv f16|f32] [--jobs] [--jobs-db PATH] [--worker]\n"
+                   "                      [--kv f16|f32] [--page-cache] [--jobs] [--jobs-db PATH] [--worker]\n"
                    "                      [--cors ORIGIN[,ORIGIN] | --cors '*'] [--strict-model] [--log-format text|json|none]\n"
                    "                      [--pooling mean|last|cls]\n"
                    "                      [--db PATH] [--remote URL] [--max-conn-per-ip N (256)] [--request-mem SIZE]\n"
@@ -173,6 +173,7 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
         name[nl] = 0;
         if (!strcmp(name, "-h") || !strcmp(name, "--help")) usage(stdout, chat, 0);
         if (!strcmp(name, "--kv-f32")) { o->kv_f32 = 1; continue; }
+        if (!strcmp(name, "--page-cache")) { o->page_cache = 1; continue; }
         if (!chat && (!strcmp(name, "--jobs") || !strcmp(name, "--worker"))) {
             if (!o->jobs_db) o->jobs_db = "";
             o->worker |= !strcmp(name, "--worker");

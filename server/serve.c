@@ -1279,6 +1279,7 @@ int df_cmd_serve(int argc, char **argv) {
     mp.n_threads = o.threads;
     mp.use_mmap = -1;
     mp.mem_budget = o.mem;
+    mp.page_cache = o.page_cache;
     mp.n_ctx = o.ctx;
     mp.n_sessions = o.parallel; /* the budget holds every slot's session */
     mp.kv_type = o.kv_f32 ? DF_KV_F32 : DF_KV_F16;

@@ -6,7 +6,7 @@
  *  - df_model_describe: a file's metadata and tensor directory, checked
  *    against a model made with known shapes and against what loading the
  *    same model says (df_model_get_info); a missing file is an error;
- *  - df_plan_predict: the tokens/s model on a plan with hand-computed
+ *  - df_plan_predict (and df_plan_predict_tiers): the tokens/s model on a plan with hand-computed
  *    numbers, and 0 tokens/s for a budget below the minimum.
  */
 #include "testutil.h"
@@ -159,6 +159,22 @@ static void test_plan_predict(void **state) {
     assert_true(fabs(s.tokens_per_s - 1e6 / 6500) < 1e-9); /* disk-bound */
     df_plan_predict(&p, 1e9, 1e6, &s);
     assert_true(fabs(s.tokens_per_s - 1e6 / 18000) < 1e-9); /* memory-bound */
+    /* the page cache as a second tier: 0 bytes is no tier; 500 hold the streamed dense layer (copied: 2 x 500 more
+     * from memory); 500 + 30,000 hold 40% of the 75 experts outside the cache, so 0.75 x 0.4 = 0.3 of the expert
+     * reads are copies (2 x 0.3 x 8000 from memory), 0.45 from disk; room for all: nothing from disk */
+    df_plan_speed t;
+    df_plan_predict(&p, 1e6, 1e7, &s);
+    df_plan_predict_tiers(&p, 1e6, 1e7, 0, &t);
+    assert_true(t.tokens_per_s == s.tokens_per_s && t.page_cache_hit_rate == 0 && t.disk_bytes_per_token == 6500);
+    df_plan_predict_tiers(&p, 1e6, 1e7, 500, &t);
+    assert_true(fabs(t.disk_bytes_per_token - 6000) < 1e-9 && fabs(t.memory_bytes_per_token - 19000) < 1e-9);
+    df_plan_predict_tiers(&p, 1e6, 1e7, 30500, &t);
+    assert_true(fabs(t.page_cache_hit_rate - 0.3) < 1e-12);
+    assert_true(fabs(t.disk_bytes_per_token - 8000 * 0.45) < 1e-9);
+    assert_true(fabs(t.memory_bytes_per_token - (18000 + 1000 + 2 * 0.3 * 8000)) < 1e-9);
+    df_plan_predict_tiers(&p, 1e6, 1e7, (uint64_t)1 << 40, &t);
+    assert_true(t.disk_bytes_per_token == 0 && fabs(t.page_cache_hit_rate - 0.75) < 1e-12);
+    assert_true(fabs(t.tokens_per_s - 1e7 / (18000 + 1000 + 2 * 0.75 * 8000)) < 1e-6); /* memory-bound */
     p.budget = 999; /* below the minimum: no speed */
     df_plan_predict(&p, 1e6, 1e7, &s);
     assert_true(s.tokens_per_s == 0.0);

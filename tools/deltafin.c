@@ -61,6 +61,7 @@ typedef struct {
     char *prompt_buf;       /* owned: a prompt read with -f */
     uint64_t mem;
     int io_threads, io_engine, progress;
+    int page_cache;                   /* --page-cache: df_model_params.page_cache */
     double probe_secs;
     double disk_gbps, mem_gbps; /* plan: a machine's speeds instead of measuring this one's (GB/s, 1e9 bytes) */
     int ranks, one_machine;     /* plan --ranks N: N machines sharing the experts (--one-machine: N ranks on one: one disk, one memory) */
@@ -78,6 +79,8 @@ static const char USAGE[] =
             "            [--top-p P] [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--seed S] [--kv f16|f32]\n"
             "            [--no-mmap|--mmap] [--ignore-eos] [--trace-experts FILE] [--mem SIZE] [--io-threads N]\n"
             "            [--io pread|uring|auto] [--hot FILE|none] [--progress] [--resident-type q4_K|q8_0]\n"
+            "            [--page-cache] (under --mem, what streams stays in the kernel's page cache: a second\n"
+            "            tier outside the budget that the kernel takes back when it needs the room)\n"
             "            [--prompt-cache FILE] [--spec off|lookup|draft|mtp] [-md DRAFT.gguf] [--draft-max K]\n"
             "            [--spec-k K|auto] [--grammar GBNF | --grammar-file FILE | -j SCHEMA | --json-schema-file FILE]\n"
             "            --grammar: the output must be a sentence of this GBNF grammar (llama.cpp's syntax);\n"
@@ -200,7 +203,7 @@ enum { FLAG, VALUE };
 #define MAX_PARALLEL 256 /* run --batch-file: sequences in one step at most */
 static const struct { const char *name, *alias; int kind; } OPTIONS[] = {
     {"--pieces", NULL, FLAG}, {"--no-bos", NULL, FLAG}, {"--no-mmap", NULL, FLAG}, {"--mmap", NULL, FLAG}, {"--ignore-eos", NULL, FLAG},
-    {"--json", NULL, FLAG}, {"--progress", NULL, FLAG}, {"--one-machine", NULL, FLAG},
+    {"--json", NULL, FLAG}, {"--progress", NULL, FLAG}, {"--page-cache", NULL, FLAG}, {"--one-machine", NULL, FLAG},
     {"--ranks", NULL, VALUE}, {"--net-gbps", NULL, VALUE}, {"--net-latency-us", NULL, VALUE}, {"--help", "-h", FLAG},
     {"--model", "-m", VALUE}, {"--prompt", "-p", VALUE}, {"--file", "-f", VALUE}, {"--tokens", NULL, VALUE},
     {"--out", NULL, VALUE}, {"--trace-experts", NULL, VALUE}, {"--trace-ties", NULL, VALUE}, {"--tie-margin", NULL, VALUE}, {"--hot", NULL, VALUE}, {"--io-threads", NULL, VALUE},
@@ -332,6 +335,7 @@ static void parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = 1;
         else if (!strcmp(a, "--json")) o->json = 1;
         else if (!strcmp(a, "--progress")) o->progress = 1;
+        else if (!strcmp(a, "--page-cache")) o->page_cache = 1;
         else if (!strcmp(a, "--one-machine")) o->one_machine = 1;
         else if (!strcmp(a, "--help")) command_usage(argv[1]);
         else if (!strcmp(a, "--model")) o->model = v;
@@ -510,6 +514,7 @@ static df_model_params model_params(const opts *o) {
     mp.kv_type = o->kv_f32 ? DF_KV_F32 : DF_KV_F16;
     mp.io_threads = o->io_threads;
     mp.io_engine = o->io_engine;
+    mp.page_cache = o->page_cache;
     mp.hot_file = o->hot && !strcmp(o->hot, "none") ? "" : o->hot;
     mp.resident_type = o->resident_type;
     mp.spec_k_max = spec_rows(o);
@@ -623,7 +628,7 @@ static void print_cluster_report(df_model *m, int tokens) {
 }
 
 /* After a run with a budget: what the disk and the cache did. */
-static void print_io_report(df_model *m, int tokens, double seconds) {
+static void print_io_report(df_model *m, int tokens, double seconds, int page_cache) {
     df_io_stats st;
     df_model_io_stats(m, &st);
     if (!st.streaming) return;
@@ -631,7 +636,8 @@ static void print_io_report(df_model *m, int tokens, double seconds) {
     const uint64_t looks = st.hits + st.misses;
     if (*st.io_note) fprintf(stderr, "io: %s; reading with %s\n", st.io_note, st.io_engine);
     fprintf(stderr, "io: engine %s, %d concurrent reads\n", st.io_engine, st.io_threads);
-    fprintf(stderr, "io: %.1f MiB read from disk, %.2f MiB per token, %.1f MiB/s over the run\n", st.bytes_read / M,
+    fprintf(stderr, "io: %.1f MiB read %s, %.2f MiB per token, %.1f MiB/s over the run\n", st.bytes_read / M,
+            page_cache ? "through the page cache (--page-cache: from disk, or from memory the kernel kept)" : "from disk",
             tokens ? st.bytes_read / M / tokens : 0.0, seconds > 0 ? st.bytes_read / M / seconds : 0.0);
     fprintf(stderr, "io: expert cache hit rate %.1f%% (%llu of %llu), prefetched %llu, of which used %llu; "
             "%.1f MiB of experts packed in the cache\n",
@@ -861,8 +867,10 @@ static int cmd_plan(const opts *given) {
     if (disk < 0) fail(err);
     const int shaped = how == DISK_SHAPED;
     const double mem = o->mem_gbps > 0 ? o->mem_gbps * 1e9 : df_probe_memory(1.0, o->mem / 2);
-    df_plan_speed sp; /* the tokens/s model (include/deltafin.h) */
+    df_plan_speed sp, tiers; /* the tokens/s model (include/deltafin.h) */
     df_plan_predict(&p, disk, mem, &sp);
+    const uint64_t room = df_memory_room(), beyond = room > p.budget ? room - p.budget : 0; /* free beyond it now */
+    df_plan_predict_tiers(&p, disk, mem, beyond, &tiers);
     const double hit = sp.hit_rate, disk_tok = sp.disk_bytes_per_token, mem_tok = sp.memory_bytes_per_token;
     const double t_disk = sp.disk_seconds, t_mem = sp.memory_seconds, tps = sp.tokens_per_s;
     double spec_tps[65];
@@ -875,7 +883,8 @@ static int cmd_plan(const opts *given) {
                "\"memory_bytes_per_token\":%.0f,\"predicted_tokens_per_s\":%.4f,\"disk_source\":\"%s\","
                "\"memory_source\":\"%s\",\"shape_only\":%s,\"requant_saved_bytes\":%llu,\"spec_accept\":%.3f,"
                "\"spec_best_k\":%d,\"spec_tokens_per_s\":%.4f,\"compressed_layers\":%d,\"compressed_cache_bytes\":%llu,"
-               "\"compressed_indexer_bytes\":%llu,\"compressor_state_bytes\":%llu",
+               "\"compressed_indexer_bytes\":%llu,\"compressor_state_bytes\":%llu,\"page_cache_room_bytes\":%llu,"
+               "\"page_cache_hit_rate\":%.4f,\"page_cache_tokens_per_s\":%.4f",
                fits ? "true" : "false", (unsigned long long)p.budget, (unsigned long long)p.minimum,
                (unsigned long long)p.resident_bytes, (unsigned long long)p.session_bytes,
                (unsigned long long)p.scratch_bytes, p.n_expert_slots,
@@ -884,7 +893,8 @@ static int cmd_plan(const opts *given) {
                o->mem_gbps > 0 ? "given" : "measured", sparse ? "true" : "false",
                (unsigned long long)p.requant_saved_bytes, o->spec_accept, spec_k, spec_tps[spec_k], p.n_comp_layers,
                (unsigned long long)p.comp_bytes, (unsigned long long)p.comp_idx_bytes,
-               (unsigned long long)p.comp_state_bytes);
+               (unsigned long long)p.comp_state_bytes, (unsigned long long)beyond, tiers.page_cache_hit_rate,
+               tiers.tokens_per_s);
         int rrc = 0;
         if (o->ranks > 1) {
             printf(",");
@@ -926,6 +936,12 @@ static int cmd_plan(const opts *given) {
                p.n_dense_streamed ? "the streamed dense layers, every token" : "nothing streams", mem_tok / (1 << 20));
     printf("predicted: %.2f tokens/s (%s-bound: disk %.3f s, memory %.3f s per token)\n", tps,
            t_disk >= t_mem ? "disk" : "memory", t_disk, t_mem);
+    if (disk_tok > 0 && beyond > 0) /* the second tier: what the machine has beyond the budget, now */
+        printf("predicted with --page-cache%s: %.2f tokens/s: the %s free beyond the budget now keeps %.0f%% of the expert "
+               "reads%s off the disk (%.2f MiB a token from disk); the kernel takes it back as it needs\n",
+               o->page_cache ? " (on)" : "", tiers.tokens_per_s, df_fmt_bytes(beyond, (char[32]){0}, 32),
+               100.0 * (hit < 1 ? tiers.page_cache_hit_rate / (1 - hit) : 0),
+               p.n_dense_streamed ? " and the streamed dense layers it can" : "", tiers.disk_bytes_per_token / (1 << 20));
     printf("speculation at acceptance %.2f (--spec-accept; uniform routing, bytes only):", o->spec_accept);
     for (int k = 1; k <= o->draft_max; k++) printf(" k=%d %.2f tokens/s (%.2fx)%s", k, spec_tps[k],
                                                     tps > 0 ? spec_tps[k] / tps : 0, k < o->draft_max ? ";" : "");
@@ -1389,7 +1405,7 @@ static int cmd_run(const opts *o) {
     df_model_get_info(m, &info);
     fprintf(stderr, "peak memory: %.1f MiB (RSS), threads: %d, isa: %s, packed weights: %.1f MiB\n",
             (double)df_peak_rss() / (1 << 20), info.n_threads, df_isa(), (double)info.packed_bytes / (1 << 20));
-    print_io_report(m, fed + generated, t_prompt + t_gen);
+    print_io_report(m, fed + generated, t_prompt + t_gen, o->page_cache);
     int rc = df_session_trace_experts(s, NULL, err, sizeof err) != 0 ? (fprintf(stderr, "deltafin: %s\n", err), 1) : 0;
     if (df_session_trace_ties(s, NULL, 0, err, sizeof err) != 0) rc = (fprintf(stderr, "deltafin: %s\n", err), 1);
     rc |= save_hot(m); /* the learned hot set survives an interrupted run too */
@@ -1594,7 +1610,7 @@ static int cmd_run_batch(opts *o) {
             generated / (t_gen > 0 ? t_gen : 1e-9), steps);
     print_share_report(&acc0, &acc1, generated);
     fprintf(stderr, "peak memory: %.1f MiB (RSS), isa: %s\n", (double)df_peak_rss() / (1 << 20), df_isa());
-    print_io_report(m, prompt_tokens + generated, t_prompt + t_gen);
+    print_io_report(m, prompt_tokens + generated, t_prompt + t_gen, o->page_cache);
     int rc = save_hot(m);
     for (int i = 0; i < ns; i++) {
         df_sampler_free(slot[i].smp);

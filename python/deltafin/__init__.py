@@ -45,7 +45,8 @@ class _ModelParams(ctypes.Structure):
                 ("n_ctx", ctypes.c_int), ("n_batch", ctypes.c_int), ("n_sessions", ctypes.c_int),
                 ("kv_type", ctypes.c_int), ("io_threads", ctypes.c_int), ("io_engine", ctypes.c_int),
                 ("hot_file", ctypes.c_char_p), ("vocab_only", ctypes.c_int), ("resident_type", ctypes.c_char_p),
-                ("spec_k_max", ctypes.c_int), ("mtp", ctypes.c_int), ("mem_reserve", ctypes.c_uint64)]
+                ("spec_k_max", ctypes.c_int), ("mtp", ctypes.c_int), ("mem_reserve", ctypes.c_uint64),
+                ("page_cache", ctypes.c_int)]
 
 
 _ABORT_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
@@ -189,8 +190,9 @@ def _size(mem) -> int:
 
 
 def _model_params(mem=None, n_threads: int = 0, n_ctx: int = 0, n_sessions: int = 0, vocab_only: bool = False,
-                  hot_file: Optional[str] = None) -> tuple:
+                  hot_file: Optional[str] = None, page_cache: bool = False) -> tuple:
     p = _lib.df_model_default_params()
+    p.page_cache = 1 if page_cache else 0
     p.mem_budget = _size(mem)
     p.n_threads = int(n_threads)
     p.n_ctx = int(n_ctx)
@@ -283,12 +285,12 @@ class Sampler(_Owned):
 class Model(_Owned):
     """A loaded GGUF model: a path, or a name of deltafin.models() (ollama:NAME, hf:ORG/REPO:QUANT, ...). mem: a memory
     budget ("12G", or bytes; None: none), within which the weights are
-    planned, kept or streamed (docs/memory.md). Several sessions, in several threads, may share
-    it."""
+    planned, kept or streamed (docs/memory.md); page_cache: what streams stays in the kernel's page cache, a second
+    tier outside the budget (the CLI's --page-cache). Several sessions, in several threads, may share it."""
 
     def __init__(self, path: str, mem=None, n_threads: int = 0, n_ctx: int = 0, n_sessions: int = 0,
-                 vocab_only: bool = False, hot_file: Optional[str] = None):
-        p, self._keep = _model_params(mem, n_threads, n_ctx, n_sessions, vocab_only, hot_file)
+                 vocab_only: bool = False, hot_file: Optional[str] = None, page_cache: bool = False):
+        p, self._keep = _model_params(mem, n_threads, n_ctx, n_sessions, vocab_only, hot_file, page_cache)
         h = _P()
         err = ctypes.create_string_buffer(_ERRLEN)
         _check(_lib.df_model_load(os.fsencode(resolve(path)), ctypes.byref(p), ctypes.byref(h), err, _ERRLEN), err)

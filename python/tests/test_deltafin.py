@@ -105,6 +105,8 @@ def test_plan():
 def test_budgeted_model_generates_the_same():
     with deltafin.Model(MODEL, mem="64M", n_ctx=256, hot_file="") as m:
         assert "".join(m.generate(PROMPT, max_tokens=30, temp=0, n_ctx=256)) == run_text(30)
+    with deltafin.Model(MODEL, mem="64M", n_ctx=256, hot_file="", page_cache=True) as m:
+        assert "".join(m.generate(PROMPT, max_tokens=30, temp=0, n_ctx=256)) == run_text(30)
 
 
 def test_sessions_in_threads(model):

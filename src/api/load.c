@@ -271,6 +271,7 @@ static int store_config(df_model *m, const df_model_params *p, ws_config *cfg, c
     cfg->io_threads = p->io_threads;
     m->io_threads = p->io_threads > 0 ? p->io_threads : 8;
     cfg->io_engine = p->io_engine == DF_IO_PREAD ? WSIO_PREAD : p->io_engine == DF_IO_URING ? WSIO_URING : WSIO_AUTO;
+    cfg->page_cache = p->page_cache != 0;
     const char *pack = getenv("DELTAFIN_PACK"); /* 0: matrices stay in the file's layout (tests, A/B runs) */
     cfg->no_pack = pack && !strcmp(pack, "0");
     cfg->resident_type = rq_parse_type(p->resident_type);
@@ -425,7 +426,7 @@ typedef struct load_msg {
     char hot[4096];       /* rank 0's hot file, read (never written) by the others where they find it */
     char resident_type[16];
     uint64_t fingerprint, mem_budget;
-    int32_t n_batch, kv_type, io_threads, io_engine, mtp, no_hot, n_layer, n_expert;
+    int32_t n_batch, kv_type, io_threads, io_engine, mtp, no_hot, n_layer, n_expert, page_cache;
 } load_msg;
 
 static int next_model_id; /* rank 0's names for the models it shares (one loader at a time in practice) */
@@ -496,6 +497,7 @@ static int load_primary(df_model *m, const df_model_params *p, char *err, size_t
     lm->kv_type = p->kv_type;
     lm->io_threads = p->io_threads;
     lm->io_engine = p->io_engine;
+    lm->page_cache = p->page_cache;
     lm->mtp = p->mtp;
     lm->no_hot = p->hot_file && !*p->hot_file;
     if (p->hot_file && strlen(p->hot_file) < sizeof lm->hot) snprintf(lm->hot, sizeof lm->hot, "%s", p->hot_file);
@@ -550,6 +552,7 @@ int df_load_share(const ep_head *h, const void *payload, const char *path, uint6
         p.kv_type = lm->kv_type;
         p.io_threads = lm->io_threads;
         p.io_engine = lm->io_engine;
+        p.page_cache = lm->page_cache;
         p.mtp = lm->mtp;
         p.hot_file = lm->no_hot ? "" : lm->hot[0] ? lm->hot : NULL;
         p.resident_type = lm->resident_type[0] ? lm->resident_type : NULL;

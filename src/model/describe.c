@@ -191,19 +191,29 @@ void df_model_desc_free(df_model_desc *d) {
 }
 
 /* One pass that runs experts_layer distinct experts in each MoE layer and
- * yields tokens tokens: its reads, per token. */
+ * yields tokens tokens: its reads, per token. page: bytes of the page cache
+ * that hold what streams (df_plan_predict_tiers; 0: none): the streamed dense
+ * layers first (every token reads them, so they are the last the kernel
+ * drops), then the experts outside the budget's cache, as many as fit (taken
+ * as uniformly used); what it serves is copied, its bytes read and written. */
 static void predict_pass(const df_plan *p, double disk_bytes_per_s, double memory_bytes_per_s, double experts_layer,
-                         double tokens, df_plan_speed *out) {
+                         double tokens, double page, df_plan_speed *out) {
     const int fits = p->budget >= p->minimum;
     const double hit = p->hot_known ? p->hot_hit_rate
                        : p->n_experts_total ? (double)p->n_expert_slots / p->n_experts_total : 1.0;
     const double experts_pass = (double)p->n_moe_layers * experts_layer * (double)p->expert_slot_bytes;
-    const double disk_tok = (experts_pass * (1.0 - hit) + (double)p->n_dense_streamed * p->dense_layer_bytes) / tokens;
-    const double mem_tok = ((double)(p->dense_bytes - p->requant_saved_bytes) + experts_pass) / tokens; /* --resident-type */
+    const double dense = (double)p->n_dense_streamed * p->dense_layer_bytes;
+    const double outside = (double)(p->n_experts_total - p->n_expert_slots) * (double)p->expert_slot_bytes;
+    const double dense_pc = page < dense ? page : dense, room = page - dense_pc;
+    const double hit2 = outside > 0 ? (1.0 - hit) * (room < outside ? room / outside : 1.0) : 0.0;
+    const double disk_tok = (experts_pass * (1.0 - hit - hit2) + dense - dense_pc) / tokens;
+    const double mem_tok = ((double)(p->dense_bytes - p->requant_saved_bytes) + experts_pass + /* --resident-type */
+                            2.0 * (experts_pass * hit2 + dense_pc)) / tokens;
     const double t_disk = disk_bytes_per_s > 0 ? disk_tok / disk_bytes_per_s : 0;
     const double t_mem = memory_bytes_per_s > 0 ? mem_tok / memory_bytes_per_s : 0;
     const double t_tok = t_disk > t_mem ? t_disk : t_mem;
     out->hit_rate = hit;
+    out->page_cache_hit_rate = hit2;
     out->disk_bytes_per_token = disk_tok;
     out->memory_bytes_per_token = mem_tok;
     out->disk_seconds = t_disk;
@@ -212,7 +222,12 @@ static void predict_pass(const df_plan *p, double disk_bytes_per_s, double memor
 }
 
 void df_plan_predict(const df_plan *p, double disk_bytes_per_s, double memory_bytes_per_s, df_plan_speed *out) {
-    predict_pass(p, disk_bytes_per_s, memory_bytes_per_s, p->n_expert_used, 1.0, out);
+    predict_pass(p, disk_bytes_per_s, memory_bytes_per_s, p->n_expert_used, 1.0, 0, out);
+}
+
+void df_plan_predict_tiers(const df_plan *p, double disk_bytes_per_s, double memory_bytes_per_s,
+                           uint64_t page_cache_bytes, df_plan_speed *out) {
+    predict_pass(p, disk_bytes_per_s, memory_bytes_per_s, p->n_expert_used, 1.0, (double)page_cache_bytes, out);
 }
 
 /* Speculation: a pass verifies k guesses (k + 1 tokens: the union of their
@@ -229,7 +244,7 @@ void df_plan_predict_spec(const df_plan *p, double disk_bytes_per_s, double memo
     const double union_layer = e > 0 ? e * (1.0 - pow(1.0 - p->n_expert_used / e, k + 1)) : 0;
     double tokens = 0, pk = 1;
     for (int i = 0; i <= k; i++) tokens += pk, pk *= accept;
-    predict_pass(p, disk_bytes_per_s, memory_bytes_per_s, union_layer, tokens, out);
+    predict_pass(p, disk_bytes_per_s, memory_bytes_per_s, union_layer, tokens, 0, out);
 }
 
 void df_plan_predict_ranks(const df_plan *r0, const df_plan *rn, double disk_bytes_per_s, double memory_bytes_per_s,
@@ -239,8 +254,8 @@ void df_plan_predict_ranks(const df_plan *r0, const df_plan *rn, double disk_byt
     /* each rank's part of a MoE layer's selections: its learned share of the uses, else 1 / R */
     const double K = r0->n_expert_used;
     const double share0 = r0->hot_known ? K * r0->hot_share : K / R, share = rn->hot_known ? K * rn->hot_share : K / R;
-    predict_pass(r0, disk_bytes_per_s, memory_bytes_per_s, share0, 1.0, &out->rank0);
-    predict_pass(R > 1 ? rn : r0, disk_bytes_per_s, memory_bytes_per_s, R > 1 ? share : share0, 1.0, &out->other);
+    predict_pass(r0, disk_bytes_per_s, memory_bytes_per_s, share0, 1.0, 0, &out->rank0);
+    predict_pass(R > 1 ? rn : r0, disk_bytes_per_s, memory_bytes_per_s, R > 1 ? share : share0, 1.0, 0, &out->other);
     /* ranks on one machine share its disk and its memory: their reads add up; on their own machines the
      * slowest rank sets the pace */
     const double d0 = out->rank0.disk_bytes_per_token, dn = out->other.disk_bytes_per_token;

@@ -74,7 +74,7 @@ int wsio_pread_span(const ws_read *r, char *err, size_t errlen) {
     if (done < r->need)
         return df_seterr(err, errlen, "%s: read at %llu: unexpected end of file", r->path,
                          (unsigned long long)(r->off + done));
-    if (!r->direct) posix_fadvise(r->fd, (off_t)r->off, (off_t)r->len, POSIX_FADV_DONTNEED);
+    if (!r->direct && !r->keep) posix_fadvise(r->fd, (off_t)r->off, (off_t)r->len, POSIX_FADV_DONTNEED);
     return 0;
 }
 
@@ -182,7 +182,7 @@ static void complete(wsio *io, uint64_t tag, int res, int *n_busy) {
                 snprintf(e->err, sizeof e->err, "%s: read at %llu: unexpected end of file", r->path,
                          (unsigned long long)(r->off + got));
             e->failed = 1;
-        } else if (!r->direct) {
+        } else if (!r->direct && !r->keep) {
             posix_fadvise(r->fd, (off_t)r->off, (off_t)r->len, POSIX_FADV_DONTNEED);
         }
     }

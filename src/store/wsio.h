@@ -29,7 +29,8 @@ typedef struct wstore wstore;
 #define WSIO_ALIGN 4096u
 typedef struct ws_read {
     int fd;
-    int direct;          /* fd was opened with O_DIRECT */
+    int direct;          /* fd was opened with O_DIRECT (else the pages read are dropped after, unless keep) */
+    int keep;            /* ws_config.page_cache: the pages read stay in the page cache */
     uint64_t off, len, need;
     uint8_t *dst;
     const char *path;    /* for messages */

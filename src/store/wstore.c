@@ -23,8 +23,11 @@
  * jobs' spans with O_DIRECT into 4 KiB-aligned buffers (a span is the aligned
  * superset of the wanted bytes), so nothing piles up in the page cache, and
  * hands them back (ws_io_finish). Where O_DIRECT is refused (tmpfs), plain
- * reads are followed by POSIX_FADV_DONTNEED. ws_probe reads the way decoding
- * does, through all of this, to measure the disk for `deltafin plan`.
+ * reads are followed by POSIX_FADV_DONTNEED. With cfg.page_cache (--page-cache)
+ * both are left out: reads go through the page cache and stay there, a second
+ * tier of cache outside the budget that the kernel reclaims when it needs the
+ * room. ws_probe reads the way decoding does, through all of this, to measure
+ * the disk for `deltafin plan` (with the page cache: what a miss costs now).
  *
  * Caching. Every (layer, expert) has a use count, kept whether the expert is
  * resident or not and decayed by WS_FREQ_DECAY per step (ws_tick): frequency
@@ -342,7 +345,8 @@ static double now(void) { return df_time(); }
  * (span_bytes(len) long); the wanted bytes land at dst + (off % ALIGN). */
 static ws_read span_read(const wstore *ws, int f, uint64_t off, uint64_t len, uint8_t *dst) {
     const uint64_t a_off = off & ~(uint64_t)(ALIGN - 1), want = off - a_off + len;
-    return (ws_read){ws->dfd[f], ws->direct[f], a_off, align_up(want), want, dst, ws->g->files[f].path};
+    return (ws_read){ws->dfd[f], ws->direct[f], ws->cfg.page_cache, a_off, align_up(want), want, dst,
+                     ws->g->files[f].path};
 }
 
 int ws_io_max_reads(const wstore *ws) { return ws->max_reads; }
@@ -1065,7 +1069,7 @@ static int open_stream(wstore *ws, char *err, size_t errlen) {
         return df_seterr(err, errlen, "out of memory");
     for (int f = 0; f < g->n_files; f++) ws->dfd[f] = -1;
     for (int f = 0; f < g->n_files; f++) {
-        ws->dfd[f] = open(g->files[f].path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+        ws->dfd[f] = ws->cfg.page_cache ? -1 : open(g->files[f].path, O_RDONLY | O_DIRECT | O_CLOEXEC);
         ws->direct[f] = ws->dfd[f] >= 0;
         if (ws->dfd[f] < 0) ws->dfd[f] = open(g->files[f].path, O_RDONLY | O_CLOEXEC);
         if (ws->dfd[f] < 0) return df_seterr(err, errlen, "%s: %s", g->files[f].path, strerror(errno));

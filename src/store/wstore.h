@@ -65,6 +65,8 @@ typedef struct ws_config {
     int hot_explicit;       /* the caller named hot_path: a problem with it is an error, not a note */
     int resident_type;      /* 0: tensors keep the file's types; else (DF_TYPE_Q4_K, DF_TYPE_Q8_0) resident
                              * dense matrices are requantized to it at open (requant.h) */
+    int page_cache;         /* WS_STREAM: reads go through the kernel's page cache and stay there (no O_DIRECT,
+                             * no POSIX_FADV_DONTNEED): df_model_params.page_cache */
     int no_pack;            /* 1: keep every matrix in the file's layout (else resident matrices of types
                              * with a packed kernel are packed at open: pack.h) */
     struct tp_pool *pool;   /* threads to read and pack resident matrices with at open (NULL: the caller's) */
