@@ -34,8 +34,9 @@
  *
  * --near-ties lists the routing choices whose margin (docs/trace.md) is at
  * most EPS, one "position P layer L margin M" line each: the choices any
- * rounding may flip, which tests/sweep.sh asks for when two engines part at
- * one position of a Mixture-of-Experts model.
+ * rounding may flip, read from a saved trace (as they are made, with the
+ * sparse attentions' choices too: deltafin logits --trace-ties, which
+ * tests/sweep.sh uses).
  */
 #include <errno.h>
 #include <math.h>
