@@ -54,7 +54,7 @@ for model in "$S" "$T/moe.gguf"; do
     done
 done
 
-serve_start "$T/s2.log" -m "$S" -c 256 --parallel 2
+serve_start "$T/s2.log" -m "$S" -c 2048 --parallel 2
 U="http://127.0.0.1:$PORT"
 P="Once upon a time, there was a girl"
 ids=$(body "$(post /tokenize "{\"content\":\"$P\",\"add_special\":true}")" | jq -c .tokens)
@@ -85,9 +85,9 @@ process.exit(fails);
 EOF
     check "the openai client: every check" test $? -eq 0
 fi
-# an embedding while the other slot generates; /slots shows it
+# an embedding while the other slot generates (2,000 tokens: long enough, ~0.5 s here, to be seen busy); /slots shows it
 curl -s "$U/v1/completions" -H 'Content-Type: application/json' \
-    -d '{"prompt":"Once","max_tokens":240,"ignore_eos":true,"stream":true}' > /dev/null &
+    -d '{"prompt":"Once","max_tokens":2000,"ignore_eos":true,"stream":true}' > /dev/null &
 GEN=$!
 busy=""
 for _ in $(seq 1 $((100 * SLOW))); do
@@ -100,7 +100,7 @@ c=$(body "$(post /v1/embeddings "{\"input\":\"$P\"}")" | jq -c '.data[0].embeddi
 check "an embedding while the other slot generates: the same vector" test "$c" = "$a"
 wait "$GEN"
 check "/slots: both idle at the end, the context named" \
-    test "$(curl -s "$U/slots" | jq -c '[.[] | .is_processing, .n_ctx]')" = "[false,256,false,256]"
+    test "$(curl -s "$U/slots" | jq -c '[.[] | .is_processing, .n_ctx]')" = "[false,2048,false,2048]"
 r=$(post /v1/embeddings "{\"input\":\"$P\",\"dimensions\":32}")
 check "dimensions other than the model's: 400 naming it" test "$(code "$r")/$(body "$r" | jq -r .error.param)" = 400/dimensions
 r=$(post /v1/embeddings "{\"input\":\"$P\",\"pooling\":\"max\"}")
@@ -109,7 +109,7 @@ r=$(post /v1/embeddings '{"input":["a",""]}')
 check "an empty string: 400" test "$(code "$r")/$(body "$r" | jq -r .error.param)" = 400/input
 r=$(post /v1/embeddings '{"input":[1,2,999999]}')
 check "an id outside the vocabulary: 400" test "$(code "$r")/$(body "$r" | jq -r .error.param)" = 400/input
-r=$(post /v1/embeddings "{\"input\":[$(seq 1 300 | awk '{ printf "%s5", (NR > 1 ? "," : "") }')]}")
+r=$(post /v1/embeddings "{\"input\":[$(seq 1 2100 | awk '{ printf "%s5", (NR > 1 ? "," : "") }')]}")
 check "a prompt longer than the context: 400" test "$(code "$r")/$(body "$r" | jq -r .error.param)" = 400/input
 kill "$SPID"; wait "$SPID" 2> /dev/null
 
