@@ -995,7 +995,7 @@ static int no_marker_rules(sb *b, const char *pre, const char *marker) {
         for (int j = 0; j < nu; j++) seen |= uniq[j] == cp[i];
         if (!seen) uniq[nu++] = cp[i];
     }
-    char t[64];
+    char t[128]; /* pre is under 48 bytes */
     for (int i = 0; i < m; i++) {
         snprintf(t, sizeof t, "%sv%d ::= \"\"", pre, i);
         sb_str(b, t);
