@@ -56,13 +56,5 @@ for setting in room tight; do
     done
 done
 echo "$report"
-{
-    echo
-    echo "## $(date -u +%F) — the page cache as a second tier (bench/pagecache.sh -g $GB -n $N -t $T${SKEW:+ -s $SKEW})"
-    echo
-    echo "Commit $(git rev-parse --short HEAD), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $T threads."
-    echo
-    echo '```'
-    echo "$report"
-    echo '```'
-} >> bench/RESULTS.md
+. bench/results.sh
+results_add "the page cache as a second tier (bench/pagecache.sh -g $GB -n $N -t $T${SKEW:+ -s $SKEW})" "$T" "$report"

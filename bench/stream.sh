@@ -126,13 +126,5 @@ BEGIN {
     printf "disk (plan probe) %.0f MiB/s before, %.0f after -> disk bound %.3f tokens/s; deltafin at %.0f%% of it\n", k1 / 2^20, k2 / 2^20, bound, (bound > 0) ? 100 * d / bound : 0
     printf "plan predicted %.3f tokens/s before the run (%.3f after); measured/predicted %.2f (%.2f)\n", p, p2, (p > 0) ? d / p : 0, (p2 > 0) ? d / p2 : 0 }')
 echo "$report"
-{
-    echo
-    echo "## $(date -u +%F) — streaming under a memory budget (bench/stream.sh -g $GB -n $N -t $T -a $SHAPE -d $DIV${SKEW:+ -s $SKEW}$([ "$SHAPE" != deepseek ] || echo " -e $ETYPE"))${BEFORE:+, before = $BEFORE}"
-    echo
-    echo "Commit $(git rev-parse --short HEAD), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $T threads."
-    echo
-    echo '```'
-    echo "$report"
-    echo '```'
-} >> bench/RESULTS.md
+. bench/results.sh
+results_add "streaming under a memory budget (bench/stream.sh -g $GB -n $N -t $T -a $SHAPE -d $DIV${SKEW:+ -s $SKEW}$([ "$SHAPE" != deepseek ] || echo " -e $ETYPE"))${BEFORE:+, before = $BEFORE}" "$T" "$report"
