@@ -858,6 +858,7 @@ static int cmd_plan(const opts *given) {
          * measures the disk, so its cache need not be the run's: a budget larger than
          * this machine's memory is planned, not allocated) */
         df_model_params pm = mp;
+        pm.page_cache = 0; /* the disk itself: pages the kernel kept would read at memory speed */
         const uint64_t cap = p.minimum + ((uint64_t)512 << 20);
         if (pm.mem_budget > cap) pm.mem_budget = cap;
         disk = fits ? df_model_probe_disk(o->model, &pm, o->probe_secs, err, sizeof err) : 0.0;
