@@ -691,6 +691,12 @@ uint64_t df_memory_room(void);
  * layers) through the weight store's own cache, queues and reading engine.
  * 0 when nothing would stream under this budget; -1 with err on failure. */
 double df_model_probe_disk(const char *path, const df_model_params *p, double seconds, char *err, size_t errlen);
+/* The same, in windows of seconds / 5 (a shared disk's speed drifts: one figure hides how much): each window's
+ * rate into rates[0..*n) (at most cap of them; rates may be NULL), going on past `seconds`, up to twice it, while
+ * the last three windows after the first are more than 10% from their mean. Returns the rate over the windows
+ * after the first (whose reads start the queues and the cache), or the first's when it is alone. */
+double df_model_probe_disk_windows(const char *path, const df_model_params *p, double seconds, double *rates, int cap,
+                                   int *n, char *err, size_t errlen);
 
 /* Weight-store counters of a loaded model (disk streaming and expert cache),
  * and how decoding shared its weight reads: all counters run from the load

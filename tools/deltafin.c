@@ -833,7 +833,8 @@ static int cmd_plan(const opts *given) {
     const double allocated = df_file_allocated(o->model);
     const int sparse = allocated >= 0 && allocated < 0.5;
     enum { DISK_GIVEN, DISK_SHAPED, DISK_PLAIN, DISK_SCRATCH } how = DISK_GIVEN;
-    double disk = o->disk_gbps * 1e9;
+    double disk = o->disk_gbps * 1e9, win[64];
+    int n_win = 0; /* the decode-shaped probe's windows (df_model_probe_disk_windows) */
     if (disk > 0) {
         how = DISK_GIVEN;
     } else if (sparse) {
@@ -861,15 +862,19 @@ static int cmd_plan(const opts *given) {
         pm.page_cache = 0; /* the disk itself: pages the kernel kept would read at memory speed */
         const uint64_t cap = p.minimum + ((uint64_t)512 << 20);
         if (pm.mem_budget > cap) pm.mem_budget = cap;
-        disk = fits ? df_model_probe_disk(o->model, &pm, o->probe_secs, err, sizeof err) : 0.0;
+        disk = fits ? df_model_probe_disk_windows(o->model, &pm, o->probe_secs, win, 64, &n_win, err, sizeof err) : 0.0;
         how = disk > 0 ? DISK_SHAPED : DISK_PLAIN;
         if (disk == 0) disk = df_probe_disk(o->model, o->probe_secs, readers, chunk, err, sizeof err);
     }
     if (disk < 0) fail(err);
     const int shaped = how == DISK_SHAPED;
     const double mem = o->mem_gbps > 0 ? o->mem_gbps * 1e9 : df_probe_memory(1.0, o->mem / 2);
-    df_plan_speed sp, tiers; /* the tokens/s model (include/deltafin.h) */
+    df_plan_speed sp, tiers, lo_sp, hi_sp; /* the tokens/s model (include/deltafin.h) */
     df_plan_predict(&p, disk, mem, &sp);
+    double lo = disk, hi = disk; /* the disk's spread over the probe's windows (the first aside: it starts the queues) */
+    for (int i = 1; i < n_win; i++) lo = win[i] < lo ? win[i] : lo, hi = win[i] > hi ? win[i] : hi;
+    df_plan_predict(&p, lo, mem, &lo_sp);
+    df_plan_predict(&p, hi, mem, &hi_sp);
     const uint64_t room = df_memory_room(), beyond = room > p.budget ? room - p.budget : 0; /* free beyond it now */
     df_plan_predict_tiers(&p, disk, mem, beyond, &tiers);
     const double hit = sp.hit_rate, disk_tok = sp.disk_bytes_per_token, mem_tok = sp.memory_bytes_per_token;
@@ -885,7 +890,8 @@ static int cmd_plan(const opts *given) {
                "\"memory_source\":\"%s\",\"shape_only\":%s,\"requant_saved_bytes\":%llu,\"spec_accept\":%.3f,"
                "\"spec_best_k\":%d,\"spec_tokens_per_s\":%.4f,\"compressed_layers\":%d,\"compressed_cache_bytes\":%llu,"
                "\"compressed_indexer_bytes\":%llu,\"compressor_state_bytes\":%llu,\"page_cache_room_bytes\":%llu,"
-               "\"page_cache_hit_rate\":%.4f,\"page_cache_tokens_per_s\":%.4f",
+               "\"page_cache_hit_rate\":%.4f,\"page_cache_tokens_per_s\":%.4f,\"disk_bytes_per_s_low\":%.0f,"
+               "\"disk_bytes_per_s_high\":%.0f,\"predicted_tokens_per_s_low\":%.4f,\"predicted_tokens_per_s_high\":%.4f",
                fits ? "true" : "false", (unsigned long long)p.budget, (unsigned long long)p.minimum,
                (unsigned long long)p.resident_bytes, (unsigned long long)p.session_bytes,
                (unsigned long long)p.scratch_bytes, p.n_expert_slots,
@@ -895,7 +901,10 @@ static int cmd_plan(const opts *given) {
                (unsigned long long)p.requant_saved_bytes, o->spec_accept, spec_k, spec_tps[spec_k], p.n_comp_layers,
                (unsigned long long)p.comp_bytes, (unsigned long long)p.comp_idx_bytes,
                (unsigned long long)p.comp_state_bytes, (unsigned long long)beyond, tiers.page_cache_hit_rate,
-               tiers.tokens_per_s);
+               tiers.tokens_per_s, lo, hi, lo_sp.tokens_per_s, hi_sp.tokens_per_s);
+        printf(",\"disk_windows\":[");
+        for (int i = 0; i < n_win; i++) printf("%s%.0f", i ? "," : "", win[i]);
+        printf("]");
         int rrc = 0;
         if (o->ranks > 1) {
             printf(",");
@@ -923,8 +932,9 @@ static int cmd_plan(const opts *given) {
                "GiB/s (%s)\n",
                disk / (1 << 20), readers, df_fmt_bytes(chunk, (char[32]){0}, 32), mem / (1 << 30), mem_what);
     else if (shaped)
-        printf("machine: disk %.0f MiB/s (%.0f s of decode-shaped reads of this model, %d concurrent), memory %.1f GiB/s\n",
-               disk / (1 << 20), o->probe_secs, readers, mem / (1 << 30));
+        printf("machine: disk %.0f MiB/s (%.0f s of decode-shaped reads of this model, %d concurrent: %d windows, %.0f-%.0f "
+               "MiB/s after the first), memory %.1f GiB/s\n", disk / (1 << 20), o->probe_secs, readers, n_win,
+               lo / (1 << 20), hi / (1 << 20), mem / (1 << 30));
     else
         printf("machine: disk %.0f MiB/s (%d concurrent %s reads of this file), memory %.1f GiB/s\n", disk / (1 << 20),
                readers, df_fmt_bytes(chunk, (char[32]){0}, 32), mem / (1 << 30));
@@ -935,8 +945,11 @@ static int cmd_plan(const opts *given) {
     else
         printf("per token: %.2f MiB from disk (%s), %.2f MiB from memory\n", disk_tok / (1 << 20),
                p.n_dense_streamed ? "the streamed dense layers, every token" : "nothing streams", mem_tok / (1 << 20));
-    printf("predicted: %.2f tokens/s (%s-bound: disk %.3f s, memory %.3f s per token)\n", tps,
+    printf("predicted: %.2f tokens/s (%s-bound: disk %.3f s, memory %.3f s per token)", tps,
            t_disk >= t_mem ? "disk" : "memory", t_disk, t_mem);
+    if (hi_sp.tokens_per_s > lo_sp.tokens_per_s * 1.001) /* the disk moved while it was measured: say how much */
+        printf("; %.2f-%.2f over the disk's spread", lo_sp.tokens_per_s, hi_sp.tokens_per_s);
+    printf("\n");
     if (disk_tok > 0 && beyond > 0) /* the second tier: what the machine has beyond the budget, now */
         printf("predicted with --page-cache%s: %.2f tokens/s: the %s free beyond the budget now keeps %.0f%% of the expert "
                "reads%s off the disk (%.2f MiB a token from disk); the kernel takes it back as it needs\n",

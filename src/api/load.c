@@ -781,7 +781,22 @@ int df_model_plan_rank(const char *path, const df_model_params *p, int ranks, in
     return rc ? -1 : 0;
 }
 
+/* Are the last three of rates[1..n) within 10% of their mean? */
+static int probe_stable(const double *r, int n) {
+    if (n < 4) return 0;
+    const double m = (r[n - 1] + r[n - 2] + r[n - 3]) / 3;
+    for (int i = n - 3; i < n; i++)
+        if (fabs(r[i] - m) > 0.1 * m) return 0;
+    return 1;
+}
+
 double df_model_probe_disk(const char *path, const df_model_params *p, double seconds, char *err, size_t errlen) {
+    return df_model_probe_disk_windows(path, p, seconds, NULL, 0, NULL, err, errlen);
+}
+
+double df_model_probe_disk_windows(const char *path, const df_model_params *p, double seconds, double *rates, int cap,
+                                   int *n, char *err, size_t errlen) {
+    if (n) *n = 0;
     quant_init();
     df_model *m = calloc(1, sizeof *m);
     if (!m) return df_seterr(err, errlen, "out of memory"), -1.0;
@@ -793,10 +808,23 @@ double df_model_probe_disk(const char *path, const df_model_params *p, double se
         cfg.mode = WS_STREAM;
         cfg.hot_path = NULL; /* measure the disk, not a warm start */
         wstore *ws = NULL;
-        uint64_t bytes = 0;
-        double secs = 0;
-        if (ws_open(m->g, &cfg, &ws, err, errlen) == 0 && ws_probe(ws, seconds, 0x5DEECE66Dull, &bytes, &secs, err, errlen) == 0)
-            rate = bytes > 0 && secs > 0 ? (double)bytes / secs : 0.0;
+        const double window = seconds / 5;
+        double r[64], total = 0, first = 0, sum_secs = 0, sum_bytes = 0;
+        int k = 0, ok = ws_open(m->g, &cfg, &ws, err, errlen) == 0;
+        while (ok && k < 64 && (total < seconds - 1e-9 || (total < 2 * seconds && !probe_stable(r, k)))) {
+            uint64_t bytes = 0;
+            double secs = 0;
+            ok = ws_probe(ws, window, 0x5DEECE66Dull + (uint64_t)k, &bytes, &secs, err, errlen) == 0;
+            if (!ok || bytes == 0 || secs <= 0) break; /* nothing streams (or an error) */
+            r[k] = (double)bytes / secs;
+            if (k == 0) first = r[0];
+            else sum_secs += secs, sum_bytes += (double)bytes;
+            if (rates && k < cap) rates[k] = r[k];
+            total += secs;
+            k++;
+        }
+        if (ok) rate = k > 1 ? sum_bytes / sum_secs : first;
+        if (n) *n = k < cap ? k : cap;
         ws_close(ws);
     }
     df_model_free(m);

@@ -65,6 +65,19 @@ check "this machine: the disk was measured on a scratch file" test "$(field disk
 check "... at a plausible speed" awk -v d="$(field disk_bytes_per_s "$j")" 'BEGIN { exit !(d > 1e6) }'
 check "... which is gone afterwards" test -z "$(ls -A "$T" | grep -v '^k3.gguf$\|^mk.err$\|^dense$' || true)"
 check "... in seconds" test $(($(date +%s) - start)) -lt 60
+# a real file that streams: the decode-shaped probe runs in windows of a fifth of --probe-seconds (more while they
+# disagree), and the report gives the disk's spread and the tokens/s over it
+"$B/mkmodel" -o "$T/moe.gguf" --preset qwen3moe-tiny --type q8_0 2> /dev/null
+jm=$("$B/deltafin" plan -m "$T/moe.gguf" --mem 33M --probe-seconds 1 --json)
+check "decode-shaped probe: 5 to 10 windows, the rate between the slowest and the fastest after the first" \
+    test "$(jq '(.disk_windows | length) as $n | $n >= 5 and $n <= 10 and .disk_source == "decode-shaped" and
+                .disk_bytes_per_s_low <= .disk_bytes_per_s and .disk_bytes_per_s <= .disk_bytes_per_s_high and
+                .disk_bytes_per_s_low == (.disk_windows[1:] | min) and .disk_bytes_per_s_high == (.disk_windows[1:] | max)' \
+           <<< "$jm")" = true
+check "... and the prediction between those of the slowest and the fastest window" \
+    test "$(jq '.predicted_tokens_per_s_low <= .predicted_tokens_per_s and
+                .predicted_tokens_per_s <= .predicted_tokens_per_s_high' <<< "$jm")" = true
+rm -f "$T/moe.gguf" "$T/moe.gguf.hot"
 human=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 2G -c 1024 --disk-gbps 5 --mem-gbps 400)
 check "the report says the file is shape-only" grep -q "shape-only file" <<< "$human"
 check "the report names the given machine" grep -q "machine (given): disk 5.00 GB/s" <<< "$human"
