@@ -4,12 +4,14 @@
 #
 #   tests/truth.sh BUILD_DIR [LIST]      (LIST: default tests/data/ref/truth.txt)
 #
-# For each line NAME | MKMODEL ARGS | POSITIONS: mkmodel writes the quantized
-# model; build/dequant writes the same weights dequantized to F32; llama.cpp
-# (pinned CPU variant) computes the truth on that file, and both engines
-# compute logits on the quantized file for the same POSITIONS deterministic
-# token ids (K/V cache in f32 in both, as the reference program runs); build/logitcmp gives each engine's mean KL divergence from the
-# truth and its top-1 agreement.
+# For each line NAME | MKMODEL ARGS | POSITIONS [| PROMPTS]: mkmodel writes the
+# quantized model; build/dequant writes the same weights dequantized to F32;
+# llama.cpp (pinned CPU variant) computes the truth on that file, and both
+# engines compute logits on the quantized file for the same POSITIONS
+# deterministic token ids (K/V cache in f32 in both, as the reference program
+# runs), PROMPTS times with different ids (1, or 16 for the recurrent families:
+# below); build/logitcmp gives each engine's mean KL divergence from the truth
+# over every position and its top-1 agreement.
 #
 # The rule, and why it is what it is: on dense models both engines quantize
 # activations the same way, so their distances to the truth are nearly equal
@@ -37,15 +39,23 @@
 # put on the two sides, changes one code, and the state keeps it (measured:
 # kimi-k3-tiny --random-config 1517682 with Q8_0 weights and IQ4_XS experts:
 # the engines agree within 1e-7 at positions 0-22, part at 23 and never
-# agree again (1e-2 to 0.3); with F32 weights they agree within 2e-6 to the end,
-# with only the Q8_0 dense part or only the IQ4_XS experts at 1 and 6 isolated
-# positions; of 200 random kimi models, 196 parted before position 160, and
-# which engine then lands closer to the truth was even: each worse by over 10%
-# on about 20). What follows that parting measures which side of a rounding
-# tie each engine took, not its kernels; so such a model is judged (per model
-# and pooled) on the positions before the engines first differ by over 1e-3 on
-# the quantized file, when that is at least an eighth of them (so a bug that
-# breaks the first positions is judged on all of them).
+# agree again (1e-2 to 0.3); with F32 weights they agree within 2e-6 to the
+# end, with only the Q8_0 dense part or only the IQ4_XS experts at 1 and 6
+# isolated positions). Of 200 random kimi models, 196 parted before position
+# 160 and 116 before position 20; over all of them Deltafin's summed trimmed
+# KL was 0.995x llama.cpp's, but on one prompt each engine was worse by over
+# 10% on about 20 models, and a pool of two models failed the 1.10 rule 14%
+# of the time. What follows a parting is a draw, not a property of either
+# engine's kernels, so a recurrent model is judged on PROMPTS independent
+# prompts of POSITIONS tokens each (16 unless the line gives a fourth field),
+# every position of every prompt pooled: the draws average out, while a
+# kernel bug is in every draw (measured on the 4 worst of 62 random kimi and
+# qwen35 models, 6 sets of 16 prompts each: the log of Deltafin's ratio has a
+# spread of 0.05 around 0; prompts of 40 tokens instead of 160 do no better).
+# The tail is still there (one kimi model in 32 came out at 1.19x on its 16
+# prompts, 0.98x on 64), so a family whose pool fails the rule is judged
+# again, every model on four times its prompts (at least 8: the one-prompt
+# MoE families too), and that second look's verdict stands.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 B=${1:-build}
@@ -55,32 +65,25 @@ REF=./scripts/llama-ref.sh
 T=$(mktemp -d /tmp/deltafin-truth-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fails=0
-declare -A pool_df=() pool_ll=()   # pooled mean KLs per family: kimi (recurrent) and the other MoE models
-printf '%-20s %12s %12s %10s %10s %8s %8s  %s\n' model "KL llama" "KL deltafin" "trim ll" "trim df" "top1 ll" \
-    "top1 df" verdict
-while IFS='|' read -r name args npos; do
-    name=$(echo "$name" | xargs); args=$(echo "$args" | xargs); npos=$(echo "$npos" | xargs)
-    [ -n "$name" ] && [ "${name:0:1}" != "#" ] || continue
+declare -A pool_df=() pool_ll=() pool_fails=() pool_lines=() pool_np=() # per family: kimi, qwen35, other MoE
+# judge NAME ARGS NPOS NPROMPT: one model's row; a MoE model's trimmed KLs go to its family's pool
+judge() {
+    local name=$1 args=$2 npos=$3 nprompt=$4 ok=1 k toks j verdict moe fam V kll trll t1ll kdf trdf t1df
     # shellcheck disable=SC2086
-    "$B/mkmodel" -o "$T/q.gguf" $args 2>/dev/null || { echo "FAIL $name: mkmodel $args"; fails=$((fails + 1)); continue; }
-    "$B/dequant" -i "$T/q.gguf" -o "$T/t.gguf" 2>/dev/null || { echo "FAIL $name: dequant"; fails=$((fails + 1)); continue; }
+    "$B/mkmodel" -o "$T/q.gguf" $args 2>/dev/null || { echo "FAIL $name: mkmodel $args"; fails=$((fails + 1)); return; }
+    "$B/dequant" -i "$T/q.gguf" -o "$T/t.gguf" 2>/dev/null || { echo "FAIL $name: dequant"; fails=$((fails + 1)); return; }
     V=$("$B/deltafin" info -m "$T/q.gguf" | sed -n 's/^tokenizer:.*, \([0-9]*\) tokens,.*/\1/p')
-    toks=$(awk -v n="$npos" -v v="$V" 'BEGIN { x = 12345; for (i = 0; i < n; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%d ", 1 + int(x / 65536) % (v - 3) } }')
-    if ! { $REF -m "$T/t.gguf" logits --tokens "$toks" --out "$T/truth.f32" --top 0 2>/dev/null \
-           && $REF -m "$T/q.gguf" logits --tokens "$toks" --out "$T/ll.f32" --top 0 2>/dev/null \
-           && "$B/deltafin" logits -m "$T/q.gguf" --tokens "$toks" --kv f32 --out "$T/df.f32" --top 1 > /dev/null; }; then
-        echo "FAIL $name: an engine failed"; fails=$((fails + 1)); continue
-    fi
-    # the recurrent families: judged on the positions before the engines part on the quantized file (above)
-    upto=
-    case "$args" in *kimi*|*qwen35*|*qwen3next*)
-        first=$("$B/logitcmp" --vocab "$V" "$T/ll.f32" "$T/df.f32" | sed -n 's/.*"first_outlier":\([-0-9]*\),.*/\1/p')
-        if [ "${first:--1}" -ge $((npos / 8)) ]; then
-            upto=$first
-            for f in truth ll df; do head -c $((upto * V * 4)) "$T/$f.f32" > "$T/$f.cut" && mv "$T/$f.cut" "$T/$f.f32"; done
-        fi ;;
-    esac
-    j=$("$B/logitcmp" --vocab "$V" "$T/truth.f32" "$T/ll.f32" "$T/df.f32") || { echo "FAIL $name: logitcmp"; fails=$((fails + 1)); continue; }
+    : > "$T/truth.f32"; : > "$T/ll.f32"; : > "$T/df.f32"
+    for ((k = 0; k < nprompt && ok; k++)); do
+        toks=$(awk -v n="$npos" -v v="$V" -v s=$((12345 + 7919 * k)) 'BEGIN { x = s; for (i = 0; i < n; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%d ", 1 + int(x / 65536) % (v - 3) } }')
+        { $REF -m "$T/t.gguf" logits --tokens "$toks" --out "$T/p-truth.f32" --top 0 2>/dev/null \
+          && $REF -m "$T/q.gguf" logits --tokens "$toks" --out "$T/p-ll.f32" --top 0 2>/dev/null \
+          && "$B/deltafin" logits -m "$T/q.gguf" --tokens "$toks" --kv f32 --out "$T/p-df.f32" --top 1 > /dev/null \
+          && cat "$T/p-truth.f32" >> "$T/truth.f32" && cat "$T/p-ll.f32" >> "$T/ll.f32" \
+          && cat "$T/p-df.f32" >> "$T/df.f32"; } < /dev/null || ok=0
+    done
+    [ "$ok" = 1 ] || { echo "FAIL $name: an engine failed"; fails=$((fails + 1)); return; }
+    j=$("$B/logitcmp" --vocab "$V" "$T/truth.f32" "$T/ll.f32" "$T/df.f32") || { echo "FAIL $name: logitcmp"; fails=$((fails + 1)); return; }
     read -r kll trll t1ll kdf trdf t1df < <(sed 's/},{/}\n{/g' <<< "$j" |
         sed -n 's/.*"mean_kl":\([^,]*\),.*"kl_trim":\([^,]*\),.*"top1":\([^,}]*\)[,}].*/\1 \2 \3/p' | tr '\n' ' ')
     moe=0; case "$args" in *--experts*|*preset*moe*|*mixtral*|*deepseek*|*glm-dsa*|*kimi*|*minimax*|*gpt-oss*|*qwen3next*) moe=1 ;; esac
@@ -90,17 +93,44 @@ while IFS='|' read -r name args npos; do
         fam=moe; case "$args" in *kimi*) fam=kimi ;; *qwen35*|*qwen3next*) fam=qwen35 ;; esac
         pool_df[$fam]=$(awk -v a="${pool_df[$fam]:-0}" -v b="$trdf" 'BEGIN { print a + b }')
         pool_ll[$fam]=$(awk -v a="${pool_ll[$fam]:-0}" -v b="$trll" 'BEGIN { print a + b }')
+        pool_lines[$fam]+="$name|$args|$npos|$nprompt"$'\n'
+        pool_np[$fam]=$nprompt
+        [ "${verdict:0:2}" = ok ] || pool_fails[$fam]=$((${pool_fails[$fam]:-0} + 1))
     else
         verdict=$(awk -v d="$kdf" -v l="$kll" 'BEGIN { print (d <= 1.10 * l + 1e-6) ? "ok" : "FAIL" }')
     fi
     printf '%-20s %12.3g %12.3g %10.3g %10.3g %8.3f %8.3f  %s\n' "$name" "$kll" "$kdf" "$trll" "$trdf" "$t1ll" "$t1df" \
-        "$verdict${upto:+ (positions 0-$((upto - 1)): the engines part at $upto)}"
+        "$verdict$([ "$nprompt" -gt 1 ] && echo " ($nprompt prompts)")"
     [ "${verdict:0:2}" = ok ] || fails=$((fails + 1))
+}
+printf '%-20s %12s %12s %10s %10s %8s %8s  %s\n' model "KL llama" "KL deltafin" "trim ll" "trim df" "top1 ll" \
+    "top1 df" verdict
+while IFS='|' read -r name args npos nprompt; do
+    [[ "$name" =~ ^[[:space:]]*(#|$) ]] && continue # comments (which may hold a quote) and blank lines
+    name=$(echo "$name" | xargs); args=$(echo "$args" | xargs); npos=$(echo "$npos" | xargs)
+    nprompt=$(echo "${nprompt:-}" | xargs)
+    [ -n "$name" ] && [ "${name:0:1}" != "#" ] || continue
+    case "$args" in *kimi*|*qwen35*|*qwen3next*) nprompt=${nprompt:-16} ;; *) nprompt=${nprompt:-1} ;; esac
+    judge "$name" "$args" "$npos" "$nprompt"
 done < "$LIST"
+# pool_verdict FAM: "ok" or "FAIL"
+pool_verdict() { awk -v d="${pool_df[$1]}" -v l="${pool_ll[$1]}" 'BEGIN { print (d <= 1.10 * l) ? "ok" : "FAIL" }'; }
 for fam in "${!pool_ll[@]}"; do
-    pooled=$(awk -v d="${pool_df[$fam]}" -v l="${pool_ll[$fam]}" 'BEGIN { print (d <= 1.10 * l) ? "ok" : "FAIL" }')
+    pooled=$(pool_verdict "$fam")
     printf '%s models pooled: trimmed mean KL llama.cpp %.4g, Deltafin %.4g (%.3fx): %s\n' "$fam" "${pool_ll[$fam]}" \
         "${pool_df[$fam]}" "$(awk -v d="${pool_df[$fam]}" -v l="${pool_ll[$fam]}" 'BEGIN { print d / l }')" "$pooled"
+    if [ "$pooled" != ok ]; then # the second look, on four times the prompts (at least 8): its verdict stands
+        again=$((4 * ${pool_np[$fam]})); [ "$again" -ge 8 ] || again=8
+        echo "$fam models: judged again on $again prompts each"
+        fails=$((fails - ${pool_fails[$fam]:-0})); pool_fails[$fam]=0; pool_df[$fam]=0; pool_ll[$fam]=0
+        while IFS='|' read -r name args npos nprompt; do
+            [ -n "$name" ] && judge "$name" "$args" "$npos" "$again"
+        done <<< "${pool_lines[$fam]}"
+        pooled=$(pool_verdict "$fam")
+        printf '%s models pooled, second look: trimmed mean KL llama.cpp %.4g, Deltafin %.4g (%.3fx): %s\n' "$fam" \
+            "${pool_ll[$fam]}" "${pool_df[$fam]}" \
+            "$(awk -v d="${pool_df[$fam]}" -v l="${pool_ll[$fam]}" 'BEGIN { print d / l }')" "$pooled"
+    fi
     [ "$pooled" = ok ] || fails=$((fails + 1))
 done
 [ "$fails" -eq 0 ] && echo "truth: every model within the rules above (dense: per model; MoE: pooled per family, with the ratio printed)" || echo "truth: $fails failure(s)"
