@@ -3,7 +3,8 @@
  *
  *   deltafin submit -m MODEL (-p TEXT | -f FILE | --chat FILE.json) [-n N] [-c CTX] [-t T] [--temp T]
  *                   [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--repeat-last-n N]
- *                   [--seed S] [--ignore-eos] [--no-bos] [--mem SIZE] [--deadline TIME] [--priority P] [--db PATH]
+ *                   [--seed S] [--ignore-eos] [--no-bos] [--mem SIZE [--page-cache]] [--deadline TIME] [--priority P]
+ *                   [--db PATH]
  *   deltafin jobs   [--db PATH]                      a table: state, tokens done, tokens/s, ETA
  *   deltafin job ID [--json] [--follow] [--db PATH]  one job, and its text (--follow: as it grows)
  *   deltafin cancel ID [--db PATH]
@@ -49,8 +50,8 @@ int jobs_is_command(const char *cmd) {
 }
 
 static const char JOBS_USAGE[] =
-    "usage: deltafin submit -m MODEL (-p TEXT | -f FILE | --chat FILE.json) [-n N] [sampling flags] [--mem SIZE]"
-    " [--deadline TIME] [--priority P] [--remote URL]\n"
+    "usage: deltafin submit -m MODEL (-p TEXT | -f FILE | --chat FILE.json) [-n N] [sampling flags] [--mem SIZE"
+    " [--page-cache]] [--deadline TIME] [--priority P] [--remote URL]\n"
     "       deltafin jobs | job ID [--json] [--follow] | cancel ID | requeue ID | worker [--drain] [--commit-every S]"
     " [--max-restarts N] [--monitor-every S] [--disk-gbps X --mem-gbps Y]"
     "   (all take --db PATH; docs/jobs.md)\n";
@@ -155,7 +156,8 @@ typedef struct {
 /* One option (i is advanced past a value). 0 ok, 2 usage error. */
 static int parse_opt(jopts *o, int argc, char **argv, int *i) {
     const char *a = argv[*i], *v = NULL;
-    static const char *const flags[] = {"--json", "--follow", "--drain", "--ignore-eos", "--no-bos", "--no-checkpoints"};
+    static const char *const flags[] = {"--json", "--follow", "--drain", "--ignore-eos", "--no-bos", "--no-checkpoints",
+                                         "--page-cache"};
     int is_flag = 0;
     for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) is_flag |= !strcmp(a, flags[k]);
     char name[64];
@@ -177,6 +179,7 @@ static int parse_opt(jopts *o, int argc, char **argv, int *i) {
     else if (!strcmp(name, "--no-checkpoints")) o->no_ckpt = 1;
     else if (!strcmp(name, "--ignore-eos")) j->ignore_eos = 1;
     else if (!strcmp(name, "--no-bos")) j->no_bos = 1;
+    else if (!strcmp(name, "--page-cache")) j->page_cache = 1;
     else if (!strcmp(name, "--db")) o->db = v;
     else if (!strcmp(name, "-m") || !strcmp(name, "--model")) o->model = v;
     else if (!strcmp(name, "-p") || !strcmp(name, "--prompt")) o->prompt = v;

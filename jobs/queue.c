@@ -5,7 +5,8 @@
  *   jobs(id, state, model, prompt BLOB, chat, n_predict, ctx, threads, ignore_eos, no_bos,
  *        temp, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, mem, deadline,
  *        priority, created, started, finished, updated, n_done, gen_seconds, runs,
- *        sampler BLOB, error, note, owner, remote, place)   -- remote, place: added by ALTER TABLE
+ *        sampler BLOB, error, note, owner, remote, place, model_id, page_cache)
+ *                                         -- the last four: added by ALTER TABLE (ADDED below)
  *   tokens(job, idx, token, piece BLOB)   -- primary key (job, idx): a token is written once
  *                                            (a remote job's pieces: token -1, one row per streamed chunk)
  *   events(job, t, kind, text)            -- what happened to a run: memory pressure, restarts, collapses
@@ -151,7 +152,8 @@ static const char SCHEMA[] =
 /* Columns added after the first schema (a database made before them gains them). */
 static const char *const ADDED[] = {"ALTER TABLE jobs ADD COLUMN remote TEXT",
                                     "ALTER TABLE jobs ADD COLUMN place TEXT NOT NULL DEFAULT ''",
-                                    "ALTER TABLE jobs ADD COLUMN model_id TEXT"};
+                                    "ALTER TABLE jobs ADD COLUMN model_id TEXT",
+                                    "ALTER TABLE jobs ADD COLUMN page_cache INTEGER NOT NULL DEFAULT 0"};
 
 static int exec(jq *q, const char *sql, char *err, size_t errlen) {
     if (sqlite3_exec(q->db, sql, NULL, NULL, NULL) != SQLITE_OK) return seterr(err, errlen, sql, q->db);
@@ -291,8 +293,8 @@ void jq_job_free(jq_job *j) {
 int jq_submit(jq *q, const jq_job *j, int64_t *id, char *err, size_t errlen) {
     static const char sql[] =
         "INSERT INTO jobs (state, model, prompt, chat, n_predict, ctx, threads, ignore_eos, no_bos, temp, top_k,"
-        " top_p, min_p, repeat_penalty, repeat_last_n, seed, mem, deadline, priority, created, remote)"
-        " VALUES ('queued',?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+        " top_p, min_p, repeat_penalty, repeat_last_n, seed, mem, deadline, priority, created, remote, page_cache)"
+        " VALUES ('queued',?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(q->db, sql, -1, &st, NULL) != SQLITE_OK) return seterr(err, errlen, "submit", q->db);
     int k = 1;
@@ -317,6 +319,7 @@ int jq_submit(jq *q, const jq_job *j, int64_t *id, char *err, size_t errlen) {
     sqlite3_bind_double(st, k++, now_unix());
     if (j->remote) sqlite3_bind_text(st, k++, j->remote, -1, SQLITE_TRANSIENT);
     else sqlite3_bind_null(st, k++);
+    sqlite3_bind_int(st, k++, j->page_cache);
     const int rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) return seterr(err, errlen, "submit", q->db);
@@ -327,7 +330,7 @@ int jq_submit(jq *q, const jq_job *j, int64_t *id, char *err, size_t errlen) {
 #define JOB_COLS                                                                                                   \
     "id, state, model, prompt, chat, n_predict, ctx, threads, ignore_eos, no_bos, temp, top_k, top_p, min_p,"      \
     " repeat_penalty, repeat_last_n, seed, mem, deadline, priority, created, started, finished, updated, n_done," \
-    " gen_seconds, runs, error, note, owner, remote, place"
+    " gen_seconds, runs, error, note, owner, remote, place, page_cache"
 
 static char *col_text(sqlite3_stmt *st, int c) {
     const unsigned char *t = sqlite3_column_text(st, c);
@@ -373,6 +376,7 @@ static int read_job(sqlite3_stmt *st, jq_job *j) {
     j->remote = col_text(st, c++);
     const unsigned char *pl = sqlite3_column_text(st, c++);
     snprintf(j->place, sizeof j->place, "%s", pl ? (const char *)pl : "");
+    j->page_cache = sqlite3_column_int(st, c++);
     return j->model && j->prompt ? 0 : -1;
 }
 

@@ -36,6 +36,7 @@ typedef struct jq_job {
     int n_predict, ctx, threads, ignore_eos, no_bos;
     df_sampler_params sp;
     uint64_t mem;             /* budget in bytes, 0 = none */
+    int page_cache;           /* --page-cache: experts outside the budget may stay in the kernel's page cache */
     double deadline;          /* Unix time by which it should be finished (still queued then: expired), 0 = none */
     char *remote;             /* an OpenAI-compatible endpoint to fall back on (docs/jobs.md), or NULL */
     char place[8];            /* where it runs: "" (not decided), "local" or "remote" */

@@ -122,6 +122,7 @@ typedef struct {
 static int load(run *r, char *err, size_t errlen) {
     df_model_params mp = df_model_default_params();
     mp.mem_budget = r->job->mem;
+    mp.page_cache = r->job->page_cache;
     mp.n_ctx = r->job->ctx;
     mp.n_threads = r->job->threads;
     mp.use_mmap = -1;
@@ -622,8 +623,9 @@ static int wants_remote(const jq_job *job, const jw_opts *o, char *why, size_t n
     }
     if (mem <= 0) mem = df_probe_memory(0.5, 0);
     if (disk < 0) disk = 0; /* unmeasured: the memory's pace alone */
-    df_plan_speed sp;
-    df_plan_predict(&p, disk, mem, &sp);
+    df_plan_speed sp; /* with --page-cache, the memory free beyond the budget now as the second tier */
+    const uint64_t room = job->page_cache ? df_memory_room() : 0;
+    df_plan_predict_tiers(&p, disk, mem, room > p.budget ? room - p.budget : 0, &sp);
     const int left = job->n_predict - job->n_done;
     const double now = (double)time(NULL);
     if (sp.tokens_per_s <= 0) {

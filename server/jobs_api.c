@@ -7,8 +7,9 @@
  *                        n_ctx, threads, mem ("12G" or bytes), deadline (Unix seconds),
  *                        priority: the fields of `deltafin submit`, within the
  *                        operator's limits (srv_jobs_limits); the remote
- *                        endpoint is the operator's (serve --remote), never
- *                        the client's: a request naming one is refused
+ *                        endpoint (serve --remote) and the page cache
+ *                        (serve --page-cache) are the operator's, never
+ *                        the client's: a request naming either is refused
  *   GET    /v1/jobs      {"object": "list", "data": [job, ...]}
  *   GET    /v1/jobs/ID   one job: state, tokens, text, events, stats
  *   DELETE /v1/jobs/ID   cancel it (409 if it has already ended)
@@ -252,6 +253,13 @@ static int parse_job(const srv_jobs *sj, cJSON *body, jq_job *j, oai_error *e) {
         within_limits(&sj->lim, ctx, threads, j->mem, e))
         return -1;
     if (!j->mem) j->mem = sj->lim.mem; /* the server's budget holds its jobs too */
+    const cJSON *pc = cJSON_GetObjectItemCaseSensitive(body, "page_cache");
+    if (pc && !cJSON_IsNull(pc)) { /* memory beyond the budget is the machine's: the operator's choice alone */
+        oai_set_error(e, 400, "invalid_request_error", "page_cache", NULL,
+                      "'page_cache' is the server operator's setting (serve --page-cache), not a request field");
+        return -1;
+    }
+    j->page_cache = sj->lim.page_cache;
     j->n_predict = (int)n_predict;
     j->ctx = (int)ctx;
     j->threads = (int)threads;

@@ -1332,7 +1332,8 @@ int df_cmd_serve(int argc, char **argv) {
     pid_t worker = 0;
     struct MHD_Daemon *d = NULL;
     srv.host = o.host;
-    const srv_jobs_limits lim = {o.mem, srv.oc.n_ctx, o.threads, o.remote, df_chat_template(srv.m) != NULL};
+    const srv_jobs_limits lim = {o.mem, srv.oc.n_ctx, o.threads, o.remote, df_chat_template(srv.m) != NULL,
+                                 o.page_cache};
     if (o.jobs_db && srv_jobs_open(o.jobs_db, o.model, srv.oc.name, &lim, &srv.jobs, err, sizeof err) != 0) {
         fprintf(stderr, "deltafin: job queue: %s\n", err);
         goto out;

@@ -352,6 +352,7 @@ typedef struct srv_jobs_limits {
     int n_ctx, threads;
     const char *remote;
     int chat;               /* the model has a chat template: jobs of "messages" can be rendered */
+    int page_cache;         /* serve --page-cache: its jobs run so too (the operator's choice, as remote) */
 } srv_jobs_limits;
 /* Open the queue's database for the served model (its file path, absolute
  * or not; name: the id requests may give as "model"). */

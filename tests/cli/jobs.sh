@@ -82,6 +82,17 @@ j job "$id4" > "$T/text4" 2>/dev/null
 check "the job's text is run's text (seeded)" cmp -s "$T/want4" "$T/run4"
 check "job --json has the text" contains "$(j job "$id1" --json)" "\"text\":\""
 check "job --follow of an ended job prints its text" cmp -s <(j job "$id1" --follow 2>/dev/null) "$T/text1"
+# --page-cache (docs/memory.md) travels with the job: the worker streams through the page cache, same text
+pc=(-m "$T/moe.gguf" -p "The page" -n 16 --temp 0 --ignore-eos --mem 34M)
+idp=$(j submit "${pc[@]}" --page-cache); idn=$(j submit "${pc[@]}")
+check "submit --page-cache: the job says so" test "$(field "$idp" page_cache)" = true
+check "a job without it says so too" test "$(field "$idn" page_cache)" = false
+j worker --drain 2>/dev/null
+check "the --page-cache job ran to done" test "$(field "$idp" state)" = done
+"$D" run "${pc[@]}" --page-cache > "$T/runp" 2>/dev/null
+{ printf 'The page'; j job "$idp" 2>/dev/null; echo; } > "$T/wantp"
+check "its text is run --page-cache's text" cmp -s "$T/wantp" "$T/runp"
+check "and the text of the same job without it" cmp -s <(j job "$idp" 2>/dev/null) <(j job "$idn" 2>/dev/null)
 
 # ---- crash: SIGKILL at random moments, restart, nothing lost ----
 # The MoE model streams its experts under a budget below its size. Two kinds

@@ -51,6 +51,7 @@ id=$(body "$r" | jq -r .id)
 check "... the job's id ($id)" grep -qx '[1-9][0-9]*' <<< "$id"
 check "... queued or running, with its fields" test "$(body "$r" | jq -r '[.n_predict, .priority, .temp] | join(",")')" = "24,3,0"
 check "... the served model's file" test "$(body "$r" | jq -r .model)" = "$(realpath "$S")"
+check "... no page cache: the server has no --page-cache" test "$(body "$r" | jq -r .page_cache)" = false
 st=$(wait_done "$id")
 check "the worker beside the server runs it: done ($st)" test "$st" = done
 r=$(req GET "/v1/jobs/$id")
@@ -94,6 +95,7 @@ bad "temperature a string"    POST /v1/jobs '{"prompt":"x","temperature":"hot"}'
 bad "top_p above 1"           POST /v1/jobs '{"prompt":"x","top_p":2}'              400 top_p
 bad "mem not a size"          POST /v1/jobs '{"prompt":"x","mem":"lots"}'           400 mem
 bad "ignore_eos not a bool"   POST /v1/jobs '{"prompt":"x","ignore_eos":1}'         400 ignore_eos
+bad "page_cache (the operator's)" POST /v1/jobs '{"prompt":"x","page_cache":true}'  400 page_cache
 bad "another model"           POST /v1/jobs '{"prompt":"x","model":"gpt-9"}'        404 model_not_found
 bad "no such job"             GET /v1/jobs/999999 ''                                404 job_not_found
 bad "cancel no such job"      DELETE /v1/jobs/999999 ''                             404 job_not_found
@@ -134,12 +136,13 @@ check "... saying how to turn it on" contains "$(body "$r" | jq -r .error.messag
 # ---- a chat job on a model with a template: the worker renders the messages and runs them ----
 "$B/mkmodel" -o "$T/chat.gguf" --arch qwen3 --type q8_0 \
     --chat-template tests/data/jinja/templates/Qwen-Qwen2.5-7B-Instruct.jinja 2>/dev/null
-start "$T/d.log" -m "$T/chat.gguf" -c 256 --api-key "$KEY" --jobs-db "$T/d.db" --worker
+start "$T/d.log" -m "$T/chat.gguf" -c 256 --api-key "$KEY" --jobs-db "$T/d.db" --worker --page-cache
 U="http://127.0.0.1:$PORT"
 r=$(req POST /v1/jobs '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"seed":7,"temperature":0.5,"mem":"64M","ignore_eos":true}')
 check "POST /v1/jobs with messages: 200" test "$(status "$r")" = 200
 cid=$(body "$r" | jq -r .id)
-check "... a chat job, its seed and budget" test "$(body "$r" | jq -r '[.chat, .seed, .mem] | join(",")')" = "1,7,67108864"
+check "... a chat job, its seed and budget, and the server's --page-cache" \
+    test "$(body "$r" | jq -r '[.chat, .seed, .mem, .page_cache] | join(",")')" = "1,7,67108864,true"
 check "... done by the worker" test "$(wait_done "$cid")" = done
 check "... 4 tokens" test "$(curl -s "${H[@]}" "$U/v1/jobs/$cid" | jq -r .n_done)" = 4
 
