@@ -2,7 +2,7 @@
 # compare.sh - Deltafin and llama.cpp side by side on the same GGUF files,
 # with the memory-bandwidth bound for generation.
 #
-#   bench/compare.sh [-t THREADS] [-p PROMPT] [-n GEN] [-r REPS] [-s] [-V VARIANT]... [MODEL.gguf ...]
+#   bench/compare.sh [-t THREADS] [-p PROMPT] [-n GEN] [-r REPS] [-s] [-V VARIANT]... [-I avx2] [MODEL.gguf ...]
 #
 # Without model arguments it benchmarks the default set, made once with
 # tools/mkmodel into bench/results/models/ (gitignored; a few minutes each
@@ -40,6 +40,11 @@
 # llama.cpp runs the CPU variant a user gets by default (ggml's best for this
 # processor; its name is recorded with the results); each -V VARIANT (e.g. -V
 # haswell -V skylakex) also runs it with that variant, in extra columns. A run
+# -I avx2 measures an AVX2-only laptop's figures on any newer x86 machine:
+# Deltafin with its kernel table capped at AVX2 (DELTAFIN_ISA=avx2, as the
+# test suite caps it), beside llama.cpp's `haswell` variant (what ggml loads
+# on such a CPU) as the main llama.cpp column. The table Deltafin ran is
+# recorded with the results either way. A run
 # of either engine that crashes or fails is recorded as such ("crashed" in the
 # table, 0 in the CSV) and the benchmark goes on with the next run and model.
 #
@@ -50,11 +55,17 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 ARGS="$*"
-T=2; P=512; N=128; R=3; SMALL=0; EXTRA_VARIANTS=()
-while getopts "t:p:n:r:sV:" o; do
+T=2; P=512; N=128; R=3; SMALL=0; EXTRA_VARIANTS=(); CAP=
+while getopts "t:p:n:r:sV:I:" o; do
     case $o in t) T=$OPTARG ;; p) P=$OPTARG ;; n) N=$OPTARG ;; r) R=$OPTARG ;; s) SMALL=1 ;;
-               V) EXTRA_VARIANTS+=("$OPTARG") ;; *) exit 2 ;; esac
+               V) EXTRA_VARIANTS+=("$OPTARG") ;; I) CAP=$OPTARG ;; *) exit 2 ;; esac
 done
+DF_ENV=(); LL_VARIANT=() # -I avx2: Deltafin capped, llama.cpp's variant for such a CPU
+case "$CAP" in
+    "") ;;
+    avx2) DF_ENV=(DELTAFIN_ISA=avx2); LL_VARIANT=(--cpu-variant haswell) ;;
+    *) echo "compare.sh: -I takes avx2 (the tier below this machine's to measure), got '$CAP'" >&2; exit 2 ;;
+esac
 shift $((OPTIND - 1))
 BUILD=${BUILD:-build}
 SHARED=${DELTAFIN_SHARED:-../shared}
@@ -126,7 +137,8 @@ DATE=$(date -u +%F)
 CSV="$OUT/compare.csv"
 TXT="$OUT/compare.txt"
 echo "model,bytes_per_token,df_pp,llama_pp,pp_ratio,df_tg,llama_tg,tg_ratio,bound_tg,df_frac_bound,llama_frac_bound" > "$CSV"
-VARIANTS=()   # the llama.cpp CPU variant each run loaded (the user's default: ggml's best)
+VARIANTS=()   # the llama.cpp CPU variant each run loaded (the user's default: ggml's best; -I: the capped tier's)
+TABLES=()     # the kernel table each Deltafin run used
 ROWS=$(mktemp)
 trap 'rm -f "$ROWS"' EXIT
 # One benchmark run; prints its JSON, or {"crashed":1} (and the reason on
@@ -152,8 +164,9 @@ for m in "${models[@]}"; do
     bytes=$(awk -v a="$active" -v e="$emb" 'BEGIN { printf "%.0f", a - e }')
     dpp=(); lpp=(); dtg=(); ltg=(); declare -A xpp=() xtg=()
     for ((i = 0; i < R; i++)); do
-        d=$(bench_run deltafin "$BUILD/deltafin" bench -m "$m" -t "$T" -p "$P" -n "$N" -r 1 --json)
-        l=$(bench_run "llama.cpp (default variant)" ./scripts/llama-ref.sh -m "$m" bench -t "$T" -p "$P" -n "$N" -r 1 --kv-f16)
+        d=$(bench_run deltafin env "${DF_ENV[@]}" "$BUILD/deltafin" bench -m "$m" -t "$T" -p "$P" -n "$N" -r 1 --json)
+        l=$(bench_run "llama.cpp (main variant)" ./scripts/llama-ref.sh -m "$m" bench -t "$T" -p "$P" -n "$N" -r 1 --kv-f16 \
+            "${LL_VARIANT[@]}")
         for v in "${EXTRA_VARIANTS[@]}"; do
             x=$(bench_run "llama.cpp ($v)" ./scripts/llama-ref.sh -m "$m" bench -t "$T" -p "$P" -n "$N" -r 1 --kv-f16 --cpu-variant "$v")
             xpp[$v]+=" $(val "$x" pp_tps)"; xtg[$v]+=" $(val "$x" tg_tps)"
@@ -161,6 +174,7 @@ for m in "${models[@]}"; do
         dpp+=("$(val "$d" pp_tps)"); dtg+=("$(val "$d" tg_tps)")
         lpp+=("$(val "$l" pp_tps)"); ltg+=("$(val "$l" tg_tps)")
         v=$(jstr "$l" cpu_variant); [ -n "$v" ] && VARIANTS+=("$v")
+        v=$(jstr "$d" isa); [ -n "$v" ] && TABLES+=("$v")
     done
     Dpp=$(med_or_crash "${dpp[@]}"); Lpp=$(med_or_crash "${lpp[@]}")
     Dtg=$(med_or_crash "${dtg[@]}"); Ltg=$(med_or_crash "${ltg[@]}")
@@ -175,9 +189,10 @@ done
 BW2=$(json "$("$BUILD/membw" -t "$T" -r 15 -H)" median_gbs)
 BW=$(awk -v a="$BW1" -v b="$BW2" 'BEGIN { print (a > b ? a : b) }')
 VARIANT=$( (printf '%s\n' "${VARIANTS[@]}" | sort -u | paste -sd/) || true); VARIANT=${VARIANT:-unknown}
+TABLE=$( (printf '%s\n' "${TABLES[@]}" | sort -u | paste -sd/) || true); TABLE=${TABLE:-unknown}
 {
-printf "# %s, commit %s, %s (%d CPUs), %d threads, pp%d / tg%d, median of %d alternating runs, read bandwidth %s GB/s (%s before, %s after), llama.cpp CPU variant %s\n" \
-    "$DATE" "$COMMIT" "$CPU" "$(nproc)" "$T" "$P" "$N" "$R" "$BW" "$BW1" "$BW2" "$VARIANT"
+printf "# %s, commit %s, %s (%d CPUs), %d threads, pp%d / tg%d, median of %d alternating runs, read bandwidth %s GB/s (%s before, %s after), Deltafin's kernel table %s, llama.cpp CPU variant %s\n" \
+    "$DATE" "$COMMIT" "$CPU" "$(nproc)" "$T" "$P" "$N" "$R" "$BW" "$BW1" "$BW2" "$TABLE" "$VARIANT"
 printf "%-22s %9s %9s %6s %9s %9s %6s %9s %7s %7s" model df_pp llama_pp ratio df_tg llama_tg ratio bound_tg df/bnd ll/bnd
 for v in "${EXTRA_VARIANTS[@]}"; do printf " %14s %14s" "pp[$v]" "tg[$v]"; done
 echo
@@ -223,7 +238,11 @@ fi
     echo
     echo "\`bench/compare.sh $ARGS\` (-t $T -p $P -n $N -r $R) at commit $COMMIT, $CPU ($(nproc) CPUs), $T threads,"
     echo "read bandwidth $BW GB/s (bench/membw.c -H, higher of the medians before/after: $BW1, $BW2). Medians of $R alternating runs; bound = bandwidth / bytes per token."
-    echo "llama.cpp ran its default CPU variant for this machine, \`$VARIANT\` (what a user gets; the reference program's \`bench\` loads ggml's best)."
+    if [ -n "$CAP" ]; then
+        echo "Capped at $CAP (\`-I $CAP\`): Deltafin's kernel table \`$TABLE\` (DELTAFIN_ISA=$CAP), llama.cpp's \`$VARIANT\` variant (what ggml loads on such a CPU)."
+    else
+        echo "Deltafin's kernel table \`$TABLE\`; llama.cpp ran its default CPU variant for this machine, \`$VARIANT\` (what a user gets; the reference program's \`bench\` loads ggml's best)."
+    fi
     echo
     echo "| model | MB/token | Deltafin pp t/s | llama.cpp pp t/s | ratio | Deltafin tg t/s | llama.cpp tg t/s | ratio | tg bound | Deltafin / bound | llama.cpp / bound |"
     echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"

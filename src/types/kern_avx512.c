@@ -1055,13 +1055,6 @@ P16_INL void p16_prefetch(const uint8_t *ahead, size_t bytes) {
     for (size_t q = 0; q < bytes; q += 64) _mm_prefetch((const char *)(ahead + q), _MM_HINT_T0);
 }
 
-/* Per token c: its q8_0 blocks, trailer sums and scales. */
-typedef struct {
-    const block_q8_0 *x[4];
-    const int32_t *corr[4];
-    const float *dx[4];
-} p16_x;
-
 /* One packed block's 16 row scales as floats. */
 P16_INL __m512 p16_q8_0_scales(const uint8_t *g) { return _mm512_cvtph_ps(LOADU(g)); }
 P16_INL __m512 p16_mxfp4_scales(const uint8_t *g) {
@@ -1128,32 +1121,6 @@ P16_INL void p16_mxfp4_lines(const uint8_t *g, __m512i u[8]) {
         static const p16_tile_fn tiles[4] = {NAME##_1, NAME##_2, NAME##_3, NAME##_4};                               \
         p16_walk(n, w, ws, nr, x, xs, nc, y, ldy, tiles);                                                           \
     }
-
-typedef void (*p16_tile_fn)(int64_t nb, const uint8_t *g, const p16_x *X, float *out);
-
-/* nr / 16 packed groups x nc tokens, tokens in fours inside each group (its
- * weights stay in L1/L2 for the next four). */
-static void p16_walk(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y,
-                     size_t ldy, const p16_tile_fn *tiles) {
-    const int64_t nb = n / 32;
-    const size_t toff = pack_q8_0_trailer_off(nb);
-    for (int r0 = 0; r0 + 16 <= nr; r0 += 16) {
-        const uint8_t *g = (const uint8_t *)w + (size_t)r0 * ws;
-        for (int c0 = 0; c0 < nc; c0 += 4) {
-            const int cn = nc - c0 < 4 ? nc - c0 : 4;
-            p16_x X;
-            for (int c = 0; c < cn; c++) {
-                const uint8_t *xr = (const uint8_t *)x + (size_t)(c0 + c) * xs;
-                X.x[c] = (const block_q8_0 *)(const void *)xr;
-                X.corr[c] = (const int32_t *)(const void *)(xr + toff);
-                X.dx[c] = (const float *)(const void *)(xr + toff + 4 * (size_t)nb);
-            }
-            float out[4 * 16];
-            tiles[cn - 1](nb, g, &X, out);
-            for (int c = 0; c < cn; c++) memcpy(y + (size_t)(c0 + c) * ldy + r0, out + 16 * c, 16 * sizeof(float));
-        }
-    }
-}
 
 P16_TILE(q8_0_p16, 544, p16_q8_0_scales, p16_q8_0_lines)
 P16_TILE(mxfp4_p16, 272, p16_mxfp4_scales, p16_mxfp4_lines)
@@ -1298,29 +1265,6 @@ P16_INL void q6_K_p16_tile(int64_t nsb, const uint8_t *g, const uint8_t *xp, siz
     _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) _mm512_storeu_ps(out + 16 * c, _mm512_add_ps(acc0[c], acc1[c]));
 }
 
-/* The K-quant packed gemms: nr / 16 groups x nc tokens in fours. */
-typedef void (*p16_k_fn)(int64_t n, const uint8_t *g, const uint8_t *x, size_t xs, float *out);
-static void p16_k_walk(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y,
-                       size_t ldy, const p16_k_fn *tiles) {
-    for (int r0 = 0; r0 + 16 <= nr; r0 += 16)
-        for (int c0 = 0; c0 < nc; c0 += 4) {
-            const int cn = nc - c0 < 4 ? nc - c0 : 4;
-            float out[4 * 16];
-            tiles[cn - 1](n, (const uint8_t *)w + (size_t)r0 * ws, (const uint8_t *)x + (size_t)c0 * xs, xs, out);
-            for (int c = 0; c < cn; c++) memcpy(y + (size_t)(c0 + c) * ldy + r0, out + 16 * c, 16 * sizeof(float));
-        }
-    _mm256_zeroupper();
-}
-#define P16_K_GEMM(NAME)                                                                                           \
-    static void NAME##_1(int64_t n, const uint8_t *g, const uint8_t *x, size_t xs, float *o) { NAME##_tile(n / QK_K, g, x, xs, o, 1); } \
-    static void NAME##_2(int64_t n, const uint8_t *g, const uint8_t *x, size_t xs, float *o) { NAME##_tile(n / QK_K, g, x, xs, o, 2); } \
-    static void NAME##_3(int64_t n, const uint8_t *g, const uint8_t *x, size_t xs, float *o) { NAME##_tile(n / QK_K, g, x, xs, o, 3); } \
-    static void NAME##_4(int64_t n, const uint8_t *g, const uint8_t *x, size_t xs, float *o) { NAME##_tile(n / QK_K, g, x, xs, o, 4); } \
-    static void NAME##_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y,  \
-                            size_t ldy) {                                                                           \
-        static const p16_k_fn tiles[4] = {NAME##_1, NAME##_2, NAME##_3, NAME##_4};                                  \
-        p16_k_walk(n, w, ws, nr, x, xs, nc, y, ldy, tiles);                                                         \
-    }
 P16_INL void q4_K_p16_tile(int64_t nsb, const uint8_t *g, const uint8_t *x, size_t xs, float *out, const int C) {
     k45_p16_tile(nsb, g, x, xs, out, C, 0);
 }

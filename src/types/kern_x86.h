@@ -4,13 +4,15 @@
  *
  * DESIGN
  * Only the weight-format unpacking that both x86 kernel files need lives
- * here, as static inline functions on 128/256-bit vectors; the dot products
+ * here, as static inline functions on 128/256-bit vectors, and the walks of
+ * the packed gemms over their groups and tokens (pack.h); the dot products
  * themselves stay in the per-ISA files, which differ in how they multiply
  * bytes (maddubs in AVX2, vpdpbusd in AVX-512).
  */
 #ifndef DF_KERN_X86_H
 #define DF_KERN_X86_H
 
+#include "pack.h"
 #include "quant_grids.h"
 #include "quant_isa.h"
 
@@ -326,5 +328,67 @@ static inline __m256i kx_iq1_m_sub(const void *blk, int ib, uint32_t *sg) {
     KX_IQ_ROW(iq3_s_dot, kx_iq3_s_head, kx_iq3_s_sub, 1, 0, 1.0f, block_iq3_s)           \
     KX_IQ_ROW(iq1_s_dot, kx_iq1_s_head, kx_iq1_s_sub, 0, 1, 0.125f, block_iq1_s)          \
     KX_IQ_ROW(iq1_m_dot, kx_iq1_m_head, kx_iq1_m_sub, 0, 1, 0.125f, block_iq1_m)
+
+/* ---- packed gemms (pack.h): the walk both tiers' packed kernels share ---- */
+
+/* Per token c: its q8_0 blocks, trailer sums and scales (pack.h's trailer). */
+typedef struct {
+    const block_q8_0 *x[4];
+    const int32_t *corr[4];
+    const float *dx[4];
+} p16_x;
+
+/* One packed group of 16 rows x C tokens (the table's entry C - 1): out[16 c + r]. */
+typedef void (*p16_tile_fn)(int64_t nb, const uint8_t *g, const p16_x *X, float *out);
+
+/* nr / 16 packed groups x nc tokens, tokens in fours inside each group (its
+ * weights stay in L1/L2 for the next four). */
+static inline void p16_walk(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y,
+                            size_t ldy, const p16_tile_fn *tiles) {
+    const int64_t nb = n / 32;
+    const size_t toff = pack_q8_0_trailer_off(nb);
+    for (int r0 = 0; r0 + PACK_ROWS <= nr; r0 += PACK_ROWS) {
+        const uint8_t *g = (const uint8_t *)w + (size_t)r0 * ws;
+        for (int c0 = 0; c0 < nc; c0 += 4) {
+            const int cn = nc - c0 < 4 ? nc - c0 : 4;
+            p16_x X;
+            for (int c = 0; c < cn; c++) {
+                const uint8_t *xr = (const uint8_t *)x + (size_t)(c0 + c) * xs;
+                X.x[c] = (const block_q8_0 *)(const void *)xr;
+                X.corr[c] = (const int32_t *)(const void *)(xr + toff);
+                X.dx[c] = (const float *)(const void *)(xr + toff + 4 * (size_t)nb);
+            }
+            float out[4 * PACK_ROWS];
+            tiles[cn - 1](nb, g, &X, out);
+            for (int c = 0; c < cn; c++)
+                memcpy(y + (size_t)(c0 + c) * ldy + r0, out + PACK_ROWS * c, PACK_ROWS * sizeof(float));
+        }
+    }
+}
+
+/* The K-quant packed gemms: nr / 16 groups x nc tokens in fours. */
+typedef void (*p16_k_fn)(int64_t n, const uint8_t *g, const uint8_t *x, size_t xs, float *out);
+static inline void p16_k_walk(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc,
+                              float *y, size_t ldy, const p16_k_fn *tiles) {
+    for (int r0 = 0; r0 + PACK_ROWS <= nr; r0 += PACK_ROWS)
+        for (int c0 = 0; c0 < nc; c0 += 4) {
+            const int cn = nc - c0 < 4 ? nc - c0 : 4;
+            float out[4 * 16];
+            tiles[cn - 1](n, (const uint8_t *)w + (size_t)r0 * ws, (const uint8_t *)x + (size_t)c0 * xs, xs, out);
+            for (int c = 0; c < cn; c++) memcpy(y + (size_t)(c0 + c) * ldy + r0, out + 16 * c, 16 * sizeof(float));
+        }
+    _mm256_zeroupper();
+}
+/* NAME_gemm from the tile body NAME_tile(nsb, g, x, xs, out, C). */
+#define P16_K_GEMM(NAME)                                                                                           \
+    static void NAME##_1(int64_t n, const uint8_t *g, const uint8_t *x, size_t xs, float *o) { NAME##_tile(n / QK_K, g, x, xs, o, 1); } \
+    static void NAME##_2(int64_t n, const uint8_t *g, const uint8_t *x, size_t xs, float *o) { NAME##_tile(n / QK_K, g, x, xs, o, 2); } \
+    static void NAME##_3(int64_t n, const uint8_t *g, const uint8_t *x, size_t xs, float *o) { NAME##_tile(n / QK_K, g, x, xs, o, 3); } \
+    static void NAME##_4(int64_t n, const uint8_t *g, const uint8_t *x, size_t xs, float *o) { NAME##_tile(n / QK_K, g, x, xs, o, 4); } \
+    static void NAME##_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y,  \
+                            size_t ldy) {                                                                           \
+        static const p16_k_fn tiles[4] = {NAME##_1, NAME##_2, NAME##_3, NAME##_4};                                  \
+        p16_k_walk(n, w, ws, nr, x, xs, nc, y, ldy, tiles);                                                         \
+    }
 
 #endif
