@@ -952,15 +952,7 @@ INL void p8_mxfp4_sums(const uint8_t *g, const p16_x *X, int64_t b, __m256i s[4]
             _mm256_storeu_ps(out + 16 * c + 8, acc[c][1]);                                                         \
         }                                                                                                          \
     }                                                                                                              \
-    static void NAME##_1(int64_t nb, const uint8_t *g, const p16_x *X, float *o) { NAME##_tile(nb, g, X, o, 1); }  \
-    static void NAME##_2(int64_t nb, const uint8_t *g, const p16_x *X, float *o) { NAME##_tile(nb, g, X, o, 2); }  \
-    static void NAME##_3(int64_t nb, const uint8_t *g, const p16_x *X, float *o) { NAME##_tile(nb, g, X, o, 3); }  \
-    static void NAME##_4(int64_t nb, const uint8_t *g, const p16_x *X, float *o) { NAME##_tile(nb, g, X, o, 4); }  \
-    static void NAME##_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc,          \
-                            float *y, size_t ldy) {                                                                 \
-        static const p16_tile_fn tiles[4] = {NAME##_1, NAME##_2, NAME##_3, NAME##_4};                               \
-        p16_walk(n, w, ws, nr, x, xs, nc, y, ldy, tiles);                                                           \
-    }
+    P16_GEMM(NAME)
 P8_TILE(q8_0_p8, 544, 32, p8_f16_scales, p8_q8_0_sums)
 P8_TILE(mxfp4_p8, 272, 16, p8_e8m0_scales, p8_mxfp4_sums)
 
@@ -1060,14 +1052,7 @@ INL void k45_p8_tile(int64_t nsb, const uint8_t *g, const uint8_t *xp, size_t xs
         _mm256_storeu_ps(out + 16 * c + 8, _mm256_add_ps(accS[c][1], accM[c][1]));
     }
 }
-INL void q4_K_p8_tile(int64_t nsb, const uint8_t *g, const uint8_t *x, size_t xs, float *out, const int C) {
-    k45_p8_tile(nsb, g, x, xs, out, C, 0);
-}
-INL void q5_K_p8_tile(int64_t nsb, const uint8_t *g, const uint8_t *x, size_t xs, float *out, const int C) {
-    k45_p8_tile(nsb, g, x, xs, out, C, 1);
-}
-P16_K_GEMM(q4_K_p8)
-P16_K_GEMM(q5_K_p8)
+P16_K45_GEMMS(p8, k45_p8_tile)
 
 /* K-quant x q8_K tiles. A super-block is eight 32-element chunks; chunk j
  * of a row meets the activations' bytes 32j..32j+31. Per row and token the

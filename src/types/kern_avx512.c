@@ -1112,15 +1112,7 @@ P16_INL void p16_mxfp4_lines(const uint8_t *g, __m512i u[8]) {
         }                                                                                                          \
         _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);               \
     }                                                                                                              \
-    static void NAME##_1(int64_t nb, const uint8_t *g, const p16_x *X, float *o) { NAME##_tile(nb, g, X, o, 1); }  \
-    static void NAME##_2(int64_t nb, const uint8_t *g, const p16_x *X, float *o) { NAME##_tile(nb, g, X, o, 2); }  \
-    static void NAME##_3(int64_t nb, const uint8_t *g, const p16_x *X, float *o) { NAME##_tile(nb, g, X, o, 3); }  \
-    static void NAME##_4(int64_t nb, const uint8_t *g, const p16_x *X, float *o) { NAME##_tile(nb, g, X, o, 4); }  \
-    static void NAME##_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc,          \
-                            float *y, size_t ldy) {                                                                 \
-        static const p16_tile_fn tiles[4] = {NAME##_1, NAME##_2, NAME##_3, NAME##_4};                               \
-        p16_walk(n, w, ws, nr, x, xs, nc, y, ldy, tiles);                                                           \
-    }
+    P16_GEMM(NAME)
 
 P16_TILE(q8_0_p16, 544, p16_q8_0_scales, p16_q8_0_lines)
 P16_TILE(mxfp4_p16, 272, p16_mxfp4_scales, p16_mxfp4_lines)
@@ -1265,14 +1257,7 @@ P16_INL void q6_K_p16_tile(int64_t nsb, const uint8_t *g, const uint8_t *xp, siz
     _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) _mm512_storeu_ps(out + 16 * c, _mm512_add_ps(acc0[c], acc1[c]));
 }
 
-P16_INL void q4_K_p16_tile(int64_t nsb, const uint8_t *g, const uint8_t *x, size_t xs, float *out, const int C) {
-    k45_p16_tile(nsb, g, x, xs, out, C, 0);
-}
-P16_INL void q5_K_p16_tile(int64_t nsb, const uint8_t *g, const uint8_t *x, size_t xs, float *out, const int C) {
-    k45_p16_tile(nsb, g, x, xs, out, C, 1);
-}
-P16_K_GEMM(q4_K_p16)
-P16_K_GEMM(q5_K_p16)
+P16_K45_GEMMS(p16, k45_p16_tile)
 P16_K_GEMM(q6_K_p16)
 
 /* One token (generation) keeps the AVX2 tile, which measured faster there

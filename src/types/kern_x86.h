@@ -366,6 +366,18 @@ static inline void p16_walk(int64_t n, const void *w, size_t ws, int nr, const v
     }
 }
 
+/* NAME_1 .. NAME_4 and NAME_gemm (walking p16_walk) from the tile body NAME_tile(nb, g, X, out, C). */
+#define P16_GEMM(NAME)                                                                                             \
+    static void NAME##_1(int64_t nb, const uint8_t *g, const p16_x *X, float *o) { NAME##_tile(nb, g, X, o, 1); }  \
+    static void NAME##_2(int64_t nb, const uint8_t *g, const p16_x *X, float *o) { NAME##_tile(nb, g, X, o, 2); }  \
+    static void NAME##_3(int64_t nb, const uint8_t *g, const p16_x *X, float *o) { NAME##_tile(nb, g, X, o, 3); }  \
+    static void NAME##_4(int64_t nb, const uint8_t *g, const p16_x *X, float *o) { NAME##_tile(nb, g, X, o, 4); }  \
+    static void NAME##_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc,          \
+                            float *y, size_t ldy) {                                                                 \
+        static const p16_tile_fn tiles[4] = {NAME##_1, NAME##_2, NAME##_3, NAME##_4};                               \
+        p16_walk(n, w, ws, nr, x, xs, nc, y, ldy, tiles);                                                           \
+    }
+
 /* The K-quant packed gemms: nr / 16 groups x nc tokens in fours. */
 typedef void (*p16_k_fn)(int64_t n, const uint8_t *g, const uint8_t *x, size_t xs, float *out);
 static inline void p16_k_walk(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc,
@@ -390,5 +402,20 @@ static inline void p16_k_walk(int64_t n, const void *w, size_t ws, int nr, const
         static const p16_k_fn tiles[4] = {NAME##_1, NAME##_2, NAME##_3, NAME##_4};                                  \
         p16_k_walk(n, w, ws, nr, x, xs, nc, y, ldy, tiles);                                                         \
     }
+
+/* q4_K_SUF_gemm and q5_K_SUF_gemm from the tile body K45(nsb, g, x, xs, out, C, q5) both K-quants share. */
+#define P16_K45_GEMMS(SUF, K45)                                                                                    \
+    static inline __attribute__((always_inline)) void q4_K_##SUF##_tile(int64_t nsb, const uint8_t *g,            \
+                                                                         const uint8_t *x, size_t xs, float *out,  \
+                                                                         const int C) {                            \
+        K45(nsb, g, x, xs, out, C, 0);                                                                             \
+    }                                                                                                              \
+    static inline __attribute__((always_inline)) void q5_K_##SUF##_tile(int64_t nsb, const uint8_t *g,            \
+                                                                         const uint8_t *x, size_t xs, float *out,  \
+                                                                         const int C) {                            \
+        K45(nsb, g, x, xs, out, C, 1);                                                                             \
+    }                                                                                                              \
+    P16_K_GEMM(q4_K_##SUF)                                                                                         \
+    P16_K_GEMM(q5_K_##SUF)
 
 #endif
