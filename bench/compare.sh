@@ -39,7 +39,7 @@
 #
 # llama.cpp runs the CPU variant a user gets by default (ggml's best for this
 # processor; its name is recorded with the results); each -V VARIANT (e.g. -V
-# haswell -V skylakex) also runs it with that variant, in extra columns. A run
+# haswell -V skylakex) also runs it with that variant, in extra columns.
 # -I avx2 measures an AVX2-only laptop's figures on any newer x86 machine:
 # Deltafin with its kernel table capped at AVX2 (DELTAFIN_ISA=avx2, as the
 # test suite caps it), beside llama.cpp's `haswell` variant (what ggml loads
