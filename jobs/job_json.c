@@ -62,7 +62,8 @@ void jq_write_json(FILE *f, const jq_job *j, const char *events, const char *sta
             "\"priority\":%d,\"mem\":%llu,\"page_cache\":%s,\"seed\":%llu,\"temp\":%g,\"created\":%.3f,\"started\":%.3f,"
             "\"finished\":%.3f,\"deadline\":%.3f,\"error\":",
             j->chat, j->n_predict, j->n_done, tps, j->gen_seconds, j->runs, j->priority, (unsigned long long)j->mem,
-            j->page_cache ? "true" : "false", (unsigned long long)j->sp.seed, j->sp.temp, j->created, j->started, j->finished, j->deadline);
+            j->page_cache ? "true" : "false", (unsigned long long)j->sp.seed, j->sp.temp, j->created, j->started,
+            j->finished, j->deadline);
     if (j->error) jq_json_str(f, j->error, strlen(j->error));
     else fputs("null", f);
     fputs(",\"note\":", f);
