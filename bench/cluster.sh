@@ -51,7 +51,10 @@ for r in $(seq 1 "$ROUNDS"); do for np in 1 2 4; do run "$np" "$r"; done; done
 for np in 2 4; do cmp -s "$TMP/out.1.1" "$TMP/out.$np.1" || { echo "cluster.sh: $np ranks printed another text"; exit 1; }; done
 
 plan_json=$("$BUILD/deltafin" plan -m "$M" --mem "$MEM" -c 256 --json --probe-seconds 3 --hot "$TMP/learned.hot")
-disk=$(jq .disk_bytes_per_s <<< "$plan_json"); mem=$(jq .memory_bytes_per_s <<< "$plan_json")
+disk=$(jq .disk_bytes_per_s <<< "$plan_json")
+# memory: plan's probe reads a buffer of at most half the budget, which at 120M stays in this machine's last-level
+# cache; a budget of 1G gives it 256 MiB, the speed a rank reads its weights at
+mem=$("$BUILD/deltafin" plan -m "$M" --mem 1G -c 256 --json --disk-gbps 1 | jq .memory_bytes_per_s)
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
 {
@@ -61,8 +64,11 @@ cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
     echo "\`bench/cluster.sh -n $N -m $MEM -r $ROUNDS -t $THREADS\`: $M ($(($(stat -c %s "$M") >> 20)) MiB, 12 x 128"
     echo "experts, 4 used), --mem $MEM per rank, greedy, from a learned hot file; $cpu, $(nproc) cores shared by all ranks, one disk"
     echo "(plan measures $(awk -v d="$disk" 'BEGIN { printf "%.0f", d / 1048576 }') MiB/s). Medians of $ROUNDS alternated runs; the text is the"
-    echo "same at every rank count. Predicted: \`plan --ranks N --one-machine --net-latency-us 20\` with the learned hot"
-    echo "file and the disk and memory speeds plan measured (bytes only: compute is not modelled)."
+    echo "same at every rank count. Predicted: \`plan --ranks N --one-machine --net-latency-us 50 -t THREADS\` with the learned hot"
+    echo "file and the disk and memory speeds plan measured (memory with a 256 MiB buffer); at 1 rank, plain \`plan\`."
+    echo "A rank's disk figure counts all it read over the run's tokens, the cache's first fill from the hot file included."
+    echo "50 us a message: between two ranks of one machine a collective costs a few us, but a rank waiting for one sleeps"
+    echo "in steps of up to 50 us (docs/cluster.md, the seam), so each of a MoE layer's three waits ends up to 50 us late."
     echo
     echo "| ranks | tokens/s | vs 1 rank | predicted | disk MiB/token, each rank | hit rate, each rank | network MiB/token | messages/token |"
     echo "|---|---|---|---|---|---|---|---|"
@@ -81,8 +87,8 @@ cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
             hits=$(sed -n 's/^cluster: rank [0-9]*: .*hit rate \([0-9.]*%\).*/\1/p' "$TMP/err.$np.1" | paste -sd' ')
             net=$(sed -n 's/^cluster: network: rank 0 sent \([0-9.]*\) MiB and received \([0-9.]*\) MiB per token.*/\1 + \2/p' "$TMP/err.$np.1")
             msgs=$(sed -n 's/^cluster: network: .* \([0-9]*\) messages per token$/\1/p' "$TMP/err.$np.1")
-            pred=$("$BUILD/deltafin" plan -m "$M" --mem "$MEM" -c 256 --json --hot "$TMP/learned.hot" --ranks "$np" --one-machine \
-                --net-gbps 100 --net-latency-us 20 --disk-gbps "$(awk -v d="$disk" 'BEGIN { print d / 1e9 }')" \
+            pred=$("$BUILD/deltafin" plan -m "$M" --mem "$MEM" -c 256 --json --hot "$TMP/learned.hot" --ranks "$np" --one-machine -t "$THREADS" \
+                --net-gbps 100 --net-latency-us 50 --disk-gbps "$(awk -v d="$disk" 'BEGIN { print d / 1e9 }')" \
                 --mem-gbps "$(awk -v d="$mem" 'BEGIN { print d / 1e9 }')" | jq .cluster_tokens_per_s)
         fi
         printf "| %d | %.2f | %.2fx | %.2f | %s | %s | %s | %s |\n" "$np" "$tps" "$(awk -v a="$tps" -v b="$base" 'BEGIN { print a / b }')" \

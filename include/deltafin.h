@@ -589,9 +589,14 @@ void df_plan_predict_spec(const df_plan *p, double disk_bytes_per_s, double memo
  * of net_bytes_per_s and net_latency_s per message. Per token, every rank
  * reads the misses of its share (n_expert_used / ranks of each MoE layer's
  * experts, uniform routing, or its learned share: df_plan.hot_share) from its
- * own disk and memory, or, with one_machine (the ranks on one machine), all
- * from one disk and one memory; and rank 0 exchanges three messages a MoE
- * layer, which do not overlap the rest. Compute is not modelled (bytes only). */
+ * own disk, or, with one_machine > 0 (the ranks on one machine, of which
+ * one_machine can compute at once: its cores / a rank's threads), all from
+ * one disk; and rank 0 exchanges three messages a MoE layer. The memory
+ * rate stands for the compute (a rank reads its weights about as fast as it
+ * computes with them): rank 0's dense part, then every rank's experts at
+ * once. Unlike df_plan_predict, the disk, the compute and the messages add
+ * up: a step waits for its slowest rank, and a miss the lookahead did not
+ * guess stalls every rank (docs/cluster.md). */
 typedef struct df_cluster_speed {
     df_plan_speed rank0, other;      /* each rank's own reads per token (tokens_per_s: alone at that pace) */
     double net_bytes_per_token;      /* through rank 0's link, both ways */

@@ -770,16 +770,20 @@ static int plan_ranks(const opts *o, const df_model_params *mp, double disk, dou
         df_model_plan_rank(o->model, mp, o->ranks, 1, &rn, err, sizeof err) != 0)
         fail(err);
     df_cluster_speed cs;
-    df_plan_predict_ranks(&r0, &rn, disk, mem, o->net_gbps * 1e9 / 8, o->net_latency_us * 1e-6, o->one_machine, &cs);
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN), per_rank = o->threads > 0 ? o->threads : cores;
+    const int at_once = !o->one_machine ? 0 : cores > per_rank && per_rank > 0 ? (int)(cores / per_rank) : 1;
+    df_plan_predict_ranks(&r0, &rn, disk, mem, o->net_gbps * 1e9 / 8, o->net_latency_us * 1e-6, at_once, &cs);
     const int fits = r0.budget >= r0.minimum && rn.budget >= rn.minimum;
     const double M = 1 << 20;
     if (json) {
         printf("\"ranks\":%d,\"rank0_minimum\":%llu,\"rank_minimum\":%llu,\"rank0_expert_slots\":%d,"
                "\"rank_expert_slots\":%d,\"rank0_experts\":%d,\"rank_experts\":%d,\"rank0_disk_bytes_per_token\":%.0f,"
                "\"rank_disk_bytes_per_token\":%.0f,\"net_bytes_per_token\":%.0f,\"net_seconds_per_token\":%.6f,"
+               "\"cluster_disk_seconds_per_token\":%.6f,\"cluster_memory_seconds_per_token\":%.6f,"
                "\"cluster_tokens_per_s\":%.4f", o->ranks, (unsigned long long)r0.minimum, (unsigned long long)rn.minimum,
                r0.n_expert_slots, rn.n_expert_slots, r0.n_experts_total, rn.n_experts_total, cs.rank0.disk_bytes_per_token,
-               cs.other.disk_bytes_per_token, cs.net_bytes_per_token, cs.net_seconds, cs.tokens_per_s);
+               cs.other.disk_bytes_per_token, cs.net_bytes_per_token, cs.net_seconds, cs.disk_seconds,
+               cs.memory_seconds, cs.tokens_per_s);
         return fits ? 0 : 1;
     }
     printf("cluster: %d ranks sharing the routed experts (expert parallel), each with --mem %s\n", o->ranks,
@@ -797,7 +801,7 @@ static int plan_ranks(const opts *o, const df_model_params *mp, double disk, dou
     }
     printf("cluster: per token: rank 0 reads %.2f MiB from disk, each other rank %.2f MiB%s; the network carries %.2f MiB "
            "in %d messages (%.1f Gbit/s, %.0f us each: %.3f s)\n", cs.rank0.disk_bytes_per_token / M,
-           cs.other.disk_bytes_per_token / M, o->one_machine ? " (one disk and memory for all)" : " (each from its own disk)",
+           cs.other.disk_bytes_per_token / M, o->one_machine ? " (one disk for all)" : " (each from its own disk)",
            cs.net_bytes_per_token / M, 3 * r0.n_moe_layers, o->net_gbps, o->net_latency_us, cs.net_seconds);
     printf("predicted: %.2f tokens/s on %s%d%s (%.2fx one machine's %.2f; disk %.3f s, memory %.3f s, "
            "network %.3f s per token)\n", cs.tokens_per_s, o->one_machine ? "this machine as " : "", o->ranks,

@@ -256,13 +256,20 @@ void df_plan_predict_ranks(const df_plan *r0, const df_plan *rn, double disk_byt
     const double share0 = r0->hot_known ? K * r0->hot_share : K / R, share = rn->hot_known ? K * rn->hot_share : K / R;
     predict_pass(r0, disk_bytes_per_s, memory_bytes_per_s, share0, 1.0, 0, &out->rank0);
     predict_pass(R > 1 ? rn : r0, disk_bytes_per_s, memory_bytes_per_s, R > 1 ? share : share0, 1.0, 0, &out->other);
-    /* ranks on one machine share its disk and its memory: their reads add up; on their own machines the
-     * slowest rank sets the pace */
-    const double d0 = out->rank0.disk_bytes_per_token, dn = out->other.disk_bytes_per_token;
-    const double disk = one_machine ? d0 + (R - 1) * dn : (d0 > dn ? d0 : dn);
+    /* ranks on one machine share its disk: their reads add up; on their own machines the slowest rank sets
+     * the pace */
+    const double b0 = out->rank0.disk_bytes_per_token, bn = out->other.disk_bytes_per_token;
+    const double disk = one_machine ? b0 + (R - 1) * bn : (b0 > bn ? b0 : bn);
     out->disk_seconds = disk_bytes_per_s > 0 ? disk / disk_bytes_per_s : 0;
-    const double m0 = out->rank0.memory_seconds, mn = out->other.memory_seconds;
-    out->memory_seconds = one_machine ? m0 + (R - 1) * mn : m0 > mn ? m0 : mn;
+    /* compute: rank 0's dense part alone, then every rank's experts at once, on one machine as many at a time
+     * as its cores allow (one_machine) */
+    const double rate = memory_bytes_per_s;
+    const double e0 = rate > 0 ? r0->n_moe_layers * share0 * (double)r0->expert_slot_bytes / rate : 0;
+    const double m0 = out->rank0.memory_seconds, d0 = m0 > e0 ? m0 - e0 : 0;
+    const double en = R > 1 ? out->other.memory_seconds : 0, slowest = e0 > en ? e0 : en;
+    const int at_once = one_machine > 0 ? (one_machine < R ? one_machine : R) : R;
+    const double shared = (e0 + (R - 1) * en) / at_once;
+    out->memory_seconds = d0 + (shared > slowest ? shared : slowest);
     if (R > 1) { /* per MoE layer: rows and choices out to every rank, the others' expert rows back */
         const double row = 4.0 * r0->expert_width, out_bytes = (R - 1) * (row + 4.0 * r0->n_expert_used);
         const double back = (double)r0->n_expert_used * (R - 1) / R * row;
@@ -270,8 +277,10 @@ void df_plan_predict_ranks(const df_plan *r0, const df_plan *rn, double disk_byt
         out->net_seconds = r0->n_moe_layers * 3.0 * net_latency_s +
                            (net_bytes_per_s > 0 ? out->net_bytes_per_token / net_bytes_per_s : 0);
     }
-    const double t = (out->disk_seconds > out->memory_seconds ? out->disk_seconds : out->memory_seconds) +
-                     out->net_seconds;
+    /* in series: a MoE layer's step waits for every rank's rows, so a miss the lookahead did not guess ahead
+     * (most of them: its recall is 20-60%) stalls the whole cluster while it is read, and the computing and
+     * the messages do not overlap each other (bench/RESULTS.md: within 11% at 1, 2 and 4 ranks) */
+    const double t = out->disk_seconds + out->memory_seconds + out->net_seconds;
     const int fits = r0->budget >= r0->minimum && (R == 1 || rn->budget >= rn->minimum);
     out->tokens_per_s = fits && t > 0 ? 1.0 / t : 0.0;
 }

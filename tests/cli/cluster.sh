@@ -83,6 +83,15 @@ check "plan --ranks: ... and 4 beat 2" test "$(jq -n --argjson a "$j2" --argjson
 slow=$(pj --ranks 4 --net-gbps 0.01 --net-latency-us 5000)
 check "plan --ranks: a slow network costs what it carries" \
     jq -e --argjson f "$j4" '.cluster_tokens_per_s < $f.cluster_tokens_per_s and .net_seconds_per_token > 0.1' <<< "$slow"
+check "plan --ranks: disk, compute and messages add up (a step waits for its slowest rank)" \
+    jq -e '(1 / (.cluster_disk_seconds_per_token + .cluster_memory_seconds_per_token + .net_seconds_per_token)) as $t |
+           ($t - .cluster_tokens_per_s | fabs) < 0.001 * $t + 0.01' <<< "$slow"
+# on one machine the ranks' experts compute as many at a time as its cores allow: -t 1 a rank, nproc at once;
+# -t nproc, one at a time (rank 0's dense part alone either way)
+m1=$(pj --ranks 4 --one-machine -t 1 | jq .cluster_memory_seconds_per_token)
+mn=$(pj --ranks 4 --one-machine -t "$(nproc)" | jq .cluster_memory_seconds_per_token)
+check "plan --ranks --one-machine: compute with a thread a rank ($m1 s) at most with all cores a rank ($mn s)" \
+    awk -v a="$m1" -v b="$mn" -v c="$(nproc)" 'BEGIN { exit !(a > 0 && (c > 1 ? a < b : a == b)) }'
 txt=$("$D" plan -m "$T/big.gguf" --mem 60M -c 256 --disk-gbps 2 --mem-gbps 20 --ranks 2 --one-machine 2>&1)
 check "plan --ranks: says what rank 0 and the others hold" bash -c 'grep -q "^cluster: rank 0: the dense part" <<< "$1" &&
     grep -q "^cluster: each other rank: " <<< "$1" && grep -q "^predicted: .* tokens/s on this machine as 2 ranks" <<< "$1"' _ "$txt"

@@ -57,6 +57,26 @@ check "dense in memory, acceptance 0.95: k=4 ($(field spec_best_k "$jd2"))" test
 t=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 2G -c 1024 --disk-gbps 5 --mem-gbps 400)
 check "the text names speculation's effect" grep -q "^speculation at acceptance 0.70" <<< "$t"
 
+# a learned hot file's hit rate is judged on uses it was not chosen from (load.c, held_out_hit_rate): a file
+# that saw every expert once says nothing (what slots chosen blindly hit); 16 experts a layer used 100 times
+# and the rest once: the 368 hot ones stay in the top 506 slots without one of their uses, a once-seen one
+# does not: 368 x 100 / (368 x 100 + 5520) = 0.8696 (the sample's own top 506 would claim 0.8728)
+python3 -c "
+import sys
+for name, hot in (('flat', 0.5), ('skew', 50.0)):
+    with open(sys.argv[1] + '/' + name + '.hot', 'w') as f:
+        f.write('deltafin-hot 1\\n')
+        for l in range(24):
+            for e in range(256): f.write('%d %d %.2f\\n' % (l, e, hot if e < 16 else 0.5))
+" "$T"
+jf=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 2G -c 1024 --disk-gbps 5 --mem-gbps 400 --hot "$T/flat.hot" --json)
+check "hot file of experts seen once: the hit rate of slots chosen blindly (506 / 5888 = 0.0859)" \
+    test "$(jq -r '"\(.expert_slots) \(.experts_total) \(.expected_hit_rate)"' <<< "$jf")" = "506 5888 0.0859"
+jh=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 2G -c 1024 --disk-gbps 5 --mem-gbps 400 --hot "$T/skew.hot" --json)
+check "hot file of 16 experts a layer used 100 times: 0.8696, judged on uses it was not chosen from" \
+    test "$(jq .expected_hit_rate <<< "$jh")" = 0.8696
+rm -f "$T/flat.hot" "$T/skew.hot"
+
 # this machine: the disk is measured on a scratch file beside the model, which is removed
 start=$(date +%s)
 j=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 2G -c 1024 --probe-seconds 1 --json)
