@@ -535,6 +535,7 @@ typedef struct df_plan {
     int hot_known;
     double hot_share, hot_hit_rate;
     int ranks, rank;                 /* df_model_plan_rank: the cluster and which rank (1 and 0: alone) */
+    int n_experts_all;               /* the model's routed experts over all layers (n_experts_total alone) */
 } df_plan;
 
 /* Plan p->mem_budget for the model at path (p->n_ctx etc. size the session).
@@ -587,8 +588,9 @@ void df_plan_predict_spec(const df_plan *p, double disk_bytes_per_s, double memo
 /* A cluster's tokens/s (docs/cluster.md): rank 0's plan r0 and any other
  * rank's rn, on machines like the one the rates describe, joined by a network
  * of net_bytes_per_s and net_latency_s per message. Per token, every rank
- * reads the misses of its share (n_expert_used / ranks of each MoE layer's
- * experts, uniform routing, or its learned share: df_plan.hot_share) from its
+ * reads the misses of its share (of n_expert_used a MoE layer, its part of
+ * the experts, n_experts_total / n_experts_all, under uniform routing, or its
+ * learned share: df_plan.hot_share) from its
  * own disk, or, with one_machine > 0 (the ranks on one machine, of which
  * one_machine can compute at once: its cores / a rank's threads), all from
  * one disk; and rank 0 exchanges three messages a MoE layer. The memory

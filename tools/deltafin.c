@@ -777,11 +777,13 @@ static int plan_ranks(const opts *o, const df_model_params *mp, double disk, dou
     const double M = 1 << 20;
     if (json) {
         printf("\"ranks\":%d,\"rank0_minimum\":%llu,\"rank_minimum\":%llu,\"rank0_expert_slots\":%d,"
-               "\"rank_expert_slots\":%d,\"rank0_experts\":%d,\"rank_experts\":%d,\"rank0_disk_bytes_per_token\":%.0f,"
+               "\"rank_expert_slots\":%d,\"rank0_experts\":%d,\"rank_experts\":%d,\"experts_all\":%d,"
+               "\"rank0_disk_bytes_per_token\":%.0f,"
                "\"rank_disk_bytes_per_token\":%.0f,\"net_bytes_per_token\":%.0f,\"net_seconds_per_token\":%.6f,"
                "\"cluster_disk_seconds_per_token\":%.6f,\"cluster_memory_seconds_per_token\":%.6f,"
                "\"cluster_tokens_per_s\":%.4f", o->ranks, (unsigned long long)r0.minimum, (unsigned long long)rn.minimum,
-               r0.n_expert_slots, rn.n_expert_slots, r0.n_experts_total, rn.n_experts_total, cs.rank0.disk_bytes_per_token,
+               r0.n_expert_slots, rn.n_expert_slots, r0.n_experts_total, rn.n_experts_total, r0.n_experts_all,
+               cs.rank0.disk_bytes_per_token,
                cs.other.disk_bytes_per_token, cs.net_bytes_per_token, cs.net_seconds, cs.disk_seconds,
                cs.memory_seconds, cs.tokens_per_s);
         return fits ? 0 : 1;
@@ -790,10 +792,11 @@ static int plan_ranks(const opts *o, const df_model_params *mp, double disk, dou
            df_fmt_bytes(o->mem, b[0], 32));
     printf("cluster: rank 0: the dense part and the sessions (%s), %d of the %d experts in %d cache slots (%.1f%%); "
            "minimum %s\n", df_fmt_bytes(r0.resident_bytes + r0.session_bytes, b[1], 32), r0.n_experts_total,
-           r0.n_experts_total + (o->ranks - 1) * rn.n_experts_total, r0.n_expert_slots,
+           r0.n_experts_all, r0.n_expert_slots,
            r0.n_experts_total ? 100.0 * r0.n_expert_slots / r0.n_experts_total : 0.0, df_fmt_bytes(r0.minimum, b[2], 32));
-    printf("cluster: each other rank: %d experts in %d cache slots (%.1f%%), no context; minimum %s\n",
-           rn.n_experts_total, rn.n_expert_slots, rn.n_experts_total ? 100.0 * rn.n_expert_slots / rn.n_experts_total : 0.0,
+    const int others = r0.n_experts_all - r0.n_experts_total; /* the ranks' rooms differ by one a layer at most */
+    printf("cluster: each other rank: %s%d experts in %d cache slots (%.1f%%), no context; minimum %s\n",
+           others % (o->ranks - 1) ? "about " : "", (others + (o->ranks - 1) / 2) / (o->ranks - 1), rn.n_expert_slots, rn.n_experts_total ? 100.0 * rn.n_expert_slots / rn.n_experts_total : 0.0,
            df_fmt_bytes(rn.minimum, b[3], 32));
     if (!fits) {
         printf("cluster: does NOT fit: a rank's budget is below its minimum\n");

@@ -88,7 +88,7 @@ class _Plan(ctypes.Structure):
                 ("comp_bytes", ctypes.c_uint64), ("comp_idx_bytes", ctypes.c_uint64),
                 ("comp_state_bytes", ctypes.c_uint64), ("expert_width", ctypes.c_int), ("hot_known", ctypes.c_int),
                 ("hot_share", ctypes.c_double), ("hot_hit_rate", ctypes.c_double), ("ranks", ctypes.c_int),
-                ("rank", ctypes.c_int)]
+                ("rank", ctypes.c_int), ("n_experts_all", ctypes.c_int)]
 
 
 class _FoundModel(ctypes.Structure):

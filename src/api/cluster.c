@@ -5,8 +5,9 @@
  * DESIGN (the whole picture: docs/cluster.md)
  * Rank 0 is the program the user started: it parses the command, loads the
  * model, serves the requests, prints. Every other rank calls
- * df_cluster_worker, which waits for rank 0's messages (expar.h): EP_LOAD
- * (load this rank's share of a model: df_load_share), EP_RUN (run its
+ * df_cluster_worker, which waits for rank 0's messages (expar.h): EP_BUDGETS
+ * (say this rank's budget, by which rank 0 shares a model's experts out),
+ * EP_LOAD (load this rank's share of a model: df_load_share), EP_RUN (run its
  * experts on a layer's rows and send them back), EP_UNLOAD, EP_STOP (rank 0
  * is leaving: leave too). Several models may be loaded at once (a job
  * worker loads one per job); each has rank 0's id.
@@ -186,6 +187,11 @@ int df_cluster_worker(const char *model, uint64_t mem_budget, int n_threads, cha
         } else if (h.op == EP_UNLOAD) {
             shared_model *sm = find(ms, h.model);
             if (sm) drop(sm);
+        } else if (h.op == EP_BUDGETS) { /* before a load: rank 0 shares the experts by the ranks' budgets */
+            uint64_t *all = calloc((size_t)comm_size(), sizeof *all);
+            if (!all) die("loading", "out of memory");
+            if (comm_allgather(&mem_budget, sizeof mem_budget, all, why, sizeof why) != 0) die("loading", why);
+            free(all);
         } else if (h.op == EP_STATS) {
             shared_model *sm = find(ms, h.model);
             df_rank_stats *all = calloc((size_t)comm_size(), sizeof *all);

@@ -463,6 +463,31 @@ static void share_uses(const df_model *m, const df_model_params *p, int L, doubl
     ws_hot_counts(p->hot_file ? p->hot_file : def, L, m->hp.n_expert, uses);
 }
 
+static int share_rooms(const char *path, const df_model_params *p, int R, const uint64_t *budgets, int X, int *rooms,
+                       char *err, size_t errlen);
+
+/* Rank 0: every rank's budget (0: rank 0's), and the deal of m's experts
+ * (m->ep) their rooms make. */
+static int deal(df_model *m, const df_model_params *p, const uint8_t *has, const double *uses, char *err,
+                size_t errlen) {
+    const int R = m->ep->size;
+    const ep_head h = {.op = EP_BUDGETS, .model = m->ep->id};
+    uint64_t *budgets = calloc((size_t)R, sizeof *budgets);
+    int *rooms = malloc(sizeof(int) * (size_t)R), rc = DF_OK;
+    if (!budgets || !rooms)
+        rc = DF_E_NOMEM, df_seterr(err, errlen, "out of memory");
+    else if (ep_send(m->ep, &h, NULL, err, errlen) != 0 ||
+             comm_allgather(&p->mem_budget, sizeof *budgets, budgets, err, errlen) != 0)
+        rc = DF_E_IO;
+    else if (share_rooms(m->path, p, R, budgets, m->hp.n_expert, rooms, err, errlen) != 0)
+        rc = DF_E_INPUT;
+    else
+        ep_assign(m->ep, has, uses, rooms);
+    free(budgets);
+    free(rooms);
+    return rc;
+}
+
 /* Rank 0: share the model's experts out, tell the others, and load its own
  * share; every step agreed by every rank, so that a rank that cannot load
  * (another file, a budget too small for its share) stops them all, with its
@@ -487,7 +512,11 @@ static int load_primary(df_model *m, const df_model_params *p, char *err, size_t
     }
     expert_layers(m, L, has);
     share_uses(m, p, L, uses);
-    ep_assign(m->ep, has, uses);
+    int rc = deal(m, p, has, uses, err, errlen);
+    if (rc != DF_OK) {
+        free(has), free(buf), free(uses);
+        return rc;
+    }
     load_msg *lm = (load_msg *)buf;
     snprintf(lm->path, sizeof lm->path, "%s", m->path);
     snprintf(lm->resident_type, sizeof lm->resident_type, "%s", p->resident_type ? p->resident_type : "");
@@ -505,7 +534,7 @@ static int load_primary(df_model *m, const df_model_params *p, char *err, size_t
     lm->n_expert = X;
     memcpy(buf + sizeof *lm, m->ep->owner, cells * sizeof(int16_t));
     const ep_head h = {.op = EP_LOAD, .model = m->ep->id, .bytes = bytes};
-    int rc = ep_send(m->ep, &h, buf, err, errlen);
+    rc = ep_send(m->ep, &h, buf, err, errlen);
     free(has), free(buf), free(uses);
     if (rc != 0) return DF_E_IO;
     char why[500] = "";
@@ -640,10 +669,12 @@ fail:
     return rc < 0 ? rc : DF_E_INPUT;
 }
 
-/* A plan for rank `rank` of `ranks` sharing m's experts (ranks 1: none):
- * m->ep as load_primary or df_load_share would set it, and a rank other
- * than 0 plans the session its steps run in (no context). */
-static int plan_as_rank(df_model *m, df_model_params *q, int ranks, int rank, char *err, size_t errlen) {
+/* A plan for rank `rank` of `ranks` sharing m's experts (ranks 1: none),
+ * each rank r getting rooms[r] of every layer's: m->ep as load_primary or
+ * df_load_share would set it, and a rank other than 0 plans the session its
+ * steps run in (no context). */
+static int plan_as_rank(df_model *m, df_model_params *q, int ranks, int rank, const int *rooms, char *err,
+                        size_t errlen) {
     if (ranks <= 1) return 0;
     const int L = m->hp.n_layer + m->hp.n_layer_mtp, X = m->hp.n_expert;
     if (X == 0) return df_seterr(err, errlen, "%s has no routed experts: the ranks of a cluster have none to share",
@@ -661,7 +692,7 @@ static int plan_as_rank(df_model *m, df_model_params *q, int ranks, int rank, ch
     double *uses = calloc((size_t)L * (size_t)X + 1, sizeof(double));
     if (uses) share_uses(m, q, L, uses);
     expert_layers(m, L, has);
-    ep_assign(m->ep, has, uses); /* the deal load_primary makes */
+    ep_assign(m->ep, has, uses, rooms); /* the deal load_primary makes */
     free(has);
     free(uses);
     if (rank > 0) q->n_ctx = q->n_batch = q->n_batch > 0 ? q->n_batch : 512;
@@ -756,8 +787,11 @@ int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char
     return df_model_plan_rank(path, p, 1, 0, out, err, errlen);
 }
 
-int df_model_plan_rank(const char *path, const df_model_params *p, int ranks, int rank, df_plan *out, char *err,
-                       size_t errlen) {
+/* df_model_plan_rank with each rank's rooms given (NULL: share_rooms of
+ * ranks with p's budget), and the slots its budget leaves room for
+ * (room_slots, or NULL). */
+static int plan_rank(const char *path, const df_model_params *p, int ranks, int rank, const int *rooms, df_plan *out,
+                     uint64_t *room_slots, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     quant_init();
     df_model *m = calloc(1, sizeof *m);
@@ -765,9 +799,16 @@ int df_model_plan_rank(const char *path, const df_model_params *p, int ranks, in
     df_model_params q = *p;
     q.vocab_only = 0;
     if (!q.mem_budget) q.mem_budget = 1; /* size the session as a budget would */
-    int rc = load_header(m, path, &q, err, errlen);
+    int rc = load_header(m, path, &q, err, errlen), *weighted = NULL;
     if (rc == 0) rc = validate(m, err, errlen);
-    if (rc == 0) rc = plan_as_rank(m, &q, ranks, rank, err, errlen);
+    if (rc == 0 && ranks > 1 && !rooms && m->hp.n_expert >= ranks) {
+        weighted = malloc(sizeof(int) * (size_t)ranks);
+        rc = !weighted ? df_seterr(err, errlen, "out of memory")
+                       : share_rooms(path, p, ranks, NULL, m->hp.n_expert, weighted, err, errlen);
+        rooms = weighted;
+    }
+    if (rc == 0) rc = plan_as_rank(m, &q, ranks, rank, rooms, err, errlen);
+    free(weighted);
     ws_config cfg;
     if (rc == 0) rc = store_config(m, &q, &cfg, err, errlen);
     if (rc == 0) {
@@ -820,9 +861,85 @@ int df_model_plan_rank(const char *path, const df_model_params *p, int ranks, in
         }
         out->n_ctx = df_session_comp_bytes(m, &sp, &out->comp_bytes, &out->comp_idx_bytes, &out->comp_state_bytes);
         out->requant_saved_bytes = wp.requant_saved;
+        out->n_experts_all = m->ep ? out->n_moe_layers * m->hp.n_expert : out->n_experts_total;
+        if (room_slots) *room_slots = wp.minimum == UINT64_MAX || out->budget < wp.minimum ? 0 : wp.expert_room;
     }
     df_model_free(m);
     return rc ? -1 : 0;
+}
+
+int df_model_plan_rank(const char *path, const df_model_params *p, int ranks, int rank, df_plan *out, char *err,
+                       size_t errlen) {
+    return plan_rank(path, p, ranks, rank, NULL, out, NULL, err, errlen);
+}
+
+/* How many of every layer's X experts each of R ranks owns (rooms[R]), from
+ * the cache slots each one's budget leaves room for (budgets[r], or p's
+ * where NULL or 0): rank 0 holds the dense part and the sessions, so it has
+ * fewer, and it may stream dense layers. Taking routing as uniform, a rank
+ * reads the experts it owns beyond its slots (rank 0 also its streamed
+ * layers, counted as the experts that read as much); each gets its slots
+ * and an equal part of what the pooled cache cannot hold, so that the ranks
+ * read alike (where the pool holds it all, shares follow the slots). Every
+ * rank owns at least one expert a layer. Equal shares without a budget. */
+static int share_rooms(const char *path, const df_model_params *p, int R, const uint64_t *budgets, int X, int *rooms,
+                       char *err, size_t errlen) {
+    ep_rooms_equal(X, R, rooms);
+    if (R <= 1 || !p->mem_budget) return 0;
+    double *cap = calloc((size_t)R, sizeof *cap), total = 0, pooled = 0;
+    int *equal = malloc(sizeof(int) * (size_t)R);
+    if (!cap || !equal) {
+        free(cap), free(equal);
+        return df_seterr(err, errlen, "out of memory");
+    }
+    ep_rooms_equal(X, R, equal);
+    int rc = 0;
+    for (int r = 0; r < R && rc == 0; r++) {
+        df_model_params q = *p;
+        if (budgets && budgets[r]) q.mem_budget = budgets[r];
+        if (r > 1 && q.mem_budget == (budgets && budgets[r - 1] ? budgets[r - 1] : p->mem_budget)) {
+            cap[r] = cap[r - 1]; /* the same budget as the rank before: the same room */
+        } else {
+            df_plan d;
+            uint64_t room = 0;
+            rc = plan_rank(path, &q, R, r ? 1 : 0, equal, &d, &room, err, errlen);
+            cap[r] = (double)room;
+            if (r == 0 && rc == 0) {
+                total = d.n_experts_all;
+                /* the dense layers rank 0 streams read as many bytes as this many more uncached experts */
+                const double per_expert = total > 0 ? (double)d.n_expert_used * d.n_moe_layers * d.expert_slot_bytes / total : 0;
+                if (per_expert > 0) cap[0] -= (double)d.n_dense_streamed * d.dense_layer_bytes / per_expert;
+            }
+        }
+        pooled += cap[r];
+    }
+    if (rc == 0 && total > 0) {
+        double *want = malloc(sizeof(double) * (size_t)R);
+        int sum = 0;
+        for (int r = 0; want && r < R; r++) {
+            const double n = pooled < total ? cap[r] + (total - pooled) / R : pooled > 0 ? total * cap[r] / pooled : total / R;
+            want[r] = X * n / total;
+            rooms[r] = want[r] < 1 ? 1 : (int)want[r];
+            sum += rooms[r];
+        }
+        while (want && sum != X) { /* largest remainders first, never below one */
+            int best = -1;
+            for (int r = 0; r < R; r++) {
+                const double gap = want[r] - rooms[r];
+                if (sum < X ? best < 0 || gap > want[best] - rooms[best]
+                            : rooms[r] > 1 && (best < 0 || gap < want[best] - rooms[best]))
+                    best = r;
+            }
+            if (best < 0) break;
+            rooms[best] += sum < X ? 1 : -1;
+            sum += sum < X ? 1 : -1;
+        }
+        if (!want || sum != X) ep_rooms_equal(X, R, rooms);
+        free(want);
+    }
+    free(cap);
+    free(equal);
+    return rc;
 }
 
 /* Are the last three of rates[1..n) within 10% of their mean? */

@@ -253,7 +253,9 @@ void df_plan_predict_ranks(const df_plan *r0, const df_plan *rn, double disk_byt
     const int R = r0->ranks > 1 ? r0->ranks : 1;
     /* each rank's part of a MoE layer's selections: its learned share of the uses, else 1 / R */
     const double K = r0->n_expert_used;
-    const double share0 = r0->hot_known ? K * r0->hot_share : K / R, share = rn->hot_known ? K * rn->hot_share : K / R;
+    const double part0 = r0->n_experts_all > 0 ? (double)r0->n_experts_total / r0->n_experts_all : 1.0 / R;
+    const double part = rn->n_experts_all > 0 ? (double)rn->n_experts_total / rn->n_experts_all : 1.0 / R;
+    const double share0 = r0->hot_known ? K * r0->hot_share : K * part0, share = rn->hot_known ? K * rn->hot_share : K * part;
     predict_pass(r0, disk_bytes_per_s, memory_bytes_per_s, share0, 1.0, 0, &out->rank0);
     predict_pass(R > 1 ? rn : r0, disk_bytes_per_s, memory_bytes_per_s, R > 1 ? share : share0, 1.0, 0, &out->other);
     /* ranks on one machine share its disk: their reads add up; on their own machines the slowest rank sets

@@ -51,36 +51,53 @@ static int by_use(const void *a, const void *b) {
     return x - y;
 }
 
-/* Layer l by learned use: hottest first, each to the rank with the least use
- * so far that still has room (every rank gets n_expert / size experts, the
- * first n_expert % size ranks one more, as round robin gives them). */
-static void assign_by_use(ep_state *ep, int l, const double *uses, int *order, double *load, int *count) {
+/* The rank of the least load for its room that still has room (ties: the
+ * lowest). With equal rooms and no uses this deals round robin. */
+static int least_loaded(const ep_state *ep, const int *room, const double *load, const int *count) {
+    int best = -1;
+    for (int r = 0; r < ep->size; r++)
+        if (count[r] < room[r] && (best < 0 || load[r] * room[best] < load[best] * room[r])) best = r;
+    return best;
+}
+
+/* Layer l by learned use (hottest first), or by number where uses says
+ * nothing: each expert to the rank with the least load for its room
+ * (least_loaded). */
+static void assign_layer(ep_state *ep, int l, const double *uses, const int *room, int *order, double *load,
+                         int *count) {
     const int X = ep->n_expert, R = ep->size;
     for (int e = 0; e < X; e++) order[e] = l * X + e;
-    sort_uses = uses;
-    qsort(order, (size_t)X, sizeof *order, by_use);
+    if (uses) {
+        sort_uses = uses;
+        qsort(order, (size_t)X, sizeof *order, by_use);
+    }
     for (int r = 0; r < R; r++) load[r] = 0, count[r] = 0;
     for (int i = 0; i < X; i++) {
-        int best = -1;
-        for (int r = 0; r < R; r++) {
-            const int room = X / R + (r < X % R);
-            if (count[r] < room && (best < 0 || load[r] < load[best])) best = r;
-        }
+        const int best = least_loaded(ep, room, load, count);
         ep->owner[order[i]] = (int16_t)best;
-        load[best] += uses[order[i]];
+        load[best] += uses ? uses[order[i]] : 1.0;
         count[best]++;
     }
 }
 
-void ep_assign(ep_state *ep, const uint8_t *has, const double *uses) {
+void ep_rooms_equal(int n_expert, int ranks, int *room) {
+    for (int r = 0; r < ranks; r++) room[r] = n_expert / ranks + (r < n_expert % ranks);
+}
+
+void ep_assign(ep_state *ep, const uint8_t *has, const double *uses, const int *rooms) {
     const int X = ep->n_expert, R = ep->size;
     int *order = malloc(sizeof(int) * (size_t)(X > 0 ? X : 1)), *count = malloc(sizeof(int) * (size_t)R);
+    int *room = malloc(sizeof(int) * (size_t)R);
     double *load = malloc(sizeof(double) * (size_t)R);
+    if (room) {
+        if (rooms) memcpy(room, rooms, sizeof(int) * (size_t)R);
+        else ep_rooms_equal(X, R, room);
+    }
     for (int l = 0; l < ep->n_layer; l++) {
         double sum = 0;
         for (int e = 0; uses && e < X; e++) sum += uses[l * X + e];
-        if (has[l] && sum > 0 && order && count && load) {
-            assign_by_use(ep, l, uses, order, load, count);
+        if (order && count && load && room) {
+            assign_layer(ep, l, has[l] && sum > 0 ? uses : NULL, room, order, load, count);
         } else {
             for (int e = 0; e < X; e++) ep->owner[l * X + e] = (int16_t)(e % R);
         }
@@ -88,6 +105,7 @@ void ep_assign(ep_state *ep, const uint8_t *has, const double *uses) {
     }
     free(order);
     free(count);
+    free(room);
     free(load);
 }
 

@@ -26,7 +26,7 @@
 
 #include "model.h"
 
-enum ep_op { EP_STOP = 1, EP_LOAD, EP_LOADED, EP_UNLOAD, EP_RUN, EP_STATS };
+enum ep_op { EP_STOP = 1, EP_LOAD, EP_LOADED, EP_UNLOAD, EP_RUN, EP_STATS, EP_BUDGETS };
 
 typedef struct ep_head {
     int32_t op;      /* enum ep_op */
@@ -56,10 +56,13 @@ typedef struct ep_state {
 ep_state *ep_new(int rank, int size, int id, int n_layer, int n_expert, int n_used);
 void ep_free(ep_state *ep);
 /* Share out the routed experts of the layers that have them (has[l]):
- * balanced by use where uses (n_layer * n_expert, learned counts) says
- * something, else round robin; the same result on every rank for the same
+ * rank r gets rooms[r] of every layer's (NULL: ep_rooms_equal), balanced by
+ * use for the room where uses (n_layer * n_expert, learned counts) says
+ * something, else dealt in turn; the same result on every rank for the same
  * input, and stable across runs (docs/cluster.md). */
-void ep_assign(ep_state *ep, const uint8_t *has, const double *uses);
+void ep_assign(ep_state *ep, const uint8_t *has, const double *uses, const int *rooms);
+/* n_expert / ranks experts each, the first n_expert % ranks one more. */
+void ep_rooms_equal(int n_expert, int ranks, int *room);
 
 /* Take the owner table rank 0 decided (owner: n_layer x n_expert). */
 void ep_take(ep_state *ep, const uint8_t *has, const int16_t *owner);

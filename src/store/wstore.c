@@ -320,6 +320,7 @@ int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err,
     p->resident = used - (p->n_dense_streamed ? 2 * dmax : 0);
     uint64_t left = avail - used;
     uint64_t slots = es ? left / es : 0;
+    p->expert_room = slots;
     if (slots > (uint64_t)p->n_experts_total) slots = (uint64_t)p->n_experts_total;
     p->n_expert_slots = (int)slots;
 done:

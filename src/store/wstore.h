@@ -88,6 +88,7 @@ typedef struct ws_plan {
     int n_dense_streamed;       /* layers whose dense weights stream */
     uint64_t dense_slot;        /* bytes of one layer buffer (two when streaming) */
     int n_expert_slots;         /* expert cache capacity, in (layer, expert) slots */
+    uint64_t expert_room;       /* the slots the budget leaves room for, more than there are experts or not */
     int n_experts_total;        /* routed experts over all layers */
     uint64_t expert_slot;       /* bytes of one slot (gate + up + down, aligned) */
     uint64_t minimum;           /* smallest budget that can run the model */

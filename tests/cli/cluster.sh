@@ -70,13 +70,36 @@ check "--mem: rank 0 reads at most 0.55x a single process's bytes per token" \
     awk -v a="$r0" -v b="$one" 'BEGIN { exit !(b > 0 && a <= 0.55 * b) }'
 check "--mem: rank 1 reads its own share" awk -v a="$r1" 'BEGIN { exit !(a > 0) }'
 check "--mem: the network line" grep -q "^cluster: network: rank 0 sent" "$T/big.e2"
+# shares by the ranks' caches: with a context of 1024, rank 0's session leaves it fewer slots than rank 1
+# (which keeps no context), so it owns fewer experts; the deal plan --ranks predicts is the run's, and the
+# shares add up to the model's experts
+own() { sed -n "s/^cluster: rank $1: \([0-9]*\) experts, \([0-9]*\) cache slots.*/\1 \2/p" "$2"; }
+"${MPI[@]}" -np 2 "$D" run "${Q[@]/256/1024}" > "$T/big.2c" 2> "$T/big.e2c"
+check "--mem -c 1024, 2 ranks: the single process's text" cmp -s "$T/big.1" "$T/big.2c"
+read -r e0 s0 <<< "$(own 0 "$T/big.e2c")"; read -r e1 s1 <<< "$(own 1 "$T/big.e2c")"
+pr=$("$D" plan -m "$T/big.gguf" --mem 60M -c 1024 --disk-gbps 2 --mem-gbps 20 --json --hot none --ranks 2 2> /dev/null)
+echo "2 ranks at 60M: rank 0 $e0 experts in $s0 slots, rank 1 $e1 in $s1; plan: $(jq -c '[.rank0_experts, .rank_experts]' <<< "$pr")"
+check "--mem -c 1024: fewer slots on rank 0 (${s0:-?} < ${s1:-?}), fewer experts (${e0:-?} < ${e1:-?})" \
+    test "${s0:-0}" -lt "${s1:-0}" -a "${e0:-0}" -lt "${e1:-0}"
+check "--mem -c 1024: the shares add up to the model's 512 experts" test $((e0 + e1)) = 512
+check "--mem -c 1024: plan --ranks 2 deals them as the run did" \
+    test "$(jq '"\(.rank0_experts) \(.rank_experts)"' -r <<< "$pr")" = "$e0 $e1"
+# a rank with a larger budget of its own (Open MPI's MPMD syntax) gets a larger share
+read -r g0 _ <<< "$(own 0 "$T/big.e2")"; read -r g1 _ <<< "$(own 1 "$T/big.e2")"
+"${MPI[@]}" -np 1 "$D" run "${Q[@]}" : -np 1 "$D" run "${Q[@]/60M/90M}" > "$T/big.2b" 2> "$T/big.e2b"
+check "--mem 60M and 90M: the single process's text" cmp -s "$T/big.1" "$T/big.2b"
+read -r f0 _ <<< "$(own 0 "$T/big.e2b")"; read -r f1 _ <<< "$(own 1 "$T/big.e2b")"
+check "--mem 60M and 90M: rank 1's larger cache owns more (${f1:-?} > ${g1:-?} experts at 60M each; rank 0 ${f0:-?})" \
+    test "${f1:-0}" -gt "${g1:-0}" -a $((f0 + f1)) = 512
 
 # ---- plan --ranks: what each rank holds, reads and sends, and the tokens/s ----
 pj() { "$D" plan -m "$T/big.gguf" --mem 60M -c 256 --disk-gbps 2 --mem-gbps 20 --json "$@" 2> /dev/null; }
 j1=$(pj); j2=$(pj --ranks 2 --net-gbps 1000 --net-latency-us 0); j4=$(pj --ranks 4 --net-gbps 1000 --net-latency-us 0)
 total=$(jq .experts_total <<< "$j1")
-check "plan --ranks 4: rank 0's share and the others' make the model's $total experts" \
-    test "$(jq '.rank0_experts + 3 * .rank_experts' <<< "$j4")" = "$total"
+check "plan --ranks 4: all the ranks' experts are the model's $total" test "$(jq .experts_all <<< "$j4")" = "$total"
+c4=$(pj --ranks 4 -c 1024)
+check "plan --ranks 4 -c 1024: rank 0 owns fewer than the others, all of them the model's $total" \
+    jq -e --argjson t "$total" '.rank0_experts < .rank_experts and .experts_all == $t' <<< "$c4"
 check "plan --ranks: with their own disks and a fast network, 2 ranks beat one machine" \
     jq -e '.cluster_tokens_per_s > .predicted_tokens_per_s' <<< "$j2"
 check "plan --ranks: ... and 4 beat 2" test "$(jq -n --argjson a "$j2" --argjson b "$j4" '$b.cluster_tokens_per_s > $a.cluster_tokens_per_s')" = true
