@@ -588,12 +588,12 @@ void df_plan_predict_spec(const df_plan *p, double disk_bytes_per_s, double memo
 /* A cluster's tokens/s (docs/cluster.md): rank 0's plan r0 and any other
  * rank's rn, on machines like the one the rates describe, joined by a network
  * of net_bytes_per_s and net_latency_s per message. Per token, every rank
- * reads the misses of its share (of n_expert_used a MoE layer, its part of
- * the experts, n_experts_total / n_experts_all, under uniform routing, or its
- * learned share: df_plan.hot_share) from its
- * own disk, or, with one_machine > 0 (the ranks on one machine, of which
- * one_machine can compute at once: its cores / a rank's threads), all from
- * one disk; and rank 0 exchanges three messages a MoE layer. The memory
+ * reads the misses of its share of each MoE layer's n_expert_used (its part
+ * of the experts, n_experts_total / n_experts_all, under uniform routing, or
+ * its learned share, df_plan.hot_share) from its own disk, or, with
+ * one_machine > 0 (the ranks on one machine, of which one_machine can
+ * compute at once: its cores / a rank's threads), all from one disk; and
+ * rank 0 exchanges three messages a MoE layer. The memory
  * rate stands for the compute (a rank reads its weights about as fast as it
  * computes with them): rank 0's dense part, then every rank's experts at
  * once. Unlike df_plan_predict, the disk, the compute and the messages add

@@ -251,7 +251,7 @@ void df_plan_predict_ranks(const df_plan *r0, const df_plan *rn, double disk_byt
                            double net_bytes_per_s, double net_latency_s, int one_machine, df_cluster_speed *out) {
     memset(out, 0, sizeof *out);
     const int R = r0->ranks > 1 ? r0->ranks : 1;
-    /* each rank's part of a MoE layer's selections: its learned share of the uses, else 1 / R */
+    /* each rank's part of a MoE layer's selections: its learned share of the uses, else its part of the experts */
     const double K = r0->n_expert_used;
     const double part0 = r0->n_experts_all > 0 ? (double)r0->n_experts_total / r0->n_experts_all : 1.0 / R;
     const double part = rn->n_experts_all > 0 ? (double)rn->n_experts_total / rn->n_experts_all : 1.0 / R;
@@ -281,7 +281,7 @@ void df_plan_predict_ranks(const df_plan *r0, const df_plan *rn, double disk_byt
     }
     /* in series: a MoE layer's step waits for every rank's rows, so a miss the lookahead did not guess ahead
      * (most of them: its recall is 20-60%) stalls the whole cluster while it is read, and the computing and
-     * the messages do not overlap each other (bench/RESULTS.md: within 11% at 1, 2 and 4 ranks) */
+     * the messages do not overlap each other (bench/RESULTS.md, bench/cluster.sh 2026-12-05: within 5% at 2 and 4 ranks) */
     const double t = out->disk_seconds + out->memory_seconds + out->net_seconds;
     const int fits = r0->budget >= r0->minimum && (R == 1 || rn->budget >= rn->minimum);
     out->tokens_per_s = fits && t > 0 ? 1.0 / t : 0.0;
