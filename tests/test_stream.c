@@ -396,6 +396,31 @@ static void test_dense_streaming_identical(void **state) {
     check_identical("--preset small --type q8_0", "dense", 1 << 20);
 }
 
+/* Every family's dense layers streamed through the two buffers (a budget
+ * just above the minimum), with the same logits as in memory: a layer's
+ * weights are then in a buffer, not at their tensor's address (MLA with one
+ * combined attn_kv_b read it from there once, and crashed). */
+static void test_dense_streaming_families(void **state) {
+    (void)state;
+    static const char *const presets[] = {"deepseek-v2-lite-tiny", "deepseek-v3-tiny", "kimi-k3-tiny",
+                                          "deepseek4-tiny", "qwen35moe-tiny", "gpt-oss-tiny", "glm-dsa-tiny"};
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+        char args[160], path[256], err[512];
+        snprintf(args, sizeof args, "--preset %s --type q8_0", presets[i]);
+        make_model(args, presets[i], path, sizeof path);
+        df_model_params mp = df_model_default_params();
+        mp.n_threads = 2;
+        mp.n_ctx = 64;
+        mp.n_batch = 16;
+        mp.mem_budget = minimum_for(path) + (256 << 10);
+        df_plan p;
+        assert_int_equal(df_model_plan(path, &mp, &p, err, sizeof err), 0);
+        printf("  %s: %d of %d layers stream their dense weights\n", presets[i], p.n_dense_streamed, p.n_layer);
+        assert_true(p.n_dense_streamed > 0);
+        check_identical(args, presets[i], 256 << 10);
+    }
+}
+
 static void test_budget_below_minimum(void **state) {
     (void)state;
     char path[256], err[512];
@@ -516,6 +541,7 @@ int main(void) {
         cmocka_unit_test(test_nextn_block_skipped),
         cmocka_unit_test(test_shrink_mid_decode),
         cmocka_unit_test(test_dense_streaming_identical),
+        cmocka_unit_test(test_dense_streaming_families),
         cmocka_unit_test(test_budget_below_minimum),
         cmocka_unit_test(test_hot_file),
         cmocka_unit_test(test_truncated_while_streaming),

@@ -86,6 +86,7 @@ typedef struct {
     df_session *s;
     df_layer *L;
     int layer, n;
+    const uint8_t *kv_b; /* attn_kv_b's bytes as ws_fetch gave them (a streamed layer's are in its buffer) */
 } mla_job;
 
 /* Combined attn_kv_b: q_abs[t][h][r] = sum_i q_nope[t][h][i] * K_h[i][r],
@@ -103,7 +104,7 @@ static void absorb_combined(void *arg, int ith, int nth) {
     for (long hh = lo; hh < hi; hh++) {
         for (int t = 0; t < j->n; t++) memset(s->q_abs + ((int64_t)t * h->n_head + hh) * s->kv_dim_k, 0, sizeof(float) * (size_t)R);
         for (int i = 0; i < nope; i++) {
-            q->to_float((const uint8_t *)w->data + (size_t)(hh * stride + i) * w->row_bytes, row, R);
+            q->to_float(j->kv_b + (size_t)(hh * stride + i) * w->row_bytes, row, R);
             for (int t = 0; t < j->n; t++) {
                 const float qv = s->q[(int64_t)t * h->n_head * h->head_dim + hh * h->head_dim + i];
                 float *dst = s->q_abs + ((int64_t)t * h->n_head + hh) * s->kv_dim_k;
@@ -187,7 +188,7 @@ int df_mla_attention(df_session *s, df_session *const *own, int l, int n, int ro
         df_mem_store(own[t], l, r, s->lat + t * D, NULL);
     }
     /* absorbed queries: [Wk_b[h] * q_nope | q_pe] */
-    mla_job job = {s, L, l, n};
+    mla_job job = {s, L, l, n, NULL};
     if (L->wk_b) {
         const uint8_t *wk = ws_fetch(m->ws, L->wk_b, err, errlen);
         if (!wk) return -1;
@@ -196,7 +197,7 @@ int df_mla_attention(df_session *s, df_session *const *own, int l, int n, int ro
         ws_release(m->ws, L->wk_b);
         if (rc) return df_seterr(err, errlen, "internal: MLA scratch too small");
     } else {
-        if (!ws_fetch(m->ws, L->wkv_b, err, errlen)) return -1;
+        if (!(job.kv_b = ws_fetch(m->ws, L->wkv_b, err, errlen))) return -1;
         tp_run(m->pool, absorb_combined, &job);
         ws_release(m->ws, L->wkv_b);
     }
