@@ -107,6 +107,11 @@ typedef struct df_model_params {
      * read, while the machine has room (df_plan_predict_tiers says what it gives). 0 (default): reads
      * bypass the page cache (O_DIRECT, else dropped after reading), which then never holds the model. */
     int page_cache;
+    /* In a cluster (df_cluster_init, docs/cluster.md): 1 cuts the model's layers into contiguous ranges,
+     * one per rank, the hidden state going from rank to rank (the CLI's --split layers); 0 (default)
+     * shares the routed experts of every layer out (--split experts), or, for a model without any, runs
+     * it on rank 0 alone. */
+    int split_layers;
 } df_model_params;
 
 /* How streamed weights are read: DF_IO_AUTO picks the engine measured

@@ -62,6 +62,7 @@ typedef struct {
     uint64_t mem;
     int io_threads, io_engine, progress;
     int page_cache;                   /* --page-cache: df_model_params.page_cache */
+    int split_layers;                 /* --split layers: df_model_params.split_layers */
     double probe_secs;
     double disk_gbps, mem_gbps; /* plan: a machine's speeds instead of measuring this one's (GB/s, 1e9 bytes) */
     int ranks, one_machine;     /* plan --ranks N: N machines sharing the experts (--one-machine: N ranks on one: one disk, one memory) */
@@ -92,6 +93,9 @@ static const char USAGE[] =
             "            per pass, K chosen as it runs to maximise tokens/s (--spec-k fixes it; 0 = off)\n"
             "  run       -m MODEL --batch-file PROMPTS [--parallel N] [run's options]   one prompt a line, up to N\n"
             "            (default 16) decoded together, one pass over the weights per step; completions in order\n"
+            "  mpirun -np N deltafin run|logits|bench ... [--split layers|experts]   one model over N processes\n"
+            "            (docs/cluster.md): experts (default for MoE) shares every layer's routed experts out;\n"
+            "            layers gives each rank a contiguous range of layers, the hidden state going rank to rank\n"
             "  plan      -m MODEL [--mem SIZE (default: what this machine can give now)] [-c CTX] [--json]\n"
             "            [--probe-seconds S] [--io-threads N] [--io ENGINE]\n"
             "            [--disk-gbps X] [--mem-gbps Y] [--resident-type q4_K|q8_0] [--spec-accept A] [--draft-max K]\n"
@@ -204,7 +208,7 @@ enum { FLAG, VALUE };
 static const struct { const char *name, *alias; int kind; } OPTIONS[] = {
     {"--pieces", NULL, FLAG}, {"--no-bos", NULL, FLAG}, {"--no-mmap", NULL, FLAG}, {"--mmap", NULL, FLAG}, {"--ignore-eos", NULL, FLAG},
     {"--json", NULL, FLAG}, {"--progress", NULL, FLAG}, {"--page-cache", NULL, FLAG}, {"--one-machine", NULL, FLAG},
-    {"--ranks", NULL, VALUE}, {"--net-gbps", NULL, VALUE}, {"--net-latency-us", NULL, VALUE}, {"--help", "-h", FLAG},
+    {"--ranks", NULL, VALUE}, {"--split", NULL, VALUE}, {"--net-gbps", NULL, VALUE}, {"--net-latency-us", NULL, VALUE}, {"--help", "-h", FLAG},
     {"--model", "-m", VALUE}, {"--prompt", "-p", VALUE}, {"--file", "-f", VALUE}, {"--tokens", NULL, VALUE},
     {"--out", NULL, VALUE}, {"--trace-experts", NULL, VALUE}, {"--trace-ties", NULL, VALUE}, {"--tie-margin", NULL, VALUE}, {"--hot", NULL, VALUE}, {"--io-threads", NULL, VALUE},
     {"--resident-type", NULL, VALUE}, {"--prompt-cache", NULL, VALUE}, {"--model-draft", "-md", VALUE},
@@ -390,6 +394,10 @@ static void parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--disk-gbps")) o->disk_gbps = parse_float(name, v, 0, 1e6, 1);
         else if (!strcmp(a, "--mem-gbps")) o->mem_gbps = parse_float(name, v, 0, 1e6, 1);
         else if (!strcmp(a, "--ranks")) o->ranks = (int)parse_long(name, v, 1, 4096);
+        else if (!strcmp(a, "--split")) {
+            if (strcmp(v, "layers") && strcmp(v, "experts")) usage_error("--split %s: say layers or experts%s", v, "");
+            o->split_layers = !strcmp(v, "layers");
+        }
         else if (!strcmp(a, "--net-gbps")) o->net_gbps = parse_float(name, v, 0, 1e6, 1);
         else if (!strcmp(a, "--net-latency-us")) o->net_latency_us = parse_float(name, v, 0, 1e7, 0);
         else if (!strcmp(a, "--spec-accept")) o->spec_accept = parse_float(name, v, 0, 0.999, 0);
@@ -515,6 +523,7 @@ static df_model_params model_params(const opts *o) {
     mp.io_threads = o->io_threads;
     mp.io_engine = o->io_engine;
     mp.page_cache = o->page_cache;
+    mp.split_layers = o->split_layers;
     mp.hot_file = o->hot && !strcmp(o->hot, "none") ? "" : o->hot;
     mp.resident_type = o->resident_type;
     mp.spec_k_max = spec_rows(o);
@@ -816,6 +825,10 @@ static int plan_ranks(const opts *o, const df_model_params *mp, double disk, dou
 static int cmd_plan(const opts *given) {
     opts with_mem = *given;
     const opts *o = &with_mem;
+    if (o->split_layers && o->ranks > 1) {
+        fprintf(stderr, "deltafin: plan --ranks predicts expert parallel only; --split layers is not modelled yet\n");
+        return 2;
+    }
     if (!with_mem.mem) { /* no --mem: what this machine can give now */
         char b[32];
         if (!(with_mem.mem = df_memory_room())) {

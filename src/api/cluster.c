@@ -26,6 +26,7 @@
 #include "comm.h"
 #include "expar.h"
 #include "moe.h"
+#include "pipe.h"
 #include "session.h"
 #include "util.h"
 #include "wstore.h"
@@ -35,7 +36,8 @@
 typedef struct {
     int id;
     df_model *m;
-    df_session *s;
+    df_session *s;       /* expert parallel: the session its steps run in */
+    pp_mirrors *mirrors; /* pipeline: rank 0's sessions, as this rank's layers keep them */
     uint64_t pass;
 } shared_model;
 
@@ -75,7 +77,13 @@ static df_rank_stats own_stats(const df_model *m) {
     r.misses = st.misses;
     r.wait_seconds = st.wait_seconds;
     r.expert_slots = ws_get_plan(m->ws)->n_expert_slots;
-    if (m->ep) {
+    if (m->pp) {
+        r.net_sent = m->pp->sent;
+        r.net_received = m->pp->received;
+        r.messages = m->pp->messages;
+        for (int l = m->pp->lo[m->pp->rank]; l < m->pp->hi[m->pp->rank]; l++)
+            r.experts_owned += m->layers[l].ffn_gate_exps ? (uint64_t)m->hp.n_expert : 0;
+    } else if (m->ep) {
         r.net_sent = m->ep->sent;
         r.net_received = m->ep->received;
         r.messages = m->ep->messages;
@@ -94,15 +102,15 @@ static int gather_stats(const df_model *m, df_rank_stats *all, char *err, size_t
 
 int df_cluster_stats(df_model *m, df_rank_stats *out, int cap, int *n, char *err, size_t errlen) {
     *n = 1;
-    if (!m->ep) {
+    if (!m->ep && !m->pp) {
         if (cap > 0) out[0] = own_stats(m);
         return DF_OK;
     }
-    const int R = m->ep->size;
+    const int R = m->ep ? m->ep->size : m->pp->size;
     df_rank_stats *all = calloc((size_t)R, sizeof *all);
     if (!all) return df_seterr(err, errlen, "out of memory"), DF_E_NOMEM;
     pthread_mutex_lock(&m->decode_mu); /* between two steps, never inside one */
-    const ep_head h = {.op = EP_STATS, .model = m->ep->id};
+    const ep_head h = {.op = EP_STATS, .model = m->ep ? m->ep->id : m->pp->id};
     int rc = ep_send(m->ep, &h, NULL, err, errlen) == 0 && gather_stats(m, all, err, errlen) == 0 ? DF_OK : DF_E_IO;
     pthread_mutex_unlock(&m->decode_mu);
     for (int r = 0; r < R && r < cap && rc == DF_OK; r++) out[r] = all[r];
@@ -126,6 +134,7 @@ static shared_model *find(shared_model *ms, int id) {
 
 static void drop(shared_model *sm) {
     df_session_free(sm->s);
+    pp_mirrors_free(sm->mirrors);
     df_model_free(sm->m);
     memset(sm, 0, sizeof *sm);
 }
@@ -184,6 +193,27 @@ int df_cluster_worker(const char *model, uint64_t mem_budget, int n_threads, cha
             else if (slot == MAX_MODELS)
                 die("loading", "too many models at once");
             free(payload);
+        } else if (h.op == EP_PP_LOAD) {
+            uint8_t *payload = h.bytes <= (64u << 20) ? malloc(h.bytes ? h.bytes : 1) : NULL;
+            if (!payload) die("loading", "out of memory for the load message");
+            if (comm_bcast(payload, h.bytes, 0, why, sizeof why) != 0) die("loading", why);
+            int slot = 0;
+            while (slot < MAX_MODELS && ms[slot].m) slot++;
+            if (slot == MAX_MODELS) die("loading", "too many models at once");
+            df_model *m = NULL;
+            pp_mirrors *t = pp_mirrors_new();
+            if (!t) die("loading", "out of memory");
+            /* a failure was agreed with rank 0, which reports it: wait for the next message */
+            if (df_load_stage(&h, payload, model, mem_budget, n_threads, &m, why, sizeof why) == 0)
+                ms[slot] = (shared_model){.id = h.model, .m = m, .mirrors = t};
+            else
+                pp_mirrors_free(t);
+            free(payload);
+        } else if (h.op == EP_PP_RUN || h.op == EP_PP_SESSION) {
+            shared_model *sm = find(ms, h.model);
+            if (!sm || !sm->mirrors) die("a step", "of a model this rank does not hold");
+            if (h.op == EP_PP_SESSION) df_pipe_session(sm->mirrors, &h);
+            else if (df_pipe_pass(sm->m, sm->mirrors, &h, why, sizeof why) != 0) die("a step", why);
         } else if (h.op == EP_UNLOAD) {
             shared_model *sm = find(ms, h.model);
             if (sm) drop(sm);

@@ -13,5 +13,8 @@
  * session its steps run in. Collective with rank 0's df_model_load. */
 int df_load_share(const ep_head *h, const void *payload, const char *path, uint64_t mem_budget, int n_threads,
                   df_model **out, df_session **sess, char *err, size_t errlen);
+/* A rank other than 0, at EP_PP_LOAD: its stage of rank 0's model (pipe.h), the same agreed steps. */
+int df_load_stage(const ep_head *h, const void *payload, const char *path, uint64_t mem_budget, int n_threads,
+                  df_model **out, char *err, size_t errlen);
 
 #endif

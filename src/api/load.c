@@ -22,6 +22,7 @@
 #include "bind.h"
 #include "comm.h"
 #include "expar.h"
+#include "pipe.h"
 #include "grammar.h"
 #include "moe.h"
 #include "quant.h"
@@ -215,12 +216,19 @@ int df_model_save_hot(df_model *m, char *err, size_t errlen) {
 void df_model_free(df_model *m) {
     if (!m) return;
     /* a caller that did not save (df_model_save_hot) gets a best-effort save */
-    if (m->ws && ws_streaming(m->ws) && !ws_hot_saved(m->ws) && (!m->ep || m->ep->rank == 0)) ws_save_hot(m->ws, NULL, 0);
+    if (m->ws && ws_streaming(m->ws) && !ws_hot_saved(m->ws) && (!m->ep || m->ep->rank == 0) &&
+        (!m->pp || m->pp->rank == 0))
+        ws_save_hot(m->ws, NULL, 0);
     if (m->ep && m->ep->rank == 0 && m->ep_loaded) { /* the other ranks free their share */
         const ep_head h = {.op = EP_UNLOAD, .model = m->ep->id};
         ep_send(m->ep, &h, NULL, NULL, 0);
     }
+    if (m->pp && m->pp->rank == 0 && m->ep_loaded) { /* ... or their stage */
+        const ep_head h = {.op = EP_UNLOAD, .model = m->pp->id};
+        ep_send(NULL, &h, NULL, NULL, 0);
+    }
     ep_free(m->ep);
+    pp_free(m->pp);
     free(m->hot_path);
     df_scratch_free(m);
     tp_free(m->pool);
@@ -264,6 +272,13 @@ static int store_config(df_model *m, const df_model_params *p, ws_config *cfg, c
         cfg->mode = p->mem_budget ? WS_STREAM : WS_MMAP;
         cfg->own = m->ep->own;
         cfg->experts_only = cfg->hot_readonly = m->ep->rank > 0;
+    }
+    if (m->pp) { /* a stage of a pipeline: its layers (pipe.h); the others mapped, never touched */
+        if (!p->mem_budget) cfg->mode = WS_MMAP;
+        cfg->layer_lo = m->pp->lo[m->pp->rank];
+        cfg->layer_hi = m->pp->hi[m->pp->rank];
+        cfg->globals = m->pp->rank == 0;
+        cfg->hot_readonly = m->pp->rank > 0;
     }
     cfg->n_layer = m->hp.n_layer + m->hp.n_layer_mtp; /* the MTP block, when loaded, is planned as a layer */
     cfg->n_expert = m->hp.n_expert;
@@ -426,10 +441,64 @@ typedef struct load_msg {
     char hot[4096];       /* rank 0's hot file, read (never written) by the others where they find it */
     char resident_type[16];
     uint64_t fingerprint, mem_budget;
-    int32_t n_batch, kv_type, io_threads, io_engine, mtp, no_hot, n_layer, n_expert, page_cache;
+    int32_t n_batch, kv_type, io_threads, io_engine, mtp, no_hot, n_layer, n_expert, page_cache, n_ctx, n_sessions;
 } load_msg;
 
 static int next_model_id; /* rank 0's names for the models it shares (one loader at a time in practice) */
+
+/* What rank 0 tells the others of model m loaded with params p (fingerprint fp): lm's fields before
+ * the tables that follow it. */
+static void fill_load_msg(const df_model *m, const df_model_params *p, uint64_t fp, load_msg *lm) {
+    snprintf(lm->path, sizeof lm->path, "%s", m->path);
+    snprintf(lm->resident_type, sizeof lm->resident_type, "%s", p->resident_type ? p->resident_type : "");
+    lm->fingerprint = fp;
+    lm->mem_budget = p->mem_budget;
+    lm->n_batch = p->n_batch > 0 ? p->n_batch : 512;
+    lm->n_ctx = p->n_ctx;
+    lm->n_sessions = p->n_sessions;
+    lm->kv_type = p->kv_type;
+    lm->io_threads = p->io_threads;
+    lm->io_engine = p->io_engine;
+    lm->page_cache = p->page_cache;
+    lm->mtp = p->mtp;
+    lm->no_hot = p->hot_file && !*p->hot_file;
+    if (p->hot_file && strlen(p->hot_file) < sizeof lm->hot) snprintf(lm->hot, sizeof lm->hot, "%s", p->hot_file);
+    lm->n_layer = m->hp.n_layer + m->hp.n_layer_mtp;
+    lm->n_expert = m->hp.n_expert;
+}
+
+/* A rank other than 0: the parameters rank 0 loaded with, under this rank's budget (0: rank 0's). */
+static df_model_params params_sent(const load_msg *lm, uint64_t mem_budget, int n_threads) {
+    df_model_params p = df_model_default_params();
+    p.mem_budget = mem_budget ? mem_budget : lm->mem_budget;
+    p.kv_type = lm->kv_type;
+    p.io_threads = lm->io_threads;
+    p.io_engine = lm->io_engine;
+    p.page_cache = lm->page_cache;
+    p.hot_file = lm->no_hot ? "" : lm->hot[0] ? lm->hot : NULL;
+    p.resident_type = lm->resident_type[0] ? lm->resident_type : NULL;
+    p.n_threads = n_threads;
+    return p;
+}
+
+static df_model *model_new(void);
+
+/* A rank other than 0: its copy of rank 0's model (at path, else rank 0's), read and checked to be the
+ * same (fingerprint and layers): 0, or -1 with why (*out set either way, to free). */
+static int open_copy(const load_msg *lm, const char *path, const df_model_params *p, df_model **out, char *why,
+                     size_t n) {
+    if (!path || !*path) path = lm->path;
+    df_model *m = *out = model_new();
+    int rc = !m ? df_seterr(why, n, "out of memory") : load_header(m, path, p, why, n);
+    if (rc == 0) rc = validate(m, why, n);
+    uint64_t fp = 0;
+    if (rc == 0) rc = gguf_fingerprint(m->g, &fp, why, n);
+    if (rc == 0 && (fp != lm->fingerprint || m->hp.n_layer + m->hp.n_layer_mtp != lm->n_layer ||
+                    m->hp.n_expert != lm->n_expert))
+        rc = df_seterr(why, n, "%s is not the same model as rank 0's %s (another file, version or quantization): "
+                       "every rank must load the same model", path, lm->path);
+    return rc ? -1 : 0;
+}
 
 /* Which layers have routed experts, from the directory (nothing bound yet). */
 static void expert_layers(const df_model *m, int L, uint8_t *has) {
@@ -517,22 +586,8 @@ static int load_primary(df_model *m, const df_model_params *p, char *err, size_t
         free(has), free(buf), free(uses);
         return rc;
     }
-    load_msg *lm = (load_msg *)buf;
-    snprintf(lm->path, sizeof lm->path, "%s", m->path);
-    snprintf(lm->resident_type, sizeof lm->resident_type, "%s", p->resident_type ? p->resident_type : "");
-    lm->fingerprint = fp;
-    lm->mem_budget = p->mem_budget;
-    lm->n_batch = p->n_batch > 0 ? p->n_batch : 512;
-    lm->kv_type = p->kv_type;
-    lm->io_threads = p->io_threads;
-    lm->io_engine = p->io_engine;
-    lm->page_cache = p->page_cache;
-    lm->mtp = p->mtp;
-    lm->no_hot = p->hot_file && !*p->hot_file;
-    if (p->hot_file && strlen(p->hot_file) < sizeof lm->hot) snprintf(lm->hot, sizeof lm->hot, "%s", p->hot_file);
-    lm->n_layer = L;
-    lm->n_expert = X;
-    memcpy(buf + sizeof *lm, m->ep->owner, cells * sizeof(int16_t));
+    fill_load_msg(m, p, fp, (load_msg *)(void *)buf);
+    memcpy(buf + sizeof(load_msg), m->ep->owner, cells * sizeof(int16_t));
     const ep_head h = {.op = EP_LOAD, .model = m->ep->id, .bytes = bytes};
     rc = ep_send(m->ep, &h, buf, err, errlen);
     free(has), free(buf), free(uses);
@@ -542,6 +597,69 @@ static int load_primary(df_model *m, const df_model_params *p, char *err, size_t
     if (ep_agree(open_share(m, p, why, sizeof why), why, err, errlen) != 0) return DF_E_NOMEM;
     m->ep_loaded = 1;
     return DF_OK;
+}
+
+/* ---- a model cut into stages over a cluster (pipe.h, --split layers) ---- */
+
+/* This rank's store and bindings of its stage, agreed step by step with the others: the checks so far
+ * (rc, why) and the plan, then the opening. */
+static int open_stage(df_model *m, const df_model_params *p, int rc, char *why, size_t n, char *err, size_t errlen) {
+    if (rc == 0) rc = plan_share(m, p, why, n);
+    if (ep_agree(rc, why, err, errlen) != 0) return DF_E_NOMEM;
+    return ep_agree(open_share(m, p, why, n), why, err, errlen) != 0 ? DF_E_NOMEM : DF_OK;
+}
+
+/* Rank 0 of a pipeline: cut the layers, tell the others, load its stage. */
+static int load_stage_primary(df_model *m, const df_model_params *p, char *err, size_t errlen) {
+    const int R = comm_size();
+    if (validate(m, err, errlen) != 0) return DF_E_INPUT;
+    if (p->mtp) return df_seterr(err, errlen, "%s: --split layers does not run the MTP block yet", m->path), DF_E_UNSUPPORTED;
+    if (strlen(m->path) >= sizeof ((load_msg *)0)->path)
+        return df_seterr(err, errlen, "%s: the path is too long to send to the other ranks", m->path), DF_E_INPUT;
+    uint64_t fp;
+    if (gguf_fingerprint(m->g, &fp, err, errlen) != 0) return DF_E_IO;
+    m->pp = pp_new(0, R, ++next_model_id);
+    if (!m->pp) return df_seterr(err, errlen, "out of memory"), DF_E_NOMEM;
+    m->session_freed = df_pipe_freed;
+    if (pp_split(m->pp, m->g, m->hp.n_layer, err, errlen) != 0) return DF_E_INPUT;
+    const size_t bytes = sizeof(load_msg) + 2 * sizeof(int32_t) * (size_t)R;
+    uint8_t *buf = calloc(1, bytes);
+    if (!buf) return df_seterr(err, errlen, "out of memory"), DF_E_NOMEM;
+    fill_load_msg(m, p, fp, (load_msg *)(void *)buf);
+    int32_t *range = (int32_t *)(void *)(buf + sizeof(load_msg));
+    for (int r = 0; r < R; r++) range[r] = m->pp->lo[r], range[R + r] = m->pp->hi[r];
+    const ep_head h = {.op = EP_PP_LOAD, .model = m->pp->id, .bytes = bytes};
+    const int rc = ep_send(NULL, &h, buf, err, errlen);
+    free(buf);
+    if (rc != 0) return DF_E_IO;
+    char why[500] = "";
+    const int orc = open_stage(m, p, 0, why, sizeof why, err, errlen);
+    if (orc == DF_OK) m->ep_loaded = 1;
+    return orc;
+}
+
+int df_load_stage(const ep_head *h, const void *payload, const char *path, uint64_t mem_budget, int n_threads,
+                  df_model **out, char *err, size_t errlen) {
+    const load_msg *lm = payload;
+    const int R = comm_size();
+    char why[500] = "";
+    *out = NULL;
+    df_model_params p = params_sent(lm, mem_budget, n_threads);
+    p.n_batch = lm->n_batch;
+    p.n_ctx = lm->n_ctx; /* the sessions rank 0 planned: its mirrors here are as many and as large */
+    p.n_sessions = lm->n_sessions;
+    df_model *m = NULL;
+    int rc = h->bytes != sizeof *lm + 2 * sizeof(int32_t) * (size_t)R
+                 ? df_seterr(why, sizeof why, "internal: a damaged load message") : open_copy(lm, path, &p, &m, why, sizeof why);
+    if (rc == 0 && !(m->pp = pp_new(comm_rank(), R, h->model))) rc = df_seterr(why, sizeof why, "out of memory");
+    const int32_t *range = (const int32_t *)(const void *)(lm + 1);
+    for (int r = 0; rc == 0 && r < R; r++) m->pp->lo[r] = range[r], m->pp->hi[r] = range[R + r];
+    if (open_stage(m, &p, rc, why, sizeof why, err, errlen) != DF_OK) {
+        df_model_free(m);
+        return -1;
+    }
+    *out = m;
+    return 0;
 }
 
 /* A model, empty, with its lock. */
@@ -569,34 +687,15 @@ int df_load_share(const ep_head *h, const void *payload, const char *path, uint6
     char why[500] = "";
     *out = NULL;
     *sess = NULL;
-    df_model_params p = df_model_default_params();
+    df_model_params p = params_sent(lm, mem_budget, n_threads);
+    p.n_ctx = p.n_batch = lm->n_batch; /* rows of a step: its session keeps no context */
+    p.mtp = lm->mtp;
     df_model *m = NULL;
     int rc = h->bytes < sizeof *lm || lm->n_layer < 0 || lm->n_expert < 1 ||
              h->bytes != sizeof *lm + (uint64_t)lm->n_layer * (uint64_t)lm->n_expert * sizeof(int16_t)
                  ? df_seterr(why, sizeof why, "internal: a damaged load message (%llu bytes, %d x %d)",
-                             (unsigned long long)h->bytes, lm->n_layer, lm->n_expert) : 0;
-    if (rc == 0) {
-        p.mem_budget = mem_budget ? mem_budget : lm->mem_budget;
-        p.n_ctx = p.n_batch = lm->n_batch; /* rows of a step: its session keeps no context */
-        p.kv_type = lm->kv_type;
-        p.io_threads = lm->io_threads;
-        p.io_engine = lm->io_engine;
-        p.page_cache = lm->page_cache;
-        p.mtp = lm->mtp;
-        p.hot_file = lm->no_hot ? "" : lm->hot[0] ? lm->hot : NULL;
-        p.resident_type = lm->resident_type[0] ? lm->resident_type : NULL;
-        p.n_threads = n_threads;
-        if (!path || !*path) path = lm->path;
-        m = model_new();
-        rc = !m ? df_seterr(why, sizeof why, "out of memory") : load_header(m, path, &p, why, sizeof why);
-    }
-    if (rc == 0) rc = validate(m, why, sizeof why);
-    uint64_t fp = 0;
-    if (rc == 0) rc = gguf_fingerprint(m->g, &fp, why, sizeof why);
-    if (rc == 0 && (fp != lm->fingerprint || m->hp.n_layer + m->hp.n_layer_mtp != lm->n_layer ||
-                    m->hp.n_expert != lm->n_expert))
-        rc = df_seterr(why, sizeof why, "%s is not the same model as rank 0's %s (another file, version or "
-                       "quantization): every rank must load the same model", path, lm->path);
+                             (unsigned long long)h->bytes, lm->n_layer, lm->n_expert)
+                 : open_copy(lm, path, &p, &m, why, sizeof why);
     if (rc == 0) {
         const int L = lm->n_layer;
         m->ep = ep_new(comm_rank(), comm_size(), h->model, L, lm->n_expert, m->hp.n_expert_used);
@@ -643,6 +742,11 @@ int df_model_load(const char *path, const df_model_params *p, df_model **out, ch
         goto fail;
     }
     if (m->vocab_only) {
+        *out = m;
+        return DF_OK;
+    }
+    if (comm_size() > 1 && comm_rank() == 0 && p->split_layers) { /* its layers cut into stages over a cluster */
+        if ((rc = load_stage_primary(m, p, err, errlen)) != DF_OK) goto fail;
         *out = m;
         return DF_OK;
     }

@@ -40,6 +40,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "pipe.h"
 #include "session.h"
 #include "util.h"
 
@@ -245,6 +246,7 @@ static int hash_piece(void *ctx, void *p, size_t n) {
 static int write_piece(void *ctx, void *p, size_t n) { return write_all(((writer *)ctx)->fd, p, n); }
 
 int df_session_save(df_session *s, const char *path, const void *user, size_t user_len, char *err, size_t errlen) {
+    if (df_pipe_refuse(s, "saving a session", err, errlen)) return DF_E_UNSUPPORTED;
     if (!path || !*path) return df_seterr(err, errlen, "df_session_save: no path");
     if (user_len && !user) return df_seterr(err, errlen, "df_session_save: no user bytes");
     if (s->rec_broken) return df_seterr(err, errlen, "the session's recurrent state is unusable: nothing to save");
@@ -355,6 +357,7 @@ static int read_header(df_session *s, int fd, const char *path, snap_shape *out,
 int df_session_load(df_session *s, const char *path, void *user, size_t user_cap, size_t *user_len, char *err,
                     size_t errlen) {
     if (user_len) *user_len = 0;
+    if (df_pipe_refuse(s, "loading a session", err, errlen)) return DF_E_UNSUPPORTED;
     const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return df_seterr(err, errlen, "%s: %s", path, strerror(errno));
     struct stat st;
@@ -445,6 +448,7 @@ static int copy_in(void *ctx, void *p, size_t n) {
 }
 
 int df_session_save_mem(df_session *s, void **out, size_t *len, char *err, size_t errlen) {
+    if (df_pipe_refuse(s, "saving a session", err, errlen)) return DF_E_UNSUPPORTED;
     if (!out || !len) return df_seterr(err, errlen, "df_session_save_mem: bad arguments");
     *out = NULL;
     *len = 0;
@@ -466,6 +470,7 @@ int df_session_save_mem(df_session *s, void **out, size_t *len, char *err, size_
 }
 
 int df_session_load_mem(df_session *s, const void *buf, size_t len, char *err, size_t errlen) {
+    if (df_pipe_refuse(s, "loading a session", err, errlen)) return DF_E_UNSUPPORTED;
     if (!buf || len < HDR_BYTES + 8) return df_seterr(err, errlen, "df_session_load_mem: not a snapshot");
     const unsigned char *b = buf;
     snap_shape sh;

@@ -77,6 +77,7 @@
 #include <string.h>
 
 #include "mtp.h"
+#include "pipe.h"
 #include "session.h"
 #include "util.h"
 
@@ -157,6 +158,7 @@ int df_spec_new(df_session *target, const df_spec_params *p, const int32_t *hist
     *out = NULL;
     if (!target || !p || n_history < 0 || (n_history > 0 && !history))
         return df_seterr(err, errlen, "df_spec_new: bad arguments");
+    if (p->source != DF_SPEC_NONE && df_pipe_refuse(target, "speculative decoding", err, errlen)) return DF_E_UNSUPPORTED;
     if (p->source < DF_SPEC_NONE || p->source > DF_SPEC_MTP)
         return df_seterr(err, errlen, "unknown guess source %d", p->source);
     if (p->source == DF_SPEC_DRAFT && !p->draft) return df_seterr(err, errlen, "a draft model's session is needed");

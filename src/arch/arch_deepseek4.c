@@ -307,11 +307,19 @@ static int forward(df_session *s, df_session *const *own, const int32_t *tokens,
     rp.attn_factor = 1.0f;
     rp.freq_factors = NULL;
     const rope_params rp_comp = df_dsv4_rope(s); /* the compressed layers' */
-    if (df_embed(s, tokens, n, s->x, err, errlen) != 0) return -1;
-    for (int t = 0; t < n; t++)
-        for (int64_t i = 0; i < HC; i++) memcpy(s->hc + (t * HC + i) * E, s->x + t * E, sizeof(float) * (size_t)E);
+    int lo, hi; /* this rank's layers (pipe.h; alone: all): the carry is the hyper-connections' streams */
+    df_pipe_layers(s, &lo, &hi);
+    float *const cb[1] = {s->hc};
+    const size_t cf[1] = {(size_t)n * (size_t)(HC * E)};
+    if (lo > 0) {
+        if (df_pipe_enter(s, cb, cf, 1, err, errlen)) return -1;
+    } else {
+        if (df_embed(s, tokens, n, s->x, err, errlen) != 0) return -1;
+        for (int t = 0; t < n; t++)
+            for (int64_t i = 0; i < HC; i++) memcpy(s->hc + (t * HC + i) * E, s->x + t * E, sizeof(float) * (size_t)E);
+    }
     s->moe_tokens = tokens;
-    for (int l = 0; l < h->n_layer; l++) {
+    for (int l = lo; l < hi; l++) {
         df_layer *L = &m->layers[l];
         if (hc_pre(s, L->hc_attn_fn, L->hc_attn_base, L->hc_attn_scale, 1, n, s->x, err, errlen) ||
             attention(s, own, l, n, h->comp_ratio[l] ? &rp_comp : &rp, err, errlen))
@@ -325,8 +333,10 @@ static int forward(df_session *s, df_session *const *own, const int32_t *tokens,
         if (df_layer_abort(s, err, errlen)) return -1;
     }
     s->moe_tokens = NULL;
-    if (hc_pre(s, m->output_hc_fn, m->output_hc_base, m->output_hc_scale, 0, n, s->x, err, errlen)) return -1;
+    if (df_pipe_hop(s, own, tokens, n, cb, cf, 1, err, errlen)) return -1;
     if (!own) s->pos += n;
+    if (!df_pipe_outputs(s)) return 0;
+    if (hc_pre(s, m->output_hc_fn, m->output_hc_base, m->output_hc_scale, 0, n, s->x, err, errlen)) return -1;
     return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }
 

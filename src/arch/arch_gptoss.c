@@ -136,13 +136,18 @@ static int forward(df_session *s, df_session *const *own, const int32_t *tokens,
     rope_params swa = s->rope; /* the window layers' RoPE: their own base (and YaRN ramp) */
     swa.freq_base = h->rope_base_swa;
     rope_corr_dims(h->n_rot, h->n_ctx_orig, h->rope_base_swa, h->yarn_beta_fast, h->yarn_beta_slow, swa.corr_dims);
-    if (df_embed(s, tokens, n, s->x, err, errlen) != 0) return -1;
-    for (int l = 0; l < h->n_layer; l++) {
+    int lo, hi; /* this rank's layers (pipe.h; alone: all) */
+    df_pipe_layers(s, &lo, &hi);
+    float *const cb[1] = {s->x};
+    const size_t cf[1] = {(size_t)n * (size_t)E};
+    if (lo == 0 ? df_embed(s, tokens, n, s->x, err, errlen) : df_pipe_enter(s, cb, cf, 1, err, errlen)) return -1;
+    for (int l = lo; l < hi; l++) {
         if (df_norm_rows(s, m->layers[l].attn_norm, s->x, n, E, E, s->xb, err, errlen)) return -1;
         if (attention(s, own, l, n, h->swa[l] ? &swa : &s->rope, err, errlen)) return -1;
         for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
         if (df_ffn_block(s, l, n, err, errlen)) return -1; /* post_attention_norm, experts, residual */
     }
+    if (df_pipe_hop(s, own, tokens, n, cb, cf, 1, err, errlen)) return -1;
     if (!own) s->pos += n;
     return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }

@@ -41,6 +41,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bind.h"
@@ -323,6 +324,29 @@ static int norm_into_xb(df_session *s, ws_tensor *w, const float *x, int n, char
     return 0;
 }
 
+/* A pipeline's hand-over (pipe.h): the running sum x and every block's banked input (res_stack; the same
+ * buffers on every rank, so all of them, whichever layer the hand-over is at): taken at this rank's first
+ * layer (enter), else handed on. Alone: nothing. */
+static int pipe_carry(df_session *s, df_session *const *own, const int32_t *tokens, int n, int enter, char *err,
+                      size_t errlen) {
+    const df_hparams *h = &s->m->hp;
+    if (!s->m->pp) return 0;
+    const int64_t E = h->n_embd, B = s->n_batch;
+    const int nb = 1 + (h->attn_res_block ? (h->n_layer + h->attn_res_block - 1) / h->attn_res_block : 0);
+    float **cb = malloc(sizeof *cb * (size_t)nb);
+    size_t *cf = malloc(sizeof *cf * (size_t)nb);
+    int rc = !cb || !cf ? df_seterr(err, errlen, "out of memory"), -1 : 0;
+    for (int k = 0; rc == 0 && k < nb; k++) {
+        cb[k] = k ? s->res_stack + (k - 1) * B * E : s->x;
+        cf[k] = (size_t)(n * E);
+    }
+    if (rc == 0)
+        rc = enter ? df_pipe_enter(s, cb, cf, nb, err, errlen) : df_pipe_hop(s, own, tokens, n, cb, cf, nb, err, errlen);
+    free(cb);
+    free(cf);
+    return rc;
+}
+
 /* The forward pass of n rows in s's scratch (own: layer.h, df_row_pos). */
 static int forward(df_session *s, df_session *const *own, const int32_t *tokens, int n, float *logits,
                    int all_logits, char *err, size_t errlen) {
@@ -330,9 +354,12 @@ static int forward(df_session *s, df_session *const *own, const int32_t *tokens,
     const df_hparams *h = &m->hp;
     const int64_t E = h->n_embd, B = s->n_batch;
     const int bs = h->attn_res_block;
-    int nck = 0;
-    if (df_embed(s, tokens, n, s->x, err, errlen) != 0) return -1;
-    for (int l = 0; l < h->n_layer; l++) {
+    int lo, hi; /* this rank's layers (pipe.h; alone: all): the carry is x and the banked blocks' inputs */
+    df_pipe_layers(s, &lo, &hi);
+    int nck = bs ? (lo + bs - 1) / bs : 0; /* blocks banked before layer lo */
+    if (lo == 0 && df_embed(s, tokens, n, s->x, err, errlen) != 0) return -1;
+    if (lo > 0 && pipe_carry(s, own, tokens, n, 1, err, errlen)) return -1;
+    for (int l = lo; l < hi; l++) {
         df_layer *L = &m->layers[l];
         if (df_layer_abort(s, err, errlen)) return -1; /* only models without recurrent layers stop here */
         const float *in = bs ? res_mix(s, L->attn_res_score, nck, n, err, errlen) : s->x;
@@ -351,6 +378,8 @@ static int forward(df_session *s, df_session *const *own, const int32_t *tokens,
         if (!in || norm_into_xb(s, L->ffn_norm, in, n, err, errlen) || ffn_layer(s, l, n, err, errlen)) return -1;
         for (int64_t i = 0; i < n * E; i++) s->x[i] += s->xb2[i];
     }
+    if (pipe_carry(s, own, tokens, n, 0, err, errlen)) return -1;
+    if (bs) nck = (h->n_layer + bs - 1) / bs; /* rank 0 of a pipeline: the last rank's blocks (alone: the same) */
     if (!own) s->pos += n;
     if (!logits) return 0;
     if (bs) {

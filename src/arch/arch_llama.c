@@ -205,13 +205,18 @@ int df_llama_forward(df_session *s, df_session *const *own, const int32_t *token
                      int all_logits, char *err, size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
-    if (df_embed(s, tokens, n, s->x, err, errlen) != 0) return -1;
+    int lo, hi; /* this rank's layers (pipe.h; alone: all) */
+    df_pipe_layers(s, &lo, &hi);
+    float *const cb[1] = {s->x};
+    const size_t cf[1] = {(size_t)n * (size_t)h->n_embd};
+    if (lo == 0 ? df_embed(s, tokens, n, s->x, err, errlen) : df_pipe_enter(s, cb, cf, 1, err, errlen)) return -1;
     for (int t = 0; t < n; t++) rope_cache(&s->rope, df_row_pos(s, own, t), s->rope_cache + (int64_t)t * h->n_rot);
 
-    for (int l = 0; l < h->n_layer; l++) {
+    for (int l = lo; l < hi; l++) {
         if (df_layer_abort(s, err, errlen)) return -1;
         if (df_llama_block(s, own, l, n, err, errlen)) return -1;
     }
+    if (df_pipe_hop(s, own, tokens, n, cb, cf, 1, err, errlen)) return -1;
     if (!own) s->pos += n;
     return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }

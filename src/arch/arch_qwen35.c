@@ -356,9 +356,13 @@ static int forward(df_session *s, df_session *const *own, const int32_t *tokens,
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     const int64_t E = h->n_embd;
-    if (df_embed(s, tokens, n, s->x, err, errlen)) return -1;
+    int lo, hi; /* this rank's layers (pipe.h; alone: all) */
+    df_pipe_layers(s, &lo, &hi);
+    float *const cb[1] = {s->x};
+    const size_t cf[1] = {(size_t)n * (size_t)E};
+    if (lo == 0 ? df_embed(s, tokens, n, s->x, err, errlen) : df_pipe_enter(s, cb, cf, 1, err, errlen)) return -1;
     for (int t = 0; t < n; t++) rope_cache(&s->rope, df_row_pos(s, own, t), s->rope_cache + (int64_t)t * h->n_rot);
-    for (int l = 0; l < h->n_layer; l++) {
+    for (int l = lo; l < hi; l++) {
         df_layer *L = &m->layers[l];
         if (df_layer_abort(s, err, errlen)) return -1; /* only models without recurrent layers stop here */
         if (df_norm_rows(s, L->attn_norm, s->x, n, E, E, s->xb, err, errlen)) return -1;
@@ -368,6 +372,7 @@ static int forward(df_session *s, df_session *const *own, const int32_t *tokens,
         for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
         if (df_ffn_block(s, l, n, err, errlen)) return -1; /* post_attention_norm, experts, shared expert */
     }
+    if (df_pipe_hop(s, own, tokens, n, cb, cf, 1, err, errlen)) return -1;
     if (!own) s->pos += n;
     return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }

@@ -52,6 +52,7 @@
 #include <string.h>
 
 #include "mtp.h"
+#include "pipe.h"
 #include "session.h"
 #include "util.h"
 
@@ -139,6 +140,7 @@ static int decode_locked(df_session *s, const int32_t *tokens, int n, float *log
 
 int df_decode_hidden(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, float *hidden,
                      char *err, size_t errlen) {
+    if (hidden && df_pipe_refuse(s, "hidden states", err, errlen)) return DF_E_UNSUPPORTED;
     if (hidden && (s->m->hp.hc_mult > 0 || s->m->hp.attn_res_block > 0))
         return df_seterr(err, errlen, "%s: %s's last hidden state is not one row per token", s->m->path,
                          s->m->arch_name), DF_E_UNSUPPORTED;

@@ -6,6 +6,7 @@
 #ifndef DF_LAYER_H
 #define DF_LAYER_H
 
+#include "pipe.h"
 #include "session.h"
 
 int df_matmul(df_session *s, ws_tensor *w, const float *x, int n_tok, float *y, int64_t ldy, char *err,

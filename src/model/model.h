@@ -238,6 +238,8 @@ struct df_model {
                               * first use under gram_mu */
     pthread_mutex_t gram_mu;
     struct ep_state *ep;      /* expert parallel over a cluster (expar.h); NULL: this process runs every expert */
+    struct pp_state *pp;      /* pipeline parallel over a cluster (pipe.h); NULL: this process runs every layer */
+    void (*session_freed)(struct df_session *s); /* rank 0 of a pipeline: tell the others (df_pipe_freed) */
     int ep_loaded;            /* rank 0: the other ranks hold their share (df_model_free tells them to drop it) */
 };
 

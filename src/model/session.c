@@ -690,6 +690,7 @@ void df_mem_idx_store(df_session *s, int l, int n_tok, const float *k) {
 
 void df_session_free(df_session *s) {
     if (!s) return;
+    if (s->m->session_freed) s->m->session_freed(s); /* rank 0 of a pipeline: the others free their mirrors */
     void *none = NULL;
     for (int i = 0; i < s->n_scr; i++) memcpy(s->scr_dst[i], &none, sizeof none); /* the model's scratch: not freed here */
     if (s->trace_out) df_out_commit(s->trace_out, NULL, 0); /* the records so far are kept */
@@ -733,7 +734,10 @@ int df_session_new(df_model *m, const df_session_params *p, df_session **out, ch
         return df_seterr(err, errlen, "%s: loaded for its vocabulary only: no session", m->path), DF_E_UNSUPPORTED;
     df_session *s = calloc(1, sizeof *s);
     if (!s) return df_seterr(err, errlen, "out of memory"), DF_E_NOMEM;
+    static uint64_t next_id; /* the names a pipeline's other ranks know sessions by (pipe.h) */
     s->m = m;
+    s->params = *p;
+    s->pp_id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
     s->abort_cb = p->abort_cb;
     s->abort_ctx = p->abort_ctx;
     s->mem = calloc(1, sizeof *s->mem);
@@ -827,6 +831,8 @@ int df_session_truncate(df_session *s, int pos, char *err, size_t errlen) {
 }
 
 int df_session_trace_experts(df_session *s, const char *path, char *err, size_t errlen) {
+    if (path && s->m->pp) /* the trace of rank 0's layers only */
+        return df_seterr(err, errlen, "an expert trace: not with --split layers yet");
     int rc = 0;
     if (s->trace_out) rc = df_out_commit(s->trace_out, err, errlen);
     s->trace_out = NULL;
@@ -854,6 +860,7 @@ int df_session_trace_experts(df_session *s, const char *path, char *err, size_t 
 #define TIES_MAGIC "# deltafin near ties\n"
 
 int df_session_trace_ties(df_session *s, const char *path, float eps, char *err, size_t errlen) {
+    if (path && s->m->pp) return df_seterr(err, errlen, "a near-tie trace: not with --split layers yet");
     int rc = 0;
     if (s->ties_out) rc = df_out_commit(s->ties_out, err, errlen);
     s->ties_out = NULL;

@@ -49,6 +49,8 @@ typedef struct df_mem df_mem; /* session.c */
 struct df_session {
     df_model *m;
     int n_ctx, n_batch, pos;
+    df_session_params params; /* as made (a pipeline's other ranks make their mirrors alike: pipe.h) */
+    uint64_t pp_id;           /* this process's name for it (pipe.h) */
     int rec_broken;         /* a decode failed midway through recurrent layers: their state is unusable until a reset */
     int64_t kv_dim_k, kv_dim_v; /* row widths of new keys / values (s->k, s->v): n_head_kv * head_dim(_v), or the MLA latent */
     df_mem *mem;            /* per-layer memory: session.c only */

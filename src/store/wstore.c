@@ -213,6 +213,16 @@ static int expert_part(const gguf_tensor *t) {
  * only serves experts holds besides its slots. */
 static int serves_experts(const char *name) { return strstr(name, "_exps.") != NULL; }
 
+/* Does this process hold the tensor named name (of layer l, -1: none; part: expert_part)? A rank that
+ * serves experts holds them only; a stage of a pipeline its layers, the small tensors outside every layer
+ * (norms, RoPE factors) and, with globals, the embeddings and the output head. */
+static int holds(const ws_config *cfg, const char *name, int l, int part) {
+    if (cfg->experts_only && part < 0 && !serves_experts(name)) return 0;
+    if (cfg->layer_hi > 0 && l >= 0) return l >= cfg->layer_lo && l < cfg->layer_hi;
+    if (cfg->layer_hi > 0) return cfg->globals || (strcmp(name, "token_embd.weight") && strcmp(name, "output.weight"));
+    return 1;
+}
+
 /* ---- planning ---- */
 
 /* Sums of sizes from a file: overflow makes the whole plan an error (a
@@ -241,8 +251,8 @@ int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err,
         const gguf_tensor *t = &g->tensors[i];
         const int l = layer_of(t->name), part = expert_part(t);
         if (l >= L) continue; /* a block past the model's layers (NextN/MTP): never bound, never read */
-        if (cfg->experts_only && part < 0 && !serves_experts(t->name)) {
-            ADD(p->dense_total, t->nbytes); /* another rank's */
+        if (!holds(cfg, t->name, l, part)) {
+            if (part < 0) ADD(p->dense_total, t->nbytes); /* another rank's */
             continue;
         }
         const uint64_t span = t->nbytes > UINT64_MAX / 2 ? (ovf = 1, 0) : span_bytes(t->nbytes);
@@ -306,6 +316,7 @@ int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err,
     }
     const uint64_t avail = cfg->budget - cfg->reserve;
     uint64_t used;
+    p->first_streamed = L;
     if (all_in - cfg->reserve <= avail) {
         used = globals + dall;
         p->n_dense_streamed = 0;
@@ -315,7 +326,9 @@ int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err,
         p->dense_slot = dmax;
         int keep = 0;
         while (keep < L && used + dense[keep] + slots_min <= avail) p->requant_saved += saved[keep], used += dense[keep++];
-        p->n_dense_streamed = L - keep;
+        p->first_streamed = keep;
+        p->n_dense_streamed = 0;
+        for (int l = keep; l < L; l++) p->n_dense_streamed += dfile[l] > 0; /* a stage's other layers hold none */
     }
     p->resident = used - (p->n_dense_streamed ? 2 * dmax : 0);
     uint64_t left = avail - used;
@@ -1091,8 +1104,8 @@ static int open_stream(wstore *ws, char *err, size_t errlen) {
         return df_seterr(err, errlen, "too many tensors (%llu)", (unsigned long long)g->n_tensors);
     }
     for (uint64_t i = 0; i < g->n_tensors; i++) { /* count first: dense_first[l + 1] */
-        const int l = layer_of(g->tensors[i].name);
-        if (l >= 0 && l < L && expert_part(&g->tensors[i]) < 0) ws->dense_first[l + 1]++;
+        const int l = layer_of(g->tensors[i].name), p = expert_part(&g->tensors[i]);
+        if (l >= 0 && l < L && p < 0 && holds(&ws->cfg, g->tensors[i].name, l, p)) ws->dense_first[l + 1]++;
     }
     ws->max_reads = 1;
     for (int l = 0; l < L; l++) {
@@ -1103,7 +1116,7 @@ static int open_stream(wstore *ws, char *err, size_t errlen) {
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const gguf_tensor *t = &g->tensors[i];
         const int l = layer_of(t->name), p = expert_part(t);
-        if (l < 0 || l >= L) continue;
+        if (l < 0 || l >= L || !holds(&ws->cfg, t->name, l, p)) continue;
         if (p >= 0) {
             if (t->ne[2] != X) {
                 free(fill);
@@ -1128,7 +1141,7 @@ static int open_stream(wstore *ws, char *err, size_t errlen) {
         }
         if ((!!ws->exps[l][0] + !!ws->exps[l][1] + !!ws->exps[l][2]) % 3 != 0)
             return df_seterr(err, errlen, "layer %d lacks one of ffn_gate_exps/ffn_up_exps/ffn_down_exps", l);
-        ws->dense_streamed[l] = l >= L - ws->plan.n_dense_streamed;
+        ws->dense_streamed[l] = ws->plan.n_dense_streamed && l >= ws->plan.first_streamed && ws->dense_bytes[l] > 0;
     }
     /* slots, allocated once */
     if (X > 0 && ws->plan.n_expert_slots > 0) {
@@ -1490,7 +1503,7 @@ static ws_tensor *get_checked(wstore *ws, const char *name, int table, char *err
     if (ws->cfg.mode == WS_PLAN) {
         t->data = NULL; /* checked, never read */
         t->type = rq;   /* as it would be held (architectures check types) */
-    } else if (ws->cfg.experts_only && ws->cfg.mode != WS_MMAP && t->part < 0 && !serves_experts(gt->name)) {
+    } else if (ws->cfg.mode != WS_MMAP && !holds(&ws->cfg, gt->name, t->layer, t->part)) {
         t->data = NULL; /* another rank runs the layer that uses it */
         t->elsewhere = 1;
     } else if (rq != gt->type && !streamed) {

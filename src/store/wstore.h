@@ -77,6 +77,10 @@ typedef struct ws_config {
      * file, never write it (rank 0 writes it). */
     const uint8_t *own;
     int experts_only, hot_readonly;
+    /* A stage of a pipeline (--split layers, docs/cluster.md): layer_hi > 0 holds only the layers
+     * [layer_lo, layer_hi), the small tensors outside every layer and, with globals, the embeddings and
+     * the output head; the others are never read, planned or cached (fetching them fails). */
+    int layer_lo, layer_hi, globals;
 } ws_config;
 
 /* What the planner decided (ws_get_plan), in bytes. */
@@ -86,6 +90,7 @@ typedef struct ws_plan {
     uint64_t dense_total;       /* all non-expert tensors */
     uint64_t expert_total;      /* all routed-expert bytes */
     int n_dense_streamed;       /* layers whose dense weights stream */
+    int first_streamed;         /* they are the layers from this one on that hold dense weights */
     uint64_t dense_slot;        /* bytes of one layer buffer (two when streaming) */
     int n_expert_slots;         /* expert cache capacity, in (layer, expert) slots */
     uint64_t expert_room;       /* the slots the budget leaves room for, more than there are experts or not */

@@ -7,11 +7,11 @@
 # mpirun stays outside; it starts each rank through a launch agent that
 # enters the rank's namespace (with its own host name) and cgroup. Checks:
 # the greedy text of 2 and 4 ranks equals one process's for a streamed MoE
-# model about seven times the budget and for deepseek4-tiny; the bytes the
-# ranks report as sent went over the veth links; no rank's cgroup hit its
-# limit. Needs root, ip and unshare; the cgroup half needs a writable cgroup
-# v1 memory controller and an unsanitized build (ASan's shadow memory is not
-# Deltafin's).
+# model about seven times the budget (expert parallel; split by layers over
+# 2) and for deepseek4-tiny; the bytes the ranks report as sent went over the
+# veth links; no rank's cgroup hit its limit. Needs root, ip and unshare;
+# the cgroup half needs a writable cgroup v1 memory controller and an
+# unsanitized build (ASan's shadow memory is not Deltafin's).
 set -u
 B=${1:-build}
 D=$(cd "$B" && pwd)/deltafin
@@ -105,6 +105,16 @@ for np in 2 4; do
     check "--mem over $np namespaces: the rows went over the veth links (> 100 KiB)" test $((after - before)) -gt 102400
     cg_check "--mem over $np namespaces"
 done
+# split by layers: the hidden state over the links, each stage in its cgroup of its budget + 256 MiB
+before=$(veth_bytes)
+mpi 2 "${Q[@]}" --split layers > "$T/bigL.2" 2> "$T/bigL.e2"
+rc=$?
+after=$(veth_bytes)
+check "--split layers --mem over 2 namespaces: exit 0" test "$rc" -eq 0
+check "--split layers --mem over 2 namespaces: the single process's text" cmp -s "$T/big.1" "$T/bigL.2"
+check "--split layers --mem over 2 namespaces: the carry went over the veth links (> 40 KiB)" \
+    test $((after - before)) -gt 40960
+cg_check "--split layers --mem over 2 namespaces"
 echo $(( 512 << 20 )) > "$T/limit"
 "$D" run -m "$T/ds4.gguf" -p "the cat sat on the mat" -n 16 --temp 0 -t 1 > "$T/ds4.1" 2> /dev/null
 mpi 2 run -m "$T/ds4.gguf" -p "the cat sat on the mat" -n 16 --temp 0 -t 1 > "$T/ds4.2" 2> "$T/ds4.e2"
