@@ -86,18 +86,20 @@ static float *run(const char *path, uint64_t budget, int engine, int *count, df_
     return out;
 }
 
-/* The plan of path for the sessions here (n_ctx g_ctx, batches of 16). */
-static df_plan plan_for(const char *path) {
+/* The plan of path under budget for the sessions here (n_ctx g_ctx, batches of 16). */
+static df_plan plan_at(const char *path, uint64_t budget) {
     char err[512];
     df_model_params mp = df_model_default_params();
     mp.n_threads = 2;
-    mp.mem_budget = 1;
+    mp.mem_budget = budget;
     mp.n_ctx = g_ctx;
     mp.n_batch = 16;
     df_plan p;
     assert_int_equal(df_model_plan(path, &mp, &p, err, sizeof err), 0);
     return p;
 }
+
+static df_plan plan_for(const char *path) { return plan_at(path, 1); }
 
 static uint64_t minimum_for(const char *path) {
     const df_plan p = plan_for(path);
@@ -382,14 +384,7 @@ static void test_dense_streaming_identical(void **state) {
     (void)state;
     char path[256];
     make_model("--preset small --type q8_0", "dense", path, sizeof path);
-    char err[512];
-    df_model_params mp = df_model_default_params();
-    mp.n_threads = 2;
-    mp.n_ctx = 64;
-    mp.n_batch = 16;
-    mp.mem_budget = minimum_for(path) + (1 << 20);
-    df_plan p;
-    assert_int_equal(df_model_plan(path, &mp, &p, err, sizeof err), 0);
+    const df_plan p = plan_at(path, minimum_for(path) + (1 << 20));
     printf("  dense: %d of %d layers stream through two %.1f MiB buffers\n", p.n_dense_streamed, p.n_layer,
            p.dense_slot_bytes / 1048576.0);
     assert_true(p.n_dense_streamed >= p.n_layer - 1);
@@ -405,16 +400,10 @@ static void test_dense_streaming_families(void **state) {
     static const char *const presets[] = {"deepseek-v2-lite-tiny", "deepseek-v3-tiny", "kimi-k3-tiny",
                                           "deepseek4-tiny", "qwen35moe-tiny", "gpt-oss-tiny", "glm-dsa-tiny"};
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
-        char args[160], path[256], err[512];
+        char args[160], path[256];
         snprintf(args, sizeof args, "--preset %s --type q8_0", presets[i]);
         make_model(args, presets[i], path, sizeof path);
-        df_model_params mp = df_model_default_params();
-        mp.n_threads = 2;
-        mp.n_ctx = 64;
-        mp.n_batch = 16;
-        mp.mem_budget = minimum_for(path) + (256 << 10);
-        df_plan p;
-        assert_int_equal(df_model_plan(path, &mp, &p, err, sizeof err), 0);
+        const df_plan p = plan_at(path, minimum_for(path) + (256 << 10));
         printf("  %s: %d of %d layers stream their dense weights\n", presets[i], p.n_dense_streamed, p.n_layer);
         assert_true(p.n_dense_streamed > 0);
         check_identical(args, presets[i], 256 << 10);
