@@ -22,9 +22,9 @@
 #include "bind.h"
 #include "comm.h"
 #include "expar.h"
-#include "pipe.h"
 #include "grammar.h"
 #include "moe.h"
+#include "pipe.h"
 #include "quant.h"
 #include "requant.h"
 #include "session.h"
@@ -644,13 +644,17 @@ int df_load_stage(const ep_head *h, const void *payload, const char *path, uint6
     const int R = comm_size();
     char why[500] = "";
     *out = NULL;
-    df_model_params p = params_sent(lm, mem_budget, n_threads);
-    p.n_batch = lm->n_batch;
-    p.n_ctx = lm->n_ctx; /* the sessions rank 0 planned: its mirrors here are as many and as large */
-    p.n_sessions = lm->n_sessions;
     df_model *m = NULL;
+    df_model_params p = df_model_default_params();
     int rc = h->bytes != sizeof *lm + 2 * sizeof(int32_t) * (size_t)R
-                 ? df_seterr(why, sizeof why, "internal: a damaged load message") : open_copy(lm, path, &p, &m, why, sizeof why);
+                 ? df_seterr(why, sizeof why, "internal: a damaged load message") : 0;
+    if (rc == 0) {
+        p = params_sent(lm, mem_budget, n_threads);
+        p.n_batch = lm->n_batch;
+        p.n_ctx = lm->n_ctx; /* the sessions rank 0 planned: its mirrors here are as many and as large */
+        p.n_sessions = lm->n_sessions;
+        rc = open_copy(lm, path, &p, &m, why, sizeof why);
+    }
     if (rc == 0 && !(m->pp = pp_new(comm_rank(), R, h->model))) rc = df_seterr(why, sizeof why, "out of memory");
     const int32_t *range = (const int32_t *)(const void *)(lm + 1);
     for (int r = 0; rc == 0 && r < R; r++) m->pp->lo[r] = range[r], m->pp->hi[r] = range[R + r];
@@ -687,15 +691,18 @@ int df_load_share(const ep_head *h, const void *payload, const char *path, uint6
     char why[500] = "";
     *out = NULL;
     *sess = NULL;
-    df_model_params p = params_sent(lm, mem_budget, n_threads);
-    p.n_ctx = p.n_batch = lm->n_batch; /* rows of a step: its session keeps no context */
-    p.mtp = lm->mtp;
+    df_model_params p = df_model_default_params();
     df_model *m = NULL;
     int rc = h->bytes < sizeof *lm || lm->n_layer < 0 || lm->n_expert < 1 ||
              h->bytes != sizeof *lm + (uint64_t)lm->n_layer * (uint64_t)lm->n_expert * sizeof(int16_t)
                  ? df_seterr(why, sizeof why, "internal: a damaged load message (%llu bytes, %d x %d)",
-                             (unsigned long long)h->bytes, lm->n_layer, lm->n_expert)
-                 : open_copy(lm, path, &p, &m, why, sizeof why);
+                             (unsigned long long)h->bytes, lm->n_layer, lm->n_expert) : 0;
+    if (rc == 0) {
+        p = params_sent(lm, mem_budget, n_threads);
+        p.n_ctx = p.n_batch = lm->n_batch; /* rows of a step: its session keeps no context */
+        p.mtp = lm->mtp;
+        rc = open_copy(lm, path, &p, &m, why, sizeof why);
+    }
     if (rc == 0) {
         const int L = lm->n_layer;
         m->ep = ep_new(comm_rank(), comm_size(), h->model, L, lm->n_expert, m->hp.n_expert_used);
