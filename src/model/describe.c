@@ -265,8 +265,8 @@ void df_plan_predict_ranks(const df_plan *r0, const df_plan *rn, double disk_byt
     out->disk_seconds = disk_bytes_per_s > 0 ? disk / disk_bytes_per_s : 0;
     /* compute: rank 0's dense part alone, then every rank's experts at once, on one machine as many at a time
      * as its cores allow (one_machine) */
-    const double rate = memory_bytes_per_s;
-    const double e0 = rate > 0 ? r0->n_moe_layers * share0 * (double)r0->expert_slot_bytes / rate : 0;
+    const double e0 = memory_bytes_per_s > 0
+                          ? r0->n_moe_layers * share0 * (double)r0->expert_slot_bytes / memory_bytes_per_s : 0;
     const double m0 = out->rank0.memory_seconds, d0 = m0 > e0 ? m0 - e0 : 0;
     const double en = R > 1 ? out->other.memory_seconds : 0, slowest = e0 > en ? e0 : en;
     const int at_once = one_machine > 0 ? (one_machine < R ? one_machine : R) : R;

@@ -15,6 +15,7 @@
 #include "layer.h"
 #include "session.h"
 #include "util.h"
+#include "wstore.h"
 
 pp_state *pp_new(int rank, int size, int id) {
     pp_state *pp = calloc(1, sizeof *pp);
@@ -39,14 +40,6 @@ void pp_free(pp_state *pp) {
     free(pp);
 }
 
-/* The layer a tensor name belongs to ("blk.N."), or -1. */
-static int layer_of(const char *name) {
-    if (strncmp(name, "blk.", 4) != 0) return -1;
-    char *end;
-    const long l = strtol(name + 4, &end, 10);
-    return end != name + 4 && *end == '.' && l >= 0 && l < 100000 ? (int)l : -1;
-}
-
 int pp_split(pp_state *pp, const gguf_ctx *g, int n_layer, char *err, size_t errlen) {
     const int R = pp->size;
     if (R > n_layer)
@@ -55,7 +48,7 @@ int pp_split(pp_state *pp, const gguf_ctx *g, int n_layer, char *err, size_t err
     double *bytes = calloc((size_t)n_layer + 1, sizeof *bytes), total = 0;
     if (!bytes) return df_seterr(err, errlen, "out of memory");
     for (uint64_t i = 0; i < g->n_tensors; i++) {
-        const int l = layer_of(g->tensors[i].name);
+        const int l = ws_layer_of(g->tensors[i].name);
         if (l >= n_layer) continue; /* a block the forward pass never runs (NextN) */
         bytes[l < 0 ? n_layer : l] += (double)g->tensors[i].nbytes; /* [n_layer]: rank 0's embeddings, output */
         total += (double)g->tensors[i].nbytes;

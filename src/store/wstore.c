@@ -193,7 +193,7 @@ uint64_t ws_parse_size(const char *s) {
 /* ---- tensor classification ---- */
 
 /* Layer index of "blk.N.*", else -1. */
-static int layer_of(const char *name) {
+int ws_layer_of(const char *name) {
     if (strncmp(name, "blk.", 4) != 0) return -1;
     char *end;
     long l = strtol(name + 4, &end, 10);
@@ -202,7 +202,7 @@ static int layer_of(const char *name) {
 
 /* 0/1/2 for gate/up/down expert tensors, else -1. */
 static int expert_part(const gguf_tensor *t) {
-    if (t->n_dims != 3 || layer_of(t->name) < 0) return -1;
+    if (t->n_dims != 3 || ws_layer_of(t->name) < 0) return -1;
     if (strstr(t->name, ".ffn_gate_exps.")) return 0;
     if (strstr(t->name, ".ffn_up_exps.")) return 1;
     if (strstr(t->name, ".ffn_down_exps.")) return 2;
@@ -249,7 +249,7 @@ int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err,
     int moe_layers = 0;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const gguf_tensor *t = &g->tensors[i];
-        const int l = layer_of(t->name), part = expert_part(t);
+        const int l = ws_layer_of(t->name), part = expert_part(t);
         if (l >= L) continue; /* a block past the model's layers (NextN/MTP): never bound, never read */
         if (!holds(cfg, t->name, l, part)) {
             if (part < 0) ADD(p->dense_total, t->nbytes); /* another rank's */
@@ -1104,7 +1104,7 @@ static int open_stream(wstore *ws, char *err, size_t errlen) {
         return df_seterr(err, errlen, "too many tensors (%llu)", (unsigned long long)g->n_tensors);
     }
     for (uint64_t i = 0; i < g->n_tensors; i++) { /* count first: dense_first[l + 1] */
-        const int l = layer_of(g->tensors[i].name), p = expert_part(&g->tensors[i]);
+        const int l = ws_layer_of(g->tensors[i].name), p = expert_part(&g->tensors[i]);
         if (l >= 0 && l < L && p < 0 && holds(&ws->cfg, g->tensors[i].name, l, p)) ws->dense_first[l + 1]++;
     }
     ws->max_reads = 1;
@@ -1115,7 +1115,7 @@ static int open_stream(wstore *ws, char *err, size_t errlen) {
     }
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const gguf_tensor *t = &g->tensors[i];
-        const int l = layer_of(t->name), p = expert_part(t);
+        const int l = ws_layer_of(t->name), p = expert_part(t);
         if (l < 0 || l >= L || !holds(&ws->cfg, t->name, l, p)) continue;
         if (p >= 0) {
             if (t->ne[2] != X) {
@@ -1494,7 +1494,7 @@ static ws_tensor *get_checked(wstore *ws, const char *name, int table, char *err
     memcpy(t->ne, gt->ne, sizeof t->ne);
     t->nbytes = gt->nbytes;
     t->row_bytes = quant_row_size(gt->type, gt->ne[0]);
-    t->layer = layer_of(gt->name);
+    t->layer = ws_layer_of(gt->name);
     t->part = expert_part(gt);
     t->gt = gt;
     const int rq = rq_resident_type(gt, t->part >= 0, ws->cfg.resident_type);

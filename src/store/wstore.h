@@ -101,6 +101,9 @@ typedef struct ws_plan {
                                  * below the minimum: what it saves with every dense layer resident) */
 } ws_plan;
 
+/* The layer a tensor belongs to by its name ("blk.N."), or -1 (embeddings, output, ...). */
+int ws_layer_of(const char *name);
+
 /* Open the store. In WS_STREAM mode this plans the budget and fails (naming
  * the minimum) if the model cannot run within it. */
 int ws_open(gguf_ctx *g, const ws_config *cfg, wstore **out, char *err, size_t errlen);
