@@ -505,6 +505,15 @@ void df_spec_free(df_spec *sp);
 
 /* ---- memory planning ---- */
 
+/* One kind of per-layer memory a session keeps: its name ("KV cache",
+ * "indexer keys"), the layers that keep it, its bytes for one session. */
+#define DF_PLAN_MEM_MAX 8
+typedef struct df_plan_mem {
+    char name[32];
+    int n_layers;
+    uint64_t bytes;
+} df_plan_mem;
+
 /* What a memory budget buys, without loading or running the model. */
 typedef struct df_plan {
     uint64_t budget, minimum;        /* bytes; minimum = smallest budget that can run it */
@@ -526,12 +535,8 @@ typedef struct df_plan {
     int n_ctx;                       /* the context a session is planned for */
     int n_swa_layers, swa_window;    /* sliding-window attention layers (gpt-oss) and their window */
     int swa_ring;                    /* positions their KV cache keeps (0: the whole context) */
-    int n_idx_layers, idx_top_k;     /* DSA (deepseek32, glm-dsa): layers whose indexer keeps a key cache
-                                      * (in session_bytes) and the keys each query attends to */
-    int n_comp_layers, n_comp_idx_layers; /* deepseek4: layers with a compressed attention / of those, with
-                                      * the lightning indexer (ratio 4) */
-    uint64_t comp_bytes, comp_idx_bytes, comp_state_bytes; /* deepseek4, one session (in session_bytes):
-                                      * compressed keys, indexer keys, compressors' partial-block states */
+    int n_mem;                       /* what one session of n_ctx positions keeps per layer (in session_bytes), */
+    df_plan_mem mem[DF_PLAN_MEM_MAX]; /* one entry per kind: "KV cache", "recurrent state", a family's own */
     int expert_width;                /* floats in an expert's input and output row (n_embd, or the latent) */
     /* From the learned hot file (p->hot_file or MODEL.hot), when there is one (hot_known): the share of
      * all expert uses that fall on the planned experts (1 alone; a rank's share in a cluster), and the hit

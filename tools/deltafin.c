@@ -531,6 +531,17 @@ static df_model_params model_params(const opts *o) {
     return mp;
 }
 
+/* What a session keeps per layer, on one line: "a session of 4096 positions
+ * keeps KV cache (24 layers) 96.0 MiB, ...". */
+static void print_mem_list(FILE *f, const df_plan *p) {
+    char b[32];
+    fprintf(f, "a session of %d positions keeps", p->n_ctx);
+    for (int i = 0; i < p->n_mem; i++)
+        fprintf(f, "%s %s (%d of %d layers) %s", i ? "," : "", p->mem[i].name, p->mem[i].n_layers, p->n_layer,
+                df_fmt_bytes(p->mem[i].bytes, b, sizeof b));
+    fprintf(f, "\n");
+}
+
 static void print_plan(const df_plan *p, int n_sessions, FILE *f) {
     const double M = 1 << 20;
     char b[4][32];
@@ -556,14 +567,8 @@ static void print_plan(const df_plan *p, int n_sessions, FILE *f) {
         fprintf(f, "plan: %d of %d layers attend over a sliding window of %d: their KV cache keeps %s\n",
                 p->n_swa_layers, p->n_layer, p->swa_window,
                 p->swa_ring ? (snprintf(b[0], 32, "a ring of %d positions", p->swa_ring), b[0]) : "the whole context");
-    if (p->n_idx_layers)
-        fprintf(f, "plan: %d of %d layers keep a DSA indexer key cache; each query attends to at most %d keys\n",
-                p->n_idx_layers, p->n_layer, p->idx_top_k);
-    if (p->n_comp_layers)
-        fprintf(f, "plan: %d of %d layers compress their attention (%d with the indexer); of the KV cache and scratch: "
-                "compressed caches %s, indexer keys %s, compressor states %s\n",
-                p->n_comp_layers, p->n_layer, p->n_comp_idx_layers, df_fmt_bytes(p->comp_bytes, b[0], 32),
-                df_fmt_bytes(p->comp_idx_bytes, b[1], 32), df_fmt_bytes(p->comp_state_bytes, b[2], 32));
+    fprintf(f, "plan: ");
+    print_mem_list(f, p);
     fprintf(f, "plan: minimum budget for this model and context: %s\n", df_fmt_bytes(p->minimum, b[0], 32));
 }
 
@@ -908,8 +913,7 @@ static int cmd_plan(const opts *given) {
                "\"memory_bytes_per_s\":%.0f,\"expected_hit_rate\":%.4f,\"disk_bytes_per_token\":%.0f,"
                "\"memory_bytes_per_token\":%.0f,\"predicted_tokens_per_s\":%.4f,\"disk_source\":\"%s\","
                "\"memory_source\":\"%s\",\"shape_only\":%s,\"requant_saved_bytes\":%llu,\"spec_accept\":%.3f,"
-               "\"spec_best_k\":%d,\"spec_tokens_per_s\":%.4f,\"compressed_layers\":%d,\"compressed_cache_bytes\":%llu,"
-               "\"compressed_indexer_bytes\":%llu,\"compressor_state_bytes\":%llu,\"page_cache_room_bytes\":%llu,"
+               "\"spec_best_k\":%d,\"spec_tokens_per_s\":%.4f,\"page_cache_room_bytes\":%llu,"
                "\"page_cache_hit_rate\":%.4f,\"page_cache_tokens_per_s\":%.4f,\"disk_bytes_per_s_low\":%.0f,"
                "\"disk_bytes_per_s_high\":%.0f,\"predicted_tokens_per_s_low\":%.4f,\"predicted_tokens_per_s_high\":%.4f",
                fits ? "true" : "false", (unsigned long long)p.budget, (unsigned long long)p.minimum,
@@ -918,11 +922,14 @@ static int cmd_plan(const opts *given) {
                p.n_experts_total, p.n_dense_streamed, disk, mem, hit, disk_tok, mem_tok, tps,
                how == DISK_GIVEN ? "given" : how == DISK_SHAPED ? "decode-shaped" : how == DISK_SCRATCH ? "scratch" : "plain",
                o->mem_gbps > 0 ? "given" : "measured", sparse ? "true" : "false",
-               (unsigned long long)p.requant_saved_bytes, o->spec_accept, spec_k, spec_tps[spec_k], p.n_comp_layers,
-               (unsigned long long)p.comp_bytes, (unsigned long long)p.comp_idx_bytes,
-               (unsigned long long)p.comp_state_bytes, (unsigned long long)beyond, tiers.page_cache_hit_rate,
+               (unsigned long long)p.requant_saved_bytes, o->spec_accept, spec_k, spec_tps[spec_k],
+               (unsigned long long)beyond, tiers.page_cache_hit_rate,
                tiers.tokens_per_s, lo, hi, lo_sp.tokens_per_s, hi_sp.tokens_per_s);
-        printf(",\"disk_windows\":[");
+        printf(",\"memory\":[");
+        for (int i = 0; i < p.n_mem; i++)
+            printf("%s{\"name\":\"%s\",\"layers\":%d,\"bytes\":%llu}", i ? "," : "", p.mem[i].name, p.mem[i].n_layers,
+                   (unsigned long long)p.mem[i].bytes);
+        printf("],\"disk_windows\":[");
         for (int i = 0; i < n_win; i++) printf("%s%.0f", i ? "," : "", win[i]);
         printf("]");
         int rrc = 0;
@@ -1033,19 +1040,16 @@ static int32_t *parse_tokens(const char *s, int *n) {
     return ids;
 }
 
-/* deepseek4's compressed attention, for info: its layers and what they keep
- * in a session of -c positions (the default context without -c). Nothing
- * for other models, nor for a file Deltafin cannot plan (info describes
+/* For info: what a session of -c positions (the default context without -c)
+ * keeps per layer. Nothing for a file Deltafin cannot plan (info describes
  * those too). */
-static void info_compressed(const opts *o) {
+static void info_memory(const opts *o) {
     df_model_params mp = model_params(o);
     df_plan p;
-    char err[ERRLEN], b[3][32];
-    if (df_model_plan(o->model, &mp, &p, err, sizeof err) != 0 || !p.n_comp_layers) return;
-    printf("compressed:    %d of %d layers (%d with the indexer); a session of %d positions keeps compressed caches "
-           "%s, indexer keys %s, compressor states %s\n",
-           p.n_comp_layers, p.n_layer, p.n_comp_idx_layers, p.n_ctx, df_fmt_bytes(p.comp_bytes, b[0], 32),
-           df_fmt_bytes(p.comp_idx_bytes, b[1], 32), df_fmt_bytes(p.comp_state_bytes, b[2], 32));
+    char err[ERRLEN];
+    if (df_model_plan(o->model, &mp, &p, err, sizeof err) != 0 || !p.n_mem) return;
+    printf("memory:        ");
+    print_mem_list(stdout, &p);
 }
 
 /* A count for people: 292.8 K, 35.2 M, 1.20 B. */
@@ -1103,7 +1107,7 @@ static int cmd_info(const opts *o) {
         printf(" (%.2f MiB per layer; %.2f MiB read per token if nothing is cached)\n",
                (double)tot / (double)(n_moe_layers ? n_moe_layers : 1) / (1 << 20), (double)tot * (double)used / (1 << 20));
     }
-    info_compressed(o);
+    info_memory(o);
     printf("tokenizer:     %s%s%s, %" PRIu64 " tokens, %" PRIu64 " merges\n", d->tok_model ? d->tok_model : "(none)",
            d->tok_pre ? ", pre=" : "", d->tok_pre ? d->tok_pre : "", d->n_tokens, d->n_merges);
     df_model_desc_free(d);

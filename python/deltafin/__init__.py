@@ -73,6 +73,13 @@ class _ModelInfo(ctypes.Structure):
                 ("n_threads", ctypes.c_int), ("packed_bytes", ctypes.c_uint64)]
 
 
+class _PlanMem(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * 32), ("n_layers", ctypes.c_int), ("bytes", ctypes.c_uint64)]
+
+
+_PLAN_MEM_MAX = 8
+
+
 class _Plan(ctypes.Structure):
     _fields_ = [("budget", ctypes.c_uint64), ("minimum", ctypes.c_uint64), ("session_bytes", ctypes.c_uint64),
                 ("scratch_bytes", ctypes.c_uint64), ("overhead_bytes", ctypes.c_uint64),
@@ -83,10 +90,8 @@ class _Plan(ctypes.Structure):
                 ("n_expert_used", ctypes.c_int), ("n_moe_layers", ctypes.c_int),
                 ("dense_layer_bytes", ctypes.c_uint64), ("requant_saved_bytes", ctypes.c_uint64),
                 ("n_ctx_train", ctypes.c_int), ("n_ctx", ctypes.c_int), ("n_swa_layers", ctypes.c_int),
-                ("swa_window", ctypes.c_int), ("swa_ring", ctypes.c_int), ("n_idx_layers", ctypes.c_int),
-                ("idx_top_k", ctypes.c_int), ("n_comp_layers", ctypes.c_int), ("n_comp_idx_layers", ctypes.c_int),
-                ("comp_bytes", ctypes.c_uint64), ("comp_idx_bytes", ctypes.c_uint64),
-                ("comp_state_bytes", ctypes.c_uint64), ("expert_width", ctypes.c_int), ("hot_known", ctypes.c_int),
+                ("swa_window", ctypes.c_int), ("swa_ring", ctypes.c_int), ("n_mem", ctypes.c_int),
+                ("mem", _PlanMem * _PLAN_MEM_MAX), ("expert_width", ctypes.c_int), ("hot_known", ctypes.c_int),
                 ("hot_share", ctypes.c_double), ("hot_hit_rate", ctypes.c_double), ("ranks", ctypes.c_int),
                 ("rank", ctypes.c_int), ("n_experts_all", ctypes.c_int)]
 
@@ -234,7 +239,9 @@ def plan(path: str, mem, n_ctx: int = 0, n_sessions: int = 0) -> dict:
     out = _Plan()
     err = ctypes.create_string_buffer(_ERRLEN)
     _check(_lib.df_model_plan(os.fsencode(resolve(path)), ctypes.byref(p), ctypes.byref(out), err, _ERRLEN), err)
-    return {name: getattr(out, name) for name, _ in _Plan._fields_}
+    d = {name: getattr(out, name) for name, _ in _Plan._fields_ if name not in ("n_mem", "mem")}
+    d["memory"] = [{"name": m.name.decode(), "layers": m.n_layers, "bytes": m.bytes} for m in out.mem[:out.n_mem]]
+    return d
 
 
 class _Owned:

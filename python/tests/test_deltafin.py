@@ -100,6 +100,9 @@ def test_errors_raise(model):
 def test_plan():
     p = deltafin.plan(MODEL, mem="64M", n_ctx=256)
     assert p["budget"] == 64 << 20 and 0 < p["minimum"] <= p["budget"] and p["n_ctx"] == 256
+    kv = [m for m in p["memory"] if m["name"] == "KV cache"]  # what a session keeps per layer
+    assert len(kv) == 1 and kv[0]["layers"] == p["n_layer"] and 0 < kv[0]["bytes"] < p["session_bytes"]
+    assert p["ranks"] == 1 and p["rank"] == 0 and p["n_experts_all"] == 0  # the fields after the list line up
 
 
 def test_budgeted_model_generates_the_same():

@@ -964,13 +964,7 @@ static int plan_rank(const char *path, const df_model_params *p, int ranks, int 
         sp.n_batch = q.n_batch;
         sp.kv_type = q.kv_type;
         out->swa_ring = out->n_swa_layers ? df_session_kv_ring(m, &sp) : 0;
-        out->n_idx_layers = m->hp.idx_n_head ? m->hp.n_layer_idx : 0;
-        out->idx_top_k = m->hp.idx_top_k;
-        for (int l = 0; m->hp.comp_ratio && l < m->hp.n_layer; l++) {
-            out->n_comp_layers += m->hp.comp_ratio[l] > 0;
-            out->n_comp_idx_layers += m->hp.comp_ratio[l] == 4;
-        }
-        out->n_ctx = df_session_comp_bytes(m, &sp, &out->comp_bytes, &out->comp_idx_bytes, &out->comp_state_bytes);
+        out->n_mem = df_session_mem_list(m, &sp, out->mem, DF_PLAN_MEM_MAX, &out->n_ctx);
         out->requant_saved_bytes = wp.requant_saved;
         out->n_experts_all = m->ep ? out->n_moe_layers * m->hp.n_expert : out->n_experts_total;
         if (room_slots) *room_slots = wp.minimum == UINT64_MAX || out->budget < wp.minimum ? 0 : wp.expert_room;

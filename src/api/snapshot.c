@@ -4,13 +4,13 @@
  *
  * DESIGN
  * A snapshot holds what a session has seen: the position, and for every
- * layer the rows of positions < pos of its KV or MLA latent cache (and of a
- * DSA layer's indexer key cache; a sliding-window layer's ring, at most,
- * as it lies: the ring's size is in the header and must match), deepseek4's
- * compressed keys and indexer keys of the blocks begun and its compressors'
- * state, or its
- * recurrent state (short-conv windows and delta-rule state), read and written
- * through session.c's accessors only. Scratch buffers are not saved: they
+ * layer the rows of positions < pos of its KV or MLA latent cache (a
+ * sliding-window layer's ring, at most, as it lies: the ring's size is in
+ * the header and must match), or its recurrent state (short-conv windows and
+ * delta-rule state); then the items its family declared (session.h's
+ * df_mem_decl), in their order: the rows of the positions or blocks begun,
+ * or all of a fixed item's. All of it is read and written through
+ * session.c's accessors only. Scratch buffers are not saved: they
  * hold nothing between decodes.
  *
  * File (little-endian):
@@ -111,14 +111,9 @@ static uint64_t cache_rows(const df_session *s, int l, uint64_t pos) {
     return d.ring && pos > (uint64_t)d.ring ? (uint64_t)d.ring : pos;
 }
 
-/* deepseek4 layer l's compressed memory at position pos, in floats: the
- * compressed and indexer rows of the blocks begun, the compressors' state. */
-static void comp_at(const df_session *s, int l, uint64_t pos, size_t *comp, size_t *lid, size_t *state) {
-    int64_t c, d, st;
-    df_mem_comp_floats(&s->m->hp, l, (int64_t)pos, &c, &d, &st);
-    *comp = (size_t)c;
-    *lid = (size_t)d;
-    *state = (size_t)st;
+/* Bytes of item i that layer l's family declared, at position pos. */
+static uint64_t item_bytes_at(const df_session *s, int l, int i, uint64_t pos) {
+    return df_mem_item_rows(s, l, i, (int64_t)pos) * df_mem_item_row_bytes(s, l, i);
 }
 
 /* Bytes of s's layers' memory in a snapshot at position pos (sh: row sizes). */
@@ -126,15 +121,11 @@ static uint64_t payload_bytes(const df_session *s, const snap_shape *sh, uint64_
     uint64_t total = 0;
     for (uint32_t l = 0; l < sh->n_layer; l++) {
         const int kind = df_mem_kind(s, (int)l);
-        if (kind == DF_MEM_RECURRENT) {
+        if (kind == DF_MEM_RECURRENT)
             total += (sh->conv + sh->state) * sizeof(float);
-            continue;
-        }
-        total += cache_rows(s, (int)l, pos) *
-                 (sh->k_row + (kind == DF_MEM_KV ? sh->v_row : 0) + df_mem_idx_row_bytes(s, (int)l));
-        size_t c, d, st;
-        comp_at(s, (int)l, pos, &c, &d, &st);
-        total += (uint64_t)(c + d + st) * sizeof(float);
+        else
+            total += cache_rows(s, (int)l, pos) * (sh->k_row + (kind == DF_MEM_KV ? sh->v_row : 0));
+        for (int i = 0; i < df_mem_n_items(s, (int)l); i++) total += item_bytes_at(s, (int)l, i, pos);
     }
     return total;
 }
@@ -198,23 +189,17 @@ static int each_piece(df_session *s, uint32_t pos, int (*visit)(void *ctx, void 
     const size_t kr = df_mem_k_row_bytes(s), vr = df_mem_v_row_bytes(s);
     for (int l = 0; l < h->n_layer; l++) {
         const int kind = df_mem_kind(s, l);
-        if (kind == DF_MEM_RECURRENT) {
-            if (visit(ctx, df_mem_conv(s, l), (size_t)df_rec_conv_floats(h) * sizeof(float)) ||
-                visit(ctx, df_mem_state(s, l), (size_t)df_rec_state_floats(h) * sizeof(float)))
-                return -1;
-            continue;
-        }
+        const size_t n = kind == DF_MEM_RECURRENT ? 0 : (size_t)cache_rows(s, l, pos);
+        if (kind == DF_MEM_RECURRENT && (visit(ctx, df_mem_conv(s, l), (size_t)df_rec_conv_floats(h) * sizeof(float)) ||
+                                         visit(ctx, df_mem_state(s, l), (size_t)df_rec_state_floats(h) * sizeof(float))))
+            return -1;
         /* rows of one layer are contiguous: rows 0..n-1 in one piece */
-        const size_t n = (size_t)cache_rows(s, l, pos);
         if (n && visit(ctx, df_mem_k_row_w(s, l, 0), n * kr)) return -1;
         if (kind == DF_MEM_KV && n && visit(ctx, df_mem_v_row_w(s, l, 0), n * vr)) return -1;
-        const size_t ir = df_mem_idx_row_bytes(s, l); /* DSA: the indexer's keys */
-        if (ir && n && visit(ctx, df_mem_idx_rows(s, l), n * ir)) return -1;
-        size_t c, d, st; /* deepseek4: compressed keys, indexer keys, compressors' state */
-        comp_at(s, l, pos, &c, &d, &st);
-        if (c && visit(ctx, df_mem_comp(s, l), c * sizeof(float))) return -1;
-        if (d && visit(ctx, df_mem_lid(s, l), d * sizeof(float))) return -1;
-        if (st && visit(ctx, df_mem_cstate(s, l), st * sizeof(float))) return -1;
+        for (int i = 0; i < df_mem_n_items(s, l); i++) { /* what the family declared, in its order */
+            const size_t b = (size_t)item_bytes_at(s, l, i, pos);
+            if (b && visit(ctx, df_mem_item(s, l, i), b)) return -1;
+        }
     }
     return 0;
 }

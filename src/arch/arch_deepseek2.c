@@ -143,4 +143,10 @@ int df_deepseek2_forward(df_session *s, df_session *const *own, const int32_t *t
     return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }
 
-const df_arch df_arch_deepseek2 = {"deepseek2", 0, hparams_deepseek2, df_deepseek2_bind, df_deepseek2_forward};
+const df_arch df_arch_deepseek2 = {
+    .name = "deepseek2",
+    .rope_neox = 0,
+    .hparams = hparams_deepseek2,
+    .bind = df_deepseek2_bind,
+    .forward = df_deepseek2_forward,
+};

@@ -47,6 +47,7 @@
 
 #define MAX_ROT 1024 /* rope.dimension_count (checked at load) */
 
+
 static int hparams(df_model *m, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
     /* compress_ratios names every block, MTP ones included: read before the MTP blocks are set apart */
@@ -82,6 +83,7 @@ static int hparams(df_model *m, char *err, size_t errlen) {
     if (!h->swa) return df_seterr(err, errlen, "%s: out of memory", m->path);
     memset(h->swa, 1, (size_t)h->n_layer);
     h->act = h->swiglu_limit > 1e-6f ? DF_ACT_SWIGLU_CLAMP : DF_ACT_SWIGLU;
+    h->hidden_not_rows = 1; /* hc_mult residual streams */
     h->n_ff_shexp = h->n_ff_exp * h->n_expert_shared;
     h->n_layer_dense_lead = 0;
     h->n_expert_groups = 0;
@@ -158,18 +160,19 @@ static void sinkhorn(float *comb, int hc, int iters, float eps) {
 
 static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-/* The mixer of n rows of streams s->hc (fn, base, scale: one sublayer's, or
+/* The mixer of n rows of streams f->hc (fn, base, scale: one sublayer's, or
  * the output head's with post_comb 0): each row's pre weights collapse the
- * streams into out (n, n_embd); with post_comb, post and comb go to s->hc_mix
+ * streams into out (n, n_embd); with post_comb, post and comb go to f->hc_mix
  * (row stride hc + hc * hc). */
 static int hc_pre(df_session *s, ws_tensor *fn, ws_tensor *base, ws_tensor *scale, int post_comb, int n,
                   float *out, char *err, size_t errlen) {
     df_model *m = s->m;
+    df_dsv4_fam *f = s->fam;
     const df_hparams *h = &m->hp;
     const int hc = h->hc_mult, nmix = (int)fn->ne[1];
     const int64_t E = h->n_embd, W = hc * E;
-    for (int t = 0; t < n; t++) op_rmsnorm(s->hc_norm + t * W, s->hc + t * W, NULL, (int)W, h->norm_eps);
-    if (df_matmul(s, fn, s->hc_norm, n, s->hc_mixes, nmix, err, errlen)) return -1;
+    for (int t = 0; t < n; t++) op_rmsnorm(f->hc_norm + t * W, f->hc + t * W, NULL, (int)W, h->norm_eps);
+    if (df_matmul(s, fn, f->hc_norm, n, f->hc_mixes, nmix, err, errlen)) return -1;
     const float *b = ws_fetch(m->ws, base, err, errlen);
     const float *sc = b ? ws_fetch(m->ws, scale, err, errlen) : NULL;
     if (!sc) {
@@ -178,8 +181,8 @@ static int hc_pre(df_session *s, ws_tensor *fn, ws_tensor *base, ws_tensor *scal
     }
     const int stride = hc + hc * hc;
     for (int t = 0; t < n; t++) {
-        const float *mx = s->hc_mixes + (int64_t)t * nmix;
-        const float *x = s->hc + t * W;
+        const float *mx = f->hc_mixes + (int64_t)t * nmix;
+        const float *x = f->hc + t * W;
         float pre[16], *o = out + t * E;
         for (int i = 0; i < hc; i++) pre[i] = sigmoidf(mx[i] * sc[0] + b[i]) + h->hc_eps;
         for (int64_t k = 0; k < E; k++) {
@@ -188,7 +191,7 @@ static int hc_pre(df_session *s, ws_tensor *fn, ws_tensor *base, ws_tensor *scal
             o[k] = acc;
         }
         if (!post_comb) continue;
-        float *pc = s->hc_mix + (int64_t)t * stride;
+        float *pc = f->hc_mix + (int64_t)t * stride;
         for (int i = 0; i < hc; i++) pc[i] = 2.0f * sigmoidf(mx[hc + i] * sc[1] + b[hc + i]);
         for (int i = 0; i < hc * hc; i++) pc[hc + i] = mx[2 * hc + i] * sc[2] + b[2 * hc + i];
         sinkhorn(pc + hc, hc, h->hc_iters, h->hc_eps);
@@ -199,14 +202,15 @@ static int hc_pre(df_session *s, ws_tensor *fn, ws_tensor *base, ws_tensor *scal
 }
 
 /* Write the sublayer's output y (n, n_embd) back into the streams with the
- * post and comb weights hc_pre left in s->hc_mix. */
+ * post and comb weights hc_pre left in f->hc_mix. */
 static void hc_post(df_session *s, const float *y, int n) {
     const df_hparams *h = &s->m->hp;
+    df_dsv4_fam *f = s->fam;
     const int hc = h->hc_mult, stride = hc + hc * hc;
     const int64_t E = h->n_embd, W = hc * E;
     for (int t = 0; t < n; t++) {
-        const float *pc = s->hc_mix + (int64_t)t * stride, *comb = pc + hc, *yt = y + t * E;
-        float *x = s->hc + t * W, *nx = s->hc_norm + t * W; /* the normed copy is spent: reuse it */
+        const float *pc = f->hc_mix + (int64_t)t * stride, *comb = pc + hc, *yt = y + t * E;
+        float *x = f->hc + t * W, *nx = f->hc_norm + t * W; /* the normed copy is spent: reuse it */
         for (int d = 0; d < hc; d++)
             for (int64_t k = 0; k < E; k++) {
                 float acc = yt[k] * pc[d];
@@ -232,6 +236,7 @@ static void rope_tail(const df_session *s, const rope_params *rp, float *x, int 
  * into s->xb2 (n, n_embd). */
 static int out_proj(df_session *s, df_layer *L, int n, char *err, size_t errlen) {
     df_model *m = s->m;
+    df_dsv4_fam *f = s->fam;
     const df_hparams *h = &m->hp;
     const int64_t G = h->o_groups, R = h->o_lora, gd = (int64_t)h->n_head * h->head_dim / G;
     const int64_t qdim = (int64_t)h->n_head * h->head_dim;
@@ -240,31 +245,32 @@ static int out_proj(df_session *s, df_layer *L, int n, char *err, size_t errlen)
     int rc = 0;
     for (int64_t g = 0; g < G && rc == 0; g++) {
         for (int t = 0; t < n; t++)
-            memcpy(s->o_grp + t * gd, s->xb + t * qdim + g * gd, sizeof(float) * (size_t)gd);
-        if (mm_mul(m->pool, L->wo_a->type, wa + (size_t)(g * R) * L->wo_a->row_bytes, gd, R, s->o_grp, n,
-                   s->o_low + g * R, G * R, &s->mm) != 0)
+            memcpy(f->o_grp + t * gd, s->xb + t * qdim + g * gd, sizeof(float) * (size_t)gd);
+        if (mm_mul(m->pool, L->wo_a->type, wa + (size_t)(g * R) * L->wo_a->row_bytes, gd, R, f->o_grp, n,
+                   f->o_low + g * R, G * R, &s->mm) != 0)
             rc = df_seterr(err, errlen, "internal: matmul scratch too small");
     }
     ws_release(m->ws, L->wo_a);
     if (rc) return -1;
-    return df_matmul(s, L->wo_b, s->o_low, n, s->xb2, h->n_embd, err, errlen);
+    return df_matmul(s, L->wo_b, f->o_low, n, s->xb2, h->n_embd, err, errlen);
 }
 
 /* Layer l's attention on s->x (n rows, already mixed; own: layer.h) into s->xb2. */
 static int attention(df_session *s, df_session *const *own, int l, int n, const rope_params *rp, char *err,
                      size_t errlen) {
     df_model *m = s->m;
+    df_dsv4_fam *f = s->fam;
     const df_hparams *h = &m->hp;
     df_layer *L = &m->layers[l];
     const int64_t E = h->n_embd, hd = h->head_dim, H = h->n_head, qdim = H * hd, QL = h->q_lora_rank;
     if (df_norm_rows(s, L->attn_norm, s->x, n, E, E, s->xb, err, errlen)) return -1;
     ws_tensor *const w2[2] = {L->wq_a, L->wkv};
-    float *const y2[2] = {s->qr, s->k};
+    float *const y2[2] = {f->qr, s->k};
     const int64_t ld2[2] = {QL, hd};
     if (df_matmul_n(s, 2, w2, s->xb, n, y2, ld2, err, errlen) ||
-        df_norm_rows(s, L->q_a_norm, s->qr, n, QL, QL, s->qr, err, errlen) ||
+        df_norm_rows(s, L->q_a_norm, f->qr, n, QL, QL, f->qr, err, errlen) ||
         df_norm_rows(s, L->kv_a_norm, s->k, n, hd, hd, s->k, err, errlen) ||
-        df_matmul(s, L->wq_b, s->qr, n, s->q, qdim, err, errlen))
+        df_matmul(s, L->wq_b, f->qr, n, s->q, qdim, err, errlen))
         return -1;
     for (int t = 0; t < n; t++) {
         const int pos = df_row_pos(s, own, t);
@@ -285,7 +291,7 @@ static int attention(df_session *s, df_session *const *own, int l, int n, const 
             r = df_row_run(own, t, n);
             df_mem_store(own[t], l, r, s->k + t * hd, s->v + t * hd);
         }
-        rc = df_dsv4_attend(s, own, l, n, s->xb, s->qr, rp, sinks, s->xb, err, errlen);
+        rc = df_dsv4_attend(s, own, l, n, s->xb, f->qr, rp, sinks, s->xb, err, errlen);
     }
     ws_release(m->ws, L->attn_sinks);
     if (rc) return -1;
@@ -298,6 +304,7 @@ static int attention(df_session *s, df_session *const *own, int l, int n, const 
 static int forward(df_session *s, df_session *const *own, const int32_t *tokens, int n, float *logits,
                    int all_logits, char *err, size_t errlen) {
     df_model *m = s->m;
+    df_dsv4_fam *f = s->fam;
     const df_hparams *h = &m->hp;
     const int64_t E = h->n_embd, HC = h->hc_mult;
     /* the window layers' RoPE: the model's base without its scaling (llama.cpp: freq_scale 1, no YaRN) */
@@ -309,14 +316,14 @@ static int forward(df_session *s, df_session *const *own, const int32_t *tokens,
     const rope_params rp_comp = df_dsv4_rope(s); /* the compressed layers' */
     int lo, hi; /* this rank's layers (pipe.h; alone: all): the carry is the hyper-connections' streams */
     df_pipe_layers(s, &lo, &hi);
-    float *const cb[1] = {s->hc};
+    float *const cb[1] = {f->hc};
     const size_t cf[1] = {(size_t)n * (size_t)(HC * E)};
     if (lo > 0) {
         if (df_pipe_enter(s, cb, cf, 1, err, errlen)) return -1;
     } else {
         if (df_embed(s, tokens, n, s->x, err, errlen) != 0) return -1;
         for (int t = 0; t < n; t++)
-            for (int64_t i = 0; i < HC; i++) memcpy(s->hc + (t * HC + i) * E, s->x + t * E, sizeof(float) * (size_t)E);
+            for (int64_t i = 0; i < HC; i++) memcpy(f->hc + (t * HC + i) * E, s->x + t * E, sizeof(float) * (size_t)E);
     }
     s->moe_tokens = tokens;
     for (int l = lo; l < hi; l++) {
@@ -340,4 +347,13 @@ static int forward(df_session *s, df_session *const *own, const int32_t *tokens,
     return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }
 
-const df_arch df_arch_deepseek4 = {"deepseek4", 0, hparams, bind, forward};
+const df_arch df_arch_deepseek4 = {
+    .name = "deepseek4",
+    .rope_neox = 0,
+    .hparams = hparams,
+    .bind = bind,
+    .forward = forward,
+    .layer_mem = df_dsv4_layer_mem,
+    .fam_bytes = sizeof(df_dsv4_fam),
+    .scratch = df_dsv4_scratch,
+};

@@ -48,5 +48,23 @@ static int bind(df_model *m, char *err, size_t errlen) {
     return 0;
 }
 
-const df_arch df_arch_deepseek32 = {"deepseek32", 0, hparams_deepseek32, bind, df_deepseek2_forward};
-const df_arch df_arch_glm_dsa = {"glm-dsa", 0, hparams_glm_dsa, bind, df_deepseek2_forward};
+const df_arch df_arch_deepseek32 = {
+    .name = "deepseek32",
+    .rope_neox = 0,
+    .hparams = hparams_deepseek32,
+    .bind = bind,
+    .forward = df_deepseek2_forward,
+    .layer_mem = df_dsa_layer_mem,
+    .fam_bytes = sizeof(df_dsa_fam),
+    .scratch = df_dsa_scratch,
+};
+const df_arch df_arch_glm_dsa = {
+    .name = "glm-dsa",
+    .rope_neox = 0,
+    .hparams = hparams_glm_dsa,
+    .bind = bind,
+    .forward = df_deepseek2_forward,
+    .layer_mem = df_dsa_layer_mem,
+    .fam_bytes = sizeof(df_dsa_fam),
+    .scratch = df_dsa_scratch,
+};

@@ -103,4 +103,10 @@ static int bind(df_model *m, char *err, size_t errlen) {
     return 0;
 }
 
-const df_arch df_arch_glm4moe = {"glm4moe", 1, hparams, bind, df_llama_forward};
+const df_arch df_arch_glm4moe = {
+    .name = "glm4moe",
+    .rope_neox = 1,
+    .hparams = hparams,
+    .bind = bind,
+    .forward = df_llama_forward,
+};

@@ -152,4 +152,10 @@ static int forward(df_session *s, df_session *const *own, const int32_t *tokens,
     return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }
 
-const df_arch df_arch_gptoss = {"gpt-oss", 1, hparams, bind, forward};
+const df_arch df_arch_gptoss = {
+    .name = "gpt-oss",
+    .rope_neox = 1,
+    .hparams = hparams,
+    .bind = bind,
+    .forward = forward,
+};

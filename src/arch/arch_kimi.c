@@ -53,6 +53,30 @@
 
 #define MAX_KDA_HEAD 1024 /* deltanet.c's per-thread row */
 
+/* The family's scratch in a session (df_arch.fam_bytes), n_batch rows of each: kimi-k3's cross-layer
+ * residual checkpoints (one per block of attn_res.block_size layers), the mix a block reads, one token's
+ * mixing scores; the latent MoE's input and output (expert_latent_length wide). */
+typedef struct {
+    float *res_stack, *res_mix, *res_scores;
+    float *lat_in, *lat_out;
+} kimi_fam;
+
+static void scratch(const df_model *m, df_layout *lay) {
+    const df_hparams *h = &m->hp;
+    kimi_fam *f = df_layout_fam(lay);
+    const uint64_t B = (uint64_t)df_layout_batch(lay), E = (uint64_t)h->n_embd, F = sizeof(float);
+    if (h->attn_res_block > 0) {
+        const uint64_t n_ckpt = (uint64_t)((h->n_layer + h->attn_res_block - 1) / h->attn_res_block);
+        df_layout_scratch(lay, &f->res_stack, n_ckpt * B * E * F);
+        df_layout_scratch(lay, &f->res_mix, B * E * F);
+        df_layout_scratch(lay, &f->res_scores, (n_ckpt + 1) * F);
+    }
+    if (h->n_expert_latent > 0) {
+        df_layout_scratch(lay, &f->lat_in, B * E * F);
+        df_layout_scratch(lay, &f->lat_out, B * E * F);
+    }
+}
+
 static int hparams_common(df_model *m, int k3, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
     if (df_mla_hparams(m, err, errlen)) return -1;
@@ -95,6 +119,7 @@ static int hparams_common(df_model *m, int k3, char *err, size_t errlen) {
     if (df_hp_int(m, "attn_res.block_size", &h->attn_res_block, 0, h->n_layer, 1, err, errlen) ||
         df_hp_int(m, "expert_latent_length", &h->n_expert_latent, 0, h->n_embd, 0, err, errlen))
         return -1;
+    h->hidden_not_rows = h->attn_res_block > 0; /* blocks read mixes of banked residuals */
     return 0;
 }
 
@@ -272,44 +297,46 @@ static float res_score(const float *x, const float *w, int E, float eps, float *
  * the running sum s->x that a block reads (s->x itself when none is banked). */
 static const float *res_mix(df_session *s, ws_tensor *wt, int nck, int n, char *err, size_t errlen) {
     const df_hparams *h = &s->m->hp;
+    kimi_fam *f = s->fam;
     const int64_t E = h->n_embd, B = s->n_batch;
     if (nck == 0) return s->x;
     const float *w = ws_fetch(s->m->ws, wt, err, errlen);
     if (!w) return NULL;
-    float *p = s->res_scores;
+    float *p = f->res_scores;
     for (int t = 0; t < n; t++) {
-        float *out = s->res_mix + t * E;
+        float *out = f->res_mix + t * E;
         const float *cur = s->x + t * E;
-        for (int c = 0; c < nck; c++) p[c] = res_score(s->res_stack + (c * B + t) * E, w, (int)E, h->norm_eps, out);
+        for (int c = 0; c < nck; c++) p[c] = res_score(f->res_stack + (c * B + t) * E, w, (int)E, h->norm_eps, out);
         p[nck] = res_score(cur, w, (int)E, h->norm_eps, out);
         op_softmax(p, nck + 1);
         for (int64_t e = 0; e < E; e++) {
             float sum = 0.0f;
-            for (int c = 0; c < nck; c++) sum += s->res_stack[(c * B + t) * E + e] * p[c];
+            for (int c = 0; c < nck; c++) sum += f->res_stack[(c * B + t) * E + e] * p[c];
             out[e] = sum + cur[e] * p[nck];
         }
     }
     ws_release(s->m->ws, wt);
-    return s->res_mix;
+    return f->res_mix;
 }
 
 /* Layer l's FFN on the normed input s->xb; output in s->xb2. */
 static int ffn_layer(df_session *s, int l, int n, char *err, size_t errlen) {
     df_model *m = s->m;
     df_layer *L = &m->layers[l];
+    kimi_fam *f = s->fam;
     if (!L->ffn_gate_inp) return df_ffn_dense(s, L->ffn_gate, L->ffn_up, L->ffn_down, s->xb, n, s->xb2, err, errlen);
     if (!L->ffn_routed_down) return df_ffn_moe(s, l, s->xb, n, s->xb2, err, errlen);
     const int64_t W = L->ffn_routed_down->ne[1];
-    if (df_matmul(s, L->ffn_routed_down, s->xb, n, s->lat_in, W, err, errlen) ||
-        df_ffn_moe_routed(s, l, s->xb, s->lat_in, n, s->lat_out, err, errlen))
+    if (df_matmul(s, L->ffn_routed_down, s->xb, n, f->lat_in, W, err, errlen) ||
+        df_ffn_moe_routed(s, l, s->xb, f->lat_in, n, f->lat_out, err, errlen))
         return -1;
     if (L->ffn_routed_norm) {
         const float *rn = ws_fetch(m->ws, L->ffn_routed_norm, err, errlen);
         if (!rn) return -1;
-        for (int t = 0; t < n; t++) op_rmsnorm(s->lat_out + t * W, s->lat_out + t * W, rn, (int)W, m->hp.norm_eps);
+        for (int t = 0; t < n; t++) op_rmsnorm(f->lat_out + t * W, f->lat_out + t * W, rn, (int)W, m->hp.norm_eps);
         ws_release(m->ws, L->ffn_routed_norm);
     }
-    if (df_matmul(s, L->ffn_routed_up, s->lat_out, n, s->xb2, m->hp.n_embd, err, errlen)) return -1;
+    if (df_matmul(s, L->ffn_routed_up, f->lat_out, n, s->xb2, m->hp.n_embd, err, errlen)) return -1;
     return df_ffn_moe_shared(s, l, s->xb, n, s->xb2, err, errlen);
 }
 
@@ -330,6 +357,7 @@ static int norm_into_xb(df_session *s, ws_tensor *w, const float *x, int n, char
 static int pipe_carry(df_session *s, df_session *const *own, const int32_t *tokens, int n, int enter, char *err,
                       size_t errlen) {
     const df_hparams *h = &s->m->hp;
+    kimi_fam *f = s->fam;
     if (!s->m->pp) return 0;
     const int64_t E = h->n_embd, B = s->n_batch;
     const int nb = 1 + (h->attn_res_block ? (h->n_layer + h->attn_res_block - 1) / h->attn_res_block : 0);
@@ -337,7 +365,7 @@ static int pipe_carry(df_session *s, df_session *const *own, const int32_t *toke
     size_t *cf = malloc(sizeof *cf * (size_t)nb);
     int rc = !cb || !cf ? df_seterr(err, errlen, "out of memory"), -1 : 0;
     for (int k = 0; rc == 0 && k < nb; k++) {
-        cb[k] = k ? s->res_stack + (k - 1) * B * E : s->x;
+        cb[k] = k ? f->res_stack + (k - 1) * B * E : s->x;
         cf[k] = (size_t)(n * E);
     }
     if (rc == 0)
@@ -352,6 +380,7 @@ static int forward(df_session *s, df_session *const *own, const int32_t *tokens,
                    int all_logits, char *err, size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
+    kimi_fam *f = s->fam;
     const int64_t E = h->n_embd, B = s->n_batch;
     const int bs = h->attn_res_block;
     int lo, hi; /* this rank's layers (pipe.h; alone: all): the carry is x and the banked blocks' inputs */
@@ -365,7 +394,7 @@ static int forward(df_session *s, df_session *const *own, const int32_t *tokens,
         const float *in = bs ? res_mix(s, L->attn_res_score, nck, n, err, errlen) : s->x;
         if (!in) return -1;
         const int banked = bs && l % bs == 0;
-        if (banked) memcpy(s->res_stack + nck++ * B * E, s->x, sizeof(float) * (size_t)(n * E)); /* the raw input */
+        if (banked) memcpy(f->res_stack + nck++ * B * E, s->x, sizeof(float) * (size_t)(n * E)); /* the raw input */
         if (norm_into_xb(s, L->attn_norm, in, n, err, errlen)) return -1;
         if (df_mem_kind(s, l) == DF_MEM_RECURRENT ? kda_layer(s, own, l, n, err, errlen)
                                                   : mla_layer(s, own, l, n, err, errlen))
@@ -390,5 +419,21 @@ static int forward(df_session *s, df_session *const *own, const int32_t *tokens,
     return df_output(s, n, logits, all_logits, err, errlen);
 }
 
-const df_arch df_arch_kimi_linear = {"kimi-linear", 0, hparams_linear, bind_linear, forward};
-const df_arch df_arch_kimi_k3 = {"kimi-k3", 0, hparams_k3, bind_k3, forward};
+const df_arch df_arch_kimi_linear = {
+    .name = "kimi-linear",
+    .rope_neox = 0,
+    .hparams = hparams_linear,
+    .bind = bind_linear,
+    .forward = forward,
+    .fam_bytes = sizeof(kimi_fam),
+    .scratch = scratch,
+};
+const df_arch df_arch_kimi_k3 = {
+    .name = "kimi-k3",
+    .rope_neox = 0,
+    .hparams = hparams_k3,
+    .bind = bind_k3,
+    .forward = forward,
+    .fam_bytes = sizeof(kimi_fam),
+    .scratch = scratch,
+};

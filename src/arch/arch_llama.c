@@ -221,8 +221,36 @@ int df_llama_forward(df_session *s, df_session *const *own, const int32_t *token
     return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }
 
-const df_arch df_arch_llama = {"llama", 0, hp_llama, bind_common, df_llama_forward};
-const df_arch df_arch_qwen2 = {"qwen2", 1, NULL, bind_common, df_llama_forward};
-const df_arch df_arch_qwen3 = {"qwen3", 1, NULL, bind_qwen3, df_llama_forward};
-const df_arch df_arch_qwen2moe = {"qwen2moe", 1, hp_qwen2moe, bind_common, df_llama_forward};
-const df_arch df_arch_qwen3moe = {"qwen3moe", 1, hp_qwen3moe, bind_qwen3, df_llama_forward};
+const df_arch df_arch_llama = {
+    .name = "llama",
+    .rope_neox = 0,
+    .hparams = hp_llama,
+    .bind = bind_common,
+    .forward = df_llama_forward,
+};
+const df_arch df_arch_qwen2 = {
+    .name = "qwen2",
+    .rope_neox = 1,
+    .bind = bind_common,
+    .forward = df_llama_forward,
+};
+const df_arch df_arch_qwen3 = {
+    .name = "qwen3",
+    .rope_neox = 1,
+    .bind = bind_qwen3,
+    .forward = df_llama_forward,
+};
+const df_arch df_arch_qwen2moe = {
+    .name = "qwen2moe",
+    .rope_neox = 1,
+    .hparams = hp_qwen2moe,
+    .bind = bind_common,
+    .forward = df_llama_forward,
+};
+const df_arch df_arch_qwen3moe = {
+    .name = "qwen3moe",
+    .rope_neox = 1,
+    .hparams = hp_qwen3moe,
+    .bind = bind_qwen3,
+    .forward = df_llama_forward,
+};

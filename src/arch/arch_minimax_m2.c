@@ -63,4 +63,10 @@ static int bind(df_model *m, char *err, size_t errlen) {
     return 0;
 }
 
-const df_arch df_arch_minimax_m2 = {"minimax-m2", 1, hparams, bind, df_llama_forward};
+const df_arch df_arch_minimax_m2 = {
+    .name = "minimax-m2",
+    .rope_neox = 1,
+    .hparams = hparams,
+    .bind = bind,
+    .forward = df_llama_forward,
+};

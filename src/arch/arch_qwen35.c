@@ -377,5 +377,17 @@ static int forward(df_session *s, df_session *const *own, const int32_t *tokens,
     return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }
 
-const df_arch df_arch_qwen35moe = {"qwen35moe", 1, hparams, bind, forward};
-const df_arch df_arch_qwen3next = {"qwen3next", 1, hparams, bind, forward};
+const df_arch df_arch_qwen35moe = {
+    .name = "qwen35moe",
+    .rope_neox = 1,
+    .hparams = hparams,
+    .bind = bind,
+    .forward = forward,
+};
+const df_arch df_arch_qwen3next = {
+    .name = "qwen3next",
+    .rope_neox = 1,
+    .hparams = hparams,
+    .bind = bind,
+    .forward = forward,
+};

@@ -21,7 +21,7 @@
  *
  * GLM-5.2's shared layers (attention.indexer.types 0) have no indexer of
  * their own: they reuse the selection of the last layer that made one,
- * which s->idx_sel still holds (layers run in order over the same tokens).
+ * which the family's idx_sel still holds (layers run in order over the same tokens).
  * Scores are computed per row on the thread pool, each thread in its own
  * scratch row of the row's session's att (n_ctx scores, n_ctx dot
  * products). In a batched pass (own) each row is a token of its own
@@ -71,6 +71,29 @@ int df_dsa_hparams(df_model *m, int rope_neox, float norm_eps, char *err, size_t
 }
 
 static int selects(const df_hparams *h, int l) { return !h->idx_full || h->idx_full[l]; }
+
+int df_dsa_layer_mem(const df_model *m, int l, df_mem_decl *d) {
+    const df_hparams *h = &m->hp;
+    if (l >= h->n_layer || !selects(h, l)) return 0;
+    d[0] = (df_mem_decl){"indexer keys", DF_ROWS_POS, 0, h->idx_head_dim, 1};
+    return 1;
+}
+
+void df_dsa_scratch(const df_model *m, df_layout *lay) {
+    const df_hparams *h = &m->hp;
+    df_dsa_fam *f = df_layout_fam(lay);
+    const uint64_t B = (uint64_t)df_layout_batch(lay), H = (uint64_t)h->idx_n_head, D = (uint64_t)h->idx_head_dim;
+    df_layout_scratch(lay, &f->idx_q, B * H * D * sizeof(float));
+    df_layout_scratch(lay, &f->idx_k, B * D * sizeof(float));
+    df_layout_scratch(lay, &f->idx_w, B * H * sizeof(float));
+    df_layout_scratch(lay, &f->idx_sel, B * (uint64_t)h->idx_top_k * sizeof(int32_t));
+    df_layout_att(lay, 2 * (int64_t)df_layout_ctx(lay)); /* select_tokens' scores and dot products */
+}
+
+const int32_t *df_dsa_chosen(const df_session *s, int t) {
+    const df_dsa_fam *f = s->fam;
+    return f->idx_sel + (int64_t)t * s->m->hp.idx_top_k;
+}
 
 int df_dsa_bind_layer(df_model *m, int l, char *err, size_t errlen) {
     const df_hparams *h = &m->hp;
@@ -124,21 +147,23 @@ static void select_tokens(void *arg, int ith, int nth) {
     const df_hparams *h = &s->m->hp;
     const int H = h->idx_n_head, D = h->idx_head_dim, K = h->idx_top_k;
     const quant_traits *kt = quant_traits_get(df_mem_kv_type(s));
+    const df_dsa_fam *f = s->fam;
     for (int t = ith; t < j->n; t += nth) {
         df_session *o = j->own ? j->own[t] : s;
         const int nk = df_row_pos(s, j->own, t) + 1;
         if (nk <= K) continue; /* every key is chosen */
         float *score = o->att + (int64_t)ith * o->att_stride, *dot = score + o->n_ctx;
-        const uint8_t *keys = df_mem_idx_rows(o, j->l);
-        const size_t stride = df_mem_idx_row_bytes(o, j->l);
-        const float *w = s->idx_w + (int64_t)t * H;
+        const uint8_t *keys = df_mem_item(o, j->l, 0);
+        const size_t stride = df_mem_item_row_bytes(o, j->l, 0);
+        const float *w = f->idx_w + (int64_t)t * H;
         memset(score, 0, sizeof(float) * (size_t)nk);
         for (int hh = 0; hh < H; hh++) {
-            kt->dot_rows(D, s->idx_q + ((int64_t)t * H + hh) * D, keys, stride, nk, dot);
+            kt->dot_rows(D, f->idx_q + ((int64_t)t * H + hh) * D, keys, stride, nk, dot);
             for (int p = 0; p < nk; p++) score[p] += w[hh] * (dot[p] > 0.0f ? dot[p] : 0.0f);
         }
-        op_top_k_set(score, nk, K, s->idx_sel + (int64_t)t * K);
-        if (o->ties) df_note_choice(o, nk - 1, j->l, "indexer", op_top_k_margin(score, nk, K, s->idx_sel + (int64_t)t * K));
+        int32_t *sel = f->idx_sel + (int64_t)t * K;
+        op_top_k_set(score, nk, K, sel);
+        if (o->ties) df_note_choice(o, nk - 1, j->l, "indexer", op_top_k_margin(score, nk, K, sel));
     }
 }
 
@@ -146,25 +171,26 @@ int df_dsa_select(df_session *s, df_session *const *own, int l, int n, const flo
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     df_layer *L = &m->layers[l];
-    if (!selects(h, l)) return 0; /* s->idx_sel holds the last selecting layer's choice */
+    if (!selects(h, l)) return 0; /* idx_sel holds the last selecting layer's choice */
+    df_dsa_fam *f = s->fam;
     const int64_t H = h->idx_n_head, D = h->idx_head_dim;
-    if (df_matmul(s, L->idx_wq_b, qr, n, s->idx_q, H * D, err, errlen) ||
-        df_matmul(s, L->idx_wk, s->xb, n, s->idx_k, D, err, errlen) ||
-        df_matmul(s, L->idx_proj, s->xb, n, s->idx_w, H, err, errlen) || layer_norm(s, L, s->idx_k, n, D, err, errlen))
+    if (df_matmul(s, L->idx_wq_b, qr, n, f->idx_q, H * D, err, errlen) ||
+        df_matmul(s, L->idx_wk, s->xb, n, f->idx_k, D, err, errlen) ||
+        df_matmul(s, L->idx_proj, s->xb, n, f->idx_w, H, err, errlen) || layer_norm(s, L, f->idx_k, n, D, err, errlen))
         return -1;
     rope_params rp = s->rope;
     rp.neox = h->idx_rope_neox;
     const float wscale = 1.0f / sqrtf((float)(D * H));
     for (int t = 0; t < n; t++) {
         const float *rc = s->rope_cache + (int64_t)t * h->n_rot;
-        rope_apply(&rp, rc, s->idx_q + t * H * D, (int)H, (int)D);
-        rope_apply(&rp, rc, s->idx_k + t * D, 1, (int)D);
-        for (int64_t hh = 0; hh < H; hh++) s->idx_w[t * H + hh] *= wscale;
+        rope_apply(&rp, rc, f->idx_q + t * H * D, (int)H, (int)D);
+        rope_apply(&rp, rc, f->idx_k + t * D, 1, (int)D);
+        for (int64_t hh = 0; hh < H; hh++) f->idx_w[t * H + hh] *= wscale;
     }
-    if (!own) df_mem_idx_store(s, l, n, s->idx_k);
+    if (!own) df_mem_item_store(s, l, 0, n, f->idx_k);
     for (int t = 0, r; own && t < n; t += r) { /* run by run: each session's keys at its own position */
         r = df_row_run(own, t, n);
-        df_mem_idx_store(own[t], l, r, s->idx_k + t * D);
+        df_mem_item_store(own[t], l, 0, r, f->idx_k + t * D);
     }
     select_job job = {s, own, l, n};
     tp_run(m->pool, select_tokens, &job);

@@ -13,12 +13,25 @@
 int df_dsa_hparams(df_model *m, int rope_neox, float norm_eps, char *err, size_t errlen);
 /* Layer l's indexer tensors (a selecting layer's; optional on the others). */
 int df_dsa_bind_layer(df_model *m, int l, char *err, size_t errlen);
+/* The indexer's scratch: a DSA family's per-session struct (df_arch.fam_bytes). */
+typedef struct df_dsa_fam {
+    float *idx_q;     /* (n_batch, idx_n_head * idx_head_dim) indexer queries */
+    float *idx_k;     /* (n_batch, idx_head_dim) new indexer keys */
+    float *idx_w;     /* (n_batch, idx_n_head) per-head weights */
+    int32_t *idx_sel; /* (n_batch, idx_top_k) each row's chosen key positions, ascending */
+} df_dsa_fam;
+/* What a selecting layer keeps (its indexer's keys, one row a position, in
+ * the KV type) and the scratch: df_arch's layer_mem and scratch hooks. */
+int df_dsa_layer_mem(const df_model *m, int l, df_mem_decl *d);
+void df_dsa_scratch(const df_model *m, df_layout *lay);
+/* Row t's chosen key positions (idx_top_k of them, ascending). */
+const int32_t *df_dsa_chosen(const df_session *s, int t);
 /* Choose the keys of layer l for the n rows in s's scratch (own: layer.h's
  * df_row_pos; each row against its own session's keys): qr is the normed
  * query LoRA (n, q_lora_rank), s->xb the normed input. A selecting layer
- * stores its indexer keys (df_mem_idx_store) and writes, per row, the
- * ascending positions of its top_k keys into s->idx_sel (row stride
- * idx_top_k; a row with no more than top_k keys needs none: it reads all).
+ * stores its indexer keys and writes, per row, the ascending positions of
+ * its top_k keys (df_dsa_chosen; a row with no more than top_k keys needs
+ * none: it reads all).
  * Other layers keep the last selection. */
 int df_dsa_select(df_session *s, df_session *const *own, int l, int n, const float *qr, char *err, size_t errlen);
 

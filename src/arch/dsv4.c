@@ -24,8 +24,9 @@
  * products). Window keys and chosen compressed keys share one softmax with
  * the head's sink; a key is also its value.
  *
- * The compressor's last positions live in the session (df_mem_cstate: 8 or
- * 128 rows, position p in row p % rows), so blocks that span batches
+ * The compressor's last positions live in the session (cstate: 8 or 128
+ * rows, position p in row p % rows; all three caches are items the layer
+ * declares, df_dsv4_layer_mem), so blocks that span batches
  * complete exactly as in one pass. Rows are processed in order, one at a
  * time, so a batch longer than the state never overwrites a row it still
  * needs. In a batched step (own) each row uses its own session's memory.
@@ -59,6 +60,60 @@ int df_dsv4_hparams(df_model *m, char *err, size_t errlen) {
                    df_hp_int(m, "attention.indexer.top_k", &h->ds4_idx_topk, 1, 1 << 24, 1, err, errlen)
                ? -1
                : 0;
+}
+
+/* The compressor state's rows (ratio 4 overlaps the previous block) and row width: kv, score [, indexer kv, score]. */
+static int cstate_rows(const df_hparams *h, int l) {
+    const int r = h->comp_ratio[l];
+    return r == 4 ? 2 * r : r;
+}
+
+static int64_t cstate_width(const df_hparams *h, int l) {
+    const int r = h->comp_ratio[l];
+    if (!r) return 0;
+    const int64_t coff = r == 4 ? 2 : 1;
+    return 2 * coff * h->head_dim + (r == 4 ? 4 * (int64_t)h->ds4_idx_dim : 0);
+}
+
+int df_dsv4_layer_mem(const df_model *m, int l, df_mem_decl *d) {
+    const df_hparams *h = &m->hp;
+    const int r = l < h->n_layer ? h->comp_ratio[l] : 0;
+    if (!r) return 0;
+    int n = 0;
+    d[n++] = (df_mem_decl){"compressed keys", DF_ROWS_BLOCK, r, h->head_dim, 0};
+    if (r == 4) d[n++] = (df_mem_decl){"compressed indexer keys", DF_ROWS_BLOCK, r, h->ds4_idx_dim, 0};
+    d[n++] = (df_mem_decl){"compressor states", DF_ROWS_FIXED, cstate_rows(h, l), cstate_width(h, l), 0};
+    return n;
+}
+
+/* Layer l's items in o (df_dsv4_layer_mem's order). */
+static float *comp_keys(df_session *o, int l) { return df_mem_item(o, l, 0); }
+static float *lid_keys(df_session *o, int l) { return df_mem_item(o, l, 1); }
+static float *cstate(df_session *o, int l) { return df_mem_item(o, l, df_mem_n_items(o, l) - 1); }
+
+void df_dsv4_scratch(const df_model *m, df_layout *lay) {
+    const df_hparams *h = &m->hp;
+    df_dsv4_fam *f = df_layout_fam(lay);
+    const uint64_t B = (uint64_t)df_layout_batch(lay), F = sizeof(float), HC = (uint64_t)h->hc_mult;
+    const int64_t hcw = h->hc_mult * (int64_t)h->n_embd, o_gd = (int64_t)h->n_head * h->head_dim / h->o_groups;
+    int64_t cw_max = 1; /* the widest compressor row */
+    for (int l = 0; l < h->n_layer; l++)
+        if (cstate_width(h, l) > cw_max) cw_max = cstate_width(h, l);
+    df_layout_scratch(lay, &f->hc, B * (uint64_t)hcw * F);
+    df_layout_scratch(lay, &f->hc_norm, B * (uint64_t)hcw * F);
+    df_layout_scratch(lay, &f->hc_mixes, B * (2 + HC) * HC * F);
+    df_layout_scratch(lay, &f->hc_mix, B * (HC + HC * HC) * F);
+    df_layout_scratch(lay, &f->qr, B * (uint64_t)h->q_lora_rank * F);
+    df_layout_scratch(lay, &f->o_grp, B * (uint64_t)o_gd * F);
+    df_layout_scratch(lay, &f->o_low, B * (uint64_t)h->o_groups * (uint64_t)h->o_lora * F);
+    df_layout_scratch(lay, &f->cmp, B * (uint64_t)cw_max * F);
+    df_layout_scratch(lay, &f->lid_q, B * (uint64_t)h->ds4_idx_heads * (uint64_t)h->ds4_idx_dim * F);
+    df_layout_scratch(lay, &f->lid_w, B * (uint64_t)h->ds4_idx_heads * F);
+    df_layout_wide(lay, hcw);   /* the mixers read all streams */
+    df_layout_wide(lay, o_gd);  /* the output groups */
+    df_layout_wide(lay, (int64_t)h->o_groups * h->o_lora);
+    /* attend_row's scores, window keys and choice */
+    df_layout_att(lay, 3 * (int64_t)df_layout_ctx(lay) + (int64_t)h->n_swa * (h->head_dim + 1) + 64);
 }
 
 int df_dsv4_bind_layer(df_model *m, int l, char *err, size_t errlen) {
@@ -135,34 +190,34 @@ static void compress_block(const df_session *s, const float *state, int rows, in
     rope_tail(rp, out, 1, dim, p0, rc);
 }
 
-/* Feed row t's compressor rows (s->cmp row t, already projected) to session
+/* Feed row t's compressor rows (the family's cmp row t, already projected) to session
  * o at position p; complete a block when p ends one. */
 static void feed(df_session *s, df_session *o, df_layer *L, int l, int t, int64_t p, const float *ape,
                  const float *lape, const float *norm, const float *lnorm, const rope_params *rp, float *rc) {
     const df_hparams *h = &s->m->hp;
-    const int r = h->comp_ratio[l], rows = df_cstate_rows(h, l), ov = r == 4;
-    const int64_t W = df_cstate_width(h, l), hd = h->head_dim, cw = (ov ? 2 : 1) * hd, D = h->ds4_idx_dim;
-    float *st = df_mem_cstate(o, l), *row = st + (p % rows) * W;
-    memcpy(row, s->cmp + (int64_t)t * W, sizeof(float) * (size_t)W);
+    const int r = h->comp_ratio[l], rows = cstate_rows(h, l), ov = r == 4;
+    const int64_t W = cstate_width(h, l), hd = h->head_dim, cw = (ov ? 2 : 1) * hd, D = h->ds4_idx_dim;
+    float *st = cstate(o, l), *row = st + (p % rows) * W;
+    memcpy(row, ((df_dsv4_fam *)s->fam)->cmp + (int64_t)t * W, sizeof(float) * (size_t)W);
     for (int64_t i = 0; i < cw; i++) row[cw + i] += ape[(p % r) * cw + i];
     if (ov)
         for (int64_t i = 0; i < 2 * D; i++) row[2 * cw + 2 * D + i] += lape[(p % r) * 2 * D + i];
     if ((p + 1) % r) return;
     const int64_t b = p / r, p0 = p + 1 - r;
-    compress_block(s, st, rows, W, 0, cw, (int)hd, r, ov, p0, norm, rp, df_mem_comp(o, l) + b * hd, rc);
+    compress_block(s, st, rows, W, 0, cw, (int)hd, r, ov, p0, norm, rp, comp_keys(o, l) + b * hd, rc);
     if (ov)
         compress_block(s, st, rows, W, 2 * cw, 2 * cw + 2 * D, (int)D, r, 1, p0, lnorm, rp,
-                       df_mem_lid(o, l) + b * D, rc);
+                       lid_keys(o, l) + b * D, rc);
     (void)L;
 }
 
-/* The compressor projections of n rows of xn into s->cmp (rows of df_cstate_width). */
+/* The compressor projections of n rows of xn into the family's cmp (rows of cstate_width). */
 static int project(df_session *s, df_layer *L, int l, int n, const float *xn, char *err, size_t errlen) {
     const df_hparams *h = &s->m->hp;
     const int ov = h->comp_ratio[l] == 4;
-    const int64_t W = df_cstate_width(h, l), cw = (ov ? 2 : 1) * (int64_t)h->head_dim, D = h->ds4_idx_dim;
+    const int64_t W = cstate_width(h, l), cw = (ov ? 2 : 1) * (int64_t)h->head_dim, D = h->ds4_idx_dim;
     ws_tensor *const w[4] = {L->comp_wkv, L->comp_wgate, L->lid_wkv, L->lid_wgate};
-    float *const y[4] = {s->cmp, s->cmp + cw, s->cmp + 2 * cw, s->cmp + 2 * cw + 2 * D};
+    float *const c = ((df_dsv4_fam *)s->fam)->cmp, *const y[4] = {c, c + cw, c + 2 * cw, c + 2 * cw + 2 * D};
     const int64_t ld[4] = {W, W, W, W};
     return df_matmul_n(s, ov ? 4 : 2, w, xn, n, y, ld, err, errlen);
 }
@@ -177,10 +232,10 @@ static void attend_row(df_session *s, df_session *o, int l, int t, int64_t p, co
     float *sc = s->att, *kbuf = s->att + nwin + nvis; /* scores, then converted window keys */
     int32_t *sel = (int32_t *)(kbuf + nwin * hd);
     int64_t nsel = nvis;
-    const float *comp = df_mem_comp(o, l);
+    const float *comp = comp_keys(o, l);
     if (r == 4 && nvis > h->ds4_idx_topk) { /* the indexer's choice */
         const int Hi = h->ds4_idx_heads, D = h->ds4_idx_dim;
-        const float *lid = df_mem_lid(o, l);
+        const float *lid = lid_keys(o, l);
         for (int64_t b = 0; b < nvis; b++) {
             float acc = 0.0f;
             for (int hh = 0; hh < Hi; hh++) {
@@ -228,11 +283,12 @@ int df_dsv4_attend(df_session *s, df_session *const *own, int l, int n, const fl
     df_layer *L = &m->layers[l];
     const int r = h->comp_ratio[l];
     const int Hi = h->ds4_idx_heads, D = h->ds4_idx_dim;
+    const df_dsv4_fam *f = s->fam;
     float rc[2048];
     if (h->n_rot > 2048) return df_seterr(err, errlen, "internal: rope dimension too large");
     if (project(s, L, l, n, xn, err, errlen)) return -1;
-    if (r == 4 && (df_matmul(s, L->idx_wq_b, qr, n, s->lid_q, (int64_t)Hi * D, err, errlen) ||
-                   df_matmul(s, L->idx_proj, xn, n, s->lid_w, Hi, err, errlen)))
+    if (r == 4 && (df_matmul(s, L->idx_wq_b, qr, n, f->lid_q, (int64_t)Hi * D, err, errlen) ||
+                   df_matmul(s, L->idx_proj, xn, n, f->lid_w, Hi, err, errlen)))
         return -1;
     const float *ape = ws_fetch(m->ws, L->comp_ape, err, errlen);
     const float *norm = ape ? ws_fetch(m->ws, L->comp_norm, err, errlen) : NULL;
@@ -248,7 +304,7 @@ int df_dsv4_attend(df_session *s, df_session *const *own, int l, int n, const fl
     for (int t = 0; t < n && rc_ok; t++) {
         df_session *o = own ? own[t] : s;
         const int64_t p = df_row_pos(s, own, t);
-        float *lq = r == 4 ? s->lid_q + (int64_t)t * Hi * D : NULL, *lw = r == 4 ? s->lid_w + (int64_t)t * Hi : NULL;
+        float *lq = r == 4 ? f->lid_q + (int64_t)t * Hi * D : NULL, *lw = r == 4 ? f->lid_w + (int64_t)t * Hi : NULL;
         if (r == 4) {
             rope_tail(rp, lq, Hi, D, p, rc);
             for (int hh = 0; hh < Hi; hh++) lw[hh] *= scale;

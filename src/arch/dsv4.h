@@ -9,6 +9,27 @@
 
 #include "layer.h"
 
+/* deepseek4's per-session struct (df_arch.fam_bytes): its scratch, n_batch
+ * rows of each. */
+typedef struct df_dsv4_fam {
+    float *hc;       /* (hc_mult * n_embd) the residual streams */
+    float *hc_norm;  /* (hc_mult * n_embd) their RMSNorm, then hc_post's new streams */
+    float *hc_mixes; /* ((2 + hc_mult) * hc_mult) a mixer's raw outputs */
+    float *hc_mix;   /* (hc_mult + hc_mult^2) post weights and Sinkhorn-normalised comb */
+    float *qr;       /* (q_lora_rank) normed query LoRA */
+    float *o_grp;    /* (n_head * head_dim / o_groups) one output group's rows */
+    float *o_low;    /* (o_groups * o_lora) the grouped low-rank output */
+    float *cmp;      /* (the widest compressor row) this pass's compressor rows */
+    float *lid_q, *lid_w; /* (ds4_idx_heads * ds4_idx_dim), (ds4_idx_heads) indexer queries, weights */
+} df_dsv4_fam;
+
+/* What a layer keeps (df_arch.layer_mem): a compressed layer of ratio r its
+ * compressed keys (a row of head_dim a block of r), for r = 4 its indexer's
+ * (rows of ds4_idx_dim), and its compressors' last positions (fixed rows);
+ * and the model's scratch (df_arch.scratch). */
+int df_dsv4_layer_mem(const df_model *m, int l, df_mem_decl *d);
+void df_dsv4_scratch(const df_model *m, df_layout *lay);
+
 /* attention.compress_ratios (read before the MTP blocks are set apart),
  * compress_rope_freq_base and the indexer's sizes. */
 int df_dsv4_hparams(df_model *m, char *err, size_t errlen);

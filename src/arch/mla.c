@@ -151,7 +151,7 @@ static void latent_attention(df_session *s, df_session *own, int l, int t, int n
     ad.n_tok = n_tok;
     ad.window = 0;
     ad.sinks = NULL;
-    ad.sel = h->idx_n_head ? s->idx_sel + (int64_t)t * h->idx_top_k : NULL; /* DSA: only the keys the indexer chose */
+    ad.sel = h->idx_n_head ? df_dsa_chosen(s, t) : NULL; /* DSA: only the keys the indexer chose */
     ad.sel_k = h->idx_top_k;
     df_attention_run(s->m->pool, own->att, own->att_stride, &ad);
 }

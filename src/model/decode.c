@@ -141,7 +141,7 @@ static int decode_locked(df_session *s, const int32_t *tokens, int n, float *log
 int df_decode_hidden(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, float *hidden,
                      char *err, size_t errlen) {
     if (hidden && df_pipe_refuse(s, "hidden states", err, errlen)) return DF_E_UNSUPPORTED;
-    if (hidden && (s->m->hp.hc_mult > 0 || s->m->hp.attn_res_block > 0))
+    if (hidden && s->m->hp.hidden_not_rows)
         return df_seterr(err, errlen, "%s: %s's last hidden state is not one row per token", s->m->path,
                          s->m->arch_name), DF_E_UNSUPPORTED;
     int rc = check_input(s, tokens, n, err, errlen);

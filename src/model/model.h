@@ -45,6 +45,7 @@ typedef struct df_hparams {
     int n_ctx_train;
     int n_embd;
     int n_layer;         /* layers of the forward pass (block_count less n_layer_nextn) */
+    int hidden_not_rows; /* the last hidden state is not one row per token (df_decode_hidden refuses) */
     int n_layer_nextn;   /* NextN/MTP blocks after them (nextn_predict_layers): never run or read, */
     int n_layer_mtp;     /* except the first one when the model is loaded with df_model_params.mtp: 1 here,
                           * bound as layers[n_layer], planned and read (mtp.c runs it; spec.c guesses with it) */
@@ -189,6 +190,8 @@ typedef struct df_layer {
 } df_layer;
 
 struct df_session;
+struct df_mem_decl;
+struct df_layout;
 
 typedef struct df_arch {
     const char *name;
@@ -203,6 +206,14 @@ typedef struct df_arch {
      * not advance (decode.c does). logits: the last row's, or all rows'. */
     int (*forward)(struct df_session *s, struct df_session *const *own, const int32_t *tokens, int n, float *logits,
                    int all_logits, char *err, size_t errlen);
+    /* What the family keeps and computes in beyond what session.c knows
+     * (session.h's df_mem_decl, df_layout; any may be NULL/0): the items
+     * layer l keeps (up to DF_MEM_ITEMS into d; returns how many), the
+     * bytes of its per-session struct (s->fam), and its scratch, declared
+     * into that struct. */
+    int (*layer_mem)(const df_model *m, int l, struct df_mem_decl *d);
+    size_t fam_bytes;
+    void (*scratch)(const df_model *m, struct df_layout *lay);
 } df_arch;
 
 struct df_model {

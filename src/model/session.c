@@ -11,8 +11,10 @@
  * block of n_ctx rows per layer for keys and one for values (an MLA layer
  * keeps one latent row per position and no values); recurrent layers share
  * one block of fixed-size states. The per-layer descriptors point into
- * those blocks. An MLA layer whose DSA indexer selects keys also keeps
- * n_ctx indexer keys in one more block (idx_cache), in the KV element type.
+ * those blocks. What a family declares besides (df_arch.layer_mem: items
+ * of rows by position, by block or fixed) lies in one more block (items),
+ * each layer's items in the order declared; its scratch hook's buffers
+ * join the scratch list after session.c's own.
  *
  * Positions: rows of positions < pos hold the sequence seen so far; a
  * decode writes the rows of its new positions (df_mem_store) before
@@ -25,8 +27,8 @@
  * planner and a budget count it), a copy of every recurrent layer's conv
  * window and delta-rule state and a journal of rb_rows = min(spec_k_max + 1,
  * n_batch) rows per recurrent layer: each row's short-conv inputs and the
- * delta rule's k, v, decay and beta (1/20 of a layer's state for
- * Kimi-Linear's shapes, 1/36 for Qwen3-Next's).
+ * delta rule's k, v, decay and beta (1/20 to 1/36 of a layer's state at
+ * the published models' shapes).
  * df_rec_mark takes the copy at pos; the recurrences, run through
  * df_rec_conv / df_rec_delta, journal every row decoded after it. A
  * truncation back to p >= the mark restores the copy and replays rows
@@ -61,9 +63,9 @@ typedef struct layer_mem {
     int ring;              /* KV of a sliding-window layer: this many rows, position p in row p % ring (0: n_ctx rows) */
     float *conv;           /* RECURRENT: short-conv states, (3 [q, k, v], d_inner, d_conv - 1) */
     float *state;          /* RECURRENT: delta-rule state, (n_head, head_dim [key], head_dim [value]) */
-    uint8_t *idx;          /* LATENT with a selecting DSA indexer: n_ctx rows of idx_head_dim keys (else NULL) */
-    float *comp, *lid;     /* deepseek4 compressed layer: its compressed keys and indexer keys, one row a block */
-    float *cstate;         /* and its compressors' last positions (df_mem_cstate) */
+    int n_item;            /* the items its family declared (df_arch.layer_mem), their rows */
+    df_mem_decl item[DF_MEM_ITEMS];
+    uint8_t *item_rows[DF_MEM_ITEMS];
     float *rb_conv, *rb_state; /* RECURRENT with rollback room: conv and state at the mark */
     float *rb_in;          /* and the journal: rb_rows rows of df_rec_row_floats (conv in, k, v, g, beta) */
 } layer_mem;
@@ -78,8 +80,7 @@ struct df_mem {
     uint8_t *v_cache;       /* (KV layers, n_ctx, kv_dim_v) */
     float *rec_conv;        /* (recurrent layers, df_rec_conv_floats) */
     float *rec_state;       /* (recurrent layers, df_rec_state_floats) */
-    uint8_t *idx_cache;     /* (selecting DSA layers, n_ctx, idx_head_dim) */
-    float *ds4_comp, *ds4_lid, *ds4_state; /* deepseek4's compressed layers (df_mem_comp_floats) */
+    uint8_t *items;         /* the declared items of every layer, each 64-byte aligned (item_bytes) */
     /* rollback of recurrent state (df_rec_mark): rb_rows rows per recurrent layer (0: no room) */
     int rb_rows;
     float *rb_conv, *rb_state; /* (recurrent layers, conv / state floats): the states at the mark */
@@ -89,40 +90,6 @@ struct df_mem {
     int rb_pos;             /* the mark's position (-1: none) */
     dn_shape rb_sh;         /* the delta rule's shape as the forward pass gave it (for the replay) */
 };
-
-void df_mem_comp_floats(const df_hparams *h, int l, int64_t n_ctx, int64_t *comp, int64_t *lid, int64_t *state) {
-    const int r = h->comp_ratio ? h->comp_ratio[l] : 0;
-    *comp = *lid = *state = 0;
-    if (!r) return;
-    const int64_t blocks = (n_ctx + r - 1) / r;
-    *comp = blocks * h->head_dim;
-    *lid = r == 4 ? blocks * h->ds4_idx_dim : 0;
-    *state = df_cstate_rows(h, l) * df_cstate_width(h, l);
-}
-
-/* All of deepseek4's compressed layers' floats (df_mem_comp_floats summed). */
-static void comp_totals(const df_hparams *h, int64_t n_ctx, int64_t *comp, int64_t *lid, int64_t *state) {
-    *comp = *lid = *state = 0;
-    for (int l = 0; l < h->n_layer; l++) {
-        int64_t c, d, st;
-        df_mem_comp_floats(h, l, n_ctx, &c, &d, &st);
-        *comp += c;
-        *lid += d;
-        *state += st;
-    }
-}
-
-int df_cstate_rows(const df_hparams *h, int l) {
-    const int r = h->comp_ratio ? h->comp_ratio[l] : 0;
-    return r == 4 ? 2 * r : r; /* ratio 4 overlaps the previous block */
-}
-
-int64_t df_cstate_width(const df_hparams *h, int l) {
-    const int r = h->comp_ratio ? h->comp_ratio[l] : 0;
-    if (!r) return 0;
-    const int64_t coff = r == 4 ? 2 : 1;
-    return 2 * coff * h->head_dim + (r == 4 ? 4 * (int64_t)h->ds4_idx_dim : 0); /* kv, score [, indexer kv, score] */
-}
 
 df_session_params df_session_default_params(void) {
     df_session_params p = {.n_ctx = 0, .n_batch = 512, .kv_type = DF_KV_F16, .abort_cb = NULL, .abort_ctx = NULL,
@@ -148,7 +115,7 @@ static rec_row rec_row_layout(const df_hparams *h) {
     r.k = h->ssm_conv_ch;
     r.v = r.k + (int64_t)h->kda_n_head_k * hd;
     r.g = r.v + V;
-    r.beta = r.g + (h->gdn ? h->kda_n_head : V); /* one decay per head (qwen) or per key channel (KDA) */
+    r.beta = r.g + (h->gdn ? h->kda_n_head : V); /* one decay per head (gdn) or per key channel (KDA) */
     r.total = r.beta + h->kda_n_head;
     return r;
 }
@@ -175,6 +142,62 @@ static int64_t mem_row(const df_session *s, int l, int64_t pos) {
     return ring ? pos % ring : pos;
 }
 
+/* ---- what a family declares (df_arch.layer_mem, df_arch.scratch) ---- */
+
+/* The items layer l of m keeps, into d; their number. */
+static int layer_items(const df_model *m, int l, df_mem_decl *d) {
+    const int n = m->arch && m->arch->layer_mem ? m->arch->layer_mem(m, l, d) : 0;
+    return n < 0 ? 0 : n > DF_MEM_ITEMS ? DF_MEM_ITEMS : n;
+}
+
+/* Rows of an item for positions 0..pos-1. */
+static uint64_t decl_rows(const df_mem_decl *d, int64_t pos) {
+    if (d->per <= 0 && d->rule != DF_ROWS_POS) return 0;
+    if (d->rule == DF_ROWS_POS) return (uint64_t)pos;
+    if (d->rule == DF_ROWS_BLOCK) return (uint64_t)((pos + d->per - 1) / d->per);
+    return (uint64_t)d->per;
+}
+
+static uint64_t decl_row_bytes(const df_mem_decl *d, size_t kv_elt) {
+    return (uint64_t)d->row_elts * (d->kv_type ? kv_elt : sizeof(float));
+}
+
+/* An item's place in the items block: its rows for n_ctx positions, rounded up to 64 bytes. */
+static uint64_t item_bytes(const df_mem_decl *d, int64_t n_ctx, size_t kv_elt) {
+    return (decl_rows(d, n_ctx) * decl_row_bytes(d, kv_elt) + 63) / 64 * 64;
+}
+
+struct df_layout {
+    const df_model *m;
+    int n_ctx, n_batch;
+    void *fam;
+    int64_t wide, att;  /* what the family asked of the shared matmul and attention scratch */
+    int n, overflow;    /* its scratch buffers */
+    void **dst[DF_SCRATCH_MAX];
+    uint64_t bytes[DF_SCRATCH_MAX];
+};
+
+int df_layout_ctx(const df_layout *lay) { return lay->n_ctx; }
+int df_layout_batch(const df_layout *lay) { return lay->n_batch; }
+void *df_layout_fam(df_layout *lay) { return lay->fam; }
+
+void df_layout_scratch(df_layout *lay, void *field, uint64_t bytes) {
+    if (lay->n == DF_SCRATCH_MAX) {
+        lay->overflow = 1;
+        return;
+    }
+    lay->dst[lay->n] = field;
+    lay->bytes[lay->n++] = bytes > 64 ? bytes : 64;
+}
+
+void df_layout_wide(df_layout *lay, int64_t floats) {
+    if (floats > lay->wide) lay->wide = floats;
+}
+
+void df_layout_att(df_layout *lay, int64_t floats) {
+    if (floats > lay->att) lay->att = floats;
+}
+
 /* ---- the size table ---- */
 
 typedef struct {
@@ -197,6 +220,9 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     if (s->n_ctx > (1 << 24)) return df_seterr(err, errlen, "context length %d is too large", p->n_ctx);
     s->n_batch = p->n_batch > 0 ? p->n_batch : 512;
     if (s->n_batch > s->n_ctx) s->n_batch = s->n_ctx;
+    df_layout lay = {.m = m, .n_ctx = s->n_ctx, .n_batch = s->n_batch, .fam = s->fam};
+    if (m->arch && m->arch->scratch) m->arch->scratch(m, &lay);
+    if (lay.overflow) return df_seterr(err, errlen, "internal: more scratch buffers than DF_SCRATCH_MAX");
     mem->kv_type = p->kv_type == DF_KV_F32 ? DF_TYPE_F32 : DF_TYPE_F16;
     mem->kv_elt = mem->kv_type == DF_TYPE_F32 ? 4 : 2;
     /* per-layer memory: attention layers cache n_ctx positions (keys and
@@ -228,20 +254,10 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     if (h->q_lora_rank > widest_in) widest_in = h->q_lora_rank;
     if (s->kv_dim_k > widest_in) widest_in = s->kv_dim_k;
     if (h->n_layer_mtp && 2 * (int64_t)h->n_embd > widest_in) widest_in = 2 * (int64_t)h->n_embd; /* eh_proj */
-    const int64_t hcw = (int64_t)h->hc_mult * h->n_embd, o_gd = h->o_groups ? qdim / h->o_groups : 0;
-    if (hcw > widest_in) widest_in = hcw;         /* deepseek4's mixers read all streams */
-    if (o_gd > widest_in) widest_in = o_gd;       /* and its output groups */
-    if ((int64_t)h->o_groups * h->o_lora > widest_in) widest_in = (int64_t)h->o_groups * h->o_lora;
+    if (lay.wide > widest_in) widest_in = lay.wide;
     s->att_stride = df_attn_scratch_floats(s->n_ctx);
     if (s->att_stride < h->kv_lora_rank) s->att_stride = h->kv_lora_rank; /* MLA's absorb borrows a latent-sized row */
-    if (h->idx_n_head && s->att_stride < 2 * (int64_t)s->n_ctx) s->att_stride = 2 * (int64_t)s->n_ctx; /* dsa.c's rows */
-    int64_t cw_max = 0; /* deepseek4: the widest compressor row; dsv4.c's scores, window keys and choice */
-    for (int l = 0; h->comp_ratio && l < h->n_layer; l++)
-        if (df_cstate_width(h, l) > cw_max) cw_max = df_cstate_width(h, l);
-    if (cw_max) {
-        const int64_t need = 3 * (int64_t)s->n_ctx + (int64_t)h->n_swa * (h->head_dim + 1) + 64;
-        if (s->att_stride < need) s->att_stride = need;
-    }
+    if (s->att_stride < lay.att) s->att_stride = lay.att;
     const int64_t B = s->n_batch, C = s->n_ctx;
     const uint64_t elt = mem->kv_elt;
     /* KV rows of all attention layers: n_ctx each, or a sliding-window
@@ -258,13 +274,13 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     ITEM(mem->v_cache, s->kv_dim_v && n_att ? (uint64_t)kv_rows * (uint64_t)s->kv_dim_v * elt : 64);
     ITEM(mem->rec_conv, (uint64_t)(n_rec ? n_rec : 1) * (uint64_t)(n_rec ? df_rec_conv_floats(h) : 16) * sizeof(float));
     ITEM(mem->rec_state, (uint64_t)(n_rec ? n_rec : 1) * (uint64_t)(n_rec ? df_rec_state_floats(h) : 16) * sizeof(float));
-    const int64_t n_idx = h->idx_n_head ? h->n_layer_idx : 0;
-    ITEM(mem->idx_cache, n_idx ? (uint64_t)n_idx * (uint64_t)C * (uint64_t)h->idx_head_dim * elt : 64);
-    int64_t n_comp, n_lid, n_state;
-    comp_totals(h, C, &n_comp, &n_lid, &n_state);
-    ITEM(mem->ds4_comp, (uint64_t)(n_comp ? n_comp : 16) * sizeof(float));
-    ITEM(mem->ds4_lid, (uint64_t)(n_lid ? n_lid : 16) * sizeof(float));
-    ITEM(mem->ds4_state, (uint64_t)(n_state ? n_state : 16) * sizeof(float));
+    uint64_t items = 0; /* what the family declares */
+    for (int l = 0; l < h->n_layer + h->n_layer_mtp; l++) {
+        df_mem_decl d[DF_MEM_ITEMS];
+        const int k = layer_items(m, l, d);
+        for (int i = 0; i < k; i++) items += item_bytes(&d[i], C, elt);
+    }
+    ITEM(mem->items, items ? items : 64);
     /* rollback room for speculative decoding: a copy of the states, the rows' inputs */
     if (p->spec_k_max < 0 || p->spec_k_max > 1024)
         return df_seterr(err, errlen, "spec_k_max %d is out of range (0..1024)", p->spec_k_max);
@@ -282,7 +298,7 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     FLOATS(x, B, h->n_embd);
     FLOATS(xb, B, wide);
     FLOATS(xb2, B, h->n_embd);
-    FLOATS(q, B, h->attn_q_gate ? 2 * qdim : qdim); /* qwen: query and gate, split in place */
+    FLOATS(q, B, h->attn_q_gate ? 2 * qdim : qdim); /* with its gate (hp.attn_q_gate), split in place */
     FLOATS(k, B, s->kv_dim_k);
     FLOATS(v, B, s->kv_dim_v > 0 ? s->kv_dim_v : 1);
     FLOATS(hb, B, ff);
@@ -313,7 +329,7 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
         FLOATS(o_lat, B * h->n_head, h->kv_lora_rank);
         FLOATS(mla_tmp, B, tw);
     }
-    if (n_rec > 0 && h->gdn) { /* qwen: the fused qkv (or a legacy ssm_in row: qkv and z), the output
+    if (n_rec > 0 && h->gdn) { /* gated delta net: the fused qkv (or a legacy ssm_in row: qkv and z), the output
                                   * gate z, per-head beta and decay; kda_v one token's legacy row */
         FLOATS(kda_q, B, h->ssm_conv_ch + d_inner);
         FLOATS(kda_v, 1, h->ssm_conv_ch + d_inner);
@@ -330,39 +346,13 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
         FLOATS(kda_beta, B, h->kda_n_head);
         FLOATS(kda_lo, B, h->kda_head_dim);
     }
-    if (h->attn_res_block > 0) {
-        const int64_t n_ckpt = (h->n_layer + h->attn_res_block - 1) / h->attn_res_block;
-        FLOATS(res_stack, n_ckpt * B, h->n_embd);
-        FLOATS(res_mix, B, h->n_embd);
-        FLOATS(res_scores, n_ckpt + 1, 1);
-    }
     if (h->attn_out_gate) FLOATS(attn_gate, B, vdim);
-    if (h->idx_n_head) {
-        FLOATS(idx_q, B, (int64_t)h->idx_n_head * h->idx_head_dim);
-        FLOATS(idx_k, B, h->idx_head_dim);
-        FLOATS(idx_w, B, h->idx_n_head);
-        ITEM(s->idx_sel, (uint64_t)B * (uint64_t)h->idx_top_k * sizeof(int32_t));
-    }
-    if (h->hc_mult > 0) {
-        FLOATS(hc, B, hcw);
-        FLOATS(hc_norm, B, hcw);
-        FLOATS(hc_mixes, B, (2 + h->hc_mult) * h->hc_mult);
-        FLOATS(hc_mix, B, h->hc_mult + h->hc_mult * h->hc_mult);
-        FLOATS(qr, B, h->q_lora_rank);
-        FLOATS(o_grp, B, o_gd);
-        FLOATS(o_low, B, (int64_t)h->o_groups * h->o_lora);
-        FLOATS(cmp, B, cw_max ? cw_max : 1);
-        FLOATS(lid_q, B, h->ds4_idx_heads ? (int64_t)h->ds4_idx_heads * h->ds4_idx_dim : 1);
-        FLOATS(lid_w, B, h->ds4_idx_heads ? h->ds4_idx_heads : 1);
-    }
-    if (h->n_expert_latent > 0) {
-        FLOATS(lat_in, B, h->n_embd);
-        FLOATS(lat_out, B, h->n_embd);
-    }
     if (h->n_layer_mtp) { /* mtp.c: eh_proj's input, the head's output */
         FLOATS(mtp_in, B, 2 * (int64_t)h->n_embd);
         FLOATS(mtp_out, B, h->n_embd);
     }
+    if (ni + lay.n > MAX_ITEMS) return df_seterr(err, errlen, "internal: more session buffers than DF_SESSION_ITEMS");
+    for (int i = 0; i < lay.n; i++) ITEM(*lay.dst[i], lay.bytes[i]); /* the family's own scratch */
 #undef FLOATS
 #undef ITEM
     *n_items = ni;
@@ -372,51 +362,84 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     return 0;
 }
 
-/* The layout a session of these parameters would have, allocating nothing
- * (planning: its ring, its bytes). */
-static int dry_layout(const df_model *m, const df_session_params *p, df_session *tmp, df_mem *tmem, alloc_item *it,
-                      int *n, int *n_own) {
-    memset(tmp, 0, sizeof *tmp);
-    memset(tmem, 0, sizeof *tmem);
-    tmp->mem = tmem;
-    return session_layout(m, p, tmp, it, n, n_own, NULL, 0);
+/* The layout a session of these parameters would have, allocating only
+ * the family's small struct its scratch hook declares into (planning: its
+ * ring, its bytes); dry_end frees that. */
+typedef struct {
+    df_session s;
+    df_mem mem;
+    alloc_item it[MAX_ITEMS];
+    int n, n_own;
+} dry;
+
+static int dry_layout(const df_model *m, const df_session_params *p, dry *d) {
+    memset(d, 0, sizeof *d);
+    d->s.mem = &d->mem;
+    if (m->arch && m->arch->fam_bytes && !(d->s.fam = calloc(1, m->arch->fam_bytes))) return -1;
+    return session_layout(m, p, &d->s, d->it, &d->n, &d->n_own, NULL, 0);
 }
+
+static void dry_end(dry *d) { free(d->s.fam); }
 
 int df_session_kv_ring(const df_model *m, const df_session_params *p) {
-    df_session tmp;
-    df_mem tmem;
-    alloc_item it[MAX_ITEMS];
-    int n, n_own;
-    if (dry_layout(m, p, &tmp, &tmem, it, &n, &n_own) != 0) return 0;
-    return df_kv_ring(&m->hp, tmp.n_ctx, tmp.n_batch);
-}
-
-int df_session_comp_bytes(const df_model *m, const df_session_params *p, uint64_t *comp, uint64_t *lid,
-                          uint64_t *state) {
-    df_session tmp;
-    df_mem tmem;
-    alloc_item it[MAX_ITEMS];
-    int n, n_own;
-    *comp = *lid = *state = 0;
-    if (dry_layout(m, p, &tmp, &tmem, it, &n, &n_own) != 0) return 0;
-    int64_t c, d, st;
-    comp_totals(&m->hp, tmp.n_ctx, &c, &d, &st);
-    *comp = (uint64_t)c * sizeof(float);
-    *lid = (uint64_t)d * sizeof(float);
-    *state = (uint64_t)st * sizeof(float);
-    return tmp.n_ctx;
+    dry d;
+    const int ok = dry_layout(m, p, &d) == 0;
+    dry_end(&d);
+    return ok ? df_kv_ring(&m->hp, d.s.n_ctx, d.s.n_batch) : 0;
 }
 
 int df_session_split_bytes(const df_model *m, const df_session_params *p, uint64_t *own, uint64_t *scratch) {
-    df_session tmp;
-    df_mem tmem;
-    alloc_item it[MAX_ITEMS];
-    int n, n_own;
+    dry d;
     *own = *scratch = 0;
-    if (dry_layout(m, p, &tmp, &tmem, it, &n, &n_own) != 0) return -1;
-    *own = sizeof(df_session) + sizeof(df_mem);
-    for (int i = 0; i < n; i++) *(i < n_own ? own : scratch) += it[i].bytes + 64;
+    const int rc = dry_layout(m, p, &d);
+    dry_end(&d);
+    if (rc != 0) return -1;
+    *own = sizeof(df_session) + sizeof(df_mem) + (m->arch ? m->arch->fam_bytes : 0);
+    for (int i = 0; i < d.n; i++) *(i < d.n_own ? own : scratch) += d.it[i].bytes + 64;
     return 0;
+}
+
+/* Count a layer of bytes under name in the list (a new entry if it has none). */
+static void mem_list_add(df_plan_mem *out, int *n, int max, const char *name, uint64_t bytes) {
+    for (int i = 0; i < *n; i++)
+        if (strcmp(out[i].name, name) == 0) {
+            out[i].n_layers++;
+            out[i].bytes += bytes;
+            return;
+        }
+    if (*n == max) return;
+    snprintf(out[*n].name, sizeof out[*n].name, "%s", name);
+    out[*n].n_layers = 1;
+    out[(*n)++].bytes = bytes;
+}
+
+int df_session_mem_list(const df_model *m, const df_session_params *p, df_plan_mem *out, int max, int *n_ctx) {
+    const df_hparams *h = &m->hp;
+    dry d;
+    const int rc = dry_layout(m, p, &d);
+    dry_end(&d);
+    *n_ctx = rc == 0 ? d.s.n_ctx : 0;
+    if (rc != 0) return 0;
+    const int64_t C = d.s.n_ctx, ring = df_kv_ring(h, d.s.n_ctx, d.s.n_batch);
+    const size_t elt = d.mem.kv_elt;
+    int n = 0;
+    for (int l = 0; l < h->n_layer + h->n_layer_mtp; l++) {
+        if (h->recurrent && h->recurrent[l]) {
+            const uint64_t f = (uint64_t)(df_rec_conv_floats(h) + df_rec_state_floats(h));
+            mem_list_add(out, &n, max, "recurrent state", f * sizeof(float));
+            if (d.mem.rb_rows)
+                mem_list_add(out, &n, max, "rollback room",
+                             (f + (uint64_t)d.mem.rb_rows * (uint64_t)df_rec_row_floats(h)) * sizeof(float));
+        } else {
+            const uint64_t rows = (uint64_t)(ring && h->swa && h->swa[l] ? ring : C);
+            mem_list_add(out, &n, max, h->kv_lora_rank > 0 ? "latent cache" : "KV cache",
+                         rows * (uint64_t)(d.s.kv_dim_k + d.s.kv_dim_v) * elt);
+        }
+        df_mem_decl it[DF_MEM_ITEMS];
+        const int k = layer_items(m, l, it);
+        for (int i = 0; i < k; i++) mem_list_add(out, &n, max, it[i].name, decl_rows(&it[i], C) * decl_row_bytes(&it[i], elt));
+    }
+    return n;
 }
 
 /* ---- the model's shared scratch ---- */
@@ -468,11 +491,16 @@ static void mem_bind(df_session *s) {
     const df_hparams *h = &s->m->hp;
     df_mem *mem = s->mem;
     const int ring = df_kv_ring(h, s->n_ctx, s->n_batch);
-    int64_t ia = 0, ir = 0, ii = 0; /* KV rows so far, recurrent layers so far, indexer caches so far */
-    int64_t oc = 0, od = 0, os = 0; /* deepseek4's compressed floats so far */
+    int64_t ia = 0, ir = 0; /* KV rows so far, recurrent layers so far */
+    uint64_t io = 0;        /* bytes of declared items so far */
     for (int l = 0; l < h->n_layer + h->n_layer_mtp; l++) {
         layer_mem *lm = &mem->layer[l];
         memset(lm, 0, sizeof *lm);
+        lm->n_item = layer_items(s->m, l, lm->item);
+        for (int i = 0; i < lm->n_item; i++) {
+            lm->item_rows[i] = mem->items + io;
+            io += item_bytes(&lm->item[i], s->n_ctx, mem->kv_elt);
+        }
         if (h->recurrent && h->recurrent[l]) {
             lm->kind = DF_MEM_RECURRENT;
             lm->conv = mem->rec_conv + ir * df_rec_conv_floats(h);
@@ -490,18 +518,6 @@ static void mem_bind(df_session *s) {
         lm->k = mem->k_cache + ia * mem->kv_dim_k * (int64_t)mem->kv_elt;
         if (lm->kind == DF_MEM_KV) lm->v = mem->v_cache + ia * mem->kv_dim_v * (int64_t)mem->kv_elt;
         ia += lm->ring ? lm->ring : s->n_ctx;
-        if (h->idx_n_head && (!h->idx_full || h->idx_full[l]))
-            lm->idx = mem->idx_cache + ii++ * (int64_t)s->n_ctx * h->idx_head_dim * (int64_t)mem->kv_elt;
-        int64_t c, d, st;
-        df_mem_comp_floats(h, l, s->n_ctx, &c, &d, &st);
-        if (c) {
-            lm->comp = mem->ds4_comp + oc;
-            lm->lid = d ? mem->ds4_lid + od : NULL;
-            lm->cstate = mem->ds4_state + os;
-            oc += c;
-            od += d;
-            os += st;
-        }
     }
 }
 
@@ -673,17 +689,33 @@ static void rec_replay(df_session *s, int n) {
     if (locked) pthread_mutex_unlock(&s->m->decode_mu);
 }
 
-size_t df_mem_idx_row_bytes(const df_session *s, int l) {
-    return s->mem->layer[l].idx ? (size_t)s->m->hp.idx_head_dim * s->mem->kv_elt : 0;
-}
-uint8_t *df_mem_idx_rows(df_session *s, int l) { return s->mem->layer[l].idx; }
+/* ---- the items families declare ---- */
 
-void df_mem_idx_store(df_session *s, int l, int n_tok, const float *k) {
-    const int64_t D = s->m->hp.idx_head_dim;
-    const quant_traits *kv = quant_traits_get(s->mem->kv_type);
-    uint8_t *rows = s->mem->layer[l].idx;
-    for (int t = 0; rows && t < n_tok; t++)
-        kv->from_float(k + t * D, rows + (s->pos + t) * D * (int64_t)s->mem->kv_elt, D);
+void *df_mem_item(const df_session *s, int l, int i) {
+    const layer_mem *lm = &s->mem->layer[l];
+    return i < lm->n_item ? lm->item_rows[i] : NULL;
+}
+
+size_t df_mem_item_row_bytes(const df_session *s, int l, int i) {
+    const layer_mem *lm = &s->mem->layer[l];
+    return i < lm->n_item ? (size_t)decl_row_bytes(&lm->item[i], s->mem->kv_elt) : 0;
+}
+
+int df_mem_n_items(const df_session *s, int l) { return s->mem->layer[l].n_item; }
+
+uint64_t df_mem_item_rows(const df_session *s, int l, int i, int64_t pos) {
+    const layer_mem *lm = &s->mem->layer[l];
+    return i < lm->n_item ? decl_rows(&lm->item[i], pos) : 0;
+}
+
+void df_mem_item_store(df_session *s, int l, int i, int n_tok, const float *rows) {
+    const layer_mem *lm = &s->mem->layer[l];
+    if (i >= lm->n_item) return;
+    const df_mem_decl *d = &lm->item[i];
+    const size_t rb = (size_t)decl_row_bytes(d, s->mem->kv_elt);
+    const quant_traits *qt = quant_traits_get(d->kv_type ? s->mem->kv_type : DF_TYPE_F32);
+    for (int t = 0; t < n_tok; t++)
+        qt->from_float(rows + t * d->row_elts, lm->item_rows[i] + (size_t)(s->pos + t) * rb, d->row_elts);
 }
 
 /* ---- lifetime ---- */
@@ -701,6 +733,7 @@ void df_session_free(df_session *s) {
         free(buf);
     }
     free(s->mem);
+    free(s->fam);
     free(s);
 }
 
@@ -741,7 +774,9 @@ int df_session_new(df_model *m, const df_session_params *p, df_session **out, ch
     s->abort_cb = p->abort_cb;
     s->abort_ctx = p->abort_ctx;
     s->mem = calloc(1, sizeof *s->mem);
-    if (!s->mem) {
+    if (s->mem && m->arch->fam_bytes) s->fam = calloc(1, m->arch->fam_bytes);
+    if (!s->mem || (m->arch->fam_bytes && !s->fam)) {
+        free(s->mem);
         free(s);
         return df_seterr(err, errlen, "out of memory"), DF_E_NOMEM;
     }
@@ -887,7 +922,3 @@ void df_note_choice(df_session *o, int64_t pos, int l, const char *what, float m
     if (o->ties && margin <= o->ties_eps)
         fprintf(o->ties, "position %lld layer %d %s margin %.3g\n", (long long)pos, l, what, (double)margin);
 }
-
-float *df_mem_comp(df_session *s, int l) { return s->mem->layer[l].comp; }
-float *df_mem_lid(df_session *s, int l) { return s->mem->layer[l].lid; }
-float *df_mem_cstate(df_session *s, int l) { return s->mem->layer[l].cstate; }

@@ -7,15 +7,16 @@
  * its kind, a KV cache (n_ctx rows of keys and of values; a sliding-window
  * layer's is a ring of the window plus a batch, df_kv_ring), an MLA latent
  * cache (n_ctx latent rows) or a recurrent state of fixed size (KDA: the
- * short convolutions' last inputs and the delta-rule state); an MLA layer
- * with a DSA indexer that selects keys also keeps the indexer's n_ctx keys
- * (df_mem_idx_*). The layout is
+ * short convolutions' last inputs and the delta-rule state); and whatever
+ * items its family declares besides (df_mem_decl, below). The layout is
  * private to session.c (struct df_mem is opaque); forward passes reach it
  * only through the df_mem_* calls below: write the rows of new positions,
- * describe a layer's cache for attention, hand out a recurrent state.
+ * describe a layer's cache for attention, hand out a recurrent state or a
+ * declared item.
  *
- * The scratch buffers (df_session's public fields) are sized from one table
- * (session_layout) that also tells the memory planner what a session costs
+ * The scratch buffers (df_session's public fields, and the fields of its
+ * family's struct, s->fam) are sized from one table (session_layout) that
+ * also tells the memory planner what a session costs
  * (df_session_split_bytes). Nothing is allocated per token.
  *
  * Scratch is the model's, not the session's: one decode runs at a time per
@@ -84,7 +85,8 @@ struct df_session {
     FILE *ties;             /* df_session_trace_ties: the near ties, or NULL */
     df_out *ties_out;       /* ... the file they go to */
     float ties_eps;         /* ... the largest margin written */
-    const float *moe_hint;  /* the residual the MoE lookahead reads (NULL: s->x); kimi-k3: the FFN's residual mix */
+    const float *moe_hint;  /* the residual the MoE lookahead reads (NULL: s->x; a family whose FFN reads a mix
+                             * of residuals points it there) */
     /* MLA scratch */
     float *q_abs;           /* (n_batch, n_head, kv_lora_rank + n_rot) absorbed queries */
     float *lat;             /* (n_batch, kv_lora_rank + n_rot) new latents */
@@ -93,32 +95,12 @@ struct df_session {
     float *rope_cache;      /* (n_batch, n_rot) */
     float *logits;          /* (n_batch, n_vocab) */
     /* KDA scratch (models with recurrent layers), d_inner = kda_n_head * kda_head_dim */
-    float *kda_q, *kda_k, *kda_v, *kda_g, *kda_o; /* (n_batch, d_inner) each; qwen (hp.gdn): kda_q is the
+    float *kda_q, *kda_k, *kda_v, *kda_g, *kda_o; /* (n_batch, d_inner) each; a gated delta net (hp.gdn): kda_q is the
                                                    * fused qkv (n_batch, ssm_conv_ch + d_inner: room for a legacy
                                                    * ssm_in row), kda_g the gate z, kda_v one legacy row, no kda_k */
     float *kda_beta;        /* (n_batch, kda_n_head) */
-    float *kda_lo;          /* (n_batch, kda_head_dim) low-rank intermediate; qwen: (n_batch, kda_n_head) decays */
-    /* kimi-k3 scratch */
-    float *res_stack;       /* (checkpoints, n_batch, n_embd) cross-layer residual checkpoints */
-    float *res_mix;         /* (n_batch, n_embd) the mixed residual a block reads */
-    float *res_scores;      /* (checkpoints + 1) one token's mixing scores */
+    float *kda_lo;          /* (n_batch, kda_head_dim) low-rank intermediate; gdn: (n_batch, kda_n_head) decays */
     float *attn_gate;       /* (n_batch, n_head * head_dim_v) attention output gate (hp.attn_out_gate) */
-    float *lat_in, *lat_out;/* (n_batch, n_embd) latent MoE input and output */
-    /* DSA lightning indexer scratch (dsa.c) */
-    float *idx_q;           /* (n_batch, idx_n_head * idx_head_dim) indexer queries */
-    float *idx_k;           /* (n_batch, idx_head_dim) new indexer keys */
-    float *idx_w;           /* (n_batch, idx_n_head) per-head weights */
-    int32_t *idx_sel;       /* (n_batch, idx_top_k) each token's chosen key positions, ascending */
-    /* deepseek4 scratch (arch_deepseek4.c) */
-    float *hc;              /* (n_batch, hc_mult * n_embd) the residual streams */
-    float *hc_norm;         /* (n_batch, hc_mult * n_embd) their RMSNorm, then hc_post's new streams */
-    float *hc_mixes;        /* (n_batch, (2 + hc_mult) * hc_mult) a mixer's raw outputs */
-    float *hc_mix;          /* (n_batch, hc_mult + hc_mult^2) post weights and Sinkhorn-normalised comb */
-    float *qr;              /* (n_batch, q_lora_rank) normed query LoRA */
-    float *o_grp;           /* (n_batch, n_head * head_dim / o_groups) one output group's rows */
-    float *o_low;           /* (n_batch, o_groups * o_lora) the grouped low-rank output */
-    float *cmp;             /* (n_batch, max df_cstate_width) compressor rows of this pass (dsv4.c) */
-    float *lid_q, *lid_w;   /* (n_batch, ds4_idx_heads * ds4_idx_dim), (n_batch, ds4_idx_heads) indexer queries, weights */
     const int32_t *moe_tokens; /* this pass's token ids while hash-routed layers run (moe.c), else NULL */
     /* the MTP block (hp.n_layer_mtp; mtp.c): its KV cache is layer n_layer's memory */
     float *mtp_h;           /* (n_batch + 1, n_embd) the target's hidden rows of positions mtp_base.. */
@@ -127,6 +109,8 @@ struct df_session {
     float *mtp_in;          /* (n_batch, 2 * n_embd) [enorm(embedding) | hnorm(hidden)] */
     float *mtp_out;         /* (n_batch, n_embd) the block's output after shared_head_norm */
     mm_scratch mm;
+    void *fam;              /* the family's own per-session struct (df_arch.fam_bytes; its scratch fields, as the
+                             * family's scratch hook declared them), or NULL */
     /* where the scratch fields above live (session.c): their addresses and the bytes this session needs of each */
     void **scr_dst[DF_SCRATCH_MAX];
     uint64_t scr_need[DF_SCRATCH_MAX];
@@ -145,11 +129,6 @@ int df_session_split_bytes(const df_model *m, const df_session_params *p, uint64
 void df_session_bind_scratch(df_session *s);
 /* The model's shared scratch, freed with the model (df_model_free). */
 void df_scratch_free(df_model *m);
-/* The part of them that deepseek4's compressed layers keep (0s for other
- * models): compressed keys, indexer keys (ratio-4 layers) and compressor
- * states, in bytes. Returns the session's context (0: too large). */
-int df_session_comp_bytes(const df_model *m, const df_session_params *p, uint64_t *comp, uint64_t *lid,
-                          uint64_t *state);
 
 /* Rows of a sliding-window layer's KV ring for this context and batch (a
  * multiple of 64, at least the window plus a batch's new keys), or 0 when
@@ -215,31 +194,63 @@ size_t df_mem_v_row_bytes(const df_session *s);
 int df_mem_kv_type(const df_session *s);
 uint8_t *df_mem_k_row_w(df_session *s, int l, int pos);
 uint8_t *df_mem_v_row_w(df_session *s, int l, int pos);
-/* The DSA indexer's key cache of layer l (a layer that selects; others
- * have none): store n_tok keys (idx_head_dim floats each) at s->pos..;
- * the bytes of one cached row (0: layer l has no such cache); its rows from
- * position 0 on, row_bytes apart, in the KV element type (df_mem_kv_type). */
-void df_mem_idx_store(df_session *s, int l, int n_tok, const float *k);
-size_t df_mem_idx_row_bytes(const df_session *s, int l);
-uint8_t *df_mem_idx_rows(df_session *s, int l);
-/* deepseek4's compressed layer l (others: NULL): its compressed keys (one
- * row of head_dim per block of comp_ratio[l] positions, block b in row b),
- * its indexer's (ratio 4: rows of ds4_idx_dim), and its compressors' state:
- * df_cstate_rows rows of df_cstate_width floats, position p in row
- * p % df_cstate_rows (kv, score, then for ratio 4 the indexer's kv, score). */
-float *df_mem_comp(df_session *s, int l);
 /* A discrete choice inside the model (a router's experts, an indexer's keys) made
  * for session o's row at position pos in layer l with this margin (df_moe_select,
  * op_top_k_margin): written to o's near-tie trace when it is at most the trace's
  * eps (format: df_session_trace_ties). */
 void df_note_choice(df_session *o, int64_t pos, int l, const char *what, float margin);
-float *df_mem_lid(df_session *s, int l);
-float *df_mem_cstate(df_session *s, int l);
-/* deepseek4 layer l's floats of compressed keys and indexer keys for n_ctx
- * positions (the blocks begun), and of its compressors' state (0, 0, 0:
- * not a compressed layer). */
-void df_mem_comp_floats(const df_hparams *h, int l, int64_t n_ctx, int64_t *comp, int64_t *lid, int64_t *state);
-int df_cstate_rows(const df_hparams *h, int l);
-int64_t df_cstate_width(const df_hparams *h, int l);
+
+/* ---- what a family declares (df_arch.layer_mem, df_arch.scratch) ----
+ * session.c owns what many families share: attention caches (KV, the MLA
+ * latent, sliding-window rings), recurrent states, the scratch of dense,
+ * MoE, MLA and recurrent layers. Anything else a family keeps per layer, or
+ * computes in, it declares through two hooks of its df_arch entry, and
+ * session.c sizes, plans, allocates, frees, snapshots and restores it like
+ * its own without knowing what it means. */
+
+/* Rows of a declared item: one per position (n_ctx rows; a snapshot keeps
+ * those of the positions seen), one per block of `per` positions (those
+ * begun), or `per` rows whatever the position (a snapshot keeps them all). */
+enum { DF_ROWS_POS = 1, DF_ROWS_BLOCK = 2, DF_ROWS_FIXED = 3 };
+#define DF_MEM_ITEMS 4 /* items one layer declares at most */
+typedef struct df_mem_decl {
+    const char *name;  /* how the plan names it ("indexer keys"); items of one name are one line */
+    int rule, per;     /* DF_ROWS_* and its count */
+    int64_t row_elts;  /* elements of a row */
+    int kv_type;       /* 1: elements of the session's KV type (df_mem_kv_type); 0: floats */
+} df_mem_decl;
+
+/* Item i (in the order layer l's df_arch.layer_mem declared them) of
+ * layer l: its rows, row 0 first; NULL when the layer has no such item. */
+void *df_mem_item(const df_session *s, int l, int i);
+/* The bytes of one of its rows. */
+size_t df_mem_item_row_bytes(const df_session *s, int l, int i);
+/* Items layer l declared, and their rows held at position pos (snapshot.c). */
+int df_mem_n_items(const df_session *s, int l);
+uint64_t df_mem_item_rows(const df_session *s, int l, int i, int64_t pos);
+/* Store n_tok float rows (row_elts each) as item i's rows of positions
+ * s->pos.. (a DF_ROWS_POS item of the KV type: converted to it). */
+void df_mem_item_store(df_session *s, int l, int i, int n_tok, const float *rows);
+
+/* A family's scratch hook sizes its scratch through these. */
+typedef struct df_layout df_layout; /* session.c */
+int df_layout_ctx(const df_layout *lay);
+int df_layout_batch(const df_layout *lay);
+/* The family's per-session struct (df_arch.fam_bytes), whose fields the
+ * scratch is declared into. */
+void *df_layout_fam(df_layout *lay);
+/* field (a float*, int32_t* or void* in the family's struct) points at
+ * scratch of this many bytes during a decode (df_session_bind_scratch). */
+void df_layout_scratch(df_layout *lay, void *field, uint64_t bytes);
+/* The family multiplies inputs this many floats wide (matmul.c's scratch),
+ * or needs this many floats per thread in s->att. */
+void df_layout_wide(df_layout *lay, int64_t floats);
+void df_layout_att(df_layout *lay, int64_t floats);
+
+/* The per-layer memory of a session with these parameters, one entry per
+ * name (what it is, the layers that keep it, its bytes), for the plan; at
+ * most max entries, and the session's context (0: bad parameters). Returns
+ * the number of entries. */
+int df_session_mem_list(const df_model *m, const df_session_params *p, df_plan_mem *out, int max, int *n_ctx);
 
 #endif

@@ -120,34 +120,50 @@ check "... and less to read from memory per token" awk -v a="$(field memory_byte
 if "$B/deltafin" plan -m "$T/k3.gguf" --mem 2G --resident-type q3_Z > /dev/null 2> "$T/err"; then r=0; else r=$?; fi
 check "an unknown --resident-type is a usage error" test "$r" = 2
 
-# deepseek4 (deepseek4-tiny: layers SCHC, head 64, indexer head 64): its compressed layers' memory on its own line
-# and in --json, per session at -c 1024: compressed keys, one row of 64 floats a block (2 x 256 blocks of 4, 8 of
-# 128), indexer keys (2 x 256 rows of 64), compressor states (ratio 4: 8 rows of 2*2*64 + 4*64; ratio 128: 128 of 2*64)
+# What a session keeps per layer: one list of items (name, layers, bytes) in --json ("memory") and on one line of
+# the report and of info, from session.c's generic kinds and what each family declares (df_arch.layer_mem).
+# deepseek4 (deepseek4-tiny: layers SCHC, head 64, indexer head 64), per session at -c 1024: compressed keys, one
+# row of 64 floats a block (2 x 256 blocks of 4, 8 of 128), indexer keys (2 x 256 rows of 64), compressor states
+# (ratio 4: 8 rows of 2*2*64 + 4*64; ratio 128: 128 of 2*64)
+mem_item() { sed -n "s/.*{\"name\":\"$1\",\"layers\":\([0-9]*\),\"bytes\":\([0-9]*\)}.*/\1 \2/p" <<< "$2"; }
 mkdir "$T/ds4"
 "$B/mkmodel" -o "$T/ds4/ds4.gguf" --preset deepseek4-tiny --shape-only --type q8_0 --expert-type mxfp4 2> "$T/ds4/mk.err"
 j4=$("$B/deltafin" plan -m "$T/ds4/ds4.gguf" --mem 256M -c 1024 --disk-gbps 5 --mem-gbps 400 --json)
 echo "    $j4"
-check "deepseek4: 3 compressed layers" test "$(field compressed_layers "$j4")" = 3
-check "... compressed caches 4 x 64 x (2 x 256 + 8) bytes" test "$(field compressed_cache_bytes "$j4")" = $((4 * 64 * 520))
-check "... indexer keys 4 x 64 x 2 x 256 bytes" test "$(field compressed_indexer_bytes "$j4")" = $((4 * 64 * 512))
-check "... compressor states 4 x (2 x 8 x 512 + 128 x 128) bytes" \
-    test "$(field compressor_state_bytes "$j4")" = $((4 * (2 * 8 * 512 + 128 * 128)))
-check "... all within the session's bytes" awk -v s="$(field session_bytes "$j4")" -v c="$(field compressed_cache_bytes "$j4")" \
-    -v i="$(field compressed_indexer_bytes "$j4")" -v t="$(field compressor_state_bytes "$j4")" 'BEGIN { exit !(c + i + t < s) }'
+check "deepseek4: compressed keys in 3 layers, 4 x 64 x (2 x 256 + 8) bytes" \
+    test "$(mem_item "compressed keys" "$j4")" = "3 $((4 * 64 * 520))"
+check "... indexer keys in 2, 4 x 64 x 2 x 256 bytes" test "$(mem_item "compressed indexer keys" "$j4")" = "2 $((4 * 64 * 512))"
+check "... compressor states in 3, 4 x (2 x 8 x 512 + 128 x 128) bytes" \
+    test "$(mem_item "compressor states" "$j4")" = "3 $((4 * (2 * 8 * 512 + 128 * 128)))"
+check "... the window's KV ring in all 4: 576 rows of 64 halves, keys and values" \
+    test "$(mem_item "KV cache" "$j4")" = "4 $((4 * 576 * 2 * 64 * 2))"
+check "... all within the session's bytes" awk -v s="$(field session_bytes "$j4")" \
+    -v l="$(sed 's/.*"memory":\[//; s/\].*//' <<< "$j4")" \
+    'BEGIN { n = split(l, a, "\"bytes\":"); for (i = 2; i <= n; i++) t += a[i] + 0; exit !(t > 0 && t < s) }'
 j4b=$("$B/deltafin" plan -m "$T/ds4/ds4.gguf" --mem 256M -c 2048 --disk-gbps 5 --mem-gbps 400 --json)
 check "... twice the context: twice the compressed and indexer keys, the same states" test \
-    "$(field compressed_cache_bytes "$j4b")/$(field compressed_indexer_bytes "$j4b")/$(field compressor_state_bytes "$j4b")" = \
-    "$((4 * 64 * 1040))/$((4 * 64 * 1024))/$(field compressor_state_bytes "$j4")"
+    "$(mem_item "compressed keys" "$j4b")/$(mem_item "compressed indexer keys" "$j4b")/$(mem_item "compressor states" "$j4b")" = \
+    "3 $((4 * 64 * 1040))/2 $((4 * 64 * 1024))/$(mem_item "compressor states" "$j4")"
 h4=$("$B/deltafin" plan -m "$T/ds4/ds4.gguf" --mem 256M -c 1024 --disk-gbps 5 --mem-gbps 400)
-check "... and a line of the report says so" grep -q "^plan: 3 of 4 layers compress their attention (2 with the indexer).*compressed caches 130.0 KiB, indexer keys 128.0 KiB, compressor states 96.0 KiB" <<< "$h4"
+ds4_line="compressed keys (3 of 4 layers) 130.0 KiB, compressed indexer keys (2 of 4 layers) 128.0 KiB, compressor states (3 of 4 layers) 96.0 KiB"
+check "... and a line of the report says so" grep -q "^plan: a session of 1024 positions keeps KV cache (4 of 4 layers) 576.0 KiB, $ds4_line\$" <<< "$h4"
 i4=$("$B/deltafin" info -m "$T/ds4/ds4.gguf" -c 1024)
-check "info: the same on a line of its own" grep -q "^compressed: *3 of 4 layers (2 with the indexer); a session of 1024 positions keeps compressed caches 130.0 KiB, indexer keys 128.0 KiB, compressor states 96.0 KiB" <<< "$i4"
+check "info: the same on a line of its own" grep -q "^memory: *a session of 1024 positions keeps .*$ds4_line" <<< "$i4"
 check "... at the default context without -c (the trained 2048: twice the keys)" grep -q \
-    "^compressed: .*a session of 2048 positions keeps compressed caches 260.0 KiB, indexer keys 256.0 KiB, compressor states 96.0 KiB" \
+    "^memory: *a session of 2048 positions keeps .*compressed keys (3 of 4 layers) 260.0 KiB, compressed indexer keys (2 of 4 layers) 256.0 KiB, compressor states (3 of 4 layers) 96.0 KiB" \
     <<< "$("$B/deltafin" info -m "$T/ds4/ds4.gguf")"
-check "... and none for a model without them" lacks "$("$B/deltafin" info -m "$T/k3.gguf")" "compressed:"
-check "a model without compressed layers reports none" test "$(field compressed_layers "$j")/$(field compressor_state_bytes "$j")" = 0/0
-check "... and no such line" lacks "$human" "compress their attention"
+check "... kimi-k3: recurrent states and latent caches, nothing compressed" grep -q \
+    "^memory: *a session of [0-9]* positions keeps recurrent state (18 of 24 layers) .*, latent cache (6 of 24 layers) [0-9.]* [KM]iB\$" \
+    <<< "$("$B/deltafin" info -m "$T/k3.gguf")"
+check "a model without compressed layers lists none" test -z "$(mem_item "compressed keys" "$j")$(mem_item "compressor states" "$j")"
+check "... and no such item on its line" lacks "$human" "compressed keys"
+# DSA (deepseek32-tiny: 3 layers, every one selects; indexer key length 64): its indexer keys are an item it declares,
+# one row a position in the KV type (f16 by default, f32 with --kv f32)
+"$B/mkmodel" -o "$T/ds4/dsa.gguf" --preset deepseek32-tiny --shape-only 2> "$T/ds4/mk.err"
+jd=$("$B/deltafin" plan -m "$T/ds4/dsa.gguf" --mem 256M -c 1024 --disk-gbps 5 --mem-gbps 400 --json)
+check "deepseek32: indexer keys in 3 layers, 1024 rows of 64 halves" test "$(mem_item "indexer keys" "$jd")" = "3 $((3 * 1024 * 64 * 2))"
+jd=$("$B/deltafin" plan -m "$T/ds4/dsa.gguf" --mem 256M -c 1024 --kv f32 --disk-gbps 5 --mem-gbps 400 --json)
+check "... of 64 floats with an f32 KV cache" test "$(mem_item "indexer keys" "$jd")" = "3 $((3 * 1024 * 64 * 4))"
 
 # glm4moe's NextN block: left out of the plan, counted with --spec mtp (its weights, experts and KV cache)
 mkdir "$T/glm"
