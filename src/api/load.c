@@ -240,7 +240,7 @@ void df_model_free(df_model *m) {
     free(m->hp.n_ff_l);
     free(m->hp.swa);
     free(m->hp.idx_full);
-    free(m->hp.comp_ratio);
+    free(m->fam_hp);
     free(m->path);
     gram_vocab_free(m->gram_vocab);
     if (m->decode_mu_init) pthread_mutex_destroy(&m->decode_mu), pthread_mutex_destroy(&m->gram_mu);
@@ -399,12 +399,12 @@ static int load_arch(df_model *m, const char *path, char *err, size_t errlen) {
 }
 
 /* df_model_params.mtp: run the first NextN block where the architecture
- * can (per-layer arrays sized to block_count cover it; a model with
- * recurrent, sliding-window, indexer or compressed layers is not one). */
+ * can (hp.mtp_arch: its family says so; per-layer arrays sized to
+ * block_count cover it; a model with recurrent or sliding-window layers is
+ * not one). */
 static void use_mtp(df_model *m) {
     df_hparams *h = &m->hp;
-    h->n_layer_mtp = h->mtp_arch && h->n_layer_nextn > 0 && !h->recurrent && !h->swa && !h->idx_full &&
-                     !h->comp_ratio && !h->idx_n_head && !h->hc_mult;
+    h->n_layer_mtp = h->mtp_arch && h->n_layer_nextn > 0 && !h->recurrent && !h->swa;
 }
 
 /* Everything before the weights: metadata, hyperparameters, tokenizer

@@ -50,8 +50,9 @@
 
 static int hparams(df_model *m, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
+    df_dsv4_hp *v4;
     /* compress_ratios names every block, MTP ones included: read before the MTP blocks are set apart */
-    if (df_dsv4_hparams(m, err, errlen) || df_hp_nextn(m, err, errlen)) return -1;
+    if (df_dsv4_hparams(m, &v4, err, errlen) || df_hp_nextn(m, err, errlen)) return -1;
     if (h->n_expert == 0 || h->n_ff_exp == 0 || h->n_expert_shared < 1)
         return df_seterr(err, errlen, "%s: deepseek4 needs expert_count, expert_used_count, "
                          "expert_feed_forward_length and expert_shared_count", m->path);
@@ -62,23 +63,23 @@ static int hparams(df_model *m, char *err, size_t errlen) {
                          "key_length == value_length)", m->path);
     if (df_hp_int(m, "attention.q_lora_rank", &h->q_lora_rank, 1, 1 << 20, 1, err, errlen) ||
         df_hp_int(m, "attention.sliding_window", &h->n_swa, 1, 1 << 24, 1, err, errlen) ||
-        df_hp_int(m, "attention.output_group_count", &h->o_groups, 1, h->n_head, 1, err, errlen) ||
-        df_hp_int(m, "attention.output_lora_rank", &h->o_lora, 1, 1 << 20, 1, err, errlen) ||
-        df_hp_int(m, "hyper_connection.count", &h->hc_mult, 1, 16, 1, err, errlen) ||
-        df_hp_int(m, "hyper_connection.sinkhorn_iterations", &h->hc_iters, 1, 1000, 1, err, errlen) ||
-        df_hp_int(m, "hash_layer_count", &h->n_hash_layers, 0, h->n_layer, 0, err, errlen))
+        df_hp_int(m, "attention.output_group_count", &v4->o_groups, 1, h->n_head, 1, err, errlen) ||
+        df_hp_int(m, "attention.output_lora_rank", &v4->o_lora, 1, 1 << 20, 1, err, errlen) ||
+        df_hp_int(m, "hyper_connection.count", &v4->hc_mult, 1, 16, 1, err, errlen) ||
+        df_hp_int(m, "hyper_connection.sinkhorn_iterations", &v4->hc_iters, 1, 1000, 1, err, errlen) ||
+        df_hp_int(m, "hash_layer_count", &v4->n_hash_layers, 0, h->n_layer, 0, err, errlen))
         return -1;
-    h->hc_eps = 1e-6f;
+    v4->hc_eps = 1e-6f;
     h->swiglu_limit = 0.0f;
-    if (df_hp_float(m, "hyper_connection.epsilon", &h->hc_eps, 0.0f, 1.0f, err, errlen) ||
+    if (df_hp_float(m, "hyper_connection.epsilon", &v4->hc_eps, 0.0f, 1.0f, err, errlen) ||
         df_hp_float(m, "swiglu_clamp_exp", &h->swiglu_limit, 0.0f, 1e6f, err, errlen))
         return -1;
     if (h->n_rot > MAX_ROT) return df_seterr(err, errlen, "%s: rope.dimension_count %d is too large", m->path, h->n_rot);
-    if (h->hc_mult != 4)
-        return df_seterr(err, errlen, "%s: hyper_connection.count %d (llama.cpp supports 4)", m->path, h->hc_mult);
-    if (h->n_head % h->o_groups)
+    if (v4->hc_mult != 4)
+        return df_seterr(err, errlen, "%s: hyper_connection.count %d (llama.cpp supports 4)", m->path, v4->hc_mult);
+    if (h->n_head % v4->o_groups)
         return df_seterr(err, errlen, "%s: attention.output_group_count %d does not divide the %d heads", m->path,
-                         h->o_groups, h->n_head);
+                         v4->o_groups, h->n_head);
     h->swa = malloc((size_t)h->n_layer);
     if (!h->swa) return df_seterr(err, errlen, "%s: out of memory", m->path);
     memset(h->swa, 1, (size_t)h->n_layer);
@@ -91,9 +92,10 @@ static int hparams(df_model *m, char *err, size_t errlen) {
 }
 
 static int bind(df_model *m, char *err, size_t errlen) {
+    const df_dsv4_hp *v4 = df_dsv4(m);
     const df_hparams *h = &m->hp;
-    const int64_t E = h->n_embd, H = h->n_head, hd = h->head_dim, HC = h->hc_mult, mix = (2 + HC) * HC;
-    const int64_t G = h->o_groups, R = h->o_lora, QL = h->q_lora_rank;
+    const int64_t E = h->n_embd, H = h->n_head, hd = h->head_dim, HC = v4->hc_mult, mix = (2 + HC) * HC;
+    const int64_t G = v4->o_groups, R = v4->o_lora, QL = h->q_lora_rank;
     if (df_bind_embed_output(m, err, errlen) ||
         df_bind(m, &m->output_hc_fn, "output_hc_fn.weight", 0, 1, HC * E, HC, 1, err, errlen) ||
         df_bind(m, &m->output_hc_base, "output_hc_base.weight", 0, 1, HC, 1, 1, err, errlen) ||
@@ -122,7 +124,7 @@ static int bind(df_model *m, char *err, size_t errlen) {
             df_bind(m, &L->ffn_norm, "blk.%d.ffn_norm.weight", l, 1, E, 1, 1, err, errlen) ||
             df_moe_bind_layer(m, l, h->n_ff_exp, err, errlen) || df_dsv4_bind_layer(m, l, err, errlen))
             return -1;
-        if (l < h->n_hash_layers) {
+        if (l < v4->n_hash_layers) {
             if (df_bind_i32(m, &L->ffn_tid2eid, "blk.%d.ffn_gate_tid2eid.weight", l, h->n_expert_used, h->n_vocab,
                             err, errlen))
                 return -1;
@@ -167,9 +169,10 @@ static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 static int hc_pre(df_session *s, ws_tensor *fn, ws_tensor *base, ws_tensor *scale, int post_comb, int n,
                   float *out, char *err, size_t errlen) {
     df_model *m = s->m;
+    const df_dsv4_hp *v4 = df_dsv4(m);
     df_dsv4_fam *f = s->fam;
     const df_hparams *h = &m->hp;
-    const int hc = h->hc_mult, nmix = (int)fn->ne[1];
+    const int hc = v4->hc_mult, nmix = (int)fn->ne[1];
     const int64_t E = h->n_embd, W = hc * E;
     for (int t = 0; t < n; t++) op_rmsnorm(f->hc_norm + t * W, f->hc + t * W, NULL, (int)W, h->norm_eps);
     if (df_matmul(s, fn, f->hc_norm, n, f->hc_mixes, nmix, err, errlen)) return -1;
@@ -184,7 +187,7 @@ static int hc_pre(df_session *s, ws_tensor *fn, ws_tensor *base, ws_tensor *scal
         const float *mx = f->hc_mixes + (int64_t)t * nmix;
         const float *x = f->hc + t * W;
         float pre[16], *o = out + t * E;
-        for (int i = 0; i < hc; i++) pre[i] = sigmoidf(mx[i] * sc[0] + b[i]) + h->hc_eps;
+        for (int i = 0; i < hc; i++) pre[i] = sigmoidf(mx[i] * sc[0] + b[i]) + v4->hc_eps;
         for (int64_t k = 0; k < E; k++) {
             float acc = 0.0f;
             for (int i = 0; i < hc; i++) acc += x[i * E + k] * pre[i];
@@ -194,7 +197,7 @@ static int hc_pre(df_session *s, ws_tensor *fn, ws_tensor *base, ws_tensor *scal
         float *pc = f->hc_mix + (int64_t)t * stride;
         for (int i = 0; i < hc; i++) pc[i] = 2.0f * sigmoidf(mx[hc + i] * sc[1] + b[hc + i]);
         for (int i = 0; i < hc * hc; i++) pc[hc + i] = mx[2 * hc + i] * sc[2] + b[2 * hc + i];
-        sinkhorn(pc + hc, hc, h->hc_iters, h->hc_eps);
+        sinkhorn(pc + hc, hc, v4->hc_iters, v4->hc_eps);
     }
     ws_release(m->ws, scale);
     ws_release(m->ws, base);
@@ -204,9 +207,10 @@ static int hc_pre(df_session *s, ws_tensor *fn, ws_tensor *base, ws_tensor *scal
 /* Write the sublayer's output y (n, n_embd) back into the streams with the
  * post and comb weights hc_pre left in f->hc_mix. */
 static void hc_post(df_session *s, const float *y, int n) {
+    const df_dsv4_hp *v4 = df_dsv4(s->m);
     const df_hparams *h = &s->m->hp;
     df_dsv4_fam *f = s->fam;
-    const int hc = h->hc_mult, stride = hc + hc * hc;
+    const int hc = v4->hc_mult, stride = hc + hc * hc;
     const int64_t E = h->n_embd, W = hc * E;
     for (int t = 0; t < n; t++) {
         const float *pc = f->hc_mix + (int64_t)t * stride, *comb = pc + hc, *yt = y + t * E;
@@ -236,9 +240,10 @@ static void rope_tail(const df_session *s, const rope_params *rp, float *x, int 
  * into s->xb2 (n, n_embd). */
 static int out_proj(df_session *s, df_layer *L, int n, char *err, size_t errlen) {
     df_model *m = s->m;
+    const df_dsv4_hp *v4 = df_dsv4(m);
     df_dsv4_fam *f = s->fam;
     const df_hparams *h = &m->hp;
-    const int64_t G = h->o_groups, R = h->o_lora, gd = (int64_t)h->n_head * h->head_dim / G;
+    const int64_t G = v4->o_groups, R = v4->o_lora, gd = (int64_t)h->n_head * h->head_dim / G;
     const int64_t qdim = (int64_t)h->n_head * h->head_dim;
     const uint8_t *wa = ws_fetch(m->ws, L->wo_a, err, errlen);
     if (!wa) return -1;
@@ -259,6 +264,7 @@ static int out_proj(df_session *s, df_layer *L, int n, char *err, size_t errlen)
 static int attention(df_session *s, df_session *const *own, int l, int n, const rope_params *rp, char *err,
                      size_t errlen) {
     df_model *m = s->m;
+    const df_dsv4_hp *v4 = df_dsv4(m);
     df_dsv4_fam *f = s->fam;
     const df_hparams *h = &m->hp;
     df_layer *L = &m->layers[l];
@@ -283,7 +289,7 @@ static int attention(df_session *s, df_session *const *own, int l, int n, const 
     const float *sinks = ws_fetch(m->ws, L->attn_sinks, err, errlen);
     if (!sinks) return -1;
     int rc = 0;
-    if (!h->comp_ratio[l]) {
+    if (!v4->comp_ratio[l]) {
         df_attend_rows(s, own, l, n, s->k, s->v, s->q, s->xb, sinks);
     } else {
         if (!own) df_mem_store(s, l, n, s->k, s->v);
@@ -304,9 +310,10 @@ static int attention(df_session *s, df_session *const *own, int l, int n, const 
 static int forward(df_session *s, df_session *const *own, const int32_t *tokens, int n, float *logits,
                    int all_logits, char *err, size_t errlen) {
     df_model *m = s->m;
+    const df_dsv4_hp *v4 = df_dsv4(m);
     df_dsv4_fam *f = s->fam;
     const df_hparams *h = &m->hp;
-    const int64_t E = h->n_embd, HC = h->hc_mult;
+    const int64_t E = h->n_embd, HC = v4->hc_mult;
     /* the window layers' RoPE: the model's base without its scaling (llama.cpp: freq_scale 1, no YaRN) */
     rope_params rp = s->rope;
     rp.freq_scale = 1.0f;
@@ -329,7 +336,7 @@ static int forward(df_session *s, df_session *const *own, const int32_t *tokens,
     for (int l = lo; l < hi; l++) {
         df_layer *L = &m->layers[l];
         if (hc_pre(s, L->hc_attn_fn, L->hc_attn_base, L->hc_attn_scale, 1, n, s->x, err, errlen) ||
-            attention(s, own, l, n, h->comp_ratio[l] ? &rp_comp : &rp, err, errlen))
+            attention(s, own, l, n, v4->comp_ratio[l] ? &rp_comp : &rp, err, errlen))
             return -1;
         hc_post(s, s->xb2, n);
         if (hc_pre(s, L->hc_ffn_fn, L->hc_ffn_base, L->hc_ffn_scale, 1, n, s->x, err, errlen) ||

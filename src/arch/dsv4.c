@@ -41,9 +41,12 @@
 #include "quant.h"
 #include "util.h"
 
-int df_dsv4_hparams(df_model *m, char *err, size_t errlen) {
-    df_hparams *h = &m->hp;
+const df_dsv4_hp *df_dsv4(const df_model *m) { return m->fam_hp; }
+
+int df_dsv4_hparams(df_model *m, df_dsv4_hp **out, char *err, size_t errlen) {
+    const df_hparams *h = &m->hp;
     int32_t *r = NULL;
+    *out = NULL;
     if (df_hp_layers(m, "attention.compress_ratios", &r, 0, 128, err, errlen)) return -1;
     if (!r) return df_seterr(err, errlen, "%s: deepseek4 needs attention.compress_ratios", m->path);
     for (int l = 0; l < h->n_layer; l++)
@@ -52,37 +55,46 @@ int df_dsv4_hparams(df_model *m, char *err, size_t errlen) {
             free(r);
             return df_seterr(err, errlen, "%s: attention.compress_ratios[%d] = %d (0, 4 or 128)", m->path, l, bad);
         }
-    h->comp_ratio = r;
-    h->rope_base_comp = h->rope_base;
-    return df_hp_float(m, "attention.compress_rope_freq_base", &h->rope_base_comp, 1.0f, 1e12f, err, errlen) ||
-                   df_hp_int(m, "attention.indexer.head_count", &h->ds4_idx_heads, 1, 4096, 1, err, errlen) ||
-                   df_hp_int(m, "attention.indexer.key_length", &h->ds4_idx_dim, 2, 65536, 1, err, errlen) ||
-                   df_hp_int(m, "attention.indexer.top_k", &h->ds4_idx_topk, 1, 1 << 24, 1, err, errlen)
+    df_dsv4_hp *v4 = calloc(1, sizeof *v4 + sizeof(int32_t) * (size_t)h->n_layer);
+    if (!v4) {
+        free(r);
+        return df_seterr(err, errlen, "%s: out of memory", m->path);
+    }
+    memcpy(v4->comp_ratio, r, sizeof(int32_t) * (size_t)h->n_layer);
+    free(r);
+    m->fam_hp = *out = v4; /* freed with the model */
+    v4->rope_base_comp = h->rope_base;
+    return df_hp_float(m, "attention.compress_rope_freq_base", &v4->rope_base_comp, 1.0f, 1e12f, err, errlen) ||
+                   df_hp_int(m, "attention.indexer.head_count", &v4->idx_heads, 1, 4096, 1, err, errlen) ||
+                   df_hp_int(m, "attention.indexer.key_length", &v4->idx_dim, 2, 65536, 1, err, errlen) ||
+                   df_hp_int(m, "attention.indexer.top_k", &v4->idx_topk, 1, 1 << 24, 1, err, errlen)
                ? -1
                : 0;
 }
 
 /* The compressor state's rows (ratio 4 overlaps the previous block) and row width: kv, score [, indexer kv, score]. */
-static int cstate_rows(const df_hparams *h, int l) {
-    const int r = h->comp_ratio[l];
+static int cstate_rows(const df_model *m, int l) {
+    const int r = df_dsv4(m)->comp_ratio[l];
     return r == 4 ? 2 * r : r;
 }
 
-static int64_t cstate_width(const df_hparams *h, int l) {
-    const int r = h->comp_ratio[l];
+static int64_t cstate_width(const df_model *m, int l) {
+    const df_dsv4_hp *v4 = df_dsv4(m);
+    const int r = v4->comp_ratio[l];
     if (!r) return 0;
     const int64_t coff = r == 4 ? 2 : 1;
-    return 2 * coff * h->head_dim + (r == 4 ? 4 * (int64_t)h->ds4_idx_dim : 0);
+    return 2 * coff * m->hp.head_dim + (r == 4 ? 4 * (int64_t)v4->idx_dim : 0);
 }
 
 int df_dsv4_layer_mem(const df_model *m, int l, df_mem_decl *d) {
+    const df_dsv4_hp *v4 = df_dsv4(m);
     const df_hparams *h = &m->hp;
-    const int r = l < h->n_layer ? h->comp_ratio[l] : 0;
+    const int r = l < h->n_layer ? v4->comp_ratio[l] : 0;
     if (!r) return 0;
     int n = 0;
     d[n++] = (df_mem_decl){"compressed keys", DF_ROWS_BLOCK, r, h->head_dim, 0};
-    if (r == 4) d[n++] = (df_mem_decl){"compressed indexer keys", DF_ROWS_BLOCK, r, h->ds4_idx_dim, 0};
-    d[n++] = (df_mem_decl){"compressor states", DF_ROWS_FIXED, cstate_rows(h, l), cstate_width(h, l), 0};
+    if (r == 4) d[n++] = (df_mem_decl){"compressed indexer keys", DF_ROWS_BLOCK, r, v4->idx_dim, 0};
+    d[n++] = (df_mem_decl){"compressor states", DF_ROWS_FIXED, cstate_rows(m, l), cstate_width(m, l), 0};
     return n;
 }
 
@@ -92,36 +104,38 @@ static float *lid_keys(df_session *o, int l) { return df_mem_item(o, l, 1); }
 static float *cstate(df_session *o, int l) { return df_mem_item(o, l, df_mem_n_items(o, l) - 1); }
 
 void df_dsv4_scratch(const df_model *m, df_layout *lay) {
+    const df_dsv4_hp *v4 = df_dsv4(m);
     const df_hparams *h = &m->hp;
     df_dsv4_fam *f = df_layout_fam(lay);
-    const uint64_t B = (uint64_t)df_layout_batch(lay), F = sizeof(float), HC = (uint64_t)h->hc_mult;
-    const int64_t hcw = h->hc_mult * (int64_t)h->n_embd, o_gd = (int64_t)h->n_head * h->head_dim / h->o_groups;
+    const uint64_t B = (uint64_t)df_layout_batch(lay), F = sizeof(float), HC = (uint64_t)v4->hc_mult;
+    const int64_t hcw = v4->hc_mult * (int64_t)h->n_embd, o_gd = (int64_t)h->n_head * h->head_dim / v4->o_groups;
     int64_t cw_max = 1; /* the widest compressor row */
     for (int l = 0; l < h->n_layer; l++)
-        if (cstate_width(h, l) > cw_max) cw_max = cstate_width(h, l);
+        if (cstate_width(m, l) > cw_max) cw_max = cstate_width(m, l);
     df_layout_scratch(lay, &f->hc, B * (uint64_t)hcw * F);
     df_layout_scratch(lay, &f->hc_norm, B * (uint64_t)hcw * F);
     df_layout_scratch(lay, &f->hc_mixes, B * (2 + HC) * HC * F);
     df_layout_scratch(lay, &f->hc_mix, B * (HC + HC * HC) * F);
     df_layout_scratch(lay, &f->qr, B * (uint64_t)h->q_lora_rank * F);
     df_layout_scratch(lay, &f->o_grp, B * (uint64_t)o_gd * F);
-    df_layout_scratch(lay, &f->o_low, B * (uint64_t)h->o_groups * (uint64_t)h->o_lora * F);
+    df_layout_scratch(lay, &f->o_low, B * (uint64_t)v4->o_groups * (uint64_t)v4->o_lora * F);
     df_layout_scratch(lay, &f->cmp, B * (uint64_t)cw_max * F);
-    df_layout_scratch(lay, &f->lid_q, B * (uint64_t)h->ds4_idx_heads * (uint64_t)h->ds4_idx_dim * F);
-    df_layout_scratch(lay, &f->lid_w, B * (uint64_t)h->ds4_idx_heads * F);
+    df_layout_scratch(lay, &f->lid_q, B * (uint64_t)v4->idx_heads * (uint64_t)v4->idx_dim * F);
+    df_layout_scratch(lay, &f->lid_w, B * (uint64_t)v4->idx_heads * F);
     df_layout_wide(lay, hcw);   /* the mixers read all streams */
     df_layout_wide(lay, o_gd);  /* the output groups */
-    df_layout_wide(lay, (int64_t)h->o_groups * h->o_lora);
+    df_layout_wide(lay, (int64_t)v4->o_groups * v4->o_lora);
     /* attend_row's scores, window keys and choice */
     df_layout_att(lay, 3 * (int64_t)df_layout_ctx(lay) + (int64_t)h->n_swa * (h->head_dim + 1) + 64);
 }
 
 int df_dsv4_bind_layer(df_model *m, int l, char *err, size_t errlen) {
+    const df_dsv4_hp *v4 = df_dsv4(m);
     const df_hparams *h = &m->hp;
     df_layer *L = &m->layers[l];
-    const int r = h->comp_ratio[l];
+    const int r = v4->comp_ratio[l];
     if (!r) return 0;
-    const int64_t E = h->n_embd, hd = h->head_dim, cw = (r == 4 ? 2 : 1) * hd, D = h->ds4_idx_dim;
+    const int64_t E = h->n_embd, hd = h->head_dim, cw = (r == 4 ? 2 : 1) * hd, D = v4->idx_dim;
     if (df_bind(m, &L->comp_wkv, "blk.%d.attn_compressor_kv.weight", l, 1, E, cw, 1, err, errlen) ||
         df_bind(m, &L->comp_wgate, "blk.%d.attn_compressor_gate.weight", l, 1, E, cw, 1, err, errlen) ||
         df_bind(m, &L->comp_ape, "blk.%d.attn_compressor_ape.weight", l, 1, cw, r, 1, err, errlen) ||
@@ -130,9 +144,9 @@ int df_dsv4_bind_layer(df_model *m, int l, char *err, size_t errlen) {
     if (L->comp_ape->type != DF_TYPE_F32)
         return df_seterr(err, errlen, "%s: blk.%d.attn_compressor_ape.weight must be f32", m->path, l);
     if (r != 4) return 0;
-    if (df_bind_mat(m, &L->idx_proj, "blk.%d.indexer.proj.weight", l, 1, E, h->ds4_idx_heads, err, errlen) ||
+    if (df_bind_mat(m, &L->idx_proj, "blk.%d.indexer.proj.weight", l, 1, E, v4->idx_heads, err, errlen) ||
         df_bind(m, &L->idx_wq_b, "blk.%d.indexer.attn_q_b.weight", l, 1, h->q_lora_rank,
-                (int64_t)h->ds4_idx_heads * D, 1, err, errlen) ||
+                (int64_t)v4->idx_heads * D, 1, err, errlen) ||
         df_bind(m, &L->lid_wkv, "blk.%d.indexer_compressor_kv.weight", l, 1, E, 2 * D, 1, err, errlen) ||
         df_bind(m, &L->lid_wgate, "blk.%d.indexer_compressor_gate.weight", l, 1, E, 2 * D, 1, err, errlen) ||
         df_bind(m, &L->lid_ape, "blk.%d.indexer_compressor_ape.weight", l, 1, 2 * D, r, 1, err, errlen) ||
@@ -144,12 +158,13 @@ int df_dsv4_bind_layer(df_model *m, int l, char *err, size_t errlen) {
 }
 
 rope_params df_dsv4_rope(const df_session *s) {
+    const df_dsv4_hp *v4 = df_dsv4(s->m);
     const df_hparams *h = &s->m->hp;
     rope_params rp = s->rope;
-    rp.freq_base = h->rope_base_comp;
+    rp.freq_base = v4->rope_base_comp;
     rp.freq_factors = NULL;
     rp.attn_factor = rp.ext_factor != 0.0f ? 1.0f / (1.0f + 0.1f * logf(1.0f / rp.freq_scale)) : 1.0f;
-    rope_corr_dims(h->n_rot, h->n_ctx_orig, h->rope_base_comp, h->yarn_beta_fast, h->yarn_beta_slow, rp.corr_dims);
+    rope_corr_dims(h->n_rot, h->n_ctx_orig, v4->rope_base_comp, h->yarn_beta_fast, h->yarn_beta_slow, rp.corr_dims);
     return rp;
 }
 
@@ -194,9 +209,10 @@ static void compress_block(const df_session *s, const float *state, int rows, in
  * o at position p; complete a block when p ends one. */
 static void feed(df_session *s, df_session *o, df_layer *L, int l, int t, int64_t p, const float *ape,
                  const float *lape, const float *norm, const float *lnorm, const rope_params *rp, float *rc) {
+    const df_dsv4_hp *v4 = df_dsv4(s->m);
     const df_hparams *h = &s->m->hp;
-    const int r = h->comp_ratio[l], rows = cstate_rows(h, l), ov = r == 4;
-    const int64_t W = cstate_width(h, l), hd = h->head_dim, cw = (ov ? 2 : 1) * hd, D = h->ds4_idx_dim;
+    const int r = v4->comp_ratio[l], rows = cstate_rows(s->m, l), ov = r == 4;
+    const int64_t W = cstate_width(s->m, l), hd = h->head_dim, cw = (ov ? 2 : 1) * hd, D = v4->idx_dim;
     float *st = cstate(o, l), *row = st + (p % rows) * W;
     memcpy(row, ((df_dsv4_fam *)s->fam)->cmp + (int64_t)t * W, sizeof(float) * (size_t)W);
     for (int64_t i = 0; i < cw; i++) row[cw + i] += ape[(p % r) * cw + i];
@@ -213,9 +229,10 @@ static void feed(df_session *s, df_session *o, df_layer *L, int l, int t, int64_
 
 /* The compressor projections of n rows of xn into the family's cmp (rows of cstate_width). */
 static int project(df_session *s, df_layer *L, int l, int n, const float *xn, char *err, size_t errlen) {
+    const df_dsv4_hp *v4 = df_dsv4(s->m);
     const df_hparams *h = &s->m->hp;
-    const int ov = h->comp_ratio[l] == 4;
-    const int64_t W = cstate_width(h, l), cw = (ov ? 2 : 1) * (int64_t)h->head_dim, D = h->ds4_idx_dim;
+    const int ov = v4->comp_ratio[l] == 4;
+    const int64_t W = cstate_width(s->m, l), cw = (ov ? 2 : 1) * (int64_t)h->head_dim, D = v4->idx_dim;
     ws_tensor *const w[4] = {L->comp_wkv, L->comp_wgate, L->lid_wkv, L->lid_wgate};
     float *const c = ((df_dsv4_fam *)s->fam)->cmp, *const y[4] = {c, c + cw, c + 2 * cw, c + 2 * cw + 2 * D};
     const int64_t ld[4] = {W, W, W, W};
@@ -226,15 +243,16 @@ static int project(df_session *s, df_layer *L, int l, int n, const float *xn, ch
  * window and the chosen compressed keys, softmax with the sink, sum into out. */
 static void attend_row(df_session *s, df_session *o, int l, int t, int64_t p, const float *sinks, const float *lq,
                        const float *lw, float *out) {
+    const df_dsv4_hp *v4 = df_dsv4(s->m);
     const df_hparams *h = &s->m->hp;
-    const int r = h->comp_ratio[l], H = h->n_head, hd = h->head_dim;
+    const int r = v4->comp_ratio[l], H = h->n_head, hd = h->head_dim;
     const int64_t nvis = (p + 1) / r, lo = p - h->n_swa + 1 > 0 ? p - h->n_swa + 1 : 0, nwin = p - lo + 1;
     float *sc = s->att, *kbuf = s->att + nwin + nvis; /* scores, then converted window keys */
     int32_t *sel = (int32_t *)(kbuf + nwin * hd);
     int64_t nsel = nvis;
     const float *comp = comp_keys(o, l);
-    if (r == 4 && nvis > h->ds4_idx_topk) { /* the indexer's choice */
-        const int Hi = h->ds4_idx_heads, D = h->ds4_idx_dim;
+    if (r == 4 && nvis > v4->idx_topk) { /* the indexer's choice */
+        const int Hi = v4->idx_heads, D = v4->idx_dim;
         const float *lid = lid_keys(o, l);
         for (int64_t b = 0; b < nvis; b++) {
             float acc = 0.0f;
@@ -245,9 +263,9 @@ static void attend_row(df_session *s, df_session *o, int l, int t, int64_t p, co
             }
             sc[b] = acc;
         }
-        op_top_k_set(sc, (int)nvis, h->ds4_idx_topk, sel); /* ties as llama.cpp settles them (ops.c) */
-        if (o->ties) df_note_choice(o, p, l, "indexer", op_top_k_margin(sc, (int)nvis, h->ds4_idx_topk, sel));
-        nsel = h->ds4_idx_topk;
+        op_top_k_set(sc, (int)nvis, v4->idx_topk, sel); /* ties as llama.cpp settles them (ops.c) */
+        if (o->ties) df_note_choice(o, p, l, "indexer", op_top_k_margin(sc, (int)nvis, v4->idx_topk, sel));
+        nsel = v4->idx_topk;
     } else {
         for (int64_t b = 0; b < nvis; b++) sel[b] = (int32_t)b;
     }
@@ -279,10 +297,11 @@ static void attend_row(df_session *s, df_session *o, int l, int t, int64_t p, co
 int df_dsv4_attend(df_session *s, df_session *const *own, int l, int n, const float *xn, const float *qr,
                    const rope_params *rp, const float *sinks, float *out, char *err, size_t errlen) {
     df_model *m = s->m;
+    const df_dsv4_hp *v4 = df_dsv4(m);
     const df_hparams *h = &m->hp;
     df_layer *L = &m->layers[l];
-    const int r = h->comp_ratio[l];
-    const int Hi = h->ds4_idx_heads, D = h->ds4_idx_dim;
+    const int r = v4->comp_ratio[l];
+    const int Hi = v4->idx_heads, D = v4->idx_dim;
     const df_dsv4_fam *f = s->fam;
     float rc[2048];
     if (h->n_rot > 2048) return df_seterr(err, errlen, "internal: rope dimension too large");

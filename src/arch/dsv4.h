@@ -30,9 +30,23 @@ typedef struct df_dsv4_fam {
 int df_dsv4_layer_mem(const df_model *m, int l, df_mem_decl *d);
 void df_dsv4_scratch(const df_model *m, df_layout *lay);
 
-/* attention.compress_ratios (read before the MTP blocks are set apart),
- * compress_rope_freq_base and the indexer's sizes. */
-int df_dsv4_hparams(df_model *m, char *err, size_t errlen);
+/* deepseek4's own hyperparameters (m->fam_hp, one allocation freed with the
+ * model): arch_deepseek4.c's and dsv4.c's, read by their hparams hooks. */
+typedef struct df_dsv4_hp {
+    int hc_mult;           /* hyper_connection.count: residual streams */
+    int hc_iters;          /* hyper_connection.sinkhorn_iterations */
+    float hc_eps;          /* hyper_connection.epsilon */
+    int o_groups, o_lora;  /* attention.output_group_count / output_lora_rank: grouped low-rank output */
+    int n_hash_layers;     /* hash_layer_count: lead layers routed by token id (ffn_gate_tid2eid) */
+    float rope_base_comp;  /* attention.compress_rope_freq_base: the compressed layers' RoPE base */
+    int idx_heads, idx_dim, idx_topk; /* the compressed layers' indexer (attention.indexer.*) */
+    int32_t comp_ratio[];  /* (n_layer) attention.compress_ratios: 0, 4 (with the indexer) or 128 */
+} df_dsv4_hp;
+const df_dsv4_hp *df_dsv4(const df_model *m);
+/* Make m->fam_hp (*out, to fill in further) with attention.compress_ratios
+ * (read before the MTP blocks are set apart), compress_rope_freq_base and
+ * the indexer's sizes. */
+int df_dsv4_hparams(df_model *m, df_dsv4_hp **out, char *err, size_t errlen);
 /* Layer l's compressor (and, ratio 4, indexer) tensors. */
 int df_dsv4_bind_layer(df_model *m, int l, char *err, size_t errlen);
 /* The RoPE of the compressed layers: compress_rope_freq_base with the

@@ -119,16 +119,7 @@ typedef struct df_hparams {
                             * cache); 0: it reuses the last such layer's choice (GLM-5.2's shared
                             * layers); NULL: every layer selects. Owned by the model */
     int n_layer_idx;       /* layers that select (with an indexer key cache) */
-    /* deepseek4 (arch_deepseek4.c; hc_mult 0: none) */
-    int hc_mult;           /* hyper_connection.count: residual streams */
-    int hc_iters;          /* hyper_connection.sinkhorn_iterations */
-    float hc_eps;          /* hyper_connection.epsilon */
-    int o_groups, o_lora;  /* attention.output_group_count / output_lora_rank: grouped low-rank output */
-    int n_hash_layers;     /* hash_layer_count: lead layers routed by token id (ffn_gate_tid2eid) */
     float swiglu_limit;    /* swiglu_clamp_exp: DF_ACT_SWIGLU_CLAMP's bound */
-    int32_t *comp_ratio;   /* (n_layer) attention.compress_ratios: 0, 4 (with the indexer) or 128. Owned */
-    float rope_base_comp;  /* attention.compress_rope_freq_base: the compressed layers' RoPE base */
-    int ds4_idx_heads, ds4_idx_dim, ds4_idx_topk; /* their indexer (attention.indexer.*) */
 } df_hparams;
 
 /* SWIGLU_CLAMP (deepseek4): silu(min(g, limit)) * clamp(u, -limit, limit) */
@@ -224,6 +215,8 @@ struct df_model {
     const df_arch *arch;
     const char *arch_name;
     df_hparams hp;
+    void *fam_hp;           /* the family's own hyperparameters, or NULL: its hparams hook makes them (one
+                             * allocation, freed with the model) */
     ws_tensor *tok_embd, *output_norm, *output, *rope_freqs;
     ws_tensor *output_res_score;  /* kimi-k3: the final residual mix */
     ws_tensor *output_hc_fn, *output_hc_base, *output_hc_scale; /* deepseek4: the streams' final collapse */
