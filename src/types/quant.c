@@ -1019,8 +1019,6 @@ static void q6_K_vec_dot(int64_t n, const void *w, const void *x, float *out) {
  * times half the E8M0 scale). Pairs with q8_0 activations.
  * ====================================================================== */
 
-const int8_t df_kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
 float df_e8m0_to_fp32_half(uint8_t e) { return quant_e8m0_half(e); }
 
 static void mxfp4_to_float(const void *src, float *dst, int64_t n) {
@@ -1273,8 +1271,6 @@ static void q2_0_vec_dot(int64_t n, const void *w, const void *x, float *out) {
  * quantizes the 8 sub-block scales to 6 bits against one f16 d and re-picks
  * the codes against the scales the decoder will see.
  * ====================================================================== */
-
-const int8_t df_kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 /* Index of the table entry nearest v (the lower one on ties). */
 static int iq4_nearest(float v) {

@@ -205,13 +205,10 @@ typedef struct {
 typedef struct { uint16_t d; uint8_t qs[QK_K / 8]; uint16_t qh[QK_K / 32]; } block_iq1_s;
 typedef struct { uint8_t qs[QK_K / 8]; uint8_t qh[QK_K / 16]; uint8_t scales[QK_K / 32]; } block_iq1_m;
 
-/* ggml's kvalues_iq4nl. */
-extern const int8_t df_kvalues_iq4nl[16];
-
-/* ggml's e2m1 values doubled (kvalues_mxfp4), and the E8M0 exponent as a
- * float halved (ggml_e8m0_to_fp32_half: 2^(e-128), exact, subnormal for
- * e < 2), so that kvalue * half(e) is the MXFP4 element's value. */
-extern const int8_t df_kvalues_mxfp4[16];
+/* ggml's kvalues_iq4nl and kvalues_mxfp4 (e2m1 values doubled) are in
+ * quant_grids.h. The E8M0 exponent as a float halved
+ * (ggml_e8m0_to_fp32_half: 2^(e-128), exact, subnormal for e < 2), so that
+ * kvalue * half(e) is the MXFP4 element's value. */
 float df_e8m0_to_fp32_half(uint8_t e);
 
 #endif

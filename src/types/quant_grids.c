@@ -1,8 +1,11 @@
 /*
  * quant_grids.c - the lookup grids of ggml's i-quants (IQ2_XXS, IQ2_XS,
- * IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M), copied value for value from ggml's
+ * IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) and the 4-bit value tables of
+ * IQ4_NL/IQ4_XS and MXFP4, copied value for value from ggml's
  * ggml-common.h (iq2xxs_grid, iq2xs_grid, iq2s_grid, iq3xxs_grid,
- * iq3s_grid, iq1s_grid), since GGUF files index them.
+ * iq3s_grid, iq1s_grid, kvalues_iq4nl, kvalues_mxfp4), since GGUF files
+ * index them. Data only: the codecs (quant.c) and the kernels (kern_*.c)
+ * read it, and it reads nothing.
  *
  * DESIGN
  * Pure data. A uint64_t entry holds 8 bytes, element j in byte j (little-
@@ -13,6 +16,9 @@
  * decode every entry and compare with ggml's own dequantization.
  */
 #include "quant_grids.h"
+
+const int8_t df_kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+const int8_t df_kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 const uint64_t df_iq2xxs_grid[256] = {
     0x0808080808080808, 0x080808080808082b, 0x0808080808081919, 0x0808080808082b08,

@@ -36,8 +36,6 @@ src/gguf/gguf.c -> src/types/quant.h           # the reader checks each tensor t
 src/gguf/gguf.c -> src/types/quant.c
 src/text/chat.c -> src/model/model.h           # chat templates take the model for its token texts
 src/store/wsio.c -> src/store/wstore.c         # the reading engines take work from the store queue
-src/types/kern_avx2.c -> src/types/quant.c     # the kernels read quant.c tables (iq4_nl, mxfp4, i-quant grids)
-src/types/kern_avx512.c -> src/types/quant.c
 '
 
 # ---- 1. the CLI's includes ----
