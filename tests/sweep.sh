@@ -63,7 +63,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 PRESETS="tiny mixtral-tiny qwen2moe-tiny qwen3moe-tiny deepseek-v3-tiny deepseek32-tiny glm-dsa-tiny
-kimi-linear-tiny kimi-k3-tiny glm4moe-tiny minimax-m2-tiny gpt-oss-tiny qwen35moe-tiny qwen3next-tiny deepseek4-tiny"
+kimi-linear-tiny kimi-k3-tiny glm4moe-tiny minimax-m2-tiny gpt-oss-tiny qwen35moe-tiny qwen3next-tiny deepseek4-tiny
+granite-tiny granite-moe-tiny"
 REF=./scripts/llama-ref.sh
 NTOK=320
 T=$(mktemp -d /tmp/deltafin-sweep-XXXXXX)

@@ -42,6 +42,7 @@ static const char *const presets[][2] = {
     {"qwen3next", "--preset qwen3next-tiny --type q8_0 --legacy-ssm-in 1"},
     /* window 6 and top-2 of the ratio-4 blocks: the compressors' state crosses the steps */
     {"deepseek4", "--preset deepseek4-tiny --type q8_0 --swa 6 --idx-top-k 2"},
+    {"granite", "--preset granite-moe-tiny --type q8_0"},
 };
 
 static int32_t argmax(const float *v, int n) {

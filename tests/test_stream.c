@@ -177,6 +177,8 @@ static void test_moe_streaming_identical(void **state) {
     check_identical("--preset deepseek4-tiny --type q8_0 --expert-type mxfp4 --idx-top-k 2", "deepseek4", 2 << 20);
     /* ... with i-quant experts (a pool of quantized rows: their quantizer is slow) */
     check_identical("--preset deepseek4-tiny --type q8_0 --expert-type iq2_xxs --row-pool 8 --idx-top-k 2", "deepseek4", 2 << 20);
+    /* scaled embeddings, residuals and logits; an ungated shared expert */
+    check_identical("--preset granite-moe-tiny --type q8_0 --expert-type q4_K", "granite", 2 << 20);
 }
 
 /* A budget that holds every expert: each stays in its slot and is packed once it has served a few passes

@@ -101,6 +101,10 @@ typedef struct {
     char ds4_layers[128];
     int o_groups, o_lora, hc, hc_iters, hash_layers;
     float swiglu_limit, rope_base_comp;
+    /* granite: embedding, residual, attention and logit scales (0: the key is not written; the logit scale always
+     * is), and RoPE switched off (rope.scaling.finetuned false) */
+    float g_emb, g_res, g_att, g_logit;
+    int g_nope;
     uint64_t seed;
     float rope_base;
     char scaling[16];
@@ -331,6 +335,7 @@ static void plan_minimax(const config *c, plan *p) {
 static int is_gptoss(const config *c) { return strcmp(c->arch, "gpt-oss") == 0; }
 
 static int is_ds4(const config *c) { return strcmp(c->arch, "deepseek4") == 0; }
+static int is_granite(const config *c) { return strcmp(c->arch, "granite") == 0; }
 
 /* deepseek4's compress ratio of layer l (MTP blocks past n_layer: sliding only). */
 static int ds4_ratio(const config *c, int l) {
@@ -921,6 +926,14 @@ static void write_hparams(gw *w, const config *c) {
     }
     if (is_qwen35(c)) write_hparams_qwen35(w, c);
     if (is_ds4(c)) write_hparams_ds4(w, c);
+    if (is_granite(c)) {
+        KF32("logit_scale", c->g_logit);
+        if (c->g_res != 0.0f) KF32("residual_scale", c->g_res);
+        if (c->g_emb != 0.0f) KF32("embedding_scale", c->g_emb);
+        if (c->g_att != 0.0f) KF32("attention.scale", c->g_att);
+        snprintf(k, sizeof k, "%s.rope.scaling.finetuned", c->arch);
+        if (c->g_nope && gw_bool(w, k, 0)) die("out of memory");
+    }
     if (is_gptoss(c)) {
         KU32("attention.sliding_window", c->swa);
         if (c->swa_pattern) KU32("attention.sliding_window_pattern", c->swa_pattern < 0 ? 0 : c->swa_pattern);
@@ -930,7 +943,8 @@ static void write_hparams(gw *w, const config *c) {
         KU32("expert_count", c->n_expert);
         KU32("expert_used_count", c->n_used);
         if (strcmp(c->arch, "llama") != 0) KU32("expert_feed_forward_length", c->n_ff_exp);
-        if (strcmp(c->arch, "qwen2moe") == 0) KU32("expert_shared_feed_forward_length", c->n_ff_shexp);
+        if (strcmp(c->arch, "qwen2moe") == 0 || (is_granite(c) && c->n_ff_shexp > 0))
+            KU32("expert_shared_feed_forward_length", c->n_ff_shexp);
     }
     KU32("vocab_size", c->vocab);
     KF32("attention.layer_norm_rms_epsilon", 1e-5f);
@@ -1041,9 +1055,16 @@ static void preset(config *c, const char *name) {
         c->n_head = 4; c->n_head_kv = 2; c->head_dim = 64; c->n_rot = 16;
         c->gdn_v_heads = 4; c->gdn_k_heads = 2; c->gdn_hd = 32; c->d_conv = 4;
         c->n_expert = 16; c->n_used = 4; c->n_ff_exp = 128; c->n_ff_shexp = 128;
+    } else if (strcmp(name, "granite-tiny") == 0 || strcmp(name, "granite-moe-tiny") == 0) {
+        /* Granite 3's scalars (embedding 12, residual 0.22, attention 1/64, logits / 8 would flatten tiny
+         * random logits: / 2); the MoE one with a shared expert */
+        preset(c, "tiny");
+        c->arch = "granite"; c->g_emb = 12.0f; c->g_res = 0.22f; c->g_att = 0.015625f; c->g_logit = 2.0f;
+        if (name[8] == 'm') { c->n_ff = 128; c->n_expert = 8; c->n_used = 2; c->n_ff_exp = 128; c->n_ff_shexp = 96; }
     } else die("unknown preset (tiny, small, medium, 1b, mixtral-tiny, qwen2moe-tiny, qwen3moe-tiny, "
                "deepseek-v3-tiny, deepseek-v2-tiny, deepseek-v2-lite-tiny, kimi-linear-tiny, kimi-k3-tiny, glm4moe-tiny, "
-               "minimax-m2-tiny, gpt-oss-tiny, qwen35moe-tiny, qwen3next-tiny, deepseek32-tiny, glm-dsa-tiny, deepseek4-tiny)");
+               "minimax-m2-tiny, gpt-oss-tiny, qwen35moe-tiny, qwen3next-tiny, deepseek32-tiny, glm-dsa-tiny, deepseek4-tiny, "
+               "granite-tiny, granite-moe-tiny)");
 }
 
 /* ---- --random-config SEED ----
@@ -1211,6 +1232,15 @@ static void random_config(config *c, uint64_t seed, int *head_dim_set) {
             rc_experts(c);
             if (strcmp(c->arch, "llama") == 0) c->n_ff_exp = c->n_ff;
             if (strcmp(c->arch, "qwen2moe") == 0) c->n_ff_shexp = RC_PICK(64, 128, 256);
+            if (is_granite(c)) c->n_ff_exp = c->n_ff, c->n_ff_shexp = RC_PICK(0, 64, 128);
+        }
+        if (is_granite(c)) {
+            c->head_dim = c->n_embd / c->n_head; /* llama.cpp's granite: heads as wide as the rotary dimension */
+            c->g_emb = (float)RC_PICK(0, 1, 12);
+            c->g_res = RC_PICK(0, 1, 2) == 0 ? 0.0f : RC_PICK(0, 1) ? 0.22f : 0.5f;
+            c->g_att = RC_PICK(0, 1, 2) == 0 ? 0.0f : RC_PICK(0, 1) ? 0.015625f : 0.1f;
+            c->g_logit = (float)RC_PICK(1, 2, 8);
+            c->g_nope = rc_int(0, 3) == 0;
         }
         if (is_glm4moe(c)) {
             c->n_layer = rc_int(1, 4);
@@ -1259,8 +1289,8 @@ static void random_config(config *c, uint64_t seed, int *head_dim_set) {
                 " --w-scale %g --probs-bias %d", c->n_expert, c->n_used, c->n_ff_exp, c->n_shared, c->dense_lead,
                 c->gating == 2 ? "sigmoid" : "softmax", c->norm_w, c->w_scale, c->probs_bias);
     if (c->n_expert) fprintf(stderr, " --groups %d:%d", c->groups, c->group_used); /* 0:0 undoes a preset's */
-    if (c->n_ff_shexp && (strcmp(c->arch, "qwen2moe") == 0 || is_qwen35(c)))
-        fprintf(stderr, " --n-ff-shexp %d", c->n_ff_shexp);
+    if ((c->n_ff_shexp && (strcmp(c->arch, "qwen2moe") == 0 || is_qwen35(c))) || (is_granite(c) && c->n_expert))
+        fprintf(stderr, " --n-ff-shexp %d", c->n_ff_shexp); /* granite: 0 undoes a preset's */
     if (c->yarn_log_mul != 0.0f || is_ds(c) || is_kimi(c)) fprintf(stderr, " --yarn-log-mul %g", c->yarn_log_mul);
     if (c->kv_lora)
         fprintf(stderr, " --q-lora %d --kv-lora %d --qk-nope %d --qk-rope %d --v-head %d --mla-split %d", c->q_lora,
@@ -1285,6 +1315,8 @@ static void random_config(config *c, uint64_t seed, int *head_dim_set) {
     if (is_qwen35(c))
         fprintf(stderr, " --gdn-heads %d:%d --gdn-head-dim %d --conv %d --attn-every %d --nextn %d%s", c->gdn_v_heads,
                 c->gdn_k_heads, c->gdn_hd, c->d_conv, c->attn_every, c->nextn, c->gdn_legacy ? " --legacy-ssm-in 1" : "");
+    if (is_granite(c))
+        fprintf(stderr, " --granite-scales %g:%g:%g:%g --no-rope %d", c->g_emb, c->g_res, c->g_att, c->g_logit, c->g_nope);
     fprintf(stderr, "\n");
 }
 
@@ -1320,6 +1352,7 @@ static void usage(void) {
             "  deepseek2:   [--nextn N (NextN/MTP blocks, DeepSeek V3)]\n"
             "  minimax-m2:  [--rope-dims N (default head_dim / 2)]; its experts are --n-ff wide\n"
             "  gpt-oss:     [--swa N (window)] [--swa-pattern P (0: all layers)] [--rope-base-swa F]\n"
+            "  granite:     [--granite-scales EMBED:RESIDUAL:ATTENTION:LOGIT (0: key not written)] [--no-rope 0|1]\n"
             "  qwen35moe, qwen3next: [--gdn-heads V:K] [--gdn-head-dim N] [--conv N] [--attn-every N (full attention)]\n"
             "               [--nextn N] [--rope-dims N (default head_dim / 4)] [--legacy-ssm-in 0|1 (qwen3next)]\n"
             "  DSA:         [--idx-heads N] [--idx-head-dim N] [--idx-top-k K] [--idx-types 1101 (1: own indexer, 0: shared)]\n"
@@ -1439,6 +1472,9 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--gdn-head-dim") == 0) c.gdn_hd = atoi(v);
         else if (strcmp(a, "--attn-every") == 0) c.attn_every = atoi(v);
         else if (strcmp(a, "--legacy-ssm-in") == 0) c.gdn_legacy = atoi(v);
+        else if (strcmp(a, "--granite-scales") == 0) {
+            if (sscanf(v, "%f:%f:%f:%f", &c.g_emb, &c.g_res, &c.g_att, &c.g_logit) != 4) die("bad --granite-scales");
+        } else if (strcmp(a, "--no-rope") == 0) c.g_nope = atoi(v);
         else if (strcmp(a, "--rope-scaling") == 0 && strcmp(v, "none") == 0) c.scaling[0] = 0, c.yarn_log_mul = 0.0f;
         else if (strcmp(a, "--rope-scaling") == 0) {
             char kind[16] = {0};
@@ -1449,15 +1485,18 @@ int main(int argc, char **argv) {
     }
     if (!c.out) usage();
     if (random_set) random_config(&c, random_seed, &head_dim_set);
-    static const char *arches[] = {"llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "deepseek2", "kimi-linear", "kimi-k3", "glm4moe", "minimax-m2", "gpt-oss", "qwen35moe", "qwen3next", "deepseek32", "glm-dsa", "deepseek4"};
+    static const char *arches[] = {"llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "deepseek2", "kimi-linear", "kimi-k3", "glm4moe", "minimax-m2", "gpt-oss", "qwen35moe", "qwen3next", "deepseek32", "glm-dsa", "deepseek4", "granite"};
     int known = 0;
     for (size_t i = 0; i < sizeof arches / sizeof arches[0]; i++) known |= strcmp(c.arch, arches[i]) == 0;
-    if (!known) die("unknown --arch (llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2, kimi-linear, kimi-k3, glm4moe, minimax-m2, gpt-oss, qwen35moe, qwen3next, deepseek32, glm-dsa, deepseek4)");
+    if (!known) die("unknown --arch (llama, qwen2, qwen3, qwen2moe, qwen3moe, deepseek2, kimi-linear, kimi-k3, glm4moe, minimax-m2, gpt-oss, qwen35moe, qwen3next, deepseek32, glm-dsa, deepseek4, granite)");
     const int moe_arch = strcmp(c.arch, "qwen2moe") == 0 || strcmp(c.arch, "qwen3moe") == 0 || is_ds(&c) ||
                          is_kimi(&c) || is_glm4moe(&c) || is_minimax(&c) || is_gptoss(&c) || is_qwen35(&c) || is_ds4(&c);
     if (moe_arch && c.n_expert == 0) die("this architecture needs --experts (or a preset)");
     if (c.n_expert > 0 && (c.n_used < 1 || c.n_used > c.n_expert || c.n_ff_exp < 1)) die("inconsistent expert settings");
-    if (strcmp(c.arch, "llama") == 0 && c.n_expert > 0) c.n_ff_exp = c.n_ff;
+    if ((strcmp(c.arch, "llama") == 0 || is_granite(&c)) && c.n_expert > 0) c.n_ff_exp = c.n_ff;
+    if (is_granite(&c) && c.g_logit <= 0.0f) c.g_logit = 1.0f;
+    if (!is_granite(&c) && (c.g_emb != 0.0f || c.g_res != 0.0f || c.g_att != 0.0f || c.g_nope))
+        die("--granite-scales and --no-rope are granite's");
     if (is_dsa(&c) && (c.idx_heads < 1 || c.idx_hd < c.qk_rope || c.idx_hd % 2 || c.idx_topk < 1 || c.q_lora < 1 ||
                        !c.mla_split || (c.idx_types[0] && ((int)strlen(c.idx_types) != c.n_layer || c.idx_types[0] != '1'))))
         die("inconsistent DSA settings (indexer heads, a head of at least --qk-rope, top-k, q LoRA, --mla-split 1; "

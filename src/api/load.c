@@ -41,7 +41,7 @@ static const df_arch *const ARCHES[] = {&df_arch_llama,     &df_arch_qwen2,     
                                         &df_arch_kimi_linear, &df_arch_kimi_k3,     &df_arch_glm4moe,
                                         &df_arch_minimax_m2,  &df_arch_gptoss,      &df_arch_qwen35moe,
                                         &df_arch_qwen3next,   &df_arch_deepseek32,  &df_arch_glm_dsa,
-                                        &df_arch_deepseek4};
+                                        &df_arch_deepseek4,   &df_arch_granite};
 
 static const df_arch *arch_find(const char *name) {
     for (size_t i = 0; i < sizeof ARCHES / sizeof ARCHES[0]; i++)

@@ -41,7 +41,7 @@ static int need_mat(df_model *m, ws_tensor *t, int64_t ne0, int64_t ne1, char *e
 #define REQ(dst, fmt, layer) \
     if (!((dst) = df_tensor(m, fmt, layer, 1, err, errlen))) return -1
 
-static int bind_common(df_model *m, char *err, size_t errlen) {
+int df_llama_bind(df_model *m, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
     REQ(m->tok_embd, "token_embd.weight", 0);
     h->n_vocab = (int)m->tok_embd->ne[1];
@@ -150,7 +150,7 @@ static int hp_qwen3moe(df_model *m, char *err, size_t errlen) {
 }
 
 static int bind_qwen3(df_model *m, char *err, size_t errlen) {
-    if (bind_common(m, err, errlen) != 0) return -1;
+    if (df_llama_bind(m, err, errlen) != 0) return -1;
     for (int l = 0; l < m->hp.n_layer; l++)
         if (!m->layers[l].q_norm || !m->layers[l].k_norm)
             return df_seterr(err, errlen, "%s: qwen3 layer %d lacks attn_q_norm/attn_k_norm", m->path, l);
@@ -162,16 +162,15 @@ static int head_norm(df_session *s, ws_tensor *w, float *x, int n_tok, int n_hea
     return df_norm_rows(s, w, x, n_tok * n_heads, hd, hd, x, err, errlen);
 }
 
-/* Decoder block l over the n rows of s->x (own: as df_arch.forward), in
- * place; s->rope_cache holds the rows' RoPE. The forward pass runs it for
- * every layer, and glm4moe's MTP block (mtp.c) for its NextN layer. */
-int df_llama_block(df_session *s, df_session *const *own, int l, int n, char *err, size_t errlen) {
+/* The attention of block l over the n rows of s->x (own: as df_arch.forward),
+ * its output projection in s->xb2; s->rope_cache holds the rows' RoPE
+ * (rope 0: none is applied). */
+int df_llama_attention(df_session *s, df_session *const *own, int l, int n, int rope, char *err, size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
     const int64_t E = h->n_embd;
     const int64_t qdim = (int64_t)h->n_head * h->head_dim;
     df_layer *L = &m->layers[l];
-    /* attention */
     if (df_norm_rows(s, L->attn_norm, s->x, n, E, E, s->xb, err, errlen)) return -1;
     ws_tensor *const wqkv[3] = {L->wq, L->wk, L->wv};
     float *const yqkv[3] = {s->q, s->k, s->v};
@@ -187,14 +186,22 @@ int df_llama_block(df_session *s, df_session *const *own, int l, int n, char *er
          head_norm(s, L->k_norm, s->k, n, whole ? 1 : h->n_head_kv, whole ? (int)s->kv_dim_k : h->head_dim, err,
                    errlen)))
         return -1;
-    for (int t = 0; t < n; t++) {
+    for (int t = 0; rope && t < n; t++) {
         const float *rc = s->rope_cache + (int64_t)t * h->n_rot;
         rope_apply(&s->rope, rc, s->q + t * qdim, h->n_head, h->head_dim);
         rope_apply(&s->rope, rc, s->k + t * s->kv_dim_k, h->n_head_kv, h->head_dim);
     }
     df_attend_rows(s, own, l, n, s->k, s->v, s->q, s->xb, NULL); /* each row against its own session's cache */
     if (df_matmul(s, L->wo, s->xb, n, s->xb2, E, err, errlen)) return -1;
-    if (df_add_bias(s, L->bo, s->xb2, n, E, err, errlen)) return -1;
+    return df_add_bias(s, L->bo, s->xb2, n, E, err, errlen);
+}
+
+/* Decoder block l over the n rows of s->x (own: as df_arch.forward), in
+ * place; s->rope_cache holds the rows' RoPE. The forward pass runs it for
+ * every layer, and glm4moe's MTP block (mtp.c) for its NextN layer. */
+int df_llama_block(df_session *s, df_session *const *own, int l, int n, char *err, size_t errlen) {
+    const int64_t E = s->m->hp.n_embd;
+    if (df_llama_attention(s, own, l, n, 1, err, errlen)) return -1;
     for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->xb2[i];
     return df_ffn_block(s, l, n, err, errlen); /* SwiGLU, dense or mixture of experts */
 }
@@ -225,13 +232,13 @@ const df_arch df_arch_llama = {
     .name = "llama",
     .rope_neox = 0,
     .hparams = hp_llama,
-    .bind = bind_common,
+    .bind = df_llama_bind,
     .forward = df_llama_forward,
 };
 const df_arch df_arch_qwen2 = {
     .name = "qwen2",
     .rope_neox = 1,
-    .bind = bind_common,
+    .bind = df_llama_bind,
     .forward = df_llama_forward,
 };
 const df_arch df_arch_qwen3 = {
@@ -244,7 +251,7 @@ const df_arch df_arch_qwen2moe = {
     .name = "qwen2moe",
     .rope_neox = 1,
     .hparams = hp_qwen2moe,
-    .bind = bind_common,
+    .bind = df_llama_bind,
     .forward = df_llama_forward,
 };
 const df_arch df_arch_qwen3moe = {

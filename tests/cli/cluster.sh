@@ -37,7 +37,7 @@ run() { "$D" run -p "$P" -n 16 --temp 0 --hot none -t 1 "$@"; }
 # ---- every preset: the same text alone, over 2 and over 4 ranks ----
 for pre in tiny mixtral-tiny qwen2moe-tiny qwen3moe-tiny deepseek-v3-tiny deepseek-v2-tiny deepseek-v2-lite-tiny \
     kimi-linear-tiny kimi-k3-tiny glm4moe-tiny minimax-m2-tiny gpt-oss-tiny qwen35moe-tiny qwen3next-tiny \
-    deepseek32-tiny glm-dsa-tiny deepseek4-tiny; do
+    deepseek32-tiny glm-dsa-tiny deepseek4-tiny granite-tiny granite-moe-tiny; do
     extra=()
     case $pre in gpt-oss-tiny) extra=(--expert-type mxfp4) ;; qwen3moe-tiny | glm4moe-tiny) extra=(--expert-type q4_K) ;; esac
     mk "$pre" --preset "$pre" --type q8_0 "${extra[@]}"
@@ -153,7 +153,7 @@ layers_of() { "$D" info -m "$1" 2> /dev/null | awk '$1 == "block_count" { b = $2
                                                  END { print b - x }'; }
 for pre in tiny mixtral-tiny qwen2moe-tiny qwen3moe-tiny deepseek-v3-tiny deepseek-v2-tiny deepseek-v2-lite-tiny \
     kimi-linear-tiny kimi-k3-tiny glm4moe-tiny minimax-m2-tiny gpt-oss-tiny qwen35moe-tiny qwen3next-tiny \
-    deepseek32-tiny glm-dsa-tiny deepseek4-tiny; do
+    deepseek32-tiny glm-dsa-tiny deepseek4-tiny granite-tiny granite-moe-tiny; do
     nl=$(layers_of "$T/$pre.gguf")
     for np in $(printf '%s\n' 2 $(( ${nl:-2} < 4 ? ${nl:-2} : 4 )) | sort -u); do
         "${MPI[@]}" -np $np "$D" run -m "$T/$pre.gguf" -p "$P" -n 16 --temp 0 --hot none -t 1 --split layers \

@@ -9,7 +9,8 @@ T=$(mktemp -d /tmp/deltafin-random-config-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 . "$(dirname "${BASH_SOURCE[0]}")/../cli_common.sh"
 for p in tiny mixtral-tiny qwen2moe-tiny qwen3moe-tiny deepseek-v3-tiny deepseek32-tiny glm-dsa-tiny kimi-linear-tiny \
-    kimi-k3-tiny glm4moe-tiny minimax-m2-tiny gpt-oss-tiny qwen35moe-tiny qwen3next-tiny deepseek4-tiny; do
+    kimi-k3-tiny glm4moe-tiny minimax-m2-tiny gpt-oss-tiny qwen35moe-tiny qwen3next-tiny deepseek4-tiny \
+    granite-tiny granite-moe-tiny; do
     s=$((RANDOM % 1000))
     flags=$("$B/mkmodel" -o "$T/r.gguf" --preset "$p" --type f32 --random-config "$s" 2>&1 | sed -n "s/^mkmodel: --random-config $s: //p")
     # shellcheck disable=SC2086
