@@ -36,7 +36,7 @@ def test_structures_match_the_header():
 #include "deltafin.h"
 int main(void) {
     printf("%zu %zu %zu %zu %zu %zu\n", sizeof(df_model_params), sizeof(df_session_params), sizeof(df_sampler_params),
-           sizeof(df_model_info), sizeof(df_plan), offsetof(df_plan, comp_state_bytes));
+           sizeof(df_model_info), sizeof(df_plan), offsetof(df_plan, expert_width));
     return 0;
 }
 '''
@@ -48,7 +48,7 @@ int main(void) {
         got = subprocess.run([os.path.join(d, "s")], capture_output=True, check=True).stdout.split()
     want = [ctypes.sizeof(deltafin._ModelParams), ctypes.sizeof(deltafin._SessionParams),
             ctypes.sizeof(deltafin._SamplerParams), ctypes.sizeof(deltafin._ModelInfo), ctypes.sizeof(deltafin._Plan),
-            deltafin._Plan.comp_state_bytes.offset]
+            deltafin._Plan.expert_width.offset]
     assert [int(x) for x in got] == want
 
 

@@ -1,7 +1,7 @@
 /*
  * arch.h - the architecture table's entries, one per supported
  * general.architecture (defined in the arch_*.c files). The loader
- * (load.c), above the architectures, includes this; so do the architectures
+ * (header.c), above the architectures, includes this; so do the architectures
  * that reuse arch_llama.c's forward pass.
  */
 #ifndef DF_ARCH_H

@@ -7,7 +7,7 @@
  *
  * DESIGN
  * The layer schedule comes from attention.head_count_kv as a per-layer
- * array: 0 marks a KDA layer (load.c reads it into hp.recurrent, and the
+ * array: 0 marks a KDA layer (header.c reads it into hp.recurrent, and the
  * session gives that layer a recurrent state instead of a cache: df_mem_conv,
  * df_mem_state).
  *

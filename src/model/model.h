@@ -20,7 +20,7 @@
  * arch_gptoss.c; arch_qwen35.c: qwen35moe, qwen3next; arch_deepseek4.c).
  *
  * Who includes whom (arrows point down; docs/design.md):
- *   src/api/load.c          df_model_load and planning; the arch table
+ *   src/api/header.c        the arch table; load.c, plan.c: loading, planning
  *   src/arch/arch_*.c       forward passes (arch.h, mla.h)
  *   decode.c                df_decode(_batch): calls forward through df_arch
  *   layer.c, moe.c          helpers the forward passes share (layer.h, moe.h)

@@ -264,7 +264,7 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
      * layer's ring (df_kv_ring) */
     const int64_t ring = df_kv_ring(h, s->n_ctx, s->n_batch);
     int64_t kv_rows = 0;
-    for (int l = 0; l < h->n_layer + h->n_layer_mtp; l++) /* the MTP block has no window (load.c use_mtp) */
+    for (int l = 0; l < h->n_layer + h->n_layer_mtp; l++) /* the MTP block has no window (header.c use_mtp) */
         if (!(h->recurrent && h->recurrent[l])) kv_rows += ring && h->swa && h->swa[l] ? ring : C;
     int ni = 0;
 #define ITEM(field, nbytes) (it[ni].dst = (void **)&(field), it[ni].bytes = (uint64_t)(nbytes), ni++)
