@@ -206,6 +206,8 @@ typedef struct {
 } quant_iq_info;
 /* The decoder of a grid i-quant type, or NULL for any other type. */
 const quant_iq_info *quant_iq_get(int type);
+/* The i-quants' entries of the scalar reference table (quant_iq.c; quant.c calls it once, first). */
+void quant_iq_fill(quant_traits *t);
 
 /* ggml_ue4m3_to_fp32: NVFP4's sub-block scale (unsigned, 4 exponent bits
  * with bias 7, 3 mantissa bits, bit 7 ignored) halved, as ggml keeps it to
