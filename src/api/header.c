@@ -192,7 +192,6 @@ void df_model_free(df_model *m) {
     free(m->hp.recurrent);
     free(m->hp.n_ff_l);
     free(m->hp.swa);
-    free(m->hp.idx_full);
     free(m->fam_hp);
     free(m->path);
     gram_vocab_free(m->gram_vocab);

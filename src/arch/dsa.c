@@ -34,72 +34,75 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "bind.h"
 #include "quant.h"
 #include "util.h"
 
+const df_dsa_hp *df_dsa(const df_model *m) {
+    return m->arch == &df_arch_deepseek32 || m->arch == &df_arch_glm_dsa ? m->fam_hp : NULL;
+}
+
 int df_dsa_hparams(df_model *m, int rope_neox, float norm_eps, char *err, size_t errlen) {
-    df_hparams *h = &m->hp;
-    if (df_hp_int(m, "attention.indexer.head_count", &h->idx_n_head, 1, 4096, 1, err, errlen) ||
-        df_hp_int(m, "attention.indexer.key_length", &h->idx_head_dim, 2, 65536, 1, err, errlen) ||
-        df_hp_int(m, "attention.indexer.top_k", &h->idx_top_k, 1, 1 << 24, 1, err, errlen))
+    const df_hparams *h = &m->hp;
+    df_dsa_hp *v = calloc(1, sizeof *v + (size_t)h->n_layer);
+    if (!v) return df_seterr(err, errlen, "%s: out of memory", m->path);
+    m->fam_hp = v; /* freed with the model */
+    if (df_hp_int(m, "attention.indexer.head_count", &v->n_head, 1, 4096, 1, err, errlen) ||
+        df_hp_int(m, "attention.indexer.key_length", &v->head_dim, 2, 65536, 1, err, errlen) ||
+        df_hp_int(m, "attention.indexer.top_k", &v->top_k, 1, 1 << 24, 1, err, errlen))
         return -1;
-    if (h->n_rot > h->idx_head_dim)
+    if (h->n_rot > v->head_dim)
         return df_seterr(err, errlen, "%s: the indexer's key length %d is below rope.dimension_count %d", m->path,
-                         h->idx_head_dim, h->n_rot);
+                         v->head_dim, h->n_rot);
     if (h->q_lora_rank < 1) return df_seterr(err, errlen, "%s: the DSA indexer needs attention.q_lora_rank", m->path);
-    h->idx_rope_neox = rope_neox;
-    h->idx_norm_eps = norm_eps;
+    v->rope_neox = rope_neox;
+    v->norm_eps = norm_eps;
     int32_t *types = NULL;
     if (df_hp_layers(m, "attention.indexer.types", &types, 0, 1, err, errlen)) return -1;
-    h->n_layer_idx = h->n_layer;
+    memset(v->selects, 1, (size_t)h->n_layer);
+    v->n_layer_sel = h->n_layer;
     if (types) {
         if (!types[0]) {
             free(types);
             return df_seterr(err, errlen, "%s: attention.indexer.types: layer 0 must have its own indexer", m->path);
         }
-        h->idx_full = malloc((size_t)h->n_layer);
-        if (!h->idx_full) {
-            free(types);
-            return df_seterr(err, errlen, "%s: out of memory", m->path);
-        }
-        h->n_layer_idx = 0;
-        for (int l = 0; l < h->n_layer; l++) h->n_layer_idx += h->idx_full[l] = (uint8_t)types[l];
+        v->n_layer_sel = 0;
+        for (int l = 0; l < h->n_layer; l++) v->n_layer_sel += v->selects[l] = (uint8_t)types[l];
         free(types);
     }
     return 0;
 }
 
-static int selects(const df_hparams *h, int l) { return !h->idx_full || h->idx_full[l]; }
-
 int df_dsa_layer_mem(const df_model *m, int l, df_mem_decl *d) {
-    const df_hparams *h = &m->hp;
-    if (l >= h->n_layer || !selects(h, l)) return 0;
-    d[0] = (df_mem_decl){"indexer keys", DF_ROWS_POS, 0, h->idx_head_dim, 1};
+    const df_dsa_hp *v = m->fam_hp;
+    if (l >= m->hp.n_layer || !v->selects[l]) return 0;
+    d[0] = (df_mem_decl){"indexer keys", DF_ROWS_POS, 0, v->head_dim, 1};
     return 1;
 }
 
 void df_dsa_scratch(const df_model *m, df_layout *lay) {
-    const df_hparams *h = &m->hp;
+    const df_dsa_hp *v = m->fam_hp;
     df_dsa_fam *f = df_layout_fam(lay);
-    const uint64_t B = (uint64_t)df_layout_batch(lay), H = (uint64_t)h->idx_n_head, D = (uint64_t)h->idx_head_dim;
+    const uint64_t B = (uint64_t)df_layout_batch(lay), H = (uint64_t)v->n_head, D = (uint64_t)v->head_dim;
     df_layout_scratch(lay, &f->idx_q, B * H * D * sizeof(float));
     df_layout_scratch(lay, &f->idx_k, B * D * sizeof(float));
     df_layout_scratch(lay, &f->idx_w, B * H * sizeof(float));
-    df_layout_scratch(lay, &f->idx_sel, B * (uint64_t)h->idx_top_k * sizeof(int32_t));
+    df_layout_scratch(lay, &f->idx_sel, B * (uint64_t)v->top_k * sizeof(int32_t));
     df_layout_att(lay, 2 * (int64_t)df_layout_ctx(lay)); /* select_tokens' scores and dot products */
 }
 
 const int32_t *df_dsa_chosen(const df_session *s, int t) {
     const df_dsa_fam *f = s->fam;
-    return f->idx_sel + (int64_t)t * s->m->hp.idx_top_k;
+    return f->idx_sel + (int64_t)t * df_dsa(s->m)->top_k;
 }
 
 int df_dsa_bind_layer(df_model *m, int l, char *err, size_t errlen) {
     const df_hparams *h = &m->hp;
+    const df_dsa_hp *v = m->fam_hp;
     df_layer *L = &m->layers[l];
-    const int64_t E = h->n_embd, D = h->idx_head_dim, H = h->idx_n_head;
-    const int req = selects(h, l);
+    const int64_t E = h->n_embd, D = v->head_dim, H = v->n_head;
+    const int req = v->selects[l];
     if (!req) return 0; /* a shared layer's indexer tensors, if any, are never read */
     return df_bind(m, &L->idx_wq_b, "blk.%d.indexer.attn_q_b.weight", l, req, h->q_lora_rank, H * D, 1, err, errlen) ||
            df_bind(m, &L->idx_wk, "blk.%d.indexer.attn_k.weight", l, req, E, D, 1, err, errlen) ||
@@ -112,7 +115,7 @@ int df_dsa_bind_layer(df_model *m, int l, char *err, size_t errlen) {
 
 /* LayerNorm of n rows of d floats in place, then * w + b (ggml_norm, mul, add). */
 static int layer_norm(df_session *s, df_layer *L, float *x, int n, int64_t d, char *err, size_t errlen) {
-    const float eps = s->m->hp.idx_norm_eps;
+    const float eps = df_dsa(s->m)->norm_eps;
     for (int t = 0; t < n; t++) {
         float *r = x + t * d;
         double mean = 0.0, var = 0.0;
@@ -144,8 +147,8 @@ typedef struct {
 static void select_tokens(void *arg, int ith, int nth) {
     const select_job *j = arg;
     df_session *s = j->s;
-    const df_hparams *h = &s->m->hp;
-    const int H = h->idx_n_head, D = h->idx_head_dim, K = h->idx_top_k;
+    const df_dsa_hp *v = s->m->fam_hp;
+    const int H = v->n_head, D = v->head_dim, K = v->top_k;
     const quant_traits *kt = quant_traits_get(df_mem_kv_type(s));
     const df_dsa_fam *f = s->fam;
     for (int t = ith; t < j->n; t += nth) {
@@ -170,16 +173,17 @@ static void select_tokens(void *arg, int ith, int nth) {
 int df_dsa_select(df_session *s, df_session *const *own, int l, int n, const float *qr, char *err, size_t errlen) {
     df_model *m = s->m;
     const df_hparams *h = &m->hp;
+    const df_dsa_hp *v = m->fam_hp;
     df_layer *L = &m->layers[l];
-    if (!selects(h, l)) return 0; /* idx_sel holds the last selecting layer's choice */
+    if (!v->selects[l]) return 0; /* idx_sel holds the last selecting layer's choice */
     df_dsa_fam *f = s->fam;
-    const int64_t H = h->idx_n_head, D = h->idx_head_dim;
+    const int64_t H = v->n_head, D = v->head_dim;
     if (df_matmul(s, L->idx_wq_b, qr, n, f->idx_q, H * D, err, errlen) ||
         df_matmul(s, L->idx_wk, s->xb, n, f->idx_k, D, err, errlen) ||
         df_matmul(s, L->idx_proj, s->xb, n, f->idx_w, H, err, errlen) || layer_norm(s, L, f->idx_k, n, D, err, errlen))
         return -1;
     rope_params rp = s->rope;
-    rp.neox = h->idx_rope_neox;
+    rp.neox = v->rope_neox;
     const float wscale = 1.0f / sqrtf((float)(D * H));
     for (int t = 0; t < n; t++) {
         const float *rc = s->rope_cache + (int64_t)t * h->n_rot;

@@ -7,9 +7,22 @@
 
 #include "layer.h"
 
-/* The indexer's sizes (attention.indexer.*) and, for glm-dsa, which layers
- * select and which reuse a selection (attention.indexer.types). rope_neox:
- * the indexer's RoPE layout; norm_eps: its key LayerNorm's epsilon. */
+/* The indexer's hyperparameters: a DSA model's m->fam_hp (one allocation
+ * freed with the model). */
+typedef struct df_dsa_hp {
+    int n_head;          /* attention.indexer.head_count */
+    int head_dim;        /* attention.indexer.key_length: [RoPE n_rot | rest] */
+    int top_k;           /* attention.indexer.top_k: keys each query attends to */
+    int rope_neox;       /* the indexer's RoPE layout (deepseek32 NeoX, glm-dsa normal) */
+    float norm_eps;      /* epsilon of the indexer keys' LayerNorm */
+    int n_layer_sel;     /* layers that select (with an indexer key cache) */
+    uint8_t selects[];   /* (n_layer) 1: the layer selects keys itself (its own indexer and key cache); 0: it
+                          * reuses the last such layer's choice (GLM-5.2's shared layers, attention.indexer.types) */
+} df_dsa_hp;
+/* m's, or NULL when m is not a DSA model (mla.c asks). */
+const df_dsa_hp *df_dsa(const df_model *m);
+/* Read them (attention.indexer.*) into m->fam_hp. rope_neox: the indexer's
+ * RoPE layout; norm_eps: its key LayerNorm's epsilon. */
 int df_dsa_hparams(df_model *m, int rope_neox, float norm_eps, char *err, size_t errlen);
 /* Layer l's indexer tensors (a selecting layer's; optional on the others). */
 int df_dsa_bind_layer(df_model *m, int l, char *err, size_t errlen);

@@ -151,8 +151,9 @@ static void latent_attention(df_session *s, df_session *own, int l, int t, int n
     ad.n_tok = n_tok;
     ad.window = 0;
     ad.sinks = NULL;
-    ad.sel = h->idx_n_head ? df_dsa_chosen(s, t) : NULL; /* DSA: only the keys the indexer chose */
-    ad.sel_k = h->idx_top_k;
+    const df_dsa_hp *dsa = df_dsa(s->m);
+    ad.sel = dsa ? df_dsa_chosen(s, t) : NULL; /* DSA: only the keys the indexer chose */
+    ad.sel_k = dsa ? dsa->top_k : 0;
     df_attention_run(s->m->pool, own->att, own->att_stride, &ad);
 }
 
@@ -172,7 +173,7 @@ int df_mla_attention(df_session *s, df_session *const *own, int l, int n, int ro
         return -1;
     }
     /* DSA (deepseek32, glm-dsa): the indexer reads the normed q LoRA, still in mla_tmp */
-    if (h->idx_n_head && df_dsa_select(s, own, l, n, s->mla_tmp, err, errlen)) return -1;
+    if (df_dsa(m) && df_dsa_select(s, own, l, n, s->mla_tmp, err, errlen)) return -1;
     /* latents: [rmsnorm(c) | rope(k_pe)] */
     if (df_matmul(s, L->wkv_a_mqa, s->xb, n, s->lat, D, err, errlen)) return -1;
     if (df_norm_rows(s, L->kv_a_norm, s->lat, n, R, D, s->lat, err, errlen)) return -1;

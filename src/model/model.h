@@ -109,16 +109,6 @@ typedef struct df_hparams {
     int n_swa;             /* attention.sliding_window (0: none) */
     uint8_t *swa;          /* (n_layer) 1: a sliding-window layer; NULL: none. Owned by the model */
     float rope_base_swa;   /* rope.freq_base_swa: the window layers' RoPE base */
-    /* DSA lightning indexer (deepseek32, glm-dsa; idx_n_head 0: none) */
-    int idx_n_head;        /* attention.indexer.head_count */
-    int idx_head_dim;      /* attention.indexer.key_length: [RoPE n_rot | rest] */
-    int idx_top_k;         /* attention.indexer.top_k: keys each query attends to */
-    int idx_rope_neox;     /* the indexer's RoPE layout (deepseek32 NeoX, glm-dsa normal) */
-    float idx_norm_eps;    /* epsilon of the indexer keys' LayerNorm */
-    uint8_t *idx_full;     /* (n_layer) 1: the layer selects keys itself (its own indexer and key
-                            * cache); 0: it reuses the last such layer's choice (GLM-5.2's shared
-                            * layers); NULL: every layer selects. Owned by the model */
-    int n_layer_idx;       /* layers that select (with an indexer key cache) */
     float swiglu_limit;    /* swiglu_clamp_exp: DF_ACT_SWIGLU_CLAMP's bound */
 } df_hparams;
 
