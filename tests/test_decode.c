@@ -8,6 +8,7 @@
  * (the last hidden state after the final norm) are the same in a batch and
  * one by one, and leave the logits as df_decode's; deepseek4 refuses them.
  */
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,8 +53,29 @@ static int32_t argmax(const float *v, int n) {
     return b;
 }
 
+static df_session *session(df_model *m);
+
+/* Planned bytes are allocated bytes: a second session of m (the shared
+ * scratch is there already) takes from the heap what the plan counts as a
+ * session's own memory (glibc's counters; not under a sanitizer, whose
+ * allocator keeps its own). */
+static void check_own_bytes(df_model *m, const char *path, uint64_t own) {
+    if (getenv("DELTAFIN_SANITIZED")) return;
+    df_session *a = session(m);
+    const struct mallinfo2 before = mallinfo2();
+    df_session *b = session(m);
+    const struct mallinfo2 after = mallinfo2();
+    const double got = (double)(after.uordblks + after.hblkhd) - (double)(before.uordblks + before.hblkhd);
+    printf("  %s: a session's own memory planned %.1f KiB, allocated %.1f KiB\n", strrchr(path, '/') + 1,
+           (double)own / 1024, got / 1024);
+    assert_true(got >= 0.99 * (double)own - 4096 && got <= 1.002 * (double)own + 8192);
+    df_session_free(b);
+    df_session_free(a);
+}
+
 static df_model *load(const char *path, uint64_t budget) {
     char err[512];
+    uint64_t own = 0;
     df_model_params mp = df_model_default_params();
     mp.n_threads = 2;
     mp.n_ctx = 64;
@@ -69,9 +91,11 @@ static df_model *load(const char *path, uint64_t budget) {
         assert_true(one.scratch_bytes > 0 && one.scratch_bytes < one.session_bytes);
         assert_int_equal(p.minimum, one.minimum + (uint64_t)NS * (one.session_bytes - one.scratch_bytes));
         mp.mem_budget = p.minimum + (1 << 20);
+        own = one.session_bytes - one.scratch_bytes;
     }
     df_model *m;
     if (df_model_load(path, &mp, &m, err, sizeof err) != 0) fail_msg("%s", err);
+    if (own) check_own_bytes(m, path, own);
     return m;
 }
 
