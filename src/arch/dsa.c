@@ -34,14 +34,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "arch.h"
 #include "bind.h"
 #include "quant.h"
 #include "util.h"
 
-const df_dsa_hp *df_dsa(const df_model *m) {
-    return m->arch == &df_arch_deepseek32 || m->arch == &df_arch_glm_dsa ? m->fam_hp : NULL;
-}
+/* A DSA model is one whose architecture declares the indexer's keys (arch_dsa.c's entries). */
+const df_dsa_hp *df_dsa(const df_model *m) { return m->arch && m->arch->layer_mem == df_dsa_layer_mem ? m->fam_hp : NULL; }
 
 int df_dsa_hparams(df_model *m, int rope_neox, float norm_eps, char *err, size_t errlen) {
     const df_hparams *h = &m->hp;

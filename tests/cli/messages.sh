@@ -39,7 +39,7 @@ check "run --help is run's, not the whole list" bash -c "! \"\$1\" run --help | 
 e=$(err run -m "$S");                             check "run without a prompt says so" contains "$e" "run needs a prompt"
 check "run without a prompt: exit 2" contains "$e" "rc=2"
 e=$(err run -m "$T/moe.gguf" -p hi --mem 1K);      check "--mem 1K is reported as 1.0 KiB" contains "$e" "a budget of 1.0 KiB"
-check "--mem 1K: not 0 MiB" lacks "$e" "0 MiB"
+check "--mem 1K: not 0 MiB" lacks "$e" " 0 MiB"
 for bad in "--top-p 2" "--min-p 5" "--repeat-penalty 0" "--temp inf" "--temp nan" "--temp -1" "--top-p=-0.5"; do
     # shellcheck disable=SC2086
     e=$(err run -m "$S" -p hi $bad);               check "$bad is refused (exit 2)" contains "$e" "rc=2"
