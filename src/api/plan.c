@@ -27,7 +27,6 @@
 #include "quant.h"
 #include "session.h"
 #include "util.h"
-#include "wsio.h"
 
 /* A plan for rank `rank` of `ranks` sharing m's experts (ranks 1: none),
  * each rank r getting rooms[r] of every layer's: m->ep as load_primary or

@@ -20,7 +20,6 @@
  * df_parse_size is the weight store's size parser (ws_parse_size) under a
  * public name. The tokens/s model is plan.c's.
  */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
