@@ -546,6 +546,9 @@ typedef struct df_plan {
     double hot_share, hot_hit_rate;
     int ranks, rank;                 /* df_model_plan_rank: the cluster and which rank (1 and 0: alone) */
     int n_experts_all;               /* the model's routed experts over all layers (n_experts_total alone) */
+    int layer_lo, layer_hi;          /* the layers this rank runs, [lo, hi): all but with p->split_layers */
+    int64_t carry_floats;            /* floats per token a pipeline's stage hands the next (the residual row, or
+                                      * a family's wider state) */
 } df_plan;
 
 /* Plan p->mem_budget for the model at path (p->n_ctx etc. size the session).
@@ -555,13 +558,16 @@ typedef struct df_plan {
  * (out->minimum tells); -1 with err when the model cannot run at all. */
 int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char *err, size_t errlen);
 
-/* The plan of one rank of `ranks` processes sharing the model's routed
- * experts (docs/cluster.md): rank 0 holds the dense part, the sessions and
+/* The plan of one rank of `ranks` processes (docs/cluster.md). Sharing the
+ * model's routed experts, rank 0 holds the dense part, the sessions and
  * its share; any other rank (rank >= 1) only its share, and plans no context.
  * n_experts_total is then the rank's share, n_expert_slots its cache, and
  * dense_bytes, for a rank other than 0, what it holds besides its slots.
- * ranks = 1 is df_model_plan. A model without routed experts, or with fewer
- * per layer than ranks, is an error. */
+ * A model without routed experts, or with fewer per layer than ranks, is an
+ * error. With p->split_layers, the rank runs a range of layers (layer_lo,
+ * layer_hi; more ranks than layers is an error): the plan is that stage's,
+ * its weights (rank 0's with the embeddings and the output) and its layers'
+ * memory of every session. ranks = 1 is df_model_plan. */
 int df_model_plan_rank(const char *path, const df_model_params *p, int ranks, int rank, df_plan *out, char *err,
                        size_t errlen);
 
@@ -617,6 +623,13 @@ typedef struct df_cluster_speed {
 } df_cluster_speed;
 void df_plan_predict_ranks(const df_plan *r0, const df_plan *rn, double disk_bytes_per_s, double memory_bytes_per_s,
                            double net_bytes_per_s, double net_latency_s, int one_machine, df_cluster_speed *out);
+/* A pipeline (--split layers) of the ranks' plans stage[0..R): each stage
+ * runs its layers at the pace of df_plan_predict (each[r]) and hands its
+ * carry on; the stages take turns, so a token takes the sum of their times
+ * and the messages (R broadcasts of the carry and the pass's head). out's
+ * rank0 is stage 0's, other the slowest other stage's. */
+void df_plan_predict_stages(const df_plan *stage, int R, double disk_bytes_per_s, double memory_bytes_per_s,
+                            double net_bytes_per_s, double net_latency_s, df_plan_speed *each, df_cluster_speed *out);
 
 /* A size such as "6G", "512M", "1.5GiB", "4096" or "64 KB" (K, M, G, T are
  * powers of 1024): bytes, or 0 when s is not such a size. */
@@ -814,6 +827,7 @@ typedef struct df_rank_stats {
     uint64_t net_sent, net_received;   /* payload bytes of this model's messages, on this rank */
     uint64_t messages;                 /* collectives it took part in for this model */
     double wait_seconds;               /* its compute waiting for its disk */
+    int layer_lo, layer_hi;            /* the layers it runs, [lo, hi) (a pipeline's stage; sharing experts: all) */
 } df_rank_stats;
 /* Rank 0: every rank's counters for model m, rank 0's first, into out (cap
  * entries; *n: the number of ranks, 1 for a model that is not shared).

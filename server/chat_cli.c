@@ -781,6 +781,7 @@ int df_cmd_chat(int argc, char **argv) {
     mp.page_cache = c.o.page_cache;
     mp.n_ctx = c.o.ctx;
     mp.kv_type = c.o.kv_f32 ? DF_KV_F32 : DF_KV_F16;
+    mp.split_layers = c.o.split_layers;
     if (df_model_load(c.o.model, &mp, &c.m, err, sizeof err) != 0) {
         free(tmpl_buf);
         return fprintf(stderr, "deltafin: %s\n", err), 1;

@@ -27,6 +27,7 @@ static void usage(FILE *f, int chat, int status) {
                    "                     [--mem SIZE] [-n MAX_TOKENS] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
                    "                     [--repeat-penalty R] [--seed S] [--kv f16|f32] [--ignore-eos] [--page-cache]\n"
                    "                     [--grammar GBNF | --grammar-file FILE] (every answer in llama.cpp's GBNF)\n"
+                   "                     [--split layers|experts] (under mpirun: docs/cluster.md)\n"
                    "  --chat-template: chatml, llama3, phi3, zephyr, gemma, mistral-v7, deepseek3 (llama.cpp's), or a\n"
                    "  Jinja template; --chat-template-kwargs '{\"enable_thinking\":false}': variables for the template\n"
                    "  in the chat: /help, /set system|temp|top-k|top-p|min-p|repeat-penalty|seed|n VALUE, /info, /clear,\n"
@@ -39,7 +40,7 @@ static void usage(FILE *f, int chat, int status) {
                    "                      [--chat-template-file F | --chat-template NAME] [--chat-template-kwargs JSON]\n"
                    "                      [--kv f16|f32] [--page-cache] [--jobs] [--jobs-db PATH] [--worker]\n"
                    "                      [--cors ORIGIN[,ORIGIN] | --cors '*'] [--strict-model] [--log-format text|json|none]\n"
-                   "                      [--pooling mean|last|cls]\n"
+                   "                      [--pooling mean|last|cls] [--split layers|experts] (under mpirun: docs/cluster.md)\n"
                    "                      [--db PATH] [--remote URL] [--max-conn-per-ip N (256)] [--request-mem SIZE]\n"
                    "                      [--prompt-cache-dir DIR] [--prompt-cache-mem SIZE (256M; 0 under --mem)]\n"
                    "                      [--prompt-cache-disk SIZE (4G)] [--prompt-cache-min TOKENS (32)]\n"
@@ -192,7 +193,7 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
                                                  "--prompt-cache-dir", "--prompt-cache-mem", "--prompt-cache-disk",
                                                  "--prompt-cache-min", "--api-key-file", "--remote", "--db",
                                                  "--max-conn-per-ip", "--request-mem", "--cors", "--log-format",
-                                                 "--pooling", "--grammar", "--grammar-file"};
+                                                 "--pooling", "--grammar", "--grammar-file", "--split"};
         int known = 0;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(name, with_value[k]);
         if (!known) bad("unknown option '%s'", name);
@@ -206,6 +207,10 @@ void srv_parse_opts(int argc, char **argv, srv_opts *o, int chat) {
         else if (!strcmp(name, "-c") || !strcmp(name, "--ctx-size")) o->ctx = (int)num(name, v, 0, 1 << 24);
         else if (!strcmp(name, "-t") || !strcmp(name, "--threads")) o->threads = (int)num(name, v, 1, 512);
         else if (!strcmp(name, "--mem")) o->mem = size_arg(name, v);
+        else if (!strcmp(name, "--split")) {
+            if (strcmp(v, "layers") && strcmp(v, "experts")) bad("--split is layers or experts, not '%s'", v);
+            o->split_layers = !strcmp(v, "layers");
+        }
         else if (!strcmp(name, "--kv")) {
             if (!strcmp(v, "f32")) o->kv_f32 = 1;
             else if (strcmp(v, "f16")) bad("--kv is f16 or f32, not '%s'", v);

@@ -1224,7 +1224,8 @@ static int slots_that_fit(const srv_opts *o, df_model_params mp, uint64_t per_sl
         char e[256];
         mp.n_sessions = mid;
         mp.mem_reserve = o->pc_mem + (uint64_t)mid * per_slot;
-        if (df_model_plan(o->model, &mp, &pl, e, sizeof e) == 0 && pl.minimum <= o->mem) lo = mid;
+        const int R = mp.split_layers ? df_cluster_size() : 1; /* a pipeline: rank 0's stage */
+        if (df_model_plan_rank(o->model, &mp, R, 0, &pl, e, sizeof e) == 0 && pl.minimum <= o->mem) lo = mid;
         else hi = mid - 1;
     }
     return lo;
@@ -1283,6 +1284,13 @@ int df_cmd_serve(int argc, char **argv) {
     mp.n_ctx = o.ctx;
     mp.n_sessions = o.parallel; /* the budget holds every slot's session */
     mp.kv_type = o.kv_f32 ? DF_KV_F32 : DF_KV_F16;
+    mp.split_layers = o.split_layers;
+    if (o.split_layers && df_cluster_size() > 1 && (o.pc_mem || o.pc_dir)) { /* docs/cluster.md */
+        fprintf(stderr, "deltafin: the prompt cache is off with --split layers (a session's memory lives on "
+                "several ranks)\n");
+        o.pc_mem = 0;
+        o.pc_dir = NULL;
+    }
     server srv;
     memset(&srv, 0, sizeof srv);
     pthread_mutex_init(&srv.id_mu, NULL);

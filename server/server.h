@@ -45,6 +45,7 @@ typedef struct srv_opts {
     int worker;             /* serve: run `deltafin worker` on jobs_db beside the API */
     int port, parallel, queue, ctx, threads, n_predict, kv_f32, ignore_eos;
     int page_cache;         /* --page-cache: df_model_params.page_cache */
+    int split_layers;       /* --split layers: df_model_params.split_layers (under mpirun: docs/cluster.md) */
     int conn_per_ip;        /* serve: connections one client address may hold (--max-conn-per-ip; 0: no limit) */
     uint64_t request_mem;   /* serve: request bodies in memory at once (--request-mem; 0: 64 MiB under --mem, else 1 GiB) */
     uint64_t mem;

@@ -632,8 +632,11 @@ static void print_cluster_report(df_model *m, int tokens) {
     const double M = 1 << 20, t = tokens > 0 ? tokens : 1;
     for (int r = 0; r < n && r < 64; r++) {
         const uint64_t looks = rs[r].hits + rs[r].misses;
-        fprintf(stderr, "cluster: rank %d: %llu experts, %d cache slots, %.1f MiB read (%.2f MiB per token), hit rate "
-                "%.1f%%, waiting for its disk %.2f s\n", r, (unsigned long long)rs[r].experts_owned, rs[r].expert_slots,
+        char stage[48] = "";
+        if (rs[r].layer_lo > 0 || rs[r].layer_hi < rs[n - 1].layer_hi) /* a pipeline's */
+            snprintf(stage, sizeof stage, "layers %d-%d, ", rs[r].layer_lo, rs[r].layer_hi - 1);
+        fprintf(stderr, "cluster: rank %d: %s%llu experts, %d cache slots, %.1f MiB read (%.2f MiB per token), hit rate "
+                "%.1f%%, waiting for its disk %.2f s\n", r, stage, (unsigned long long)rs[r].experts_owned, rs[r].expert_slots,
                 rs[r].bytes_read / M, rs[r].bytes_read / M / t, looks ? 100.0 * rs[r].hits / looks : 0.0,
                 rs[r].wait_seconds);
     }
@@ -773,6 +776,13 @@ static int plan_spec(const opts *o, const df_plan *p, double disk, double mem, d
     return best;
 }
 
+/* A cluster's tokens/s beside one machine's alone (0: it cannot run it), into buf[32]. */
+static const char *vs_alone(double tps, double alone, char *buf) {
+    if (alone > 0) snprintf(buf, 32, "%.2fx one machine's %.2f", tps / alone, alone);
+    else snprintf(buf, 32, "one machine cannot run it");
+    return buf;
+}
+
 /* plan --ranks N (docs/cluster.md): what each rank of N machines like this
  * one (or like --disk-gbps/--mem-gbps say) holds and reads, the network, and
  * the tokens/s; alone_tps: one machine's, for the ratio. 0, or 1 when a rank
@@ -820,20 +830,83 @@ static int plan_ranks(const opts *o, const df_model_params *mp, double disk, dou
            "in %d messages (%.1f Gbit/s, %.0f us each: %.3f s)\n", cs.rank0.disk_bytes_per_token / M,
            cs.other.disk_bytes_per_token / M, o->one_machine ? " (one disk for all)" : " (each from its own disk)",
            cs.net_bytes_per_token / M, 3 * r0.n_moe_layers, o->net_gbps, o->net_latency_us, cs.net_seconds);
-    printf("predicted: %.2f tokens/s on %s%d%s (%.2fx one machine's %.2f; disk %.3f s, memory %.3f s, "
-           "network %.3f s per token)\n", cs.tokens_per_s, o->one_machine ? "this machine as " : "", o->ranks,
-           o->one_machine ? " ranks" : " machines like this", alone_tps > 0 ? cs.tokens_per_s / alone_tps : 0.0,
-           alone_tps, cs.disk_seconds, cs.memory_seconds, cs.net_seconds);
+    printf("predicted: %.2f tokens/s on %s%d%s (%s; disk %.3f s, memory %.3f s, network %.3f s per token)\n",
+           cs.tokens_per_s, o->one_machine ? "this machine as " : "", o->ranks,
+           o->one_machine ? " ranks" : " machines like this", vs_alone(cs.tokens_per_s, alone_tps, b[0]),
+           cs.disk_seconds, cs.memory_seconds, cs.net_seconds);
+    return 0;
+}
+
+/* plan --ranks N --split layers (docs/cluster.md): each stage's layers, what
+ * it holds and reads, the hand-over, and the tokens/s of N machines like
+ * this one (or as given) taking turns; alone_tps: one machine's. 0, or 1
+ * when a stage does not fit. */
+static int plan_stages(const opts *o, const df_model_params *mp, double disk, double mem, double alone_tps, int json) {
+    char err[ERRLEN], b[4][32];
+    const int R = o->ranks;
+    df_plan *st = calloc((size_t)R, sizeof *st);
+    df_plan_speed *each = calloc((size_t)R, sizeof *each);
+    if (!st || !each) fail("out of memory");
+    int fits = 1;
+    for (int r = 0; r < R; r++) {
+        if (df_model_plan_rank(o->model, mp, R, r, &st[r], err, sizeof err) != 0) fail(err);
+        fits &= st[r].budget >= st[r].minimum;
+    }
+    df_cluster_speed cs;
+    df_plan_predict_stages(st, R, disk, mem, o->net_gbps * 1e9 / 8, o->net_latency_us * 1e-6, each, &cs);
+    const double M = 1 << 20;
+    if (json) {
+        printf("\"ranks\":%d,\"split\":\"layers\",\"net_bytes_per_token\":%.0f,\"net_seconds_per_token\":%.6f,"
+               "\"cluster_disk_seconds_per_token\":%.6f,\"cluster_memory_seconds_per_token\":%.6f,"
+               "\"cluster_tokens_per_s\":%.4f,\"stages\":[", R, cs.net_bytes_per_token, cs.net_seconds, cs.disk_seconds,
+               cs.memory_seconds, cs.tokens_per_s);
+        for (int r = 0; r < R; r++)
+            printf("%s{\"rank\":%d,\"layer_lo\":%d,\"layer_hi\":%d,\"minimum\":%llu,\"resident_bytes\":%llu,"
+                   "\"session_bytes\":%llu,\"expert_slots\":%d,\"experts\":%d,\"dense_layers_streamed\":%d,"
+                   "\"disk_bytes_per_token\":%.0f,\"memory_bytes_per_token\":%.0f,\"seconds_per_token\":%.6f}",
+                   r ? "," : "", r, st[r].layer_lo, st[r].layer_hi, (unsigned long long)st[r].minimum,
+                   (unsigned long long)st[r].resident_bytes, (unsigned long long)st[r].session_bytes,
+                   st[r].n_expert_slots, st[r].n_experts_total, st[r].n_dense_streamed, each[r].disk_bytes_per_token,
+                   each[r].memory_bytes_per_token,
+                   each[r].disk_seconds > each[r].memory_seconds ? each[r].disk_seconds : each[r].memory_seconds);
+        printf("]");
+        free(st);
+        free(each);
+        return fits ? 0 : 1;
+    }
+    printf("cluster: %d ranks, each a range of layers (pipeline parallel), each with --mem %s\n", R,
+           df_fmt_bytes(o->mem, b[0], 32));
+    for (int r = 0; r < R; r++) {
+        const df_plan *p = &st[r];
+        printf("cluster: rank %d: layers %d-%d (%d of %d)%s: %s resident, %d of its %d experts in cache slots, its "
+               "layers' memory of a session %s; minimum %s%s\n", r, p->layer_lo, p->layer_hi - 1,
+               p->layer_hi - p->layer_lo, st[R - 1].layer_hi,
+               r == 0 ? " and the embeddings and the output" : "", df_fmt_bytes(p->resident_bytes, b[1], 32),
+               p->n_expert_slots, p->n_experts_total, df_fmt_bytes(p->session_bytes - p->scratch_bytes, b[2], 32),
+               df_fmt_bytes(p->minimum, b[3], 32), p->budget >= p->minimum ? "" : ": does NOT fit");
+    }
+    if (!fits) {
+        printf("cluster: does NOT fit: a rank's budget is below its minimum\n");
+        free(st);
+        free(each);
+        return 1;
+    }
+    printf("cluster: per token: the ranks read");
+    for (int r = 0; r < R; r++) printf(" %.2f%s", each[r].disk_bytes_per_token / M, r + 1 < R ? "," : " MiB from disk");
+    printf(" (each from its own disk); the network carries %.3f MiB in %d messages (%.1f Gbit/s, %.0f us each: "
+           "%.4f s)\n", cs.net_bytes_per_token / M, R + 2, o->net_gbps, o->net_latency_us, cs.net_seconds);
+    printf("predicted: %.2f tokens/s on %s%d%s (%s; disk %.3f s, memory %.3f s, network %.4f s per token: the "
+           "stages take turns, so they pool memory and disks, not compute)\n", cs.tokens_per_s,
+           o->one_machine ? "this machine as " : "", R, o->one_machine ? " ranks" : " machines like this",
+           vs_alone(cs.tokens_per_s, alone_tps, b[0]), cs.disk_seconds, cs.memory_seconds, cs.net_seconds);
+    free(st);
+    free(each);
     return 0;
 }
 
 static int cmd_plan(const opts *given) {
     opts with_mem = *given;
     const opts *o = &with_mem;
-    if (o->split_layers && o->ranks > 1) {
-        fprintf(stderr, "deltafin: plan --ranks predicts expert parallel only; --split layers is not modelled yet\n");
-        return 2;
-    }
     if (!with_mem.mem) { /* no --mem: what this machine can give now */
         char b[32];
         if (!(with_mem.mem = df_memory_room())) {
@@ -935,10 +1008,10 @@ static int cmd_plan(const opts *given) {
         int rrc = 0;
         if (o->ranks > 1) {
             printf(",");
-            rrc = plan_ranks(o, &mp, disk, mem, tps, 1);
+            rrc = (o->split_layers ? plan_stages : plan_ranks)(o, &mp, disk, mem, tps, 1);
         }
         printf("}\n");
-        return fits && !rrc ? 0 : 1;
+        return (o->ranks > 1 ? rrc : !fits) ? 1 : 0; /* a cluster may fit where one process does not */
     }
     plan_verdict(o, &mp, &p, tps, disk, mem, df_memory_room());
     print_plan(&p, o->parallel, stdout);
@@ -946,7 +1019,8 @@ static int cmd_plan(const opts *given) {
         printf("plan: --resident-type %s: the resident dense weights take %s less than in the file\n", o->resident_type,
                df_fmt_bytes(p.requant_saved_bytes, (char[32]){0}, 32));
     if (!fits || p.n_dense_streamed) suggest_requant(o, &mp, &p);
-    if (!fits) return 1;
+    if (!fits) /* a cluster may fit where one process does not */
+        return o->ranks <= 1 ? 1 : (o->split_layers ? plan_stages : plan_ranks)(o, &mp, disk, mem, 0, 0);
     if (sparse)
         printf("plan: %s is a shape-only file (%.2f%% of it is on disk): it reads no tensor data\n", o->model,
                100.0 * allocated);
@@ -988,7 +1062,7 @@ static int cmd_plan(const opts *given) {
                                                     tps > 0 ? spec_tps[k] / tps : 0, k < o->draft_max ? ";" : "");
     if (spec_k) printf("\npredicted: speculation pays: k=%d, %.2f tokens/s\n", spec_k, spec_tps[spec_k]);
     else printf("\npredicted: speculation does not pay here (off)\n");
-    return o->ranks > 1 ? plan_ranks(o, &mp, disk, mem, tps, 0) : 0;
+    return o->ranks <= 1 ? 0 : (o->split_layers ? plan_stages : plan_ranks)(o, &mp, disk, mem, tps, 0);
 }
 
 static df_session *session(df_model *m, const opts *o) {

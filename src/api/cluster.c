@@ -77,6 +77,8 @@ static df_rank_stats own_stats(const df_model *m) {
     r.misses = st.misses;
     r.wait_seconds = st.wait_seconds;
     r.expert_slots = ws_get_plan(m->ws)->n_expert_slots;
+    r.layer_lo = m->stage_hi ? m->stage_lo : 0;
+    r.layer_hi = m->stage_hi ? m->stage_hi : m->hp.n_layer;
     if (m->pp) {
         r.net_sent = m->pp->sent;
         r.net_received = m->pp->received;

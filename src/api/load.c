@@ -268,6 +268,7 @@ static int load_stage_primary(df_model *m, const df_model_params *p, char *err, 
     if (!m->pp) return df_seterr(err, errlen, "out of memory"), DF_E_NOMEM;
     m->session_freed = df_pipe_freed;
     if (pp_split(m->pp, m->g, m->hp.n_layer, err, errlen) != 0) return DF_E_INPUT;
+    pp_stage(m);
     const size_t bytes = sizeof(load_msg) + 2 * sizeof(int32_t) * (size_t)R;
     uint8_t *buf = calloc(1, bytes);
     if (!buf) return df_seterr(err, errlen, "out of memory"), DF_E_NOMEM;
@@ -304,6 +305,7 @@ int df_load_stage(const ep_head *h, const void *payload, const char *path, uint6
     if (rc == 0 && !(m->pp = pp_new(comm_rank(), R, h->model))) rc = df_seterr(why, sizeof why, "out of memory");
     const int32_t *range = (const int32_t *)(const void *)(lm + 1);
     for (int r = 0; rc == 0 && r < R; r++) m->pp->lo[r] = range[r], m->pp->hi[r] = range[R + r];
+    if (rc == 0) pp_stage(m);
     if (open_stage(m, &p, rc, why, sizeof why, err, errlen) != DF_OK) {
         df_model_free(m);
         return -1;

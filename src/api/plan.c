@@ -13,7 +13,8 @@
  * layers from disk, and everything it uses from memory; the slower of the
  * two sets the pace. df_plan_predict_spec does the same for speculative
  * decoding (a pass of k + 1 tokens, some of them kept), df_plan_predict_ranks
- * for a cluster (the ranks in series: disk, compute, messages).
+ * for a cluster sharing experts (the ranks in series: disk, compute,
+ * messages), df_plan_predict_stages for a pipeline (the stages in turn).
  */
 #include "plan.h"
 
@@ -24,6 +25,7 @@
 
 #include "expar.h"
 #include "header.h"
+#include "pipe.h"
 #include "quant.h"
 #include "session.h"
 #include "util.h"
@@ -55,6 +57,19 @@ static int plan_as_rank(df_model *m, df_model_params *q, int ranks, int rank, co
     free(has);
     free(uses);
     if (rank > 0) q->n_ctx = q->n_batch = q->n_batch > 0 ? q->n_batch : 512;
+    return 0;
+}
+
+/* A plan for rank `rank` of a pipeline of `ranks` (--split layers): m->pp and
+ * its stage as the loads set them, so that the store plans the stage's
+ * tensors and the session its layers' memory. */
+static int plan_as_stage(df_model *m, const df_model_params *q, int ranks, int rank, char *err, size_t errlen) {
+    if (q->mtp) return df_seterr(err, errlen, "%s: --split layers does not run the MTP block yet", m->path);
+    if (rank < 0 || rank >= ranks) return df_seterr(err, errlen, "rank %d of %d", rank, ranks);
+    if (!(m->pp = pp_new(rank, ranks, 0))) return df_seterr(err, errlen, "out of memory");
+    char why[256];
+    if (pp_split(m->pp, m->g, m->hp.n_layer, why, sizeof why) != 0) return df_seterr(err, errlen, "%s: %s", m->path, why);
+    pp_stage(m);
     return 0;
 }
 
@@ -123,6 +138,8 @@ static void plan_hot(df_model *m, const df_model_params *q, df_plan *out) {
             all += uses[i];
             if (uses[i] > 0 && (unit == 0 || uses[i] < unit)) unit = uses[i]; /* one use (the file halves and fades) */
             if (m->ep && !m->ep->own[i]) continue;
+            const int l = (int)(i / (size_t)X);
+            if (m->stage_hi && (l < m->stage_lo || l >= m->stage_hi)) continue; /* another stage's layer */
             own += uses[i];
             mine[n++] = uses[i];
         }
@@ -160,13 +177,15 @@ static int plan_rank(const char *path, const df_model_params *p, int ranks, int 
     if (!q.mem_budget) q.mem_budget = 1; /* size the session as a budget would */
     int rc = df_load_header(m, path, &q, err, errlen), *weighted = NULL;
     if (rc == 0) rc = df_model_validate(m, err, errlen);
-    if (rc == 0 && ranks > 1 && !rooms && m->hp.n_expert >= ranks) {
+    const int stages = p->split_layers && ranks > 1;
+    if (rc == 0 && !stages && ranks > 1 && !rooms && m->hp.n_expert >= ranks) {
         weighted = malloc(sizeof(int) * (size_t)ranks);
         rc = !weighted ? df_seterr(err, errlen, "out of memory")
                        : df_share_rooms(path, p, ranks, NULL, m->hp.n_expert, weighted, err, errlen);
         rooms = weighted;
     }
-    if (rc == 0) rc = plan_as_rank(m, &q, ranks, rank, rooms, err, errlen);
+    if (rc == 0) rc = stages ? plan_as_stage(m, &q, ranks, rank, err, errlen)
+                             : plan_as_rank(m, &q, ranks, rank, rooms, err, errlen);
     free(weighted);
     ws_config cfg;
     if (rc == 0) rc = df_store_config(m, &q, &cfg, err, errlen);
@@ -193,7 +212,11 @@ static int plan_rank(const char *path, const df_model_params *p, int ranks, int 
         out->n_experts_total = wp.n_experts_total;
         out->expert_slot_bytes = wp.expert_slot;
         out->n_expert_used = m->hp.n_expert_used;
+        out->layer_lo = m->stage_hi ? m->stage_lo : 0;
+        out->layer_hi = m->stage_hi ? m->stage_hi : m->hp.n_layer;
+        out->carry_floats = (int64_t)m->hp.n_embd * (m->arch->carry_rows ? m->arch->carry_rows(m) : 1);
         for (int l = 0; l < out->n_layer; l++) {
+            if (m->stage_hi && (l < m->stage_lo || l >= m->stage_hi)) continue; /* another stage's */
             char name[64];
             snprintf(name, sizeof name, "blk.%d.ffn_gate_exps.weight", l);
             const gguf_tensor *t = gguf_find_tensor(m->g, name);
@@ -204,7 +227,8 @@ static int plan_rank(const char *path, const df_model_params *p, int ranks, int 
         plan_hot(m, &q, out);
         out->ranks = ranks > 1 ? ranks : 1;
         out->rank = ranks > 1 ? rank : 0;
-        out->dense_layer_bytes = m->hp.n_layer ? wp.dense_total / (uint64_t)m->hp.n_layer : 0;
+        const int own_layers = out->layer_hi - out->layer_lo;
+        out->dense_layer_bytes = own_layers > 0 ? wp.dense_total / (uint64_t)own_layers : 0;
         out->swa_window = m->hp.swa ? m->hp.n_swa : 0;
         for (int l = 0; m->hp.swa && l < m->hp.n_layer; l++) out->n_swa_layers += m->hp.swa[l];
         df_session_params sp = df_session_default_params();
@@ -441,5 +465,30 @@ void df_plan_predict_ranks(const df_plan *r0, const df_plan *rn, double disk_byt
      * the messages do not overlap each other (bench/RESULTS.md, bench/cluster.sh 2026-12-05: within 5% at 2 and 4 ranks) */
     const double t = out->disk_seconds + out->memory_seconds + out->net_seconds;
     const int fits = r0->budget >= r0->minimum && (R == 1 || rn->budget >= rn->minimum);
+    out->tokens_per_s = fits && t > 0 ? 1.0 / t : 0.0;
+}
+
+void df_plan_predict_stages(const df_plan *stage, int R, double disk_bytes_per_s, double memory_bytes_per_s,
+                            double net_bytes_per_s, double net_latency_s, df_plan_speed *each, df_cluster_speed *out) {
+    memset(out, 0, sizeof *out);
+    int fits = R > 0;
+    double t = 0;
+    for (int r = 0; r < R; r++) {
+        df_plan_predict(&stage[r], disk_bytes_per_s, memory_bytes_per_s, &each[r]);
+        fits &= stage[r].budget >= stage[r].minimum;
+        out->disk_seconds += each[r].disk_seconds;
+        out->memory_seconds += each[r].memory_seconds;
+        t += each[r].disk_seconds > each[r].memory_seconds ? each[r].disk_seconds : each[r].memory_seconds;
+        if (r == 1 || (r > 1 && each[r].disk_bytes_per_token > out->other.disk_bytes_per_token)) out->other = each[r];
+    }
+    if (R > 0) out->rank0 = each[0];
+    if (R > 1) { /* a token's pass (pipe.c): rank 0's head and the pass's rows (two broadcasts), then every
+                  * rank's carry broadcast in turn; rank 0's link carries the head and its own carry out to every
+                  * other rank, and every other rank's carry in */
+        const double head = 80.0, carry = 4.0 * (double)stage[0].carry_floats;
+        out->net_bytes_per_token = (R - 1) * (head + carry) + (R - 1) * carry;
+        out->net_seconds = (R + 2) * net_latency_s + (net_bytes_per_s > 0 ? out->net_bytes_per_token / net_bytes_per_s : 0);
+    }
+    t += out->net_seconds;
     out->tokens_per_s = fits && t > 0 ? 1.0 / t : 0.0;
 }

@@ -354,6 +354,9 @@ static int forward(df_session *s, df_session *const *own, const int32_t *tokens,
     return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }
 
+/* The hyper-connections' streams go from rank to rank (pipe.h). */
+static int carry_rows(const df_model *m) { return df_dsv4(m)->hc_mult; }
+
 const df_arch df_arch_deepseek4 = {
     .name = "deepseek4",
     .rope_neox = 0,
@@ -363,4 +366,5 @@ const df_arch df_arch_deepseek4 = {
     .layer_mem = df_dsv4_layer_mem,
     .fam_bytes = sizeof(df_dsv4_fam),
     .scratch = df_dsv4_scratch,
+    .carry_rows = carry_rows,
 };

@@ -351,6 +351,12 @@ static int norm_into_xb(df_session *s, ws_tensor *w, const float *x, int n, char
     return 0;
 }
 
+/* The rows of a pipeline's carry: the running sum and every block's banked input. */
+static int carry_rows(const df_model *m) {
+    const df_hparams *h = &m->hp;
+    return 1 + (h->attn_res_block ? (h->n_layer + h->attn_res_block - 1) / h->attn_res_block : 0);
+}
+
 /* A pipeline's hand-over (pipe.h): the running sum x and every block's banked input (res_stack; the same
  * buffers on every rank, so all of them, whichever layer the hand-over is at): taken at this rank's first
  * layer (enter), else handed on. Alone: nothing. */
@@ -360,7 +366,7 @@ static int pipe_carry(df_session *s, df_session *const *own, const int32_t *toke
     kimi_fam *f = s->fam;
     if (!s->m->pp) return 0;
     const int64_t E = h->n_embd, B = s->n_batch;
-    const int nb = 1 + (h->attn_res_block ? (h->n_layer + h->attn_res_block - 1) / h->attn_res_block : 0);
+    const int nb = carry_rows(s->m);
     float **cb = malloc(sizeof *cb * (size_t)nb);
     size_t *cf = malloc(sizeof *cf * (size_t)nb);
     int rc = !cb || !cf ? df_seterr(err, errlen, "out of memory"), -1 : 0;
@@ -427,6 +433,7 @@ const df_arch df_arch_kimi_linear = {
     .forward = forward,
     .fam_bytes = sizeof(kimi_fam),
     .scratch = scratch,
+    .carry_rows = carry_rows,
 };
 const df_arch df_arch_kimi_k3 = {
     .name = "kimi-k3",
@@ -436,4 +443,5 @@ const df_arch df_arch_kimi_k3 = {
     .forward = forward,
     .fam_bytes = sizeof(kimi_fam),
     .scratch = scratch,
+    .carry_rows = carry_rows,
 };

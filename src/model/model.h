@@ -195,6 +195,9 @@ typedef struct df_arch {
     int (*layer_mem)(const df_model *m, int l, struct df_mem_decl *d);
     size_t fam_bytes;
     void (*scratch)(const df_model *m, struct df_layout *lay);
+    /* A pipeline's carry (pipe.h): the rows of n_embd floats per token one
+     * rank hands the next (NULL: 1, the residual). */
+    int (*carry_rows)(const df_model *m);
 } df_arch;
 
 struct df_model {
@@ -233,6 +236,9 @@ struct df_model {
     pthread_mutex_t gram_mu;
     struct ep_state *ep;      /* expert parallel over a cluster (expar.h); NULL: this process runs every expert */
     struct pp_state *pp;      /* pipeline parallel over a cluster (pipe.h); NULL: this process runs every layer */
+    int stage_lo, stage_hi;   /* with pp: the layers this rank runs, [lo, hi), and so the layers its sessions keep
+                               * memory for (session.c); stage_hi 0: every layer */
+    int stage_outputs;        /* with pp: this rank computes the output (rank 0), so its sessions keep logits */
     void (*session_freed)(struct df_session *s); /* rank 0 of a pipeline: tell the others (df_pipe_freed) */
     int ep_loaded;            /* rank 0: the other ranks hold their share (df_model_free tells them to drop it) */
 };

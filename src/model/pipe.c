@@ -70,6 +70,13 @@ int pp_split(pp_state *pp, const gguf_ctx *g, int n_layer, char *err, size_t err
     return 0;
 }
 
+void pp_stage(df_model *m) {
+    const pp_state *pp = m->pp;
+    m->stage_lo = pp->lo[pp->rank];
+    m->stage_hi = pp->hi[pp->rank];
+    m->stage_outputs = pp->rank == 0;
+}
+
 void df_pipe_layers(const df_session *s, int *lo, int *hi) {
     const pp_state *pp = s->m->pp;
     *lo = pp ? pp->lo[pp->rank] : 0;

@@ -48,6 +48,8 @@ void pp_free(pp_state *pp);
  * output); every range at least one layer. -1 with err when there are more
  * ranks than layers. */
 int pp_split(pp_state *pp, const struct gguf_ctx *g, int n_layer, char *err, size_t errlen);
+/* m's stage (m->stage_*) from its cut (m->pp): what its sessions hold. */
+void pp_stage(df_model *m);
 
 /* The layers of a pass session s runs here: [*lo, *hi) (alone: all). */
 void df_pipe_layers(const struct df_session *s, int *lo, int *hi);

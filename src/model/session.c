@@ -83,6 +83,7 @@ struct df_mem {
     uint8_t *items;         /* the declared items of every layer, each 64-byte aligned (item_bytes) */
     /* rollback of recurrent state (df_rec_mark): rb_rows rows per recurrent layer (0: no room) */
     int rb_rows;
+    int n_rec;              /* the recurrent layers it keeps (every one, or its stage's: held) */
     float *rb_conv, *rb_state; /* (recurrent layers, conv / state floats): the states at the mark */
     float *rb_in;           /* (recurrent layers, rb_rows, df_rec_row_floats): the rows decoded since */
     float *rb_out;          /* (kda_n_head * kda_head_dim) the replay's output row, discarded (not scratch: a
@@ -141,6 +142,16 @@ static int64_t mem_row(const df_session *s, int l, int64_t pos) {
     const int ring = s->mem->layer[l].ring;
     return ring ? pos % ring : pos;
 }
+
+/* Does a session of m keep layer l's memory? Alone, every layer's; a
+ * pipeline's stage only its own layers' (model.h stage_*), and the MTP block
+ * (never run split) on rank 0. */
+static int held(const df_model *m, int l) {
+    if (!m->stage_hi) return 1;
+    return l < m->hp.n_layer ? l >= m->stage_lo && l < m->stage_hi : m->stage_outputs;
+}
+
+static int is_recurrent(const df_hparams *h, int l) { return h->recurrent && h->recurrent[l]; }
 
 /* ---- what a family declares (df_arch.layer_mem, df_arch.scratch) ---- */
 
@@ -227,7 +238,10 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     mem->kv_elt = mem->kv_type == DF_TYPE_F32 ? 4 : 2;
     /* per-layer memory: attention layers cache n_ctx positions (keys and
      * values, or one MLA latent), recurrent layers a fixed-size state */
-    const int64_t n_rec = h->n_layer_recurrent, n_att = h->n_layer + h->n_layer_mtp - n_rec;
+    int64_t n_rec = 0, n_att = 0; /* the layers it keeps memory for, each kind */
+    for (int l = 0; l < h->n_layer + h->n_layer_mtp; l++)
+        if (held(m, l)) *(is_recurrent(h, l) ? &n_rec : &n_att) += 1;
+    mem->n_rec = (int)n_rec;
     if (h->kv_lora_rank > 0) {
         /* MLA: the cache holds one latent per token (compressed kv + RoPE key), no values */
         s->kv_dim_k = (int64_t)h->kv_lora_rank + h->n_rot;
@@ -265,7 +279,7 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     const int64_t ring = df_kv_ring(h, s->n_ctx, s->n_batch);
     int64_t kv_rows = 0;
     for (int l = 0; l < h->n_layer + h->n_layer_mtp; l++) /* the MTP block has no window (header.c use_mtp) */
-        if (!(h->recurrent && h->recurrent[l])) kv_rows += ring && h->swa && h->swa[l] ? ring : C;
+        if (held(m, l) && !is_recurrent(h, l)) kv_rows += ring && h->swa && h->swa[l] ? ring : C;
     int ni = 0;
 #define ITEM(field, nbytes) (it[ni].dst = (void **)&(field), it[ni].bytes = (uint64_t)(nbytes), ni++)
 #define FLOATS(field, rows, cols) ITEM(s->field, (uint64_t)(rows) * (uint64_t)(cols) * sizeof(float))
@@ -277,21 +291,22 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     uint64_t items = 0; /* what the family declares */
     for (int l = 0; l < h->n_layer + h->n_layer_mtp; l++) {
         df_mem_decl d[DF_MEM_ITEMS];
-        const int k = layer_items(m, l, d);
+        const int k = held(m, l) ? layer_items(m, l, d) : 0;
         for (int i = 0; i < k; i++) items += item_bytes(&d[i], C, elt);
     }
     ITEM(mem->items, items ? items : 64);
     /* rollback room for speculative decoding: a copy of the states, the rows' inputs */
     if (p->spec_k_max < 0 || p->spec_k_max > 1024)
         return df_seterr(err, errlen, "spec_k_max %d is out of range (0..1024)", p->spec_k_max);
-    mem->rb_rows = rec_rows_for(h, p->spec_k_max, s->n_batch);
+    mem->rb_rows = n_rec ? rec_rows_for(h, p->spec_k_max, s->n_batch) : 0;
     if (mem->rb_rows) {
         ITEM(mem->rb_conv, (uint64_t)n_rec * (uint64_t)df_rec_conv_floats(h) * sizeof(float));
         ITEM(mem->rb_state, (uint64_t)n_rec * (uint64_t)df_rec_state_floats(h) * sizeof(float));
         ITEM(mem->rb_in, (uint64_t)n_rec * (uint64_t)mem->rb_rows * (uint64_t)df_rec_row_floats(h) * sizeof(float));
         ITEM(mem->rb_out, (uint64_t)d_inner * sizeof(float));
     }
-    FLOATS(logits, B, h->n_vocab); /* read after a decode (df_session_logits): the session's own */
+    if (!m->stage_hi || m->stage_outputs) FLOATS(logits, B, h->n_vocab); /* read after a decode (df_session_logits) */
+    else ITEM(s->logits, 64); /* a stage that hands its rows on computes no output */
     if (h->n_layer_mtp) FLOATS(mtp_h, B + 1, h->n_embd); /* mtp.c: the target's hidden rows (and the one before) */
     *n_own = ni;
     /* scratch from here on */
@@ -424,7 +439,8 @@ int df_session_mem_list(const df_model *m, const df_session_params *p, df_plan_m
     const size_t elt = d.mem.kv_elt;
     int n = 0;
     for (int l = 0; l < h->n_layer + h->n_layer_mtp; l++) {
-        if (h->recurrent && h->recurrent[l]) {
+        if (!held(m, l)) continue;
+        if (is_recurrent(h, l)) {
             const uint64_t f = (uint64_t)(df_rec_conv_floats(h) + df_rec_state_floats(h));
             mem_list_add(out, &n, max, "recurrent state", f * sizeof(float));
             if (d.mem.rb_rows)
@@ -496,12 +512,13 @@ static void mem_bind(df_session *s) {
     for (int l = 0; l < h->n_layer + h->n_layer_mtp; l++) {
         layer_mem *lm = &mem->layer[l];
         memset(lm, 0, sizeof *lm);
+        if (!held(s->m, l)) continue; /* another rank's layer: kind 0, no memory here */
         lm->n_item = layer_items(s->m, l, lm->item);
         for (int i = 0; i < lm->n_item; i++) {
             lm->item_rows[i] = mem->items + io;
             io += item_bytes(&lm->item[i], s->n_ctx, mem->kv_elt);
         }
-        if (h->recurrent && h->recurrent[l]) {
+        if (is_recurrent(h, l)) {
             lm->kind = DF_MEM_RECURRENT;
             lm->conv = mem->rec_conv + ir * df_rec_conv_floats(h);
             lm->state = mem->rec_state + ir * df_rec_state_floats(h);
@@ -526,9 +543,10 @@ static void mem_clear_recurrent(df_session *s) {
     const df_hparams *h = &s->m->hp;
     s->rec_broken = 0;
     s->mem->rb_pos = -1;
-    if (!h->n_layer_recurrent) return;
-    memset(s->mem->rec_conv, 0, sizeof(float) * (size_t)(h->n_layer_recurrent * df_rec_conv_floats(h)));
-    memset(s->mem->rec_state, 0, sizeof(float) * (size_t)(h->n_layer_recurrent * df_rec_state_floats(h)));
+    const int64_t n_rec = s->mem->n_rec;
+    if (!n_rec) return;
+    memset(s->mem->rec_conv, 0, sizeof(float) * (size_t)(n_rec * df_rec_conv_floats(h)));
+    memset(s->mem->rec_state, 0, sizeof(float) * (size_t)(n_rec * df_rec_state_floats(h)));
 }
 
 int df_mem_kind(const df_session *s, int l) { return s->mem->layer[l].kind; }
@@ -595,14 +613,14 @@ int df_rec_rows(const df_session *s) { return s->mem->rb_rows; }
 int df_rec_mark(df_session *s, char *err, size_t errlen) {
     const df_hparams *h = &s->m->hp;
     df_mem *mem = s->mem;
-    if (!h->n_layer_recurrent) return 0;
+    if (!mem->n_rec) return 0;
     if (!mem->rb_rows)
         return df_seterr(err, errlen, "the session has no room to roll recurrent state back (open it with "
                          "df_session_params.spec_k_max)");
     if (s->rec_broken)
         return df_seterr(err, errlen, "the session's recurrent state is unusable after a failed decode");
-    memcpy(mem->rb_conv, mem->rec_conv, sizeof(float) * (size_t)(h->n_layer_recurrent * df_rec_conv_floats(h)));
-    memcpy(mem->rb_state, mem->rec_state, sizeof(float) * (size_t)(h->n_layer_recurrent * df_rec_state_floats(h)));
+    memcpy(mem->rb_conv, mem->rec_conv, sizeof(float) * (size_t)(mem->n_rec * df_rec_conv_floats(h)));
+    memcpy(mem->rb_state, mem->rec_state, sizeof(float) * (size_t)(mem->n_rec * df_rec_state_floats(h)));
     mem->rb_pos = s->pos;
     return 0;
 }

@@ -181,11 +181,73 @@ l1=$(sed -n 's/^cluster: rank 1: .*read (\([0-9.]*\) MiB per token.*/\1/p' "$T/b
 echo "--split layers, bytes per token: one process $one MiB; rank 0 $l0, rank 1 $l1 MiB"
 check "--split layers --mem: each rank reads less than one process (its layers only)" \
     awk -v a="$l0" -v b="$l1" -v c="$one" 'BEGIN { exit !(a > 0 && b > 0 && a < c && b < c) }'
+# each rank's sessions keep only its own layers' memory: a context whose KV cache one process's budget cannot
+# hold alongside the weights runs over 2 ranks with the same budget each, and says the same
+K=(-m "$T/big.gguf" -c 8192 -p "Once upon a time" -n 8 --temp 0 --hot none -t 1)
+"$D" run "${K[@]}" --mem 400M > "$T/kv.1" 2> /dev/null
+"$D" run "${K[@]}" --mem 90M > /dev/null 2> "$T/kv.e1"
+check "-c 8192 --mem 90M, one process: refused (the KV cache of 8 layers does not fit)" \
+    grep -q "a budget of 90.0 MiB cannot run this model" "$T/kv.e1"
+"${MPI[@]}" -np 2 "$D" run "${K[@]}" --mem 90M --split layers > "$T/kv.2" 2> "$T/kv.e2"
+check "-c 8192 --mem 90M --split layers, 2 ranks: runs (each keeps 4 layers' KV cache)" test -s "$T/kv.2"
+check "... and says what one process says" cmp -s "$T/kv.1" "$T/kv.2"
+# serve and chat over a pipeline: three requests at once (one pass of three sessions' rows on every rank), each
+# answered as one process answers it; chat's turns the same
+serve_texts() { # OUT [MPI -np N]: three concurrent completions from a server on deepseek-v2-lite-tiny
+    local out=$1 log="$T/srv.$1.log" port=""
+    shift
+    "$@" "$D" serve --port 0 -m "$T/deepseek-v2-lite-tiny.gguf" -t 1 --parallel 3 -c 256 --split layers > "$log" 2>&1 &
+    local sp=$!
+    PIDS+=($sp)
+    for _ in $(seq 1 200); do
+        port=$(sed -n 's/.*http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$log")
+        [ -n "$port" ] && break
+        sleep 0.1
+    done
+    local cs=()
+    for i in 1 2 3; do
+        curl -s -m 60 "http://127.0.0.1:$port/v1/completions" -d "{\"prompt\":\"the cat $i sat on\",\"max_tokens\":16,\"temperature\":0}" > "$T/$out.$i" &
+        cs+=($!)
+    done
+    wait "${cs[@]}"
+    for i in 1 2 3; do # the text only (the ids and timings differ)
+        node -e 'process.stdout.write(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).choices[0].text)' \
+            "$T/$out.$i" > "$T/$out.$i.t" 2> /dev/null
+    done
+    kill -TERM $sp 2> /dev/null
+    wait $sp 2> /dev/null
+}
+serve_texts srv1
+serve_texts srv2 "${MPI[@]}" -np 2
+for i in 1 2 3; do
+    check "serve --split layers, 2 ranks, request $i of 3 at once: one process's text" cmp -s "$T/srv1.$i.t" "$T/srv2.$i.t"
+done
+check "... not empty" test -s "$T/srv2.1.t"
+check "... and the prompt cache is off, saying why" grep -q "the prompt cache is off with --split layers" "$T/srv.srv2.log"
+printf 'Tell me a story.\nAnd another.\n' | "$D" chat -m "$T/deepseek-v2-lite-tiny.gguf" --chat-template chatml --temp 0 -n 16 -t 1 \
+    > "$T/chat.1" 2> /dev/null
+printf 'Tell me a story.\nAnd another.\n' | "${MPI[@]}" -np 2 "$D" chat -m "$T/deepseek-v2-lite-tiny.gguf" --chat-template chatml --temp 0 -n 16 \
+    -t 1 --split layers > "$T/chat.2" 2> "$T/chat.e2"
+check "chat --split layers, 2 ranks, two turns: one process's answers" cmp -s "$T/chat.1" "$T/chat.2"
+check "... not empty" test -s "$T/chat.2"
 # what it cannot do yet is refused, never garbage; more ranks than layers is refused before any weight is read
 "${MPI[@]}" -np 2 "$D" run "${Q[@]}" --split layers --spec lookup > /dev/null 2> "$T/specL.e"
 check "--split layers --spec: refused" grep -q "speculative decoding: not with --split layers yet" "$T/specL.e"
-out=$("$D" plan -m "$T/big.gguf" --mem 60M --ranks 2 --split layers --disk-gbps 2 --mem-gbps 20 2>&1)
-check "plan --ranks --split layers: not modelled yet, and it says so" contains "$out" "--split layers is not modelled yet"
+# plan --ranks --split layers: the stages the run had, and a fit where one process does not
+pl=(-m "$T/big.gguf" -c 8192 --mem 90M --hot none --disk-gbps 2 --mem-gbps 20 -t 1)
+"$D" plan "${pl[@]}" > /dev/null 2>&1
+check "plan -c 8192 --mem 90M, one process: does not fit (exit 1)" test $? -eq 1
+pj=$("$D" plan "${pl[@]}" --ranks 2 --split layers --json 2> /dev/null)
+check "plan --ranks 2 --split layers: fits (exit 0)" test $? -eq 0
+stages=$(printf '%s' "$pj" | node -e 'const d = JSON.parse(require("fs").readFileSync(0, "utf8"));
+    process.stdout.write(d.stages.map(s => `${s.layer_lo}-${s.layer_hi - 1}`).join(" ") + " " + (d.cluster_tokens_per_s > 0))')
+ran=$(sed -n 's/^cluster: rank [0-9]: layers \([0-9]*-[0-9]*\),.*/\1/p' "$T/kv.e2" | tr '\n' ' ')
+check "plan --ranks 2 --split layers: the run's stages ($ran), and a speed ($stages)" test "$stages" = "${ran}true"
+out=$("$D" plan "${pl[@]}" --ranks 2 --split layers 2>&1)
+check "... said: each rank's layers and its memory of a session" contains "$out" "rank 1: layers 4-7 (4 of 8): "
+check "... and what the stages taking turns means" contains "$out" "the stages take turns"
+out=$("$D" plan "${pl[@]}" --ranks 9 --split layers 2>&1)
+check "plan --ranks 9 --split layers for 8 layers: refused" contains "$out" "9 ranks, but the model has 8 layers"
 "${MPI[@]}" -np 3 "$D" run -m "$T/tiny.gguf" -p hi -n 2 --split layers > /dev/null 2> "$T/manyL.e"
 check "--split layers, 3 ranks for 2 layers: refused" grep -q "3 ranks, but the model has 2 layers" "$T/manyL.e"
 
