@@ -53,7 +53,7 @@ static const char JOBS_USAGE[] =
     "usage: deltafin submit -m MODEL (-p TEXT | -f FILE | --chat FILE.json) [-n N] [sampling flags] [--mem SIZE"
     " [--page-cache]] [--deadline TIME] [--priority P] [--remote URL]\n"
     "       deltafin jobs | job ID [--json] [--follow] | cancel ID | requeue ID | worker [--drain] [--commit-every S]"
-    " [--max-restarts N] [--monitor-every S] [--disk-gbps X --mem-gbps Y]"
+    " [--max-restarts N] [--monitor-every S] [--disk-gbps X --mem-gbps Y] [--split layers|experts (under mpirun)]"
     "   (all take --db PATH; docs/jobs.md)\n";
 
 static int usage_err(const char *fmt, const char *a) {
@@ -147,7 +147,7 @@ static int check_chat(const jq_job *j) {
 /* Options common to the subcommands. */
 typedef struct {
     const char *db, *model, *prompt, *file, *chat;
-    int json, follow, drain, have_id, no_ckpt, max_restarts;
+    int json, follow, drain, have_id, no_ckpt, max_restarts, split_layers;
     double commit_every, ckpt_ratio, monitor_every, disk_gbps, mem_gbps;
     int64_t id;
     jq_job job;
@@ -181,6 +181,10 @@ static int parse_opt(jopts *o, int argc, char **argv, int *i) {
     else if (!strcmp(name, "--no-bos")) j->no_bos = 1;
     else if (!strcmp(name, "--page-cache")) j->page_cache = 1;
     else if (!strcmp(name, "--db")) o->db = v;
+    else if (!strcmp(name, "--split")) { /* worker: how a cluster shares each job's model (docs/cluster.md) */
+        if (strcmp(v, "layers") && strcmp(v, "experts")) return usage_err("--split is layers or experts, not '%s'", v);
+        o->split_layers = !strcmp(v, "layers");
+    }
     else if (!strcmp(name, "-m") || !strcmp(name, "--model")) o->model = v;
     else if (!strcmp(name, "-p") || !strcmp(name, "--prompt")) o->prompt = v;
     else if (!strcmp(name, "-f") || !strcmp(name, "--file")) o->file = v;
@@ -569,7 +573,7 @@ static int cmd_worker(jopts *o) {
     jw_opts w = {.commit_every = o->commit_every, .drain = o->drain, .poll = 1.0, .log = stderr,
                  .ckpt_ratio = o->ckpt_ratio, .db_path = path, .max_restarts = o->max_restarts,
                  .pressure_every = 0.25, .monitor_every = o->monitor_every, .disk_bps = o->disk_gbps * 1e9,
-                 .mem_bps = o->mem_gbps * 1e9};
+                 .mem_bps = o->mem_gbps * 1e9, .split_layers = o->split_layers};
     /* checkpoints: the folder "checkpoints" beside the database (0700, not a symlink) */
     char dir[PATH_MAX + 16];
     if (!o->no_ckpt) {

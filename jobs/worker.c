@@ -126,6 +126,7 @@ static int load(run *r, char *err, size_t errlen) {
     mp.n_ctx = r->job->ctx;
     mp.n_threads = r->job->threads;
     mp.use_mmap = -1;
+    mp.split_layers = r->o->split_layers;
     if (df_model_load(r->job->model, &mp, &r->m, err, errlen) != 0) return -1;
     df_session_params sp = df_session_default_params();
     sp.n_ctx = r->job->ctx;

@@ -52,6 +52,7 @@ typedef struct jw_opts {
     double pressure_every; /* seconds between looks at the cgroup's memory */
     double monitor_every; /* seconds per row of the stability monitor */
     double disk_bps, mem_bps; /* the local plan's speeds (bytes/s) for a job with a remote; 0: measured */
+    int split_layers;     /* under mpirun: each rank runs a range of the model's layers (docs/cluster.md) */
 } jw_opts;
 
 /* Run jobs until the queue is empty (drain) or *stop is set (a signal).

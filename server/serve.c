@@ -1285,12 +1285,6 @@ int df_cmd_serve(int argc, char **argv) {
     mp.n_sessions = o.parallel; /* the budget holds every slot's session */
     mp.kv_type = o.kv_f32 ? DF_KV_F32 : DF_KV_F16;
     mp.split_layers = o.split_layers;
-    if (o.split_layers && df_cluster_size() > 1 && (o.pc_mem || o.pc_dir)) { /* docs/cluster.md */
-        fprintf(stderr, "deltafin: the prompt cache is off with --split layers (a session's memory lives on "
-                "several ranks)\n");
-        o.pc_mem = 0;
-        o.pc_dir = NULL;
-    }
     server srv;
     memset(&srv, 0, sizeof srv);
     pthread_mutex_init(&srv.id_mu, NULL);

@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipe.h"
 #include "session.h"
 #include "util.h"
 
@@ -29,7 +28,6 @@
 #define PC_TAG_LEN 8
 
 int df_prompt_cache_save(df_session *s, const char *path, const int32_t *tokens, char *err, size_t errlen) {
-    if (df_pipe_refuse(s, "a prompt cache", err, errlen)) return DF_E_UNSUPPORTED;
     const int pos = df_session_pos(s);
     if (pos > 0 && !tokens) return df_seterr(err, errlen, "df_prompt_cache_save: no tokens");
     const size_t len = PC_TAG_LEN + (size_t)pos * sizeof(int32_t);
@@ -52,7 +50,6 @@ static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
 int df_prompt_cache_load(df_session *s, const char *path, const int32_t *tokens, int n, int *n_reused, char *err,
                          size_t errlen) {
     if (n_reused) *n_reused = 0;
-    if (df_pipe_refuse(s, "a prompt cache", err, errlen)) return DF_E_UNSUPPORTED;
     if (!path || !*path || n < 0 || (n > 0 && !tokens) || !n_reused)
         return df_seterr(err, errlen, "df_prompt_cache_load: bad arguments");
     if (df_session_truncate(s, 0, err, errlen) != 0) return -1;

@@ -193,8 +193,8 @@ static int find_mirror(const pp_mirrors *t, uint64_t id) {
     return -1;
 }
 
-/* The mirror of run r (made as rank 0's was), at r's position. */
-static df_session *mirror(df_model *m, pp_mirrors *t, const pp_run *r, char *err, size_t errlen) {
+/* The mirror of run r, made as rank 0's session was if there is none yet. */
+static df_session *mirror_of(df_model *m, pp_mirrors *t, const pp_run *r, char *err, size_t errlen) {
     int i = find_mirror(t, r->id);
     if (i < 0) {
         if (t->n == t->cap) {
@@ -217,7 +217,13 @@ static df_session *mirror(df_model *m, pp_mirrors *t, const pp_run *r, char *err
         t->id[i] = r->id;
         t->s[i] = s;
     }
-    df_session *s = t->s[i];
+    return t->s[i];
+}
+
+/* The mirror of run r (made as rank 0's was), at r's position. */
+static df_session *mirror(df_model *m, pp_mirrors *t, const pp_run *r, char *err, size_t errlen) {
+    df_session *s = mirror_of(m, t, r, err, errlen);
+    if (!s) return NULL;
     if (r->pos != s->pos && df_session_truncate(s, r->pos, err, errlen) != 0) return NULL;
     if (r->n_tok < 1 || r->n_tok > s->n_batch || r->pos + r->n_tok > s->n_ctx)
         return df_seterr(err, errlen, "internal: a run of %d rows at %d in a pass", r->n_tok, r->pos), NULL;
@@ -275,4 +281,33 @@ void df_pipe_freed(df_session *s) {
     pp->messages++;
     ep_send(NULL, &h, NULL, NULL, 0);
     pthread_mutex_unlock(&s->m->decode_mu);
+}
+
+/* ---- a session's memory over the ranks (snapshot.c) ---- */
+
+int df_pipe_state_begin(df_session *s, int dir, int pos, char *err, size_t errlen) {
+    pp_state *pp = s->m->pp;
+    const pp_run r = {.id = s->pp_id, .pos = pos, .n_ctx = s->n_ctx, .n_batch = s->n_batch,
+                      .kv_type = s->params.kv_type, .spec_k_max = s->params.spec_k_max};
+    const ep_head h = {.op = EP_PP_STATE, .model = pp->id, .layer = dir, .n = pos, .bytes = sizeof r};
+    pthread_mutex_lock(&s->m->decode_mu); /* never inside a pass's messages */
+    pp->messages += 2;
+    pp->sent += sizeof r * (uint64_t)(pp->size - 1);
+    if (ep_send(NULL, &h, &r, err, errlen) == 0) return 0;
+    pthread_mutex_unlock(&s->m->decode_mu);
+    return -1;
+}
+
+void df_pipe_state_end(df_session *s) { pthread_mutex_unlock(&s->m->decode_mu); }
+
+df_session *df_pipe_state_mirror(df_model *m, pp_mirrors *t, const ep_head *h, char *err, size_t errlen) {
+    pp_run r;
+    if (h->bytes != sizeof r) return df_seterr(err, errlen, "internal: a damaged state message"), NULL;
+    if (comm_bcast(&r, sizeof r, 0, err, errlen) != 0) return NULL;
+    m->pp->messages += 2;
+    m->pp->received += sizeof r;
+    df_session *s = mirror_of(m, t, &r, err, errlen);
+    if (s && (r.pos < 0 || r.pos > s->n_ctx || (h->layer == 0 && r.pos != s->pos)))
+        return df_seterr(err, errlen, "internal: a session's memory at %d asked of a mirror at %d", r.pos, s->pos), NULL;
+    return s;
 }

@@ -7,8 +7,10 @@
  * Rank 0 holds the embeddings, the output and its own range of layers; rank
  * r > 0 holds its range only (ws_config.layer_lo/hi). Rank 0 owns the
  * sessions; every other rank keeps a mirror of each session, named by rank
- * 0's id for it (df_session.pp_id) and made at its first pass, which holds
- * the memory of that rank's layers.
+ * 0's id for it (df_session.pp_id) and made at its first pass. Every rank's
+ * sessions hold the memory of its own layers only (df_model.stage_*, set by
+ * pp_stage; session.c). A session's memory is saved and loaded over the
+ * ranks through df_pipe_state_* (snapshot.c).
  *
  * A forward pass is the same code on every rank. The architecture asks
  * df_pipe_layers for the layers it runs. Rank 0 embeds, runs its layers and
@@ -53,8 +55,7 @@ void pp_stage(df_model *m);
 
 /* The layers of a pass session s runs here: [*lo, *hi) (alone: all). */
 void df_pipe_layers(const struct df_session *s, int *lo, int *hi);
-/* What a pipeline cannot do yet (a session's memory lives on several ranks:
- * snapshots, prompt caches, speculation's rollback, traces, hidden states):
+/* What a pipeline cannot do yet (speculation's rollback, hidden states):
  * 0 alone, else -1 with err naming `what`. */
 int df_pipe_refuse(const struct df_session *s, const char *what, char *err, size_t errlen);
 /* Does this process compute the output (rank 0, or alone)? */
@@ -74,6 +75,15 @@ typedef struct pp_mirrors pp_mirrors;
 pp_mirrors *pp_mirrors_new(void);
 void pp_mirrors_free(pp_mirrors *t);
 int df_pipe_pass(df_model *m, pp_mirrors *t, const ep_head *h, char *err, size_t errlen);
+/* A session's memory over the ranks (snapshot.c): rank 0 opens an exchange
+ * of session s's memory at position pos (dir 0: to rank 0, a save; 1: from
+ * it, a load) under the model's lock, which it holds until
+ * df_pipe_state_end; every other rank gets the head (EP_PP_STATE) and finds
+ * its mirror with df_pipe_state_mirror (made as rank 0's session was, when
+ * it has none yet). 0 or -1 with err. */
+int df_pipe_state_begin(struct df_session *s, int dir, int pos, char *err, size_t errlen);
+void df_pipe_state_end(struct df_session *s);
+struct df_session *df_pipe_state_mirror(df_model *m, pp_mirrors *t, const ep_head *h, char *err, size_t errlen);
 /* EP_PP_SESSION: rank 0 freed its session h->pass: free the mirror. (A
  * truncated or reset session needs no message: its next pass starts at an
  * earlier position, and the mirror is truncated to it first.) */

@@ -825,6 +825,9 @@ int df_session_new(df_model *m, const df_session_params *p, df_session **out, ch
             return df_seterr(err, errlen, "out of memory for a session of %d tokens (%.1f MiB)", n_ctx,
                              (double)own / (1 << 20)), DF_E_NOMEM;
         }
+        /* the families' items start at zero: a block begun holds its row before the block completes it, and a
+         * snapshot saves that row (never the heap's old bytes) */
+        if (it[i].dst == (void **)&s->mem->items) memset(buf, 0, (size_t)it[i].bytes);
     }
     /* the scratch: the model's, grown to what this session needs (other sessions may be decoding) */
     for (int i = n_own; i < n; i++) {

@@ -192,8 +192,10 @@ check "-c 8192 --mem 90M, one process: refused (the KV cache of 8 layers does no
 check "-c 8192 --mem 90M --split layers, 2 ranks: runs (each keeps 4 layers' KV cache)" test -s "$T/kv.2"
 check "... and says what one process says" cmp -s "$T/kv.1" "$T/kv.2"
 # serve and chat over a pipeline: three requests at once (one pass of three sessions' rows on every rank), each
-# answered as one process answers it; chat's turns the same
-serve_texts() { # OUT [MPI -np N]: three concurrent completions from a server on deepseek-v2-lite-tiny
+# answered as one process answers it, then a long prompt twice (the second from the server's prompt cache: a
+# session's memory saved and loaded over the ranks); chat's turns the same
+LONG="Once upon a time there was a little cat who lived in a big house by the sea, and every day the cat went down"
+serve_texts() { # OUT [MPI -np N]: completions from a server on deepseek-v2-lite-tiny
     local out=$1 log="$T/srv.$1.log" port=""
     shift
     "$@" "$D" serve --port 0 -m "$T/deepseek-v2-lite-tiny.gguf" -t 1 --parallel 3 -c 256 --split layers > "$log" 2>&1 &
@@ -210,7 +212,10 @@ serve_texts() { # OUT [MPI -np N]: three concurrent completions from a server on
         cs+=($!)
     done
     wait "${cs[@]}"
-    for i in 1 2 3; do # the text only (the ids and timings differ)
+    for i in 4 5; do
+        curl -s -m 60 "http://127.0.0.1:$port/v1/completions" -d "{\"prompt\":\"$LONG\",\"max_tokens\":16,\"temperature\":0}" > "$T/$out.$i"
+    done
+    for i in 1 2 3 4 5; do # the text only (the ids and timings differ)
         node -e 'process.stdout.write(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).choices[0].text)' \
             "$T/$out.$i" > "$T/$out.$i.t" 2> /dev/null
     done
@@ -223,7 +228,22 @@ for i in 1 2 3; do
     check "serve --split layers, 2 ranks, request $i of 3 at once: one process's text" cmp -s "$T/srv1.$i.t" "$T/srv2.$i.t"
 done
 check "... not empty" test -s "$T/srv2.1.t"
-check "... and the prompt cache is off, saying why" grep -q "the prompt cache is off with --split layers" "$T/srv.srv2.log"
+cached=$(node -e 'process.stdout.write(String(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).usage.prompt_tokens_details.cached_tokens))' "$T/srv2.5" 2> /dev/null)
+check "serve --split layers: a prompt again comes from the prompt cache (${cached:-?} tokens)" test "${cached:-0}" -gt 16
+check "... with one process's text, both times" \
+    sh -c "cmp -s '$T/srv1.4.t' '$T/srv2.4.t' && cmp -s '$T/srv1.4.t' '$T/srv2.5.t' && test -s '$T/srv2.5.t'"
+# run --prompt-cache over a pipeline: the file one process writes, byte for byte, and either loads the other's
+for pre in qwen35moe-tiny deepseek4-tiny kimi-k3-tiny deepseek-v2-lite-tiny; do
+    PC=(-m "$T/$pre.gguf" -n 8 --temp 0 --hot none -t 1)
+    "$D" run "${PC[@]}" -p "$P" --prompt-cache "$T/$pre.pc1" > /dev/null 2>&1
+    "${MPI[@]}" -np 2 "$D" run "${PC[@]}" -p "$P" --prompt-cache "$T/$pre.pc2" --split layers > /dev/null 2>&1
+    check "$pre: --prompt-cache over 2 stages: the file one process writes" cmp -s "$T/$pre.pc1" "$T/$pre.pc2"
+    "$D" run "${PC[@]}" -p "$P and" > "$T/$pre.pcA" 2> /dev/null
+    "${MPI[@]}" -np 3 "$D" run "${PC[@]}" -p "$P and" --prompt-cache "$T/$pre.pc1" --split layers > "$T/$pre.pcB" \
+        2> "$T/$pre.pcBe"
+    check "$pre: 3 stages load it (one process's), and say one process's text" \
+        sh -c "grep -q 'prompt cache: [1-9][0-9]* of' '$T/$pre.pcBe' && cmp -s '$T/$pre.pcA' '$T/$pre.pcB'"
+done
 printf 'Tell me a story.\nAnd another.\n' | "$D" chat -m "$T/deepseek-v2-lite-tiny.gguf" --chat-template chatml --temp 0 -n 16 -t 1 \
     > "$T/chat.1" 2> /dev/null
 printf 'Tell me a story.\nAnd another.\n' | "${MPI[@]}" -np 2 "$D" chat -m "$T/deepseek-v2-lite-tiny.gguf" --chat-template chatml --temp 0 -n 16 \
@@ -284,34 +304,47 @@ check "--split layers, rank 1 killed: it had generated, and the message names ra
     bash -c 'test -s "$1" && grep -q "process rank 1 .*signal 9" "$2"' _ "$T/kill.o" "$T/kill.e"
 check "--split layers, rank 1 killed: no process left" test -z "$(pgrep -f "deltafin run -m $T/big.gguf --mem 100M")"
 # ---- a durable job: a rank killed mid-job, the cluster started again, the same text ----
-DB=$T/q.db
-jf() { "$D" job "$1" --db "$DB" --json | grep -o "\"$2\":[^,}]*" | head -1 | cut -d: -f2- | tr -d '"'; }
+# sharing experts, and over a pipeline (its checkpoints hold every stage's memory of the session)
+jf() { "$D" job "$2" --db "$1" --json | grep -o "\"$3\":[^,}]*" | head -1 | cut -d: -f2- | tr -d '"'; }
 JA=(-m "$T/big.gguf" -p "The dragon" -n 300 -c 512 --temp 0.9 --top-k 20 --seed 11 --ignore-eos --mem 100M)
 ref=$("$D" submit "${JA[@]}" --db "$T/ref.db")
 "$D" worker --drain --db "$T/ref.db" 2> /dev/null
 "$D" job "$ref" --db "$T/ref.db" > "$T/ref.txt" 2> /dev/null
-jid=$("$D" submit "${JA[@]}" --db "$DB")
-"${NOLEAK[@]}" timeout 300 mpirun --allow-run-as-root --oversubscribe --quiet -np 2 "$D" worker --commit-every 0 --db "$DB" \
-    > /dev/null 2> "$T/jw1.e" &
-job=$!
-PIDS+=($job)
-for _ in $(seq 1 400); do [ "$(jf "$jid" n_done)" -gt 20 ] 2> /dev/null && break; sleep 0.05; done
-r0=""
-for p in $(pgrep -f "deltafin worker --commit-every 0 --db $DB"); do
-    grep -qa "OMPI_COMM_WORLD_RANK=0" "/proc/$p/environ" 2> /dev/null && r0=$p
-    grep -qa "OMPI_COMM_WORLD_RANK=1" "/proc/$p/environ" 2> /dev/null && kill -9 "$p"
-done
-wait "$job" 2> /dev/null
-# mpirun may end before its rank 0 is gone; a job whose owner still lives is not an orphan yet
-for _ in $(seq 1 200); do [ -n "$r0" ] && [ -e "/proc/$r0" ] || break; sleep 0.05; done
-mid=$(jf "$jid" n_done)
-"$D" job "$jid" --db "$DB" > "$T/mid.txt" 2> /dev/null
-check "job: killed mid-way (after $mid of 300 tokens)" test "$(jf "$jid" state)" != done -a "${mid:-0}" -gt 0
-check "job: what it committed is the uninterrupted text's start" \
-    cmp -s -n "$(stat -c %s "$T/mid.txt")" "$T/mid.txt" "$T/ref.txt"
-"${NOLEAK[@]}" timeout 300 mpirun --allow-run-as-root --oversubscribe --quiet -np 2 "$D" worker --drain --db "$DB" > /dev/null 2> "$T/jw2.e"
-check "job: the cluster started again finishes it ($(jf "$jid" state); $(tail -c 300 "$T/jw2.e"))" test "$(jf "$jid" state)" = done
-"$D" job "$jid" --db "$DB" > "$T/final.txt" 2> /dev/null
-check "job: byte-identical to the uninterrupted run ($(stat -c %s "$T/final.txt") bytes)" cmp -s "$T/final.txt" "$T/ref.txt"
-check "job: it ran twice" test "$(jf "$jid" runs)" -ge 2
+job_resumes() { # NAME [WORKER FLAGS]
+    local name=$1 DB=$T/$1.db
+    shift
+    local jid
+    jid=$("$D" submit "${JA[@]}" --db "$DB")
+    "${NOLEAK[@]}" timeout 300 mpirun --allow-run-as-root --oversubscribe --quiet -np 2 "$D" worker --commit-every 0 \
+        --db "$DB" "$@" > /dev/null 2> "$T/$name.e1" &
+    local job=$!
+    PIDS+=($job)
+    for _ in $(seq 1 400); do [ "$(jf "$DB" "$jid" n_done)" -gt 20 ] 2> /dev/null && break; sleep 0.05; done
+    local r0="" p
+    for p in $(pgrep -f "deltafin worker --commit-every 0 --db $DB"); do
+        grep -qa "OMPI_COMM_WORLD_RANK=0" "/proc/$p/environ" 2> /dev/null && r0=$p
+        grep -qa "OMPI_COMM_WORLD_RANK=1" "/proc/$p/environ" 2> /dev/null && kill -9 "$p"
+    done
+    wait "$job" 2> /dev/null
+    # mpirun may end before its rank 0 is gone; a job whose owner still lives is not an orphan yet
+    for _ in $(seq 1 200); do [ -n "$r0" ] && [ -e "/proc/$r0" ] || break; sleep 0.05; done
+    local mid
+    mid=$(jf "$DB" "$jid" n_done)
+    "$D" job "$jid" --db "$DB" > "$T/$name.mid" 2> /dev/null
+    check "$name: killed mid-way (after $mid of 300 tokens)" test "$(jf "$DB" "$jid" state)" != done -a "${mid:-0}" -gt 0
+    check "$name: what it committed is the uninterrupted text's start" \
+        cmp -s -n "$(stat -c %s "$T/$name.mid")" "$T/$name.mid" "$T/ref.txt"
+    "${NOLEAK[@]}" timeout 300 mpirun --allow-run-as-root --oversubscribe --quiet -np 2 "$D" worker --drain --db "$DB" \
+        "$@" > /dev/null 2> "$T/$name.e2"
+    check "$name: the cluster started again finishes it ($(jf "$DB" "$jid" state); $(tail -c 300 "$T/$name.e2"))" \
+        test "$(jf "$DB" "$jid" state)" = done
+    "$D" job "$jid" --db "$DB" > "$T/$name.final" 2> /dev/null
+    check "$name: byte-identical to the uninterrupted run ($(stat -c %s "$T/$name.final") bytes)" \
+        cmp -s "$T/$name.final" "$T/ref.txt"
+    check "$name: it ran twice" test "$(jf "$DB" "$jid" runs)" -ge 2
+}
+job_resumes job
+job_resumes job-layers --split layers
+check "job-layers (--split layers): resumed from a checkpoint of both stages' memory" \
+    grep -q "resumes from its checkpoint at position" "$T/job-layers.e2"
 finish
