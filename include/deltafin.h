@@ -624,10 +624,12 @@ typedef struct df_cluster_speed {
 void df_plan_predict_ranks(const df_plan *r0, const df_plan *rn, double disk_bytes_per_s, double memory_bytes_per_s,
                            double net_bytes_per_s, double net_latency_s, int one_machine, df_cluster_speed *out);
 /* A pipeline (--split layers) of the ranks' plans stage[0..R): each stage
- * runs its layers at the pace of df_plan_predict (each[r]) and hands its
- * carry on; the stages take turns, so a token takes the sum of their times
- * and the messages (R broadcasts of the carry and the pass's head). out's
- * rank0 is stage 0's, other the slowest other stage's. */
+ * reads and computes its layers (each[r], as df_plan_predict) and hands its
+ * carry on; the stages take turns, so a token takes the sum of their disk
+ * and memory times (in series within a stage too, as in
+ * df_plan_predict_ranks: a miss the lookahead did not guess ahead stalls
+ * it) and the messages (the pass's head and rows, then R broadcasts of the
+ * carry). out's rank0 is stage 0's, other the other stage that reads most. */
 void df_plan_predict_stages(const df_plan *stage, int R, double disk_bytes_per_s, double memory_bytes_per_s,
                             double net_bytes_per_s, double net_latency_s, df_plan_speed *each, df_cluster_speed *out);
 

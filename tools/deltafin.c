@@ -867,8 +867,7 @@ static int plan_stages(const opts *o, const df_model_params *mp, double disk, do
                    r ? "," : "", r, st[r].layer_lo, st[r].layer_hi, (unsigned long long)st[r].minimum,
                    (unsigned long long)st[r].resident_bytes, (unsigned long long)st[r].session_bytes,
                    st[r].n_expert_slots, st[r].n_experts_total, st[r].n_dense_streamed, each[r].disk_bytes_per_token,
-                   each[r].memory_bytes_per_token,
-                   each[r].disk_seconds > each[r].memory_seconds ? each[r].disk_seconds : each[r].memory_seconds);
+                   each[r].memory_bytes_per_token, each[r].disk_seconds + each[r].memory_seconds);
         printf("]");
         free(st);
         free(each);

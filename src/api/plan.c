@@ -478,7 +478,7 @@ void df_plan_predict_stages(const df_plan *stage, int R, double disk_bytes_per_s
         fits &= stage[r].budget >= stage[r].minimum;
         out->disk_seconds += each[r].disk_seconds;
         out->memory_seconds += each[r].memory_seconds;
-        t += each[r].disk_seconds > each[r].memory_seconds ? each[r].disk_seconds : each[r].memory_seconds;
+        t += each[r].disk_seconds + each[r].memory_seconds; /* in series, as a cluster's ranks (below) */
         if (r == 1 || (r > 1 && each[r].disk_bytes_per_token > out->other.disk_bytes_per_token)) out->other = each[r];
     }
     if (R > 0) out->rank0 = each[0];

@@ -252,7 +252,7 @@ int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err,
         const int l = ws_layer_of(t->name), part = expert_part(t);
         if (l >= L) continue; /* a block past the model's layers (NextN/MTP): never bound, never read */
         if (!holds(cfg, t->name, l, part)) {
-            if (part < 0) ADD(p->dense_total, t->nbytes); /* another rank's */
+            if (part < 0 && !cfg->layer_hi) ADD(p->dense_total, t->nbytes); /* rank 0's, which runs them all */
             continue;
         }
         const uint64_t span = t->nbytes > UINT64_MAX / 2 ? (ovf = 1, 0) : span_bytes(t->nbytes);

@@ -87,7 +87,7 @@ typedef struct ws_config {
 typedef struct ws_plan {
     uint64_t budget, reserve;
     uint64_t resident;          /* tensors kept in memory */
-    uint64_t dense_total;       /* all non-expert tensors */
+    uint64_t dense_total;       /* all non-expert tensors (a pipeline's stage: its own) */
     uint64_t expert_total;      /* all routed-expert bytes */
     int n_dense_streamed;       /* layers whose dense weights stream */
     int first_streamed;         /* they are the layers from this one on that hold dense weights */
