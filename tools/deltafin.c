@@ -640,7 +640,7 @@ static void print_cluster_report(df_model *m, int tokens) {
                 rs[r].bytes_read / M, rs[r].bytes_read / M / t, looks ? 100.0 * rs[r].hits / looks : 0.0,
                 rs[r].wait_seconds);
     }
-    fprintf(stderr, "cluster: network: rank 0 sent %.2f MiB and received %.2f MiB per token, %.0f messages per token\n",
+    fprintf(stderr, "cluster: network: rank 0 sent %.2f MiB and received %.2f MiB per token, %.1f messages per token\n",
             rs[0].net_sent / M / t, rs[0].net_received / M / t, rs[0].messages / t);
 }
 

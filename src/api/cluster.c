@@ -212,13 +212,15 @@ int df_cluster_worker(const char *model, uint64_t mem_budget, int n_threads, cha
             else
                 pp_mirrors_free(t);
             free(payload);
-        } else if (h.op == EP_PP_RUN || h.op == EP_PP_SESSION || h.op == EP_PP_STATE) {
+        } else if (h.op == EP_PP_RUN || h.op == EP_PP_SESSION || h.op == EP_PP_STATE || h.op == EP_PP_CHUNKS) {
             shared_model *sm = find(ms, h.model);
             if (!sm || !sm->mirrors) die("a step", "of a model this rank does not hold");
             if (h.op == EP_PP_SESSION) df_pipe_session(sm->mirrors, &h);
             else if (h.op == EP_PP_STATE && df_snapshot_serve(sm->m, sm->mirrors, &h, why, sizeof why) != 0)
                 die("a session's memory", why);
             else if (h.op == EP_PP_RUN && df_pipe_pass(sm->m, sm->mirrors, &h, why, sizeof why) != 0) die("a step", why);
+            else if (h.op == EP_PP_CHUNKS && df_pipe_chunks(sm->m, sm->mirrors, &h, why, sizeof why) != 0)
+                die("a step", why);
         } else if (h.op == EP_UNLOAD) {
             shared_model *sm = find(ms, h.model);
             if (sm) drop(sm);

@@ -215,6 +215,14 @@ int df_store_config(df_model *m, const df_model_params *p, ws_config *cfg, char 
     if (!p->mem_budget && p->use_mmap < 0) { /* auto: resident when the weights fit twice over */
         uint64_t bytes = 0;
         for (int i = 0; i < m->g->n_files; i++) bytes += m->g->files[i].size;
+        if (m->pp) { /* a stage of a pipeline holds its own layers only (rank 0 also what is outside them) */
+            const int lo = m->pp->lo[m->pp->rank], hi = m->pp->hi[m->pp->rank];
+            bytes = 0;
+            for (uint64_t i = 0; i < m->g->n_tensors; i++) {
+                const int l = ws_layer_of(m->g->tensors[i].name);
+                if (l < 0 ? m->pp->rank == 0 : l >= lo && l < hi) bytes += m->g->tensors[i].nbytes;
+            }
+        }
         const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
         const uint64_t ram = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
         const uint64_t room = df_memory_room(); /* what is free now, and the cgroup's limit */
@@ -225,8 +233,8 @@ int df_store_config(df_model *m, const df_model_params *p, ws_config *cfg, char 
         cfg->own = m->ep->own;
         cfg->experts_only = cfg->hot_readonly = m->ep->rank > 0;
     }
-    if (m->pp) { /* a stage of a pipeline: its layers (pipe.h); the others mapped, never touched */
-        if (!p->mem_budget) cfg->mode = WS_MMAP;
+    if (m->pp) { /* a stage of a pipeline: its layers (pipe.h); the others mapped (WS_MMAP, never touched) or
+                  * not held at all */
         cfg->layer_lo = m->pp->lo[m->pp->rank];
         cfg->layer_hi = m->pp->hi[m->pp->rank];
         cfg->globals = m->pp->rank == 0;

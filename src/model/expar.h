@@ -27,7 +27,7 @@
 #include "model.h"
 
 enum ep_op { EP_STOP = 1, EP_LOAD, EP_LOADED, EP_UNLOAD, EP_RUN, EP_STATS, EP_BUDGETS, EP_PP_LOAD, EP_PP_RUN,
-             EP_PP_SESSION, EP_PP_STATE };
+             EP_PP_SESSION, EP_PP_STATE, EP_PP_CHUNKS };
 
 typedef struct ep_head {
     int32_t op;      /* enum ep_op */

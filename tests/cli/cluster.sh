@@ -165,6 +165,28 @@ for pre in tiny mixtral-tiny qwen2moe-tiny qwen3moe-tiny deepseek-v3-tiny deepse
 done
 "${MPI[@]}" -np 3 "$D" logits -m "$T/lg.gguf" -p "$P" --split layers --out "$T/lgL.f32" > /dev/null 2>&1
 check "--split layers: logits over 3 ranks are bit-identical to one process's" cmp -s "$T/lg1.f32" "$T/lgL.f32"
+# a long prompt runs in chunks that overlap on the stages (pipe.c): every row's logits as one process's, for every
+# family's carry (the residual; DeepSeek V4's streams; Kimi's banked blocks), in as many chunks as 3 ranks take
+# (DELTAFIN_PIPE_CHUNKS=6: these MoE presets' prompts are too short to be cut by default) and whole
+P3="$P and then the bird flew over all of them quickly, and the cat ran after it to the end of the long garden"
+mk dense4 --preset granite-tiny --n-layer 4 --type q8_0
+for pre in deepseek-v2-lite-tiny qwen35moe-tiny deepseek4-tiny kimi-k3-tiny dense4; do
+    "$D" logits -m "$T/$pre.gguf" -p "$P3" --out "$T/$pre.lg1" > /dev/null 2>&1
+    DELTAFIN_PIPE_CHUNKS=6 "${MPI[@]}" -x DELTAFIN_PIPE_CHUNKS -np 3 "$D" logits -m "$T/$pre.gguf" -p "$P3" --split layers \
+        --out "$T/$pre.lg3" > /dev/null 2>&1
+    DELTAFIN_PIPE_CHUNKS=0 "${MPI[@]}" -x DELTAFIN_PIPE_CHUNKS -np 3 "$D" logits -m "$T/$pre.gguf" -p "$P3" --split layers \
+        --out "$T/$pre.lg0" > /dev/null 2>&1
+    check "$pre: a prompt in chunks over 3 stages: every row's logits bit-identical (and whole: too)" \
+        sh -c "cmp -s '$T/$pre.lg1' '$T/$pre.lg3' && cmp -s '$T/$pre.lg1' '$T/$pre.lg0' && test -s '$T/$pre.lg1'"
+done
+# a dense model's prompt is cut by default: more messages than whole
+msgs() { sed -n 's/^cluster: network: .* \([0-9.]*\) messages per token$/\1/p' "$1"; }
+"${MPI[@]}" -np 2 "$D" run -m "$T/dense4.gguf" --mem 100M -c 256 -p "$P3" -n 2 --temp 0 --hot none -t 1 \
+    --split layers > /dev/null 2> "$T/ch.e"
+DELTAFIN_PIPE_CHUNKS=0 "${MPI[@]}" -x DELTAFIN_PIPE_CHUNKS -np 2 "$D" run -m "$T/dense4.gguf" --mem 100M -c 256 \
+    -p "$P3" -n 2 --temp 0 --hot none -t 1 --split layers > /dev/null 2> "$T/ch0.e"
+check "... the chunks were run: more messages a token ($(msgs "$T/ch.e")) than whole ($(msgs "$T/ch0.e"))" \
+    awk -v a="$(msgs "$T/ch.e")" -v b="$(msgs "$T/ch0.e")" 'BEGIN { exit !(a > b && b > 0) }'
 # several sequences in one pass (each run of rows against its own session's mirror on every rank)
 printf '%s\n' "Once upon a time" "The old man and the sea" "A cat" "In the beginning there was" > "$T/prompts.txt"
 "$D" run -m "$T/deepseek-v2-lite-tiny.gguf" --batch-file "$T/prompts.txt" -n 12 --temp 0 --hot none -t 1 --parallel 3 \
@@ -191,7 +213,7 @@ check "-c 8192 --mem 90M, one process: refused (the KV cache of 8 layers does no
 "${MPI[@]}" -np 2 "$D" run "${K[@]}" --mem 90M --split layers > "$T/kv.2" 2> "$T/kv.e2"
 check "-c 8192 --mem 90M --split layers, 2 ranks: runs (each keeps 4 layers' KV cache)" test -s "$T/kv.2"
 check "... and says what one process says" cmp -s "$T/kv.1" "$T/kv.2"
-# serve and chat over a pipeline: three requests at once (one pass of three sessions' rows on every rank), each
+# serve and chat over a pipeline: three requests at once (one pass of three sessions' rows, in chunks), each
 # answered as one process answers it, then a long prompt twice (the second from the server's prompt cache: a
 # session's memory saved and loaded over the ranks); chat's turns the same
 LONG="Once upon a time there was a little cat who lived in a big house by the sea, and every day the cat went down"
@@ -208,7 +230,7 @@ serve_texts() { # OUT [MPI -np N]: completions from a server on deepseek-v2-lite
     done
     local cs=()
     for i in 1 2 3; do
-        curl -s -m 60 "http://127.0.0.1:$port/v1/completions" -d "{\"prompt\":\"the cat $i sat on\",\"max_tokens\":16,\"temperature\":0}" > "$T/$out.$i" &
+        curl -s -m 60 "http://127.0.0.1:$port/v1/completions" -d "{\"prompt\":\"the cat $i sat on $LONG\",\"max_tokens\":16,\"temperature\":0}" > "$T/$out.$i" &
         cs+=($!)
     done
     wait "${cs[@]}"
@@ -223,7 +245,7 @@ serve_texts() { # OUT [MPI -np N]: completions from a server on deepseek-v2-lite
     wait $sp 2> /dev/null
 }
 serve_texts srv1
-serve_texts srv2 "${MPI[@]}" -np 2
+serve_texts srv2 env DELTAFIN_PIPE_CHUNKS=4 "${MPI[@]}" -x DELTAFIN_PIPE_CHUNKS -np 2 # prompts' passes in chunks
 for i in 1 2 3; do
     check "serve --split layers, 2 ranks, request $i of 3 at once: one process's text" cmp -s "$T/srv1.$i.t" "$T/srv2.$i.t"
 done
