@@ -30,8 +30,16 @@
 #include "quant.h"
 #include "util.h"
 
+/* The family's hyperparameters (m->fam_hp). */
+typedef struct {
+    float rope_base_swa; /* rope.freq_base_swa: the window layers' RoPE base */
+} gptoss_hp;
+
 static int hparams(df_model *m, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
+    gptoss_hp *g = calloc(1, sizeof *g);
+    if (!g) return df_seterr(err, errlen, "out of memory");
+    m->fam_hp = g; /* freed with the model */
     if (h->n_expert == 0 || h->n_ff_exp == 0)
         return df_seterr(err, errlen, "%s: gpt-oss needs expert_count, expert_used_count and "
                          "expert_feed_forward_length", m->path);
@@ -46,13 +54,13 @@ static int hparams(df_model *m, char *err, size_t errlen) {
     h->swa = malloc((size_t)h->n_layer);
     if (!h->swa) return df_seterr(err, errlen, "%s: out of memory", m->path);
     for (int l = 0; l < h->n_layer; l++) h->swa[l] = period == 0 || l % period < period - 1;
-    h->rope_base_swa = h->rope_base;
+    g->rope_base_swa = h->rope_base;
     char key[128];
     snprintf(key, sizeof key, "%s.rope.freq_base_swa", m->arch_name);
     if (gguf_find(m->g, key)) {
-        if (gguf_get_f32(m->g, key, &h->rope_base_swa, err, errlen)) return -1;
-        if (!(h->rope_base_swa >= 1.0f && h->rope_base_swa <= 1e12f))
-            return df_seterr(err, errlen, "%s: '%s' = %g is out of range", m->path, key, h->rope_base_swa);
+        if (gguf_get_f32(m->g, key, &g->rope_base_swa, err, errlen)) return -1;
+        if (!(g->rope_base_swa >= 1.0f && g->rope_base_swa <= 1e12f))
+            return df_seterr(err, errlen, "%s: '%s' = %g is out of range", m->path, key, g->rope_base_swa);
     }
     h->gating = DF_GATING_SOFTMAX_WEIGHT;
     h->act = DF_ACT_SWIGLU_OAI;
@@ -134,8 +142,9 @@ static int forward(df_session *s, df_session *const *own, const int32_t *tokens,
     const df_hparams *h = &m->hp;
     const int64_t E = h->n_embd;
     rope_params swa = s->rope; /* the window layers' RoPE: their own base (and YaRN ramp) */
-    swa.freq_base = h->rope_base_swa;
-    rope_corr_dims(h->n_rot, h->n_ctx_orig, h->rope_base_swa, h->yarn_beta_fast, h->yarn_beta_slow, swa.corr_dims);
+    const float base_swa = ((const gptoss_hp *)m->fam_hp)->rope_base_swa;
+    swa.freq_base = base_swa;
+    rope_corr_dims(h->n_rot, h->n_ctx_orig, base_swa, h->yarn_beta_fast, h->yarn_beta_slow, swa.corr_dims);
     int lo, hi; /* this rank's layers (pipe.h; alone: all) */
     df_pipe_layers(s, &lo, &hi);
     float *const cb[1] = {s->x};

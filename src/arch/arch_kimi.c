@@ -61,12 +61,21 @@ typedef struct {
     float *lat_in, *lat_out;
 } kimi_fam;
 
+/* The family's hyperparameters (m->fam_hp). */
+typedef struct {
+    int attn_res_block; /* kimi-k3: attn_res.block_size: bank a checkpoint every this many layers (0: off) */
+    float gate_lb;      /* kda.gate_lower_bound ("safe" gate), or -INFINITY: kimi-linear's softplus gate */
+} kimi_hp;
+
+static const kimi_hp *khp(const df_model *m) { return m->fam_hp; }
+
 static void scratch(const df_model *m, df_layout *lay) {
     const df_hparams *h = &m->hp;
+    const int bs = khp(m)->attn_res_block;
     kimi_fam *f = df_layout_fam(lay);
     const uint64_t B = (uint64_t)df_layout_batch(lay), E = (uint64_t)h->n_embd, F = sizeof(float);
-    if (h->attn_res_block > 0) {
-        const uint64_t n_ckpt = (uint64_t)((h->n_layer + h->attn_res_block - 1) / h->attn_res_block);
+    if (bs > 0) {
+        const uint64_t n_ckpt = (uint64_t)((h->n_layer + bs - 1) / bs);
         df_layout_scratch(lay, &f->res_stack, n_ckpt * B * E * F);
         df_layout_scratch(lay, &f->res_mix, B * E * F);
         df_layout_scratch(lay, &f->res_scores, (n_ckpt + 1) * F);
@@ -79,6 +88,9 @@ static void scratch(const df_model *m, df_layout *lay) {
 
 static int hparams_common(df_model *m, int k3, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
+    kimi_hp *k = calloc(1, sizeof *k);
+    if (!k) return df_seterr(err, errlen, "out of memory");
+    m->fam_hp = k; /* freed with the model */
     if (df_mla_hparams(m, err, errlen)) return -1;
     h->kq_scale = 1.0f / sqrtf((float)h->head_dim); /* the MLA head, not key_length's latent view */
     if (df_hp_int(m, "ssm.conv_kernel", &h->ssm_d_conv, 2, 64, 1, err, errlen) ||
@@ -89,7 +101,7 @@ static int hparams_common(df_model *m, int k3, char *err, size_t errlen) {
     if ((int64_t)h->kda_n_head * h->kda_head_dim > (1 << 20))
         return df_seterr(err, errlen, "%s: KDA width %lld is too large", m->path,
                          (long long)h->kda_n_head * h->kda_head_dim);
-    h->kda_gate_lb = -INFINITY;
+    k->gate_lb = -INFINITY;
     if (h->n_expert == 0 || h->n_ff_exp == 0)
         return df_seterr(err, errlen, "%s: %s needs expert_count, expert_used_count and expert_feed_forward_length",
                          m->path, m->arch_name);
@@ -101,9 +113,9 @@ static int hparams_common(df_model *m, int k3, char *err, size_t errlen) {
     char key[128];
     snprintf(key, sizeof key, "%s.kda.gate_lower_bound", m->arch_name);
     if (gguf_find(m->g, key)) {
-        if (gguf_get_f32(m->g, key, &h->kda_gate_lb, err, errlen)) return -1;
-        if (!(h->kda_gate_lb >= -1e4f && h->kda_gate_lb < 0.0f))
-            return df_seterr(err, errlen, "%s: '%s' = %g must be negative", m->path, key, h->kda_gate_lb);
+        if (gguf_get_f32(m->g, key, &k->gate_lb, err, errlen)) return -1;
+        if (!(k->gate_lb >= -1e4f && k->gate_lb < 0.0f))
+            return df_seterr(err, errlen, "%s: '%s' = %g must be negative", m->path, key, k->gate_lb);
     }
     const char *betas[2] = {"activation.situ_beta", "activation.situ_linear_beta"};
     float *dst[2] = {&h->situ_beta, &h->situ_linear_beta};
@@ -116,10 +128,10 @@ static int hparams_common(df_model *m, int k3, char *err, size_t errlen) {
     }
     h->act = DF_ACT_SITU;
     h->attn_out_gate = 1;
-    if (df_hp_int(m, "attn_res.block_size", &h->attn_res_block, 0, h->n_layer, 1, err, errlen) ||
+    if (df_hp_int(m, "attn_res.block_size", &k->attn_res_block, 0, h->n_layer, 1, err, errlen) ||
         df_hp_int(m, "expert_latent_length", &h->n_expert_latent, 0, h->n_embd, 0, err, errlen))
         return -1;
-    h->hidden_not_rows = h->attn_res_block > 0; /* blocks read mixes of banked residuals */
+    h->hidden_not_rows = k->attn_res_block > 0; /* blocks read mixes of banked residuals */
     return 0;
 }
 
@@ -176,7 +188,7 @@ static int bind_common(df_model *m, int k3, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
     const int64_t E = h->n_embd;
     if (df_bind_embed_output(m, err, errlen)) return -1;
-    const int res = h->attn_res_block > 0;
+    const int res = khp(m)->attn_res_block > 0;
     if (res && df_bind(m, &m->output_res_score, "output_res_score.weight", 0, 1, E, 1, 1, err, errlen)) return -1;
     for (int l = 0; l < h->n_layer; l++) {
         df_layer *L = &m->layers[l];
@@ -237,7 +249,7 @@ static int kda_layer(df_session *s, df_session *const *own, int l, int n, char *
         if (dt) ws_release(m->ws, L->ssm_dt_b);
         return -1;
     }
-    const float lb = h->kda_gate_lb;
+    const float lb = khp(m)->gate_lb;
     for (int t = 0; t < n; t++)
         for (int64_t c = 0; c < D; c++) {
             float *g = s->kda_g + t * D + c;
@@ -354,7 +366,8 @@ static int norm_into_xb(df_session *s, ws_tensor *w, const float *x, int n, char
 /* The rows of a pipeline's carry: the running sum and every block's banked input. */
 static int carry_rows(const df_model *m) {
     const df_hparams *h = &m->hp;
-    return 1 + (h->attn_res_block ? (h->n_layer + h->attn_res_block - 1) / h->attn_res_block : 0);
+    const int bs = khp(m)->attn_res_block;
+    return 1 + (bs ? (h->n_layer + bs - 1) / bs : 0);
 }
 
 /* A pipeline's hand-over (pipe.h): the running sum x and every block's banked input (res_stack; the same
@@ -388,7 +401,7 @@ static int forward(df_session *s, df_session *const *own, const int32_t *tokens,
     const df_hparams *h = &m->hp;
     kimi_fam *f = s->fam;
     const int64_t E = h->n_embd, B = s->n_batch;
-    const int bs = h->attn_res_block;
+    const int bs = khp(m)->attn_res_block;
     int lo, hi; /* this rank's layers (pipe.h; alone: all): the carry is x and the banked blocks' inputs */
     df_pipe_layers(s, &lo, &hi);
     int nck = bs ? (lo + bs - 1) / bs : 0; /* blocks banked before layer lo */

@@ -98,9 +98,6 @@ typedef struct df_hparams {
     int gdn;               /* qwen's gated delta net: fused qkv, one decay per head (arch_qwen35.c) */
     int gdn_k_interleave;  /* qwen3next: value head h reads key head h / (n_head / n_head_k); qwen35moe: h % n_head_k */
     int attn_q_gate;       /* qwen: attn_q holds query and output gate interleaved per head */
-    float kda_gate_lb;     /* kda.gate_lower_bound ("safe" gate), or -INFINITY: kimi-linear's softplus gate */
-    /* kimi-k3 */
-    int attn_res_block;    /* attn_res.block_size: bank a checkpoint every this many layers (0: off) */
     int n_expert_latent;   /* expert_latent_length: routed experts' width (0: n_embd) */
     int act;               /* DF_ACT_SWIGLU or DF_ACT_SITU */
     int attn_out_gate;     /* attention output times sigmoid(gate): kimi-k3 MLA (attn_gate), qwen (attn_q) */
@@ -108,7 +105,6 @@ typedef struct df_hparams {
     /* gpt-oss: sliding-window attention layers */
     int n_swa;             /* attention.sliding_window (0: none) */
     uint8_t *swa;          /* (n_layer) 1: a sliding-window layer; NULL: none. Owned by the model */
-    float rope_base_swa;   /* rope.freq_base_swa: the window layers' RoPE base */
     float swiglu_limit;    /* swiglu_clamp_exp: DF_ACT_SWIGLU_CLAMP's bound */
 } df_hparams;
 

@@ -26,7 +26,7 @@ cd "$ROOT"
 FIELDS='comp_ratio|hc_mult|hc_iters|hc_eps|ds4_[a-z_]*|idx_n_head|idx_head_dim|idx_top_k|idx_full|n_layer_idx'
 FIELDS+='|idx_rope_neox|idx_norm_eps|o_groups|o_lora|n_hash_layers|rope_base_comp|attn_res_block|n_expert_latent'
 KNOWN='
-src/model/model.h 40
+src/model/model.h 37
 src/model/moe.c 8
 include/deltafin.h 7
 src/model/mtp.c 2
