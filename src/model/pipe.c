@@ -157,12 +157,12 @@ typedef struct pp_run {
 } pp_run;
 
 /* Rank 0: the head and the rows of a pass. */
-static int send_rows(pp_state *pp, df_session *s, df_session *const *own, const int32_t *tokens, int n, char *err,
-                     size_t errlen) {
+/* The runs of a pass of n rows (own, s as df_arch.forward has them) at the start of pp->buf, with room
+ * after them for `more` int32s: their number, or -1 with err. */
+static int put_runs(pp_state *pp, df_session *s, df_session *const *own, int n, int more, char *err, size_t errlen) {
     int runs = 0;
     for (int t = 0; t < n; t += df_row_run(own, t, n)) runs++;
-    const size_t bytes = sizeof(pp_run) * (size_t)runs + sizeof(int32_t) * (size_t)n;
-    if (grow(pp, bytes, err, errlen) != 0) return -1;
+    if (grow(pp, sizeof(pp_run) * (size_t)runs + sizeof(int32_t) * (size_t)more, err, errlen) != 0) return -1;
     pp_run *r = (pp_run *)(void *)pp->buf;
     for (int t = 0, i = 0; t < n; t += r[i++].n_tok) {
         const df_session *o = own ? own[t] : s;
@@ -170,6 +170,14 @@ static int send_rows(pp_state *pp, df_session *s, df_session *const *own, const 
                         .n_ctx = o->n_ctx, .n_batch = o->n_batch, .kv_type = o->params.kv_type,
                         .spec_k_max = o->params.spec_k_max};
     }
+    return runs;
+}
+
+static int send_rows(pp_state *pp, df_session *s, df_session *const *own, const int32_t *tokens, int n, char *err,
+                     size_t errlen) {
+    const int runs = put_runs(pp, s, own, n, n, err, errlen);
+    if (runs < 0) return -1;
+    const size_t bytes = sizeof(pp_run) * (size_t)runs + sizeof(int32_t) * (size_t)n;
     memcpy(pp->buf + sizeof(pp_run) * (size_t)runs, tokens, sizeof(int32_t) * (size_t)n);
     const ep_head h = {.op = EP_PP_RUN, .model = pp->id, .n = n, .layer = runs, .bytes = bytes};
     pp->messages += 2;
@@ -250,8 +258,25 @@ static df_session *mirror(df_model *m, pp_mirrors *t, const pp_run *r, char *err
     return s;
 }
 
+/* A pass's runs (r, runs of them, n rows of tokens) as the mirrors they run on: own[t], row t's; the pass's
+ * message counted, the mirrors' scratch bound. 0 or -1 with err. */
+static int take_runs(df_model *m, pp_mirrors *t, const ep_head *h, const pp_run *r, int runs, const int32_t *tokens,
+                     int n, df_session **own, char *err, size_t errlen) {
+    for (int i = 0, t0 = 0; i < runs; t0 += r[i++].n_tok) {
+        df_session *s = mirror(m, t, &r[i], err, errlen);
+        if (!s) return -1;
+        if (t0 + r[i].n_tok > n) return df_seterr(err, errlen, "internal: a damaged pass message");
+        for (int k = 0; k < r[i].n_tok; k++) own[t0 + k] = s;
+    }
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= m->hp.n_vocab) return df_seterr(err, errlen, "internal: token %d in a pass", tokens[i]);
+    m->pp->messages += 2;
+    m->pp->received += h->bytes;
+    for (int i = 0; i < n; i++) df_session_bind_scratch(own[i]);
+    return 0;
+}
+
 int df_pipe_pass(df_model *m, pp_mirrors *t, const ep_head *h, char *err, size_t errlen) {
-    pp_state *pp = m->pp;
     const int n = h->n, runs = h->layer;
     if (n < 1 || runs < 1 || runs > n || h->bytes != sizeof(pp_run) * (size_t)runs + sizeof(int32_t) * (size_t)n)
         return df_seterr(err, errlen, "internal: a damaged pass message");
@@ -261,17 +286,8 @@ int df_pipe_pass(df_model *m, pp_mirrors *t, const ep_head *h, char *err, size_t
     if (rc == 0) rc = comm_bcast(msg, (size_t)h->bytes, 0, err, errlen);
     const pp_run *r = (const pp_run *)(void *)msg;
     const int32_t *tokens = (const int32_t *)(void *)(msg + sizeof(pp_run) * (size_t)runs);
-    for (int i = 0, t0 = 0; rc == 0 && i < runs; t0 += r[i++].n_tok) {
-        df_session *s = mirror(m, t, &r[i], err, errlen);
-        if (!s || t0 + r[i].n_tok > n) rc = s ? df_seterr(err, errlen, "internal: a damaged pass message") : -1;
-        for (int k = 0; rc == 0 && k < r[i].n_tok; k++) own[t0 + k] = s;
-    }
-    for (int i = 0; rc == 0 && i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= m->hp.n_vocab) rc = df_seterr(err, errlen, "internal: token %d in a pass", tokens[i]);
+    if (rc == 0) rc = take_runs(m, t, h, r, runs, tokens, n, own, err, errlen);
     if (rc == 0) {
-        pp->messages += 2;
-        pp->received += h->bytes;
-        for (int i = 0; i < n; i++) df_session_bind_scratch(own[i]);
         if (runs == 1) {
             rc = m->arch->forward(own[0], NULL, tokens, n, NULL, 0, err, errlen);
         } else {
@@ -503,18 +519,11 @@ int df_pipe_chunked(df_session *s, df_session *const *own, const int32_t *tokens
         return df_seterr(err, errlen, "out of memory");
     }
     const int C = chunk_cut(m, own, n, off, rows);
-    int runs = 0;
-    for (int t = 0; t < n; t += df_row_run(own, t, n)) runs++;
-    const size_t bytes = sizeof(pp_run) * (size_t)runs + sizeof(int32_t) * (size_t)(C + n);
-    int rc = grow(pp, bytes, err, errlen);
-    if (rc == 0) { /* the runs as a whole pass sends them (send_rows), then the chunks' rows, then the tokens */
-        pp_run *r = (pp_run *)(void *)pp->buf;
-        for (int t = 0, i = 0; t < n; t += r[i++].n_tok) {
-            const df_session *o = own ? own[t] : s;
-            r[i] = (pp_run){.id = o->pp_id, .pos = df_row_pos(s, own, t), .n_tok = df_row_run(own, t, n),
-                            .n_ctx = o->n_ctx, .n_batch = o->n_batch, .kv_type = o->params.kv_type,
-                            .spec_k_max = o->params.spec_k_max};
-        }
+    /* the runs as a whole pass sends them (send_rows), then the chunks' rows, then the tokens */
+    const int runs = put_runs(pp, s, own, n, C + n, err, errlen);
+    const size_t bytes = sizeof(pp_run) * (size_t)(runs > 0 ? runs : 0) + sizeof(int32_t) * (size_t)(C + n);
+    int rc = runs < 0 ? -1 : 0;
+    if (rc == 0) {
         int32_t *w = (int32_t *)(void *)(pp->buf + sizeof(pp_run) * (size_t)runs);
         for (int i = 0; i < C; i++) w[i] = rows[i];
         memcpy(w + C, tokens, sizeof(int32_t) * (size_t)n);
@@ -572,22 +581,13 @@ int df_pipe_chunks(df_model *m, pp_mirrors *t, const ep_head *h, char *err, size
     if (rc == 0) rc = comm_bcast(msg, (size_t)h->bytes, 0, err, errlen);
     const pp_run *r = (const pp_run *)(void *)msg;
     const int32_t *rows = (const int32_t *)(void *)(msg + sizeof(pp_run) * (size_t)runs), *tokens = rows + C;
-    for (int i = 0, t0 = 0; rc == 0 && i < runs; t0 += r[i++].n_tok) {
-        df_session *s = mirror(m, t, &r[i], err, errlen);
-        if (!s || t0 + r[i].n_tok > n) rc = s ? df_seterr(err, errlen, "internal: a damaged chunked pass message") : -1;
-        for (int k = 0; rc == 0 && k < r[i].n_tok; k++) own[t0 + k] = s;
-    }
     for (int i = 0, at = 0; rc == 0 && i < C; at += rows[i++]) {
         off[i] = at;
         if (rows[i] < 1 || at + rows[i] > n || (i == C - 1 && at + rows[i] != n))
             rc = df_seterr(err, errlen, "internal: a damaged chunked pass message");
     }
-    for (int i = 0; rc == 0 && i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= m->hp.n_vocab) rc = df_seterr(err, errlen, "internal: token %d in a pass", tokens[i]);
+    if (rc == 0) rc = take_runs(m, t, h, r, runs, tokens, n, own, err, errlen);
     if (rc == 0) {
-        pp->messages += 2;
-        pp->received += h->bytes;
-        for (int i = 0; i < n; i++) df_session_bind_scratch(own[i]);
         chunk_mirror c = {own[0], runs > 1 ? own : NULL, tokens, rows, off, err, errlen};
         rc = chunk_steps(pp, C, (const int *)rows, carry_row_bytes(m), run_mirror_chunk, no_output, &c, err, errlen);
         for (int i = 0, t0 = 0; rc == 0 && runs > 1 && i < runs; t0 += r[i++].n_tok) own[t0]->pos += r[i].n_tok;
