@@ -14,7 +14,10 @@
  * those blocks. What a family declares besides (df_arch.layer_mem: items
  * of rows by position, by block or fixed) lies in one more block (items),
  * each layer's items in the order declared; its scratch hook's buffers
- * join the scratch list after session.c's own.
+ * join the scratch list after session.c's own. A pipeline's stage
+ * (--split layers, pipe.h) keeps the memory of its own layers only (held):
+ * another rank's layers have kind 0 and no rows here, and the size table,
+ * and so the stage's budget, counts only its own.
  *
  * Positions: rows of positions < pos hold the sequence seen so far; a
  * decode writes the rows of its new positions (df_mem_store) before
