@@ -105,9 +105,7 @@ static int decode_locked(df_session *s, const int32_t *tokens, int n, float *log
         s->cancelled = 0;
         if (s->abort_cb && s->abort_cb(s->abort_ctx))
             return df_seterr(err, errlen, "cancelled at position %d", s->pos), DF_E_CANCELLED;
-        if ((df_pipe_chunk_rows(s, NULL, chunk)
-                 ? df_pipe_chunked(s, NULL, tokens + done, chunk, dst, all_logits, err, errlen)
-                 : s->m->arch->forward(s, NULL, tokens + done, chunk, dst, all_logits, err, errlen)) != 0) {
+        if (df_pipe_forward(s, NULL, tokens + done, chunk, dst, all_logits, err, errlen) != 0) {
             s->pos = pos0; /* the failed batch is not part of the sequence (its KV rows past pos are ignored) */
             if (s->cancelled) return DF_E_CANCELLED; /* between layers: only models without recurrent state */
             s->rec_broken = s->m->hp.n_layer_recurrent > 0; /* a recurrent state has changed */
@@ -215,8 +213,7 @@ static int decode_pass(df_session *const *ss, int n, const int32_t *const *token
     s->out_rows = out_rows;
     s->n_out_rows = n_out;
     float *dst = n_out ? s->logits : NULL;
-    int rc = df_pipe_chunk_rows(s, own, rows) ? df_pipe_chunked(s, own, toks, rows, dst, 1, err, errlen)
-                                              : m->arch->forward(s, own, toks, rows, dst, 1, err, errlen);
+    int rc = df_pipe_forward(s, own, toks, rows, dst, 1, err, errlen);
     s->out_rows = NULL;
     free(toks), free(own), free(out_rows);
     if (rc != 0) {

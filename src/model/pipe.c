@@ -23,6 +23,8 @@ pp_state *pp_new(int rank, int size, int id) {
     pp->rank = rank;
     pp->size = size;
     pp->id = id;
+    const char *want = getenv("DELTAFIN_PIPE_CHUNKS"); /* 0: every pass whole; N: N chunks (A/B runs) */
+    pp->want_chunks = want && *want ? atoi(want) : -1;
     pp->lo = calloc((size_t)size, sizeof *pp->lo);
     pp->hi = calloc((size_t)size, sizeof *pp->hi);
     if (!pp->lo || !pp->hi) {
@@ -363,9 +365,10 @@ df_session *df_pipe_state_mirror(df_model *m, pp_mirrors *t, const ep_head *h, c
 
 #define PP_CHUNK_MIN 8   /* rows: smaller chunks cost more in messages and in products than the overlap gains */
 #define PP_CHUNK_ROWS 16 /* rows a chunk gives each weight (each expert: on average) */
+#define PP_CHUNKS_MAX 64 /* chunks of a pass at most */
 
 /* How many chunks a pass of n rows of m (own: as df_arch.forward has them) is cut into, into off[] and
- * rows[] (room for 2 * ranks): 1 when it stays whole. Every chunk reads the stage's weights again, so it must
+ * rows[] (room for PP_CHUNKS_MAX): 1 when it stays whole. Every chunk reads the stage's weights again, so it must
  * keep enough rows a weight to stay computing rather than reading: PP_CHUNK_ROWS rows of every dense matrix,
  * and of every routed expert on average (a sparse MoE's prompt of 512 rows gives each of 128 experts, 4 used,
  * 16 rows: cut in two it measured slower, bench/RESULTS.md). A batch is cut between sessions only, and only
@@ -374,11 +377,11 @@ df_session *df_pipe_state_mirror(df_model *m, pp_mirrors *t, const ep_head *h, c
  * in four, 2030), its small products losing what the overlap gains. */
 static int chunk_cut(const df_model *m, df_session *const *own, int n, int *off, int *rows) {
     const pp_state *pp = m->pp;
-    const char *want = getenv("DELTAFIN_PIPE_CHUNKS"); /* 0: every pass whole; N: N chunks (A/B runs) */
-    int c = want && *want ? atoi(want) : 2 * pp->size;
+    const int most = 2 * pp->size < PP_CHUNKS_MAX ? 2 * pp->size : PP_CHUNKS_MAX;
+    int c = pp->want_chunks >= 0 ? pp->want_chunks : most;
     const int64_t per_weight = m->hp.n_expert > 0 ? (int64_t)n * m->hp.n_expert_used / m->hp.n_expert : n;
-    if (!(want && *want) && c > per_weight / PP_CHUNK_ROWS) c = (int)(per_weight / PP_CHUNK_ROWS);
-    if (c > 2 * pp->size) c = 2 * pp->size;
+    if (pp->want_chunks < 0 && c > per_weight / PP_CHUNK_ROWS) c = (int)(per_weight / PP_CHUNK_ROWS);
+    if (c > most) c = most;
     if (c > n / PP_CHUNK_MIN) c = n / PP_CHUNK_MIN;
     if (c < 2) return 1;
     if (!own) {
@@ -393,7 +396,7 @@ static int chunk_cut(const df_model *m, df_session *const *own, int n, int *off,
         off[k] = t;
         while (t < n && (t == off[k] || t - off[k] < n / c)) t += df_row_run(own, t, n);
         rows[k] = t - off[k];
-        if (++k == 2 * pp->size && t < n) return 1; /* runs too uneven to cut: whole */
+        if (++k == most && t < n) return 1; /* runs too uneven to cut: whole */
     }
     for (int i = 0; i < k; i++)
         if (rows[i] < PP_CHUNK_MIN) return 1;
@@ -509,16 +512,13 @@ static int chunk_output(void *ctx, int m) {
     return rc;
 }
 
-int df_pipe_chunked(df_session *s, df_session *const *own, const int32_t *tokens, int n, float *logits,
+int df_pipe_forward(df_session *s, df_session *const *own, const int32_t *tokens, int n, float *logits,
                     int all_logits, char *err, size_t errlen) {
     df_model *m = s->m;
     pp_state *pp = m->pp;
-    int *off = malloc(sizeof *off * (size_t)(2 * pp->size)), *rows = malloc(sizeof *rows * (size_t)(2 * pp->size));
-    if (!off || !rows) {
-        free(off), free(rows);
-        return df_seterr(err, errlen, "out of memory");
-    }
-    const int C = chunk_cut(m, own, n, off, rows);
+    int off[PP_CHUNKS_MAX], rows[PP_CHUNKS_MAX];
+    const int C = pp && pp->rank == 0 ? chunk_cut(m, own, n, off, rows) : 1;
+    if (C < 2) return m->arch->forward(s, own, tokens, n, logits, all_logits, err, errlen); /* a whole pass */
     /* the runs as a whole pass sends them (send_rows), then the chunks' rows, then the tokens */
     const int runs = put_runs(pp, s, own, n, C + n, err, errlen);
     const size_t bytes = sizeof(pp_run) * (size_t)(runs > 0 ? runs : 0) + sizeof(int32_t) * (size_t)(C + n);
@@ -535,15 +535,7 @@ int df_pipe_chunked(df_session *s, df_session *const *own, const int32_t *tokens
     }
     chunk_pass c = {s, own, tokens, off, rows, C, s->pos, all_logits, logits, s->out_rows, s->n_out_rows, err, errlen};
     if (rc == 0) rc = chunk_steps(pp, C, rows, carry_row_bytes(m), run_chunk, chunk_output, &c, err, errlen);
-    free(off);
-    free(rows);
     return rc;
-}
-
-int df_pipe_chunk_rows(const df_session *s, df_session *const *own, int n) {
-    const pp_state *pp = s->m->pp;
-    int off[64], rows[64];
-    return pp && pp->rank == 0 && 2 * pp->size <= 64 && chunk_cut(s->m, own, n, off, rows) >= 2;
 }
 
 /* A rank other than 0: its part of a chunked pass, on the sessions' mirrors. */

@@ -43,10 +43,11 @@ typedef struct pp_state {
     uint8_t *buf;              /* message scratch */
     size_t cap;
     uint64_t sent, received, messages;
-    /* a pass in chunks (df_pipe_chunked): PP_WHOLE outside one; PP_STAGE while a chunk runs this rank's layers,
+    /* a pass in chunks (df_pipe_forward): PP_WHOLE outside one; PP_STAGE while a chunk runs this rank's layers,
      * its carry taken from src and left in out (out_bytes); PP_TAIL while rank 0 computes a chunk's output
      * from the last rank's carry (src) */
     int staged;
+    int want_chunks;           /* DELTAFIN_PIPE_CHUNKS, read once: chunks a pass is cut into (-1: pipe.c decides) */
     const uint8_t *src;
     uint8_t *out;
     size_t out_bytes, out_cap;
@@ -84,13 +85,12 @@ typedef struct pp_mirrors pp_mirrors;
 pp_mirrors *pp_mirrors_new(void);
 void pp_mirrors_free(pp_mirrors *t);
 int df_pipe_pass(df_model *m, pp_mirrors *t, const ep_head *h, char *err, size_t errlen);
-/* A pass in chunks (pipe.c: the stages overlap): rank 0's pass of n rows
- * (own, tokens, logits and all_logits as df_arch.forward has them), where
- * df_pipe_chunk_rows says it pays, run as chunks that follow each other
- * through the stages. The others run it in df_pipe_chunks (head
- * EP_PP_CHUNKS). 0 or -1 with err. */
-int df_pipe_chunk_rows(const struct df_session *s, struct df_session *const *own, int n);
-int df_pipe_chunked(struct df_session *s, struct df_session *const *own, const int32_t *tokens, int n, float *logits,
+/* A forward pass of n rows (own, tokens, logits and all_logits as
+ * df_arch.forward has them): alone or whole, df_arch.forward itself; on
+ * rank 0 of a pipeline, where it pays, in chunks that follow each other
+ * through the stages (pipe.c: the stages overlap), which the others run in
+ * df_pipe_chunks (head EP_PP_CHUNKS). 0 or -1 with err. */
+int df_pipe_forward(struct df_session *s, struct df_session *const *own, const int32_t *tokens, int n, float *logits,
                     int all_logits, char *err, size_t errlen);
 int df_pipe_chunks(df_model *m, pp_mirrors *t, const ep_head *h, char *err, size_t errlen);
 /* A session's memory over the ranks (snapshot.c): rank 0 opens an exchange
