@@ -72,7 +72,7 @@ OBJCOPY ?= objcopy
 # Programs (one main each): those linked with the library, and small standalone ones.
 LIB_TOOLS  := mkmodel dequant
 SOLO_TOOLS := cachesim logitcmp
-TOOL_COMMON := $(filter-out $(patsubst %,tools/%.c,deltafin $(LIB_TOOLS) $(SOLO_TOOLS)),$(wildcard tools/*.c))
+TOOL_COMMON := $(filter-out $(patsubst %,tools/%.c,$(LIB_TOOLS) $(SOLO_TOOLS)),$(wildcard tools/*.c))
 TOOL_COMMON_OBJ := $(patsubst tools/%.c,$(BUILD)/obj/tools/%.o,$(TOOL_COMMON))
 TOOLS   := $(BUILD)/deltafin $(patsubst %,$(BUILD)/%,$(LIB_TOOLS) $(SOLO_TOOLS))
 # `deltafin serve` and `deltafin chat` (server/): linked into the deltafin program only,
@@ -84,7 +84,7 @@ SERVER_LIBS := -lmicrohttpd -lcjson -ledit
 # like the CLI they see the public header alone.
 JOBS_SRC := $(wildcard jobs/*.c)
 JOBS_OBJ := $(patsubst jobs/%.c,$(BUILD)/obj/jobs/%.o,$(JOBS_SRC))
-# cli/: what the program's commands share at the terminal (the status line), public header only.
+# cli/: the program's main, its options (one table for every command), the config file and the status line.
 CLI_SRC := $(wildcard cli/*.c)
 CLI_OBJ := $(patsubst cli/%.c,$(BUILD)/obj/cli/%.o,$(CLI_SRC))
 # hub/: `deltafin pull` and -hf, models from the Hugging Face Hub (libcurl, cJSON, OpenSSL's sha256), linked into
@@ -121,9 +121,9 @@ $(BUILD)/obj/tools/%.o: tools/%.c $(HDRS) $(wildcard tools/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itools -c $< -o $@
 
-$(BUILD)/obj/server/%.o: server/%.c server/server.h include/deltafin.h $(wildcard jobs/*.h)
+$(BUILD)/obj/server/%.o: server/%.c server/server.h include/deltafin.h $(wildcard jobs/*.h) $(wildcard cli/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -Iserver -Ijobs -pthread -c $< -o $@
+	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -Iserver -Ijobs -Icli -pthread -c $< -o $@
 
 # the chat page, inside the program (server/web.S: .incbin from the repository's root)
 $(BUILD)/obj/server/web.o: server/web.S server/web/index.html
@@ -157,24 +157,21 @@ $(SHLIB): $(LIB_OBJ) $(BUILD)/deltafin.map
 	ln -sf libdeltafin.so.$(VERSION) $(BUILD)/libdeltafin.so.$(SOMAJOR)
 	ln -sf libdeltafin.so.$(SOMAJOR) $(BUILD)/libdeltafin.so
 
-# The CLI is compiled seeing the public header only, and links the public archive.
-$(BUILD)/obj/tools/deltafin.o: tools/deltafin.c include/deltafin.h
-	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -pthread -c $< -o $@
-
-$(BUILD)/obj/jobs/%.o: jobs/%.c include/deltafin.h $(wildcard jobs/*.h) cli/status.h
+$(BUILD)/obj/jobs/%.o: jobs/%.c include/deltafin.h $(wildcard jobs/*.h) $(wildcard cli/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -Ijobs -Icli -pthread -c $< -o $@
 
-$(BUILD)/obj/cli/%.o: cli/%.c cli/status.h include/deltafin.h
+# The CLI (cli/main.c and what its commands share) is compiled seeing the public header only (and its own
+# headers and jobs/'s), and links the public archive.
+$(BUILD)/obj/cli/%.o: cli/%.c $(wildcard cli/*.h) $(wildcard jobs/*.h) include/deltafin.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -Icli -pthread -c $< -o $@
+	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -Icli -Ijobs -pthread -c $< -o $@
 
 $(BUILD)/obj/hub/%.o: hub/%.c hub/hub.h include/deltafin.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(OPT) -Iinclude -Ihub -pthread -c $< -o $@
 
-$(BUILD)/deltafin: $(BUILD)/obj/tools/deltafin.o $(SERVER_OBJ) $(JOBS_OBJ) $(HUB_OBJ) $(CLI_OBJ) $(LIB)
+$(BUILD)/deltafin: $(SERVER_OBJ) $(JOBS_OBJ) $(HUB_OBJ) $(CLI_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(SERVER_LIBS) $(LDLIBS) -lsqlite3 -lcurl -lcrypto
 
 $(patsubst %,$(BUILD)/%,$(LIB_TOOLS)): $(BUILD)/%: $(BUILD)/obj/tools/%.o $(TOOL_COMMON_OBJ) $(INTLIB)
@@ -182,6 +179,10 @@ $(patsubst %,$(BUILD)/%,$(LIB_TOOLS)): $(BUILD)/%: $(BUILD)/obj/tools/%.o $(TOOL
 
 $(patsubst %,$(BUILD)/%,$(SOLO_TOOLS)): $(BUILD)/%: $(BUILD)/obj/tools/%.o
 	$(CC) $(CFLAGS) -o $@ $^ -lm $(LDSAN)
+
+# the option table's test links the table (cli/opts.c) beside the library
+$(BUILD)/test_opts: tests/test_opts.c tests/testutil.h $(BUILD)/obj/cli/opts.o $(INTLIB)
+	$(CC) $(CFLAGS) -Icli -Itests -o $@ $< $(BUILD)/obj/cli/opts.o $(INTLIB) $(LDLIBS) -lcmocka
 
 $(BUILD)/test_%: tests/test_%.c tests/testutil.h $(TOOL_COMMON_OBJ) $(INTLIB)
 	$(CC) $(CFLAGS) -Itools -Itests -o $@ $< $(TOOL_COMMON_OBJ) $(INTLIB) $(LDLIBS) -lcmocka

@@ -13,6 +13,7 @@
  *                   [--max-restarts N] [--monitor-every SECONDS]
  *                   (checkpoints: DB's folder/checkpoints, 0700; each run a supervised child process)
  *
+ * Their options are the table's in cli/opts.c (checked there; stored here).
  * submit prints the job id alone on stdout. Exit status: 0 ok, 1 runtime
  * error, 2 usage error (as the rest of the CLI).
  */
@@ -33,6 +34,7 @@
 
 #include "cmd_jobs.h"
 #include "job_json.h"
+#include "opts.h" /* the options of every command (cli/opts.c) */
 #include "status.h"
 #include "queue.h"
 #include "remote.h"
@@ -49,36 +51,16 @@ int jobs_is_command(const char *cmd) {
     return 0;
 }
 
-static const char JOBS_USAGE[] =
-    "usage: deltafin submit -m MODEL (-p TEXT | -f FILE | --chat FILE.json) [-n N] [sampling flags] [--mem SIZE"
-    " [--page-cache]] [--deadline TIME] [--priority P] [--remote URL]\n"
-    "       deltafin jobs | job ID [--json] [--follow] | cancel ID | requeue ID | worker [--drain] [--commit-every S]"
-    " [--max-restarts N] [--monitor-every S] [--disk-gbps X --mem-gbps Y] [--split layers|experts (under mpirun)]"
-    "   (all take --db PATH; docs/jobs.md)\n";
-
 static int usage_err(const char *fmt, const char *a) {
     fputs("deltafin: ", stderr);
     fprintf(stderr, fmt, a);
-    fputs("\n", stderr);
-    fputs(JOBS_USAGE, stderr);
+    fputs(" (deltafin COMMAND --help lists its options)\n", stderr);
     return 2;
 }
 
 static int fail(const char *msg) {
     fprintf(stderr, "deltafin: %s\n", msg);
     return 1;
-}
-
-static int num(const char *flag, const char *v, double lo, double hi, double *out) {
-    char *end;
-    errno = 0;
-    const double x = strtod(v, &end);
-    if (errno || end == v || *end || !isfinite(x) || x < lo || x > hi) {
-        fprintf(stderr, "deltafin: %s expects a number in [%g, %g], got '%s'\n", flag, lo, hi, v);
-        return -1;
-    }
-    *out = x;
-    return 0;
 }
 
 /* --deadline: "+90s", "+30m", "+2h", "+1d", Unix seconds, or local "YYYY-MM-DD HH:MM[:SS]" / "...THH:MM". */
@@ -153,114 +135,81 @@ typedef struct {
     jq_job job;
 } jopts;
 
-/* One option (i is advanced past a value). 0 ok, 2 usage error. */
-static int parse_opt(jopts *o, int argc, char **argv, int *i) {
-    const char *a = argv[*i], *v = NULL;
-    static const char *const flags[] = {"--json", "--follow", "--drain", "--ignore-eos", "--no-bos", "--no-checkpoints",
-                                         "--page-cache"};
-    int is_flag = 0;
-    for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) is_flag |= !strcmp(a, flags[k]);
-    char name[64];
-    const char *eq = !strncmp(a, "--", 2) ? strchr(a, '=') : NULL;
-    const size_t nl = eq ? (size_t)(eq - a) : strlen(a);
-    if (nl >= sizeof name) return usage_err("unknown option '%s'", a);
-    memcpy(name, a, nl);
-    name[nl] = 0;
-    if (!is_flag) {
-        if (eq) v = eq + 1;
-        else if (*i + 1 < argc) v = argv[++*i];
-        else return usage_err("%s needs a value", name);
-    }
+/* One option (read and checked by cli_next: cli/opts.c), stored. 0 ok, 2 usage error. */
+static int store(jopts *o, const cli_val *v) {
     jq_job *j = &o->job;
-    double x;
-    if (!strcmp(name, "--json")) o->json = 1;
-    else if (!strcmp(name, "--follow")) o->follow = 1;
-    else if (!strcmp(name, "--drain")) o->drain = 1;
-    else if (!strcmp(name, "--no-checkpoints")) o->no_ckpt = 1;
-    else if (!strcmp(name, "--ignore-eos")) j->ignore_eos = 1;
-    else if (!strcmp(name, "--no-bos")) j->no_bos = 1;
-    else if (!strcmp(name, "--page-cache")) j->page_cache = 1;
-    else if (!strcmp(name, "--db")) o->db = v;
-    else if (!strcmp(name, "--split")) { /* worker: how a cluster shares each job's model (docs/cluster.md) */
-        if (strcmp(v, "layers") && strcmp(v, "experts")) return usage_err("--split is layers or experts, not '%s'", v);
-        o->split_layers = !strcmp(v, "layers");
-    }
-    else if (!strcmp(name, "-m") || !strcmp(name, "--model")) o->model = v;
-    else if (!strcmp(name, "-p") || !strcmp(name, "--prompt")) o->prompt = v;
-    else if (!strcmp(name, "-f") || !strcmp(name, "--file")) o->file = v;
-    else if (!strcmp(name, "--chat")) o->chat = v;
-    else if (!strcmp(name, "--remote")) {
-        if (strncmp(v, "http://", 7) && strncmp(v, "https://", 8))
-            return usage_err("--remote expects an http:// or https:// URL, got '%s'", v);
+    const char *s = v->s;
+    const int n = (int)v->n;
+    if (cli_is(v, "--json")) o->json = 1;
+    else if (cli_is(v, "--follow")) o->follow = 1;
+    else if (cli_is(v, "--drain")) o->drain = 1;
+    else if (cli_is(v, "--no-checkpoints")) o->no_ckpt = 1;
+    else if (cli_is(v, "--ignore-eos")) j->ignore_eos = 1;
+    else if (cli_is(v, "--no-bos")) j->no_bos = 1;
+    else if (cli_is(v, "--page-cache")) j->page_cache = 1;
+    else if (cli_is(v, "--db")) o->db = s;
+    else if (cli_is(v, "--split")) o->split_layers = !strcmp(s, "layers"); /* worker: docs/cluster.md */
+    else if (cli_is(v, "--model")) o->model = s;
+    else if (cli_is(v, "--prompt")) o->prompt = s;
+    else if (cli_is(v, "--file")) o->file = s;
+    else if (cli_is(v, "--chat")) o->chat = s;
+    else if (cli_is(v, "--remote")) {
         free(j->remote);
-        if (!(j->remote = strdup(v))) return usage_err("out of memory%s", "");
+        if (!(j->remote = strdup(s))) return usage_err("out of memory%s", "");
     }
-    else if (!strcmp(name, "--mem")) {
-        if (!(j->mem = df_parse_size(v))) return usage_err("--mem expects a size like 6G or 512M, got '%s'", v);
-    } else if (!strcmp(name, "--deadline")) {
-        if (parse_deadline(v, &j->deadline) != 0)
-            return usage_err("--deadline expects +30m, +2h, 'YYYY-MM-DD HH:MM' or Unix seconds, got '%s'", v);
+    else if (cli_is(v, "--mem")) j->mem = v->size;
+    else if (cli_is(v, "--deadline")) {
+        if (parse_deadline(s, &j->deadline) != 0)
+            return usage_err("--deadline expects +30m, +2h, 'YYYY-MM-DD HH:MM' or Unix seconds, got '%s'", s);
         if (j->deadline <= (double)time(NULL))
-            return usage_err("--deadline %s is in the past: the job would only expire", v);
-    } else {
-        static const struct { const char *name; double lo, hi; } nums[] = {
-            {"-n", 0, 1 << 24}, {"--n-predict", 0, 1 << 24}, {"-c", 0, 1 << 24}, {"--ctx-size", 0, 1 << 24},
-            {"-t", 1, 512}, {"--threads", 1, 512}, {"--temp", 0, 1e6}, {"--top-k", 0, 1 << 24}, {"--top-p", 0, 1},
-            {"--min-p", 0, 1}, {"--repeat-penalty", 1e-6, 1e6}, {"--repeat-last-n", 0, 1 << 20},
-            {"--seed", 0, 0x7fffffff}, {"-s", 0, 0x7fffffff}, {"--priority", -1000000, 1000000},
-            {"--commit-every", 0, 3600}, {"--checkpoint-ratio", 0, 1e6}, {"--max-restarts", 0, 100},
-            {"--monitor-every", 0, 86400}, {"--disk-gbps", 0, 1e6}, {"--mem-gbps", 0, 1e6}};
-        size_t k = 0;
-        while (k < sizeof nums / sizeof nums[0] && strcmp(name, nums[k].name)) k++;
-        if (k == sizeof nums / sizeof nums[0]) return usage_err("unknown option '%s'", name);
-        if (num(name, v, nums[k].lo, nums[k].hi, &x) != 0) return 2;
-        const char *n = nums[k].name;
-        const int integral = strcmp(n, "--temp") && strcmp(n, "--top-p") && strcmp(n, "--min-p") &&
-                             strcmp(n, "--repeat-penalty") && strcmp(n, "--commit-every") &&
-                             strcmp(n, "--checkpoint-ratio") && strcmp(n, "--monitor-every") &&
-                             strcmp(n, "--disk-gbps") && strcmp(n, "--mem-gbps");
-        if (integral && x != floor(x)) return usage_err("%s expects an integer", name);
-        if (!strcmp(n, "-n") || !strcmp(n, "--n-predict")) j->n_predict = (int)x;
-        else if (!strcmp(n, "-c") || !strcmp(n, "--ctx-size")) j->ctx = (int)x;
-        else if (!strcmp(n, "-t") || !strcmp(n, "--threads")) j->threads = (int)x;
-        else if (!strcmp(n, "--temp")) j->sp.temp = (float)x;
-        else if (!strcmp(n, "--top-k")) j->sp.top_k = (int)x;
-        else if (!strcmp(n, "--top-p")) j->sp.top_p = (float)x;
-        else if (!strcmp(n, "--min-p")) j->sp.min_p = (float)x;
-        else if (!strcmp(n, "--repeat-penalty")) j->sp.repeat_penalty = (float)x;
-        else if (!strcmp(n, "--repeat-last-n")) j->sp.repeat_last_n = (int)x;
-        else if (!strcmp(n, "--seed") || !strcmp(n, "-s")) j->sp.seed = (uint64_t)x;
-        else if (!strcmp(n, "--priority")) j->priority = (int)x;
-        else if (!strcmp(n, "--checkpoint-ratio")) o->ckpt_ratio = x;
-        else if (!strcmp(n, "--max-restarts")) o->max_restarts = (int)x;
-        else if (!strcmp(n, "--monitor-every")) o->monitor_every = x;
-        else if (!strcmp(n, "--disk-gbps")) o->disk_gbps = x;
-        else if (!strcmp(n, "--mem-gbps")) o->mem_gbps = x;
-        else o->commit_every = x;
+            return usage_err("--deadline %s is in the past: the job would only expire", s);
     }
+    else if (cli_is(v, "--n-predict")) j->n_predict = n;
+    else if (cli_is(v, "--ctx-size")) j->ctx = n;
+    else if (cli_is(v, "--threads")) j->threads = n;
+    else if (cli_is(v, "--temp")) j->sp.temp = (float)v->x;
+    else if (cli_is(v, "--top-k")) j->sp.top_k = n;
+    else if (cli_is(v, "--top-p")) j->sp.top_p = (float)v->x;
+    else if (cli_is(v, "--min-p")) j->sp.min_p = (float)v->x;
+    else if (cli_is(v, "--repeat-penalty")) j->sp.repeat_penalty = (float)v->x;
+    else if (cli_is(v, "--repeat-last-n")) j->sp.repeat_last_n = n;
+    else if (cli_is(v, "--seed")) j->sp.seed = (uint64_t)n;
+    else if (cli_is(v, "--priority")) j->priority = n;
+    else if (cli_is(v, "--commit-every")) o->commit_every = v->x;
+    else if (cli_is(v, "--checkpoint-ratio")) o->ckpt_ratio = v->x;
+    else if (cli_is(v, "--max-restarts")) o->max_restarts = n;
+    else if (cli_is(v, "--monitor-every")) o->monitor_every = v->x;
+    else if (cli_is(v, "--disk-gbps")) o->disk_gbps = v->x;
+    else if (cli_is(v, "--mem-gbps")) o->mem_gbps = v->x;
+    else return usage_err("%s: an option this parser forgot", v->opt->name);
     return 0;
 }
 
-static int parse_args(jopts *o, int argc, char **argv) {
+/* cmd's command line into o: 0, 2 (a usage error, said), or -1 (--help, printed). */
+static int parse_args(const char *cmd, jopts *o, int argc, char **argv) {
     memset(o, 0, sizeof *o);
     jq_job_init(&o->job);
     o->commit_every = 1.0;
     o->ckpt_ratio = 20.0;
     o->max_restarts = 3;
     o->monitor_every = 60.0;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        if (a[0] != '-' || !a[1]) {
+    cli_val v;
+    for (int rc, i = 2; (rc = cli_next(cmd, argc, argv, &i, &v)) != CLI_END;) {
+        if (rc == CLI_ERROR) return 2;
+        if (rc == CLI_ARG) {
             char *end;
             errno = 0;
-            const long long id = strtoll(a, &end, 10);
-            if (o->have_id || errno || *end || end == a || id <= 0) return usage_err("unexpected argument '%s'", a);
+            const long long id = strtoll(v.s, &end, 10);
+            if (o->have_id || errno || *end || end == v.s || id <= 0) return usage_err("unexpected argument '%s'", v.s);
             o->id = id;
             o->have_id = 1;
             continue;
         }
-        const int rc = parse_opt(o, argc, argv, &i);
-        if (rc) return rc;
+        if (cli_is(&v, "--help")) {
+            cli_command_help(stdout, cmd);
+            return -1;
+        }
+        if ((rc = store(o, &v))) return rc;
     }
     return 0;
 }
@@ -601,14 +550,10 @@ static int cmd_worker(jopts *o) {
 
 int jobs_main(int argc, char **argv) {
     const char *cmd = argv[1];
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(JOBS_USAGE, stdout);
-            return 0;
-        }
     jopts o;
-    int rc = parse_args(&o, argc, argv);
-    if (rc == 0) {
+    int rc = parse_args(cmd, &o, argc, argv);
+    if (rc < 0) rc = 0; /* --help */
+    else if (rc == 0) {
         const int needs_id = !strcmp(cmd, "job") || !strcmp(cmd, "cancel") || !strcmp(cmd, "requeue");
         if (o.have_id && !needs_id) rc = usage_err("%s takes no job ID", cmd);
         else if (!strcmp(cmd, "submit")) rc = cmd_submit(&o);

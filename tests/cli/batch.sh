@@ -74,7 +74,7 @@ check "--batch-file with -p is refused" contains "$err" "no -p or -f beside it"
 err=$("$D" run -m "$S" --batch-file "$T/nope.txt" 2>&1 >/dev/null || true)
 check "a missing batch file is named" contains "$err" "nope.txt"
 err=$("$D" logits -m "$S" --batch-file "$T/p.txt" 2>&1 >/dev/null || true)
-check "--batch-file belongs to run" contains "$err" "--batch-file applies to run only"
+check "--batch-file belongs to run" contains "$err" "logits takes no --batch-file (it is an option of run)"
 err=$("$D" run -m "$S" --batch-file "$T/p.txt" --parallel 0 2>&1 >/dev/null || true)
 check "--parallel 0 is refused" contains "$err" "--parallel"
 finish

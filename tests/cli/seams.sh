@@ -39,10 +39,15 @@ src/store/wsio.c -> src/store/wstore.c         # the reading engines take work f
 '
 
 # ---- 1. the CLI's includes ----
-bad=$(grep -E '^[[:space:]]*#[[:space:]]*include' tools/deltafin.c | grep -vE '^[[:space:]]*#[[:space:]]*include[[:space:]]*(<[^>]+>|"deltafin\.h")[[:space:]]*$' || true)
-check "tools/deltafin.c includes only system headers and \"deltafin.h\"${bad:+ (not: $bad)}" test -z "$bad"
-n_inc=$(grep -cE '^[[:space:]]*#[[:space:]]*include' tools/deltafin.c)
+# cli/main.c sees the public header, and cli/'s own (the option table, the config file, the status line)
+bad=$(grep -E '^[[:space:]]*#[[:space:]]*include' cli/main.c | grep -vE '^[[:space:]]*#[[:space:]]*include[[:space:]]*(<[^>]+>|"deltafin\.h"|"(opts|config|status)\.h")' || true)
+check "cli/main.c includes only system headers, \"deltafin.h\" and cli/'s${bad:+ (not: $bad)}" test -z "$bad"
+n_inc=$(grep -cE '^[[:space:]]*#[[:space:]]*include' cli/main.c)
 check "... and it does include some ($n_inc)" test "$n_inc" -gt 0
+for h in cli/*.h; do
+    bad=$(grep -E '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$h" | grep -v '"deltafin\.h"' || true)
+    check "$h includes no internal header${bad:+ (not: $bad)}" test -z "$bad"
+done
 check "the CLI is built" test -x "$B/deltafin"
 
 # ---- 2. the uses between modules ----

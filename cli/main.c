@@ -1,16 +1,13 @@
 /*
- * deltafin - the command-line interface.
+ * main.c - the deltafin program: the command-line interface.
  *
- *   deltafin run      -m MODEL (-p PROMPT | -f FILE | -f -) [-n N] [-t T] [-c CTX] [--temp T] [--top-k K]
- *                     [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--kv f16|f32] [--no-mmap]
- *                     [--ignore-eos] [--mem SIZE] [--hot FILE|none] [--prompt-cache FILE]
- *                     [--spec off|lookup|draft|mtp] [-md DRAFT] [--draft-max K] [--spec-k K|auto] ...
- *   deltafin info     -m MODEL
- *   deltafin tokenize -m MODEL (-p TEXT | -f FILE) [--pieces] [--no-bos]
- *   deltafin logits   -m MODEL (-p TEXT | -f FILE | --tokens "1 2 3") [--top K] [--out FILE] [-t T] [--kv f16|f32]
- *   deltafin plan     -m MODEL --mem SIZE ...      deltafin bench -m MODEL [-p 512] [-n 128] ...
+ *   deltafin run | plan | info | tokenize | logits | bench | models   (here)
+ *   deltafin serve | chat (server/), submit | jobs | job | cancel | requeue | worker (jobs/),
+ *            pull (hub/), config (config.c): main hands them over
  *
- * Flags follow llama.cpp's spelling; long options also take --flag=value.
+ * Every command's options are one table's (opts.c: their spelling, which
+ * follows llama.cpp's, their checks and the help); this file stores them.
+ * Long options also take --flag=value.
  * Text goes to stdout; statistics and errors to stderr. Exit status: 0 ok,
  * 1 runtime error (including output that could not be written), 2 usage
  * error, 128 + signal number when SIGINT or SIGTERM ended a run (which still
@@ -25,7 +22,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config.h" /* the config file's defaults, put before the user's flags; `deltafin config` */
 #include "deltafin.h"
+#include "opts.h"   /* the options of every command */
 
 /* jobs/cmd_jobs.c: submit, jobs, job, cancel, worker */
 int jobs_is_command(const char *cmd);
@@ -34,9 +33,6 @@ int jobs_main(int argc, char **argv);
 /* jobs/job_json.c: a JSON string, bytes that are not UTF-8 as U+FFFD */
 void jq_json_str(FILE *f, const char *s, size_t n);
 
-/* jobs/config.c: the config file's defaults, put before the user's flags; `deltafin config` */
-int cfg_apply(int *argc, char ***argv);
-int cfg_main(int argc, char **argv);
 
 /* hub/hub.c: `deltafin pull`, and -hf ORG/REPO[:QUANT] made -m PATH on every command */
 int hub_main(int argc, char **argv);
@@ -73,84 +69,14 @@ typedef struct {
     df_sampler_params sp;
 } opts;
 
-static const char USAGE[] =
-            "usage: deltafin COMMAND [options]\n"
-            "  run       -m MODEL (-p PROMPT | -f FILE | -f -) [-n N (-1: to the end of the context)] [-t THREADS]\n"
-            "            [-c CTX] [--temp T] [--top-k K]\n"
-            "            [--top-p P] [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--seed S] [--kv f16|f32]\n"
-            "            [--no-mmap|--mmap] [--ignore-eos] [--trace-experts FILE] [--mem SIZE] [--io-threads N]\n"
-            "            [--io pread|uring|auto] [--hot FILE|none] [--progress] [--resident-type q4_K|q8_0]\n"
-            "            [--page-cache] (under --mem, what streams stays in the kernel's page cache: a second\n"
-            "            tier outside the budget that the kernel takes back when it needs the room)\n"
-            "            [--prompt-cache FILE] [--spec off|lookup|draft|mtp] [-md DRAFT.gguf] [--draft-max K]\n"
-            "            [--spec-k K|auto] [--grammar GBNF | --grammar-file FILE | -j SCHEMA | --json-schema-file FILE]\n"
-            "            --grammar: the output must be a sentence of this GBNF grammar (llama.cpp's syntax);\n"
-            "            -j / --json-schema: JSON valid under this JSON Schema\n"
-            "            --prompt-cache: keep the state after the prompt in FILE and reuse its longest\n"
-            "            common prefix next time; --spec: speculative decoding with guesses from n-grams of\n"
-            "            the context (lookup), a draft model (-md; same vocabulary) or the model's own NextN/MTP\n"
-            "            block (mtp: glm4moe, DeepSeek V3 files that carry one), at most K (default 4)\n"
-            "            per pass, K chosen as it runs to maximise tokens/s (--spec-k fixes it; 0 = off)\n"
-            "  run       -m MODEL --batch-file PROMPTS [--parallel N] [run's options]   one prompt a line, up to N\n"
-            "            (default 16) decoded together, one pass over the weights per step; completions in order\n"
-            "  mpirun -np N deltafin run|logits|bench|serve|chat|worker ... [--split layers|experts]   one model over N\n"
-            "            processes (docs/cluster.md): experts (default for MoE) shares every layer's routed experts\n"
-            "            out; layers gives each rank a contiguous range of layers, the hidden state going rank to rank\n"
-            "  plan      -m MODEL [--mem SIZE (default: what this machine can give now)] [-c CTX] [--json]\n"
-            "            [--probe-seconds S] [--io-threads N] [--io ENGINE]\n"
-            "            [--disk-gbps X] [--mem-gbps Y] [--resident-type q4_K|q8_0] [--spec-accept A] [--draft-max K]\n"
-            "            [--ranks N [--net-gbps G (default 10)] [--net-latency-us U (default 50)] [--one-machine]]\n"
-            "            will it fit, what streams, how fast: on this machine (measures the disk for S seconds,\n"
-            "            default 5, and memory for 1 s), or on one whose disk reads X and memory Y GB/s\n"
-            "            and the effect of speculation at acceptance A (default 0.7), k up to K (default 4)\n"
-            "  info      -m MODEL\n"
-            "  tokenize  -m MODEL (-p TEXT | -f FILE) [--pieces] [--no-bos]\n"
-            "  logits    -m MODEL (-p TEXT | -f FILE | --tokens \"1 2 3\") [--top K] [--out FILE] [-t THREADS]\n"
-            "            [--kv f16|f32] [-c CTX] [--mem SIZE] [--resident-type q4_K|q8_0]\n"
-            "            [--trace-ties FILE [--tie-margin EPS]] (the router's and indexers' choices within EPS, 1e-6)\n"
-            "  bench     -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json] [--mem SIZE] [--resident-type T]\n"
-            "  --resident-type requantizes the resident dense (non-expert) weights at load, for a dense part\n"
-            "            that does not fit the budget at its published type (costs accuracy: bench/RESULTS.md)\n"
-            "  serve     -m MODEL [--host H] [--port P] [--api-key K] [--parallel N] ...  (deltafin serve --help)\n"
-            "  chat      -m MODEL [-sys TEXT] [--chat-template-file F] ...                (deltafin chat --help)\n"
-            "  submit    -m MODEL (-p TEXT | -f FILE | --chat FILE.json) [-n N] [sampling flags] [--mem SIZE]\n"
-            "            [--deadline TIME] [--priority P] [--db PATH]     queue a job; prints its id\n"
-            "  jobs | job ID [--json] [--follow] | cancel ID | worker [--drain]   the job queue (docs/jobs.md)\n"
-            "  config    [--config FILE] [flags]   the settings in effect and where each came from (docs/config.md)\n"
-            "  models    [--json]   the GGUF models in the Hugging Face cache, llama.cpp's cache, LM Studio and\n"
-            "            Ollama, with size, architecture and whether this build runs them; -m takes their names\n"
-            "            (hf:ORG/REPO:Q4_K_M, ollama:NAME:TAG, lmstudio:PUB/REPO/FILE, llama.cpp:FILE)\n"
-            "  pull      ORG/REPO[:QUANT] [--file PATH] [--revision REV] [--quiet]   download a GGUF model from the\n"
-            "            Hugging Face Hub into its cache (resumed, sha256-checked; HF_TOKEN, HF_ENDPOINT) and print its\n"
-            "            path (deltafin pull --help)\n"
-            "Every command takes --config FILE (default ~/.config/deltafin/config): defaults that flags override.\n"
-            "Every command that takes -m also takes -hf ORG/REPO[:QUANT] [-hff FILE]: the model pulled from the Hub.\n"
-            "Long options also take the form --flag=value. -f - reads the prompt from stdin.\n";
-
 static void usage(FILE *f, int status) {
-    fputs(USAGE, f);
+    cli_usage(f);
     exit(status);
 }
 
-/* CMD --help: the lines of USAGE about CMD (its "  CMD ..." lines and their indented continuations) and the lines
- * every command shares (the last two), exit 0. */
+/* CMD --help: its usage and options (cli/opts.c), exit 0. */
 static void command_usage(const char *cmd) {
-    const size_t n = strlen(cmd);
-    int in = 0, any = 0;
-    printf("usage: deltafin %s [options]\n", cmd);
-    for (const char *l = USAGE; *l;) {
-        const char *e = strchr(l, '\n');
-        const size_t len = e ? (size_t)(e - l) + 1 : strlen(l);
-        if (l[0] == ' ' && l[1] == ' ' && l[2] != ' ') /* a command's first line: "  run       ..." */
-            in = !strncmp(l + 2, cmd, n) && l[2 + n] == ' ';
-        else if (l[0] != ' ')
-            in = 0;
-        if (in) fwrite(l, 1, len, stdout), any = 1;
-        l += len;
-    }
-    if (!any) usage(stdout, 0);
-    const char *tail = strstr(USAGE, "Every command takes");
-    if (tail) fputs(tail, stdout);
+    cli_command_help(stdout, cmd);
     exit(0);
 }
 
@@ -177,18 +103,6 @@ static long parse_long(const char *flag, const char *v, long lo, long hi) {
     return x;
 }
 
-/* A finite number in [lo, hi] (lo_open: lo itself excluded). */
-static float parse_float(const char *flag, const char *v, double lo, double hi, int lo_open) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (*end || end == v || errno || !isfinite(x) || x < lo || x > hi || (lo_open && x == lo)) {
-        fprintf(stderr, "deltafin: %s expects a number in %c%g, %g], got '%s'\n", flag, lo_open ? '(' : '[', lo, hi, v);
-        exit(2);
-    }
-    return (float)x;
-}
-
 static volatile sig_atomic_t g_signal; /* SIGINT or SIGTERM received: finish the run cleanly */
 
 /* The whole of a file (or stdin for "-"), which may hold any byte: df_read_input (a FIFO or device refused, a
@@ -202,24 +116,6 @@ static char *read_all(const char *path, size_t max, size_t *len) {
             strstr(err, "larger than") && max < ((size_t)1 << 30) ? " (a prompt may take a quarter of --mem)" : "");
     exit(1);
 }
-
-enum { FLAG, VALUE };
-#define MAX_PARALLEL 256 /* run --batch-file: sequences in one step at most */
-static const struct { const char *name, *alias; int kind; } OPTIONS[] = {
-    {"--pieces", NULL, FLAG}, {"--no-bos", NULL, FLAG}, {"--no-mmap", NULL, FLAG}, {"--mmap", NULL, FLAG}, {"--ignore-eos", NULL, FLAG},
-    {"--json", NULL, FLAG}, {"--progress", NULL, FLAG}, {"--page-cache", NULL, FLAG}, {"--one-machine", NULL, FLAG},
-    {"--ranks", NULL, VALUE}, {"--split", NULL, VALUE}, {"--net-gbps", NULL, VALUE}, {"--net-latency-us", NULL, VALUE}, {"--help", "-h", FLAG},
-    {"--model", "-m", VALUE}, {"--prompt", "-p", VALUE}, {"--file", "-f", VALUE}, {"--tokens", NULL, VALUE},
-    {"--out", NULL, VALUE}, {"--trace-experts", NULL, VALUE}, {"--trace-ties", NULL, VALUE}, {"--tie-margin", NULL, VALUE}, {"--hot", NULL, VALUE}, {"--io-threads", NULL, VALUE},
-    {"--resident-type", NULL, VALUE}, {"--prompt-cache", NULL, VALUE}, {"--model-draft", "-md", VALUE},
-    {"--spec", NULL, VALUE}, {"--draft-max", NULL, VALUE}, {"--spec-k", NULL, VALUE},
-    {"--batch-file", NULL, VALUE}, {"--parallel", NULL, VALUE}, {"--grammar", NULL, VALUE},
-    {"--grammar-file", NULL, VALUE}, {"--json-schema", "-j", VALUE}, {"--json-schema-file", NULL, VALUE},
-    {"--io", NULL, VALUE}, {"--mem", NULL, VALUE}, {"--n-predict", "-n", VALUE}, {"--threads", "-t", VALUE},
-    {"--ctx-size", "-c", VALUE}, {"--repetitions", "-r", VALUE}, {"--top", NULL, VALUE}, {"--temp", NULL, VALUE},
-    {"--probe-seconds", NULL, VALUE}, {"--spec-accept", NULL, VALUE}, {"--disk-gbps", NULL, VALUE}, {"--mem-gbps", NULL, VALUE}, {"--top-k", NULL, VALUE}, {"--top-p", NULL, VALUE}, {"--min-p", NULL, VALUE},
-    {"--repeat-penalty", NULL, VALUE}, {"--repeat-last-n", NULL, VALUE}, {"--seed", "-s", VALUE}, {"--kv", NULL, VALUE},
-};
 
 /* -m NAME: a path, or a model of the stores df_model_resolve knows (hf:, ollama:, ...), into path (which
  * lives as long as the process). Exits 1 when there is none. */
@@ -246,13 +142,12 @@ static int model_runs(const char *path, char *why, size_t n) {
  * checks architecture, hyperparameters and every tensor without reading weights). */
 static int cmd_models(int argc, char **argv) {
     int json = 0;
-    for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) command_usage("models");
-        else {
-            fprintf(stderr, "deltafin: models takes --json only, not '%s'\n", argv[i]);
-            return 2;
-        }
+    cli_val o;
+    for (int rc, i = 2; (rc = cli_next("models", argc, argv, &i, &o)) != CLI_END;) {
+        if (rc == CLI_ERROR) return 2;
+        if (rc == CLI_ARG) usage_error("unexpected argument '%s'%s", o.s, "");
+        if (cli_is(&o, "--help")) command_usage("models");
+        json = 1; /* --json, its only option */
     }
     df_found_model *v = NULL;
     int n = 0;
@@ -292,9 +187,82 @@ static int cmd_models(int argc, char **argv) {
     return 0;
 }
 
-static void parse(int argc, char **argv, opts *o) {
+/* One option of cmd's (read and checked by cli_next: cli/opts.c), stored. */
+static void store(const char *cmd, opts *o, const cli_val *v) {
+    const char *s = v->s;
+    const int n = (int)v->n;
+    const float x = (float)v->x;
+    if (cli_is(v, "--help")) command_usage(cmd);
+    else if (cli_is(v, "--pieces")) o->pieces = 1;
+    else if (cli_is(v, "--no-bos")) o->no_bos = 1;
+    else if (cli_is(v, "--no-mmap")) o->no_mmap = 1;
+    else if (cli_is(v, "--mmap")) o->no_mmap = -1;
+    else if (cli_is(v, "--ignore-eos")) o->ignore_eos = 1;
+    else if (cli_is(v, "--json")) o->json = 1;
+    else if (cli_is(v, "--progress")) o->progress = 1;
+    else if (cli_is(v, "--page-cache")) o->page_cache = 1;
+    else if (cli_is(v, "--one-machine")) o->one_machine = 1;
+    else if (cli_is(v, "--model")) o->model = s;
+    else if (cli_is(v, "--prompt")) o->prompt = s;
+    else if (cli_is(v, "--file")) o->prompt_file = s;
+    else if (cli_is(v, "--tokens")) o->tokens = s;
+    else if (cli_is(v, "--batch-file")) o->batch_file = s;
+    else if (cli_is(v, "--parallel")) o->parallel = n;
+    else if (cli_is(v, "--out")) o->out = s;
+    else if (cli_is(v, "--trace-experts")) o->trace = s;
+    else if (cli_is(v, "--trace-ties")) o->ties = s;
+    else if (cli_is(v, "--tie-margin")) o->tie_margin = x;
+    else if (cli_is(v, "--hot")) o->hot = s;
+    else if (cli_is(v, "--resident-type")) o->resident_type = s;
+    else if (cli_is(v, "--prompt-cache")) o->prompt_cache = s;
+    else if (cli_is(v, "--model-draft")) o->draft = s;
+    else if (cli_is(v, "--spec"))
+        o->spec = !strcmp(s, "off") ? DF_SPEC_NONE : !strcmp(s, "lookup") ? DF_SPEC_LOOKUP
+                  : !strcmp(s, "draft") ? DF_SPEC_DRAFT : DF_SPEC_MTP;
+    else if (cli_is(v, "--draft-max")) o->draft_max = n, o->spec_tuned = 1;
+    else if (cli_is(v, "--spec-k")) o->spec_k = !strcmp(s, "auto") ? -1 : (int)parse_long("--spec-k", s, 0, 64), o->spec_tuned = 1;
+    else if (cli_is(v, "--io-threads")) o->io_threads = n;
+    else if (cli_is(v, "--io")) o->io_engine = !strcmp(s, "pread") ? DF_IO_PREAD : !strcmp(s, "auto") ? DF_IO_AUTO : DF_IO_URING;
+    else if (cli_is(v, "--mem")) o->mem = v->size;
+    else if (cli_is(v, "--n-predict")) o->n_predict = n < 0 ? 1 << 24 : n; /* -1: until the context ends (llama.cpp's) */
+    else if (cli_is(v, "--n-prompt")) o->n_prompt = n;
+    else if (cli_is(v, "--threads")) {
+        o->threads = n;
+        const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        if (cores > 0 && o->threads > cores)
+            fprintf(stderr, "deltafin: warning: -t %d is more than this machine's %ld cores: the threads would wait "
+                    "on each other (slower than -t %ld)\n", o->threads, cores, cores);
+    }
+    else if (cli_is(v, "--ctx-size")) o->ctx = n;
+    else if (cli_is(v, "--repetitions")) o->reps = n;
+    else if (cli_is(v, "--top")) o->top = n;
+    else if (cli_is(v, "--temp")) o->sp.temp = x;
+    else if (cli_is(v, "--probe-seconds")) o->probe_secs = v->x;
+    else if (cli_is(v, "--disk-gbps")) o->disk_gbps = v->x;
+    else if (cli_is(v, "--mem-gbps")) o->mem_gbps = v->x;
+    else if (cli_is(v, "--ranks")) o->ranks = n;
+    else if (cli_is(v, "--split")) o->split_layers = !strcmp(s, "layers");
+    else if (cli_is(v, "--net-gbps")) o->net_gbps = v->x;
+    else if (cli_is(v, "--net-latency-us")) o->net_latency_us = v->x;
+    else if (cli_is(v, "--spec-accept")) o->spec_accept = v->x;
+    else if (cli_is(v, "--top-k")) o->sp.top_k = n;
+    else if (cli_is(v, "--grammar")) o->grammar = s;
+    else if (cli_is(v, "--grammar-file")) o->grammar = read_all(s, 1 << 22, NULL);
+    else if (cli_is(v, "--json-schema")) o->json_schema = s;
+    else if (cli_is(v, "--json-schema-file")) o->json_schema = read_all(s, 1 << 22, NULL);
+    else if (cli_is(v, "--top-p")) o->sp.top_p = x;
+    else if (cli_is(v, "--min-p")) o->sp.min_p = x;
+    else if (cli_is(v, "--repeat-penalty")) o->sp.repeat_penalty = x;
+    else if (cli_is(v, "--repeat-last-n")) o->sp.repeat_last_n = n;
+    else if (cli_is(v, "--seed")) o->sp.seed = (uint64_t)n;
+    else if (cli_is(v, "--kv")) o->kv_f32 = !strcmp(s, "f32");
+    else usage_error("%s is not an option of %s", v->opt->name, cmd); /* a table entry this parser forgot */
+}
+
+static void parse(const char *cmd, int argc, char **argv, opts *o) {
     memset(o, 0, sizeof *o);
     o->n_predict = 128;
+    o->n_prompt = 512;
     o->probe_secs = 5.0;
     o->top = 5;
     o->sp = df_sampler_default_params();
@@ -306,115 +274,12 @@ static void parse(int argc, char **argv, opts *o) {
     o->net_latency_us = 50;
     o->spec_k = -1;
     o->tie_margin = 1e-6f;
-    for (int i = 2; i < argc; i++) {
-        const char *arg = argv[i], *v = NULL;
-        if (arg[0] != '-' || !arg[1]) usage_error("unexpected argument '%s'%s", arg, "");
-        /* --flag=value */
-        char name[64];
-        const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
-        size_t nl = eq ? (size_t)(eq - arg) : strlen(arg);
-        if (nl >= sizeof name) usage_error("unknown option '%s'%s", arg, "");
-        memcpy(name, arg, nl);
-        name[nl] = 0;
-        int k = -1;
-        for (size_t j = 0; j < sizeof OPTIONS / sizeof OPTIONS[0] && k < 0; j++)
-            if (!strcmp(name, OPTIONS[j].name) || (OPTIONS[j].alias && !strcmp(name, OPTIONS[j].alias))) k = (int)j;
-        if (k < 0 && (!strcmp(name, "-ngl") || !strcmp(name, "--n-gpu-layers") || !strcmp(name, "--gpu-layers")))
-            usage_error("%s: Deltafin computes on the CPU (there is nothing to offload); leave it out%s", name, "");
-        if (k < 0) usage_error("unknown option '%s'%s", name, "");
-        const char *a = OPTIONS[k].name;
-        if (OPTIONS[k].kind == FLAG) {
-            if (eq) usage_error("%s takes no value%s", name, "");
-        } else if (eq) {
-            v = eq + 1;
-        } else if (i + 1 < argc) {
-            v = argv[++i];
-        } else {
-            usage_error("%s needs a value%s", name, "");
-        }
-        if (!strcmp(a, "--pieces")) o->pieces = 1;
-        else if (!strcmp(a, "--no-bos")) o->no_bos = 1;
-        else if (!strcmp(a, "--no-mmap")) o->no_mmap = 1;
-        else if (!strcmp(a, "--mmap")) o->no_mmap = -1;
-        else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = 1;
-        else if (!strcmp(a, "--json")) o->json = 1;
-        else if (!strcmp(a, "--progress")) o->progress = 1;
-        else if (!strcmp(a, "--page-cache")) o->page_cache = 1;
-        else if (!strcmp(a, "--one-machine")) o->one_machine = 1;
-        else if (!strcmp(a, "--help")) command_usage(argv[1]);
-        else if (!strcmp(a, "--model")) o->model = v;
-        else if (!strcmp(a, "--prompt")) o->prompt = v;
-        else if (!strcmp(a, "--file")) o->prompt_file = v;
-        else if (!strcmp(a, "--tokens")) o->tokens = v;
-        else if (!strcmp(a, "--batch-file")) o->batch_file = v;
-        else if (!strcmp(a, "--parallel")) o->parallel = (int)parse_long(name, v, 1, MAX_PARALLEL);
-        else if (!strcmp(a, "--out")) o->out = v;
-        else if (!strcmp(a, "--trace-experts")) o->trace = v;
-        else if (!strcmp(a, "--trace-ties")) o->ties = v;
-        else if (!strcmp(a, "--tie-margin")) o->tie_margin = parse_float(name, v, 0, 1, 0);
-        else if (!strcmp(a, "--hot")) o->hot = v;
-        else if (!strcmp(a, "--resident-type")) {
-            if (strcmp(v, "q4_K") && strcmp(v, "q8_0")) usage_error("--resident-type takes q4_K or q8_0, not '%s'%s", v, "");
-            o->resident_type = v;
-        }
-        else if (!strcmp(a, "--prompt-cache")) o->prompt_cache = v;
-        else if (!strcmp(a, "--model-draft")) o->draft = v;
-        else if (!strcmp(a, "--spec")) {
-            if (!strcmp(v, "off")) o->spec = DF_SPEC_NONE;
-            else if (!strcmp(v, "lookup")) o->spec = DF_SPEC_LOOKUP;
-            else if (!strcmp(v, "draft")) o->spec = DF_SPEC_DRAFT;
-            else if (!strcmp(v, "mtp")) o->spec = DF_SPEC_MTP;
-            else usage_error("--spec takes off, lookup, draft or mtp, not '%s'%s", v, "");
-        }
-        else if (!strcmp(a, "--draft-max")) o->draft_max = (int)parse_long(name, v, 1, 64), o->spec_tuned = 1;
-        else if (!strcmp(a, "--spec-k")) o->spec_k = !strcmp(v, "auto") ? -1 : (int)parse_long(name, v, 0, 64), o->spec_tuned = 1;
-        else if (!strcmp(a, "--io-threads")) o->io_threads = (int)parse_long(name, v, 1, 256);
-        else if (!strcmp(a, "--io")) {
-            if (!strcmp(v, "pread")) o->io_engine = DF_IO_PREAD;
-            else if (!strcmp(v, "uring") || !strcmp(v, "io_uring")) o->io_engine = DF_IO_URING;
-            else if (!strcmp(v, "auto")) o->io_engine = DF_IO_AUTO;
-            else usage_error("--io takes pread, uring or auto, not '%s'%s", v, "");
-        } else if (!strcmp(a, "--mem")) {
-            o->mem = df_parse_size(v);
-            if (!o->mem) usage_error("--mem expects a size like 6G, 512M or 1.5GiB, got '%s'%s", v, "");
-        } else if (!strcmp(a, "--n-predict")) /* -1: until the context ends (llama.cpp's spelling) */
-            o->n_predict = !strcmp(v, "-1") ? 1 << 24 : (int)parse_long(name, v, 0, 1 << 24);
-        else if (!strcmp(a, "--threads")) {
-            o->threads = (int)parse_long(name, v, 1, 512);
-            const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-            if (cores > 0 && o->threads > cores)
-                fprintf(stderr, "deltafin: warning: -t %d is more than this machine's %ld cores: the threads would wait "
-                        "on each other (slower than -t %ld)\n", o->threads, cores, cores);
-        }
-        else if (!strcmp(a, "--ctx-size")) o->ctx = (int)parse_long(name, v, 0, 1 << 24);
-        else if (!strcmp(a, "--repetitions")) o->reps = (int)parse_long(name, v, 1, 1000);
-        else if (!strcmp(a, "--top")) o->top = (int)parse_long(name, v, 1, 1 << 24);
-        else if (!strcmp(a, "--temp")) o->sp.temp = parse_float(name, v, 0, 1e6, 0);
-        else if (!strcmp(a, "--probe-seconds")) o->probe_secs = parse_float(name, v, 0.1, 600, 0);
-        else if (!strcmp(a, "--disk-gbps")) o->disk_gbps = parse_float(name, v, 0, 1e6, 1);
-        else if (!strcmp(a, "--mem-gbps")) o->mem_gbps = parse_float(name, v, 0, 1e6, 1);
-        else if (!strcmp(a, "--ranks")) o->ranks = (int)parse_long(name, v, 1, 4096);
-        else if (!strcmp(a, "--split")) {
-            if (strcmp(v, "layers") && strcmp(v, "experts")) usage_error("--split %s: say layers or experts%s", v, "");
-            o->split_layers = !strcmp(v, "layers");
-        }
-        else if (!strcmp(a, "--net-gbps")) o->net_gbps = parse_float(name, v, 0, 1e6, 1);
-        else if (!strcmp(a, "--net-latency-us")) o->net_latency_us = parse_float(name, v, 0, 1e7, 0);
-        else if (!strcmp(a, "--spec-accept")) o->spec_accept = parse_float(name, v, 0, 0.999, 0);
-        else if (!strcmp(a, "--top-k")) o->sp.top_k = (int)parse_long(name, v, 0, 1 << 24);
-        else if (!strcmp(a, "--grammar")) o->grammar = v;
-        else if (!strcmp(a, "--grammar-file")) o->grammar = read_all(v, 1 << 22, NULL);
-        else if (!strcmp(a, "--json-schema")) o->json_schema = v;
-        else if (!strcmp(a, "--json-schema-file")) o->json_schema = read_all(v, 1 << 22, NULL);
-        else if (!strcmp(a, "--top-p")) o->sp.top_p = parse_float(name, v, 0, 1, 0);
-        else if (!strcmp(a, "--min-p")) o->sp.min_p = parse_float(name, v, 0, 1, 0);
-        else if (!strcmp(a, "--repeat-penalty")) o->sp.repeat_penalty = parse_float(name, v, 0, 1e6, 1);
-        else if (!strcmp(a, "--repeat-last-n")) o->sp.repeat_last_n = (int)parse_long(name, v, 0, 1 << 20);
-        else if (!strcmp(a, "--seed")) o->sp.seed = (uint64_t)parse_long(name, v, 0, 0x7fffffffL);
-        else if (!strcmp(a, "--kv")) {
-            if (!strcmp(v, "f32")) o->kv_f32 = 1;
-            else if (strcmp(v, "f16")) usage_error("--kv is f16 or f32, not '%s'%s", v, "");
-        }
+    cli_val v;
+    int rc, i = 2;
+    while ((rc = cli_next(cmd, argc, argv, &i, &v)) != CLI_END) {
+        if (rc == CLI_ERROR) exit(2);
+        if (rc == CLI_ARG) usage_error("unexpected argument '%s'%s", v.s, "");
+        store(cmd, o, &v);
     }
     if (!o->model) {
         fprintf(stderr, "deltafin: -m MODEL is required\n");
@@ -1849,15 +1714,8 @@ static void check_amx_env(void) {
 
 static int dispatch(const char *cmd, int argc, char **argv, opts *o) {
     if (!strcmp(cmd, "bench")) {
-        /* llama-bench spells the prompt length -p: take it before the common parser */
-        int n_prompt = 512, k = 2;
-        for (int i = 2; i < argc; i++) {
-            if (!strcmp(argv[i], "-p") && i + 1 < argc) n_prompt = (int)parse_long("-p", argv[++i], 0, 1 << 20);
-            else argv[k++] = argv[i];
-        }
-        argc = k;
-        parse(argc, argv, o);
-        return cmd_bench(o, n_prompt);
+        parse(cmd, argc, argv, o);
+        return cmd_bench(o, o->n_prompt);
     }
     static const char *const known[] = {"run", "info", "tokenize", "logits", "plan"};
     int ok = 0;
@@ -1866,10 +1724,7 @@ static int dispatch(const char *cmd, int argc, char **argv, opts *o) {
         fprintf(stderr, "deltafin: unknown command '%s'\n", cmd);
         usage(stderr, 2);
     }
-    parse(argc, argv, o);
-    if (o->mem && (!strcmp(cmd, "info") || !strcmp(cmd, "tokenize")))
-        usage_error("--mem applies to run, logits, bench and plan; %s reads no weights%s", cmd, "");
-    if (o->batch_file && strcmp(cmd, "run")) usage_error("--batch-file applies to run only%s%s", "", "");
+    parse(cmd, argc, argv, o);
     if (o->spec_tuned && o->spec == DF_SPEC_NONE && !strcmp(cmd, "run"))
         usage_error("--draft-max and --spec-k tune speculative decoding: give --spec lookup|draft|mtp (or -md)%s%s",
                     "", "");

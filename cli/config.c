@@ -1,8 +1,9 @@
 /*
  * config.c - the user's config file and DELTAFIN_* variables (config.h).
  *
- * One table (KEYS) says, for each setting, the flag it stands for, how its
- * value is checked, the commands it applies to and its default. Reading the
+ * One table (KEYS) says, for each setting, the flag it stands for and its
+ * default; the flag's entry in the option table (cli/opts.c) says how its
+ * value is checked and the commands it applies to. Reading the
  * file checks every line (a line's mistake is reported with its number and
  * stops the command: a default the user believes set but that is not is
  * worse than an error); applying the settings puts them as flags before the
@@ -19,28 +20,26 @@
 
 #include "config.h"
 #include "deltafin.h"
-#include "queue.h"
+#include "opts.h"
+#include "queue.h" /* jq_default_path: the job database's default */
 
-enum { V_SIZE, V_IO, V_INT, V_PATH, V_URL, V_TEXT };
-
+/* A key is the flag's name without its "--"; the flag's entry in the option table (cli/opts.c) says how its
+ * value is checked and the commands it applies to. */
 typedef struct {
-    const char *key, *flag, *alias; /* the flag it stands for (and a short spelling) */
-    int kind;
-    long lo, hi;                    /* V_INT's range */
-    const char *cmds;               /* the commands it applies to, space-separated, with spaces around */
-    const char *dflt;               /* what applies when nothing sets it */
+    const char *key, *flag;
+    const char *dflt; /* what applies when nothing sets it */
 } cfg_key;
 
 static const cfg_key KEYS[] = {
-    {"mem", "--mem", NULL, V_SIZE, 0, 0, " run plan bench logits serve chat submit ", "none (no budget: all in memory)"},
-    {"io", "--io", NULL, V_IO, 0, 0, " run plan bench logits ", "auto"},
-    {"io-threads", "--io-threads", NULL, V_INT, 1, 256, " run plan bench logits ", "8"},
-    {"threads", "--threads", "-t", V_INT, 1, 512, " run bench logits serve chat submit ", "all cores"},
-    {"db", "--db", NULL, V_PATH, 0, 0, " submit jobs job cancel requeue worker serve ", NULL /* jq_default_path */},
-    {"remote", "--remote", NULL, V_URL, 0, 0, " submit serve ", "none"},
-    {"host", "--host", NULL, V_TEXT, 0, 0, " serve ", "127.0.0.1"},
-    {"port", "--port", NULL, V_INT, 1, 65535, " serve ", "8080"},
-    {"api-key", "--api-key", NULL, V_TEXT, 0, 0, " serve ", "none"},
+    {"mem", "--mem", "none (no budget: all in memory)"},
+    {"io", "--io", "auto"},
+    {"io-threads", "--io-threads", "8"},
+    {"threads", "--threads", "all cores"},
+    {"db", "--db", NULL /* jq_default_path */},
+    {"remote", "--remote", "none"},
+    {"host", "--host", "127.0.0.1"},
+    {"port", "--port", "8080"},
+    {"api-key", "--api-key", "none"},
 };
 #define N_KEYS (sizeof KEYS / sizeof KEYS[0])
 #define LINE_MAX_LEN 4096
@@ -70,26 +69,20 @@ static const cfg_key *find_key(const char *k, size_t n) {
     return NULL;
 }
 
-/* Check v for key k; NULL if good, else what was expected. v may be rewritten (~/ expanded). */
+/* The option k stands for (cli/opts.c). */
+static const cli_opt *key_opt(const cfg_key *k) { return cli_find(NULL, k->flag, strlen(k->flag)); }
+
+/* Does k apply to cmd? (Does cmd take its flag?) */
+static int key_applies(const cfg_key *k, const char *cmd) { return cli_find(cmd, k->flag, strlen(k->flag)) != NULL; }
+
+/* Check v for key k by its flag's entry; NULL if good, else what was expected. A path (~/ expanded) must be
+ * absolute: a file has no working directory to be relative to. */
 static const char *check_value(const cfg_key *k, setting *s) {
+    static char want[128];
     const char *v = s->value;
     if (!*v) return "a value";
-    switch (k->kind) {
-    case V_SIZE:
-        return df_parse_size(v) ? NULL : "a size like 6G, 512M or 1.5GiB";
-    case V_IO:
-        return !strcmp(v, "pread") || !strcmp(v, "uring") || !strcmp(v, "io_uring") || !strcmp(v, "auto")
-                   ? NULL
-                   : "pread, uring or auto";
-    case V_INT: {
-        char *end;
-        errno = 0;
-        const long x = strtol(v, &end, 10);
-        static char want[64];
-        snprintf(want, sizeof want, "an integer in [%ld, %ld]", k->lo, k->hi);
-        return errno || *end || x < k->lo || x > k->hi ? want : NULL;
-    }
-    case V_PATH:
+    const cli_opt *o = key_opt(k);
+    if (o->kind == CLI_PATH) {
         if (v[0] == '~' && v[1] == '/') {
             const char *home = getenv("HOME");
             if (!home || home[0] != '/') return "an absolute path ($HOME is not set for ~/)";
@@ -101,12 +94,9 @@ static const char *check_value(const cfg_key *k, setting *s) {
             v = p;
         }
         return v[0] == '/' && strlen(v) < PATH_MAX ? NULL : "an absolute path (or ~/...)";
-    case V_URL:
-        return (!strncmp(v, "http://", 7) && v[7]) || (!strncmp(v, "https://", 8) && v[8]) ? NULL
-                                                                                           : "an http:// or https:// URL";
-    default:
-        return NULL;
     }
+    cli_val val;
+    return cli_check(o, v, &val, want, sizeof want);
 }
 
 static int bad_value(const char *where, const cfg_key *k, const char *v, const char *want) {
@@ -265,9 +255,10 @@ static int is_config_flag(int argc, char **argv, int *i, const char **file) {
     return 1;
 }
 
-/* Text flags whose value could be "--config" itself (a prompt): skipped. */
-static int takes_text(const char *a) {
-    return !strcmp(a, "-p") || !strcmp(a, "--prompt") || !strcmp(a, "-sys") || !strcmp(a, "--system-prompt");
+/* Does argv's a take the next word as its value (which could be "--config" itself: a prompt)? */
+static int takes_value(const char *cmd, const char *a) {
+    const cli_opt *o = !strchr(a, '=') ? cli_find(cmd, a, strlen(a)) : NULL;
+    return o && o->kind != CLI_FLAG;
 }
 
 /* Read the file named by --config (removed from argv) or the default one, then the environment. */
@@ -275,7 +266,7 @@ static int load(int *argc, char **argv, setting *st, char *path, size_t pn, int 
     const char *file = NULL;
     int k = 2;
     for (int i = 2; i < *argc; i++) {
-        if (takes_text(argv[i]) && i + 1 < *argc) {
+        if (takes_value(argv[1], argv[i]) && i + 1 < *argc) {
             argv[k++] = argv[i++];
             argv[k++] = argv[i];
             continue;
@@ -322,10 +313,8 @@ int cfg_apply(int *argc, char ***argv) {
         return rc;
     }
     const char *cmd = (*argv)[1];
-    char pad[64];
-    snprintf(pad, sizeof pad, " %s ", cmd);
     int n = 0;
-    for (size_t i = 0; i < N_KEYS; i++) n += st[i].value && strstr(KEYS[i].cmds, pad);
+    for (size_t i = 0; i < N_KEYS; i++) n += st[i].value && key_applies(&KEYS[i], cmd);
     if (!n) {
         free_settings(st);
         return 0;
@@ -339,7 +328,7 @@ int cfg_apply(int *argc, char ***argv) {
     nv[k++] = (*argv)[0];
     nv[k++] = (*argv)[1];
     for (size_t i = 0; i < N_KEYS; i++) {
-        if (!st[i].value || !strstr(KEYS[i].cmds, pad)) continue;
+        if (!st[i].value || !key_applies(&KEYS[i], cmd)) continue;
         nv[k++] = (char *)KEYS[i].flag;
         nv[k++] = g_vals[i] = st[i].value; /* kept until the process ends */
         st[i].value = NULL;
@@ -359,9 +348,9 @@ static void print_setting(const cfg_key *k, const setting *s) {
     char dflt[PATH_MAX + 64];
     const char *v = s->value, *src = s->src;
     if (!v) {
-        if (k->kind == V_PATH && jq_default_path(dflt, sizeof dflt, NULL, 0) == 0) v = dflt;
+        if (key_opt(k)->kind == CLI_PATH && jq_default_path(dflt, sizeof dflt, NULL, 0) == 0) v = dflt;
         else v = k->dflt ? k->dflt : "none";
-        src = k->kind == V_PATH ? (getenv("XDG_DATA_HOME") ? "default ($XDG_DATA_HOME)" : "default ($HOME)")
+        src = key_opt(k)->kind == CLI_PATH ? (getenv("XDG_DATA_HOME") ? "default ($XDG_DATA_HOME)" : "default ($HOME)")
                                 : "default";
     }
     if (s->value && !strcmp(k->key, "api-key")) v = "(set, not shown)";
@@ -385,9 +374,8 @@ int cfg_main(int argc, char **argv) {
         const char *eq = !strncmp(a, "--", 2) ? strchr(a, '=') : NULL;
         const size_t nl = eq ? (size_t)(eq - a) : strlen(a);
         size_t k = 0;
-        while (k < N_KEYS && !((strlen(KEYS[k].flag) == nl && !strncmp(a, KEYS[k].flag, nl)) ||
-                               (KEYS[k].alias && !strcmp(a, KEYS[k].alias))))
-            k++;
+        const cli_opt *o = cli_find(NULL, a, nl);
+        while (k < N_KEYS && !(o && key_opt(&KEYS[k]) == o)) k++;
         if (k == N_KEYS) {
             fprintf(stderr, "deltafin: config: unknown option '%.*s' (deltafin config --help)\n", (int)nl, a);
             rc = 2;
