@@ -293,7 +293,8 @@ static void test_errors(void **state) {
             print_message("error case %zu: %s\n  want an error with [%s]\n  got [%s]\n", i, bad[i][0], bad[i][1], got);
         assert_true(strncmp(got, "ERROR: ", 7) == 0 && strstr(got, bad[i][1]));
     }
-    assert_string_equal(R("{{ x }}", "{\"x\": [1,"), "ERROR: chat template: variables: bad JSON at byte 9: unexpected end");
+    assert_string_equal(R("{{ x }}", "{\"x\": [1,"), "ERROR: chat template: variables: bad JSON at byte 9");
+    assert_string_equal(R("{{ x }}", "{\"x\": 1} 2"), "ERROR: chat template: variables: bad JSON at byte 9");
     assert_string_equal(R("{{ x }}", "[1]"), "ERROR: chat template: variables must be a JSON object");
 }
 
@@ -324,6 +325,10 @@ static void test_limits(void **state) {
     strcpy(vars, "{\"x\": ");
     memset(vars + 6, '[', n);
     vars[6 + n] = 0;
+    assert_non_null(strstr(R("{{ x }}", vars), "bad JSON")); /* beyond cJSON's nesting limit */
+    const size_t d = 500;                                     /* within it, deeper than the values may be */
+    memset(vars + 6 + d, ']', d);
+    strcpy(vars + 6 + 2 * d, "}");
     assert_non_null(strstr(R("{{ x }}", vars), "nested too deeply"));
     free(vars);
 

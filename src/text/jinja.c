@@ -24,9 +24,12 @@
  * Errors, including allocation failures and the limits on memory, output,
  * evaluation steps and nesting depth, longjmp to jinja_render, which frees
  * the arena and returns -1 with the message. Nothing outside the arena is
- * held across a call that can fail.
+ * held across a call that can fail but the variables' JSON tree (cJSON),
+ * which jinja_render frees too.
  */
 #include "jinja.h"
+
+#include <cjson/cJSON.h>
 
 #include <math.h>
 #include <setjmp.h>
@@ -55,6 +58,7 @@ typedef struct J {
     time_t now;
     char *err;
     size_t errlen;
+    cJSON *json; /* the variables' JSON while it is copied (parse_json) */
 } J;
 
 #if defined(__GNUC__)
@@ -565,70 +569,8 @@ static void sb_js(J *j, sb *b, jv v) {
 
 /* ---------------------------------------------------------------- JSON input */
 
-typedef struct jp {
-    J *j;
-    const char *s;
-    size_t n, i;
-} jp;
-
-static void jp_ws(jp *p) {
-    while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' || p->s[p->i] == '\r')) p->i++;
-}
-_Noreturn static void jp_fail(jp *p, const char *what) { jfail(p->j, "variables: bad JSON at byte %zu: %s", p->i, what); }
-
-static unsigned jp_hex4(jp *p) {
-    if (p->n - p->i < 4) jp_fail(p, "short \\u escape");
-    unsigned v = 0;
-    for (int k = 0; k < 4; k++) {
-        char c = p->s[p->i++];
-        v = v * 16 + (unsigned)(is_digit(c) ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : 99);
-        if (v > 0xffff) jp_fail(p, "bad \\u escape");
-    }
-    return v;
-}
-
-static jv jp_string(jp *p) {
-    J *j = p->j;
-    sb b = {0};
-    p->i++; /* opening quote */
-    for (;;) {
-        if (p->i >= p->n) jp_fail(p, "unterminated string");
-        unsigned char c = (unsigned char)p->s[p->i];
-        if (c == '"') { p->i++; break; }
-        if (c < 0x20) jp_fail(p, "control character in string");
-        if (c != '\\') {
-            size_t k = p->i;
-            while (k < p->n && p->s[k] != '"' && p->s[k] != '\\' && (unsigned char)p->s[k] >= 0x20) k++;
-            sb_put(j, &b, p->s + p->i, k - p->i);
-            p->i = k;
-            continue;
-        }
-        if (++p->i >= p->n) jp_fail(p, "unterminated escape");
-        char e = p->s[p->i++], o[4];
-        switch (e) {
-        case '"': case '\\': case '/': sb_ch(j, &b, e); break;
-        case 'b': sb_ch(j, &b, '\b'); break;
-        case 'f': sb_ch(j, &b, '\f'); break;
-        case 'n': sb_ch(j, &b, '\n'); break;
-        case 'r': sb_ch(j, &b, '\r'); break;
-        case 't': sb_ch(j, &b, '\t'); break;
-        case 'u': {
-            uint32_t cp = jp_hex4(p);
-            if (cp >= 0xd800 && cp < 0xdc00 && p->n - p->i >= 6 && p->s[p->i] == '\\' && p->s[p->i + 1] == 'u') {
-                size_t save = p->i;
-                p->i += 2;
-                uint32_t lo = jp_hex4(p);
-                if (lo >= 0xdc00 && lo < 0xe000) cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-                else p->i = save;
-            }
-            sb_put(j, &b, o, u8enc(cp, o));
-            break;
-        }
-        default: jp_fail(p, "bad escape");
-        }
-    }
-    return v_sb(&b);
-}
+/* The variables arrive as JSON texts, read by cJSON (the tree is held in j->json while it is copied into the
+ * arena, so that jinja_render frees it when a copy fails). */
 
 /* A canonical array index ("0", "17"): JavaScript orders such object keys first, ascending. */
 static int array_index_key(const char *k, size_t n, double *out) {
@@ -663,79 +605,43 @@ static void js_order_keys(J *j, jdict *d) {
     d->cap = d->n;
 }
 
-static jv jp_value(jp *p, int depth) {
-    J *j = p->j;
-    if (depth > MAX_DEPTH) jp_fail(p, "nested too deeply");
-    jp_ws(p);
-    if (p->i >= p->n) jp_fail(p, "unexpected end");
-    char c = p->s[p->i];
-    if (c == '"') return jp_string(p);
-    if (c == '{') {
+/* c, as a value in the arena: strings copied, a number with no fraction an integer (as JavaScript's), an object's
+ * keys in JavaScript's order (a repeated key: the last one) */
+static jv from_cjson(J *j, const cJSON *c, int depth) {
+    if (depth > MAX_DEPTH) jfail(j, "variables: JSON nested too deeply");
+    if (cJSON_IsString(c)) {
+        const size_t n = strlen(c->valuestring);
+        return v_str(jstrdup(j, c->valuestring, n), n);
+    }
+    if (cJSON_IsNumber(c)) {
+        const double v = c->valuedouble;
+        return isfinite(v) && v == floor(v) ? v_int(v) : v_float(v);
+    }
+    if (cJSON_IsBool(c)) return v_bool(cJSON_IsTrue(c));
+    if (cJSON_IsArray(c)) {
+        jv l = v_list(j);
+        for (const cJSON *e = c->child; e; e = e->next) list_push(j, L(l), from_cjson(j, e, depth + 1));
+        return l;
+    }
+    if (cJSON_IsObject(c)) {
         jv d = v_dict(j, JT_DICT);
-        p->i++;
-        jp_ws(p);
-        if (p->i < p->n && p->s[p->i] == '}') { p->i++; return d; }
-        for (;;) {
-            jp_ws(p);
-            if (p->i >= p->n || p->s[p->i] != '"') jp_fail(p, "expected a key");
-            jv k = jp_string(p);
-            jp_ws(p);
-            if (p->i >= p->n || p->s[p->i] != ':') jp_fail(p, "expected ':'");
-            p->i++;
-            jv v = jp_value(p, depth + 1);
-            dict_set(j, D(d), k.s, k.n, v);
-            jp_ws(p);
-            if (p->i < p->n && p->s[p->i] == ',') { p->i++; continue; }
-            if (p->i < p->n && p->s[p->i] == '}') { p->i++; break; }
-            jp_fail(p, "expected ',' or '}'");
+        for (const cJSON *e = c->child; e; e = e->next) {
+            const size_t kn = strlen(e->string);
+            dict_set(j, D(d), jstrdup(j, e->string, kn), kn, from_cjson(j, e, depth + 1));
         }
         js_order_keys(j, D(d));
         return d;
     }
-    if (c == '[') {
-        jv l = v_list(j);
-        p->i++;
-        jp_ws(p);
-        if (p->i < p->n && p->s[p->i] == ']') { p->i++; return l; }
-        for (;;) {
-            list_push(j, L(l), jp_value(p, depth + 1));
-            jp_ws(p);
-            if (p->i < p->n && p->s[p->i] == ',') { p->i++; continue; }
-            if (p->i < p->n && p->s[p->i] == ']') { p->i++; break; }
-            jp_fail(p, "expected ',' or ']'");
-        }
-        return l;
-    }
-    static const char *const words[] = {"true", "false", "null"};
-    for (int w = 0; w < 3; w++) {
-        size_t wl = strlen(words[w]);
-        if (p->n - p->i >= wl && memcmp(p->s + p->i, words[w], wl) == 0) {
-            p->i += wl;
-            return w == 2 ? JNULL : v_bool(w == 0);
-        }
-    }
-    size_t st = p->i;
-    if (p->i < p->n && p->s[p->i] == '-') p->i++;
-    if (p->i >= p->n || !is_digit(p->s[p->i])) jp_fail(p, "unexpected character");
-    while (p->i < p->n && (is_digit(p->s[p->i]) || p->s[p->i] == '.' || p->s[p->i] == 'e' || p->s[p->i] == 'E' ||
-                           ((p->s[p->i] == '+' || p->s[p->i] == '-') && (p->s[p->i - 1] == 'e' || p->s[p->i - 1] == 'E'))))
-        p->i++;
-    char buf[64];
-    if (p->i - st >= sizeof buf) jp_fail(p, "number too long");
-    memcpy(buf, p->s + st, p->i - st);
-    buf[p->i - st] = 0;
-    char *end;
-    double v = strtod(buf, &end);
-    if (*end) jp_fail(p, "bad number");
-    /* JavaScript: a number with no fraction is an integer, whatever its spelling */
-    return isfinite(v) && v == floor(v) ? v_int(v) : v_float(v);
+    return JNULL;
 }
 
 static jv parse_json(J *j, const char *s) {
-    jp p = {j, s, strlen(s), 0};
-    jv v = jp_value(&p, 0);
-    jp_ws(&p);
-    if (p.i != p.n) jp_fail(&p, "trailing characters");
+    const char *end = NULL;
+    j->json = cJSON_ParseWithOpts(s, &end, 1);
+    if (!j->json) jfail(j, "variables: bad JSON at byte %zu", end && end >= s ? (size_t)(end - s) : (size_t)0);
+    const jv v = from_cjson(j, j->json, 0);
+    cJSON_Delete(j->json);
+    j->json = NULL;
     return v;
 }
 
@@ -2879,6 +2785,7 @@ int jinja_render(const char *tmpl, size_t tmpl_len, const char *const *vars_json
         *out = render(j, tmpl, tmpl_len, vars_json, n_vars);
         rc = 0;
     }
+    cJSON_Delete(j->json);
     free_blocks(j->blocks);
     free(j);
     return rc;
