@@ -444,16 +444,21 @@ static void warn_ctx(int ctx, int n_ctx_train) {
                 "quality may suffer\n", ctx, n_ctx_train);
 }
 
+/* df_model_params.plan_cb: the plan a load goes by, on stderr (ctx: the sessions it plans) */
+static void on_plan(const df_plan *plan, void *ctx) { print_plan(plan, *(const int *)ctx, stderr); }
+
 static df_model *load(const opts *o, double *secs) {
     char err[ERRLEN];
     df_model_params mp = model_params(o);
     df_model *m;
     double t0 = df_time();
-    if (o->mem) {
+    if (o->mem && df_cluster_size() > 1) { /* the load plans each rank: say what one process would hold */
         df_plan plan;
         if (df_model_plan(o->model, &mp, &plan, err, sizeof err) != 0) fail(err);
         print_plan(&plan, mp.n_sessions, stderr);
     }
+    mp.plan_cb = on_plan; /* alone: the load's own plan, printed before the weights are read */
+    mp.plan_ctx = &mp.n_sessions;
     if (df_model_load(o->model, &mp, &m, err, sizeof err) != 0) fail(err);
     if (secs) *secs = df_time() - t0;
     df_model_info info;

@@ -60,6 +60,8 @@ enum df_status {
 
 /* ---- models ---- */
 
+struct df_plan; /* below: what df_model_plan says */
+
 typedef struct df_model_params {
     int n_threads;      /* worker threads for compute (0 = number of online CPUs) */
     int use_mmap;       /* 1: map the file (default); 0: read weights into memory; -1: read them
@@ -112,6 +114,12 @@ typedef struct df_model_params {
      * shares the routed experts of every layer out (--split experts), or, for a model without any, runs
      * it on rank 0 alone. */
     int split_layers;
+    /* Called by df_model_load under mem_budget in one process, before any weight is read, with the plan
+     * it loads by (df_model_plan's for the same file and parameters, made from the load's own reading of
+     * the file: the CLI prints it, and a large model's dense part then takes a while to read); NULL
+     * (default): none. Not called in a cluster (df_model_plan_rank plans each rank). */
+    void (*plan_cb)(const struct df_plan *plan, void *ctx);
+    void *plan_ctx;
 } df_model_params;
 
 /* How streamed weights are read: DF_IO_AUTO picks the engine measured

@@ -55,7 +55,7 @@ typedef struct server {
     uint64_t mem_budget;
     /* the plan the server runs under, for /metrics' prediction (plan_ok: it could be made) */
     df_plan plan;
-    int plan_ok;
+    int plan_ok, plan_kept; /* plan_kept: the load's own (keep_plan) */
     double mem_bps;        /* this machine's memory bandwidth (a short probe at start) */
     int n_slots;           /* --parallel */
     int log_format;        /* --log-format: LOG_TEXT, LOG_JSON, LOG_NONE */
@@ -1260,6 +1260,13 @@ static int load_model(const srv_opts *o, df_model_params *mp, df_model **m, char
     }
 }
 
+/* df_model_params.plan_cb: the plan the load goes by (ctx: the server) */
+static void keep_plan(const df_plan *plan, void *ctx) {
+    server *srv = ctx;
+    srv->plan = *plan;
+    srv->plan_kept = 1;
+}
+
 int df_cmd_serve(int argc, char **argv) {
     srv_opts o;
     srv_parse_opts(argc, argv, &o, 0);
@@ -1289,14 +1296,17 @@ int df_cmd_serve(int argc, char **argv) {
     memset(&srv, 0, sizeof srv);
     pthread_mutex_init(&srv.id_mu, NULL);
     srv.mem_bps = df_probe_memory(0.2, (uint64_t)32 << 20); /* before the model: outside its budget's peak */
+    mp.plan_cb = keep_plan; /* under --mem, the load's own plan (one process) */
+    mp.plan_ctx = &srv;
     if (load_model(&o, &mp, &srv.m, err, sizeof err) != 0) {
         fprintf(stderr, "deltafin: %s\n", err);
         free(tmpl);
         return 1;
     }
     df_model_params pp = mp; /* the plan it runs under (without --mem: all in memory), for /metrics */
+    pp.plan_cb = NULL;
     if (!pp.mem_budget) pp.mem_budget = (uint64_t)1 << 50;
-    srv.plan_ok = srv.mem_bps > 0 && df_model_plan(o.model, &pp, &srv.plan, err, sizeof err) == 0 &&
+    srv.plan_ok = srv.mem_bps > 0 && (srv.plan_kept || df_model_plan(o.model, &pp, &srv.plan, err, sizeof err) == 0) &&
                   srv.plan.minimum <= pp.mem_budget; /* no prediction without a measured memory speed */
     df_session_params sp = df_session_default_params();
     sp.n_ctx = o.ctx;

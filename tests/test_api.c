@@ -203,8 +203,48 @@ static void test_plan_of_model(void **state) {
     assert_true(s.tokens_per_s > 0);
 }
 
+/* df_model_params.plan_cb: the load's own plan, before it reads weights, is df_model_plan's for the same file and
+ * parameters (the CLI prints it instead of planning, and reading the file, a second time); none without a budget */
+static void keep(const df_plan *p, void *ctx) {
+    memcpy(ctx, p, sizeof *p);
+    ((df_plan *)ctx)->ranks += 1000; /* marks a call */
+}
+
+static void test_plan_of_load(void **state) {
+    (void)state;
+    char err[512];
+    static const char *const budgets[] = {"64M", "8M", "1G"};
+    for (int b = 0; b < 3; b++) {
+        df_model_params mp = df_model_default_params();
+        mp.mem_budget = df_parse_size(budgets[b]);
+        mp.n_ctx = 256;
+        df_plan want, got;
+        memset(&got, 0, sizeof got);
+        assert_int_equal(df_model_plan(g_moe, &mp, &want, err, sizeof err), 0);
+        mp.plan_cb = keep;
+        mp.plan_ctx = &got;
+        df_model *m = NULL;
+        const int rc = df_model_load(g_moe, &mp, &m, err, sizeof err);
+        assert_int_equal(got.ranks, want.ranks + 1000); /* called, fitting or not */
+        got.ranks -= 1000;
+        if (memcmp(&got, &want, sizeof got) != 0) fail_msg("budget %s: the load's plan differs", budgets[b]);
+        assert_int_equal(rc != 0, want.minimum > want.budget);
+        df_model_free(m);
+    }
+    df_model_params mp = df_model_default_params(); /* no budget: no plan */
+    df_plan got;
+    memset(&got, 0, sizeof got);
+    mp.plan_cb = keep;
+    mp.plan_ctx = &got;
+    df_model *m = NULL;
+    assert_int_equal(df_model_load(g_moe, &mp, &m, err, sizeof err), 0);
+    assert_int_equal(got.ranks, 0);
+    df_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_plan_of_load),
         cmocka_unit_test(test_parse_size),   cmocka_unit_test(test_describe_moe),
         cmocka_unit_test(test_describe_errors), cmocka_unit_test(test_plan_predict),
         cmocka_unit_test(test_plan_of_model),

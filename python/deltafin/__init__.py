@@ -46,7 +46,8 @@ class _ModelParams(ctypes.Structure):
                 ("kv_type", ctypes.c_int), ("io_threads", ctypes.c_int), ("io_engine", ctypes.c_int),
                 ("hot_file", ctypes.c_char_p), ("vocab_only", ctypes.c_int), ("resident_type", ctypes.c_char_p),
                 ("spec_k_max", ctypes.c_int), ("mtp", ctypes.c_int), ("mem_reserve", ctypes.c_uint64),
-                ("page_cache", ctypes.c_int), ("split_layers", ctypes.c_int)]
+                ("page_cache", ctypes.c_int), ("split_layers", ctypes.c_int),
+                ("plan_cb", ctypes.c_void_p), ("plan_ctx", ctypes.c_void_p)]
 
 
 _ABORT_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)

@@ -412,6 +412,11 @@ int df_model_load(const char *path, const df_model_params *p, df_model **out, ch
     }
     rc = DF_E_INPUT;
     if (p->mem_budget && df_model_validate(m, err, errlen) != 0) goto fail; /* the file's defects before the budget's */
+    if (p->mem_budget && p->plan_cb) { /* the plan it loads by, before any weight is read */
+        df_plan plan;
+        if (df_plan_loading(m, p, &plan, err, errlen) != 0) goto fail;
+        p->plan_cb(&plan, p->plan_ctx);
+    }
     rc = p->mem_budget ? DF_E_NOMEM : DF_E_IO; /* the file is sound: what fails now is the budget or the reading */
     m->pool = tp_create(m->n_threads); /* the store reads with it too */
     if (!m->pool) goto oom;

@@ -166,6 +166,9 @@ int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char
 /* df_model_plan_rank with each rank's rooms given (NULL: share_rooms of
  * ranks with p's budget), and the slots its budget leaves room for
  * (room_slots, or NULL). */
+static int plan_fill(df_model *m, df_model_params *q, const df_model_params *p, int ranks, int rank, const int *rooms,
+                     df_plan *out, uint64_t *room_slots, char *err, size_t errlen);
+
 static int plan_rank(const char *path, const df_model_params *p, int ranks, int rank, const int *rooms, df_plan *out,
                      uint64_t *room_slots, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
@@ -175,8 +178,25 @@ static int plan_rank(const char *path, const df_model_params *p, int ranks, int 
     df_model_params q = *p;
     q.vocab_only = 0;
     if (!q.mem_budget) q.mem_budget = 1; /* size the session as a budget would */
-    int rc = df_load_header(m, path, &q, err, errlen), *weighted = NULL;
+    int rc = df_load_header(m, path, &q, err, errlen);
     if (rc == 0) rc = df_model_validate(m, err, errlen);
+    if (rc == 0) rc = plan_fill(m, &q, p, ranks, rank, rooms, out, room_slots, err, errlen);
+    df_model_free(m);
+    return rc ? -1 : 0;
+}
+
+int df_plan_loading(df_model *m, const df_model_params *p, df_plan *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    df_model_params q = *p;
+    return plan_fill(m, &q, p, 1, 0, NULL, out, NULL, err, errlen) ? -1 : 0;
+}
+
+/* The plan of m, whose header is read and checked (df_load_header with q, the parameters p sized as a budget
+ * would), as rank `rank` of `ranks` with rooms (NULL: shared by p's budget): 0, or nonzero with err. */
+static int plan_fill(df_model *m, df_model_params *q, const df_model_params *p, int ranks, int rank, const int *rooms,
+                     df_plan *out, uint64_t *room_slots, char *err, size_t errlen) {
+    const char *path = m->path;
+    int rc = 0, *weighted = NULL;
     const int stages = p->split_layers && ranks > 1;
     if (rc == 0 && !stages && ranks > 1 && !rooms && m->hp.n_expert >= ranks) {
         weighted = malloc(sizeof(int) * (size_t)ranks);
@@ -184,11 +204,11 @@ static int plan_rank(const char *path, const df_model_params *p, int ranks, int 
                        : df_share_rooms(path, p, ranks, NULL, m->hp.n_expert, weighted, err, errlen);
         rooms = weighted;
     }
-    if (rc == 0) rc = stages ? plan_as_stage(m, &q, ranks, rank, err, errlen)
-                             : plan_as_rank(m, &q, ranks, rank, rooms, err, errlen);
+    if (rc == 0) rc = stages ? plan_as_stage(m, q, ranks, rank, err, errlen)
+                             : plan_as_rank(m, q, ranks, rank, rooms, err, errlen);
     free(weighted);
     ws_config cfg;
-    if (rc == 0) rc = df_store_config(m, &q, &cfg, err, errlen);
+    if (rc == 0) rc = df_store_config(m, q, &cfg, err, errlen);
     if (rc == 0) {
         cfg.mode = WS_STREAM;
         out->session_bytes = m->session_reserve + m->scratch_reserve; /* one session, its scratch included */
@@ -224,7 +244,7 @@ static int plan_rank(const char *path, const df_model_params *p, int ranks, int 
             if (t) out->expert_width = (int)t->ne[0];
         }
         if (m->ep && m->ep->rank > 0) out->dense_bytes = wp.resident; /* all it holds besides its slots */
-        plan_hot(m, &q, out);
+        plan_hot(m, q, out);
         out->ranks = ranks > 1 ? ranks : 1;
         out->rank = ranks > 1 ? rank : 0;
         const int own_layers = out->layer_hi - out->layer_lo;
@@ -232,17 +252,16 @@ static int plan_rank(const char *path, const df_model_params *p, int ranks, int 
         out->swa_window = m->hp.swa ? m->hp.n_swa : 0;
         for (int l = 0; m->hp.swa && l < m->hp.n_layer; l++) out->n_swa_layers += m->hp.swa[l];
         df_session_params sp = df_session_default_params();
-        sp.n_ctx = q.n_ctx;
-        sp.n_batch = q.n_batch;
-        sp.kv_type = q.kv_type;
+        sp.n_ctx = q->n_ctx;
+        sp.n_batch = q->n_batch;
+        sp.kv_type = q->kv_type;
         out->swa_ring = out->n_swa_layers ? df_session_kv_ring(m, &sp) : 0;
         out->n_mem = df_session_mem_list(m, &sp, out->mem, DF_PLAN_MEM_MAX, &out->n_ctx);
         out->requant_saved_bytes = wp.requant_saved;
         out->n_experts_all = m->ep ? out->n_moe_layers * m->hp.n_expert : out->n_experts_total;
         if (room_slots) *room_slots = wp.minimum == UINT64_MAX || out->budget < wp.minimum ? 0 : wp.expert_room;
     }
-    df_model_free(m);
-    return rc ? -1 : 0;
+    return rc;
 }
 
 int df_model_plan_rank(const char *path, const df_model_params *p, int ranks, int rank, df_plan *out, char *err,
