@@ -5,8 +5,11 @@
  *   sched.c    slots (one df_session + df_sampler each), a bounded queue of
  *              jobs and the scheduler thread; sched_step() is the one place
  *              that runs the forward pass for every active sequence.
- *   oai.c      OpenAI request parsing and response JSON (cJSON), UTF-8
- *              cleaning, stop strings, Server-Sent Events chunks.
+ *   oai.c      OpenAI request parsing and response JSON (cJSON), Server-Sent
+ *              Events chunks.
+ *   fields.c   a request's fields read and checked; the errors naming them.
+ *   text.c     the text a model emits: UTF-8 cleaning, stop strings, the
+ *              reasoning section's split.
  *   serve.c    HTTP (libmicrohttpd): routing, API key, errors, /metrics.
  *   chat_cli.c the interactive terminal chat.
  *   opts.c     the command-line options both commands share.
@@ -173,7 +176,7 @@ int sched_slots(srv_sched *s, srv_slot_info *out, int max);
 srv_job *srv_job_new(const int32_t *prompt, int n_prompt);
 void srv_job_free(srv_job *j);
 
-/* ---- text helpers (oai.c) ---- */
+/* ---- the text a model emits (text.c) ---- */
 /* Append b (n bytes) to *out as valid UTF-8, each ill-formed subsequence
  * becoming U+FFFD as a WHATWG decoder does. Returns the new length or -1. */
 size_t srv_utf8_valid_prefix(const char *s, size_t n);
@@ -184,7 +187,7 @@ size_t srv_safe_len(const srv_job *j);
 /* Whether a rendered prompt ends inside an opened reasoning section (DeepSeek R1's and others' templates open
  * <think> for the model, Kimi K3's <|open|>think<|sep|>); *kind: which (oai_req.think_kind). */
 int srv_opens_think(const char *t, int *kind);
-/* Where a chat answer's reasoning and content lie in its text t[0..n) (oai.c): reasoning t[r0..r1), content
+/* Where a chat answer's reasoning and content lie in its text t[0..n): reasoning t[r0..r1), content
  * t[c0..n). open: the prompt opened a <think> section; final: the text is whole (else what may still become a
  * tag is held back: c0 or r1 short of n). */
 typedef struct srv_split {
@@ -317,7 +320,11 @@ char *anth_stream_delta(const char *text, size_t n);
 char *anth_stream_end(const oai_req *r, const srv_job *j, int n_prompt);
 /* The jobs of a parsed request (one per choice); NULL when out of memory. */
 srv_job **oai_make_jobs(const oai_req *r);
+/* The error's JSON, set it (fields.c); oai_bad_request: a 400 naming the field param (and a code, or NULL),
+ * returns -1. */
 char *oai_error_json(const oai_error *e);
+int oai_bad_request(oai_error *e, const char *param, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 void oai_set_error(oai_error *e, int status, const char *type, const char *param, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 /* The whole (non-streaming) response; under the scheduler mutex. */
@@ -330,7 +337,7 @@ char *oai_chunk(const oai_ctx *c, const oai_req *r, const char *id, long created
 char *oai_reasoning_chunk(const oai_ctx *c, const oai_req *r, const char *id, long created, int idx, const char *text);
 char *oai_usage_chunk(const oai_ctx *c, const oai_req *r, srv_job *const *jobs, const char *id, long created);
 const char *oai_finish_name(int finish);
-/* Field readers of a request object: absent or null leaves *out as it is;
+/* Field readers of a request object (fields.c): absent or null leaves *out as it is;
  * a wrong type or range is a 400 naming the field (0, or -1 with e). */
 /* Look at a JSON text before it is parsed: 1 if it holds a NUL, raw or as \u0000 inside a string (cJSON's strings
  * would silently end there); *values: how many values it holds at most (cJSON makes a node of ~64 bytes each). */

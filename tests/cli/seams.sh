@@ -17,7 +17,8 @@
 #    sampler, chat templates) sits beside model: it may use base and gguf;
 #    model, arch and api may use it. The public header
 #    include/deltafin.h is everyone's.
-# 3. No cycle between source files (A uses B and B, through any path, uses A).
+# 3. No cycle between source files (A uses B and B, through any path, uses A), in src/ and among the
+#    program's own files (cli/, server/, jobs/, hub/).
 #
 # KNOWN lists today's exceptions, one "FROM -> TO" use a line, in one place.
 # They are not allowed, only known: the split of src/model (issue 11 item 1)
@@ -114,6 +115,21 @@ bad_layers "$T/known" "$T/uses" > "$T/bad_layers"
 check "every use points down the layers$(sed 's/^/; /' "$T/bad_layers" | tr -d '\n')" test ! -s "$T/bad_layers"
 cycles "$T/known" "$T/uses" > "$T/cycles"
 check "no cycle between source files$(sed 's/^/; /' "$T/cycles" | tr -d '\n')" test ! -s "$T/cycles"
+
+# the program's own files (cli/, server/, jobs/, hub/: objects linked into deltafin only): no cycle either
+for o in "$B"/obj/cli/*.o "$B"/obj/server/*.o "$B"/obj/jobs/*.o "$B"/obj/hub/*.o; do
+    [ -f "$o" ] || continue
+    rel=${o#"$B"/obj/}
+    nm -P "$o" | awk -v m="${rel%.o}.c" '{print m, $1, $2}'
+done | awk '
+    $3 == "U" { need[NR] = $1 " " $2; next }
+    $3 ~ /^[A-TV-Z]$/ { def[$2] = $1 }
+    END { for (i in need) { split(need[i], p, " "); if ((p[2] in def) && def[p[2]] != p[1]) print p[1], def[p[2]], "symbol" } }
+' | sort -u > "$T/prog_uses"
+check "uses between the program's files found ($(wc -l < "$T/prog_uses"))" test "$(wc -l < "$T/prog_uses")" -gt 20
+: > "$T/none"
+cycles "$T/none" "$T/prog_uses" > "$T/prog_cycles"
+check "no cycle between the program's files$(sed 's/^/; /' "$T/prog_cycles" | tr -d '\n')" test ! -s "$T/prog_cycles"
 
 # every known exception still exists (remove it from KNOWN when the code no longer needs it)
 stale=$(while read -r a b; do
