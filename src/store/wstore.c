@@ -168,183 +168,6 @@ struct wstore {
 };
 
 static uint64_t align_up(uint64_t x) { return (x + ALIGN - 1) & ~(uint64_t)(ALIGN - 1); }
-static uint64_t span_bytes(uint64_t len) { return align_up(len) + ALIGN; }
-
-uint64_t ws_parse_size(const char *s) {
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || !(v > 0)) return 0;
-    while (*end == ' ') end++;
-    double mul = 1;
-    switch (*end) {
-    case 'k': case 'K': mul = 1024.0; end++; break;
-    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
-    default: break;
-    }
-    if (*end == 'i') end++;
-    if (*end == 'B' || *end == 'b') end++;
-    if (*end) return 0;
-    v *= mul;
-    return v >= 1.8e19 ? 0 : (uint64_t)v;
-}
-
-/* ---- tensor classification ---- */
-
-/* Layer index of "blk.N.*", else -1. */
-int ws_layer_of(const char *name) {
-    if (strncmp(name, "blk.", 4) != 0) return -1;
-    char *end;
-    long l = strtol(name + 4, &end, 10);
-    return (end != name + 4 && *end == '.' && l >= 0 && l < 100000) ? (int)l : -1;
-}
-
-/* 0/1/2 for gate/up/down expert tensors, else -1. */
-static int expert_part(const gguf_tensor *t) {
-    if (t->n_dims != 3 || ws_layer_of(t->name) < 0) return -1;
-    if (strstr(t->name, ".ffn_gate_exps.")) return 0;
-    if (strstr(t->name, ".ffn_up_exps.")) return 1;
-    if (strstr(t->name, ".ffn_down_exps.")) return 2;
-    return -1;
-}
-
-/* Per-expert tensors that are not the expert matrices (gpt-oss's blk.N.ffn_*_exps.bias): what a rank that
- * only serves experts holds besides its slots. */
-static int serves_experts(const char *name) { return strstr(name, "_exps.") != NULL; }
-
-/* Does this process hold the tensor named name (of layer l, -1: none; part: expert_part)? A rank that
- * serves experts holds them only; a stage of a pipeline its layers, the small tensors outside every layer
- * (norms, RoPE factors) and, with globals, the embeddings and the output head. */
-static int holds(const ws_config *cfg, const char *name, int l, int part) {
-    if (cfg->experts_only && part < 0 && !serves_experts(name)) return 0;
-    if (cfg->layer_hi > 0 && l >= 0) return l >= cfg->layer_lo && l < cfg->layer_hi;
-    if (cfg->layer_hi > 0) return cfg->globals || (strcmp(name, "token_embd.weight") && strcmp(name, "output.weight"));
-    return 1;
-}
-
-/* ---- planning ---- */
-
-/* Sums of sizes from a file: overflow makes the whole plan an error (a
- * crafted file must not wrap a sum into a small minimum that "fits"). */
-#define ADD(acc, x) (ovf |= (uint64_t)__builtin_add_overflow((acc), (x), &(acc)))
-#define MULU(a, b) (ovf |= (uint64_t)__builtin_mul_overflow((uint64_t)(a), (uint64_t)(b), &tmp), tmp)
-
-int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err, size_t errlen) {
-    memset(p, 0, sizeof *p);
-    p->budget = cfg->budget;
-    p->reserve = cfg->reserve;
-    const int L = cfg->n_layer;
-    /* per layer: dense bytes as resident copies (requantized where
-     * cfg->resident_type says so), as the file holds them (what a streaming
-     * buffer reads), and what requantizing saves */
-    uint64_t *dense = calloc((size_t)L + 1, sizeof(uint64_t)), *dfile = calloc((size_t)L + 1, sizeof(uint64_t));
-    uint64_t *saved = calloc((size_t)L + 1, sizeof(uint64_t));
-    uint64_t (*eslot)[3] = calloc((size_t)L + 1, sizeof *eslot);
-    if (!dense || !dfile || !saved || !eslot) {
-        free(dense); free(dfile); free(saved); free(eslot);
-        return df_seterr(err, errlen, "out of memory");
-    }
-    uint64_t globals = 0, saved_all = 0, ovf = 0, tmp = 0;
-    int moe_layers = 0;
-    for (uint64_t i = 0; i < g->n_tensors; i++) {
-        const gguf_tensor *t = &g->tensors[i];
-        const int l = ws_layer_of(t->name), part = expert_part(t);
-        if (l >= L) continue; /* a block past the model's layers (NextN/MTP): never bound, never read */
-        if (!holds(cfg, t->name, l, part)) {
-            if (part < 0 && !cfg->layer_hi) ADD(p->dense_total, t->nbytes); /* rank 0's, which runs them all */
-            continue;
-        }
-        const uint64_t span = t->nbytes > UINT64_MAX / 2 ? (ovf = 1, 0) : span_bytes(t->nbytes);
-        const uint64_t rq = rq_nbytes(t, rq_resident_type(t, part >= 0, cfg->resident_type));
-        const uint64_t rspan = rq > UINT64_MAX / 2 ? (ovf = 1, 0) : span_bytes(rq);
-        if (part >= 0 && l >= 0 && t->ne[2] > 0) {
-            eslot[l][part] = span_bytes(t->nbytes / (uint64_t)t->ne[2]);
-            ADD(p->expert_total, t->nbytes);
-        } else if (l >= 0) {
-            ADD(dense[l], rspan);
-            ADD(dfile[l], span);
-            ADD(saved[l], span - rspan);
-            ADD(p->dense_total, t->nbytes);
-        } else {
-            ADD(globals, rspan);
-            ADD(saved_all, span - rspan);
-            ADD(p->dense_total, t->nbytes);
-        }
-    }
-    uint64_t es = 0, dmax = 0, dall = 0;
-    for (int l = 0; l < L; l++) {
-        uint64_t s = eslot[l][0];
-        ADD(s, eslot[l][1]);
-        ADD(s, eslot[l][2]);
-        if (s) moe_layers++;
-        if (s > es) es = s;
-        if (dfile[l] > dmax) dmax = dfile[l];
-        ADD(dall, dense[l]);
-        ADD(saved_all, saved[l]); /* what requantizing saves if every layer stays (refined below) */
-    }
-    p->requant_saved = saved_all;
-    p->expert_slot = es;
-    p->n_experts_total = moe_layers * cfg->n_expert;
-    if (cfg->own) { /* a rank of a cluster: its own share only */
-        p->n_experts_total = 0;
-        for (int l = 0; l < L; l++)
-            for (int e = 0; e < cfg->n_expert && eslot[l][0]; e++) p->n_experts_total += cfg->own[l * cfg->n_expert + e] != 0;
-    }
-    const uint64_t min_slots = moe_layers ? (uint64_t)(2 * cfg->n_expert_used) : 0;
-    const uint64_t slots_min = MULU(min_slots, es);
-    const uint64_t two_bufs = L > 0 ? MULU(2, dmax) : 0;
-    uint64_t streamed = cfg->reserve, all_in = cfg->reserve; /* the two ways to run: dense layers streamed or not */
-    ADD(streamed, globals);
-    ADD(streamed, two_bufs);
-    ADD(streamed, slots_min);
-    ADD(all_in, globals);
-    ADD(all_in, dall);
-    ADD(all_in, slots_min);
-    int rc = 0;
-    if (ovf) {
-        rc = df_seterr(err, errlen, "the sizes in this file add up to more than 2^64 bytes: it is damaged or crafted");
-        p->minimum = UINT64_MAX;
-        goto done;
-    }
-    p->minimum = streamed < all_in ? streamed : all_in;
-    if (cfg->budget < p->minimum) {
-        char b[32], mn[32];
-        rc = df_seterr(err, errlen, "a budget of %s cannot run this model: the minimum is %s",
-                       df_fmt_bytes(cfg->budget, b, sizeof b), df_fmt_bytes(p->minimum, mn, sizeof mn));
-        goto done;
-    }
-    const uint64_t avail = cfg->budget - cfg->reserve;
-    uint64_t used;
-    p->first_streamed = L;
-    if (all_in - cfg->reserve <= avail) {
-        used = globals + dall;
-        p->n_dense_streamed = 0;
-    } else {
-        for (int l = 0; l < L; l++) p->requant_saved -= saved[l]; /* streamed layers keep the file's types */
-        used = globals + 2 * dmax;
-        p->dense_slot = dmax;
-        int keep = 0;
-        while (keep < L && used + dense[keep] + slots_min <= avail) p->requant_saved += saved[keep], used += dense[keep++];
-        p->first_streamed = keep;
-        p->n_dense_streamed = 0;
-        for (int l = keep; l < L; l++) p->n_dense_streamed += dfile[l] > 0; /* a stage's other layers hold none */
-    }
-    p->resident = used - (p->n_dense_streamed ? 2 * dmax : 0);
-    uint64_t left = avail - used;
-    uint64_t slots = es ? left / es : 0;
-    p->expert_room = slots;
-    if (slots > (uint64_t)p->n_experts_total) slots = (uint64_t)p->n_experts_total;
-    p->n_expert_slots = (int)slots;
-done:
-    free(dense);
-    free(dfile);
-    free(saved);
-    free(eslot);
-    return rc;
-}
-#undef ADD
-#undef MULU
 
 const ws_plan *ws_get_plan(const wstore *ws) { return &ws->plan; }
 int ws_streaming(const wstore *ws) { return ws->cfg.mode == WS_STREAM; }
@@ -356,7 +179,7 @@ static slot *slot_by_id(wstore *ws, int id) { return id >= 0 ? &ws->es[id] : &ws
 static double now(void) { return df_time(); }
 
 /* The aligned read that brings len bytes at off of file f into dst
- * (span_bytes(len) long); the wanted bytes land at dst + (off % ALIGN). */
+ * (ws_span_bytes(len) long); the wanted bytes land at dst + (off % ALIGN). */
 static ws_read span_read(const wstore *ws, int f, uint64_t off, uint64_t len, uint8_t *dst) {
     const uint64_t a_off = off & ~(uint64_t)(ALIGN - 1), want = off - a_off + len;
     return (ws_read){ws->dfd[f], ws->direct[f], ws->cfg.page_cache, a_off, align_up(want), want, dst,
@@ -1104,8 +927,8 @@ static int open_stream(wstore *ws, char *err, size_t errlen) {
         return df_seterr(err, errlen, "too many tensors (%llu)", (unsigned long long)g->n_tensors);
     }
     for (uint64_t i = 0; i < g->n_tensors; i++) { /* count first: dense_first[l + 1] */
-        const int l = ws_layer_of(g->tensors[i].name), p = expert_part(&g->tensors[i]);
-        if (l >= 0 && l < L && p < 0 && holds(&ws->cfg, g->tensors[i].name, l, p)) ws->dense_first[l + 1]++;
+        const int l = ws_layer_of(g->tensors[i].name), p = ws_expert_part(&g->tensors[i]);
+        if (l >= 0 && l < L && p < 0 && ws_holds(&ws->cfg, g->tensors[i].name, l, p)) ws->dense_first[l + 1]++;
     }
     ws->max_reads = 1;
     for (int l = 0; l < L; l++) {
@@ -1115,8 +938,8 @@ static int open_stream(wstore *ws, char *err, size_t errlen) {
     }
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const gguf_tensor *t = &g->tensors[i];
-        const int l = ws_layer_of(t->name), p = expert_part(t);
-        if (l < 0 || l >= L || !holds(&ws->cfg, t->name, l, p)) continue;
+        const int l = ws_layer_of(t->name), p = ws_expert_part(t);
+        if (l < 0 || l >= L || !ws_holds(&ws->cfg, t->name, l, p)) continue;
         if (p >= 0) {
             if (t->ne[2] != X) {
                 free(fill);
@@ -1126,7 +949,7 @@ static int open_stream(wstore *ws, char *err, size_t errlen) {
             ws->exps[l][p] = t;
         } else {
             ws->slot_off_of[i] = fill[l];
-            fill[l] += span_bytes(t->nbytes);
+            fill[l] += ws_span_bytes(t->nbytes);
             ws->dense_bytes[l] += t->nbytes;
             ws->dense_idx[at[l]++] = (int)i;
         }
@@ -1137,7 +960,7 @@ static int open_stream(wstore *ws, char *err, size_t errlen) {
         uint64_t off = 0;
         for (int p = 0; p < 3; p++) {
             ws->part_off[l][p] = off;
-            if (ws->exps[l][p]) off += span_bytes(ws->exps[l][p]->nbytes / (uint64_t)X);
+            if (ws->exps[l][p]) off += ws_span_bytes(ws->exps[l][p]->nbytes / (uint64_t)X);
         }
         if ((!!ws->exps[l][0] + !!ws->exps[l][1] + !!ws->exps[l][2]) % 3 != 0)
             return df_seterr(err, errlen, "layer %d lacks one of ffn_gate_exps/ffn_up_exps/ffn_down_exps", l);
@@ -1377,7 +1200,7 @@ static int read_packing(const wstore *ws, const gguf_file *f, const ws_tensor *t
 static int read_resident(wstore *ws, ws_tensor *t, char *err, size_t errlen) {
     const gguf_tensor *gt = t->gt;
     if (ws->cfg.mode == WS_STREAM) {
-        uint8_t *buf = df_alloc_big(ALIGN, (size_t)span_bytes(gt->nbytes));
+        uint8_t *buf = df_alloc_big(ALIGN, (size_t)ws_span_bytes(gt->nbytes));
         if (!buf) return df_seterr(err, errlen, "out of memory for tensor '%s'", gt->name);
         const ws_read r = span_read(ws, gt->file, gt->offset, gt->nbytes, buf);
         if (wsio_pread_span(&r, err, errlen) != 0) {
@@ -1388,7 +1211,7 @@ static int read_resident(wstore *ws, ws_tensor *t, char *err, size_t errlen) {
         /* keep the tensor at the start of its allocation so free() gets the same pointer */
         memmove(buf, p, (size_t)gt->nbytes);
         t->data = buf;
-        ws->resident += span_bytes(gt->nbytes);
+        ws->resident += ws_span_bytes(gt->nbytes);
         ws->stats.bytes_read += gt->nbytes;
         return 0;
     }
@@ -1408,7 +1231,7 @@ static int read_resident(wstore *ws, ws_tensor *t, char *err, size_t errlen) {
 }
 
 /* Rows [r0, r0 + n) of a tensor's file bytes (row bytes each): from the
- * mapping, else read into buf (span_bytes(n * row) bytes, ALIGN-aligned; with
+ * mapping, else read into buf (ws_span_bytes(n * row) bytes, ALIGN-aligned; with
  * O_DIRECT under a budget). Returns where they start, or NULL with err. */
 static const uint8_t *file_rows(wstore *ws, const gguf_tensor *gt, size_t row, uint64_t r0, uint64_t n, uint8_t *buf,
                                 char *err, size_t errlen) {
@@ -1432,7 +1255,7 @@ static int read_requantized(wstore *ws, ws_tensor *t, int type, char *err, size_
     const uint64_t rows = gt->nbytes / row, nb = rq_nbytes(gt, type);
     const uint64_t per = row < (1u << 20) ? (1u << 20) / row : 1;
     uint8_t *dst = df_alloc_big(ALIGN, (size_t)nb);
-    uint8_t *buf = ws->cfg.mode == WS_MMAP ? NULL : df_aligned_alloc(ALIGN, (size_t)span_bytes(per * row));
+    uint8_t *buf = ws->cfg.mode == WS_MMAP ? NULL : df_aligned_alloc(ALIGN, (size_t)ws_span_bytes(per * row));
     float *fl = malloc((size_t)gt->ne[0] * sizeof(float));
     int rc = !dst || !fl || (ws->cfg.mode != WS_MMAP && !buf)
                  ? df_seterr(err, errlen, "out of memory for tensor '%s'", gt->name)
@@ -1453,7 +1276,7 @@ static int read_requantized(wstore *ws, ws_tensor *t, int type, char *err, size_
     t->type = type;
     t->nbytes = nb;
     t->row_bytes = row_new;
-    ws->resident += ws->cfg.mode == WS_STREAM ? span_bytes(nb) : nb;
+    ws->resident += ws->cfg.mode == WS_STREAM ? ws_span_bytes(nb) : nb;
     return 0;
 }
 
@@ -1495,7 +1318,7 @@ static ws_tensor *get_checked(wstore *ws, const char *name, int table, char *err
     t->nbytes = gt->nbytes;
     t->row_bytes = quant_row_size(gt->type, gt->ne[0]);
     t->layer = ws_layer_of(gt->name);
-    t->part = expert_part(gt);
+    t->part = ws_expert_part(gt);
     t->gt = gt;
     const int rq = rq_resident_type(gt, t->part >= 0, ws->cfg.resident_type);
     const int streamed = ws->cfg.mode == WS_STREAM && t->layer >= 0 && t->layer < ws->n_layer &&
@@ -1503,7 +1326,7 @@ static ws_tensor *get_checked(wstore *ws, const char *name, int table, char *err
     if (ws->cfg.mode == WS_PLAN) {
         t->data = NULL; /* checked, never read */
         t->type = rq;   /* as it would be held (architectures check types) */
-    } else if (ws->cfg.mode != WS_MMAP && !holds(&ws->cfg, gt->name, t->layer, t->part)) {
+    } else if (ws->cfg.mode != WS_MMAP && !ws_holds(&ws->cfg, gt->name, t->layer, t->part)) {
         t->data = NULL; /* another rank runs the layer that uses it */
         t->elsewhere = 1;
     } else if (rq != gt->type && !streamed) {

@@ -101,15 +101,24 @@ typedef struct ws_plan {
                                  * below the minimum: what it saves with every dense layer resident) */
 } ws_plan;
 
+/* ---- the plan (wsplan.c) ---- */
 /* The layer a tensor belongs to by its name ("blk.N."), or -1 (embeddings, output, ...). */
 int ws_layer_of(const char *name);
+/* 0/1/2 for a routed expert tensor's gate/up/down (blk.N.ffn_{gate,up,down}_exps, 3 dims), else -1. */
+int ws_expert_part(const gguf_tensor *t);
+/* Does this process hold the tensor named name (of layer l, -1: none; part: ws_expert_part)? A rank that
+ * serves experts holds them only; a stage of a pipeline its layers, the small tensors outside every layer
+ * (norms, RoPE factors) and, with globals, the embeddings and the output head. */
+int ws_holds(const ws_config *cfg, const char *name, int l, int part);
+/* Bytes a read of len bytes takes: aligned for O_DIRECT, with room for an unaligned start (WSIO_ALIGN). */
+uint64_t ws_span_bytes(uint64_t len);
 
 /* Open the store. In WS_STREAM mode this plans the budget and fails (naming
  * the minimum) if the model cannot run within it. */
 int ws_open(gguf_ctx *g, const ws_config *cfg, wstore **out, char *err, size_t errlen);
 void ws_close(wstore *ws);
 
-/* Plan without opening (used by ws_open and `deltafin plan`). */
+/* Plan without opening (wsplan.c; used by ws_open and `deltafin plan`). */
 int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *plan, char *err, size_t errlen);
 const ws_plan *ws_get_plan(const wstore *ws);
 int ws_streaming(const wstore *ws);
