@@ -295,6 +295,9 @@ static void test_errors(void **state) {
     }
     assert_string_equal(R("{{ x }}", "{\"x\": [1,"), "ERROR: chat template: variables: bad JSON at byte 9");
     assert_string_equal(R("{{ x }}", "{\"x\": 1} 2"), "ERROR: chat template: variables: bad JSON at byte 9");
+    /* a \u0000 would end cJSON's string silently: refused; an escaped backslash before u0000 is text */
+    assert_non_null(strstr(R("{{ x }}", "{\"x\": \"a\\u0000b\"}"), "ERROR: chat template: variables: a string holds"));
+    assert_string_equal(R("{{ x }}", "{\"x\": \"a\\\\u0000b\"}"), "a\\u0000b");
     assert_string_equal(R("{{ x }}", "[1]"), "ERROR: chat template: variables must be a JSON object");
 }
 

@@ -570,7 +570,9 @@ static void sb_js(J *j, sb *b, jv v) {
 /* ---------------------------------------------------------------- JSON input */
 
 /* The variables arrive as JSON texts, read by cJSON (the tree is held in j->json while it is copied into the
- * arena, so that jinja_render frees it when a copy fails). */
+ * arena, so that jinja_render frees it when a copy fails). Two texts JavaScript's JSON.parse (the reference's)
+ * takes are refused with an error, never changed: a string holding \u0000 (a cJSON string ends there) and a lone
+ * UTF-16 surrogate (bad JSON to cJSON). The server refuses both in a request before a template sees it. */
 
 /* A canonical array index ("0", "17"): JavaScript orders such object keys first, ascending. */
 static int array_index_key(const char *k, size_t n, double *out) {
@@ -635,7 +637,20 @@ static jv from_cjson(J *j, const cJSON *c, int depth) {
     return JNULL;
 }
 
+/* Does the JSON text s hold a \u0000 inside a string? (cJSON would end the string there, silently.) */
+static int json_has_nul(const char *s) {
+    int in_str = 0;
+    for (; *s; s++)
+        if (*s == '"') in_str = !in_str;
+        else if (in_str && *s == '\\' && s[1]) {
+            if (s[1] == 'u' && !strncmp(s + 2, "0000", 4)) return 1;
+            s++; /* the escaped character (a quote or a backslash among them) */
+        }
+    return 0;
+}
+
 static jv parse_json(J *j, const char *s) {
+    if (json_has_nul(s)) jfail(j, "variables: a string holds \\u0000, which this reader cannot keep");
     const char *end = NULL;
     j->json = cJSON_ParseWithOpts(s, &end, 1);
     if (!j->json) jfail(j, "variables: bad JSON at byte %zu", end && end >= s ? (size_t)(end - s) : (size_t)0);
