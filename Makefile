@@ -24,10 +24,11 @@ ARCH    := $(shell $(CC) -dumpmachine | cut -d- -f1)
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CSTD    := -std=c11 -D_GNU_SOURCE
-# src/ is split by layer (docs/design.md); every folder is on the include path, so a
-# file names another's header by its base name.
-SRC_DIRS := $(sort $(patsubst %/,%,$(dir $(wildcard src/*/*.c src/*/*.h))))
-HDRS    := $(wildcard src/*/*.h include/*.h)
+# src/ is split by layer (docs/design.md), a layer's own rooms in folders of it (src/types/amx); every folder is
+# on the include path, so a file names another's header by its base name.
+SRC_ALL := $(wildcard src/*/*.c src/*/*/*.c)
+SRC_DIRS := $(sort $(patsubst %/,%,$(dir $(SRC_ALL) $(wildcard src/*/*.h src/*/*/*.h))))
+HDRS    := $(wildcard src/*/*.h src/*/*/*.h include/*.h)
 INC     := -Iinclude $(addprefix -I,$(SRC_DIRS))
 ifeq ($(MODE),debug)
 OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
@@ -44,15 +45,16 @@ LDLIBS  := -lpcre2-8 -lutf8proc -luring -lcjson -lm -pthread $(LDSAN)
 
 # Per-ISA kernel files get their own target flags; the rest of the code stays portable
 # and the right kernels are picked at run time (quant_init).
-ISA_SRC := $(wildcard src/types/kern_*.c)
+ISA_SRC := $(wildcard src/types/kern_*.c src/types/amx/kern_*.c)
 ifeq ($(ARCH),x86_64)
-ISA_KEEP := $(filter src/types/kern_avx2.c src/types/kern_avx512.c src/types/kern_amx.c src/types/kern_amx_model.c,$(ISA_SRC))
+ISA_KEEP := $(filter src/types/kern_avx2.c src/types/kern_avx512.c src/types/amx/kern_amx.c src/types/amx/kern_amx_model.c,\
+                     $(ISA_SRC))
 else ifeq ($(ARCH),aarch64)
 ISA_KEEP := $(filter src/types/kern_neon.c,$(ISA_SRC))
 else
 ISA_KEEP :=
 endif
-LIB_SRC := $(filter-out $(ISA_SRC),$(wildcard src/*/*.c)) $(ISA_KEEP)
+LIB_SRC := $(filter-out $(ISA_SRC),$(SRC_ALL)) $(ISA_KEEP)
 LIB_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 # Two archives of the same objects (docs/design.md, "The library's symbols"):
 # libdeltafin.a, the public one, is one relocatable object whose only global
@@ -107,8 +109,8 @@ $(BUILD)/libdeltafin-mpi.so: plugin/mpi.c src/base/comm.h Makefile
 
 $(BUILD)/obj/types/kern_avx2.o: CFLAGS += -mavx2 -mfma -mf16c
 $(BUILD)/obj/types/kern_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c
-$(BUILD)/obj/types/kern_amx.o: CFLAGS += -mamx-tile -mamx-int8 -mamx-bf16 -mf16c
-$(BUILD)/obj/types/kern_amx_model.o: CFLAGS += -mf16c
+$(BUILD)/obj/types/amx/kern_amx.o: CFLAGS += -mamx-tile -mamx-int8 -mamx-bf16 -mf16c
+$(BUILD)/obj/types/amx/kern_amx_model.o: CFLAGS += -mf16c
 
 # -fPIC so that the objects make a shared library too; -fno-semantic-interposition keeps calls between them as
 # direct (and inlinable) as in a program: no symbol of the library is meant to be replaced from outside.

@@ -75,7 +75,7 @@ fi
 
 # Every folder of src/ is on the include path (as in the Makefile).
 SRC_INC=()
-for d in src/*/; do SRC_INC+=("-I${d%/}"); done
+for d in src/*/ src/*/*/; do SRC_INC+=("-I${d%/}"); done
 
 # run_libfuzzer NAME BINARY LOG CORPUS ARTIFACTS [OPTIONS...]: one timed libFuzzer run; exits with its verdict.
 run_libfuzzer() {
@@ -188,7 +188,7 @@ STRICT=(-Wall -Wextra -Werror -Wshadow -Wno-unused-parameter)
 build_obj() { # SRC OBJ FLAGS...
     local src=$1 obj=$2
     shift 2
-    if [ ! -f "$obj" ] || [ -n "$(find "$src" src/*/*.h -newer "$obj" 2> /dev/null | head -1)" ]; then
+    if [ ! -f "$obj" ] || [ -n "$(find "$src" src/*/*.h src/*/*/*.h -newer "$obj" 2> /dev/null | head -1)" ]; then
         "$CC" "${BASE[@]}" "$@" -c "$src" -o "$obj"
     fi
 }
@@ -204,8 +204,8 @@ if ! build_obj src/types/quant.c "$OUT/obj/quant.o" -w 2> "$OUT/quant.err"; then
 fi
 build_obj src/types/quant_grids.c "$OUT/obj/quant_grids.o" -w   # the i-quants' lookup grids, which quant.c reads
 build_obj src/types/quant_iq.c "$OUT/obj/quant_iq.o" -w         # the i-quants' codecs, which quant.c's table takes
-build_obj src/types/amx_gemm.c "$OUT/obj/amx_gemm.o" -w    # the AMX table (quant.c fills it) and the tile model
-build_obj src/types/amx_model.c "$OUT/obj/amx_model.o" -w
+build_obj src/types/amx/amx_gemm.c "$OUT/obj/amx_gemm.o" -w    # the AMX table (quant.c fills it) and the tile model
+build_obj src/types/amx/amx_model.c "$OUT/obj/amx_model.o" -w
 build_obj src/store/wstore.c "$OUT/obj/wstore.o" "${STRICT[@]}" -fsanitize=fuzzer-no-link   # the planner (ws_make_plan)
 build_obj src/store/wsio.c "$OUT/obj/wsio.o" -w
 build_obj src/store/requant.c "$OUT/obj/requant.o" -w   # --resident-type sizes, which the planner reads
@@ -218,8 +218,8 @@ x86_64)
     build_obj src/types/kern_avx2.c "$OUT/obj/kern_avx2.o" -w -mavx2 -mfma -mf16c
     build_obj src/types/kern_avx512.c "$OUT/obj/kern_avx512.o" -w -mavx512f -mavx512bw -mavx512vl -mavx512dq \
         -mavx512vnni -mavx2 -mfma -mf16c
-    build_obj src/types/kern_amx.c "$OUT/obj/kern_amx.o" -w -mamx-tile -mamx-int8 -mamx-bf16 -mf16c
-    build_obj src/types/kern_amx_model.c "$OUT/obj/kern_amx_model.o" -w -mf16c   # the x86 AMX code on the tile model
+    build_obj src/types/amx/kern_amx.c "$OUT/obj/kern_amx.o" -w -mamx-tile -mamx-int8 -mamx-bf16 -mf16c
+    build_obj src/types/amx/kern_amx_model.c "$OUT/obj/kern_amx_model.o" -w -mf16c   # the x86 AMX code on the tile model
     OBJS+=("$OUT/obj/kern_avx2.o" "$OUT/obj/kern_avx512.o" "$OUT/obj/kern_amx.o" "$OUT/obj/kern_amx_model.o")
     ;;
 aarch64)

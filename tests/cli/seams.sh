@@ -52,11 +52,11 @@ done
 check "the CLI is built" test -x "$B/deltafin"
 
 # ---- 2. the uses between modules ----
-# includes: "FROM TO" per line, headers found by base name in src/*/ (include/ is public)
-for f in src/*/*.[ch]; do
+# includes: "FROM TO" per line, headers found by base name in src/*/ and its folders (include/ is public)
+for f in src/*/*.[ch] src/*/*/*.[ch]; do
     grep -oE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[^"]+"' "$f" | sed -E 's/.*"([^"]+)"/\1/' |
     while read -r h; do
-        to=$(ls src/*/"$h" 2> /dev/null | head -1)
+        to=$(ls src/*/"$h" src/*/*/"$h" 2> /dev/null | head -1)
         [ -n "$to" ] || continue                    # include/deltafin.h or a system header
         [ "$to" = "$f" ] && continue                # a file that includes itself
         echo "$f $to include"
@@ -64,7 +64,7 @@ for f in src/*/*.[ch]; do
 done > "$T/uses"
 # symbols: an object's undefined names, found among the other objects' definitions
 objs=()
-for o in "$B"/obj/*/*.o; do
+for o in "$B"/obj/*/*.o "$B"/obj/*/*/*.o; do
     rel=${o#"$B"/obj/}
     case "$rel" in tools/*) continue ;; esac
     [ -f "src/${rel%.o}.c" ] && objs+=("$o")        # skip objects of removed sources
