@@ -206,13 +206,14 @@ build_obj src/types/quant_grids.c "$OUT/obj/quant_grids.o" -w   # the i-quants' 
 build_obj src/types/quant_iq.c "$OUT/obj/quant_iq.o" -w         # the i-quants' codecs, which quant.c's table takes
 build_obj src/types/amx/amx_gemm.c "$OUT/obj/amx_gemm.o" -w    # the AMX table (quant.c fills it) and the tile model
 build_obj src/types/amx/amx_model.c "$OUT/obj/amx_model.o" -w
-build_obj src/store/wstore.c "$OUT/obj/wstore.o" "${STRICT[@]}" -fsanitize=fuzzer-no-link   # the planner (ws_make_plan)
+build_obj src/store/wsplan.c "$OUT/obj/wsplan.o" "${STRICT[@]}" -fsanitize=fuzzer-no-link   # the planner (ws_make_plan)
+build_obj src/store/wstore.c "$OUT/obj/wstore.o" "${STRICT[@]}" -fsanitize=fuzzer-no-link
 build_obj src/store/wsio.c "$OUT/obj/wsio.o" -w
 build_obj src/store/requant.c "$OUT/obj/requant.o" -w   # --resident-type sizes, which the planner reads
 build_obj src/types/pack.c "$OUT/obj/pack.o" -w         # the packed layouts the store keeps resident matrices in
 build_obj src/base/threads.c "$OUT/obj/threads.o" -w    # the pool the store reads and packs with at load
 build_obj src/base/outfile.c "$OUT/obj/outfile.o" -w    # the hot file's writer (the store saves through it)
-OBJS=("$OUT/obj/gguf.o" "$OUT/obj/util.o" "$OUT/obj/quant.o" "$OUT/obj/quant_iq.o" "$OUT/obj/quant_grids.o" "$OUT/obj/amx_gemm.o" "$OUT/obj/amx_model.o" "$OUT/obj/wstore.o" "$OUT/obj/wsio.o" "$OUT/obj/requant.o" "$OUT/obj/pack.o" "$OUT/obj/threads.o" "$OUT/obj/outfile.o")
+OBJS=("$OUT/obj/gguf.o" "$OUT/obj/util.o" "$OUT/obj/quant.o" "$OUT/obj/quant_iq.o" "$OUT/obj/quant_grids.o" "$OUT/obj/amx_gemm.o" "$OUT/obj/amx_model.o" "$OUT/obj/wsplan.o" "$OUT/obj/wstore.o" "$OUT/obj/wsio.o" "$OUT/obj/requant.o" "$OUT/obj/pack.o" "$OUT/obj/threads.o" "$OUT/obj/outfile.o")
 case "$(uname -m)" in
 x86_64)
     build_obj src/types/kern_avx2.c "$OUT/obj/kern_avx2.o" -w -mavx2 -mfma -mf16c

@@ -193,6 +193,7 @@ void df_model_free(df_model *m) {
     free(m->hp.n_ff_l);
     free(m->hp.swa);
     free(m->fam_hp);
+    free(m->fam_tensors);
     free(m->path);
     gram_vocab_free(m->gram_vocab);
     if (m->decode_mu_init) pthread_mutex_destroy(&m->decode_mu), pthread_mutex_destroy(&m->gram_mu);
@@ -322,7 +323,8 @@ int df_model_validate(df_model *m, char *err, size_t errlen) {
     if (m->layers) memset(m->layers, 0, (size_t)(m->hp.n_layer + m->hp.n_layer_mtp) * sizeof(df_layer));
     m->mtp_block = NULL;
     m->tok_embd = m->output_norm = m->output = m->rope_freqs = NULL;
-    m->output_hc_fn = m->output_hc_base = m->output_hc_scale = NULL;
+    free(m->fam_tensors);
+    m->fam_tensors = NULL;
     return rc;
 }
 

@@ -96,13 +96,17 @@ static int bind(df_model *m, char *err, size_t errlen) {
     const df_hparams *h = &m->hp;
     const int64_t E = h->n_embd, H = h->n_head, hd = h->head_dim, HC = v4->hc_mult, mix = (2 + HC) * HC;
     const int64_t G = v4->o_groups, R = v4->o_lora, QL = h->q_lora_rank;
+    const size_t nl = (size_t)(h->n_layer + h->n_layer_mtp);
+    if (!m->fam_tensors && !(m->fam_tensors = calloc(1, sizeof(df_dsv4_tensors) + nl * sizeof(df_dsv4_layer))))
+        return df_seterr(err, errlen, "%s: out of memory", m->path);
+    for (size_t l = 0; l < nl; l++) m->layers[l].fam = &V4T(m)->layer[l];
     if (df_bind_embed_output(m, err, errlen) ||
-        df_bind(m, &m->output_hc_fn, "output_hc_fn.weight", 0, 1, HC * E, HC, 1, err, errlen) ||
-        df_bind(m, &m->output_hc_base, "output_hc_base.weight", 0, 1, HC, 1, 1, err, errlen) ||
-        df_bind(m, &m->output_hc_scale, "output_hc_scale.weight", 0, 1, 1, 1, 1, err, errlen))
+        df_bind(m, &V4T(m)->output_hc_fn, "output_hc_fn.weight", 0, 1, HC * E, HC, 1, err, errlen) ||
+        df_bind(m, &V4T(m)->output_hc_base, "output_hc_base.weight", 0, 1, HC, 1, 1, err, errlen) ||
+        df_bind(m, &V4T(m)->output_hc_scale, "output_hc_scale.weight", 0, 1, 1, 1, 1, err, errlen))
         return -1;
-    if (m->output_hc_fn->type != DF_TYPE_F32 && m->output_hc_fn->type != DF_TYPE_F16 &&
-        m->output_hc_fn->type != DF_TYPE_BF16)
+    if (V4T(m)->output_hc_fn->type != DF_TYPE_F32 && V4T(m)->output_hc_fn->type != DF_TYPE_F16 &&
+        V4T(m)->output_hc_fn->type != DF_TYPE_BF16)
         return df_seterr(err, errlen, "%s: output_hc_fn.weight must be f32, f16 or bf16", m->path);
     for (int l = 0; l < h->n_layer; l++) {
         df_layer *L = &m->layers[l];
@@ -111,16 +115,16 @@ static int bind(df_model *m, char *err, size_t errlen) {
             df_bind(m, &L->wq_a, "blk.%d.attn_q_a.weight", l, 1, E, QL, 1, err, errlen) ||
             df_bind(m, &L->q_a_norm, "blk.%d.attn_q_a_norm.weight", l, 1, QL, 1, 1, err, errlen) ||
             df_bind(m, &L->wq_b, "blk.%d.attn_q_b.weight", l, 1, QL, H * hd, 1, err, errlen) ||
-            df_bind(m, &L->wkv, "blk.%d.attn_kv.weight", l, 1, E, hd, 1, err, errlen) ||
+            df_bind(m, &V4L(L)->wkv, "blk.%d.attn_kv.weight", l, 1, E, hd, 1, err, errlen) ||
             df_bind(m, &L->kv_a_norm, "blk.%d.attn_kv_a_norm.weight", l, 1, hd, 1, 1, err, errlen) ||
-            df_bind(m, &L->wo_a, "blk.%d.attn_output_a.weight", l, 1, H * hd / G, R * G, 1, err, errlen) ||
-            df_bind(m, &L->wo_b, "blk.%d.attn_output_b.weight", l, 1, G * R, E, 1, err, errlen) ||
-            df_bind(m, &L->hc_attn_fn, "blk.%d.hc_attn_fn.weight", l, 1, HC * E, mix, 1, err, errlen) ||
-            df_bind(m, &L->hc_attn_base, "blk.%d.hc_attn_base.weight", l, 1, mix, 1, 1, err, errlen) ||
-            df_bind(m, &L->hc_attn_scale, "blk.%d.hc_attn_scale.weight", l, 1, 3, 1, 1, err, errlen) ||
-            df_bind(m, &L->hc_ffn_fn, "blk.%d.hc_ffn_fn.weight", l, 1, HC * E, mix, 1, err, errlen) ||
-            df_bind(m, &L->hc_ffn_base, "blk.%d.hc_ffn_base.weight", l, 1, mix, 1, 1, err, errlen) ||
-            df_bind(m, &L->hc_ffn_scale, "blk.%d.hc_ffn_scale.weight", l, 1, 3, 1, 1, err, errlen) ||
+            df_bind(m, &V4L(L)->wo_a, "blk.%d.attn_output_a.weight", l, 1, H * hd / G, R * G, 1, err, errlen) ||
+            df_bind(m, &V4L(L)->wo_b, "blk.%d.attn_output_b.weight", l, 1, G * R, E, 1, err, errlen) ||
+            df_bind(m, &V4L(L)->hc_attn_fn, "blk.%d.hc_attn_fn.weight", l, 1, HC * E, mix, 1, err, errlen) ||
+            df_bind(m, &V4L(L)->hc_attn_base, "blk.%d.hc_attn_base.weight", l, 1, mix, 1, 1, err, errlen) ||
+            df_bind(m, &V4L(L)->hc_attn_scale, "blk.%d.hc_attn_scale.weight", l, 1, 3, 1, 1, err, errlen) ||
+            df_bind(m, &V4L(L)->hc_ffn_fn, "blk.%d.hc_ffn_fn.weight", l, 1, HC * E, mix, 1, err, errlen) ||
+            df_bind(m, &V4L(L)->hc_ffn_base, "blk.%d.hc_ffn_base.weight", l, 1, mix, 1, 1, err, errlen) ||
+            df_bind(m, &V4L(L)->hc_ffn_scale, "blk.%d.hc_ffn_scale.weight", l, 1, 3, 1, 1, err, errlen) ||
             df_bind(m, &L->ffn_norm, "blk.%d.ffn_norm.weight", l, 1, E, 1, 1, err, errlen) ||
             df_moe_bind_layer(m, l, h->n_ff_exp, err, errlen) || df_dsv4_bind_layer(m, l, err, errlen))
             return -1;
@@ -245,19 +249,19 @@ static int out_proj(df_session *s, df_layer *L, int n, char *err, size_t errlen)
     const df_hparams *h = &m->hp;
     const int64_t G = v4->o_groups, R = v4->o_lora, gd = (int64_t)h->n_head * h->head_dim / G;
     const int64_t qdim = (int64_t)h->n_head * h->head_dim;
-    const uint8_t *wa = ws_fetch(m->ws, L->wo_a, err, errlen);
+    const uint8_t *wa = ws_fetch(m->ws, V4L(L)->wo_a, err, errlen);
     if (!wa) return -1;
     int rc = 0;
     for (int64_t g = 0; g < G && rc == 0; g++) {
         for (int t = 0; t < n; t++)
             memcpy(f->o_grp + t * gd, s->xb + t * qdim + g * gd, sizeof(float) * (size_t)gd);
-        if (mm_mul(m->pool, L->wo_a->type, wa + (size_t)(g * R) * L->wo_a->row_bytes, gd, R, f->o_grp, n,
+        if (mm_mul(m->pool, V4L(L)->wo_a->type, wa + (size_t)(g * R) * V4L(L)->wo_a->row_bytes, gd, R, f->o_grp, n,
                    f->o_low + g * R, G * R, &s->mm) != 0)
             rc = df_seterr(err, errlen, "internal: matmul scratch too small");
     }
-    ws_release(m->ws, L->wo_a);
+    ws_release(m->ws, V4L(L)->wo_a);
     if (rc) return -1;
-    return df_matmul(s, L->wo_b, f->o_low, n, s->xb2, h->n_embd, err, errlen);
+    return df_matmul(s, V4L(L)->wo_b, f->o_low, n, s->xb2, h->n_embd, err, errlen);
 }
 
 /* Layer l's attention on s->x (n rows, already mixed; own: layer.h) into s->xb2. */
@@ -270,7 +274,7 @@ static int attention(df_session *s, df_session *const *own, int l, int n, const 
     df_layer *L = &m->layers[l];
     const int64_t E = h->n_embd, hd = h->head_dim, H = h->n_head, qdim = H * hd, QL = h->q_lora_rank;
     if (df_norm_rows(s, L->attn_norm, s->x, n, E, E, s->xb, err, errlen)) return -1;
-    ws_tensor *const w2[2] = {L->wq_a, L->wkv};
+    ws_tensor *const w2[2] = {L->wq_a, V4L(L)->wkv};
     float *const y2[2] = {f->qr, s->k};
     const int64_t ld2[2] = {QL, hd};
     if (df_matmul_n(s, 2, w2, s->xb, n, y2, ld2, err, errlen) ||
@@ -335,11 +339,11 @@ static int forward(df_session *s, df_session *const *own, const int32_t *tokens,
     s->moe_tokens = tokens;
     for (int l = lo; l < hi; l++) {
         df_layer *L = &m->layers[l];
-        if (hc_pre(s, L->hc_attn_fn, L->hc_attn_base, L->hc_attn_scale, 1, n, s->x, err, errlen) ||
+        if (hc_pre(s, V4L(L)->hc_attn_fn, V4L(L)->hc_attn_base, V4L(L)->hc_attn_scale, 1, n, s->x, err, errlen) ||
             attention(s, own, l, n, v4->comp_ratio[l] ? &rp_comp : &rp, err, errlen))
             return -1;
         hc_post(s, s->xb2, n);
-        if (hc_pre(s, L->hc_ffn_fn, L->hc_ffn_base, L->hc_ffn_scale, 1, n, s->x, err, errlen) ||
+        if (hc_pre(s, V4L(L)->hc_ffn_fn, V4L(L)->hc_ffn_base, V4L(L)->hc_ffn_scale, 1, n, s->x, err, errlen) ||
             df_norm_rows(s, L->ffn_norm, s->x, n, E, E, s->xb, err, errlen) ||
             df_ffn_moe(s, l, s->xb, n, s->xb2, err, errlen))
             return -1;
@@ -350,7 +354,7 @@ static int forward(df_session *s, df_session *const *own, const int32_t *tokens,
     if (df_pipe_hop(s, own, tokens, n, cb, cf, 1, err, errlen)) return -1;
     if (!own) s->pos += n;
     if (!df_pipe_outputs(s)) return 0;
-    if (hc_pre(s, m->output_hc_fn, m->output_hc_base, m->output_hc_scale, 0, n, s->x, err, errlen)) return -1;
+    if (hc_pre(s, V4T(m)->output_hc_fn, V4T(m)->output_hc_base, V4T(m)->output_hc_scale, 0, n, s->x, err, errlen)) return -1;
     return logits ? df_output(s, n, logits, all_logits, err, errlen) : 0;
 }
 

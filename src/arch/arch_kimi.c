@@ -69,6 +69,18 @@ typedef struct {
 
 static const kimi_hp *khp(const df_model *m) { return m->fam_hp; }
 
+/* The family's own tensors (m->fam_tensors; a layer's df_layer.fam points at its entry). */
+typedef struct {
+    ws_tensor *attn_res_score, *ffn_res_score;                    /* kimi-k3: cross-layer residual attention */
+    ws_tensor *ffn_routed_down, *ffn_routed_up, *ffn_routed_norm; /* kimi-k3: latent MoE */
+} kimi_layer;
+typedef struct {
+    ws_tensor *output_res_score; /* kimi-k3: the final residual mix */
+    kimi_layer layer[];          /* (n_layer + n_layer_mtp) */
+} kimi_tensors;
+#define KL(L) ((kimi_layer *)(L)->fam)
+#define KT(m) ((kimi_tensors *)(m)->fam_tensors)
+
 static void scratch(const df_model *m, df_layout *lay) {
     const df_hparams *h = &m->hp;
     const int bs = khp(m)->attn_res_block;
@@ -177,9 +189,9 @@ static int bind_ffn(df_model *m, int l, char *err, size_t errlen) {
     if (l < h->n_layer_dense_lead) return df_bind_dense_ffn(m, l, err, errlen);
     if (df_moe_bind_layer(m, l, h->n_ff_exp, err, errlen)) return -1;
     if (!L->exp_probs_b) return df_seterr(err, errlen, "%s: missing tensor 'blk.%d.exp_probs_b.bias'", m->path, l);
-    if (W > 0 && (df_bind(m, &L->ffn_routed_down, "blk.%d.ffn_routed_down.weight", l, 1, E, W, 1, err, errlen) ||
-                  df_bind(m, &L->ffn_routed_up, "blk.%d.ffn_routed_up.weight", l, 1, W, E, 1, err, errlen) ||
-                  df_bind(m, &L->ffn_routed_norm, "blk.%d.ffn_routed_norm.weight", l, 0, W, 1, 1, err, errlen)))
+    if (W > 0 && (df_bind(m, &KL(L)->ffn_routed_down, "blk.%d.ffn_routed_down.weight", l, 1, E, W, 1, err, errlen) ||
+                  df_bind(m, &KL(L)->ffn_routed_up, "blk.%d.ffn_routed_up.weight", l, 1, W, E, 1, err, errlen) ||
+                  df_bind(m, &KL(L)->ffn_routed_norm, "blk.%d.ffn_routed_norm.weight", l, 0, W, 1, 1, err, errlen)))
         return -1;
     return 0;
 }
@@ -187,16 +199,20 @@ static int bind_ffn(df_model *m, int l, char *err, size_t errlen) {
 static int bind_common(df_model *m, int k3, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
     const int64_t E = h->n_embd;
+    const size_t nl = (size_t)(h->n_layer + h->n_layer_mtp);
+    if (!m->fam_tensors && !(m->fam_tensors = calloc(1, sizeof(kimi_tensors) + nl * sizeof(kimi_layer))))
+        return df_seterr(err, errlen, "%s: out of memory", m->path);
+    for (size_t l = 0; l < nl; l++) m->layers[l].fam = &KT(m)->layer[l];
     if (df_bind_embed_output(m, err, errlen)) return -1;
     const int res = khp(m)->attn_res_block > 0;
-    if (res && df_bind(m, &m->output_res_score, "output_res_score.weight", 0, 1, E, 1, 1, err, errlen)) return -1;
+    if (res && df_bind(m, &KT(m)->output_res_score, "output_res_score.weight", 0, 1, E, 1, 1, err, errlen)) return -1;
     for (int l = 0; l < h->n_layer; l++) {
         df_layer *L = &m->layers[l];
         if (df_bind(m, &L->attn_norm, "blk.%d.attn_norm.weight", l, 1, E, 1, 1, err, errlen) ||
             df_bind(m, &L->ffn_norm, "blk.%d.ffn_norm.weight", l, 1, E, 1, 1, err, errlen))
             return -1;
-        if (res && (df_bind(m, &L->attn_res_score, "blk.%d.attn_res_score.weight", l, 1, E, 1, 1, err, errlen) ||
-                    df_bind(m, &L->ffn_res_score, "blk.%d.ffn_res_score.weight", l, 1, E, 1, 1, err, errlen)))
+        if (res && (df_bind(m, &KL(L)->attn_res_score, "blk.%d.attn_res_score.weight", l, 1, E, 1, 1, err, errlen) ||
+                    df_bind(m, &KL(L)->ffn_res_score, "blk.%d.ffn_res_score.weight", l, 1, E, 1, 1, err, errlen)))
             return -1;
         if (h->recurrent && h->recurrent[l]) {
             if (bind_kda(m, l, k3, err, errlen)) return -1;
@@ -337,18 +353,18 @@ static int ffn_layer(df_session *s, int l, int n, char *err, size_t errlen) {
     df_layer *L = &m->layers[l];
     kimi_fam *f = s->fam;
     if (!L->ffn_gate_inp) return df_ffn_dense(s, L->ffn_gate, L->ffn_up, L->ffn_down, s->xb, n, s->xb2, err, errlen);
-    if (!L->ffn_routed_down) return df_ffn_moe(s, l, s->xb, n, s->xb2, err, errlen);
-    const int64_t W = L->ffn_routed_down->ne[1];
-    if (df_matmul(s, L->ffn_routed_down, s->xb, n, f->lat_in, W, err, errlen) ||
+    if (!KL(L)->ffn_routed_down) return df_ffn_moe(s, l, s->xb, n, s->xb2, err, errlen);
+    const int64_t W = KL(L)->ffn_routed_down->ne[1];
+    if (df_matmul(s, KL(L)->ffn_routed_down, s->xb, n, f->lat_in, W, err, errlen) ||
         df_ffn_moe_routed(s, l, s->xb, f->lat_in, n, f->lat_out, err, errlen))
         return -1;
-    if (L->ffn_routed_norm) {
-        const float *rn = ws_fetch(m->ws, L->ffn_routed_norm, err, errlen);
+    if (KL(L)->ffn_routed_norm) {
+        const float *rn = ws_fetch(m->ws, KL(L)->ffn_routed_norm, err, errlen);
         if (!rn) return -1;
         for (int t = 0; t < n; t++) op_rmsnorm(f->lat_out + t * W, f->lat_out + t * W, rn, (int)W, m->hp.norm_eps);
-        ws_release(m->ws, L->ffn_routed_norm);
+        ws_release(m->ws, KL(L)->ffn_routed_norm);
     }
-    if (df_matmul(s, L->ffn_routed_up, f->lat_out, n, s->xb2, m->hp.n_embd, err, errlen)) return -1;
+    if (df_matmul(s, KL(L)->ffn_routed_up, f->lat_out, n, s->xb2, m->hp.n_embd, err, errlen)) return -1;
     return df_ffn_moe_shared(s, l, s->xb, n, s->xb2, err, errlen);
 }
 
@@ -410,7 +426,7 @@ static int forward(df_session *s, df_session *const *own, const int32_t *tokens,
     for (int l = lo; l < hi; l++) {
         df_layer *L = &m->layers[l];
         if (df_layer_abort(s, err, errlen)) return -1; /* only models without recurrent layers stop here */
-        const float *in = bs ? res_mix(s, L->attn_res_score, nck, n, err, errlen) : s->x;
+        const float *in = bs ? res_mix(s, KL(L)->attn_res_score, nck, n, err, errlen) : s->x;
         if (!in) return -1;
         const int banked = bs && l % bs == 0;
         if (banked) memcpy(f->res_stack + nck++ * B * E, s->x, sizeof(float) * (size_t)(n * E)); /* the raw input */
@@ -421,7 +437,7 @@ static int forward(df_session *s, df_session *const *own, const int32_t *tokens,
         if (banked) memcpy(s->x, s->xb2, sizeof(float) * (size_t)(n * E)); /* the running sum restarts */
         else
             for (int64_t i = 0; i < n * E; i++) s->x[i] += s->xb2[i];
-        in = bs ? res_mix(s, L->ffn_res_score, nck, n, err, errlen) : s->x;
+        in = bs ? res_mix(s, KL(L)->ffn_res_score, nck, n, err, errlen) : s->x;
         s->moe_hint = in; /* what the next layer's FFN will read is closer to this mix than to the running sum */
         if (!in || norm_into_xb(s, L->ffn_norm, in, n, err, errlen) || ffn_layer(s, l, n, err, errlen)) return -1;
         for (int64_t i = 0; i < n * E; i++) s->x[i] += s->xb2[i];
@@ -431,7 +447,7 @@ static int forward(df_session *s, df_session *const *own, const int32_t *tokens,
     if (!own) s->pos += n;
     if (!logits) return 0;
     if (bs) {
-        const float *out = res_mix(s, m->output_res_score, nck, n, err, errlen);
+        const float *out = res_mix(s, KT(m)->output_res_score, nck, n, err, errlen);
         if (!out) return -1;
         if (out != s->x) memcpy(s->x, out, sizeof(float) * (size_t)(n * E));
     }

@@ -136,23 +136,23 @@ int df_dsv4_bind_layer(df_model *m, int l, char *err, size_t errlen) {
     const int r = v4->comp_ratio[l];
     if (!r) return 0;
     const int64_t E = h->n_embd, hd = h->head_dim, cw = (r == 4 ? 2 : 1) * hd, D = v4->idx_dim;
-    if (df_bind(m, &L->comp_wkv, "blk.%d.attn_compressor_kv.weight", l, 1, E, cw, 1, err, errlen) ||
-        df_bind(m, &L->comp_wgate, "blk.%d.attn_compressor_gate.weight", l, 1, E, cw, 1, err, errlen) ||
-        df_bind(m, &L->comp_ape, "blk.%d.attn_compressor_ape.weight", l, 1, cw, r, 1, err, errlen) ||
-        df_bind(m, &L->comp_norm, "blk.%d.attn_compressor_norm.weight", l, 1, hd, 1, 1, err, errlen))
+    if (df_bind(m, &V4L(L)->comp_wkv, "blk.%d.attn_compressor_kv.weight", l, 1, E, cw, 1, err, errlen) ||
+        df_bind(m, &V4L(L)->comp_wgate, "blk.%d.attn_compressor_gate.weight", l, 1, E, cw, 1, err, errlen) ||
+        df_bind(m, &V4L(L)->comp_ape, "blk.%d.attn_compressor_ape.weight", l, 1, cw, r, 1, err, errlen) ||
+        df_bind(m, &V4L(L)->comp_norm, "blk.%d.attn_compressor_norm.weight", l, 1, hd, 1, 1, err, errlen))
         return -1;
-    if (L->comp_ape->type != DF_TYPE_F32)
+    if (V4L(L)->comp_ape->type != DF_TYPE_F32)
         return df_seterr(err, errlen, "%s: blk.%d.attn_compressor_ape.weight must be f32", m->path, l);
     if (r != 4) return 0;
     if (df_bind_mat(m, &L->idx_proj, "blk.%d.indexer.proj.weight", l, 1, E, v4->idx_heads, err, errlen) ||
         df_bind(m, &L->idx_wq_b, "blk.%d.indexer.attn_q_b.weight", l, 1, h->q_lora_rank,
                 (int64_t)v4->idx_heads * D, 1, err, errlen) ||
-        df_bind(m, &L->lid_wkv, "blk.%d.indexer_compressor_kv.weight", l, 1, E, 2 * D, 1, err, errlen) ||
-        df_bind(m, &L->lid_wgate, "blk.%d.indexer_compressor_gate.weight", l, 1, E, 2 * D, 1, err, errlen) ||
-        df_bind(m, &L->lid_ape, "blk.%d.indexer_compressor_ape.weight", l, 1, 2 * D, r, 1, err, errlen) ||
-        df_bind(m, &L->lid_norm, "blk.%d.indexer_compressor_norm.weight", l, 1, D, 1, 1, err, errlen))
+        df_bind(m, &V4L(L)->lid_wkv, "blk.%d.indexer_compressor_kv.weight", l, 1, E, 2 * D, 1, err, errlen) ||
+        df_bind(m, &V4L(L)->lid_wgate, "blk.%d.indexer_compressor_gate.weight", l, 1, E, 2 * D, 1, err, errlen) ||
+        df_bind(m, &V4L(L)->lid_ape, "blk.%d.indexer_compressor_ape.weight", l, 1, 2 * D, r, 1, err, errlen) ||
+        df_bind(m, &V4L(L)->lid_norm, "blk.%d.indexer_compressor_norm.weight", l, 1, D, 1, 1, err, errlen))
         return -1;
-    if (L->lid_ape->type != DF_TYPE_F32)
+    if (V4L(L)->lid_ape->type != DF_TYPE_F32)
         return df_seterr(err, errlen, "%s: blk.%d.indexer_compressor_ape.weight must be f32", m->path, l);
     return 0;
 }
@@ -233,7 +233,7 @@ static int project(df_session *s, df_layer *L, int l, int n, const float *xn, ch
     const df_hparams *h = &s->m->hp;
     const int ov = v4->comp_ratio[l] == 4;
     const int64_t W = cstate_width(s->m, l), cw = (ov ? 2 : 1) * (int64_t)h->head_dim, D = v4->idx_dim;
-    ws_tensor *const w[4] = {L->comp_wkv, L->comp_wgate, L->lid_wkv, L->lid_wgate};
+    ws_tensor *const w[4] = {V4L(L)->comp_wkv, V4L(L)->comp_wgate, V4L(L)->lid_wkv, V4L(L)->lid_wgate};
     float *const c = ((df_dsv4_fam *)s->fam)->cmp, *const y[4] = {c, c + cw, c + 2 * cw, c + 2 * cw + 2 * D};
     const int64_t ld[4] = {W, W, W, W};
     return df_matmul_n(s, ov ? 4 : 2, w, xn, n, y, ld, err, errlen);
@@ -309,10 +309,10 @@ int df_dsv4_attend(df_session *s, df_session *const *own, int l, int n, const fl
     if (r == 4 && (df_matmul(s, L->idx_wq_b, qr, n, f->lid_q, (int64_t)Hi * D, err, errlen) ||
                    df_matmul(s, L->idx_proj, xn, n, f->lid_w, Hi, err, errlen)))
         return -1;
-    const float *ape = ws_fetch(m->ws, L->comp_ape, err, errlen);
-    const float *norm = ape ? ws_fetch(m->ws, L->comp_norm, err, errlen) : NULL;
-    const float *lape = norm && r == 4 ? ws_fetch(m->ws, L->lid_ape, err, errlen) : NULL;
-    const float *lnorm = lape ? ws_fetch(m->ws, L->lid_norm, err, errlen) : NULL;
+    const float *ape = ws_fetch(m->ws, V4L(L)->comp_ape, err, errlen);
+    const float *norm = ape ? ws_fetch(m->ws, V4L(L)->comp_norm, err, errlen) : NULL;
+    const float *lape = norm && r == 4 ? ws_fetch(m->ws, V4L(L)->lid_ape, err, errlen) : NULL;
+    const float *lnorm = lape ? ws_fetch(m->ws, V4L(L)->lid_norm, err, errlen) : NULL;
     int rc_ok = norm && (r != 4 || lnorm);
     for (int t = 0; t < n && rc_ok; t++) {
         df_session *o = own ? own[t] : s;
@@ -330,9 +330,9 @@ int df_dsv4_attend(df_session *s, df_session *const *own, int l, int n, const fl
         }
         attend_row(s, o, l, t, p, sinks, lq, lw, out);
     }
-    if (lnorm) ws_release(m->ws, L->lid_norm);
-    if (lape) ws_release(m->ws, L->lid_ape);
-    if (norm) ws_release(m->ws, L->comp_norm);
-    if (ape) ws_release(m->ws, L->comp_ape);
+    if (lnorm) ws_release(m->ws, V4L(L)->lid_norm);
+    if (lape) ws_release(m->ws, V4L(L)->lid_ape);
+    if (norm) ws_release(m->ws, V4L(L)->comp_norm);
+    if (ape) ws_release(m->ws, V4L(L)->comp_ape);
     return rc_ok ? 0 : -1;
 }

@@ -23,6 +23,24 @@ typedef struct df_dsv4_fam {
     float *lid_q, *lid_w; /* (ds4_idx_heads * ds4_idx_dim), (ds4_idx_heads) indexer queries, weights */
 } df_dsv4_fam;
 
+/* deepseek4's own tensors (m->fam_tensors, made by its bind hook; a layer's df_layer.fam points at its entry).
+ * A layer's other tensors are df_layer's (kv_a_norm: the KV vector's norm; idx_wq_b, idx_proj: the indexer's
+ * queries and head weights, as DSA's). */
+typedef struct df_dsv4_layer {
+    ws_tensor *wkv;                                          /* n_embd -> the one KV vector (key and value) */
+    ws_tensor *wo_a, *wo_b;                                  /* grouped low-rank attention output */
+    ws_tensor *hc_attn_fn, *hc_attn_base, *hc_attn_scale;    /* hyper-connection mixers */
+    ws_tensor *hc_ffn_fn, *hc_ffn_base, *hc_ffn_scale;
+    ws_tensor *comp_wkv, *comp_wgate, *comp_ape, *comp_norm; /* the attention's compressor */
+    ws_tensor *lid_wkv, *lid_wgate, *lid_ape, *lid_norm;     /* the indexer's (ratio 4) */
+} df_dsv4_layer;
+typedef struct df_dsv4_tensors {
+    ws_tensor *output_hc_fn, *output_hc_base, *output_hc_scale; /* the streams' final collapse */
+    df_dsv4_layer layer[];                                      /* (n_layer + n_layer_mtp) */
+} df_dsv4_tensors;
+#define V4L(L) ((df_dsv4_layer *)(L)->fam)
+#define V4T(m) ((df_dsv4_tensors *)(m)->fam_tensors)
+
 /* What a layer keeps (df_arch.layer_mem): a compressed layer of ratio r its
  * compressed keys (a row of head_dim a block of r), for r = 4 its indexer's
  * (rows of ds4_idx_dim), and its compressors' last positions (fixed rows);

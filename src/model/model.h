@@ -146,21 +146,12 @@ typedef struct df_layer {
     ws_tensor *ssm_alpha;                          /* qwen35moe: the decay's input (beta in ssm_beta) */
     ws_tensor *ssm_ba;                             /* qwen3next: beta and alpha interleaved per key head */
     ws_tensor *ssm_in;                             /* qwen3next legacy: q, k, v and z interleaved per key head */
-    /* kimi-k3 */
-    ws_tensor *attn_res_score, *ffn_res_score;     /* cross-layer residual attention */
-    ws_tensor *ffn_routed_down, *ffn_routed_up, *ffn_routed_norm; /* latent MoE */
     /* DSA lightning indexer (a layer that selects) */
     ws_tensor *idx_wq_b;                           /* q LoRA -> indexer queries (n_head x head_dim) */
     ws_tensor *idx_wk, *idx_k_norm, *idx_k_norm_b; /* n_embd -> one key; LayerNorm weight and bias */
     ws_tensor *idx_proj;                           /* n_embd -> per-head weights */
-    /* deepseek4 (kv_a_norm: the KV vector's norm) */
-    ws_tensor *wkv;                                /* n_embd -> the one KV vector (key and value) */
-    ws_tensor *wo_a, *wo_b;                        /* grouped low-rank attention output */
-    ws_tensor *hc_attn_fn, *hc_attn_base, *hc_attn_scale; /* hyper-connection mixers */
-    ws_tensor *hc_ffn_fn, *hc_ffn_base, *hc_ffn_scale;
     ws_tensor *ffn_tid2eid;                        /* hash routing: i32 (n_expert_used, n_vocab) expert ids */
-    ws_tensor *comp_wkv, *comp_wgate, *comp_ape, *comp_norm; /* the attention's compressor */
-    ws_tensor *lid_wkv, *lid_wgate, *lid_ape, *lid_norm;     /* the indexer's (ratio 4; idx_wq_b, idx_proj) */
+    void *fam;        /* the family's own tensors of this layer (an entry of m->fam_tensors), or NULL */
     /* a NextN/MTP block (layers[n_layer] when hp.n_layer_mtp): eh_proj (2 * n_embd -> n_embd) of
      * [enorm(embedding) | hnorm(hidden)]; its own head's norm, embedding and head (optional) */
     ws_tensor *nextn_eh_proj, *nextn_enorm, *nextn_hnorm, *nextn_head_norm, *nextn_embed, *nextn_head;
@@ -207,8 +198,8 @@ struct df_model {
     void *fam_hp;           /* the family's own hyperparameters, or NULL: its hparams hook makes them (one
                              * allocation, freed with the model) */
     ws_tensor *tok_embd, *output_norm, *output, *rope_freqs;
-    ws_tensor *output_res_score;  /* kimi-k3: the final residual mix */
-    ws_tensor *output_hc_fn, *output_hc_base, *output_hc_scale; /* deepseek4: the streams' final collapse */
+    void *fam_tensors;      /* the family's own tensor handles (its bind hook makes them: one allocation, freed
+                             * with the model, forgotten with the handles), or NULL */
     df_layer *layers;       /* n_layer + hp.n_layer_mtp */
     /* the MTP block's decoder block (hp.n_layer_mtp): layer l over n consecutive rows of s->x at
      * s->pos.. (RoPE cache filled), in place, as the forward pass runs its layers (set by bind) */

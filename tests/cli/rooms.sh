@@ -25,8 +25,10 @@ cd "$ROOT"
 
 FIELDS='comp_ratio|hc_mult|hc_iters|hc_eps|ds4_[a-z_]*|idx_n_head|idx_head_dim|idx_top_k|idx_full|n_layer_idx'
 FIELDS+='|idx_rope_neox|idx_norm_eps|o_groups|o_lora|n_hash_layers|rope_base_comp|attn_res_block|n_expert_latent'
+FIELDS+='|wkv|wo_a|wo_b|hc_attn_[a-z]*|hc_ffn_[a-z]*|comp_(wkv|wgate|ape|norm)|lid_[a-z]*|output_hc_[a-z]*' # ds4's tensors
+FIELDS+='|attn_res_score|ffn_res_score|ffn_routed_[a-z]*|output_res_score' # kimi-k3's
 KNOWN='
-src/model/model.h 37
+src/model/model.h 33
 src/model/moe.c 8
 include/deltafin.h 7
 src/model/mtp.c 2
