@@ -539,6 +539,18 @@ static void print_io_report(df_model *m, int tokens, double seconds, int page_ca
     print_cluster_report(m, tokens);
 }
 
+/* `plan` reads the model once (df_planner) and plans it a dozen times (budgets, the resident type): plan_at
+ * plans path under mp with it where it can, else as df_model_plan does. */
+static df_planner *g_planner;
+static const char *g_planner_path;
+
+static int plan_at(const char *path, const df_model_params *mp, df_plan *p, char *err, size_t n) {
+    if (g_planner && !strcmp(path, g_planner_path) && !mp->split_layers &&
+        df_planner_plan(g_planner, mp, p, err, n) == 0)
+        return 0;
+    return df_model_plan(path, mp, p, err, n);
+}
+
 /* Where the model does not fit (or its dense layers stream), what
  * --resident-type q4_K would buy: the minimum and the layers that stream. */
 static void suggest_requant(const opts *o, const df_model_params *mp, const df_plan *p) {
@@ -547,7 +559,7 @@ static void suggest_requant(const opts *o, const df_model_params *mp, const df_p
     q.resident_type = "q4_K";
     df_plan r;
     char err[ERRLEN], b[3][32];
-    if (df_model_plan(o->model, &q, &r, err, sizeof err) != 0 || !r.requant_saved_bytes) return;
+    if (plan_at(o->model, &q, &r, err, sizeof err) != 0 || !r.requant_saved_bytes) return;
     printf("plan: with --resident-type q4_K (dense weights requantized at load, %s smaller; costs accuracy): minimum %s "
            "instead of %s; %s",
            df_fmt_bytes(r.requant_saved_bytes, b[0], 32), df_fmt_bytes(r.minimum, b[1], 32),
@@ -565,12 +577,12 @@ static uint64_t all_in_memory(const char *path, const df_model_params *given) {
     df_model_params mp = *given;
     mp.mem_budget = (uint64_t)1 << 60;
     df_plan p;
-    if (df_model_plan(path, &mp, &p, err, sizeof err) != 0) fail(err);
+    if (plan_at(path, &mp, &p, err, sizeof err) != 0) fail(err);
     uint64_t need = p.resident_bytes + p.session_bytes + p.overhead_bytes;
     if (need < p.minimum) need = p.minimum;
     for (int i = 0; i < 8; i++) {
         mp.mem_budget = need;
-        if (df_model_plan(path, &mp, &p, err, sizeof err) != 0) fail(err);
+        if (plan_at(path, &mp, &p, err, sizeof err) != 0) fail(err);
         const uint64_t short_by = (uint64_t)(p.n_experts_total - p.n_expert_slots) * p.expert_slot_bytes +
                                   (uint64_t)p.n_dense_streamed * p.dense_layer_bytes +
                                   (p.minimum > need ? p.minimum - need : 0);
@@ -587,7 +599,7 @@ static double tps_at(const opts *o, const df_model_params *mp, uint64_t b, doubl
     q.mem_budget = b;
     df_plan p;
     df_plan_speed sp;
-    if (df_model_plan(o->model, &q, &p, err, sizeof err) != 0) return 0;
+    if (plan_at(o->model, &q, &p, err, sizeof err) != 0) return 0;
     df_plan_predict(&p, disk, mem, &sp);
     return sp.tokens_per_s;
 }
@@ -788,7 +800,9 @@ static int cmd_plan(const opts *given) {
     char err[ERRLEN];
     df_model_params mp = model_params(o);
     df_plan p;
-    if (df_model_plan(o->model, &mp, &p, err, sizeof err) != 0) fail(err);
+    if (df_planner_open(o->model, &mp, &g_planner, err, sizeof err) != 0) fail(err); /* read and checked once */
+    g_planner_path = o->model;
+    if (plan_at(o->model, &mp, &p, err, sizeof err) != 0) fail(err);
     warn_ctx(o->ctx, p.n_ctx_train);
     const int fits = p.budget >= p.minimum;
     const int readers = o->io_threads > 0 ? o->io_threads : 8;
@@ -1802,5 +1816,6 @@ int main(int argc, char **argv) {
     const int rc = dispatch(cmd, argc, argv, &o);
     check_stdout();
     free(o.prompt_buf);
+    df_planner_free(g_planner);
     return rc;
 }

@@ -579,6 +579,17 @@ int df_model_plan(const char *path, const df_model_params *p, df_plan *out, char
 int df_model_plan_rank(const char *path, const df_model_params *p, int ranks, int rank, df_plan *out, char *err,
                        size_t errlen);
 
+/* A planner: the model at path read and checked once, as df_model_plan
+ * checks it, then planned as df_model_plan plans, under any parameters with
+ * the same mtp (budgets, context, sessions, resident type ...), for one
+ * process: a program that asks for many plans (the CLI's `plan`: a ladder
+ * of budgets) reads the file once. df_planner_plan returns 0 (out filled,
+ * as df_model_plan's) or -1 with err. */
+typedef struct df_planner df_planner;
+int df_planner_open(const char *path, const df_model_params *p, df_planner **out, char *err, size_t errlen);
+int df_planner_plan(df_planner *pl, const df_model_params *p, df_plan *out, char *err, size_t errlen);
+void df_planner_free(df_planner *pl);
+
 /* What a plan runs at on a machine whose disk reads disk_bytes_per_s and
  * whose memory reads memory_bytes_per_s (the CLI's `plan` prediction). Per
  * token, the routed experts missing from the cache come from disk (uniform

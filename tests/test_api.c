@@ -242,8 +242,37 @@ static void test_plan_of_load(void **state) {
     df_model_free(m);
 }
 
+/* df_planner: one reading of the file, the plans df_model_plan makes, under any budget, context, sessions and
+ * resident type */
+static void test_planner(void **state) {
+    (void)state;
+    char err[512];
+    df_model_params mp = df_model_default_params();
+    df_planner *pl = NULL;
+    assert_int_equal(df_planner_open(g_moe, &mp, &pl, err, sizeof err), 0);
+    static const char *const budgets[] = {"8M", "30M", "64M", "1G"};
+    for (int b = 0; b < 4; b++)
+        for (int v = 0; v < 3; v++) {
+            mp.mem_budget = df_parse_size(budgets[b]);
+            mp.n_ctx = v == 1 ? 1024 : 256;
+            mp.n_sessions = v == 2 ? 3 : 1;
+            mp.resident_type = v == 2 ? "q4_K" : NULL;
+            df_plan want, got;
+            assert_int_equal(df_model_plan(g_moe, &mp, &want, err, sizeof err), 0);
+            assert_int_equal(df_planner_plan(pl, &mp, &got, err, sizeof err), 0);
+            if (memcmp(&got, &want, sizeof got) != 0) fail_msg("budget %s, variant %d: the plans differ", budgets[b], v);
+        }
+    mp.mtp = 1; /* the NextN block changes what is read: not this planner's */
+    df_plan p;
+    assert_int_equal(df_planner_plan(pl, &mp, &p, err, sizeof err), -1);
+    df_planner_free(pl);
+    assert_int_equal(df_planner_open("/nonexistent.gguf", &mp, &pl, err, sizeof err), -1);
+    assert_null(pl);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_planner),
         cmocka_unit_test(test_plan_of_load),
         cmocka_unit_test(test_parse_size),   cmocka_unit_test(test_describe_moe),
         cmocka_unit_test(test_describe_errors), cmocka_unit_test(test_plan_predict),

@@ -269,6 +269,51 @@ int df_model_plan_rank(const char *path, const df_model_params *p, int ranks, in
     return plan_rank(path, p, ranks, rank, NULL, out, NULL, err, errlen);
 }
 
+/* A planner: the model read and checked once (its header: what df_load_header takes of the parameters, mtp
+ * and the threads), planned as often as asked. */
+struct df_planner {
+    df_model *m;
+    int mtp;
+};
+
+int df_planner_open(const char *path, const df_model_params *p, df_planner **out, char *err, size_t errlen) {
+    *out = NULL;
+    quant_init();
+    df_planner *pl = calloc(1, sizeof *pl);
+    df_model *m = pl ? calloc(1, sizeof *m) : NULL;
+    if (!m) {
+        free(pl);
+        return df_seterr(err, errlen, "out of memory");
+    }
+    df_model_params q = *p;
+    q.vocab_only = 0;
+    if (df_load_header(m, path, &q, err, errlen) != 0 || df_model_validate(m, err, errlen) != 0) {
+        df_model_free(m);
+        free(pl);
+        return -1;
+    }
+    pl->m = m;
+    pl->mtp = p->mtp != 0;
+    *out = pl;
+    return 0;
+}
+
+int df_planner_plan(df_planner *pl, const df_model_params *p, df_plan *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    if ((p->mtp != 0) != pl->mtp || p->split_layers)
+        return df_seterr(err, errlen, "a planner plans with the mtp it was opened with, for one process");
+    df_model_params q = *p;
+    q.vocab_only = 0;
+    if (!q.mem_budget) q.mem_budget = 1; /* size the session as a budget would */
+    return plan_fill(pl->m, &q, p, 1, 0, NULL, out, NULL, err, errlen) ? -1 : 0;
+}
+
+void df_planner_free(df_planner *pl) {
+    if (!pl) return;
+    df_model_free(pl->m);
+    free(pl);
+}
+
 /* How many of every layer's X experts each of R ranks owns (rooms[R]), from
  * the cache slots each one's budget leaves room for (budgets[r], or p's
  * where NULL or 0): rank 0 holds the dense part and the sessions, so it has
