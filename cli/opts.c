@@ -407,7 +407,7 @@ void cli_usage(FILE *f) {
     fputs("usage: deltafin COMMAND [options]   (deltafin COMMAND --help: its options)\n", f);
     for (size_t i = 0; i < N_CMDS; i++) {
         fprintf(f, "  %-9s %s\n", CMDS[i].name, CMDS[i].usage);
-        put_wrapped(f, CMDS[i].about, 12, 12);
+        put_wrapped(f, CMDS[i].about, 12, 0);
     }
     fputs(COMMON, f);
 }
@@ -420,7 +420,7 @@ void cli_command_help(FILE *f, const char *cmd) {
         return;
     }
     fprintf(f, "usage: deltafin %s %s\n", cmd, CMDS[c].usage);
-    put_wrapped(f, CMDS[c].about, 2, 2);
+    put_wrapped(f, CMDS[c].about, 2, 0);
     fputs("options:\n", f);
     for (size_t i = 0; i < N_OPTS; i++) {
         const cli_opt *o = &OPTS[i];

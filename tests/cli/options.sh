@@ -58,6 +58,7 @@ check "serve --help lists no --batch-file" lacks "$h" "  --batch-file"
 h=$("$D" run --help)
 check "run --help lists --spec's choices" contains "$h" "--spec off|lookup|draft|mtp"
 check "run --help does not show a hidden choice (io_uring)" lacks "$h" "io_uring"
+check "the help has no empty line" test "$( ("$D" --help; "$D" worker --help) | grep -c '^ *$')" -eq 0
 long=$(for c in run plan serve chat submit worker; do "$D" $c --help; done | awk 'length($0) > 100' | head -3)
 check "the help's lines are at most 100 columns${long:+: $long}" test -z "$long"
 
