@@ -354,6 +354,7 @@ static int choose_k(df_spec *sp) {
         return sp->p.k_fixed;
     }
     if (sp->passes < WARMUP) return warmup_k(sp); /* not k_max: it may be the costliest mistake */
+    if (mtp_hopeless(sp)) return 0; /* the acceptance decides, not the timings (noise can favour k > 0 at 0%) */
     double a, b;
     cost_line(sp, &a, &b);
     int best = 0;
@@ -373,7 +374,6 @@ static int choose_k(df_spec *sp) {
              predict(sp, 0, a, b));
     sp->k_now = best;
     if (best > 0) sp->off_probes = 0;
-    if (best == 0 && mtp_hopeless(sp)) return 0;
     if (++sp->since_probe < probe_interval(sp, best)) return best;
     sp->since_probe = 0;
     if (best == 0) {
