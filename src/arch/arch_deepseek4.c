@@ -34,6 +34,7 @@
  * the same clamp (moe.c). MTP blocks (nextn_predict_layers) are not run.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,11 +97,8 @@ static int bind(df_model *m, char *err, size_t errlen) {
     const df_hparams *h = &m->hp;
     const int64_t E = h->n_embd, H = h->n_head, hd = h->head_dim, HC = v4->hc_mult, mix = (2 + HC) * HC;
     const int64_t G = v4->o_groups, R = v4->o_lora, QL = h->q_lora_rank;
-    const size_t nl = (size_t)(h->n_layer + h->n_layer_mtp);
-    if (!m->fam_tensors && !(m->fam_tensors = calloc(1, sizeof(df_dsv4_tensors) + nl * sizeof(df_dsv4_layer))))
-        return df_seterr(err, errlen, "%s: out of memory", m->path);
-    for (size_t l = 0; l < nl; l++) m->layers[l].fam = &V4T(m)->layer[l];
-    if (df_bind_embed_output(m, err, errlen) ||
+    if (df_bind_fam_tensors(m, offsetof(df_dsv4_tensors, layer), sizeof(df_dsv4_layer), err, errlen) ||
+        df_bind_embed_output(m, err, errlen) ||
         df_bind(m, &V4T(m)->output_hc_fn, "output_hc_fn.weight", 0, 1, HC * E, HC, 1, err, errlen) ||
         df_bind(m, &V4T(m)->output_hc_base, "output_hc_base.weight", 0, 1, HC, 1, 1, err, errlen) ||
         df_bind(m, &V4T(m)->output_hc_scale, "output_hc_scale.weight", 0, 1, 1, 1, 1, err, errlen))

@@ -40,6 +40,7 @@
  *  - SiTU instead of SwiGLU in every FFN (layer.c df_glu).
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,11 +200,9 @@ static int bind_ffn(df_model *m, int l, char *err, size_t errlen) {
 static int bind_common(df_model *m, int k3, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
     const int64_t E = h->n_embd;
-    const size_t nl = (size_t)(h->n_layer + h->n_layer_mtp);
-    if (!m->fam_tensors && !(m->fam_tensors = calloc(1, sizeof(kimi_tensors) + nl * sizeof(kimi_layer))))
-        return df_seterr(err, errlen, "%s: out of memory", m->path);
-    for (size_t l = 0; l < nl; l++) m->layers[l].fam = &KT(m)->layer[l];
-    if (df_bind_embed_output(m, err, errlen)) return -1;
+    if (df_bind_fam_tensors(m, offsetof(kimi_tensors, layer), sizeof(kimi_layer), err, errlen) ||
+        df_bind_embed_output(m, err, errlen))
+        return -1;
     const int res = khp(m)->attn_res_block > 0;
     if (res && df_bind(m, &KT(m)->output_res_score, "output_res_score.weight", 0, 1, E, 1, 1, err, errlen)) return -1;
     for (int l = 0; l < h->n_layer; l++) {

@@ -211,3 +211,11 @@ int df_bind_f32(df_model *m, ws_tensor **dst, const char *fmt, int l, int64_t ne
     if ((*dst)->type != DF_TYPE_F32) return df_seterr(err, errlen, "%s: tensor '%s' must be f32", m->path, (*dst)->gt->name);
     return 0;
 }
+
+int df_bind_fam_tensors(df_model *m, size_t head, size_t per_layer, char *err, size_t errlen) {
+    const size_t nl = (size_t)(m->hp.n_layer + m->hp.n_layer_mtp);
+    if (!m->fam_tensors && !(m->fam_tensors = calloc(1, head + nl * per_layer)))
+        return df_seterr(err, errlen, "%s: out of memory", m->path);
+    for (size_t l = 0; l < nl; l++) m->layers[l].fam = (char *)m->fam_tensors + head + l * per_layer;
+    return 0;
+}

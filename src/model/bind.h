@@ -25,6 +25,10 @@ int df_hp_nextn(df_model *m, char *err, size_t errlen);
 int df_bind_nextn(df_model *m, int l, char *err, size_t errlen);
 
 ws_tensor *df_tensor(df_model *m, const char *fmt, int layer, int required, char *err, size_t errlen);
+/* A family's own tensor handles (m->fam_tensors, for its bind hook): head bytes (its model-wide handles and
+ * the flexible array's offset), then an entry of per_layer bytes for each of the n_layer + n_layer_mtp layers,
+ * df_layer.fam pointing at each. Made once, zeroed; kept across binds. 0, or -1 with err. */
+int df_bind_fam_tensors(df_model *m, size_t head, size_t per_layer, char *err, size_t errlen);
 /* Bind tensor fmt (with %d = layer l) and check its shape [ne0, ne1, ne2];
  * vectors (ne1 = ne2 = 1) must be f32. An optional tensor that is absent
  * leaves *dst NULL and succeeds. */
