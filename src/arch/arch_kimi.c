@@ -66,12 +66,16 @@ typedef struct {
 typedef struct {
     int attn_res_block; /* kimi-k3: attn_res.block_size: bank a checkpoint every this many layers (0: off) */
     float gate_lb;      /* kda.gate_lower_bound ("safe" gate), or -INFINITY: kimi-linear's softplus gate */
+    int n_expert_latent; /* kimi-k3: expert_latent_length, the routed experts' width (0: n_embd, no projections) */
 } kimi_hp;
 
 static const kimi_hp *khp(const df_model *m) { return m->fam_hp; }
 
 /* The family's own tensors (m->fam_tensors; a layer's df_layer.fam points at its entry). */
 typedef struct {
+    ws_tensor *ssm_f_a, *ssm_f_b;                                 /* KDA: the decay's low-rank projection */
+    ws_tensor *ssm_g_a, *ssm_g_b;                                 /* kimi-linear: the output gate's low rank */
+    ws_tensor *attn_gate;                                         /* kimi-k3: sigmoid output gate of MLA */
     ws_tensor *attn_res_score, *ffn_res_score;                    /* kimi-k3: cross-layer residual attention */
     ws_tensor *ffn_routed_down, *ffn_routed_up, *ffn_routed_norm; /* kimi-k3: latent MoE */
 } kimi_layer;
@@ -93,7 +97,7 @@ static void scratch(const df_model *m, df_layout *lay) {
         df_layout_scratch(lay, &f->res_mix, B * E * F);
         df_layout_scratch(lay, &f->res_scores, (n_ckpt + 1) * F);
     }
-    if (h->n_expert_latent > 0) {
+    if (khp(m)->n_expert_latent > 0) {
         df_layout_scratch(lay, &f->lat_in, B * E * F);
         df_layout_scratch(lay, &f->lat_out, B * E * F);
     }
@@ -142,7 +146,7 @@ static int hparams_common(df_model *m, int k3, char *err, size_t errlen) {
     h->act = DF_ACT_SITU;
     h->attn_out_gate = 1;
     if (df_hp_int(m, "attn_res.block_size", &k->attn_res_block, 0, h->n_layer, 1, err, errlen) ||
-        df_hp_int(m, "expert_latent_length", &h->n_expert_latent, 0, h->n_embd, 0, err, errlen))
+        df_hp_int(m, "expert_latent_length", &k->n_expert_latent, 0, h->n_embd, 0, err, errlen))
         return -1;
     h->hidden_not_rows = k->attn_res_block > 0; /* blocks read mixes of banked residuals */
     return 0;
@@ -167,8 +171,8 @@ static int bind_kda(df_model *m, int l, int k3, char *err, size_t errlen) {
     if (df_bind(m, &L->wq, "blk.%d.attn_q.weight", l, 1, E, D, 1, err, errlen) ||
         df_bind(m, &L->wk, "blk.%d.attn_k.weight", l, 1, E, D, 1, err, errlen) ||
         df_bind(m, &L->wv, "blk.%d.attn_v.weight", l, 1, E, D, 1, err, errlen) ||
-        df_bind(m, &L->ssm_f_a, "blk.%d.ssm_f_a.weight", l, 1, E, hd, 1, err, errlen) ||
-        df_bind(m, &L->ssm_f_b, "blk.%d.ssm_f_b.weight", l, 1, hd, D, 1, err, errlen) ||
+        df_bind(m, &KL(L)->ssm_f_a, "blk.%d.ssm_f_a.weight", l, 1, E, hd, 1, err, errlen) ||
+        df_bind(m, &KL(L)->ssm_f_b, "blk.%d.ssm_f_b.weight", l, 1, hd, D, 1, err, errlen) ||
         df_bind_mat(m, &L->ssm_beta, "blk.%d.ssm_beta.weight", l, 1, E, H, err, errlen) ||
         df_bind_f32(m, &L->ssm_a, "blk.%d.ssm_a", l, a_row ? 1 : H, a_row ? H : 1, 1, err, errlen) ||
         df_bind(m, &L->ssm_dt_b, "blk.%d.ssm_dt.bias", l, 1, D, 1, 1, err, errlen) ||
@@ -176,8 +180,8 @@ static int bind_kda(df_model *m, int l, int k3, char *err, size_t errlen) {
         df_bind(m, &L->wo, "blk.%d.attn_output.weight", l, 1, D, E, 1, err, errlen))
         return -1;
     if (k3) return df_bind(m, &L->ssm_g, "blk.%d.ssm_g.weight", l, 1, E, D, 1, err, errlen);
-    return df_bind(m, &L->ssm_g_a, "blk.%d.ssm_g_a.weight", l, 1, E, hd, 1, err, errlen) ||
-                   df_bind(m, &L->ssm_g_b, "blk.%d.ssm_g_b.weight", l, 1, hd, D, 1, err, errlen)
+    return df_bind(m, &KL(L)->ssm_g_a, "blk.%d.ssm_g_a.weight", l, 1, E, hd, 1, err, errlen) ||
+                   df_bind(m, &KL(L)->ssm_g_b, "blk.%d.ssm_g_b.weight", l, 1, hd, D, 1, err, errlen)
                ? -1
                : 0;
 }
@@ -186,9 +190,9 @@ static int bind_kda(df_model *m, int l, int k3, char *err, size_t errlen) {
 static int bind_ffn(df_model *m, int l, char *err, size_t errlen) {
     const df_hparams *h = &m->hp;
     df_layer *L = &m->layers[l];
-    const int64_t E = h->n_embd, W = h->n_expert_latent;
+    const int64_t E = h->n_embd, W = khp(m)->n_expert_latent;
     if (l < h->n_layer_dense_lead) return df_bind_dense_ffn(m, l, err, errlen);
-    if (df_moe_bind_layer(m, l, h->n_ff_exp, err, errlen)) return -1;
+    if (df_moe_bind_experts(m, l, h->n_ff_exp, W, err, errlen)) return -1;
     if (!L->exp_probs_b) return df_seterr(err, errlen, "%s: missing tensor 'blk.%d.exp_probs_b.bias'", m->path, l);
     if (W > 0 && (df_bind(m, &KL(L)->ffn_routed_down, "blk.%d.ffn_routed_down.weight", l, 1, E, W, 1, err, errlen) ||
                   df_bind(m, &KL(L)->ffn_routed_up, "blk.%d.ffn_routed_up.weight", l, 1, W, E, 1, err, errlen) ||
@@ -216,7 +220,7 @@ static int bind_common(df_model *m, int k3, char *err, size_t errlen) {
         if (h->recurrent && h->recurrent[l]) {
             if (bind_kda(m, l, k3, err, errlen)) return -1;
         } else if (df_mla_bind_layer(m, l, err, errlen) ||
-                   (k3 && df_bind(m, &L->attn_gate, "blk.%d.attn_gate.weight", l, 0, E,
+                   (k3 && df_bind(m, &KL(L)->attn_gate, "blk.%d.attn_gate.weight", l, 0, E,
                                   (int64_t)h->n_head * h->head_dim_v, 1, err, errlen))) {
             return -1;
         }
@@ -240,7 +244,7 @@ static int kda_layer(df_session *s, df_session *const *own, int l, int n, char *
     const int64_t D = (int64_t)H * hd, E = h->n_embd;
     /* q, k, v and the first halves of the decay gate and beta share the
      * input: one pass over the pool (each output is the same bits) */
-    ws_tensor *const wx[5] = {L->wq, L->wk, L->wv, L->ssm_f_a, L->ssm_beta};
+    ws_tensor *const wx[5] = {L->wq, L->wk, L->wv, KL(L)->ssm_f_a, L->ssm_beta};
     float *const qkv[5] = {s->kda_q, s->kda_k, s->kda_v, s->kda_lo, s->kda_beta};
     const int64_t ld[5] = {D, D, D, hd, H};
     if (df_matmul_n(s, 5, wx, s->xb, n, qkv, ld, err, errlen)) return -1;
@@ -257,7 +261,7 @@ static int kda_layer(df_session *s, df_session *const *own, int l, int n, char *
     dn_l2norm(s->kda_q, (int64_t)n * H, hd, h->norm_eps);
     dn_l2norm(s->kda_k, (int64_t)n * H, hd, h->norm_eps);
     /* decay gate and beta */
-    if (df_matmul(s, L->ssm_f_b, s->kda_lo, n, s->kda_g, D, err, errlen)) return -1;
+    if (df_matmul(s, KL(L)->ssm_f_b, s->kda_lo, n, s->kda_g, D, err, errlen)) return -1;
     const float *dt = ws_fetch(m->ws, L->ssm_dt_b, err, errlen);
     const float *A = dt ? ws_fetch(m->ws, L->ssm_a, err, errlen) : NULL;
     if (!A) {
@@ -284,8 +288,8 @@ static int kda_layer(df_session *s, df_session *const *own, int l, int n, char *
     }
     /* output gate (into kda_g, free again) and gated RMSNorm */
     if (L->ssm_g ? df_matmul(s, L->ssm_g, s->xb, n, s->kda_g, D, err, errlen)
-                 : df_matmul(s, L->ssm_g_a, s->xb, n, s->kda_lo, hd, err, errlen) ||
-                       df_matmul(s, L->ssm_g_b, s->kda_lo, n, s->kda_g, D, err, errlen))
+                 : df_matmul(s, KL(L)->ssm_g_a, s->xb, n, s->kda_lo, hd, err, errlen) ||
+                       df_matmul(s, KL(L)->ssm_g_b, s->kda_lo, n, s->kda_g, D, err, errlen))
         return -1;
     const float *on = ws_fetch(m->ws, L->ssm_o_norm, err, errlen);
     if (!on) return -1;
@@ -305,9 +309,9 @@ static int mla_layer(df_session *s, df_session *const *own, int l, int n, char *
     const df_hparams *h = &m->hp;
     df_layer *L = &m->layers[l];
     const int64_t V = (int64_t)h->n_head * h->head_dim_v;
-    if (L->attn_gate && df_matmul(s, L->attn_gate, s->xb, n, s->attn_gate, V, err, errlen)) return -1;
+    if (KL(L)->attn_gate && df_matmul(s, KL(L)->attn_gate, s->xb, n, s->attn_gate, V, err, errlen)) return -1;
     if (df_mla_attention(s, own, l, n, 0, err, errlen)) return -1;
-    if (L->attn_gate)
+    if (KL(L)->attn_gate)
         for (int64_t i = 0; i < (int64_t)n * V; i++) s->xb[i] *= sigmoidf(s->attn_gate[i]);
     return df_matmul(s, L->wo, s->xb, n, s->xb2, h->n_embd, err, errlen);
 }

@@ -52,6 +52,14 @@
 
 static int is_next(const df_model *m) { return strcmp(m->arch_name, "qwen3next") == 0; }
 
+/* The family's own tensors of a layer (df_layer.fam; m->fam_tensors holds them all). */
+typedef struct {
+    ws_tensor *ssm_alpha; /* qwen35moe: the decay's input (beta in ssm_beta) */
+    ws_tensor *ssm_ba;    /* qwen3next: beta and alpha interleaved per key head */
+    ws_tensor *ssm_in;    /* qwen3next legacy: q, k, v and z interleaved per key head */
+} qwen_layer;
+#define QL(L) ((qwen_layer *)(L)->fam)
+
 /* The layer pattern: which of the n_layer layers are delta-net layers. */
 static int read_pattern(df_model *m, const int32_t *flags, int interval, char *err, size_t errlen) {
     df_hparams *h = &m->hp;
@@ -87,7 +95,6 @@ static int read_ssm(df_model *m, char *err, size_t errlen) {
                          h->kda_n_head, n_group);
     h->ssm_conv_ch = 2 * (int64_t)n_group * h->kda_head_dim + d_inner;
     h->gdn = 1;
-    h->gdn_k_interleave = is_next(m);
     return 0;
 }
 
@@ -159,12 +166,12 @@ static int bind_gdn(df_model *m, int l, char *err, size_t errlen) {
         df_bind(m, &L->wo, "blk.%d.ssm_out.weight", l, 1, V, E, 1, err, errlen))
         return -1;
     if (is_next(m)) {
-        if (df_bind(m, &L->ssm_ba, "blk.%d.ssm_ba.weight", l, 1, E, 2 * H, 1, err, errlen) ||
-            df_bind(m, &L->ssm_in, "blk.%d.ssm_in.weight", l, 0, E, C + V, 1, err, errlen))
+        if (df_bind(m, &QL(L)->ssm_ba, "blk.%d.ssm_ba.weight", l, 1, E, 2 * H, 1, err, errlen) ||
+            df_bind(m, &QL(L)->ssm_in, "blk.%d.ssm_in.weight", l, 0, E, C + V, 1, err, errlen))
             return -1;
-        if (L->ssm_in) return 0; /* the legacy packing: no attn_qkv, attn_gate */
+        if (QL(L)->ssm_in) return 0; /* the legacy packing: no attn_qkv, attn_gate */
     } else if (df_bind_mat(m, &L->ssm_beta, "blk.%d.ssm_beta.weight", l, 1, E, H, err, errlen) ||
-               df_bind_mat(m, &L->ssm_alpha, "blk.%d.ssm_alpha.weight", l, 1, E, H, err, errlen)) {
+               df_bind_mat(m, &QL(L)->ssm_alpha, "blk.%d.ssm_alpha.weight", l, 1, E, H, err, errlen)) {
         return -1;
     }
     return df_bind(m, &L->wqkv, "blk.%d.attn_qkv.weight", l, 1, E, C, 1, err, errlen) ||
@@ -190,7 +197,7 @@ static int bind_attention(df_model *m, int l, char *err, size_t errlen) {
 
 static int bind(df_model *m, char *err, size_t errlen) {
     const df_hparams *h = &m->hp;
-    if (df_bind_embed_output(m, err, errlen)) return -1;
+    if (df_bind_fam_tensors(m, 0, sizeof(qwen_layer), err, errlen) || df_bind_embed_output(m, err, errlen)) return -1;
     for (int l = 0; l < h->n_layer; l++) { /* the MTP layers (l >= n_layer) are never bound */
         df_layer *L = &m->layers[l];
         if (df_bind(m, &L->attn_norm, "blk.%d.attn_norm.weight", l, 1, h->n_embd, 1, 1, err, errlen) ||
@@ -231,33 +238,34 @@ static void unpack_legacy(df_session *s, int n) {
 static int gdn_project(df_session *s, int l, int n, char *err, size_t errlen) {
     const df_hparams *h = &s->m->hp;
     df_layer *L = &s->m->layers[l];
+    const qwen_layer *Q = QL(L);
     const int64_t H = h->kda_n_head, C = h->ssm_conv_ch, V = H * h->kda_head_dim, r = H / h->kda_n_head_k;
     ws_tensor *w[4];
     float *y[4];
     int64_t ld[4];
     int nw = 0;
 #define OUT(t, dst, width) (w[nw] = (t), y[nw] = (dst), ld[nw] = (width), nw++)
-    if (L->ssm_in) {
-        OUT(L->ssm_in, s->kda_q, C + V);
+    if (Q->ssm_in) {
+        OUT(Q->ssm_in, s->kda_q, C + V);
     } else {
         OUT(L->wqkv, s->kda_q, C);
         OUT(L->ssm_g, s->kda_g, V);
     }
-    if (L->ssm_ba) {
-        OUT(L->ssm_ba, s->kda_o, 2 * H);
+    if (Q->ssm_ba) {
+        OUT(Q->ssm_ba, s->kda_o, 2 * H);
     } else {
         OUT(L->ssm_beta, s->kda_beta, H);
-        OUT(L->ssm_alpha, s->kda_lo, H);
+        OUT(Q->ssm_alpha, s->kda_lo, H);
     }
 #undef OUT
     if (df_matmul_n(s, nw, w, s->xb, n, y, ld, err, errlen)) return -1;
-    if (L->ssm_ba) /* per key head [beta (r), alpha (r)] */
+    if (Q->ssm_ba) /* per key head [beta (r), alpha (r)] */
         for (int64_t i = 0; i < (int64_t)n * H; i++) {
             const int64_t t = i / H, g = (i % H) / r, j = i % r;
             s->kda_beta[i] = s->kda_o[t * 2 * H + g * 2 * r + j];
             s->kda_lo[i] = s->kda_o[t * 2 * H + g * 2 * r + r + j];
         }
-    if (L->ssm_in) unpack_legacy(s, n);
+    if (Q->ssm_in) unpack_legacy(s, n);
     return 0;
 }
 
@@ -292,7 +300,7 @@ static int gdn_layer(df_session *s, df_session *const *own, int l, int n, char *
     }
     ws_release(m->ws, L->ssm_a);
     ws_release(m->ws, L->ssm_dt_b);
-    const dn_shape sh = {H, Hk, hd, h->gdn_k_interleave, 1, C, C, V};
+    const dn_shape sh = {H, Hk, hd, is_next(s->m), 1, C, C, V};
     if (!own)
         df_rec_delta(m->pool, &sh, s, l, s->kda_q, s->kda_q + KD, s->kda_q + 2 * KD, s->kda_lo,
                        s->kda_beta, n, s->kda_o);

@@ -55,18 +55,18 @@ int df_ffn_dense(df_session *s, ws_tensor *gate, ws_tensor *up, ws_tensor *down,
     return df_matmul(s, down, s->hb, n, out, down->ne[1], err, errlen);
 }
 
-/* SwiGLU, or SiTU: beta*tanh(g/beta) * sigmoid(g) * lb*tanh(u/lb) (the up
+/* SwiGLU, SwiGLU-OAI, clamped SwiGLU, or SiTU: beta*tanh(g/beta) * sigmoid(g) * lb*tanh(u/lb) (the up
  * branch unchanged when lb <= 0; the scalar kernel in ggml's order of
  * operations, the SIMD ones within a few ulp of it). */
 void df_glu(const df_hparams *h, float *a, const float *b, int n) {
-    if (h->act == DF_ACT_SWIGLU_OAI) { /* gpt-oss: ggml's swiglu_oai, alpha 1.702, limit 7 */
+    if (h->act == DF_ACT_SWIGLU_OAI) { /* ggml's swiglu_oai, alpha 1.702, limit 7 */
         for (int i = 0; i < n; i++) {
             const float x = a[i] < 7.0f ? a[i] : 7.0f, y = b[i] < -7.0f ? -7.0f : b[i] > 7.0f ? 7.0f : b[i];
             a[i] = x / (1.0f + expf(1.702f * -x)) * (y + 1.0f);
         }
         return;
     }
-    if (h->act == DF_ACT_SWIGLU_CLAMP) { /* deepseek4: ggml's swiglu_clamp */
+    if (h->act == DF_ACT_SWIGLU_CLAMP) { /* ggml's swiglu_clamp: silu(min(g, lim)) * clamp(u, -lim, lim) */
         const float lim = h->swiglu_limit;
         for (int i = 0; i < n; i++) {
             const float g = a[i] < lim ? a[i] : lim, u = b[i] < -lim ? -lim : b[i] > lim ? lim : b[i];

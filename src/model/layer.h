@@ -27,7 +27,7 @@ int df_norm_rows(df_session *s, ws_tensor *w, const float *x, int n, int64_t wid
 /* Causal attention of n_tok queries (n_head * head_dim each) at positions
  * s->pos.. against KV layer l's cache (already holding their own keys and
  * values, df_mem_store) into out (n_tok rows of n_head * head_dim_v), with one
- * sink logit per head (gpt-oss; NULL: none). It honours the layer's sliding
+ * sink logit per head (NULL: none). It honours the layer's sliding
  * window (hparams swa / n_swa) and its cache's ring. */
 void df_attention_sinks(df_session *s, int l, int n_tok, const float *q, float *out, const float *sinks);
 /* The rows of one forward pass: own NULL, n consecutive tokens of s from
@@ -51,7 +51,7 @@ void df_attend_rows(df_session *s, df_session *const *own, int l, int n, const f
 int df_ffn_dense(df_session *s, ws_tensor *gate, ws_tensor *up, ws_tensor *down, const float *x, int n, float *out,
                  char *err, size_t errlen);
 /* The FFN's gated activation in place: a = act(a, b) over n floats, SwiGLU
- * (silu(a) * b) or kimi-k3's SiTU (h->act). */
+ * (silu(a) * b) or another of h->act's (layer.c says each). */
 void df_glu(const df_hparams *h, float *a, const float *b, int n);
 /* df_glu with SiTU's long rows split over the pool (element by element the
  * same arithmetic, so the same bits); SwiGLU and short rows on the caller. */

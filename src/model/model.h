@@ -14,10 +14,12 @@
  *                 once when the session is created; nothing per token.
  * Each supported general.architecture is one df_arch entry: a function that
  * reads its extra hyperparameters and binds its tensors, and a forward
- * function. One file per family (arch_llama.c: llama, qwen2, qwen3;
- * arch_deepseek2.c; arch_dsa.c: deepseek32, glm-dsa; arch_kimi.c: kimi-linear, kimi-k3; mla.c: the latent
- * attention the last two share; arch_glm4moe.c; arch_minimax_m2.c;
- * arch_gptoss.c; arch_qwen35.c: qwen35moe, qwen3next; arch_deepseek4.c).
+ * function. One file per family in src/arch/ (the table is in
+ * src/api/header.c; docs/design.md says which file holds which families).
+ * What only one family has -- hyperparameters, tensors, session memory and
+ * scratch -- is private to its file (m->fam_hp, m->fam_tensors, df_layer.fam,
+ * the df_arch layout hooks); these types hold the core and the blocks several
+ * families share (tests/cli/rooms.sh keeps it so).
  *
  * Who includes whom (arrows point down; docs/design.md):
  *   src/api/header.c        the arch table; load.c, plan.c: loading, planning
@@ -49,7 +51,7 @@ typedef struct df_hparams {
     int n_layer_nextn;   /* NextN/MTP blocks after them (nextn_predict_layers): never run or read, */
     int n_layer_mtp;     /* except the first one when the model is loaded with df_model_params.mtp: 1 here,
                           * bound as layers[n_layer], planned and read (mtp.c runs it; spec.c guesses with it) */
-    int mtp_arch;        /* the architecture's hparams say it can run its NextN block (glm4moe, deepseek2) */
+    int mtp_arch;        /* the architecture's hparams say it can run its NextN block (mtp.c) */
     int n_head;
     int n_head_kv;
     int head_dim;        /* key/query head size (attention.key_length) */
@@ -70,7 +72,7 @@ typedef struct df_hparams {
     /* Mixture of experts (n_expert == 0: dense) */
     int n_expert;
     int n_expert_used;
-    int n_expert_shared;   /* deepseek2: shared experts folded into one FFN of n_ff_exp * count */
+    int n_expert_shared;   /* shared experts folded into one FFN of n_ff_exp * count (0: not given) */
     int n_ff_exp;          /* hidden size of one routed expert */
     int n_ff_shexp;        /* hidden size of the shared expert FFN */
     int n_layer_dense_lead;/* leading layers with a dense FFN */
@@ -79,7 +81,7 @@ typedef struct df_hparams {
     float expert_weights_scale;
     int n_expert_groups;   /* group-limited routing (0 or 1: off) */
     int n_group_used;
-    /* Multi-head latent attention (deepseek2) */
+    /* Multi-head latent attention (mla.c) */
     int q_lora_rank;       /* 0: plain wq */
     int kv_lora_rank;
     int qk_nope;           /* non-RoPE part of a query/key head */
@@ -89,64 +91,58 @@ typedef struct df_hparams {
     uint8_t *recurrent;    /* 1: a recurrent (linear attention) layer: head_count_kv[l] == 0 */
     int32_t *n_ff_l;       /* feed_forward_length per layer */
     int n_layer_recurrent; /* layers with recurrent[l] */
-    /* Recurrent (KDA) layers: the memory they keep per sequence */
+    /* Recurrent (delta-rule) layers: the memory they keep per sequence (each family's hparams hook
+     * says which of its keys fill these) */
     int ssm_d_conv;        /* short convolution kernel (ssm.conv_kernel) */
-    int kda_head_dim;      /* delta-rule head size (kda.head_dim); 0: no recurrent layers */
-    int kda_n_head;        /* delta-rule (state, value) heads: attention.head_count, qwen: ssm.time_step_rank */
-    int kda_n_head_k;      /* query/key heads: kda_n_head (kimi), ssm.group_count (qwen) */
-    int64_t ssm_conv_ch;   /* channels of the short convolution (kimi: q, k, v; qwen: the fused qkv) */
-    int gdn;               /* qwen's gated delta net: fused qkv, one decay per head (arch_qwen35.c) */
-    int gdn_k_interleave;  /* qwen3next: value head h reads key head h / (n_head / n_head_k); qwen35moe: h % n_head_k */
-    int attn_q_gate;       /* qwen: attn_q holds query and output gate interleaved per head */
-    int n_expert_latent;   /* expert_latent_length: routed experts' width (0: n_embd) */
-    int act;               /* DF_ACT_SWIGLU or DF_ACT_SITU */
-    int attn_out_gate;     /* attention output times sigmoid(gate): kimi-k3 MLA (attn_gate), qwen (attn_q) */
+    int kda_head_dim;      /* delta-rule head size; 0: no recurrent layers */
+    int kda_n_head;        /* delta-rule (state, value) heads */
+    int kda_n_head_k;      /* query/key heads (a divisor of kda_n_head) */
+    int64_t ssm_conv_ch;   /* channels of the short convolution (q, k and v side by side) */
+    int gdn;               /* gated delta net: fused qkv, one decay per head (else one per key channel) */
+    int attn_q_gate;       /* attn_q holds query and output gate interleaved per head */
+    int act;               /* DF_ACT_*: the FFN's activation */
+    int attn_out_gate;     /* attention output times sigmoid(gate) (the gate: a tensor, or attn_q's half) */
     float situ_beta, situ_linear_beta;
-    /* gpt-oss: sliding-window attention layers */
+    /* sliding-window attention layers */
     int n_swa;             /* attention.sliding_window (0: none) */
     uint8_t *swa;          /* (n_layer) 1: a sliding-window layer; NULL: none. Owned by the model */
     float swiglu_limit;    /* swiglu_clamp_exp: DF_ACT_SWIGLU_CLAMP's bound */
 } df_hparams;
 
-/* SWIGLU_CLAMP (deepseek4): silu(min(g, limit)) * clamp(u, -limit, limit) */
+/* The FFN's activations: layer.c's df_glu says what each computes */
 enum { DF_ACT_SWIGLU = 0, DF_ACT_SITU = 1, DF_ACT_SWIGLU_OAI = 2, DF_ACT_SWIGLU_CLAMP = 3 };
 
-/* SOFTMAX_WEIGHT (gpt-oss): top-k of the raw logits, softmax over the chosen */
-/* SQRT_SOFTPLUS (deepseek4): sqrt(softplus(logit)) */
+/* SOFTMAX_WEIGHT: top-k of the raw logits, softmax over the chosen;
+ * SQRT_SOFTPLUS: sqrt(softplus(logit)) */
 enum { DF_GATING_SOFTMAX = 1, DF_GATING_SIGMOID = 2, DF_GATING_SOFTMAX_WEIGHT = 3, DF_GATING_SQRT_SOFTPLUS = 4 };
 
 typedef struct df_layer {
     ws_tensor *attn_norm;
     ws_tensor *wq, *wk, *wv, *wo;
     ws_tensor *bq, *bk, *bv, *bo;     /* optional biases */
-    ws_tensor *q_norm, *k_norm;       /* qwen3: per-head RMSNorm weights */
+    ws_tensor *q_norm, *k_norm;       /* per-head RMSNorm weights */
     ws_tensor *ffn_norm;
     ws_tensor *ffn_gate, *ffn_up, *ffn_down;
     /* mixture of experts */
     ws_tensor *ffn_gate_inp;                       /* router (n_embd -> n_expert) */
-    ws_tensor *exp_probs_b;                        /* selection bias (deepseek v3) */
+    ws_tensor *exp_probs_b;                        /* selection bias (moves choices, not weights) */
     ws_tensor *ffn_gate_exps, *ffn_up_exps, *ffn_down_exps; /* (n_in, n_out, n_expert) */
     ws_tensor *ffn_gate_shexp, *ffn_up_shexp, *ffn_down_shexp;
-    ws_tensor *ffn_gate_inp_shexp;                 /* qwen2moe: sigmoid gate of the shared expert */
-    ws_tensor *ffn_gate_inp_b;                     /* gpt-oss: router bias (n_expert) */
-    ws_tensor *ffn_gate_exps_b, *ffn_up_exps_b, *ffn_down_exps_b; /* gpt-oss: per-expert biases (n_out, n_expert) */
-    ws_tensor *attn_sinks;                         /* gpt-oss: one softmax sink logit per head */
+    ws_tensor *ffn_gate_inp_shexp;                 /* sigmoid gate of the shared expert */
+    ws_tensor *ffn_gate_inp_b;                     /* router bias (n_expert) */
+    ws_tensor *ffn_gate_exps_b, *ffn_up_exps_b, *ffn_down_exps_b; /* per-expert biases (n_out, n_expert) */
+    ws_tensor *attn_sinks;                         /* one softmax sink logit per head */
     /* multi-head latent attention */
     ws_tensor *wq_a, *q_a_norm, *wq_b;
     ws_tensor *wkv_a_mqa, *kv_a_norm;
     ws_tensor *wk_b, *wv_b, *wkv_b;
-    ws_tensor *attn_gate;                          /* kimi-k3: sigmoid output gate of MLA */
-    /* KDA (kimi's linear attention) */
+    /* delta-rule (linear attention) layers: ssm_conv[0] alone is one convolution of the fused qkv */
     ws_tensor *ssm_conv[3];                        /* short convolutions of q, k, v: (d_conv, 1, d_inner) */
-    ws_tensor *ssm_f_a, *ssm_f_b, *ssm_beta, *ssm_a, *ssm_dt_b;
-    ws_tensor *ssm_g_a, *ssm_g_b, *ssm_g;          /* output gate: low rank (kimi-linear) or full (kimi-k3) */
+    ws_tensor *ssm_beta, *ssm_a, *ssm_dt_b;
+    ws_tensor *ssm_g;                              /* full-rank output gate */
     ws_tensor *ssm_o_norm;
-    /* qwen's gated delta net (ssm_conv[0]: the one convolution, ssm_g: the output gate z, wo: ssm_out) */
     ws_tensor *wqkv;                               /* attn_qkv: q, k and v in one projection */
-    ws_tensor *ssm_alpha;                          /* qwen35moe: the decay's input (beta in ssm_beta) */
-    ws_tensor *ssm_ba;                             /* qwen3next: beta and alpha interleaved per key head */
-    ws_tensor *ssm_in;                             /* qwen3next legacy: q, k, v and z interleaved per key head */
-    /* DSA lightning indexer (a layer that selects) */
+    /* sparse attention's lightning indexer (a layer that selects the keys it attends to) */
     ws_tensor *idx_wq_b;                           /* q LoRA -> indexer queries (n_head x head_dim) */
     ws_tensor *idx_wk, *idx_k_norm, *idx_k_norm_b; /* n_embd -> one key; LayerNorm weight and bias */
     ws_tensor *idx_proj;                           /* n_embd -> per-head weights */

@@ -5,8 +5,8 @@
  * DESIGN
  * For a batch of n tokens the router gives every token n_expert scores
  * (softmax or sigmoid of ffn_gate_inp * x). Selection follows llama.cpp's
- * build_moe_ffn exactly: an optional per-expert bias (DeepSeek V3's
- * exp_probs_b) shifts the scores used for choosing but not the weights;
+ * build_moe_ffn exactly: an optional per-expert bias
+ * (exp_probs_b) shifts the scores used for choosing but not the weights;
  * group-limited routing keeps the n_group_used groups whose two best scores
  * sum highest; the top n_expert_used experts win (ties to the lower id);
  * their unbiased probabilities are the weights, optionally normalised to sum
@@ -19,10 +19,10 @@
  * makes prompt processing and batched generation cheap, and it tells the
  * weight store, before any expert runs, exactly which experts a step needs.
  *
- * Shared experts (DeepSeek, Qwen2-MoE) are a dense FFN added to the result,
- * gated by a sigmoid for Qwen2-MoE.
+ * Shared experts are a dense FFN added to the result, gated by a sigmoid
+ * when the layer has ffn_gate_inp_shexp.
  *
- * df_ffn_block, the FFN block of the llama and DeepSeek families (norm,
+ * df_ffn_block, the FFN block most families use (norm,
  * dense or MoE FFN, residual), is here too: it is the one caller that
  * chooses between the two.
  */
@@ -86,10 +86,14 @@ int df_moe_read_hparams(df_model *m, char *err, size_t errlen) {
 }
 
 int df_moe_bind_layer(df_model *m, int l, int n_ff_exp, char *err, size_t errlen) {
+    return df_moe_bind_experts(m, l, n_ff_exp, 0, err, errlen);
+}
+
+int df_moe_bind_experts(df_model *m, int l, int n_ff_exp, int64_t width, char *err, size_t errlen) {
     const df_hparams *h = &m->hp;
     df_layer *L = &m->layers[l];
     const int64_t E = h->n_embd, X = h->n_expert, sh = h->n_ff_shexp;
-    const int64_t W = h->n_expert_latent > 0 ? h->n_expert_latent : E; /* the routed experts' width */
+    const int64_t W = width > 0 ? width : E; /* the routed experts' width */
     if (df_bind(m, &L->ffn_gate_inp, "blk.%d.ffn_gate_inp.weight", l, 1, E, X, 1, err, errlen) ||
         df_bind(m, &L->ffn_gate_exps, "blk.%d.ffn_gate_exps.weight", l, 1, W, n_ff_exp, X, err, errlen) ||
         df_bind(m, &L->ffn_up_exps, "blk.%d.ffn_up_exps.weight", l, 1, W, n_ff_exp, X, err, errlen) ||
@@ -193,7 +197,7 @@ void df_moe_probs(const df_hparams *h, float *p) {
     }
 }
 
-/* deepseek4's hash routing: the experts the token's row of ffn_gate_tid2eid
+/* Hash routing: the experts the token's row of ffn_gate_tid2eid
  * names (s->moe_tokens), weighted by the router's probabilities of them. */
 static int route_hash(df_session *s, df_layer *L, int n, char *err, size_t errlen) {
     const df_hparams *h = &s->m->hp;
@@ -250,7 +254,7 @@ static void trace(df_session *s, int l, int n) {
     }
 }
 
-/* gpt-oss: add expert e's row of a per-expert bias (ne = (n_out, n_expert))
+/* Add expert e's row of a per-expert bias (ne = (n_out, n_expert))
  * to cnt rows of y (stride ld). */
 static int expert_bias(df_session *s, ws_tensor *b, int e, float *y, int cnt, int64_t ld, char *err, size_t errlen) {
     if (!b) return 0;
@@ -508,7 +512,7 @@ int df_ffn_moe_shared(df_session *s, int l, const float *x, int n, float *out, c
     df_layer *L = &s->m->layers[l];
     const int64_t E = s->m->hp.n_embd;
     if (L->ffn_gate_shexp) {
-        /* shared experts: a dense FFN on every token, sigmoid-gated for qwen2moe */
+        /* shared experts: a dense FFN on every token, sigmoid-gated when gate_inp_shexp is there */
         if (df_ffn_dense(s, L->ffn_gate_shexp, L->ffn_up_shexp, L->ffn_down_shexp, x, n, s->ex_y, err, errlen) != 0)
             return -1;
         float gate[1];

@@ -10,16 +10,19 @@
 
 /* Read and check the MoE hyperparameters (load time). */
 int df_moe_read_hparams(df_model *m, char *err, size_t errlen);
-/* Bind layer l's router, experts and shared experts (bind time). */
+/* Bind layer l's router, experts and shared experts (bind time). The routed
+ * experts read and write n_embd-wide rows, or width-wide ones (width > 0: a
+ * family that projects into a narrower latent space around them). */
 int df_moe_bind_layer(df_model *m, int l, int n_ff_exp, char *err, size_t errlen);
+int df_moe_bind_experts(df_model *m, int l, int n_ff_exp, int64_t width, char *err, size_t errlen);
 /* Layer l's feed-forward block on s->x: RMSNorm, dense or MoE FFN, residual. */
 int df_ffn_block(df_session *s, int l, int n, char *err, size_t errlen);
 /* Mixture-of-experts FFN of layer l (router, top-k, experts grouped by expert,
  * shared experts); out (n, n_embd) is overwritten. */
 int df_ffn_moe(df_session *s, int l, const float *x, int n, float *out, char *err, size_t errlen);
 /* Its two halves. Routed experts: the router reads xr (n_embd wide), the
- * experts read x and write out at their own width (n_embd, or kimi-k3's
- * expert_latent_length). Shared experts: added to out (n_embd wide). */
+ * experts read x and write out at their own width (the one they were bound
+ * at: n_embd, or a latent width). Shared experts: added to out (n_embd wide). */
 int df_ffn_moe_routed(df_session *s, int l, const float *xr, const float *x, int n, float *out, char *err,
                       size_t errlen);
 int df_ffn_moe_shared(df_session *s, int l, const float *x, int n, float *out, char *err, size_t errlen);
@@ -43,8 +46,8 @@ int df_moe_run_owned(df_session *s, int l, const float *x, int n, const int32_t 
  * margin at float resolution is a tie any rounding may break (docs/trace.md). */
 void df_moe_probs(const df_hparams *h, float *p);
 float df_moe_select(const df_hparams *h, const float *probs, const float *bias, int32_t *ids, float *w);
-/* The weights of the chosen ids (df_moe_select's second half; deepseek4's
- * hash routing chooses by token id): their probabilities, normalised and
+/* The weights of the chosen ids (df_moe_select's second half; hash
+ * routing chooses by token id): their probabilities, normalised and
  * scaled as the hyperparameters say. */
 void df_moe_weights(const df_hparams *h, const float *probs, const int32_t *ids, float *w);
 

@@ -1,11 +1,11 @@
 /*
- * mtp.c - the NextN / MTP block of glm4moe and DeepSeek V3 files: one more
+ * mtp.c - the NextN / MTP block some files carry (nextn_predict_layers): one more
  * decoder block after the model's layers that predicts the token after
  * next, for speculative decoding's DF_SPEC_MTP guesses (spec.c).
  *
  * DESIGN
- * The semantics are llama.cpp's (src/models/glm4-moe.cpp, deepseek2.cpp,
- * graph_mtp; common/speculative.cpp, draft-mtp). A row pairs a token x_p at
+ * The semantics are llama.cpp's (graph_mtp in the models of the families
+ * whose hparams set mtp_arch; common/speculative.cpp, draft-mtp). A row pairs a token x_p at
  * position p with the target's hidden state h_{p-1}: the last layer's
  * output after the final norm (llama.cpp's h_nextn; zeros before position
  * 0). The block computes

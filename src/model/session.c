@@ -347,7 +347,7 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
         FLOATS(o_lat, B * h->n_head, h->kv_lora_rank);
         FLOATS(mla_tmp, B, tw);
     }
-    if (n_rec > 0 && h->gdn) { /* gated delta net: the fused qkv (or a legacy ssm_in row: qkv and z), the output
+    if (n_rec > 0 && h->gdn) { /* gated delta net: the fused qkv (or a legacy row packing qkv and z), the output
                                   * gate z, per-head beta and decay; kda_v one token's legacy row */
         FLOATS(kda_q, B, h->ssm_conv_ch + d_inner);
         FLOATS(kda_v, 1, h->ssm_conv_ch + d_inner);

@@ -97,7 +97,7 @@ struct df_session {
     /* KDA scratch (models with recurrent layers), d_inner = kda_n_head * kda_head_dim */
     float *kda_q, *kda_k, *kda_v, *kda_g, *kda_o; /* (n_batch, d_inner) each; a gated delta net (hp.gdn): kda_q is the
                                                    * fused qkv (n_batch, ssm_conv_ch + d_inner: room for a legacy
-                                                   * ssm_in row), kda_g the gate z, kda_v one legacy row, no kda_k */
+                                                   * row packing qkv and z), kda_g the gate z, kda_v one legacy row, no kda_k */
     float *kda_beta;        /* (n_batch, kda_n_head) */
     float *kda_lo;          /* (n_batch, kda_head_dim) low-rank intermediate; gdn: (n_batch, kda_n_head) decays */
     float *attn_gate;       /* (n_batch, n_head * head_dim_v) attention output gate (hp.attn_out_gate) */
