@@ -35,7 +35,7 @@ void jq_json_str(FILE *f, const char *s, size_t n);
 
 
 /* hub/hub.c: `deltafin pull`, and -hf ORG/REPO[:QUANT] made -m PATH on every command */
-int hub_main(int argc, char **argv);
+int hub_pull(const char *name, const char *file, const char *rev, int quiet);
 int hub_apply(int *argc, char ***argv);
 
 /* server/: `deltafin serve` and `deltafin chat` */
@@ -130,12 +130,40 @@ static const char *resolve_model(const char *name, char *path, size_t cap) {
 
 static void json_str(FILE *f, const char *s) { jq_json_str(f, s, strlen(s)); }
 
-/* Whether this build runs the model at path (its plan checks architecture, hyperparameters and every tensor,
- * reading no weights): 1, or 0 with why. */
-static int model_runs(const char *path, char *why, size_t n) {
-    df_model_params mp = df_model_default_params();
-    df_plan plan;
-    return df_model_plan(path, &mp, &plan, why, n) == 0;
+/* The model at path described (*d, NULL when it is not GGUF: err says why) and, where this build runs it, a
+ * planner of it (*pl; else NULL, and why says why not). The planner checks architecture, hyperparameters and
+ * every tensor, reading no weights, and plans it under default parameters; where it runs, the description is
+ * made from the planner's reading, so the file is read once. 0, or -1 when there is no description. */
+static int describe_model(const char *path, const df_model_params *mp, df_model_desc **d, df_planner **pl, char *why,
+                          size_t n, char *err, size_t errlen) {
+    why[0] = 0;
+    if (df_planner_open(path, mp, pl, why, n) == 0) {
+        df_model_params dp = df_model_default_params();
+        df_plan p;
+        dp.mtp = mp->mtp;
+        if (df_planner_plan(*pl, &dp, &p, why, n) != 0 && !why[0]) snprintf(why, n, "it cannot be planned");
+    }
+    if (!why[0] && !*pl) snprintf(why, n, "it cannot be read");
+    return *pl ? df_planner_describe(*pl, d, err, errlen) : df_model_describe(path, d, err, errlen);
+}
+
+/* deltafin pull ORG/REPO[:QUANT] [--file PATH] [--revision REV] [--quiet]: hub/hub.c downloads. */
+static int cmd_pull(int argc, char **argv) {
+    const char *name = NULL, *file = NULL, *rev = "main";
+    int quiet = 0;
+    cli_val o;
+    for (int rc, i = 2; (rc = cli_next("pull", argc, argv, &i, &o)) != CLI_END;) {
+        if (rc == CLI_ERROR) return 2;
+        if (rc == CLI_ARG && name) usage_error("pull takes one ORG/REPO[:QUANT]: '%s' is a second%s", o.s, "");
+        if (rc == CLI_ARG) name = o.s;
+        else if (cli_is(&o, "--help")) command_usage("pull");
+        else if (cli_is(&o, "--file")) file = o.s;
+        else if (cli_is(&o, "--revision")) rev = o.s;
+        else if (cli_is(&o, "--quiet")) quiet = 1;
+        else usage_error("%s: an option of %s this parser forgot", o.opt->name, "pull");
+    }
+    if (!name) usage_error("pull needs a model: ORG/REPO[:QUANT]%s%s", "", "");
+    return hub_pull(name, file, rev, quiet);
 }
 
 /* deltafin models [--json]: the models df_models_find finds, and whether this build runs each (its plan, which
@@ -159,12 +187,17 @@ static int cmd_models(int argc, char **argv) {
     if (!json) printf("%-60s %10s  %-14s %s\n", "NAME", "SIZE", "ARCH", "RUNS");
     for (int i = 0; i < n; i++) {
         df_model_desc *d = NULL;
-        char arch[64] = "?", sz[32], why[1024] = "";
-        if (df_model_describe(v[i].path, &d, why, sizeof why) == DF_OK) {
+        df_planner *pl = NULL;
+        const df_model_params mp = df_model_default_params();
+        char arch[64] = "?", sz[32], why[1024] = "", derr[1024] = "";
+        if (describe_model(v[i].path, &mp, &d, &pl, why, sizeof why, derr, sizeof derr) == 0) {
             snprintf(arch, sizeof arch, "%s", d->arch ? d->arch : "?");
             df_model_desc_free(d);
+        } else if (derr[0]) {
+            snprintf(why, sizeof why, "%s", derr);
         }
-        const int runs = !why[0] && model_runs(v[i].path, why, sizeof why);
+        df_planner_free(pl);
+        const int runs = !why[0];
         df_fmt_bytes(v[i].size, sz, sizeof sz);
         if (json) {
             printf("{\"name\":");
@@ -256,7 +289,7 @@ static void store(const char *cmd, opts *o, const cli_val *v) {
     else if (cli_is(v, "--repeat-last-n")) o->sp.repeat_last_n = n;
     else if (cli_is(v, "--seed")) o->sp.seed = (uint64_t)n;
     else if (cli_is(v, "--kv")) o->kv_f32 = !strcmp(s, "f32");
-    else usage_error("%s is not an option of %s", v->opt->name, cmd); /* a table entry this parser forgot */
+    else usage_error("%s: an option of %s this parser forgot", v->opt->name, cmd); /* a table entry not stored */
 }
 
 static void parse(const char *cmd, int argc, char **argv, opts *o) {
@@ -1000,11 +1033,12 @@ static int32_t *parse_tokens(const char *s, int *n) {
 /* For info: what a session of -c positions (the default context without -c)
  * keeps per layer. Nothing for a file Deltafin cannot plan (info describes
  * those too). */
-static void info_memory(const opts *o) {
+/* The plan's list of memory items (the planner's, under the command's options). */
+static void info_memory(df_planner *pl, const opts *o) {
     df_model_params mp = model_params(o);
     df_plan p;
     char err[ERRLEN];
-    if (df_model_plan(o->model, &mp, &p, err, sizeof err) != 0 || !p.n_mem) return;
+    if (df_planner_plan(pl, &mp, &p, err, sizeof err) != 0 || !p.n_mem) return;
     printf("memory:        ");
     print_mem_list(stdout, &p);
 }
@@ -1018,10 +1052,14 @@ static const char *fmt_count(uint64_t n, char *buf, size_t len) {
     return buf;
 }
 
+/* deltafin info: the file is read once where this build runs it (the planner checks it, describes it and plans
+ * its memory); a file it does not run is described by df_model_describe, which checks nothing. */
 static int cmd_info(const opts *o) {
-    char err[ERRLEN];
+    char err[ERRLEN], why[ERRLEN];
     df_model_desc *d;
-    if (df_model_describe(o->model, &d, err, sizeof err) != 0) fail(err);
+    df_model_params mp = model_params(o);
+    df_planner *pl = NULL;
+    if (describe_model(o->model, &mp, &d, &pl, why, sizeof why, err, sizeof err) != 0) fail(err);
     printf("file:          %s (%d file%s, GGUF v%d)\n", o->model, d->n_files, d->n_files > 1 ? "s" : "", d->gguf_version);
     printf("architecture:  %s\n", d->arch ? d->arch : "(missing)");
     if (d->name) printf("name:          %s\n", d->name);
@@ -1064,12 +1102,13 @@ static int cmd_info(const opts *o) {
         printf(" (%.2f MiB per layer; %.2f MiB read per token if nothing is cached)\n",
                (double)tot / (double)(n_moe_layers ? n_moe_layers : 1) / (1 << 20), (double)tot * (double)used / (1 << 20));
     }
-    info_memory(o);
+    if (pl) info_memory(pl, o);
     printf("tokenizer:     %s%s%s, %" PRIu64 " tokens, %" PRIu64 " merges\n", d->tok_model ? d->tok_model : "(none)",
            d->tok_pre ? ", pre=" : "", d->tok_pre ? d->tok_pre : "", d->n_tokens, d->n_merges);
     df_model_desc_free(d);
-    if (model_runs(o->model, err, sizeof err)) printf("runnable:      yes\n");
-    else printf("runnable:      no: %s\n", err);
+    df_planner_free(pl);
+    if (!why[0]) printf("runnable:      yes\n");
+    else printf("runnable:      no: %s\n", why);
     return 0;
 }
 
@@ -1769,19 +1808,23 @@ static int cluster_join(int argc, char **argv) {
     const char *model = NULL;
     uint64_t mem = 0;
     int threads = 0;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strncmp(a, "--model=", 8)) model = a + 8;
-        else if (!strncmp(a, "--mem=", 6)) mem = df_parse_size(a + 6);
-        else if (!strncmp(a, "--threads=", 10)) threads = atoi(a + 10);
-        else if (v && (!strcmp(a, "-m") || !strcmp(a, "--model"))) model = v, i++;
-        else if (v && !strcmp(a, "--mem")) mem = df_parse_size(v), i++;
-        else if (v && (!strcmp(a, "-t") || !strcmp(a, "--threads"))) threads = atoi(v), i++;
+    for (int i = 2; i < argc; i++) { /* the command's options, as the table reads them; rank 0 says what is wrong */
+        const char *a = argv[i];
+        const size_t len = strcspn(a, "=");
+        const cli_opt *o = a[0] == '-' ? cli_find(argv[1], a, len) : NULL;
+        if (!o || o->kind == CLI_FLAG) continue;
+        const char *v = a[len] == '=' ? a + len + 1 : i + 1 < argc ? argv[++i] : NULL;
+        char want[128];
+        cli_val x;
+        if (!v || cli_check(o, v, &x, want, sizeof want)) continue;
+        if (!strcmp(o->name, "--model")) model = v;
+        else if (!strcmp(o->name, "--mem")) mem = x.size;
+        else if (!strcmp(o->name, "--threads")) threads = (int)x.n;
     }
     /* a name rank 0 resolves the same way is the same path; a store name this rank cannot resolve: rank 0's path */
     if (model && df_model_resolve(model, path, sizeof path, err, sizeof err) == DF_OK) model = path;
     else model = NULL;
-    if (df_cluster_worker(model, mem, threads > 0 && threads <= 512 ? threads : 0, err, sizeof err) != DF_OK) {
+    if (df_cluster_worker(model, mem, threads, err, sizeof err) != DF_OK) {
         fprintf(stderr, "deltafin: rank %d: %s\n", df_cluster_rank(), err);
         return 1;
     }
@@ -1801,7 +1844,7 @@ int main(int argc, char **argv) {
     check_amx_env();
     if (!strcmp(cmd, "config")) return cfg_main(argc, argv);
     if (!strcmp(cmd, "models")) return cmd_models(argc, argv);
-    if (!strcmp(cmd, "pull")) return hub_main(argc, argv);
+    if (!strcmp(cmd, "pull")) return cmd_pull(argc, argv);
     const int crc = cfg_apply(&argc, &argv);
     if (crc) return crc;
     const int hrc = hub_apply(&argc, &argv);

@@ -165,6 +165,12 @@ static const cli_opt OPTS[] = {
     {"--max-restarts", NULL, CLI_INT, 0, 100, 0, "N", " worker ", "a job that crashed its run is failed after N (3)"},
     {"--monitor-every", NULL, CLI_NUM, 0, 86400, 0, "S", " worker ", "seconds between memory-pressure checks (60)"},
 
+    /* pull (-hf ORG/REPO[:QUANT] and -hff on the model commands are read before any of these: hub/hub.c) */
+    {"--file", "-hff|--hf-file", CLI_PATH, 0, 0, 0, "PATH", " pull ",
+     "the repository's file to download (a split model's parts come whole); default: the one QUANT picks"},
+    {"--revision", NULL, CLI_TEXT, 0, 0, 0, "REV", " pull ", "the branch, tag or commit (main)"},
+    {"--quiet", "-q", CLI_FLAG, 0, 0, 0, NULL, " pull ", "no progress on stderr"},
+
     {"--help", "-h", CLI_FLAG, 0, 0, 0, NULL, NULL, "this help"},
 };
 #define N_OPTS (sizeof OPTS / sizeof OPTS[0])
@@ -203,8 +209,10 @@ static const struct {
      "the GGUF models in the Hugging Face cache, llama.cpp's cache, LM Studio and Ollama, with size, "
      "architecture and whether this build runs them; -m takes their names"},
     {"pull", "ORG/REPO[:QUANT] [--file PATH] [--revision REV] [--quiet]",
-     "download a GGUF model from the Hugging Face Hub into its cache (resumed, sha256-checked; HF_TOKEN, "
-     "HF_ENDPOINT) and print its path"},
+     "download a GGUF model from the Hugging Face Hub into its cache (HF_HUB_CACHE, else HF_HOME/hub, else "
+     "~/.cache/huggingface/hub; resumed, sha256-checked against the Hub's) and print its path; QUANT picks the "
+     "model whose name ends in that tag (Q4_K_M). HF_TOKEN for private and gated repositories, HF_ENDPOINT for "
+     "another hub, HF_HUB_OFFLINE=1 for the cache only"},
 };
 #define N_CMDS (sizeof CMDS / sizeof CMDS[0])
 

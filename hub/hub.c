@@ -1045,29 +1045,8 @@ static int finish(hub *h, int rc, struct sigaction old[2]) {
     return rc == HUB_OK ? 0 : rc == HUB_USAGE ? 2 : 1;
 }
 
-static const char PULL_USAGE[] =
-    "usage: deltafin pull ORG/REPO[:QUANT] [--file PATH] [--revision REV] [--quiet]\n"
-    "  downloads a GGUF model from the Hugging Face Hub into its cache (HF_HUB_CACHE, else HF_HOME/hub, else\n"
-    "  ~/.cache/huggingface/hub) and prints its path; QUANT picks the model whose name ends in that tag (Q4_K_M),\n"
-    "  --file names a file; a split model comes whole. Resumes a download that stopped, checks each file's sha256\n"
-    "  against the Hub's. HF_TOKEN (or the token file huggingface_hub writes) for private and gated repositories,\n"
-    "  HF_ENDPOINT for another hub, HF_HUB_OFFLINE=1 to use the cache only. `-hf ORG/REPO[:QUANT]` does the same\n"
-    "  on every command that takes -m.\n";
-
-int hub_main(int argc, char **argv) {
-    want w = {.rev = "main"};
-    const char *name = NULL;
-    int quiet = 0;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(PULL_USAGE, stdout), 0;
-        else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) quiet = 1;
-        else if (v && (!strcmp(a, "--file") || !strcmp(a, "-hff") || !strcmp(a, "--hf-file"))) w.file = v, i++;
-        else if (v && !strcmp(a, "--revision")) w.rev = v, i++;
-        else if (a[0] != '-' && !name) name = a;
-        else return fprintf(stderr, "deltafin: pull: unexpected '%s'\n%s", a, PULL_USAGE), 2;
-    }
-    if (!name) return fputs(PULL_USAGE, stderr), 2;
+int hub_pull(const char *name, const char *file, const char *rev, int quiet) {
+    want w = {.rev = rev, .file = file};
     hub h;
     struct sigaction old[2];
     if (hub_init(&h) != HUB_OK) return fprintf(stderr, "deltafin: %s\n", h.err), 1;

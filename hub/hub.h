@@ -5,8 +5,10 @@
 #ifndef DELTAFIN_HUB_H
 #define DELTAFIN_HUB_H
 
-/* deltafin pull ORG/REPO[:QUANT] [--file PATH] [--revision REV] [--quiet]: the exit status. */
-int hub_main(int argc, char **argv);
+/* deltafin pull ORG/REPO[:QUANT] [--file PATH] [--revision REV] [--quiet] (its options read by cli/main.c from
+ * the option table): the model's file (file NULL: the one the QUANT tag picks) at revision rev downloaded into
+ * the cache and its path printed; quiet: no progress. The exit status. */
+int hub_pull(const char *name, const char *file, const char *rev, int quiet);
 
 /* -hf / -hfr / --hf-repo ORG/REPO[:QUANT] [-hff / --hf-file PATH] anywhere in argv: the model is pulled (or found
  * in the cache when the Hub cannot be reached) and the flags become `-m PATH`. Returns -1 when argv names no

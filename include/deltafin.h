@@ -95,8 +95,8 @@ typedef struct df_model_params {
     int spec_k_max;     /* the sessions it plans for (n_sessions of n_ctx tokens) run speculative
                          * decoding of up to this many guesses a pass (df_session_params.spec_k_max;
                          * 0 = none): a model with recurrent layers plans their rollback room */
-    /* 1: also bind, plan and read the model's first NextN/MTP block (glm4moe, deepseek2 files that
-     * carry blk.N.nextn.*), which speculative decoding's DF_SPEC_MTP guesses with; sessions then
+    /* 1: also bind, plan and read the model's first NextN/MTP block (files of the families that have
+     * one, carrying blk.N.nextn.*), which speculative decoding's DF_SPEC_MTP guesses with; sessions then
      * keep its KV cache (counted by the budget) and run it after every batch. 0 (default): the
      * blocks are never read. Ignored by files without one (df_spec_new says why). */
     int mtp;
@@ -237,7 +237,7 @@ void df_session_free(df_session *s);
 int df_session_pos(const df_session *s);
 int df_session_n_ctx(const df_session *s);
 /* Forget everything from position pos onward (pos = 0 clears the session).
- * A model with recurrent layers (kimi-linear, kimi-k3, qwen35moe, qwen3next)
+ * A model with recurrent layers (its df_plan lists a "recurrent state")
  * keeps a running state that cannot be rewound in general: there only pos = 0,
  * pos = the current position, and (inside speculative decoding, df_spec_*)
  * a position within the pass it just verified are accepted (and after a
@@ -318,7 +318,7 @@ int df_decode(df_session *s, const int32_t *tokens, int n, float *logits, int al
  * the final norm (what llama.cpp calls h_nextn, the input of a model's MTP
  * block): hidden (NULL: none, then it is df_decode) receives n x n_embd
  * floats. DF_E_UNSUPPORTED for architectures whose last hidden state is not
- * one row (deepseek4's streams, kimi-k3's residual mix). */
+ * one row (hyper-connection streams, a mix of banked residuals). */
 int df_decode_hidden(df_session *s, const int32_t *tokens, int n, float *logits, int all_logits, float *hidden,
                      char *err, size_t errlen);
 
@@ -437,7 +437,7 @@ const char *const *df_tool_format_markers(df_tool_format f);
  * starts (df_sampler_set_grammar_lazy; tool_choice "auto"). */
 const char *df_tool_format_trigger(df_tool_format f);
 typedef struct {
-    char *id;        /* as the model wrote it (Kimi: functions.f:0), or NULL */
+    char *id;        /* as the model wrote it (some formats name calls: functions.f:0), or NULL */
     char *name;
     char *arguments; /* a JSON object's text; while partial, the start of it that will not change */
     int done;        /* the call is complete */
@@ -541,7 +541,7 @@ typedef struct df_plan {
     uint64_t requant_saved_bytes;    /* resident_type: how much smaller the resident dense weights are */
     int n_ctx_train;                 /* the model's trained context */
     int n_ctx;                       /* the context a session is planned for */
-    int n_swa_layers, swa_window;    /* sliding-window attention layers (gpt-oss) and their window */
+    int n_swa_layers, swa_window;    /* sliding-window attention layers and their window */
     int swa_ring;                    /* positions their KV cache keeps (0: the whole context) */
     int n_mem;                       /* what one session of n_ctx positions keeps per layer (in session_bytes), */
     df_plan_mem mem[DF_PLAN_MEM_MAX]; /* one entry per kind: "KV cache", "recurrent state", a family's own */
@@ -584,10 +584,13 @@ int df_model_plan_rank(const char *path, const df_model_params *p, int ranks, in
  * the same mtp (budgets, context, sessions, resident type ...), for one
  * process: a program that asks for many plans (the CLI's `plan`: a ladder
  * of budgets) reads the file once. df_planner_plan returns 0 (out filled,
- * as df_model_plan's) or -1 with err. */
+ * as df_model_plan's) or -1 with err. df_planner_describe: df_model_describe
+ * of the same file, from the planner's reading (free it before the planner). */
 typedef struct df_planner df_planner;
+struct df_model_desc; /* below, with df_model_describe */
 int df_planner_open(const char *path, const df_model_params *p, df_planner **out, char *err, size_t errlen);
 int df_planner_plan(df_planner *pl, const df_model_params *p, df_plan *out, char *err, size_t errlen);
+int df_planner_describe(const df_planner *pl, struct df_model_desc **out, char *err, size_t errlen);
 void df_planner_free(df_planner *pl);
 
 /* What a plan runs at on a machine whose disk reads disk_bytes_per_s and
@@ -803,8 +806,8 @@ int df_chat_apply_template(const df_model *m, const char *template_override, con
                            size_t errlen);
 /* The model's tokenizer.chat_template, or NULL if it has none. */
 const char *df_chat_template(const df_model *m);
-/* A common format by name, as llama.cpp's --chat-template NAME: chatml, llama3, phi3, zephyr, gemma,
- * mistral-v7, deepseek3 (the same bytes as llama.cpp's built-in formats); NULL for another name.
+/* A common format by name, as llama.cpp's --chat-template NAME (the same bytes as its built-in
+ * formats; docs/server.md lists the names); NULL for another name.
  * df_chat_template_builtin_name(i) names the i-th (NULL past the last). */
 const char *df_chat_template_builtin(const char *name);
 const char *df_chat_template_builtin_name(int i);

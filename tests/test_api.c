@@ -243,7 +243,7 @@ static void test_plan_of_load(void **state) {
 }
 
 /* df_planner: one reading of the file, the plans df_model_plan makes, under any budget, context, sessions and
- * resident type */
+ * resident type, and df_model_describe's description */
 static void test_planner(void **state) {
     (void)state;
     char err[512];
@@ -262,8 +262,35 @@ static void test_planner(void **state) {
             assert_int_equal(df_planner_plan(pl, &mp, &got, err, sizeof err), 0);
             if (memcmp(&got, &want, sizeof got) != 0) fail_msg("budget %s, variant %d: the plans differ", budgets[b], v);
         }
-    mp.mtp = 1; /* the NextN block changes what is read: not this planner's */
+    /* its description is df_model_describe's, made from the same reading */
+    df_model_desc *a = NULL, *b = NULL;
+    assert_int_equal(df_model_describe(g_moe, &a, err, sizeof err), 0);
+    assert_int_equal(df_planner_describe(pl, &b, err, sizeof err), 0);
+    assert_string_equal(a->arch, b->arch);
+    assert_int_equal(a->n_files, b->n_files);
+    assert_int_equal(a->n_hparams, b->n_hparams);
+    for (int i = 0; i < a->n_hparams; i++) {
+        assert_string_equal(a->hparams[i].key, b->hparams[i].key);
+        assert_true(a->hparams[i].i == b->hparams[i].i && a->hparams[i].f == b->hparams[i].f &&
+                    a->hparams[i].n == b->hparams[i].n && a->hparams[i].kind == b->hparams[i].kind);
+    }
+    assert_int_equal(a->n_types, b->n_types);
+    for (int t = 0; t < a->n_types; t++) {
+        assert_string_equal(a->types[t].name, b->types[t].name);
+        assert_true(a->types[t].bytes == b->types[t].bytes && a->types[t].expert_bytes == b->types[t].expert_bytes &&
+                    a->types[t].n_tensors == b->types[t].n_tensors);
+    }
+    assert_true(a->n_tensors == b->n_tensors && a->n_params == b->n_params && a->n_bytes == b->n_bytes);
+    assert_true(a->n_expert == b->n_expert && a->n_moe_layers == b->n_moe_layers &&
+                a->n_expert_used == b->n_expert_used && a->n_params_active == b->n_params_active &&
+                a->expert_bytes == b->expert_bytes && a->n_nextn == b->n_nextn && a->n_tokens == b->n_tokens &&
+                a->n_merges == b->n_merges);
+    assert_string_equal(a->tok_model, b->tok_model);
+    df_model_desc_free(a);
+    df_model_desc_free(b); /* borrowed: the planner's reading stays */
     df_plan p;
+    assert_int_equal(df_planner_plan(pl, &mp, &p, err, sizeof err), 0);
+    mp.mtp = 1; /* the NextN block changes what is read: not this planner's */
     assert_int_equal(df_planner_plan(pl, &mp, &p, err, sizeof err), -1);
     df_planner_free(pl);
     assert_int_equal(df_planner_open("/nonexistent.gguf", &mp, &pl, err, sizeof err), -1);

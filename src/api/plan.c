@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "describe.h"
 #include "expar.h"
 #include "header.h"
 #include "pipe.h"
@@ -306,6 +307,10 @@ int df_planner_plan(df_planner *pl, const df_model_params *p, df_plan *out, char
     q.vocab_only = 0;
     if (!q.mem_budget) q.mem_budget = 1; /* size the session as a budget would */
     return plan_fill(pl->m, &q, p, 1, 0, NULL, out, NULL, err, errlen) ? -1 : 0;
+}
+
+int df_planner_describe(const df_planner *pl, df_model_desc **out, char *err, size_t errlen) {
+    return df_describe_gguf(pl->m->g, 0, out, err, errlen);
 }
 
 void df_planner_free(df_planner *pl) {

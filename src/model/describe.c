@@ -13,7 +13,8 @@
  * whether Deltafin can run the model (df_model_plan and df_model_load do):
  * an unknown architecture or an unsupported type is described, not refused.
  *
- * The description owns the GGUF context its strings point into; the public
+ * The description owns the GGUF context its strings point into (or, made
+ * from a planner's context by df_describe_gguf, borrows it); the public
  * struct is the first member of a private one, so df_model_desc_free finds
  * both.
  *
@@ -25,6 +26,7 @@
 #include <string.h>
 
 #include "deltafin.h"
+#include "describe.h"
 #include "gguf.h"
 #include "quant.h"
 #include "util.h"
@@ -41,6 +43,7 @@ static const char *const HPARAM_KEYS[] = {
 typedef struct {
     df_model_desc pub; /* first: df_model_desc_free casts back */
     gguf_ctx *g;
+    int owns_g; /* closed with the description */
     df_hparam hparams[N_HPARAM_KEYS];
     df_type_summary types[DF_TYPE_COUNT];
 } desc_owner;
@@ -123,7 +126,7 @@ static void describe_tensors(desc_owner *o) {
             continue;
         }
         if (strstr(t->name, "ffn_down_exps.") && t->n_dims == 3) d->n_moe_layers++;
-        if (!strstr(t->name, "_exps.") || t->n_dims != 3 || t->ne[2] < 1) continue; /* not gpt-oss's expert biases */
+        if (!strstr(t->name, "_exps.") || t->n_dims != 3 || t->ne[2] < 1) continue; /* not per-expert biases */
         d->n_expert = (uint64_t)t->ne[2];
         exp_params += t->n_elements;
         by_expert[t->type] += t->nbytes / (uint64_t)t->ne[2];
@@ -153,14 +156,15 @@ static void describe_tensors(desc_owner *o) {
                          (d->n_expert_used <= d->n_expert ? exp_params / d->n_expert * d->n_expert_used : 0);
 }
 
-int df_model_describe(const char *path, df_model_desc **out, char *err, size_t errlen) {
+int df_describe_gguf(gguf_ctx *g, int own, df_model_desc **out, char *err, size_t errlen) {
     *out = NULL;
     desc_owner *o = df_calloc(1, sizeof *o);
-    if (!o) return df_seterr(err, errlen, "out of memory");
-    if (gguf_open(path, &o->g, err, errlen) != 0) {
-        free(o);
-        return -1;
+    if (!o) {
+        if (own) gguf_close(g);
+        return df_seterr(err, errlen, "out of memory");
     }
+    o->g = g;
+    o->owns_g = own;
     quant_init();
     df_model_desc *d = &o->pub;
     d->n_files = o->g->n_files;
@@ -179,10 +183,17 @@ int df_model_describe(const char *path, df_model_desc **out, char *err, size_t e
     return 0;
 }
 
+int df_model_describe(const char *path, df_model_desc **out, char *err, size_t errlen) {
+    gguf_ctx *g;
+    *out = NULL;
+    if (gguf_open(path, &g, err, errlen) != 0) return -1;
+    return df_describe_gguf(g, 1, out, err, errlen);
+}
+
 void df_model_desc_free(df_model_desc *d) {
     if (!d) return;
     desc_owner *o = (desc_owner *)d;
-    gguf_close(o->g);
+    if (o->owns_g) gguf_close(o->g);
     free(o);
 }
 

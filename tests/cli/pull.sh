@@ -118,6 +118,24 @@ check "info -hf works too" contains "$info" "llama"
 timeout 20 "$D" run -hf acme/tiny-GGUF:Q8_0 -m "$S" -p x > /dev/null 2> "$T/err"; rc=$?
 check "-hf with -m: exit 2, saying so" test "$rc" -eq 2 -a -n "$(grep 'both name a model' "$T/err")"
 
+# ---- pull's options, read from the option table (cli/opts.c) ----
+out=$(pull acme/tiny-GGUF --file tiny-Q8_0.gguf --quiet); rc=$?
+check "pull --file FILE --quiet: that file, exit 0" test "$rc" -eq 0 -a "$(basename "$out")" = tiny-Q8_0.gguf
+check "... saying nothing on stderr" test ! -s "$T/err"
+out=$(pull acme/tiny-GGUF -hff tiny-Q8_0.gguf -q); rc=$?
+check "pull -hff FILE -q: the same" test "$rc" -eq 0 -a "$(basename "$out")" = tiny-Q8_0.gguf
+pull acme/tiny-GGUF --revision nosuch > /dev/null; rc=$?
+check "pull --revision REV: that revision, which the Hub has not: exit 1" \
+    test "$rc" -eq 1 -a -n "$(grep "has no branch or tag 'nosuch'" "$T/err")"
+out=$(pull acme/tiny-GGUF:Q8_0 --revision=main); rc=$?
+check "pull --revision=main: exit 0" test "$rc" -eq 0 -a "$(basename "$out")" = tiny-Q8_0.gguf
+pull acme/tiny-GGUF acme/other-GGUF > /dev/null; rc=$?
+check "pull with two names: exit 2" test "$rc" -eq 2 -a -n "$(grep 'is a second' "$T/err")"
+pull --quiet > /dev/null; rc=$?
+check "pull without a name: exit 2, saying so" test "$rc" -eq 2 -a -n "$(grep 'pull needs a model' "$T/err")"
+pull acme/tiny-GGUF --port 80 > /dev/null; rc=$?
+check "pull --port: an option of serve, refused by name" test "$rc" -eq 2 -a -n "$(grep 'pull takes no --port' "$T/err")"
+
 # ---- the default quant, an unknown one ----
 out=$(pull acme/tiny-GGUF); rc=$?
 check "pull acme/tiny-GGUF (no quant): the Q4_K_M" test "$rc" -eq 0 -a "$(basename "$out")" = tiny-Q4_K_M.gguf
