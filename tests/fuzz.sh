@@ -9,7 +9,7 @@
 #
 # WHAT: compiles tests/fuzz_gguf.c with clang -fsanitize=fuzzer,address,undefined
 # (UB aborts: -fno-sanitize-recover=all) together with the reader and what it
-# links against (util.c, quant.c, quant_iq.c, quant_grids.c and the x86 kernels), into $FUZZ_BUILD
+# links against (util.c, quant.c, quant_iq.c, quant_lowbit.c, quant_grids.c and the x86 kernels), into $FUZZ_BUILD
 # (default build-fuzz/). Only gguf.c and util.c carry coverage instrumentation,
 # so the fuzzer spends its effort on the reader. The working corpus
 # ($FUZZ_BUILD/corpus) starts as a copy of the seeds in tests/data/gguf-corpus
@@ -204,6 +204,7 @@ if ! build_obj src/types/quant.c "$OUT/obj/quant.o" -w 2> "$OUT/quant.err"; then
 fi
 build_obj src/types/quant_grids.c "$OUT/obj/quant_grids.o" -w   # the i-quants' lookup grids, which quant.c reads
 build_obj src/types/quant_iq.c "$OUT/obj/quant_iq.o" -w         # the i-quants' codecs, which quant.c's table takes
+build_obj src/types/quant_lowbit.c "$OUT/obj/quant_lowbit.o" -w # the microscaled and 1-2-bit codecs, likewise
 build_obj src/types/amx/amx_gemm.c "$OUT/obj/amx_gemm.o" -w    # the AMX table (quant.c fills it) and the tile model
 build_obj src/types/amx/amx_model.c "$OUT/obj/amx_model.o" -w
 build_obj src/store/wsplan.c "$OUT/obj/wsplan.o" "${STRICT[@]}" -fsanitize=fuzzer-no-link   # the planner (ws_make_plan)
@@ -213,7 +214,7 @@ build_obj src/store/requant.c "$OUT/obj/requant.o" -w   # --resident-type sizes,
 build_obj src/types/pack.c "$OUT/obj/pack.o" -w         # the packed layouts the store keeps resident matrices in
 build_obj src/base/threads.c "$OUT/obj/threads.o" -w    # the pool the store reads and packs with at load
 build_obj src/base/outfile.c "$OUT/obj/outfile.o" -w    # the hot file's writer (the store saves through it)
-OBJS=("$OUT/obj/gguf.o" "$OUT/obj/util.o" "$OUT/obj/quant.o" "$OUT/obj/quant_iq.o" "$OUT/obj/quant_grids.o" "$OUT/obj/amx_gemm.o" "$OUT/obj/amx_model.o" "$OUT/obj/wsplan.o" "$OUT/obj/wstore.o" "$OUT/obj/wsio.o" "$OUT/obj/requant.o" "$OUT/obj/pack.o" "$OUT/obj/threads.o" "$OUT/obj/outfile.o")
+OBJS=("$OUT/obj/gguf.o" "$OUT/obj/util.o" "$OUT/obj/quant.o" "$OUT/obj/quant_iq.o" "$OUT/obj/quant_lowbit.o" "$OUT/obj/quant_grids.o" "$OUT/obj/amx_gemm.o" "$OUT/obj/amx_model.o" "$OUT/obj/wsplan.o" "$OUT/obj/wstore.o" "$OUT/obj/wsio.o" "$OUT/obj/requant.o" "$OUT/obj/pack.o" "$OUT/obj/threads.o" "$OUT/obj/outfile.o")
 case "$(uname -m)" in
 x86_64)
     build_obj src/types/kern_avx2.c "$OUT/obj/kern_avx2.o" -w -mavx2 -mfma -mf16c

@@ -208,6 +208,8 @@ typedef struct {
 const quant_iq_info *quant_iq_get(int type);
 /* The i-quants' entries of the scalar reference table (quant_iq.c; quant.c calls it once, first). */
 void quant_iq_fill(quant_traits *t);
+/* The microscaled and 1-2-bit types' entries (quant_lowbit.c; called just after). */
+void quant_lowbit_fill(quant_traits *t);
 
 /* ggml_ue4m3_to_fp32: NVFP4's sub-block scale (unsigned, 4 exponent bits
  * with bias 7, 3 mantissa bits, bit 7 ignored) halved, as ggml keeps it to
