@@ -25,12 +25,8 @@ make -s BUILD="$BUILD" "$BUILD/deltafin" > /dev/null
 M=$(BUILD="$BUILD" ./bench/stream-model.sh "$GB" deepseek "${SKEW:--}" q8_0)
 SIZE=$(stat -c %s "$M")
 BUDGET=$((SIZE / 10))
-CG=/sys/fs/cgroup/memory/deltafin-pagecache-$$
-mkdir "$CG"
-trap 'rmdir "$CG" 2>/dev/null || true' EXIT
-in_cgroup() { ( echo "$BASHPID" > "$CG/cgroup.procs"; exec "$@" ); }
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
-j() { sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p" <<< "$1"; }
+. bench/cgroup.sh
+cgroup_make pagecache
 report=$(printf 'model %.2f GiB, budget %.2f GiB, %s tokens, %s threads\n' "$(awk -v s="$SIZE" 'BEGIN { print s / 2^30 }')" \
     "$(awk -v s="$BUDGET" 'BEGIN { print s / 2^30 }')" "$N" "$T")
 for setting in room tight; do

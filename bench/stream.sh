@@ -47,14 +47,10 @@ SIZE=$(stat -c %s "$M")
 BUDGET=$((SIZE / DIV))
 LIMIT=$((BUDGET + 256 * 1024 * 1024))
 CTX=$((16 + N + 1))
-CG=/sys/fs/cgroup/memory/deltafin-bench-$$
-mkdir "$CG"
-trap 'rmdir "$CG" 2>/dev/null || true' EXIT
+. bench/cgroup.sh
+cgroup_make bench
 echo "$LIMIT" > "$CG/memory.limit_in_bytes"
-in_cgroup() { ( echo "$BASHPID" > "$CG/cgroup.procs"; exec "$@" ); }
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 
-j() { sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p" <<< "$1"; }
 # the prediction and the disk measured right before and right after Deltafin's
 # run (the shared virtual disk drifts over minutes: measuring close in time)
 drop

@@ -647,18 +647,15 @@ IQ_GRID_FNS(iq1_m, DF_TYPE_IQ1_M)
 #undef IQ_GRID_FNS
 
 
-#define SUP(nm, bl, sz, vt, pfx)                                                                                 \
-    (quant_traits){.name = nm, .blck = bl, .type_size = sz, .supported = 1, .vec_type = vt,                      \
-                   .to_float = pfx##_to_float, .from_float = pfx##_from_float, .vec_dot = pfx##_vec_dot}
 
 void quant_iq_fill(quant_traits *t) {
-    t[DF_TYPE_IQ4_NL] = SUP("iq4_nl", QK4_NL, sizeof(block_iq4_nl), DF_TYPE_Q8_0, iq4_nl);
-    t[DF_TYPE_IQ4_XS] = SUP("iq4_xs", QK_K, sizeof(block_iq4_xs), DF_TYPE_Q8_K, iq4_xs);
-    t[DF_TYPE_IQ2_XXS] = SUP("iq2_xxs", QK_K, sizeof(block_iq2_xxs), DF_TYPE_Q8_K, iq2_xxs);
-    t[DF_TYPE_IQ2_XS] = SUP("iq2_xs", QK_K, sizeof(block_iq2_xs), DF_TYPE_Q8_K, iq2_xs);
-    t[DF_TYPE_IQ2_S] = SUP("iq2_s", QK_K, sizeof(block_iq2_s), DF_TYPE_Q8_K, iq2_s);
-    t[DF_TYPE_IQ3_XXS] = SUP("iq3_xxs", QK_K, sizeof(block_iq3_xxs), DF_TYPE_Q8_K, iq3_xxs);
-    t[DF_TYPE_IQ3_S] = SUP("iq3_s", QK_K, sizeof(block_iq3_s), DF_TYPE_Q8_K, iq3_s);
-    t[DF_TYPE_IQ1_S] = SUP("iq1_s", QK_K, sizeof(block_iq1_s), DF_TYPE_Q8_K, iq1_s);
-    t[DF_TYPE_IQ1_M] = SUP("iq1_m", QK_K, sizeof(block_iq1_m), DF_TYPE_Q8_K, iq1_m);
+    t[DF_TYPE_IQ4_NL] = QUANT_REF_ENTRY("iq4_nl", QK4_NL, sizeof(block_iq4_nl), DF_TYPE_Q8_0, iq4_nl);
+    t[DF_TYPE_IQ4_XS] = QUANT_REF_ENTRY("iq4_xs", QK_K, sizeof(block_iq4_xs), DF_TYPE_Q8_K, iq4_xs);
+    t[DF_TYPE_IQ2_XXS] = QUANT_REF_ENTRY("iq2_xxs", QK_K, sizeof(block_iq2_xxs), DF_TYPE_Q8_K, iq2_xxs);
+    t[DF_TYPE_IQ2_XS] = QUANT_REF_ENTRY("iq2_xs", QK_K, sizeof(block_iq2_xs), DF_TYPE_Q8_K, iq2_xs);
+    t[DF_TYPE_IQ2_S] = QUANT_REF_ENTRY("iq2_s", QK_K, sizeof(block_iq2_s), DF_TYPE_Q8_K, iq2_s);
+    t[DF_TYPE_IQ3_XXS] = QUANT_REF_ENTRY("iq3_xxs", QK_K, sizeof(block_iq3_xxs), DF_TYPE_Q8_K, iq3_xxs);
+    t[DF_TYPE_IQ3_S] = QUANT_REF_ENTRY("iq3_s", QK_K, sizeof(block_iq3_s), DF_TYPE_Q8_K, iq3_s);
+    t[DF_TYPE_IQ1_S] = QUANT_REF_ENTRY("iq1_s", QK_K, sizeof(block_iq1_s), DF_TYPE_Q8_K, iq1_s);
+    t[DF_TYPE_IQ1_M] = QUANT_REF_ENTRY("iq1_m", QK_K, sizeof(block_iq1_m), DF_TYPE_Q8_K, iq1_m);
 }

@@ -206,6 +206,11 @@ typedef struct {
 } quant_iq_info;
 /* The decoder of a grid i-quant type, or NULL for any other type. */
 const quant_iq_info *quant_iq_get(int type);
+/* A supported type's entry of the scalar reference table from its codec's three functions (PFX_to_float,
+ * PFX_from_float, PFX_vec_dot), as quant_iq_fill and quant_lowbit_fill put them. */
+#define QUANT_REF_ENTRY(nm, bl, sz, vt, pfx)                                                                     \
+    (quant_traits){.name = nm, .blck = bl, .type_size = sz, .supported = 1, .vec_type = vt,                      \
+                   .to_float = pfx##_to_float, .from_float = pfx##_from_float, .vec_dot = pfx##_vec_dot}
 /* The i-quants' entries of the scalar reference table (quant_iq.c; quant.c calls it once, first). */
 void quant_iq_fill(quant_traits *t);
 /* The microscaled and 1-2-bit types' entries (quant_lowbit.c; called just after). */

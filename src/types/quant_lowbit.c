@@ -372,15 +372,12 @@ static void tq1_0_vec_dot(int64_t n, const void *w, const void *x, float *out) {
     *out = sum;
 }
 
-#define SUP(nm, bl, sz, vt, pfx)                                                                                 \
-    (quant_traits){.name = nm, .blck = bl, .type_size = sz, .supported = 1, .vec_type = vt,                      \
-                   .to_float = pfx##_to_float, .from_float = pfx##_from_float, .vec_dot = pfx##_vec_dot}
 
 void quant_lowbit_fill(quant_traits *t) {
-    t[DF_TYPE_MXFP4] = SUP("mxfp4", QK_MXFP4, sizeof(block_mxfp4), DF_TYPE_Q8_0, mxfp4);
-    t[DF_TYPE_NVFP4] = SUP("nvfp4", QK_NVFP4, sizeof(block_nvfp4), DF_TYPE_Q8_0, nvfp4);
-    t[DF_TYPE_Q1_0] = SUP("q1_0", QK1_0, sizeof(block_q1_0), DF_TYPE_Q8_0, q1_0);
-    t[DF_TYPE_Q2_0] = SUP("q2_0", QK2_0, sizeof(block_q2_0), DF_TYPE_Q8_0, q2_0);
-    t[DF_TYPE_TQ1_0] = SUP("tq1_0", QK_K, sizeof(block_tq1_0), DF_TYPE_Q8_K, tq1_0);
-    t[DF_TYPE_TQ2_0] = SUP("tq2_0", QK_K, sizeof(block_tq2_0), DF_TYPE_Q8_K, tq2_0);
+    t[DF_TYPE_MXFP4] = QUANT_REF_ENTRY("mxfp4", QK_MXFP4, sizeof(block_mxfp4), DF_TYPE_Q8_0, mxfp4);
+    t[DF_TYPE_NVFP4] = QUANT_REF_ENTRY("nvfp4", QK_NVFP4, sizeof(block_nvfp4), DF_TYPE_Q8_0, nvfp4);
+    t[DF_TYPE_Q1_0] = QUANT_REF_ENTRY("q1_0", QK1_0, sizeof(block_q1_0), DF_TYPE_Q8_0, q1_0);
+    t[DF_TYPE_Q2_0] = QUANT_REF_ENTRY("q2_0", QK2_0, sizeof(block_q2_0), DF_TYPE_Q8_0, q2_0);
+    t[DF_TYPE_TQ1_0] = QUANT_REF_ENTRY("tq1_0", QK_K, sizeof(block_tq1_0), DF_TYPE_Q8_K, tq1_0);
+    t[DF_TYPE_TQ2_0] = QUANT_REF_ENTRY("tq2_0", QK_K, sizeof(block_tq2_0), DF_TYPE_Q8_K, tq2_0);
 }
