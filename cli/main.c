@@ -1031,9 +1031,8 @@ static int32_t *parse_tokens(const char *s, int *n) {
 }
 
 /* For info: what a session of -c positions (the default context without -c)
- * keeps per layer. Nothing for a file Deltafin cannot plan (info describes
- * those too). */
-/* The plan's list of memory items (the planner's, under the command's options). */
+ * keeps per layer, from the planner's plan. info calls it only where there
+ * is a planner (a file Deltafin cannot plan is described without one). */
 static void info_memory(df_planner *pl, const opts *o) {
     df_model_params mp = model_params(o);
     df_plan p;
