@@ -52,6 +52,11 @@
 
 static int is_next(const df_model *m) { return strcmp(m->arch_name, "qwen3next") == 0; }
 
+/* The family's hyperparameters (m->fam_hp, made by read_ssm). */
+typedef struct {
+    int k_interleave; /* qwen3next: value head h reads key head h / (H / Hk); qwen35moe: h % Hk */
+} qwen_hp;
+
 /* The family's own tensors of a layer (df_layer.fam; m->fam_tensors holds them all). */
 typedef struct {
     ws_tensor *ssm_alpha; /* qwen35moe: the decay's input (beta in ssm_beta) */
@@ -95,6 +100,10 @@ static int read_ssm(df_model *m, char *err, size_t errlen) {
                          h->kda_n_head, n_group);
     h->ssm_conv_ch = 2 * (int64_t)n_group * h->kda_head_dim + d_inner;
     h->gdn = 1;
+    qwen_hp *q = calloc(1, sizeof *q);
+    if (!q) return df_seterr(err, errlen, "out of memory");
+    q->k_interleave = is_next(m);
+    m->fam_hp = q; /* freed with the model */
     return 0;
 }
 
@@ -300,7 +309,7 @@ static int gdn_layer(df_session *s, df_session *const *own, int l, int n, char *
     }
     ws_release(m->ws, L->ssm_a);
     ws_release(m->ws, L->ssm_dt_b);
-    const dn_shape sh = {H, Hk, hd, is_next(s->m), 1, C, C, V};
+    const dn_shape sh = {H, Hk, hd, ((const qwen_hp *)m->fam_hp)->k_interleave, 1, C, C, V};
     if (!own)
         df_rec_delta(m->pool, &sh, s, l, s->kda_q, s->kda_q + KD, s->kda_q + 2 * KD, s->kda_lo,
                        s->kda_beta, n, s->kda_o);
