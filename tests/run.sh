@@ -40,6 +40,13 @@ for t in test_amx test_matmul; do
     [ -n "$EXEC" ] && [ "$t" = test_matmul ] && continue
     [ -x "$BUILD/$t" ] && run "$t-amx-model" env DELTAFIN_AMX=model $EXEC "$BUILD/$t"
 done
+# Under qemu-aarch64 the CPU is qemu's newest, with the dotprod extension (sdot); the
+# kernel tests run again on an ARMv8.0 core without it (kern_neon.c's other half).
+if [[ "$EXEC" == qemu-aarch64* ]]; then
+    for t in test_quant test_matmul; do
+        [ -x "$BUILD/$t" ] && run "$t@armv8.0" $EXEC -cpu cortex-a72 "$BUILD/$t"
+    done
+fi
 [ -z "$EXEC" ] || { echo; echo "$pass passed, $failn failed"; [ "$failn" -eq 0 ]; exit; } # CLI tests: native only
 for t in tests/cli/*.sh; do
     [ -f "$t" ] || continue

@@ -22,7 +22,10 @@
  *  (5) tp_run_dyn runs every claimed item exactly once with more threads
  *      than cores, interleaved with static tp_run jobs;
  *  (6) the packed layouts (pack.h): round trip, and packed gemms give the
- *      row-major gemms' bits, alone and through mm_mul_n.
+ *      row-major gemms' bits, alone and through mm_mul_n;
+ *  (7) the one accumulation order: q8_0, q4_0, mxfp4, iq4_nl, q4_K and q5_K
+ *      give, on every table but the scalar one, the bits of that order
+ *      written here with fmaf, so x86 and NEON machines agree bit for bit.
  */
 #include "testutil.h"
 
@@ -34,6 +37,7 @@
 #include "matmul.h"
 #include "pack.h"
 #include "quant.h"
+#include "quant_grids.h"
 #include "quant_isa.h"
 #include "threads.h"
 #include "util.h"
@@ -313,7 +317,8 @@ static void test_packed(void **state) {
             free(pk);
             mats_free(&m);
         }
-    if (quant_isa_available(QUANT_ISA_AVX512)) assert_true(tested > 0); /* the AVX-512 table packs q8_0, mxfp4 and the K-quants q4_K, q5_K, q6_K */
+    /* AVX-512 packs q8_0, mxfp4, q4_K, q5_K and q6_K; AVX2 and NEON all but q6_K */
+    if (quant_isa_available(QUANT_ISA_AVX2) || quant_isa_available(QUANT_ISA_NEON)) assert_true(tested > 0);
 }
 
 /* (3) matmul through the pool: all thread counts and token counts give the
@@ -618,6 +623,104 @@ static void test_sparse_attention_reads_selected(void **state) {
     free(kv); free(bad); free(q); free(o1); free(o2);
 }
 
+/* (7) The one accumulation order (kern_avx2.c's gemm tiles, kern_neon.c's
+ * design comment), with the C library's fmaf, which rounds once wherever it
+ * runs: per row and token, block by block, acc = fmaf(S, dw * dx, acc), S
+ * the block's exact integer sum; q4_K and q5_K: accS = fmaf(S, d * dx, accS)
+ * and accM = fmaf(M, -dmin * dx, accM) per super-block (S = sum_j sc_j *
+ * dot_j, M = sum_j m_j * the activation sum of sub-block j), then accS +
+ * accM. */
+static float one_order(int type, int64_t n, const uint8_t *w, const uint8_t *x) {
+    float acc = 0, accM = 0;
+    if (type == DF_TYPE_Q4_K || type == DF_TYPE_Q5_K) {
+        const block_q8_K *y = (const block_q8_K *)(const void *)x;
+        const size_t bs = type == DF_TYPE_Q4_K ? sizeof(block_q4_K) : sizeof(block_q5_K);
+        for (int64_t i = 0; i < n / QK_K; i++) {
+            const block_q4_K *a4 = (const block_q4_K *)(const void *)(w + (size_t)i * bs);
+            const block_q5_K *a5 = (const block_q5_K *)(const void *)(w + (size_t)i * bs);
+            const uint8_t *qs = type == DF_TYPE_Q4_K ? a4->qs : a5->qs;
+            uint32_t u[4];
+            uint8_t sm[16]; /* 8 scales, 8 mins */
+            quant_k4_unpack(type == DF_TYPE_Q4_K ? a4->scales : a5->scales, u);
+            memcpy(sm, u, sizeof sm);
+            int32_t S = 0, M = 0;
+            for (int j = 0; j < 8; j++) {
+                int32_t dot = 0;
+                for (int l = 0; l < 32; l++) {
+                    int q = (qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15;
+                    if (type == DF_TYPE_Q5_K) q |= ((a5->qh[l] >> j) & 1) << 4;
+                    dot += q * y[i].qs[32 * j + l];
+                }
+                S += sm[j] * dot;
+                M += sm[8 + j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+            }
+            acc = fmaf((float)S, df_fp16_to_fp32(a4->d) * y[i].d, acc);
+            accM = fmaf((float)M, -df_fp16_to_fp32(a4->dmin) * y[i].d, accM);
+        }
+        return acc + accM;
+    }
+    const block_q8_0 *y = (const block_q8_0 *)(const void *)x;
+    for (int64_t b = 0; b < n / 32; b++) {
+        int32_t S = 0;
+        float dw;
+        for (int l = 0; l < 32; l++) {
+            int v;
+            if (type == DF_TYPE_Q8_0) {
+                const block_q8_0 *a = (const block_q8_0 *)(const void *)w + b;
+                v = a->qs[l], dw = df_fp16_to_fp32(a->d);
+            } else if (type == DF_TYPE_MXFP4) {
+                const block_mxfp4 *a = (const block_mxfp4 *)(const void *)w + b;
+                v = df_kvalues_mxfp4[(a->qs[l % 16] >> (4 * (l / 16))) & 15], dw = quant_e8m0_half(a->e);
+            } else if (type == DF_TYPE_IQ4_NL) {
+                const block_iq4_nl *a = (const block_iq4_nl *)(const void *)w + b;
+                v = df_kvalues_iq4nl[(a->qs[l % 16] >> (4 * (l / 16))) & 15], dw = df_fp16_to_fp32(a->d);
+            } else {
+                const block_q4_0 *a = (const block_q4_0 *)(const void *)w + b;
+                v = ((a->qs[l % 16] >> (4 * (l / 16))) & 15) - 8, dw = df_fp16_to_fp32(a->d);
+            }
+            S += v * y[b].qs[l];
+        }
+        acc = fmaf((float)S, dw * df_fp16_to_fp32(y[b].d), acc);
+    }
+    return acc;
+}
+
+static void test_one_order(void **state) {
+    (void)state;
+    static const int types[] = {DF_TYPE_Q8_0, DF_TYPE_Q4_0, DF_TYPE_MXFP4, DF_TYPE_IQ4_NL, DF_TYPE_Q4_K, DF_TYPE_Q5_K};
+    const int nr = 21, nc = 9;
+    int checked = 0;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+        for (int k = 0; k < 3; k++) {
+            const int type = types[ti];
+            const int64_t n = quant_traits_ref(type)->blck == QK_K ? QK_K * (k + 1) : 32 * (k * k * 5 + 1);
+            mats m = make(type, n, nr, nc, 0x0de5u + (uint64_t)(type * 3 + k));
+            if (type == DF_TYPE_MXFP4) /* E8M0 scales from the subnormal ones to the largest */
+                for (int r = 0; r < nr; r++)
+                    for (int64_t i = 0; i < n / 32; i++)
+                        ((block_mxfp4 *)(void *)(m.w + (size_t)r * m.wrow))[i].e =
+                            (uint8_t)((r + i) % 2 ? (r + i) % 4 : 250 + (r + i) % 5);
+            float *y = xalloc(sizeof(float) * (size_t)(nr * nc));
+            for (int isa = QUANT_ISA_SCALAR + 1; isa < QUANT_ISA_COUNT; isa++) {
+                const quant_traits *t = quant_traits_isa(type, isa);
+                if (!quant_isa_available(isa) || !t) continue;
+                checked++;
+                gemm(t, &m, 0, nr, 0, nc, y, (size_t)nr);
+                for (int c = 0; c < nc; c++)
+                    for (int r = 0; r < nr; r++) {
+                        const float want = one_order(type, n, m.w + (size_t)r * m.wrow, m.x + (size_t)c * m.xrow);
+                        if (!bits_equal(y[(size_t)c * nr + r], want))
+                            fail_msg("%s %s n=%lld: y[%d,%d] = %.9g, the one order %.9g", quant_isa_str(isa), t->name,
+                                     (long long)n, r, c, y[(size_t)c * nr + r], want);
+                    }
+            }
+            free(y);
+            mats_free(&m);
+        }
+    if (!quant_isa_available(QUANT_ISA_AVX2) && !quant_isa_available(QUANT_ISA_NEON)) skip();
+    assert_true(checked > 0);
+}
+
 int main(void) {
     quant_init();
     const struct CMUnitTest tests[] = {
@@ -625,6 +728,7 @@ int main(void) {
         cmocka_unit_test(test_gemm_avx512_same_as_avx2),
         cmocka_unit_test(test_mm_mul),
         cmocka_unit_test(test_packed),
+        cmocka_unit_test(test_one_order),
         cmocka_unit_test(test_attention_kernels),
         cmocka_unit_test(test_sparse_attention_reads_selected),
         cmocka_unit_test(test_dynamic_jobs),

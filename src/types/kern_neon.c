@@ -24,11 +24,28 @@
  *   groupings give identical results.
  * - K-quant sub-block sums are scaled in int32 vectors (vmlaq_n_s32) and
  *   converted to float once per super-block.
+ * - q8_0, q4_0, mxfp4, iq4_nl, q4_K and q5_K accumulate their floats in the
+ *   x86 gemms' order (kern_avx2.c, "Matrix products"), so a token's logits
+ *   are the same bits on every tier: per row and token, block by block,
+ *   acc = fma(float(S), dw * dx, acc) with S the block's exact integer sum;
+ *   for q4_K and q5_K accS = fma(S, d * dx, accS) and accM = fma(M, -dmin *
+ *   dx, accM) per super-block (M: the mins times the activation sums), and
+ *   accS + accM. tests/test_matmul.c checks every table against that order
+ *   written with fmaf.
+ * - Packed gemms (pack.h's layout) for q8_0, mxfp4, q4_K and q5_K: a
+ *   group's 16 rows as four vectors of 4 lanes, a line's 4 bytes of a row
+ *   meeting the activation's 4 matching bytes (a broadcast) in the row's
+ *   lane (rdot: sdot, or smull + sadalp into two vectors whose pairwise sum
+ *   gives the lanes), no reduction across lanes; the same bits as the
+ *   vec_dots above. q8_0's lines hold w ^ 0x80 (x86's unsigned operand),
+ *   xor-ed back to the signed bytes; the trailer pack.h puts after the
+ *   activations is not needed here.
  * - Activation quantizers round with FCVTNS (to nearest, ties to even) and
  *   f16 conversion uses FCVT, matching the scalar reference bit for bit.
  */
 #ifndef KN_PASS
 
+#include "pack.h"
 #include "quant_grids.h"
 #include "quant_isa.h"
 
@@ -387,15 +404,63 @@ static inline int32x4_t dot_base(int32x4_t acc, int8x16_t a, int8x16_t b) {
     return vpadalq_s16(acc, vmull_high_s8(a, b));
 }
 
+/* Four rows' byte dots in their own lanes (packed gemms): a vector of 4
+ * rows x 4 bytes against 4 activation bytes repeated. sdot gives row r's
+ * sum in lane r; smull + sadalp leave rows 0-1's pairs in lo and rows 2-3's
+ * in hi, and their pairwise sum (rfin) gives the lanes, exact either way. */
+typedef struct {
+    int32x4_t lo, hi;
+} kn_racc;
+static inline kn_racc rzero(void) { return (kn_racc){vdupq_n_s32(0), vdupq_n_s32(0)}; }
+static inline kn_racc rdot_base(kn_racc a, int8x16_t w, int8x16_t y) {
+    a.lo = vpadalq_s16(a.lo, vmull_s8(vget_low_s8(w), vget_low_s8(y)));
+    a.hi = vpadalq_s16(a.hi, vmull_high_s8(w, y));
+    return a;
+}
+static inline int32x4_t rfin_base(kn_racc a) { return vpaddq_s32(a.lo, a.hi); }
+/* 4 bytes at p, in every lane */
+static inline int8x16_t bcast4(const int8_t *p) { return vreinterpretq_s8_u32(vdupq_n_u32(load_u32((const uint8_t *)p))); }
+/* Lanes 4v..4v+3 of 16 bytes, as int32 (v a constant after unrolling). */
+static inline int32x4_t quarter32(uint8x16_t b, int v) {
+    const uint16x8_t h = v < 2 ? vmovl_u8(vget_low_u8(b)) : vmovl_high_u8(b);
+    return vreinterpretq_s32_u32(v % 2 ? vmovl_high_u16(h) : vmovl_u16(vget_low_u16(h)));
+}
+/* Four E8M0 bytes as quant_e8m0_half's floats. */
+static inline float32x4_t e8m0_4(int32x4_t e) {
+    const uint32x4_t big = vshlq_n_u32(vreinterpretq_u32_s32(vsubq_s32(e, vdupq_n_s32(1))), 23);
+    const uint32x4_t small = vshlq_u32(vdupq_n_u32(0x00200000u), e);
+    return vreinterpretq_f32_u32(vbslq_u32(vcgtq_s32(e, vdupq_n_s32(1)), big, small));
+}
+
+/* One packed group of 16 rows x 1 or 2 tokens (x: the tokens' rows): out[16 c + r]. */
+typedef void (*kn_p16_fn)(int64_t n, const uint8_t *g, const uint8_t *const *x, float *out);
+/* nr / 16 packed groups x nc tokens, in twos (the tiles' accumulators fill the registers). */
+static void kn_p16_walk(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y,
+                        size_t ldy, kn_p16_fn one, kn_p16_fn two) {
+    for (int r0 = 0; r0 + PACK_ROWS <= nr; r0 += PACK_ROWS)
+        for (int c0 = 0; c0 < nc; c0 += 2) {
+            const int cn = nc - c0 < 2 ? nc - c0 : 2;
+            const uint8_t *xr[2] = {(const uint8_t *)x + (size_t)c0 * xs, (const uint8_t *)x + (size_t)(c0 + cn - 1) * xs};
+            float out[2 * PACK_ROWS];
+            (cn == 2 ? two : one)(n, (const uint8_t *)w + (size_t)r0 * ws, xr, out);
+            for (int c = 0; c < cn; c++) memcpy(y + (size_t)(c0 + c) * ldy + r0, out + PACK_ROWS * c, sizeof(float) * PACK_ROWS);
+        }
+}
+
+#define KN_INL static inline __attribute__((always_inline))
 #define KN_PASS 1
 #define KN(name) name##_base
 #define KN_TARGET
 #define KN_DOT dot_base
+#define KN_RDOT rdot_base
+#define KN_RFIN rfin_base
 #include "kern_neon.c"
 #undef KN_PASS
 #undef KN
 #undef KN_TARGET
 #undef KN_DOT
+#undef KN_RDOT
+#undef KN_RFIN
 
 #if defined(__clang__)
 #define KN_TARGET __attribute__((target("dotprod")))
@@ -411,9 +476,16 @@ static inline KN_TARGET int32x4_t dot_sdot(int32x4_t acc, int8x16_t a, int8x16_t
     return vdotq_s32(acc, a, b);
 #endif
 }
+static inline KN_TARGET kn_racc rdot_sdot(kn_racc a, int8x16_t w, int8x16_t y) {
+    a.lo = dot_sdot(a.lo, w, y);
+    return a;
+}
+static inline int32x4_t rfin_sdot(kn_racc a) { return a.lo; }
 #define KN_PASS 2
 #define KN(name) name##_sdot
 #define KN_DOT dot_sdot
+#define KN_RDOT rdot_sdot
+#define KN_RFIN rfin_sdot
 #include "kern_neon.c"
 
 void kern_neon_fill(quant_traits *t) {
@@ -454,6 +526,10 @@ void kern_neon_fill(quant_traits *t) {
     SET(DF_TYPE_IQ1_S, iq1_s_dot);
     SET(DF_TYPE_IQ1_M, iq1_m_dot);
 #undef SET
+    t[DF_TYPE_Q8_0].gemm_packed = dp ? q8_0_p16_gemm_sdot : q8_0_p16_gemm_base;
+    t[DF_TYPE_MXFP4].gemm_packed = dp ? mxfp4_p16_gemm_sdot : mxfp4_p16_gemm_base;
+    t[DF_TYPE_Q4_K].gemm_packed = dp ? q4_K_p16_gemm_sdot : q4_K_p16_gemm_base;
+    t[DF_TYPE_Q5_K].gemm_packed = dp ? q5_K_p16_gemm_sdot : q5_K_p16_gemm_base;
 }
 
 #else /* KN_PASS: kernel bodies using KN(), KN_TARGET, KN_DOT */
@@ -463,30 +539,21 @@ static inline KN_TARGET int32x4_t KN(dot32)(int8x16_t a0, int8x16_t a1, const in
     return KN_DOT(KN_DOT(vdupq_n_s32(0), a0, vld1q_s8(y)), a1, vld1q_s8(y + 16));
 }
 
+/* The block-32 types in the one order (design comment): the block's exact
+ * sum, then acc = fma(S, dw * dx, acc), block by block. */
 static KN_TARGET void KN(q4_0_dot)(int64_t n, const void *w, const void *x, float *out) {
     const block_q4_0 *a = w;
     const block_q8_0 *b = x;
     const uint8x16_t m4 = vdupq_n_u8(0x0F);
     const int8x16_t eight = vdupq_n_s8(8);
-    float32x4_t acc0 = vdupq_n_f32(0), acc1 = vdupq_n_f32(0);
-    const int64_t nb = n / QK4_0;
-    int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        uint8x16_t q0 = vld1q_u8(a[i].qs), q1 = vld1q_u8(a[i + 1].qs);
-        int32x4_t p0 = KN(dot32)(vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q0, m4)), eight),
-                                 vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q0, 4)), eight), b[i].qs);
-        int32x4_t p1 = KN(dot32)(vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q1, m4)), eight),
-                                 vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q1, 4)), eight), b[i + 1].qs);
-        acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(p0), h2f(a[i].d) * h2f(b[i].d));
-        acc1 = vfmaq_n_f32(acc1, vcvtq_f32_s32(p1), h2f(a[i + 1].d) * h2f(b[i + 1].d));
+    float acc = 0;
+    for (int64_t i = 0; i < n / QK4_0; i++) {
+        const uint8x16_t q = vld1q_u8(a[i].qs);
+        const int32x4_t p = KN(dot32)(vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, m4)), eight),
+                                      vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), eight), b[i].qs);
+        acc = fmaf((float)vaddvq_s32(p), h2f(a[i].d) * h2f(b[i].d), acc);
     }
-    for (; i < nb; i++) {
-        uint8x16_t q0 = vld1q_u8(a[i].qs);
-        int32x4_t p0 = KN(dot32)(vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q0, m4)), eight),
-                                 vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q0, 4)), eight), b[i].qs);
-        acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(p0), h2f(a[i].d) * h2f(b[i].d));
-    }
-    *out = vaddvq_f32(vaddq_f32(acc0, acc1));
+    *out = acc;
 }
 
 static KN_TARGET void KN(q4_1_dot)(int64_t n, const void *w, const void *x, float *out) {
@@ -541,20 +608,12 @@ static KN_TARGET void KN(q5_1_dot)(int64_t n, const void *w, const void *x, floa
 
 static KN_TARGET void KN(q8_0_dot)(int64_t n, const void *w, const void *x, float *out) {
     const block_q8_0 *a = w, *b = x;
-    float32x4_t acc0 = vdupq_n_f32(0), acc1 = vdupq_n_f32(0);
-    const int64_t nb = n / QK8_0;
-    int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        int32x4_t p0 = KN(dot32)(vld1q_s8(a[i].qs), vld1q_s8(a[i].qs + 16), b[i].qs);
-        int32x4_t p1 = KN(dot32)(vld1q_s8(a[i + 1].qs), vld1q_s8(a[i + 1].qs + 16), b[i + 1].qs);
-        acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(p0), h2f(a[i].d) * h2f(b[i].d));
-        acc1 = vfmaq_n_f32(acc1, vcvtq_f32_s32(p1), h2f(a[i + 1].d) * h2f(b[i + 1].d));
+    float acc = 0;
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        const int32x4_t p = KN(dot32)(vld1q_s8(a[i].qs), vld1q_s8(a[i].qs + 16), b[i].qs);
+        acc = fmaf((float)vaddvq_s32(p), h2f(a[i].d) * h2f(b[i].d), acc);
     }
-    for (; i < nb; i++) {
-        int32x4_t p0 = KN(dot32)(vld1q_s8(a[i].qs), vld1q_s8(a[i].qs + 16), b[i].qs);
-        acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(p0), h2f(a[i].d) * h2f(b[i].d));
-    }
-    *out = vaddvq_f32(vaddq_f32(acc0, acc1));
+    *out = acc;
 }
 
 /* Dot of 32 4-bit codes laid out as q4_0's, looked up in tbl, with 32
@@ -570,10 +629,10 @@ typedef float (*lut4_scale_fn)(const uint8_t *blk);
 static inline KN_TARGET void KN(lut4_dot)(int64_t n, const uint8_t *w, size_t bs, size_t qs_off, const int8_t *table,
                                           lut4_scale_fn wd, const block_q8_0 *b, float *out) {
     const int8x16_t tbl = vld1q_s8(table);
-    float32x4_t acc = vdupq_n_f32(0);
+    float acc = 0;
     for (int64_t i = 0; i < n / 32; i++, w += bs)
-        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(KN(lut4_dot32)(w + qs_off, tbl, b[i].qs)), h2f(b[i].d) * wd(w));
-    *out = vaddvq_f32(acc);
+        acc = fmaf((float)vaddvq_s32(KN(lut4_dot32)(w + qs_off, tbl, b[i].qs)), wd(w) * h2f(b[i].d), acc);
+    *out = acc;
 }
 
 static KN_TARGET void KN(mxfp4_dot)(int64_t n, const void *w, const void *x, float *out) {
@@ -691,8 +750,7 @@ static KN_TARGET void KN(q4_K_dot)(int64_t n, const void *w, const void *x, floa
     const block_q4_K *a = w;
     const block_q8_K *b = x;
     const uint8x16_t m4 = vdupq_n_u8(0x0F);
-    float32x4_t acc = vdupq_n_f32(0);
-    float summ = 0;
+    float accS = 0, accM = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
         uint32_t u[4];
         quant_k4_unpack(a[i].scales, u);
@@ -701,7 +759,7 @@ static KN_TARGET void KN(q4_K_dot)(int64_t n, const void *w, const void *x, floa
         int16x8_t bs = vpaddq_s16(vld1q_s16(b[i].bsums), vld1q_s16(b[i].bsums + 8));
         int16x8_t mn = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(sc + 8)));
         int32x4_t pm = vmlal_high_s16(vmull_s16(vget_low_s16(bs), vget_low_s16(mn)), bs, mn);
-        summ += h2f(a[i].dmin) * b[i].d * (float)vaddvq_s32(pm);
+        accM = fmaf((float)vaddvq_s32(pm), -h2f(a[i].dmin) * b[i].d, accM);
         const int8_t *y = b[i].qs;
         int32x4_t isum = vdupq_n_s32(0);
         for (int c = 0; c < 4; c++) {
@@ -711,17 +769,16 @@ static KN_TARGET void KN(q4_K_dot)(int64_t n, const void *w, const void *x, floa
             isum = vmlaq_n_s32(isum, p0, sc[2 * c]);
             isum = vmlaq_n_s32(isum, p1, sc[2 * c + 1]);
         }
-        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(isum), h2f(a[i].d) * b[i].d);
+        accS = fmaf((float)vaddvq_s32(isum), h2f(a[i].d) * b[i].d, accS);
     }
-    *out = vaddvq_f32(acc) - summ;
+    *out = accS + accM; /* the one order (design comment) */
 }
 
 static KN_TARGET void KN(q5_K_dot)(int64_t n, const void *w, const void *x, float *out) {
     const block_q5_K *a = w;
     const block_q8_K *b = x;
     const uint8x16_t m4 = vdupq_n_u8(0x0F), one = vdupq_n_u8(1);
-    float32x4_t acc = vdupq_n_f32(0);
-    float summ = 0;
+    float accS = 0, accM = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
         uint32_t u[4];
         quant_k4_unpack(a[i].scales, u);
@@ -730,7 +787,7 @@ static KN_TARGET void KN(q5_K_dot)(int64_t n, const void *w, const void *x, floa
         int16x8_t bs = vpaddq_s16(vld1q_s16(b[i].bsums), vld1q_s16(b[i].bsums + 8));
         int16x8_t mn = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(sc + 8)));
         int32x4_t pm = vmlal_high_s16(vmull_s16(vget_low_s16(bs), vget_low_s16(mn)), bs, mn);
-        summ += h2f(a[i].dmin) * b[i].d * (float)vaddvq_s32(pm);
+        accM = fmaf((float)vaddvq_s32(pm), -h2f(a[i].dmin) * b[i].d, accM);
         const int8_t *y = b[i].qs;
         uint8x16_t h0 = vld1q_u8(a[i].qh), h1 = vld1q_u8(a[i].qh + 16);
         int32x4_t isum = vdupq_n_s32(0);
@@ -748,9 +805,9 @@ static KN_TARGET void KN(q5_K_dot)(int64_t n, const void *w, const void *x, floa
             isum = vmlaq_n_s32(isum, p0, sc[2 * c]);
             isum = vmlaq_n_s32(isum, p1, sc[2 * c + 1]);
         }
-        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(isum), h2f(a[i].d) * b[i].d);
+        accS = fmaf((float)vaddvq_s32(isum), h2f(a[i].d) * b[i].d, accS);
     }
-    *out = vaddvq_f32(acc) - summ;
+    *out = accS + accM; /* the one order (design comment) */
 }
 
 static KN_TARGET void KN(q6_K_dot)(int64_t n, const void *w, const void *x, float *out) {
@@ -903,5 +960,166 @@ static KN_TARGET void KN(nvfp4_dot)(int64_t n, const void *w, const void *x, flo
         }
     *out = vaddvq_f32(acc);
 }
+
+/* ---- packed gemms (pack.h; design comment): tiles of 16 rows x C tokens ---- */
+
+/* q8_0: per block the 16 rows' f16 scales, then 8 lines of w ^ 0x80 (line k:
+ * bytes 4k..4k+3 of each row, row r at 4r), 544 bytes. */
+KN_INL KN_TARGET void KN(q8_0_p16)(int64_t n, const uint8_t *g, const uint8_t *const *xr, float *out, const int C) {
+    const int8x16_t flip = vdupq_n_s8(-128);
+    float32x4_t acc[2][4];
+    for (int c = 0; c < C; c++)
+        for (int v = 0; v < 4; v++) acc[c][v] = vdupq_n_f32(0);
+    for (int64_t b = 0; b < n / QK8_0; b++, g += 544) {
+        kn_racc s[2][4];
+        for (int c = 0; c < C; c++)
+            for (int v = 0; v < 4; v++) s[c][v] = rzero();
+        for (int k = 0; k < 8; k++) {
+            int8x16_t wv[4];
+            for (int v = 0; v < 4; v++) wv[v] = veorq_s8(vld1q_s8((const int8_t *)(g + 32 + 64 * k + 16 * v)), flip);
+            for (int c = 0; c < C; c++) {
+                const int8x16_t y = bcast4(((const block_q8_0 *)(const void *)xr[c])[b].qs + 4 * k);
+                for (int v = 0; v < 4; v++) s[c][v] = KN_RDOT(s[c][v], wv[v], y);
+            }
+        }
+        for (int c = 0; c < C; c++) {
+            const float32x4_t dx = vdupq_n_f32(h2f(((const block_q8_0 *)(const void *)xr[c])[b].d));
+            for (int v = 0; v < 4; v++)
+                acc[c][v] = vfmaq_f32(acc[c][v], vcvtq_f32_s32(KN_RFIN(s[c][v])),
+                                      vmulq_f32(h4((const uint16_t *)(const void *)g + 4 * v), dx));
+        }
+    }
+    for (int c = 0; c < C; c++)
+        for (int v = 0; v < 4; v++) vst1q_f32(out + 16 * c + 4 * v, acc[c][v]);
+}
+
+/* mxfp4: per block the 16 rows' E8M0 bytes, then 4 lines of the nibble bytes
+ * (line k: qs[4k..4k+3], elements 4k.. in the low nibbles, 16 + 4k.. in the
+ * high ones), 272 bytes. */
+KN_INL KN_TARGET void KN(mxfp4_p16)(int64_t n, const uint8_t *g, const uint8_t *const *xr, float *out, const int C) {
+    const int8x16_t tbl = vld1q_s8(df_kvalues_mxfp4);
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    float32x4_t acc[2][4];
+    for (int c = 0; c < C; c++)
+        for (int v = 0; v < 4; v++) acc[c][v] = vdupq_n_f32(0);
+    for (int64_t b = 0; b < n / 32; b++, g += 272) {
+        kn_racc s[2][4];
+        for (int c = 0; c < C; c++)
+            for (int v = 0; v < 4; v++) s[c][v] = rzero();
+        for (int k = 0; k < 4; k++) {
+            int8x16_t wl[4], wh[4];
+            for (int v = 0; v < 4; v++) {
+                const uint8x16_t q = vld1q_u8(g + 16 + 64 * k + 16 * v);
+                wl[v] = vqtbl1q_s8(tbl, vandq_u8(q, m4));
+                wh[v] = vqtbl1q_s8(tbl, vshrq_n_u8(q, 4));
+            }
+            for (int c = 0; c < C; c++) {
+                const int8_t *y = ((const block_q8_0 *)(const void *)xr[c])[b].qs;
+                const int8x16_t yl = bcast4(y + 4 * k), yh = bcast4(y + 16 + 4 * k);
+                for (int v = 0; v < 4; v++) s[c][v] = KN_RDOT(KN_RDOT(s[c][v], wl[v], yl), wh[v], yh);
+            }
+        }
+        const uint8x16_t e = vld1q_u8(g);
+        for (int c = 0; c < C; c++) {
+            const float32x4_t dx = vdupq_n_f32(h2f(((const block_q8_0 *)(const void *)xr[c])[b].d));
+            for (int v = 0; v < 4; v++)
+                acc[c][v] = vfmaq_f32(acc[c][v], vcvtq_f32_s32(KN_RFIN(s[c][v])), vmulq_f32(e8m0_4(quarter32(e, v)), dx));
+        }
+    }
+    for (int c = 0; c < C; c++)
+        for (int v = 0; v < 4; v++) vst1q_f32(out + 16 * c + 4 * v, acc[c][v]);
+}
+
+/* q4_K and q5_K: per super-block the 16 rows' d, then dmin (f16), the 12
+ * scale bytes transposed (vector i: byte i of every row), q5_K's 8 lines of
+ * qh, then 32 lines of nibbles (line 8p + k: qs[32p + 4k..], low nibbles
+ * sub-block 2p, high 2p + 1). Rows four at a time (v), each super-block's
+ * bytes staying in L1: per row and token the exact S = sum_j sc_j * dot_j
+ * and M = sum_j m_j * (sub-block j's activation sum), then the one order. */
+KN_INL KN_TARGET void KN(k45_p16)(int64_t n, const uint8_t *g, const uint8_t *const *xr, float *out, const int C,
+                                  const int q5) {
+    const size_t gs = 16 * (q5 ? sizeof(block_q5_K) : sizeof(block_q4_K));
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m63 = vdupq_n_u8(63), one = vdupq_n_u8(1);
+    const block_q8_K *x[2];
+    float32x4_t accS[2][4], accM[2][4];
+    for (int c = 0; c < C; c++) {
+        x[c] = (const block_q8_K *)(const void *)xr[c];
+        for (int v = 0; v < 4; v++) accS[c][v] = accM[c][v] = vdupq_n_f32(0);
+    }
+    for (int64_t i = 0; i < n / QK_K; i++, g += gs) {
+        const uint8_t *qh = g + 256, *qs = g + (q5 ? 256 + 512 : 256);
+        uint8x16_t t[12], sc[8], mn[8];
+        for (int j = 0; j < 12; j++) t[j] = vld1q_u8(g + 64 + 16 * j);
+        for (int j = 0; j < 4; j++) { /* quant_k4_unpack's 6-bit fields, 16 rows at once */
+            sc[j] = vandq_u8(t[j], m63);
+            mn[j] = vandq_u8(t[j + 4], m63);
+            sc[j + 4] = vorrq_u8(vandq_u8(t[j + 8], m4), vshlq_n_u8(vshrq_n_u8(t[j], 6), 4));
+            mn[j + 4] = vorrq_u8(vshrq_n_u8(t[j + 8], 4), vshlq_n_u8(vshrq_n_u8(t[j + 4], 6), 4));
+        }
+        for (int v = 0; v < 4; v++) {
+            int32x4_t S[2], M[2];
+            for (int c = 0; c < C; c++) S[c] = M[c] = vdupq_n_s32(0);
+            for (int j = 0; j < 8; j++) {
+                const int32x4_t m = quarter32(mn[j], v);
+                for (int c = 0; c < C; c++) M[c] = vmlaq_n_s32(M[c], m, x[c][i].bsums[2 * j] + x[c][i].bsums[2 * j + 1]);
+            }
+            for (int p = 0; p < 4; p++) {
+                kn_racc lo[2], hi[2];
+                for (int c = 0; c < C; c++) lo[c] = hi[c] = rzero();
+                for (int k = 0; k < 8; k++) {
+                    const uint8x16_t q = vld1q_u8(qs + 64 * (8 * p + k) + 16 * v);
+                    uint8x16_t l = vandq_u8(q, m4), u = vshrq_n_u8(q, 4);
+                    if (q5) { /* bit 2p of the qh line as bit 4 of l, bit 2p + 1 of u */
+                        const uint8x16_t h = vld1q_u8(qh + 64 * k + 16 * v);
+                        l = vorrq_u8(l, vshlq_n_u8(vandq_u8(vshlq_u8(h, vdupq_n_s8((int8_t)(-2 * p))), one), 4));
+                        u = vorrq_u8(u, vshlq_n_u8(vandq_u8(vshlq_u8(h, vdupq_n_s8((int8_t)(-2 * p - 1))), one), 4));
+                    }
+                    for (int c = 0; c < C; c++) {
+                        const int8_t *y = x[c][i].qs + 64 * p + 4 * k;
+                        lo[c] = KN_RDOT(lo[c], vreinterpretq_s8_u8(l), bcast4(y));
+                        hi[c] = KN_RDOT(hi[c], vreinterpretq_s8_u8(u), bcast4(y + 32));
+                    }
+                }
+                for (int c = 0; c < C; c++) {
+                    S[c] = vmlaq_s32(S[c], KN_RFIN(lo[c]), quarter32(sc[2 * p], v));
+                    S[c] = vmlaq_s32(S[c], KN_RFIN(hi[c]), quarter32(sc[2 * p + 1], v));
+                }
+            }
+            const float32x4_t d = h4((const uint16_t *)(const void *)g + 4 * v);
+            const float32x4_t dm = vnegq_f32(h4((const uint16_t *)(const void *)(g + 32) + 4 * v));
+            for (int c = 0; c < C; c++) {
+                const float32x4_t dx = vdupq_n_f32(x[c][i].d);
+                accS[c][v] = vfmaq_f32(accS[c][v], vcvtq_f32_s32(S[c]), vmulq_f32(d, dx));
+                accM[c][v] = vfmaq_f32(accM[c][v], vcvtq_f32_s32(M[c]), vmulq_f32(dm, dx));
+            }
+        }
+    }
+    for (int c = 0; c < C; c++)
+        for (int v = 0; v < 4; v++) vst1q_f32(out + 16 * c + 4 * v, vaddq_f32(accS[c][v], accM[c][v]));
+}
+KN_INL KN_TARGET void KN(q4_K_p16)(int64_t n, const uint8_t *g, const uint8_t *const *x, float *out, const int C) {
+    KN(k45_p16)(n, g, x, out, C, 0);
+}
+KN_INL KN_TARGET void KN(q5_K_p16)(int64_t n, const uint8_t *g, const uint8_t *const *x, float *out, const int C) {
+    KN(k45_p16)(n, g, x, out, C, 1);
+}
+
+/* NAME_1, NAME_2 (1 and 2 tokens) and NAME_gemm, the table's gemm_packed. */
+#define KN_P16_GEMM(NAME)                                                                                          \
+    static KN_TARGET void KN(NAME##_1)(int64_t n, const uint8_t *g, const uint8_t *const *x, float *o) {             \
+        KN(NAME)(n, g, x, o, 1);                                                                                   \
+    }                                                                                                              \
+    static KN_TARGET void KN(NAME##_2)(int64_t n, const uint8_t *g, const uint8_t *const *x, float *o) {             \
+        KN(NAME)(n, g, x, o, 2);                                                                                   \
+    }                                                                                                              \
+    static void KN(NAME##_gemm)(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc,      \
+                                float *y, size_t ldy) {                                                            \
+        kn_p16_walk(n, w, ws, nr, x, xs, nc, y, ldy, KN(NAME##_1), KN(NAME##_2));                                  \
+    }
+KN_P16_GEMM(q8_0_p16)
+KN_P16_GEMM(mxfp4_p16)
+KN_P16_GEMM(q4_K_p16)
+KN_P16_GEMM(q5_K_p16)
+#undef KN_P16_GEMM
 
 #endif /* KN_PASS */
