@@ -952,7 +952,7 @@ INL void p8_mxfp4_sums(const uint8_t *g, const p16_x *X, int64_t b, __m256i s[4]
             _mm256_storeu_ps(out + 16 * c + 8, acc[c][1]);                                                         \
         }                                                                                                          \
     }                                                                                                              \
-    P16_GEMM(NAME)
+    P16_GEMM(NAME, 4)
 P8_TILE(q8_0_p8, 544, 32, p8_f16_scales, p8_q8_0_sums)
 P8_TILE(mxfp4_p8, 272, 16, p8_e8m0_scales, p8_mxfp4_sums)
 
@@ -1052,7 +1052,11 @@ INL void k45_p8_tile(int64_t nsb, const uint8_t *g, const uint8_t *xp, size_t xs
         _mm256_storeu_ps(out + 16 * c + 8, _mm256_add_ps(accS[c][1], accM[c][1]));
     }
 }
-P16_K45_GEMMS(p8, k45_p8_tile)
+/* Two tokens a tile: at four, the tile's 16 integer accumulators and its
+ * operands outgrow AVX2's 16 registers, and the spills cost an AMD Zen 3
+ * a third of its prompt speed (dense q4_K pp256: 31-35 tokens/s in fours,
+ * 36-47 in threes, 40-47 in twos; bench/RESULTS.md 2026-12-05). */
+P16_K45_GEMMS(p8, k45_p8_tile, 2)
 
 /* K-quant x q8_K tiles. A super-block is eight 32-element chunks; chunk j
  * of a row meets the activations' bytes 32j..32j+31. Per row and token the

@@ -1112,7 +1112,7 @@ P16_INL void p16_mxfp4_lines(const uint8_t *g, __m512i u[8]) {
         }                                                                                                          \
         _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);               \
     }                                                                                                              \
-    P16_GEMM(NAME)
+    P16_GEMM(NAME, 4)
 
 P16_TILE(q8_0_p16, 544, p16_q8_0_scales, p16_q8_0_lines)
 P16_TILE(mxfp4_p16, 272, p16_mxfp4_scales, p16_mxfp4_lines)
@@ -1257,8 +1257,8 @@ P16_INL void q6_K_p16_tile(int64_t nsb, const uint8_t *g, const uint8_t *xp, siz
     _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) _mm512_storeu_ps(out + 16 * c, _mm512_add_ps(acc0[c], acc1[c]));
 }
 
-P16_K45_GEMMS(p16, k45_p16_tile)
-P16_K_GEMM(q6_K_p16)
+P16_K45_GEMMS(p16, k45_p16_tile, 4)
+P16_K_GEMM(q6_K_p16, 4)
 
 /* One token (generation) keeps the AVX2 tile, which measured faster there
  * (bench/kernels.c: its scale spreading is cheaper when no second token

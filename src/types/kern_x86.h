@@ -341,16 +341,16 @@ typedef struct {
 /* One packed group of 16 rows x C tokens (the table's entry C - 1): out[16 c + r]. */
 typedef void (*p16_tile_fn)(int64_t nb, const uint8_t *g, const p16_x *X, float *out);
 
-/* nr / 16 packed groups x nc tokens, tokens in fours inside each group (its
- * weights stay in L1/L2 for the next four). */
+/* nr / 16 packed groups x nc tokens, tokens in groups of up to cmax (<= 4)
+ * inside each group (its weights stay in L1/L2 for the next ones). */
 static inline void p16_walk(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y,
-                            size_t ldy, const p16_tile_fn *tiles) {
+                            size_t ldy, const p16_tile_fn *tiles, const int cmax) {
     const int64_t nb = n / 32;
     const size_t toff = pack_q8_0_trailer_off(nb);
     for (int r0 = 0; r0 + PACK_ROWS <= nr; r0 += PACK_ROWS) {
         const uint8_t *g = (const uint8_t *)w + (size_t)r0 * ws;
-        for (int c0 = 0; c0 < nc; c0 += 4) {
-            const int cn = nc - c0 < 4 ? nc - c0 : 4;
+        for (int c0 = 0; c0 < nc; c0 += cmax) {
+            const int cn = nc - c0 < cmax ? nc - c0 : cmax;
             p16_x X;
             for (int c = 0; c < cn; c++) {
                 const uint8_t *xr = (const uint8_t *)x + (size_t)(c0 + c) * xs;
@@ -366,8 +366,9 @@ static inline void p16_walk(int64_t n, const void *w, size_t ws, int nr, const v
     }
 }
 
-/* NAME_1 .. NAME_4 and NAME_gemm (walking p16_walk) from the tile body NAME_tile(nb, g, X, out, C). */
-#define P16_GEMM(NAME)                                                                                             \
+/* NAME_1 .. NAME_4 and NAME_gemm (walking p16_walk, up to CMAX tokens a tile) from the tile body
+ * NAME_tile(nb, g, X, out, C). */
+#define P16_GEMM(NAME, CMAX)                                                                                       \
     static void NAME##_1(int64_t nb, const uint8_t *g, const p16_x *X, float *o) { NAME##_tile(nb, g, X, o, 1); }  \
     static void NAME##_2(int64_t nb, const uint8_t *g, const p16_x *X, float *o) { NAME##_tile(nb, g, X, o, 2); }  \
     static void NAME##_3(int64_t nb, const uint8_t *g, const p16_x *X, float *o) { NAME##_tile(nb, g, X, o, 3); }  \
@@ -375,24 +376,24 @@ static inline void p16_walk(int64_t n, const void *w, size_t ws, int nr, const v
     static void NAME##_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc,          \
                             float *y, size_t ldy) {                                                                 \
         static const p16_tile_fn tiles[4] = {NAME##_1, NAME##_2, NAME##_3, NAME##_4};                               \
-        p16_walk(n, w, ws, nr, x, xs, nc, y, ldy, tiles);                                                           \
+        p16_walk(n, w, ws, nr, x, xs, nc, y, ldy, tiles, CMAX);                                                     \
     }
 
-/* The K-quant packed gemms: nr / 16 groups x nc tokens in fours. */
+/* The K-quant packed gemms: nr / 16 groups x nc tokens in groups of up to cmax (<= 4). */
 typedef void (*p16_k_fn)(int64_t n, const uint8_t *g, const uint8_t *x, size_t xs, float *out);
 static inline void p16_k_walk(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc,
-                              float *y, size_t ldy, const p16_k_fn *tiles) {
+                              float *y, size_t ldy, const p16_k_fn *tiles, const int cmax) {
     for (int r0 = 0; r0 + PACK_ROWS <= nr; r0 += PACK_ROWS)
-        for (int c0 = 0; c0 < nc; c0 += 4) {
-            const int cn = nc - c0 < 4 ? nc - c0 : 4;
+        for (int c0 = 0; c0 < nc; c0 += cmax) {
+            const int cn = nc - c0 < cmax ? nc - c0 : cmax;
             float out[4 * 16];
             tiles[cn - 1](n, (const uint8_t *)w + (size_t)r0 * ws, (const uint8_t *)x + (size_t)c0 * xs, xs, out);
             for (int c = 0; c < cn; c++) memcpy(y + (size_t)(c0 + c) * ldy + r0, out + 16 * c, 16 * sizeof(float));
         }
     _mm256_zeroupper();
 }
-/* NAME_gemm from the tile body NAME_tile(nsb, g, x, xs, out, C). */
-#define P16_K_GEMM(NAME)                                                                                           \
+/* NAME_gemm from the tile body NAME_tile(nsb, g, x, xs, out, C), C <= CMAX tokens a tile. */
+#define P16_K_GEMM(NAME, CMAX)                                                                                     \
     static void NAME##_1(int64_t n, const uint8_t *g, const uint8_t *x, size_t xs, float *o) { NAME##_tile(n / QK_K, g, x, xs, o, 1); } \
     static void NAME##_2(int64_t n, const uint8_t *g, const uint8_t *x, size_t xs, float *o) { NAME##_tile(n / QK_K, g, x, xs, o, 2); } \
     static void NAME##_3(int64_t n, const uint8_t *g, const uint8_t *x, size_t xs, float *o) { NAME##_tile(n / QK_K, g, x, xs, o, 3); } \
@@ -400,11 +401,11 @@ static inline void p16_k_walk(int64_t n, const void *w, size_t ws, int nr, const
     static void NAME##_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y,  \
                             size_t ldy) {                                                                           \
         static const p16_k_fn tiles[4] = {NAME##_1, NAME##_2, NAME##_3, NAME##_4};                                  \
-        p16_k_walk(n, w, ws, nr, x, xs, nc, y, ldy, tiles);                                                         \
+        p16_k_walk(n, w, ws, nr, x, xs, nc, y, ldy, tiles, CMAX);                                                   \
     }
 
 /* q4_K_SUF_gemm and q5_K_SUF_gemm from the tile body K45(nsb, g, x, xs, out, C, q5) both K-quants share. */
-#define P16_K45_GEMMS(SUF, K45)                                                                                    \
+#define P16_K45_GEMMS(SUF, K45, CMAX)                                                                              \
     static inline __attribute__((always_inline)) void q4_K_##SUF##_tile(int64_t nsb, const uint8_t *g,            \
                                                                          const uint8_t *x, size_t xs, float *out,  \
                                                                          const int C) {                            \
@@ -415,7 +416,7 @@ static inline void p16_k_walk(int64_t n, const void *w, size_t ws, int nr, const
                                                                          const int C) {                            \
         K45(nsb, g, x, xs, out, C, 1);                                                                             \
     }                                                                                                              \
-    P16_K_GEMM(q4_K_##SUF)                                                                                         \
-    P16_K_GEMM(q5_K_##SUF)
+    P16_K_GEMM(q4_K_##SUF, CMAX)                                                                                   \
+    P16_K_GEMM(q5_K_##SUF, CMAX)
 
 #endif
