@@ -25,7 +25,9 @@
  *      row-major gemms' bits, alone and through mm_mul_n;
  *  (7) the one accumulation order: q8_0, q4_0, mxfp4, iq4_nl, q4_K and q5_K
  *      give, on every table but the scalar one, the bits of that order
- *      written here with fmaf, so x86 and NEON machines agree bit for bit.
+ *      written here with fmaf, so x86 and NEON machines agree bit for bit;
+ *  (8) the delta rule's AVX2 and portable blocks (deltanet.c) give the same
+ *      bits, and match a double-precision recurrence.
  */
 #include "testutil.h"
 
@@ -34,6 +36,7 @@
 #include <string.h>
 
 #include "attn.h"
+#include "deltanet.h"
 #include "matmul.h"
 #include "pack.h"
 #include "quant.h"
@@ -721,6 +724,64 @@ static void test_one_order(void **state) {
     assert_true(checked > 0);
 }
 
+/* (8) dn_gated_delta's AVX2 and portable blocks: the same state and outputs,
+ * bit for bit, for head sizes with and without a tail past the last 16
+ * values, per-channel and per-head decays, tiled and interleaved key heads;
+ * and both within 1e-4 of the recurrence in double precision. */
+static void test_delta_rule_builds(void **state) {
+    (void)state;
+    static const int hds[] = {128, 40};
+    tp_pool *pool = tp_create(2);
+    for (int hi = 0; hi < 2; hi++)
+        for (int mode = 0; mode < 2; mode++) {
+            const int hd = hds[hi], H = 4, HK = 2, n = 5;
+            const dn_shape sh = {H, HK, hd, mode, mode, (int64_t)HK * hd, (int64_t)H * hd, (int64_t)H * hd};
+            const size_t ns = (size_t)H * hd * hd, nq = (size_t)n * HK * hd, nv = (size_t)n * H * hd;
+            const size_t ng = mode ? (size_t)n * H : (size_t)n * H * hd;
+            float *s0 = xalloc(4 * ns), *s1 = xalloc(4 * ns), *q = xalloc(4 * nq), *k = xalloc(4 * nq);
+            float *v = xalloc(4 * nv), *g = xalloc(4 * ng), *beta = xalloc(4 * (size_t)n * H);
+            float *o0 = xalloc(4 * nv), *o1 = xalloc(4 * nv);
+            double *S = xalloc(8 * ns);
+            uint64_t rng = 0xde17a + (uint64_t)(hi * 2 + mode);
+            for (size_t i = 0; i < ns; i++) S[i] = s0[i] = s1[i] = tu_randf(&rng) * 0.1f;
+            for (size_t i = 0; i < nq; i++) q[i] = tu_randf(&rng) * 0.2f, k[i] = tu_randf(&rng) * 0.2f;
+            for (size_t i = 0; i < nv; i++) v[i] = tu_randf(&rng);
+            for (size_t i = 0; i < ng; i++) g[i] = -0.5f * fabsf(tu_randf(&rng));
+            for (int i = 0; i < n * H; i++) beta[i] = 0.5f + 0.5f * fabsf(tu_randf(&rng));
+            dn_gated_delta(pool, &sh, s0, q, k, v, g, beta, n, o0);
+            dn_force_baseline(1);
+            dn_gated_delta(pool, &sh, s1, q, k, v, g, beta, n, o1);
+            dn_force_baseline(0);
+            assert_memory_equal(s0, s1, 4 * ns);
+            assert_memory_equal(o0, o1, 4 * nv);
+            for (int t = 0; t < n; t++) /* the recurrence as deltanet.h states it, in doubles */
+                for (int h = 0; h < H; h++) {
+                    const int hk = mode ? h / (H / HK) : h % HK;
+                    const float *qt = q + (size_t)t * HK * hd + (size_t)hk * hd, *kt = k + (size_t)t * HK * hd + (size_t)hk * hd;
+                    double *Sh = S + (size_t)h * hd * hd, d[128];
+                    for (int i = 0; i < hd; i++) {
+                        const double dec = exp(mode ? g[t * H + h] : g[(size_t)t * H * hd + (size_t)h * hd + i]);
+                        for (int jv = 0; jv < hd; jv++) Sh[i * hd + jv] *= dec;
+                    }
+                    for (int jv = 0; jv < hd; jv++) {
+                        double a = 0;
+                        for (int i = 0; i < hd; i++) a += Sh[i * hd + jv] * kt[i];
+                        d[jv] = (v[(size_t)t * H * hd + (size_t)h * hd + jv] - a) * beta[t * H + h];
+                    }
+                    for (int jv = 0; jv < hd; jv++) {
+                        double a = 0;
+                        for (int i = 0; i < hd; i++) a += (Sh[i * hd + jv] += kt[i] * d[jv]) * qt[i];
+                        const double want = a / sqrt((double)hd), got = o0[(size_t)t * H * hd + (size_t)h * hd + jv];
+                        if (!(fabs(got - want) <= 1e-4 * (1 + fabs(want))))
+                            fail_msg("hd %d mode %d: o[%d,%d,%d] = %.9g, double %.9g", hd, mode, t, h, jv, got, want);
+                    }
+                }
+            free(s0); free(s1); free(q); free(k); free(v); free(g); free(beta); free(o0); free(o1); free(S);
+        }
+    tp_free(pool);
+    if (!quant_isa_available(QUANT_ISA_AVX2)) skip(); /* one version runs here: the comparison was of it with itself */
+}
+
 int main(void) {
     quant_init();
     const struct CMUnitTest tests[] = {
@@ -729,6 +790,7 @@ int main(void) {
         cmocka_unit_test(test_mm_mul),
         cmocka_unit_test(test_packed),
         cmocka_unit_test(test_one_order),
+        cmocka_unit_test(test_delta_rule_builds),
         cmocka_unit_test(test_attention_kernels),
         cmocka_unit_test(test_sparse_attention_reads_selected),
         cmocka_unit_test(test_dynamic_jobs),

@@ -12,11 +12,21 @@
  * whether it arrives in a batch or alone. The order of operations follows
  * ggml's gated_delta_net op: decay the state, read it with the key, write
  * the beta-weighted correction, then read it with the query.
+ *
+ * On x86-64 a block of 16 values also has an AVX2 version (dn_cols16_avx2:
+ * two ymm instead of four xmm), picked by the kernel table's tier
+ * (quant_isa_available, so DELTAFIN_ISA caps it too): each lane's multiplies
+ * and adds in dn_cols16's order, no fused multiply-add, so the same bits
+ * (tests/test_matmul.c compares the two).
  */
 #include "deltanet.h"
+#include "quant_isa.h"
 
 #include <math.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 void dn_short_conv(float *x, int n, int64_t ch, int d_conv, float *state, const float *w) {
     const int ns = d_conv - 1;
@@ -52,6 +62,7 @@ typedef struct {
     const float *q, *k, *v, *g, *beta;
     float *o;
     int n;
+    int avx2; /* 1: dn_cols16_avx2 */
 } dn_job;
 
 /* The state is stored key-major, state[h][i][j] (i: key, j: value), so that
@@ -90,6 +101,41 @@ static void dn_cols16(float *S, int hd, int j0, const float *dec, const float *k
     a = a * scale;
     DN_STORE(o + j0, a);
 }
+
+#if defined(__x86_64__)
+/* dn_cols16 on two ymm of 8 values: the same operations per lane, in its order. */
+__attribute__((target("avx2"))) static void dn_cols16_avx2(float *S, int hd, int j0, const float *dec, const float *k,
+                                                          const float *q, const float *v, float b, float scale,
+                                                          float *o) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    for (int i = 0; i < hd; i++) {
+        float *p = S + (int64_t)i * hd + j0;
+        const __m256 dd = _mm256_set1_ps(dec[i]), kk = _mm256_set1_ps(k[i]);
+        const __m256 s0 = _mm256_mul_ps(_mm256_loadu_ps(p), dd), s1 = _mm256_mul_ps(_mm256_loadu_ps(p + 8), dd);
+        _mm256_storeu_ps(p, s0);
+        _mm256_storeu_ps(p + 8, s1);
+        a0 = _mm256_add_ps(a0, _mm256_mul_ps(s0, kk));
+        a1 = _mm256_add_ps(a1, _mm256_mul_ps(s1, kk));
+    }
+    const __m256 bb = _mm256_set1_ps(b);
+    const __m256 d0 = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(v + j0), a0), bb);
+    const __m256 d1 = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(v + j0 + 8), a1), bb);
+    a0 = a1 = _mm256_setzero_ps();
+    for (int i = 0; i < hd; i++) {
+        float *p = S + (int64_t)i * hd + j0;
+        const __m256 kk = _mm256_set1_ps(k[i]), qq = _mm256_set1_ps(q[i]);
+        const __m256 s0 = _mm256_add_ps(_mm256_loadu_ps(p), _mm256_mul_ps(kk, d0));
+        const __m256 s1 = _mm256_add_ps(_mm256_loadu_ps(p + 8), _mm256_mul_ps(kk, d1));
+        _mm256_storeu_ps(p, s0);
+        _mm256_storeu_ps(p + 8, s1);
+        a0 = _mm256_add_ps(a0, _mm256_mul_ps(s0, qq));
+        a1 = _mm256_add_ps(a1, _mm256_mul_ps(s1, qq));
+    }
+    const __m256 sc = _mm256_set1_ps(scale);
+    _mm256_storeu_ps(o + j0, _mm256_mul_ps(a0, sc));
+    _mm256_storeu_ps(o + j0 + 8, _mm256_mul_ps(a1, sc));
+}
+#endif
 
 /* The same for one value j (the columns past the last block of 16). */
 static void dn_col1(float *S, int hd, int j, const float *dec, const float *k, const float *q, const float *v, float b,
@@ -135,14 +181,22 @@ static void dn_heads(void *arg, int ith, int nth) {
                 for (int i = 0; i < hd; i++) dec[i] = expf(g[i]);
             }
             int j0 = 0;
+#if defined(__x86_64__)
+            if (j->avx2)
+                for (; j0 + 16 <= hd; j0 += 16) dn_cols16_avx2(S, hd, j0, dec, k, q, v, b, scale, o);
+#endif
             for (; j0 + 16 <= hd; j0 += 16) dn_cols16(S, hd, j0, dec, k, q, v, b, scale, o);
             for (; j0 < hd; j0++) dn_col1(S, hd, j0, dec, k, q, v, b, scale, o);
         }
     }
 }
 
+static int dn_baseline; /* dn_force_baseline */
+
+void dn_force_baseline(int on) { dn_baseline = on; }
+
 void dn_gated_delta(tp_pool *pool, const dn_shape *sh, float *state, const float *q, const float *k, const float *v,
                     const float *g, const float *beta, int n, float *o) {
-    dn_job j = {sh, state, q, k, v, g, beta, o, n};
+    dn_job j = {sh, state, q, k, v, g, beta, o, n, !dn_baseline && quant_isa_available(QUANT_ISA_AVX2)};
     tp_run(pool, dn_heads, &j);
 }

@@ -42,5 +42,8 @@ typedef struct {
  * in parallel on the pool. */
 void dn_gated_delta(tp_pool *pool, const dn_shape *sh, float *state, const float *q, const float *k, const float *v,
                     const float *g, const float *beta, int n, float *o);
+/* Tests: 1 makes dn_gated_delta run its portable 16-value blocks where the
+ * AVX2 ones would run (deltanet.c), to check that both give the same bits. */
+void dn_force_baseline(int on);
 
 #endif
