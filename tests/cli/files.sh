@@ -108,6 +108,7 @@ chmod 755 "$T/ro"
 "$D" run -m "$T/m.gguf" "${args[@]}" -n 16 >/dev/null 2>"$T/b.err" & pb=$!
 wait "$pa"; ra=$?; wait "$pb"; rb=$?
 check "two concurrent runs both complete" test "$ra" -eq 0 -a "$rb" -eq 0
+[ "$ra" -eq 0 ] && [ "$rb" -eq 0 ] || { echo "run a: exit $ra"; tail -5 "$T/a.err"; echo "run b: exit $rb"; tail -5 "$T/b.err"; }
 check "no temporary hot files are left" test -z "$(find "$T" -maxdepth 1 -name '*.tmp*' ! -name m.gguf.hot.tmp)"
 check "the hot file is well formed" grep -q "^deltafin-hot 1" "$T/m.gguf.hot"
 check "the model is intact at the end" same_model
