@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -201,6 +202,48 @@ static void test_out_races(void **state) {
                      0);
 }
 
+/* Two runs saving the same file at once (tests/cli/files.sh's concurrent runs): while another process
+ * keeps replacing the file with a new one of the same format, every save is judged of that format and
+ * goes through. Before the fix, a replacement between the check's lstat and its open of the file made
+ * the check see another file and refuse ("not a file Deltafin wrote of this kind"). */
+static void test_out_concurrent_saves(void **state) {
+    (void)state;
+    char p[512], q[512], err[512];
+    path_of(p, sizeof p, "twin.out");
+    put(p, "MAGIC 0");
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) { /* the other run: a new file of the format renamed over the path, again and again */
+        for (int i = 0; i < 10000; i++) {
+            snprintf(q, sizeof q, "%s/twin.other", dir);
+            FILE *f = fopen(q, "w");
+            if (!f || fputs("MAGIC other", f) < 0 || fclose(f) != 0 || rename(q, p) != 0) _exit(1);
+        }
+        _exit(0);
+    }
+    int refused = 0, saves = 0;
+    for (; saves < 10000; saves++) {
+        df_out *o = df_out_open(p, "MAGIC", 5, NULL, err, sizeof err);
+        if (!o) {
+            refused++;
+            continue;
+        }
+        if (write(df_out_fd(o), "MAGIC ours", 10) != 10 || df_out_commit(o, err, sizeof err) != 0) refused++;
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) { /* the other run is done */
+            assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+            saves++;
+            break;
+        }
+    }
+    if (saves >= 10000) {
+        int st;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+    }
+    if (refused) fail_msg("%d of %d saves refused while another run saved the same file: %s", refused, saves, err);
+    assert_int_equal(count_prefix("twin.out.tmp"), 0);
+}
+
 static void test_input_kinds(void **state) {
     (void)state;
     char p[512], err[512];
@@ -262,6 +305,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_out_new_and_replace, setup, teardown),
         cmocka_unit_test_setup_teardown(test_out_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_out_races, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_out_concurrent_saves, setup, teardown),
         cmocka_unit_test_setup_teardown(test_input_kinds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_input_stdin_stop, setup, teardown),
     };

@@ -57,15 +57,24 @@ struct df_out {
     ino_t ino;
 };
 
-/* Does the regular file at path (st: its lstat) begin with magic (or hold nothing)? */
+/* Does the regular file at path (st: its lstat) begin with magic (or hold nothing)? 1 yes, 0 no, -1: the path
+ * holds another file by now (replaced or removed since the lstat: another run saving the same file), look again. */
 static int has_magic(const char *path, const struct stat *st, const char *magic, size_t len) {
     if (st->st_size == 0) return 1;
     if ((size_t)st->st_size < len) return 0;
     const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return 0;
+    if (fd < 0) return errno == ENOENT ? -1 : 0;
     struct stat fst;
     char buf[64];
-    int ok = len <= sizeof buf && fstat(fd, &fst) == 0 && fst.st_dev == st->st_dev && fst.st_ino == st->st_ino;
+    if (fstat(fd, &fst) != 0) {
+        close(fd);
+        return 0;
+    }
+    if (fst.st_dev != st->st_dev || fst.st_ino != st->st_ino) {
+        close(fd);
+        return -1;
+    }
+    int ok = len <= sizeof buf;
     size_t got = 0;
     while (ok && got < len) {
         const ssize_t r = read(fd, buf + got, len - got);
@@ -80,6 +89,8 @@ static int has_magic(const char *path, const struct stat *st, const char *magic,
 int df_outfile_check(const char *path, const char *magic, size_t magic_len, char *err, size_t errlen) {
     if (!path || !*path) return df_seterr(err, errlen, "no output file named");
     struct stat st;
+    int tries = 0;
+again:
     if (lstat(path, &st) != 0) {
         if (errno == ENOENT) return 0;
         return df_seterr(err, errlen, "%s: %s: not written", path, strerror(errno));
@@ -90,7 +101,9 @@ int df_outfile_check(const char *path, const char *magic, size_t magic_len, char
     if (!S_ISREG(st.st_mode))
         return df_seterr(err, errlen, "%s is not a regular file (a FIFO, socket or device): left alone", path);
     if (st.st_uid != geteuid()) return df_seterr(err, errlen, "%s belongs to another user: left alone", path);
-    if (magic && magic_len && !has_magic(path, &st, magic, magic_len))
+    const int m = magic && magic_len ? has_magic(path, &st, magic, magic_len) : 1;
+    if (m < 0 && ++tries < 100) goto again; /* replaced between the lstat and the open: judge what is there now */
+    if (m <= 0)
         return df_seterr(err, errlen, "%s exists and is not a file Deltafin wrote of this kind: left alone", path);
     return 0;
 }
