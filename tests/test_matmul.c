@@ -657,8 +657,9 @@ static float one_order(int type, int64_t n, const uint8_t *w, const uint8_t *x) 
                 S += sm[j] * dot;
                 M += sm[8 + j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
             }
-            acc = fmaf((float)S, df_fp16_to_fp32(a4->d) * y[i].d, acc);
-            accM = fmaf((float)M, -df_fp16_to_fp32(a4->dmin) * y[i].d, accM);
+            const uint16_t d = type == DF_TYPE_Q4_K ? a4->d : a5->d, dmin = type == DF_TYPE_Q4_K ? a4->dmin : a5->dmin;
+            acc = fmaf((float)S, df_fp16_to_fp32(d) * y[i].d, acc);
+            accM = fmaf((float)M, -df_fp16_to_fp32(dmin) * y[i].d, accM);
         }
         return acc + accM;
     }

@@ -400,7 +400,8 @@ static inline void p16_k_walk(int64_t n, const void *w, size_t ws, int nr, const
     static void NAME##_4(int64_t n, const uint8_t *g, const uint8_t *x, size_t xs, float *o) { NAME##_tile(n / QK_K, g, x, xs, o, 4); } \
     static void NAME##_gemm(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y,  \
                             size_t ldy) {                                                                           \
-        static const p16_k_fn tiles[4] = {NAME##_1, NAME##_2, NAME##_3, NAME##_4};                                  \
+        static const p16_k_fn tiles[4] = {NAME##_1, NAME##_2, (CMAX) > 2 ? NAME##_3 : NULL,                         \
+                                          (CMAX) > 3 ? NAME##_4 : NULL}; /* past CMAX: not built */               \
         p16_k_walk(n, w, ws, nr, x, xs, nc, y, ldy, tiles, CMAX);                                                   \
     }
 
