@@ -24,8 +24,9 @@
  *   then puts it in place: over the target that was checked, or, when there
  *   was none, with RENAME_NOREPLACE (link + unlink where the file system
  *   lacks it). A target that appeared or was replaced meanwhile (another
- *   run saving the same hot file) is checked again as at open: replaced if
- *   it passes, left alone if not. Then the folder is fsynced. A crash leaves
+ *   run saving the same hot file), even in the instant between the look
+ *   and the no-replace rename, is checked again as at open: replaced if it
+ *   passes, left alone if not. Then the folder is fsynced. A crash leaves
  *   the old file or the new one, never a mix; a failure removes the
  *   temporary file.
  * - Looking at the target opens nothing that could block: the format check
@@ -180,8 +181,8 @@ static void sync_parent(const char *path) {
     free(dir);
 }
 
-/* Put the written temporary file at o->path: see the design comment. */
-static int place(df_out *o, char *err, size_t errlen) {
+/* Put the written temporary file at o->path once: 0 placed, 1 the target appeared just now (look again), -1 error. */
+static int place_once(df_out *o, char *err, size_t errlen) {
     struct stat st;
     const int there = lstat(o->path, &st) == 0;
     const int same = there && o->replace && st.st_dev == o->dev && st.st_ino == o->ino && S_ISREG(st.st_mode);
@@ -190,13 +191,22 @@ static int place(df_out *o, char *err, size_t errlen) {
         return -1;
     if (there) return rename(o->tmp, o->path) == 0 ? 0 : df_seterr(err, errlen, "%s: %s", o->path, strerror(errno));
     if (renameat2(AT_FDCWD, o->tmp, AT_FDCWD, o->path, RENAME_NOREPLACE) == 0) return 0;
-    if (errno == EEXIST) return df_seterr(err, errlen, "%s appeared while it was being written: left alone", o->path);
+    if (errno == EEXIST) return 1;
     if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
         return df_seterr(err, errlen, "%s: %s", o->path, strerror(errno));
-    if (link(o->tmp, o->path) != 0) /* EEXIST: it appeared */
-        return df_seterr(err, errlen, "%s: %s", o->path, strerror(errno));
+    if (link(o->tmp, o->path) != 0) return errno == EEXIST ? 1 : df_seterr(err, errlen, "%s: %s", o->path, strerror(errno));
     unlink(o->tmp);
     return 0;
+}
+
+/* Put the written temporary file at o->path: see the design comment. A target that appears between the look and
+ * the no-replace rename (another run saving the same file that instant) is looked at again. */
+static int place(df_out *o, char *err, size_t errlen) {
+    for (int tries = 0; tries < 100; tries++) {
+        const int rc = place_once(o, err, errlen);
+        if (rc <= 0) return rc;
+    }
+    return df_seterr(err, errlen, "%s keeps appearing while it is being written: left alone", o->path);
 }
 
 int df_out_commit(df_out *o, char *err, size_t errlen) {
