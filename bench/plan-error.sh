@@ -7,15 +7,16 @@
 # For each model (bench/stream-model.sh: GB gigabytes, uniform routing and SKEW-skewed routers) and each
 # budget (the file's size / DIV):
 #   1. `plan --json` right before the run, with the page cache dropped: the prediction a user sees (its
-#      disk measured now by 5 s of decode-shaped reads through the weight store), and the range plan
-#      gives over the probe's windows;
+#      disk measured now by 5 s of decode-shaped reads through the weight store, guessing ahead with the
+#      lookahead's typical recall: no hot file), and the range plan gives over the probe's windows;
 #   2. `deltafin bench --mem` generating TOKENS tokens in a cgroup v1 memory limit of the budget + 256 MiB,
 #      the page cache dropped before (no hot file: a cold start, as plan assumes without one): the
 #      measurement;
 #   3. plan again right after it (a second probe), then once more given the mean of the two probes'
 #      disks and the first's memory (--disk-gbps, --mem-gbps): the tokens/s model's own error, with the
 #      disk's drift over the run taken out as far as two probes around it can.
-# Prints one line per (model, budget) and appends the table to bench/RESULTS.md. Needs root (cgroups,
+# Prints one line per (model, budget) and appends the table to bench/RESULTS.md (PLAN_ERROR_LOG=FILE also
+# appends each pair's name and the JSON of the plan, the run and the second plan, tab-separated). Needs root (cgroups,
 # drop_caches); run on a quiet machine (no build or test beside it).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -41,35 +42,36 @@ for shape in $SHAPES; do
             BUDGET=$((SIZE / div))
             echo $((BUDGET + 256 * 1024 * 1024)) > "$CG/memory.limit_in_bytes"
             drop
-            plan=$($D plan -m "$M" --mem "$BUDGET" -c "$CTX" -t "$T" --json)
+            plan=$($D plan -m "$M" --mem "$BUDGET" -c "$CTX" -t "$T" --json --hot none)
             drop
             run=$(in_cgroup $D bench -m "$M" --mem "$BUDGET" -t "$T" -p 16 -n "$N" -r 1 --json --hot none)
             tps=$(j "$run" tg_tps); bpt=$(j "$run" tg_disk_bytes_per_token); rate=$(j "$run" tg_disk_bytes_per_s)
-            wait=$(j "$run" tg_io_wait_fraction); hit=$(j "$run" tg_hit_rate)
+            wait=$(j "$run" tg_io_wait_fraction); hit=$(j "$run" tg_hit_rate); rec=$(j "$run" tg_lookahead_recall)
             pred=$(j "$plan" predicted_tokens_per_s); lo=$(j "$plan" predicted_tokens_per_s_low)
             hi=$(j "$plan" predicted_tokens_per_s_high); memr=$(j "$plan" memory_bytes_per_s)
-            pbpt=$(j "$plan" disk_bytes_per_token); phit=$(j "$plan" expected_hit_rate)
+            pbpt=$(j "$plan" disk_bytes_per_token); phit=$(j "$plan" expected_hit_rate); prec=$(j "$plan" lookahead_recall)
             drop
-            plan2=$($D plan -m "$M" --mem "$BUDGET" -c "$CTX" -t "$T" --json)
+            plan2=$($D plan -m "$M" --mem "$BUDGET" -c "$CTX" -t "$T" --json --hot none)
             achieved=$(awk -v a="$(j "$plan" disk_bytes_per_s)" -v b="$(j "$plan2" disk_bytes_per_s)" \
                 'BEGIN { printf "%.0f", (a + b) / 2 }')
-            model=$($D plan -m "$M" --mem "$BUDGET" -c "$CTX" -t "$T" --json \
+            model=$($D plan -m "$M" --mem "$BUDGET" -c "$CTX" -t "$T" --json --hot none \
                 --disk-gbps "$(awk -v a="$achieved" 'BEGIN { printf "%.4f", a / 1e9 }')" \
                 --mem-gbps "$(awk -v a="$memr" 'BEGIN { printf "%.4f", a / 1e9 }')")
             mpred=$(j "$model" predicted_tokens_per_s)
             name="$(basename "$M" .gguf) 1/$div"
+            [ -z "${PLAN_ERROR_LOG:-}" ] || printf '%s\t%s\t%s\t%s\n' "$name" "$plan" "$run" "$plan2" >> "$PLAN_ERROR_LOG"
             row=$(awk -v n="$name" -v p="$pred" -v lo="$lo" -v hi="$hi" -v m="$tps" -v mp="$mpred" -v b="$bpt" \
-                -v pb="$pbpt" -v h="$hit" -v ph="$phit" -v w="$wait" -v a="$achieved" 'BEGIN {
-                printf "| %s | %.3f | %.3f-%.3f | %.3f | %.2f | %.0f | %.3f | %.2f | %.1f / %.1f | %.1f%% / %.1f%% | %.0f%% |",
+                -v pb="$pbpt" -v h="$hit" -v ph="$phit" -v w="$wait" -v a="$achieved" -v r="$rec" -v pr="$prec" 'BEGIN {
+                printf "| %s | %.3f | %.3f-%.3f | %.3f | %.2f | %.0f | %.3f | %.2f | %.1f / %.1f | %.1f%% / %.1f%% | %.0f%% / %.0f%% | %.0f%% |",
                     n, p, lo, hi, m, (p > 0) ? m / p : 0, a / 2^20, mp, (mp > 0) ? m / mp : 0, b / 2^20, pb / 2^20,
-                    100 * h, 100 * ph, 100 * w }')
+                    100 * h, 100 * ph, 100 * r, 100 * pr, 100 * w }')
             echo "$row"
             rows+="$row"$'\n'
         done
     done
 done
-head='| model, budget | plan t/s | over the probe'"'"'s spread | measured t/s | measured / plan | disk around the run MiB/s (mean of 2 probes) | model t/s at that disk | measured / model | MiB/token run / plan | hit rate run / plan | waiting on disk |
-| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |'
+head='| model, budget | plan t/s | over the probe'"'"'s spread | measured t/s | measured / plan | disk around the run MiB/s (mean of 2 probes) | model t/s at that disk | measured / model | MiB/token run / plan | hit rate run / plan | lookahead recall run / plan | waiting on disk |
+| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |'
 report="$head"$'\n'"${rows%$'\n'}"
 . bench/results.sh
 results_add "the plan's error (bench/plan-error.sh -g $GB -n $N -t $T -a \"$SHAPES\" -s $SKEW -d \"$DIVS\")" "$T" "$report"

@@ -565,8 +565,10 @@ static void print_io_report(df_model *m, int tokens, double seconds, int page_ca
             (unsigned long long)st.prefetch_issued, (unsigned long long)st.prefetch_used, st.bytes_packed / M);
     const uint64_t wanted = st.prefetch_used + st.unguessed; /* experts that had to come from disk */
     fprintf(stderr, "io: lookahead precision %.0f%% (guesses used), recall %.0f%% (of the experts needed from disk, "
-            "guessed ahead)\n", st.prefetch_issued ? 100.0 * st.prefetch_used / st.prefetch_issued : 0.0,
-            wanted ? 100.0 * st.prefetch_used / wanted : 0.0);
+            "guessed ahead; %.0f%% in the layers it guessed for)\n",
+            st.prefetch_issued ? 100.0 * st.prefetch_used / st.prefetch_issued : 0.0,
+            wanted ? 100.0 * st.prefetch_used / wanted : 0.0,
+            st.lookahead_wanted ? 100.0 * st.lookahead_got / st.lookahead_wanted : 0.0);
     fprintf(stderr, "io: waiting for the disk %.2f s of %.2f s (%.0f%%), compute %.2f s\n", st.wait_seconds, seconds,
             seconds > 0 ? 100.0 * st.wait_seconds / seconds : 0.0, seconds - st.wait_seconds);
     print_cluster_report(m, tokens);
@@ -688,7 +690,8 @@ static int plan_spec(const opts *o, const df_plan *p, double disk, double mem, d
         tps[k] = s.tokens_per_s;
         if (tps[k] > tps[best] * 1.0001) best = k;
     }
-    return best;
+    /* it pays when it gains 5%: the model counts bytes, not the drafting or the rejected rows' compute */
+    return tps[best] >= 1.05 * tps[0] ? best : 0;
 }
 
 /* A cluster's tokens/s beside one machine's alone (0: it cannot run it), into buf[32]. */
@@ -904,7 +907,8 @@ static int cmd_plan(const opts *given) {
                "\"memory_source\":\"%s\",\"shape_only\":%s,\"requant_saved_bytes\":%llu,\"spec_accept\":%.3f,"
                "\"spec_best_k\":%d,\"spec_tokens_per_s\":%.4f,\"page_cache_room_bytes\":%llu,"
                "\"page_cache_hit_rate\":%.4f,\"page_cache_tokens_per_s\":%.4f,\"disk_bytes_per_s_low\":%.0f,"
-               "\"disk_bytes_per_s_high\":%.0f,\"predicted_tokens_per_s_low\":%.4f,\"predicted_tokens_per_s_high\":%.4f",
+               "\"disk_bytes_per_s_high\":%.0f,\"predicted_tokens_per_s_low\":%.4f,\"predicted_tokens_per_s_high\":%.4f,"
+               "\"lookahead_recall\":%.4f,\"lookahead_recall_source\":\"%s\",\"lookahead_layers\":%d,\"moe_layers\":%d",
                fits ? "true" : "false", (unsigned long long)p.budget, (unsigned long long)p.minimum,
                (unsigned long long)p.resident_bytes, (unsigned long long)p.session_bytes,
                (unsigned long long)p.scratch_bytes, p.n_expert_slots,
@@ -913,7 +917,8 @@ static int cmd_plan(const opts *given) {
                o->mem_gbps > 0 ? "given" : "measured", sparse ? "true" : "false",
                (unsigned long long)p.requant_saved_bytes, o->spec_accept, spec_k, spec_tps[spec_k],
                (unsigned long long)beyond, tiers.page_cache_hit_rate,
-               tiers.tokens_per_s, lo, hi, lo_sp.tokens_per_s, hi_sp.tokens_per_s);
+               tiers.tokens_per_s, lo, hi, lo_sp.tokens_per_s, hi_sp.tokens_per_s, p.lookahead_recall,
+               p.recall_known ? "hot file" : "typical", p.n_guessed_layers, p.n_moe_layers);
         printf(",\"memory\":[");
         for (int i = 0; i < p.n_mem; i++)
             printf("%s{\"name\":\"%s\",\"layers\":%d,\"bytes\":%llu}", i ? "," : "", p.mem[i].name, p.mem[i].n_layers,
@@ -949,8 +954,10 @@ static int cmd_plan(const opts *given) {
                "GiB/s (%s)\n",
                disk / (1 << 20), readers, df_fmt_bytes(chunk, (char[32]){0}, 32), mem / (1 << 30), mem_what);
     else if (shaped)
-        printf("machine: disk %.0f MiB/s (%.0f s of decode-shaped reads of this model, %d concurrent: %d windows, %.0f-%.0f "
-               "MiB/s after the first), memory %.1f GiB/s\n", disk / (1 << 20), o->probe_secs, readers, n_win,
+        printf("machine: disk %.0f MiB/s (%.0f s of decode-shaped reads of this model, %d concurrent, %.0f%% of a layer's "
+               "experts guessed ahead (the lookahead's recall, %s): %d windows, %.0f-%.0f MiB/s after the first), memory "
+               "%.1f GiB/s\n", disk / (1 << 20), o->probe_secs, readers, 100.0 * p.lookahead_recall,
+               p.recall_known ? "as the hot file recorded it" : "typical: no hot file has recorded it", n_win,
                lo / (1 << 20), hi / (1 << 20), mem / (1 << 30));
     else
         printf("machine: disk %.0f MiB/s (%d concurrent %s reads of this file), memory %.1f GiB/s\n", disk / (1 << 20),
@@ -1731,12 +1738,15 @@ static int cmd_bench(opts *o, int n_prompt) {
         printf("{\"pp_tokens\":%d,\"pp_tps\":%.2f,\"tg_tokens\":%d,\"tg_tps\":%.2f,\"threads\":%d,\"reps\":%d,"
                "\"model_bytes\":%llu,\"isa\":\"%s\",\"streaming\":%d,\"tg_disk_bytes_per_token\":%.0f,"
                "\"tg_disk_bytes_per_s\":%.0f,\"tg_hit_rate\":%.4f,\"tg_io_wait_fraction\":%.4f,\"io_engine\":\"%s\","
-               "\"packed_bytes\":%llu}\n",
+               "\"packed_bytes\":%llu,\"tg_lookahead_recall\":%.4f}\n",
                n_prompt, pp_m, ng, tg_m, threads, reps, (unsigned long long)info.n_bytes, df_isa(), io1.streaming,
                ng ? rd / ng : 0.0, tg_secs > 0 ? rd / tg_secs : 0.0,
                looks > 0 ? (double)(io1.hits - io0.hits) / looks : 0.0,
                tg_secs > 0 ? (io1.wait_seconds - io0.wait_seconds) / tg_secs : 0.0,
-               *io1.io_engine ? io1.io_engine : "none", (unsigned long long)info.packed_bytes);
+               *io1.io_engine ? io1.io_engine : "none", (unsigned long long)info.packed_bytes,
+               io1.lookahead_wanted > io0.lookahead_wanted ? (double)(io1.lookahead_got - io0.lookahead_got) /
+                                                                 (double)(io1.lookahead_wanted - io0.lookahead_wanted)
+                                                           : 0.0);
     else
         printf("model %s (%.1f MiB), threads %d, isa %s, packed %.1f MiB\n  pp%-5d %10.2f tokens/s\n"
                "  tg%-5d %10.2f tokens/s\n",

@@ -552,6 +552,13 @@ typedef struct df_plan {
      * uniform: the hit rate is the cached fraction. */
     int hot_known;
     double hot_share, hot_hit_rate;
+    /* Of the experts a generation step needs from disk, in the layers after its first, the share decoding's
+     * lookahead asks for while the layer before is computed (its recall; the rest are read only once their
+     * router has chosen): as the hot file recorded it (recall_known), else a typical figure. The
+     * decode-shaped disk probe guesses that share right (df_model_probe_disk). */
+    int recall_known;
+    double lookahead_recall;
+    int n_guessed_layers;            /* MoE layers the lookahead guesses for: after the first, router in memory */
     int ranks, rank;                 /* df_model_plan_rank: the cluster and which rank (1 and 0: alone) */
     int n_experts_all;               /* the model's routed experts over all layers (n_experts_total alone) */
     int layer_lo, layer_hi;          /* the layers this rank runs, [lo, hi): all but with p->split_layers */
@@ -598,7 +605,8 @@ void df_planner_free(df_planner *pl);
  * token, the routed experts missing from the cache come from disk (uniform
  * routing: the hit rate is the cached fraction), streamed dense layers are
  * read every token, and every active weight is read from memory once; reads
- * overlap compute (the lookahead), so the slower of the two sets the pace. */
+ * overlap compute as far as the lookahead reads ahead (df_plan.lookahead_recall
+ * in df_plan.n_guessed_layers of the MoE layers: docs/memory.md has the rule). */
 typedef struct df_plan_speed {
     double hit_rate;                 /* expected expert cache hit rate */
     double disk_bytes_per_token, memory_bytes_per_token;
@@ -742,8 +750,11 @@ uint64_t df_memory_room(void);
 /* Disk read throughput (bytes/s) as streaming decode will see it: opens the
  * model under p's budget and I/O settings and, for about `seconds`, reads
  * the routed experts of random tokens layer by layer (and the streamed dense
- * layers) through the weight store's own cache, queues and reading engine.
- * 0 when nothing would stream under this budget; -1 with err on failure. */
+ * layers) through the weight store's own cache, queues and reading engine,
+ * each layer's experts guessed ahead as decoding's lookahead does, its
+ * recall as df_plan.lookahead_recall says. The bytes the demands used per
+ * second; 0 when nothing would stream under this budget; -1 with err on
+ * failure. */
 double df_model_probe_disk(const char *path, const df_model_params *p, double seconds, char *err, size_t errlen);
 /* The same, in windows of seconds / 5 (a shared disk's speed drifts: one figure hides how much): each window's
  * rate into rates[0..*n) (at most cap of them; rates may be NULL), going on past `seconds`, up to twice it, while
@@ -762,6 +773,9 @@ double df_model_probe_disk_windows(const char *path, const df_model_params *p, d
 typedef struct df_io_stats {
     uint64_t bytes_read, hits, misses, prefetch_issued, prefetch_used, expert_fetches;
     uint64_t unguessed;         /* demanded experts absent from memory that no guess had asked for */
+    uint64_t lookahead_wanted, lookahead_got; /* experts needed from disk in the layers a one-token step's
+                                               * lookahead guessed for (a prompt's chunks and batched steps do
+                                               * not count), and of them the guessed: its recall */
     uint64_t bytes_packed;      /* expert bytes packed for the SIMD kernels in the cache (once reused) */
     double read_seconds, wait_seconds;
     uint64_t expert_bytes;      /* bytes of the expert slices the passes ran (resident or streamed) */

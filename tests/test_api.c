@@ -156,6 +156,19 @@ static void test_plan_predict(void **state) {
     assert_true(fabs(s.memory_bytes_per_token - 18000) < 1e-9);
     assert_true(fabs(s.disk_seconds - 6500 / 1e6) < 1e-15);
     assert_true(fabs(s.memory_seconds - 18000 / 1e7) < 1e-15);
+    /* no lookahead (it guesses for no layer): the disk waits for the compute and the compute for the disk */
+    assert_true(fabs(s.tokens_per_s - 1.0 / (6500 / 1e6 + 18000 / 1e7)) < 1e-9);
+    df_plan_predict(&p, 1e9, 1e6, &s);
+    assert_true(fabs(s.tokens_per_s - 1.0 / (6500 / 1e9 + 18000 / 1e6)) < 1e-9);
+    /* it guesses for one of the two MoE layers, half of them right: a quarter of the compute is hidden */
+    p.lookahead_recall = 0.5;
+    p.n_guessed_layers = 1;
+    df_plan_predict(&p, 1e6, 1e7, &s);
+    assert_true(fabs(s.tokens_per_s - 1.0 / (6500 / 1e6 + 0.75 * 18000 / 1e7)) < 1e-9);
+    /* perfect guesses in every layer: the slower of the two sets the pace */
+    p.lookahead_recall = 1;
+    p.n_guessed_layers = 2;
+    df_plan_predict(&p, 1e6, 1e7, &s);
     assert_true(fabs(s.tokens_per_s - 1e6 / 6500) < 1e-9); /* disk-bound */
     df_plan_predict(&p, 1e9, 1e6, &s);
     assert_true(fabs(s.tokens_per_s - 1e6 / 18000) < 1e-9); /* memory-bound */

@@ -495,6 +495,80 @@ static void test_truncated_while_streaming(void **state) {
     }
 }
 
+/* The recall of the hot file at path ("lookahead-recall R N"), or -1. */
+static double recorded_recall(const char *path) {
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[128];
+    double r = -1;
+    unsigned long long n;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "lookahead-recall %lf %llu", &r, &n) != 2) r = -1;
+    fclose(f);
+    return r;
+}
+
+/* Generation's lookahead recall is counted over the layers it guessed for (a
+ * prompt chunk guesses none), the hot file records it after its counts, a
+ * run too short to measure it keeps the recorded one, and plan takes it from
+ * there (a typical figure without one, or with a bad one). */
+static void test_lookahead_recall(void **state) {
+    (void)state;
+    char path[256], hot[300], err[512];
+    make_model("--preset qwen3moe-tiny --type q8_0", "recall", path, sizeof path);
+    snprintf(hot, sizeof hot, "%s.hot", path);
+    g_ctx = 128;
+    const uint64_t budget = minimum_for(path) + (2 << 20);
+    df_plan p = plan_at(path, budget);
+    assert_int_equal(p.recall_known, 0);
+    const double typical = p.lookahead_recall;
+    assert_true(typical > 0 && typical < 1);
+    df_model *m;
+    df_session *s = open_budgeted(path, budget, DF_IO_AUTO, hot, &m);
+    int32_t toks[120];
+    for (int i = 0; i < 120; i++) toks[i] = 3 + (i * 7) % 50;
+    assert_int_equal(df_decode(s, toks, 8, NULL, 0, err, sizeof err), 0);
+    df_io_stats io;
+    df_model_io_stats(m, &io);
+    assert_true(io.misses > 0);
+    assert_int_equal(io.lookahead_wanted, 0); /* a chunk of 8 rows is not generation */
+    for (int i = 8; i < 120; i++)
+        if (df_decode(s, &toks[i], 1, NULL, 0, err, sizeof err) != 0) fail_msg("step %d: %s", i, err);
+    df_model_io_stats(m, &io);
+    printf("  lookahead: %llu of %llu experts needed from disk guessed ahead\n", (unsigned long long)io.lookahead_got,
+           (unsigned long long)io.lookahead_wanted);
+    assert_true(io.lookahead_wanted >= 64); /* enough to be recorded */
+    assert_true(io.lookahead_got <= io.lookahead_wanted);
+    const double recall = (double)io.lookahead_got / (double)io.lookahead_wanted;
+    df_session_free(s);
+    df_model_free(m); /* saves the hot file */
+    assert_true(fabs(recorded_recall(hot) - recall) < 1e-4);
+    p = plan_at(path, budget);
+    assert_int_equal(p.hot_known, 1); /* the counts before the line are read as before */
+    assert_int_equal(p.recall_known, 1);
+    assert_true(fabs(p.lookahead_recall - recall) < 1e-4);
+    /* a run that generates nothing keeps it */
+    s = open_budgeted(path, budget, DF_IO_AUTO, hot, &m);
+    df_session_free(s);
+    df_model_free(m);
+    assert_true(fabs(recorded_recall(hot) - recall) < 1e-4);
+    /* a recall out of range is not believed */
+    FILE *f = fopen(hot, "a");
+    assert_non_null(f);
+    fputs("lookahead-recall 7 100\n", f);
+    assert_int_equal(fclose(f), 0);
+    p = plan_at(path, budget);
+    assert_true(fabs(p.lookahead_recall - recall) < 1e-4); /* the good one before it stands */
+    f = fopen(hot, "w");
+    assert_non_null(f);
+    fputs("deltafin-hot 1\n0 1 2.00\nlookahead-recall 1.5 100\nlookahead-recall -0.1 100\n", f);
+    assert_int_equal(fclose(f), 0);
+    p = plan_at(path, budget);
+    assert_int_equal(p.recall_known, 0);
+    assert_true(p.lookahead_recall == typical);
+    g_ctx = 64;
+}
+
 /* The decode-shaped disk probe reads through the store when experts stream,
  * and reports 0 when nothing would stream. */
 static void test_disk_probe(void **state) {
@@ -535,6 +609,7 @@ int main(void) {
         cmocka_unit_test(test_dense_streaming_families),
         cmocka_unit_test(test_budget_below_minimum),
         cmocka_unit_test(test_hot_file),
+        cmocka_unit_test(test_lookahead_recall),
         cmocka_unit_test(test_truncated_while_streaming),
         cmocka_unit_test(test_disk_probe),
     };

@@ -398,3 +398,10 @@ void df_share_uses(const df_model *m, const df_model_params *p, int L, double *u
     snprintf(def, sizeof def, "%s.hot", m->path);
     ws_hot_counts(p->hot_file ? p->hot_file : def, L, m->hp.n_expert, uses);
 }
+
+double df_hot_recall(const df_model *m, const df_model_params *p) {
+    if (!p->mem_budget || (p->hot_file && !*p->hot_file)) return -1;
+    char def[4200];
+    snprintf(def, sizeof def, "%s.hot", m->path);
+    return ws_hot_recall(p->hot_file ? p->hot_file : def, NULL);
+}

@@ -26,5 +26,7 @@ uint64_t df_overhead_bytes(const df_model *m);
 void df_expert_layers(const df_model *m, int L, uint8_t *has);
 /* The learned uses that balance a cluster's shares (L x n_expert): the hot file p names or m's own, if any. */
 void df_share_uses(const df_model *m, const df_model_params *p, int L, double *uses);
+/* The lookahead's recall that hot file recorded (ws_hot_recall), or -1. */
+double df_hot_recall(const df_model *m, const df_model_params *p);
 
 #endif

@@ -450,6 +450,8 @@ void df_model_io_stats(const df_model *m, df_io_stats *o) {
     o->prefetch_issued = st.prefetch_issued;
     o->prefetch_used = st.prefetch_used;
     o->unguessed = st.unguessed;
+    o->lookahead_wanted = st.lookahead_wanted;
+    o->lookahead_got = st.lookahead_got;
     o->bytes_packed = st.bytes_packed;
     o->expert_fetches = st.expert_fetches;
     o->expert_bytes = st.expert_bytes;

@@ -10,8 +10,8 @@
  * for its bytes and its per-layer memory (session.c). The tokens/s model is
  * pure arithmetic over a df_plan and two measured (or given) speeds: a
  * token reads what its experts miss in the cache and the streamed dense
- * layers from disk, and everything it uses from memory; the slower of the
- * two sets the pace. df_plan_predict_spec does the same for speculative
+ * layers from disk, and everything it uses from memory; the two overlap as
+ * far as the lookahead reads ahead (predict_pass). df_plan_predict_spec does the same for speculative
  * decoding (a pass of k + 1 tokens, some of them kept), df_plan_predict_ranks
  * for a cluster sharing experts (the ranks in series: disk, compute,
  * messages), df_plan_predict_stages for a pipeline (the stages in turn).
@@ -73,6 +73,10 @@ static int plan_as_stage(df_model *m, const df_model_params *q, int ranks, int r
     pp_stage(m);
     return 0;
 }
+
+/* The lookahead's recall when no hot file has recorded one (df_plan.lookahead_recall): what it measured on the
+ * scaled models of bench/stream.sh (bench/RESULTS.md, 2026-12-06). */
+#define PLAN_RECALL 0.40
 
 static int by_count_desc(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
@@ -241,11 +245,16 @@ static int plan_fill(df_model *m, df_model_params *q, const df_model_params *p, 
             char name[64];
             snprintf(name, sizeof name, "blk.%d.ffn_gate_exps.weight", l);
             const gguf_tensor *t = gguf_find_tensor(m->g, name);
+            /* the lookahead guesses for a MoE layer after the first whose router is in memory (moe.c) */
+            out->n_guessed_layers += t && out->n_moe_layers > 0 && !(wp.n_dense_streamed && l >= wp.first_streamed);
             out->n_moe_layers += t != NULL;
             if (t) out->expert_width = (int)t->ne[0];
         }
         if (m->ep && m->ep->rank > 0) out->dense_bytes = wp.resident; /* all it holds besides its slots */
         plan_hot(m, q, out);
+        const double recall = df_hot_recall(m, q);
+        out->recall_known = recall >= 0;
+        out->lookahead_recall = recall >= 0 ? recall : PLAN_RECALL;
         out->ranks = ranks > 1 ? ranks : 1;
         out->rank = ranks > 1 ? rank : 0;
         const int own_layers = out->layer_hi - out->layer_lo;
@@ -415,13 +424,14 @@ double df_model_probe_disk_windows(const char *path, const df_model_params *p, d
         cfg.mode = WS_STREAM;
         cfg.hot_path = NULL; /* measure the disk, not a warm start */
         wstore *ws = NULL;
-        const double window = seconds / 5;
+        const double window = seconds / 5, recorded = df_hot_recall(m, &q);
+        const double recall = recorded >= 0 ? recorded : PLAN_RECALL;
         double r[64], total = 0, first = 0, sum_secs = 0, sum_bytes = 0;
         int k = 0, ok = ws_open(m->g, &cfg, &ws, err, errlen) == 0;
         while (ok && k < 64 && (total < seconds - 1e-9 || (total < 2 * seconds && !probe_stable(r, k)))) {
             uint64_t bytes = 0;
             double secs = 0;
-            ok = ws_probe(ws, window, 0x5DEECE66Dull + (uint64_t)k, &bytes, &secs, err, errlen) == 0;
+            ok = ws_probe(ws, window, recall, 0x5DEECE66Dull + (uint64_t)k, &bytes, &secs, err, errlen) == 0;
             if (!ok || bytes == 0 || secs <= 0) break; /* nothing streams (or an error) */
             r[k] = (double)bytes / secs;
             if (k == 0) first = r[0];
@@ -461,7 +471,12 @@ static void predict_pass(const df_plan *p, double disk_bytes_per_s, double memor
                             2.0 * (experts_pass * hit2 + dense_pc)) / tokens;
     const double t_disk = disk_bytes_per_s > 0 ? disk_tok / disk_bytes_per_s : 0;
     const double t_mem = memory_bytes_per_s > 0 ? mem_tok / memory_bytes_per_s : 0;
-    const double t_tok = t_disk > t_mem ? t_disk : t_mem;
+    /* The disk and the compute overlap as far as the lookahead reads ahead: while a layer computes, the
+     * readers take the guesses at the next, of which the share `recall` is of use, and only in the layers it
+     * guesses for; for the rest of the compute the disk waits, and the compute waits for the reads that
+     * start once a router has chosen (measured: bench/RESULTS.md 2026-12-06). In memory: the memory's time. */
+    const double ahead = p->n_moe_layers > 0 ? p->lookahead_recall * p->n_guessed_layers / p->n_moe_layers : 0;
+    const double t_tok = t_disk > 0 ? fmax(t_mem, t_disk + (1.0 - ahead) * t_mem) : t_mem;
     out->hit_rate = hit;
     out->page_cache_hit_rate = hit2;
     out->disk_bytes_per_token = disk_tok;

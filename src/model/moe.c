@@ -377,9 +377,10 @@ int df_moe_guess(df_session *s, int l, const float *x, int32_t *ids) {
     return 1;
 }
 
-void df_moe_lookahead(df_session *s, int l, const float *x) {
+void df_moe_lookahead(df_session *s, int l, const float *x, int alone) {
     int32_t ids[MAX_EXPERTS];
-    if (df_moe_guess(s, l, x, ids)) ws_request_experts(s->m->ws, l, ids, s->m->hp.n_expert_used, 0);
+    if (df_moe_guess(s, l, x, ids))
+        ws_request_experts(s->m->ws, l, ids, s->m->hp.n_expert_used, alone ? WS_GUESS_ONE : WS_GUESS);
 }
 
 /* The next layer's likely experts, guessed from this layer's residual
@@ -396,7 +397,7 @@ static int guess_next(df_session *s, int l, int n, int32_t *guess) {
     for (int t = 0; t < n; t++) {
         const float *x = (s->moe_hint ? s->moe_hint : s->x) + (int64_t)t * h->n_embd;
         if (guess) rows += df_moe_guess(s, l + 1, x, guess + (int64_t)rows * h->n_expert_used);
-        else df_moe_lookahead(s, l + 1, x);
+        else df_moe_lookahead(s, l + 1, x, n == 1);
     }
     return rows;
 }
@@ -441,14 +442,14 @@ int df_moe_run_owned(df_session *s, int l, const float *x, int n, const int32_t 
         uint8_t seen[MAX_EXPERTS] = {0};
         for (int i = 0; i < n * K; i++)
             if (!seen[s->topk_id[i]]) seen[s->topk_id[i]] = 1, all[nsel++] = s->topk_id[i];
-        ws_request_experts(m->ws, l, all, nsel, 1);
+        ws_request_experts(m->ws, l, all, nsel, WS_DEMAND);
     } else {
-        ws_request_experts(m->ws, l, uniq, nu, 1);
+        ws_request_experts(m->ws, l, uniq, nu, WS_DEMAND);
         nsel = nu;
     }
     m->n_moe_runs++;
     m->n_union_experts += (uint64_t)nsel;
-    if (ng > 0) ws_request_experts(m->ws, l + 1, guess, ng * K, 0);
+    if (ng > 0) ws_request_experts(m->ws, l + 1, guess, ng * K, n == 1 ? WS_GUESS_ONE : WS_GUESS);
     else if (!m->ep) guess_next(s, l, n, NULL);
     if (n == 1 && nu > 0) {
         int slot[MAX_EXPERTS];

@@ -27,8 +27,10 @@ int df_ffn_moe_routed(df_session *s, int l, const float *xr, const float *x, int
                       size_t errlen);
 int df_ffn_moe_shared(df_session *s, int l, const float *x, int n, float *out, char *err, size_t errlen);
 /* Streaming only: guess layer l's experts from the hidden state x (one token,
- * before layer l's attention) and ask the store to read them ahead. */
-void df_moe_lookahead(df_session *s, int l, const float *x);
+ * before layer l's attention) and ask the store to read them ahead; alone: 1
+ * when that token is the step's only row (its guesses then measure the
+ * lookahead's recall: ws_request_experts). */
+void df_moe_lookahead(df_session *s, int l, const float *x, int alone);
 /* Its guess alone: n_expert_used ids into ids; 0 when it cannot guess. */
 int df_moe_guess(df_session *s, int l, const float *x, int32_t *ids);
 /* The routed experts of layer l that this process runs (all of them, or its

@@ -27,7 +27,11 @@
  * both are left out: reads go through the page cache and stay there, a second
  * tier of cache outside the budget that the kernel reclaims when it needs the
  * room. ws_probe reads the way decoding does, through all of this, to measure
- * the disk for `deltafin plan` (with the page cache: what a miss costs now).
+ * the disk for `deltafin plan` (with the page cache: what a miss costs now),
+ * guessing the next layer's experts as well as the lookahead does: the
+ * lookahead's recall is measured on one-token steps (WS_GUESS_ONE; the share
+ * of a guessed-for layer's experts read now that it had guessed) and kept in
+ * the hot file for the next plan.
  *
  * Caching. Every (layer, expert) has a use count, kept whether the expert is
  * resident or not and decayed by WS_FREQ_DECAY per step (ws_tick): frequency
@@ -107,6 +111,7 @@ typedef struct slot {
     uint64_t touched;    /* tick of the last use */
     uint64_t used_seq;   /* order of the last use (ties between equal counts: older goes first) */
     int uses;            /* expert slots: fetches that found it unpinned since it was loaded */
+    uint64_t guessed;    /* expert slots: 1 + the tick of the guess that loaded it (0: not a guess) */
     int packed;          /* expert slots: bit p, part p is in pack.h's layout (repack_slot) */
     int repacking;       /* expert slots: its layout is being changed (by the thread holding its only pin) */
     uint8_t *buf;
@@ -145,6 +150,8 @@ struct wstore {
     double *hot;              /* (n_layer * n_expert) use counts: learned + this run */
     double *freq;             /* (n_layer * n_expert) the policy's decayed use counts */
     uint64_t *freq_tick;      /* (n_layer * n_expert) tick of freq's last update */
+    uint64_t *layer_guessed;  /* (n_layer) 1 + the tick of the last one-row step whose lookahead guessed for it */
+    uint64_t *guess_mark;     /* (n_layer * n_expert) 1 + the tick of such a step that guessed the key */
     uint32_t *seen;           /* (n_layer * n_expert) request that last named the key (dedup) */
     uint32_t request_no;
     uint64_t use_seq;         /* counts uses, for used_seq */
@@ -163,6 +170,8 @@ struct wstore {
     char hot_note[512];       /* why the hot file is not read or not saved, or "" */
     int hot_read, hot_save;   /* the hot file may be read / written */
     int hot_saved;            /* ws_save_hot succeeded */
+    double hot_recall;        /* the lookahead's recall the hot file recorded (-1: none), over hot_recall_n experts */
+    uint64_t hot_recall_n;
     struct stat *fst;         /* per file: identity, size and mtime at open (ws_check_files) */
     ws_stats stats;
 };
@@ -307,6 +316,7 @@ static void assign_expert(wstore *ws, int v, int layer, int e) {
     s->done = 0;
     s->uses = 0;
     s->packed = 0;
+    s->guessed = 0;
 }
 
 enum { PICK_GUESS, PICK_PLAN, PICK_NOW };
@@ -344,9 +354,14 @@ static int start_load(wstore *ws, int layer, int e, int demand, int mode) {
     int v = pick_victim(ws, layer, e, mode);
     if (v < 0) return -1;
     slot *s = &ws->es[v];
-    if (s->layer >= 0 && s->expert >= 0) ws->where[s->layer * ws->n_expert + s->expert] = -1;
+    if (s->layer >= 0 && s->expert >= 0) {
+        ws->where[s->layer * ws->n_expert + s->expert] = -1;
+        if (!s->demand && s->state == SLOT_READY) /* a guess read and never used */
+            for (int p = 0; p < 3; p++) ws->stats.guess_wasted_bytes += job_bytes(ws, s, p);
+    }
     assign_expert(ws, v, layer, e);
     s->demand = demand;
+    s->guessed = demand ? 0 : ws->tick + 1;
     s->touched = demand ? ws->tick : 0;
     s->used_seq = ++ws->use_seq;
     ws->where[layer * ws->n_expert + e] = v;
@@ -378,6 +393,11 @@ void ws_request_experts(wstore *ws, int layer, const int32_t *ids, int n, int de
             ws->seen[key] = ws->request_no;
             if (w >= 0 && !ws->es[w].demand) ws->stats.prefetch_used++; /* a right guess, read or still reading */
             if (w < 0) ws->stats.unguessed++;
+            if (ws->layer_guessed[layer] == ws->tick + 1 && /* this step's lookahead guessed for the layer */
+                (w < 0 || (!ws->es[w].demand && ws->es[w].guessed == ws->tick + 1))) { /* and it is read now */
+                ws->stats.lookahead_wanted++;
+                ws->stats.lookahead_got += ws->guess_mark[key] == ws->tick + 1; /* guessed, read ahead or not */
+            }
             if (w >= 0 && ws->es[w].state == SLOT_READY) {
                 ws->stats.hits++;
                 ws->stats.layer_hits[layer]++;
@@ -388,6 +408,12 @@ void ws_request_experts(wstore *ws, int layer, const int32_t *ids, int n, int de
             }
             if (w >= 0) ws->es[w].touched = ws->tick;
         }
+    }
+    if (demand == WS_GUESS_ONE) { /* the layer's demand measures the lookahead */
+        ws->layer_guessed[layer] = ws->tick + 1;
+        for (int i = 0; i < n; i++)
+            if (ids[i] >= 0 && ids[i] < ws->n_expert) ws->guess_mark[layer * ws->n_expert + ids[i]] = ws->tick + 1;
+        demand = WS_GUESS;
     }
     for (int i = 0; i < n; i++) {
         const int e = ids[i];
@@ -655,7 +681,30 @@ static void pick_random(const wstore *ws, uint64_t *seed, int32_t *ids, int n) {
     }
 }
 
-int ws_probe(wstore *ws, double seconds, uint64_t seed, uint64_t *bytes, double *elapsed, char *err, size_t errlen) {
+/* The guesses decoding's lookahead makes for a layer that will use ids[0..K): K of them, a share `recall` right
+ * (the fraction left over carried in *owed, so that the share holds over the layers) and the rest wrong,
+ * distinct experts the layer will not use. Into out; returns how many. */
+static int probe_guesses(const wstore *ws, uint64_t *seed, const int32_t *ids, int K, double recall, double *owed,
+                         int32_t *out) {
+    *owed += recall * K;
+    int right = (int)*owed, k;
+    if (right > K) right = K;
+    *owed -= right;
+    for (k = 0; k < right; k++) out[k] = ids[k];
+    const int wrong = K - right < ws->n_expert - K ? K - right : ws->n_expert - K;
+    while (k < right + wrong) {
+        *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
+        const int e = (int)((*seed >> 33) % (uint64_t)ws->n_expert);
+        int dup = 0;
+        for (int i = 0; i < K; i++) dup |= ids[i] == e;
+        for (int i = right; i < k; i++) dup |= out[i] == e;
+        if (!dup) out[k++] = e;
+    }
+    return k;
+}
+
+int ws_probe(wstore *ws, double seconds, double recall, uint64_t seed, uint64_t *bytes, double *elapsed, char *err,
+             size_t errlen) {
     *bytes = 0;
     *elapsed = 0;
     if (ws->cfg.mode != WS_STREAM || !ws->locked) return 0;
@@ -663,9 +712,13 @@ int ws_probe(wstore *ws, double seconds, uint64_t seed, uint64_t *bytes, double 
     int K = ws->cfg.n_expert_used > 0 ? ws->cfg.n_expert_used : 1;
     if (K > 64) K = 64;
     if (K > ws->n_expert) K = ws->n_expert;
-    int32_t ids[2][64];
+    recall = recall < 0 ? 0 : recall > 1 ? 1 : recall;
+    int32_t ids[2][64], guess[64];
     int cur = 0;
-    const uint64_t b0 = ws->stats.bytes_read;
+    double owed = 0;
+    pthread_mutex_lock(&ws->mu);
+    const uint64_t b0 = ws->stats.bytes_read, w0 = ws->stats.guess_wasted_bytes;
+    pthread_mutex_unlock(&ws->mu);
     const double t0 = now();
     int any = 1, pending = 0; /* ids[cur] holds the next MoE layer's experts (pending) */
     while (any && now() - t0 < seconds) {
@@ -673,14 +726,17 @@ int ws_probe(wstore *ws, double seconds, uint64_t seed, uint64_t *bytes, double 
         for (int l = 0; l < ws->n_layer; l++) {
             if (ws->es && ws->exps[l][0]) {
                 if (!pending) pick_random(ws, &seed, ids[cur], K);
-                ws_request_experts(ws, l, ids[cur], K, 1);
-                /* as decoding's lookahead does: the next MoE layer's experts as guesses */
+                ws_request_experts(ws, l, ids[cur], K, WS_DEMAND);
+                /* as decoding's lookahead does: guesses at the next MoE layer's experts, as many right as
+                 * its recall; none where that layer's router streams (df_moe_guess would wait for it) */
                 int nl = l + 1;
                 while (nl < ws->n_layer && !ws->exps[nl][0]) nl++;
                 pending = nl < ws->n_layer;
                 if (pending) {
                     pick_random(ws, &seed, ids[1 - cur], K);
-                    ws_request_experts(ws, nl, ids[1 - cur], K, 0);
+                    const int ng = ws->dense_streamed[nl] ? 0 : probe_guesses(ws, &seed, ids[1 - cur], K, recall,
+                                                                                &owed, guess);
+                    if (ng) ws_request_experts(ws, nl, guess, ng, WS_GUESS);
                 }
                 for (int i = 0; i < K; i++) {
                     slot *s = acquire_expert(ws, l, ids[cur][i], 1, err, errlen);
@@ -700,8 +756,9 @@ int ws_probe(wstore *ws, double seconds, uint64_t seed, uint64_t *bytes, double 
         pending = 0;
         ws_tick(ws);
     }
-    pthread_mutex_lock(&ws->mu);
-    *bytes = ws->stats.bytes_read - b0;
+    pthread_mutex_lock(&ws->mu); /* what the demands used: the reads of guesses dropped unused are not speed */
+    const uint64_t read = ws->stats.bytes_read - b0, wasted = ws->stats.guess_wasted_bytes - w0;
+    *bytes = read > wasted ? read - wasted : 0;
     pthread_mutex_unlock(&ws->mu);
     *elapsed = now() - t0;
     return 0;
@@ -715,6 +772,9 @@ int ws_probe(wstore *ws, double seconds, uint64_t seed, uint64_t *bytes, double 
  * a temporary file of this process, fsynced and renamed over a hot file of
  * this user, never over a symlink, a FIFO, a device or another file). */
 #define HOT_MAGIC "deltafin-hot 1"
+/* The last line: the lookahead's recall (ws_hot_recall), after the counts, where a reader of counts stops. */
+#define HOT_RECALL "lookahead-recall"
+#define HOT_RECALL_MIN 64 /* experts a run's recall must be measured over to replace the recorded one */
 
 /* 1 if path names one of the model's files (following symlinks). */
 static int is_model_file(const wstore *ws, const struct stat *st) {
@@ -759,31 +819,53 @@ static int hot_setup(wstore *ws, char *err, size_t errlen) {
     return 0;
 }
 
-int ws_hot_counts(const char *path, int n_layer, int n_expert, double *out) {
+/* The hot file at path, open for reading past its magic line, if it is a regular file of the format; else NULL. */
+static FILE *hot_open(const char *path) {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return -1;
+    if (fd < 0) return NULL;
     struct stat st;
     FILE *f = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? fdopen(fd, "r") : NULL;
     if (!f) {
         close(fd);
-        return -1;
+        return NULL;
     }
     char line[128];
-    int l, e, rc = -1;
-    double c;
-    if (fgets(line, sizeof line, f) && strncmp(line, HOT_MAGIC, strlen(HOT_MAGIC)) == 0) {
-        rc = 0;
-        while (fscanf(f, "%d %d %lf", &l, &e, &c) == 3)
-            if (l >= 0 && l < n_layer && e >= 0 && e < n_expert && c >= 0 && c < 1e12) out[l * n_expert + e] = c;
-    }
+    if (fgets(line, sizeof line, f) && strncmp(line, HOT_MAGIC, strlen(HOT_MAGIC)) == 0) return f;
     fclose(f);
-    return rc;
+    return NULL;
+}
+
+int ws_hot_counts(const char *path, int n_layer, int n_expert, double *out) {
+    FILE *f = hot_open(path);
+    if (!f) return -1;
+    int l, e;
+    double c;
+    while (fscanf(f, "%d %d %lf", &l, &e, &c) == 3)
+        if (l >= 0 && l < n_layer && e >= 0 && e < n_expert && c >= 0 && c < 1e12) out[l * n_expert + e] = c;
+    fclose(f);
+    return 0;
+}
+
+double ws_hot_recall(const char *path, uint64_t *n) {
+    FILE *f = hot_open(path);
+    if (!f) return -1;
+    char line[128];
+    double r = -1, v;
+    unsigned long long k;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, HOT_RECALL " %lf %llu", &v, &k) == 2 && v >= 0 && v <= 1 && k > 0) {
+            r = v;
+            if (n) *n = k;
+        }
+    fclose(f);
+    return r;
 }
 
 static void load_hot(wstore *ws) {
     struct stat st;
     if (!ws->hot_read || (stat(ws->cfg.hot_path, &st) == 0 && is_model_file(ws, &st))) return;
     ws_hot_counts(ws->cfg.hot_path, ws->n_layer, ws->n_expert, ws->hot);
+    ws->hot_recall = ws_hot_recall(ws->cfg.hot_path, &ws->hot_recall_n);
 }
 
 const char *ws_hot_note(const wstore *ws) { return ws->hot_note; }
@@ -811,6 +893,12 @@ int ws_save_hot(wstore *ws, char *err, size_t errlen) {
         for (int x = 0; x < ws->n_expert; x++)
             if (ws->hot[l * ws->n_expert + x] > 0.01)
                 fprintf(f, "%d %d %.2f\n", l, x, ws->hot[l * ws->n_expert + x] * 0.5); /* halve: older runs fade */
+    const uint64_t wanted = ws->stats.lookahead_wanted;
+    if (wanted >= HOT_RECALL_MIN) /* this run's, else the one recorded */
+        fprintf(f, HOT_RECALL " %.4f %llu\n", (double)ws->stats.lookahead_got / (double)wanted,
+                (unsigned long long)wanted);
+    else if (ws->hot_recall >= 0)
+        fprintf(f, HOT_RECALL " %.4f %llu\n", ws->hot_recall, (unsigned long long)ws->hot_recall_n);
     if (df_out_commit(o, e2, sizeof e2) != 0) return df_seterr(err, errlen, "cannot save the hot file: %s", e2);
     return 0;
 }
@@ -974,9 +1062,12 @@ static int open_stream(wstore *ws, char *err, size_t errlen) {
         ws->hot = calloc((size_t)L * (size_t)X, sizeof(double));
         ws->freq = calloc((size_t)L * (size_t)X, sizeof(double));
         ws->freq_tick = calloc((size_t)L * (size_t)X, sizeof(uint64_t));
+        ws->layer_guessed = calloc((size_t)L, sizeof(uint64_t));
+        ws->guess_mark = calloc((size_t)L * (size_t)X, sizeof(uint64_t));
         for (int a = 0; a < DECAY_AGES; a++) ws->decay_pow[a] = pow(WS_FREQ_DECAY, (double)a);
         ws->seen = calloc((size_t)L * (size_t)X, sizeof(uint32_t));
-        if (!ws->es || !ws->where || !ws->hot || !ws->freq || !ws->freq_tick || !ws->seen)
+        if (!ws->es || !ws->where || !ws->hot || !ws->freq || !ws->freq_tick || !ws->layer_guessed || !ws->guess_mark ||
+            !ws->seen)
             return df_seterr(err, errlen, "out of memory");
         for (int i = 0; i < L * X; i++) ws->where[i] = -1;
         for (int i = 0; i < ws->n_es; i++) {
@@ -1024,6 +1115,7 @@ int ws_open(gguf_ctx *g, const ws_config *cfg, wstore **out, char *err, size_t e
     ws->cfg = *cfg;
     ws->n_layer = cfg->n_layer;
     ws->n_expert = cfg->n_expert;
+    ws->hot_recall = -1;
     ws->maps = calloc((size_t)g->n_files, sizeof(void *));
     ws->map_size = calloc((size_t)g->n_files, sizeof(uint64_t));
     ws->handles = calloc(g->n_tensors ? g->n_tensors : 1, sizeof(ws_tensor));
@@ -1085,6 +1177,8 @@ void ws_close(wstore *ws) {
     free(ws->hot);
     free(ws->freq);
     free(ws->freq_tick);
+    free(ws->layer_guessed);
+    free(ws->guess_mark);
     free(ws->seen);
     free(ws->dq.q);
     free(ws->pq.q);

@@ -153,9 +153,13 @@ const void *ws_fetch_expert(wstore *ws, ws_tensor *t, int e, char *err, size_t e
 const void *ws_fetch_expert_mm(wstore *ws, ws_tensor *t, int e, int *packed, char *err, size_t errlen);
 void ws_release_expert(wstore *ws, ws_tensor *t, int e);
 
-/* Ask for experts of a layer ahead of use. demand = 1: they are needed now
- * (all misses are read at once, in parallel); 0: a guess, read only when the
- * readers are idle and never at the cost of an expert touched this step. */
+/* Ask for experts of a layer ahead of use. demand = WS_DEMAND (1): they are
+ * needed now (all misses are read at once, in parallel); WS_GUESS (0): a
+ * guess, read only when the readers are idle and never at the cost of an
+ * expert touched this step; WS_GUESS_ONE: a guess of a one-row step (a
+ * token generated alone), whose layer's demand then counts towards the
+ * lookahead's recall (ws_stats.lookahead_wanted). */
+enum { WS_GUESS = 0, WS_DEMAND = 1, WS_GUESS_ONE = 2 };
 void ws_request_experts(wstore *ws, int layer, const int32_t *ids, int n, int demand);
 /* 1 if the expert is in memory now (fetch would not wait). */
 int ws_expert_ready(wstore *ws, int layer, int e);
@@ -165,10 +169,15 @@ void ws_tick(wstore *ws);
 /* Measure the disk the way decoding reads it: for about `seconds`, step
  * after step, every MoE layer asks for n_expert_used random experts at once
  * and waits for them, and every streamed dense layer is read, all through
- * this store's own cache, queues and reading engine. Fills the bytes read
- * and the time taken (0 bytes if nothing streams); -1 with err on a read
- * error. */
-int ws_probe(wstore *ws, double seconds, uint64_t seed, uint64_t *bytes, double *elapsed, char *err, size_t errlen);
+ * this store's own cache, queues and reading engine. While a layer waits,
+ * the next MoE layer's experts are guessed as decoding's lookahead does:
+ * n_expert_used guesses, a share `recall` (0..1) of them right, the rest
+ * wrong (none for a layer whose dense weights, its router among them,
+ * stream: the lookahead cannot route it ahead). Fills the bytes the demands used (read, less the guesses read and
+ * dropped unused) and the time taken (0 bytes if nothing streams); -1 with
+ * err on a read error. */
+int ws_probe(wstore *ws, double seconds, double recall, uint64_t seed, uint64_t *bytes, double *elapsed, char *err,
+             size_t errlen);
 
 /* Give memory back: shrink the expert cache so the store fits `budget`
  * (the budget it was planned with, less what is given back; a store only
@@ -185,6 +194,9 @@ typedef struct ws_stats {
     uint64_t hits, misses;      /* expert lookups found in memory / not */
     uint64_t prefetch_issued, prefetch_used;
     uint64_t unguessed;      /* demanded experts not in memory that no guess had asked for */
+    uint64_t guess_wasted_bytes; /* guessed experts read and dropped unused */
+    uint64_t lookahead_wanted, lookahead_got; /* experts needed from disk in the layers a one-row step's lookahead
+                                               * guessed for (generation's), and of them the guessed */
     uint64_t bytes_read;        /* from disk */
     uint64_t bytes_packed;      /* expert slices packed (pack.h) in their slots after a few uses */
     double read_seconds;        /* summed over reader threads */
@@ -211,6 +223,10 @@ int ws_hot_saved(const wstore *ws);
  * format) into out (n_layer * n_expert, entries it names): 0, or -1 when
  * there is none to read. */
 int ws_hot_counts(const char *path, int n_layer, int n_expert, double *out);
+/* The lookahead's recall the hot file at path recorded (the share of the experts needed from disk, in the
+ * layers a generation step guessed for, that were guessed: lookahead_got / lookahead_wanted of the run that
+ * saved it), and over how many experts (*n, may be NULL); -1 when it records none. */
+double ws_hot_recall(const char *path, uint64_t *n);
 /* Why the hot file is not read or will not be saved ("" if nothing to say). */
 const char *ws_hot_note(const wstore *ws);
 /* 1 if path (following links) is one of the model's files (same st_dev/st_ino). */

@@ -29,8 +29,9 @@ check "it fits in 2 GiB" test "$(field fits "$j")" = true
 check "it is recognised as shape-only" test "$(field shape_only "$j")" = true
 check "the given speeds are used" test "$(field disk_source "$j")/$(field memory_source "$j")" = given/given
 want=$(awk -v d="$(field disk_bytes_per_token "$j")" -v m="$(field memory_bytes_per_token "$j")" \
-    'BEGIN { td = d / 5e9; tm = m / 400e9; printf "%.4f", 1 / (td > tm ? td : tm) }')
-check "predicted tokens/s = 1 / max(disk bytes / 5 GB/s, memory bytes / 400 GB/s) ($want)" \
+    -v r="$(field lookahead_recall "$j")" -v g="$(field lookahead_layers "$j")" -v n="$(field moe_layers "$j")" \
+    'BEGIN { td = d / 5e9; tm = m / 400e9; o = r * g / n; t = td + (1 - o) * tm; printf "%.4f", 1 / (t > tm ? t : tm) }')
+check "predicted tokens/s = 1 / max(t_mem, t_disk + (1 - recall x guessed / MoE layers) t_mem) ($want)" \
     test "$(field predicted_tokens_per_s "$j")" = "$want"
 check "experts stream: bytes per token from disk > 0" awk -v d="$(field disk_bytes_per_token "$j")" 'BEGIN { exit !(d > 0) }'
 j64=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 8G -c 1024 --disk-gbps 5 --mem-gbps 400 --json)
@@ -97,6 +98,15 @@ check "decode-shaped probe: 5 to 10 windows, the rate between the slowest and th
 check "... and the prediction between those of the slowest and the fastest window" \
     test "$(jq '.predicted_tokens_per_s_low <= .predicted_tokens_per_s and
                 .predicted_tokens_per_s <= .predicted_tokens_per_s_high' <<< "$jm")" = true
+check "... guessing ahead with the lookahead's typical recall when no hot file has recorded one" \
+    test "$(jq '.lookahead_recall_source == "typical" and .lookahead_recall > 0 and .lookahead_recall < 1' <<< "$jm")" = true
+# a run records its lookahead's recall in the hot file, and plan guesses with it
+"$B/deltafin" run -m "$T/moe.gguf" --mem 33M -p "one two three" -n 100 --temp 0 > /dev/null 2> "$T/run.err"
+rec=$(awk '$1 == "lookahead-recall" { print $2 }' "$T/moe.gguf.hot")
+check "a run of 100 tokens records the lookahead's recall in the hot file" test -n "$rec"
+jm=$("$B/deltafin" plan -m "$T/moe.gguf" --mem 33M --probe-seconds 1 --json)
+check "... which plan reads" test "$(jq --arg r "$rec" '.lookahead_recall_source == "hot file" and
+    (.lookahead_recall - ($r | tonumber) | fabs) < 1e-4' <<< "$jm")" = true
 rm -f "$T/moe.gguf" "$T/moe.gguf.hot"
 human=$("$B/deltafin" plan -m "$T/k3.gguf" --mem 2G -c 1024 --disk-gbps 5 --mem-gbps 400)
 check "the report says the file is shape-only" grep -q "shape-only file" <<< "$human"
