@@ -173,9 +173,9 @@ void ws_tick(wstore *ws);
  * the next MoE layer's experts are guessed as decoding's lookahead does:
  * n_expert_used guesses, a share `recall` (0..1) of them right, the rest
  * wrong (none for a layer whose dense weights, its router among them,
- * stream: the lookahead cannot route it ahead). Fills the bytes the demands used (read, less the guesses read and
- * dropped unused) and the time taken (0 bytes if nothing streams); -1 with
- * err on a read error. */
+ * stream: the lookahead cannot route it ahead). Fills the bytes the
+ * demands used (read, less the guesses read and dropped unused) and the
+ * time taken (0 bytes if nothing streams); -1 with err on a read error. */
 int ws_probe(wstore *ws, double seconds, double recall, uint64_t seed, uint64_t *bytes, double *elapsed, char *err,
              size_t errlen);
 
