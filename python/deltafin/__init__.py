@@ -93,7 +93,9 @@ class _Plan(ctypes.Structure):
                 ("n_ctx_train", ctypes.c_int), ("n_ctx", ctypes.c_int), ("n_swa_layers", ctypes.c_int),
                 ("swa_window", ctypes.c_int), ("swa_ring", ctypes.c_int), ("n_mem", ctypes.c_int),
                 ("mem", _PlanMem * _PLAN_MEM_MAX), ("expert_width", ctypes.c_int), ("hot_known", ctypes.c_int),
-                ("hot_share", ctypes.c_double), ("hot_hit_rate", ctypes.c_double), ("ranks", ctypes.c_int),
+                ("hot_share", ctypes.c_double), ("hot_hit_rate", ctypes.c_double),
+                ("recall_known", ctypes.c_int), ("lookahead_recall", ctypes.c_double),
+                ("n_guessed_layers", ctypes.c_int), ("ranks", ctypes.c_int),
                 ("rank", ctypes.c_int), ("n_experts_all", ctypes.c_int), ("layer_lo", ctypes.c_int),
                 ("layer_hi", ctypes.c_int), ("carry_floats", ctypes.c_int64)]
 
