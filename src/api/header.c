@@ -391,17 +391,22 @@ void df_expert_layers(const df_model *m, int L, uint8_t *has) {
     }
 }
 
+/* The hot file p names, or m's own beside it (into def), or NULL: none under p. */
+static const char *hot_path(const df_model *m, const df_model_params *p, char *def, size_t n) {
+    if (!p->mem_budget || (p->hot_file && !*p->hot_file)) return NULL;
+    snprintf(def, n, "%s.hot", m->path);
+    return p->hot_file ? p->hot_file : def;
+}
+
 /* The learned uses that balance the shares: rank 0's hot file, if it has one. */
 void df_share_uses(const df_model *m, const df_model_params *p, int L, double *uses) {
-    if (!p->mem_budget || (p->hot_file && !*p->hot_file)) return;
     char def[4200];
-    snprintf(def, sizeof def, "%s.hot", m->path);
-    ws_hot_counts(p->hot_file ? p->hot_file : def, L, m->hp.n_expert, uses);
+    const char *path = hot_path(m, p, def, sizeof def);
+    if (path) ws_hot_counts(path, L, m->hp.n_expert, uses);
 }
 
 double df_hot_recall(const df_model *m, const df_model_params *p) {
-    if (!p->mem_budget || (p->hot_file && !*p->hot_file)) return -1;
     char def[4200];
-    snprintf(def, sizeof def, "%s.hot", m->path);
-    return ws_hot_recall(p->hot_file ? p->hot_file : def, NULL);
+    const char *path = hot_path(m, p, def, sizeof def);
+    return path ? ws_hot_recall(path, NULL) : -1;
 }
