@@ -872,16 +872,15 @@ GEMM_TILES4(iq4_nl_tile, 32)
 
 /* Packed gemms (pack.h): a packed group's 16 rows in two vectors of 8 lanes
  * (rows 0-7, rows 8-15), up to 4 tokens. A line's 4 bytes of a row meet the
- * activation's matching 4 bytes (a broadcast) through the sign trick, so a
+ * activation's matching 4 bytes (a broadcast) in a maddubs, so a
  * block's exact integer sum per row builds up in its lane with no reduction
  * across lanes (the row-major tiles spend three hadds per four rows and token
  * on it); then, per row, acc = fma(float(sum), dw * dx, acc), block by block:
  * the bits of the row-major tiles above and of kern_avx512.c's packed gemms
  * (tests/test_matmul.c). q8_0's lines hold w ^ 0x80 (vpdpbusd's unsigned
  * operand), xor-ed back here; |w| <= 128 and |y| <= 127 keep every maddubs
- * pair below 32767, and each line's pairs go to int32 at once. mxfp4's
- * values are at most 12 in magnitude: a block's 8 lines of pairs (at most
- * 8 * 2 * 12 * 127 = 24384) add up in int16 before one madd. */
+ * pair below 32767, and each line's pairs go to int32 at once (mxfp4: no
+ * sign trick, p8_mxfp4_sums). */
 INL __m256i p8_y4(const block_q8_0 *y, int k) { return _mm256_set1_epi32((int)load_u32((const uint8_t *)y->qs + 4 * k)); }
 
 /* 8 rows' f16 or E8M0 block scales as floats (E8M0: as kern_avx512.c's p16_mxfp4_scales). */
@@ -908,7 +907,9 @@ INL void p8_q8_0_sums(const uint8_t *g, const p16_x *X, int64_t b, __m256i s[4][
         }
     }
 }
-INL void p8_mxfp4_sums(const uint8_t *g, const p16_x *X, int64_t b, __m256i s[4][2], const int C) {
+/* mxfp4 through the sign trick: the values are at most 12 in magnitude, a block's 8 lines of pairs (at most
+ * 8 * 2 * 12 * 127 = 24384) add up in int16 before one madd. */
+INL void p8_mxfp4_sign_sums(const uint8_t *g, const p16_x *X, int64_t b, __m256i s[4][2], const int C) {
     const __m256i tbl = _mm256_broadcastsi128_si256(kx_mxfp4_table()), m4 = _mm256_set1_epi8(0x0F);
     __m256i p[4][2];
     _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) p[c][0] = p[c][1] = _mm256_setzero_si256();
@@ -930,6 +931,44 @@ INL void p8_mxfp4_sums(const uint8_t *g, const p16_x *X, int64_t b, __m256i s[4]
         s[c][0] = _mm256_madd_epi16(p[c][0], ones);
         s[c][1] = _mm256_madd_epi16(p[c][1], ones);
     }
+}
+
+/* mxfp4 without the sign trick: the table shifted by 12 (0..24) is maddubs' unsigned operand as it is, and
+ * the shift's 12 * sum(y) per block comes off through the trailer's -128 * sum(y), exactly. A pair is at most
+ * 2 * 24 * 127 = 6096: two lines (four pairs) add up in int16 before each madd. */
+INL void p8_mxfp4_shift_sums(const uint8_t *g, const p16_x *X, int64_t b, __m256i s[4][2], const int C) {
+    const __m256i tbl = _mm256_add_epi8(_mm256_broadcastsi128_si256(kx_mxfp4_table()), _mm256_set1_epi8(12));
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) s[c][0] = s[c][1] = _mm256_set1_epi32(X->corr[c][b] / 128 * 12);
+    _Pragma("GCC unroll 2") for (int k0 = 0; k0 < 4; k0 += 2) {
+        __m256i p[4][2];
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) p[c][0] = p[c][1] = _mm256_setzero_si256();
+        _Pragma("GCC unroll 2") for (int k = k0; k < k0 + 2; k++) { /* low nibbles: elements 4k.., high ones: 16 + 4k.. */
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                const __m256i v = LOADU(g + 16 + 64 * k + 32 * h);
+                const __m256i ul = _mm256_shuffle_epi8(tbl, _mm256_and_si256(v, m4));
+                const __m256i uh = _mm256_shuffle_epi8(tbl, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+                _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+                    const block_q8_0 *y = &X->x[c][b];
+                    p[c][h] = _mm256_add_epi16(p[c][h], _mm256_maddubs_epi16(ul, p8_y4(y, k)));
+                    p[c][h] = _mm256_add_epi16(p[c][h], _mm256_maddubs_epi16(uh, p8_y4(y, k + 4)));
+                }
+            }
+        }
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+            s[c][0] = _mm256_add_epi32(s[c][0], _mm256_madd_epi16(p[c][0], ones));
+            s[c][1] = _mm256_add_epi32(s[c][1], _mm256_madd_epi16(p[c][1], ones));
+        }
+    }
+}
+
+/* Both give the exact sums. The shifted table drops the sign instructions (two a line, two more a line and
+ * token) for a madd every two lines, but keeps the int32 sums live beside the int16 ones: from two tokens a
+ * tile they spill out of AVX2's 16 registers. bench/kernels on a Zen 3, one token from L3: 30 -> 40 GB/s;
+ * shifted at four tokens a tile: 109 -> 103 GMAC/s. */
+INL void p8_mxfp4_sums(const uint8_t *g, const p16_x *X, int64_t b, __m256i s[4][2], const int C) {
+    if (C == 1) p8_mxfp4_shift_sums(g, X, b, s, C);
+    else p8_mxfp4_sign_sums(g, X, b, s, C);
 }
 
 #define P8_TILE(NAME, BLK_BYTES, HDR, SCALES, SUMS)                                                                \
