@@ -2,7 +2,7 @@
  * kernels.c - throughput of Deltafin's matrix product alone, per weight type:
  * the numbers behind the model-level benchmarks of bench/compare.sh.
  *
- *   kernels [-t THREADS] [-m MIB] [-k N_IN] [-s SLICE_MIB] [-r REPS] [TYPE ...]
+ *   kernels [-t THREADS] [-m MIB] [-k N_IN] [-s SLICE_MIB] [-r REPS] [-g] [TYPE ...]
  *           (default: 2 threads, 256 MiB, rows of 4096, whole matrix; q4_K q8_0 q6_K q4_0 f16)
  *
  * DESIGN
@@ -12,7 +12,7 @@
  * quantizers are slow searches), then times mm_mul through the library's
  * thread pool for one token (generation: weight bytes streamed per second,
  * to compare with bench/membw) and for a 512-token prompt on 1024 rows
- * (GMAC/s). Types with a packed layout in this kernel table (pack.h) are
+ * (GMAC/s; -g: generation only, e.g. under perf). Types with a packed layout in this kernel table (pack.h) are
  * packed first, as the store packs resident matrices (DELTAFIN_PACK=0:
  * not; the last column says which ran). With -s the generation pass is a sequence of products of
  * SLICE_MIB each, like a model's layers, so per-call costs show. Each figure is the median of REPS runs. Built against
@@ -52,18 +52,19 @@ static int type_of(const char *name) {
 }
 
 int main(int argc, char **argv) {
-    int threads = 2, reps = 7, o;
+    int threads = 2, reps = 7, gen_only = 0, o;
     size_t mib = 256;
     double slice_mib = 0;
     int64_t n_in = 4096;
-    while ((o = getopt(argc, argv, "t:m:r:k:s:")) != -1) {
+    while ((o = getopt(argc, argv, "t:m:r:k:s:g")) != -1) {
         if (o == 't') threads = atoi(optarg);
         else if (o == 'm') mib = (size_t)atol(optarg);
         else if (o == 'k') n_in = atol(optarg) & ~255L;
         else if (o == 's') slice_mib = atof(optarg);
         else if (o == 'r') reps = atoi(optarg);
+        else if (o == 'g') gen_only = 1;
         else {
-            fprintf(stderr, "usage: kernels [-t THREADS] [-m MIB] [-k N_IN] [-s SLICE_MIB] [-r REPS] [TYPE ...]\n");
+            fprintf(stderr, "usage: kernels [-t THREADS] [-m MIB] [-k N_IN] [-s SLICE_MIB] [-r REPS] [-g] [TYPE ...]\n");
             return 2;
         }
     }
@@ -130,16 +131,16 @@ int main(int argc, char **argv) {
         const double gen = v[reps / 2];
         /* prompt: 512 tokens against the first 1024 rows */
         const int64_t pr = n_out < 1024 ? n_out : 1024;
-        for (int i = -1; i < reps; i++) {
+        for (int i = -1; i < reps && !gen_only; i++) {
             double t0 = now();
             const mm_op op = {t, w, pr, y, pr, NULL, packed};
             mm_mul_n(pool, &op, 1, n_in, x, (int)n_tok, &sc);
             if (i >= 0) v[i] = now() - t0;
         }
         qsort(v, (size_t)reps, sizeof(double), cmp);
-        const double pp = v[reps / 2];
+        const double pp = gen_only ? 0 : v[reps / 2];
         printf("%-6s %12.2f %10.3f %14.1f %7s\n", names[k], (double)rb * (double)n_out / gen / 1e9, gen * 1e3,
-               (double)pr * (double)n_in * (double)n_tok / pp / 1e9, packed ? "packed" : "rows");
+               gen_only ? 0.0 : (double)pr * (double)n_in * (double)n_tok / pp / 1e9, packed ? "packed" : "rows");
         free(w);
         free(y);
     }

@@ -1002,25 +1002,33 @@ P8_TILE(mxfp4_p8, 272, 16, p8_e8m0_scales, p8_mxfp4_sums)
  * order, the row-major tiles' bits. dot_j: the unsigned values times the
  * activations by maddubs, whose int16 pairs (at most 2 * 15 * 127 = 3810
  * for q4_K, 2 * 31 * 127 = 7874 for q5_K) add up over 8 lines (q4_K) or 4
- * (q5_K) before one madd by sc_j (in both halves of a lane: p8_pair16) adds
- * them to S; M's products are madds too (an activation sum of two
- * sub-blocks, at most 4064, is an int16): no 32-bit multiply. */
-INL __m256i p8_k4_scale(const uint8_t *t, int j, int min, int h) {
-    const __m128i m63 = _mm_set1_epi8(63), m0f = _mm_set1_epi8(0x0F), m30 = _mm_set1_epi8(0x30);
-#define P8_T(i) _mm_loadl_epi64((const __m128i *)(const void *)(t + 16 * (i) + 8 * h))
-    __m128i v;
-    if (j < 4) v = _mm_and_si128(P8_T(min ? j + 4 : j), m63);
-    else if (!min) v = _mm_or_si128(_mm_and_si128(P8_T(j + 4), m0f), _mm_and_si128(_mm_srli_epi16(P8_T(j - 4), 2), m30));
-    else v = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(P8_T(j + 4), 4), m0f), _mm_and_si128(_mm_srli_epi16(P8_T(j), 2), m30));
-#undef P8_T
-    return _mm256_cvtepu8_epi32(v);
+ * (q5_K) before one madd by sc_j (in both halves of a lane) adds them to S;
+ * M is four madds of two mins against two activation sums (each at most
+ * 4064, an int16): no 32-bit multiply. The 6-bit scales and mins of all 16
+ * rows are unpacked once a super-block, two sub-blocks a vector (k45_p8_scales). */
+
+/* The 16 rows' scales and mins of a super-block as bytes from the transposed scale bytes t (pack.h):
+ * sc[p] = [scale 2p of rows 0-15 | scale 2p + 1], mn[p] likewise for the mins (get_scale_min_k4's split). */
+INL void k45_p8_scales(const uint8_t *t, __m256i sc[4], __m256i mn[4]) {
+    const __m256i m63 = _mm256_set1_epi8(63), m0f = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i t0 = LOADU(t), t2 = LOADU(t + 32), t4 = LOADU(t + 64), t6 = LOADU(t + 96);
+    const __m256i t8 = LOADU(t + 128), t10 = LOADU(t + 160);
+    sc[0] = _mm256_and_si256(t0, m63);
+    sc[1] = _mm256_and_si256(t2, m63);
+    mn[0] = _mm256_and_si256(t4, m63);
+    mn[1] = _mm256_and_si256(t6, m63);
+    sc[2] = _mm256_or_si256(_mm256_and_si256(t8, m0f), _mm256_and_si256(_mm256_srli_epi16(t0, 2), m30));
+    sc[3] = _mm256_or_si256(_mm256_and_si256(t10, m0f), _mm256_and_si256(_mm256_srli_epi16(t2, 2), m30));
+    mn[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(t8, 4), m0f), _mm256_and_si256(_mm256_srli_epi16(t4, 2), m30));
+    mn[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(t10, 4), m0f), _mm256_and_si256(_mm256_srli_epi16(t6, 2), m30));
 }
 
-/* int32 lanes of int16 values (sign-extended or not) -> the value in both int16 halves, so that a madd
- * with a vector of int16 pairs gives value * (pair sum), exact; with 0 in the other operand's high halves,
- * value * its low half. */
-INL __m256i p8_pair16(__m256i v) { return _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16)); }
-INL __m256i p8_low16(int v) { return _mm256_set1_epi32((int)(uint16_t)v); }
+/* Rows 8h..8h+7 of two byte vectors a, b of 16 rows as int16 pairs (a[r], b[r]), one row a 32-bit lane. */
+INL __m256i k45_p8_pairs(__m128i a, __m128i b, int h) {
+    return _mm256_cvtepu8_epi16(h ? _mm_unpackhi_epi8(a, b) : _mm_unpacklo_epi8(a, b));
+}
+#define LO128(v) _mm256_castsi256_si128(v)
+#define HI128(v) _mm256_extracti128_si256((v), 1)
 
 INL void k45_p8_tile(int64_t nsb, const uint8_t *g, const uint8_t *xp, size_t xs, float *out, const int C, const int q5) {
     const block_q8_K *x[4];
@@ -1033,19 +1041,23 @@ INL void k45_p8_tile(int64_t nsb, const uint8_t *g, const uint8_t *xp, size_t xs
     const size_t gs = 16 * (q5 ? sizeof(block_q5_K) : sizeof(block_q4_K));
     const int flush = q5 ? 4 : 8; /* lines whose int16 pairs add up before a madd */
     for (int64_t i = 0; i < nsb; i++, g += gs) {
-        const uint8_t *sc = g + 64, *qh = g + 256, *qs = g + (q5 ? 256 + 512 : 256);
+        const uint8_t *qh = g + 256, *qs = g + (q5 ? 256 + 512 : 256);
+        __m256i sc[4], mn[4];
+        k45_p8_scales(g + 64, sc, mn);
         for (int h = 0; h < 2; h++) {
             __m256i S[4], M[4];
             _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) S[c] = M[c] = _mm256_setzero_si256();
-            _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
-                const __m256i m = p8_k4_scale(sc, j, 1, h);
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
+                const __m256i m = k45_p8_pairs(LO128(mn[p]), HI128(mn[p]), h);
                 _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
-                    const int ys = x[c][i].bsums[2 * j] + x[c][i].bsums[2 * j + 1];
-                    M[c] = _mm256_add_epi32(M[c], _mm256_madd_epi16(m, p8_low16(ys)));
+                    const int16_t *bs = x[c][i].bsums + 4 * p; /* sub-blocks 2p and 2p + 1: 16 elements a sum */
+                    const uint32_t y2 = (uint16_t)(bs[0] + bs[1]) | (uint32_t)(uint16_t)(bs[2] + bs[3]) << 16;
+                    M[c] = _mm256_add_epi32(M[c], _mm256_madd_epi16(m, _mm256_set1_epi32((int)y2)));
                 }
             }
             _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
-                const __m256i s0 = p8_pair16(p8_k4_scale(sc, 2 * p, 0, h)), s1 = p8_pair16(p8_k4_scale(sc, 2 * p + 1, 0, h));
+                const __m256i s0 = k45_p8_pairs(LO128(sc[p]), LO128(sc[p]), h);
+                const __m256i s1 = k45_p8_pairs(HI128(sc[p]), HI128(sc[p]), h);
                 __m256i lo16[4], hi16[4];
                 _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) lo16[c] = hi16[c] = _mm256_setzero_si256();
                 _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
@@ -1091,6 +1103,8 @@ INL void k45_p8_tile(int64_t nsb, const uint8_t *g, const uint8_t *xp, size_t xs
         _mm256_storeu_ps(out + 16 * c + 8, _mm256_add_ps(accS[c][1], accM[c][1]));
     }
 }
+#undef LO128
+#undef HI128
 /* Two tokens a tile: at four, the tile's 16 integer accumulators and its
  * operands outgrow AVX2's 16 registers, and the spills cost an AMD Zen 3
  * a third of its prompt speed (dense q4_K pp256: 31-35 tokens/s in fours,
