@@ -320,7 +320,7 @@ static void test_packed(void **state) {
             free(pk);
             mats_free(&m);
         }
-    /* AVX-512 packs q8_0, mxfp4, q4_K, q5_K and q6_K; AVX2 and NEON all but q6_K */
+    /* AVX-512 and AVX2 pack q8_0, mxfp4, q4_K, q5_K and q6_K; NEON all but q6_K */
     if (quant_isa_available(QUANT_ISA_AVX2) || quant_isa_available(QUANT_ISA_NEON)) assert_true(tested > 0);
 }
 

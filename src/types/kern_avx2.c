@@ -27,11 +27,11 @@
  *   float accumulation (vector lanes, fused multiply-add) differs.
  * - Activation quantizers (q8_0, q8_1, q8_K, f16) are bit-identical to the
  *   scalar ones: same amax, same 127/amax, same round-to-nearest-even.
- * - Packed gemms (gemm_packed, pack.h's layout) for q8_0, mxfp4, q4_K and
- *   q5_K: a group's 16 rows as two vectors of 8 lanes, no reduction across
- *   lanes, the row-major tiles' bits; the walks are kern_x86.h's, shared with
- *   kern_avx512.c. q6_K is left in the file's layout here: its packed tile
- *   measured 11-20% faster generation but 7-11% slower prompts.
+ * - Packed gemms (gemm_packed, pack.h's layout) for q8_0, mxfp4, q4_K, q5_K
+ *   and q6_K: a group's 16 rows as two vectors of 8 lanes, no reduction
+ *   across lanes, the row-major tiles' bits; the walks are kern_x86.h's,
+ *   shared with kern_avx512.c. The K-quant tiles unpack a super-block's
+ *   scales for all 16 rows at once and run two tokens a tile (four spill).
  */
 #include "kern_x86.h"
 #include "quant_isa.h"
@@ -1111,6 +1111,94 @@ INL void k45_p8_tile(int64_t nsb, const uint8_t *g, const uint8_t *xp, size_t xs
  * 36-47 in threes, 40-47 in twos; bench/RESULTS.md 2026-12-05). */
 P16_K45_GEMMS(p8, k45_p8_tile, 2)
 
+/* Packed q6_K (pack.h), AVX2: kern_avx512.c's q6_K_p16_tile on two vectors
+ * of 8 rows, its exact partial sums P0 (the even 16-element sub-blocks'
+ * scaled products less 32 x the scaled activation sums of sub-blocks 0..7)
+ * and P1 (the odd ones, less those of 8..15), so its bits. The 6-bit values
+ * are maddubs' unsigned operand; two lines' pairs (at most 2 * 2 * 63 * 127 =
+ * 32004) add up in int16 before a madd by the sub-block's scale in both
+ * halves of a lane; the offsets are madds of two scales against two
+ * activation sums (each at most 16 * 127). Line k of half h (ql lines
+ * 16h + k, 16h + 8 + k, qh line 8h + k) holds elements 128h + 32m + 4k..
+ * for m = 0..3: sub-block 8h + 2m + k / 4. */
+#define Q6_S(j) LOADU128(sc + 16 * (j)) /* scale j of the 16 rows (int8) */
+INL __m256i q6_p8_pairs(__m128i a, __m128i b, int r) {
+    return _mm256_cvtepi8_epi16(r ? _mm_unpackhi_epi8(a, b) : _mm_unpacklo_epi8(a, b));
+}
+INL void q6_K_p8_tile(int64_t nsb, const uint8_t *g, const uint8_t *xp, size_t xs, float *out, const int C) {
+    const block_q8_K *x[4];
+    __m256 acc0[4][2], acc1[4][2];
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+        x[c] = (const block_q8_K *)(const void *)(xp + (size_t)c * xs);
+        acc0[c][0] = acc0[c][1] = acc1[c][0] = acc1[c][1] = _mm256_setzero_ps();
+    }
+    const size_t gs = 16 * sizeof(block_q6_K);
+    for (int64_t i = 0; i < nsb; i++, g += gs) {
+        const uint8_t *sc = g + 32, *ql = g + 288, *qh = g + 288 + 2048;
+        for (int r = 0; r < 2; r++) { /* rows 8r..8r+7: bytes 32r.. of every line */
+            __m256i P[4][2];
+            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) P[c][0] = P[c][1] = _mm256_setzero_si256();
+            _Pragma("GCC unroll 8") for (int jp = 0; jp < 8; jp++) { /* -32 x the scaled activation sums */
+                const __m256i sp = q6_p8_pairs(Q6_S(2 * jp), Q6_S(2 * jp + 1), r);
+                _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+                    const int16_t *bs = x[c][i].bsums + 2 * jp;
+                    const uint32_t b2 = (uint16_t)bs[0] | (uint32_t)(uint16_t)bs[1] << 16;
+                    P[c][jp / 4] = _mm256_sub_epi32(P[c][jp / 4], _mm256_slli_epi32(_mm256_madd_epi16(sp, _mm256_set1_epi32((int)b2)), 5));
+                }
+            }
+            for (int h = 0; h < 2; h++) {
+                _Pragma("GCC unroll 2") for (int kk = 0; kk < 2; kk++) {
+                    __m256i ss[4];
+                    _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
+                        const __m128i sj = Q6_S(8 * h + 2 * m + kk);
+                        ss[m] = q6_p8_pairs(sj, sj, r);
+                    }
+                    _Pragma("GCC unroll 2") for (int k2 = 4 * kk; k2 < 4 * kk + 4; k2 += 2) {
+                        __m256i dot[4][4]; /* [m][c] */
+                        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) _Pragma("GCC unroll 4") for (int c = 0; c < C; c++)
+                            dot[m][c] = _mm256_setzero_si256();
+                        _Pragma("GCC unroll 2") for (int k = k2; k < k2 + 2; k++) {
+                            const size_t pf = 128 * (size_t)(16 * r + 8 * h + k);
+                            if (pf < gs) { /* the next group, two lines a step */
+                                _mm_prefetch((const char *)(g + gs + pf), _MM_HINT_T0);
+                                _mm_prefetch((const char *)(g + gs + pf + 64), _MM_HINT_T0);
+                            }
+                            const __m256i a = LOADU(ql + 64 * (16 * h + k) + 32 * r);
+                            const __m256i b = LOADU(ql + 64 * (16 * h + 8 + k) + 32 * r);
+                            const __m256i hb = LOADU(qh + 64 * (8 * h + k) + 32 * r);
+                            const __m256i q[4] = {
+                                _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30)),
+                                _mm256_or_si256(_mm256_and_si256(b, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30)),
+                                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(hb, m30)),
+                                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m4),
+                                                _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30))};
+                            _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+                                const uint8_t *y = (const uint8_t *)x[c][i].qs + 128 * h + 32 * m + 4 * k;
+                                dot[m][c] = _mm256_add_epi16(dot[m][c], _mm256_maddubs_epi16(q[m], _mm256_set1_epi32((int)load_u32(y))));
+                            }
+                        }
+                        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) _Pragma("GCC unroll 4") for (int c = 0; c < C; c++)
+                            P[c][kk] = _mm256_add_epi32(P[c][kk], _mm256_madd_epi16(dot[m][c], ss[m]));
+                    }
+                }
+            }
+            const __m256 d = _mm256_cvtph_ps(LOADU128(g + 16 * r));
+            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+                const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(x[c][i].d));
+                acc0[c][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(P[c][0]), dd, acc0[c][r]);
+                acc1[c][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(P[c][1]), dd, acc1[c][r]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+        _mm256_storeu_ps(out + 16 * c, _mm256_add_ps(acc0[c][0], acc1[c][0]));
+        _mm256_storeu_ps(out + 16 * c + 8, _mm256_add_ps(acc0[c][1], acc1[c][1]));
+    }
+}
+#undef Q6_S
+P16_K_GEMM(q6_K_p8, 2)
+
 /* K-quant x q8_K tiles. A super-block is eight 32-element chunks; chunk j
  * of a row meets the activations' bytes 32j..32j+31. Per row and token the
  * kernel forms the lone dot's integer vector (lane l: bytes 4l..4l+3 of every
@@ -1553,6 +1641,7 @@ void kern_avx2_fill(quant_traits *t) {
     t[DF_TYPE_MXFP4].gemm_packed = mxfp4_p8_gemm;
     t[DF_TYPE_Q4_K].gemm_packed = q4_K_p8_gemm;
     t[DF_TYPE_Q5_K].gemm_packed = q5_K_p8_gemm;
+    t[DF_TYPE_Q6_K].gemm_packed = q6_K_p8_gemm;
     t[DF_TYPE_MXFP4].gemm = mxfp4_tile_gemm;
     t[DF_TYPE_IQ4_NL].gemm = iq4_nl_tile_gemm;
     t[DF_TYPE_Q2_K].gemm = q2_K_tile_gemm;
