@@ -149,8 +149,13 @@ screen_has "CHAT2-EXIT=" > /dev/null
 "$B/mkmodel" -o "$T/slow.gguf" --preset small --type q8_0 --ctx 4096 > /dev/null 2>&1
 keys "HOME=$CH ${DELTAFIN_ISA:+DELTAFIN_ISA=$DELTAFIN_ISA }$D chat -m $T/slow.gguf --chat-template chatml -n 3500 -c 4096 --ignore-eos -t 1; echo CHAT3-EXIT=\$?" Enter
 screen_has "/help for commands" > /dev/null
+sz=$(stat -c %s "$T/raw.$n")
 keys "go on" Enter
-sleep 1
+# Ctrl-C once the answer is being written (a fixed wait met the prompt still being read on a loaded machine)
+for _ in $(seq 1 $((150 * SLOW))); do
+    [ $(($(stat -c %s "$T/raw.$n") - sz)) -gt 400 ] && break
+    sleep 0.1
+done
 keys C-c
 check "Ctrl-C during an answer: it stops, marked [interrupted]" screen_has "[interrupted]"
 check "... with its figures" screen_has "generated,"
