@@ -12,8 +12,8 @@
  * quantizers are slow searches), then times mm_mul through the library's
  * thread pool for one token (generation: weight bytes streamed per second,
  * to compare with bench/membw) and for a 512-token prompt on 1024 rows
- * (GMAC/s; -g: generation only, e.g. under perf). Types with a packed layout in this kernel table (pack.h) are
- * packed first, as the store packs resident matrices (DELTAFIN_PACK=0:
+ * (GMAC/s; -g: generation only, e.g. under perf, the prompt column 0).
+ * Types with a packed layout in this kernel table (pack.h) are packed first, as the store packs resident matrices (DELTAFIN_PACK=0:
  * not; the last column says which ran). With -s the generation pass is a sequence of products of
  * SLICE_MIB each, like a model's layers, so per-call costs show. Each figure is the median of REPS runs. Built against
  * the library's internal headers (src/), like the tests:
@@ -137,7 +137,7 @@ int main(int argc, char **argv) {
             mm_mul_n(pool, &op, 1, n_in, x, (int)n_tok, &sc);
             if (i >= 0) v[i] = now() - t0;
         }
-        qsort(v, (size_t)reps, sizeof(double), cmp);
+        if (!gen_only) qsort(v, (size_t)reps, sizeof(double), cmp);
         const double pp = gen_only ? 0 : v[reps / 2];
         printf("%-6s %12.2f %10.3f %14.1f %7s\n", names[k], (double)rb * (double)n_out / gen / 1e9, gen * 1e3,
                gen_only ? 0.0 : (double)pr * (double)n_in * (double)n_tok / pp / 1e9, packed ? "packed" : "rows");
