@@ -1030,7 +1030,72 @@ INL __m256i k45_p8_pairs(__m128i a, __m128i b, int h) {
 #define LO128(v) _mm256_castsi256_si128(v)
 #define HI128(v) _mm256_extracti128_si256((v), 1)
 
+/* The one-token q4_K tile: k45_p8_tile's integer sums S and M and its float
+ * steps, so its bits, with both halves of a line in one step, so that each
+ * activation broadcast serves all 16 rows and nothing is spilled: per 64-byte
+ * line two loads, six logic ops, four maddubs and four adds (about 820
+ * instructions a group against 1200 in k45_p8_tile's loop of halves). The
+ * activation pair sums of M come from one hadd of the block's bsums. It reads
+ * its one stream front to back and prefetches nothing: on an AMD Zen 3 the
+ * hardware prefetcher alone streams it fastest from DRAM (bench/RESULTS.md
+ * 2026-12-06). q5_K keeps k45_p8_tile's halves for one token too: its two
+ * streams (qh, qs) read faster from DRAM that way. */
+INL void q4_K_p8_one(int64_t nsb, const uint8_t *g, const block_q8_K *x, float *out) {
+    __m256 accS0 = _mm256_setzero_ps(), accS1 = accS0, accM0 = accS0, accM1 = accS0;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const size_t gs = 16 * sizeof(block_q4_K);
+    for (int64_t i = 0; i < nsb; i++, g += gs) {
+        const uint8_t *qs = g + 256, *y = (const uint8_t *)x[i].qs;
+        __m256i sc[4], mn[4], S0 = _mm256_setzero_si256(), S1 = S0;
+        k45_p8_scales(g + 64, sc, mn);
+        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
+            __m256i l0 = _mm256_setzero_si256(), h0 = l0, l1 = l0, h1 = l0;
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+                const __m256i yl = _mm256_set1_epi32((int)load_u32(y + 64 * p + 4 * k));
+                const __m256i yh = _mm256_set1_epi32((int)load_u32(y + 64 * p + 4 * k + 32));
+                const __m256i v0 = LOADU(qs + 64 * (8 * p + k)), v1 = LOADU(qs + 64 * (8 * p + k) + 32);
+                l0 = _mm256_add_epi16(l0, _mm256_maddubs_epi16(_mm256_and_si256(v0, m4), yl));
+                h0 = _mm256_add_epi16(h0, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m4), yh));
+                l1 = _mm256_add_epi16(l1, _mm256_maddubs_epi16(_mm256_and_si256(v1, m4), yl));
+                h1 = _mm256_add_epi16(h1, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m4), yh));
+                /* the sums stay in registers line by line: unpinned, GCC computes all 32
+                 * products of the unrolled loop first and spills them */
+                __asm__("" : "+x"(l0), "+x"(h0), "+x"(l1), "+x"(h1));
+            }
+            /* eight lines' pairs (each at most 3810) times the scales, into S */
+            const __m128i a = _mm256_castsi256_si128(sc[p]), b = _mm256_extracti128_si256(sc[p], 1);
+            S0 = _mm256_add_epi32(S0, _mm256_add_epi32(_mm256_madd_epi16(l0, k45_p8_pairs(a, a, 0)),
+                                                       _mm256_madd_epi16(h0, k45_p8_pairs(b, b, 0))));
+            S1 = _mm256_add_epi32(S1, _mm256_add_epi32(_mm256_madd_epi16(l1, k45_p8_pairs(a, a, 1)),
+                                                       _mm256_madd_epi16(h1, k45_p8_pairs(b, b, 1))));
+        }
+        /* pair p of ys: the activation sums of sub-blocks 2p and 2p + 1 (int16 each) */
+        const __m128i ys = _mm_hadd_epi16(LOADU128(x[i].bsums), LOADU128(x[i].bsums + 8));
+        __m256i M0 = _mm256_setzero_si256(), M1 = M0;
+        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
+            const __m256i yp = _mm256_broadcastd_epi32(_mm_shuffle_epi32(ys, 0x55 * p));
+            const __m128i a = _mm256_castsi256_si128(mn[p]), b = _mm256_extracti128_si256(mn[p], 1);
+            M0 = _mm256_add_epi32(M0, _mm256_madd_epi16(k45_p8_pairs(a, b, 0), yp));
+            M1 = _mm256_add_epi32(M1, _mm256_madd_epi16(k45_p8_pairs(a, b, 1), yp));
+        }
+        const __m256 dx = _mm256_set1_ps(x[i].d), neg = _mm256_set1_ps(-1.0f);
+        const __m256 d0 = _mm256_cvtph_ps(LOADU128(g)), d1 = _mm256_cvtph_ps(LOADU128(g + 16));
+        const __m256 m0 = _mm256_mul_ps(_mm256_cvtph_ps(LOADU128(g + 32)), neg);
+        const __m256 m1 = _mm256_mul_ps(_mm256_cvtph_ps(LOADU128(g + 48)), neg);
+        accS0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S0), _mm256_mul_ps(d0, dx), accS0);
+        accM0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(M0), _mm256_mul_ps(m0, dx), accM0);
+        accS1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S1), _mm256_mul_ps(d1, dx), accS1);
+        accM1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(M1), _mm256_mul_ps(m1, dx), accM1);
+    }
+    _mm256_storeu_ps(out, _mm256_add_ps(accS0, accM0));
+    _mm256_storeu_ps(out + 8, _mm256_add_ps(accS1, accM1));
+}
+
 INL void k45_p8_tile(int64_t nsb, const uint8_t *g, const uint8_t *xp, size_t xs, float *out, const int C, const int q5) {
+    if (C == 1 && !q5) {
+        q4_K_p8_one(nsb, g, (const block_q8_K *)(const void *)xp, out);
+        return;
+    }
     const block_q8_K *x[4];
     __m256 accS[4][2], accM[4][2];
     const __m256i m4 = _mm256_set1_epi8(0x0F), m10 = _mm256_set1_epi8(0x10);
