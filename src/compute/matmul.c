@@ -24,9 +24,10 @@
  *    gemm kernel keeps a tile of weight rows in registers/L1 for up to four
  *    tokens at a time. Chunks are ordered token block first, so a thread's
  *    consecutive chunks share the activation block.
- * The gemm kernels prefetch the next tile's weights themselves (kern_*.c);
- * that, more than any chunking, is what brings generation near the memory
- * bandwidth (bench/RESULTS.md).
+ * The gemm kernels prefetch the next tile's weights themselves where that
+ * pays (kern_*.c; not AVX2's one-token q4_K tile, whose one stream the
+ * hardware prefetcher takes faster); that, more than any chunking, is what
+ * brings generation near the memory bandwidth (bench/RESULTS.md).
  * Weights in pack.h's layout (mm_op.packed) go to the type's gemm_packed,
  * whole groups of 16 rows per chunk, any rows past the last group to the
  * row-major gemm.

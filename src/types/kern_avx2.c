@@ -31,7 +31,8 @@
  *   and q6_K: a group's 16 rows as two vectors of 8 lanes, no reduction
  *   across lanes, the row-major tiles' bits; the walks are kern_x86.h's,
  *   shared with kern_avx512.c. The K-quant tiles unpack a super-block's
- *   scales for all 16 rows at once and run two tokens a tile (four spill).
+ *   scales for all 16 rows at once and run two tokens a tile (four spill);
+ *   q4_K has its own one-token tile (q4_K_p8_one).
  */
 #include "kern_x86.h"
 #include "quant_isa.h"
