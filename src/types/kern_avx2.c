@@ -1070,11 +1070,12 @@ INL void q4_K_p8_one(int64_t nsb, const uint8_t *g, const block_q8_K *x, float *
             S1 = _mm256_add_epi32(S1, _mm256_add_epi32(_mm256_madd_epi16(l1, k45_p8_pairs(a, a, 1)),
                                                        _mm256_madd_epi16(h1, k45_p8_pairs(b, b, 1))));
         }
-        /* pair p of ys: the activation sums of sub-blocks 2p and 2p + 1 (int16 each) */
-        const __m128i ys = _mm_hadd_epi16(LOADU128(x[i].bsums), LOADU128(x[i].bsums + 8));
+        /* ys[p]: the activation sums of sub-blocks 2p and 2p + 1 (int16 each) */
+        int32_t ys[4];
+        _mm_storeu_si128((__m128i *)(void *)ys, _mm_hadd_epi16(LOADU128(x[i].bsums), LOADU128(x[i].bsums + 8)));
         __m256i M0 = _mm256_setzero_si256(), M1 = M0;
         _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
-            const __m256i yp = _mm256_broadcastd_epi32(_mm_shuffle_epi32(ys, 0x55 * p));
+            const __m256i yp = _mm256_set1_epi32(ys[p]);
             const __m128i a = _mm256_castsi256_si128(mn[p]), b = _mm256_extracti128_si256(mn[p], 1);
             M0 = _mm256_add_epi32(M0, _mm256_madd_epi16(k45_p8_pairs(a, b, 0), yp));
             M1 = _mm256_add_epi32(M1, _mm256_madd_epi16(k45_p8_pairs(a, b, 1), yp));
