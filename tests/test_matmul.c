@@ -320,7 +320,7 @@ static void test_packed(void **state) {
             free(pk);
             mats_free(&m);
         }
-    /* AVX-512 and AVX2 pack q8_0, mxfp4, q4_K, q5_K and q6_K; NEON all but q6_K */
+    /* AVX-512, AVX2 and NEON pack q8_0, mxfp4, q4_K, q5_K and q6_K */
     if (quant_isa_available(QUANT_ISA_AVX2) || quant_isa_available(QUANT_ISA_NEON)) assert_true(tested > 0);
 }
 
@@ -663,6 +663,26 @@ static float one_order(int type, int64_t n, const uint8_t *w, const uint8_t *x) 
         }
         return acc + accM;
     }
+    if (type == DF_TYPE_Q6_K) { /* two partial sums a super-block: P0 of the even sub-blocks, P1 of the odd */
+        const block_q8_K *y = (const block_q8_K *)(const void *)x;
+        for (int64_t i = 0; i < n / QK_K; i++) {
+            const block_q6_K *a = (const block_q6_K *)(const void *)(w + (size_t)i * sizeof(block_q6_K));
+            int32_t P[2] = {0, 0};
+            for (int j = 0; j < 16; j++) { /* sub-block j of 16 elements */
+                int32_t dot = 0;
+                for (int l = 16 * j; l < 16 * j + 16; l++) {
+                    const int h = l / 128, e = l % 128, q = (a->ql[64 * h + e % 64] >> (4 * (e / 64))) & 15;
+                    dot += (q | ((a->qh[32 * h + e % 32] >> (2 * (e / 32))) & 3) << 4) * y[i].qs[l];
+                }
+                P[j % 2] += a->scales[j] * dot;            /* the unsigned values' products */
+                P[j / 8] -= 32 * a->scales[j] * y[i].bsums[j]; /* less 32 x the scaled activation sums */
+            }
+            const float dd = df_fp16_to_fp32(a->d) * y[i].d;
+            acc = fmaf((float)P[0], dd, acc);
+            accM = fmaf((float)P[1], dd, accM);
+        }
+        return acc + accM;
+    }
     const block_q8_0 *y = (const block_q8_0 *)(const void *)x;
     for (int64_t b = 0; b < n / 32; b++) {
         int32_t S = 0;
@@ -691,7 +711,8 @@ static float one_order(int type, int64_t n, const uint8_t *w, const uint8_t *x) 
 
 static void test_one_order(void **state) {
     (void)state;
-    static const int types[] = {DF_TYPE_Q8_0, DF_TYPE_Q4_0, DF_TYPE_MXFP4, DF_TYPE_IQ4_NL, DF_TYPE_Q4_K, DF_TYPE_Q5_K};
+    static const int types[] = {DF_TYPE_Q8_0,  DF_TYPE_Q4_0, DF_TYPE_MXFP4, DF_TYPE_IQ4_NL,
+                                DF_TYPE_Q4_K, DF_TYPE_Q5_K, DF_TYPE_Q6_K};
     const int nr = 21, nc = 9;
     int checked = 0;
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)

@@ -24,15 +24,16 @@
  *   groupings give identical results.
  * - K-quant sub-block sums are scaled in int32 vectors (vmlaq_n_s32) and
  *   converted to float once per super-block.
- * - q8_0, q4_0, mxfp4, iq4_nl, q4_K and q5_K accumulate their floats in the
- *   x86 gemms' order (kern_avx2.c, "Matrix products"), so a token's logits
- *   are the same bits on every tier: per row and token, block by block,
- *   acc = fma(float(S), dw * dx, acc) with S the block's exact integer sum;
- *   for q4_K and q5_K accS = fma(S, d * dx, accS) and accM = fma(M, -dmin *
- *   dx, accM) per super-block (M: the mins times the activation sums), and
- *   accS + accM. tests/test_matmul.c checks every table against that order
- *   written with fmaf.
- * - Packed gemms (pack.h's layout) for q8_0, mxfp4, q4_K and q5_K: a
+ * - q8_0, q4_0, mxfp4, iq4_nl, q4_K, q5_K and q6_K accumulate their floats
+ *   in the x86 gemms' order (kern_avx2.c, "Matrix products"), so a token's
+ *   logits are the same bits on every tier: per row and token, block by
+ *   block, acc = fma(float(S), dw * dx, acc) with S the block's exact
+ *   integer sum; for q4_K and q5_K accS = fma(S, d * dx, accS) and accM =
+ *   fma(M, -dmin * dx, accM) per super-block (M: the mins times the
+ *   activation sums), and accS + accM; for q6_K the same with its partial
+ *   sums P0 and P1 (q6_K_dot). tests/test_matmul.c checks every table
+ *   against that order written with fmaf.
+ * - Packed gemms (pack.h's layout) for q8_0, mxfp4, q4_K, q5_K and q6_K: a
  *   group's 16 rows as four vectors of 4 lanes, a line's 4 bytes of a row
  *   meeting the activation's 4 matching bytes (a broadcast) in the row's
  *   lane (rdot: sdot, or smull + sadalp into two vectors whose pairwise sum
@@ -530,6 +531,7 @@ void kern_neon_fill(quant_traits *t) {
     t[DF_TYPE_MXFP4].gemm_packed = dp ? mxfp4_p16_gemm_sdot : mxfp4_p16_gemm_base;
     t[DF_TYPE_Q4_K].gemm_packed = dp ? q4_K_p16_gemm_sdot : q4_K_p16_gemm_base;
     t[DF_TYPE_Q5_K].gemm_packed = dp ? q5_K_p16_gemm_sdot : q5_K_p16_gemm_base;
+    t[DF_TYPE_Q6_K].gemm_packed = dp ? q6_K_p16_gemm_sdot : q6_K_p16_gemm_base;
 }
 
 #else /* KN_PASS: kernel bodies using KN(), KN_TARGET, KN_DOT */
@@ -810,16 +812,19 @@ static KN_TARGET void KN(q5_K_dot)(int64_t n, const void *w, const void *x, floa
     *out = accS + accM; /* the one order (design comment) */
 }
 
+/* q6_K in the x86 order (design comment): per super-block the exact partial
+ * sums P0 (the even sub-blocks' products of the unsigned values, less 32 x
+ * the scaled activation sums of sub-blocks 0..7) and P1 (the odd ones, less
+ * those of 8..15), each into its own float accumulator. */
 static KN_TARGET void KN(q6_K_dot)(int64_t n, const void *w, const void *x, float *out) {
     const block_q6_K *a = w;
     const block_q8_K *b = x;
     const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(3);
-    const int8x16_t s32 = vdupq_n_s8(32);
-    float32x4_t acc = vdupq_n_f32(0);
+    float acc0 = 0, acc1 = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
         const int8_t *sc = a[i].scales;
         const int8_t *y = b[i].qs;
-        int32x4_t isum = vdupq_n_s32(0);
+        int32x4_t P[2] = {vdupq_n_s32(0), vdupq_n_s32(0)}; /* [sub-block parity] */
         for (int h = 0; h < 2; h++) {
             const uint8_t *ql = a[i].ql + 64 * h, *qh = a[i].qh + 32 * h;
             for (int v = 0; v < 2; v++) {
@@ -829,16 +834,21 @@ static KN_TARGET void KN(q6_K_dot)(int64_t n, const void *w, const void *x, floa
                 g[1] = vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m3), 4));
                 g[2] = vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m3), 4));
                 g[3] = vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4));
-                for (int k = 0; k < 4; k++) {
-                    int8x16_t s = vsubq_s8(vreinterpretq_s8_u8(g[k]), s32);
-                    int32x4_t p = KN_DOT(vdupq_n_s32(0), s, vld1q_s8(y + 128 * h + 32 * k + 16 * v));
-                    isum = vmlaq_n_s32(isum, p, sc[8 * h + 2 * k + v]);
+                for (int k = 0; k < 4; k++) { /* sub-block 8h + 2k + v; values 0..63 as signed bytes */
+                    int32x4_t p = KN_DOT(vdupq_n_s32(0), vreinterpretq_s8_u8(g[k]), vld1q_s8(y + 128 * h + 32 * k + 16 * v));
+                    P[v] = vmlaq_n_s32(P[v], p, sc[8 * h + 2 * k + v]);
                 }
             }
         }
-        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(isum), h2f(a[i].d) * b[i].d);
+        const int16x8_t s0 = vmovl_s8(vld1_s8(sc)), s1 = vmovl_s8(vld1_s8(sc + 8));
+        const int16x8_t b0 = vld1q_s16(b[i].bsums), b1 = vld1q_s16(b[i].bsums + 8);
+        const int32_t o0 = vaddvq_s32(vmlal_high_s16(vmull_s16(vget_low_s16(s0), vget_low_s16(b0)), s0, b0));
+        const int32_t o1 = vaddvq_s32(vmlal_high_s16(vmull_s16(vget_low_s16(s1), vget_low_s16(b1)), s1, b1));
+        const float dd = h2f(a[i].d) * b[i].d;
+        acc0 = fmaf((float)(vaddvq_s32(P[0]) - 32 * o0), dd, acc0);
+        acc1 = fmaf((float)(vaddvq_s32(P[1]) - 32 * o1), dd, acc1);
     }
-    *out = vaddvq_f32(acc);
+    *out = acc0 + acc1; /* the one order (design comment) */
 }
 
 static KN_TARGET void KN(iq4_nl_dot)(int64_t n, const void *w, const void *x, float *out) {
@@ -1104,6 +1114,68 @@ KN_INL KN_TARGET void KN(q5_K_p16)(int64_t n, const uint8_t *g, const uint8_t *c
     KN(k45_p16)(n, g, x, out, C, 1);
 }
 
+/* q6_K: per super-block the 16 rows' d (f16), the 16 scales transposed
+ * (vector j: scale j of every row), 32 lines of ql, 16 lines of qh (pack.h).
+ * Line k of half h (ql lines 16h + k and 16h + 8 + k, qh line 8h + k) holds
+ * elements 128h + 32m + 4k.. for m = 0..3: sub-block 8h + 2m + k / 4. Rows
+ * four at a time (v): per row and token q6_K_dot's exact P0 (even
+ * sub-blocks) and P1 (odd), the values unsigned, less 32 x the scaled
+ * activation sums of sub-blocks 0..7 and 8..15, then the one order. */
+KN_INL KN_TARGET void KN(q6_K_p16)(int64_t n, const uint8_t *g, const uint8_t *const *xr, float *out, const int C) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(3);
+    const block_q8_K *x[2];
+    float32x4_t acc0[2][4], acc1[2][4];
+    for (int c = 0; c < C; c++) {
+        x[c] = (const block_q8_K *)(const void *)xr[c];
+        for (int v = 0; v < 4; v++) acc0[c][v] = acc1[c][v] = vdupq_n_f32(0);
+    }
+    for (int64_t i = 0; i < n / QK_K; i++, g += 16 * sizeof(block_q6_K)) {
+        const uint8_t *sc = g + 32, *ql = g + 288, *qh = g + 288 + 2048;
+        for (int v = 0; v < 4; v++) {
+            int32x4_t s[16], P[2][2]; /* s[j]: scale j of rows 4v..4v+3; P[c][parity] */
+            for (int j = 0; j < 16; j++) {
+                const int16x8_t w = vmovl_s8(vld1_s8((const int8_t *)sc + 16 * j + 8 * (v / 2)));
+                s[j] = v % 2 ? vmovl_high_s16(w) : vmovl_s16(vget_low_s16(w));
+            }
+            for (int c = 0; c < C; c++) {
+                P[c][0] = P[c][1] = vdupq_n_s32(0);
+                for (int j = 0; j < 16; j++) P[c][j / 8] = vmlaq_n_s32(P[c][j / 8], s[j], -32 * x[c][i].bsums[j]);
+            }
+            for (int h = 0; h < 2; h++)
+                for (int kk = 0; kk < 2; kk++) { /* k = 4kk..4kk+3: sub-blocks 8h + 2m + kk */
+                    kn_racc dot[4][2];
+                    for (int m = 0; m < 4; m++)
+                        for (int c = 0; c < C; c++) dot[m][c] = rzero();
+                    for (int k = 4 * kk; k < 4 * kk + 4; k++) {
+                        const uint8x16_t a = vld1q_u8(ql + 64 * (16 * h + k) + 16 * v);
+                        const uint8x16_t b = vld1q_u8(ql + 64 * (16 * h + 8 + k) + 16 * v);
+                        const uint8x16_t hb = vld1q_u8(qh + 64 * (8 * h + k) + 16 * v);
+                        const uint8x16_t q[4] = {
+                            vorrq_u8(vandq_u8(a, m4), vshlq_n_u8(vandq_u8(hb, m3), 4)),
+                            vorrq_u8(vandq_u8(b, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m3), 4)),
+                            vorrq_u8(vshrq_n_u8(a, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m3), 4)),
+                            vorrq_u8(vshrq_n_u8(b, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4))};
+                        for (int m = 0; m < 4; m++)
+                            for (int c = 0; c < C; c++)
+                                dot[m][c] = KN_RDOT(dot[m][c], vreinterpretq_s8_u8(q[m]),
+                                                    bcast4(x[c][i].qs + 128 * h + 32 * m + 4 * k));
+                    }
+                    for (int m = 0; m < 4; m++)
+                        for (int c = 0; c < C; c++)
+                            P[c][kk] = vmlaq_s32(P[c][kk], KN_RFIN(dot[m][c]), s[8 * h + 2 * m + kk]);
+                }
+            const float32x4_t d = h4((const uint16_t *)(const void *)g + 4 * v);
+            for (int c = 0; c < C; c++) {
+                const float32x4_t dd = vmulq_f32(d, vdupq_n_f32(x[c][i].d));
+                acc0[c][v] = vfmaq_f32(acc0[c][v], vcvtq_f32_s32(P[c][0]), dd);
+                acc1[c][v] = vfmaq_f32(acc1[c][v], vcvtq_f32_s32(P[c][1]), dd);
+            }
+        }
+    }
+    for (int c = 0; c < C; c++)
+        for (int v = 0; v < 4; v++) vst1q_f32(out + 16 * c + 4 * v, vaddq_f32(acc0[c][v], acc1[c][v]));
+}
+
 /* NAME_1, NAME_2 (1 and 2 tokens) and NAME_gemm, the table's gemm_packed. */
 #define KN_P16_GEMM(NAME)                                                                                          \
     static KN_TARGET void KN(NAME##_1)(int64_t n, const uint8_t *g, const uint8_t *const *x, float *o) {             \
@@ -1120,6 +1192,7 @@ KN_P16_GEMM(q8_0_p16)
 KN_P16_GEMM(mxfp4_p16)
 KN_P16_GEMM(q4_K_p16)
 KN_P16_GEMM(q5_K_p16)
+KN_P16_GEMM(q6_K_p16)
 #undef KN_P16_GEMM
 
 #endif /* KN_PASS */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # pack.sh - packed weights (src/types/pack.h) end to end (tests/cli/pack.sh BUILD_DIR).
 # The store packs resident q8_0, MXFP4, q4_K, q5_K and q6_K matrices at load where the
-# kernel table has packed gemms (AVX-512 and AVX2: all five; NEON: all but q6_K). Packing must change no result: for
+# kernel table has packed gemms (AVX-512, AVX2 and NEON: all five). Packing must change no result: for
 # models of every shape the packer meets - dense q8_0, MoE q4_K (expert
 # slices packed one by one), gpt-oss (MXFP4 experts beside q8_0), DeepSeek
 # (MLA's per-head matrices, which are read by rows: the store hands them
