@@ -23,8 +23,8 @@
  *      than cores, interleaved with static tp_run jobs;
  *  (6) the packed layouts (pack.h): round trip, and packed gemms give the
  *      row-major gemms' bits, alone and through mm_mul_n;
- *  (7) the one accumulation order: q8_0, q4_0, mxfp4, iq4_nl, q4_K and q5_K
- *      give, on every table but the scalar one, the bits of that order
+ *  (7) the one accumulation order: q8_0, q4_0, mxfp4, iq4_nl, q4_K, q5_K and
+ *      q6_K give, on every table but the scalar one, the bits of that order
  *      written here with fmaf, so x86 and NEON machines agree bit for bit;
  *  (8) the delta rule's AVX2 and portable blocks (deltanet.c) give the same
  *      bits, and match a double-precision recurrence.
@@ -632,7 +632,7 @@ static void test_sparse_attention_reads_selected(void **state) {
  * the block's exact integer sum; q4_K and q5_K: accS = fmaf(S, d * dx, accS)
  * and accM = fmaf(M, -dmin * dx, accM) per super-block (S = sum_j sc_j *
  * dot_j, M = sum_j m_j * the activation sum of sub-block j), then accS +
- * accM. */
+ * accM; q6_K the same with its two partial sums (kern_avx2.c's q6_K tiles). */
 static float one_order(int type, int64_t n, const uint8_t *w, const uint8_t *x) {
     float acc = 0, accM = 0;
     if (type == DF_TYPE_Q4_K || type == DF_TYPE_Q5_K) {

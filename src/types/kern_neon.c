@@ -4,9 +4,10 @@
  *
  * DESIGN
  * - NEON multiplies signed bytes by signed bytes, so weight values are
- *   formed as their true signed value (q4_0: nibble - 8, q6_K: q - 32, ...)
- *   and dotted directly with the int8 activations; no offset correction is
- *   needed. mxfp4 values come from ggml's table by vqtbl1q, q1_0's +-1 from
+ *   formed as their true signed value (q4_0: nibble - 8, ...) and dotted
+ *   directly with the int8 activations; no offset correction is needed
+ *   (but for q6_K, whose unsigned values' products and offset products are
+ *   x86's partial sums: q6_K_dot). mxfp4 values come from ggml's table by vqtbl1q, q1_0's +-1 from
  *   its sign bits, q2_0's code - 1 from zipped bit pairs, iq4_nl/iq4_xs
  *   values from ggml's kvalues_iq4nl by vqtbl1q, tq1_0's trits by byte
  *   compares after wrapping multiplies by 3, tq2_0's from bit pairs; the
