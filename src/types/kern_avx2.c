@@ -1093,6 +1093,67 @@ INL void q4_K_p8_one(int64_t nsb, const uint8_t *g, const block_q8_K *x, float *
     _mm256_storeu_ps(out + 8, _mm256_add_ps(accS1, accM1));
 }
 
+/* Half h (rows 8h..8h+7) of k45_p8_tile's super-block i: S and M, then the float steps. */
+INL void k45_p8_half(int64_t i, const uint8_t *g, const block_q8_K *const *x, const __m256i *sc, const __m256i *mn,
+                     const int h, __m256 accS[][2], __m256 accM[][2], const int C, const int q5) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m10 = _mm256_set1_epi8(0x10);
+    const size_t gs = 16 * (q5 ? sizeof(block_q5_K) : sizeof(block_q4_K));
+    const int flush = q5 ? 4 : 8; /* lines whose int16 pairs add up before a madd */
+    const uint8_t *qh = g + 256, *qs = g + (q5 ? 256 + 512 : 256);
+    __m256i S[4], M[4];
+    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) S[c] = M[c] = _mm256_setzero_si256();
+    _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
+        const __m256i m = k45_p8_pairs(LO128(mn[p]), HI128(mn[p]), h);
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+            const int16_t *bs = x[c][i].bsums + 4 * p; /* sub-blocks 2p and 2p + 1: 16 elements a sum */
+            const uint32_t y2 = (uint16_t)(bs[0] + bs[1]) | (uint32_t)(uint16_t)(bs[2] + bs[3]) << 16;
+            M[c] = _mm256_add_epi32(M[c], _mm256_madd_epi16(m, _mm256_set1_epi32((int)y2)));
+        }
+    }
+    _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
+        const __m256i s0 = k45_p8_pairs(LO128(sc[p]), LO128(sc[p]), h);
+        const __m256i s1 = k45_p8_pairs(HI128(sc[p]), HI128(sc[p]), h);
+        __m256i lo16[4], hi16[4];
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) lo16[c] = hi16[c] = _mm256_setzero_si256();
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+            /* the next group, two lines a step of the first half: spread, so that the
+             * fill buffers are never all taken at once */
+            const size_t pf = 128 * (size_t)(8 * p + k);
+            if (h == 0 && pf < gs) {
+                _mm_prefetch((const char *)(g + gs + pf), _MM_HINT_T0);
+                _mm_prefetch((const char *)(g + gs + pf + 64), _MM_HINT_T0);
+            }
+            const __m256i v = LOADU(qs + 64 * (8 * p + k) + 32 * h);
+            __m256i l = _mm256_and_si256(v, m4), u = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            if (q5) { /* bit 2p of the qh line to bit 4 of l, bit 2p + 1 to bit 4 of u */
+                const __m256i hb = LOADU(qh + 64 * k + 32 * h);
+                const __m256i b0 = 2 * p <= 4 ? _mm256_slli_epi16(hb, 4 - 2 * p) : _mm256_srli_epi16(hb, 2 * p - 4);
+                const __m256i b1 = 2 * p + 1 <= 4 ? _mm256_slli_epi16(hb, 3 - 2 * p) : _mm256_srli_epi16(hb, 2 * p - 3);
+                l = _mm256_or_si256(l, _mm256_and_si256(b0, m10));
+                u = _mm256_or_si256(u, _mm256_and_si256(b1, m10));
+            }
+            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+                const uint8_t *y = (const uint8_t *)x[c][i].qs + 64 * p + 4 * k;
+                lo16[c] = _mm256_add_epi16(lo16[c], _mm256_maddubs_epi16(l, _mm256_set1_epi32((int)load_u32(y))));
+                hi16[c] = _mm256_add_epi16(hi16[c], _mm256_maddubs_epi16(u, _mm256_set1_epi32((int)load_u32(y + 32))));
+                if (C > 1) __asm__("" : "+x"(lo16[c]), "+x"(hi16[c])); /* as in q4_K_p8_one */
+                if ((k + 1) % flush == 0) { /* the scales times the pairs, into S */
+                    S[c] = _mm256_add_epi32(S[c], _mm256_add_epi32(_mm256_madd_epi16(lo16[c], s0),
+                                                                   _mm256_madd_epi16(hi16[c], s1)));
+                    lo16[c] = hi16[c] = _mm256_setzero_si256();
+                }
+            }
+        }
+    }
+    const __m256 d = _mm256_cvtph_ps(LOADU128(g + 16 * h));
+    const __m256 dm = _mm256_mul_ps(_mm256_cvtph_ps(LOADU128(g + 32 + 16 * h)), _mm256_set1_ps(-1.0f));
+    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+        const __m256 dx = _mm256_set1_ps(x[c][i].d);
+        accS[c][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[c]), _mm256_mul_ps(d, dx), accS[c][h]);
+        accM[c][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(M[c]), _mm256_mul_ps(dm, dx), accM[c][h]);
+    }
+}
+
 INL void k45_p8_tile(int64_t nsb, const uint8_t *g, const uint8_t *xp, size_t xs, float *out, const int C, const int q5) {
     if (C == 1 && !q5) {
         q4_K_p8_one(nsb, g, (const block_q8_K *)(const void *)xp, out);
@@ -1100,69 +1161,29 @@ INL void k45_p8_tile(int64_t nsb, const uint8_t *g, const uint8_t *xp, size_t xs
     }
     const block_q8_K *x[4];
     __m256 accS[4][2], accM[4][2];
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m10 = _mm256_set1_epi8(0x10);
     _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
         x[c] = (const block_q8_K *)(const void *)(xp + (size_t)c * xs);
         accS[c][0] = accS[c][1] = accM[c][0] = accM[c][1] = _mm256_setzero_ps();
     }
     const size_t gs = 16 * (q5 ? sizeof(block_q5_K) : sizeof(block_q4_K));
-    const int flush = q5 ? 4 : 8; /* lines whose int16 pairs add up before a madd */
     for (int64_t i = 0; i < nsb; i++, g += gs) {
-        const uint8_t *qh = g + 256, *qs = g + (q5 ? 256 + 512 : 256);
         __m256i sc[4], mn[4];
         k45_p8_scales(g + 64, sc, mn);
-        for (int h = 0; h < 2; h++) {
-            __m256i S[4], M[4];
-            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) S[c] = M[c] = _mm256_setzero_si256();
-            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
-                const __m256i m = k45_p8_pairs(LO128(mn[p]), HI128(mn[p]), h);
-                _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
-                    const int16_t *bs = x[c][i].bsums + 4 * p; /* sub-blocks 2p and 2p + 1: 16 elements a sum */
-                    const uint32_t y2 = (uint16_t)(bs[0] + bs[1]) | (uint32_t)(uint16_t)(bs[2] + bs[3]) << 16;
-                    M[c] = _mm256_add_epi32(M[c], _mm256_madd_epi16(m, _mm256_set1_epi32((int)y2)));
-                }
-            }
-            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
-                const __m256i s0 = k45_p8_pairs(LO128(sc[p]), LO128(sc[p]), h);
-                const __m256i s1 = k45_p8_pairs(HI128(sc[p]), HI128(sc[p]), h);
-                __m256i lo16[4], hi16[4];
-                _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) lo16[c] = hi16[c] = _mm256_setzero_si256();
-                _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
-                    /* the next group, two lines a step of the first half: spread, so that the
-                     * fill buffers are never all taken at once */
-                    const size_t pf = 128 * (size_t)(8 * p + k);
-                    if (h == 0 && pf < gs) {
-                        _mm_prefetch((const char *)(g + gs + pf), _MM_HINT_T0);
-                        _mm_prefetch((const char *)(g + gs + pf + 64), _MM_HINT_T0);
-                    }
-                    const __m256i v = LOADU(qs + 64 * (8 * p + k) + 32 * h);
-                    __m256i l = _mm256_and_si256(v, m4), u = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                    if (q5) { /* bit 2p of the qh line to bit 4 of l, bit 2p + 1 to bit 4 of u */
-                        const __m256i hb = LOADU(qh + 64 * k + 32 * h);
-                        const __m256i b0 = 2 * p <= 4 ? _mm256_slli_epi16(hb, 4 - 2 * p) : _mm256_srli_epi16(hb, 2 * p - 4);
-                        const __m256i b1 = 2 * p + 1 <= 4 ? _mm256_slli_epi16(hb, 3 - 2 * p) : _mm256_srli_epi16(hb, 2 * p - 3);
-                        l = _mm256_or_si256(l, _mm256_and_si256(b0, m10));
-                        u = _mm256_or_si256(u, _mm256_and_si256(b1, m10));
-                    }
-                    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
-                        const uint8_t *y = (const uint8_t *)x[c][i].qs + 64 * p + 4 * k;
-                        lo16[c] = _mm256_add_epi16(lo16[c], _mm256_maddubs_epi16(l, _mm256_set1_epi32((int)load_u32(y))));
-                        hi16[c] = _mm256_add_epi16(hi16[c], _mm256_maddubs_epi16(u, _mm256_set1_epi32((int)load_u32(y + 32))));
-                        if ((k + 1) % flush == 0) { /* the scales times the pairs, into S */
-                            S[c] = _mm256_add_epi32(S[c], _mm256_add_epi32(_mm256_madd_epi16(lo16[c], s0),
-                                                                           _mm256_madd_epi16(hi16[c], s1)));
-                            lo16[c] = hi16[c] = _mm256_setzero_si256();
-                        }
-                    }
-                }
-            }
-            const __m256 d = _mm256_cvtph_ps(LOADU128(g + 16 * h));
-            const __m256 dm = _mm256_mul_ps(_mm256_cvtph_ps(LOADU128(g + 32 + 16 * h)), _mm256_set1_ps(-1.0f));
+        if (C == 1) { /* q5_K: a loop of halves reads fastest from DRAM (q4_K_p8_one's comment) */
+            for (int h = 0; h < 2; h++) k45_p8_half(i, g, x, sc, mn, h, accS, accM, C, q5);
+            continue;
+        }
+        /* Two tokens: both halves in line, each with the activation pointers made opaque
+         * to GCC, which would otherwise keep the first half's broadcasts for the second
+         * and spill them (with the int16 sums pinned, as in q4_K_p8_one: q4_K prompts
+         * +40-90%, q5_K +25% in bench/kernels, bench/RESULTS.md 2026-12-06) */
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+            const block_q8_K *xh[4];
             _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
-                const __m256 dx = _mm256_set1_ps(x[c][i].d);
-                accS[c][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[c]), _mm256_mul_ps(d, dx), accS[c][h]);
-                accM[c][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(M[c]), _mm256_mul_ps(dm, dx), accM[c][h]);
+                xh[c] = x[c];
+                __asm__("" : "+r"(xh[c]));
             }
+            k45_p8_half(i, g, xh, sc, mn, h, accS, accM, C, q5);
         }
     }
     _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
