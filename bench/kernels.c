@@ -13,10 +13,12 @@
  * thread pool for one token (generation: weight bytes streamed per second,
  * to compare with bench/membw) and for a 512-token prompt on 1024 rows
  * (GMAC/s; -g: generation only, e.g. under perf, the prompt column 0).
- * Types with a packed layout in this kernel table (pack.h) are packed first, as the store packs resident matrices (DELTAFIN_PACK=0:
- * not; the last column says which ran). With -s the generation pass is a sequence of products of
- * SLICE_MIB each, like a model's layers, so per-call costs show. Each figure is the median of REPS runs. Built against
- * the library's internal headers (src/), like the tests:
+ * Types with a packed layout in this kernel table (pack.h) are packed
+ * first, as the store packs resident matrices (DELTAFIN_PACK=0: not; the
+ * last column says which ran). With -s the generation pass is a sequence of
+ * products of SLICE_MIB each, like a model's layers, so per-call costs show.
+ * Each figure is the median of REPS runs. Built against the library's
+ * internal headers (src/), like the tests:
  *   cc -O2 -Iinclude $(printf -- '-I%s ' src/[a-z]*) bench/kernels.c build/libdeltafin-internal.a \
  *      -lpcre2-8 -lutf8proc -luring -lm -pthread -o build/kernels
  */

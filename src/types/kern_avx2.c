@@ -1175,8 +1175,8 @@ INL void k45_p8_tile(int64_t nsb, const uint8_t *g, const uint8_t *xp, size_t xs
         }
         /* Two tokens: both halves in line, each with the activation pointers made opaque
          * to GCC, which would otherwise keep the first half's broadcasts for the second
-         * and spill them (with the int16 sums pinned, as in q4_K_p8_one: q4_K prompts
-         * +40-90%, q5_K +25% in bench/kernels, bench/RESULTS.md 2026-12-06) */
+         * and spill them (with the int16 sums pinned, as in q4_K_p8_one: bench/kernels'
+         * prompts q4_K +35%, q5_K +17%, bench/RESULTS.md 2026-12-06) */
         _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
             const block_q8_K *xh[4];
             _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
