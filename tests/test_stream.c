@@ -532,9 +532,13 @@ static void test_lookahead_recall(void **state) {
     df_model_io_stats(m, &io);
     assert_true(io.misses > 0);
     assert_int_equal(io.lookahead_wanted, 0); /* a chunk of 8 rows is not generation */
+    const uint64_t looked = io.hits + io.misses;
     for (int i = 8; i < 120; i++)
         if (df_decode(s, &toks[i], 1, NULL, 0, err, sizeof err) != 0) fail_msg("step %d: %s", i, err);
     df_model_io_stats(m, &io);
+    /* only the routers' choices are looked up: a guess is neither a hit nor a miss (nor a use: the counts that
+     * choose victims and fill the hot file are the routers' alone) */
+    assert_int_equal(io.hits + io.misses - looked, (uint64_t)112 * p.n_moe_layers * p.n_expert_used);
     printf("  lookahead: %llu of %llu experts needed from disk guessed ahead\n", (unsigned long long)io.lookahead_got,
            (unsigned long long)io.lookahead_wanted);
     assert_true(io.lookahead_wanted >= 64); /* enough to be recorded */

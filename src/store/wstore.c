@@ -375,7 +375,7 @@ static int owned(const wstore *ws, int key) { return !ws->cfg.own || ws->cfg.own
 void ws_request_experts(wstore *ws, int layer, const int32_t *ids, int n, int demand) {
     if (ws->cfg.mode != WS_STREAM || !ws->es || layer < 0 || layer >= ws->n_layer || !ws->exps[layer][0]) return;
     pthread_mutex_lock(&ws->mu);
-    if (demand) {
+    if (demand == WS_DEMAND) {
         /* account hits and misses, then protect everything named before choosing victims.
          * An expert named by several tokens of a batch is read once: it counts once as a
          * hit or a miss (and every use counts towards its frequency). */
