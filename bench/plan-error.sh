@@ -3,7 +3,7 @@
 # models of bench/stream.sh: every shape, uniform and skewed routing, budgets of 1/10 and 1/20 of the file.
 #
 #   bench/plan-error.sh [-g GB] [-n TOKENS] [-t THREADS] [-a "deepseek kimi-k3 deepseek4"] [-s SKEW] [-d "10 20"]
-#                       [-r MIBPS]
+#                       [-r MIBPS] [-H]
 #
 # For each model (bench/stream-model.sh: GB gigabytes, uniform routing and SKEW-skewed routers) and each
 # budget (the file's size / DIV):
@@ -20,16 +20,20 @@
 # whose speed moves between the plan and the run (this machine's virtual disk: 1.0-4.0 GB/s within an hour)
 # cannot tell the model's error from the disk's drift; capped below its slowest, the disk is one speed, and
 # the table measures the model. Without -r, the disk as it is (what a user meets).
+# -H plans and runs from a hot file, as a user's second run does: a first run (in the same cgroup) learns it,
+# then every plan and the run read it (--hot FILE): the hit rate predicted from its popularity, the
+# lookahead's recall its measured one, the run's cache filled from it at load. Without -H, no hot file
+# (--hot none): a cold start, with the typical recall.
 # Prints one line per (model, budget) and appends the table to bench/RESULTS.md (PLAN_ERROR_LOG=FILE also
 # appends each pair's name and the JSON of the plan, the run and the second plan, tab-separated). Needs root (cgroups,
 # drop_caches); run on a quiet machine (no build or test beside it).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-GB=4; N=16; T=2; SHAPES="deepseek kimi-k3 deepseek4"; SKEW=0.6; DIVS="10 20"; RATE=""
-while getopts "g:n:t:a:s:d:r:" o; do
+GB=4; N=16; T=2; SHAPES="deepseek kimi-k3 deepseek4"; SKEW=0.6; DIVS="10 20"; RATE=""; WARM=""
+while getopts "g:n:t:a:s:d:r:H" o; do
     case $o in g) GB=$OPTARG ;; n) N=$OPTARG ;; t) T=$OPTARG ;; a) SHAPES=$OPTARG ;; s) SKEW=$OPTARG ;;
-        d) DIVS=$OPTARG ;; r) RATE=$OPTARG ;; *) exit 2 ;; esac
+        d) DIVS=$OPTARG ;; r) RATE=$OPTARG ;; H) WARM=1 ;; *) exit 2 ;; esac
 done
 BUILD=${BUILD:-build}
 make -s BUILD="$BUILD" "$BUILD/deltafin" >/dev/null
@@ -37,30 +41,39 @@ D=./"$BUILD"/deltafin
 . bench/cgroup.sh
 cgroup_make planerr
 CTX=$((16 + N + 1))
+mkdir -p bench/results/models # where bench/stream-model.sh writes them
+[ -z "$RATE" ] || disk_limit bench/results/models "$RATE"
+HOTDIR=$(mktemp -d)
+trap 'cgroup_remove; rm -rf "$HOTDIR"' EXIT
 
 rows=""
 for shape in $SHAPES; do
     for skew in - "$SKEW"; do
         M=$(BUILD="$BUILD" ./bench/stream-model.sh "$GB" "$shape" "$skew")
         SIZE=$(stat -c %s "$M")
-        [ -z "$RATE" ] || [ -n "$BG" ] || disk_limit "$M" "$RATE"
         for div in $DIVS; do
             BUDGET=$((SIZE / div))
             echo $((BUDGET + 256 * 1024 * 1024)) > "$CG/memory.limit_in_bytes"
+            HOT=none
+            if [ -n "$WARM" ]; then
+                HOT=$HOTDIR/$(basename "$M" .gguf)-$div.hot
+                drop
+                in_cgroup $D bench -m "$M" --mem "$BUDGET" -t "$T" -p 16 -n "$N" -r 1 --json --hot "$HOT" >/dev/null
+            fi
             drop
-            plan=$(in_disk $D plan -m "$M" --mem "$BUDGET" -c "$CTX" -t "$T" --json --hot none)
+            plan=$(in_disk $D plan -m "$M" --mem "$BUDGET" -c "$CTX" -t "$T" --json --hot "$HOT")
             drop
-            run=$(in_cgroup $D bench -m "$M" --mem "$BUDGET" -t "$T" -p 16 -n "$N" -r 1 --json --hot none)
+            run=$(in_cgroup $D bench -m "$M" --mem "$BUDGET" -t "$T" -p 16 -n "$N" -r 1 --json --hot "$HOT")
             tps=$(j "$run" tg_tps); bpt=$(j "$run" tg_disk_bytes_per_token); rate=$(j "$run" tg_disk_bytes_per_s)
             wait=$(j "$run" tg_io_wait_fraction); hit=$(j "$run" tg_hit_rate); rec=$(j "$run" tg_lookahead_recall)
             pred=$(j "$plan" predicted_tokens_per_s); lo=$(j "$plan" predicted_tokens_per_s_low)
             hi=$(j "$plan" predicted_tokens_per_s_high); memr=$(j "$plan" memory_bytes_per_s)
             pbpt=$(j "$plan" disk_bytes_per_token); phit=$(j "$plan" expected_hit_rate); prec=$(j "$plan" lookahead_recall)
             drop
-            plan2=$(in_disk $D plan -m "$M" --mem "$BUDGET" -c "$CTX" -t "$T" --json --hot none)
+            plan2=$(in_disk $D plan -m "$M" --mem "$BUDGET" -c "$CTX" -t "$T" --json --hot "$HOT")
             achieved=$(awk -v a="$(j "$plan" disk_bytes_per_s)" -v b="$(j "$plan2" disk_bytes_per_s)" \
                 'BEGIN { printf "%.0f", (a + b) / 2 }')
-            model=$($D plan -m "$M" --mem "$BUDGET" -c "$CTX" -t "$T" --json --hot none \
+            model=$($D plan -m "$M" --mem "$BUDGET" -c "$CTX" -t "$T" --json --hot "$HOT" \
                 --disk-gbps "$(awk -v a="$achieved" 'BEGIN { printf "%.4f", a / 1e9 }')" \
                 --mem-gbps "$(awk -v a="$memr" 'BEGIN { printf "%.4f", a / 1e9 }')")
             mpred=$(j "$model" predicted_tokens_per_s)
@@ -80,4 +93,4 @@ head='| model, budget | plan t/s | over the probe'"'"'s spread | measured t/s | 
 | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |'
 report="$head"$'\n'"${rows%$'\n'}"
 . bench/results.sh
-results_add "the plan's error (bench/plan-error.sh -g $GB -n $N -t $T -a \"$SHAPES\" -s $SKEW -d \"$DIVS\"${RATE:+ -r $RATE})" "$T" "$report"
+results_add "the plan's error (bench/plan-error.sh -g $GB -n $N -t $T -a \"$SHAPES\" -s $SKEW -d \"$DIVS\"${RATE:+ -r $RATE}${WARM:+ -H})" "$T" "$report"
