@@ -325,9 +325,13 @@ enum { PICK_GUESS, PICK_PLAN, PICK_NOW };
  * slot (invariant 1). PICK_GUESS: only slots not touched this step whose
  * expert's count is at most e's count + 1 (admission); PICK_PLAN (a layer's
  * demand list): also not the layer's own slots touched this step; PICK_NOW
- * (an expert needed this instant): anything else, preferring slots not
- * touched this step. Among candidates the lowest count goes, and among equal
- * counts the least recently used. */
+ * (an expert needed this instant): anything else, preferring slots the layer
+ * has not touched this step. Among candidates the lowest count goes, and
+ * among equal counts the least recently used. What earlier layers touched
+ * this step is done with until the next step and is judged by its count
+ * like the rest: kept ahead of it, the experts later layers are about to use
+ * went first, and the cache hit like LRU whenever a step names more experts
+ * than it holds (tests/cli/cachesim.sh). */
 static int pick_victim(wstore *ws, int layer, int e, int mode) {
     int best = -1;
     double bs = 0;
@@ -340,7 +344,7 @@ static int pick_victim(wstore *ws, int layer, int e, int mode) {
         if (now_used && (mode == PICK_GUESS || (mode == PICK_PLAN && s->layer == layer))) continue;
         double sc = freq_now(ws, s->layer * ws->n_expert + s->expert);
         if (mode == PICK_GUESS && sc > limit) continue;
-        sc += now_used ? 1e9 : 0;
+        sc += now_used && s->layer == layer ? 1e9 : 0;
         if (best < 0 || sc < bs || (sc == bs && s->used_seq < ws->es[best].used_seq)) {
             best = i;
             bs = sc;
