@@ -20,10 +20,10 @@
 # whose speed moves between the plan and the run (this machine's virtual disk: 1.0-4.0 GB/s within an hour)
 # cannot tell the model's error from the disk's drift; capped below its slowest, the disk is one speed, and
 # the table measures the model. Without -r, the disk as it is (what a user meets).
-# -H plans and runs from a hot file, as a user's second run does: a first run (in the same cgroup) learns it,
-# then every plan and the run read it (--hot FILE): the hit rate predicted from its popularity, the
-# lookahead's recall its measured one, the run's cache filled from it at load. Without -H, no hot file
-# (--hot none): a cold start, with the typical recall.
+# -H plans and runs from a hot file, as a user's second run does: a first run on other tokens (--seed 7, in
+# the same cgroup) learns it, then every plan and the run read it (--hot FILE): the hit rate predicted from
+# its popularity, the lookahead's recall its measured one, the run's cache filled from it at load. Without
+# -H, no hot file (--hot none): a cold start, with the typical recall.
 # Prints one line per (model, budget) and appends the table to bench/RESULTS.md (PLAN_ERROR_LOG=FILE also
 # appends each pair's name and the JSON of the plan, the run and the second plan, tab-separated). Needs root (cgroups,
 # drop_caches); run on a quiet machine (no build or test beside it).
@@ -58,7 +58,7 @@ for shape in $SHAPES; do
             if [ -n "$WARM" ]; then
                 HOT=$HOTDIR/$(basename "$M" .gguf)-$div.hot
                 drop
-                in_cgroup $D bench -m "$M" --mem "$BUDGET" -t "$T" -p 16 -n "$N" -r 1 --json --hot "$HOT" >/dev/null
+                in_cgroup $D bench -m "$M" --mem "$BUDGET" -t "$T" -p 16 -n "$N" -r 1 --json --hot "$HOT" --seed 7 >/dev/null
             fi
             drop
             plan=$(in_disk $D plan -m "$M" --mem "$BUDGET" -c "$CTX" -t "$T" --json --hot "$HOT")
