@@ -26,6 +26,7 @@ disk_limit() {
     dev=$(stat -c '%Hd:%Ld' "$1")
     # blk-throttle rules name a whole disk: a partition's parent holds the queue
     part=/sys/dev/block/$dev
+    [ -e "$part" ] || { echo "disk_limit: $1 is not on a block device ($dev: tmpfs, overlay?)" >&2; exit 1; }
     [ ! -e "$part/partition" ] || dev=$(cat "$part/../dev")
     [ -d /sys/fs/cgroup/blkio ] || { echo "disk_limit: no cgroup v1 blkio controller" >&2; exit 1; }
     BG=/sys/fs/cgroup/blkio/deltafin-$$
