@@ -22,8 +22,16 @@
  *            experts, decayed by 0.97 per step, forgotten on eviction;
  *   freq     Deltafin's policy now (wstore.c): every expert's use count is
  *            kept whether resident or not, decayed by D per step (default
- *            wstore's WS_FREQ_DECAY); the victim is the resident expert with
- *            the lowest count (ties: least recently used).
+ *            wstore's WS_FREQ_DECAY); the victim is the resident expert the
+ *            count says is wanted furthest ahead (wstore.h's ws_next_use,
+ *            with D's rate when D is given; ties: least recently used);
+ *   static_held  the best static set for a cache that, like these and
+ *            Deltafin's, must hold every expert it computes: m members
+ *            (the m most used, each loaded at its first use and kept) and
+ *            slots - m slots for the rest, least recently used first, m
+ *            chosen in hindsight. With fewer slots than a step names, the
+ *            rest need room that static's members cannot give up, so this,
+ *            not static, is what an online policy can be held to there;
  * A request is one layer of one forward pass (ws_tick's step: a generated
  * token, or a whole prompt batch): the distinct experts its tokens chose are
  * needed together, so none may be evicted to make room for another (as in
@@ -174,10 +182,10 @@ static void load_trace(const char *path, trace *t, double tie_eps) {
 
 /* ---- one simulated cache ---- */
 
-enum { P_LRU, P_BELADY, P_LFU, P_FREQ };
+enum { P_LRU, P_BELADY, P_LFU, P_FREQ, P_STATIC_HELD };
 
 typedef struct {
-    int policy, slots, n_used;
+    int policy, slots, n_used, n_layer, n_expert;
     int32_t *slot_key;     /* (slots) key or -1 */
     int32_t *where;        /* (n_keys) slot or -1 */
     int64_t *last_use;     /* (slots) group of the last use (LRU, ties) */
@@ -188,6 +196,8 @@ typedef struct {
     int64_t *freq_step;    /* (n_keys) */
     int64_t *in_group;     /* (n_keys) group + 1 that names the key (protected from eviction) */
     double decay;
+    int cur_layer;         /* the layer of the request at work */
+    const uint8_t *member; /* (n_keys) STATIC_HELD: 1 for the kept set */
     int64_t hits, misses;
 } cache;
 
@@ -229,7 +239,14 @@ static int victim(const cache *c, int64_t g, int64_t step) {
         case P_LRU: v = (double)c->last_use[i]; break;
         case P_BELADY: v = -(double)c->next_use[i]; break;
         case P_LFU: v = decayed(c->score[i], c->score_step[i], step, 0.97); break;
-        default: v = decayed(c->freq[key], c->freq_step[key], step, c->decay); break;
+        case P_STATIC_HELD: v = c->member[key] ? (double)INT64_MAX : (double)c->last_use[i]; break;
+        default: {
+            /* the count in WS_FREQ_DECAY's units, so that ws_next_use reads the same rate */
+            const double count = decayed(c->freq[key], c->freq_step[key], step, c->decay) * (1.0 - c->decay) /
+                                 (1.0 - WS_FREQ_DECAY);
+            v = -ws_next_use(count, key / c->n_expert, c->cur_layer, c->n_layer);
+            break;
+        }
         }
         if (best < 0 || v < bv || (v == bv && c->last_use[i] < c->last_use[best])) {
             best = i;
@@ -241,6 +258,7 @@ static int victim(const cache *c, int64_t g, int64_t step) {
 
 static void request(cache *c, const trace *t, int64_t g) {
     const int64_t step = t->step[g];
+    if (t->off[g + 1] > t->off[g]) c->cur_layer = t->key[t->off[g]] / t->n_expert;
     for (int64_t o = t->off[g]; o < t->off[g + 1]; o++) { /* every use counts, resident or not */
         const int32_t key = t->key[o];
         c->freq[key] = decayed(c->freq[key], c->freq_step[key], step, c->decay) + t->mult[o];
@@ -270,9 +288,12 @@ static void request(cache *c, const trace *t, int64_t g) {
     }
 }
 
-static double run_policy(const trace *t, int policy, int slots, double decay) {
+static double run_policy(const trace *t, int policy, int slots, double decay, const uint8_t *member) {
     cache c;
     cache_init(&c, policy, slots, (int64_t)t->n_layer * t->n_expert, decay);
+    c.n_layer = t->n_layer;
+    c.n_expert = t->n_expert;
+    c.member = member;
     for (int64_t g = 0; g < t->n_group; g++) request(&c, t, g);
     const double rate = (double)c.hits / (double)(c.hits + c.misses);
     cache_free(&c);
@@ -302,6 +323,28 @@ static double static_best(const trace *t, int slots, double *cold) {
     free(count);
     *cold = (double)(hit - loads) / (double)total;
     return (double)hit / (double)total;
+}
+
+/* static_held (see the head of the file): the m most used keys kept, the
+ * rest through slots - m least-recently-used slots, for every m from
+ * slots - 8k (k: experts a token uses) to slots; the best rate. */
+static double static_held(const trace *t, int slots) {
+    const int64_t nk = (int64_t)t->n_layer * t->n_expert, total = t->off[t->n_group];
+    int64_t *order = xcalloc((size_t)nk, sizeof *order); /* count << 32 | key, most used first */
+    uint8_t *member = xcalloc((size_t)nk, 1);
+    for (int64_t i = 0; i < nk; i++) order[i] = i;
+    for (int64_t i = 0; i < total; i++) order[t->key[i]] += (int64_t)1 << 32;
+    qsort(order, (size_t)nk, sizeof *order, cmp_desc);
+    const int lo = slots > 8 * t->k ? slots - 8 * t->k : 0;
+    double best = 0;
+    for (int m = 0; m <= slots && m < nk; m++) {
+        if (m > 0) member[order[m - 1] & 0xffffffff] = 1;
+        if (m < lo) continue;
+        const double r = run_policy(t, P_STATIC_HELD, slots, WS_FREQ_DECAY, member);
+        best = r > best ? r : best;
+    }
+    free(order), free(member);
+    return best;
 }
 
 /* How alike consecutive tokens route: the mean fraction of a request's
@@ -356,22 +399,22 @@ int main(int argc, char **argv) {
     if (!(decay > 0 && decay <= 1)) die("%s", "--decay must be in (0, 1]");
     trace t;
     load_trace(path, &t, -1);
-    const double lru = run_policy(&t, P_LRU, slots, decay), lfu = run_policy(&t, P_LFU, slots, decay);
-    const double freq = run_policy(&t, P_FREQ, slots, decay), bel = run_policy(&t, P_BELADY, slots, decay);
+    const double lru = run_policy(&t, P_LRU, slots, decay, NULL), lfu = run_policy(&t, P_LFU, slots, decay, NULL);
+    const double freq = run_policy(&t, P_FREQ, slots, decay, NULL), bel = run_policy(&t, P_BELADY, slots, decay, NULL);
     double stc;
-    const double st = static_best(&t, slots, &stc), ov = overlap(&t);
+    const double st = static_best(&t, slots, &stc), sth = static_held(&t, slots), ov = overlap(&t);
     if (json)
         printf("{\"requests\":%lld,\"experts_per_token\":%d,\"keys\":%d,\"slots\":%d,\"steps\":%lld,"
-               "\"lru\":%.4f,\"lfu\":%.4f,\"freq\":%.4f,\"static\":%.4f,\"static_cold\":%.4f,\"belady\":%.4f,"
-               "\"overlap\":%.4f,\"decay\":%g}\n",
+               "\"lru\":%.4f,\"lfu\":%.4f,\"freq\":%.4f,\"static\":%.4f,\"static_cold\":%.4f,\"static_held\":%.4f,"
+               "\"belady\":%.4f,\"overlap\":%.4f,\"decay\":%g}\n",
                (long long)t.n_group, t.k, t.n_layer * t.n_expert, slots, (long long)t.n_step, lru, lfu, freq, st, stc,
-               bel, ov, decay);
+               sth, bel, ov, decay);
     else
         printf("%lld requests (step, layer) of %d experts per token, %d slots for %d (layer, expert) keys, %lld steps\n"
                "hit rate: lru %.1f%%  lfu(0.97, resident) %.1f%%  freq(%g) %.1f%%  static-best %.1f%% (started empty "
-               "%.1f%%)  belady %.1f%%\nconsecutive tokens share %.1f%% of a layer's experts\n",
+               "%.1f%%; holding what it computes %.1f%%)  belady %.1f%%\nconsecutive tokens share %.1f%% of a layer's experts\n",
                (long long)t.n_group, t.k, slots, t.n_layer * t.n_expert, (long long)t.n_step, 100 * lru, 100 * lfu,
-               decay, 100 * freq, 100 * st, 100 * stc, 100 * bel, 100 * ov);
+               decay, 100 * freq, 100 * st, 100 * stc, 100 * sth, 100 * bel, 100 * ov);
     free(t.off), free(t.key), free(t.mult), free(t.step), free(t.next);
     return 0;
 }

@@ -38,8 +38,10 @@
  * with a memory, so an expert that was hot before its eviction is still known
  * to be hot, while recency enters through the decay and through ties (the
  * least recently touched goes first). The victim is the unpinned, not-loading
- * slot whose expert has the lowest count, never one touched for the current
- * layer in this step. A guess (prefetch) may only evict a slot not touched in
+ * slot whose expert the count says is wanted furthest ahead (ws_next_use:
+ * lowest count first, and among near counts the layer just finished with
+ * before the layer about to run), never one touched for the current layer
+ * in this step. A guess (prefetch) may only evict a slot not touched in
  * this step whose count is no higher than the guessed expert's would be once
  * used (admission: a guess never pushes out something hotter than itself).
  * Replayed on routing traces (tools/cachesim.c, bench/cache.sh) this rule
@@ -326,8 +328,9 @@ enum { PICK_GUESS, PICK_PLAN, PICK_NOW };
  * expert's count is at most e's count + 1 (admission); PICK_PLAN (a layer's
  * demand list): also not the layer's own slots touched this step; PICK_NOW
  * (an expert needed this instant): anything else, preferring slots the layer
- * has not touched this step. Among candidates the lowest count goes, and
- * among equal counts the least recently used. What earlier layers touched
+ * has not touched this step. Among candidates the one wanted furthest ahead
+ * goes (ws_next_use: its count and where its layer is), and among equal
+ * scores the least recently used. What earlier layers touched
  * this step is done with until the next step and is judged by its count
  * like the rest: kept ahead of it, the experts later layers are about to use
  * went first, and the cache hit like LRU whenever a step names more experts
@@ -342,8 +345,9 @@ static int pick_victim(wstore *ws, int layer, int e, int mode) {
         if (s->pins > 0 || s->state == SLOT_LOADING) continue;
         const int now_used = s->touched == ws->tick;
         if (now_used && (mode == PICK_GUESS || (mode == PICK_PLAN && s->layer == layer))) continue;
-        double sc = freq_now(ws, s->layer * ws->n_expert + s->expert);
-        if (mode == PICK_GUESS && sc > limit) continue;
+        const int key = s->layer * ws->n_expert + s->expert;
+        if (mode == PICK_GUESS && freq_now(ws, key) > limit) continue;
+        double sc = -ws_next_use(freq_now(ws, key), s->layer, layer, ws->n_layer);
         sc += now_used && s->layer == layer ? 1e9 : 0;
         if (best < 0 || sc < bs || (sc == bs && s->used_seq < ws->es[best].used_seq)) {
             best = i;

@@ -39,6 +39,10 @@ check "best static 10/12" test "$(field static "$out")" = 0.8333
 check "freq 5/12" test "$(field freq "$out")" = 0.4167
 # started empty, the static set {X, A, B} loads each once: 5 + 1 + 1 hits
 check "best static started empty 7/12" test "$(field static_cold "$out")" = 0.5833
+# holding what it computes, a static set cannot fill all 3 slots: A/B/C need a slot when they come.
+# {X} kept + 2 slots for A/B/C (period 3, LRU): 5; {X, C} kept + 1 slot for A/B: 5 + C's 2nd use = 6;
+# {X, C, B} kept, so A takes one of them each time it comes: 6 again; none kept: LRU's 5
+check "best static holding what it computes 6/12" test "$(field static_held "$out")" = 0.5000
 # consecutive requests of a layer: layer 0 never repeats (0 x 5), layer 1 always (1 x 5)
 check "overlap 5/10" test "$(field overlap "$out")" = 0.5000
 
@@ -97,6 +101,7 @@ check "--topics is checked" bash -c "! \"$B/mkmodel\" -o \"$T/x.gguf\" --topics 
 check "freq <= Belady" le "$(field freq "$out")" "$(field belady "$out")"
 check "old LFU <= Belady" le "$(field lfu "$out")" "$(field belady "$out")"
 check "hit rates are rates" le "$(field static "$out")" 1
+check "static holding what it computes <= Belady" le "$(field static_held "$out")" "$(field belady "$out")"
 
 # The store keeps to the policy cachesim calls freq: under a budget whose cache holds fewer experts than one
 # token's step names (14 slots, 6 layers x 4), its hit rate on the run's own routing is freq's, not LRU's (the
