@@ -28,7 +28,8 @@
  *   static_held  the best static set for a cache that, like these and
  *            Deltafin's, must hold every expert it computes: m members
  *            (the m most used, each loaded at its first use and kept) and
- *            slots - m slots for the rest, least recently used first, m
+ *            slots - m slots for the rest, least recently used first (a
+ *            member goes only when a request leaves no other slot), m
  *            chosen in hindsight. With fewer slots than a step names, the
  *            rest need room that static's members cannot give up, so this,
  *            not static, is what an online policy can be held to there;
