@@ -240,14 +240,11 @@ static int victim(const cache *c, int64_t g, int64_t step) {
         case P_LRU: v = (double)c->last_use[i]; break;
         case P_BELADY: v = -(double)c->next_use[i]; break;
         case P_LFU: v = decayed(c->score[i], c->score_step[i], step, 0.97); break;
-        case P_STATIC_HELD: v = c->member[key] ? (double)INT64_MAX : (double)c->last_use[i]; break;
-        default: {
-            /* the count in WS_FREQ_DECAY's units, so that ws_next_use reads the same rate */
-            const double count = decayed(c->freq[key], c->freq_step[key], step, c->decay) * (1.0 - c->decay) /
-                                 (1.0 - WS_FREQ_DECAY);
-            v = -ws_next_use(count, key / c->n_expert, c->cur_layer, c->n_layer);
+        case P_STATIC_HELD: v = c->member[key] ? INFINITY : (double)c->last_use[i]; break;
+        default:
+            v = -ws_next_use(decayed(c->freq[key], c->freq_step[key], step, c->decay) * (1.0 - c->decay),
+                             key / c->n_expert, c->cur_layer, c->n_layer);
             break;
-        }
         }
         if (best < 0 || v < bv || (v == bv && c->last_use[i] < c->last_use[best])) {
             best = i;

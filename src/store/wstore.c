@@ -345,9 +345,9 @@ static int pick_victim(wstore *ws, int layer, int e, int mode) {
         if (s->pins > 0 || s->state == SLOT_LOADING) continue;
         const int now_used = s->touched == ws->tick;
         if (now_used && (mode == PICK_GUESS || (mode == PICK_PLAN && s->layer == layer))) continue;
-        const int key = s->layer * ws->n_expert + s->expert;
-        if (mode == PICK_GUESS && freq_now(ws, key) > limit) continue;
-        double sc = -ws_next_use(freq_now(ws, key), s->layer, layer, ws->n_layer);
+        const double count = freq_now(ws, s->layer * ws->n_expert + s->expert);
+        if (mode == PICK_GUESS && count > limit) continue;
+        double sc = -ws_next_use(count * (1.0 - WS_FREQ_DECAY), s->layer, layer, ws->n_layer);
         sc += now_used && s->layer == layer ? 1e9 : 0;
         if (best < 0 || sc < bs || (sc == bs && s->used_seq < ws->es[best].used_seq)) {
             best = i;

@@ -244,14 +244,13 @@ uint64_t ws_parse_size(const char *s);
 
 /* The victim rule's score (Belady's with the count standing in for the
  * future): in layer visits from the layer at work, about when an expert of
- * layer `of` whose decayed count is `count` is wanted again. A count c
- * settles at rate / (1 - decay) for an expert used `rate` times a step, so
- * it is wanted after the layers until its own comes round, plus a whole
- * step for every step it sits out (1 / rate - 1 of them). The slot wanted
- * furthest ahead goes first: among equal counts, the layer just finished
- * with before the one about to run. */
-static inline double ws_next_use(double count, int of, int at, int n_layer) {
-    double rate = count * (1.0 - WS_FREQ_DECAY);
+ * layer `of`, used `rate` times a step, is wanted again. A decayed count c
+ * settles at rate / (1 - decay), so rate = c x (1 - decay). The expert is
+ * wanted after the layers until its own comes round, plus a whole step for
+ * every step it sits out (1 / rate - 1 of them). The slot wanted furthest
+ * ahead goes first: among equal rates, the layer just finished with before
+ * the one about to run. */
+static inline double ws_next_use(double rate, int of, int at, int n_layer) {
     rate = rate < 1e-4 ? 1e-4 : rate > 1 ? 1 : rate;
     const int d = ((of - at) % n_layer + n_layer) % n_layer;
     return (d ? d : n_layer) + n_layer * (1.0 / rate - 1.0);

@@ -46,6 +46,19 @@ check "best static holding what it computes 6/12" test "$(field static_held "$ou
 # consecutive requests of a layer: layer 0 never repeats (0 x 5), layer 1 always (1 x 5)
 check "overlap 5/10" test "$(field overlap "$out")" = 0.5000
 
+# Where a layer is decides between near counts: three layers of two experts, P/Q/R (0) used at step 0,
+# P'/Q'/R' (1) at step 1, P/Q/R again at step 2; 4 slots. At step 1 layer 1 must evict one of P, Q, R
+# (all used once, a step ago) or P' (used now): ws_next_use evicts Q (its layer is furthest off), then at
+# layer 2 R, so P is still there at step 2: 1 hit in 9. Counts alone tie and go least recently used:
+# P goes first, and nothing hits (0 of 9).
+{
+    printf 'DFTR'; le32 1; le32 3; le32 2; le32 1
+    for e in 0 1 0; do record 0 0 "$e"; record 0 1 "$e"; record 0 2 "$e"; done
+} > "$T/near.bin"
+out=$("$B/cachesim" "$T/near.bin" --slots 4 --json)
+echo "    $out"
+check "freq 1/9: the expert whose layer is next is kept" test "$(field freq "$out")" = 0.1111
+
 # A prompt batch: tokens 0..2 of one forward pass name experts 0, 0, 1 in
 # layer 0 (then layer 1): one request, expert 0 counted once.
 {
