@@ -26,6 +26,7 @@
 
 #include "deltafin.h"
 #include "mtp.h"
+#include "util.h"
 #include "quant.h"
 #include "testutil.h"
 
@@ -635,6 +636,85 @@ static void test_mtp_greedy(void **state) {
         check_mtp_greedy(mtp_presets[i][0], mtp_presets[i][1], 1);
 }
 
+/* One greedy step of session s: decode token t alone, return the next (greedy). */
+static int32_t step_greedy(df_session *s, int32_t t) {
+    char err[512];
+    if (df_decode(s, &t, 1, df_session_logits(s), 0, err, sizeof err) != DF_OK) fail_msg("%s", err);
+    return df_argmax(df_session_logits(s), df_n_vocab(s->m));
+}
+
+/* The MTP block's upkeep deferred (mtp.c, df_mtp_defer) leaves its cache as
+ * upkeep after every batch does: two sessions decode the same prompt and
+ * steps, one with the upkeep waiting (flushed when the wait fills, across a
+ * truncation that drops rows, and by the guess), and the block's guesses and
+ * their logits are bit-identical, in memory and under a budget (random
+ * weights: every input of the block counts; a wrong row or hidden state
+ * changes the bits). On a model whose block foresees the text (mkmodel
+ * --chain, `chain`) the guesses are also the text's next tokens. */
+static void check_mtp_deferred(const char *name, const char *args, int streamed, int chain) {
+    char path[256], err[512];
+    snprintf(path, sizeof path, "%s/%s.gguf", tmpdir, name);
+    if (!streamed) tu_mkmodel(path, args);
+    df_model *m = load_mtp(path, streamed, 1);
+    const int nv = df_n_vocab(m);
+    df_session *a = session(m), *b = session(m);
+    int32_t toks[NP];
+    prompt(nv, toks);
+    int32_t next[2];
+    df_session *ss[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        if (i == 0) df_mtp_defer(a, 1);
+        if (df_decode(ss[i], toks, NP, df_session_logits(ss[i]), 0, err, sizeof err) != DF_OK) fail_msg("%s", err);
+        next[i] = df_argmax(df_session_logits(ss[i]), nv);
+        for (int j = 0; j < 11; j++) next[i] = step_greedy(ss[i], next[i]); /* the wait (8 rows) fills once */
+        /* three more steps, then two of them taken back: rows past the sequence no longer wait */
+        const int pos = df_session_pos(ss[i]);
+        int32_t t = next[i];
+        for (int j = 0; j < 3; j++) t = step_greedy(ss[i], t);
+        if (df_session_truncate(ss[i], pos + 1, err, sizeof err) != 0) fail_msg("%s", err);
+        next[i] = step_greedy(ss[i], t); /* the token the truncated sequence's last row saw next */
+    }
+    assert_int_equal(next[0], next[1]);
+    assert_int_equal(df_session_pos(a), df_session_pos(b));
+    int32_t g[2][4];
+    float *lg[2];
+    for (int i = 0; i < 2; i++) {
+        if (df_mtp_guess(ss[i], next[i], 4, g[i], err, sizeof err) != DF_OK) fail_msg("%s", err);
+        lg[i] = malloc(sizeof(float) * (size_t)nv);
+        assert_non_null(lg[i]);
+        memcpy(lg[i], df_session_logits(ss[i]), sizeof(float) * (size_t)nv);
+    }
+    assert_int_equal(a->mtp_wait_n, 0);
+    assert_memory_equal(g[0], g[1], sizeof g[0]);
+    if (memcmp(lg[0], lg[1], sizeof(float) * (size_t)nv) != 0)
+        fail_msg("%s%s: the last guess's logits differ with the upkeep deferred", name, streamed ? " (streamed)" : "");
+    /* the guesses are the text: the target, fed them, continues with them */
+    int32_t t = next[1];
+    for (int j = 0; chain && j < 4; j++) {
+        t = step_greedy(b, t);
+        if (t != g[1][j]) fail_msg("%s: guess %d is %d, the text goes on with %d", name, j, g[1][j], t);
+    }
+    free(lg[0]);
+    free(lg[1]);
+    df_session_free(a);
+    df_session_free(b);
+    df_model_free(m);
+}
+
+static void test_mtp_deferred(void **state) {
+    (void)state;
+    const char *const chain[][2] = {
+        {"glm4moe-chain", "--preset glm4moe-tiny --type q8_0 --chain"},
+        {"deepseek-v3-chain", "--preset deepseek-v3-tiny --nextn 1 --type q4_K --chain"},
+    };
+    for (int streamed = 0; streamed < 2; streamed++) {
+        for (size_t i = 0; i < sizeof chain / sizeof chain[0]; i++)
+            check_mtp_deferred(chain[i][0], chain[i][1], streamed, 1);
+        for (size_t i = 0; i < sizeof mtp_presets / sizeof mtp_presets[0]; i++)
+            check_mtp_deferred(mtp_presets[i][0], mtp_presets[i][1], streamed, 0);
+    }
+}
+
 /* A file without a NextN block, and one loaded without it: refused with the reason. */
 static void test_mtp_refused(void **state) {
     (void)state;
@@ -1010,6 +1090,7 @@ int main(void) {
         cmocka_unit_test(test_mtp_llama),
         cmocka_unit_test(test_mtp_refused),
         cmocka_unit_test(test_mtp_greedy),
+        cmocka_unit_test(test_mtp_deferred),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

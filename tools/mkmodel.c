@@ -74,6 +74,7 @@ typedef struct {
     int shape_only; /* --shape-only: header, metadata and directory; the data are holes (gw_finish_sparse) */
     float router_skew, router_corr; /* routing that looks trained: see router_row() */
     int topics;                     /* text that stays on a subject: see topic_row() */
+    int chain;                      /* text a model foresees: see chain_row() */
     int row_pool;                   /* --row-pool: distinct rows per tensor, 0 = all */
     float topic_weight;
     /* multi-head latent attention (deepseek2) */
@@ -757,6 +758,65 @@ static void topic_row(const config *c, const tensor_plan *t, int64_t r, float *r
     for (int64_t i = 0; i < t->ne[0]; i++) row[i] = a * row[i] + w * tmp[i];
 }
 
+/* Text that a model foresees (speculation's tests and benchmarks). Random
+ * weights make a model whose next token no guesser can foresee, so that an
+ * MTP block's guesses are always wrong and the path that keeps them is never
+ * run. --chain makes every token's successor a fixed permutation of the
+ * vocabulary, s(t) = (t + k) mod V with k coprime to V (one cycle through
+ * every token: no n-gram repeats within V tokens, so lookup guesses nothing),
+ * that the model computes and its NextN/MTP blocks foresee one token ahead:
+ *  - token t's embedding row is drawn from its own seed, so that
+ *  - the output head's row s(t) can be token t's embedding (times 0.05): the
+ *    head's logits are dot products with the final hidden state, which is
+ *    the token's embedding plus what the layers add;
+ *  - the layers add little: the matrices that write into the residual stream
+ *    (attn_output, ssm_out, the FFNs' down projections) are scaled by 0.02,
+ *    while everything else (attention, routing, the experts' reads) is as
+ *    usual, so the model still costs what its shape costs;
+ *  - an MTP block's eh_proj passes its embedding half through (rows of the
+ *    identity on [enorm(embed(x)) | hnorm(h)]), so the block's output is the
+ *    embedding of the token it is given and its head foresees that token's
+ *    successor: the token after next.
+ * The margin is wide (the winning logit ~60, the runner-up ~5), so greedy
+ * text follows the chain in any quantization. */
+#define CHAIN_HEAD 0.05f
+#define CHAIN_QUIET 0.02f
+
+static int64_t chain_step(int64_t vocab) { /* k: near 0.618 V and coprime to it */
+    for (int64_t k = (int64_t)(0.618 * (double)vocab);; k++) {
+        int64_t a = k, b = vocab;
+        while (b) { const int64_t r = a % b; a = b; b = r; }
+        if (a == 1) return k;
+    }
+}
+
+static int ends_with(const char *s, const char *tail) {
+    const size_t n = strlen(s), m = strlen(tail);
+    return n >= m && !strcmp(s + n - m, tail);
+}
+
+static void chain_embedding(const config *c, const tensor_plan *t, int64_t token, float *row) {
+    uint64_t rng = hash_name(c->seed ^ 0xc4a17ull, "chain") + (uint64_t)token * 0x9e3779b97f4a7c15ull;
+    if (!rng) rng = 1;
+    init_row(t, c, &rng, row);
+}
+
+static void chain_row(const config *c, const tensor_plan *t, int64_t r, float *row) {
+    if (!strcmp(t->name, "token_embd.weight")) {
+        chain_embedding(c, t, r, row);
+    } else if (!strcmp(t->name, "output.weight")) { /* row r = s(t): t = r - k */
+        const int64_t V = t->ne[1], k = chain_step(V);
+        chain_embedding(c, t, ((r - k) % V + V) % V, row);
+        for (int64_t i = 0; i < t->ne[0]; i++) row[i] *= CHAIN_HEAD;
+    } else if (ends_with(t->name, "nextn.eh_proj.weight")) {
+        for (int64_t i = 0; i < t->ne[0]; i++) row[i] = i == r ? 1.0f : 0.0f;
+    } else if (ends_with(t->name, "attn_output.weight") || ends_with(t->name, "ssm_out.weight") ||
+               ends_with(t->name, "ffn_down.weight") || ends_with(t->name, "ffn_down_exps.weight") ||
+               ends_with(t->name, "ffn_down_shexp.weight")) {
+        for (int64_t i = 0; i < t->ne[0]; i++) row[i] *= CHAIN_QUIET;
+    }
+}
+
 /* --row-pool N: quantize N random rows of the tensor and write each of its
  * rows as one of them, picked at random. The slow quantizers of the lowest-
  * bit types (iq1_s searches its grid) would take hours for the gigabytes of a
@@ -1340,6 +1400,7 @@ static void usage(void) {
             "               [--dense-lead N] [--gating softmax|sigmoid] [--groups G:USED] [--norm-w 0|1]\n"
             "               [--w-scale F] [--probs-bias 0|1] [--router-skew S] [--router-corr A]\n"
             "               [--topics K] [--topic-weight W] [--row-pool N]\n"
+            "               [--chain] (text the model and its MTP blocks foresee: chain_row())\n"
             "  MLA:         [--q-lora N] [--kv-lora N] [--qk-nope N] [--qk-rope N] [--v-head N] [--mla-split 0|1]\n"
             "  presets:     tiny small medium 1b mixtral-tiny qwen2moe-tiny qwen3moe-tiny deepseek-v3-tiny deepseek-v2-tiny\n"
             "               deepseek-v2-lite-tiny kimi-linear-tiny kimi-k3-tiny glm4moe-tiny\n"
@@ -1381,6 +1442,7 @@ int main(int argc, char **argv) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--tied") == 0) { c.tied = 1; continue; }
+        if (strcmp(a, "--chain") == 0) { c.chain = 1; continue; }
         if (strcmp(a, "--multilingual") == 0) { c.multilingual = 1; continue; }
         if (strcmp(a, "--shape-only") == 0) { c.shape_only = 1; continue; }
         if (strcmp(a, "--list-keys") == 0) { list_keys = 1; continue; }
@@ -1492,6 +1554,8 @@ int main(int argc, char **argv) {
     const int moe_arch = strcmp(c.arch, "qwen2moe") == 0 || strcmp(c.arch, "qwen3moe") == 0 || is_ds(&c) ||
                          is_kimi(&c) || is_glm4moe(&c) || is_minimax(&c) || is_gptoss(&c) || is_qwen35(&c) || is_ds4(&c);
     if (moe_arch && c.n_expert == 0) die("this architecture needs --experts (or a preset)");
+    if (c.chain && (c.tied || c.topics || c.row_pool))
+        die("--chain needs an output head of its own, and no --topics or --row-pool (chain_row)");
     if (c.n_expert > 0 && (c.n_used < 1 || c.n_used > c.n_expert || c.n_ff_exp < 1)) die("inconsistent expert settings");
     if ((strcmp(c.arch, "llama") == 0 || is_granite(&c)) && c.n_expert > 0) c.n_ff_exp = c.n_ff;
     if (is_granite(&c) && c.g_logit <= 0.0f) c.g_logit = 1.0f;
@@ -1636,6 +1700,7 @@ int main(int argc, char **argv) {
             init_row(t, &c, &rng, row);
             if (is_router) router_row(&c, t, r, row, prev_router, have_prev_router);
             if (is_topic) topic_row(&c, t, r, row, topic);
+            if (c.chain) chain_row(&c, t, r, row);
             if (t->type == DF_TYPE_F32) memcpy(qrow, row, rb);
             else q->from_float(row, qrow, t->ne[0]);
             if (gw_data(w, qrow, rb, err, sizeof err) != 0) die(err);

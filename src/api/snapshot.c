@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "mtp.h"
 #include "pipe.h"
 #include "session.h"
 #include "snapshot.h"
@@ -416,6 +417,7 @@ int df_snapshot_serve(df_model *m, pp_mirrors *t, const ep_head *h, char *err, s
     if (rc == 0 && go && h->layer == 1) { /* loaded: the mirror is where rank 0's session is */
         s->pos = h->n;
         s->mtp_rows = 0;
+        s->mtp_wait_n = 0;
         s->rec_broken = 0;
         df_rec_unmark(s);
     }
@@ -429,6 +431,7 @@ int df_session_save(df_session *s, const char *path, const void *user, size_t us
     if (!path || !*path) return df_seterr(err, errlen, "df_session_save: no path");
     if (user_len && !user) return df_seterr(err, errlen, "df_session_save: no user bytes");
     if (s->rec_broken) return df_seterr(err, errlen, "the session's recurrent state is unusable: nothing to save");
+    if (df_mtp_flush(s, err, errlen) != DF_OK) return -1; /* the MTP block's cache whole (mtp.c) */
     df_out *out = df_out_open(path, SNAP_MAGIC, strlen(SNAP_MAGIC), s->m, err, errlen);
     if (!out) return -1;
     (void)fchmod(df_out_fd(out), 0600); /* a prompt's state: its owner's alone */
@@ -518,6 +521,7 @@ static int take_in(df_session *s, const snap_shape *sh, xfer *x, io *src, uint64
     }
     s->pos = (int)sh->pos;
     s->mtp_rows = 0; /* the MTP block's hidden rows are not saved: it restarts from a zero row */
+    s->mtp_wait_n = 0;
     s->rec_broken = 0;
     df_rec_unmark(s); /* the recurrent states were replaced: no speculative pass to roll back */
     return 0;
@@ -618,6 +622,7 @@ int df_session_save_mem(df_session *s, void **out, size_t *len, char *err, size_
     *out = NULL;
     *len = 0;
     if (s->rec_broken) return df_seterr(err, errlen, "the session's recurrent state is unusable: nothing to save");
+    if (df_mtp_flush(s, err, errlen) != DF_OK) return -1; /* the MTP block's cache whole (mtp.c) */
     snap_shape sh = shape_of(s, 0);
     xfer x;
     if (xfer_begin(s, 0, sh.pos, &x, err, errlen) != 0) return -1;

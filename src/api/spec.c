@@ -69,7 +69,13 @@
  * rate from the warm-up's 6 guesses is too rough to stay off on), and each
  * probe that leaves it off doubles that interval (up to 256 passes). An MTP
  * block whose guesses are kept less than 5% of 16+ times is stopped: its
- * cache's upkeep costs a block's pass over every batch even while off.
+ * cache's upkeep costs a block's pass over every batch. While off, that
+ * upkeep waits (mtp.c "Deferred upkeep") and runs as one batch before the
+ * next guess; its time counts as the passes at k = 0's (pass_cost), so a
+ * pass at k = 0 measures the target alone. An MTP block that costs more
+ * than its kept guesses gain (the target alone 5% faster than the best k,
+ * measured on two passes at k = 0 once 32 guesses were compared) is
+ * stopped too (mtp_costs_more).
  */
 #include <math.h>
 #include <stdio.h>
@@ -90,6 +96,7 @@
 #define MTP_STOP_ACCEPT 0.05 /* an acceptance below this: the block is stopped (mtp.c), speculation stays off */
 #define PROBE_K 2
 #define MEASURE_OFF 1.25 /* measure k = 0 when the best k's predicted gain is under this */
+#define MTP_STOP_GAIN 1.05 /* the target alone this much faster than the best k: the MTP block is stopped */
 #define K_CAP 64
 
 struct df_spec {
@@ -99,12 +106,13 @@ struct df_spec {
     int32_t *hist; /* every token of the sequence: decoded ones, then the pending one */
     int n_hist, cap;
     float *dlogits; /* the draft's logits */
-    char off_why[160]; /* non-empty: speculation cannot run */
+    char off_why[240]; /* non-empty: speculation cannot run */
     /* measurements */
     double sk, st, skk, skt, n_pass; /* least-squares sums of (k, seconds) */
     double sb, skb;                  /* bytes read, and k * bytes */
     double draft_t, draft_n;         /* draft seconds and guesses */
     double kt[K_CAP + 1], kn[K_CAP + 1]; /* seconds and passes at each k */
+    double flush_t; /* seconds of the MTP block's upkeep that waited through passes at k = 0 (mtp.c) */
     long compared, accepted, guessed, emitted, passes, since_probe, probes;
     int off_probes; /* probes in a row that left speculation off (the interval doubles with each) */
     int k_now;
@@ -218,6 +226,7 @@ int df_spec_new(df_session *target, const df_spec_params *p, const int32_t *hist
 
 void df_spec_free(df_spec *sp) {
     if (!sp) return;
+    if (sp->mtp) df_mtp_defer(sp->s, 0); /* the block follows every batch again (rows waiting go first) */
     free(sp->hist);
     free(sp->dlogits);
     free(sp);
@@ -302,9 +311,11 @@ static void cost_line(const df_spec *sp, double *a, double *b) {
 
 static double accept_rate(const df_spec *sp) { return sp->compared ? (double)sp->accepted / (double)sp->compared : 0; }
 
-/* Seconds of a pass with k guesses: measured at k, else the line. */
+/* Seconds of a pass with k guesses: measured at k, else the line; at k = 0
+ * with the MTP block's upkeep that waited (its share of each such pass). */
 static double pass_cost(const df_spec *sp, int k, double a, double b) {
-    return sp->kn[k] >= 2 ? sp->kt[k] / sp->kn[k] : a + b * k;
+    const double c = sp->kn[k] >= 2 ? sp->kt[k] / sp->kn[k] : a + b * k;
+    return k == 0 && sp->kn[0] > 0 ? c + sp->flush_t / sp->kn[0] : c;
 }
 
 /* Predicted tokens per second with k guesses. */
@@ -346,6 +357,27 @@ static int mtp_hopeless(df_spec *sp) {
     return 1;
 }
 
+/* An MTP block that costs more than its guesses gain: the target alone (its
+ * passes at k = 0, whose upkeep waited: measured, two at least) is faster
+ * than speculation at the best k, by MTP_STOP_GAIN, since the stop is for
+ * good. Under a memory budget where consecutive tokens route apart, every
+ * guess adds its experts' reads and the block adds its own, so no k pays
+ * (bench/RESULTS.md 2026-12-06). 1 if stopped; 0 with *measure set: measure
+ * the target alone first. */
+static int mtp_costs_more(df_spec *sp, int best, double best_tps, int *measure) {
+    *measure = 0;
+    if (!sp->mtp || sp->compared < EARLY_COMPARED) return 0;
+    if (sp->kn[0] < 2) return *measure = 1, 0;
+    const double alone = sp->kt[0] > 0 ? sp->kn[0] / sp->kt[0] : 0;
+    if (alone < MTP_STOP_GAIN * best_tps) return 0;
+    df_mtp_stop(sp->s);
+    snprintf(sp->off_why, sizeof sp->off_why,
+             "the MTP block's guesses (kept %ld of %ld) gain less than it costs: the target alone ran %.2f tokens/s, "
+             "speculation at k=%d is predicted %.2f; the block is stopped for the rest of the session",
+             sp->accepted, sp->compared, alone, best, best_tps);
+    return 1;
+}
+
 /* k for the next pass (before capping at what the source found). */
 static int choose_k(df_spec *sp) {
     if (sp->off_why[0]) return 0;
@@ -365,6 +397,8 @@ static int choose_k(df_spec *sp) {
     }
     /* a marginal gain rests on the line's intercept: measure off itself */
     if (best > 0 && sp->kn[0] < 2 && best_tps < MEASURE_OFF * predict(sp, 0, a, b)) return 0;
+    int measure;
+    if (mtp_costs_more(sp, best, best_tps, &measure) || measure) return 0;
     const double td = sp->draft_n > 0 ? sp->draft_t / sp->draft_n : 0;
     const double mib = sp->n_pass > 0 ? sp->sb / sp->n_pass / (1 << 20) : 0;
     snprintf(sp->why, sizeof sp->why,
@@ -416,6 +450,15 @@ int df_spec_step(df_spec *sp, df_sampler *smp, int32_t pending, int32_t *out, in
     if (k > df_session_n_ctx(s) - pos0 - 1) k = df_session_n_ctx(s) - pos0 - 1;
     int32_t batch[65];
     batch[0] = pending;
+    if (sp->mtp && k > 0) { /* the block's upkeep that waited while off (mtp.c): the cost of those passes */
+        const double f0 = df_time();
+        if (df_mtp_flush(s, err, errlen) != DF_OK) {
+            sp->n_hist--;
+            return DF_E_IO;
+        }
+        sp->flush_t += df_time() - f0;
+    }
+    if (sp->mtp) df_mtp_defer(s, k == 0); /* off: the target's pass alone */
     if (k > 0) {
         k = sp->draft ? guess_draft(sp, k, batch + 1, err, errlen)
             : sp->mtp ? guess_mtp(sp, pending, k, batch + 1, err, errlen)

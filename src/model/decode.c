@@ -164,6 +164,7 @@ int df_mtp_guess(df_session *s, int32_t pending, int k, int32_t *g, char *err, s
     int rc = lock_model(s->m, err, errlen);
     if (rc != DF_OK) return rc;
     df_session_bind_scratch(s);
+    if (df_mtp_flush_locked(s, err, errlen) != 0) rc = DF_E_IO; /* the rows whose upkeep waited, first */
     float *row = s->mtp_out; /* the hidden row each guess reads and the next one gets */
     const float *h = df_mtp_hidden_row(s, s->pos - 1);
     if (h) memcpy(row, h, sizeof(float) * (size_t)E);
@@ -174,6 +175,16 @@ int df_mtp_guess(df_session *s, int32_t pending, int k, int32_t *g, char *err, s
         else g[j] = tok = df_argmax(s->logits, s->m->hp.n_vocab);
     }
     ws_tick(s->m->ws);
+    unlock_model(s->m);
+    return rc;
+}
+
+int df_mtp_flush(df_session *s, char *err, size_t errlen) {
+    if (s->mtp_wait_n <= 0) return DF_OK;
+    int rc = lock_model(s->m, err, errlen);
+    if (rc != DF_OK) return rc;
+    df_session_bind_scratch(s);
+    if (df_mtp_flush_locked(s, err, errlen) != 0) rc = DF_E_IO;
     unlock_model(s->m);
     return rc;
 }

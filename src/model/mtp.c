@@ -24,6 +24,18 @@
  * past the sequence, which the verifying batch overwrites with the true
  * pairs. The hidden rows of the last batch stay in the session (mtp_h) so
  * that a rollback into that batch still finds h of its new last position.
+ *
+ * Deferred upkeep (df_mtp_defer). While speculation is off the block's pass
+ * after every batch is pure cost (under a memory budget its experts' reads
+ * too, and the cache slots they take), so it may wait: each batch's rows
+ * (tokens, and the hidden row before each) join mtp_wait, and
+ * df_mtp_flush_locked runs the block over all of them in one batch, before
+ * the next guess, before a batch whose upkeep does not wait, before a
+ * snapshot, or when the wait holds n_batch rows. The block's cache ends as
+ * it would have (the same rows at the same positions, in position order), so
+ * what off costs is the target's pass alone, which is what speculation
+ * compares its guesses against (spec.c). A truncation drops the rows past
+ * the sequence (session.c).
  */
 #include <string.h>
 
@@ -100,6 +112,29 @@ int df_hidden_rows(df_session *s, int n, float *out, char *err, size_t errlen) {
 void df_mtp_stop(df_session *s) {
     s->mtp_stopped = 1;
     s->mtp_rows = 0;
+    s->mtp_wait_n = 0;
+}
+
+void df_mtp_defer(df_session *s, int on) { s->mtp_defer = on; }
+
+int df_mtp_flush_locked(df_session *s, char *err, size_t errlen) {
+    const int n = s->mtp_wait_n;
+    if (n <= 0 || s->mtp_stopped) return 0;
+    s->mtp_wait_n = 0;
+    return df_mtp_run(s, s->mtp_wait_tok, s->mtp_wait_h, n, s->mtp_wait_pos0, NULL, NULL, err, errlen);
+}
+
+/* Batch rows pos0.. whose upkeep waits: their tokens and mtp_h's rows 0..n-1 (the hidden row before each). */
+static int wait_rows(df_session *s, const int32_t *tokens, int n, int pos0, char *err, size_t errlen) {
+    const int64_t E = s->m->hp.n_embd;
+    if (s->mtp_wait_n && (pos0 != s->mtp_wait_pos0 + s->mtp_wait_n || s->mtp_wait_n + n > s->n_batch) &&
+        df_mtp_flush_locked(s, err, errlen) != 0)
+        return -1;
+    if (!s->mtp_wait_n) s->mtp_wait_pos0 = pos0;
+    memcpy(s->mtp_wait_tok + s->mtp_wait_n, tokens, sizeof(int32_t) * (size_t)n);
+    memcpy(s->mtp_wait_h + (int64_t)s->mtp_wait_n * E, s->mtp_h, sizeof(float) * (size_t)(n * E));
+    s->mtp_wait_n += n;
+    return 0;
 }
 
 int df_mtp_after_batch(df_session *s, const int32_t *tokens, int n, int pos0, float *hidden, char *err,
@@ -114,5 +149,8 @@ int df_mtp_after_batch(df_session *s, const int32_t *tokens, int n, int pos0, fl
     s->mtp_base = pos0 - 1;
     s->mtp_rows = n + 1;
     if (hidden) memcpy(hidden, s->mtp_h + E, sizeof(float) * (size_t)(n * E));
+    /* s->x is spent from here: the block runs in it */
+    if (s->mtp_defer) return wait_rows(s, tokens, n, pos0, err, errlen);
+    if (df_mtp_flush_locked(s, err, errlen) != 0) return -1; /* earlier rows first */
     return df_mtp_run(s, tokens, s->mtp_h, n, pos0, NULL, NULL, err, errlen);
 }

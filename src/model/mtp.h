@@ -37,6 +37,15 @@ int df_mtp_after_batch(df_session *s, const int32_t *tokens, int n, int pos0, fl
  * guess again in this session; hidden rows are still handed out. */
 void df_mtp_stop(df_session *s);
 
+/* Whether the block's upkeep after s's batches waits (on) or runs after
+ * each (off, the default): mtp.c's "Deferred upkeep". */
+void df_mtp_defer(df_session *s, int on);
+
+/* Run the block over the rows whose upkeep waits, if any (the caller holds
+ * the model's decode lock and s's scratch); df_mtp_flush takes them. */
+int df_mtp_flush_locked(df_session *s, char *err, size_t errlen);
+int df_mtp_flush(df_session *s, char *err, size_t errlen);
+
 /* k greedy guesses of the MTP block after the sequence s holds, given its
  * next token pending (not yet decoded): row j is at position s->pos + j,
  * its token pending or guess j - 1, its hidden row the target's of

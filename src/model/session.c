@@ -310,7 +310,11 @@ static int session_layout(const df_model *m, const df_session_params *p, df_sess
     }
     if (!m->stage_hi || m->stage_outputs) FLOATS(logits, B, h->n_vocab); /* read after a decode (df_session_logits) */
     else ITEM(s->logits, 64); /* a stage that hands its rows on computes no output */
-    if (h->n_layer_mtp) FLOATS(mtp_h, B + 1, h->n_embd); /* mtp.c: the target's hidden rows (and the one before) */
+    if (h->n_layer_mtp) {
+        FLOATS(mtp_h, B + 1, h->n_embd);  /* mtp.c: the target's hidden rows (and the one before) */
+        FLOATS(mtp_wait_h, B, h->n_embd); /* mtp.c: the rows whose upkeep waits (df_mtp_defer) */
+        ITEM(s->mtp_wait_tok, (uint64_t)B * sizeof(int32_t));
+    }
     *n_own = ni;
     /* scratch from here on */
     FLOATS(x, B, h->n_embd);
@@ -866,6 +870,7 @@ int df_session_truncate(df_session *s, int pos, char *err, size_t errlen) {
     if (pos == 0) {
         s->pos = 0;
         s->mtp_rows = 0;
+        s->mtp_wait_n = 0;
         mem_clear_recurrent(s);
         return 0;
     }
@@ -886,6 +891,8 @@ int df_session_truncate(df_session *s, int pos, char *err, size_t errlen) {
     }
     if (rollback) rec_replay(s, pos - s->mem->rb_pos); /* the mark stays: the journal's first rows still hold */
     s->pos = pos;
+    if (s->mtp_wait_n > pos - s->mtp_wait_pos0) /* rows past the sequence no longer wait (mtp.c) */
+        s->mtp_wait_n = pos > s->mtp_wait_pos0 ? pos - s->mtp_wait_pos0 : 0;
     return 0;
 }
 

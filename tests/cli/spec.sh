@@ -11,7 +11,10 @@
 # plain output. --spec mtp (the model's own NextN block: glm4moe-tiny,
 # deepseek-v3-tiny --nextn 1) prints the plain text, in memory and under a
 # --mem that streams experts (and for deepseek its dense layers), and a file
-# without the block is refused saying so.
+# without the block is refused saying so. On models whose next token the
+# block can foresee (mkmodel --chain) it guesses right: 95% or more of its
+# guesses are kept, at a fixed k and adaptively, in memory and under --mem
+# (random weights never reach the path that keeps a guess).
 set -u
 B=${1:-build}
 D="$B/deltafin"
@@ -28,6 +31,8 @@ mk kimi4 --preset kimi-linear-tiny --type q4_0
 mk qnext --preset qwen3next-tiny --type q8_0
 mk glm --preset glm4moe-tiny --type q8_0
 mk ds3n --preset deepseek-v3-tiny --nextn 1 --type q8_0
+mk glmc --preset glm4moe-tiny --type q8_0 --chain
+mk ds3c --preset deepseek-v3-tiny --nextn 1 --type q4_K --chain
 P="the cat sat on the mat and the cat sat on the mat and the dog sat on the log and the cat"
 run() { "$D" run -p "$P" -n 48 --temp 0 --hot none "$@"; }
 
@@ -117,6 +122,22 @@ done
 check "mtp (glm, 200 tokens): same output" cmp -s "$T/glmlong" "$T/glmlongs"
 check "mtp (glm, 200 tokens): a block whose guesses fail is stopped, saying so" \
     grep -q "speculation: why: the MTP block's guesses were kept 0 of [0-9]* times: it is stopped" "$T/glmlongf"
+# a block that foresees the text (mkmodel --chain): its guesses are kept
+kept_most() { # FILE: the report's "A of B guesses kept" with B >= 20 and A >= 0.95 B
+    sed -n 's/^speculation: MTP block, k=[0-9]* ([a-z]*, at most [0-9]*): \([0-9]*\) of \([0-9]*\) guesses kept.*/\1 \2/p' "$1" |
+        awk '{ ok = $2 >= 20 && $1 >= 0.95 * $2 } END { exit !(NR == 1 && ok) }'
+}
+for f in glmc ds3c; do
+    "$D" run -m "$T/$f.gguf" -p "$P" -n 64 --temp 0 --hot none --ignore-eos > "$T/${f}plain" 2>/dev/null
+    for a in "--spec-k 3" "--spec-k 2 --mem 40M" ""; do
+        # shellcheck disable=SC2086
+        "$D" run -m "$T/$f.gguf" -p "$P" -n 64 --temp 0 --hot none --ignore-eos --spec mtp $a > "$T/${f}o" 2> "$T/${f}e"
+        check "mtp ($f, foreseeable text, ${a:-adaptive}): same output" cmp -s "$T/${f}plain" "$T/${f}o"
+        check "mtp ($f, foreseeable text, ${a:-adaptive}): 95% of 20+ guesses kept" kept_most "$T/${f}e"
+    done
+done
+out=$("$B/mkmodel" -o "$T/x.gguf" --preset glm4moe-tiny --chain --tied 2>&1); rc=$?
+check "mkmodel --chain with a tied head: refused" test "$rc" -ne 0
 run -m "$T/moe.gguf" --spec mtp > /dev/null 2> "$T/f10"; rc=$?
 check "mtp without a NextN block: refused (exit 1)" test "$rc" -eq 1
 check "...saying why" grep -q "has no NextN/MTP block" "$T/f10"
