@@ -766,9 +766,10 @@ static void topic_row(const config *c, const tensor_plan *t, int64_t r, float *r
  * every token: no n-gram repeats within V tokens, so lookup guesses nothing),
  * that the model computes and its NextN/MTP blocks foresee one token ahead:
  *  - token t's embedding row is drawn from its own seed, so that
- *  - the output head's row s(t) can be token t's embedding (times 0.05): the
- *    head's logits are dot products with the final hidden state, which is
- *    the token's embedding plus what the layers add;
+ *  - the output head's row s(t) can be a multiple of token t's embedding
+ *    (the output's init scale, times 0.05): the head's logits are dot
+ *    products with the final hidden state, which is the token's embedding
+ *    plus what the layers add;
  *  - the layers add little: the matrices that write into the residual stream
  *    (attn_output, ssm_out, the FFNs' down projections) are scaled by 0.02,
  *    while everything else (attention, routing, the experts' reads) is as
@@ -777,8 +778,9 @@ static void topic_row(const config *c, const tensor_plan *t, int64_t r, float *r
  *    identity on [enorm(embed(x)) | hnorm(h)]), so the block's output is the
  *    embedding of the token it is given and its head foresees that token's
  *    successor: the token after next.
- * The margin is wide (the winning logit ~60, the runner-up ~5), so greedy
- * text follows the chain in any quantization. */
+ * The margin is wide (`deltafin logits`: the winner 2.3-3.4, the runner-up
+ * 0.35-0.46 at 64 to 512 wide, q8_0 and q4_K), so greedy text follows the
+ * chain. */
 #define CHAIN_HEAD 0.05f
 #define CHAIN_QUIET 0.02f
 

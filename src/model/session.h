@@ -106,10 +106,10 @@ struct df_session {
     float *mtp_h;           /* (n_batch + 1, n_embd) the target's hidden rows of positions mtp_base.. */
     int mtp_base, mtp_rows; /* (after the final norm): those of the last batch and the one before it */
     int mtp_stopped;        /* df_mtp_stop: the block no longer runs after batches (nor guesses) */
-    int mtp_defer;          /* df_mtp_defer: the block's upkeep waits, rows */
-    int mtp_wait_pos0, mtp_wait_n; /* mtp_wait_pos0.. (tokens, and the hidden row before each) */
-    float *mtp_wait_h;      /* (n_batch, n_embd) */
-    int32_t *mtp_wait_tok;  /* (n_batch) */
+    int mtp_defer;          /* df_mtp_defer: the block's upkeep after batches waits */
+    int mtp_wait_pos0, mtp_wait_n; /* the rows waiting: positions mtp_wait_pos0.., their */
+    float *mtp_wait_h;      /* (n_batch, n_embd) hidden rows (each the one before its token) and */
+    int32_t *mtp_wait_tok;  /* (n_batch) tokens */
     float *mtp_in;          /* (n_batch, 2 * n_embd) [enorm(embedding) | hnorm(hidden)] */
     float *mtp_out;         /* (n_batch, n_embd) the block's output after shared_head_norm */
     mm_scratch mm;
