@@ -646,7 +646,7 @@ static int32_t step_greedy(df_session *s, int32_t t) {
 /* The MTP block's upkeep deferred (mtp.c, df_mtp_defer) leaves its cache as
  * upkeep after every batch does: two sessions decode the same prompt and
  * steps, one with the upkeep waiting (flushed when the wait fills, across a
- * truncation that drops rows, and by the guess), and the block's guesses and
+ * truncation, and by the guess), and the block's guesses and
  * their logits are bit-identical, in memory and under a budget (random
  * weights: every input of the block counts; a wrong row or hidden state
  * changes the bits). On a model whose block foresees the text (mkmodel
@@ -667,7 +667,7 @@ static void check_mtp_deferred(const char *name, const char *args, int streamed,
         if (df_decode(ss[i], toks, NP, df_session_logits(ss[i]), 0, err, sizeof err) != DF_OK) fail_msg("%s", err);
         next[i] = df_argmax(df_session_logits(ss[i]), nv);
         for (int j = 0; j < 11; j++) next[i] = step_greedy(ss[i], next[i]); /* the wait (8 rows) fills once */
-        /* three more steps, then two of them taken back: rows past the sequence no longer wait */
+        /* three more steps, then two of them taken back */
         const int pos = df_session_pos(ss[i]);
         int32_t t = next[i];
         for (int j = 0; j < 3; j++) t = step_greedy(ss[i], t);

@@ -780,7 +780,8 @@ static void topic_row(const config *c, const tensor_plan *t, int64_t r, float *r
  *    successor: the token after next.
  * The margin is wide (`deltafin logits`: the winner 2.3-3.4, the runner-up
  * 0.35-0.46 at 64 to 512 wide, q8_0 and q4_K), so greedy text follows the
- * chain. */
+ * chain: checked for llama, qwen3moe, glm4moe, deepseek2, deepseek4, gpt-oss
+ * and qwen35moe; not kimi-k3, whose residual stream others write too. */
 #define CHAIN_HEAD 0.05f
 #define CHAIN_QUIET 0.02f
 
