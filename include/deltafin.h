@@ -537,7 +537,8 @@ typedef struct df_plan {
     int n_expert_slots, n_experts_total; /* expert cache capacity / routed experts in all layers */
     uint64_t expert_slot_bytes;      /* one (layer, expert) */
     int n_expert_used, n_moe_layers;
-    uint64_t dense_layer_bytes;      /* average dense weights of one layer (as in the file) */
+    uint64_t dense_layer_bytes;      /* dense weights of one layer, as in the file (the mean of the streamed
+                                      * layers when some stream, else of all; embeddings and head not in it) */
     uint64_t requant_saved_bytes;    /* resident_type: how much smaller the resident dense weights are */
     int n_ctx_train;                 /* the model's trained context */
     int n_ctx;                       /* the context a session is planned for */

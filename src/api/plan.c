@@ -258,7 +258,9 @@ static int plan_fill(df_model *m, df_model_params *q, const df_model_params *p, 
         out->ranks = ranks > 1 ? ranks : 1;
         out->rank = ranks > 1 ? rank : 0;
         const int own_layers = out->layer_hi - out->layer_lo;
-        out->dense_layer_bytes = own_layers > 0 ? wp.dense_total / (uint64_t)own_layers : 0;
+        /* a streamed layer's bytes: the embeddings and the output head stay resident, so they are not in it */
+        const int over = wp.n_dense_streamed ? wp.n_dense_streamed : own_layers;
+        out->dense_layer_bytes = over > 0 ? wp.dense_layers / (uint64_t)over : 0;
         out->swa_window = m->hp.swa ? m->hp.n_swa : 0;
         for (int l = 0; m->hp.swa && l < m->hp.n_layer; l++) out->n_swa_layers += m->hp.swa[l];
         df_session_params sp = df_session_default_params();

@@ -86,10 +86,10 @@ int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err,
      * cfg->resident_type says so), as the file holds them (what a streaming
      * buffer reads), and what requantizing saves */
     uint64_t *dense = calloc((size_t)L + 1, sizeof(uint64_t)), *dfile = calloc((size_t)L + 1, sizeof(uint64_t));
-    uint64_t *saved = calloc((size_t)L + 1, sizeof(uint64_t));
+    uint64_t *saved = calloc((size_t)L + 1, sizeof(uint64_t)), *dread = calloc((size_t)L + 1, sizeof(uint64_t));
     uint64_t (*eslot)[3] = calloc((size_t)L + 1, sizeof *eslot);
-    if (!dense || !dfile || !saved || !eslot) {
-        free(dense); free(dfile); free(saved); free(eslot);
+    if (!dense || !dfile || !saved || !dread || !eslot) {
+        free(dense); free(dfile); free(saved); free(dread); free(eslot);
         return df_seterr(err, errlen, "out of memory");
     }
     uint64_t globals = 0, saved_all = 0, ovf = 0, tmp = 0;
@@ -111,6 +111,7 @@ int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err,
         } else if (l >= 0) {
             ADD(dense[l], rspan);
             ADD(dfile[l], span);
+            ADD(dread[l], t->nbytes);
             ADD(saved[l], span - rspan);
             ADD(p->dense_total, t->nbytes);
         } else {
@@ -128,6 +129,7 @@ int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err,
         if (s > es) es = s;
         if (dfile[l] > dmax) dmax = dfile[l];
         ADD(dall, dense[l]);
+        ADD(p->dense_layers, dread[l]);
         ADD(saved_all, saved[l]); /* what requantizing saves if every layer stays (refined below) */
     }
     p->requant_saved = saved_all;
@@ -175,7 +177,11 @@ int ws_make_plan(const gguf_ctx *g, const ws_config *cfg, ws_plan *p, char *err,
         while (keep < L && used + dense[keep] + slots_min <= avail) p->requant_saved += saved[keep], used += dense[keep++];
         p->first_streamed = keep;
         p->n_dense_streamed = 0;
-        for (int l = keep; l < L; l++) p->n_dense_streamed += dfile[l] > 0; /* a stage's other layers hold none */
+        p->dense_layers = 0;
+        for (int l = keep; l < L; l++) { /* a stage's other layers hold none */
+            p->n_dense_streamed += dfile[l] > 0;
+            p->dense_layers += dread[l]; /* no overflow: a part of the sum checked above */
+        }
     }
     p->resident = used - (p->n_dense_streamed ? 2 * dmax : 0);
     uint64_t left = avail - used;
@@ -187,6 +193,7 @@ done:
     free(dense);
     free(dfile);
     free(saved);
+    free(dread);
     free(eslot);
     return rc;
 }

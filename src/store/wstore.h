@@ -91,6 +91,9 @@ typedef struct ws_plan {
     uint64_t expert_total;      /* all routed-expert bytes */
     int n_dense_streamed;       /* layers whose dense weights stream */
     int first_streamed;         /* they are the layers from this one on that hold dense weights */
+    uint64_t dense_layers;      /* the dense tensors' bytes inside layers as the file holds them (no
+                                 * embeddings or output head): of the streamed layers when some stream (what
+                                 * a token reads of them, as the store counts its reads), else of all */
     uint64_t dense_slot;        /* bytes of one layer buffer (two when streaming) */
     int n_expert_slots;         /* expert cache capacity, in (layer, expert) slots */
     uint64_t expert_room;       /* the slots the budget leaves room for, more than there are experts or not */

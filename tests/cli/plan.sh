@@ -200,6 +200,16 @@ if [ -f "$S" ]; then
     check "a dense model streaming its layers: 'fits, streaming from disk'" grep -q "^plan: fits, streaming from disk" <<< "$h"
     check "... and no expert cache hit rate beside its disk bytes" \
         grep -q "^per token: [0-9.]* MiB from disk (the streamed dense layers, every token)" <<< "$h"
+    # at its minimum every layer streams: the plan's bytes a token are the layers' own (not the embeddings
+    # and head, which stay resident, nor the buffers' alignment), what the run reads (bench's context: p+n+1),
+    # less a layer a run may find still in its buffer once (a sixteenth of 5 layers, 1.3%; seen under ASan)
+    low=$(field minimum "$("$B/deltafin" plan -m "$S" --mem 64M -c 21 --json "${given[@]}")")
+    jp=$("$B/deltafin" plan -m "$S" --mem "$low" -c 21 --json "${given[@]}")
+    jr=$("$B/deltafin" bench -m "$S" --mem "$low" -p 4 -n 16 -r 1 --json --hot none 2> /dev/null | tail -n 1)
+    check "at the minimum every layer streams, and plan's disk bytes a token are the run's ($(field \
+disk_bytes_per_token "$jp") planned, $(field tg_disk_bytes_per_token "$jr") read)" awk -v p="$(field disk_bytes_per_token \
+        "$jp")" -v r="$(field tg_disk_bytes_per_token "$jr")" -v n="$(field dense_layers_streamed "$jp")" \
+        'BEGIN { exit !(n == 5 && r > 0 && r <= 1.001 * p && r >= 0.98 * p) }'
 fi
 h=$("$B/deltafin" plan -m "$T/moe.gguf" --mem 36M "${given[@]}" 2> /dev/null)
 check "an MoE model under a small budget: 'fits, streaming from disk', naming the budget for all in memory" \
