@@ -61,7 +61,8 @@ if [ "$SKEW" != 0 ]; then
         > /dev/null
     # each K3 MoE layer (1..92) takes a scaled layer's sorted popularity (cycling through them), stretched
     # over 896 ranks by linear interpolation; a floor of 1e-4 of the layer's top keeps every expert counted
-    awk -v X=896 -v L=93 'NR == 1 { print; next } { c[$1, $2] = $3; if ($1 > nl) nl = $1; if ($2 + 1 > nx) nx = $2 + 1 }
+    # (the counts only: the header is copied, and the last line, the lookahead's recall, is not a count)
+    awk -v X=896 -v L=93 'NR == 1 { print; next } $1 !~ /^[0-9]+$/ { next } { c[$1, $2] = $3; if ($1 > nl) nl = $1; if ($2 + 1 > nx) nx = $2 + 1 }
         END {
             for (l = 1; l < L; l++) {
                 sl = (l - 1) % nl + 1; n = 0
