@@ -560,10 +560,12 @@ static void print_io_report(df_model *m, int tokens, double seconds, int page_ca
     fprintf(stderr, "io: %.1f MiB read %s, %.2f MiB per token, %.1f MiB/s over the run\n", st.bytes_read / M,
             page_cache ? "through the page cache (--page-cache: from disk, or from memory the kernel kept)" : "from disk",
             tokens ? st.bytes_read / M / tokens : 0.0, seconds > 0 ? st.bytes_read / M / seconds : 0.0);
-    fprintf(stderr, "io: expert cache hit rate %.1f%% (%llu of %llu), prefetched %llu, of which used %llu; "
-            "%.1f MiB of experts packed in the cache\n",
+    /* hits: no read for them; a guess read ahead saves the wait, not the read (df_io_stats) */
+    fprintf(stderr, "io: expert cache hit rate %.1f%% (%llu of %llu), prefetched %llu, of which used %llu (%llu read "
+            "before they were needed); %.1f MiB of experts packed in the cache\n",
             looks ? 100.0 * st.hits / looks : 0.0, (unsigned long long)st.hits, (unsigned long long)looks,
-            (unsigned long long)st.prefetch_issued, (unsigned long long)st.prefetch_used, st.bytes_packed / M);
+            (unsigned long long)st.prefetch_issued, (unsigned long long)st.prefetch_used,
+            (unsigned long long)st.read_ahead, st.bytes_packed / M);
     const uint64_t wanted = st.prefetch_used + st.unguessed; /* experts that had to come from disk */
     fprintf(stderr, "io: lookahead precision %.0f%% (guesses used), recall %.0f%% (of the experts needed from disk, "
             "guessed ahead; %.0f%% in the layers it guessed for)\n",

@@ -772,6 +772,9 @@ double df_model_probe_disk_windows(const char *path, const df_model_params *p, d
  * expert_union / moe_runs is the union size per layer and step, and
  * expert_bytes / tokens the expert bytes read per generated token. */
 typedef struct df_io_stats {
+    /* hits: expert lookups that found it in memory with no read of their own (cached, or preloaded from the
+     * hot file); misses: the rest, read now or ahead for a guess of the lookahead (read_ahead, at the end: those
+     * whose read had finished). hits / (hits + misses) is the reads the cache saved. */
     uint64_t bytes_read, hits, misses, prefetch_issued, prefetch_used, expert_fetches;
     uint64_t unguessed;         /* demanded experts absent from memory that no guess had asked for */
     uint64_t lookahead_wanted, lookahead_got; /* experts needed from disk in the layers a one-token step's
@@ -789,6 +792,7 @@ typedef struct df_io_stats {
     char io_engine[16];         /* "pread" or "io_uring" ("" when not streaming) */
     char io_note[160];          /* why it is not the engine asked for, or "" */
     char hot_note[512];         /* why the hot-expert file is not read or will not be saved, or "" */
+    uint64_t read_ahead;        /* misses whose expert a guess of the lookahead had read by then */
 } df_io_stats;
 void df_model_io_stats(const df_model *m, df_io_stats *out);
 

@@ -447,6 +447,7 @@ void df_model_io_stats(const df_model *m, df_io_stats *o) {
     o->bytes_read = st.bytes_read;
     o->hits = st.hits;
     o->misses = st.misses;
+    o->read_ahead = st.read_ahead;
     o->prefetch_issued = st.prefetch_issued;
     o->prefetch_used = st.prefetch_used;
     o->unguessed = st.unguessed;

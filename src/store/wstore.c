@@ -100,6 +100,10 @@
  * (Qwen3-MoE q4_K under 600M: 6.6-13 tokens/s against 11-14.5); with the whole cache hot, generation 1.1-1.9x
  * and prompts 1.3-1.6x faster (bench/RESULTS.md). */
 #define WS_PACK_AFTER 2
+/* The lookahead's gate (guesses_pay): its figures decay by GUESS_DECAY a step (about ten steps' memory), and
+ * guesses are read until GUESS_EVIDENCE (decayed) have been judged. */
+#define GUESS_DECAY 0.9
+#define GUESS_EVIDENCE 32.0
 
 enum { SLOT_EMPTY = 0, SLOT_LOADING, SLOT_READY, SLOT_ERROR };
 
@@ -154,6 +158,10 @@ struct wstore {
     uint64_t *freq_tick;      /* (n_layer * n_expert) tick of freq's last update */
     uint64_t *layer_guessed;  /* (n_layer) 1 + the tick of the last one-row step whose lookahead guessed for it */
     uint64_t *guess_mark;     /* (n_layer * n_expert) 1 + the tick of such a step that guessed the key */
+    uint64_t *shadow;         /* (n_layer * n_expert) 1 + the tick of a guess not read (guesses_pay said no) */
+    double guess_made, guess_right; /* guesses of absent experts (read or not) and those then named: decayed */
+    double busy;              /* the share of a step's time the compute waited for the disk: decayed */
+    double step_t0, step_wait0; /* when the step began, and the wait counter then */
     uint32_t *seen;           /* (n_layer * n_expert) request that last named the key (dedup) */
     uint32_t request_no;
     uint64_t use_seq;         /* counts uses, for used_seq */
@@ -377,6 +385,22 @@ static int start_load(wstore *ws, int layer, int e, int demand, int mode) {
     return v;
 }
 
+/* Are the lookahead's guesses worth their reads? (Lock held.) A right guess
+ * read while the compute runs saves a wait; a wrong one takes the disk from
+ * the reads that are needed. While the compute waits for the disk most of a
+ * step (busy), the disk has little idle time for guesses to fill and a wrong
+ * one delays the next demand by its whole read, so they are read only while
+ * their precision (of guesses of absent experts, the share then named) is
+ * above that share: on the scaled models of bench/stream.sh, precision
+ * 0.4-0.7 against waits of 0.6-0.95, reading them cost 5-40% more bytes a
+ * token and no speed (bench/RESULTS.md 2026-12-07). Guesses not read are
+ * still judged (ws->shadow), so the gate opens again when they get better or
+ * the disk idler. Until GUESS_EVIDENCE guesses are judged, they are read. */
+static int guesses_pay(const wstore *ws) {
+    if (ws->guess_made < GUESS_EVIDENCE) return 1;
+    return ws->guess_right / ws->guess_made > ws->busy;
+}
+
 /* Does this process compute expert key (ws_config.own)? */
 static int owned(const wstore *ws, int key) { return !ws->cfg.own || ws->cfg.own[key]; }
 
@@ -399,21 +423,25 @@ void ws_request_experts(wstore *ws, int layer, const int32_t *ids, int n, int de
             count_use(ws, key);
             if (!owned(ws, key) || ws->seen[key] == ws->request_no) continue;
             ws->seen[key] = ws->request_no;
-            if (w >= 0 && !ws->es[w].demand) ws->stats.prefetch_used++; /* a right guess, read or still reading */
+            /* a right guess of the lookahead, read or still reading (not a slot preloaded from the hot file) */
+            const int ahead = w >= 0 && !ws->es[w].demand && ws->es[w].guessed;
+            if (ahead) ws->stats.prefetch_used++, ws->guess_right += 1;
+            if (ws->shadow[key] == ws->tick + 1) ws->guess_right += 1, ws->shadow[key] = 0; /* a guess not read */
             if (w < 0) ws->stats.unguessed++;
             if (ws->layer_guessed[layer] == ws->tick + 1 && /* this step's lookahead guessed for the layer */
                 (w < 0 || (!ws->es[w].demand && ws->es[w].guessed == ws->tick + 1))) { /* and it is read now */
                 ws->stats.lookahead_wanted++;
                 ws->stats.lookahead_got += ws->guess_mark[key] == ws->tick + 1; /* guessed, read ahead or not */
             }
-            if (w >= 0 && ws->es[w].state == SLOT_READY) {
+            if (w >= 0 && ws->es[w].state == SLOT_READY && !ahead) { /* in memory, no read for this use */
                 ws->stats.hits++;
                 ws->stats.layer_hits[layer]++;
-                ws->es[w].demand = 1;
-            } else {
+            } else { /* read for it: now, or ahead for the lookahead's guess (ws_stats) */
                 ws->stats.misses++;
                 ws->stats.layer_misses[layer]++;
+                ws->stats.read_ahead += w >= 0 && ws->es[w].state == SLOT_READY;
             }
+            if (w >= 0 && ws->es[w].state == SLOT_READY) ws->es[w].demand = 1;
             if (w >= 0) ws->es[w].touched = ws->tick;
         }
     }
@@ -423,11 +451,15 @@ void ws_request_experts(wstore *ws, int layer, const int32_t *ids, int n, int de
             if (ids[i] >= 0 && ids[i] < ws->n_expert) ws->guess_mark[layer * ws->n_expert + ids[i]] = ws->tick + 1;
         demand = WS_GUESS;
     }
+    const int read_guesses = demand || guesses_pay(ws);
     for (int i = 0; i < n; i++) {
         const int e = ids[i];
         if (e < 0 || e >= ws->n_expert || !owned(ws, layer * ws->n_expert + e)) continue;
         const int w = ws->where[layer * ws->n_expert + e];
-        if (demand) {
+        if (!read_guesses) { /* measured as if read: is it named when its layer runs? */
+            if (w < 0 && ws->shadow[layer * ws->n_expert + e] != ws->tick + 1)
+                ws->shadow[layer * ws->n_expert + e] = ws->tick + 1, ws->guess_made += 1;
+        } else if (demand) {
             if (w < 0) {
                 start_load(ws, layer, e, 1, PICK_PLAN);
             } else if (ws->es[w].state == SLOT_LOADING && !ws->es[w].demand) {
@@ -435,7 +467,7 @@ void ws_request_experts(wstore *ws, int layer, const int32_t *ids, int n, int de
                 queue_slot(ws, w, 1);
             }
         } else if (w < 0 && ws->pq.n < ws->n_es / 4 + 1) {
-            if (start_load(ws, layer, e, 0, PICK_GUESS) >= 0) ws->stats.prefetch_issued++;
+            if (start_load(ws, layer, e, 0, PICK_GUESS) >= 0) ws->stats.prefetch_issued++, ws->guess_made += 1;
         }
     }
     pthread_mutex_unlock(&ws->mu);
@@ -453,6 +485,12 @@ int ws_expert_ready(wstore *ws, int layer, int e) {
 void ws_tick(wstore *ws) {
     pthread_mutex_lock(&ws->mu);
     ws->tick++;
+    const double t = now(), dt = t - ws->step_t0, dw = ws->stats.wait_seconds - ws->step_wait0;
+    if (ws->step_t0 > 0 && dt > 0) ws->busy = GUESS_DECAY * ws->busy + (1 - GUESS_DECAY) * fmin(1.0, dw / dt);
+    ws->step_t0 = t;
+    ws->step_wait0 = ws->stats.wait_seconds;
+    ws->guess_made *= GUESS_DECAY;
+    ws->guess_right *= GUESS_DECAY;
     pthread_mutex_unlock(&ws->mu);
 }
 
@@ -1072,10 +1110,11 @@ static int open_stream(wstore *ws, char *err, size_t errlen) {
         ws->freq_tick = calloc((size_t)L * (size_t)X, sizeof(uint64_t));
         ws->layer_guessed = calloc((size_t)L, sizeof(uint64_t));
         ws->guess_mark = calloc((size_t)L * (size_t)X, sizeof(uint64_t));
+        ws->shadow = calloc((size_t)L * (size_t)X, sizeof(uint64_t));
         for (int a = 0; a < DECAY_AGES; a++) ws->decay_pow[a] = pow(WS_FREQ_DECAY, (double)a);
         ws->seen = calloc((size_t)L * (size_t)X, sizeof(uint32_t));
         if (!ws->es || !ws->where || !ws->hot || !ws->freq || !ws->freq_tick || !ws->layer_guessed || !ws->guess_mark ||
-            !ws->seen)
+            !ws->shadow || !ws->seen)
             return df_seterr(err, errlen, "out of memory");
         for (int i = 0; i < L * X; i++) ws->where[i] = -1;
         for (int i = 0; i < ws->n_es; i++) {
@@ -1187,6 +1226,7 @@ void ws_close(wstore *ws) {
     free(ws->freq_tick);
     free(ws->layer_guessed);
     free(ws->guess_mark);
+    free(ws->shadow);
     free(ws->seen);
     free(ws->dq.q);
     free(ws->pq.q);

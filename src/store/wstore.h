@@ -194,8 +194,13 @@ int ws_shrink(wstore *ws, uint64_t budget, char *err, size_t errlen);
 typedef struct ws_stats {
     uint64_t expert_fetches;    /* expert slices handed out */
     uint64_t expert_bytes;      /* their bytes */
-    uint64_t hits, misses;      /* expert lookups found in memory / not */
-    uint64_t prefetch_issued, prefetch_used;
+    /* Expert lookups: hits found the expert in memory with no read of their own (kept
+     * in the cache, or preloaded from the hot file); misses needed a read, now or
+     * earlier for a guess of the lookahead (read_ahead: those it had finished). So
+     * hits / (hits + misses) is the share of lookups the cache saved a read, the
+     * figure tools/cachesim's policies give; a right guess saves a wait, not a read. */
+    uint64_t hits, misses, read_ahead;
+    uint64_t prefetch_issued, prefetch_used; /* the lookahead's guesses read, and those a lookup then named */
     uint64_t unguessed;      /* demanded experts not in memory that no guess had asked for */
     uint64_t guess_wasted_bytes; /* guessed experts read and dropped unused */
     uint64_t lookahead_wanted, lookahead_got; /* experts needed from disk in the layers a one-row step's lookahead
