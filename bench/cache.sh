@@ -19,8 +19,9 @@
 # number of slots, and through the best static set that holds what it
 # computes (static_held: with fewer slots than a step names, the fair bar;
 # see tools/cachesim.c). Prints the table and appends it to bench/RESULTS.md.
-# Hit rates are counts, not timings, but a guess (prefetch) that is still
-# loading when its expert is needed counts as a miss, so they vary a little
+# Hit rates are counts of lookups that needed no read (an expert a guess read
+# ahead is a miss, as in cachesim), but guesses are read only while they pay
+# (wstore.c's guesses_pay, a timing) and take slots, so they vary a little
 # with the disk's speed.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

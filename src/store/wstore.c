@@ -31,7 +31,10 @@
  * guessing the next layer's experts as well as the lookahead does: the
  * lookahead's recall is measured on one-token steps (WS_GUESS_ONE; the share
  * of a guessed-for layer's experts read now that it had guessed) and kept in
- * the hot file for the next plan.
+ * the hot file for the next plan. Guesses are read only while they pay
+ * (guesses_pay: their precision against the share of time the compute waits
+ * for the disk); the probe, all waiting, so reads the demands alone once
+ * its first guesses are judged.
  *
  * Caching. Every (layer, expert) has a use count, kept whether the expert is
  * resident or not and decayed by WS_FREQ_DECAY per step (ws_tick): frequency
@@ -161,6 +164,7 @@ struct wstore {
     uint64_t *shadow;         /* (n_layer * n_expert) 1 + the tick of a guess not read (guesses_pay said no) */
     double guess_made, guess_right; /* guesses of absent experts (read or not) and those then named: decayed */
     double busy;              /* the share of a step's time the compute waited for the disk: decayed */
+    uint64_t busy_n;          /* steps measured */
     double step_t0, step_wait0; /* when the step began, and the wait counter then */
     uint32_t *seen;           /* (n_layer * n_expert) request that last named the key (dedup) */
     uint32_t request_no;
@@ -486,7 +490,8 @@ void ws_tick(wstore *ws) {
     pthread_mutex_lock(&ws->mu);
     ws->tick++;
     const double t = now(), dt = t - ws->step_t0, dw = ws->stats.wait_seconds - ws->step_wait0;
-    if (ws->step_t0 > 0 && dt > 0) ws->busy = GUESS_DECAY * ws->busy + (1 - GUESS_DECAY) * fmin(1.0, dw / dt);
+    if (ws->step_t0 > 0 && dt > 0) /* the first step measured sets it (a probe waits from the start) */
+        ws->busy = ws->busy_n++ ? GUESS_DECAY * ws->busy + (1 - GUESS_DECAY) * fmin(1.0, dw / dt) : fmin(1.0, dw / dt);
     ws->step_t0 = t;
     ws->step_wait0 = ws->stats.wait_seconds;
     ws->guess_made *= GUESS_DECAY;
