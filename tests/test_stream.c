@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "deltafin.h"
+#include "header.h"
 #include "model.h"
 #include "pack.h"
 #include "quant.h"
@@ -591,6 +592,49 @@ static void test_disk_probe(void **state) {
     assert_true(df_model_probe_disk("/nonexistent.gguf", &mp, 0.3, err, sizeof err) < 0);
 }
 
+/* The lookahead's gate (wstore.c, guesses_pay): the probe only waits for the disk, so guesses that are always
+ * wrong (recall 0) are read only in its first steps, until GUESS_EVIDENCE of them are judged (without the gate:
+ * about 250 in 0.3 s here), and then only judged. */
+static void test_guess_gate(void **state) {
+    (void)state;
+    char path[256], err[512];
+    make_model("--preset qwen3moe-tiny --type q8_0", "gate", path, sizeof path);
+    df_model_params mp = df_model_default_params();
+    mp.n_ctx = 64;
+    mp.n_batch = 16;
+    mp.mem_budget = minimum_for(path) + (2 << 20);
+    quant_init();
+    df_model *m = calloc(1, sizeof *m);
+    assert_non_null(m);
+    ws_config cfg;
+    assert_int_equal(df_load_header(m, path, &mp, err, sizeof err), 0);
+    assert_int_equal(df_store_config(m, &mp, &cfg, err, sizeof err), 0);
+    cfg.mode = WS_STREAM;
+    cfg.hot_path = NULL;
+    wstore *ws = NULL;
+    assert_int_equal(ws_open(m->g, &cfg, &ws, err, sizeof err), 0);
+    uint64_t bytes = 0;
+    double secs = 0;
+    const uint64_t step = (uint64_t)m->hp.n_layer * (uint64_t)cfg.n_expert_used; /* qwen3moe-tiny: all route */
+    ws_stats st;
+    for (int k = 0; k < 50; k++) { /* many steps (slow under qemu or a sanitizer) */
+        assert_int_equal(ws_probe(ws, 0.3, 0.0, 7 + (uint64_t)k, &bytes, &secs, err, sizeof err), 0);
+        ws_get_stats(ws, &st);
+        if (st.hits + st.misses > 20 * step) break;
+    }
+    const ws_plan *pl = ws_get_plan(ws);
+    printf("  probe, every guess wrong: %llu guesses read, %llu lookups (%llu hits), %d slots\n",
+           (unsigned long long)st.prefetch_issued, (unsigned long long)(st.hits + st.misses),
+           (unsigned long long)st.hits, pl->n_expert_slots);
+    assert_true(st.hits + st.misses > 20 * step); /* many steps ran */
+    assert_true(st.prefetch_issued <= 2 * step);
+    /* a wrong guess may still be named by a later step; what a guess read ahead is a miss, not a hit */
+    assert_true(st.read_ahead <= st.prefetch_used && st.prefetch_used <= st.prefetch_issued);
+    assert_true(st.read_ahead <= st.misses);
+    ws_close(ws);
+    df_model_free(m);
+}
+
 static int setup(void **state) {
     (void)state;
     return tu_mkdtemp(tmpdir, sizeof tmpdir, "stream");
@@ -616,6 +660,7 @@ int main(void) {
         cmocka_unit_test(test_lookahead_recall),
         cmocka_unit_test(test_truncated_while_streaming),
         cmocka_unit_test(test_disk_probe),
+        cmocka_unit_test(test_guess_gate),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -104,9 +104,10 @@
  * and prompts 1.3-1.6x faster (bench/RESULTS.md). */
 #define WS_PACK_AFTER 2
 /* The lookahead's gate (guesses_pay): its figures decay by GUESS_DECAY a step (about ten steps' memory), and
- * guesses are read until GUESS_EVIDENCE (decayed) have been judged. */
+ * guesses are read until GUESS_EVIDENCE (decayed) have been judged: a model of a few small layers guesses one or
+ * two absent experts a step (about 12 in ten steps' memory), a large one hundreds. */
 #define GUESS_DECAY 0.9
-#define GUESS_EVIDENCE 32.0
+#define GUESS_EVIDENCE 8.0
 
 enum { SLOT_EMPTY = 0, SLOT_LOADING, SLOT_READY, SLOT_ERROR };
 

@@ -159,9 +159,10 @@ void ws_release_expert(wstore *ws, ws_tensor *t, int e);
 /* Ask for experts of a layer ahead of use. demand = WS_DEMAND (1): they are
  * needed now (all misses are read at once, in parallel); WS_GUESS (0): a
  * guess, read only when the readers are idle, never at the cost of an
- * expert touched this step, and only while guesses pay (wstore.c); WS_GUESS_ONE: a guess of a one-row step (a
- * token generated alone), whose layer's demand then counts towards the
- * lookahead's recall (ws_stats.lookahead_wanted). */
+ * expert touched this step, and only while guesses pay (wstore.c);
+ * WS_GUESS_ONE: a guess of a one-row step (a token generated alone), whose
+ * layer's demand then counts towards the lookahead's recall
+ * (ws_stats.lookahead_wanted). */
 enum { WS_GUESS = 0, WS_DEMAND = 1, WS_GUESS_ONE = 2 };
 void ws_request_experts(wstore *ws, int layer, const int32_t *ids, int n, int demand);
 /* 1 if the expert is in memory now (fetch would not wait). */
