@@ -10,7 +10,8 @@
  * their slots once reused where the kernels have a packed layout for their
  * type; not with DELTAFIN_PACK=0). Also: a budget below
  * the minimum fails with a message naming it; the learned hot-expert file is
- * written and read back; the store never hands out more than it planned.
+ * written and read back; the store never hands out more than it planned;
+ * the lookahead's guesses stop being read where they do not pay.
  */
 #include <math.h>
 #include <stdio.h>
