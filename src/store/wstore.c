@@ -396,11 +396,12 @@ static int start_load(wstore *ws, int layer, int e, int demand, int mode) {
  * step (busy), the disk has little idle time for guesses to fill and a wrong
  * one delays the next demand by its whole read, so they are read only while
  * their precision (of guesses of absent experts, the share then named) is
- * above that share: on the scaled models of bench/stream.sh, precision
- * 0.4-0.7 against waits of 0.6-0.95, reading them cost 5-40% more bytes a
- * token and no speed (bench/RESULTS.md 2026-12-07). Guesses not read are
- * still judged (ws->shadow), so the gate opens again when they get better or
- * the disk idler. Until GUESS_EVIDENCE guesses are judged, they are read. */
+ * above that share: on the scaled models of bench/stream.sh and
+ * bench/cache.sh's, precision 0.4-0.7 against waits of 0.6-0.95, reading
+ * them cost 1-40% more bytes a token and no speed (bench/RESULTS.md
+ * 2026-12-07). Guesses not read are still judged (ws->shadow), so the gate
+ * opens again when they get better or the disk has time to spare. Until
+ * GUESS_EVIDENCE guesses are judged, they are read. */
 static int guesses_pay(const wstore *ws) {
     if (ws->guess_made < GUESS_EVIDENCE) return 1;
     return ws->guess_right / ws->guess_made > ws->busy;
