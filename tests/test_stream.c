@@ -575,16 +575,22 @@ static void test_lookahead_recall(void **state) {
     g_ctx = 64;
 }
 
+/* A small context under a budget just above the minimum: most experts stream. */
+static df_model_params tight_params(const char *path) {
+    df_model_params mp = df_model_default_params();
+    mp.n_ctx = 64;
+    mp.n_batch = 16;
+    mp.mem_budget = minimum_for(path) + (2 << 20);
+    return mp;
+}
+
 /* The decode-shaped disk probe reads through the store when experts stream,
  * and reports 0 when nothing would stream. */
 static void test_disk_probe(void **state) {
     (void)state;
     char path[256], err[512];
     make_model("--preset qwen3moe-tiny --type q8_0", "probe", path, sizeof path);
-    df_model_params mp = df_model_default_params();
-    mp.n_ctx = 64;
-    mp.n_batch = 16;
-    mp.mem_budget = minimum_for(path) + (2 << 20);
+    df_model_params mp = tight_params(path);
     const double rate = df_model_probe_disk(path, &mp, 0.3, err, sizeof err);
     printf("  probe under a tight budget: %.0f MiB/s\n", rate / 1048576.0);
     assert_true(rate > 0);
@@ -595,15 +601,12 @@ static void test_disk_probe(void **state) {
 
 /* The lookahead's gate (wstore.c, guesses_pay): the probe only waits for the disk, so guesses that are always
  * wrong (recall 0) are read only in its first steps, until GUESS_EVIDENCE of them are judged (without the gate:
- * about 250 in 0.3 s here), and then only judged. */
+ * about 350 in the same steps), and then only judged. */
 static void test_guess_gate(void **state) {
     (void)state;
     char path[256], err[512];
     make_model("--preset qwen3moe-tiny --type q8_0", "gate", path, sizeof path);
-    df_model_params mp = df_model_default_params();
-    mp.n_ctx = 64;
-    mp.n_batch = 16;
-    mp.mem_budget = minimum_for(path) + (2 << 20);
+    df_model_params mp = tight_params(path);
     quant_init();
     df_model *m = calloc(1, sizeof *m);
     assert_non_null(m);
