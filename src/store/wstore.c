@@ -432,7 +432,9 @@ void ws_request_experts(wstore *ws, int layer, const int32_t *ids, int n, int de
             /* a right guess of the lookahead, read or still reading (not a slot preloaded from the hot file) */
             const int ahead = w >= 0 && !ws->es[w].demand && ws->es[w].guessed;
             if (ahead) ws->stats.prefetch_used++, ws->guess_right += 1;
-            if (ws->shadow[key] == ws->tick + 1) ws->guess_right += 1, ws->shadow[key] = 0; /* a guess not read */
+            /* a guess not read is right only if named in its own step (a read one may be named later, while it
+             * stays in its slot: the gate, once shut, judges a little more strictly than it was opened) */
+            if (ws->shadow[key] == ws->tick + 1) ws->guess_right += 1, ws->shadow[key] = 0;
             if (w < 0) ws->stats.unguessed++;
             if (ws->layer_guessed[layer] == ws->tick + 1 && /* this step's lookahead guessed for the layer */
                 (w < 0 || (!ws->es[w].demand && ws->es[w].guessed == ws->tick + 1))) { /* and it is read now */
