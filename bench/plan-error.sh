@@ -20,6 +20,11 @@
 # whose speed moves between the plan and the run (this machine's virtual disk: 1.0-4.0 GB/s within an hour)
 # cannot tell the model's error from the disk's drift; capped below its slowest, the disk is one speed, and
 # the table measures the model. Without -r, the disk as it is (what a user meets).
+# The cap is a token bucket (blk-throttle's time slices): a run that leaves the disk idle for a few
+# milliseconds while it computes may read faster than the cap afterwards, which a real disk of that speed
+# cannot. So the table gives the run's disk idle time per token (no read in flight: what the compute did
+# not hide) beside the plan's, and with -r the measured / plan a disk steady at the cap would give (its
+# bytes at the cap, plus that idle time).
 # -H plans and runs from a hot file, as a user's second run does: a first run on other tokens (--seed 7, in
 # the same cgroup) learns it, then every plan and the run read it (--hot FILE): the hit rate predicted from
 # its popularity, the lookahead's recall its measured one, the run's cache filled from it at load. Without
@@ -66,6 +71,7 @@ for shape in $SHAPES; do
             run=$(in_cgroup $D bench -m "$M" --mem "$BUDGET" -t "$T" -p 16 -n "$N" -r 1 --json --hot "$HOT")
             tps=$(j "$run" tg_tps); bpt=$(j "$run" tg_disk_bytes_per_token); rate=$(j "$run" tg_disk_bytes_per_s)
             wait=$(j "$run" tg_io_wait_fraction); hit=$(j "$run" tg_hit_rate); rec=$(j "$run" tg_lookahead_recall)
+            idle=$(j "$run" tg_disk_idle_fraction); pdisk=$(j "$plan" disk_bytes_per_s)
             pred=$(j "$plan" predicted_tokens_per_s); lo=$(j "$plan" predicted_tokens_per_s_low)
             hi=$(j "$plan" predicted_tokens_per_s_high); memr=$(j "$plan" memory_bytes_per_s)
             pbpt=$(j "$plan" disk_bytes_per_token); phit=$(j "$plan" expected_hit_rate); prec=$(j "$plan" lookahead_recall)
@@ -80,17 +86,19 @@ for shape in $SHAPES; do
             name="$(basename "$M" .gguf) 1/$div"
             [ -z "${PLAN_ERROR_LOG:-}" ] || printf '%s\t%s\t%s\t%s\n' "$name" "$plan" "$run" "$plan2" >> "$PLAN_ERROR_LOG"
             row=$(awk -v n="$name" -v p="$pred" -v lo="$lo" -v hi="$hi" -v m="$tps" -v mp="$mpred" -v b="$bpt" \
-                -v pb="$pbpt" -v h="$hit" -v ph="$phit" -v w="$wait" -v a="$achieved" -v r="$rec" -v pr="$prec" 'BEGIN {
-                printf "| %s | %.3f | %.3f-%.3f | %.3f | %.2f | %.0f | %.3f | %.2f | %.1f / %.1f | %.1f%% / %.1f%% | %.0f%% / %.0f%% | %.0f%% |",
+                -v pb="$pbpt" -v h="$hit" -v ph="$phit" -v w="$wait" -v a="$achieved" -v r="$rec" -v pr="$prec" -v i="$idle" -v pd="$pdisk" -v cap="${RATE:-0}" 'BEGIN {
+                idle = (m > 0) ? i / m : 0; pidle = (p > 0 && pd > 0) ? 1 / p - pb / pd : 0
+                steady = (cap > 0 && p > 0) ? sprintf("%.2f", 1 / (b / (cap * 2^20) + idle) / p) : "-"
+                printf "| %s | %.3f | %.3f-%.3f | %.3f | %.2f | %.0f | %.3f | %.2f | %.1f / %.1f | %.1f%% / %.1f%% | %.0f%% / %.0f%% | %.0f%% | %.0f / %.0f | %s |",
                     n, p, lo, hi, m, (p > 0) ? m / p : 0, a / 2^20, mp, (mp > 0) ? m / mp : 0, b / 2^20, pb / 2^20,
-                    100 * h, 100 * ph, 100 * r, 100 * pr, 100 * w }')
+                    100 * h, 100 * ph, 100 * r, 100 * pr, 100 * w, 1000 * idle, 1000 * pidle, steady }')
             echo "$row"
             rows+="$row"$'\n'
         done
     done
 done
-head='| model, budget | plan t/s | over the probe'"'"'s spread | measured t/s | measured / plan | disk around the run MiB/s (mean of 2 probes) | model t/s at that disk | measured / model | MiB/token run / plan | hit rate run / plan | lookahead recall run / plan | waiting on disk |
-| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |'
+head='| model, budget | plan t/s | over the probe'"'"'s spread | measured t/s | measured / plan | disk around the run MiB/s (mean of 2 probes) | model t/s at that disk | measured / model | MiB/token run / plan | hit rate run / plan | lookahead recall run / plan | waiting on disk | disk idle ms/token run / plan | measured / plan at a steady disk |
+| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |'
 report="$head"$'\n'"${rows%$'\n'}"
 . bench/results.sh
 results_add "the plan's error (bench/plan-error.sh -g $GB -n $N -t $T -a \"$SHAPES\" -s $SKEW -d \"$DIVS\"${RATE:+ -r $RATE}${WARM:+ -H})" "$T" "$report"

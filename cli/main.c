@@ -911,7 +911,8 @@ static int cmd_plan(const opts *given) {
                "\"spec_best_k\":%d,\"spec_tokens_per_s\":%.4f,\"page_cache_room_bytes\":%llu,"
                "\"page_cache_hit_rate\":%.4f,\"page_cache_tokens_per_s\":%.4f,\"disk_bytes_per_s_low\":%.0f,"
                "\"disk_bytes_per_s_high\":%.0f,\"predicted_tokens_per_s_low\":%.4f,\"predicted_tokens_per_s_high\":%.4f,"
-               "\"lookahead_recall\":%.4f,\"lookahead_recall_source\":\"%s\",\"lookahead_layers\":%d,\"moe_layers\":%d",
+               "\"lookahead_recall\":%.4f,\"lookahead_recall_source\":\"%s\",\"lookahead_layers\":%d,\"moe_layers\":%d,"
+               "\"memory_resident_bytes_per_token\":%.0f,\"disk_idle_seconds\":%.6f,\"lookahead_reads\":%s",
                fits ? "true" : "false", (unsigned long long)p.budget, (unsigned long long)p.minimum,
                (unsigned long long)p.resident_bytes, (unsigned long long)p.session_bytes,
                (unsigned long long)p.scratch_bytes, p.n_expert_slots,
@@ -921,7 +922,8 @@ static int cmd_plan(const opts *given) {
                (unsigned long long)p.requant_saved_bytes, o->spec_accept, spec_k, spec_tps[spec_k],
                (unsigned long long)beyond, tiers.page_cache_hit_rate,
                tiers.tokens_per_s, lo, hi, lo_sp.tokens_per_s, hi_sp.tokens_per_s, p.lookahead_recall,
-               p.recall_known ? "hot file" : "typical", p.n_guessed_layers, p.n_moe_layers);
+               p.recall_known ? "hot file" : "typical", p.n_guessed_layers, p.n_moe_layers,
+               sp.memory_resident_bytes_per_token, sp.disk_idle_seconds, sp.lookahead_reads ? "true" : "false");
         printf(",\"memory\":[");
         for (int i = 0; i < p.n_mem; i++)
             printf("%s{\"name\":\"%s\",\"layers\":%d,\"bytes\":%llu}", i ? "," : "", p.mem[i].name, p.mem[i].n_layers,
@@ -1745,7 +1747,7 @@ static int cmd_bench(opts *o, int n_prompt) {
         printf("{\"pp_tokens\":%d,\"pp_tps\":%.2f,\"tg_tokens\":%d,\"tg_tps\":%.2f,\"threads\":%d,\"reps\":%d,"
                "\"model_bytes\":%llu,\"isa\":\"%s\",\"streaming\":%d,\"tg_disk_bytes_per_token\":%.0f,"
                "\"tg_disk_bytes_per_s\":%.0f,\"tg_hit_rate\":%.4f,\"tg_io_wait_fraction\":%.4f,\"io_engine\":\"%s\","
-               "\"packed_bytes\":%llu,\"tg_lookahead_recall\":%.4f}\n",
+               "\"packed_bytes\":%llu,\"tg_lookahead_recall\":%.4f,\"tg_disk_idle_fraction\":%.4f}\n",
                n_prompt, pp_m, ng, tg_m, threads, reps, (unsigned long long)info.n_bytes, df_isa(), io1.streaming,
                ng ? rd / ng : 0.0, tg_secs > 0 ? rd / tg_secs : 0.0,
                looks > 0 ? (double)(io1.hits - io0.hits) / looks : 0.0,
@@ -1753,7 +1755,8 @@ static int cmd_bench(opts *o, int n_prompt) {
                *io1.io_engine ? io1.io_engine : "none", (unsigned long long)info.packed_bytes,
                io1.lookahead_wanted > io0.lookahead_wanted ? (double)(io1.lookahead_got - io0.lookahead_got) /
                                                                  (double)(io1.lookahead_wanted - io0.lookahead_wanted)
-                                                           : 0.0);
+                                                           : 0.0,
+               tg_secs > 0 && io1.streaming ? (io1.disk_idle_seconds - io0.disk_idle_seconds) / tg_secs : 0.0);
     else
         printf("model %s (%.1f MiB), threads %d, isa %s, packed %.1f MiB\n  pp%-5d %10.2f tokens/s\n"
                "  tg%-5d %10.2f tokens/s\n",

@@ -614,6 +614,9 @@ typedef struct df_plan_speed {
     double disk_seconds, memory_seconds; /* per token */
     double tokens_per_s;             /* 0 when the plan does not fit its budget */
     double page_cache_hit_rate;      /* df_plan_predict_tiers: the share of expert uses the page cache serves */
+    double memory_resident_bytes_per_token; /* of memory_bytes_per_token: the weights kept in memory (not streamed) */
+    double disk_idle_seconds;        /* per token: the disk idle while the compute works (docs/memory.md) */
+    int lookahead_reads;             /* the lookahead's guesses are expected to be read (they pay) */
 } df_plan_speed;
 void df_plan_predict(const df_plan *p, double disk_bytes_per_s, double memory_bytes_per_s, df_plan_speed *out);
 /* The same with the page cache as a second tier (df_model_params.page_cache) holding page_cache_bytes of
@@ -793,6 +796,7 @@ typedef struct df_io_stats {
     char io_note[160];          /* why it is not the engine asked for, or "" */
     char hot_note[512];         /* why the hot-expert file is not read or will not be saved, or "" */
     uint64_t read_ahead;        /* misses whose expert a guess of the lookahead had read by then */
+    double disk_idle_seconds;   /* streaming: time with no read in flight (the disk idle while the compute works) */
 } df_io_stats;
 void df_model_io_stats(const df_model *m, df_io_stats *out);
 

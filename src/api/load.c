@@ -462,6 +462,7 @@ void df_model_io_stats(const df_model *m, df_io_stats *o) {
     o->expert_union = m->n_union_experts;
     o->read_seconds = st.read_seconds;
     o->wait_seconds = st.wait_seconds;
+    o->disk_idle_seconds = st.idle_seconds;
     o->streaming = ws_streaming(m->ws);
     const char *note = NULL, *engine = ws_io_engine(m->ws, &note);
     snprintf(o->io_engine, sizeof o->io_engine, "%s", engine ? engine : "");

@@ -473,12 +473,20 @@ static void predict_pass(const df_plan *p, double disk_bytes_per_s, double memor
                             2.0 * (experts_pass * hit2 + dense_pc)) / tokens;
     const double t_disk = disk_bytes_per_s > 0 ? disk_tok / disk_bytes_per_s : 0;
     const double t_mem = memory_bytes_per_s > 0 ? mem_tok / memory_bytes_per_s : 0;
-    /* The disk and the compute overlap as far as the lookahead reads ahead: while a layer computes, the
-     * readers take the guesses at the next, of which the share `recall` is of use, and only in the layers it
-     * guesses for; for the rest of the compute the disk waits, and the compute waits for the reads that
-     * start once a router has chosen (measured: bench/RESULTS.md 2026-12-06). In memory: the memory's time. */
+    /* What the disk waits for (docs/memory.md "tokens/s"): a MoE layer's reads start when its router has
+     * chosen, and its experts run as they arrive, as a streamed dense layer runs while the next one is read;
+     * so the compute of the weights that stay in memory (attention, routers, shared experts, the head) is the
+     * disk's idle time, less what the lookahead's guesses read meanwhile, and the rest overlaps the reads.
+     * The guesses are read only while their precision beats the share of the time the compute waits
+     * (guesses_pay in wstore.c): taken as the recall on the misses against that share without them.
+     * Measured by the runs' disk idle time: bench/RESULTS.md 2026-12-07 "what the disk waits for". */
+    const double res = (double)p->dense_bytes - (double)p->requant_saved_bytes - dense;
+    const double t_res = memory_bytes_per_s > 0 && res > 0 ? res / memory_bytes_per_s : 0;
+    const double t_rest = t_mem - t_res, t_plain = t_res + fmax(t_disk, t_rest);
     const double ahead = p->n_moe_layers > 0 ? p->lookahead_recall * p->n_guessed_layers / p->n_moe_layers : 0;
-    const double t_tok = t_disk > 0 ? fmax(t_mem, t_disk + (1.0 - ahead) * t_mem) : t_mem;
+    const double waits = t_plain > 0 ? 1.0 - t_mem / t_plain : 0;
+    const double o = p->lookahead_recall * (1.0 - hit - hit2) > waits ? ahead : 0;
+    const double t_tok = t_disk > 0 ? fmax(t_mem, t_res * (1.0 - o) + fmax(t_disk, t_rest)) : t_mem;
     out->hit_rate = hit;
     out->page_cache_hit_rate = hit2;
     out->disk_bytes_per_token = disk_tok;
@@ -486,6 +494,9 @@ static void predict_pass(const df_plan *p, double disk_bytes_per_s, double memor
     out->disk_seconds = t_disk;
     out->memory_seconds = t_mem;
     out->tokens_per_s = fits && t_tok > 0 ? 1.0 / t_tok : 0.0;
+    out->memory_resident_bytes_per_token = res > 0 ? res / tokens : 0;
+    out->disk_idle_seconds = t_disk > 0 ? t_tok - t_disk : 0;
+    out->lookahead_reads = o > 0;
 }
 
 void df_plan_predict(const df_plan *p, double disk_bytes_per_s, double memory_bytes_per_s, df_plan_speed *out) {

@@ -180,6 +180,8 @@ struct wstore {
     wsio *io;                 /* the reading engine (wsio.c) */
     int locked, stop, max_reads; /* locked: mu and the condition variables exist */
     int guess_busy;           /* jobs being read as guesses */
+    int reading;              /* jobs being read (any kind) */
+    double idle_t0;           /* when the last read in flight finished (reading == 0) */
     char io_note[160];        /* why the engine asked for is not the one running */
     char io_err[256];         /* the first read error */
     char hot_note[512];       /* why the hot file is not read or not saved, or "" */
@@ -276,6 +278,7 @@ int ws_io_take(wstore *ws, ws_job *out, int block, int guess_cap) {
         s->busy |= bit; /* a LOADING slot keeps its key until READY (invariant 1) */
         j.guess = !s->demand;
         ws->guess_busy += j.guess;
+        if (ws->reading++ == 0) ws->stats.idle_seconds += now() - ws->idle_t0;
         *out = j;
         got = 1;
     }
@@ -289,6 +292,7 @@ void ws_io_finish(wstore *ws, const ws_job *j, int rc, const char *err, double s
     slot *s = slot_by_id(ws, j->id);
     const int bit = 1 << j->part;
     ws->guess_busy -= j->guess;
+    if (--ws->reading == 0) ws->idle_t0 = now();
     ws->stats.read_seconds += seconds;
     if (rc == 0) ws->stats.bytes_read += job_bytes(ws, s, j->part);
     else if (!ws->io_err[0]) snprintf(ws->io_err, sizeof ws->io_err, "%s", err ? err : "read failed");
@@ -1151,6 +1155,7 @@ static int open_stream(wstore *ws, char *err, size_t errlen) {
     pthread_cond_init(&ws->job_cv, NULL);
     pthread_cond_init(&ws->done_cv, NULL);
     ws->locked = 1;
+    ws->idle_t0 = now();
     if (wsio_start(ws, ws->cfg.io_engine, ws->cfg.io_threads > 0 ? ws->cfg.io_threads : 8, &ws->io, ws->io_note,
                    sizeof ws->io_note, err, errlen) != 0)
         return -1;
@@ -1603,7 +1608,13 @@ void ws_release_expert(wstore *ws, ws_tensor *t, int e) {
     if (ws->locked) pthread_mutex_unlock(&ws->mu);
 }
 
-void ws_get_stats(const wstore *ws, ws_stats *out) { *out = ws->stats; }
+void ws_get_stats(const wstore *ws, ws_stats *out) {
+    wstore *w = (wstore *)ws; /* the lock only: the readers change the counters */
+    if (w->locked) pthread_mutex_lock(&w->mu);
+    *out = w->stats;
+    if (w->locked && w->reading == 0) out->idle_seconds += now() - w->idle_t0; /* idle now, so far */
+    if (w->locked) pthread_mutex_unlock(&w->mu);
+}
 
 uint64_t ws_resident_bytes(const wstore *ws) { return ws->resident; }
 

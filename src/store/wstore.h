@@ -210,6 +210,8 @@ typedef struct ws_stats {
     uint64_t bytes_packed;      /* expert slices packed (pack.h) in their slots after a few uses */
     double read_seconds;        /* summed over reader threads */
     double wait_seconds;        /* compute thread blocked on I/O */
+    double idle_seconds;        /* no read in flight (streaming; from the open on): the disk idle, for its
+                                 * reader, while the compute works: a real disk cannot make that time up */
     uint64_t *layer_hits, *layer_misses; /* (n_layer), owned by the store */
 } ws_stats;
 void ws_get_stats(const wstore *ws, ws_stats *out);
