@@ -617,12 +617,17 @@ static void test_guess_gate(void **state) {
     cfg.hot_path = NULL;
     wstore *ws = NULL;
     assert_int_equal(ws_open(m->g, &cfg, &ws, err, sizeof err), 0);
+    /* the disk's idle time: it grows while nothing is read */
+    ws_stats st, st0;
+    ws_get_stats(ws, &st0);
+    usleep(30000);
+    ws_get_stats(ws, &st);
+    assert_true(st.idle_seconds - st0.idle_seconds >= 0.025);
     /* an expert a guess read ahead is a miss when it is named (the read was made), a hit the next time */
     const int32_t e = 5;
     ws_request_experts(ws, 0, &e, 1, WS_GUESS); /* read: nothing judged yet */
     for (int i = 0; i < 5000 && !ws_expert_ready(ws, 0, e); i++) usleep(1000);
     assert_true(ws_expert_ready(ws, 0, e));
-    ws_stats st;
     ws_request_experts(ws, 0, &e, 1, WS_DEMAND);
     ws_get_stats(ws, &st);
     assert_true(st.hits == 0 && st.misses == 1 && st.read_ahead == 1 && st.prefetch_used == 1);
@@ -634,6 +639,8 @@ static void test_guess_gate(void **state) {
     double secs = 0;
     const uint64_t step = (uint64_t)m->hp.n_layer * (uint64_t)cfg.n_expert_used; /* qwen3moe-tiny: all route */
     const uint64_t issued0 = st.prefetch_issued;
+    st0 = st;
+    const double t0 = df_time();
     for (int k = 0; k < 50; k++) { /* many steps (slow under qemu or a sanitizer) */
         assert_int_equal(ws_probe(ws, 0.3, 0.0, 7 + (uint64_t)k, &bytes, &secs, err, sizeof err), 0);
         ws_get_stats(ws, &st);
@@ -645,6 +652,12 @@ static void test_guess_gate(void **state) {
            (unsigned long long)st.hits, pl->n_expert_slots);
     assert_true(st.hits + st.misses > 20 * step); /* many steps ran */
     assert_true(st.prefetch_issued - issued0 <= 2 * step);
+    /* ... and not while reads are in flight: at most 64 at once, so they kept the disk busy for at least
+     * their summed time / 64 */
+    const double wall = df_time() - t0, idle = st.idle_seconds - st0.idle_seconds;
+    const double reads = st.read_seconds - st0.read_seconds;
+    printf("  probe: %.3f s, disk idle %.3f s, reads summed %.3f s\n", wall, idle, reads);
+    assert_true(reads > 0 && idle >= 0 && idle + reads / 64 <= wall + 1e-3);
     ws_close(ws);
     df_model_free(m);
 }
