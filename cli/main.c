@@ -549,7 +549,8 @@ static void print_cluster_report(df_model *m, int tokens) {
 }
 
 /* After a run with a budget: what the disk and the cache did. */
-static void print_io_report(df_model *m, int tokens, double seconds, int page_cache) {
+/* start: the counters when the prompt began (the disk's idle time counts from the load on) */
+static void print_io_report(df_model *m, const df_io_stats *start, int tokens, double seconds, int page_cache) {
     df_io_stats st;
     df_model_io_stats(m, &st);
     if (!st.streaming) return;
@@ -572,8 +573,10 @@ static void print_io_report(df_model *m, int tokens, double seconds, int page_ca
             st.prefetch_issued ? 100.0 * st.prefetch_used / st.prefetch_issued : 0.0,
             wanted ? 100.0 * st.prefetch_used / wanted : 0.0,
             st.lookahead_wanted ? 100.0 * st.lookahead_got / st.lookahead_wanted : 0.0);
-    fprintf(stderr, "io: waiting for the disk %.2f s of %.2f s (%.0f%%), compute %.2f s\n", st.wait_seconds, seconds,
-            seconds > 0 ? 100.0 * st.wait_seconds / seconds : 0.0, seconds - st.wait_seconds);
+    const double idle = st.disk_idle_seconds - start->disk_idle_seconds;
+    fprintf(stderr, "io: waiting for the disk %.2f s of %.2f s (%.0f%%), compute %.2f s; the disk idle %.2f s (%.0f%%: "
+            "no read in flight)\n", st.wait_seconds, seconds, seconds > 0 ? 100.0 * st.wait_seconds / seconds : 0.0,
+            seconds - st.wait_seconds, idle, seconds > 0 ? 100.0 * idle / seconds : 0.0);
     print_cluster_report(m, tokens);
 }
 
@@ -1413,6 +1416,8 @@ static int cmd_run(const opts *o) {
     char err[ERRLEN];
     /* a guess source this model cannot use (no MTP block, a draft of another vocabulary) fails before any output */
     if (o->spec != DF_SPEC_NONE) df_spec_free(open_spec(o, s, ds, NULL, 0));
+    df_io_stats io0;
+    df_model_io_stats(m, &io0);
     status_open(o->progress);
     status_show("prompt", 0, n, 0, 1);
     fwrite(o->prompt, 1, o->prompt_len, stdout);
@@ -1450,7 +1455,7 @@ static int cmd_run(const opts *o) {
     df_model_get_info(m, &info);
     fprintf(stderr, "peak memory: %.1f MiB (RSS), threads: %d, isa: %s, packed weights: %.1f MiB\n",
             (double)df_peak_rss() / (1 << 20), info.n_threads, df_isa(), (double)info.packed_bytes / (1 << 20));
-    print_io_report(m, fed + generated, t_prompt + t_gen, o->page_cache);
+    print_io_report(m, &io0, fed + generated, t_prompt + t_gen, o->page_cache);
     int rc = df_session_trace_experts(s, NULL, err, sizeof err) != 0 ? (fprintf(stderr, "deltafin: %s\n", err), 1) : 0;
     if (df_session_trace_ties(s, NULL, 0, err, sizeof err) != 0) rc = (fprintf(stderr, "deltafin: %s\n", err), 1);
     rc |= save_hot(m); /* the learned hot set survives an interrupted run too */
@@ -1593,9 +1598,10 @@ static int cmd_run_batch(opts *o) {
     char err[ERRLEN];
     int next = 0, prompt_tokens = 0, generated = 0, steps = 0;
     double t_prompt = 0, t_gen = 0;
-    df_io_stats s0, s1, acc0, acc1;
+    df_io_stats s0, s1, acc0, acc1, io0;
     memset(&acc0, 0, sizeof acc0);
     memset(&acc1, 0, sizeof acc1);
+    df_model_io_stats(m, &io0);
     for (;;) {
         /* admit prompts into free slots (a finished sequence frees its slot) */
         double t0 = df_time();
@@ -1655,7 +1661,7 @@ static int cmd_run_batch(opts *o) {
             generated / (t_gen > 0 ? t_gen : 1e-9), steps);
     print_share_report(&acc0, &acc1, generated);
     fprintf(stderr, "peak memory: %.1f MiB (RSS), isa: %s\n", (double)df_peak_rss() / (1 << 20), df_isa());
-    print_io_report(m, prompt_tokens + generated, t_prompt + t_gen, o->page_cache);
+    print_io_report(m, &io0, prompt_tokens + generated, t_prompt + t_gen, o->page_cache);
     int rc = save_hot(m);
     for (int i = 0; i < ns; i++) {
         df_sampler_free(slot[i].smp);
