@@ -977,8 +977,12 @@ static int cmd_plan(const opts *given) {
     else
         printf("per token: %.2f MiB from disk (%s), %.2f MiB from memory\n", disk_tok / (1 << 20),
                p.n_dense_streamed ? "the streamed dense layers, every token" : "nothing streams", mem_tok / (1 << 20));
-    printf("predicted: %.2f tokens/s (%s-bound: disk %.3f s, memory %.3f s per token)", tps,
+    printf("predicted: %.2f tokens/s (%s-bound: disk %.3f s, memory %.3f s per token", tps,
            t_disk >= t_mem ? "disk" : "memory", t_disk, t_mem);
+    if (disk_tok > 0) /* docs/memory.md "tokens/s" */
+        printf("; the disk idle %.3f s while the weights kept in memory compute%s", sp.disk_idle_seconds,
+               sp.lookahead_reads ? ", less the lookahead's reads" : "");
+    printf(")");
     if (hi_sp.tokens_per_s > lo_sp.tokens_per_s * 1.001) /* the disk moved while it was measured: say how much */
         printf("; %.2f-%.2f over the disk's spread", lo_sp.tokens_per_s, hi_sp.tokens_per_s);
     printf("\n");
