@@ -10,8 +10,9 @@
  * for its bytes and its per-layer memory (session.c). The tokens/s model is
  * pure arithmetic over a df_plan and two measured (or given) speeds: a
  * token reads what its experts miss in the cache and the streamed dense
- * layers from disk, and everything it uses from memory; the two overlap as
- * far as the lookahead reads ahead (predict_pass). df_plan_predict_spec does the same for speculative
+ * layers from disk, and everything it uses from memory; the reads overlap all
+ * of the compute but that of the weights kept in memory, and that as far as the
+ * lookahead reads ahead (predict_pass). df_plan_predict_spec does the same for speculative
  * decoding (a pass of k + 1 tokens, some of them kept), df_plan_predict_ranks
  * for a cluster sharing experts (the ranks in series: disk, compute,
  * messages), df_plan_predict_stages for a pipeline (the stages in turn).
