@@ -979,7 +979,7 @@ static int cmd_plan(const opts *given) {
                p.n_dense_streamed ? "the streamed dense layers, every token" : "nothing streams", mem_tok / (1 << 20));
     printf("predicted: %.2f tokens/s (%s-bound: disk %.3f s, memory %.3f s per token", tps,
            t_disk >= t_mem ? "disk" : "memory", t_disk, t_mem);
-    if (disk_tok > 0) /* docs/memory.md "tokens/s" */
+    if (disk_tok > 0) /* docs/memory.md "What plan predicts" */
         printf("; the disk idle %.3f s while the weights kept in memory compute%s", sp.disk_idle_seconds,
                sp.lookahead_reads ? ", less the lookahead's reads" : "");
     printf(")");

@@ -156,7 +156,7 @@ static void test_plan_predict(void **state) {
     assert_true(fabs(s.memory_bytes_per_token - 18000) < 1e-9);
     assert_true(fabs(s.disk_seconds - 6500 / 1e6) < 1e-15);
     assert_true(fabs(s.memory_seconds - 18000 / 1e7) < 1e-15);
-    /* docs/memory.md "tokens/s": the weights kept in memory (10000 - the streamed layer's 500) compute while
+    /* docs/memory.md "What plan predicts": the weights kept in memory (10000 - the streamed layer's 500) compute while
      * the disk idles; the experts and the streamed layer compute under the reads. No lookahead (it guesses
      * for no layer): */
     const double t_res = 9500 / 1e7;

@@ -474,7 +474,7 @@ static void predict_pass(const df_plan *p, double disk_bytes_per_s, double memor
                             2.0 * (experts_pass * hit2 + dense_pc)) / tokens;
     const double t_disk = disk_bytes_per_s > 0 ? disk_tok / disk_bytes_per_s : 0;
     const double t_mem = memory_bytes_per_s > 0 ? mem_tok / memory_bytes_per_s : 0;
-    /* What the disk waits for (docs/memory.md "tokens/s"): a MoE layer's reads start when its router has
+    /* What the disk waits for (docs/memory.md "What plan predicts"): a MoE layer's reads start when its router has
      * chosen, and its experts run as they arrive, as a streamed dense layer runs while the next one is read;
      * so the compute of the weights that stay in memory (attention, routers, shared experts, the head) is the
      * disk's idle time, less what the lookahead's guesses read meanwhile, and the rest overlaps the reads.

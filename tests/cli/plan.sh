@@ -28,7 +28,7 @@ echo "    $j"
 check "it fits in 2 GiB" test "$(field fits "$j")" = true
 check "it is recognised as shape-only" test "$(field shape_only "$j")" = true
 check "the given speeds are used" test "$(field disk_source "$j")/$(field memory_source "$j")" = given/given
-# docs/memory.md "tokens/s": the resident weights' compute leaves the disk idle, less what the lookahead
+# docs/memory.md "What plan predicts": the resident weights' compute leaves the disk idle, less what the lookahead
 # reads meanwhile, which it does only where its right guesses beat the share of the time spent waiting
 want=$(awk -v d="$(field disk_bytes_per_token "$j")" -v m="$(field memory_bytes_per_token "$j")" \
     -v mr="$(field memory_resident_bytes_per_token "$j")" -v h="$(field expected_hit_rate "$j")" \
