@@ -71,7 +71,7 @@ for shape in $SHAPES; do
             run=$(in_cgroup $D bench -m "$M" --mem "$BUDGET" -t "$T" -p 16 -n "$N" -r 1 --json --hot "$HOT")
             tps=$(j "$run" tg_tps); bpt=$(j "$run" tg_disk_bytes_per_token); rate=$(j "$run" tg_disk_bytes_per_s)
             wait=$(j "$run" tg_io_wait_fraction); hit=$(j "$run" tg_hit_rate); rec=$(j "$run" tg_lookahead_recall)
-            idle=$(j "$run" tg_disk_idle_fraction); pdisk=$(j "$plan" disk_bytes_per_s)
+            idle=$(j "$run" tg_disk_idle_fraction); pidle=$(j "$plan" disk_idle_seconds)
             pred=$(j "$plan" predicted_tokens_per_s); lo=$(j "$plan" predicted_tokens_per_s_low)
             hi=$(j "$plan" predicted_tokens_per_s_high); memr=$(j "$plan" memory_bytes_per_s)
             pbpt=$(j "$plan" disk_bytes_per_token); phit=$(j "$plan" expected_hit_rate); prec=$(j "$plan" lookahead_recall)
@@ -86,8 +86,8 @@ for shape in $SHAPES; do
             name="$(basename "$M" .gguf) 1/$div"
             [ -z "${PLAN_ERROR_LOG:-}" ] || printf '%s\t%s\t%s\t%s\n' "$name" "$plan" "$run" "$plan2" >> "$PLAN_ERROR_LOG"
             row=$(awk -v n="$name" -v p="$pred" -v lo="$lo" -v hi="$hi" -v m="$tps" -v mp="$mpred" -v b="$bpt" \
-                -v pb="$pbpt" -v h="$hit" -v ph="$phit" -v w="$wait" -v a="$achieved" -v r="$rec" -v pr="$prec" -v i="$idle" -v pd="$pdisk" -v cap="${RATE:-0}" 'BEGIN {
-                idle = (m > 0) ? i / m : 0; pidle = (p > 0 && pd > 0) ? 1 / p - pb / pd : 0
+                -v pb="$pbpt" -v h="$hit" -v ph="$phit" -v w="$wait" -v a="$achieved" -v r="$rec" -v pr="$prec" -v i="$idle" -v pidle="$pidle" -v cap="${RATE:-0}" 'BEGIN {
+                idle = (m > 0) ? i / m : 0
                 steady = (cap > 0 && p > 0) ? sprintf("%.2f", 1 / (b / (cap * 2^20) + idle) / p) : "-"
                 printf "| %s | %.3f | %.3f-%.3f | %.3f | %.2f | %.0f | %.3f | %.2f | %.1f / %.1f | %.1f%% / %.1f%% | %.0f%% / %.0f%% | %.0f%% | %.0f / %.0f | %s |",
                     n, p, lo, hi, m, (p > 0) ? m / p : 0, a / 2^20, mp, (mp > 0) ? m / mp : 0, b / 2^20, pb / 2^20,

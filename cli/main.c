@@ -965,7 +965,8 @@ static int cmd_plan(const opts *given) {
         printf("machine: disk %.0f MiB/s (%.0f s of decode-shaped reads of this model, %d concurrent, the next layer's "
                "experts guessed %.0f%% right (the lookahead's recall, %s) and read while that pays: %d windows, "
                "%.0f-%.0f MiB/s after the first), memory %.1f GiB/s\n",
-               disk / (1 << 20), o->probe_secs, readers, 100.0 * p.lookahead_recall, p.recall_known ? "as the hot file recorded it" : "typical: no hot file has recorded it", n_win,
+               disk / (1 << 20), o->probe_secs, readers, 100.0 * p.lookahead_recall,
+               p.recall_known ? "as the hot file recorded it" : "typical: no hot file has recorded it", n_win,
                lo / (1 << 20), hi / (1 << 20), mem / (1 << 30));
     else
         printf("machine: disk %.0f MiB/s (%d concurrent %s reads of this file), memory %.1f GiB/s\n", disk / (1 << 20),

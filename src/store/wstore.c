@@ -1608,12 +1608,11 @@ void ws_release_expert(wstore *ws, ws_tensor *t, int e) {
     if (ws->locked) pthread_mutex_unlock(&ws->mu);
 }
 
-void ws_get_stats(const wstore *ws, ws_stats *out) {
-    wstore *w = (wstore *)ws; /* the lock only: the readers change the counters */
-    if (w->locked) pthread_mutex_lock(&w->mu);
-    *out = w->stats;
-    if (w->locked && w->reading == 0) out->idle_seconds += now() - w->idle_t0; /* idle now, so far */
-    if (w->locked) pthread_mutex_unlock(&w->mu);
+void ws_get_stats(wstore *ws, ws_stats *out) {
+    if (ws->locked) pthread_mutex_lock(&ws->mu);
+    *out = ws->stats;
+    if (ws->locked && ws->reading == 0) out->idle_seconds += now() - ws->idle_t0; /* idle now, so far */
+    if (ws->locked) pthread_mutex_unlock(&ws->mu);
 }
 
 uint64_t ws_resident_bytes(const wstore *ws) { return ws->resident; }

@@ -214,7 +214,7 @@ typedef struct ws_stats {
                                  * reader, while the compute works: a real disk cannot make that time up */
     uint64_t *layer_hits, *layer_misses; /* (n_layer), owned by the store */
 } ws_stats;
-void ws_get_stats(const wstore *ws, ws_stats *out);
+void ws_get_stats(wstore *ws, ws_stats *out); /* under the store's lock: the readers change them */
 
 /* The reading engine in use ("pread", "io_uring"; NULL when not streaming)
  * and, if it is not the one asked for, why (else ""). */
