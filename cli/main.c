@@ -891,7 +891,10 @@ static int cmd_plan(const opts *given) {
     }
     if (disk < 0) fail(err);
     const int shaped = how == DISK_SHAPED;
-    const double mem = o->mem_gbps > 0 ? o->mem_gbps * 1e9 : df_probe_memory(1.0, o->mem / 2);
+    /* memory: decoding's own products over this model's weights (memprobe.c), else a plain read */
+    double mem = o->mem_gbps > 0 ? o->mem_gbps * 1e9 : df_model_probe_memory(o->model, &mp, 1.0, o->mem / 2, err, sizeof err);
+    const char *mem_source = o->mem_gbps > 0 ? "given" : mem > 0 ? "decode-shaped" : "plain";
+    if (mem <= 0) mem = df_probe_memory(1.0, o->mem / 2, o->threads);
     df_plan_speed sp, tiers, lo_sp, hi_sp; /* the tokens/s model (include/deltafin.h) */
     df_plan_predict(&p, disk, mem, &sp);
     double lo = disk, hi = disk; /* the disk's spread over the probe's windows (the first aside: it starts the queues) */
@@ -921,7 +924,7 @@ static int cmd_plan(const opts *given) {
                (unsigned long long)p.scratch_bytes, p.n_expert_slots,
                p.n_experts_total, p.n_dense_streamed, disk, mem, hit, disk_tok, mem_tok, tps,
                how == DISK_GIVEN ? "given" : how == DISK_SHAPED ? "decode-shaped" : how == DISK_SCRATCH ? "scratch" : "plain",
-               o->mem_gbps > 0 ? "given" : "measured", sparse ? "true" : "false",
+               mem_source, sparse ? "true" : "false",
                (unsigned long long)p.requant_saved_bytes, o->spec_accept, spec_k, spec_tps[spec_k],
                (unsigned long long)beyond, tiers.page_cache_hit_rate,
                tiers.tokens_per_s, lo, hi, lo_sp.tokens_per_s, hi_sp.tokens_per_s, p.lookahead_recall,
@@ -953,8 +956,11 @@ static int cmd_plan(const opts *given) {
     if (sparse)
         printf("plan: %s is a shape-only file (%.2f%% of it is on disk): it reads no tensor data\n", o->model,
                100.0 * allocated);
-    char mem_what[64];
-    snprintf(mem_what, sizeof mem_what, "%s", o->mem_gbps > 0 ? "given" : "measured");
+    char mem_what[96];
+    if (o->mem_gbps > 0) snprintf(mem_what, sizeof mem_what, "given");
+    else snprintf(mem_what, sizeof mem_what, "%s, %d threads", mem_source[0] == 'd' ?
+                  "this model's products, as decoding runs them" : "a plain read", mp.n_threads > 0 ? mp.n_threads :
+                  (int)sysconf(_SC_NPROCESSORS_ONLN));
     if (how == DISK_GIVEN)
         printf("machine (given): disk %.2f GB/s, memory %.1f GB/s (%s)\n", disk / 1e9, mem / 1e9, mem_what);
     else if (how == DISK_SCRATCH)
@@ -964,13 +970,13 @@ static int cmd_plan(const opts *given) {
     else if (shaped)
         printf("machine: disk %.0f MiB/s (%.0f s of decode-shaped reads of this model, %d concurrent, the next layer's "
                "experts guessed %.0f%% right (the lookahead's recall, %s) and read while that pays: %d windows, "
-               "%.0f-%.0f MiB/s after the first), memory %.1f GiB/s\n",
+               "%.0f-%.0f MiB/s after the first), memory %.1f GiB/s (%s)\n",
                disk / (1 << 20), o->probe_secs, readers, 100.0 * p.lookahead_recall,
                p.recall_known ? "as the hot file recorded it" : "typical: no hot file has recorded it", n_win,
-               lo / (1 << 20), hi / (1 << 20), mem / (1 << 30));
+               lo / (1 << 20), hi / (1 << 20), mem / (1 << 30), mem_what);
     else
-        printf("machine: disk %.0f MiB/s (%d concurrent %s reads of this file), memory %.1f GiB/s\n", disk / (1 << 20),
-               readers, df_fmt_bytes(chunk, (char[32]){0}, 32), mem / (1 << 30));
+        printf("machine: disk %.0f MiB/s (%d concurrent %s reads of this file), memory %.1f GiB/s (%s)\n",
+               disk / (1 << 20), readers, df_fmt_bytes(chunk, (char[32]){0}, 32), mem / (1 << 30), mem_what);
     if (p.n_experts_total)
         printf("per token: %.2f MiB from disk (expected expert cache hit rate %.1f%%, %s%s), %.2f MiB from memory\n",
                disk_tok / (1 << 20), 100.0 * hit, p.hot_known ? "from the learned hot file" : "routing taken as uniform",

@@ -622,7 +622,9 @@ static int wants_remote(const jq_job *job, const jw_opts *o, char *why, size_t n
     } else if (disk <= 0) {
         disk = df_probe_disk(job->model, 1.0, 8, (uint64_t)4 << 20, e, sizeof e);
     }
-    if (mem <= 0) mem = df_probe_memory(0.5, 0);
+    mp.n_threads = job->threads;
+    if (mem <= 0) mem = df_model_probe_memory(job->model, &mp, 0.5, 0, e, sizeof e); /* as decoding reads it */
+    if (mem <= 0) mem = df_probe_memory(0.5, 0, job->threads);
     if (disk < 0) disk = 0; /* unmeasured: the memory's pace alone */
     df_plan_speed sp; /* with --page-cache, the memory free beyond the budget now as the second tier */
     const uint64_t room = job->page_cache ? df_memory_room() : 0;

@@ -1295,7 +1295,10 @@ int df_cmd_serve(int argc, char **argv) {
     server srv;
     memset(&srv, 0, sizeof srv);
     pthread_mutex_init(&srv.id_mu, NULL);
-    srv.mem_bps = df_probe_memory(0.2, (uint64_t)32 << 20); /* before the model: outside its budget's peak */
+    /* before the model: outside its budget's peak; decoding's own products (memprobe.c), else a plain read */
+    char probe_err[256];
+    srv.mem_bps = df_model_probe_memory(o.model, &mp, 0.2, (uint64_t)32 << 20, probe_err, sizeof probe_err);
+    if (srv.mem_bps <= 0) srv.mem_bps = df_probe_memory(0.2, (uint64_t)32 << 20, o.threads);
     mp.plan_cb = keep_plan; /* under --mem, the load's own plan (one process) */
     mp.plan_ctx = &srv;
     if (load_model(&o, &mp, &srv.m, err, sizeof err) != 0) {

@@ -227,6 +227,20 @@ static void test_plan_of_model(void **state) {
     assert_true(s.tokens_per_s > 0);
 }
 
+/* The memory probes: decoding's products over the model's weights (memprobe.c) within a small buffer (evicted
+ * each pass), and the plain read; a missing file is an error that names it. */
+static void test_probe_memory(void **state) {
+    (void)state;
+    char err[512] = "";
+    df_model_params mp = df_model_default_params();
+    mp.n_threads = 2;
+    const double r = df_model_probe_memory(g_moe, &mp, 0.05, (uint64_t)8 << 20, err, sizeof err);
+    assert_true(r > 1e6);
+    assert_true(df_probe_memory(0.05, (uint64_t)8 << 20, 2) > 1e6);
+    assert_true(df_model_probe_memory("/nonexistent/m.gguf", &mp, 0.05, 0, err, sizeof err) < 0);
+    assert_non_null(strstr(err, "/nonexistent/m.gguf"));
+}
+
 /* df_model_params.plan_cb: the load's own plan, before it reads weights, is df_model_plan's for the same file and
  * parameters (the CLI prints it instead of planning, and reading the file, a second time); none without a budget */
 static void keep(const df_plan *p, void *ctx) {
@@ -327,7 +341,7 @@ int main(void) {
         cmocka_unit_test(test_plan_of_load),
         cmocka_unit_test(test_parse_size),   cmocka_unit_test(test_describe_moe),
         cmocka_unit_test(test_describe_errors), cmocka_unit_test(test_plan_predict),
-        cmocka_unit_test(test_plan_of_model),
+        cmocka_unit_test(test_plan_of_model), cmocka_unit_test(test_probe_memory),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -36,6 +36,12 @@ void *df_aligned_alloc(size_t align, size_t size);
 #define DF_HUGE_MIN (4u << 20)
 void *df_alloc_big(size_t align, size_t size);
 
+/* The largest data cache of this machine in bytes (sysfs, else the C library's figure), 0 when unknown; and
+ * writing a range's cache lines back to memory and dropping them from every level, so that the next read of it
+ * comes from memory (x86-64 and AArch64; elsewhere nothing). sysprobe.c: the memory probes. */
+uint64_t df_cache_largest(void);
+void df_cache_evict(const void *p, size_t n);
+
 /* Overflow-checked arithmetic: return 0 on success, -1 on overflow. */
 static inline int df_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
     return __builtin_mul_overflow(a, b, out) ? -1 : 0;

@@ -105,6 +105,12 @@ check "... and the prediction between those of the slowest and the fastest windo
                 .predicted_tokens_per_s <= .predicted_tokens_per_s_high' <<< "$jm")" = true
 check "... guessing ahead with the lookahead's typical recall when no hot file has recorded one" \
     test "$(jq '.lookahead_recall_source == "typical" and .lookahead_recall > 0 and .lookahead_recall < 1' <<< "$jm")" = true
+# memory: decoding's own products over copies of this model's weights (memprobe.c), evicted from the caches
+# where half the budget is less than twice them
+check "memory measured the way decoding reads it (decode-shaped), at a plausible speed" \
+    test "$(jq '.memory_source == "decode-shaped" and .memory_bytes_per_s > 1e8' <<< "$jm")" = true
+check "... and the report says so" grep -q "memory [0-9.]* GiB/s (this model's products, as decoding runs them, 2 threads)" \
+    <<< "$("$B/deltafin" plan -m "$T/moe.gguf" --mem 33M --probe-seconds 1 -t 2)"
 # a run records its lookahead's recall in the hot file, and plan guesses with it
 "$B/deltafin" run -m "$T/moe.gguf" --mem 33M -p "one two three" -n 100 --temp 0 > /dev/null 2> "$T/run.err"
 rec=$(awk '$1 == "lookahead-recall" { print $2 }' "$T/moe.gguf.hot")
