@@ -210,6 +210,18 @@ static void test_plan_predict(void **state) {
     df_plan_predict(&p, 0, 2000, &s);
     assert_true(s.hit_rate == 1.0 && s.disk_bytes_per_token == 0 && s.disk_seconds == 0);
     assert_true(fabs(s.tokens_per_s - 0.5) < 1e-12);
+    /* recurrent layers: every token reads and writes their state (500 bytes) as it reads the weights; a
+     * KV cache is not read whole */
+    p.n_mem = 2;
+    snprintf(p.mem[0].name, sizeof p.mem[0].name, "recurrent state");
+    p.mem[0].bytes = 500;
+    snprintf(p.mem[1].name, sizeof p.mem[1].name, "KV cache");
+    p.mem[1].bytes = 100000;
+    df_plan_predict(&p, 0, 2000, &s);
+    assert_true(fabs(s.memory_bytes_per_token - 5000) < 1e-9 && fabs(s.tokens_per_s - 0.4) < 1e-12);
+    /* a speculative pass of 3 positions (k = 2) updates it three times */
+    df_plan_predict_spec(&p, 0, 2000, 0.0, 2, &s);
+    assert_true(fabs(s.memory_bytes_per_token - (4000 + 3 * 1000)) < 1e-9);
 }
 
 /* df_model_plan's plan of the real model, predicted: a plausible speed. */

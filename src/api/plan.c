@@ -453,14 +453,23 @@ double df_model_probe_disk_windows(const char *path, const df_model_params *p, d
 
 /* ---- the tokens/s model ---- */
 
-/* One pass that runs experts_layer distinct experts in each MoE layer and
+/* Bytes of recurrent state a session keeps (session.c's "recurrent state" items): every token reads and
+ * writes all of it, as it reads the weights. */
+static double state_bytes(const df_plan *p) {
+    double b = 0;
+    for (int i = 0; i < p->n_mem; i++)
+        if (!strcmp(p->mem[i].name, "recurrent state")) b += (double)p->mem[i].bytes;
+    return b;
+}
+
+/* One pass of `rows` positions that runs experts_layer distinct experts in each MoE layer and
  * yields tokens tokens: its reads, per token. page: bytes of the page cache
  * that hold what streams (df_plan_predict_tiers; 0: none): the streamed dense
  * layers first (every token reads them, so they are the last the kernel
  * drops), then the experts outside the budget's cache, as many as fit (taken
  * as uniformly used); what it serves is copied, its bytes read and written. */
 static void predict_pass(const df_plan *p, double disk_bytes_per_s, double memory_bytes_per_s, double experts_layer,
-                         double tokens, double page, df_plan_speed *out) {
+                         double rows, double tokens, double page, df_plan_speed *out) {
     const int fits = p->budget >= p->minimum;
     const double hit = p->hot_known ? p->hot_hit_rate
                        : p->n_experts_total ? (double)p->n_expert_slots / p->n_experts_total : 1.0;
@@ -470,18 +479,20 @@ static void predict_pass(const df_plan *p, double disk_bytes_per_s, double memor
     const double dense_pc = page < dense ? page : dense, room = page - dense_pc;
     const double hit2 = outside > 0 ? (1.0 - hit) * (room < outside ? room / outside : 1.0) : 0.0;
     const double disk_tok = (experts_pass * (1.0 - hit - hit2) + dense - dense_pc) / tokens;
+    const double state = 2.0 * state_bytes(p) * rows; /* read and written by each position */
     const double mem_tok = ((double)(p->dense_bytes - p->requant_saved_bytes) + experts_pass + /* --resident-type */
-                            2.0 * (experts_pass * hit2 + dense_pc)) / tokens;
+                            2.0 * (experts_pass * hit2 + dense_pc) + state) / tokens;
     const double t_disk = disk_bytes_per_s > 0 ? disk_tok / disk_bytes_per_s : 0;
     const double t_mem = memory_bytes_per_s > 0 ? mem_tok / memory_bytes_per_s : 0;
     /* What the disk waits for (docs/memory.md "What plan predicts"): a MoE layer's reads start when its router has
      * chosen, and its experts run as they arrive, as a streamed dense layer runs while the next one is read;
-     * so the compute of the weights that stay in memory (attention, routers, shared experts, the head) is the
-     * disk's idle time, less what the lookahead's guesses read meanwhile, and the rest overlaps the reads.
+     * so the compute of the weights that stay in memory (attention, routers, shared experts, the head, and the
+     * recurrent layers' state) is the disk's idle time, less what the lookahead's guesses read meanwhile, and
+     * the rest overlaps the reads.
      * The guesses are read only while their precision beats the share of the time the compute waits
      * (guesses_pay in wstore.c): taken as the recall on the misses against that share without them.
      * Measured by the runs' disk idle time: bench/RESULTS.md 2026-12-07 "what the disk waits for". */
-    const double res = (double)p->dense_bytes - (double)p->requant_saved_bytes - dense;
+    const double res = (double)p->dense_bytes - (double)p->requant_saved_bytes - dense + state;
     const double t_res = memory_bytes_per_s > 0 && res > 0 ? res / memory_bytes_per_s : 0;
     const double t_rest = t_mem - t_res, t_plain = t_res + fmax(t_disk, t_rest);
     const double ahead = p->n_moe_layers > 0 ? p->lookahead_recall * p->n_guessed_layers / p->n_moe_layers : 0;
@@ -501,12 +512,12 @@ static void predict_pass(const df_plan *p, double disk_bytes_per_s, double memor
 }
 
 void df_plan_predict(const df_plan *p, double disk_bytes_per_s, double memory_bytes_per_s, df_plan_speed *out) {
-    predict_pass(p, disk_bytes_per_s, memory_bytes_per_s, p->n_expert_used, 1.0, 0, out);
+    predict_pass(p, disk_bytes_per_s, memory_bytes_per_s, p->n_expert_used, 1.0, 1.0, 0, out);
 }
 
 void df_plan_predict_tiers(const df_plan *p, double disk_bytes_per_s, double memory_bytes_per_s,
                            uint64_t page_cache_bytes, df_plan_speed *out) {
-    predict_pass(p, disk_bytes_per_s, memory_bytes_per_s, p->n_expert_used, 1.0, (double)page_cache_bytes, out);
+    predict_pass(p, disk_bytes_per_s, memory_bytes_per_s, p->n_expert_used, 1.0, 1.0, (double)page_cache_bytes, out);
 }
 
 /* Speculation: a pass verifies k guesses (k + 1 tokens: the union of their
@@ -523,7 +534,7 @@ void df_plan_predict_spec(const df_plan *p, double disk_bytes_per_s, double memo
     const double union_layer = e > 0 ? e * (1.0 - pow(1.0 - p->n_expert_used / e, k + 1)) : 0;
     double tokens = 0, pk = 1;
     for (int i = 0; i <= k; i++) tokens += pk, pk *= accept;
-    predict_pass(p, disk_bytes_per_s, memory_bytes_per_s, union_layer, tokens, 0, out);
+    predict_pass(p, disk_bytes_per_s, memory_bytes_per_s, union_layer, k + 1.0, tokens, 0, out);
 }
 
 void df_plan_predict_ranks(const df_plan *r0, const df_plan *rn, double disk_bytes_per_s, double memory_bytes_per_s,
@@ -535,8 +546,9 @@ void df_plan_predict_ranks(const df_plan *r0, const df_plan *rn, double disk_byt
     const double part0 = r0->n_experts_all > 0 ? (double)r0->n_experts_total / r0->n_experts_all : 1.0 / R;
     const double part = rn->n_experts_all > 0 ? (double)rn->n_experts_total / rn->n_experts_all : 1.0 / R;
     const double share0 = r0->hot_known ? K * r0->hot_share : K * part0, share = rn->hot_known ? K * rn->hot_share : K * part;
-    predict_pass(r0, disk_bytes_per_s, memory_bytes_per_s, share0, 1.0, 0, &out->rank0);
-    predict_pass(R > 1 ? rn : r0, disk_bytes_per_s, memory_bytes_per_s, R > 1 ? share : share0, 1.0, 0, &out->other);
+    predict_pass(r0, disk_bytes_per_s, memory_bytes_per_s, share0, 1.0, 1.0, 0, &out->rank0);
+    predict_pass(R > 1 ? rn : r0, disk_bytes_per_s, memory_bytes_per_s, R > 1 ? share : share0, 1.0, 1.0, 0,
+                 &out->other);
     /* ranks on one machine share its disk: their reads add up; on their own machines the slowest rank sets
      * the pace */
     const double b0 = out->rank0.disk_bytes_per_token, bn = out->other.disk_bytes_per_token;
