@@ -36,9 +36,10 @@ json() { sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p" <<< "$1"; }
 median() { sort -g | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
-flags=$(grep -m1 -o -w 'avx512f\|amx_tile' /proc/cpuinfo | sort -u | tr '\n' ' ')
-head="# $(date -u +%F), commit $(git rev-parse --short HEAD), $cpu (${flags:-avx2 or less}), $T threads, tg$N, medians of $R, kernel table ${CAP:-best}"
-echo "$head"
+fam=$(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -1); mod=$(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -1)
+flags=$(grep -o -w 'avx512f\|amx_tile' /proc/cpuinfo | sort -u | paste -sd, -)
+head="$(date -u +%F), commit $(git rev-parse --short HEAD), $cpu (family $fam model $mod; ${flags:-avx2 or less}), $T threads, tg$N, medians of $R, kernel table ${CAP:-best}"
+echo "# $head"
 rows=""
 for m in "${models[@]}"; do
     name=$(basename "$m" .gguf)
@@ -65,7 +66,7 @@ for m in "${models[@]}"; do
 done
 {
     echo
-    echo "### plan in memory: predicted and measured generation ($(date -u +%F))"
+    echo "## $(date -u +%F) — plan in memory: predicted and measured generation (bench/plan-memory.sh)"
     echo
     echo "\`bench/plan-memory.sh -t $T -n $N -r $R${CAP:+ -I $CAP}${OLD:+ -O OLD}\`"
     echo
