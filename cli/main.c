@@ -892,9 +892,13 @@ static int cmd_plan(const opts *given) {
     if (disk < 0) fail(err);
     const int shaped = how == DISK_SHAPED;
     /* memory: decoding's own products over this model's weights (memprobe.c), else a plain read */
-    double mem = o->mem_gbps > 0 ? o->mem_gbps * 1e9 : df_model_probe_memory(o->model, &mp, 1.0, o->mem / 2, err, sizeof err);
+    double mem = o->mem_gbps > 0 ? o->mem_gbps * 1e9
+                                 : df_model_probe_memory(o->model, &mp, 1.0, o->mem / 2, err, sizeof err);
     const char *mem_source = o->mem_gbps > 0 ? "given" : mem > 0 ? "decode-shaped" : "plain";
-    if (mem <= 0) mem = df_probe_memory(1.0, o->mem / 2, o->threads);
+    if (mem <= 0) {
+        fprintf(stderr, "deltafin: %s; measuring memory with a plain read instead\n", err);
+        mem = df_probe_memory(1.0, o->mem / 2, o->threads);
+    }
     df_plan_speed sp, tiers, lo_sp, hi_sp; /* the tokens/s model (include/deltafin.h) */
     df_plan_predict(&p, disk, mem, &sp);
     double lo = disk, hi = disk; /* the disk's spread over the probe's windows (the first aside: it starts the queues) */
@@ -956,11 +960,11 @@ static int cmd_plan(const opts *given) {
     if (sparse)
         printf("plan: %s is a shape-only file (%.2f%% of it is on disk): it reads no tensor data\n", o->model,
                100.0 * allocated);
+    const int threads = mp.n_threads > 0 ? mp.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     char mem_what[96];
     if (o->mem_gbps > 0) snprintf(mem_what, sizeof mem_what, "given");
-    else snprintf(mem_what, sizeof mem_what, "%s, %d threads", mem_source[0] == 'd' ?
-                  "this model's products, as decoding runs them" : "a plain read", mp.n_threads > 0 ? mp.n_threads :
-                  (int)sysconf(_SC_NPROCESSORS_ONLN));
+    else snprintf(mem_what, sizeof mem_what, "%s, %d threads",
+                  mem_source[0] == 'd' ? "this model's products, as decoding runs them" : "a plain read", threads);
     if (how == DISK_GIVEN)
         printf("machine (given): disk %.2f GB/s, memory %.1f GB/s (%s)\n", disk / 1e9, mem / 1e9, mem_what);
     else if (how == DISK_SCRATCH)
