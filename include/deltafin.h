@@ -728,10 +728,11 @@ void df_model_desc_free(df_model_desc *d);
 
 /* Machine probes: disk read throughput (bytes/s) of `threads` concurrent
  * O_DIRECT reads of `chunk` bytes (0: 4 MiB) at random offsets of path for
- * about `seconds`, and memory read bandwidth (bytes/s). -1 on failure. */
+ * about `seconds`, -1 on failure; and memory read bandwidth (bytes/s) with
+ * `threads` threads (0: one a processor) reading at once, from memory, not
+ * the caches, over a buffer of at most max_bytes (0: twice the largest
+ * cache, 256 MiB to 1 GiB), -1 when it cannot measure. */
 double df_probe_disk(const char *path, double seconds, int threads, uint64_t chunk, char *err, size_t errlen);
-/* memory read bandwidth in bytes/s with `threads` threads (0: one a processor) reading at once, from memory not the caches, over a
- * buffer of at most max_bytes (0: twice the largest cache, 256 MiB to 1 GiB); -1 when it cannot measure */
 double df_probe_memory(double seconds, uint64_t max_bytes, int threads);
 /* The rate (bytes/s of weights) at which decoding multiplies the model at path from memory: the engine's own
  * products on one token with p's threads, over copies of the model's weights (its largest per-token types), in

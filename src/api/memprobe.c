@@ -4,8 +4,8 @@
  *
  * A plain read of memory (df_probe_memory) is the bound; decoding reaches
  * part of it, and how much depends on the weight type, the kernel table and
- * the processor (bench/RESULTS.md: 0.57-0.91 of the bound over the default
- * models). So the probe runs what decoding runs: the engine's own matrix
+ * the processor (bench/compare.sh's "Deltafin / bound" column in
+ * bench/RESULTS.md). So the probe runs what decoding runs: the engine's own matrix
  * products (matmul.h: the kernel table in use, the packed layouts where the
  * store packs, the thread pool of df_model_params.n_threads) on one token,
  * over copies of the model's own weights (read from its file), each matrix
@@ -17,7 +17,8 @@
  * The types: what one token reads from memory, by type: every matrix but the
  * token embeddings (a row a token), the experts' at n_expert_used /
  * n_expert of their bytes. The PROBE_TYPES largest shares are measured, each
- * by its largest matrix; the rate is their bytes over their summed time.
+ * by its largest matrix; the rate is their bytes over their summed time (the
+ * smaller types, a few percent where there are more, taken at that rate).
  * Requantized resident weights (--resident-type) are measured in the file's
  * type. Attention over the KV cache and the vector ops are not in it.
  */
