@@ -964,7 +964,7 @@ static int cmd_plan(const opts *given) {
     char mem_what[96];
     if (o->mem_gbps > 0) snprintf(mem_what, sizeof mem_what, "given");
     else snprintf(mem_what, sizeof mem_what, "%s, %d threads",
-                  mem_source[0] == 'd' ? "this model's products, as decoding runs them" : "a plain read", threads);
+                  !strcmp(mem_source, "decode-shaped") ? "this model's products, as decoding runs them" : "a plain read", threads);
     if (how == DISK_GIVEN)
         printf("machine (given): disk %.2f GB/s, memory %.1f GB/s (%s)\n", disk / 1e9, mem / 1e9, mem_what);
     else if (how == DISK_SCRATCH)

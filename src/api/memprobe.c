@@ -9,10 +9,10 @@
  * products (matmul.h: the kernel table in use, the packed layouts where the
  * store packs, the thread pool of df_model_params.n_threads) on one token,
  * over copies of the model's own weights (read from its file), each matrix
- * of its real shape, one product a matrix as decoding calls them. The
- * copies fill a buffer twice the largest cache; where the budget allows
- * less, each pass first evicts it from the caches (df_cache_evict). The
- * fastest pass counts, as in the plain probe.
+ * of its real shape, one product a matrix as decoding calls them, in a
+ * buffer sized as the plain probe's (df_probe_buffer: evicted from the
+ * caches before each pass where the budget keeps it small). The fastest
+ * pass counts, as in the plain probe.
  *
  * The types: what one token reads from memory, by type: every matrix but the
  * token embeddings (a row a token), the experts' at n_expert_used /
@@ -92,8 +92,9 @@ static int read_matrix(const df_model *m, const gguf_tensor *t, uint8_t *w, size
     return 0;
 }
 
-/* Bytes/s of one token's products over copies of t's matrix filling about `bytes`, for `seconds`. */
-static double probe_type(df_model *m, const gguf_tensor *t, uint64_t bytes, uint64_t cache, double seconds, int pack,
+/* Bytes/s of one token's products over copies of t's matrix filling about `bytes` (evicted before each pass when
+ * evict), for `seconds`. */
+static double probe_type(df_model *m, const gguf_tensor *t, uint64_t bytes, int evict, double seconds, int pack,
                          char *err, size_t errlen) {
     const int64_t n_in = t->ne[0];
     const size_t row = quant_row_size(t->type, n_in);
@@ -114,7 +115,6 @@ static double probe_type(df_model *m, const gguf_tensor *t, uint64_t bytes, uint
     for (int64_t i = 0; i < n_in; i++) x[i] = (float)((i * 7919) % 2001 - 1000) / 1000.0f;
     if (pack) pack_matrix(t->type, w, row, rows, scratch, 0);
     for (size_t c = 1; c < copies; c++) memcpy(w + c * mat, w, mat);
-    const int evict = cache == 0 || total < 2 * cache;
     const mm_op op0 = {t->type, w, rows, y, rows, NULL, pack};
     best = 0;
     const double t0 = df_time();
@@ -147,7 +147,8 @@ double df_model_probe_memory(const char *path, const df_model_params *p, double 
     df_model_params q = *p;
     q.vocab_only = 0;
     double rate = -1.0;
-    if (df_load_header(m, path, &q, err, errlen) != 0) goto out;
+    ws_config cfg;
+    if (df_load_header(m, path, &q, err, errlen) != 0 || df_store_config(m, p, &cfg, err, errlen) != 0) goto out;
     m->pool = tp_create(m->n_threads);
     type_share s[PROBE_TYPES];
     const int n = token_types(m, s, PROBE_TYPES);
@@ -155,15 +156,12 @@ double df_model_probe_memory(const char *path, const df_model_params *p, double 
         df_seterr(err, errlen, "%s: %s", path, m->pool ? "no matrices to measure memory with" : "out of memory");
         goto out;
     }
-    const uint64_t cache = df_cache_largest(), mib = (uint64_t)1 << 20;
-    uint64_t bytes = 2 * cache < 256 * mib ? 256 * mib : 2 * cache > 1024 * mib ? 1024 * mib : 2 * cache;
-    if (max_bytes && max_bytes < bytes) bytes = max_bytes;
-    const char *nopack = getenv("DELTAFIN_PACK"); /* as the store decides (header.c, wstore.c type_packs) */
+    int evict;
+    const uint64_t bytes = df_probe_buffer(max_bytes, &evict);
     double sum_bytes = 0, sum_secs = 0;
     for (int i = 0; i < n; i++) {
-        const quant_traits *qt = quant_traits_get(s[i].type);
-        const int pack = !(nopack && !strcmp(nopack, "0")) && qt->gemm_packed && pack_has_layout(s[i].type);
-        const double r = probe_type(m, s[i].t, bytes, cache, seconds / n, pack, err, errlen);
+        const int pack = ws_type_packs(&cfg, s[i].type, s[i].t->ne[1]); /* as the store holds it */
+        const double r = probe_type(m, s[i].t, bytes, evict, seconds / n, pack, err, errlen);
         if (r <= 0) goto out;
         sum_bytes += s[i].bytes, sum_secs += s[i].bytes / r;
     }

@@ -453,12 +453,12 @@ double df_model_probe_disk_windows(const char *path, const df_model_params *p, d
 
 /* ---- the tokens/s model ---- */
 
-/* Bytes of recurrent state a session keeps (session.c's "recurrent state" items): every token reads and
- * writes all of it, as it reads the weights. */
+/* Bytes of recurrent state a session keeps (DF_MEM_ITEM_RECURRENT items): every token reads and writes all of it,
+ * as it reads the weights. */
 static double state_bytes(const df_plan *p) {
     double b = 0;
     for (int i = 0; i < p->n_mem; i++)
-        if (!strcmp(p->mem[i].name, "recurrent state")) b += (double)p->mem[i].bytes;
+        if (!strcmp(p->mem[i].name, DF_MEM_ITEM_RECURRENT)) b += (double)p->mem[i].bytes;
     return b;
 }
 

@@ -278,25 +278,31 @@ static void *mem_worker(void *arg) {
     return NULL;
 }
 
-double df_probe_memory(double seconds, uint64_t max_bytes, int threads) {
-    /* Decoding streams each weight once a token with every thread at once, from
-     * memory: so the buffer is read by `threads` threads in wide loads, and is
-     * twice the largest cache (256 MiB to 1 GiB); where the budget allows less
-     * (half of it: plan must fit where run fits, tests/cli/cgroup_cmds.sh), each
-     * pass first evicts it from the caches. */
-    if (threads < 1) threads = (int)sysconf(_SC_NPROCESSORS_ONLN); /* as a model's default (df_model_params) */
-    if (threads < 1) threads = 1;
-    if (threads > 64) threads = 64;
+uint64_t df_probe_buffer(uint64_t max_bytes, int *evict) {
+    /* a buffer twice the largest cache is read from memory pass after pass (a sequential pass over twice an LRU
+     * cache finds nothing of the pass before); where the budget allows less (half of it: plan must fit where run
+     * fits, tests/cli/cgroup_cmds.sh), each pass first evicts it */
     const uint64_t cache = df_cache_largest(), mib = (uint64_t)1 << 20;
     uint64_t n = 2 * cache;
     n = n < 256 * mib ? 256 * mib : n > 1024 * mib ? 1024 * mib : n;
     if (max_bytes && max_bytes < n) n = max_bytes;
     n &= ~(mib - 1);
     if (n < mib) n = mib;
+    *evict = cache == 0 || n < 2 * cache;
+    return n;
+}
+
+double df_probe_memory(double seconds, uint64_t max_bytes, int threads) {
+    /* Decoding streams each weight once a token with every thread at once, from memory: so the buffer
+     * (df_probe_buffer) is read by `threads` threads in wide loads. */
+    if (threads < 1) threads = (int)sysconf(_SC_NPROCESSORS_ONLN); /* as a model's default (df_model_params) */
+    if (threads < 1) threads = 1;
+    if (threads > 64) threads = 64;
+    int flush;
+    const uint64_t n = df_probe_buffer(max_bytes, &flush);
     uint8_t *buf = df_alloc_big(64, (size_t)n);
     if (!buf) return -1.0;
     memset(buf, 1, (size_t)n);
-    const int flush = cache == 0 || n < 2 * cache;
     const size_t lines = (size_t)(n / 64);
     mem_gate g = {.go = 0, .stop = 0};
     if (pthread_mutex_init(&g.mu, NULL) != 0) return free(buf), -1.0;

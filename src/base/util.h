@@ -41,6 +41,10 @@ void *df_alloc_big(size_t align, size_t size);
  * comes from memory (x86-64 and AArch64; elsewhere nothing). sysprobe.c: the memory probes. */
 uint64_t df_cache_largest(void);
 void df_cache_evict(const void *p, size_t n);
+/* The memory probes' buffer: twice the largest cache (256 MiB to 1 GiB), or max_bytes where that is less (0: no
+ * limit), whole MiB; *evict: whether each pass must first evict it (df_cache_evict), being too small to outgrow
+ * the cache. */
+uint64_t df_probe_buffer(uint64_t max_bytes, int *evict);
 
 /* Overflow-checked arithmetic: return 0 on success, -1 on overflow. */
 static inline int df_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {

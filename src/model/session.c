@@ -449,7 +449,7 @@ int df_session_mem_list(const df_model *m, const df_session_params *p, df_plan_m
         if (!held(m, l)) continue;
         if (is_recurrent(h, l)) {
             const uint64_t f = (uint64_t)(df_rec_conv_floats(h) + df_rec_state_floats(h));
-            mem_list_add(out, &n, max, "recurrent state", f * sizeof(float));
+            mem_list_add(out, &n, max, DF_MEM_ITEM_RECURRENT, f * sizeof(float));
             if (d.mem.rb_rows)
                 mem_list_add(out, &n, max, "rollback room",
                              (f + (uint64_t)d.mem.rb_rows * (uint64_t)df_rec_row_floats(h)) * sizeof(float));

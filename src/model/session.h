@@ -251,6 +251,9 @@ void df_layout_scratch(df_layout *lay, void *field, uint64_t bytes);
 void df_layout_wide(df_layout *lay, int64_t floats);
 void df_layout_att(df_layout *lay, int64_t floats);
 
+/* The item of the recurrent layers' state, which every position reads and writes whole (plan.c counts it). */
+#define DF_MEM_ITEM_RECURRENT "recurrent state"
+
 /* The per-layer memory of a session with these parameters, one entry per
  * name (what it is, the layers that keep it, its bytes), for the plan; at
  * most max entries, and the session's context (0: bad parameters). Returns

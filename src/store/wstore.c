@@ -519,12 +519,12 @@ static int wait_ready(wstore *ws, slot *s, char *err, size_t errlen) {
     return 0;
 }
 
-/* Whether matrices of this type and row count are held packed (pack.h): the kernel table in use has a packed
- * gemm for the type, and DELTAFIN_PACK=0 (cfg.no_pack) did not turn packing off. */
-static int type_packs(const wstore *ws, int type, int64_t rows) {
+int ws_type_packs(const ws_config *cfg, int type, int64_t rows) {
     const quant_traits *q = quant_traits_get(type);
-    return !ws->cfg.no_pack && q && q->gemm_packed && pack_has_layout(type) && rows >= PACK_ROWS;
+    return !cfg->no_pack && q && q->gemm_packed && pack_has_layout(type) && rows >= PACK_ROWS;
 }
+
+static int type_packs(const wstore *ws, int type, int64_t rows) { return ws_type_packs(&ws->cfg, type, rows); }
 
 /* Part p of expert slot s: where its slice starts in the slot (after the read's alignment lead), its tensor. */
 static uint8_t *slot_part(const wstore *ws, const slot *s, int p, const gguf_tensor **gt) {

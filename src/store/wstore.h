@@ -214,6 +214,10 @@ typedef struct ws_stats {
                                  * reader, while the compute works: a real disk cannot make that time up */
     uint64_t *layer_hits, *layer_misses; /* (n_layer), owned by the store */
 } ws_stats;
+/* Whether the store holds matrices of this type and row count packed (pack.h): the kernel table in use has a
+ * packed gemm for the type, and DELTAFIN_PACK=0 (cfg->no_pack) did not turn packing off. */
+int ws_type_packs(const ws_config *cfg, int type, int64_t rows);
+
 void ws_get_stats(wstore *ws, ws_stats *out); /* under the store's lock: the readers change them */
 
 /* The reading engine in use ("pread", "io_uring"; NULL when not streaming)
