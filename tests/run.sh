@@ -71,6 +71,11 @@ for cap in "${caps[@]}"; do
     run "test_matmul-amx-model@$cap" env DELTAFIN_ISA=$cap DELTAFIN_AMX=model "$BUILD/test_matmul"
     for t in amx pack; do run "cli/$t@$cap" env DELTAFIN_ISA=$cap bash "tests/cli/$t.sh" "$BUILD"; done
 done
+# One token through the packed K-quants on AVX-512: the 512-bit tiles or the AVX2
+# table's (kern_avx512.c kq_one_256 picks by vendor), both, whatever the machine.
+if grep -qw avx512_vnni /proc/cpuinfo 2>/dev/null; then
+    for w in 512 256; do run "test_matmul-kq-one-$w" env DELTAFIN_KQ_ONE=$w "$BUILD/test_matmul"; done
+fi
 echo
 [ ${#failed[@]} -eq 0 ] || echo "failed: ${failed[*]}"
 echo "$pass passed, $failn failed"

@@ -1031,17 +1031,25 @@ INL __m256i k45_p8_pairs(__m128i a, __m128i b, int h) {
 #define LO128(v) _mm256_castsi256_si128(v)
 #define HI128(v) _mm256_extracti128_si256((v), 1)
 
+/* How far ahead (bytes) the one-token q4_K tile asks for its stream, one
+ * line a step: 0 on AMD, where the hardware prefetcher alone streams it
+ * fastest from DRAM (Zen 3: 27.7 GB/s against 23.7 at 1 KiB ahead, 20.0 at
+ * 2 KiB); 1 KiB on Intel, where it is 8-13% faster so (Sapphire Rapids
+ * class: 27.1-27.4 against 29.3-31.1 GB/s, 2 KiB 29.5-29.9, 4 KiB 26.5-26.7;
+ * bench/RESULTS.md 2026-12-06 and 2026-12-07). Set by kern_avx2_fill. */
+static size_t kq_one_prefetch;
+
 /* The one-token q4_K tile: k45_p8_tile's integer sums S and M and its float
  * steps, so its bits, with both halves of a line in one step, so that each
  * activation broadcast serves all 16 rows and nothing is spilled: per 64-byte
  * line two loads, six logic ops, four maddubs and four adds (about 820
  * instructions a group against 1200 in k45_p8_tile's loop of halves). The
  * activation pair sums of M come from one hadd of the block's bsums. It reads
- * its one stream front to back and prefetches nothing: on an AMD Zen 3 the
- * hardware prefetcher alone streams it fastest from DRAM (bench/RESULTS.md
- * 2026-12-06). q5_K keeps k45_p8_tile's halves for one token too: its two
- * streams (qh, qs) read faster from DRAM that way. */
-INL void q4_K_p8_one(int64_t nsb, const uint8_t *g, const block_q8_K *x, float *out) {
+ * its one stream front to back, asking for the line pf bytes on each step
+ * where pf is not 0 (kq_one_prefetch: the vendor's). q5_K keeps k45_p8_tile's
+ * halves for one token too: its two streams (qh, qs) read faster from DRAM
+ * that way. */
+INL void q4_K_p8_one(int64_t nsb, const uint8_t *g, const block_q8_K *x, float *out, const size_t pf) {
     __m256 accS0 = _mm256_setzero_ps(), accS1 = accS0, accM0 = accS0, accM1 = accS0;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const size_t gs = 16 * sizeof(block_q4_K);
@@ -1051,6 +1059,9 @@ INL void q4_K_p8_one(int64_t nsb, const uint8_t *g, const block_q8_K *x, float *
         k45_p8_scales(g + 64, sc, mn);
         _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
             __m256i l0 = _mm256_setzero_si256(), h0 = l0, l1 = l0, h1 = l0;
+            if (pf)
+                _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)
+                    _mm_prefetch((const char *)(qs + 64 * (8 * p + k) + pf), _MM_HINT_T0);
             _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
                 const __m256i yl = _mm256_set1_epi32((int)load_u32(y + 64 * p + 4 * k));
                 const __m256i yh = _mm256_set1_epi32((int)load_u32(y + 64 * p + 4 * k + 32));
@@ -1156,7 +1167,7 @@ INL void k45_p8_half(int64_t i, const uint8_t *g, const block_q8_K *const *x, co
 
 INL void k45_p8_tile(int64_t nsb, const uint8_t *g, const uint8_t *xp, size_t xs, float *out, const int C, const int q5) {
     if (C == 1 && !q5) {
-        q4_K_p8_one(nsb, g, (const block_q8_K *)(const void *)xp, out);
+        q4_K_p8_one(nsb, g, (const block_q8_K *)(const void *)xp, out, kq_one_prefetch);
         return;
     }
     const block_q8_K *x[4];
@@ -1680,6 +1691,7 @@ static void f32_situ(float *a, const float *b, int64_t n, float beta, float lb) 
 /* ---------------------------------------------------------------------- */
 
 void kern_avx2_fill(quant_traits *t) {
+    kq_one_prefetch = kx_cpu_intel() ? 1024 : 0;
     t[DF_TYPE_F32].vec_dot = f32_dot;
     t[DF_TYPE_F16].vec_dot = f16_dot;
     t[DF_TYPE_F16].to_float = f16_to_float;

@@ -47,7 +47,9 @@
  *   layout: 16 rows in the 16 lanes, one vpdpbusd per 64-byte line and
  *   token against 4 broadcast activation bytes, so a block's exact sum per
  *   row builds up with no reduction across lanes (the row-major tiles'
- *   order and bits). The store packs resident matrices of these types.
+ *   order and bits). The store packs resident matrices of these types. One
+ *   token of q4_K, q5_K and q6_K on an Intel core takes the AVX2 table's
+ *   256-bit packed tiles instead (kq_one_256: faster there, same bits).
  * - AMX (Intel's tile unit) lives in kern_amx.c / amx_gemm.c, as a table of
  *   its own built on top of this one.
  * - The integer sums per block are exactly the scalar reference's; only the
@@ -61,6 +63,7 @@
 
 #include <immintrin.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define LOADU(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
@@ -1260,6 +1263,36 @@ P16_INL void q6_K_p16_tile(int64_t nsb, const uint8_t *g, const uint8_t *xp, siz
 P16_K45_GEMMS(p16, k45_p16_tile, 4)
 P16_K_GEMM(q6_K_p16, 4)
 
+/* One token through the packed K-quants on an Intel core runs the AVX2
+ * table's 256-bit tiles, which give the same bits: there the 512-bit tiles
+ * above stream 20% slower from memory (bench/kernels.c -g -m 1024, 2 threads
+ * of a Sapphire Rapids-class Xeon: q4_K 24.2 against 28.6 GB/s, q5_K 22.4
+ * against 28.4, q6_K 23.3 against 28.1; bench/RESULTS.md 2026-12-07), while
+ * q8_0 and MXFP4, with no scale work per super-block, stream alike. On AMD
+ * (Zen 5) the 512-bit tiles with their prefetch are the ones measured fast
+ * (47-54 GB/s), so they stay. DELTAFIN_KQ_ONE=512 or 256 forces either (the
+ * tests run both). */
+enum { KQ_ONE_Q4_K, KQ_ONE_Q5_K, KQ_ONE_Q6_K, KQ_ONE_N };
+static quant_gemm_fn kq_one[KQ_ONE_N]; /* the AVX2 table's, or NULL: the 512-bit tiles */
+#define KQ_ONE_ROUTE(NAME, I)                                                                                      \
+    static void NAME##_route(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nc, float *y, \
+                             size_t ldy) {                                                                         \
+        if (nc == 1 && kq_one[I]) kq_one[I](n, w, ws, nr, x, xs, nc, y, ldy);                                      \
+        else NAME##_gemm(n, w, ws, nr, x, xs, nc, y, ldy);                                                         \
+    }
+KQ_ONE_ROUTE(q4_K_p16, KQ_ONE_Q4_K)
+KQ_ONE_ROUTE(q5_K_p16, KQ_ONE_Q5_K)
+KQ_ONE_ROUTE(q6_K_p16, KQ_ONE_Q6_K)
+#undef KQ_ONE_ROUTE
+
+/* 1 if one token takes the 256-bit tiles here (above). */
+static int kq_one_256(void) {
+    const char *e = getenv("DELTAFIN_KQ_ONE");
+    if (e && !strcmp(e, "512")) return 0;
+    if (e && !strcmp(e, "256")) return 1;
+    return kx_cpu_intel();
+}
+
 /* One token (generation) keeps the AVX2 tile, which measured faster there
  * (bench/kernels.c: its scale spreading is cheaper when no second token
  * shares it); both give the same bits. */
@@ -1322,7 +1355,11 @@ void kern_avx512_fill(quant_traits *t) {
     t[DF_TYPE_Q5_K].gemm = q5_K_t5_gemm;
     t[DF_TYPE_Q8_0].gemm_packed = q8_0_p16_gemm;
     t[DF_TYPE_MXFP4].gemm_packed = mxfp4_p16_gemm;
-    t[DF_TYPE_Q4_K].gemm_packed = q4_K_p16_gemm;
-    t[DF_TYPE_Q6_K].gemm_packed = q6_K_p16_gemm;
-    t[DF_TYPE_Q5_K].gemm_packed = q5_K_p16_gemm;
+    const int one256 = kq_one_256();
+    kq_one[KQ_ONE_Q4_K] = one256 ? t[DF_TYPE_Q4_K].gemm_packed : NULL; /* the AVX2 table's */
+    kq_one[KQ_ONE_Q5_K] = one256 ? t[DF_TYPE_Q5_K].gemm_packed : NULL;
+    kq_one[KQ_ONE_Q6_K] = one256 ? t[DF_TYPE_Q6_K].gemm_packed : NULL;
+    t[DF_TYPE_Q4_K].gemm_packed = q4_K_p16_route;
+    t[DF_TYPE_Q6_K].gemm_packed = q6_K_p16_route;
+    t[DF_TYPE_Q5_K].gemm_packed = q5_K_p16_route;
 }
