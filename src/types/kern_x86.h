@@ -21,7 +21,6 @@
 #include <stddef.h>
 #include <string.h>
 
-/* ggml's MXFP4 value table (doubled e2m1) as a pshufb lookup. */
 /* 1 if the CPU is Intel's: the packed K-quant tiles for one token are tuned by vendor (kern_avx2.c
  * kq_one_prefetch, kern_avx512.c kq_one_256), from measurements on each (bench/RESULTS.md 2026-12-07). */
 static inline int kx_cpu_intel(void) {
@@ -29,6 +28,7 @@ static inline int kx_cpu_intel(void) {
     return __get_cpuid(0, &a, &b, &c, &d) && b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu; /* GenuineIntel */
 }
 
+/* ggml's MXFP4 value table (doubled e2m1) as a pshufb lookup. */
 static inline __m128i kx_mxfp4_table(void) { return _mm_loadu_si128((const __m128i *)(const void *)df_kvalues_mxfp4); }
 
 /* The 64 two-bit codes of a q2_0 block (element 4b+t = bits 2t..2t+1 of
