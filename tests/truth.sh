@@ -53,9 +53,14 @@
 # qwen35 models, 6 sets of 16 prompts each: the log of Deltafin's ratio has a
 # spread of 0.05 around 0; prompts of 40 tokens instead of 160 do no better).
 # The tail is still there (one kimi model in 32 came out at 1.19x on its 16
-# prompts, 0.98x on 64), so a family whose pool fails the rule is judged
-# again, every model on four times its prompts (at least 8: the one-prompt
-# MoE families too), and that second look's verdict stands.
+# prompts, 0.98x on 64), so a family whose pool fails the rule, or one of
+# whose models fails its own bound, is judged again, every model on four
+# times its prompts (at least 8: the one-prompt MoE families too), and that
+# second look's verdict stands. (A model's own bound is a draw too: qwen3moe-tiny
+# with IQ1_S experts, --random-config 320458669, one prompt: trimmed KL 0.00888
+# against llama.cpp's 0.00323, over the 2x + 1e-3 bound, with the AVX2, AVX-512
+# and AMX tables alike and 0.00325 with the scalar one; on 8 prompts 0.0493
+# against 0.0494.)
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 B=${1:-build}
@@ -119,7 +124,7 @@ for fam in "${!pool_ll[@]}"; do
     pooled=$(pool_verdict "$fam")
     printf '%s models pooled: trimmed mean KL llama.cpp %.4g, Deltafin %.4g (%.3fx): %s\n' "$fam" "${pool_ll[$fam]}" \
         "${pool_df[$fam]}" "$(awk -v d="${pool_df[$fam]}" -v l="${pool_ll[$fam]}" 'BEGIN { print d / l }')" "$pooled"
-    if [ "$pooled" != ok ]; then # the second look, on four times the prompts (at least 8): its verdict stands
+    if [ "$pooled" != ok ] || [ "${pool_fails[$fam]:-0}" -gt 0 ]; then # the second look, on four times the prompts (at least 8): its verdict stands
         again=$((4 * ${pool_np[$fam]})); [ "$again" -ge 8 ] || again=8
         echo "$fam models: judged again on $again prompts each"
         fails=$((fails - ${pool_fails[$fam]:-0})); pool_fails[$fam]=0; pool_df[$fam]=0; pool_ll[$fam]=0
