@@ -14,7 +14,7 @@ B=${1:-build}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 . tests/cli_common.sh
-S=${DELTAFIN_SHARED:-../shared}/models/stories260K.gguf
+S=$(realpath -m "${DELTAFIN_SHARED:-../shared}/models/stories260K.gguf") # absolute: the Python check runs from another folder
 [ -f "$S" ] || { echo "SKIPPED: $S not found"; exit 0; }
 command -v pkg-config > /dev/null || { echo "SKIPPED: pkg-config not found"; exit 0; }
 # a sanitized build's library needs the sanitizer runtime in every program: the package is the optimized build's
