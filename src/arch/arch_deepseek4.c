@@ -43,6 +43,7 @@
 #include "bind.h"
 #include "dsv4.h"
 #include "moe.h"
+#include "pack.h"
 #include "quant.h"
 #include "util.h"
 
@@ -247,17 +248,14 @@ static int out_proj(df_session *s, df_layer *L, int n, char *err, size_t errlen)
     const df_hparams *h = &m->hp;
     const int64_t G = v4->o_groups, R = v4->o_lora, gd = (int64_t)h->n_head * h->head_dim / G;
     const int64_t qdim = (int64_t)h->n_head * h->head_dim;
-    const uint8_t *wa = ws_fetch(m->ws, V4L(L)->wo_a, err, errlen);
+    /* a group's R rows start a packed group (pack.h) when R is a multiple of PACK_ROWS: packed, if held so */
+    ws_tensor *wt = V4L(L)->wo_a;
+    const uint8_t *wa = R % PACK_ROWS == 0 ? ws_fetch_mm(m->ws, wt, err, errlen) : ws_fetch(m->ws, wt, err, errlen);
     if (!wa) return -1;
-    int rc = 0;
-    for (int64_t g = 0; g < G && rc == 0; g++) {
-        for (int t = 0; t < n; t++)
-            memcpy(f->o_grp + t * gd, s->xb + t * qdim + g * gd, sizeof(float) * (size_t)gd);
-        if (mm_mul(m->pool, V4L(L)->wo_a->type, wa + (size_t)(g * R) * V4L(L)->wo_a->row_bytes, gd, R, f->o_grp, n,
-                   f->o_low + g * R, G * R, &s->mm) != 0)
-            rc = df_seterr(err, errlen, "internal: matmul scratch too small");
-    }
-    ws_release(m->ws, V4L(L)->wo_a);
+    int rc = mm_mul_grouped(m->pool, wt->type, wa, R % PACK_ROWS == 0 && wt->packed, (size_t)R * wt->row_bytes, (int)G, gd, R,
+                            s->xb, gd, qdim, n, f->o_low, R, G * R, f->o_grp, &s->mm);
+    if (rc) df_seterr(err, errlen, "internal: matmul scratch too small");
+    ws_release(m->ws, wt);
     if (rc) return -1;
     return df_matmul(s, V4L(L)->wo_b, f->o_low, n, s->xb2, h->n_embd, err, errlen);
 }

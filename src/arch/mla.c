@@ -114,22 +114,6 @@ static void absorb_combined(void *arg, int ith, int nth) {
     }
 }
 
-/* y[t][h*n_out ...] = W_h * x[t][h] for every head: W_h is n_out rows of n_in
- * at w + h*head_stride bytes; x rows for head h are gathered into a dense block. */
-static int per_head_matmul(df_session *s, const ws_tensor *w, const uint8_t *base, size_t head_stride, int64_t n_in,
-                           int64_t n_out, const float *x, int64_t x_head_stride, int64_t x_tok_stride, int n, float *y,
-                           int64_t y_head_stride, int64_t ldy) {
-    const df_hparams *h = &s->m->hp;
-    for (int hh = 0; hh < h->n_head; hh++) {
-        for (int t = 0; t < n; t++)
-            memcpy(s->mla_tmp + (int64_t)t * n_in, x + t * x_tok_stride + hh * x_head_stride, sizeof(float) * (size_t)n_in);
-        if (mm_mul(s->m->pool, w->type, base + hh * head_stride, n_in, n_out, s->mla_tmp, n, y + hh * y_head_stride, ldy,
-                   &s->mm) != 0)
-            return -1;
-    }
-    return 0;
-}
-
 /* Row t's attention in latent space: every head reads the same latent rows
  * of session own's layer l (attn.c), own's scratch. */
 static void latent_attention(df_session *s, df_session *own, int l, int t, int n_tok) {
@@ -191,10 +175,10 @@ int df_mla_attention(df_session *s, df_session *const *own, int l, int n, int ro
     /* absorbed queries: [Wk_b[h] * q_nope | q_pe] */
     mla_job job = {s, L, l, n, NULL};
     if (L->wk_b) {
-        const uint8_t *wk = ws_fetch(m->ws, L->wk_b, err, errlen);
+        const uint8_t *wk = ws_fetch_mm(m->ws, L->wk_b, err, errlen); /* a head a slice: packed, if held so */
         if (!wk) return -1;
-        int rc = per_head_matmul(s, L->wk_b, wk, R * L->wk_b->row_bytes, nope, R, s->q, hd, H * hd, n, s->q_abs, D,
-                                 H * D);
+        int rc = mm_mul_grouped(m->pool, L->wk_b->type, wk, L->wk_b->packed, R * L->wk_b->row_bytes, (int)H, nope, R,
+                                s->q, hd, H * hd, n, s->q_abs, D, H * D, s->mla_tmp, &s->mm);
         ws_release(m->ws, L->wk_b);
         if (rc) return df_seterr(err, errlen, "internal: MLA scratch too small");
     } else {
@@ -210,9 +194,10 @@ int df_mla_attention(df_session *s, df_session *const *own, int l, int n, int ro
         r = df_row_run(own, t, n);
         latent_attention(s, own[t], l, t, r);
     }
-    /* back from latent space: out[h] = Wv[h] * o_lat[h] */
+    /* back from latent space: out[h] = Wv[h] * o_lat[h] (attn_v_b: a head a slice, packed if held so; the
+     * combined attn_kv_b's V rows are part of a slice: the file's layout) */
     ws_tensor *wv = L->wv_b ? L->wv_b : L->wkv_b;
-    const uint8_t *vb = ws_fetch(m->ws, wv, err, errlen);
+    const uint8_t *vb = L->wv_b ? ws_fetch_mm(m->ws, wv, err, errlen) : ws_fetch(m->ws, wv, err, errlen);
     if (!vb) return -1;
     size_t stride;
     if (L->wv_b) {
@@ -221,7 +206,8 @@ int df_mla_attention(df_session *s, df_session *const *own, int l, int n, int ro
         stride = (size_t)(nope + hv) * wv->row_bytes;
         vb += (size_t)nope * wv->row_bytes; /* V rows follow the head's K rows */
     }
-    int rc = per_head_matmul(s, wv, vb, stride, R, hv, s->o_lat, R, H * R, n, s->xb, hv, H * hv);
+    int rc = mm_mul_grouped(m->pool, wv->type, vb, L->wv_b && wv->packed, stride, (int)H, R, hv, s->o_lat, R, H * R, n,
+                            s->xb, hv, H * hv, s->mla_tmp, &s->mm);
     ws_release(m->ws, wv);
     if (rc) return df_seterr(err, errlen, "internal: MLA scratch too small");
     return 0;

@@ -292,3 +292,27 @@ int mm_mul(tp_pool *pool, int wtype, const void *w, int64_t n_in, int64_t n_out,
     const mm_op op = {wtype, w, n_out, y, ldy, NULL, 0};
     return mm_mul_n(pool, &op, 1, n_in, x, n_tok, sc);
 }
+
+int mm_mul_grouped(tp_pool *pool, int wtype, const void *w, int packed, size_t w_stride, int G, int64_t n_in,
+                   int64_t n_out, const float *x, int64_t x_grp, int64_t x_tok, int n_tok, float *y, int64_t y_grp, int64_t ldy,
+                   float *tmp, mm_scratch *sc) {
+    const uint8_t *wb = w;
+    if (n_tok == 1) { /* a pass for up to MM_MAX_OPS groups: a pass apiece costs more than these small products */
+        mm_op ops[MM_MAX_OPS];
+        for (int g0 = 0; g0 < G; g0 += MM_MAX_OPS) {
+            const int ng = G - g0 < MM_MAX_OPS ? G - g0 : MM_MAX_OPS;
+            for (int k = 0; k < ng; k++) {
+                const int g = g0 + k;
+                ops[k] = (mm_op){wtype, wb + (size_t)g * w_stride, n_out, y + g * y_grp, ldy, x + g * x_grp, packed};
+            }
+            if (mm_mul_n(pool, ops, ng, n_in, NULL, 1, sc) != 0) return -1;
+        }
+        return 0;
+    }
+    for (int g = 0; g < G; g++) {
+        for (int t = 0; t < n_tok; t++) memcpy(tmp + t * n_in, x + t * x_tok + g * x_grp, sizeof(float) * (size_t)n_in);
+        const mm_op op = {wtype, wb + (size_t)g * w_stride, n_out, y + g * y_grp, ldy, tmp, packed};
+        if (mm_mul_n(pool, &op, 1, n_in, NULL, n_tok, sc) != 0) return -1;
+    }
+    return 0;
+}
