@@ -13,11 +13,12 @@
  *      the same in a prompt batch and in one-token generation;
  *  (3) mm_mul with 1..3 threads and 1..130 tokens (token blocks, row
  *      chunks, dynamic scheduling) equals gemm on the whole matrix bit for
- *      bit, and mm_mul_n equals separate mm_mul calls, including products of
+ *      bit, and mm_mul_n equals separate mm_mul calls (mm_mul_grouped: one
+ *      per group), including products of
  *      different activation types and with inputs of their own in one call,
  *      and when the scratch forces several passes; too small a scratch fails;
  *  (4) the attention helpers dot_rows / axpy_rows / exp_sum and the
- *      swiglu kernel against the scalar ones (1e-5 relative, a few ulp for
+ *      swiglu kernel (and silu alone: b NULL) against the scalar ones (1e-5 relative, a few ulp for
  *      exp), and dot_rows' independence of how many rows one call covers;
  *  (5) tp_run_dyn runs every claimed item exactly once with more threads
  *      than cores, interleaved with static tp_run jobs;
@@ -411,6 +412,62 @@ static void test_mm_mul(void **state) {
     tp_free(pool);
 }
 
+/* (3) mm_mul_grouped: G products on their own slices of the input (MLA's
+ * per-head products), more groups than one pass holds, packed slices and
+ * slices with rows past the last group, 1..3 threads, one token and several:
+ * the bits of one mm_mul per group on its gathered input. */
+static void test_grouped(void **state) {
+    (void)state;
+    const int types[] = {DF_TYPE_Q8_0, DF_TYPE_Q4_K};
+    const int rows[] = {32, 21};
+    const int G = MM_MAX_OPS + 8;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+        for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
+            const int type = types[ti], nr = rows[ri], nt_max = 3;
+            const int64_t n = quant_traits_ref(type)->blck == QK_K ? 256 : 128;
+            mats m = make(type, n, G * nr, 1, 0x9e0u + (uint64_t)(type * 5 + nr));
+            const size_t slice = m.wrow * (size_t)nr;
+            uint8_t *pk = xalloc(slice * (size_t)G), *scratch = xalloc(m.wrow * PACK_ROWS);
+            memcpy(pk, m.w, slice * (size_t)G);
+            const int packs = quant_traits_get(type)->gemm_packed != NULL;
+            for (int g = 0; packs && g < G; g++) pack_matrix(type, pk + (size_t)g * slice, m.wrow, nr, scratch, 0);
+            uint64_t rng = 77 + (uint64_t)nr;
+            float *x = xalloc(sizeof(float) * (size_t)(nt_max * G * n)), *tmp = xalloc(sizeof(float) * (size_t)(nt_max * n));
+            for (int64_t i = 0; i < nt_max * G * n; i++) x[i] = tu_randf(&rng) * 2.0f;
+            const size_t ny = (size_t)nt_max * (size_t)(G * nr);
+            float *want = xalloc(sizeof(float) * ny), *y = xalloc(sizeof(float) * ny);
+            mm_scratch sc = {NULL, mm_scratch_bytes(n, nt_max) * (size_t)G};
+            sc.buf = xalloc(sc.size);
+            for (int nth = 1; nth <= 3; nth++) {
+                tp_pool *pool = tp_create(nth);
+                for (int nt = 1; nt <= nt_max; nt += 2)
+                    for (int packed = 0; packed <= packs; packed++) {
+                        for (int g = 0; g < G; g++) {
+                            for (int t = 0; t < nt; t++)
+                                memcpy(tmp + t * n, x + (int64_t)t * G * n + g * n, sizeof(float) * (size_t)n);
+                            assert_int_equal(mm_mul(pool, type, m.w + (size_t)g * slice, n, nr, tmp, nt, want + g * nr,
+                                                    G * nr, &sc), 0);
+                        }
+                        memset(y, 0xff, sizeof(float) * ny);
+                        assert_int_equal(mm_mul_grouped(pool, type, packed ? pk : m.w, packed, slice, G, n, nr, x, n,
+                                                        (int64_t)G * n, nt, y, nr, G * nr, tmp, &sc), 0);
+                        if (memcmp(y, want, sizeof(float) * (size_t)nt * (size_t)(G * nr)) != 0)
+                            fail_msg("%s: mm_mul_grouped %d threads %d tokens packed %d: not mm_mul's bits",
+                                     quant_traits_get(type)->name, nth, nt, packed);
+                    }
+                tp_free(pool);
+            }
+            free(sc.buf);
+            free(want);
+            free(y);
+            free(x);
+            free(tmp);
+            free(pk);
+            free(scratch);
+            mats_free(&m);
+        }
+}
+
 /* (4) attention helpers */
 static void test_attention_kernels(void **state) {
     (void)state;
@@ -476,9 +533,20 @@ static void test_attention_kernels(void **state) {
                 a1[i] = a2[i] = 12.0f * tu_randf(&rng) + (i == 3 ? 95.0f : 0.0f) - (i == 5 ? 95.0f : 0.0f);
                 b[i] = tu_randf(&rng);
             }
+            float s1[300], s2[300]; /* b NULL: silu alone, each lane as with b = 1 */
+            for (int i = 0; i < n; i++) s1[i] = s2[i] = a1[i];
             t->swiglu(a1, b, n);
             r->swiglu(a2, b, n);
             for (int i = 0; i < n; i++) assert_true(fabsf(a1[i] - a2[i]) <= 4e-7f * fabsf(a2[i]) + 1e-30f);
+            float one[300], s3[300];
+            for (int i = 0; i < n; i++) one[i] = 1.0f, s3[i] = s1[i];
+            t->swiglu(s1, NULL, n);
+            r->swiglu(s2, NULL, n);
+            t->swiglu(s3, one, n);
+            for (int i = 0; i < n; i++) {
+                assert_true(fabsf(s1[i] - s2[i]) <= 4e-7f * fabsf(s2[i]) + 1e-30f);
+                assert_true(s1[i] == s3[i]);
+            }
         }
         /* SiTU (Kimi K3) with and without the up branch's bound, across tanh's small and large
          * ranges and saturation, odd lengths: a few ulp of libm's tanhf and expf */
@@ -810,6 +878,7 @@ int main(void) {
         cmocka_unit_test(test_gemm),
         cmocka_unit_test(test_gemm_avx512_same_as_avx2),
         cmocka_unit_test(test_mm_mul),
+        cmocka_unit_test(test_grouped),
         cmocka_unit_test(test_packed),
         cmocka_unit_test(test_one_order),
         cmocka_unit_test(test_delta_rule_builds),

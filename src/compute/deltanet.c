@@ -20,6 +20,7 @@
  * (tests/test_matmul.c compares the two).
  */
 #include "deltanet.h"
+#include "ops.h"
 #include "quant_isa.h"
 
 #include <math.h>
@@ -41,9 +42,10 @@ void dn_short_conv(float *x, int n, int64_t ch, int d_conv, float *state, const 
             sum += in * wc[ns];
             for (int j = 0; j + 1 < ns; j++) st[j] = st[j + 1];
             if (ns > 0) st[ns - 1] = in;
-            *xt = sum / (1.0f + expf(-sum)); /* SiLU */
+            *xt = sum;
         }
     }
+    op_silu(x, (int64_t)n * ch); /* vectorised, as ggml's silu */
 }
 
 void dn_l2norm(float *x, int64_t count, int hd, float eps) {

@@ -74,6 +74,7 @@ void rope_apply(const rope_params *rp, const float *cache, float *x, int n_heads
 }
 
 void op_swiglu(float *a, const float *b, int n) { quant_traits_get(DF_TYPE_F32)->swiglu(a, b, n); }
+void op_silu(float *a, int64_t n) { quant_traits_get(DF_TYPE_F32)->swiglu(a, NULL, n); }
 void op_situ(float *a, const float *b, int n, float beta, float lb) {
     quant_traits_get(DF_TYPE_F32)->situ(a, b, n, beta, lb);
 }

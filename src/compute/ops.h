@@ -33,6 +33,8 @@ void rope_apply(const rope_params *rp, const float *cache, float *x, int n_heads
 
 /* a[i] = silu(a[i]) * b[i] (the F32 traits' swiglu kernel: vectorised exp) */
 void op_swiglu(float *a, const float *b, int n);
+/* a[i] = silu(a[i]) (the same kernel) */
+void op_silu(float *a, int64_t n);
 /* a[i] = SiTU(a[i], b[i]) with beta and the up branch's bound lb (the F32 traits' situ kernel) */
 void op_situ(float *a, const float *b, int n, float beta, float lb);
 

@@ -1628,20 +1628,20 @@ static float f32_exp_sum(float *x, int64_t n, float sub) {
     return s;
 }
 
-/* a = a / (1 + e^-a) * b */
+/* a = a / (1 + e^-a) * b (b NULL: times 1) */
 static void f32_swiglu(float *a, const float *b, int64_t n) {
     const __m256 one = _mm256_set1_ps(1.0f), sgn = _mm256_set1_ps(-0.0f);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m256 g = _mm256_loadu_ps(a + i);
         const __m256 e = exp8(_mm256_xor_ps(g, sgn));
-        _mm256_storeu_ps(a + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(b + i)));
+        _mm256_storeu_ps(a + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), b ? _mm256_loadu_ps(b + i) : one));
     }
     if (i < n) {
-        float t[8] = {0}, u[8] = {0};
+        float t[8] = {0}, u[8] = {1, 1, 1, 1, 1, 1, 1, 1};
         const int k = (int)(n - i);
         memcpy(t, a + i, (size_t)k * sizeof(float));
-        memcpy(u, b + i, (size_t)k * sizeof(float));
+        if (b) memcpy(u, b + i, (size_t)k * sizeof(float));
         f32_swiglu(t, u, 8);
         memcpy(a + i, t, (size_t)k * sizeof(float));
     }

@@ -161,7 +161,7 @@ static float f32_exp_sum(float *x, int64_t n, float sub) {
 static void f32_swiglu(float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         const float g = a[i];
-        a[i] = g / (1.0f + expf(-g)) * b[i];
+        a[i] = g / (1.0f + expf(-g)) * (b ? b[i] : 1.0f);
     }
 }
 /* SiTU as llama.cpp computes it (libm tanhf and expf, ggml's order of operations). */

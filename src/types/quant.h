@@ -84,7 +84,7 @@ typedef void (*quant_gemm_fn)(int64_t n, const void *w, size_t w_stride, int nr,
 typedef void (*quant_dot_rows_fn)(int64_t n, const float *q, const void *rows, size_t stride, int nr, float *out);
 typedef void (*quant_axpy_rows_fn)(int64_t n, const float *a, const void *rows, size_t stride, int nr, float *y);
 /* Float kernels of the F32 entry only: the softmax helper x[i] = expf(x[i] - sub)
- * for i < n, returning the sum; SwiGLU's a[i] = silu(a[i]) * b[i]; and SiTU's
+ * for i < n, returning the sum; SwiGLU's a[i] = silu(a[i]) * b[i] (b NULL: silu alone); and SiTU's
  * a[i] = beta*tanh(a[i]/beta) * sigmoid(a[i]) * (lb > 0 ? lb*tanh(b[i]/lb) : b[i])
  * (Kimi K3's activation). Each output depends only on its own inputs. */
 typedef float (*quant_exp_sum_fn)(float *x, int64_t n, float sub);
