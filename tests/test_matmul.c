@@ -432,7 +432,8 @@ static void test_grouped(void **state) {
             const int packs = quant_traits_get(type)->gemm_packed != NULL;
             for (int g = 0; packs && g < G; g++) pack_matrix(type, pk + (size_t)g * slice, m.wrow, nr, scratch, 0);
             uint64_t rng = 77 + (uint64_t)nr;
-            float *x = xalloc(sizeof(float) * (size_t)(nt_max * G * n)), *tmp = xalloc(sizeof(float) * (size_t)(nt_max * n));
+            float *x = xalloc(sizeof(float) * (size_t)(nt_max * G * n));
+            float *tmp = xalloc(sizeof(float) * (size_t)(nt_max * n));
             for (int64_t i = 0; i < nt_max * G * n; i++) x[i] = tu_randf(&rng) * 2.0f;
             const size_t ny = (size_t)nt_max * (size_t)(G * nr);
             float *want = xalloc(sizeof(float) * ny), *y = xalloc(sizeof(float) * ny);

@@ -250,9 +250,10 @@ static int out_proj(df_session *s, df_layer *L, int n, char *err, size_t errlen)
     const int64_t qdim = (int64_t)h->n_head * h->head_dim;
     /* a group's R rows start a packed group (pack.h) when R is a multiple of PACK_ROWS: packed, if held so */
     ws_tensor *wt = V4L(L)->wo_a;
-    const uint8_t *wa = R % PACK_ROWS == 0 ? ws_fetch_mm(m->ws, wt, err, errlen) : ws_fetch(m->ws, wt, err, errlen);
+    const int aligned = R % PACK_ROWS == 0;
+    const uint8_t *wa = aligned ? ws_fetch_mm(m->ws, wt, err, errlen) : ws_fetch(m->ws, wt, err, errlen);
     if (!wa) return -1;
-    int rc = mm_mul_grouped(m->pool, wt->type, wa, R % PACK_ROWS == 0 && wt->packed, (size_t)R * wt->row_bytes, (int)G, gd, R,
+    int rc = mm_mul_grouped(m->pool, wt->type, wa, aligned && wt->packed, (size_t)R * wt->row_bytes, (int)G, gd, R,
                             s->xb, gd, qdim, n, f->o_low, R, G * R, f->o_grp, &s->mm);
     if (rc) df_seterr(err, errlen, "internal: matmul scratch too small");
     ws_release(m->ws, wt);

@@ -294,8 +294,8 @@ int mm_mul(tp_pool *pool, int wtype, const void *w, int64_t n_in, int64_t n_out,
 }
 
 int mm_mul_grouped(tp_pool *pool, int wtype, const void *w, int packed, size_t w_stride, int G, int64_t n_in,
-                   int64_t n_out, const float *x, int64_t x_grp, int64_t x_tok, int n_tok, float *y, int64_t y_grp, int64_t ldy,
-                   float *tmp, mm_scratch *sc) {
+                   int64_t n_out, const float *x, int64_t x_grp, int64_t x_tok, int n_tok, float *y, int64_t y_grp,
+                   int64_t ldy, float *tmp, mm_scratch *sc) {
     const uint8_t *wb = w;
     if (n_tok == 1) { /* a pass for up to MM_MAX_OPS groups: a pass apiece costs more than these small products */
         mm_op ops[MM_MAX_OPS];

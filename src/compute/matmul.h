@@ -61,13 +61,14 @@ int mm_mul_n(tp_pool *pool, const mm_op *ops, int n_ops, int64_t n_in, const flo
 /* G products of one type and shape, each on its own slice of the input (an
  * attention's per-head or per-group projections): y_g = W_g * x_g for g < G,
  * where W_g (n_out rows of n_in: in pack.h's layout when packed, its
- * groups of 16 rows from its first row) starts at w + g * w_stride, token t's x_g at x + t * x_tok + g * x_grp (n_in floats)
- * and y_g at y + g * y_grp (rows ldy apart). One token: MM_MAX_OPS groups a
+ * groups of 16 rows from its first row) starts at w + g * w_stride, token
+ * t's x_g at x + t * x_tok + g * x_grp (n_in floats) and y_g at
+ * y + g * y_grp (rows ldy apart). One token: MM_MAX_OPS groups a
  * pass, read in place; more: a group a pass, its rows gathered into tmp
  * (n_tok * n_in floats). Same results as G mm_mul calls. Returns 0, or -1 if
  * the scratch is too small. */
 int mm_mul_grouped(tp_pool *pool, int wtype, const void *w, int packed, size_t w_stride, int G, int64_t n_in,
-                   int64_t n_out, const float *x, int64_t x_grp, int64_t x_tok, int n_tok, float *y, int64_t y_grp, int64_t ldy,
-                   float *tmp, mm_scratch *sc);
+                   int64_t n_out, const float *x, int64_t x_grp, int64_t x_tok, int n_tok, float *y, int64_t y_grp,
+                   int64_t ldy, float *tmp, mm_scratch *sc);
 
 #endif

@@ -1635,7 +1635,8 @@ static void f32_swiglu(float *a, const float *b, int64_t n) {
     for (; i + 8 <= n; i += 8) {
         const __m256 g = _mm256_loadu_ps(a + i);
         const __m256 e = exp8(_mm256_xor_ps(g, sgn));
-        _mm256_storeu_ps(a + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), b ? _mm256_loadu_ps(b + i) : one));
+        const __m256 u = b ? _mm256_loadu_ps(b + i) : one;
+        _mm256_storeu_ps(a + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), u));
     }
     if (i < n) {
         float t[8] = {0}, u[8] = {1, 1, 1, 1, 1, 1, 1, 1};
