@@ -80,7 +80,7 @@ int main(int argc, char **argv) {
     float *x = malloc(sizeof(float) * (size_t)(n_in * n_tok));
     float *row = malloc(sizeof(float) * (size_t)n_in);
     double *v = malloc(sizeof(double) * (size_t)reps);
-    mm_scratch sc = {NULL, mm_scratch_bytes(n_in, (int)n_tok)};
+    mm_scratch sc = {.buf = NULL, .size = mm_scratch_bytes(n_in, (int)n_tok)};
     sc.buf = df_aligned_alloc(64, sc.size);
     if (!pool || !x || !row || !v || !sc.buf) return 1;
     uint64_t rng = 1;

@@ -35,6 +35,7 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attn.h"
 #include "deltanet.h"
@@ -297,7 +298,7 @@ static void test_packed(void **state) {
             }
             /* through the pool, with the table in use */
             if (quant_traits_get(type)->gemm_packed) {
-                mm_scratch sc = {NULL, mm_scratch_bytes(n, 70)};
+                mm_scratch sc = {.buf = NULL, .size = mm_scratch_bytes(n, 70)};
                 sc.buf = xalloc(sc.size);
                 for (int nth = 1; nth <= 3; nth++) {
                     tp_pool *pool = tp_create(nth);
@@ -339,7 +340,7 @@ static void test_mm_mul(void **state) {
         const quant_traits *t = quant_traits_get(type);
         float *want = xalloc(sizeof(float) * (size_t)(nr * 130));
         gemm(t, &m, 0, nr, 0, 130, want, (size_t)nr);
-        mm_scratch sc = {NULL, mm_scratch_bytes(n, 130)};
+        mm_scratch sc = {.buf = NULL, .size = mm_scratch_bytes(n, 130)};
         sc.buf = xalloc(sc.size);
         float *y = xalloc(sizeof(float) * (size_t)(nr + 5) * 130);
         for (int nth = 1; nth <= 3; nth++) {
@@ -368,7 +369,7 @@ static void test_mm_mul(void **state) {
     /* mm_mul_n: three weights of two activation types on one input */
     tp_pool *pool = tp_create(2);
     mats a = make(DF_TYPE_Q4_K, n, 64, 9, 5), b = make(DF_TYPE_Q6_K, n, 40, 9, 6), c = make(DF_TYPE_Q8_0, n, 24, 9, 7);
-    mm_scratch sc = {NULL, mm_scratch_bytes(n, 9)};
+    mm_scratch sc = {.buf = NULL, .size = mm_scratch_bytes(n, 9)};
     sc.buf = xalloc(sc.size);
     float *ya = xalloc(sizeof(float) * 64 * 9), *yb = xalloc(sizeof(float) * 64 * 9), *yc = xalloc(sizeof(float) * 24 * 9);
     float *za = xalloc(sizeof(float) * 64 * 9), *zb = xalloc(sizeof(float) * 40 * 9), *zc = xalloc(sizeof(float) * 24 * 9);
@@ -387,7 +388,7 @@ static void test_mm_mul(void **state) {
                           {DF_TYPE_Q4_K, a.w, 64, yb, 64, NULL, 0}};
     for (int pass = 0; pass < 2; pass++) {
         const size_t q8k = quant_row_size(DF_TYPE_Q8_K, n) + 64, q80 = pack_x_row_bytes(DF_TYPE_Q8_0, n);
-        mm_scratch one = {sc.buf, pass ? (q8k > q80 ? q8k : q80) * 9 : sc.size};
+        mm_scratch one = {.buf = sc.buf, .size = pass ? (q8k > q80 ? q8k : q80) * 9 : sc.size};
         memset(ya, 0, sizeof(float) * 64 * 9);
         memset(yb, 0, sizeof(float) * 40 * 9);
         memset(yc, 0, sizeof(float) * 24 * 9);
@@ -400,7 +401,7 @@ static void test_mm_mul(void **state) {
         assert_memory_equal(yb, za, sizeof(float) * 64 * 9);
     }
     /* too small a scratch, too many or no products */
-    mm_scratch small = {sc.buf, 100};
+    mm_scratch small = {.buf = sc.buf, .size = 100};
     assert_int_equal(mm_mul(pool, DF_TYPE_Q4_K, a.w, n, 64, a.xf, 9, za, 64, &small), -1);
     assert_int_equal(mm_mul_n(pool, ops, 0, n, a.xf, 9, &sc), -1);
     assert_int_equal(mm_mul_n(pool, ops, MM_MAX_OPS + 1, n, a.xf, 9, &sc), -1);
@@ -437,7 +438,7 @@ static void test_grouped(void **state) {
             for (int64_t i = 0; i < nt_max * G * n; i++) x[i] = tu_randf(&rng) * 2.0f;
             const size_t ny = (size_t)nt_max * (size_t)(G * nr);
             float *want = xalloc(sizeof(float) * ny), *y = xalloc(sizeof(float) * ny);
-            mm_scratch sc = {NULL, mm_scratch_bytes(n, nt_max) * (size_t)G};
+            mm_scratch sc = {.buf = NULL, .size = mm_scratch_bytes(n, nt_max) * (size_t)G};
             sc.buf = xalloc(sc.size);
             for (int nth = 1; nth <= 3; nth++) {
                 tp_pool *pool = tp_create(nth);
@@ -467,6 +468,56 @@ static void test_grouped(void **state) {
             free(scratch);
             mats_free(&m);
         }
+}
+
+/* The idle prefetch (matmul.c, threads.c): a sequence of products learns
+ * what follows what, names it to the idle workers, and changes no bits;
+ * hints at freed or NULL ranges are harmless. */
+static void test_idle_prefetch(void **state) {
+    (void)state;
+    const int64_t n = 256;
+    const int nr = 48, K = 3, rounds = 3;
+    mats m = make(DF_TYPE_Q8_0, n, K * nr, 1, 0x1d1eu);
+    const size_t slice = m.wrow * (size_t)nr;
+    uint64_t rng = 5;
+    float *x = xalloc(sizeof(float) * (size_t)n), *want = xalloc(sizeof(float) * (size_t)(K * nr));
+    float *y = xalloc(sizeof(float) * (size_t)(K * nr));
+    for (int64_t i = 0; i < n; i++) x[i] = tu_randf(&rng);
+    mm_scratch plain = {.buf = xalloc(mm_scratch_bytes(n, 1)), .size = mm_scratch_bytes(n, 1)};
+    for (int k = 0; k < K; k++)
+        assert_int_equal(mm_mul(NULL, m.type, m.w + (size_t)k * slice, n, nr, x, 1, want + k * nr, nr, &plain), 0);
+    for (int nth = 1; nth <= 3; nth++) {
+        tp_pool *pool = tp_create(nth);
+        mm_scratch sc = {.buf = plain.buf, .size = plain.size, .next = calloc(MM_NEXT_SLOTS, sizeof(mm_next))};
+        assert_non_null(sc.next);
+        for (int r = 0; r < rounds; r++) {
+            memset(y, 0xff, sizeof(float) * (size_t)(K * nr));
+            for (int k = 0; k < K; k++)
+                assert_int_equal(mm_mul(pool, m.type, m.w + (size_t)k * slice, n, nr, x, 1, y + k * nr, nr, &sc), 0);
+            if (memcmp(y, want, sizeof(float) * (size_t)(K * nr)) != 0)
+                fail_msg("%d threads, round %d: the idle prefetch changed the bits", nth, r);
+            uint8_t *buf = xalloc(1 << 20);
+            tp_idle_prefetch(pool, buf, (size_t)64 << 20); /* past its end, then freed while the workers read it */
+            free(buf);
+            usleep(200);
+            tp_idle_prefetch(pool, NULL, 0);
+        }
+        int learned = 0; /* each product's successor, the last one's the first */
+        for (int k = 0; k < K; k++)
+            for (int i = 0; i < MM_NEXT_SLOTS; i++)
+                if (sc.next[i].key == m.w + (size_t)k * slice)
+                    learned += sc.next[i].next == m.w + (size_t)((k + 1) % K) * slice && sc.next[i].len == slice &&
+                               sc.next[i].seen == 2; /* confirmed: named to the workers */
+        assert_int_equal(learned, K);
+        assert_ptr_equal(sc.last, m.w + (size_t)(K - 1) * slice);
+        free(sc.next);
+        tp_free(pool);
+    }
+    free(plain.buf);
+    free(x);
+    free(want);
+    free(y);
+    mats_free(&m);
 }
 
 /* (4) attention helpers */
@@ -880,6 +931,7 @@ int main(void) {
         cmocka_unit_test(test_gemm_avx512_same_as_avx2),
         cmocka_unit_test(test_mm_mul),
         cmocka_unit_test(test_grouped),
+        cmocka_unit_test(test_idle_prefetch),
         cmocka_unit_test(test_packed),
         cmocka_unit_test(test_one_order),
         cmocka_unit_test(test_delta_rule_builds),

@@ -112,7 +112,7 @@ static void test_router_matches_float64(void **state) {
     float *W = malloc(sizeof(float) * E * X), *x = malloc(sizeof(float) * E * N), *logits = malloc(sizeof(float) * X * N);
     double *bias = malloc(sizeof(double) * X);
     float *biasf = malloc(sizeof(float) * X);
-    mm_scratch sc = {malloc(mm_scratch_bytes(E, N)), mm_scratch_bytes(E, N)};
+    mm_scratch sc = {.buf = malloc(mm_scratch_bytes(E, N)), .size = mm_scratch_bytes(E, N)};
     tp_pool *pool = tp_create(2);
     assert_true(W && x && logits && bias && biasf && sc.buf && pool);
     for (int i = 0; i < E * X; i++) W[i] = tu_randf(&rng) * 0.2f;

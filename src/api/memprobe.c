@@ -105,7 +105,7 @@ static double probe_type(df_model *m, const gguf_tensor *t, uint64_t bytes, int 
     const size_t mat = (size_t)rows * row, copies = bytes / mat ? (size_t)(bytes / mat) : 1, total = copies * mat;
     uint8_t *w = df_alloc_big(64, total), *scratch = malloc(PACK_ROWS * row);
     float *x = malloc((size_t)n_in * sizeof *x), *y = malloc((size_t)rows * sizeof *y);
-    mm_scratch sc = {malloc(mm_scratch_bytes(n_in, 1)), mm_scratch_bytes(n_in, 1)};
+    mm_scratch sc = {.buf = malloc(mm_scratch_bytes(n_in, 1)), .size = mm_scratch_bytes(n_in, 1)};
     double best = -1.0;
     if (!w || !scratch || !x || !y || !sc.buf) {
         df_seterr(err, errlen, "out of memory measuring memory");

@@ -21,6 +21,17 @@
  * While waiting, the caller spins, then yields: on a machine shared with
  * other processes a descheduled worker gets the core back sooner.
  *
+ * Idle prefetch: between jobs the caller often works alone for tens of
+ * microseconds (norms, gates, routing). A matrix product that follows such
+ * a gap streams its weights slower than one that follows another product:
+ * with the memory system idle it starts cold (bench/RESULTS.md, 2026-12-07,
+ * "the idle prefetch"). tp_idle_prefetch names the bytes the next job
+ * will likely read; a waiting worker prefetches its share of them (at most
+ * IDLE_PREFETCH_MAX, a stripe of PF_BLOCK bytes per worker in turn) while it
+ * spins, so the memory stays busy and the next job starts on warm lines. The
+ * hint is a seqlock-published (address, length); a prefetch never faults,
+ * so a stale or freed range costs only bandwidth nobody was using.
+ *
  * Invariants: only one job is in flight per pool (the caller's thread owns
  * the pool); job fields are written before the generation is released and
  * read only after a successful join; the caller never publishes a new job
@@ -33,6 +44,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -44,6 +56,8 @@
 #endif
 
 #define SPIN_ITERS 4000    /* pause loops before yielding (a few microseconds) */
+#define PF_BLOCK 4096      /* idle prefetch: bytes a worker takes in turn */
+#define PF_STEP 8          /* idle prefetch: cache lines per spin iteration */
 #define YIELD_ITERS 2000   /* sched_yield loops before sleeping */
 #define WAIT_SPINS 2000    /* caller: pause loops before yielding */
 #define CLOSED ((uint64_t)1 << 31)
@@ -67,6 +81,12 @@ struct tp_pool {
     atomic_int done;         /* workers that finished the current static job */
     atomic_int stop;
     atomic_int sleepers;
+    _Alignas(64) atomic_uint hint_seq; /* idle prefetch hint, odd while being written: its own line, */
+    _Atomic uintptr_t hint_addr;       /* so that publishing it does not take gen's from the workers */
+    _Atomic size_t hint_len;
+    uintptr_t hint_was;                /* the caller's copy of the hint */
+    size_t hint_was_len;
+    _Alignas(64) char end_;            /* nothing after the hint shares its line */
     pthread_mutex_t mu;
     pthread_cond_t cv;
 };
@@ -81,10 +101,40 @@ static int join(tp_pool *p, unsigned g) {
     }
 }
 
+/* A worker's progress through the current idle prefetch hint. */
+typedef struct {
+    unsigned seq;      /* the hint it is working on */
+    uintptr_t addr;
+    size_t len, off;   /* off: the next byte of its stripe */
+} pf_state;
+
+/* Read the hint if it changed (seqlock); 0 while it is being written. */
+static int pf_refresh(tp_pool *p, pf_state *ps, int ith) {
+    const unsigned s1 = atomic_load_explicit(&p->hint_seq, memory_order_acquire); /* no fences: ThreadSanitizer */
+    if (s1 == ps->seq) return 1;
+    if (s1 & 1) return 0;
+    const uintptr_t a = atomic_load_explicit(&p->hint_addr, memory_order_acquire);
+    const size_t n = atomic_load_explicit(&p->hint_len, memory_order_acquire);
+    if (atomic_load_explicit(&p->hint_seq, memory_order_relaxed) != s1) return 0;
+    *ps = (pf_state){s1, a, n, (size_t)(ith - 1) * PF_BLOCK};
+    return 1;
+}
+
+/* Prefetch the next PF_STEP lines of this worker's stripe of the hint. */
+static void pf_step(tp_pool *p, pf_state *ps, int ith) {
+    if (!pf_refresh(p, ps, ith) || ps->off >= ps->len) return;
+    for (int i = 0; i < PF_STEP && ps->off < ps->len; i++) {
+        __builtin_prefetch((const void *)(ps->addr + ps->off), 0, 2); /* never faults */
+        ps->off += 64;
+        if (ps->off % PF_BLOCK == 0) ps->off += (size_t)(p->n - 2) * PF_BLOCK; /* the other workers' blocks */
+    }
+}
+
 static void *worker_main(void *arg) {
     worker *w = arg;
     tp_pool *pool = w->pool;
     unsigned seen = 0;
+    pf_state ps = {0, 0, 0, 0};
     for (;;) {
         unsigned g;
         int spins = 0;
@@ -92,6 +142,7 @@ static void *worker_main(void *arg) {
                !atomic_load_explicit(&pool->stop, memory_order_acquire)) {
             ++spins;
             if (spins < SPIN_ITERS) {
+                pf_step(pool, &ps, w->ith);
                 CPU_RELAX();
             } else if (spins < SPIN_ITERS + YIELD_ITERS) {
                 sched_yield();
@@ -117,8 +168,9 @@ static void *worker_main(void *arg) {
 
 tp_pool *tp_create(int n) {
     if (n < 1) n = 1;
-    tp_pool *p = calloc(1, sizeof *p);
-    if (!p) return NULL;
+    tp_pool *p = NULL;
+    if (posix_memalign((void **)&p, 64, sizeof *p) != 0) return NULL; /* the hint's line (_Alignas) */
+    memset(p, 0, sizeof *p);
     p->n = n;
     p->w = calloc((size_t)n, sizeof(worker));
     if (!p->w) { free(p); return NULL; }
@@ -190,6 +242,19 @@ static void run(tp_pool *p, tp_fn fn, void *arg, int dyn) {
 
 void tp_run(tp_pool *p, tp_fn fn, void *arg) { run(p, fn, arg, 0); }
 void tp_run_dyn(tp_pool *p, tp_fn fn, void *arg) { run(p, fn, arg, 1); }
+
+void tp_idle_prefetch(tp_pool *p, const void *addr, size_t len) {
+    if (!p || p->n == 1) return;
+    if (len > IDLE_PREFETCH_MAX || !addr) len = addr ? IDLE_PREFETCH_MAX : 0;
+    if ((uintptr_t)addr == p->hint_was && len == p->hint_was_len) return; /* the same: leave the line alone */
+    p->hint_was = (uintptr_t)addr;
+    p->hint_was_len = len;
+    const unsigned s = atomic_load_explicit(&p->hint_seq, memory_order_relaxed); /* only the caller writes */
+    atomic_store_explicit(&p->hint_seq, s + 1, memory_order_relaxed); /* odd: being written (pf_refresh) */
+    atomic_store_explicit(&p->hint_addr, (uintptr_t)addr, memory_order_release); /* after the odd count */
+    atomic_store_explicit(&p->hint_len, len, memory_order_release);
+    atomic_store_explicit(&p->hint_seq, s + 2, memory_order_release);
+}
 
 void tp_range(long n, int ith, int nth, long *lo, long *hi) {
     long base = n / nth, rem = n % nth;

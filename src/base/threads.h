@@ -14,6 +14,8 @@
 #ifndef DF_THREADS_H
 #define DF_THREADS_H
 
+#include <stddef.h>
+
 typedef struct tp_pool tp_pool;
 typedef void (*tp_fn)(void *arg, int ith, int nth);
 
@@ -28,6 +30,12 @@ void tp_run(tp_pool *p, tp_fn fn, void *arg);
  * that the caller's call alone would complete the job. Returns when every
  * started call has returned. */
 void tp_run_dyn(tp_pool *p, tp_fn fn, void *arg);
+
+/* Bytes the next job will likely read: waiting workers prefetch up to
+ * IDLE_PREFETCH_MAX of them (NULL: none). Only a hint: the range may be
+ * stale or freed by the time it is read (threads.c says why it pays). */
+#define IDLE_PREFETCH_MAX ((size_t)512 << 10)
+void tp_idle_prefetch(tp_pool *p, const void *addr, size_t len);
 
 /* Split [0, n) into nth near-equal chunks; chunk ith is [*lo, *hi). */
 void tp_range(long n, int ith, int nth, long *lo, long *hi);

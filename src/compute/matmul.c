@@ -32,6 +32,15 @@
  * whole groups of 16 rows per chunk, any rows past the last group to the
  * row-major gemm.
  * Types without a gemm kernel fall back to vec_dot per (row, token).
+ *
+ * Between two products the caller often works alone (norms, gates, routing)
+ * while the memory sits idle, and a product that starts after such a gap
+ * streams slower (threads.c). A model's products come in the same order
+ * every token, so each call remembers which weights followed the previous
+ * call's (mm_scratch.next, keyed by its first weights) and, when it ends,
+ * names the weights that followed it last time to the pool's idle workers
+ * (tp_idle_prefetch). Routed experts change from token to token: a wrong
+ * guess costs only bandwidth nobody was using.
  */
 #include "matmul.h"
 
@@ -239,6 +248,26 @@ static void mm_pass(tp_pool *pool, mm_job *j) {
     }
 }
 
+static size_t next_slot(const void *key) {
+    const uint64_t k = (uint64_t)(uintptr_t)key * 0x9e3779b97f4a7c15u; /* Fibonacci hashing: the high bits mix all */
+    return (size_t)(k >> 52) % MM_NEXT_SLOTS;
+}
+
+/* Learn that w (its first len bytes) followed the previous call, then name
+ * what followed w the last two times, if the same, to the pool's idle workers. */
+static void prefetch_next(tp_pool *pool, mm_scratch *sc, const void *w, size_t len) {
+    if (!sc->next) return;
+    if (sc->last) {
+        mm_next *p = &sc->next[next_slot(sc->last)];
+        if (p->key == sc->last && p->next == w) p->seen += p->seen < 2;
+        else *p = (mm_next){sc->last, w, len, 1};
+    }
+    sc->last = w;
+    const mm_next *e = &sc->next[next_slot(w)];
+    if (e->key == w && e->seen >= 2) tp_idle_prefetch(pool, e->next, e->len);
+    else tp_idle_prefetch(pool, NULL, 0);
+}
+
 int mm_mul_n(tp_pool *pool, const mm_op *ops, int n_ops, int64_t n_in, const float *x, int n_tok, mm_scratch *sc) {
     if (n_ops < 1 || n_ops > MM_MAX_OPS || n_tok < 1) return -1;
     int done[MM_MAX_OPS] = {0}, left = n_ops;
@@ -284,6 +313,7 @@ int mm_mul_n(tp_pool *pool, const mm_op *ops, int n_ops, int64_t n_in, const flo
         }
         mm_pass(pool, &j);
     }
+    prefetch_next(pool, sc, ops[0].w, quant_row_size(ops[0].wtype, n_in) * (size_t)ops[0].n_out);
     return 0;
 }
 

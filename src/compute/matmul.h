@@ -22,9 +22,23 @@
 
 #include "threads.h"
 
+/* What followed a product the last time it ran: the next call's first
+ * weights (the idle prefetch's guesses, matmul.c). */
+typedef struct mm_next {
+    const void *key, *next;
+    size_t len;
+    int seen;        /* times in a row key was followed by next (a routed expert's products: rarely twice) */
+} mm_next;
+
+#define MM_NEXT_SLOTS 4096 /* a table of them: a few hundred products a token, few collisions */
+
+/* A caller's scratch (one sequence of products, e.g. a model's sessions).
+ * Zero-initialise the fields after size. */
 typedef struct mm_scratch {
-    void *buf;       /* activations converted to vec_type */
+    void *buf;        /* activations converted to vec_type */
     size_t size;
+    mm_next *next;    /* MM_NEXT_SLOTS guesses, or NULL: no idle prefetch */
+    const void *last; /* the previous call's first weights */
 } mm_scratch;
 
 /* One product of mm_mul_n: n_out rows of W (type wtype) times the input

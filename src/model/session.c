@@ -418,6 +418,7 @@ int df_session_split_bytes(const df_model *m, const df_session_params *p, uint64
     if (rc != 0) return -1;
     *own = sizeof(df_session) + sizeof(df_mem) + (m->arch ? m->arch->fam_bytes : 0);
     for (int i = 0; i < d.n; i++) *(i < d.n_own ? own : scratch) += d.it[i].bytes + 64;
+    *scratch += MM_NEXT_SLOTS * sizeof(mm_next); /* the idle prefetch's table (scratch_grow) */
     return 0;
 }
 
@@ -471,6 +472,7 @@ struct df_scratch {
     int n;                       /* buffers (every session of the model has the same list) */
     void *buf[DF_SCRATCH_MAX];   /* 64-byte aligned */
     uint64_t cap[DF_SCRATCH_MAX]; /* their sizes: the largest any session asked for */
+    mm_next *next;               /* the products' order, for the idle prefetch (matmul.h) */
 };
 
 /* Grow the model's scratch to what s needs (s->scr_need); the caller holds
@@ -479,6 +481,7 @@ struct df_scratch {
 static int scratch_grow(df_model *m, const df_session *s, char *err, size_t errlen) {
     if (!m->scratch && !(m->scratch = calloc(1, sizeof *m->scratch))) return df_seterr(err, errlen, "out of memory");
     struct df_scratch *sc = m->scratch;
+    if (!sc->next && !(sc->next = calloc(MM_NEXT_SLOTS, sizeof *sc->next))) return df_seterr(err, errlen, "out of memory");
     if (sc->n == 0) sc->n = s->n_scr;
     if (sc->n != s->n_scr) return df_seterr(err, errlen, "internal: sessions of one model with different scratch lists");
     for (int i = 0; i < sc->n; i++) {
@@ -498,11 +501,13 @@ void df_session_bind_scratch(df_session *s) {
         memcpy(s->scr_dst[i], &sc->buf[i], sizeof sc->buf[i]); /* a float*, uint8_t* or void* field: same representation */
         if (s->scr_dst[i] == (void **)&s->mm.buf) s->mm.size = (size_t)s->scr_need[i];
     }
+    s->mm.next = sc->next; /* the order of products is the model's, whichever session runs them */
 }
 
 void df_scratch_free(df_model *m) {
     if (!m->scratch) return;
     for (int i = 0; i < m->scratch->n; i++) free(m->scratch->buf[i]);
+    free(m->scratch->next);
     free(m->scratch);
     m->scratch = NULL;
 }
