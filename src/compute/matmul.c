@@ -38,9 +38,10 @@
  * streams slower (threads.c). A model's products come in the same order
  * every token, so each call remembers which weights followed the previous
  * call's (mm_scratch.next, keyed by its first weights) and, when it ends,
- * names the weights that followed it last time to the pool's idle workers
- * (tp_idle_prefetch). Routed experts change from token to token: a wrong
- * guess costs only bandwidth nobody was using.
+ * names its successor, once the same one has followed twice in a row, to
+ * the pool's idle workers (tp_idle_prefetch). Routed experts change from
+ * token to token and are seldom confirmed; a wrong guess costs only
+ * bandwidth nobody was using.
  */
 #include "matmul.h"
 
