@@ -18,7 +18,10 @@ S=$(cd "$(dirname "${DELTAFIN_SHARED:-../shared}/models/stories260K.gguf")" 2> /
 [ -f "$S" ] || { echo "SKIPPED: $S not found"; exit 0; }
 command -v tmux > /dev/null || { echo "SKIPPED: tmux not found"; exit 0; }
 T=$(mktemp -d /tmp/deltafin-terminal-XXXXXX)
-X=(tmux -L "deltafin-test-$$" -f /dev/null)
+# the server stays when its last session is killed: pane() kills one and makes the next, and a new-session that
+# met the old server on its way out failed, leaving no server for the rest of the suite ("no server running")
+echo "set -g exit-empty off" > "$T/tmux.conf"
+X=(tmux -L "deltafin-test-$$" -f "$T/tmux.conf")
 trap '"${X[@]}" kill-server 2> /dev/null; sleep 0.3; [ -n "${TERM_KEEP:-}" ] || rm -rf "$T"' EXIT
 SLOW=1; [ -n "${DELTAFIN_SANITIZED:-}" ] && SLOW=4
 ROWS=12
@@ -28,7 +31,8 @@ n=0
 pane() {
     n=$((n + 1))
     "${X[@]}" kill-session -t p 2> /dev/null
-    "${X[@]}" new-session -d -s p -x "$1" -y $ROWS "env -i PATH=$PATH HOME=$T TERM=screen PS1='$ ' bash --norc --noprofile"
+    "${X[@]}" new-session -d -s p -x "$1" -y $ROWS "env -i PATH=$PATH HOME=$T TERM=screen PS1='$ ' bash --norc --noprofile" ||
+        { echo "tmux new-session failed"; return 1; }
     "${X[@]}" pipe-pane -t p -o "cat >> $T/raw.$n"
 }
 # type a command line, wait for the marker it prints at its end
