@@ -81,14 +81,11 @@ struct tp_pool {
     atomic_int done;         /* workers that finished the current static job */
     atomic_int stop;
     atomic_int sleepers;
-    _Alignas(64) atomic_uint hint_seq; /* idle prefetch hint, odd while being written: its own line, */
-    _Atomic uintptr_t hint_addr;       /* so that publishing it does not take gen's from the workers */
-    _Atomic size_t hint_len;
-    uintptr_t hint_was;                /* the caller's copy of the hint */
-    size_t hint_was_len;
-    _Alignas(64) char end_;            /* nothing after the hint shares its line */
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    _Alignas(64) atomic_uint hint_seq; /* idle prefetch hint, odd while being written: its own line, */
+    _Atomic uintptr_t hint_addr;       /* so that publishing it does not take gen's from the workers; */
+    _Atomic size_t hint_len;           /* last, so the struct's alignment pads the rest of the line */
 };
 
 /* Join job g: 1 if joined, 0 if it moved on or closed. */
@@ -246,9 +243,9 @@ void tp_run_dyn(tp_pool *p, tp_fn fn, void *arg) { run(p, fn, arg, 1); }
 void tp_idle_prefetch(tp_pool *p, const void *addr, size_t len) {
     if (!p || p->n == 1) return;
     if (len > IDLE_PREFETCH_MAX || !addr) len = addr ? IDLE_PREFETCH_MAX : 0;
-    if ((uintptr_t)addr == p->hint_was && len == p->hint_was_len) return; /* the same: leave the line alone */
-    p->hint_was = (uintptr_t)addr;
-    p->hint_was_len = len;
+    if ((uintptr_t)addr == atomic_load_explicit(&p->hint_addr, memory_order_relaxed) && /* only the caller */
+        len == atomic_load_explicit(&p->hint_len, memory_order_relaxed))                 /* writes them */
+        return; /* the same: leave the line alone */
     const unsigned s = atomic_load_explicit(&p->hint_seq, memory_order_relaxed); /* only the caller writes */
     atomic_store_explicit(&p->hint_seq, s + 1, memory_order_relaxed); /* odd: being written (pf_refresh) */
     atomic_store_explicit(&p->hint_addr, (uintptr_t)addr, memory_order_release); /* after the odd count */

@@ -481,7 +481,8 @@ struct df_scratch {
 static int scratch_grow(df_model *m, const df_session *s, char *err, size_t errlen) {
     if (!m->scratch && !(m->scratch = calloc(1, sizeof *m->scratch))) return df_seterr(err, errlen, "out of memory");
     struct df_scratch *sc = m->scratch;
-    if (!sc->next && !(sc->next = calloc(MM_NEXT_SLOTS, sizeof *sc->next))) return df_seterr(err, errlen, "out of memory");
+    if (!sc->next && !(sc->next = calloc(MM_NEXT_SLOTS, sizeof *sc->next)))
+        return df_seterr(err, errlen, "out of memory");
     if (sc->n == 0) sc->n = s->n_scr;
     if (sc->n != s->n_scr) return df_seterr(err, errlen, "internal: sessions of one model with different scratch lists");
     for (int i = 0; i < sc->n; i++) {
