@@ -40,6 +40,7 @@
 #include "attn.h"
 #include "deltanet.h"
 #include "matmul.h"
+#include "ops.h"
 #include "pack.h"
 #include "quant.h"
 #include "quant_grids.h"
@@ -924,6 +925,75 @@ static void test_delta_rule_builds(void **state) {
     if (!quant_isa_available(QUANT_ISA_AVX2)) skip(); /* one version runs here: the comparison was of it with itself */
 }
 
+/* (9) dn_short_conv: split over 1-3 threads or run alone, the window of 4 (its unrolled copy) and others,
+ * one token and several: the same bits as the convolution written out plainly, the state advanced the same. */
+static void test_short_conv(void **state) {
+    (void)state;
+    static const int dconvs[] = {4, 2, 3, 5, 1};
+    for (int di = 0; di < 5; di++)
+        for (int n = 1; n <= 3; n += 2)
+            for (int nth = 0; nth <= 3; nth++) {
+                const int dc = dconvs[di], ns = dc - 1;
+                const int64_t ch = 37 + 16 * di; /* not a multiple of a vector or of the threads */
+                tp_pool *pool = nth ? tp_create(nth) : NULL;
+                float *x = xalloc(4 * (size_t)(n * ch)), *xr = xalloc(4 * (size_t)(n * ch));
+                float *st = xalloc(4 * (size_t)(ch * (ns ? ns : 1))), *sr = xalloc(4 * (size_t)(ch * (ns ? ns : 1)));
+                float *w = xalloc(4 * (size_t)(ch * dc));
+                uint64_t rng = 0xc0417 + (uint64_t)(di * 8 + n * 4 + nth);
+                for (int64_t i = 0; i < n * ch; i++) x[i] = xr[i] = tu_randf(&rng);
+                for (int64_t i = 0; i < ch * ns; i++) st[i] = sr[i] = tu_randf(&rng);
+                for (int64_t i = 0; i < ch * dc; i++) w[i] = tu_randf(&rng);
+                dn_short_conv(pool, x, n, ch, dc, st, w);
+                for (int64_t c = 0; c < ch; c++) /* the window oldest first, then the new input; SiLU as ggml's */
+                    for (int t = 0; t < n; t++) {
+                        float *win = sr + c * ns;
+                        float sum = 0.0f;
+                        const float in = xr[t * ch + c];
+                        for (int j = 0; j < ns; j++) sum += win[j] * w[c * dc + j];
+                        sum += in * w[c * dc + ns];
+                        if (ns > 0) {
+                            memmove(win, win + 1, 4 * (size_t)(ns - 1));
+                            win[ns - 1] = in;
+                        }
+                        xr[t * ch + c] = sum;
+                    }
+                op_silu(xr, n * ch);
+                assert_memory_equal(x, xr, 4 * (size_t)(n * ch));
+                assert_memory_equal(st, sr, 4 * (size_t)(ch * ns));
+                free(x); free(xr); free(st); free(sr); free(w);
+                if (pool) tp_free(pool);
+            }
+}
+
+/* (10) The lanes of ops.c's double sums: within a few units of double's last place of one running sum, for
+ * lengths around the lanes (the tail alone, exact multiples, one past), and op_rmsnorm still x * scale * w. */
+static void test_lane_sums(void **state) {
+    (void)state;
+    static const int lens[] = {0, 1, 7, 8, 9, 16, 23, 2048, 7169};
+    float *x = xalloc(4 * 7169), *w = xalloc(4 * 7169), *out = xalloc(4 * 7169);
+    uint64_t rng = 0x1a9e5;
+    for (int i = 0; i < 7169; i++) x[i] = tu_randf(&rng) * 3.0f, w[i] = tu_randf(&rng);
+    for (int li = 0; li < 9; li++) {
+        const int n = lens[li];
+        double sq = 0.0, dot = 0.0, mag = 0.0;
+        const float scale = 0.37f;
+        for (int i = 0; i < n; i++) {
+            sq += (double)x[i] * (double)x[i];
+            dot += (double)(x[i] * scale * w[i]);
+            mag += fabs((double)(x[i] * scale * w[i]));
+        }
+        const double got_sq = op_sum_sq(x, n), got_dot = op_norm_dot(x, scale, w, n);
+        if (!(fabs(got_sq - sq) <= 1e-14 * sq)) fail_msg("n %d: sum of squares %.17g, one chain %.17g", n, got_sq, sq);
+        if (!(fabs(got_dot - dot) <= 1e-14 * mag)) fail_msg("n %d: dot %.17g, one chain %.17g", n, got_dot, dot);
+        if (n == 0) continue;
+        op_rmsnorm(out, x, w, n, 1e-5f);
+        const float sc = op_rms_scale(x, n, 1e-5f);
+        assert_true(fabs(sc - 1.0 / sqrt(sq / n + 1e-5)) <= 1e-6 * sc);
+        for (int i = 0; i < n; i++) assert_true(out[i] == x[i] * sc * w[i]);
+    }
+    free(x); free(w); free(out);
+}
+
 int main(void) {
     quant_init();
     const struct CMUnitTest tests[] = {
@@ -935,6 +1005,8 @@ int main(void) {
         cmocka_unit_test(test_packed),
         cmocka_unit_test(test_one_order),
         cmocka_unit_test(test_delta_rule_builds),
+        cmocka_unit_test(test_short_conv),
+        cmocka_unit_test(test_lane_sums),
         cmocka_unit_test(test_attention_kernels),
         cmocka_unit_test(test_sparse_attention_reads_selected),
         cmocka_unit_test(test_dynamic_jobs),

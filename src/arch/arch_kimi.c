@@ -251,10 +251,10 @@ static int kda_layer(df_session *s, df_session *const *own, int l, int n, char *
     for (int i = 0; i < 3; i++) {
         const float *w = ws_fetch(m->ws, L->ssm_conv[i], err, errlen);
         if (!w) return -1;
-        if (!own) df_rec_conv(s, l, i * D, qkv[i], n, D, w);
+        if (!own) df_rec_conv(m->pool, s, l, i * D, qkv[i], n, D, w);
         for (int t = 0, r; own && t < n; t += r) {
             r = df_row_run(own, t, n);
-            df_rec_conv(own[t], l, i * D, qkv[i] + t * D, r, D, w);
+            df_rec_conv(m->pool, own[t], l, i * D, qkv[i] + t * D, r, D, w);
         }
         ws_release(m->ws, L->ssm_conv[i]);
     }
@@ -317,11 +317,13 @@ static int mla_layer(df_session *s, df_session *const *own, int l, int n, char *
 }
 
 /* One residual's score: sum(rmsnorm(x) * w), summed in double as ggml's sum_rows. */
-static float res_score(const float *x, const float *w, int E, float eps, float *tmp) {
-    op_rmsnorm(tmp, x, NULL, E, eps);
-    double sum = 0.0;
-    for (int i = 0; i < E; i++) sum += (double)(tmp[i] * w[i]);
-    return (float)sum;
+static float res_score(const float *x, const float *w, int E, float eps) {
+    return (float)op_norm_dot(x, op_rms_scale(x, E, eps), w, E);
+}
+
+/* out += r * a, element by element (distinct arrays: the loop is vectors). */
+static void add_scaled(float *restrict out, const float *restrict r, float a, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] += r[i] * a;
 }
 
 /* Cross-layer residual attention: the mix of the nck banked checkpoints and
@@ -337,14 +339,12 @@ static const float *res_mix(df_session *s, ws_tensor *wt, int nck, int n, char *
     for (int t = 0; t < n; t++) {
         float *out = f->res_mix + t * E;
         const float *cur = s->x + t * E;
-        for (int c = 0; c < nck; c++) p[c] = res_score(f->res_stack + (c * B + t) * E, w, (int)E, h->norm_eps, out);
-        p[nck] = res_score(cur, w, (int)E, h->norm_eps, out);
+        for (int c = 0; c < nck; c++) p[c] = res_score(f->res_stack + (c * B + t) * E, w, (int)E, h->norm_eps);
+        p[nck] = res_score(cur, w, (int)E, h->norm_eps);
         op_softmax(p, nck + 1);
-        for (int64_t e = 0; e < E; e++) {
-            float sum = 0.0f;
-            for (int c = 0; c < nck; c++) sum += f->res_stack[(c * B + t) * E + e] * p[c];
-            out[e] = sum + cur[e] * p[nck];
-        }
+        memset(out, 0, sizeof(float) * (size_t)E); /* each element's sum in the checkpoints' order */
+        for (int c = 0; c < nck; c++) add_scaled(out, f->res_stack + (c * B + t) * E, p[c], E);
+        add_scaled(out, cur, p[nck], E);
     }
     ws_release(s->m->ws, wt);
     return f->res_mix;

@@ -289,10 +289,10 @@ static int gdn_layer(df_session *s, df_session *const *own, int l, int n, char *
     if (gdn_project(s, l, n, err, errlen)) return -1;
     const float *w = ws_fetch(m->ws, L->ssm_conv[0], err, errlen);
     if (!w) return -1;
-    if (!own) df_rec_conv(s, l, 0, s->kda_q, n, C, w);
+    if (!own) df_rec_conv(m->pool, s, l, 0, s->kda_q, n, C, w);
     for (int t = 0, r; own && t < n; t += r) { /* run by run on its own session's state */
         r = df_row_run(own, t, n);
-        df_rec_conv(own[t], l, 0, s->kda_q + t * C, r, C, w);
+        df_rec_conv(m->pool, own[t], l, 0, s->kda_q + t * C, r, C, w);
     }
     ws_release(m->ws, L->ssm_conv[0]);
     for (int t = 0; t < n; t++) dn_l2norm(s->kda_q + t * C, 2 * Hk, hd, h->norm_eps); /* q and k side by side */

@@ -29,9 +29,12 @@
 #include <immintrin.h>
 #endif
 
-void dn_short_conv(float *x, int n, int64_t ch, int d_conv, float *state, const float *w) {
-    const int ns = d_conv - 1;
-    for (int64_t c = 0; c < ch; c++) {
+/* dn_short_conv's channels [c0, c1) of rows ch floats apart; inlined with ns a constant for the usual window
+ * (d_conv 4), whose loops then unroll: the per-channel loop bookkeeping had cost more than the arithmetic. */
+static inline __attribute__((always_inline)) void conv_channels(float *x, int n, int64_t ch, int64_t c0, int64_t c1,
+                                                                const int ns, float *state, const float *w) {
+    const int d_conv = ns + 1;
+    for (int64_t c = c0; c < c1; c++) {
         float *st = state + c * ns;
         const float *wc = w + c * d_conv;
         for (int t = 0; t < n; t++) {
@@ -45,7 +48,29 @@ void dn_short_conv(float *x, int n, int64_t ch, int d_conv, float *state, const 
             *xt = sum;
         }
     }
-    op_silu(x, (int64_t)n * ch); /* vectorised, as ggml's silu */
+}
+
+typedef struct {
+    float *x, *state;
+    const float *w;
+    int64_t ch;
+    int n, d_conv;
+} conv_job;
+
+/* A thread's share of the channels: the window (state and weights read from memory, the cost) and SiLU. */
+static void conv_part(void *arg, int ith, int nth) {
+    const conv_job *j = arg;
+    long lo, hi;
+    tp_range((long)j->ch, ith, nth, &lo, &hi);
+    if (j->d_conv == 4) conv_channels(j->x, j->n, j->ch, lo, hi, 3, j->state, j->w);
+    else conv_channels(j->x, j->n, j->ch, lo, hi, j->d_conv - 1, j->state, j->w);
+    for (int t = 0; t < j->n && hi > lo; t++) op_silu(j->x + (int64_t)t * j->ch + lo, hi - lo); /* as ggml's */
+}
+
+void dn_short_conv(tp_pool *pool, float *x, int n, int64_t ch, int d_conv, float *state, const float *w) {
+    conv_job j = {x, state, w, ch, n, d_conv};
+    if (pool) tp_run(pool, conv_part, &j);
+    else conv_part(&j, 0, 1);
 }
 
 void dn_l2norm(float *x, int64_t count, int hd, float eps) {

@@ -13,8 +13,9 @@
 /* Causal depthwise convolution of kernel d_conv over n tokens of ch channels
  * (x: n rows of ch floats, in place), followed by SiLU. state holds each
  * channel's previous d_conv - 1 inputs, oldest first, (ch, d_conv - 1), and
- * is advanced by the n tokens; w is (ch, d_conv), oldest tap first. */
-void dn_short_conv(float *x, int n, int64_t ch, int d_conv, float *state, const float *w);
+ * is advanced by the n tokens; w is (ch, d_conv), oldest tap first. The
+ * channels are split over pool (NULL: this thread alone), the same bits. */
+void dn_short_conv(tp_pool *pool, float *x, int n, int64_t ch, int d_conv, float *state, const float *w);
 
 /* x / max(|x|, eps) for count vectors of hd floats, in place. */
 void dn_l2norm(float *x, int64_t count, int hd, float eps);

@@ -10,10 +10,41 @@
 
 #include "quant.h"
 
+/* Sums in double of n terms, in OP_LANES running sums: lane j takes the terms j, j + OP_LANES, ..., and
+ * the lanes are added in a fixed order at the end. One sum of n terms is a chain of n dependent adds (four
+ * cycles each on x86); eight independent ones keep the adder busy, and the compiler may put them in
+ * vectors without changing a bit. The order is the same on every machine and kernel table; against one
+ * running sum it moves the result by a few units in double's last place, far below the float it becomes. */
+#define OP_LANES 8
+
+/* One step of the lanes: l[j] += term(i + j); a macro so that the lanes stay in registers. */
+#define OP_LANES_SUM(TERM)                                                                                         \
+    double l0 = 0, l1 = 0, l2 = 0, l3 = 0, l4 = 0, l5 = 0, l6 = 0, l7 = 0, tail = 0;                               \
+    int i = 0;                                                                                                     \
+    for (; i + OP_LANES <= n; i += OP_LANES) {                                                                     \
+        l0 += TERM(i);                                                                                             \
+        l1 += TERM(i + 1);                                                                                         \
+        l2 += TERM(i + 2);                                                                                         \
+        l3 += TERM(i + 3);                                                                                         \
+        l4 += TERM(i + 4);                                                                                         \
+        l5 += TERM(i + 5);                                                                                         \
+        l6 += TERM(i + 6);                                                                                         \
+        l7 += TERM(i + 7);                                                                                         \
+    }                                                                                                              \
+    for (; i < n; i++) tail += TERM(i);                                                                            \
+    return (((l0 + l4) + (l1 + l5)) + ((l2 + l6) + (l3 + l7))) + tail
+
+#define SQ_TERM(k) ((double)x[k] * (double)x[k])
+#define NORM_DOT_TERM(k) ((double)(x[k] * scale * w[k]))
+
+double op_sum_sq(const float *x, int n) { OP_LANES_SUM(SQ_TERM); }
+
+double op_norm_dot(const float *x, float scale, const float *w, int n) { OP_LANES_SUM(NORM_DOT_TERM); }
+
+float op_rms_scale(const float *x, int n, float eps) { return 1.0f / sqrtf((float)(op_sum_sq(x, n) / n) + eps); }
+
 void op_rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
-    double ss = 0.0;
-    for (int i = 0; i < n; i++) ss += (double)x[i] * (double)x[i];
-    const float scale = 1.0f / sqrtf((float)(ss / n) + eps);
+    const float scale = op_rms_scale(x, n, eps);
     if (w) {
         for (int i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
     } else {

@@ -10,6 +10,11 @@
 
 /* out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]  (w may be NULL: no weight). */
 void op_rmsnorm(float *out, const float *x, const float *w, int n, float eps);
+/* Its scale, 1 / sqrt(mean(x^2) + eps), and the sum of squares under it, in double (ops.c: the lanes). */
+float op_rms_scale(const float *x, int n, float eps);
+double op_sum_sq(const float *x, int n);
+/* sum of x[i] * scale * w[i], each term in float, summed in double: the dot of op_rmsnorm(x) and w. */
+double op_norm_dot(const float *x, float scale, const float *w, int n);
 
 /* RoPE parameters (ggml's rope_ext semantics, including YaRN). */
 typedef struct rope_params {

@@ -654,12 +654,12 @@ static float *journal_rows(df_session *s, int l, int n) {
     return mem->layer[l].rb_in + first * df_rec_row_floats(&s->m->hp);
 }
 
-void df_rec_conv(df_session *s, int l, int64_t c0, float *x, int n, int64_t ch, const float *w) {
+void df_rec_conv(tp_pool *pool, df_session *s, int l, int64_t c0, float *x, int n, int64_t ch, const float *w) {
     const df_hparams *h = &s->m->hp;
     float *j = journal_rows(s, l, n);
     const int64_t rf = df_rec_row_floats(h);
     for (int t = 0; j && t < n; t++) memcpy(j + t * rf + c0, x + t * ch, sizeof(float) * (size_t)ch);
-    dn_short_conv(x, n, ch, h->ssm_d_conv, df_mem_conv(s, l) + c0 * (h->ssm_d_conv - 1), w);
+    dn_short_conv(pool, x, n, ch, h->ssm_d_conv, df_mem_conv(s, l) + c0 * (h->ssm_d_conv - 1), w);
 }
 
 void df_rec_delta(tp_pool *pool, const dn_shape *sh, df_session *s, int l, const float *q, const float *k,

@@ -166,7 +166,7 @@ void df_rec_unmark(df_session *s);
  * marked): dn_short_conv of n rows of ch channels (x, rows ch floats apart)
  * on the layer's conv state from channel c0 on; dn_gated_delta on its
  * delta-rule state. */
-void df_rec_conv(df_session *s, int l, int64_t c0, float *x, int n, int64_t ch, const float *w);
+void df_rec_conv(tp_pool *pool, df_session *s, int l, int64_t c0, float *x, int n, int64_t ch, const float *w);
 void df_rec_delta(tp_pool *pool, const dn_shape *sh, df_session *s, int l, const float *q, const float *k,
                   const float *v, const float *g, const float *beta, int n, float *o);
 
