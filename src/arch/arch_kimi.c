@@ -321,7 +321,7 @@ static float res_score(const float *x, const float *w, int E, float eps) {
     return (float)op_norm_dot(x, op_rms_scale(x, E, eps), w, E);
 }
 
-/* out += r * a, element by element (distinct arrays: the loop is vectors). */
+/* out += r * a, element by element (distinct arrays). */
 static void add_scaled(float *restrict out, const float *restrict r, float a, int64_t n) {
     for (int64_t i = 0; i < n; i++) out[i] += r[i] * a;
 }
